@@ -1,0 +1,23 @@
+// Command better-compute is the control plane: one binary, every role, started from one
+// configuration. The work is done by the library packages; this only maps flags to them.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		// One line, whatever the error: drivers report each address tried on a line of its own.
+		fmt.Fprintln(os.Stderr, "better-compute:", strings.Join(strings.Fields(err.Error()), " "))
+		os.Exit(1)
+	}
+}
