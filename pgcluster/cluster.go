@@ -192,9 +192,7 @@ func (c *Cluster) prepare(owner *syscall.Credential) error {
 	pw, err := os.ReadFile(pwFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		b := make([]byte, 24)
-		_, _ = rand.Read(b)
-		pw = []byte(hex.EncodeToString(b))
+		pw = []byte(RandomToken())
 		if err := os.WriteFile(pwFile, pw, 0o600); err != nil {
 			return fmt.Errorf("write %s: %w", pwFile, err)
 		}
@@ -331,6 +329,13 @@ func stopStale(dataDir string) {
 			return
 		}
 	}
+}
+
+// RandomToken returns 48 random hexadecimal characters, for passwords and secrets.
+func RandomToken() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func freePort() (int, error) {

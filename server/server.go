@@ -1,10 +1,12 @@
 // Package server is the api role: the Connect API under the base path, with every method in the
 // registry reachable both at its short route POST {basePath}/{group}/{name} (JSON for curl and
-// browsers) and at its native procedure path (for generated clients and buf curl), plus the
-// health endpoints.
+// browsers) and at its native procedure path (for generated clients and buf curl), behind the
+// guard (CSRF header, IAM, error mapping, audit of failures), plus the health endpoints and the
+// discovery document.
 package server
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,9 +15,17 @@ import (
 	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/better-compute/better-compute/gen/go/bettercompute/audit/v1/auditv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/system/v1/systemv1connect"
-	"github.com/better-compute/better-compute/migrate"
+	"github.com/better-compute/better-compute/seal"
+	"github.com/better-compute/better-compute/server/admission"
+	"github.com/better-compute/better-compute/server/audit"
+	"github.com/better-compute/better-compute/server/auth"
+	"github.com/better-compute/better-compute/server/guard"
+	"github.com/better-compute/better-compute/server/iam"
 	"github.com/better-compute/better-compute/server/registry"
+	"github.com/better-compute/better-compute/server/requestid"
 	"github.com/better-compute/better-compute/server/system"
 )
 
@@ -24,54 +34,79 @@ const DefaultBasePath = "/api"
 
 // Options configure the API.
 type Options struct {
+	// Pool is the database every handler uses. Required.
+	Pool *pgxpool.Pool
+	// Secret is the deployment secret (at least 32 characters). Required.
+	Secret string
 	// BasePath prefixes every API route; DefaultBasePath when empty.
 	BasePath string
-	// Pool is the database every handler uses.
-	Pool *pgxpool.Pool
+	// BaseURL is the public URL of the deployment, for the discovery document.
+	BaseURL string
 	// TrustDomain is the machine PKI's SPIFFE trust domain, empty before `pki init`.
 	TrustDomain string
+	// GatewayEndpoints are where daemons dial in, for the discovery document.
+	GatewayEndpoints []string
+	// CORS allows browsers on other origins to call the API.
+	CORS CORSOptions
+	// Bridge authenticates callers and decides calls; the embedded IAM when nil.
+	Bridge auth.Bridge
 	// Logger receives request and lifecycle logs.
 	Logger *slog.Logger
 }
 
 // Server is the API's HTTP handler.
 type Server struct {
+	opts     Options
 	basePath string
 	registry *registry.Registry
 	api      *http.ServeMux // native procedure paths, below the base path
-	root     *http.ServeMux
-	pool     *pgxpool.Pool
+	handler  http.Handler
 	log      *slog.Logger
 }
 
 // New builds the API from the method registry and checks that every registered method has a
 // handler.
 func New(opts Options) (*Server, error) {
+	if opts.Pool == nil {
+		return nil, errors.New("api: no database")
+	}
+	sealer, err := seal.New(opts.Secret, "idempotency")
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	reg, err := registry.FromGlobal()
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{
+		opts:     opts,
 		basePath: strings.TrimSuffix(opts.BasePath, "/"),
 		registry: reg,
 		api:      http.NewServeMux(),
-		root:     http.NewServeMux(),
-		pool:     opts.Pool,
 		log:      opts.Logger,
 	}
-	if opts.BasePath == "" {
+	if s.basePath == "" {
 		s.basePath = DefaultBasePath
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	handlerOpts := []connect.HandlerOption{}
+	bridge := opts.Bridge
+	if bridge == nil {
+		bridge = auth.NewEmbedded(opts.Pool, s.log)
+	}
+	admit := admission.New(opts.Pool, sealer)
+	handlerOpts := []connect.HandlerOption{
+		connect.WithInterceptors(guard.New(reg, bridge, opts.Pool, s.log)),
+	}
 	mounted := map[string]bool{}
 	mount := func(path string, h http.Handler) {
 		s.api.Handle(path, h)
 		mounted[path] = true
 	}
 	mount(systemv1connect.NewSystemServiceHandler(system.New(opts.TrustDomain), handlerOpts...))
+	mount(iamv1connect.NewIamServiceHandler(iam.New(opts.Pool, admit), handlerOpts...))
+	mount(auditv1connect.NewAuditServiceHandler(audit.New(opts.Pool), handlerOpts...))
 
 	for _, m := range reg.Methods() {
 		svc := m.Procedure[:strings.LastIndex(m.Procedure, "/")+1]
@@ -79,9 +114,12 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("api: method %s is in the registry but its service has no handler", m.Procedure)
 		}
 	}
-	s.root.Handle(s.basePath+"/", http.StripPrefix(s.basePath, http.HandlerFunc(s.serveAPI)))
-	s.root.HandleFunc("GET /healthz", s.healthz)
-	s.root.HandleFunc("GET /readyz", s.readyz)
+	root := http.NewServeMux()
+	root.Handle(s.basePath+"/", http.StripPrefix(s.basePath, http.HandlerFunc(s.serveAPI)))
+	root.HandleFunc("GET /healthz", s.healthz)
+	root.HandleFunc("GET /readyz", s.readyz)
+	root.HandleFunc("GET /.well-known/better-compute", s.wellKnown)
+	s.handler = requestid.Middleware(opts.CORS.handler(root))
 	return s, nil
 }
 
@@ -92,7 +130,7 @@ func (s *Server) Registry() *registry.Registry { return s.registry }
 func (s *Server) BasePath() string { return s.basePath }
 
 // ServeHTTP serves the API and the health endpoints.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.root.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // serveAPI receives paths below the base path: a short route is rewritten to its procedure path,
 // and either way the Connect handlers answer.
@@ -102,32 +140,4 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		r.URL.RawPath = ""
 	}
 	s.api.ServeHTTP(w, r)
-}
-
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write([]byte("ok\n"))
-}
-
-// readyz answers 200 when the database answers and its schema is current, so a load balancer
-// sends no traffic to a process that cannot serve it.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if s.pool == nil {
-		http.Error(w, "no database configured", http.StatusServiceUnavailable)
-		return
-	}
-	m, err := migrate.New(s.pool)
-	if err == nil {
-		var current bool
-		if current, err = m.Current(r.Context()); err == nil && !current {
-			err = fmt.Errorf("schema has pending migrations: run better-compute migrate")
-		}
-	}
-	if err != nil {
-		s.log.WarnContext(r.Context(), "not ready", "err", err)
-		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	_, _ = w.Write([]byte("ready\n"))
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/better-compute/better-compute/dbtest"
 	systemv1 "github.com/better-compute/better-compute/gen/go/bettercompute/system/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/system/v1/systemv1connect"
-	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -23,17 +23,7 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // newTestServer serves the API over real HTTP/1.1 and h2c on a loopback port.
 func newTestServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	api, err := server.New(server.Options{Pool: dbtest.Pool(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(api)
-	ts.Config.Protocols = new(http.Protocols)
-	ts.Config.Protocols.SetHTTP1(true)
-	ts.Config.Protocols.SetUnencryptedHTTP2(true)
-	ts.Start()
-	t.Cleanup(ts.Close)
-	return ts
+	return servertest.New(t).Server
 }
 
 // h2cClient speaks HTTP/2 without TLS, as gRPC clients behind a TLS terminator do.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -11,22 +10,36 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/better-compute/better-compute/buildinfo"
+	"github.com/better-compute/better-compute/config"
 	"github.com/better-compute/better-compute/database"
 	"github.com/better-compute/better-compute/devmode"
 	"github.com/better-compute/better-compute/migrate"
+	"github.com/better-compute/better-compute/process"
+	"github.com/better-compute/better-compute/server/iam"
 )
 
+// globals are the flags every command shares.
+type globals struct {
+	configPath string
+}
+
 func newRootCommand() *cobra.Command {
+	g := &globals{}
 	root := &cobra.Command{
 		Use:   "better-compute",
 		Short: "The Better Compute control plane",
 		Long: `Better Compute is a control plane for fleets of compute hosts. Operators run it on their
 own PostgreSQL; tenants lease capacity through its API; a daemon on every host dials out to
-a gateway and does what it is told.`,
+a gateway and does what it is told.
+
+Every command reads one configuration: the file named by --config (or BETTER_COMPUTE_CONFIG),
+then BETTER_COMPUTE_* environment variables, then flags.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newMigrateCommand(), newDevCommand())
+	root.PersistentFlags().StringVar(&g.configPath, "config", os.Getenv("BETTER_COMPUTE_CONFIG"),
+		"configuration file, better-compute.yaml (env BETTER_COMPUTE_CONFIG)")
+	root.AddCommand(newVersionCommand(), newMigrateCommand(g), newServeCommand(g), newDevCommand(g), newIAMCommand(g))
 	return root
 }
 
@@ -42,13 +55,28 @@ func newVersionCommand() *cobra.Command {
 	}
 }
 
-// databaseURLFlag adds --database-url, defaulting to BETTER_COMPUTE_DATABASE_URL.
-func databaseURLFlag(cmd *cobra.Command, target *string) {
-	cmd.Flags().StringVar(target, "database-url", os.Getenv("BETTER_COMPUTE_DATABASE_URL"),
-		"PostgreSQL URL (env BETTER_COMPUTE_DATABASE_URL)")
+// databaseURL finds the database for commands that need only that: --database-url, then
+// BETTER_COMPUTE_DATABASE_URL, then database.url of the configuration file.
+func (g *globals) databaseURL(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if g.configPath == "" {
+		return "", database.ErrNoURL
+	}
+	cfg, err := config.Load(g.configPath, os.Environ())
+	if err != nil {
+		return "", err
+	}
+	return cfg.Database.URL, cfg.RequireDatabase()
 }
 
-func newMigrateCommand() *cobra.Command {
+func databaseURLFlag(cmd *cobra.Command, target *string) {
+	cmd.Flags().StringVar(target, "database-url", os.Getenv("BETTER_COMPUTE_DATABASE_URL"),
+		"PostgreSQL URL (env BETTER_COMPUTE_DATABASE_URL; default database.url of --config)")
+}
+
+func newMigrateCommand(g *globals) *cobra.Command {
 	var url string
 	var status, dryRun bool
 	cmd := &cobra.Command{
@@ -61,6 +89,10 @@ several processes can run it at once. --status lists every migration and whether
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Minute)
 			defer cancel()
+			url, err := g.databaseURL(url)
+			if err != nil {
+				return err
+			}
 			pool, err := database.Open(ctx, url)
 			if err != nil {
 				return err
@@ -120,25 +152,160 @@ several processes can run it at once. --status lists every migration and whether
 	return cmd
 }
 
-func newDevCommand() *cobra.Command {
+// listenFlags are the flags that override where the API listens and which roles run.
+type listenFlags struct {
+	roles, host string
+	port        int
+}
+
+func (f *listenFlags) add(cmd *cobra.Command, defaultHost string) {
+	cmd.Flags().StringVar(&f.roles, "roles", "", "roles to run: all, or a comma list of api, gateway, controllers, scheduler, sinks, iam (env BETTER_COMPUTE_ROLES)")
+	cmd.Flags().StringVar(&f.host, "host", defaultHost, "API listen host (env BETTER_COMPUTE_HOST)")
+	cmd.Flags().IntVar(&f.port, "port", 3000, "API listen port, 0 for any free one (env BETTER_COMPUTE_PORT)")
+}
+
+// apply overrides cfg with the flags the user set, and validates the result.
+func (f *listenFlags) apply(cmd *cobra.Command, cfg *config.Config) error {
+	if cmd.Flags().Changed("roles") {
+		cfg.Roles = f.roles
+	}
+	if cmd.Flags().Changed("host") {
+		cfg.Host = f.host
+	}
+	if cmd.Flags().Changed("port") {
+		cfg.Port = f.port
+	}
+	return cfg.Validate()
+}
+
+func newServeCommand(g *globals) *cobra.Command {
+	var lf listenFlags
+	var noMigrate bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the roles of a deployment",
+		Long: `Run the roles named by --roles (default all): the API, the gateway and the worker roles.
+Migrates the schema first unless --no-migrate. SIGTERM or Ctrl-C drains in-flight requests and
+stops.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(g.configPath, os.Environ())
+			if err != nil {
+				return err
+			}
+			if err := lf.apply(cmd, cfg); err != nil {
+				return err
+			}
+			if err := cfg.RequireDatabase(); err != nil {
+				return err
+			}
+			log := process.NewLogger(cfg.Log, cmd.ErrOrStderr())
+			ctx := cmd.Context()
+			pool, err := database.Open(ctx, cfg.Database.URL)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			m, err := migrate.New(pool)
+			if err != nil {
+				return err
+			}
+			if noMigrate {
+				if current, err := m.Current(ctx); err != nil {
+					return err
+				} else if !current {
+					log.Warn("the schema has pending migrations; /readyz will fail until `better-compute migrate` runs")
+				}
+			} else {
+				applied, err := m.Up(ctx)
+				if err != nil {
+					return err
+				}
+				for _, a := range applied {
+					log.Info("applied migration", "migration", a.String())
+				}
+			}
+			return process.Run(ctx, process.Options{Config: cfg, Pool: pool, Logger: log})
+		},
+	}
+	lf.add(cmd, "0.0.0.0")
+	cmd.Flags().BoolVar(&noMigrate, "no-migrate", false, "do not apply pending migrations at start")
+	return cmd
+}
+
+func newDevCommand(g *globals) *cobra.Command {
+	var lf listenFlags
 	opts := devmode.Options{}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a whole deployment locally on a private PostgreSQL",
 		Long: `Run every available role in one process. Without a database URL it starts a private
 PostgreSQL from the binaries installed on this machine, kept between runs under the user cache
-directory (--fresh starts over). It prints the API URL as a line "API: <url>".`,
+directory (--fresh starts over). It prints a fresh admin key and the API URL as lines
+"API key: <key>" and "API: <url>". Without a configured secret it keeps a random one beside the
+private cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			environ := os.Environ()
+			if g.configPath == "" && os.Getenv("BETTER_COMPUTE_SECRET") == "" {
+				secret, err := devmode.Secret(opts.ClusterDir)
+				if err != nil {
+					return err
+				}
+				environ = append(environ, "BETTER_COMPUTE_SECRET="+secret)
+			}
+			cfg, err := config.Load(g.configPath, environ)
+			if err != nil {
+				return err
+			}
+			if cfg.Host == config.Default().Host {
+				cfg.Host = "127.0.0.1" // dev stays on loopback unless told otherwise
+			}
+			if err := lf.apply(cmd, cfg); err != nil {
+				return err
+			}
+			opts.Config = cfg
 			opts.Out = cmd.OutOrStdout()
-			opts.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+			opts.Logger = process.NewLogger(cfg.Log, cmd.ErrOrStderr())
 			return devmode.Run(cmd.Context(), opts)
 		},
 	}
-	databaseURLFlag(cmd, &opts.DatabaseURL)
-	cmd.Flags().StringVar(&opts.Host, "host", "127.0.0.1", "API listen host")
-	cmd.Flags().IntVar(&opts.Port, "port", 3000, "API listen port (0 picks a free one)")
+	lf.add(cmd, "127.0.0.1")
+	cmd.Flags().Lookup("host").DefValue = "127.0.0.1, or host of the configuration"
 	cmd.Flags().StringVar(&opts.ClusterDir, "data-dir", "", "private PostgreSQL directory (default under the user cache directory)")
 	cmd.Flags().BoolVar(&opts.Fresh, "fresh", false, "delete the private PostgreSQL first")
+	return cmd
+}
+
+func newIAMCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "iam", Short: "Manage the embedded IAM from the command line"}
+	var url, name string
+	mint := &cobra.Command{
+		Use:   "mint-admin-key",
+		Short: "Print a new API key for an owner of the root tenant",
+		Long: `Print a new API key for the root tenant's service account --name, creating it with the
+owner role if needed: how an operator gets the first credential of a deployment.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			url, err := g.databaseURL(url)
+			if err != nil {
+				return err
+			}
+			pool, err := database.Open(cmd.Context(), url)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			key, err := iam.MintAdminKey(cmd.Context(), pool, name)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), key)
+			return nil
+		},
+	}
+	databaseURLFlag(mint, &url)
+	mint.Flags().StringVar(&name, "name", "admin", "service account name")
+	cmd.AddCommand(mint)
 	return cmd
 }

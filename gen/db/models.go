@@ -6,11 +6,79 @@ package db
 
 import (
 	"time"
+
+	"github.com/google/uuid"
 )
+
+type ApiKey struct {
+	ID          string
+	TenantID    uuid.UUID
+	PrincipalID uuid.UUID
+	Name        string
+	SecretHash  []byte
+	ExpiresAt   *time.Time
+	LastUsedAt  *time.Time
+	CreatedAt   time.Time
+}
+
+type AuditEvent struct {
+	ID          int64
+	TenantID    *uuid.UUID
+	PrincipalID *uuid.UUID
+	Method      string
+	Target      string
+	Outcome     string
+	RequestID   string
+	CreatedAt   time.Time
+}
+
+type IdempotencyKey struct {
+	PrincipalID uuid.UUID
+	Key         string
+	Method      string
+	RequestHash []byte
+	Response    []byte
+	CreatedAt   time.Time
+}
+
+type Outbox struct {
+	ID        int64
+	TenantID  uuid.UUID
+	Type      string
+	Subject   string
+	Payload   []byte
+	CreatedAt time.Time
+}
+
+type Principal struct {
+	ID        uuid.UUID
+	TenantID  uuid.UUID
+	Kind      string
+	Name      string
+	Email     string
+	CreatedAt time.Time
+}
+
+type RoleBinding struct {
+	ID          uuid.UUID
+	TenantID    uuid.UUID
+	PrincipalID uuid.UUID
+	Role        string
+	CreatedAt   time.Time
+}
 
 type SchemaMigration struct {
 	Version   int64
 	Name      string
 	Checksum  string
 	AppliedAt time.Time
+}
+
+type Tenant struct {
+	ID          uuid.UUID
+	ParentID    *uuid.UUID
+	Name        string
+	DisplayName string
+	IsRoot      bool
+	CreatedAt   time.Time
 }

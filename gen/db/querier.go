@@ -6,17 +6,60 @@ package db
 
 import (
 	"context"
+
+	"github.com/google/uuid"
 )
 
 type Querier interface {
 	// Bookkeeping of the migrator (package migrate). The lock is a session-level advisory lock, held
 	// on one connection while pending migrations run, so concurrent migrators take turns.
 	AcquireMigrationLock(ctx context.Context, lockKey int64) error
+	// Resolves a key id to its principal, tenant and roles in one round trip.
+	AuthenticateAPIKey(ctx context.Context, id string) (AuthenticateAPIKeyRow, error)
+	// Stored responses of idempotent calls, keyed by the caller and its Idempotency-Key.
+	// Takes the key for this transaction. A concurrent call with the same key waits here until the
+	// first commits (then finds its row) or rolls back (then claims the key itself).
+	ClaimIdempotencyKey(ctx context.Context, arg ClaimIdempotencyKeyParams) (int64, error)
+	CountOwners(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
+	CreatePrincipal(ctx context.Context, arg CreatePrincipalParams) (Principal, error)
+	CreateRoleBinding(ctx context.Context, arg CreateRoleBindingParams) (RoleBinding, error)
+	CreateTenant(ctx context.Context, arg CreateTenantParams) (Tenant, error)
+	DeleteAPIKey(ctx context.Context, arg DeleteAPIKeyParams) (int64, error)
+	DeletePrincipal(ctx context.Context, arg DeletePrincipalParams) (int64, error)
+	DeleteRoleBinding(ctx context.Context, arg DeleteRoleBindingParams) (int64, error)
+	// Embedded IAM. Every statement but the bootstrap and authentication ones takes the caller's
+	// tenant id, so a principal cannot see or change another tenant's rows.
+	// Creates the root tenant on first start; later starts (and concurrent ones) change nothing.
+	EnsureRootTenant(ctx context.Context, arg EnsureRootTenantParams) error
 	ExtensionInstalled(ctx context.Context, name string) (bool, error)
+	GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (IdempotencyKey, error)
+	GetPrincipal(ctx context.Context, arg GetPrincipalParams) (Principal, error)
+	GetPrincipalByName(ctx context.Context, arg GetPrincipalByNameParams) (Principal, error)
+	GetRoleBinding(ctx context.Context, arg GetRoleBindingParams) (RoleBinding, error)
+	GetRootTenant(ctx context.Context) (Tenant, error)
+	// A tenant is visible to its own principals and to those of its parent.
+	GetTenant(ctx context.Context, arg GetTenantParams) (Tenant, error)
+	// The audit log: written by the admission layer, read by audit/list.
+	InsertAuditEvent(ctx context.Context, arg InsertAuditEventParams) error
+	// The outbox: events written in the same transaction as the change they announce.
+	InsertOutboxEvent(ctx context.Context, arg InsertOutboxEventParams) error
+	ListAPIKeys(ctx context.Context, arg ListAPIKeysParams) ([]ApiKey, error)
 	ListAppliedMigrations(ctx context.Context) ([]SchemaMigration, error)
+	// Newest first; the cursor is the last id seen.
+	ListAuditEvents(ctx context.Context, arg ListAuditEventsParams) ([]AuditEvent, error)
+	ListPrincipals(ctx context.Context, arg ListPrincipalsParams) ([]Principal, error)
+	ListRoleBindings(ctx context.Context, arg ListRoleBindingsParams) ([]RoleBinding, error)
+	ListTenants(ctx context.Context, arg ListTenantsParams) ([]Tenant, error)
+	// Serialises changes to a tenant's owners, so concurrent removals cannot leave it without one.
+	LockTenant(ctx context.Context, id uuid.UUID) error
+	PrincipalRoles(ctx context.Context, arg PrincipalRolesParams) ([]string, error)
 	RecordMigration(ctx context.Context, arg RecordMigrationParams) error
 	ReleaseMigrationLock(ctx context.Context, lockKey int64) error
 	SchemaMigrationsExists(ctx context.Context) (bool, error)
+	StoreIdempotentResponse(ctx context.Context, arg StoreIdempotentResponseParams) error
+	// Records use at most once a minute per key, so authentication is not a write per request.
+	TouchAPIKey(ctx context.Context, id string) error
 }
 
 var _ Querier = (*Queries)(nil)

@@ -8,9 +8,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/better-compute/better-compute/buildinfo"
 	systemv1 "github.com/better-compute/better-compute/gen/go/bettercompute/system/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/system/v1/systemv1connect"
-	"github.com/better-compute/better-compute/buildinfo"
 )
 
 // Service answers SystemService calls.

@@ -1,0 +1,301 @@
+// Package config is the deployment configuration that every better-compute process starts from.
+//
+// A configuration comes from three layers, later ones winning: the defaults ([Default]), one YAML
+// file (better-compute.yaml) whose string values may use ${NAME} and ${NAME:-default}
+// interpolation, and BETTER_COMPUTE_* environment variables, one for every key ([EnvVars]).
+// [Load] checks the result and reports every problem at once, each naming its key, so an
+// operator can fix a configuration in one pass. The secret and the database password never
+// appear in errors, in fmt output or in slog output of a [Config].
+package config
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"reflect"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Role names, as accepted by roles and BETTER_COMPUTE_ROLES.
+const (
+	// RoleAll runs the API, every worker role, and the gateway when gateway.listen is set.
+	RoleAll = "all"
+	// RoleAPI serves the Connect API, health endpoints and tunnel upgrades.
+	RoleAPI = "api"
+	// RoleGateway serves daemon sessions and the internal control API.
+	RoleGateway = "gateway"
+	// RoleControllers runs every reconciler not declared for the scheduler.
+	RoleControllers = "controllers"
+	// RoleScheduler runs the placer and the other scheduler reconcilers.
+	RoleScheduler = "scheduler"
+	// RoleSinks delivers the outbox to event sinks.
+	RoleSinks = "sinks"
+	// RoleIAM runs IAM background jobs.
+	RoleIAM = "iam"
+)
+
+// Roles returns every role a process can run, in a stable order (all excluded).
+func Roles() []string {
+	return []string{RoleAPI, RoleGateway, RoleControllers, RoleScheduler, RoleSinks, RoleIAM}
+}
+
+// Config is one deployment's configuration. The yaml tags are the file's keys; each key is also
+// settable through the environment variable that [EnvVars] lists for it.
+type Config struct {
+	// Secret is the deployment secret that seals the PKI and derives other keys. Required, at
+	// least 32 characters; it is never printed (see Redacted).
+	Secret string `yaml:"secret"`
+	// BaseURL is the public URL callers reach the API at, for links and discovery. Optional;
+	// when set it is an absolute http or https URL.
+	BaseURL string `yaml:"baseURL"`
+	// BasePath prefixes every API route, {basePath}/{group}/{method}. Starts with / and has no
+	// trailing slash; default /api.
+	BasePath string `yaml:"basePath"`
+	// Database says where the PostgreSQL database is.
+	Database Database `yaml:"database"`
+	// Host is the address the API listens on; default 0.0.0.0.
+	Host string `yaml:"host"`
+	// Port is the port the API listens on, 0 to 65535 (0 picks a free port); default 3000.
+	Port int `yaml:"port"`
+	// Roles is "all" or a comma-separated list of roles (see Roles) this process runs; see
+	// RoleSet for what "all" expands to.
+	Roles string `yaml:"roles"`
+	// Modules names the optional modules to enable. Default none.
+	Modules []string `yaml:"modules"`
+	// Gateway configures the daemon gateway; it runs only when Gateway.Listen is set.
+	Gateway Gateway `yaml:"gateway"`
+	// CORS says which browser origins may call the API.
+	CORS CORS `yaml:"cors"`
+	// TrustDomain is the SPIFFE trust domain of machine identities, a lower-case DNS name like
+	// example.com. Optional until the PKI is initialised.
+	TrustDomain string `yaml:"trustDomain"`
+	// Log configures the process log.
+	Log Log `yaml:"log"`
+}
+
+// Database says where the PostgreSQL database is.
+type Database struct {
+	// URL is a PostgreSQL URL (postgres://user:password@host:port/db) or key=value connection
+	// string. Empty is allowed at load, for dev mode; RequireDatabase insists on it.
+	URL string `yaml:"url"`
+}
+
+// Gateway configures the daemon gateway.
+type Gateway struct {
+	// Listen is the host:port daemons connect to (mTLS). Empty means this deployment's processes
+	// run no gateway.
+	Listen string `yaml:"listen"`
+	// Region names the gateway's region; it becomes part of gateway SPIFFE IDs. Default "default".
+	Region string `yaml:"region"`
+	// ControlListen is the host:port of the internal control API; default :8444. Used only when
+	// Listen is set.
+	ControlListen string `yaml:"controlListen"`
+	// PublicEndpoint is the host:port daemons are told to dial (e.g. gw.example.com:443), when it
+	// differs from Listen. Optional.
+	PublicEndpoint string `yaml:"publicEndpoint"`
+}
+
+// CORS says which browser origins may call the API.
+type CORS struct {
+	// AllowedOrigins lists origins (scheme://host[:port], no path) or "*" for any. Default none.
+	AllowedOrigins []string `yaml:"allowedOrigins"`
+	// AllowCredentials lets browsers send cookies and credentials cross-origin. It cannot be
+	// combined with "*". Default false.
+	AllowCredentials bool `yaml:"allowCredentials"`
+}
+
+// Log configures the process log.
+type Log struct {
+	// Level is the lowest level logged: debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is json or text. Default json.
+	Format string `yaml:"format"`
+}
+
+// Default returns the configuration used when neither the file nor the environment sets a key.
+// It has no secret, so it does not pass Validate on its own.
+func Default() *Config {
+	return &Config{
+		BasePath: "/api",
+		Host:     "0.0.0.0",
+		Port:     3000,
+		Roles:    RoleAll,
+		Gateway:  Gateway{Region: "default", ControlListen: ":8444"},
+		Log:      Log{Level: "info", Format: "json"},
+	}
+}
+
+// RoleSet returns the roles this process runs. "all" expands to every role, except the gateway
+// when gateway.listen is unset. Unknown names, which Validate rejects, are left out.
+func (c *Config) RoleSet() map[string]bool {
+	known := make(map[string]bool)
+	for _, r := range Roles() {
+		known[r] = true
+	}
+	set := make(map[string]bool)
+	for _, r := range splitList(c.Roles) {
+		switch {
+		case r == RoleAll:
+			for _, a := range Roles() {
+				if a != RoleGateway || c.Gateway.Listen != "" {
+					set[a] = true
+				}
+			}
+		case known[r]:
+			set[r] = true
+		}
+	}
+	return set
+}
+
+// RequireDatabase reports an error naming the key and its variable when no database URL is set,
+// for commands that cannot run without one.
+func (c *Config) RequireDatabase() error {
+	if c.Database.URL == "" {
+		return &Error{Problems: []Problem{{
+			Key:     "database.url",
+			Message: fmt.Sprintf("required (set %s)", envName("database.url")),
+		}}}
+	}
+	return nil
+}
+
+// Problem is one thing wrong with a configuration, tied to the key an operator has to fix.
+type Problem struct {
+	// Key is the dotted YAML path, e.g. database.url or cors.allowedOrigins[1].
+	Key string
+	// Message says what is wrong; it never contains the secret or a password.
+	Message string
+}
+
+// String renders the problem as "key: message".
+func (p Problem) String() string { return p.Key + ": " + p.Message }
+
+// Error reports every problem found in a configuration, so one run shows all there is to fix.
+type Error struct {
+	// Problems are in the order found: file, then environment, then validation.
+	Problems []Problem
+}
+
+// Error joins the problems with "; ".
+func (e *Error) Error() string {
+	msgs := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		msgs[i] = p.String()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Redacted returns a copy whose secret and database password are replaced by "REDACTED", safe
+// to print or serialise. The copy shares no memory with c.
+func (c *Config) Redacted() *Config {
+	r := *c
+	r.Modules = cloneStrings(c.Modules)
+	r.CORS.AllowedOrigins = cloneStrings(c.CORS.AllowedOrigins)
+	if r.Secret != "" {
+		r.Secret = redactedMark
+	}
+	r.Database.URL = redactDatabaseURL(r.Database.URL)
+	return &r
+}
+
+// String renders the redacted configuration as key=value pairs, keys as in the YAML file.
+func (c Config) String() string {
+	v := reflect.ValueOf(c.Redacted()).Elem()
+	var b strings.Builder
+	for i, f := range leaves(v.Type(), "") {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fv := v.FieldByIndex(f.index)
+		switch fv.Kind() {
+		case reflect.String, reflect.Slice:
+			fmt.Fprintf(&b, "%s=%q", f.key, fv.Interface())
+		default:
+			fmt.Fprintf(&b, "%s=%v", f.key, fv.Interface())
+		}
+	}
+	return b.String()
+}
+
+// Format makes every fmt verb (%v, %+v, %#v, %d, …) print String, so no verb can reach the
+// secret through the struct's fields.
+func (c Config) Format(f fmt.State, _ rune) {
+	_, _ = io.WriteString(f, c.String())
+}
+
+// LogValue logs the redacted configuration as a group with the YAML keys.
+func (c Config) LogValue() slog.Value {
+	return groupValue(reflect.ValueOf(c.Redacted()).Elem())
+}
+
+// groupValue turns a struct into a slog group keyed by its yaml tags.
+func groupValue(v reflect.Value) slog.Value {
+	var attrs []slog.Attr
+	for i := range v.NumField() {
+		name := yamlName(v.Type().Field(i))
+		if name == "" {
+			continue
+		}
+		fv := v.Field(i)
+		if fv.Kind() == reflect.Struct {
+			attrs = append(attrs, slog.Attr{Key: name, Value: groupValue(fv)})
+		} else {
+			attrs = append(attrs, slog.Any(name, fv.Interface()))
+		}
+	}
+	return slog.GroupValue(attrs...)
+}
+
+func cloneStrings(s []string) []string {
+	if s == nil {
+		return nil
+	}
+	return append([]string(nil), s...)
+}
+
+// redactedMark replaces the secret and passwords in printed configurations.
+const redactedMark = "REDACTED"
+
+// dsnPassword matches the password of a key=value connection string, quoted or not.
+var dsnPassword = regexp.MustCompile(`(password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)`)
+
+// redactDatabaseURL replaces the password of a PostgreSQL URL (in the user info or a password
+// query parameter) or key=value string. A URL that cannot be parsed is replaced whole.
+func redactDatabaseURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	if !isURL(s) {
+		return dsnPassword.ReplaceAllString(s, "${1}"+redactedMark)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return redactedMark
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), redactedMark)
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", redactedMark)
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// databasePassword returns the password in a connection string, or "" when there is none or the
+// string cannot be parsed.
+func databasePassword(s string) string {
+	if s == "" {
+		return ""
+	}
+	cfg, err := pgconn.ParseConfig(s)
+	if err != nil {
+		return ""
+	}
+	return cfg.Password
+}

@@ -1,0 +1,211 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// MinSecretLength is the fewest characters a deployment secret may have.
+const MinSecretLength = 32
+
+var (
+	basePathPattern = regexp.MustCompile(`^(/[A-Za-z0-9_-]+)+$`)
+	regionPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+)
+
+// Validate checks c as Load does, for configurations changed after loading (by flags, say). It
+// returns an *Error listing every problem, or nil.
+func (c *Config) Validate() error {
+	if ps := c.problems(); len(ps) > 0 {
+		return &Error{Problems: ps.scrub(c.Secret, databasePassword(c.Database.URL))}
+	}
+	return nil
+}
+
+// problems checks every key and returns what is wrong, in the order of the struct.
+func (c *Config) problems() problems {
+	var ps problems
+	switch {
+	case c.Secret == "":
+		ps.add("secret", "required (set %s)", envName("secret"))
+	case utf8.RuneCountInString(c.Secret) < MinSecretLength:
+		ps.add("secret", "must be at least %d characters", MinSecretLength)
+	}
+	if c.BaseURL != "" {
+		if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			ps.add("baseURL", "must be an absolute http or https URL like https://compute.example.com, got %q", c.BaseURL)
+		}
+	}
+	if !basePathPattern.MatchString(c.BasePath) {
+		ps.add("basePath", "must start with /, have no trailing slash and use only letters, digits, _, - and / (like /api), got %q", c.BasePath)
+	}
+	if msg := checkDatabaseURL(c.Database.URL); msg != "" {
+		ps.add("database.url", "not a PostgreSQL URL (postgres://user:password@host:port/database) or key=value connection string: %s", msg)
+	}
+	if !validHost(c.Host) {
+		ps.add("host", "must be an IP address or host name, got %q", c.Host)
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		ps.add("port", "must be from 0 to 65535, got %d", c.Port)
+	}
+	c.checkRoles(&ps)
+	for i, m := range c.Modules {
+		if strings.TrimSpace(m) == "" {
+			ps.add(fmt.Sprintf("modules[%d]", i), "must not be empty")
+		}
+	}
+	c.checkGateway(&ps)
+	c.checkCORS(&ps)
+	if c.TrustDomain != "" && (!isDNSName(c.TrustDomain) || strings.ToLower(c.TrustDomain) != c.TrustDomain) {
+		ps.add("trustDomain", "must be a lower-case DNS name like example.com, got %q", c.TrustDomain)
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		ps.add("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	if c.Log.Format != "json" && c.Log.Format != "text" {
+		ps.add("log.format", "must be json or text, got %q", c.Log.Format)
+	}
+	return ps
+}
+
+func (c *Config) checkRoles(ps *problems) {
+	roles := splitList(c.Roles)
+	if len(roles) == 0 {
+		ps.add("roles", "required: %s or a comma-separated list of %s", RoleAll, strings.Join(Roles(), ", "))
+	}
+	for _, r := range roles {
+		switch {
+		case r == RoleAll && len(roles) > 1:
+			ps.add("roles", "%s cannot be combined with other roles", RoleAll)
+		case r == RoleAll:
+		case !slices.Contains(Roles(), r):
+			ps.add("roles", "unknown role %q (want %s or a comma-separated list of %s)", r, RoleAll, strings.Join(Roles(), ", "))
+		case r == RoleGateway && c.Gateway.Listen == "":
+			ps.add("gateway.listen", "required when roles include %s (set %s)", RoleGateway, envName("gateway.listen"))
+		}
+	}
+}
+
+func (c *Config) checkGateway(ps *problems) {
+	g := c.Gateway
+	if !regionPattern.MatchString(g.Region) {
+		ps.add("gateway.region", "must be 1 to 63 letters, digits, ., _ or -, starting with a letter or digit, got %q", g.Region)
+	}
+	if g.PublicEndpoint != "" {
+		if msg := checkHostPort(g.PublicEndpoint, true); msg != "" {
+			ps.add("gateway.publicEndpoint", "%s", msg)
+		}
+	}
+	if g.Listen == "" {
+		return
+	}
+	if msg := checkHostPort(g.Listen, false); msg != "" {
+		ps.add("gateway.listen", "%s", msg)
+	}
+	switch {
+	case g.ControlListen == "":
+		ps.add("gateway.controlListen", "required when gateway.listen is set")
+	case g.ControlListen == g.Listen:
+		ps.add("gateway.controlListen", "must differ from gateway.listen")
+	default:
+		if msg := checkHostPort(g.ControlListen, false); msg != "" {
+			ps.add("gateway.controlListen", "%s", msg)
+		}
+	}
+}
+
+func (c *Config) checkCORS(ps *problems) {
+	for i, o := range c.CORS.AllowedOrigins {
+		if o != "*" && !isOrigin(o) {
+			ps.add(fmt.Sprintf("cors.allowedOrigins[%d]", i), `must be "*" or an origin scheme://host[:port] with no path, like https://app.example.com, got %q`, o)
+		}
+	}
+	if c.CORS.AllowCredentials && slices.Contains(c.CORS.AllowedOrigins, "*") {
+		ps.add("cors.allowCredentials", `cannot be true when cors.allowedOrigins contains "*"; list the origins instead`)
+	}
+}
+
+// isOrigin reports whether s is a browser origin: scheme://host[:port] and nothing more.
+func isOrigin(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Scheme != "" && u.Opaque == "" && u.User == nil && validHost(u.Hostname()) &&
+		u.Path == "" && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" && !strings.HasSuffix(s, ":")
+}
+
+// checkHostPort says what is wrong with a host:port address, or "" when nothing is. The host may
+// be empty (all interfaces) unless needHost.
+func checkHostPort(s string, needHost bool) string {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Sprintf("must be host:port (like :8443 or gw.example.com:443), got %q", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Sprintf("port must be a number from 0 to 65535, got %q", s)
+	}
+	if (host != "" || needHost) && !validHost(host) {
+		return fmt.Sprintf("host must be an IP address or host name, got %q", s)
+	}
+	return ""
+}
+
+// validHost reports whether s is an IP address or a DNS host name.
+func validHost(s string) bool {
+	return net.ParseIP(s) != nil || isDNSName(s)
+}
+
+// isDNSName reports whether s is a DNS name: dot-separated labels of letters, digits and
+// hyphens, no label starting or ending with a hyphen.
+func isDNSName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if r != '-' && !isASCIILetter(r) && (r < '0' || r > '9') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// checkDatabaseURL says why pgconn rejects a connection string, without quoting it, or "" when it
+// does not. pgconn redacts the password only from strings it can parse, and its message for a
+// malformed URL can hold part of the password, so that case gets no detail.
+func checkDatabaseURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	if isURL(s) {
+		if _, err := url.Parse(s); err != nil {
+			return "malformed URL"
+		}
+	}
+	_, err := pgconn.ParseConfig(s)
+	if err == nil {
+		return ""
+	}
+	var pce *pgconn.ParseConfigError
+	if !errors.As(err, &pce) {
+		return "cannot parse"
+	}
+	pce.ConnString = "" // the error is ours alone; drop the string before printing
+	return strings.TrimPrefix(pce.Error(), "cannot parse ``: ")
+}
+
+// isURL reports whether pgconn reads s as a URL rather than key=value pairs.
+func isURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}

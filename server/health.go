@@ -1,0 +1,58 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/better-compute/better-compute/buildinfo"
+	"github.com/better-compute/better-compute/migrate"
+)
+
+// healthz answers while the process is alive.
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// readyz answers 200 when the database answers and its schema is current, so a load balancer
+// sends no traffic to a process that cannot serve it.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	m, err := migrate.New(s.opts.Pool)
+	if err == nil {
+		var current bool
+		if current, err = m.Current(r.Context()); err == nil && !current {
+			err = fmt.Errorf("schema has pending migrations: run better-compute migrate")
+		}
+	}
+	if err != nil {
+		s.log.WarnContext(r.Context(), "not ready", "err", err)
+		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// Discovery is the document at /.well-known/better-compute: what a client or daemon needs to
+// find the API and the gateways.
+type Discovery struct {
+	APIBaseURL       string   `json:"apiBaseUrl,omitempty"`
+	BasePath         string   `json:"basePath"`
+	Version          string   `json:"version"`
+	TrustDomain      string   `json:"trustDomain,omitempty"`
+	GatewayEndpoints []string `json:"gatewayEndpoints,omitempty"`
+}
+
+func (s *Server) wellKnown(w http.ResponseWriter, _ *http.Request) {
+	d := Discovery{
+		BasePath: s.basePath, Version: buildinfo.Version,
+		TrustDomain: s.opts.TrustDomain, GatewayEndpoints: s.opts.GatewayEndpoints,
+	}
+	if s.opts.BaseURL != "" {
+		d.APIBaseURL = s.opts.BaseURL + s.basePath
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "max-age=60")
+	_ = json.NewEncoder(w).Encode(d)
+}
