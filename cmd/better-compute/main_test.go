@@ -1,11 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/dbtest"
 )
 
 // TestMain lets a test run this binary's main, as a subprocess, to check exit codes and output.
@@ -14,7 +21,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	dbtest.Main(m)
 }
 
 func runMain(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -57,5 +64,64 @@ func TestVersion(t *testing.T) {
 	stdout, _, code := runMain(t, "version")
 	if code != 0 || !strings.HasPrefix(stdout, "better-compute ") {
 		t.Fatalf("version: %d %q", code, stdout)
+	}
+}
+
+// TestServeStopsCleanlyOnSIGTERM starts `serve` on a real database, calls it, sends SIGTERM and
+// expects it to drain and exit 0.
+func TestServeStopsCleanlyOnSIGTERM(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "serve", "--roles", "api", "--host", "127.0.0.1", "--port", "0")
+	cmd.Env = append(os.Environ(), "BETTER_COMPUTE_RUN_MAIN=1",
+		"BETTER_COMPUTE_DATABASE_URL="+dbtest.EmptyURL(t),
+		"BETTER_COMPUTE_SECRET=serve-test-secret-0123456789abcdef-xyz")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(stderr)
+	var url string
+	var log []string
+	for url == "" && lines.Scan() {
+		log = append(log, lines.Text())
+		var rec struct{ Msg, URL string }
+		if json.Unmarshal(lines.Bytes(), &rec) == nil && rec.Msg == "api listening" {
+			url = rec.URL
+		}
+	}
+	if url == "" {
+		t.Fatalf("serve did not start:\n%s", strings.Join(log, "\n"))
+	}
+	res, err := http.Get(strings.TrimSuffix(url, "/api") + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("readyz after serve migrated: %d", res.StatusCode)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for lines.Scan() {
+			log = append(log, lines.Text())
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve exited with %v:\n%s", err, strings.Join(log, "\n"))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop within 30s of SIGTERM")
+	}
+	if !strings.Contains(strings.Join(log, "\n"), "draining") {
+		t.Errorf("serve did not drain:\n%s", strings.Join(log, "\n"))
 	}
 }
