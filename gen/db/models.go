@@ -41,6 +41,15 @@ type IdempotencyKey struct {
 	CreatedAt   time.Time
 }
 
+type Lease struct {
+	Name         string
+	Holder       string
+	FencingToken int64
+	ExpiresAt    time.Time
+	AcquiredAt   time.Time
+	RenewedAt    time.Time
+}
+
 type Outbox struct {
 	ID        int64
 	TenantID  uuid.UUID
@@ -59,6 +68,17 @@ type Principal struct {
 	CreatedAt time.Time
 }
 
+type ReconcileQueue struct {
+	Kind       string
+	Key        string
+	Shard      int32
+	DueAt      time.Time
+	Generation int64
+	Attempts   int32
+	LastError  *string
+	EnqueuedAt time.Time
+}
+
 type RoleBinding struct {
 	ID          uuid.UUID
 	TenantID    uuid.UUID
@@ -72,6 +92,13 @@ type SchemaMigration struct {
 	Name      string
 	Checksum  string
 	AppliedAt time.Time
+}
+
+type ShardMember struct {
+	Role        string
+	Member      string
+	HeartbeatAt time.Time
+	StartedAt   time.Time
 }
 
 type Tenant struct {

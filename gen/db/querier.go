@@ -11,6 +11,10 @@ import (
 )
 
 type Querier interface {
+	// Leases: single-writer work. A lease is taken when free or expired, renewed by its holder
+	// before it expires, and released by expiring it (the row stays, so fencing tokens only grow).
+	// Takes every free or expired lease of the names, in one statement.
+	AcquireLeases(ctx context.Context, arg AcquireLeasesParams) ([]Lease, error)
 	// Bookkeeping of the migrator (package migrate). The lock is a session-level advisory lock, held
 	// on one connection while pending migrations run, so concurrent migrators take turns.
 	AcquireMigrationLock(ctx context.Context, lockKey int64) error
@@ -33,6 +37,9 @@ type Querier interface {
 	// Creates the root tenant on first start; later starts (and concurrent ones) change nothing.
 	EnsureRootTenant(ctx context.Context, arg EnsureRootTenantParams) error
 	ExtensionInstalled(ctx context.Context, name string) (bool, error)
+	// Inside a transaction: holds the lease row share-locked, so it cannot change hands before the
+	// transaction ends, and reports whether the token is still the current, unexpired one.
+	FenceLease(ctx context.Context, arg FenceLeaseParams) (bool, error)
 	GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (IdempotencyKey, error)
 	GetPrincipal(ctx context.Context, arg GetPrincipalParams) (Principal, error)
 	GetPrincipalByName(ctx context.Context, arg GetPrincipalByNameParams) (Principal, error)
@@ -48,6 +55,7 @@ type Querier interface {
 	ListAppliedMigrations(ctx context.Context) ([]SchemaMigration, error)
 	// Newest first; the cursor is the last id seen.
 	ListAuditEvents(ctx context.Context, arg ListAuditEventsParams) ([]AuditEvent, error)
+	ListLeases(ctx context.Context, prefix string) ([]Lease, error)
 	ListPrincipals(ctx context.Context, arg ListPrincipalsParams) ([]Principal, error)
 	ListRoleBindings(ctx context.Context, arg ListRoleBindingsParams) ([]RoleBinding, error)
 	ListTenants(ctx context.Context, arg ListTenantsParams) ([]Tenant, error)
@@ -55,7 +63,10 @@ type Querier interface {
 	LockTenant(ctx context.Context, id uuid.UUID) error
 	PrincipalRoles(ctx context.Context, arg PrincipalRolesParams) ([]string, error)
 	RecordMigration(ctx context.Context, arg RecordMigrationParams) error
+	ReleaseLeases(ctx context.Context, arg ReleaseLeasesParams) error
 	ReleaseMigrationLock(ctx context.Context, lockKey int64) error
+	// Extends the holder's unexpired leases among the names; those not returned are lost.
+	RenewLeases(ctx context.Context, arg RenewLeasesParams) ([]Lease, error)
 	SchemaMigrationsExists(ctx context.Context) (bool, error)
 	StoreIdempotentResponse(ctx context.Context, arg StoreIdempotentResponseParams) error
 	// Records use at most once a minute per key, so authentication is not a write per request.
