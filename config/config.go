@@ -16,6 +16,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -75,6 +76,12 @@ type Config struct {
 	TrustDomain string `yaml:"trustDomain"`
 	// Log configures the process log.
 	Log Log `yaml:"log"`
+
+	// Webhooks configure tenants' webhooks.
+	Webhooks Webhooks `yaml:"webhooks"`
+
+	// Retention says how long finished work is kept.
+	Retention Retention `yaml:"retention"`
 }
 
 // Database says where the PostgreSQL database is.
@@ -82,6 +89,23 @@ type Database struct {
 	// URL is a PostgreSQL URL (postgres://user:password@host:port/db) or key=value connection
 	// string. Empty is allowed at load, for dev mode; RequireDatabase insists on it.
 	URL string `yaml:"url"`
+}
+
+// Webhooks configure the webhooks tenants register for their events.
+type Webhooks struct {
+	// AllowPrivate lets webhook URLs point at loopback, link-local and private addresses.
+	// Off by default, so a tenant cannot make the control plane call into its own network.
+	AllowPrivate bool `yaml:"allowPrivate"`
+}
+
+// Retention says how long finished work is kept before the retention job prunes it.
+type Retention struct {
+	// Outbox keeps delivered events this long (default 168h).
+	Outbox time.Duration `yaml:"outbox"`
+	// Commands keeps finished node commands this long (default 720h).
+	Commands time.Duration `yaml:"commands"`
+	// Audit keeps audit rows this long (default 8760h, a year).
+	Audit time.Duration `yaml:"audit"`
 }
 
 // Gateway configures the daemon gateway.
@@ -126,6 +150,11 @@ func Default() *Config {
 		Roles:    RoleAll,
 		Gateway:  Gateway{Region: "default", ControlListen: ":8444"},
 		Log:      Log{Level: "info", Format: "json"},
+		Retention: Retention{
+			Outbox:   7 * 24 * time.Hour,
+			Commands: 30 * 24 * time.Hour,
+			Audit:    365 * 24 * time.Hour,
+		},
 	}
 }
 

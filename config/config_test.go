@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testSecret is long enough and distinctive, so a leak is easy to spot.
@@ -147,6 +148,7 @@ log:
 				CORS:        CORS{AllowedOrigins: []string{"https://app.example.com", "http://localhost:5173"}, AllowCredentials: true},
 				TrustDomain: "example.com",
 				Log:         Log{Level: "debug", Format: "text"},
+				Retention:   Default().Retention,
 			}
 			if !reflect.DeepEqual(c, want) {
 				return fmt.Errorf("got %s\nwant %s", c, want)
@@ -650,5 +652,23 @@ func TestValidate(t *testing.T) {
 	c.Port = -5
 	if keys := problemKeys(t, c.Validate()); !slices.Equal(keys, []string{"port"}) {
 		t.Errorf("keys %q, want [port]", keys)
+	}
+}
+
+func TestDurationsAndWebhooks(t *testing.T) {
+	cfg, err := Load("", []string{
+		"BETTER_COMPUTE_SECRET=0123456789abcdef0123456789abcdef",
+		"BETTER_COMPUTE_RETENTION_OUTBOX=48h",
+		"BETTER_COMPUTE_WEBHOOKS_ALLOW_PRIVATE=true",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Retention.Outbox != 48*time.Hour || cfg.Retention.Audit != 365*24*time.Hour || !cfg.Webhooks.AllowPrivate {
+		t.Errorf("retention %+v, webhooks %+v", cfg.Retention, cfg.Webhooks)
+	}
+	_, err = Load("", []string{"BETTER_COMPUTE_SECRET=0123456789abcdef0123456789abcdef", "BETTER_COMPUTE_RETENTION_AUDIT=forever"})
+	if err == nil || !strings.Contains(err.Error(), "retention.audit") {
+		t.Errorf("bad duration: %v", err)
 	}
 }

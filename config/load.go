@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
@@ -244,9 +245,19 @@ func applyEnv(c *Config, env map[string]string, ps *problems) {
 	}
 }
 
+var durationType = reflect.TypeOf(time.Duration(0))
+
 // setScalar parses s into a string, int or bool field. Errors do not quote s, which may hold the
 // secret interpolated into the wrong key.
 func setScalar(v reflect.Value, s string) error {
+	if v.Type() == durationType {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return errors.New("must be a duration such as 90s, 15m or 168h")
+		}
+		v.SetInt(int64(d))
+		return nil
+	}
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(s)

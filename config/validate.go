@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -58,6 +59,13 @@ func (c *Config) problems() problems {
 		ps.add("port", "must be from 0 to 65535, got %d", c.Port)
 	}
 	c.checkRoles(&ps)
+	for key, d := range map[string]time.Duration{
+		"retention.outbox": c.Retention.Outbox, "retention.commands": c.Retention.Commands, "retention.audit": c.Retention.Audit,
+	} {
+		if d <= 0 {
+			ps.add(key, "must be a positive duration, got %s", d)
+		}
+	}
 	for i, m := range c.Modules {
 		if strings.TrimSpace(m) == "" {
 			ps.add(fmt.Sprintf("modules[%d]", i), "must not be empty")
