@@ -14,6 +14,7 @@ package dbtest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"sync"
@@ -146,11 +147,7 @@ func setup() error {
 		return err
 	}
 	defer pool.Close()
-	m, err := migrate.New(pool)
-	if err != nil {
-		return err
-	}
-	if _, err := m.Up(ctx); err != nil {
+	if err := migrate.Apply(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
 		return fmt.Errorf("migrate template: %w", err)
 	}
 	return nil

@@ -15,11 +15,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/config"
 	"github.com/better-compute/better-compute/database"
 	"github.com/better-compute/better-compute/migrate"
 	"github.com/better-compute/better-compute/pgcluster"
+	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/process"
 	"github.com/better-compute/better-compute/server/iam"
 )
@@ -69,27 +71,58 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer pool.Close()
-	m, err := migrate.New(pool)
-	if err != nil {
+	if err := migrate.Apply(ctx, pool, log); err != nil {
 		return err
-	}
-	applied, err := m.Up(ctx)
-	if err != nil {
-		return err
-	}
-	for _, mig := range applied {
-		log.Info("applied migration", "migration", mig.String())
 	}
 	key, err := iam.MintAdminKey(ctx, pool, adminName)
 	if err != nil {
 		return err
 	}
+	rootCA, err := initPKI(ctx, pool, &cfg, opts)
+	if err != nil {
+		return err
+	}
+	if cfg.Gateway.Listen == "" { // dev runs a gateway on loopback unless configured otherwise
+		cfg.Gateway.Listen, cfg.Gateway.ControlListen = "127.0.0.1:0", "127.0.0.1:0"
+	}
 	return process.Run(ctx, process.Options{
 		Config: &cfg, Pool: pool, Logger: log,
-		OnListen: func(url string) {
-			fmt.Fprintf(opts.Out, "API key: %s\nAPI: %s\n", key, url)
+		OnListen: func(apiURL, gatewayAddr string) {
+			if gatewayAddr != "" {
+				fmt.Fprintf(opts.Out, "Gateway: %s\nRoot CA: %s\n", gatewayAddr, rootCA)
+			}
+			fmt.Fprintf(opts.Out, "API key: %s\nAPI: %s\n", key, apiURL)
 		},
 	})
+}
+
+// DevTrustDomain is the trust domain of a dev deployment whose configuration names none.
+const DevTrustDomain = "dev.better-compute.local"
+
+// initPKI initialises the machine PKI on first use, and writes its root CA beside the private
+// cluster for daemons to verify the gateway with (bcd join --ca-file).
+func initPKI(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts Options) (string, error) {
+	td := cfg.TrustDomain
+	if td == "" {
+		td = DevTrustDomain
+	}
+	b, err := pki.Init(ctx, pool, cfg.Secret, td)
+	if errors.Is(err, pki.ErrInitialized) {
+		b, err = pki.Load(ctx, pool, cfg.Secret)
+	}
+	if err != nil {
+		return "", err
+	}
+	cfg.TrustDomain = b.TrustDomain()
+	dir, err := clusterDirOrDefault(opts.ClusterDir)
+	if err != nil {
+		return "", err
+	}
+	path := dir + ".root-ca.pem"
+	if err := os.WriteFile(path, b.RootPEM(), 0o644); err != nil {
+		return "", fmt.Errorf("write root CA: %w", err)
+	}
+	return path, nil
 }
 
 // Secret returns the deployment secret dev uses when none is configured: random, kept beside

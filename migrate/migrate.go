@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path"
 	"regexp"
 	"sort"
@@ -231,4 +232,18 @@ func pendingOf(states []State) []Migration {
 		}
 	}
 	return out
+}
+
+// Apply brings pool's schema up to date with the migrations built into the binary, logging each
+// one it applies: what serve, dev and the tests do at start.
+func Apply(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
+	m, err := New(pool)
+	if err != nil {
+		return err
+	}
+	applied, err := m.Up(ctx)
+	for _, a := range applied {
+		log.Info("applied migration", "migration", a.String())
+	}
+	return err
 }

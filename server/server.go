@@ -16,17 +16,28 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/go/bettercompute/audit/v1/auditv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/events/v1/eventsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/system/v1/systemv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
 	"github.com/better-compute/better-compute/seal"
 	"github.com/better-compute/better-compute/server/admission"
 	"github.com/better-compute/better-compute/server/audit"
 	"github.com/better-compute/better-compute/server/auth"
+	"github.com/better-compute/better-compute/server/commands"
+	"github.com/better-compute/better-compute/server/events"
 	"github.com/better-compute/better-compute/server/guard"
 	"github.com/better-compute/better-compute/server/iam"
+	"github.com/better-compute/better-compute/server/jointokens"
+	"github.com/better-compute/better-compute/server/nodes"
 	"github.com/better-compute/better-compute/server/registry"
 	"github.com/better-compute/better-compute/server/requestid"
 	"github.com/better-compute/better-compute/server/system"
+	"github.com/better-compute/better-compute/server/webhooks"
+	"github.com/better-compute/better-compute/workers/sinks"
 )
 
 // DefaultBasePath is where the API is mounted unless configured otherwise.
@@ -50,8 +61,20 @@ type Options struct {
 	CORS CORSOptions
 	// Bridge authenticates callers and decides calls; the embedded IAM when nil.
 	Bridge auth.Bridge
+	// Notifier pokes gateways after commits (commands created, nodes revoked); when nil the
+	// gateways' own loops pick the changes up within a second or two.
+	Notifier Notifier
+	// WebhooksAllowPrivate lets webhook URLs point at loopback, link-local and private
+	// addresses (config webhooks.allowPrivate).
+	WebhooksAllowPrivate bool
 	// Logger receives request and lifecycle logs.
 	Logger *slog.Logger
+}
+
+// Notifier is the API's link to gateways (gateway.Notifier).
+type Notifier interface {
+	commands.Notifier
+	nodes.RevocationNotifier
 }
 
 // Server is the API's HTTP handler.
@@ -96,6 +119,10 @@ func New(opts Options) (*Server, error) {
 		bridge = auth.NewEmbedded(opts.Pool, s.log)
 	}
 	admit := admission.New(opts.Pool, sealer)
+	webhookSealer, err := sinks.NewSealer(opts.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	handlerOpts := []connect.HandlerOption{
 		connect.WithInterceptors(guard.New(reg, bridge, opts.Pool, s.log)),
 	}
@@ -107,6 +134,11 @@ func New(opts Options) (*Server, error) {
 	mount(systemv1connect.NewSystemServiceHandler(system.New(opts.TrustDomain), handlerOpts...))
 	mount(iamv1connect.NewIamServiceHandler(iam.New(opts.Pool, admit), handlerOpts...))
 	mount(auditv1connect.NewAuditServiceHandler(audit.New(opts.Pool), handlerOpts...))
+	mount(webhooksv1connect.NewWebhooksServiceHandler(webhooks.New(opts.Pool, admit, webhookSealer, opts.WebhooksAllowPrivate), handlerOpts...))
+	mount(eventsv1connect.NewEventsServiceHandler(events.New(opts.Pool), handlerOpts...))
+	mount(commandsv1connect.NewCommandsServiceHandler(commands.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
+	mount(nodesv1connect.NewNodesServiceHandler(nodes.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
+	mount(jointokensv1connect.NewJoinTokensServiceHandler(jointokens.New(opts.Pool, admit), handlerOpts...))
 
 	for _, m := range reg.Methods() {
 		svc := m.Procedure[:strings.LastIndex(m.Procedure, "/")+1]

@@ -39,7 +39,7 @@ then BETTER_COMPUTE_* environment variables, then flags.`,
 	}
 	root.PersistentFlags().StringVar(&g.configPath, "config", os.Getenv("BETTER_COMPUTE_CONFIG"),
 		"configuration file, better-compute.yaml (env BETTER_COMPUTE_CONFIG)")
-	root.AddCommand(newVersionCommand(), newMigrateCommand(g), newServeCommand(g), newDevCommand(g), newIAMCommand(g))
+	root.AddCommand(newVersionCommand(), newMigrateCommand(g), newServeCommand(g), newDevCommand(g), newIAMCommand(g), newPKICommand(g))
 	return root
 }
 
@@ -206,24 +206,18 @@ stops.`,
 				return err
 			}
 			defer pool.Close()
-			m, err := migrate.New(pool)
-			if err != nil {
-				return err
-			}
 			if noMigrate {
+				m, err := migrate.New(pool)
+				if err != nil {
+					return err
+				}
 				if current, err := m.Current(ctx); err != nil {
 					return err
 				} else if !current {
 					log.Warn("the schema has pending migrations; /readyz will fail until `better-compute migrate` runs")
 				}
-			} else {
-				applied, err := m.Up(ctx)
-				if err != nil {
-					return err
-				}
-				for _, a := range applied {
-					log.Info("applied migration", "migration", a.String())
-				}
+			} else if err := migrate.Apply(ctx, pool, log); err != nil {
+				return err
 			}
 			return process.Run(ctx, process.Options{Config: cfg, Pool: pool, Logger: log})
 		},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type ApiKey struct {
@@ -32,12 +33,60 @@ type AuditEvent struct {
 	CreatedAt   time.Time
 }
 
+type Command struct {
+	ID             uuid.UUID
+	TenantID       uuid.UUID
+	NodeID         uuid.UUID
+	Type           string
+	Payload        []byte
+	State          string
+	IdempotencyKey string
+	Deadline       time.Time
+	Attempts       int32
+	Result         []byte
+	Error          string
+	CreatedAt      time.Time
+	SentAt         *time.Time
+	AckedAt        *time.Time
+	FinishedAt     *time.Time
+	UpdatedAt      time.Time
+}
+
+type Gateway struct {
+	ID          string
+	Region      string
+	ControlUrl  string
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+}
+
 type IdempotencyKey struct {
 	PrincipalID uuid.UUID
 	Key         string
 	Method      string
 	RequestHash []byte
 	Response    []byte
+	CreatedAt   time.Time
+}
+
+type JobRun struct {
+	Name      string
+	LastRunAt time.Time
+	LastError string
+	LastOkAt  *time.Time
+}
+
+type JoinToken struct {
+	ID          string
+	TenantID    uuid.UUID
+	Description string
+	Pool        string
+	Labels      []byte
+	SecretHash  []byte
+	MaxUses     int32
+	Uses        int32
+	ExpiresAt   time.Time
+	RevokedAt   *time.Time
 	CreatedAt   time.Time
 }
 
@@ -50,6 +99,30 @@ type Lease struct {
 	RenewedAt    time.Time
 }
 
+type Node struct {
+	ID            uuid.UUID
+	TenantID      uuid.UUID
+	Hostname      string
+	Pool          string
+	Labels        []byte
+	JoinTokenID   *string
+	State         string
+	DaemonVersion string
+	Inventory     []byte
+	CertNotAfter  *time.Time
+	LastSeenAt    *time.Time
+	RevokedAt     *time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+type NodeSession struct {
+	NodeID      uuid.UUID
+	GatewayID   string
+	SessionID   string
+	ConnectedAt time.Time
+}
+
 type Outbox struct {
 	ID        int64
 	TenantID  uuid.UUID
@@ -57,6 +130,24 @@ type Outbox struct {
 	Subject   string
 	Payload   []byte
 	CreatedAt time.Time
+	TxID      pgtype.Uint64
+}
+
+type PkiAuthority struct {
+	ID        uuid.UUID
+	Kind      string
+	CertPem   *string
+	PublicKey []byte
+	SealedKey []byte
+	NotAfter  *time.Time
+	CreatedAt time.Time
+	RetiredAt *time.Time
+}
+
+type PkiSetting struct {
+	Singleton   bool
+	TrustDomain string
+	CreatedAt   time.Time
 }
 
 type Principal struct {
@@ -101,6 +192,16 @@ type ShardMember struct {
 	StartedAt   time.Time
 }
 
+type SinkCursor struct {
+	Sink        string
+	WebhookID   *uuid.UUID
+	TxID        pgtype.Uint64
+	OutboxID    int64
+	LastError   string
+	LastErrorAt *time.Time
+	UpdatedAt   time.Time
+}
+
 type Tenant struct {
 	ID          uuid.UUID
 	ParentID    *uuid.UUID
@@ -108,4 +209,14 @@ type Tenant struct {
 	DisplayName string
 	IsRoot      bool
 	CreatedAt   time.Time
+}
+
+type Webhook struct {
+	ID           uuid.UUID
+	TenantID     uuid.UUID
+	Url          string
+	Description  string
+	EventTypes   []string
+	SecretSealed []byte
+	CreatedAt    time.Time
 }

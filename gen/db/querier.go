@@ -6,11 +6,14 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
 
 type Querier interface {
+	// sent -> acked: the node has the command and has started it.
+	AckCommand(ctx context.Context, arg AckCommandParams) (Command, error)
 	// Leases: single-writer work. A lease is taken when free or expired, renewed by its holder
 	// before it expires, and released by expiring it (the row stays, so fencing tokens only grow).
 	// Takes every free or expired lease of the names, in one statement.
@@ -18,59 +21,228 @@ type Querier interface {
 	// Bookkeeping of the migrator (package migrate). The lock is a session-level advisory lock, held
 	// on one connection while pending migrations run, so concurrent migrators take turns.
 	AcquireMigrationLock(ctx context.Context, lockKey int64) error
+	// Moves a cursor forward, never back, and clears its error. Run after lease.Fence in the same
+	// transaction. No row: the sink's cursor was deleted (its webhook was).
+	AdvanceSinkCursor(ctx context.Context, arg AdvanceSinkCursorParams) (int64, error)
 	// Resolves a key id to its principal, tenant and roles in one round trip.
 	AuthenticateAPIKey(ctx context.Context, id string) (AuthenticateAPIKeyRow, error)
+	// pending | sent | acked -> cancelled.
+	CancelCommand(ctx context.Context, arg CancelCommandParams) (Command, error)
 	// Stored responses of idempotent calls, keyed by the caller and its Idempotency-Key.
 	// Takes the key for this transaction. A concurrent call with the same key waits here until the
 	// first commits (then finds its row) or rolls back (then claims the key itself).
 	ClaimIdempotencyKey(ctx context.Context, arg ClaimIdempotencyKeyParams) (int64, error)
+	ClaimReconcile(ctx context.Context, arg ClaimReconcileParams) ([]ClaimReconcileRow, error)
+	ClaimSession(ctx context.Context, arg ClaimSessionParams) error
+	// Removes reconciled keys, unless they were enqueued again meanwhile (generation moved on).
+	CompleteReconcile(ctx context.Context, arg CompleteReconcileParams) error
 	CountOwners(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	CountWebhooks(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
+	// Commands to nodes. The API's statements take the caller's tenant id; the gateway's take the
+	// node id its session authenticated. Every state transition names the state it leaves in its
+	// WHERE clause, so a transition from a wrong state (a late ack, a result after a cancel, two
+	// gateways racing) changes nothing and returns no row. workers/commands.CanTransition holds the
+	// same rules in Go.
+	//
+	// Batch statements pick their rows with "id = ANY(ARRAY(SELECT ... LIMIT n))": the array is
+	// computed once. With "id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)" the planner may rescan
+	// the subquery, which then skips the rows the statement already changed and returns new ones,
+	// so the batch is no longer bounded by n.
+	// Creates a pending command, or returns the existing command with the same idempotency key for
+	// the same node (its id then differs from the id passed in). The no-op update takes the
+	// existing row's lock, so a concurrent create with the same key waits and returns the winner's
+	// row rather than nothing.
+	CreateCommand(ctx context.Context, arg CreateCommandParams) (Command, error)
+	// Nodes, join tokens, gateways and sessions. API statements take the caller's tenant id; the
+	// gateway's take the node id from the node's certificate.
+	CreateJoinToken(ctx context.Context, arg CreateJoinTokenParams) (JoinToken, error)
+	CreateNode(ctx context.Context, arg CreateNodeParams) (Node, error)
 	CreatePrincipal(ctx context.Context, arg CreatePrincipalParams) (Principal, error)
 	CreateRoleBinding(ctx context.Context, arg CreateRoleBindingParams) (RoleBinding, error)
 	CreateTenant(ctx context.Context, arg CreateTenantParams) (Tenant, error)
+	CreateWebhook(ctx context.Context, arg CreateWebhookParams) (Webhook, error)
+	// Which of a gateway's sessions are still the newest of their node.
+	CurrentSessions(ctx context.Context, nodeIds []uuid.UUID) ([]CurrentSessionsRow, error)
 	DeleteAPIKey(ctx context.Context, arg DeleteAPIKeyParams) (int64, error)
+	DeleteGateway(ctx context.Context, id string) error
 	DeletePrincipal(ctx context.Context, arg DeletePrincipalParams) (int64, error)
 	DeleteRoleBinding(ctx context.Context, arg DeleteRoleBindingParams) (int64, error)
+	// Its cursor goes with it (ON DELETE CASCADE); its dispatcher stops at the supervisor's next look.
+	DeleteWebhook(ctx context.Context, arg DeleteWebhookParams) (int64, error)
+	EndGatewaySessions(ctx context.Context, gatewayID string) error
+	EndSession(ctx context.Context, arg EndSessionParams) error
+	// The reconcile queue: due keys per kind. Enqueue runs in the caller's transaction; workers claim
+	// due keys of their shards with SKIP LOCKED and push them out of sight for a visibility timeout,
+	// so no key is reconciled by two workers at once.
+	// Makes the keys due now (sooner if already queued) and bumps their generation, so a key
+	// enqueued again while it is being reconciled is reconciled once more.
+	EnqueueReconcile(ctx context.Context, arg EnqueueReconcileParams) error
 	// Embedded IAM. Every statement but the bootstrap and authentication ones takes the caller's
 	// tenant id, so a principal cannot see or change another tenant's rows.
 	// Creates the root tenant on first start; later starts (and concurrent ones) change nothing.
 	EnsureRootTenant(ctx context.Context, arg EnsureRootTenantParams) error
+	// Creates a sink's cursor, if it has none, at the oldest unfinished transaction: the sink gets
+	// every event committed from now on, and none of the history.
+	EnsureSinkCursor(ctx context.Context, arg EnsureSinkCursorParams) error
+	// The IAM role's background jobs (workers/iamjobs). Each statement handles at most lim rows;
+	// the jobs repeat it until it handles fewer. Each batch is computed once, as an array or a
+	// materialized CTE (see queries/commands.sql for why not "IN (SELECT ... LIMIT n)").
+	// Deletes up to lim API keys that expired more than grace_ms ago, and writes one audit row per
+	// tenant of the batch ("job/iam:expire-keys", target "apiKeys/<id>,<id>,…", no principal), in
+	// the same statement. Expired keys are already refused at authentication; this only removes
+	// them.
+	ExpireAPIKeys(ctx context.Context, arg ExpireAPIKeysParams) (int64, error)
+	// The sweeper: pending | sent | acked -> expired, for up to lim commands whose deadline passed.
+	// SKIP LOCKED leaves rows a gateway or an API call is changing right now to the next sweep.
+	ExpireOverdueCommands(ctx context.Context, lim int32) (int64, error)
 	ExtensionInstalled(ctx context.Context, name string) (bool, error)
 	// Inside a transaction: holds the lease row share-locked, so it cannot change hands before the
 	// transaction ends, and reports whether the token is still the current, unexpired one.
 	FenceLease(ctx context.Context, arg FenceLeaseParams) (bool, error)
+	// sent | acked -> succeeded | failed, with what the node reported (a result can overtake an ack
+	// that was lost with a gateway). A repeated result finds the command finished and changes
+	// nothing, so a result is recorded once.
+	FinishCommand(ctx context.Context, arg FinishCommandParams) (Command, error)
+	GetCommand(ctx context.Context, arg GetCommandParams) (Command, error)
 	GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (IdempotencyKey, error)
+	// Locks the token for the join transaction, so concurrent joins cannot overspend it.
+	GetJoinTokenForUse(ctx context.Context, id string) (JoinToken, error)
+	GetNode(ctx context.Context, arg GetNodeParams) (Node, error)
+	GetNodeForGateway(ctx context.Context, id uuid.UUID) (Node, error)
+	// A node of the tenant with its live session, if any, for the API.
+	GetNodeWithSession(ctx context.Context, arg GetNodeWithSessionParams) (GetNodeWithSessionRow, error)
+	GetPKISettings(ctx context.Context) (PkiSetting, error)
 	GetPrincipal(ctx context.Context, arg GetPrincipalParams) (Principal, error)
 	GetPrincipalByName(ctx context.Context, arg GetPrincipalByNameParams) (Principal, error)
 	GetRoleBinding(ctx context.Context, arg GetRoleBindingParams) (RoleBinding, error)
 	GetRootTenant(ctx context.Context) (Tenant, error)
+	GetSinkCursor(ctx context.Context, sink string) (GetSinkCursorRow, error)
 	// A tenant is visible to its own principals and to those of its parent.
 	GetTenant(ctx context.Context, arg GetTenantParams) (Tenant, error)
+	GetWebhook(ctx context.Context, arg GetWebhookParams) (GetWebhookRow, error)
+	// Shard membership: workers of a role heartbeat here; each takes the shards that rendezvous
+	// hashing gives it among the live members, under one lease per shard.
+	HeartbeatMember(ctx context.Context, arg HeartbeatMemberParams) error
 	// The audit log: written by the admission layer, read by audit/list.
 	InsertAuditEvent(ctx context.Context, arg InsertAuditEventParams) error
 	// The outbox: events written in the same transaction as the change they announce.
 	InsertOutboxEvent(ctx context.Context, arg InsertOutboxEventParams) error
+	InsertPKIAuthority(ctx context.Context, arg InsertPKIAuthorityParams) error
+	// The machine PKI: settings and authorities (see migrations/0006_pki.sql).
+	// Claims the deployment's PKI for a trust domain; no row when it is already initialised (a
+	// concurrent Init waits for the other transaction and then gets no row).
+	InsertPKISettings(ctx context.Context, trustDomain string) (PkiSetting, error)
+	LeaveMembership(ctx context.Context, arg LeaveMembershipParams) error
 	ListAPIKeys(ctx context.Context, arg ListAPIKeysParams) ([]ApiKey, error)
 	ListAppliedMigrations(ctx context.Context) ([]SchemaMigration, error)
 	// Newest first; the cursor is the last id seen.
 	ListAuditEvents(ctx context.Context, arg ListAuditEventsParams) ([]AuditEvent, error)
+	ListCommands(ctx context.Context, arg ListCommandsParams) ([]Command, error)
+	// events/list: a tenant's outbox events.
+	// Newest first; the cursor is the last id seen.
+	ListEvents(ctx context.Context, arg ListEventsParams) ([]ListEventsRow, error)
+	ListJobRuns(ctx context.Context) ([]JobRun, error)
+	ListJoinTokens(ctx context.Context, arg ListJoinTokensParams) ([]JoinToken, error)
 	ListLeases(ctx context.Context, prefix string) ([]Lease, error)
+	// The authorities still accepted at the given time: the issuers, and rotated-out ones whose
+	// overlap has not ended.
+	ListLivePKIAuthorities(ctx context.Context, at time.Time) ([]PkiAuthority, error)
+	ListNodes(ctx context.Context, arg ListNodesParams) ([]ListNodesRow, error)
+	// Every authority: root, node, internal, join; issuers first, then newest first within a kind.
+	ListPKIAuthorities(ctx context.Context) ([]PkiAuthority, error)
 	ListPrincipals(ctx context.Context, arg ListPrincipalsParams) ([]Principal, error)
 	ListRoleBindings(ctx context.Context, arg ListRoleBindingsParams) ([]RoleBinding, error)
 	ListTenants(ctx context.Context, arg ListTenantsParams) ([]Tenant, error)
+	// Every tenant's webhooks, for the sinks role's supervisor.
+	ListWebhookSinks(ctx context.Context) ([]ListWebhookSinksRow, error)
+	ListWebhooks(ctx context.Context, arg ListWebhooksParams) ([]ListWebhooksRow, error)
+	ListenReconcile(ctx context.Context) error
+	LiveGateways(ctx context.Context) ([]Gateway, error)
+	LiveMembers(ctx context.Context, arg LiveMembersParams) ([]string, error)
+	// GetCommand inside a transaction, holding the row until it ends.
+	LockCommand(ctx context.Context, arg LockCommandParams) (Command, error)
+	// Serialises changes to the authorities (rotation) for the rest of the transaction.
+	LockPKISettings(ctx context.Context) (PkiSetting, error)
 	// Serialises changes to a tenant's owners, so concurrent removals cannot leave it without one.
 	LockTenant(ctx context.Context, id uuid.UUID) error
+	// Tenants' webhooks. Every statement takes the caller's tenant id.
+	// Serialises webhook creation in a tenant, so the per-tenant limit holds.
+	LockTenantWebhooks(ctx context.Context, tenantID uuid.UUID) error
+	// pending -> sent, for the commands of one node about to go out on its session; returns those
+	// that moved (the others were cancelled, expired or sent by someone else meanwhile).
+	MarkCommandsSent(ctx context.Context, arg MarkCommandsSentParams) ([]Command, error)
+	NodeHello(ctx context.Context, arg NodeHelloParams) error
+	NotifyReconcile(ctx context.Context, kind string) error
+	// Outbox delivery: the sinks role reads the outbox in a commit-safe order and keeps one cursor per
+	// sink. xid8 values cross the wire as bigint (a full transaction id fits in 63 bits).
+	// The oldest transaction that may still be running: every transaction below it has committed or
+	// aborted, so no outbox row with a smaller tx_id can appear later (see 0005_sinks.sql). It only
+	// grows, so a horizon read earlier is still safe to read below.
+	OutboxHorizon(ctx context.Context) (int64, error)
+	// Dispatch: the pending commands of the nodes, oldest first, that are not yet overdue.
+	PendingCommands(ctx context.Context, arg PendingCommandsParams) ([]Command, error)
 	PrincipalRoles(ctx context.Context, arg PrincipalRolesParams) ([]string, error)
+	// Retention: pruning old rows in bounded batches. Each statement deletes at most lim rows and
+	// runs in its own short transaction, so no statement holds many row locks or runs for long;
+	// the retention job repeats a statement until it deletes nothing. The batch is computed once,
+	// as an array (see queries/commands.sql for why not "id IN (SELECT ... LIMIT n)").
+	// Deletes audit rows older than keep_ms among the lim oldest ids. Ids grow with time (created_at
+	// is the inserting transaction's start, so neighbours may be out of order by a transaction's
+	// length), so the old rows are the lowest ids: looking at a window of the lowest ids finds them
+	// without an index on created_at, and costs one small index range scan when nothing is old.
+	PruneAuditEvents(ctx context.Context, arg PruneAuditEventsParams) (int64, error)
+	// Deletes up to lim commands that reached a final state more than keep_ms ago. Final states
+	// are never left, so nothing else writes these rows.
+	PruneFinishedCommands(ctx context.Context, arg PruneFinishedCommandsParams) (int64, error)
+	// Deletes up to lim stored idempotent responses older than keep_ms.
+	PruneIdempotencyKeys(ctx context.Context, arg PruneIdempotencyKeysParams) (int64, error)
+	// Forgets members silent for much longer than a TTL (crashed processes).
+	PruneMembers(ctx context.Context, arg PruneMembersParams) error
+	// Deletes outbox rows older than keep_ms among the lim first in the sinks' read order (tx_id,
+	// id), windowed as PruneAuditEvents is, keeping every row some sink has not delivered yet: a
+	// row after any sink's cursor stays however old it is. A sink created later starts at the
+	// horizon of its creation and never reads older rows (EnsureSinkCursor), so only existing
+	// cursors count.
+	PruneOutbox(ctx context.Context, arg PruneOutboxParams) (int64, error)
+	// Every tenant's events after the cursor and below a horizon from OutboxHorizon, in the sinks'
+	// read order.
+	ReadOutbox(ctx context.Context, arg ReadOutboxParams) ([]ReadOutboxRow, error)
+	// One tenant's events after the cursor, as ReadOutbox, optionally only of some types.
+	ReadTenantOutbox(ctx context.Context, arg ReadTenantOutboxParams) ([]ReadTenantOutboxRow, error)
+	// Depth and age of each kind's due keys, for metrics and doctor.
+	ReconcileQueueStats(ctx context.Context) ([]ReconcileQueueStatsRow, error)
+	// When each background job last ran (workers/jobrun writes, doctor reads).
+	RecordJobRun(ctx context.Context, arg RecordJobRunParams) error
 	RecordMigration(ctx context.Context, arg RecordMigrationParams) error
+	RecordSinkError(ctx context.Context, arg RecordSinkErrorParams) error
 	ReleaseLeases(ctx context.Context, arg ReleaseLeasesParams) error
 	ReleaseMigrationLock(ctx context.Context, lockKey int64) error
 	// Extends the holder's unexpired leases among the names; those not returned are lost.
 	RenewLeases(ctx context.Context, arg RenewLeasesParams) ([]Lease, error)
+	RenewNodeCert(ctx context.Context, arg RenewNodeCertParams) error
+	// The sweeper: sent -> pending, for up to lim commands sent longer than ack_timeout ago and not
+	// acked, so the gateway sends them again. Overdue ones are left to ExpireOverdueCommands.
+	RequeueUnackedCommands(ctx context.Context, arg RequeueUnackedCommandsParams) (int64, error)
+	// Ends, at the latest at until, the acceptance of every authority of the kind: the issuer and
+	// rotated-out ones whose overlap would last longer.
+	RetirePKIAuthorities(ctx context.Context, arg RetirePKIAuthoritiesParams) error
+	RetryReconcile(ctx context.Context, arg RetryReconcileParams) error
+	RevokeJoinToken(ctx context.Context, arg RevokeJoinTokenParams) (JoinToken, error)
+	RevokeNode(ctx context.Context, arg RevokeNodeParams) (Node, error)
+	RevokedAmong(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error)
 	SchemaMigrationsExists(ctx context.Context) (bool, error)
+	// The tenant's live nodes matching a label selector, for commands to many nodes.
+	SelectNodeIDs(ctx context.Context, arg SelectNodeIDsParams) ([]uuid.UUID, error)
+	// Where to poke: the control API of the gateway holding each node's session.
+	SessionGateways(ctx context.Context, nodeIds []uuid.UUID) ([]SessionGatewaysRow, error)
 	StoreIdempotentResponse(ctx context.Context, arg StoreIdempotentResponseParams) error
 	// Records use at most once a minute per key, so authentication is not a write per request.
 	TouchAPIKey(ctx context.Context, id string) error
+	// Liveness from heartbeats, for many nodes in one statement.
+	TouchNodes(ctx context.Context, arg TouchNodesParams) error
+	UpsertGateway(ctx context.Context, arg UpsertGatewayParams) error
+	UseJoinToken(ctx context.Context, id string) error
 }
 
 var _ Querier = (*Queries)(nil)

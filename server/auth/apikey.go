@@ -9,10 +9,15 @@ import (
 	"strings"
 )
 
-// KeyPrefix starts every API key, so secret scanners can recognise a leaked one.
-const KeyPrefix = "bck_"
+// Prefixes of the two kinds of bearer secret, so secret scanners can recognise a leaked one.
+const (
+	// KeyPrefix starts every API key.
+	KeyPrefix = "bck_"
+	// JoinTokenPrefix starts every join token.
+	JoinTokenPrefix = "bcj_"
+)
 
-// An API key is "bck_<id>_<secret>": the id (16 characters) finds the key's row and may be
+// A key is "<prefix><id>_<secret>": the id (16 characters) finds the key's row and may be
 // shown and logged; the secret (32 characters, 160 random bits) is shown once and stored only
 // as its SHA-256. A slow password hash is not needed: the secret is random, not chosen.
 const (
@@ -22,21 +27,27 @@ const (
 
 var keyEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// Key is a parsed API key.
+// Key is a parsed API key or join token: both are "<prefix><id>_<secret>".
 type Key struct {
+	Prefix string
 	ID     string
 	Secret string
 }
 
-// NewKey mints a random key.
-func NewKey() Key {
+// NewKey mints a random API key.
+func NewKey() Key { return newKey(KeyPrefix) }
+
+// NewJoinToken mints a random join token.
+func NewJoinToken() Key { return newKey(JoinTokenPrefix) }
+
+func newKey(prefix string) Key {
 	b := make([]byte, 30) // 10 bytes of id, 20 of secret: base32 gives 16 and 32 characters
 	_, _ = rand.Read(b)
-	return Key{ID: keyEncoding.EncodeToString(b[:10]), Secret: keyEncoding.EncodeToString(b[10:])}
+	return Key{Prefix: prefix, ID: keyEncoding.EncodeToString(b[:10]), Secret: keyEncoding.EncodeToString(b[10:])}
 }
 
 // String is the whole key, as the caller sends it.
-func (k Key) String() string { return KeyPrefix + k.ID + "_" + k.Secret }
+func (k Key) String() string { return k.Prefix + k.ID + "_" + k.Secret }
 
 // Hash is what the database stores of the secret.
 func (k Key) Hash() []byte {
@@ -47,20 +58,28 @@ func (k Key) Hash() []byte {
 // Matches compares the secret with a stored hash in constant time.
 func (k Key) Matches(hash []byte) bool { return subtle.ConstantTimeCompare(k.Hash(), hash) == 1 }
 
-// ErrMalformedKey is returned for a string that is not an API key.
-var ErrMalformedKey = errors.New("malformed API key (want bck_<id>_<secret>)")
+// Errors for strings that are not what they should be.
+var (
+	ErrMalformedKey       = errors.New("malformed API key (want bck_<id>_<secret>)")
+	ErrMalformedJoinToken = errors.New("malformed join token (want bcj_<id>_<secret>)")
+)
 
-// ParseKey splits a key into its id and secret.
-func ParseKey(s string) (Key, error) {
-	rest, ok := strings.CutPrefix(s, KeyPrefix)
+// ParseKey splits an API key into its id and secret.
+func ParseKey(s string) (Key, error) { return parse(KeyPrefix, s, ErrMalformedKey) }
+
+// ParseJoinToken splits a join token into its id and secret.
+func ParseJoinToken(s string) (Key, error) { return parse(JoinTokenPrefix, s, ErrMalformedJoinToken) }
+
+func parse(prefix, s string, malformed error) (Key, error) {
+	rest, ok := strings.CutPrefix(s, prefix)
 	if !ok {
-		return Key{}, ErrMalformedKey
+		return Key{}, malformed
 	}
 	id, secret, ok := strings.Cut(rest, "_")
 	if !ok || len(id) != keyIDLen || len(secret) != keySecretLen || !isKeyText(id) || !isKeyText(secret) {
-		return Key{}, ErrMalformedKey
+		return Key{}, malformed
 	}
-	return Key{ID: id, Secret: secret}, nil
+	return Key{Prefix: prefix, ID: id, Secret: secret}, nil
 }
 
 func isKeyText(s string) bool {

@@ -1,0 +1,142 @@
+import datetime
+
+from bettercompute.api.v1 import options_pb2 as _options_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CommandState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COMMAND_STATE_UNSPECIFIED: _ClassVar[CommandState]
+    COMMAND_STATE_PENDING: _ClassVar[CommandState]
+    COMMAND_STATE_SENT: _ClassVar[CommandState]
+    COMMAND_STATE_ACKED: _ClassVar[CommandState]
+    COMMAND_STATE_SUCCEEDED: _ClassVar[CommandState]
+    COMMAND_STATE_FAILED: _ClassVar[CommandState]
+    COMMAND_STATE_EXPIRED: _ClassVar[CommandState]
+    COMMAND_STATE_CANCELLED: _ClassVar[CommandState]
+COMMAND_STATE_UNSPECIFIED: CommandState
+COMMAND_STATE_PENDING: CommandState
+COMMAND_STATE_SENT: CommandState
+COMMAND_STATE_ACKED: CommandState
+COMMAND_STATE_SUCCEEDED: CommandState
+COMMAND_STATE_FAILED: CommandState
+COMMAND_STATE_EXPIRED: CommandState
+COMMAND_STATE_CANCELLED: CommandState
+
+class Command(_message.Message):
+    __slots__ = ("id", "tenant_id", "node_id", "type", "payload", "state", "idempotency_key", "deadline_time", "attempts", "result", "error", "create_time", "send_time", "ack_time", "finish_time", "update_time")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    SEND_TIME_FIELD_NUMBER: _ClassVar[int]
+    ACK_TIME_FIELD_NUMBER: _ClassVar[int]
+    FINISH_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    tenant_id: str
+    node_id: str
+    type: str
+    payload: _struct_pb2.Struct
+    state: CommandState
+    idempotency_key: str
+    deadline_time: _timestamp_pb2.Timestamp
+    attempts: int
+    result: _struct_pb2.Struct
+    error: str
+    create_time: _timestamp_pb2.Timestamp
+    send_time: _timestamp_pb2.Timestamp
+    ack_time: _timestamp_pb2.Timestamp
+    finish_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., node_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., state: _Optional[_Union[CommandState, str]] = ..., idempotency_key: _Optional[str] = ..., deadline_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[int] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., send_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ack_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GetRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class GetResponse(_message.Message):
+    __slots__ = ("command",)
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    command: Command
+    def __init__(self, command: _Optional[_Union[Command, _Mapping]] = ...) -> None: ...
+
+class ListRequest(_message.Message):
+    __slots__ = ("node_id", "state", "page_size", "page_token")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    state: CommandState
+    page_size: int
+    page_token: str
+    def __init__(self, node_id: _Optional[str] = ..., state: _Optional[_Union[CommandState, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListResponse(_message.Message):
+    __slots__ = ("commands", "next_page_token")
+    COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    commands: _containers.RepeatedCompositeFieldContainer[Command]
+    next_page_token: str
+    def __init__(self, commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class CancelResponse(_message.Message):
+    __slots__ = ("command",)
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    command: Command
+    def __init__(self, command: _Optional[_Union[Command, _Mapping]] = ...) -> None: ...
+
+class CreateRequest(_message.Message):
+    __slots__ = ("node_id", "selector", "type", "payload", "idempotency_key", "timeout")
+    class SelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    selector: _containers.ScalarMap[str, str]
+    type: str
+    payload: _struct_pb2.Struct
+    idempotency_key: str
+    timeout: _duration_pb2.Duration
+    def __init__(self, node_id: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class CreateResponse(_message.Message):
+    __slots__ = ("commands",)
+    COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    commands: _containers.RepeatedCompositeFieldContainer[Command]
+    def __init__(self, commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,213 @@
+import datetime
+
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class JoinRequest(_message.Message):
+    __slots__ = ("token", "csr", "hostname")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CSR_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    csr: bytes
+    hostname: str
+    def __init__(self, token: _Optional[str] = ..., csr: _Optional[bytes] = ..., hostname: _Optional[str] = ...) -> None: ...
+
+class JoinResponse(_message.Message):
+    __slots__ = ("node_id", "certificate_chain", "root_ca", "trust_domain", "not_after")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATE_CHAIN_FIELD_NUMBER: _ClassVar[int]
+    ROOT_CA_FIELD_NUMBER: _ClassVar[int]
+    TRUST_DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    NOT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    certificate_chain: bytes
+    root_ca: bytes
+    trust_domain: str
+    not_after: _timestamp_pb2.Timestamp
+    def __init__(self, node_id: _Optional[str] = ..., certificate_chain: _Optional[bytes] = ..., root_ca: _Optional[bytes] = ..., trust_domain: _Optional[str] = ..., not_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class RenewRequest(_message.Message):
+    __slots__ = ("csr",)
+    CSR_FIELD_NUMBER: _ClassVar[int]
+    csr: bytes
+    def __init__(self, csr: _Optional[bytes] = ...) -> None: ...
+
+class RenewResponse(_message.Message):
+    __slots__ = ("certificate_chain", "not_after")
+    CERTIFICATE_CHAIN_FIELD_NUMBER: _ClassVar[int]
+    NOT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    certificate_chain: bytes
+    not_after: _timestamp_pb2.Timestamp
+    def __init__(self, certificate_chain: _Optional[bytes] = ..., not_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SecretRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class SecretResponse(_message.Message):
+    __slots__ = ("value",)
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    value: bytes
+    def __init__(self, value: _Optional[bytes] = ...) -> None: ...
+
+class SessionRequest(_message.Message):
+    __slots__ = ("hello", "heartbeat", "ack", "result", "event")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    hello: Hello
+    heartbeat: Heartbeat
+    ack: CommandAck
+    result: CommandResult
+    event: Event
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ...) -> None: ...
+
+class SessionResponse(_message.Message):
+    __slots__ = ("welcome", "command", "goodbye")
+    WELCOME_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    GOODBYE_FIELD_NUMBER: _ClassVar[int]
+    welcome: Welcome
+    command: Command
+    goodbye: Goodbye
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., command: _Optional[_Union[Command, _Mapping]] = ..., goodbye: _Optional[_Union[Goodbye, _Mapping]] = ...) -> None: ...
+
+class Hello(_message.Message):
+    __slots__ = ("daemon_version", "inventory", "time")
+    DAEMON_VERSION_FIELD_NUMBER: _ClassVar[int]
+    INVENTORY_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    daemon_version: str
+    inventory: Inventory
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, daemon_version: _Optional[str] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Inventory(_message.Message):
+    __slots__ = ("hostname", "os", "kernel", "cpu_model", "cpus", "memory_bytes", "gpus", "disks", "nics")
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    OS_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    CPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    DISKS_FIELD_NUMBER: _ClassVar[int]
+    NICS_FIELD_NUMBER: _ClassVar[int]
+    hostname: str
+    os: str
+    kernel: str
+    cpu_model: str
+    cpus: int
+    memory_bytes: int
+    gpus: _containers.RepeatedCompositeFieldContainer[Gpu]
+    disks: _containers.RepeatedCompositeFieldContainer[Disk]
+    nics: _containers.RepeatedCompositeFieldContainer[Nic]
+    def __init__(self, hostname: _Optional[str] = ..., os: _Optional[str] = ..., kernel: _Optional[str] = ..., cpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[Gpu, _Mapping]]] = ..., disks: _Optional[_Iterable[_Union[Disk, _Mapping]]] = ..., nics: _Optional[_Iterable[_Union[Nic, _Mapping]]] = ...) -> None: ...
+
+class Gpu(_message.Message):
+    __slots__ = ("index", "model", "memory_bytes", "uuid")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    model: str
+    memory_bytes: int
+    uuid: str
+    def __init__(self, index: _Optional[int] = ..., model: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., uuid: _Optional[str] = ...) -> None: ...
+
+class Disk(_message.Message):
+    __slots__ = ("name", "size_bytes", "model")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    size_bytes: int
+    model: str
+    def __init__(self, name: _Optional[str] = ..., size_bytes: _Optional[int] = ..., model: _Optional[str] = ...) -> None: ...
+
+class Nic(_message.Message):
+    __slots__ = ("name", "mac", "speed_mbps")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MAC_FIELD_NUMBER: _ClassVar[int]
+    SPEED_MBPS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mac: str
+    speed_mbps: int
+    def __init__(self, name: _Optional[str] = ..., mac: _Optional[str] = ..., speed_mbps: _Optional[int] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("time",)
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CommandAck(_message.Message):
+    __slots__ = ("command_id",)
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    command_id: str
+    def __init__(self, command_id: _Optional[str] = ...) -> None: ...
+
+class CommandResult(_message.Message):
+    __slots__ = ("command_id", "success", "result", "error")
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    command_id: str
+    success: bool
+    result: _struct_pb2.Struct
+    error: str
+    def __init__(self, command_id: _Optional[str] = ..., success: _Optional[bool] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ("type", "data", "time")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    data: _struct_pb2.Struct
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, type: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Welcome(_message.Message):
+    __slots__ = ("node_id", "heartbeat_interval_seconds", "server_time")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_TIME_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    heartbeat_interval_seconds: int
+    server_time: _timestamp_pb2.Timestamp
+    def __init__(self, node_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[int] = ..., server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Command(_message.Message):
+    __slots__ = ("id", "type", "payload", "idempotency_key", "deadline")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    type: str
+    payload: _struct_pb2.Struct
+    idempotency_key: str
+    deadline: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Goodbye(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,161 @@
+import datetime
+
+from bettercompute.api.v1 import options_pb2 as _options_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Node(_message.Message):
+    __slots__ = ("id", "tenant_id", "hostname", "pool", "labels", "state", "daemon_version", "connected", "gateway_id", "connect_time", "last_seen_time", "cert_expire_time", "revoked", "revoke_time", "join_token_id", "create_time", "update_time", "inventory")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    DAEMON_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    GATEWAY_ID_FIELD_NUMBER: _ClassVar[int]
+    CONNECT_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_TIME_FIELD_NUMBER: _ClassVar[int]
+    CERT_EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    REVOKE_TIME_FIELD_NUMBER: _ClassVar[int]
+    JOIN_TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    INVENTORY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    tenant_id: str
+    hostname: str
+    pool: str
+    labels: _containers.ScalarMap[str, str]
+    state: str
+    daemon_version: str
+    connected: bool
+    gateway_id: str
+    connect_time: _timestamp_pb2.Timestamp
+    last_seen_time: _timestamp_pb2.Timestamp
+    cert_expire_time: _timestamp_pb2.Timestamp
+    revoked: bool
+    revoke_time: _timestamp_pb2.Timestamp
+    join_token_id: str
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    inventory: Inventory
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., hostname: _Optional[str] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[str] = ..., daemon_version: _Optional[str] = ..., connected: _Optional[bool] = ..., gateway_id: _Optional[str] = ..., connect_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cert_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked: _Optional[bool] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., join_token_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ...) -> None: ...
+
+class Inventory(_message.Message):
+    __slots__ = ("hostname", "os", "kernel", "cpu_model", "cpus", "memory_bytes", "gpus", "disks", "nics")
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    OS_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    CPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    DISKS_FIELD_NUMBER: _ClassVar[int]
+    NICS_FIELD_NUMBER: _ClassVar[int]
+    hostname: str
+    os: str
+    kernel: str
+    cpu_model: str
+    cpus: int
+    memory_bytes: int
+    gpus: _containers.RepeatedCompositeFieldContainer[Gpu]
+    disks: _containers.RepeatedCompositeFieldContainer[Disk]
+    nics: _containers.RepeatedCompositeFieldContainer[Nic]
+    def __init__(self, hostname: _Optional[str] = ..., os: _Optional[str] = ..., kernel: _Optional[str] = ..., cpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[Gpu, _Mapping]]] = ..., disks: _Optional[_Iterable[_Union[Disk, _Mapping]]] = ..., nics: _Optional[_Iterable[_Union[Nic, _Mapping]]] = ...) -> None: ...
+
+class Gpu(_message.Message):
+    __slots__ = ("index", "model", "memory_bytes", "uuid")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    model: str
+    memory_bytes: int
+    uuid: str
+    def __init__(self, index: _Optional[int] = ..., model: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., uuid: _Optional[str] = ...) -> None: ...
+
+class Disk(_message.Message):
+    __slots__ = ("name", "size_bytes", "model")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    size_bytes: int
+    model: str
+    def __init__(self, name: _Optional[str] = ..., size_bytes: _Optional[int] = ..., model: _Optional[str] = ...) -> None: ...
+
+class Nic(_message.Message):
+    __slots__ = ("name", "mac", "speed_mbps")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MAC_FIELD_NUMBER: _ClassVar[int]
+    SPEED_MBPS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mac: str
+    speed_mbps: int
+    def __init__(self, name: _Optional[str] = ..., mac: _Optional[str] = ..., speed_mbps: _Optional[int] = ...) -> None: ...
+
+class ListRequest(_message.Message):
+    __slots__ = ("label_selector", "page_size", "page_token")
+    class LabelSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    label_selector: _containers.ScalarMap[str, str]
+    page_size: int
+    page_token: str
+    def __init__(self, label_selector: _Optional[_Mapping[str, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListResponse(_message.Message):
+    __slots__ = ("nodes", "next_page_token")
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[Node]
+    next_page_token: str
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class GetResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: Node
+    def __init__(self, node: _Optional[_Union[Node, _Mapping]] = ...) -> None: ...
+
+class RevokeRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class RevokeResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: Node
+    def __init__(self, node: _Optional[_Union[Node, _Mapping]] = ...) -> None: ...

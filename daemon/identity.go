@@ -1,0 +1,121 @@
+// Package daemon is the node side of the daemon protocol: joining with a token and a CSR (the
+// private key never leaves the node), holding the Session stream with reconnects, backoff and
+// jitter, renewing the certificate before it expires, and running commands through handlers that
+// honour idempotency keys. The real node agent (cmd/bcd) and the FakeDaemon used by tests, dev
+// and the simulator are both an Agent; they differ in their handlers, inventory and state store.
+package daemon
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
+)
+
+// Identity is what a node keeps after joining.
+type Identity struct {
+	NodeID      string
+	TrustDomain string
+	Key         *ecdsa.PrivateKey
+	// ChainPEM is the node certificate followed by its CA.
+	ChainPEM []byte
+	// RootPEM is the CA that gateways' certificates chain to.
+	RootPEM []byte
+}
+
+// NotAfter is when the node certificate expires.
+func (id *Identity) NotAfter() (time.Time, error) {
+	leaf, err := id.leaf()
+	if err != nil {
+		return time.Time{}, err
+	}
+	return leaf.NotAfter, nil
+}
+
+func (id *Identity) leaf() (*x509.Certificate, error) {
+	block, _ := pem.Decode(id.ChainPEM)
+	if block == nil {
+		return nil, errors.New("certificate chain: no PEM block")
+	}
+	return x509.ParseCertificate(block.Bytes)
+}
+
+// Certificate is the identity as a TLS client certificate.
+func (id *Identity) Certificate() (tls.Certificate, error) {
+	keyDER, err := x509.MarshalECPrivateKey(id.Key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(id.ChainPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+}
+
+// NewKey generates a node key (ECDSA P-256).
+func NewKey() (*ecdsa.PrivateKey, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }
+
+// NewCSR makes a certificate request for key. It names no identity: the gateway assigns it.
+func NewCSR(key *ecdsa.PrivateKey, hostname string) ([]byte, error) {
+	return x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: hostname}}, key)
+}
+
+// Dialer holds how a node reaches a gateway.
+type Dialer struct {
+	// Gateway is "host:port".
+	Gateway string
+	// ServerName overrides the name the gateway's certificate is checked against (default: the
+	// host of Gateway).
+	ServerName string
+}
+
+// Join spends a join token for a new identity. rootPEM verifies the gateway (for example the
+// file given to `bcd join --ca-file`).
+func (d Dialer) Join(ctx context.Context, rootPEM []byte, token, hostname string) (*Identity, error) {
+	key, err := NewKey()
+	if err != nil {
+		return nil, fmt.Errorf("generate node key: %w", err)
+	}
+	csr, err := NewCSR(key, hostname)
+	if err != nil {
+		return nil, fmt.Errorf("make CSR: %w", err)
+	}
+	client := d.client(rootPEM, nil)
+	res, err := client.Join(ctx, &daemonv1.JoinRequest{Token: token, Csr: csr, Hostname: hostname})
+	if err != nil {
+		return nil, fmt.Errorf("join via %s: %w", d.Gateway, err)
+	}
+	return &Identity{
+		NodeID: res.GetNodeId(), TrustDomain: res.GetTrustDomain(), Key: key,
+		ChainPEM: res.GetCertificateChain(), RootPEM: res.GetRootCa(),
+	}, nil
+}
+
+// client returns a DaemonService client over HTTP/2 with TLS, presenting cert when given.
+func (d Dialer) client(rootPEM []byte, cert *tls.Certificate) daemonv1connect.DaemonServiceClient {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(rootPEM)
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: roots, ServerName: d.ServerName, NextProtos: []string{"h2"}}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	tr := &http.Transport{
+		TLSClientConfig: cfg,
+		Protocols:       new(http.Protocols),
+		// Find a dead gateway without waiting for TCP: the session is otherwise quiet between
+		// heartbeats.
+		HTTP2: &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+	}
+	tr.Protocols.SetHTTP2(true)
+	return daemonv1connect.NewDaemonServiceClient(&http.Client{Transport: tr}, "https://"+d.Gateway, connect.WithGRPC())
+}

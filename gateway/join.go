@@ -1,0 +1,122 @@
+package gateway
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/better-compute/better-compute/gen/db"
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/server/apierr"
+	"github.com/better-compute/better-compute/server/auth"
+)
+
+// service implements DaemonService.
+type service struct{ g *Gateway }
+
+// Join spends one use of a join token and creates the node with its certificate, in one
+// transaction: a refused join (bad token, bad CSR) creates nothing and spends nothing.
+func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (*daemonv1.JoinResponse, error) {
+	token, err := auth.ParseJoinToken(req.GetToken())
+	if err != nil {
+		return nil, apierr.Unauthenticated("token: %v", err)
+	}
+	if len(req.GetHostname()) > 253 {
+		return nil, apierr.InvalidArgument("hostname", "must be at most 253 characters")
+	}
+	csr, err := x509.ParseCertificateRequest(req.GetCsr())
+	if err != nil {
+		return nil, apierr.InvalidArgument("csr", "not a DER certificate request: %v", err)
+	}
+	if err := csr.CheckSignature(); err != nil {
+		return nil, apierr.InvalidArgument("csr", "signature does not match its key: %v", err)
+	}
+	g := s.g
+	var res *daemonv1.JoinResponse
+	err = pgx.BeginFunc(ctx, g.opts.Pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		t, err := q.GetJoinTokenForUse(ctx, token.ID)
+		now := time.Now()
+		switch {
+		case errors.Is(err, pgx.ErrNoRows) || (err == nil && !token.Matches(t.SecretHash)):
+			return apierr.Unauthenticated("join token %s is not valid", token.ID)
+		case err != nil:
+			return err
+		case t.RevokedAt != nil:
+			return apierr.Unauthenticated("join token %s was revoked", token.ID)
+		case !now.Before(t.ExpiresAt):
+			return apierr.Unauthenticated("join token %s expired at %s", token.ID, t.ExpiresAt.UTC().Format(time.RFC3339))
+		case t.Uses >= t.MaxUses:
+			return apierr.Unauthenticated("join token %s has been used up (%d of %d)", token.ID, t.Uses, t.MaxUses)
+		}
+		nodeID := uuid.Must(uuid.NewV7())
+		chain, notAfter, err := g.opts.Authority.IssueNode(req.GetCsr(), nodeID.String(), g.opts.CertTTL)
+		if err != nil {
+			return apierr.InvalidArgument("csr", "%v", err)
+		}
+		if err := q.UseJoinToken(ctx, t.ID); err != nil {
+			return err
+		}
+		if _, err := q.CreateNode(ctx, db.CreateNodeParams{
+			ID: nodeID, TenantID: t.TenantID, Hostname: req.GetHostname(), Pool: t.Pool, Labels: t.Labels,
+			JoinTokenID: &t.ID, CertNotAfter: &notAfter,
+		}); err != nil {
+			return fmt.Errorf("create node: %w", err)
+		}
+		if err := q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
+			TenantID: t.TenantID, Type: "node.joined", Subject: "node/" + nodeID.String(),
+			Payload: fmt.Appendf(nil, `{"id":%q,"hostname":%q}`, nodeID, req.GetHostname()),
+		}); err != nil {
+			return err
+		}
+		res = &daemonv1.JoinResponse{
+			NodeId: nodeID.String(), CertificateChain: chain, RootCa: g.opts.Authority.RootPEM(),
+			TrustDomain: g.opts.Authority.TrustDomain(), NotAfter: timestamppb.New(notAfter),
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.log.Info("node joined", "node_id", res.GetNodeId(), "join_token_id", token.ID)
+	return res, nil
+}
+
+// Renew issues a fresh certificate to a node that still holds a valid one and is not revoked.
+func (s *service) Renew(ctx context.Context, req *daemonv1.RenewRequest) (*daemonv1.RenewResponse, error) {
+	nodeID, err := nodeFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g := s.g
+	q := db.New(g.opts.Pool)
+	node, err := q.GetNodeForGateway(ctx, nodeID)
+	if err != nil {
+		return nil, fmt.Errorf("renew node %s: %w", nodeID, err)
+	}
+	if node.RevokedAt != nil {
+		return nil, apierr.PermissionDenied("node %s is revoked", nodeID)
+	}
+	chain, notAfter, err := g.opts.Authority.IssueNode(req.GetCsr(), nodeID.String(), g.opts.CertTTL)
+	if err != nil {
+		return nil, apierr.InvalidArgument("csr", "%v", err)
+	}
+	if err := q.RenewNodeCert(ctx, db.RenewNodeCertParams{ID: nodeID, CertNotAfter: &notAfter}); err != nil {
+		return nil, fmt.Errorf("record renewal of node %s: %w", nodeID, err)
+	}
+	return &daemonv1.RenewResponse{CertificateChain: chain, NotAfter: timestamppb.New(notAfter)}, nil
+}
+
+// Secret is refused until node secrets exist: no secret store is granted to nodes yet.
+func (s *service) Secret(ctx context.Context, req *daemonv1.SecretRequest) (*daemonv1.SecretResponse, error) {
+	if _, err := nodeFrom(ctx); err != nil {
+		return nil, err
+	}
+	return nil, apierr.NotFound("secret %q is not granted to this node", req.GetName())
+}

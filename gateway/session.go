@@ -1,0 +1,279 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/better-compute/better-compute/gen/db"
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/server/apierr"
+)
+
+// session is one node's live stream on this gateway.
+type session struct {
+	node   uuid.UUID
+	tenant uuid.UUID
+	id     string
+	send   chan *daemonv1.SessionResponse
+	// end closes the session with a goodbye reason; it is safe to call more than once.
+	end    func(reason string)
+	once   sync.Once
+	ended  chan struct{}
+	reason string
+}
+
+// sendQueue bounds the messages waiting for a slow daemon; past it, commands wait for the next
+// dispatch round.
+const sendQueue = 256
+
+// Session serves a node's stream until the node goes away, a newer session supersedes it, the
+// node is revoked or the gateway stops.
+func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemonv1.SessionRequest, daemonv1.SessionResponse]) error {
+	g := s.g
+	nodeID, err := nodeFrom(ctx)
+	if err != nil {
+		return err
+	}
+	q := db.New(g.opts.Pool)
+	node, err := q.GetNodeForGateway(ctx, nodeID)
+	if err != nil {
+		return fmt.Errorf("session of node %s: %w", nodeID, err)
+	}
+	if node.RevokedAt != nil {
+		return apierr.PermissionDenied("node %s is revoked", nodeID)
+	}
+	first, err := stream.Receive()
+	if err != nil {
+		return fmt.Errorf("session of node %s: receive hello: %w", nodeID, err)
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return apierr.InvalidArgument("hello", "the first message of a session must be a hello")
+	}
+	inventory, err := protojson.Marshal(hello.GetInventory())
+	if err != nil {
+		return fmt.Errorf("encode inventory: %w", err)
+	}
+	if err := q.NodeHello(ctx, db.NodeHelloParams{ID: nodeID, DaemonVersion: hello.GetDaemonVersion(), Inventory: inventory}); err != nil {
+		return fmt.Errorf("record hello of node %s: %w", nodeID, err)
+	}
+	sess := &session{node: nodeID, tenant: node.TenantID, id: newSessionID(), send: make(chan *daemonv1.SessionResponse, sendQueue), ended: make(chan struct{})}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sess.end = onceReason(sess, cancel)
+	if err := q.ClaimSession(ctx, db.ClaimSessionParams{NodeID: nodeID, GatewayID: g.opts.ID, SessionID: sess.id}); err != nil {
+		return fmt.Errorf("claim session of node %s: %w", nodeID, err)
+	}
+	g.add(sess)
+	log := g.log.With("node_id", nodeID, "session_id", sess.id)
+	log.Info("session started", "daemon_version", hello.GetDaemonVersion())
+	defer func() {
+		g.remove(sess)
+		ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer ecancel()
+		if err := q.EndSession(ectx, db.EndSessionParams{NodeID: nodeID, SessionID: sess.id}); err != nil {
+			log.Warn("record session end", "err", err)
+		}
+		log.Info("session ended", "reason", sess.reason)
+	}()
+
+	if err := stream.Send(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Welcome{Welcome: &daemonv1.Welcome{
+		NodeId: nodeID.String(), HeartbeatIntervalSeconds: int32(g.opts.HeartbeatInterval / time.Second),
+		ServerTime: timestamppb.Now(),
+	}}}); err != nil {
+		return fmt.Errorf("send welcome: %w", err)
+	}
+	g.beat(nodeID, time.Now())
+	g.Poke(nodeID)
+
+	// One goroutine receives; this one sends, so the stream has a single writer. Ending the
+	// session returns from here, which closes the stream and stops the receiver.
+	received := make(chan error, 1)
+	go func() { received <- g.receive(sctx, sess, stream) }()
+	for {
+		select {
+		case msg := <-sess.send:
+			if err := stream.Send(msg); err != nil {
+				sess.end("send failed")
+				return nil
+			}
+		case err := <-received:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				sess.end("receive failed")
+				return err
+			}
+			sess.end("daemon closed the session")
+			return nil
+		case <-sctx.Done():
+			// Say goodbye if we can; the daemon reconnects (or, revoked, is refused).
+			_ = stream.Send(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Goodbye{Goodbye: &daemonv1.Goodbye{Reason: sess.reason}}})
+			return nil
+		}
+	}
+}
+
+// receive handles the daemon's messages until the stream ends.
+func (g *Gateway) receive(ctx context.Context, sess *session, stream *connect.BidiStream[daemonv1.SessionRequest, daemonv1.SessionResponse]) error {
+	q := db.New(g.opts.Pool)
+	for {
+		msg, err := stream.Receive()
+		if err != nil {
+			if errors.Is(err, context.Canceled) || connect.CodeOf(err) == connect.CodeCanceled {
+				return context.Canceled
+			}
+			return nil // EOF or a broken connection: the daemon reconnects
+		}
+		switch m := msg.Msg.(type) {
+		case *daemonv1.SessionRequest_Heartbeat:
+			g.beat(sess.node, time.Now())
+		case *daemonv1.SessionRequest_Ack:
+			if err := g.ack(ctx, q, sess, m.Ack); err != nil {
+				return err
+			}
+		case *daemonv1.SessionRequest_Result:
+			if err := g.finish(ctx, q, sess, m.Result); err != nil {
+				return err
+			}
+		case *daemonv1.SessionRequest_Event:
+			if err := g.event(ctx, q, sess, m.Event); err != nil {
+				return err
+			}
+		case *daemonv1.SessionRequest_Hello:
+			// A second hello updates the inventory (the daemon re-read it).
+			inventory, err := protojson.Marshal(m.Hello.GetInventory())
+			if err == nil {
+				err = q.NodeHello(ctx, db.NodeHelloParams{ID: sess.node, DaemonVersion: m.Hello.GetDaemonVersion(), Inventory: inventory})
+			}
+			if err != nil {
+				return fmt.Errorf("record hello: %w", err)
+			}
+		}
+	}
+}
+
+func (g *Gateway) ack(ctx context.Context, q *db.Queries, sess *session, a *daemonv1.CommandAck) error {
+	id, err := uuid.Parse(a.GetCommandId())
+	if err != nil {
+		return nil // not one of ours; nothing to record
+	}
+	if _, err := q.AckCommand(ctx, db.AckCommandParams{NodeID: sess.node, ID: id}); err != nil && !isNoRows(err) {
+		return fmt.Errorf("ack command %s: %w", id, err)
+	}
+	return nil
+}
+
+// finish records a result once: a result repeated after a reconnect finds the command finished
+// and changes nothing.
+func (g *Gateway) finish(ctx context.Context, q *db.Queries, sess *session, r *daemonv1.CommandResult) error {
+	id, err := uuid.Parse(r.GetCommandId())
+	if err != nil {
+		return nil
+	}
+	state := "failed"
+	if r.GetSuccess() {
+		state = "succeeded"
+	}
+	var result []byte
+	if r.GetResult() != nil {
+		if result, err = protojson.Marshal(r.GetResult()); err != nil {
+			return fmt.Errorf("encode result: %w", err)
+		}
+	}
+	c, err := q.FinishCommand(ctx, db.FinishCommandParams{NodeID: sess.node, ID: id, State: state, Result: result, Error: r.GetError()})
+	if isNoRows(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("finish command %s: %w", id, err)
+	}
+	return q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
+		TenantID: c.TenantID, Type: "command." + state, Subject: "command/" + id.String(),
+		Payload: fmt.Appendf(nil, `{"id":%q,"nodeId":%q,"type":%q}`, id, sess.node, c.Type),
+	})
+}
+
+func (g *Gateway) event(ctx context.Context, q *db.Queries, sess *session, e *daemonv1.Event) error {
+	data, err := protojson.Marshal(e.GetData())
+	if err != nil || len(e.GetType()) == 0 || len(e.GetType()) > 100 {
+		return nil // malformed events are dropped, not fatal to the session
+	}
+	return q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
+		TenantID: sess.tenant, Type: "node." + e.GetType(), Subject: "node/" + sess.node.String(), Payload: data,
+	})
+}
+
+// add registers a session, superseding this gateway's older session of the node.
+func (g *Gateway) add(s *session) {
+	g.mu.Lock()
+	old := g.sessions[s.node]
+	g.sessions[s.node] = s
+	g.mu.Unlock()
+	if old != nil {
+		old.end("superseded by a newer session")
+	}
+}
+
+func (g *Gateway) remove(s *session) {
+	g.mu.Lock()
+	if g.sessions[s.node] == s {
+		delete(g.sessions, s.node)
+	}
+	g.mu.Unlock()
+}
+
+func (g *Gateway) lookup(node uuid.UUID) *session {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.sessions[node]
+}
+
+// end ends a node's session on this gateway; sessionID "" matches any.
+func (g *Gateway) end(node uuid.UUID, sessionID, reason string) {
+	if s := g.lookup(node); s != nil && (sessionID == "" || s.id == sessionID) {
+		s.end(reason)
+	}
+}
+
+func (g *Gateway) endAll(reason string) {
+	g.mu.Lock()
+	all := make([]*session, 0, len(g.sessions))
+	for _, s := range g.sessions {
+		all = append(all, s)
+	}
+	g.mu.Unlock()
+	for _, s := range all {
+		s.end(reason)
+	}
+}
+
+func (g *Gateway) beat(node uuid.UUID, at time.Time) {
+	g.beatsMu.Lock()
+	g.beats[node] = at
+	g.beatsMu.Unlock()
+}
+
+func onceReason(s *session, cancel context.CancelFunc) func(string) {
+	return func(reason string) {
+		s.once.Do(func() {
+			s.reason = reason
+			close(s.ended)
+			cancel()
+		})
+	}
+}
+
+func newSessionID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

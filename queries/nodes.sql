@@ -1,0 +1,112 @@
+-- Nodes, join tokens, gateways and sessions. API statements take the caller's tenant id; the
+-- gateway's take the node id from the node's certificate.
+
+-- name: CreateJoinToken :one
+INSERT INTO join_tokens (id, tenant_id, description, pool, labels, secret_hash, max_uses, expires_at)
+VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(description), sqlc.arg(pool), sqlc.arg(labels),
+        sqlc.arg(secret_hash), sqlc.arg(max_uses), sqlc.arg(expires_at))
+RETURNING *;
+
+-- name: ListJoinTokens :many
+SELECT * FROM join_tokens
+WHERE tenant_id = sqlc.arg(tenant_id) AND id > sqlc.arg(after)
+ORDER BY id
+LIMIT sqlc.arg(lim);
+
+-- name: RevokeJoinToken :one
+UPDATE join_tokens SET revoked_at = COALESCE(revoked_at, now())
+WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id)
+RETURNING *;
+
+-- name: GetJoinTokenForUse :one
+-- Locks the token for the join transaction, so concurrent joins cannot overspend it.
+SELECT * FROM join_tokens WHERE id = sqlc.arg(id) FOR UPDATE;
+
+-- name: UseJoinToken :exec
+UPDATE join_tokens SET uses = uses + 1 WHERE id = sqlc.arg(id);
+
+-- name: CreateNode :one
+INSERT INTO nodes (id, tenant_id, hostname, pool, labels, join_token_id, cert_not_after)
+VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(hostname), sqlc.arg(pool), sqlc.arg(labels),
+        sqlc.arg(join_token_id), sqlc.arg(cert_not_after))
+RETURNING *;
+
+-- name: GetNode :one
+SELECT * FROM nodes WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id);
+
+-- name: GetNodeForGateway :one
+SELECT * FROM nodes WHERE id = sqlc.arg(id);
+
+-- name: ListNodes :many
+SELECT n.*, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
+FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
+WHERE n.tenant_id = sqlc.arg(tenant_id) AND n.id > sqlc.arg(after)
+  AND (sqlc.narg(selector)::jsonb IS NULL OR n.labels @> sqlc.narg(selector))
+ORDER BY n.id
+LIMIT sqlc.arg(lim);
+
+-- name: SelectNodeIDs :many
+-- The tenant's live nodes matching a label selector, for commands to many nodes.
+SELECT id FROM nodes
+WHERE tenant_id = sqlc.arg(tenant_id) AND revoked_at IS NULL AND labels @> sqlc.arg(selector)
+ORDER BY id
+LIMIT sqlc.arg(lim);
+
+-- name: RevokeNode :one
+UPDATE nodes SET revoked_at = COALESCE(revoked_at, now()), updated_at = now()
+WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id)
+RETURNING *;
+
+-- name: NodeHello :exec
+UPDATE nodes
+SET daemon_version = sqlc.arg(daemon_version), inventory = sqlc.arg(inventory), last_seen_at = now(),
+    state = CASE WHEN state = 'joining' THEN 'ready' ELSE state END, updated_at = now()
+WHERE id = sqlc.arg(id);
+
+-- name: RenewNodeCert :exec
+UPDATE nodes SET cert_not_after = sqlc.arg(cert_not_after), updated_at = now() WHERE id = sqlc.arg(id);
+
+-- name: TouchNodes :exec
+-- Liveness from heartbeats, for many nodes in one statement.
+UPDATE nodes n SET last_seen_at = v.seen
+FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS id, unnest(sqlc.arg(seen)::timestamptz[]) AS seen) v
+WHERE n.id = v.id AND (n.last_seen_at IS NULL OR n.last_seen_at < v.seen);
+
+-- name: RevokedAmong :many
+SELECT id FROM nodes WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND revoked_at IS NOT NULL;
+
+-- name: UpsertGateway :exec
+INSERT INTO gateways (id, region, control_url) VALUES (sqlc.arg(id), sqlc.arg(region), sqlc.arg(control_url))
+ON CONFLICT (id) DO UPDATE SET region = excluded.region, control_url = excluded.control_url, heartbeat_at = now();
+
+-- name: DeleteGateway :exec
+DELETE FROM gateways WHERE id = sqlc.arg(id);
+
+-- name: ClaimSession :exec
+INSERT INTO node_sessions (node_id, gateway_id, session_id) VALUES (sqlc.arg(node_id), sqlc.arg(gateway_id), sqlc.arg(session_id))
+ON CONFLICT (node_id) DO UPDATE SET gateway_id = excluded.gateway_id, session_id = excluded.session_id, connected_at = now();
+
+-- name: EndSession :exec
+DELETE FROM node_sessions WHERE node_id = sqlc.arg(node_id) AND session_id = sqlc.arg(session_id);
+
+-- name: CurrentSessions :many
+-- Which of a gateway's sessions are still the newest of their node.
+SELECT node_id, session_id FROM node_sessions WHERE node_id = ANY(sqlc.arg(node_ids)::uuid[]);
+
+-- name: EndGatewaySessions :exec
+DELETE FROM node_sessions WHERE gateway_id = sqlc.arg(gateway_id);
+
+-- name: SessionGateways :many
+-- Where to poke: the control API of the gateway holding each node's session.
+SELECT s.node_id, g.id AS gateway_id, g.control_url
+FROM node_sessions s JOIN gateways g ON g.id = s.gateway_id
+WHERE s.node_id = ANY(sqlc.arg(node_ids)::uuid[]) AND g.control_url <> '';
+
+-- name: LiveGateways :many
+SELECT * FROM gateways WHERE heartbeat_at > now() - interval '30 seconds' ORDER BY id;
+
+-- name: GetNodeWithSession :one
+-- A node of the tenant with its live session, if any, for the API.
+SELECT n.*, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
+FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
+WHERE n.tenant_id = sqlc.arg(tenant_id) AND n.id = sqlc.arg(id);

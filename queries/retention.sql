@@ -1,0 +1,39 @@
+-- Retention: pruning old rows in bounded batches. Each statement deletes at most lim rows and
+-- runs in its own short transaction, so no statement holds many row locks or runs for long;
+-- the retention job repeats a statement until it deletes nothing. The batch is computed once,
+-- as an array (see queries/commands.sql for why not "id IN (SELECT ... LIMIT n)").
+
+-- name: PruneAuditEvents :execrows
+-- Deletes audit rows older than keep_ms among the lim oldest ids. Ids grow with time (created_at
+-- is the inserting transaction's start, so neighbours may be out of order by a transaction's
+-- length), so the old rows are the lowest ids: looking at a window of the lowest ids finds them
+-- without an index on created_at, and costs one small index range scan when nothing is old.
+DELETE FROM audit_events
+WHERE id = ANY(ARRAY(
+    SELECT w.id FROM (SELECT a.id, a.created_at FROM audit_events a ORDER BY a.id LIMIT sqlc.arg(lim)) w
+    WHERE w.created_at < now() - sqlc.arg(keep_ms)::bigint * interval '1 millisecond'
+));
+
+-- name: PruneFinishedCommands :execrows
+-- Deletes up to lim commands that reached a final state more than keep_ms ago. Final states
+-- are never left, so nothing else writes these rows.
+DELETE FROM commands
+WHERE id = ANY(ARRAY(
+    SELECT c.id FROM commands c
+    WHERE c.finished_at IS NOT NULL AND c.finished_at < now() - sqlc.arg(keep_ms)::bigint * interval '1 millisecond'
+    ORDER BY c.finished_at
+    LIMIT sqlc.arg(lim)
+));
+
+-- name: PruneOutbox :execrows
+-- Deletes outbox rows older than keep_ms among the lim first in the sinks' read order (tx_id,
+-- id), windowed as PruneAuditEvents is, keeping every row some sink has not delivered yet: a
+-- row after any sink's cursor stays however old it is. A sink created later starts at the
+-- horizon of its creation and never reads older rows (EnsureSinkCursor), so only existing
+-- cursors count.
+DELETE FROM outbox
+WHERE id = ANY(ARRAY(
+    SELECT w.id FROM (SELECT o.id, o.tx_id, o.created_at FROM outbox o ORDER BY o.tx_id, o.id LIMIT sqlc.arg(lim)) w
+    WHERE w.created_at < now() - sqlc.arg(keep_ms)::bigint * interval '1 millisecond'
+      AND NOT EXISTS (SELECT 1 FROM sink_cursors s WHERE (w.tx_id, w.id) > (s.tx_id, s.outbox_id))
+));
