@@ -100,20 +100,27 @@ type Lease struct {
 }
 
 type Node struct {
-	ID            uuid.UUID
-	TenantID      uuid.UUID
-	Hostname      string
-	Pool          string
-	Labels        []byte
-	JoinTokenID   *string
-	State         string
-	DaemonVersion string
-	Inventory     []byte
-	CertNotAfter  *time.Time
-	LastSeenAt    *time.Time
-	RevokedAt     *time.Time
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	ID                 uuid.UUID
+	TenantID           uuid.UUID
+	Hostname           string
+	Pool               string
+	Labels             []byte
+	JoinTokenID        *string
+	State              string
+	DaemonVersion      string
+	Inventory          []byte
+	CertNotAfter       *time.Time
+	LastSeenAt         *time.Time
+	RevokedAt          *time.Time
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	Online             bool
+	OnlineChangedAt    *time.Time
+	Taints             []byte
+	Spec               []byte
+	SpecGeneration     int64
+	ObservedGeneration int64
+	Conditions         []byte
 }
 
 type NodeSession struct {

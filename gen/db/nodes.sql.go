@@ -81,7 +81,7 @@ const createNode = `-- name: CreateNode :one
 INSERT INTO nodes (id, tenant_id, hostname, pool, labels, join_token_id, cert_not_after)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7)
-RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at
+RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions
 `
 
 type CreateNodeParams struct {
@@ -120,6 +120,13 @@ func (q *Queries) CreateNode(ctx context.Context, arg CreateNodeParams) (Node, e
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Online,
+		&i.OnlineChangedAt,
+		&i.Taints,
+		&i.Spec,
+		&i.SpecGeneration,
+		&i.ObservedGeneration,
+		&i.Conditions,
 	)
 	return i, err
 }
@@ -211,7 +218,7 @@ func (q *Queries) GetJoinTokenForUse(ctx context.Context, id string) (JoinToken,
 }
 
 const getNode = `-- name: GetNode :one
-SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at FROM nodes WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions FROM nodes WHERE tenant_id = $1 AND id = $2
 `
 
 type GetNodeParams struct {
@@ -237,12 +244,19 @@ func (q *Queries) GetNode(ctx context.Context, arg GetNodeParams) (Node, error) 
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Online,
+		&i.OnlineChangedAt,
+		&i.Taints,
+		&i.Spec,
+		&i.SpecGeneration,
+		&i.ObservedGeneration,
+		&i.Conditions,
 	)
 	return i, err
 }
 
 const getNodeForGateway = `-- name: GetNodeForGateway :one
-SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at FROM nodes WHERE id = $1
+SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions FROM nodes WHERE id = $1
 `
 
 func (q *Queries) GetNodeForGateway(ctx context.Context, id uuid.UUID) (Node, error) {
@@ -263,12 +277,19 @@ func (q *Queries) GetNodeForGateway(ctx context.Context, id uuid.UUID) (Node, er
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Online,
+		&i.OnlineChangedAt,
+		&i.Taints,
+		&i.Spec,
+		&i.SpecGeneration,
+		&i.ObservedGeneration,
+		&i.Conditions,
 	)
 	return i, err
 }
 
 const getNodeWithSession = `-- name: GetNodeWithSession :one
-SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
+SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
 FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
 WHERE n.tenant_id = $1 AND n.id = $2
 `
@@ -293,6 +314,13 @@ type GetNodeWithSessionRow struct {
 	RevokedAt          *time.Time
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
+	Online             bool
+	OnlineChangedAt    *time.Time
+	Taints             []byte
+	Spec               []byte
+	SpecGeneration     int64
+	ObservedGeneration int64
+	Conditions         []byte
 	SessionGateway     *string
 	SessionConnectedAt *time.Time
 }
@@ -316,6 +344,13 @@ func (q *Queries) GetNodeWithSession(ctx context.Context, arg GetNodeWithSession
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Online,
+		&i.OnlineChangedAt,
+		&i.Taints,
+		&i.Spec,
+		&i.SpecGeneration,
+		&i.ObservedGeneration,
+		&i.Conditions,
 		&i.SessionGateway,
 		&i.SessionConnectedAt,
 	)
@@ -368,7 +403,7 @@ func (q *Queries) ListJoinTokens(ctx context.Context, arg ListJoinTokensParams) 
 }
 
 const listNodes = `-- name: ListNodes :many
-SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
+SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
 FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
 WHERE n.tenant_id = $1 AND n.id > $2
   AND ($3::jsonb IS NULL OR n.labels @> $3)
@@ -398,6 +433,13 @@ type ListNodesRow struct {
 	RevokedAt          *time.Time
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
+	Online             bool
+	OnlineChangedAt    *time.Time
+	Taints             []byte
+	Spec               []byte
+	SpecGeneration     int64
+	ObservedGeneration int64
+	Conditions         []byte
 	SessionGateway     *string
 	SessionConnectedAt *time.Time
 }
@@ -431,6 +473,13 @@ func (q *Queries) ListNodes(ctx context.Context, arg ListNodesParams) ([]ListNod
 			&i.RevokedAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Online,
+			&i.OnlineChangedAt,
+			&i.Taints,
+			&i.Spec,
+			&i.SpecGeneration,
+			&i.ObservedGeneration,
+			&i.Conditions,
 			&i.SessionGateway,
 			&i.SessionConnectedAt,
 		); err != nil {
@@ -539,7 +588,7 @@ func (q *Queries) RevokeJoinToken(ctx context.Context, arg RevokeJoinTokenParams
 const revokeNode = `-- name: RevokeNode :one
 UPDATE nodes SET revoked_at = COALESCE(revoked_at, now()), updated_at = now()
 WHERE tenant_id = $1 AND id = $2
-RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at
+RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions
 `
 
 type RevokeNodeParams struct {
@@ -565,6 +614,13 @@ func (q *Queries) RevokeNode(ctx context.Context, arg RevokeNodeParams) (Node, e
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Online,
+		&i.OnlineChangedAt,
+		&i.Taints,
+		&i.Spec,
+		&i.SpecGeneration,
+		&i.ObservedGeneration,
+		&i.Conditions,
 	)
 	return i, err
 }
