@@ -32,11 +32,12 @@ import (
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/server/auth"
 	"github.com/better-compute/better-compute/server/iam"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-const secret = "gateway-test-secret-0123456789abcdef"
+const secret = servertest.Secret
 
 var ctx = context.Background()
 
@@ -71,6 +72,12 @@ type runningGateway struct {
 
 func (e *env) startGateway(id string) *runningGateway {
 	e.t.Helper()
+	return e.startGatewayWith(id, time.Second)
+}
+
+// startGatewayWith starts a gateway whose dispatch loop runs every dispatch.
+func (e *env) startGatewayWith(id string, dispatch time.Duration) *runningGateway {
+	e.t.Helper()
 	certPEM, keyPEM, err := e.bundle.IssueGateway("test", id, nil, []net.IP{net.ParseIP("127.0.0.1")})
 	if err != nil {
 		e.t.Fatal(err)
@@ -79,23 +86,32 @@ func (e *env) startGateway(id string) *runningGateway {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	g := gateway.New(gateway.Options{
-		Pool: e.pool, Authority: e.bundle, ID: id, Region: "test", Certificate: cert,
-		HeartbeatInterval: time.Second, DispatchInterval: time.Second,
-	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	control, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	g := gateway.New(gateway.Options{
+		Pool: e.pool, Authority: e.bundle, ID: id, Region: "test", Certificate: cert,
+		HeartbeatInterval: time.Second, DispatchInterval: dispatch,
+		ControlURL: "https://" + control.Addr().String(),
+	})
 	gctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		if err := g.Serve(gctx, ln); err != nil {
 			e.t.Errorf("gateway %s: %v", id, err)
 		}
-	}()
-	stop := sync.OnceFunc(func() { cancel(); <-done })
+	})
+	wg.Go(func() {
+		if err := g.ServeControl(gctx, control, e.bundle, "127.0.0.1"); err != nil {
+			e.t.Errorf("gateway %s control API: %v", id, err)
+		}
+	})
+	stop := sync.OnceFunc(func() { cancel(); wg.Wait() })
 	e.t.Cleanup(stop)
 	return &runningGateway{Gateway: g, addr: ln.Addr().String(), stop: stop}
 }

@@ -60,8 +60,8 @@ const (
 
 // Create queues a command for a node or for the live nodes matching a selector.
 func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*commandsv1.CreateResponse, error) {
-	if (req.GetNodeId() == "") == (len(req.GetSelector()) == 0) {
-		return nil, apierr.InvalidArgument("node_id", "set exactly one of node_id and selector")
+	if (req.GetNodeId() == "") == (len(req.GetLabelSelector()) == 0) {
+		return nil, apierr.InvalidArgument("node_id", "set exactly one of node_id and label_selector")
 	}
 	var nodeID uuid.UUID
 	var selector []byte
@@ -71,10 +71,10 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 			return nil, err
 		}
 	} else {
-		if err := nodes.ValidateLabels("selector", req.GetSelector()); err != nil {
+		if err := nodes.ValidateLabels("label_selector", req.GetLabelSelector()); err != nil {
 			return nil, err
 		}
-		selector = nodes.EncodeLabels(req.GetSelector())
+		selector = nodes.EncodeLabels(req.GetLabelSelector())
 	}
 	if t := req.GetType(); t == "" || len(t) > 128 || strings.TrimSpace(t) != t {
 		return nil, apierr.InvalidArgument("type", "must be 1 to 128 characters without surrounding spaces")
@@ -125,7 +125,7 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 			case len(ids) == 0:
 				return nil, apierr.FailedPrecondition("no live node matches the selector")
 			case len(ids) > MaxSelected:
-				return nil, apierr.InvalidArgument("selector", "matches more than %d nodes; narrow it", MaxSelected)
+				return nil, apierr.InvalidArgument("label_selector", "matches more than %d nodes; narrow it", MaxSelected)
 			}
 			targets = ids
 			tx.Target("selector", string(selector))

@@ -43,24 +43,17 @@ func tenantOf(t *testing.T, env *servertest.Env, key string) uuid.UUID {
 	return uuid.MustParse(me.GetTenant().GetId())
 }
 
-// node returns a node id of the tenant for commands. Once the schema has nodes (whose migration
-// adds a foreign key from commands.node_id), it creates the node.
+// node creates a node of the tenant for commands.
 func node(t *testing.T, env *servertest.Env, tenant uuid.UUID) uuid.UUID {
 	t.Helper()
-	id := uuid.Must(uuid.NewV7())
-	var nodes bool
-	if err := env.Pool.QueryRow(ctx, `SELECT to_regclass('nodes') IS NOT NULL`).Scan(&nodes); err != nil {
+	n, err := db.New(env.Pool).CreateNode(ctx, db.CreateNodeParams{ID: uuid.Must(uuid.NewV7()), TenantID: tenant, Labels: []byte(`{}`)})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if nodes {
-		if _, err := env.Pool.Exec(ctx, `INSERT INTO nodes (id, tenant_id) VALUES ($1, $2)`, id, tenant); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return id
+	return n.ID
 }
 
-// command creates a pending command (there is no commands/create yet).
+// command creates a pending command directly, as commands/create does.
 func command(t *testing.T, env *servertest.Env, tenant, node uuid.UUID, payload string) db.Command {
 	t.Helper()
 	id := uuid.Must(uuid.NewV7())

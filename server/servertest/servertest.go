@@ -34,8 +34,18 @@ type Env struct {
 // dbtest.Main) and mints a root admin key.
 func New(t testing.TB) *Env {
 	t.Helper()
-	pool := dbtest.Pool(t)
-	api, err := server.New(server.Options{Pool: pool, Secret: Secret})
+	return Start(t, dbtest.Pool(t), nil)
+}
+
+// Start starts the API on pool, with configure (if not nil) adjusting its options first, and
+// mints a root admin key.
+func Start(t testing.TB, pool *pgxpool.Pool, configure func(*server.Options)) *Env {
+	t.Helper()
+	opts := server.Options{Pool: pool, Secret: Secret}
+	if configure != nil {
+		configure(&opts)
+	}
+	api, err := server.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

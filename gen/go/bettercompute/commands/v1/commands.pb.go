@@ -583,13 +583,13 @@ func (x *CancelResponse) GetCommand() *Command {
 	return nil
 }
 
-// CreateRequest says what to run where. Exactly one of node_id and selector is set.
+// CreateRequest says what to run where. Exactly one of node_id and label_selector is set.
 type CreateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The node to run on.
 	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// Every live (not revoked) node whose labels include all of these, at most 1,000.
-	Selector map[string]string `protobuf:"bytes,2,rep,name=selector,proto3" json:"selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	LabelSelector map[string]string `protobuf:"bytes,2,rep,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The handler to run on the daemon, for example "exec".
 	Type    string           `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
 	Payload *structpb.Struct `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
@@ -640,9 +640,9 @@ func (x *CreateRequest) GetNodeId() string {
 	return ""
 }
 
-func (x *CreateRequest) GetSelector() map[string]string {
+func (x *CreateRequest) GetLabelSelector() map[string]string {
 	if x != nil {
-		return x.Selector
+		return x.LabelSelector
 	}
 	return nil
 }
@@ -763,15 +763,15 @@ const file_bettercompute_commands_v1_commands_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"N\n" +
 	"\x0eCancelResponse\x12<\n" +
-	"\acommand\x18\x01 \x01(\v2\".bettercompute.commands.v1.CommandR\acommand\"\xde\x02\n" +
+	"\acommand\x18\x01 \x01(\v2\".bettercompute.commands.v1.CommandR\acommand\"\xf3\x02\n" +
 	"\rCreateRequest\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12R\n" +
-	"\bselector\x18\x02 \x03(\v26.bettercompute.commands.v1.CreateRequest.SelectorEntryR\bselector\x12\x12\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12b\n" +
+	"\x0elabel_selector\x18\x02 \x03(\v2;.bettercompute.commands.v1.CreateRequest.LabelSelectorEntryR\rlabelSelector\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\tR\x04type\x121\n" +
 	"\apayload\x18\x04 \x01(\v2\x17.google.protobuf.StructR\apayload\x12'\n" +
 	"\x0fidempotency_key\x18\x05 \x01(\tR\x0eidempotencyKey\x123\n" +
-	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x1a;\n" +
-	"\rSelectorEntry\x12\x10\n" +
+	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x1a@\n" +
+	"\x12LabelSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
 	"\x0eCreateResponse\x12>\n" +
@@ -820,7 +820,7 @@ var file_bettercompute_commands_v1_commands_proto_goTypes = []any{
 	(*CancelResponse)(nil),        // 7: bettercompute.commands.v1.CancelResponse
 	(*CreateRequest)(nil),         // 8: bettercompute.commands.v1.CreateRequest
 	(*CreateResponse)(nil),        // 9: bettercompute.commands.v1.CreateResponse
-	nil,                           // 10: bettercompute.commands.v1.CreateRequest.SelectorEntry
+	nil,                           // 10: bettercompute.commands.v1.CreateRequest.LabelSelectorEntry
 	(*structpb.Struct)(nil),       // 11: google.protobuf.Struct
 	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
@@ -839,7 +839,7 @@ var file_bettercompute_commands_v1_commands_proto_depIdxs = []int32{
 	0,  // 10: bettercompute.commands.v1.ListRequest.state:type_name -> bettercompute.commands.v1.CommandState
 	1,  // 11: bettercompute.commands.v1.ListResponse.commands:type_name -> bettercompute.commands.v1.Command
 	1,  // 12: bettercompute.commands.v1.CancelResponse.command:type_name -> bettercompute.commands.v1.Command
-	10, // 13: bettercompute.commands.v1.CreateRequest.selector:type_name -> bettercompute.commands.v1.CreateRequest.SelectorEntry
+	10, // 13: bettercompute.commands.v1.CreateRequest.label_selector:type_name -> bettercompute.commands.v1.CreateRequest.LabelSelectorEntry
 	11, // 14: bettercompute.commands.v1.CreateRequest.payload:type_name -> google.protobuf.Struct
 	13, // 15: bettercompute.commands.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
 	1,  // 16: bettercompute.commands.v1.CreateResponse.commands:type_name -> bettercompute.commands.v1.Command

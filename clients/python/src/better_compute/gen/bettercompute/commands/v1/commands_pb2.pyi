@@ -113,8 +113,8 @@ class CancelResponse(_message.Message):
     def __init__(self, command: _Optional[_Union[Command, _Mapping]] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("node_id", "selector", "type", "payload", "idempotency_key", "timeout")
-    class SelectorEntry(_message.Message):
+    __slots__ = ("node_id", "label_selector", "type", "payload", "idempotency_key", "timeout")
+    class LabelSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -122,18 +122,18 @@ class CreateRequest(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
-    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     node_id: str
-    selector: _containers.ScalarMap[str, str]
+    label_selector: _containers.ScalarMap[str, str]
     type: str
     payload: _struct_pb2.Struct
     idempotency_key: str
     timeout: _duration_pb2.Duration
-    def __init__(self, node_id: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, node_id: _Optional[str] = ..., label_selector: _Optional[_Mapping[str, str]] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
     __slots__ = ("commands",)
