@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/database"
 	"github.com/better-compute/better-compute/dbtest"
 )
 
@@ -123,5 +125,48 @@ func TestServeStopsCleanlyOnSIGTERM(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(log, "\n"), "draining") {
 		t.Errorf("serve did not drain:\n%s", strings.Join(log, "\n"))
+	}
+}
+
+// TestServeWorkerRoles runs `serve --roles controllers,scheduler,sinks,iam --no-migrate` on a
+// migrated database: the process takes the shards of both sharded roles and the singleton jobs,
+// and gives them all back when it stops.
+func TestServeWorkerRoles(t *testing.T) {
+	url := dbtest.URL(t)
+	pool, err := database.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	cmd := exec.Command(os.Args[0], "serve", "--roles", "controllers,scheduler,sinks,iam", "--no-migrate")
+	cmd.Env = append(os.Environ(), "BETTER_COMPUTE_RUN_MAIN=1", "BETTER_COMPUTE_DATABASE_URL="+url,
+		"BETTER_COMPUTE_SECRET=serve-test-secret-0123456789abcdef-xyz")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	held := func(prefix string) int {
+		var n int
+		_ = pool.QueryRow(context.Background(), "SELECT count(*) FROM leases WHERE name LIKE $1 || '%' AND expires_at > now()", prefix).Scan(&n)
+		return n
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for held("shard:controllers:") < 256 || held("shard:scheduler:") < 256 || held("singleton:command-sweeper") < 1 ||
+		held("singleton:iam:expire-keys") < 1 || held("singleton:retention") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker roles did not take their leases:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve exited with %v:\n%s", err, stderr.String())
+	}
+	if n := held("shard:") + held("singleton:"); n != 0 {
+		t.Errorf("%d leases still held after a clean stop", n)
 	}
 }
