@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -116,4 +117,31 @@ func constraintMessage(e *pgconn.PgError) string {
 		return fmt.Sprintf("violates %s", e.ConstraintName)
 	}
 	return "invalid request"
+}
+
+// ParseID reads a request field that holds an object id.
+func ParseID(field, s string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return uuid.Nil, InvalidArgument(field, "must be a UUID, got %q", s)
+	}
+	return id, nil
+}
+
+// ParseOptionalID reads an optional id filter: nil when empty.
+func ParseOptionalID(field, s string) (*uuid.UUID, error) {
+	if s == "" {
+		return nil, nil
+	}
+	id, err := ParseID(field, s)
+	return &id, err
+}
+
+// NotFoundIfNoRows turns "no rows" from a tenant-scoped query into NotFound with the message;
+// other errors pass through unchanged.
+func NotFoundIfNoRows(err error, format string, args ...any) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return NotFound(format, args...)
+	}
+	return err
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/better-compute/better-compute/server/apierr"
 	"github.com/better-compute/better-compute/server/auth"
 	"github.com/better-compute/better-compute/server/page"
-	"github.com/google/uuid"
 )
 
 // Service answers AuditService calls.
@@ -31,18 +30,14 @@ func New(pool *pgxpool.Pool) *Service { return &Service{pool: pool} }
 
 // List returns the tenant's audit events, newest first.
 func (s *Service) List(ctx context.Context, req *auditv1.ListRequest) (*auditv1.ListResponse, error) {
-	p, _ := auth.PrincipalFrom(ctx)
+	p := auth.Caller(ctx)
 	size, before, err := page.Of(req.GetPageSize(), req.GetPageToken(), int64(math.MaxInt64))
 	if err != nil {
 		return nil, err
 	}
 	params := db.ListAuditEventsParams{TenantID: &p.TenantID, Before: before, Lim: size + 1}
-	if id := req.GetPrincipalId(); id != "" {
-		pid, err := uuid.Parse(id)
-		if err != nil {
-			return nil, apierr.InvalidArgument("principal_id", "must be a UUID, got %q", id)
-		}
-		params.PrincipalID = &pid
+	if params.PrincipalID, err = apierr.ParseOptionalID("principal_id", req.GetPrincipalId()); err != nil {
+		return nil, err
 	}
 	if m := req.GetMethod(); m != "" {
 		params.Method = &m

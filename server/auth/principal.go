@@ -43,3 +43,10 @@ func PrincipalFrom(ctx context.Context) (*Principal, bool) {
 	p, ok := ctx.Value(principalKey{}).(*Principal)
 	return p, ok && p != nil
 }
+
+// Caller returns the authenticated principal of a call to a method that is not public: the
+// guard lets no such call through without one. Use PrincipalFrom where a call may be anonymous.
+func Caller(ctx context.Context) *Principal {
+	p, _ := PrincipalFrom(ctx)
+	return p
+}

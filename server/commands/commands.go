@@ -67,7 +67,7 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 	var selector []byte
 	var err error
 	if req.GetNodeId() != "" {
-		if nodeID, err = parseID("node_id", req.GetNodeId()); err != nil {
+		if nodeID, err = apierr.ParseID("node_id", req.GetNodeId()); err != nil {
 			return nil, err
 		}
 	} else {
@@ -101,7 +101,7 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 	if key == "" {
 		key = uuid.NewString()
 	}
-	tid := tenant(ctx)
+	tid := auth.Caller(ctx).TenantID
 	var targets []uuid.UUID
 	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*commandsv1.CreateResponse, error) {
 		if selector == nil {
@@ -159,36 +159,15 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 	return res, err
 }
 
-// tenant is the caller's tenant; the guard admits no unauthenticated caller to these methods.
-func tenant(ctx context.Context) uuid.UUID {
-	p, _ := auth.PrincipalFrom(ctx)
-	return p.TenantID
-}
-
-func parseID(field, s string) (uuid.UUID, error) {
-	id, err := uuid.Parse(s)
-	if err != nil {
-		return uuid.Nil, apierr.InvalidArgument(field, "must be a UUID, got %q", s)
-	}
-	return id, nil
-}
-
-func notFound(err error, id uuid.UUID) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return apierr.NotFound("command %s not found", id)
-	}
-	return err
-}
-
 // Get returns a command of the caller's tenant.
 func (s *Service) Get(ctx context.Context, req *commandsv1.GetRequest) (*commandsv1.GetResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	c, err := db.New(s.pool).GetCommand(ctx, db.GetCommandParams{TenantID: tenant(ctx), ID: id})
+	c, err := db.New(s.pool).GetCommand(ctx, db.GetCommandParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
 	if err != nil {
-		return nil, notFound(err, id)
+		return nil, apierr.NotFoundIfNoRows(err, "command %s not found", id)
 	}
 	pc, err := commandToProto(c)
 	if err != nil {
@@ -199,9 +178,9 @@ func (s *Service) Get(ctx context.Context, req *commandsv1.GetRequest) (*command
 
 // List lists the commands of the caller's tenant in id (creation) order.
 func (s *Service) List(ctx context.Context, req *commandsv1.ListRequest) (*commandsv1.ListResponse, error) {
-	params := db.ListCommandsParams{TenantID: tenant(ctx)}
+	params := db.ListCommandsParams{TenantID: auth.Caller(ctx).TenantID}
 	if n := req.GetNodeId(); n != "" {
-		id, err := parseID("node_id", n)
+		id, err := apierr.ParseID("node_id", n)
 		if err != nil {
 			return nil, err
 		}
@@ -239,16 +218,16 @@ func (s *Service) List(ctx context.Context, req *commandsv1.ListRequest) (*comma
 // Cancel cancels an unfinished command of the caller's tenant, with its audit row and a
 // "command.cancelled" event.
 func (s *Service) Cancel(ctx context.Context, req *commandsv1.CancelRequest) (*commandsv1.CancelResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	tid := tenant(ctx)
+	tid := auth.Caller(ctx).TenantID
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*commandsv1.CancelResponse, error) {
 		tx.Target("command", id)
 		c, err := tx.Q.LockCommand(ctx, db.LockCommandParams{TenantID: tid, ID: id})
 		if err != nil {
-			return nil, notFound(err, id)
+			return nil, apierr.NotFoundIfNoRows(err, "command %s not found", id)
 		}
 		from := lifecycle.State(c.State)
 		if !lifecycle.CanTransition(from, lifecycle.Cancelled) {

@@ -32,7 +32,7 @@ func New(pool *pgxpool.Pool) *Service { return &Service{pool: pool} }
 
 // List returns the tenant's events, newest first.
 func (s *Service) List(ctx context.Context, req *eventsv1.ListRequest) (*eventsv1.ListResponse, error) {
-	p, _ := auth.PrincipalFrom(ctx)
+	p := auth.Caller(ctx)
 	size, before, err := page.Of(req.GetPageSize(), req.GetPageToken(), int64(math.MaxInt64))
 	if err != nil {
 		return nil, err

@@ -4,14 +4,12 @@ package iam
 
 import (
 	"context"
-	"errors"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
@@ -39,43 +37,13 @@ func New(pool *pgxpool.Pool, admit *admission.Admitter) *Service {
 
 var tenantName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
-// caller is the authenticated principal; the guard admits no one else to these methods.
-func caller(ctx context.Context) *auth.Principal {
-	p, _ := auth.PrincipalFrom(ctx)
-	return p
-}
-
-func parseID(field, s string) (uuid.UUID, error) {
-	id, err := uuid.Parse(s)
-	if err != nil {
-		return uuid.Nil, apierr.InvalidArgument(field, "must be a UUID, got %q", s)
-	}
-	return id, nil
-}
-
-// optionalID parses an optional id filter.
-func optionalID(field, s string) (*uuid.UUID, error) {
-	if s == "" {
-		return nil, nil
-	}
-	id, err := parseID(field, s)
-	return &id, err
-}
-
-func notFound(err error, format string, args ...any) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return apierr.NotFound(format, args...)
-	}
-	return err
-}
-
 // WhoAmI describes the caller.
 func (s *Service) WhoAmI(ctx context.Context, _ *iamv1.WhoAmIRequest) (*iamv1.WhoAmIResponse, error) {
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	q := db.New(s.pool)
 	pr, err := q.GetPrincipal(ctx, db.GetPrincipalParams{TenantID: p.TenantID, ID: p.ID})
 	if err != nil {
-		return nil, notFound(err, "principal %s no longer exists", p.ID)
+		return nil, apierr.NotFoundIfNoRows(err, "principal %s no longer exists", p.ID)
 	}
 	t, err := q.GetTenant(ctx, db.GetTenantParams{TenantID: p.TenantID, ID: p.TenantID})
 	if err != nil {
@@ -96,7 +64,7 @@ func (s *Service) CreateTenant(ctx context.Context, req *iamv1.CreateTenantReque
 	if len(req.GetDisplayName()) > 200 {
 		return nil, apierr.InvalidArgument("display_name", "must be at most 200 characters")
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*iamv1.CreateTenantResponse, error) {
 		t, err := tx.Q.CreateTenant(ctx, db.CreateTenantParams{
 			ID: uuid.Must(uuid.NewV7()), ParentID: &p.TenantID, Name: req.GetName(), DisplayName: req.GetDisplayName(),
@@ -121,13 +89,13 @@ func (s *Service) CreateTenant(ctx context.Context, req *iamv1.CreateTenantReque
 
 // GetTenant returns the caller's tenant or a child of it.
 func (s *Service) GetTenant(ctx context.Context, req *iamv1.GetTenantRequest) (*iamv1.GetTenantResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	t, err := db.New(s.pool).GetTenant(ctx, db.GetTenantParams{TenantID: caller(ctx).TenantID, ID: id})
+	t, err := db.New(s.pool).GetTenant(ctx, db.GetTenantParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
 	if err != nil {
-		return nil, notFound(err, "tenant %s not found", id)
+		return nil, apierr.NotFoundIfNoRows(err, "tenant %s not found", id)
 	}
 	return &iamv1.GetTenantResponse{Tenant: tenantToProto(t)}, nil
 }
@@ -138,7 +106,7 @@ func (s *Service) ListTenants(ctx context.Context, req *iamv1.ListTenantsRequest
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.New(s.pool).ListTenants(ctx, db.ListTenantsParams{TenantID: caller(ctx).TenantID, After: after, Lim: size + 1})
+	rows, err := db.New(s.pool).ListTenants(ctx, db.ListTenantsParams{TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +130,7 @@ func (s *Service) CreatePrincipal(ctx context.Context, req *iamv1.CreatePrincipa
 	if e := req.GetEmail(); e != "" && (kind != "user" || !strings.Contains(e, "@") || len(e) > 254) {
 		return nil, apierr.InvalidArgument("email", "must be an email address, and only users have one")
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*iamv1.CreatePrincipalResponse, error) {
 		pr, err := tx.Q.CreatePrincipal(ctx, db.CreatePrincipalParams{
 			ID: uuid.Must(uuid.NewV7()), TenantID: p.TenantID, Kind: kind, Name: req.GetName(), Email: req.GetEmail(),
@@ -180,13 +148,13 @@ func (s *Service) CreatePrincipal(ctx context.Context, req *iamv1.CreatePrincipa
 
 // GetPrincipal returns a principal of the caller's tenant.
 func (s *Service) GetPrincipal(ctx context.Context, req *iamv1.GetPrincipalRequest) (*iamv1.GetPrincipalResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	pr, err := db.New(s.pool).GetPrincipal(ctx, db.GetPrincipalParams{TenantID: caller(ctx).TenantID, ID: id})
+	pr, err := db.New(s.pool).GetPrincipal(ctx, db.GetPrincipalParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
 	if err != nil {
-		return nil, notFound(err, "principal %s not found", id)
+		return nil, apierr.NotFoundIfNoRows(err, "principal %s not found", id)
 	}
 	return &iamv1.GetPrincipalResponse{Principal: principalToProto(pr)}, nil
 }
@@ -197,7 +165,7 @@ func (s *Service) ListPrincipals(ctx context.Context, req *iamv1.ListPrincipalsR
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.New(s.pool).ListPrincipals(ctx, db.ListPrincipalsParams{TenantID: caller(ctx).TenantID, After: after, Lim: size + 1})
+	rows, err := db.New(s.pool).ListPrincipals(ctx, db.ListPrincipalsParams{TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -212,11 +180,11 @@ func (s *Service) ListPrincipals(ctx context.Context, req *iamv1.ListPrincipalsR
 // DeletePrincipal deletes a principal, its keys and its bindings. Deleting an owner needs the
 // owner role, and the last owner cannot be deleted.
 func (s *Service) DeletePrincipal(ctx context.Context, req *iamv1.DeletePrincipalRequest) (*iamv1.DeletePrincipalResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*iamv1.DeletePrincipalResponse, error) {
 		tx.Target("principal", id)
 		roles, err := lockedRoles(ctx, tx.Q, p.TenantID, id)
@@ -241,7 +209,7 @@ func (s *Service) DeletePrincipal(ctx context.Context, req *iamv1.DeletePrincipa
 
 // CreateApiKey mints a key for a principal of the caller's tenant.
 func (s *Service) CreateApiKey(ctx context.Context, req *iamv1.CreateApiKeyRequest) (*iamv1.CreateApiKeyResponse, error) {
-	pid, err := parseID("principal_id", req.GetPrincipalId())
+	pid, err := apierr.ParseID("principal_id", req.GetPrincipalId())
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +227,7 @@ func (s *Service) CreateApiKey(ctx context.Context, req *iamv1.CreateApiKeyReque
 		}
 		expires = &t
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*iamv1.CreateApiKeyResponse, error) {
 		roles, err := lockedRoles(ctx, tx.Q, p.TenantID, pid)
 		if err != nil {
@@ -283,7 +251,7 @@ func (s *Service) CreateApiKey(ctx context.Context, req *iamv1.CreateApiKeyReque
 
 // ListApiKeys lists keys of the caller's tenant.
 func (s *Service) ListApiKeys(ctx context.Context, req *iamv1.ListApiKeysRequest) (*iamv1.ListApiKeysResponse, error) {
-	pid, err := optionalID("principal_id", req.GetPrincipalId())
+	pid, err := apierr.ParseOptionalID("principal_id", req.GetPrincipalId())
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +259,7 @@ func (s *Service) ListApiKeys(ctx context.Context, req *iamv1.ListApiKeysRequest
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.New(s.pool).ListAPIKeys(ctx, db.ListAPIKeysParams{TenantID: caller(ctx).TenantID, PrincipalID: pid, After: after, Lim: size + 1})
+	rows, err := db.New(s.pool).ListAPIKeys(ctx, db.ListAPIKeysParams{TenantID: auth.Caller(ctx).TenantID, PrincipalID: pid, After: after, Lim: size + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +276,7 @@ func (s *Service) DeleteApiKey(ctx context.Context, req *iamv1.DeleteApiKeyReque
 	if req.GetId() == "" {
 		return nil, apierr.InvalidArgument("id", "required")
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*iamv1.DeleteApiKeyResponse, error) {
 		tx.Target("apiKey", req.GetId())
 		n, err := tx.Q.DeleteAPIKey(ctx, db.DeleteAPIKeyParams{TenantID: p.TenantID, ID: req.GetId()})
@@ -324,7 +292,7 @@ func (s *Service) DeleteApiKey(ctx context.Context, req *iamv1.DeleteApiKeyReque
 
 // CreateRoleBinding grants a role.
 func (s *Service) CreateRoleBinding(ctx context.Context, req *iamv1.CreateRoleBindingRequest) (*iamv1.CreateRoleBindingResponse, error) {
-	pid, err := parseID("principal_id", req.GetPrincipalId())
+	pid, err := apierr.ParseID("principal_id", req.GetPrincipalId())
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +300,7 @@ func (s *Service) CreateRoleBinding(ctx context.Context, req *iamv1.CreateRoleBi
 	if !ok {
 		return nil, apierr.InvalidArgument("role", "must be ROLE_OWNER, ROLE_ADMIN, ROLE_OPERATOR or ROLE_VIEWER")
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	if role == auth.RoleOwner && !p.Can("iam.own") {
 		return nil, apierr.PermissionDenied("only owners may grant the owner role")
 	}
@@ -356,7 +324,7 @@ func (s *Service) CreateRoleBinding(ctx context.Context, req *iamv1.CreateRoleBi
 
 // ListRoleBindings lists bindings of the caller's tenant.
 func (s *Service) ListRoleBindings(ctx context.Context, req *iamv1.ListRoleBindingsRequest) (*iamv1.ListRoleBindingsResponse, error) {
-	pid, err := optionalID("principal_id", req.GetPrincipalId())
+	pid, err := apierr.ParseOptionalID("principal_id", req.GetPrincipalId())
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +332,7 @@ func (s *Service) ListRoleBindings(ctx context.Context, req *iamv1.ListRoleBindi
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.New(s.pool).ListRoleBindings(ctx, db.ListRoleBindingsParams{TenantID: caller(ctx).TenantID, PrincipalID: pid, After: after, Lim: size + 1})
+	rows, err := db.New(s.pool).ListRoleBindings(ctx, db.ListRoleBindingsParams{TenantID: auth.Caller(ctx).TenantID, PrincipalID: pid, After: after, Lim: size + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -379,11 +347,11 @@ func (s *Service) ListRoleBindings(ctx context.Context, req *iamv1.ListRoleBindi
 // DeleteRoleBinding removes a binding. Removing an owner needs the owner role, and the last
 // owner cannot be removed.
 func (s *Service) DeleteRoleBinding(ctx context.Context, req *iamv1.DeleteRoleBindingRequest) (*iamv1.DeleteRoleBindingResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*iamv1.DeleteRoleBindingResponse, error) {
 		tx.Target("roleBinding", id)
 		if err := tx.Q.LockTenant(ctx, p.TenantID); err != nil {
@@ -391,7 +359,7 @@ func (s *Service) DeleteRoleBinding(ctx context.Context, req *iamv1.DeleteRoleBi
 		}
 		b, err := tx.Q.GetRoleBinding(ctx, db.GetRoleBindingParams{TenantID: p.TenantID, ID: id})
 		if err != nil {
-			return nil, notFound(err, "role binding %s not found", id)
+			return nil, apierr.NotFoundIfNoRows(err, "role binding %s not found", id)
 		}
 		if b.Role == string(auth.RoleOwner) {
 			if err := removingOwner(ctx, tx.Q, p); err != nil {
@@ -412,7 +380,7 @@ func lockedRoles(ctx context.Context, q *db.Queries, tenant, principal uuid.UUID
 		return nil, err
 	}
 	if _, err := q.GetPrincipal(ctx, db.GetPrincipalParams{TenantID: tenant, ID: principal}); err != nil {
-		return nil, notFound(err, "principal %s not found", principal)
+		return nil, apierr.NotFoundIfNoRows(err, "principal %s not found", principal)
 	}
 	return q.PrincipalRoles(ctx, db.PrincipalRolesParams{TenantID: tenant, PrincipalID: principal})
 }

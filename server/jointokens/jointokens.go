@@ -50,11 +50,6 @@ func New(pool *pgxpool.Pool, admit *admission.Admitter) *Service {
 	return &Service{pool: pool, admit: admit, now: time.Now}
 }
 
-func caller(ctx context.Context) *auth.Principal {
-	p, _ := auth.PrincipalFrom(ctx)
-	return p
-}
-
 // Create mints a join token.
 func (s *Service) Create(ctx context.Context, req *jointokensv1.CreateRequest) (*jointokensv1.CreateResponse, error) {
 	if utf8.RuneCountInString(req.GetDescription()) > maxDescriptionLen {
@@ -87,7 +82,7 @@ func (s *Service) Create(ctx context.Context, req *jointokensv1.CreateRequest) (
 			return nil, apierr.InvalidArgument("expire_time", "must be at most 30 days ahead")
 		}
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*jointokensv1.CreateResponse, error) {
 		key := auth.NewJoinToken()
 		t, err := tx.Q.CreateJoinToken(ctx, db.CreateJoinTokenParams{
@@ -112,7 +107,7 @@ func (s *Service) List(ctx context.Context, req *jointokensv1.ListRequest) (*joi
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.New(s.pool).ListJoinTokens(ctx, db.ListJoinTokensParams{TenantID: caller(ctx).TenantID, After: after, Lim: size + 1})
+	rows, err := db.New(s.pool).ListJoinTokens(ctx, db.ListJoinTokensParams{TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +129,7 @@ func (s *Service) Revoke(ctx context.Context, req *jointokensv1.RevokeRequest) (
 	if req.GetId() == "" {
 		return nil, apierr.InvalidArgument("id", "required")
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*jointokensv1.RevokeResponse, error) {
 		tx.Target("joinToken", req.GetId())
 		t, err := tx.Q.RevokeJoinToken(ctx, db.RevokeJoinTokenParams{TenantID: p.TenantID, ID: req.GetId()})

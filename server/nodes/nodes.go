@@ -4,10 +4,8 @@ package nodes
 
 import (
 	"context"
-	"errors"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
@@ -42,27 +40,6 @@ func New(pool *pgxpool.Pool, admit *admission.Admitter, notifier RevocationNotif
 	return &Service{pool: pool, admit: admit, notifier: notifier}
 }
 
-// caller is the authenticated principal; the guard admits no one else to these methods.
-func caller(ctx context.Context) *auth.Principal {
-	p, _ := auth.PrincipalFrom(ctx)
-	return p
-}
-
-func parseID(field, s string) (uuid.UUID, error) {
-	id, err := uuid.Parse(s)
-	if err != nil {
-		return uuid.Nil, apierr.InvalidArgument(field, "must be a UUID, got %q", s)
-	}
-	return id, nil
-}
-
-func notFound(err error, id uuid.UUID) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return apierr.NotFound("node %s not found", id)
-	}
-	return err
-}
-
 // List lists the tenant's nodes, optionally only those whose labels include the selector's.
 func (s *Service) List(ctx context.Context, req *nodesv1.ListRequest) (*nodesv1.ListResponse, error) {
 	if err := ValidateLabels("label_selector", req.GetLabelSelector()); err != nil {
@@ -72,7 +49,7 @@ func (s *Service) List(ctx context.Context, req *nodesv1.ListRequest) (*nodesv1.
 	if err != nil {
 		return nil, err
 	}
-	params := db.ListNodesParams{TenantID: caller(ctx).TenantID, After: after, Lim: size + 1}
+	params := db.ListNodesParams{TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1}
 	if len(req.GetLabelSelector()) > 0 {
 		params.Selector = EncodeLabels(req.GetLabelSelector())
 	}
@@ -94,13 +71,13 @@ func (s *Service) List(ctx context.Context, req *nodesv1.ListRequest) (*nodesv1.
 
 // Get returns a node of the tenant with its inventory.
 func (s *Service) Get(ctx context.Context, req *nodesv1.GetRequest) (*nodesv1.GetResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	n, err := db.New(s.pool).GetNodeWithSession(ctx, db.GetNodeWithSessionParams{TenantID: caller(ctx).TenantID, ID: id})
+	n, err := db.New(s.pool).GetNodeWithSession(ctx, db.GetNodeWithSessionParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
 	if err != nil {
-		return nil, notFound(err, id)
+		return nil, apierr.NotFoundIfNoRows(err, "node %s not found", id)
 	}
 	pn, err := nodeToProto(db.ListNodesRow(n), true)
 	if err != nil {
@@ -112,24 +89,24 @@ func (s *Service) Get(ctx context.Context, req *nodesv1.GetRequest) (*nodesv1.Ge
 // Revoke revokes a node of the tenant; revoking a revoked node changes nothing. After the
 // commit, the notifier tells the gateways to end the node's session.
 func (s *Service) Revoke(ctx context.Context, req *nodesv1.RevokeRequest) (*nodesv1.RevokeResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*nodesv1.RevokeResponse, error) {
 		tx.Target("node", id)
 		key := db.GetNodeWithSessionParams{TenantID: p.TenantID, ID: id}
 		n, err := tx.Q.GetNodeWithSession(ctx, key)
 		if err != nil {
-			return nil, notFound(err, id)
+			return nil, apierr.NotFoundIfNoRows(err, "node %s not found", id)
 		}
 		if n.RevokedAt == nil {
 			if _, err := tx.Q.RevokeNode(ctx, db.RevokeNodeParams{TenantID: p.TenantID, ID: id}); err != nil {
-				return nil, notFound(err, id)
+				return nil, apierr.NotFoundIfNoRows(err, "node %s not found", id)
 			}
 			if n, err = tx.Q.GetNodeWithSession(ctx, key); err != nil {
-				return nil, notFound(err, id)
+				return nil, apierr.NotFoundIfNoRows(err, "node %s not found", id)
 			}
 			if err := tx.Emit(p.TenantID, "node.revoked", "node/"+id.String(),
 				map[string]string{"id": id.String(), "hostname": n.Hostname}); err != nil {

@@ -5,14 +5,12 @@ package webhooks
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"regexp"
 	"slices"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -60,26 +58,6 @@ func New(pool *pgxpool.Pool, admit *admission.Admitter, sealer *seal.Sealer, all
 	return &Service{pool: pool, admit: admit, sealer: sealer, allowPrivate: allowPrivate, client: sinks.NewClient(allowPrivate, 2)}
 }
 
-func caller(ctx context.Context) *auth.Principal {
-	p, _ := auth.PrincipalFrom(ctx)
-	return p
-}
-
-func parseID(s string) (uuid.UUID, error) {
-	id, err := uuid.Parse(s)
-	if err != nil {
-		return uuid.Nil, apierr.InvalidArgument("id", "must be a UUID, got %q", s)
-	}
-	return id, nil
-}
-
-func notFound(err error, id uuid.UUID) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return apierr.NotFound("webhook %s not found", id)
-	}
-	return err
-}
-
 // Create registers a webhook and returns its secret, once.
 func (s *Service) Create(ctx context.Context, req *webhooksv1.CreateRequest) (*webhooksv1.CreateResponse, error) {
 	if err := sinks.CheckURL(req.GetUrl(), s.allowPrivate); err != nil {
@@ -92,7 +70,7 @@ func (s *Service) Create(ctx context.Context, req *webhooksv1.CreateRequest) (*w
 	if len(req.GetDescription()) > maxDescriptionLen {
 		return nil, apierr.InvalidArgument("description", "must be at most %d characters", maxDescriptionLen)
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*webhooksv1.CreateResponse, error) {
 		if err := tx.Q.LockTenantWebhooks(ctx, p.TenantID); err != nil {
 			return nil, err
@@ -146,13 +124,13 @@ func eventTypes(in []string) ([]string, error) {
 
 // Get returns a webhook of the caller's tenant.
 func (s *Service) Get(ctx context.Context, req *webhooksv1.GetRequest) (*webhooksv1.GetResponse, error) {
-	id, err := parseID(req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	w, err := db.New(s.pool).GetWebhook(ctx, db.GetWebhookParams{TenantID: caller(ctx).TenantID, ID: id})
+	w, err := db.New(s.pool).GetWebhook(ctx, db.GetWebhookParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
 	if err != nil {
-		return nil, notFound(err, id)
+		return nil, apierr.NotFoundIfNoRows(err, "webhook %s not found", id)
 	}
 	return &webhooksv1.GetResponse{Webhook: toProto(w)}, nil
 }
@@ -163,7 +141,7 @@ func (s *Service) List(ctx context.Context, req *webhooksv1.ListRequest) (*webho
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.New(s.pool).ListWebhooks(ctx, db.ListWebhooksParams{TenantID: caller(ctx).TenantID, After: after, Lim: size + 1})
+	rows, err := db.New(s.pool).ListWebhooks(ctx, db.ListWebhooksParams{TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -177,11 +155,11 @@ func (s *Service) List(ctx context.Context, req *webhooksv1.ListRequest) (*webho
 
 // Delete removes a webhook; the sinks role stops delivering to it at its next look.
 func (s *Service) Delete(ctx context.Context, req *webhooksv1.DeleteRequest) (*webhooksv1.DeleteResponse, error) {
-	id, err := parseID(req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*webhooksv1.DeleteResponse, error) {
 		tx.Target("webhook", id)
 		n, err := tx.Q.DeleteWebhook(ctx, db.DeleteWebhookParams{TenantID: p.TenantID, ID: id})
@@ -202,14 +180,14 @@ func (s *Service) Delete(ctx context.Context, req *webhooksv1.DeleteRequest) (*w
 // happens before the call's (audit-only) transaction, so no database connection waits on the
 // endpoint.
 func (s *Service) Test(ctx context.Context, req *webhooksv1.TestRequest) (*webhooksv1.TestResponse, error) {
-	id, err := parseID(req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	w, err := db.New(s.pool).GetWebhook(ctx, db.GetWebhookParams{TenantID: p.TenantID, ID: id})
 	if err != nil {
-		return nil, notFound(err, id)
+		return nil, apierr.NotFoundIfNoRows(err, "webhook %s not found", id)
 	}
 	secret, err := sinks.OpenSecret(s.sealer, w.ID, w.SecretSealed)
 	if err != nil {
