@@ -26,10 +26,19 @@ type session struct {
 	id     string
 	send   chan *daemonv1.SessionResponse
 	// end closes the session with a goodbye reason; it is safe to call more than once.
-	end    func(reason string)
-	once   sync.Once
-	ended  chan struct{}
-	reason string
+	end   func(reason string)
+	once  sync.Once
+	ended chan struct{}
+
+	mu     sync.Mutex
+	reason string // why the session ended
+}
+
+// why is the reason the session ended, "" while it has not.
+func (s *session) why() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason
 }
 
 // sendQueue bounds the messages waiting for a slow daemon; past it, commands wait for the next
@@ -84,7 +93,7 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 		if err := q.EndSession(ectx, db.EndSessionParams{NodeID: nodeID, SessionID: sess.id}); err != nil {
 			log.Warn("record session end", "err", err)
 		}
-		log.Info("session ended", "reason", sess.reason)
+		log.Info("session ended", "reason", sess.why())
 	}()
 
 	if err := stream.Send(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Welcome{Welcome: &daemonv1.Welcome{
@@ -116,7 +125,7 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 			return nil
 		case <-sctx.Done():
 			// Say goodbye if we can; the daemon reconnects (or, revoked, is refused).
-			_ = stream.Send(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Goodbye{Goodbye: &daemonv1.Goodbye{Reason: sess.reason}}})
+			_ = stream.Send(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Goodbye{Goodbye: &daemonv1.Goodbye{Reason: sess.why()}}})
 			return nil
 		}
 	}
@@ -265,7 +274,9 @@ func (g *Gateway) beat(node uuid.UUID, at time.Time) {
 func onceReason(s *session, cancel context.CancelFunc) func(string) {
 	return func(reason string) {
 		s.once.Do(func() {
+			s.mu.Lock()
 			s.reason = reason
+			s.mu.Unlock()
 			close(s.ended)
 			cancel()
 		})
