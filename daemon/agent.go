@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 
@@ -47,7 +48,10 @@ type Agent struct {
 
 	mu        sync.Mutex
 	identity  *Identity
+	certAt    time.Time // when this agent got the current certificate
+	notAfter  time.Time
 	client    daemonv1connect.DaemonServiceClient
+	transport *http.Transport
 	connected bool
 	sessions  int
 	lastErr   error
@@ -91,9 +95,19 @@ func (a *Agent) setIdentity(id *Identity) error {
 	if err != nil {
 		return fmt.Errorf("daemon: node certificate: %w", err)
 	}
+	notAfter, err := id.NotAfter()
+	if err != nil {
+		return fmt.Errorf("daemon: node certificate: %w", err)
+	}
+	client, tr := a.opts.Dialer.client(id.RootPEM, &cert)
 	a.mu.Lock()
-	a.identity, a.client = id, a.opts.Dialer.client(id.RootPEM, &cert)
+	old := a.transport
+	a.identity, a.notAfter, a.client, a.transport, a.certAt = id, notAfter, client, tr, time.Now()
 	a.mu.Unlock()
+	if old != nil {
+		// The connection made with the previous certificate would otherwise stay open.
+		old.CloseIdleConnections()
+	}
 	return nil
 }
 
@@ -111,18 +125,24 @@ type Status struct {
 func (a *Agent) Status() Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	na, _ := a.identity.NotAfter()
-	return Status{NodeID: a.identity.NodeID, Connected: a.connected, Sessions: a.sessions, LastError: a.lastErr, NotAfter: na}
+	return Status{NodeID: a.identity.NodeID, Connected: a.connected, Sessions: a.sessions, LastError: a.lastErr, NotAfter: a.notAfter}
 }
 
 // Run holds a session until ctx ends: it reconnects after every loss with exponential backoff
-// and jitter, and renews the certificate once two thirds of its lifetime have passed.
+// and jitter, and meanwhile renews the certificate once two thirds of its remaining lifetime
+// have passed. When it returns, the agent's connection is closed.
 func (a *Agent) Run(ctx context.Context) error {
+	defer func() {
+		a.mu.Lock()
+		tr := a.transport
+		a.mu.Unlock()
+		tr.CloseIdleConnections()
+	}()
+	renewing := make(chan struct{})
+	go func() { defer close(renewing); a.renewLoop(ctx) }()
+	defer func() { <-renewing }()
 	attempt := 0
 	for ctx.Err() == nil {
-		if err := a.renewIfDue(ctx); err != nil {
-			a.log.Warn("renew certificate", "err", err)
-		}
 		start := time.Now()
 		err := a.session(ctx)
 		a.mu.Lock()
@@ -151,18 +171,44 @@ func backoff(attempt int, max time.Duration) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
-func (a *Agent) renewIfDue(ctx context.Context) error {
+// renewLoop renews the certificate when two thirds of the time between getting it and its
+// expiry have passed (measured from receipt, because certificates are backdated for clock
+// skew), retrying failures every few seconds until it expires.
+func (a *Agent) renewLoop(ctx context.Context) {
+	for {
+		a.mu.Lock()
+		id, got := a.identity, a.certAt
+		a.mu.Unlock()
+		notAfter, err := id.NotAfter()
+		if err != nil {
+			a.log.Error("read node certificate", "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(got.Add(notAfter.Sub(got) * 2 / 3))):
+		}
+		for {
+			err := a.renew(ctx)
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			a.log.Warn("renew certificate; retrying", "err", err, "expires", notAfter)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff(3, 5*time.Second)):
+			}
+		}
+	}
+}
+
+// renew replaces the certificate with a fresh one for the same key.
+func (a *Agent) renew(ctx context.Context) error {
 	a.mu.Lock()
 	id, client := a.identity, a.client
 	a.mu.Unlock()
-	leaf, err := id.leaf()
-	if err != nil {
-		return err
-	}
-	life := leaf.NotAfter.Sub(leaf.NotBefore)
-	if time.Now().Before(leaf.NotBefore.Add(life * 2 / 3)) {
-		return nil
-	}
 	csr, err := NewCSR(id.Key, id.NodeID)
 	if err != nil {
 		return err
@@ -176,6 +222,7 @@ func (a *Agent) renewIfDue(ctx context.Context) error {
 	if err := a.setIdentity(&renewed); err != nil {
 		return err
 	}
+	a.log.Info("renewed node certificate", "not_after", res.GetNotAfter().AsTime())
 	if a.opts.OnRenew != nil {
 		return a.opts.OnRenew(&renewed)
 	}
@@ -198,11 +245,15 @@ func (a *Agent) session(ctx context.Context) error {
 	}
 	// Closing both halves is what unblocks a pending Receive when the session must end: the
 	// HTTP/2 client does not abort a stream whose request body is still open on ctx alone.
+	closed := make(chan struct{})
 	go func() {
+		defer close(closed)
 		<-sctx.Done()
 		_ = stream.CloseRequest()
 		_ = stream.CloseResponse()
 	}()
+	// Return once the stream is closed, so the connection is idle (and closable) afterwards.
+	defer func() { cancel(); <-closed }()
 	inv, err := a.inventory(ctx)
 	if err != nil {
 		return err

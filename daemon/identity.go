@@ -16,6 +16,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -77,6 +78,12 @@ type Dialer struct {
 	// ServerName overrides the name the gateway's certificate is checked against (default: the
 	// host of Gateway).
 	ServerName string
+	// RootCAs, when set, verifies gateways instead of a pool parsed from the root PEM at every
+	// connection: the simulator shares one among thousands of daemons.
+	RootCAs *x509.CertPool
+	// DialContext, when set, opens the TCP connections (TLS is added over them), so the
+	// simulator can inject latency and break connections. Default: a plain net.Dialer.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Join spends a join token for a new identity. rootPEM verifies the gateway (for example the
@@ -90,7 +97,9 @@ func (d Dialer) Join(ctx context.Context, rootPEM []byte, token, hostname string
 	if err != nil {
 		return nil, fmt.Errorf("make CSR: %w", err)
 	}
-	client := d.client(rootPEM, nil)
+	client, tr := d.client(rootPEM, nil)
+	// The join connection is used once: do not leave it open beside the session's.
+	defer tr.CloseIdleConnections()
 	res, err := client.Join(ctx, &daemonv1.JoinRequest{Token: token, Csr: csr, Hostname: hostname})
 	if err != nil {
 		return nil, fmt.Errorf("join via %s: %w", d.Gateway, err)
@@ -101,10 +110,14 @@ func (d Dialer) Join(ctx context.Context, rootPEM []byte, token, hostname string
 	}, nil
 }
 
-// client returns a DaemonService client over HTTP/2 with TLS, presenting cert when given.
-func (d Dialer) client(rootPEM []byte, cert *tls.Certificate) daemonv1connect.DaemonServiceClient {
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(rootPEM)
+// client returns a DaemonService client over HTTP/2 with TLS, presenting cert when given, and
+// its transport (whose connections the caller closes when done with it).
+func (d Dialer) client(rootPEM []byte, cert *tls.Certificate) (daemonv1connect.DaemonServiceClient, *http.Transport) {
+	roots := d.RootCAs
+	if roots == nil {
+		roots = x509.NewCertPool()
+		roots.AppendCertsFromPEM(rootPEM)
+	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: roots, ServerName: d.ServerName, NextProtos: []string{"h2"}}
 	if cert != nil {
 		cfg.Certificates = []tls.Certificate{*cert}
@@ -114,8 +127,9 @@ func (d Dialer) client(rootPEM []byte, cert *tls.Certificate) daemonv1connect.Da
 		Protocols:       new(http.Protocols),
 		// Find a dead gateway without waiting for TCP: the session is otherwise quiet between
 		// heartbeats.
-		HTTP2: &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+		HTTP2:       &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+		DialContext: d.DialContext,
 	}
 	tr.Protocols.SetHTTP2(true)
-	return daemonv1connect.NewDaemonServiceClient(&http.Client{Transport: tr}, "https://"+d.Gateway, connect.WithGRPC())
+	return daemonv1connect.NewDaemonServiceClient(&http.Client{Transport: tr}, "https://"+d.Gateway, connect.WithGRPC()), tr
 }

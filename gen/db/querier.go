@@ -64,6 +64,9 @@ type Querier interface {
 	CreateWebhook(ctx context.Context, arg CreateWebhookParams) (Webhook, error)
 	// Which of a gateway's sessions are still the newest of their node.
 	CurrentSessions(ctx context.Context, nodeIds []uuid.UUID) ([]CurrentSessionsRow, error)
+	DaemonVersions(ctx context.Context) ([]DaemonVersionsRow, error)
+	// What `better-compute doctor` reads of the running system.
+	DatabaseNow(ctx context.Context) (time.Time, error)
 	DeleteAPIKey(ctx context.Context, arg DeleteAPIKeyParams) (int64, error)
 	DeleteGateway(ctx context.Context, id string) error
 	DeletePrincipal(ctx context.Context, arg DeletePrincipalParams) (int64, error)
@@ -96,6 +99,7 @@ type Querier interface {
 	// The sweeper: pending | sent | acked -> expired, for up to lim commands whose deadline passed.
 	// SKIP LOCKED leaves rows a gateway or an API call is changing right now to the next sweep.
 	ExpireOverdueCommands(ctx context.Context, lim int32) (int64, error)
+	ExpiringNodeCertificates(ctx context.Context, withinMs int64) (int64, error)
 	ExtensionInstalled(ctx context.Context, name string) (bool, error)
 	// Inside a transaction: holds the lease row share-locked, so it cannot change hands before the
 	// transaction ends, and reports whether the token is still the current, unexpired one.
@@ -104,6 +108,7 @@ type Querier interface {
 	// that was lost with a gateway). A repeated result finds the command finished and changes
 	// nothing, so a result is recorded once.
 	FinishCommand(ctx context.Context, arg FinishCommandParams) (Command, error)
+	GatewaySessions(ctx context.Context) ([]GatewaySessionsRow, error)
 	GetCommand(ctx context.Context, arg GetCommandParams) (Command, error)
 	GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (IdempotencyKey, error)
 	// Locks the token for the join transaction, so concurrent joins cannot overspend it.
@@ -236,6 +241,8 @@ type Querier interface {
 	SelectNodeIDs(ctx context.Context, arg SelectNodeIDsParams) ([]uuid.UUID, error)
 	// Where to poke: the control API of the gateway holding each node's session.
 	SessionGateways(ctx context.Context, nodeIds []uuid.UUID) ([]SessionGatewaysRow, error)
+	// Nodes holding a session whose liveness stopped advancing.
+	SilentNodes(ctx context.Context, silentMs int64) (int64, error)
 	StoreIdempotentResponse(ctx context.Context, arg StoreIdempotentResponseParams) error
 	// Records use at most once a minute per key, so authentication is not a write per request.
 	TouchAPIKey(ctx context.Context, id string) error

@@ -1,0 +1,25 @@
+-- What `better-compute doctor` reads of the running system.
+
+-- name: DatabaseNow :one
+SELECT now()::timestamptz AS now;
+
+-- name: SilentNodes :one
+-- Nodes holding a session whose liveness stopped advancing.
+SELECT count(*)::bigint FROM nodes n JOIN node_sessions s ON s.node_id = n.id
+WHERE n.revoked_at IS NULL AND (n.last_seen_at IS NULL OR n.last_seen_at < now() - sqlc.arg(silent_ms)::bigint * interval '1 millisecond');
+
+-- name: ExpiringNodeCertificates :one
+SELECT count(*)::bigint FROM nodes
+WHERE revoked_at IS NULL AND cert_not_after IS NOT NULL
+  AND cert_not_after < now() + sqlc.arg(within_ms)::bigint * interval '1 millisecond';
+
+-- name: DaemonVersions :many
+SELECT daemon_version, count(*)::bigint AS nodes FROM nodes
+WHERE revoked_at IS NULL AND daemon_version <> ''
+GROUP BY daemon_version ORDER BY daemon_version;
+
+-- name: GatewaySessions :many
+SELECT g.id, g.region, g.control_url, g.heartbeat_at, count(s.node_id)::bigint AS sessions
+FROM gateways g LEFT JOIN node_sessions s ON s.gateway_id = g.id
+WHERE g.heartbeat_at > now() - interval '30 seconds'
+GROUP BY g.id ORDER BY g.id;
