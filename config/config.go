@@ -76,6 +76,10 @@ type Config struct {
 	TrustDomain string `yaml:"trustDomain"`
 	// Log configures the process log.
 	Log Log `yaml:"log"`
+	// Metrics configures the Prometheus metrics.
+	Metrics Metrics `yaml:"metrics"`
+	// Otel configures OpenTelemetry tracing.
+	Otel Otel `yaml:"otel"`
 
 	// Webhooks configure tenants' webhooks.
 	Webhooks Webhooks `yaml:"webhooks"`
@@ -140,6 +144,24 @@ type Log struct {
 	Format string `yaml:"format"`
 }
 
+// Metrics configures the Prometheus metrics. A process with the api role serves them at GET
+// /metrics on the API; other processes serve them only on Listen.
+type Metrics struct {
+	// Listen is the host:port (like :9090) where a process without the api role serves GET
+	// /metrics. Empty means no metrics listener; processes with the api role ignore it.
+	Listen string `yaml:"listen"`
+}
+
+// Otel configures OpenTelemetry tracing, exported over OTLP/HTTP.
+type Otel struct {
+	// Endpoint is the OTLP/HTTP collector URL, like http://otel-collector:4318 (/v1/traces is
+	// appended when the URL has no path). Empty, the default, turns tracing off.
+	Endpoint string `yaml:"endpoint"`
+	// SampleRatio is the share of new traces recorded, from 0 to 1 (default 1); a span whose
+	// caller's trace was sampled is always recorded.
+	SampleRatio float64 `yaml:"sampleRatio"`
+}
+
 // Default returns the configuration used when neither the file nor the environment sets a key.
 // It has no secret, so it does not pass Validate on its own.
 func Default() *Config {
@@ -150,6 +172,7 @@ func Default() *Config {
 		Roles:    RoleAll,
 		Gateway:  Gateway{Region: "default", ControlListen: ":8444"},
 		Log:      Log{Level: "info", Format: "json"},
+		Otel:     Otel{SampleRatio: 1},
 		Retention: Retention{
 			Outbox:   7 * 24 * time.Hour,
 			Commands: 30 * 24 * time.Hour,

@@ -97,6 +97,9 @@ func TestDefaults(t *testing.T) {
 		{"cors.allowCredentials", d.CORS.AllowCredentials, false},
 		{"log.level", d.Log.Level, "info"},
 		{"log.format", d.Log.Format, "json"},
+		{"metrics.listen", d.Metrics.Listen, ""},
+		{"otel.endpoint", d.Otel.Endpoint, ""},
+		{"otel.sampleRatio", d.Otel.SampleRatio, 1.0},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("default %s = %v, want %v", tc.key, tc.got, tc.want)
@@ -128,6 +131,11 @@ trustDomain: example.com
 log:
   level: debug
   format: text
+metrics:
+  listen: ":9090"
+otel:
+  endpoint: http://otel-collector:4318
+  sampleRatio: 0.25
 `
 	for _, tc := range []struct {
 		name  string
@@ -148,6 +156,8 @@ log:
 				CORS:        CORS{AllowedOrigins: []string{"https://app.example.com", "http://localhost:5173"}, AllowCredentials: true},
 				TrustDomain: "example.com",
 				Log:         Log{Level: "debug", Format: "text"},
+				Metrics:     Metrics{Listen: ":9090"},
+				Otel:        Otel{Endpoint: "http://otel-collector:4318", SampleRatio: 0.25},
 				Retention:   Default().Retention,
 			}
 			if !reflect.DeepEqual(c, want) {
@@ -379,6 +389,16 @@ func TestValidation(t *testing.T) {
 		{"trust domain shape", "", withSecret("BETTER_COMPUTE_TRUST_DOMAIN=-x.com"), "trustDomain", "lower-case DNS name"},
 		{"log level", "", withSecret("BETTER_COMPUTE_LOG_LEVEL=verbose"), "log.level", "debug, info, warn or error"},
 		{"log format", "", withSecret("BETTER_COMPUTE_LOG_FORMAT=xml"), "log.format", "json or text"},
+		{"metrics listen", "", withSecret("BETTER_COMPUTE_METRICS_LISTEN=9090"), "metrics.listen", "must be host:port"},
+		{"metrics listen port", "metrics: {listen: ':70000'}", withSecret(), "metrics.listen", "port must be a number"},
+		{"metrics listen on gateway", "", withSecret("BETTER_COMPUTE_GATEWAY_LISTEN=:8443", "BETTER_COMPUTE_METRICS_LISTEN=:8444"), "metrics.listen", "must differ"},
+		{"otel endpoint relative", "", withSecret("BETTER_COMPUTE_OTEL_ENDPOINT=collector:4318"), "otel.endpoint", "absolute http or https URL"},
+		{"otel endpoint grpc", "otel: {endpoint: 'grpc://c:4317'}", withSecret(), "otel.endpoint", "absolute http or https URL"},
+		{"otel endpoint credentials", "", withSecret("BETTER_COMPUTE_OTEL_ENDPOINT=https://u:p@c.example.com"), "otel.endpoint", "must not hold credentials"},
+		{"otel sample ratio high", "", withSecret("BETTER_COMPUTE_OTEL_SAMPLE_RATIO=1.5"), "otel.sampleRatio", "from 0 to 1"},
+		{"otel sample ratio negative", "otel: {sampleRatio: -0.1}", withSecret(), "otel.sampleRatio", "from 0 to 1"},
+		{"otel sample ratio not a number", "", withSecret("BETTER_COMPUTE_OTEL_SAMPLE_RATIO=half"), "otel.sampleRatio", "must be a number"},
+		{"otel sample ratio NaN", "otel: {sampleRatio: NaN}", withSecret(), "otel.sampleRatio", "must be a number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(t, tc.yaml, tc.env)
@@ -425,6 +445,10 @@ func TestValidConfigurations(t *testing.T) {
 		{"nested basePath", "basePath: /v1/compute_api", nil},
 		{"host name", "host: localhost", nil},
 		{"anchors and aliases", "modules: [&m billing, *m]\nlog: &l {level: debug}", nil},
+		{"metrics listen", "metrics: {listen: '127.0.0.1:9090'}", nil},
+		{"metrics listen beside gateway", "gateway: {listen: ':8443'}\nmetrics: {listen: ':9090'}", nil},
+		{"otel endpoint with path", "", []string{"BETTER_COMPUTE_OTEL_ENDPOINT=https://otel.example.com/otlp/v1/traces", "BETTER_COMPUTE_OTEL_SAMPLE_RATIO=0"}},
+		{"otel sample ratio integer", "otel: {endpoint: 'http://localhost:4318', sampleRatio: 1}", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := load(t, tc.yaml, withSecret(tc.env...)); err != nil {
@@ -577,6 +601,9 @@ func TestEnvVars(t *testing.T) {
 		"BETTER_COMPUTE_TRUST_DOMAIN",
 		"BETTER_COMPUTE_LOG_LEVEL",
 		"BETTER_COMPUTE_LOG_FORMAT",
+		"BETTER_COMPUTE_METRICS_LISTEN",
+		"BETTER_COMPUTE_OTEL_ENDPOINT",
+		"BETTER_COMPUTE_OTEL_SAMPLE_RATIO",
 	} {
 		if !slices.Contains(got, want) {
 			t.Errorf("EnvVars() lacks %s", want)

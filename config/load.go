@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"strconv"
@@ -247,7 +248,7 @@ func applyEnv(c *Config, env map[string]string, ps *problems) {
 
 var durationType = reflect.TypeOf(time.Duration(0))
 
-// setScalar parses s into a string, int or bool field. Errors do not quote s, which may hold the
+// setScalar parses s into a string, int, float or bool field. Errors do not quote s, which may hold the
 // secret interpolated into the wrong key.
 func setScalar(v reflect.Value, s string) error {
 	if v.Type() == durationType {
@@ -267,6 +268,12 @@ func setScalar(v reflect.Value, s string) error {
 			return errors.New("must be an integer")
 		}
 		v.SetInt(n)
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return errors.New("must be a number")
+		}
+		v.SetFloat(f)
 	case reflect.Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {

@@ -82,6 +82,7 @@ func (c *Config) problems() problems {
 	if c.Log.Format != "json" && c.Log.Format != "text" {
 		ps.add("log.format", "must be json or text, got %q", c.Log.Format)
 	}
+	c.checkObservability(&ps)
 	return ps
 }
 
@@ -128,6 +129,26 @@ func (c *Config) checkGateway(ps *problems) {
 		if msg := checkHostPort(g.ControlListen, false); msg != "" {
 			ps.add("gateway.controlListen", "%s", msg)
 		}
+	}
+}
+
+func (c *Config) checkObservability(ps *problems) {
+	if l := c.Metrics.Listen; l != "" {
+		if msg := checkHostPort(l, false); msg != "" {
+			ps.add("metrics.listen", "%s", msg)
+		} else if c.Gateway.Listen != "" && (l == c.Gateway.Listen || l == c.Gateway.ControlListen) {
+			ps.add("metrics.listen", "must differ from gateway.listen and gateway.controlListen")
+		}
+	}
+	if e := c.Otel.Endpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			ps.add("otel.endpoint", "must be an absolute http or https URL of an OTLP/HTTP collector, like http://otel-collector:4318")
+		} else if u.User != nil {
+			ps.add("otel.endpoint", "must not hold credentials; send them as headers with OTEL_EXPORTER_OTLP_HEADERS")
+		}
+	}
+	if r := c.Otel.SampleRatio; !(r >= 0 && r <= 1) {
+		ps.add("otel.sampleRatio", "must be from 0 to 1, got %v", r)
 	}
 }
 

@@ -39,6 +39,31 @@ type Options struct {
 	// Clock skew injected for tests of the gateway's tolerance; zero normally.
 	ClockSkew time.Duration
 	Logger    *slog.Logger
+	// Record, when set, keeps the idempotency record outside the process, so that it survives a
+	// restart (bcd keeps it in its state directory); without it the record is in memory only.
+	Record Recorder
+	// AfterResult, when set, is called once a command has run and its result is recorded and
+	// queued for the gateway; not for a repeat answered from the record. bcd restarts itself
+	// here after an upgrade, and reboots after a reboot, so that the result is never lost.
+	AfterResult func(c *daemonv1.Command, r *daemonv1.CommandResult)
+}
+
+// Recorder keeps an agent's idempotency record: the agent calls Started before it runs a
+// command and Finished before it reports the result, and Load once, in NewAgent.
+type Recorder interface {
+	// Load returns the results finished since `since`. A command that started but never
+	// finished (the process died while it ran) must come back as a failed result, so that a
+	// re-delivery is answered instead of run again.
+	Load(since time.Time) ([]Recorded, error)
+	Started(key string, c *daemonv1.Command) error
+	Finished(key string, r *daemonv1.CommandResult) error
+}
+
+// Recorded is a result from a Recorder, by idempotency key.
+type Recorded struct {
+	Key      string
+	Result   *daemonv1.CommandResult
+	Finished time.Time
 }
 
 // Agent holds a node's session with the gateways.
@@ -86,6 +111,15 @@ func NewAgent(opts Options) (*Agent, error) {
 	a := &Agent{opts: opts, log: opts.Logger.With("node_id", opts.Identity.NodeID), results: map[string]*record{}}
 	if err := a.setIdentity(opts.Identity); err != nil {
 		return nil, err
+	}
+	if opts.Record != nil {
+		recorded, err := opts.Record.Load(time.Now().Add(-resultMemory))
+		if err != nil {
+			return nil, fmt.Errorf("daemon: read the command record: %w", err)
+		}
+		for _, r := range recorded {
+			a.results[r.Key] = &record{result: r.Result, finished: r.Finished}
+		}
 	}
 	return a, nil
 }
@@ -379,8 +413,18 @@ func (a *Agent) command(ctx context.Context, c *daemonv1.Command, send func(*dae
 		}
 		return // still running: its result goes out when it finishes
 	}
+	if a.opts.Record != nil {
+		if err := a.opts.Record.Started(key, c); err != nil {
+			a.log.Warn("record command start", "command_id", c.GetId(), "err", err)
+		}
+	}
 	go func() {
 		res := a.run(ctx, c)
+		if a.opts.Record != nil {
+			if err := a.opts.Record.Finished(key, res); err != nil {
+				a.log.Warn("record command result", "command_id", c.GetId(), "err", err)
+			}
+		}
 		a.mu.Lock()
 		rec.result, rec.finished, rec.running = res, time.Now(), false
 		a.forgetOld()
@@ -390,6 +434,9 @@ func (a *Agent) command(ctx context.Context, c *daemonv1.Command, send func(*dae
 		// none open, the next session reports it.
 		if current != nil {
 			current(&daemonv1.SessionRequest{Msg: &daemonv1.SessionRequest_Result{Result: res}})
+		}
+		if a.opts.AfterResult != nil {
+			a.opts.AfterResult(c, res)
 		}
 	}()
 }
@@ -406,7 +453,8 @@ func (a *Agent) run(ctx context.Context, c *daemonv1.Command) *daemonv1.CommandR
 	defer cancel()
 	out, err := h(rctx, c.GetPayload())
 	if err != nil {
-		res.Error = err.Error()
+		// A handler may return what it has along with its error (an exec's exit code and output).
+		res.Error, res.Result = err.Error(), out
 	} else {
 		res.Success, res.Result = true, out
 	}

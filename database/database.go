@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/better-compute/better-compute/tracing"
 )
 
 // ErrNoURL means no database was configured.
@@ -19,7 +21,8 @@ var ErrNoURL = errors.New("no database URL: set BETTER_COMPUTE_DATABASE_URL or -
 const connectTimeout = 10 * time.Second
 
 // Open parses url, connects, and checks the server answers. Errors name the host and database
-// but never the password.
+// but never the password. Statements run inside a span become child spans once tracing is on
+// (tracing.QueryTracer); while it is off the tracer costs an atomic load per statement.
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if url == "" {
 		return nil, ErrNoURL
@@ -34,6 +37,9 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "better-compute"
+	}
+	if cfg.ConnConfig.Tracer == nil {
+		cfg.ConnConfig.Tracer = tracing.QueryTracer{}
 	}
 	where := Describe(cfg.ConnConfig.Config)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

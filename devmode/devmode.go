@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,11 +21,14 @@ import (
 
 	"github.com/better-compute/better-compute/config"
 	"github.com/better-compute/better-compute/database"
+	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/migrate"
 	"github.com/better-compute/better-compute/pgcluster"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/process"
+	"github.com/better-compute/better-compute/server/auth"
 	"github.com/better-compute/better-compute/server/iam"
+	"github.com/better-compute/better-compute/sim"
 )
 
 // Options configure a dev deployment.
@@ -34,7 +39,11 @@ type Options struct {
 	ClusterDir string
 	// Fresh deletes the private cluster first, starting from an empty database.
 	Fresh bool
-	// Out receives the lines scripts read: "API key: <key>", then "API: <url>".
+	// Sim is the number of simulated machines to run against the gateway (0 for none); they keep
+	// their identities beside the private cluster, so the next run reconnects them.
+	Sim int
+	// Out receives the lines scripts read: "API key: <key>", then "API: <url>", and with Sim,
+	// "Simulated machines: <n> joined" once they all hold sessions.
 	Out    io.Writer
 	Logger *slog.Logger
 }
@@ -85,6 +94,14 @@ func Run(ctx context.Context, opts Options) error {
 	if cfg.Gateway.Listen == "" { // dev runs a gateway on loopback unless configured otherwise
 		cfg.Gateway.Listen, cfg.Gateway.ControlListen = "127.0.0.1:0", "127.0.0.1:0"
 	}
+	if opts.Sim > 0 && !cfg.RoleSet()[config.RoleGateway] {
+		return errors.New("dev --sim needs the gateway role")
+	}
+	// The simulated machines stop before dev returns, whether ctx ended or a role failed.
+	simCtx, stopSim := context.WithCancel(ctx)
+	var simulating sync.WaitGroup
+	defer simulating.Wait()
+	defer stopSim()
 	return process.Run(ctx, process.Options{
 		Config: &cfg, Pool: pool, Logger: log,
 		OnListen: func(apiURL, gatewayAddr string) {
@@ -92,8 +109,83 @@ func Run(ctx context.Context, opts Options) error {
 				fmt.Fprintf(opts.Out, "Gateway: %s\nRoot CA: %s\n", gatewayAddr, rootCA)
 			}
 			fmt.Fprintf(opts.Out, "API key: %s\nAPI: %s\n", key, apiURL)
+			if opts.Sim > 0 {
+				simulating.Go(func() {
+					if err := simulate(simCtx, pool, gatewayAddr, rootCA, opts); err != nil && simCtx.Err() == nil {
+						log.Error("simulated machines", "err", err)
+						fmt.Fprintf(opts.Out, "Simulated machines: failed: %v\n", err)
+					}
+				})
+			}
 		},
 	})
+}
+
+// simulate runs opts.Sim simulated machines against the gateway at addr until ctx ends. They join
+// with a fresh multi-use token of the root tenant, labelled simulated=true, unless they kept an
+// identity from an earlier run.
+func simulate(ctx context.Context, pool *pgxpool.Pool, addr, rootCA string, opts Options) error {
+	root, err := os.ReadFile(rootCA)
+	if err != nil {
+		return err
+	}
+	dir, err := clusterDirOrDefault(opts.ClusterDir)
+	if err != nil {
+		return err
+	}
+	token, err := simJoinToken(ctx, pool, opts.Sim)
+	if err != nil {
+		return err
+	}
+	gateway, serverName := dialAddr(addr)
+	fleet, err := sim.New(sim.Options{
+		Gateway: gateway, ServerName: serverName, RootPEM: root, Token: token, N: opts.Sim,
+		StateDir: dir + ".sim", Logger: opts.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- fleet.Run(ctx) }()
+	<-fleet.JoinDone()
+	if errs := fleet.JoinErrors(); len(errs) > 0 {
+		s := fleet.Stats()
+		fmt.Fprintf(opts.Out, "Simulated machines: %d of %d joined; first error: %v\n", s.Joined(), s.Machines, errs[0])
+	}
+	if s, err := fleet.WaitConnected(ctx); err == nil {
+		fmt.Fprintf(opts.Out, "Simulated machines: %d joined\n", s.Connected)
+	}
+	return <-ran
+}
+
+// simJoinToken mints a join token for n machines, as joinTokens/create does for the root tenant.
+func simJoinToken(ctx context.Context, pool *pgxpool.Pool, n int) (string, error) {
+	root, err := iam.EnsureRootTenant(ctx, pool)
+	if err != nil {
+		return "", err
+	}
+	k := auth.NewJoinToken()
+	if _, err := db.New(pool).CreateJoinToken(ctx, db.CreateJoinTokenParams{
+		ID: k.ID, TenantID: root.ID, Description: "dev --sim", Labels: []byte(`{"simulated":"true"}`),
+		SecretHash: k.Hash(), MaxUses: int32(n), ExpiresAt: time.Now().Add(time.Hour),
+	}); err != nil {
+		return "", fmt.Errorf("create the simulated machines' join token: %w", err)
+	}
+	return k.String(), nil
+}
+
+// dialAddr is where to reach a gateway listening on addr, and the name its certificate has:
+// an unspecified host is this machine, by the name process gives the gateway's certificate.
+func dialAddr(addr string) (dial, serverName string) {
+	host, port, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsUnspecified() {
+		return addr, ""
+	}
+	name, err := os.Hostname()
+	if err != nil {
+		name = ""
+	}
+	return net.JoinHostPort("127.0.0.1", port), name
 }
 
 // DevTrustDomain is the trust domain of a dev deployment whose configuration names none.
@@ -114,11 +206,10 @@ func initPKI(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts O
 		return "", err
 	}
 	cfg.TrustDomain = b.TrustDomain()
-	dir, err := clusterDirOrDefault(opts.ClusterDir)
+	path, err := rootCAPath(opts.ClusterDir)
 	if err != nil {
 		return "", err
 	}
-	path := dir + ".root-ca.pem"
 	if err := os.WriteFile(path, b.RootPEM(), 0o644); err != nil {
 		return "", fmt.Errorf("write root CA: %w", err)
 	}
@@ -146,6 +237,15 @@ func Secret(clusterDir string) (string, error) {
 	return secret, nil
 }
 
+// rootCAPath is where dev writes the PKI's root CA.
+func rootCAPath(clusterDir string) (string, error) {
+	dir, err := clusterDirOrDefault(clusterDir)
+	if err != nil {
+		return "", err
+	}
+	return dir + ".root-ca.pem", nil
+}
+
 func clusterDirOrDefault(dir string) (string, error) {
 	if dir != "" {
 		return dir, nil
@@ -159,8 +259,11 @@ func startCluster(ctx context.Context, opts Options) (*pgcluster.Cluster, error)
 		return nil, err
 	}
 	if opts.Fresh {
-		if err := os.RemoveAll(dir); err != nil {
-			return nil, fmt.Errorf("remove %s: %w", dir, err)
+		// The simulated machines' identities go with the deployment that issued them.
+		for _, d := range []string{dir, dir + ".sim"} {
+			if err := os.RemoveAll(d); err != nil {
+				return nil, fmt.Errorf("remove %s: %w", d, err)
+			}
 		}
 	}
 	return pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Logger: opts.Logger})

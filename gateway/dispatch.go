@@ -8,12 +8,16 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/tracing"
 )
 
 // dispatchBatch bounds the commands sent in one round.
@@ -51,7 +55,11 @@ func (g *Gateway) dispatchLoop(ctx context.Context) {
 // dispatch moves the nodes' pending commands to sent and queues them on their sessions. A
 // command that cannot be queued (the session ended, its queue is full) goes back to pending
 // through the CommandSweeper's ack timeout, so nothing is lost.
-func (g *Gateway) dispatch(ctx context.Context, nodes []uuid.UUID) error {
+//
+// With tracing on, a round that finds commands is a span (gateway.dispatch) with a child span
+// per command (gateway.dispatch_command); the round's statements are its children too. A round
+// that finds nothing records no span, so the 1-second loop does not flood the collector.
+func (g *Gateway) dispatch(ctx context.Context, nodes []uuid.UUID) (err error) {
 	nodes = slices.DeleteFunc(nodes, func(id uuid.UUID) bool { return g.lookup(id) == nil })
 	if len(nodes) == 0 {
 		return nil
@@ -60,6 +68,19 @@ func (g *Gateway) dispatch(ctx context.Context, nodes []uuid.UUID) error {
 	pending, err := q.PendingCommands(ctx, db.PendingCommandsParams{NodeIds: nodes, Lim: dispatchBatch})
 	if err != nil || len(pending) == 0 {
 		return err
+	}
+	if tracing.Enabled() {
+		var span trace.Span
+		ctx, span = tracing.Tracer().Start(ctx, "gateway.dispatch", trace.WithAttributes(
+			attribute.String("better_compute.gateway", g.opts.ID),
+			attribute.Int("better_compute.commands.pending", len(pending))))
+		defer func() {
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+		}()
 	}
 	byNode := map[uuid.UUID][]uuid.UUID{}
 	for _, c := range pending {
@@ -79,18 +100,43 @@ func (g *Gateway) dispatch(ctx context.Context, nodes []uuid.UUID) error {
 			return err
 		}
 		for _, c := range sent {
-			msg, err := commandMessage(c)
-			if err != nil {
-				g.log.Error("encode command", "command_id", c.ID, "err", err)
-				continue
-			}
-			select {
-			case s.send <- msg:
-			case <-s.ended:
-			}
+			g.send(ctx, s, c)
 		}
 	}
 	return nil
+}
+
+// noSpan stands in for a span while tracing is off.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// send queues one command, just marked sent, on its node's session, and records its dispatch
+// latency: from its creation to its sent_at, both read from the database's clock.
+func (g *Gateway) send(ctx context.Context, s *session, c db.Command) {
+	span := noSpan
+	if tracing.Enabled() {
+		_, span = tracing.Tracer().Start(ctx, "gateway.dispatch_command", trace.WithAttributes(
+			attribute.String("better_compute.command.id", c.ID.String()),
+			attribute.String("better_compute.command.type", c.Type),
+			attribute.String("better_compute.node.id", c.NodeID.String()),
+			attribute.Int("better_compute.command.attempt", int(c.Attempts))))
+		defer span.End()
+	}
+	msg, err := commandMessage(c)
+	if err != nil {
+		g.log.Error("encode command", "command_id", c.ID, "err", err)
+		span.SetStatus(codes.Error, "encode command: "+err.Error())
+		return
+	}
+	select {
+	case s.send <- msg:
+		sentAt := time.Now()
+		if c.SentAt != nil {
+			sentAt = *c.SentAt
+		}
+		g.metrics.ObserveDispatch(sentAt.Sub(c.CreatedAt))
+	case <-s.ended:
+		span.SetStatus(codes.Error, "the session ended first; the sweeper re-queues the command")
+	}
 }
 
 func commandMessage(c db.Command) (*daemonv1.SessionResponse, error) {

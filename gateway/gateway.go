@@ -26,6 +26,7 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
+	"github.com/better-compute/better-compute/metrics"
 )
 
 // Authority is what the gateway needs of the machine PKI (*pki.Bundle provides it).
@@ -57,12 +58,15 @@ type Options struct {
 	// CertTTL is the lifetime of node certificates (24h by default).
 	CertTTL time.Duration
 	Logger  *slog.Logger
+	// Metrics, when set, receives the gateway's sessions and dispatch latency.
+	Metrics *metrics.Registry
 }
 
 // Gateway serves daemons.
 type Gateway struct {
-	opts Options
-	log  *slog.Logger
+	opts    Options
+	log     *slog.Logger
+	metrics *metrics.Gateway // nil when not measured
 
 	mu       sync.Mutex
 	sessions map[uuid.UUID]*session
@@ -87,13 +91,16 @@ func New(opts Options) *Gateway {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Gateway{
+	g := &Gateway{
 		opts:     opts,
 		log:      opts.Logger.With("gateway", opts.ID),
+		metrics:  metrics.NewGateway(opts.Metrics),
 		sessions: map[uuid.UUID]*session{},
 		beats:    map[uuid.UUID]time.Time{},
 		pokes:    make(chan []uuid.UUID, 1024),
 	}
+	g.metrics.CountSessions(g.Sessions)
+	return g
 }
 
 // TLSConfig is the daemons' side: TLS 1.3, HTTP/2 only, a client certificate from an accepted
@@ -161,7 +168,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	case err = <-errc:
 	case <-ctx.Done():
 	}
-	// Sessions are long-lived: end them (daemons reconnect elsewhere), then drain.
+	// Refuse new connections first, so the daemons whose sessions end here reconnect to another
+	// gateway rather than to this one again; then end the sessions and drain.
+	_ = ln.Close()
 	g.endAll("gateway shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -49,6 +49,10 @@ const sendQueue = 256
 // node is revoked or the gateway stops.
 func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemonv1.SessionRequest, daemonv1.SessionResponse]) error {
 	g := s.g
+	// The daemon sends its hello as it opens the stream: compare its clock with this moment,
+	// not with when the hello is read (after the database has answered, seconds later in a
+	// reconnect storm).
+	opened := time.Now()
 	nodeID, err := nodeFrom(ctx)
 	if err != nil {
 		return err
@@ -69,11 +73,7 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 	if hello == nil {
 		return apierr.InvalidArgument("hello", "the first message of a session must be a hello")
 	}
-	inventory, err := protojson.Marshal(hello.GetInventory())
-	if err != nil {
-		return fmt.Errorf("encode inventory: %w", err)
-	}
-	if err := q.NodeHello(ctx, db.NodeHelloParams{ID: nodeID, DaemonVersion: hello.GetDaemonVersion(), Inventory: inventory}); err != nil {
+	if err := recordHello(ctx, q, nodeID, hello); err != nil {
 		return fmt.Errorf("record hello of node %s: %w", nodeID, err)
 	}
 	sess := &session{node: nodeID, tenant: node.TenantID, id: newSessionID(), send: make(chan *daemonv1.SessionResponse, sendQueue), ended: make(chan struct{})}
@@ -85,7 +85,11 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 	}
 	g.add(sess)
 	log := g.log.With("node_id", nodeID, "session_id", sess.id)
-	log.Info("session started", "daemon_version", hello.GetDaemonVersion())
+	skew := clockSkew(hello, opened)
+	log.Info("session started", "daemon_version", hello.GetDaemonVersion(), "clock_skew", skew)
+	if skew > maxClockSkew || skew < -maxClockSkew {
+		log.Warn("the daemon's clock is off", "clock_skew", skew)
+	}
 	defer func() {
 		g.remove(sess)
 		ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -124,6 +128,9 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 			sess.end("daemon closed the session")
 			return nil
 		case <-sctx.Done():
+			// The stream's context ends with the daemon's connection; a session ended on purpose
+			// keeps its reason.
+			sess.end("the daemon's connection closed")
 			// Say goodbye if we can; the daemon reconnects (or, revoked, is refused).
 			_ = stream.Send(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Goodbye{Goodbye: &daemonv1.Goodbye{Reason: sess.why()}}})
 			return nil
@@ -159,15 +166,26 @@ func (g *Gateway) receive(ctx context.Context, sess *session, stream *connect.Bi
 			}
 		case *daemonv1.SessionRequest_Hello:
 			// A second hello updates the inventory (the daemon re-read it).
-			inventory, err := protojson.Marshal(m.Hello.GetInventory())
-			if err == nil {
-				err = q.NodeHello(ctx, db.NodeHelloParams{ID: sess.node, DaemonVersion: m.Hello.GetDaemonVersion(), Inventory: inventory})
-			}
-			if err != nil {
+			if err := recordHello(ctx, q, sess.node, m.Hello); err != nil {
 				return fmt.Errorf("record hello: %w", err)
 			}
 		}
 	}
+}
+
+// recordHello stores what a hello reports: the daemon version and the inventory, with a
+// history row and a node.inventory.changed event when the inventory changed (RecordNodeHello
+// does it all in one statement).
+func recordHello(ctx context.Context, q *db.Queries, node uuid.UUID, h *daemonv1.Hello) error {
+	inventory, err := protojson.Marshal(h.GetInventory())
+	if err != nil {
+		return fmt.Errorf("encode inventory: %w", err)
+	}
+	_, err = q.RecordNodeHello(ctx, db.RecordNodeHelloParams{ID: node, DaemonVersion: h.GetDaemonVersion(), Inventory: inventory})
+	if isNoRows(err) {
+		return nil // the node is gone; the session ends with it
+	}
+	return err
 }
 
 func (g *Gateway) ack(ctx context.Context, q *db.Queries, sess *session, a *daemonv1.CommandAck) error {
@@ -287,4 +305,17 @@ func newSessionID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// maxClockSkew is the difference between a daemon's clock and the gateway's past which the
+// gateway warns: certificates are backdated by minutes, but logs and results get confusing.
+const maxClockSkew = 30 * time.Second
+
+// clockSkew is how far the daemon's clock, sent in its hello, was ahead of the gateway's when
+// the stream opened; zero when the hello carries no time.
+func clockSkew(h *daemonv1.Hello, opened time.Time) time.Duration {
+	if h.GetTime() == nil {
+		return 0
+	}
+	return h.GetTime().AsTime().Sub(opened).Round(time.Millisecond)
 }

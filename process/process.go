@@ -10,25 +10,34 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/config"
 	"github.com/better-compute/better-compute/gateway"
+	"github.com/better-compute/better-compute/metrics"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/server"
 	"github.com/better-compute/better-compute/server/iam"
+	"github.com/better-compute/better-compute/tracing"
 	"github.com/better-compute/better-compute/workers"
 	"github.com/better-compute/better-compute/workers/commands"
 	"github.com/better-compute/better-compute/workers/iamjobs"
 	"github.com/better-compute/better-compute/workers/lease"
+	"github.com/better-compute/better-compute/workers/nodes"
+	"github.com/better-compute/better-compute/workers/placer"
 	"github.com/better-compute/better-compute/workers/reconcile"
 	"github.com/better-compute/better-compute/workers/retention"
 	"github.com/better-compute/better-compute/workers/sinks"
+	"github.com/better-compute/better-compute/workers/usage"
 )
 
 // Options configure a process.
@@ -42,6 +51,8 @@ type Options struct {
 	// OnListen, when set, is called once the API and the gateway accept connections, with the
 	// API's base URL and the gateway's address ("" when the role does not run).
 	OnListen func(apiURL, gatewayAddr string)
+	// Metrics is the process's metrics registry; one is made when nil.
+	Metrics *metrics.Registry
 }
 
 // Run starts the configured roles and blocks until ctx ends and they have all stopped. If a role
@@ -64,6 +75,34 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 
+	// Observability first, so every role reports from its start; tracing stops (flushing the
+	// spans in flight) only after every role has stopped.
+	instance := workers.NewHolderID()
+	reg := opts.Metrics
+	if reg == nil {
+		reg = metrics.NewRegistry()
+	}
+	metrics.RegisterPool(reg, opts.Pool)
+	metrics.RegisterDatabase(reg, opts.Pool, metrics.DatabaseOptions{Logger: log})
+	roleNames := keys(roles)
+	slices.Sort(roleNames)
+	stopTracing, err := tracing.Setup(ctx, tracing.Options{
+		Endpoint: cfg.Otel.Endpoint, SampleRatio: cfg.Otel.SampleRatio, Roles: roleNames, InstanceID: instance,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			log.Warn("flush traces", "err", err)
+		}
+	}()
+	if tracing.Enabled() {
+		log.Info("tracing on", "endpoint", cfg.Otel.Endpoint, "sample_ratio", cfg.Otel.SampleRatio)
+	}
+
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -76,7 +115,7 @@ func Run(ctx context.Context, opts Options) error {
 	var apiURL, gatewayAddr string
 
 	if roles[config.RoleGateway] {
-		gw, ln, control, err := newGateway(cfg, opts.Pool, bundle, log)
+		gw, ln, control, err := newGateway(cfg, opts.Pool, bundle, reg, log)
 		if err != nil {
 			return err
 		}
@@ -84,26 +123,34 @@ func Run(ctx context.Context, opts Options) error {
 		wg.Go(func() { fail("gateway", gw.Serve(ctx, ln)) })
 		wg.Go(func() { fail("gateway control API", gw.ServeControl(ctx, control, bundle, hostOf(control.Addr()))) })
 	}
+	// The notifier lets the API and the reconcilers poke gateways after a commit.
+	var notifier *gateway.Notifier
+	if bundle != nil {
+		if notifier, err = gateway.NewNotifier(opts.Pool, bundle, log); err != nil {
+			return err
+		}
+		defer notifier.Wait()
+	}
+	var local *reconcile.Runtime
 	if workerRoles := workerRoles(roles); len(workerRoles) > 0 {
 		rt := workers.New(workers.Options{
-			Pool: opts.Pool, Roles: workerRoles, Reconcilers: opts.Reconcilers, Logger: log,
-			Jobs:  jobs(cfg, opts.Pool, log),
-			Loops: loops(cfg, opts.Pool, log),
+			Pool: opts.Pool, Roles: workerRoles, Logger: log, HolderID: instance,
+			Reconcilers: append(reconcilers(opts.Pool, notifier, log), opts.Reconcilers...),
+			Jobs:        jobs(cfg, opts.Pool, log),
+			Loops:       loops(cfg, opts.Pool, log),
 		})
+		local = rt.Reconcilers()
 		log.Info("worker roles starting", "roles", strings.Join(keys(workerRoles), ","), "holder", rt.Holder().ID)
 		wg.Go(func() { rt.Run(ctx) })
 	}
+	waker := reconcile.NewWaker(opts.Pool, local, log)
+	wg.Go(func() { waker.Run(ctx) })
 	if roles[config.RoleAPI] {
-		var notifier server.Notifier
-		if bundle != nil {
-			n, err := gateway.NewNotifier(opts.Pool, bundle, log)
-			if err != nil {
-				return err
-			}
-			defer n.Wait()
-			notifier = n
+		var n server.Notifier
+		if notifier != nil {
+			n = notifier
 		}
-		api, err := newAPI(cfg, opts.Pool, bundle, notifier, log)
+		api, err := newAPI(cfg, opts.Pool, bundle, n, waker, reg, log)
 		if err != nil {
 			return err
 		}
@@ -114,6 +161,16 @@ func Run(ctx context.Context, opts Options) error {
 		apiURL = "http://" + displayAddr(ln.Addr()) + api.BasePath()
 		log.Info("api listening", "url", apiURL, "methods", len(api.Registry().Methods()))
 		wg.Go(func() { fail("api", server.Serve(ctx, ln, api, log)) })
+		if cfg.Metrics.Listen != "" {
+			log.Info("metrics are served by the API at /metrics; metrics.listen is not used by processes with the api role")
+		}
+	} else if cfg.Metrics.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			return fmt.Errorf("metrics: listen: %w", err)
+		}
+		log.Info("metrics listening", "url", "http://"+displayAddr(ln.Addr())+"/metrics")
+		wg.Go(func() { fail("metrics", server.Serve(ctx, ln, metricsHandler(reg), log)) })
 	}
 	if opts.OnListen != nil {
 		opts.OnListen(apiURL, gatewayAddr)
@@ -126,7 +183,18 @@ func Run(ctx context.Context, opts Options) error {
 	return nil
 }
 
-func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier server.Notifier, log *slog.Logger) (*server.Server, error) {
+// metricsHandler serves a process without the api role: /metrics, and /healthz for probes.
+func metricsHandler(reg *metrics.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", reg.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier server.Notifier, waker server.Waker, reg *metrics.Registry, log *slog.Logger) (*server.Server, error) {
 	var gateways []string
 	if cfg.Gateway.PublicEndpoint != "" {
 		gateways = []string{cfg.Gateway.PublicEndpoint}
@@ -138,14 +206,14 @@ func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier
 	return server.New(server.Options{
 		Pool: pool, Secret: cfg.Secret, BasePath: cfg.BasePath, BaseURL: cfg.BaseURL,
 		TrustDomain: trustDomain, GatewayEndpoints: gateways, Logger: log, Notifier: notifier,
-		WebhooksAllowPrivate: cfg.Webhooks.AllowPrivate,
-		CORS:                 server.CORSOptions{AllowedOrigins: cfg.CORS.AllowedOrigins, AllowCredentials: cfg.CORS.AllowCredentials},
+		WebhooksAllowPrivate: cfg.Webhooks.AllowPrivate, Metrics: reg, Waker: waker,
+		CORS: server.CORSOptions{AllowedOrigins: cfg.CORS.AllowedOrigins, AllowCredentials: cfg.CORS.AllowCredentials},
 	})
 }
 
 // newGateway prepares the gateway role: its listeners, and a serving certificate issued from the
 // PKI for the gateway's names (every process holds the deployment secret, so it can).
-func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, log *slog.Logger) (*gateway.Gateway, net.Listener, net.Listener, error) {
+func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg *metrics.Registry, log *slog.Logger) (*gateway.Gateway, net.Listener, net.Listener, error) {
 	id := workers.NewHolderID()
 	ln, err := net.Listen("tcp", cfg.Gateway.Listen)
 	if err != nil {
@@ -176,9 +244,22 @@ func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, log 
 	gw := gateway.New(gateway.Options{
 		Pool: pool, Authority: bundle, ID: id, Region: cfg.Gateway.Region, Certificate: tlsCert,
 		ControlURL: "https://" + net.JoinHostPort(hostOf(control.Addr()), strconv.Itoa(control.Addr().(*net.TCPAddr).Port)),
-		Logger:     log,
+		Logger:     log, Metrics: reg,
 	})
 	return gw, ln, control, nil
+}
+
+// reconcilers are the domain's reconcilers: node life cycle and NodeSpec (controllers), and the
+// capacity placer (scheduler).
+func reconcilers(pool *pgxpool.Pool, notifier *gateway.Notifier, log *slog.Logger) []reconcile.Registration {
+	opts := nodes.Options{
+		ActiveLeases: func(ctx context.Context, node uuid.UUID) (int, error) { return placer.ActiveLeases(ctx, pool, node) },
+		Logger:       log,
+	}
+	if notifier != nil {
+		opts.Notifier = notifier
+	}
+	return append(nodes.Reconcilers(pool, opts), placer.Registration(pool, placer.Options{Logger: log}))
 }
 
 // jobs are the singleton jobs of the worker roles.
@@ -187,6 +268,10 @@ func jobs(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) map[string][
 		workers.RoleControllers: {
 			commands.Sweeper(pool, commands.SweeperOptions{Logger: log}),
 			retention.Job(pool, retention.Options{Retention: cfg.Retention, Logger: log}),
+			// A node that goes silent puts its leases at risk; they are placed again when it
+			// returns.
+			nodes.LivenessJob(pool, nodes.LivenessOptions{OnOffline: placer.MarkAtRisk, OnOnline: placer.MarkPlaced, Logger: log}),
+			usage.Job(pool, usage.Options{Logger: log}),
 		},
 		workers.RoleIAM: iamjobs.Jobs(pool, iamjobs.Options{Logger: log}),
 	}
@@ -225,15 +310,17 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
-// NewLogger builds the process logger from the configuration: JSON or text, at its level.
+// NewLogger builds the process logger from the configuration: JSON or text, at its level. A
+// line logged inside a span carries its trace_id and span_id.
 func NewLogger(c config.Log, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(strings.ToUpper(c.Level))) // validated by config
 	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if c.Format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(tracing.LogHandler(h))
 }
 
 // displayAddr turns a listener address into one a browser can open: an unspecified host

@@ -1,8 +1,8 @@
 // Package server is the api role: the Connect API under the base path, with every method in the
 // registry reachable both at its short route POST {basePath}/{group}/{name} (JSON for curl and
 // browsers) and at its native procedure path (for generated clients and buf curl), behind the
-// guard (CSRF header, IAM, error mapping, audit of failures), plus the health endpoints and the
-// discovery document.
+// guard (CSRF header, IAM, error mapping, audit of failures, metrics), plus the health endpoints,
+// the discovery document and the Prometheus metrics at GET /metrics.
 package server
 
 import (
@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/otelconnect"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/go/bettercompute/audit/v1/auditv1connect"
@@ -20,9 +21,14 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/events/v1/eventsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1/leasesv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1/poolsv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1/reservationsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/system/v1/systemv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/usage/v1/usagev1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
+	"github.com/better-compute/better-compute/metrics"
 	"github.com/better-compute/better-compute/seal"
 	"github.com/better-compute/better-compute/server/admission"
 	"github.com/better-compute/better-compute/server/audit"
@@ -33,10 +39,15 @@ import (
 	"github.com/better-compute/better-compute/server/iam"
 	"github.com/better-compute/better-compute/server/jointokens"
 	"github.com/better-compute/better-compute/server/nodes"
+	"github.com/better-compute/better-compute/server/poolleases"
+	"github.com/better-compute/better-compute/server/pools"
 	"github.com/better-compute/better-compute/server/registry"
 	"github.com/better-compute/better-compute/server/requestid"
+	"github.com/better-compute/better-compute/server/reservations"
 	"github.com/better-compute/better-compute/server/system"
+	"github.com/better-compute/better-compute/server/usage"
 	"github.com/better-compute/better-compute/server/webhooks"
+	"github.com/better-compute/better-compute/tracing"
 	"github.com/better-compute/better-compute/workers/sinks"
 )
 
@@ -64,17 +75,28 @@ type Options struct {
 	// Notifier pokes gateways after commits (commands created, nodes revoked); when nil the
 	// gateways' own loops pick the changes up within a second or two.
 	Notifier Notifier
+	// Waker wakes reconcilers after commits that enqueue work (reconcile.Waker); when nil they
+	// find the work by polling.
+	Waker Waker
 	// WebhooksAllowPrivate lets webhook URLs point at loopback, link-local and private
 	// addresses (config webhooks.allowPrivate).
 	WebhooksAllowPrivate bool
 	// Logger receives request and lifecycle logs.
 	Logger *slog.Logger
+	// Metrics is the process's metrics registry, served at GET /metrics; the API adds its call
+	// counters and latencies to it. When nil the API keeps a registry of its own.
+	Metrics *metrics.Registry
 }
 
 // Notifier is the API's link to gateways (gateway.Notifier).
 type Notifier interface {
 	commands.Notifier
 	nodes.RevocationNotifier
+}
+
+// Waker wakes the reconcilers of a kind (reconcile.Waker).
+type Waker interface {
+	Wake(kind string)
 }
 
 // Server is the API's HTTP handler.
@@ -123,9 +145,21 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	handlerOpts := []connect.HandlerOption{
-		connect.WithInterceptors(guard.New(reg, bridge, opts.Pool, s.log)),
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.NewRegistry()
 	}
+	interceptors := []connect.Interceptor{guard.New(reg, bridge, opts.Pool, s.log).WithMetrics(metrics.NewAPI(opts.Metrics))}
+	if tp := tracing.Provider(); tp != nil {
+		// Outermost, so the guard's own statements (authentication, audit) are in the call's span.
+		// Callers' trace context is linked, not adopted: the API faces the outside world.
+		traced, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(tp),
+			otelconnect.WithPropagator(tracing.Propagator()), otelconnect.WithoutMetrics())
+		if err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
+		interceptors = append([]connect.Interceptor{traced}, interceptors...)
+	}
+	handlerOpts := []connect.HandlerOption{connect.WithInterceptors(interceptors...)}
 	mounted := map[string]bool{}
 	mount := func(path string, h http.Handler) {
 		s.api.Handle(path, h)
@@ -137,8 +171,16 @@ func New(opts Options) (*Server, error) {
 	mount(webhooksv1connect.NewWebhooksServiceHandler(webhooks.New(opts.Pool, admit, webhookSealer, opts.WebhooksAllowPrivate), handlerOpts...))
 	mount(eventsv1connect.NewEventsServiceHandler(events.New(opts.Pool), handlerOpts...))
 	mount(commandsv1connect.NewCommandsServiceHandler(commands.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
-	mount(nodesv1connect.NewNodesServiceHandler(nodes.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
+	var nodeOpts []nodes.Option
+	if opts.Waker != nil {
+		nodeOpts = append(nodeOpts, nodes.WithWake(opts.Waker.Wake))
+	}
+	mount(nodesv1connect.NewNodesServiceHandler(nodes.New(opts.Pool, admit, opts.Notifier, nodeOpts...), handlerOpts...))
 	mount(jointokensv1connect.NewJoinTokensServiceHandler(jointokens.New(opts.Pool, admit), handlerOpts...))
+	mount(poolsv1connect.NewPoolsServiceHandler(pools.New(opts.Pool, admit, opts.Waker), handlerOpts...))
+	mount(leasesv1connect.NewLeasesServiceHandler(poolleases.New(opts.Pool, admit, opts.Waker), handlerOpts...))
+	mount(reservationsv1connect.NewReservationsServiceHandler(reservations.New(opts.Pool, admit, opts.Waker), handlerOpts...))
+	mount(usagev1connect.NewUsageServiceHandler(usage.New(opts.Pool), handlerOpts...))
 
 	for _, m := range reg.Methods() {
 		svc := m.Procedure[:strings.LastIndex(m.Procedure, "/")+1]
@@ -151,6 +193,7 @@ func New(opts Options) (*Server, error) {
 	root.HandleFunc("GET /healthz", s.healthz)
 	root.HandleFunc("GET /readyz", s.readyz)
 	root.HandleFunc("GET /.well-known/better-compute", s.wellKnown)
+	root.Handle("GET /metrics", opts.Metrics.Handler())
 	s.handler = requestid.Middleware(opts.CORS.handler(root))
 	return s, nil
 }

@@ -11,6 +11,19 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type Allocation struct {
+	ID           int64
+	LeaseID      uuid.UUID
+	NodeID       uuid.UUID
+	DeviceID     *int64
+	Model        string
+	Cpus         int32
+	MemoryBytes  int64
+	StartedAt    time.Time
+	EndedAt      *time.Time
+	MeteredUntil time.Time
+}
+
 type ApiKey struct {
 	ID          string
 	TenantID    uuid.UUID
@@ -50,6 +63,18 @@ type Command struct {
 	AckedAt        *time.Time
 	FinishedAt     *time.Time
 	UpdatedAt      time.Time
+}
+
+type Device struct {
+	ID          int64
+	NodeID      uuid.UUID
+	Kind        string
+	Idx         int32
+	Model       string
+	Uuid        string
+	MemoryBytes int64
+	Present     bool
+	UpdatedAt   time.Time
 }
 
 type Gateway struct {
@@ -121,6 +146,25 @@ type Node struct {
 	SpecGeneration     int64
 	ObservedGeneration int64
 	Conditions         []byte
+	StateGeneration    int64
+	StateChangedAt     *time.Time
+	AppliedConfig      []byte
+}
+
+type NodeInventoryHistory struct {
+	ID         int64
+	NodeID     uuid.UUID
+	Inventory  []byte
+	RecordedAt time.Time
+}
+
+type NodeResource struct {
+	NodeID      uuid.UUID
+	Cpus        int32
+	MemoryBytes int64
+	Gpus        []byte
+	CpusUsed    int32
+	MemoryUsed  int64
 }
 
 type NodeSession struct {
@@ -157,6 +201,50 @@ type PkiSetting struct {
 	CreatedAt   time.Time
 }
 
+type Pool struct {
+	ID           uuid.UUID
+	TenantID     uuid.UUID
+	Name         string
+	Description  string
+	NodeSelector []byte
+	NodeIds      []uuid.UUID
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+type PoolLease struct {
+	ID            uuid.UUID
+	Seq           *int64
+	TenantID      uuid.UUID
+	PoolID        uuid.UUID
+	PrincipalID   *uuid.UUID
+	ReservationID *uuid.UUID
+	Gpus          int32
+	GpuModel      string
+	Cpus          int32
+	MemoryBytes   int64
+	Spread        bool
+	Tolerations   []byte
+	DurationMs    int64
+	State         string
+	Reason        string
+	CreatedAt     time.Time
+	PlacedAt      *time.Time
+	EndsAt        *time.Time
+	EndedAt       *time.Time
+	UpdatedAt     time.Time
+}
+
+type PoolQuota struct {
+	TenantID       uuid.UUID
+	PoolID         uuid.UUID
+	MaxGpus        *int32
+	MaxCpus        *int32
+	MaxMemoryBytes *int64
+	MaxLeases      *int32
+	UpdatedAt      time.Time
+}
+
 type Principal struct {
 	ID        uuid.UUID
 	TenantID  uuid.UUID
@@ -175,6 +263,17 @@ type ReconcileQueue struct {
 	Attempts   int32
 	LastError  *string
 	EnqueuedAt time.Time
+}
+
+type Reservation struct {
+	ID          uuid.UUID
+	TenantID    uuid.UUID
+	PoolID      uuid.UUID
+	During      pgtype.Range[pgtype.Timestamptz]
+	Description string
+	State       string
+	CreatedAt   time.Time
+	CancelledAt *time.Time
 }
 
 type RoleBinding struct {
@@ -215,6 +314,31 @@ type Tenant struct {
 	Name        string
 	DisplayName string
 	IsRoot      bool
+	CreatedAt   time.Time
+}
+
+type UsageHourly struct {
+	TenantID  uuid.UUID
+	Hour      time.Time
+	PoolID    uuid.UUID
+	Resource  string
+	Model     string
+	Amount    pgtype.Numeric
+	Records   int64
+	UpdatedAt time.Time
+}
+
+type UsageRecord struct {
+	ID          int64
+	LeaseID     uuid.UUID
+	TenantID    uuid.UUID
+	PoolID      uuid.UUID
+	Resource    string
+	Model       string
+	Quantity    int64
+	PeriodStart time.Time
+	PeriodEnd   time.Time
+	Aggregated  bool
 	CreatedAt   time.Time
 }
 

@@ -81,7 +81,7 @@ const createNode = `-- name: CreateNode :one
 INSERT INTO nodes (id, tenant_id, hostname, pool, labels, join_token_id, cert_not_after)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7)
-RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions
+RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config
 `
 
 type CreateNodeParams struct {
@@ -127,6 +127,9 @@ func (q *Queries) CreateNode(ctx context.Context, arg CreateNodeParams) (Node, e
 		&i.SpecGeneration,
 		&i.ObservedGeneration,
 		&i.Conditions,
+		&i.StateGeneration,
+		&i.StateChangedAt,
+		&i.AppliedConfig,
 	)
 	return i, err
 }
@@ -218,7 +221,7 @@ func (q *Queries) GetJoinTokenForUse(ctx context.Context, id string) (JoinToken,
 }
 
 const getNode = `-- name: GetNode :one
-SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions FROM nodes WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config FROM nodes WHERE tenant_id = $1 AND id = $2
 `
 
 type GetNodeParams struct {
@@ -251,12 +254,15 @@ func (q *Queries) GetNode(ctx context.Context, arg GetNodeParams) (Node, error) 
 		&i.SpecGeneration,
 		&i.ObservedGeneration,
 		&i.Conditions,
+		&i.StateGeneration,
+		&i.StateChangedAt,
+		&i.AppliedConfig,
 	)
 	return i, err
 }
 
 const getNodeForGateway = `-- name: GetNodeForGateway :one
-SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions FROM nodes WHERE id = $1
+SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config FROM nodes WHERE id = $1
 `
 
 func (q *Queries) GetNodeForGateway(ctx context.Context, id uuid.UUID) (Node, error) {
@@ -284,12 +290,15 @@ func (q *Queries) GetNodeForGateway(ctx context.Context, id uuid.UUID) (Node, er
 		&i.SpecGeneration,
 		&i.ObservedGeneration,
 		&i.Conditions,
+		&i.StateGeneration,
+		&i.StateChangedAt,
+		&i.AppliedConfig,
 	)
 	return i, err
 }
 
 const getNodeWithSession = `-- name: GetNodeWithSession :one
-SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
+SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, n.state_generation, n.state_changed_at, n.applied_config, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
 FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
 WHERE n.tenant_id = $1 AND n.id = $2
 `
@@ -321,6 +330,9 @@ type GetNodeWithSessionRow struct {
 	SpecGeneration     int64
 	ObservedGeneration int64
 	Conditions         []byte
+	StateGeneration    int64
+	StateChangedAt     *time.Time
+	AppliedConfig      []byte
 	SessionGateway     *string
 	SessionConnectedAt *time.Time
 }
@@ -351,6 +363,9 @@ func (q *Queries) GetNodeWithSession(ctx context.Context, arg GetNodeWithSession
 		&i.SpecGeneration,
 		&i.ObservedGeneration,
 		&i.Conditions,
+		&i.StateGeneration,
+		&i.StateChangedAt,
+		&i.AppliedConfig,
 		&i.SessionGateway,
 		&i.SessionConnectedAt,
 	)
@@ -403,7 +418,7 @@ func (q *Queries) ListJoinTokens(ctx context.Context, arg ListJoinTokensParams) 
 }
 
 const listNodes = `-- name: ListNodes :many
-SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
+SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, n.state_generation, n.state_changed_at, n.applied_config, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
 FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
 WHERE n.tenant_id = $1 AND n.id > $2
   AND ($3::jsonb IS NULL OR n.labels @> $3)
@@ -440,6 +455,9 @@ type ListNodesRow struct {
 	SpecGeneration     int64
 	ObservedGeneration int64
 	Conditions         []byte
+	StateGeneration    int64
+	StateChangedAt     *time.Time
+	AppliedConfig      []byte
 	SessionGateway     *string
 	SessionConnectedAt *time.Time
 }
@@ -480,6 +498,9 @@ func (q *Queries) ListNodes(ctx context.Context, arg ListNodesParams) ([]ListNod
 			&i.SpecGeneration,
 			&i.ObservedGeneration,
 			&i.Conditions,
+			&i.StateGeneration,
+			&i.StateChangedAt,
+			&i.AppliedConfig,
 			&i.SessionGateway,
 			&i.SessionConnectedAt,
 		); err != nil {
@@ -588,7 +609,7 @@ func (q *Queries) RevokeJoinToken(ctx context.Context, arg RevokeJoinTokenParams
 const revokeNode = `-- name: RevokeNode :one
 UPDATE nodes SET revoked_at = COALESCE(revoked_at, now()), updated_at = now()
 WHERE tenant_id = $1 AND id = $2
-RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions
+RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config
 `
 
 type RevokeNodeParams struct {
@@ -621,6 +642,9 @@ func (q *Queries) RevokeNode(ctx context.Context, arg RevokeNodeParams) (Node, e
 		&i.SpecGeneration,
 		&i.ObservedGeneration,
 		&i.Conditions,
+		&i.StateGeneration,
+		&i.StateChangedAt,
+		&i.AppliedConfig,
 	)
 	return i, err
 }

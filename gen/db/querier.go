@@ -21,13 +21,20 @@ type Querier interface {
 	// Bookkeeping of the migrator (package migrate). The lock is a session-level advisory lock, held
 	// on one connection while pending migrations run, so concurrent migrators take turns.
 	AcquireMigrationLock(ctx context.Context, lockKey int64) error
+	// What the tenant's pending and running leases in a pool ask for, against its quota.
+	ActivePoolLeaseTotals(ctx context.Context, arg ActivePoolLeaseTotalsParams) (ActivePoolLeaseTotalsRow, error)
 	// Moves a cursor forward, never back, and clears its error. Run after lease.Fence in the same
 	// transaction. No row: the sink's cursor was deleted (its webhook was).
 	AdvanceSinkCursor(ctx context.Context, arg AdvanceSinkCursorParams) (int64, error)
+	// Usage: hourly totals from the metering records (capacity.sql writes the records), and what the
+	// API reads. Amounts are quantity-seconds (GPU-seconds, CPU-seconds, MiB-seconds), exact.
+	// Adds up to lim unaggregated records into usage_hourly and marks them; returns how many.
+	AggregateUsage(ctx context.Context, lim int32) (int64, error)
 	// Resolves a key id to its principal, tenant and roles in one round trip.
 	AuthenticateAPIKey(ctx context.Context, id string) (AuthenticateAPIKeyRow, error)
 	// pending | sent | acked -> cancelled.
 	CancelCommand(ctx context.Context, arg CancelCommandParams) (Command, error)
+	CancelReservation(ctx context.Context, arg CancelReservationParams) (CancelReservationRow, error)
 	// Stored responses of idempotent calls, keyed by the caller and its Idempotency-Key.
 	// Takes the key for this transaction. A concurrent call with the same key waits here until the
 	// first commits (then finds its row) or rolls back (then claims the key itself).
@@ -36,6 +43,9 @@ type Querier interface {
 	ClaimSession(ctx context.Context, arg ClaimSessionParams) error
 	// Removes reconciled keys, unless they were enqueued again meanwhile (generation moved on).
 	CompleteReconcile(ctx context.Context, arg CompleteReconcileParams) error
+	CountActivePoolLeases(ctx context.Context, poolID uuid.UUID) (int64, error)
+	// How many leases hold anything on a node.
+	CountNodeActiveLeases(ctx context.Context, nodeID uuid.UUID) (int64, error)
 	CountOwners(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CountWebhooks(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
@@ -58,7 +68,25 @@ type Querier interface {
 	// gateway's take the node id from the node's certificate.
 	CreateJoinToken(ctx context.Context, arg CreateJoinTokenParams) (JoinToken, error)
 	CreateNode(ctx context.Context, arg CreateNodeParams) (Node, error)
+	// Pools: a tenant's groups of nodes that leases draw capacity from, and their quotas. API
+	// statements take the caller's tenant id.
+	//
+	// A node is a member of a pool when it belongs to the pool's tenant, is neither revoked nor
+	// retired, and is listed in node_ids, carries every label of a non-empty node_selector, or has
+	// the pool's name as its pool (from its join token). Every statement that needs membership
+	// spells out that same predicate.
+	CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, error)
+	// Pool leases (the API's "leases"), their allocations of devices and node resources, and the
+	// statements of the capacity placer. Named pool_lease/allocation so as not to be confused with
+	// the workers' leases (leases.sql). API statements take the caller's tenant id; the placer's take
+	// a pool id. Statements that depend on the time take it as an argument (now), so that the placer
+	// and the tests can run on an injected clock.
+	CreatePoolLease(ctx context.Context, arg CreatePoolLeaseParams) (PoolLease, error)
 	CreatePrincipal(ctx context.Context, arg CreatePrincipalParams) (Principal, error)
+	// Reservations: a pool held for a time window. The exclusion constraint reservations_no_overlap
+	// makes double booking fail in the database (SQLSTATE 23P01). API statements take the caller's
+	// tenant id.
+	CreateReservation(ctx context.Context, arg CreateReservationParams) (CreateReservationRow, error)
 	CreateRoleBinding(ctx context.Context, arg CreateRoleBindingParams) (RoleBinding, error)
 	CreateTenant(ctx context.Context, arg CreateTenantParams) (Tenant, error)
 	CreateWebhook(ctx context.Context, arg CreateWebhookParams) (Webhook, error)
@@ -67,13 +95,29 @@ type Querier interface {
 	DaemonVersions(ctx context.Context) ([]DaemonVersionsRow, error)
 	// What `better-compute doctor` reads of the running system.
 	DatabaseNow(ctx context.Context) (time.Time, error)
+	// Makes a key due again after a delay, also while it is being reconciled: the bumped generation
+	// keeps CompleteReconcile from removing it. A key enqueued anew meanwhile (due now) stays due
+	// now. For reconcilers that wait on something that does not enqueue them (a command finishing,
+	// a lease ending).
+	DeferReconcile(ctx context.Context, arg DeferReconcileParams) error
 	DeleteAPIKey(ctx context.Context, arg DeleteAPIKeyParams) (int64, error)
 	DeleteGateway(ctx context.Context, id string) error
+	DeletePool(ctx context.Context, arg DeletePoolParams) (int64, error)
+	DeletePoolQuota(ctx context.Context, arg DeletePoolQuotaParams) error
 	DeletePrincipal(ctx context.Context, arg DeletePrincipalParams) (int64, error)
 	DeleteRoleBinding(ctx context.Context, arg DeleteRoleBindingParams) (int64, error)
 	// Its cursor goes with it (ON DELETE CASCADE); its dispatcher stops at the supervisor's next look.
 	DeleteWebhook(ctx context.Context, arg DeleteWebhookParams) (int64, error)
+	// The pool's placed leases whose end has come.
+	DuePoolLeases(ctx context.Context, arg DuePoolLeasesParams) ([]uuid.UUID, error)
+	// Ends the held allocations of leases that ended, at the lease's end, and meters them: one usage
+	// record per lease, resource, model and UTC hour, from where metering stopped to the end.
+	EndAllocations(ctx context.Context, leaseIds []uuid.UUID) error
 	EndGatewaySessions(ctx context.Context, gatewayID string) error
+	// Ends leases that have not ended, as state (released, expired or failed): a placed lease ends at
+	// its end or now, whichever comes first, a pending one now (now is the database's clock when
+	// null). EndAllocations then frees what they held.
+	EndPoolLeases(ctx context.Context, arg EndPoolLeasesParams) ([]EndPoolLeasesRow, error)
 	EndSession(ctx context.Context, arg EndSessionParams) error
 	// The reconcile queue: due keys per kind. Enqueue runs in the caller's transaction; workers claim
 	// due keys of their shards with SKIP LOCKED and push them out of sight for a visibility timeout,
@@ -100,6 +144,8 @@ type Querier interface {
 	// SKIP LOCKED leaves rows a gateway or an API call is changing right now to the next sweep.
 	ExpireOverdueCommands(ctx context.Context, lim int32) (int64, error)
 	ExpiringNodeCertificates(ctx context.Context, withinMs int64) (int64, error)
+	// Adds to the duration of a lease that has not ended; a placed lease's end moves with it.
+	ExtendPoolLease(ctx context.Context, arg ExtendPoolLeaseParams) (PoolLease, error)
 	ExtensionInstalled(ctx context.Context, name string) (bool, error)
 	// Inside a transaction: holds the lease row share-locked, so it cannot change hands before the
 	// transaction ends, and reports whether the token is still the current, unexpired one.
@@ -118,8 +164,12 @@ type Querier interface {
 	// A node of the tenant with its live session, if any, for the API.
 	GetNodeWithSession(ctx context.Context, arg GetNodeWithSessionParams) (GetNodeWithSessionRow, error)
 	GetPKISettings(ctx context.Context) (PkiSetting, error)
+	GetPool(ctx context.Context, arg GetPoolParams) (Pool, error)
+	GetPoolLease(ctx context.Context, arg GetPoolLeaseParams) (PoolLease, error)
+	GetPoolQuota(ctx context.Context, arg GetPoolQuotaParams) (PoolQuota, error)
 	GetPrincipal(ctx context.Context, arg GetPrincipalParams) (Principal, error)
 	GetPrincipalByName(ctx context.Context, arg GetPrincipalByNameParams) (Principal, error)
+	GetReservation(ctx context.Context, arg GetReservationParams) (GetReservationRow, error)
 	GetRoleBinding(ctx context.Context, arg GetRoleBindingParams) (RoleBinding, error)
 	GetRootTenant(ctx context.Context) (Tenant, error)
 	GetSinkCursor(ctx context.Context, sink string) (GetSinkCursorRow, error)
@@ -131,15 +181,31 @@ type Querier interface {
 	HeartbeatMember(ctx context.Context, arg HeartbeatMemberParams) error
 	// The audit log: written by the admission layer, read by audit/list.
 	InsertAuditEvent(ctx context.Context, arg InsertAuditEventParams) error
+	InsertDeviceAllocations(ctx context.Context, arg InsertDeviceAllocationsParams) error
 	// The outbox: events written in the same transaction as the change they announce.
 	InsertOutboxEvent(ctx context.Context, arg InsertOutboxEventParams) error
+	// Many events in one statement, for workers (API calls emit through admission).
+	InsertOutboxEvents(ctx context.Context, arg InsertOutboxEventsParams) error
 	InsertPKIAuthority(ctx context.Context, arg InsertPKIAuthorityParams) error
 	// The machine PKI: settings and authorities (see migrations/0006_pki.sql).
 	// Claims the deployment's PKI for a trust domain; no row when it is already initialised (a
 	// concurrent Init waits for the other transaction and then gets no row).
 	InsertPKISettings(ctx context.Context, trustDomain string) (PkiSetting, error)
+	InsertResourceAllocations(ctx context.Context, arg InsertResourceAllocationsParams) error
+	// The newest command of a type for a node (ids are UUIDv7, so newest is greatest), whether its
+	// payload is the one given, and how long ago it finished (by the database's clock; 0 when not).
+	LatestNodeCommand(ctx context.Context, arg LatestNodeCommandParams) (LatestNodeCommandRow, error)
+	// What /metrics reads from the database at scrape time (behind a short cache in the metrics
+	// package). The reconcile queues come from ReconcileQueueStats in reconcile.sql.
+	// Live leases per holder: shards and singleton jobs each process holds.
+	LeaseHolders(ctx context.Context) ([]LeaseHoldersRow, error)
 	LeaveMembership(ctx context.Context, arg LeaveMembershipParams) error
+	// The lifecycle reconciler's resync: nodes waiting to become drained, and nodes without a
+	// Schedulable condition yet (for example nodes that joined before the reconciler ran).
+	LifecycleResyncNodeKeys(ctx context.Context) ([]string, error)
 	ListAPIKeys(ctx context.Context, arg ListAPIKeysParams) ([]ApiKey, error)
+	// Every pool, for the placer's resync.
+	ListAllPoolIDs(ctx context.Context) ([]uuid.UUID, error)
 	ListAppliedMigrations(ctx context.Context) ([]SchemaMigration, error)
 	// Newest first; the cursor is the last id seen.
 	ListAuditEvents(ctx context.Context, arg ListAuditEventsParams) ([]AuditEvent, error)
@@ -153,10 +219,16 @@ type Querier interface {
 	// The authorities still accepted at the given time: the issuers, and rotated-out ones whose
 	// overlap has not ended.
 	ListLivePKIAuthorities(ctx context.Context, at time.Time) ([]PkiAuthority, error)
+	// A node's inventory history, newest first, before the id of the previous page's last record.
+	ListNodeInventoryHistory(ctx context.Context, arg ListNodeInventoryHistoryParams) ([]ListNodeInventoryHistoryRow, error)
 	ListNodes(ctx context.Context, arg ListNodesParams) ([]ListNodesRow, error)
 	// Every authority: root, node, internal, join; issuers first, then newest first within a kind.
 	ListPKIAuthorities(ctx context.Context) ([]PkiAuthority, error)
+	ListPoolLeases(ctx context.Context, arg ListPoolLeasesParams) ([]PoolLease, error)
+	ListPoolQuotas(ctx context.Context, poolIds []uuid.UUID) ([]PoolQuota, error)
+	ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, error)
 	ListPrincipals(ctx context.Context, arg ListPrincipalsParams) ([]Principal, error)
+	ListReservations(ctx context.Context, arg ListReservationsParams) ([]ListReservationsRow, error)
 	ListRoleBindings(ctx context.Context, arg ListRoleBindingsParams) ([]RoleBinding, error)
 	ListTenants(ctx context.Context, arg ListTenantsParams) ([]Tenant, error)
 	// Every tenant's webhooks, for the sinks role's supervisor.
@@ -167,8 +239,21 @@ type Querier interface {
 	LiveMembers(ctx context.Context, arg LiveMembersParams) ([]string, error)
 	// GetCommand inside a transaction, holding the row until it ends.
 	LockCommand(ctx context.Context, arg LockCommandParams) (Command, error)
+	// The reconcilers' read of a node, locked until the transaction ends.
+	LockNode(ctx context.Context, id uuid.UUID) (Node, error)
+	// The fleet's view of nodes: lifecycle transitions (API and the node.lifecycle reconciler), the
+	// NodeSpec (API and the node.spec reconciler), liveness (the node-liveness job) and inventory
+	// history (the gateway's hello). API statements take the caller's tenant id; the workers' take
+	// the node id alone.
+	// A node of the tenant, locked until the transaction ends, so its state and spec change in order.
+	LockNodeOfTenant(ctx context.Context, arg LockNodeOfTenantParams) (Node, error)
 	// Serialises changes to the authorities (rotation) for the rest of the transaction.
 	LockPKISettings(ctx context.Context) (PkiSetting, error)
+	// A pool of the tenant, locked against concurrent updates, deletion and new leases.
+	LockPool(ctx context.Context, arg LockPoolParams) (Pool, error)
+	LockPoolLease(ctx context.Context, arg LockPoolLeaseParams) (PoolLease, error)
+	// The quota, locked: concurrent admissions against one quota run one after the other.
+	LockPoolQuota(ctx context.Context, arg LockPoolQuotaParams) (PoolQuota, error)
 	// Serialises changes to a tenant's owners, so concurrent removals cannot leave it without one.
 	LockTenant(ctx context.Context, id uuid.UUID) error
 	// Tenants' webhooks. Every statement takes the caller's tenant id.
@@ -177,6 +262,31 @@ type Querier interface {
 	// pending -> sent, for the commands of one node about to go out on its session; returns those
 	// that moved (the others were cancelled, expired or sent by someone else meanwhile).
 	MarkCommandsSent(ctx context.Context, arg MarkCommandsSentParams) ([]Command, error)
+	// draining -> drained, only if the node is still in the drain the reconciler looked at.
+	MarkNodeDrained(ctx context.Context, arg MarkNodeDrainedParams) (Node, error)
+	// placed -> at_risk for the leases holding anything on the nodes.
+	MarkNodeLeasesAtRisk(ctx context.Context, nodeIds []uuid.UUID) ([]MarkNodeLeasesAtRiskRow, error)
+	// at_risk -> placed for the leases holding anything on the nodes, once every node they hold is
+	// online and not revoked.
+	MarkNodeLeasesPlaced(ctx context.Context, nodeIds []uuid.UUID) ([]MarkNodeLeasesPlacedRow, error)
+	// Liveness: up to lim online nodes not heard from within the threshold go offline, each with a
+	// node.offline event, in one statement. Rows a gateway is touching right now are skipped: they
+	// are alive.
+	MarkNodesOffline(ctx context.Context, arg MarkNodesOfflineParams) ([]uuid.UUID, error)
+	// Liveness: up to lim offline, unrevoked nodes heard from within the threshold come online, each
+	// with a node.online event, in one statement.
+	MarkNodesOnline(ctx context.Context, arg MarkNodesOnlineParams) ([]uuid.UUID, error)
+	// pending -> placed, for those of the leases still pending; a lease of a reservation ends at the
+	// reservation's end at the latest.
+	MarkPoolLeasesPlaced(ctx context.Context, arg MarkPoolLeasesPlacedParams) ([]MarkPoolLeasesPlacedRow, error)
+	// Meters allocations still held, at most lim of them, up to through (an hour boundary) or their
+	// lease's end if that comes first (the placer may not have expired the lease yet): one usage
+	// record per lease, resource, model and UTC hour. Returns how many allocations it metered.
+	MeterHeldAllocations(ctx context.Context, arg MeterHeldAllocationsParams) (int64, error)
+	// When the placer next has something to do for the pool without being told: the first end of a
+	// running lease, or the next start or end of a reservation of the tenant (reservations of other
+	// pools may cover the pool's nodes). Unix seconds; 0 when nothing is due.
+	NextPoolWake(ctx context.Context, arg NextPoolWakeParams) (float64, error)
 	NodeHello(ctx context.Context, arg NodeHelloParams) error
 	NotifyReconcile(ctx context.Context, kind string) error
 	// Outbox delivery: the sinks role reads the outbox in a commit-safe order and keeps one cursor per
@@ -185,8 +295,40 @@ type Querier interface {
 	// aborted, so no outbox row with a smaller tx_id can appear later (see 0005_sinks.sql). It only
 	// grows, so a horizon read earlier is still safe to read below.
 	OutboxHorizon(ctx context.Context) (int64, error)
+	// Per sink, the events after its cursor that it will receive (a webhook's sink only its tenant's
+	// events of its types), counted up to lim so a large backlog cannot make a scrape slow, and the
+	// age of the oldest of them.
+	OutboxLag(ctx context.Context, lim int32) ([]OutboxLagRow, error)
 	// Dispatch: the pending commands of the nodes, oldest first, that are not yet overdue.
 	PendingCommands(ctx context.Context, arg PendingCommandsParams) ([]Command, error)
+	// The pool's pending leases in creation order, after seq.
+	PendingPoolLeases(ctx context.Context, arg PendingPoolLeasesParams) ([]PendingPoolLeasesRow, error)
+	PendingReservationLeases(ctx context.Context, reservationID *uuid.UUID) ([]uuid.UUID, error)
+	// The present devices of the pool's members, and whether an allocation holds each.
+	PlacerDevices(ctx context.Context, poolID uuid.UUID) ([]PlacerDevicesRow, error)
+	// Active reservations not over by now, of any pool of the tenant, with the nodes among node_ids
+	// that they cover (a node may be a member of several pools).
+	PlacerNodeReservations(ctx context.Context, arg PlacerNodeReservationsParams) ([]PlacerNodeReservationsRow, error)
+	// The pool's members as the placer sees them, with their CPUs and memory.
+	PlacerNodes(ctx context.Context, poolID uuid.UUID) ([]PlacerNodesRow, error)
+	// The database's clock when this statement starts: as the first statement of the placer's
+	// snapshot it is no earlier than the end of any allocation the snapshot sees ended.
+	PlacerNow(ctx context.Context) (time.Time, error)
+	PlacerPool(ctx context.Context, id uuid.UUID) (PlacerPoolRow, error)
+	// The pool's own active reservations not over by now.
+	PlacerPoolReservations(ctx context.Context, arg PlacerPoolReservationsParams) ([]PlacerPoolReservationsRow, error)
+	// GPUs of the pools' members by model: all of them, those on schedulable nodes (ready, online),
+	// those held by leases, and those free on schedulable nodes.
+	PoolGPUCapacity(ctx context.Context, poolIds []uuid.UUID) ([]PoolGPUCapacityRow, error)
+	// GPUs of a pool's members by model, for admission: how many there are at all, and the most on
+	// one node.
+	PoolGPUModels(ctx context.Context, poolID uuid.UUID) ([]PoolGPUModelsRow, error)
+	// What the leases hold or held, with the devices' and nodes' names.
+	PoolLeaseAllocations(ctx context.Context, leaseIds []uuid.UUID) ([]PoolLeaseAllocationsRow, error)
+	// Members of the pools, CPUs and memory: all, and held by leases.
+	PoolNodeCapacity(ctx context.Context, poolIds []uuid.UUID) ([]PoolNodeCapacityRow, error)
+	// The pools the nodes are members of.
+	PoolsOfNodes(ctx context.Context, nodeIds []uuid.UUID) ([]uuid.UUID, error)
 	PrincipalRoles(ctx context.Context, arg PrincipalRolesParams) ([]string, error)
 	// Retention: pruning old rows in bounded batches. Each statement deletes at most lim rows and
 	// runs in its own short transaction, so no statement holds many row locks or runs for long;
@@ -210,6 +352,8 @@ type Querier interface {
 	// horizon of its creation and never reads older rows (EnsureSinkCursor), so only existing
 	// cursors count.
 	PruneOutbox(ctx context.Context, arg PruneOutboxParams) (int64, error)
+	QueryUsageHourly(ctx context.Context, arg QueryUsageHourlyParams) ([]QueryUsageHourlyRow, error)
+	QueryUsageTotals(ctx context.Context, arg QueryUsageTotalsParams) ([]QueryUsageTotalsRow, error)
 	// Every tenant's events after the cursor and below a horizon from OutboxHorizon, in the sinks'
 	// read order.
 	ReadOutbox(ctx context.Context, arg ReadOutboxParams) ([]ReadOutboxRow, error)
@@ -220,6 +364,14 @@ type Querier interface {
 	// When each background job last ran (workers/jobrun writes, doctor reads).
 	RecordJobRun(ctx context.Context, arg RecordJobRunParams) error
 	RecordMigration(ctx context.Context, arg RecordMigrationParams) error
+	// The gateway's record of a hello, in one statement: the daemon version and inventory, liveness,
+	// joining -> ready (with a node.ready event), and, only when the inventory differs from the
+	// stored one, a history row and a node.inventory.changed event. Returns whether the inventory
+	// changed; no row when the node does not exist.
+	RecordNodeHello(ctx context.Context, arg RecordNodeHelloParams) (RecordNodeHelloRow, error)
+	// The NodeSpec reconciler's outcome: labels and taints applied (null leaves them), the config
+	// the node applied (null leaves it), the generation observed and the conditions.
+	RecordNodeSpecStatus(ctx context.Context, arg RecordNodeSpecStatusParams) error
 	RecordSinkError(ctx context.Context, arg RecordSinkErrorParams) error
 	ReleaseLeases(ctx context.Context, arg ReleaseLeasesParams) error
 	ReleaseMigrationLock(ctx context.Context, lockKey int64) error
@@ -229,6 +381,9 @@ type Querier interface {
 	// The sweeper: sent -> pending, for up to lim commands sent longer than ack_timeout ago and not
 	// acked, so the gateway sends them again. Overdue ones are left to ExpireOverdueCommands.
 	RequeueUnackedCommands(ctx context.Context, arg RequeueUnackedCommandsParams) (int64, error)
+	// Active reservations, other than the lease's own, of any pool that contains a node the lease
+	// holds, whose window overlaps [starts_at, ends_at): an extension must not run into them.
+	ReservationsAgainstLease(ctx context.Context, arg ReservationsAgainstLeaseParams) ([]ReservationsAgainstLeaseRow, error)
 	// Ends, at the latest at until, the acceptance of every authority of the kind: the issuer and
 	// rotated-out ones whose overlap would last longer.
 	RetirePKIAuthorities(ctx context.Context, arg RetirePKIAuthoritiesParams) error
@@ -236,19 +391,41 @@ type Querier interface {
 	RevokeJoinToken(ctx context.Context, arg RevokeJoinTokenParams) (JoinToken, error)
 	RevokeNode(ctx context.Context, arg RevokeNodeParams) (Node, error)
 	RevokedAmong(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error)
+	// From inside a reconcile of key: makes the key due again after delay_ms (by the database's
+	// clock). The runtime hides a key it works on by pushing due_at into the future; an enqueue
+	// meanwhile pulls it back to now, and is kept. The generation moves on, so the runtime keeps the
+	// key when the reconcile completes.
+	ScheduleReconcile(ctx context.Context, arg ScheduleReconcileParams) error
 	SchemaMigrationsExists(ctx context.Context) (bool, error)
 	// The tenant's live nodes matching a label selector, for commands to many nodes.
 	SelectNodeIDs(ctx context.Context, arg SelectNodeIDsParams) ([]uuid.UUID, error)
 	// Where to poke: the control API of the gateway holding each node's session.
 	SessionGateways(ctx context.Context, nodeIds []uuid.UUID) ([]SessionGatewaysRow, error)
+	SetNodeConditions(ctx context.Context, arg SetNodeConditionsParams) error
+	SetNodeLabels(ctx context.Context, arg SetNodeLabelsParams) error
+	// Moves a node from one of from_states to state; no row when it is in another state.
+	SetNodeState(ctx context.Context, arg SetNodeStateParams) (Node, error)
 	// Nodes holding a session whose liveness stopped advancing.
 	SilentNodes(ctx context.Context, silentMs int64) (int64, error)
+	// The NodeSpec reconciler's resync: live nodes whose spec is not observed, or whose state
+	// differs from it.
+	SpecDriftNodeKeys(ctx context.Context) ([]string, error)
 	StoreIdempotentResponse(ctx context.Context, arg StoreIdempotentResponseParams) error
+	// Which of ids are nodes of the tenant.
+	TenantNodesAmong(ctx context.Context, arg TenantNodesAmongParams) ([]uuid.UUID, error)
 	// Records use at most once a minute per key, so authentication is not a write per request.
 	TouchAPIKey(ctx context.Context, id string) error
 	// Liveness from heartbeats, for many nodes in one statement.
 	TouchNodes(ctx context.Context, arg TouchNodesParams) error
+	// Replaces the spec and bumps its generation, only when it changes (jsonb equality ignores key
+	// order and formatting); no row when the spec is the same.
+	UpdateNodeSpec(ctx context.Context, arg UpdateNodeSpecParams) (Node, error)
+	// Replaces the fields given (a null leaves one as it is).
+	UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, error)
 	UpsertGateway(ctx context.Context, arg UpsertGatewayParams) error
+	UpsertPoolQuota(ctx context.Context, arg UpsertPoolQuotaParams) (PoolQuota, error)
+	// The records not aggregated yet, and the age of the oldest (seconds; 0 when none).
+	UsageBacklog(ctx context.Context) (UsageBacklogRow, error)
 	UseJoinToken(ctx context.Context, id string) error
 }
 

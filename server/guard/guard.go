@@ -2,7 +2,8 @@
 // in the registry, refuses JSON calls without the X-Better-Compute header (a CSRF guard),
 // authenticates the caller and authorizes the method's permission through the IAM bridge,
 // checks the Idempotency-Key header, and afterwards turns any error into a Connect error in one
-// place, logs the call and records failed mutations in the audit log.
+// place, logs the call, counts it in the API metrics and records failed mutations in the audit
+// log.
 package guard
 
 import (
@@ -15,8 +16,11 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/metrics"
 	"github.com/better-compute/better-compute/server/apierr"
 	"github.com/better-compute/better-compute/server/auth"
 	"github.com/better-compute/better-compute/server/registry"
@@ -60,6 +64,7 @@ type Guard struct {
 	bridge   auth.Bridge
 	pool     *pgxpool.Pool
 	log      *slog.Logger
+	metrics  *metrics.API
 }
 
 var _ connect.Interceptor = (*Guard)(nil)
@@ -68,6 +73,12 @@ var _ connect.Interceptor = (*Guard)(nil)
 // mutations in pool's audit log.
 func New(reg *registry.Registry, bridge auth.Bridge, pool *pgxpool.Pool, log *slog.Logger) *Guard {
 	return &Guard{registry: reg, bridge: bridge, pool: pool, log: log}
+}
+
+// WithMetrics makes the guard count every call it finishes, by method and code, and time it.
+func (g *Guard) WithMetrics(m *metrics.API) *Guard {
+	g.metrics = m
+	return g
 }
 
 // WrapUnary guards unary calls.
@@ -145,27 +156,40 @@ func (g *Guard) admit(ctx context.Context, procedure string, h http.Header, peer
 	return ctx, call, nil
 }
 
-// finish converts err for the wire, logs the call and records a failed mutation.
+// finish converts err for the wire, logs and counts the call and records a failed mutation.
 func (g *Guard) finish(ctx context.Context, call *Call, err error, start time.Time) error {
 	m := call.Method
 	if err == nil && m != nil && m.Audit && !call.Admitted && !call.Replayed {
 		err = fmt.Errorf("%s is audited but its handler did not go through admission", m.Procedure)
 	}
+	elapsed := time.Since(start)
+	var group, name string
+	if m != nil {
+		group, name = m.Group, m.Name
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.String("better_compute.request_id", call.RequestID))
+		if m != nil {
+			span.SetAttributes(attribute.String("better_compute.method", group+"/"+name))
+		}
+	}
 	attrs := []slog.Attr{
 		slog.String("request_id", call.RequestID),
-		slog.Duration("duration", time.Since(start)),
+		slog.Duration("duration", elapsed),
 	}
 	if m != nil {
-		attrs = append(attrs, slog.String("method", m.Group+"/"+m.Name))
+		attrs = append(attrs, slog.String("method", group+"/"+name))
 	}
 	if p := call.Principal; p != nil {
 		attrs = append(attrs, slog.String("principal_id", p.ID.String()), slog.String("tenant_id", p.TenantID.String()))
 	}
 	if err == nil {
+		g.metrics.Observe(group, name, "ok", elapsed)
 		g.log.LogAttrs(ctx, slog.LevelDebug, "call", append(attrs, slog.String("code", "ok"))...)
 		return nil
 	}
 	cerr, internal := apierr.ToConnect(err, call.RequestID)
+	g.metrics.Observe(group, name, cerr.Code().String(), elapsed)
 	attrs = append(attrs, slog.String("code", cerr.Code().String()))
 	if internal {
 		g.log.LogAttrs(ctx, slog.LevelError, "call failed", append(attrs, slog.String("err", err.Error()))...)

@@ -11,6 +11,7 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
+	nodework "github.com/better-compute/better-compute/workers/nodes"
 )
 
 func optionalTime(t *time.Time) *timestamppb.Timestamp {
@@ -40,6 +41,32 @@ func nodeToProto(n db.ListNodesRow, withInventory bool) (*nodesv1.Node, error) {
 		out.Connected = true
 		out.GatewayId = *n.SessionGateway
 		out.ConnectTime = optionalTime(n.SessionConnectedAt)
+	}
+	out.Online = n.Online
+	out.OnlineChangeTime = optionalTime(n.OnlineChangedAt)
+	out.StateChangeTime = optionalTime(n.StateChangedAt)
+	out.SpecGeneration, out.ObservedGeneration = n.SpecGeneration, n.ObservedGeneration
+	taints, err := nodework.DecodeTaints(n.Taints)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	out.Taints = taintsToProto(taints)
+	spec, err := nodework.DecodeSpec(n.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	if out.Spec, err = specToProto(spec); err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	conditions, err := nodework.DecodeConditions(n.Conditions)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	for _, c := range conditions {
+		out.Conditions = append(out.Conditions, &nodesv1.Condition{
+			Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message,
+			LastTransitionTime: timestamppb.New(c.LastTransitionTime), ObservedGeneration: c.ObservedGeneration,
+		})
 	}
 	if withInventory {
 		if out.Inventory, err = decodeInventory(n.Inventory); err != nil {

@@ -1,5 +1,7 @@
-// Package nodes implements bettercompute.nodes.v1.NodesService: listing, reading and revoking
-// the nodes of the caller's tenant. Ids of other tenants' nodes are simply not found.
+// Package nodes implements bettercompute.nodes.v1.NodesService: listing, reading, revoking,
+// labelling and changing the lifecycle state and spec of the nodes of the caller's tenant. Ids of
+// other tenants' nodes are simply not found. Changes enqueue the reconcilers of workers/nodes in
+// their transaction; those carry them out.
 package nodes
 
 import (
@@ -15,6 +17,7 @@ import (
 	"github.com/better-compute/better-compute/server/apierr"
 	"github.com/better-compute/better-compute/server/auth"
 	"github.com/better-compute/better-compute/server/page"
+	nodework "github.com/better-compute/better-compute/workers/nodes"
 )
 
 // RevocationNotifier learns of nodes revoked by a committed API call, so the gateways holding
@@ -31,13 +34,41 @@ type Service struct {
 	pool     *pgxpool.Pool
 	admit    *admission.Admitter
 	notifier RevocationNotifier
+	wake     func(kind string)
 }
 
 var _ nodesv1connect.NodesServiceHandler = (*Service)(nil)
 
+// Option configures the service.
+type Option func(*Service)
+
+// WithWake has the service wake the reconcilers of a kind (workers/nodes.KindLifecycle or
+// KindSpec) after committing a change that enqueued nodes for it, for example with a
+// reconcile.Waker's Wake. Without it the reconcile workers find the keys within a second.
+func WithWake(wake func(kind string)) Option { return func(s *Service) { s.wake = wake } }
+
 // New returns the service. notifier may be nil.
-func New(pool *pgxpool.Pool, admit *admission.Admitter, notifier RevocationNotifier) *Service {
-	return &Service{pool: pool, admit: admit, notifier: notifier}
+func New(pool *pgxpool.Pool, admit *admission.Admitter, notifier RevocationNotifier, opts ...Option) *Service {
+	s := &Service{pool: pool, admit: admit, notifier: notifier}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func (s *Service) wakeKind(kind string) {
+	if s.wake != nil {
+		s.wake(kind)
+	}
+}
+
+// nodeInTx describes a node of the caller's tenant as the transaction sees it.
+func (s *Service) nodeInTx(ctx context.Context, tx *admission.Tx, id uuid.UUID) (*nodesv1.Node, error) {
+	n, err := tx.Q.GetNodeWithSession(ctx, db.GetNodeWithSessionParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
+	if err != nil {
+		return nil, apierr.NotFoundIfNoRows(err, "node %s not found", id)
+	}
+	return nodeToProto(db.ListNodesRow(n), false)
 }
 
 // List lists the tenant's nodes, optionally only those whose labels include the selector's.
@@ -110,6 +141,10 @@ func (s *Service) Revoke(ctx context.Context, req *nodesv1.RevokeRequest) (*node
 			}
 			if err := tx.Emit(p.TenantID, "node.revoked", "node/"+id.String(),
 				map[string]string{"id": id.String(), "hostname": n.Hostname}); err != nil {
+				return nil, err
+			}
+			// A revoked node is no longer schedulable.
+			if err := nodework.Enqueue(ctx, tx.Q, nodework.KindLifecycle, id); err != nil {
 				return nil, err
 			}
 		}

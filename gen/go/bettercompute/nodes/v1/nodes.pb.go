@@ -4,8 +4,22 @@
 // 	protoc        (unknown)
 // source: bettercompute/nodes/v1/nodes.proto
 
-// Package bettercompute.nodes.v1 reads and revokes a tenant's nodes: the hosts whose daemons
-// joined with one of the tenant's join tokens.
+// Package bettercompute.nodes.v1 manages a tenant's nodes: the hosts whose daemons joined with one
+// of the tenant's join tokens. A node has a lifecycle state, changed by Cordon, Uncordon, Drain
+// and Retire:
+//
+//   joining -> ready            (the daemon's first hello)
+//   joining | ready -> cordoned (Cordon: no new placements; what runs keeps running)
+//   joining | ready | cordoned -> draining -> drained
+//                               (Drain: no new placements; the node becomes drained, and its
+//                               daemon gets a "drain" command, once it has no active leases)
+//   cordoned | draining | drained -> ready (Uncordon)
+//   drained -> retired          (Retire: the node is out of service for good)
+//
+// Separately, a node is online while its daemon's heartbeats arrive and goes offline when they
+// stop for longer than the liveness threshold. Its NodeSpec is the desired state (labels, taints,
+// daemon version, config); spec_generation counts its changes and observed_generation says up
+// to which the node has caught up, with the SpecApplied condition telling how, Kubernetes-style.
 
 package nodesv1
 
@@ -13,6 +27,7 @@ import (
 	_ "github.com/better-compute/better-compute/gen/go/bettercompute/api/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -36,8 +51,8 @@ type Node struct {
 	// The pool the node is in, from its join token; empty for none.
 	Pool   string            `protobuf:"bytes,4,opt,name=pool,proto3" json:"pool,omitempty"`
 	Labels map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// The node's lifecycle state, for example "joining" (joined, its daemon has not yet said
-	// hello) or "ready".
+	// The node's lifecycle state: "joining" (joined, its daemon has not yet said hello), "ready",
+	// "cordoned", "draining", "drained" or "retired".
 	State string `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
 	// The version of the node's daemon, from its last hello.
 	DaemonVersion string `protobuf:"bytes,7,opt,name=daemon_version,json=daemonVersion,proto3" json:"daemon_version,omitempty"`
@@ -60,9 +75,27 @@ type Node struct {
 	UpdateTime  *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// What the node has, from its daemon's last hello. Only Get returns it; unset before the
 	// first hello.
-	Inventory     *Inventory `protobuf:"bytes,18,opt,name=inventory,proto3" json:"inventory,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Inventory *Inventory `protobuf:"bytes,18,opt,name=inventory,proto3" json:"inventory,omitempty"`
+	// Whether the node's heartbeats arrive; false from the liveness threshold after the last one.
+	Online bool `protobuf:"varint,19,opt,name=online,proto3" json:"online,omitempty"`
+	// When online last changed; unset if it never has.
+	OnlineChangeTime *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=online_change_time,json=onlineChangeTime,proto3" json:"online_change_time,omitempty"`
+	// The taints the node has now (from its spec, once applied).
+	Taints []*Taint `protobuf:"bytes,21,rep,name=taints,proto3" json:"taints,omitempty"`
+	// The node's desired state.
+	Spec *NodeSpec `protobuf:"bytes,22,opt,name=spec,proto3" json:"spec,omitempty"`
+	// Counts the changes of the spec: 1 for the initial (empty) spec.
+	SpecGeneration int64 `protobuf:"varint,23,opt,name=spec_generation,json=specGeneration,proto3" json:"spec_generation,omitempty"`
+	// The spec generation the NodeSpec reconciler last finished with; equal to spec_generation
+	// when the node has caught up (the SpecApplied condition says whether it succeeded).
+	ObservedGeneration int64 `protobuf:"varint,24,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
+	// The node's conditions: "SpecApplied" (the NodeSpec reconciler) and "Schedulable" (the
+	// lifecycle reconciler).
+	Conditions []*Condition `protobuf:"bytes,25,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// When the lifecycle state last changed; unset if it never has.
+	StateChangeTime *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=state_change_time,json=stateChangeTime,proto3" json:"state_change_time,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -221,6 +254,390 @@ func (x *Node) GetInventory() *Inventory {
 	return nil
 }
 
+func (x *Node) GetOnline() bool {
+	if x != nil {
+		return x.Online
+	}
+	return false
+}
+
+func (x *Node) GetOnlineChangeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OnlineChangeTime
+	}
+	return nil
+}
+
+func (x *Node) GetTaints() []*Taint {
+	if x != nil {
+		return x.Taints
+	}
+	return nil
+}
+
+func (x *Node) GetSpec() *NodeSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *Node) GetSpecGeneration() int64 {
+	if x != nil {
+		return x.SpecGeneration
+	}
+	return 0
+}
+
+func (x *Node) GetObservedGeneration() int64 {
+	if x != nil {
+		return x.ObservedGeneration
+	}
+	return 0
+}
+
+func (x *Node) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *Node) GetStateChangeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StateChangeTime
+	}
+	return nil
+}
+
+// Taint repels placements from a node, as Kubernetes taints do.
+type Taint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key follows the syntax of label keys.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The value follows the syntax of label values; may be empty.
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// "NoSchedule", "PreferNoSchedule" or "NoExecute".
+	Effect        string `protobuf:"bytes,3,opt,name=effect,proto3" json:"effect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Taint) Reset() {
+	*x = Taint{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Taint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Taint) ProtoMessage() {}
+
+func (x *Taint) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Taint.ProtoReflect.Descriptor instead.
+func (*Taint) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Taint) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Taint) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *Taint) GetEffect() string {
+	if x != nil {
+		return x.Effect
+	}
+	return ""
+}
+
+// NodeSpec is a node's desired state.
+type NodeSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When set, the node's labels become exactly these; when unset, the spec leaves them alone.
+	Labels *LabelSet `protobuf:"bytes,1,opt,name=labels,proto3" json:"labels,omitempty"`
+	// The node's taints become exactly these.
+	Taints []*Taint `protobuf:"bytes,2,rep,name=taints,proto3" json:"taints,omitempty"`
+	// The daemon version the node should run; empty for any. A node reporting another version is
+	// sent an "upgrade" command with payload {"version": ...}.
+	DaemonVersion string `protobuf:"bytes,3,opt,name=daemon_version,json=daemonVersion,proto3" json:"daemon_version,omitempty"`
+	// The daemon's configuration; unset for none managed. A node that has not yet applied this
+	// config is sent a "configure" command with payload {"config": ...}.
+	Config        *structpb.Struct `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeSpec) Reset() {
+	*x = NodeSpec{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeSpec) ProtoMessage() {}
+
+func (x *NodeSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeSpec.ProtoReflect.Descriptor instead.
+func (*NodeSpec) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *NodeSpec) GetLabels() *LabelSet {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *NodeSpec) GetTaints() []*Taint {
+	if x != nil {
+		return x.Taints
+	}
+	return nil
+}
+
+func (x *NodeSpec) GetDaemonVersion() string {
+	if x != nil {
+		return x.DaemonVersion
+	}
+	return ""
+}
+
+func (x *NodeSpec) GetConfig() *structpb.Struct {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+// LabelSet is a set of labels that may be empty, as opposed to absent.
+type LabelSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Values        map[string]string      `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LabelSet) Reset() {
+	*x = LabelSet{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelSet) ProtoMessage() {}
+
+func (x *LabelSet) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelSet.ProtoReflect.Descriptor instead.
+func (*LabelSet) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *LabelSet) GetValues() map[string]string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// Condition is one aspect of a node's status, Kubernetes-style.
+type Condition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "SpecApplied" or "Schedulable".
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// "True", "False" or "Unknown" (for SpecApplied: being applied).
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// A CamelCase word for programs, for example "Applied", "Upgrading", "UpgradeFailed".
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// A sentence for people.
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// When status last changed.
+	LastTransitionTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_transition_time,json=lastTransitionTime,proto3" json:"last_transition_time,omitempty"`
+	// For SpecApplied, the spec generation the condition was computed for; 0 for others.
+	ObservedGeneration int64 `protobuf:"varint,6,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *Condition) Reset() {
+	*x = Condition{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Condition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Condition) ProtoMessage() {}
+
+func (x *Condition) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Condition.ProtoReflect.Descriptor instead.
+func (*Condition) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Condition) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Condition) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Condition) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Condition) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Condition) GetLastTransitionTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastTransitionTime
+	}
+	return nil
+}
+
+func (x *Condition) GetObservedGeneration() int64 {
+	if x != nil {
+		return x.ObservedGeneration
+	}
+	return 0
+}
+
+// InventoryRecord is an inventory a node reported, and when it was first reported.
+type InventoryRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Inventory     *Inventory             `protobuf:"bytes,1,opt,name=inventory,proto3" json:"inventory,omitempty"`
+	RecordTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=record_time,json=recordTime,proto3" json:"record_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InventoryRecord) Reset() {
+	*x = InventoryRecord{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InventoryRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InventoryRecord) ProtoMessage() {}
+
+func (x *InventoryRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InventoryRecord.ProtoReflect.Descriptor instead.
+func (*InventoryRecord) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *InventoryRecord) GetInventory() *Inventory {
+	if x != nil {
+		return x.Inventory
+	}
+	return nil
+}
+
+func (x *InventoryRecord) GetRecordTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordTime
+	}
+	return nil
+}
+
 // Inventory is what a node has, as its daemon reports it.
 type Inventory struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -239,7 +656,7 @@ type Inventory struct {
 
 func (x *Inventory) Reset() {
 	*x = Inventory{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[1]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -251,7 +668,7 @@ func (x *Inventory) String() string {
 func (*Inventory) ProtoMessage() {}
 
 func (x *Inventory) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[1]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -264,7 +681,7 @@ func (x *Inventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inventory.ProtoReflect.Descriptor instead.
 func (*Inventory) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{1}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Inventory) GetHostname() string {
@@ -343,7 +760,7 @@ type Gpu struct {
 
 func (x *Gpu) Reset() {
 	*x = Gpu{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[2]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -355,7 +772,7 @@ func (x *Gpu) String() string {
 func (*Gpu) ProtoMessage() {}
 
 func (x *Gpu) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[2]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -368,7 +785,7 @@ func (x *Gpu) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gpu.ProtoReflect.Descriptor instead.
 func (*Gpu) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Gpu) GetIndex() int32 {
@@ -411,7 +828,7 @@ type Disk struct {
 
 func (x *Disk) Reset() {
 	*x = Disk{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[3]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +840,7 @@ func (x *Disk) String() string {
 func (*Disk) ProtoMessage() {}
 
 func (x *Disk) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[3]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +853,7 @@ func (x *Disk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disk.ProtoReflect.Descriptor instead.
 func (*Disk) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{3}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Disk) GetName() string {
@@ -472,7 +889,7 @@ type Nic struct {
 
 func (x *Nic) Reset() {
 	*x = Nic{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[4]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +901,7 @@ func (x *Nic) String() string {
 func (*Nic) ProtoMessage() {}
 
 func (x *Nic) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[4]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +914,7 @@ func (x *Nic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nic.ProtoReflect.Descriptor instead.
 func (*Nic) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{4}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Nic) GetName() string {
@@ -536,7 +953,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[5]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -548,7 +965,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[5]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -561,7 +978,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRequest) GetLabelSelector() map[string]string {
@@ -597,7 +1014,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[6]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +1026,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[6]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +1039,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{6}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListResponse) GetNodes() []*Node {
@@ -649,7 +1066,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[7]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +1078,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[7]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +1091,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetRequest) GetId() string {
@@ -694,7 +1111,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[8]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +1123,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[8]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +1136,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetResponse) GetNode() *Node {
@@ -739,7 +1156,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[9]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +1168,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[9]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +1181,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RevokeRequest) GetId() string {
@@ -784,7 +1201,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[10]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +1213,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[10]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +1226,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RevokeResponse) GetNode() *Node {
@@ -819,11 +1236,705 @@ func (x *RevokeResponse) GetNode() *Node {
 	return nil
 }
 
+// CordonRequest names the node to cordon.
+type CordonRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CordonRequest) Reset() {
+	*x = CordonRequest{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CordonRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CordonRequest) ProtoMessage() {}
+
+func (x *CordonRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CordonRequest.ProtoReflect.Descriptor instead.
+func (*CordonRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CordonRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// CordonResponse carries the node.
+type CordonResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CordonResponse) Reset() {
+	*x = CordonResponse{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CordonResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CordonResponse) ProtoMessage() {}
+
+func (x *CordonResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CordonResponse.ProtoReflect.Descriptor instead.
+func (*CordonResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CordonResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+// UncordonRequest names the node to uncordon.
+type UncordonRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UncordonRequest) Reset() {
+	*x = UncordonRequest{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UncordonRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UncordonRequest) ProtoMessage() {}
+
+func (x *UncordonRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UncordonRequest.ProtoReflect.Descriptor instead.
+func (*UncordonRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *UncordonRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// UncordonResponse carries the node.
+type UncordonResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UncordonResponse) Reset() {
+	*x = UncordonResponse{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UncordonResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UncordonResponse) ProtoMessage() {}
+
+func (x *UncordonResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UncordonResponse.ProtoReflect.Descriptor instead.
+func (*UncordonResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *UncordonResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+// DrainRequest names the node to drain.
+type DrainRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainRequest) Reset() {
+	*x = DrainRequest{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainRequest) ProtoMessage() {}
+
+func (x *DrainRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
+func (*DrainRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DrainRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// DrainResponse carries the node, draining (or drained already).
+type DrainResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainResponse) Reset() {
+	*x = DrainResponse{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainResponse) ProtoMessage() {}
+
+func (x *DrainResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
+func (*DrainResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DrainResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+// RetireRequest names the node to retire.
+type RetireRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireRequest) Reset() {
+	*x = RetireRequest{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireRequest) ProtoMessage() {}
+
+func (x *RetireRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireRequest.ProtoReflect.Descriptor instead.
+func (*RetireRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RetireRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// RetireResponse carries the node.
+type RetireResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireResponse) Reset() {
+	*x = RetireResponse{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireResponse) ProtoMessage() {}
+
+func (x *RetireResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireResponse.ProtoReflect.Descriptor instead.
+func (*RetireResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RetireResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+// LabelRequest changes a node's labels.
+type LabelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Labels to add or overwrite.
+	Set map[string]string `protobuf:"bytes,2,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Keys of labels to remove; a key the node does not have is ignored. A key may not be both
+	// set and removed.
+	Remove        []string `protobuf:"bytes,3,rep,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LabelRequest) Reset() {
+	*x = LabelRequest{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelRequest) ProtoMessage() {}
+
+func (x *LabelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelRequest.ProtoReflect.Descriptor instead.
+func (*LabelRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *LabelRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *LabelRequest) GetSet() map[string]string {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *LabelRequest) GetRemove() []string {
+	if x != nil {
+		return x.Remove
+	}
+	return nil
+}
+
+// LabelResponse carries the node with its new labels.
+type LabelResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LabelResponse) Reset() {
+	*x = LabelResponse{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelResponse) ProtoMessage() {}
+
+func (x *LabelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelResponse.ProtoReflect.Descriptor instead.
+func (*LabelResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *LabelResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+// UpdateSpecRequest replaces a node's spec.
+type UpdateSpecRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Spec  *NodeSpec              `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// When not zero, the update applies only if the spec is still at this generation, and fails
+	// with FAILED_PRECONDITION otherwise (someone else changed it meanwhile).
+	ExpectedGeneration int64 `protobuf:"varint,3,opt,name=expected_generation,json=expectedGeneration,proto3" json:"expected_generation,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *UpdateSpecRequest) Reset() {
+	*x = UpdateSpecRequest{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSpecRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSpecRequest) ProtoMessage() {}
+
+func (x *UpdateSpecRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSpecRequest.ProtoReflect.Descriptor instead.
+func (*UpdateSpecRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *UpdateSpecRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateSpecRequest) GetSpec() *NodeSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *UpdateSpecRequest) GetExpectedGeneration() int64 {
+	if x != nil {
+		return x.ExpectedGeneration
+	}
+	return 0
+}
+
+// UpdateSpecResponse carries the node with its spec and generations.
+type UpdateSpecResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSpecResponse) Reset() {
+	*x = UpdateSpecResponse{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSpecResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSpecResponse) ProtoMessage() {}
+
+func (x *UpdateSpecResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSpecResponse.ProtoReflect.Descriptor instead.
+func (*UpdateSpecResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *UpdateSpecResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+// InventoryHistoryRequest pages through a node's inventory history.
+type InventoryHistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// At most 500; 0 means 50.
+	PageSize      int32  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InventoryHistoryRequest) Reset() {
+	*x = InventoryHistoryRequest{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InventoryHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InventoryHistoryRequest) ProtoMessage() {}
+
+func (x *InventoryHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InventoryHistoryRequest.ProtoReflect.Descriptor instead.
+func (*InventoryHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *InventoryHistoryRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *InventoryHistoryRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *InventoryHistoryRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// InventoryHistoryResponse is one page of inventory records, newest first.
+type InventoryHistoryResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Records []*InventoryRecord     `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InventoryHistoryResponse) Reset() {
+	*x = InventoryHistoryResponse{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InventoryHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InventoryHistoryResponse) ProtoMessage() {}
+
+func (x *InventoryHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InventoryHistoryResponse.ProtoReflect.Descriptor instead.
+func (*InventoryHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *InventoryHistoryResponse) GetRecords() []*InventoryRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *InventoryHistoryResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_bettercompute_nodes_v1_nodes_proto protoreflect.FileDescriptor
 
 const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/nodes/v1/nodes.proto\x12\x16bettercompute.nodes.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd7\x06\n" +
+	"\"bettercompute/nodes/v1/nodes.proto\x12\x16bettercompute.nodes.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\n" +
+	"\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x1a\n" +
@@ -847,10 +1958,45 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12?\n" +
-	"\tinventory\x18\x12 \x01(\v2!.bettercompute.nodes.v1.InventoryR\tinventory\x1a9\n" +
+	"\tinventory\x18\x12 \x01(\v2!.bettercompute.nodes.v1.InventoryR\tinventory\x12\x16\n" +
+	"\x06online\x18\x13 \x01(\bR\x06online\x12H\n" +
+	"\x12online_change_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\x10onlineChangeTime\x125\n" +
+	"\x06taints\x18\x15 \x03(\v2\x1d.bettercompute.nodes.v1.TaintR\x06taints\x124\n" +
+	"\x04spec\x18\x16 \x01(\v2 .bettercompute.nodes.v1.NodeSpecR\x04spec\x12'\n" +
+	"\x0fspec_generation\x18\x17 \x01(\x03R\x0especGeneration\x12/\n" +
+	"\x13observed_generation\x18\x18 \x01(\x03R\x12observedGeneration\x12A\n" +
+	"\n" +
+	"conditions\x18\x19 \x03(\v2!.bettercompute.nodes.v1.ConditionR\n" +
+	"conditions\x12F\n" +
+	"\x11state_change_time\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\x0fstateChangeTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb9\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"G\n" +
+	"\x05Taint\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
+	"\x06effect\x18\x03 \x01(\tR\x06effect\"\xd3\x01\n" +
+	"\bNodeSpec\x128\n" +
+	"\x06labels\x18\x01 \x01(\v2 .bettercompute.nodes.v1.LabelSetR\x06labels\x125\n" +
+	"\x06taints\x18\x02 \x03(\v2\x1d.bettercompute.nodes.v1.TaintR\x06taints\x12%\n" +
+	"\x0edaemon_version\x18\x03 \x01(\tR\rdaemonVersion\x12/\n" +
+	"\x06config\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06config\"\x8b\x01\n" +
+	"\bLabelSet\x12D\n" +
+	"\x06values\x18\x01 \x03(\v2,.bettercompute.nodes.v1.LabelSet.ValuesEntryR\x06values\x1a9\n" +
+	"\vValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe8\x01\n" +
+	"\tCondition\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12L\n" +
+	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12/\n" +
+	"\x13observed_generation\x18\x06 \x01(\x03R\x12observedGeneration\"\x8f\x01\n" +
+	"\x0fInventoryRecord\x12?\n" +
+	"\tinventory\x18\x01 \x01(\v2!.bettercompute.nodes.v1.InventoryR\tinventory\x12;\n" +
+	"\vrecord_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordTime\"\xb9\x02\n" +
 	"\tInventory\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x0e\n" +
 	"\x02os\x18\x02 \x01(\tR\x02os\x12\x16\n" +
@@ -895,7 +2041,47 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\rRevokeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"B\n" +
 	"\x0eRevokeResponse\x120\n" +
-	"\x04node\x18\x01 \x01(\v2\x1c.bettercompute.nodes.v1.NodeR\x04node2\xf2\x02\n" +
+	"\x04node\x18\x01 \x01(\v2\x1c.bettercompute.nodes.v1.NodeR\x04node\"\x1f\n" +
+	"\rCordonRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"B\n" +
+	"\x0eCordonResponse\x120\n" +
+	"\x04node\x18\x01 \x01(\v2\x1c.bettercompute.nodes.v1.NodeR\x04node\"!\n" +
+	"\x0fUncordonRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"D\n" +
+	"\x10UncordonResponse\x120\n" +
+	"\x04node\x18\x01 \x01(\v2\x1c.bettercompute.nodes.v1.NodeR\x04node\"\x1e\n" +
+	"\fDrainRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"A\n" +
+	"\rDrainResponse\x120\n" +
+	"\x04node\x18\x01 \x01(\v2\x1c.bettercompute.nodes.v1.NodeR\x04node\"\x1f\n" +
+	"\rRetireRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"B\n" +
+	"\x0eRetireResponse\x120\n" +
+	"\x04node\x18\x01 \x01(\v2\x1c.bettercompute.nodes.v1.NodeR\x04node\"\xaf\x01\n" +
+	"\fLabelRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12?\n" +
+	"\x03set\x18\x02 \x03(\v2-.bettercompute.nodes.v1.LabelRequest.SetEntryR\x03set\x12\x16\n" +
+	"\x06remove\x18\x03 \x03(\tR\x06remove\x1a6\n" +
+	"\bSetEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
+	"\rLabelResponse\x120\n" +
+	"\x04node\x18\x01 \x01(\v2\x1c.bettercompute.nodes.v1.NodeR\x04node\"\x8a\x01\n" +
+	"\x11UpdateSpecRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x124\n" +
+	"\x04spec\x18\x02 \x01(\v2 .bettercompute.nodes.v1.NodeSpecR\x04spec\x12/\n" +
+	"\x13expected_generation\x18\x03 \x01(\x03R\x12expectedGeneration\"F\n" +
+	"\x12UpdateSpecResponse\x120\n" +
+	"\x04node\x18\x01 \x01(\v2\x1c.bettercompute.nodes.v1.NodeR\x04node\"e\n" +
+	"\x17InventoryHistoryRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x85\x01\n" +
+	"\x18InventoryHistoryResponse\x12A\n" +
+	"\arecords\x18\x01 \x03(\v2'.bettercompute.nodes.v1.InventoryRecordR\arecords\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\x9f\n" +
+	"\n" +
 	"\fNodesService\x12s\n" +
 	"\x04List\x12#.bettercompute.nodes.v1.ListRequest\x1a$.bettercompute.nodes.v1.ListResponse\" \u00a0\x19\x19\n" +
 	"\x05nodes\x12\x04list\x1a\n" +
@@ -904,7 +2090,24 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\x05nodes\x12\x03get\x1a\n" +
 	"nodes.read\x90\x02\x01\x12|\n" +
 	"\x06Revoke\x12%.bettercompute.nodes.v1.RevokeRequest\x1a&.bettercompute.nodes.v1.RevokeResponse\"#\u00a0\x19\x1f\n" +
-	"\x05nodes\x12\x06revoke\x1a\fnodes.delete0\x01BPZNgithub.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1;nodesv1b\x06proto3"
+	"\x05nodes\x12\x06revoke\x1a\fnodes.delete0\x01\x12}\n" +
+	"\x06Cordon\x12%.bettercompute.nodes.v1.CordonRequest\x1a&.bettercompute.nodes.v1.CordonResponse\"$\u00a0\x19 \n" +
+	"\x05nodes\x12\x06cordon\x1a\rnodes.operate0\x01\x12\x85\x01\n" +
+	"\bUncordon\x12'.bettercompute.nodes.v1.UncordonRequest\x1a(.bettercompute.nodes.v1.UncordonResponse\"&\u00a0\x19\"\n" +
+	"\x05nodes\x12\buncordon\x1a\rnodes.operate0\x01\x12y\n" +
+	"\x05Drain\x12$.bettercompute.nodes.v1.DrainRequest\x1a%.bettercompute.nodes.v1.DrainResponse\"#\u00a0\x19\x1f\n" +
+	"\x05nodes\x12\x05drain\x1a\rnodes.operate0\x01\x12|\n" +
+	"\x06Retire\x12%.bettercompute.nodes.v1.RetireRequest\x1a&.bettercompute.nodes.v1.RetireResponse\"#\u00a0\x19\x1f\n" +
+	"\x05nodes\x12\x06retire\x1a\fnodes.delete0\x01\x12w\n" +
+	"\x05Label\x12$.bettercompute.nodes.v1.LabelRequest\x1a%.bettercompute.nodes.v1.LabelResponse\"!\u00a0\x19\x1d\n" +
+	"\x05nodes\x12\x05label\x1a\vnodes.write0\x01\x12\x8b\x01\n" +
+	"\n" +
+	"UpdateSpec\x12).bettercompute.nodes.v1.UpdateSpecRequest\x1a*.bettercompute.nodes.v1.UpdateSpecResponse\"&\u00a0\x19\"\n" +
+	"\x05nodes\x12\n" +
+	"updateSpec\x1a\vnodes.write0\x01\x12\xa3\x01\n" +
+	"\x10InventoryHistory\x12/.bettercompute.nodes.v1.InventoryHistoryRequest\x1a0.bettercompute.nodes.v1.InventoryHistoryResponse\",\u00a0\x19%\n" +
+	"\x05nodes\x12\x10inventoryHistory\x1a\n" +
+	"nodes.read\x90\x02\x01BPZNgithub.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1;nodesv1b\x06proto3"
 
 var (
 	file_bettercompute_nodes_v1_nodes_proto_rawDescOnce sync.Once
@@ -918,50 +2121,107 @@ func file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP() []byte {
 	return file_bettercompute_nodes_v1_nodes_proto_rawDescData
 }
 
-var file_bettercompute_nodes_v1_nodes_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_bettercompute_nodes_v1_nodes_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_bettercompute_nodes_v1_nodes_proto_goTypes = []any{
-	(*Node)(nil),                  // 0: bettercompute.nodes.v1.Node
-	(*Inventory)(nil),             // 1: bettercompute.nodes.v1.Inventory
-	(*Gpu)(nil),                   // 2: bettercompute.nodes.v1.Gpu
-	(*Disk)(nil),                  // 3: bettercompute.nodes.v1.Disk
-	(*Nic)(nil),                   // 4: bettercompute.nodes.v1.Nic
-	(*ListRequest)(nil),           // 5: bettercompute.nodes.v1.ListRequest
-	(*ListResponse)(nil),          // 6: bettercompute.nodes.v1.ListResponse
-	(*GetRequest)(nil),            // 7: bettercompute.nodes.v1.GetRequest
-	(*GetResponse)(nil),           // 8: bettercompute.nodes.v1.GetResponse
-	(*RevokeRequest)(nil),         // 9: bettercompute.nodes.v1.RevokeRequest
-	(*RevokeResponse)(nil),        // 10: bettercompute.nodes.v1.RevokeResponse
-	nil,                           // 11: bettercompute.nodes.v1.Node.LabelsEntry
-	nil,                           // 12: bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*Node)(nil),                     // 0: bettercompute.nodes.v1.Node
+	(*Taint)(nil),                    // 1: bettercompute.nodes.v1.Taint
+	(*NodeSpec)(nil),                 // 2: bettercompute.nodes.v1.NodeSpec
+	(*LabelSet)(nil),                 // 3: bettercompute.nodes.v1.LabelSet
+	(*Condition)(nil),                // 4: bettercompute.nodes.v1.Condition
+	(*InventoryRecord)(nil),          // 5: bettercompute.nodes.v1.InventoryRecord
+	(*Inventory)(nil),                // 6: bettercompute.nodes.v1.Inventory
+	(*Gpu)(nil),                      // 7: bettercompute.nodes.v1.Gpu
+	(*Disk)(nil),                     // 8: bettercompute.nodes.v1.Disk
+	(*Nic)(nil),                      // 9: bettercompute.nodes.v1.Nic
+	(*ListRequest)(nil),              // 10: bettercompute.nodes.v1.ListRequest
+	(*ListResponse)(nil),             // 11: bettercompute.nodes.v1.ListResponse
+	(*GetRequest)(nil),               // 12: bettercompute.nodes.v1.GetRequest
+	(*GetResponse)(nil),              // 13: bettercompute.nodes.v1.GetResponse
+	(*RevokeRequest)(nil),            // 14: bettercompute.nodes.v1.RevokeRequest
+	(*RevokeResponse)(nil),           // 15: bettercompute.nodes.v1.RevokeResponse
+	(*CordonRequest)(nil),            // 16: bettercompute.nodes.v1.CordonRequest
+	(*CordonResponse)(nil),           // 17: bettercompute.nodes.v1.CordonResponse
+	(*UncordonRequest)(nil),          // 18: bettercompute.nodes.v1.UncordonRequest
+	(*UncordonResponse)(nil),         // 19: bettercompute.nodes.v1.UncordonResponse
+	(*DrainRequest)(nil),             // 20: bettercompute.nodes.v1.DrainRequest
+	(*DrainResponse)(nil),            // 21: bettercompute.nodes.v1.DrainResponse
+	(*RetireRequest)(nil),            // 22: bettercompute.nodes.v1.RetireRequest
+	(*RetireResponse)(nil),           // 23: bettercompute.nodes.v1.RetireResponse
+	(*LabelRequest)(nil),             // 24: bettercompute.nodes.v1.LabelRequest
+	(*LabelResponse)(nil),            // 25: bettercompute.nodes.v1.LabelResponse
+	(*UpdateSpecRequest)(nil),        // 26: bettercompute.nodes.v1.UpdateSpecRequest
+	(*UpdateSpecResponse)(nil),       // 27: bettercompute.nodes.v1.UpdateSpecResponse
+	(*InventoryHistoryRequest)(nil),  // 28: bettercompute.nodes.v1.InventoryHistoryRequest
+	(*InventoryHistoryResponse)(nil), // 29: bettercompute.nodes.v1.InventoryHistoryResponse
+	nil,                              // 30: bettercompute.nodes.v1.Node.LabelsEntry
+	nil,                              // 31: bettercompute.nodes.v1.LabelSet.ValuesEntry
+	nil,                              // 32: bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
+	nil,                              // 33: bettercompute.nodes.v1.LabelRequest.SetEntry
+	(*timestamppb.Timestamp)(nil),    // 34: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 35: google.protobuf.Struct
 }
 var file_bettercompute_nodes_v1_nodes_proto_depIdxs = []int32{
-	11, // 0: bettercompute.nodes.v1.Node.labels:type_name -> bettercompute.nodes.v1.Node.LabelsEntry
-	13, // 1: bettercompute.nodes.v1.Node.connect_time:type_name -> google.protobuf.Timestamp
-	13, // 2: bettercompute.nodes.v1.Node.last_seen_time:type_name -> google.protobuf.Timestamp
-	13, // 3: bettercompute.nodes.v1.Node.cert_expire_time:type_name -> google.protobuf.Timestamp
-	13, // 4: bettercompute.nodes.v1.Node.revoke_time:type_name -> google.protobuf.Timestamp
-	13, // 5: bettercompute.nodes.v1.Node.create_time:type_name -> google.protobuf.Timestamp
-	13, // 6: bettercompute.nodes.v1.Node.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 7: bettercompute.nodes.v1.Node.inventory:type_name -> bettercompute.nodes.v1.Inventory
-	2,  // 8: bettercompute.nodes.v1.Inventory.gpus:type_name -> bettercompute.nodes.v1.Gpu
-	3,  // 9: bettercompute.nodes.v1.Inventory.disks:type_name -> bettercompute.nodes.v1.Disk
-	4,  // 10: bettercompute.nodes.v1.Inventory.nics:type_name -> bettercompute.nodes.v1.Nic
-	12, // 11: bettercompute.nodes.v1.ListRequest.label_selector:type_name -> bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
-	0,  // 12: bettercompute.nodes.v1.ListResponse.nodes:type_name -> bettercompute.nodes.v1.Node
-	0,  // 13: bettercompute.nodes.v1.GetResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 14: bettercompute.nodes.v1.RevokeResponse.node:type_name -> bettercompute.nodes.v1.Node
-	5,  // 15: bettercompute.nodes.v1.NodesService.List:input_type -> bettercompute.nodes.v1.ListRequest
-	7,  // 16: bettercompute.nodes.v1.NodesService.Get:input_type -> bettercompute.nodes.v1.GetRequest
-	9,  // 17: bettercompute.nodes.v1.NodesService.Revoke:input_type -> bettercompute.nodes.v1.RevokeRequest
-	6,  // 18: bettercompute.nodes.v1.NodesService.List:output_type -> bettercompute.nodes.v1.ListResponse
-	8,  // 19: bettercompute.nodes.v1.NodesService.Get:output_type -> bettercompute.nodes.v1.GetResponse
-	10, // 20: bettercompute.nodes.v1.NodesService.Revoke:output_type -> bettercompute.nodes.v1.RevokeResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	30, // 0: bettercompute.nodes.v1.Node.labels:type_name -> bettercompute.nodes.v1.Node.LabelsEntry
+	34, // 1: bettercompute.nodes.v1.Node.connect_time:type_name -> google.protobuf.Timestamp
+	34, // 2: bettercompute.nodes.v1.Node.last_seen_time:type_name -> google.protobuf.Timestamp
+	34, // 3: bettercompute.nodes.v1.Node.cert_expire_time:type_name -> google.protobuf.Timestamp
+	34, // 4: bettercompute.nodes.v1.Node.revoke_time:type_name -> google.protobuf.Timestamp
+	34, // 5: bettercompute.nodes.v1.Node.create_time:type_name -> google.protobuf.Timestamp
+	34, // 6: bettercompute.nodes.v1.Node.update_time:type_name -> google.protobuf.Timestamp
+	6,  // 7: bettercompute.nodes.v1.Node.inventory:type_name -> bettercompute.nodes.v1.Inventory
+	34, // 8: bettercompute.nodes.v1.Node.online_change_time:type_name -> google.protobuf.Timestamp
+	1,  // 9: bettercompute.nodes.v1.Node.taints:type_name -> bettercompute.nodes.v1.Taint
+	2,  // 10: bettercompute.nodes.v1.Node.spec:type_name -> bettercompute.nodes.v1.NodeSpec
+	4,  // 11: bettercompute.nodes.v1.Node.conditions:type_name -> bettercompute.nodes.v1.Condition
+	34, // 12: bettercompute.nodes.v1.Node.state_change_time:type_name -> google.protobuf.Timestamp
+	3,  // 13: bettercompute.nodes.v1.NodeSpec.labels:type_name -> bettercompute.nodes.v1.LabelSet
+	1,  // 14: bettercompute.nodes.v1.NodeSpec.taints:type_name -> bettercompute.nodes.v1.Taint
+	35, // 15: bettercompute.nodes.v1.NodeSpec.config:type_name -> google.protobuf.Struct
+	31, // 16: bettercompute.nodes.v1.LabelSet.values:type_name -> bettercompute.nodes.v1.LabelSet.ValuesEntry
+	34, // 17: bettercompute.nodes.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	6,  // 18: bettercompute.nodes.v1.InventoryRecord.inventory:type_name -> bettercompute.nodes.v1.Inventory
+	34, // 19: bettercompute.nodes.v1.InventoryRecord.record_time:type_name -> google.protobuf.Timestamp
+	7,  // 20: bettercompute.nodes.v1.Inventory.gpus:type_name -> bettercompute.nodes.v1.Gpu
+	8,  // 21: bettercompute.nodes.v1.Inventory.disks:type_name -> bettercompute.nodes.v1.Disk
+	9,  // 22: bettercompute.nodes.v1.Inventory.nics:type_name -> bettercompute.nodes.v1.Nic
+	32, // 23: bettercompute.nodes.v1.ListRequest.label_selector:type_name -> bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
+	0,  // 24: bettercompute.nodes.v1.ListResponse.nodes:type_name -> bettercompute.nodes.v1.Node
+	0,  // 25: bettercompute.nodes.v1.GetResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 26: bettercompute.nodes.v1.RevokeResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 27: bettercompute.nodes.v1.CordonResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 28: bettercompute.nodes.v1.UncordonResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 29: bettercompute.nodes.v1.DrainResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 30: bettercompute.nodes.v1.RetireResponse.node:type_name -> bettercompute.nodes.v1.Node
+	33, // 31: bettercompute.nodes.v1.LabelRequest.set:type_name -> bettercompute.nodes.v1.LabelRequest.SetEntry
+	0,  // 32: bettercompute.nodes.v1.LabelResponse.node:type_name -> bettercompute.nodes.v1.Node
+	2,  // 33: bettercompute.nodes.v1.UpdateSpecRequest.spec:type_name -> bettercompute.nodes.v1.NodeSpec
+	0,  // 34: bettercompute.nodes.v1.UpdateSpecResponse.node:type_name -> bettercompute.nodes.v1.Node
+	5,  // 35: bettercompute.nodes.v1.InventoryHistoryResponse.records:type_name -> bettercompute.nodes.v1.InventoryRecord
+	10, // 36: bettercompute.nodes.v1.NodesService.List:input_type -> bettercompute.nodes.v1.ListRequest
+	12, // 37: bettercompute.nodes.v1.NodesService.Get:input_type -> bettercompute.nodes.v1.GetRequest
+	14, // 38: bettercompute.nodes.v1.NodesService.Revoke:input_type -> bettercompute.nodes.v1.RevokeRequest
+	16, // 39: bettercompute.nodes.v1.NodesService.Cordon:input_type -> bettercompute.nodes.v1.CordonRequest
+	18, // 40: bettercompute.nodes.v1.NodesService.Uncordon:input_type -> bettercompute.nodes.v1.UncordonRequest
+	20, // 41: bettercompute.nodes.v1.NodesService.Drain:input_type -> bettercompute.nodes.v1.DrainRequest
+	22, // 42: bettercompute.nodes.v1.NodesService.Retire:input_type -> bettercompute.nodes.v1.RetireRequest
+	24, // 43: bettercompute.nodes.v1.NodesService.Label:input_type -> bettercompute.nodes.v1.LabelRequest
+	26, // 44: bettercompute.nodes.v1.NodesService.UpdateSpec:input_type -> bettercompute.nodes.v1.UpdateSpecRequest
+	28, // 45: bettercompute.nodes.v1.NodesService.InventoryHistory:input_type -> bettercompute.nodes.v1.InventoryHistoryRequest
+	11, // 46: bettercompute.nodes.v1.NodesService.List:output_type -> bettercompute.nodes.v1.ListResponse
+	13, // 47: bettercompute.nodes.v1.NodesService.Get:output_type -> bettercompute.nodes.v1.GetResponse
+	15, // 48: bettercompute.nodes.v1.NodesService.Revoke:output_type -> bettercompute.nodes.v1.RevokeResponse
+	17, // 49: bettercompute.nodes.v1.NodesService.Cordon:output_type -> bettercompute.nodes.v1.CordonResponse
+	19, // 50: bettercompute.nodes.v1.NodesService.Uncordon:output_type -> bettercompute.nodes.v1.UncordonResponse
+	21, // 51: bettercompute.nodes.v1.NodesService.Drain:output_type -> bettercompute.nodes.v1.DrainResponse
+	23, // 52: bettercompute.nodes.v1.NodesService.Retire:output_type -> bettercompute.nodes.v1.RetireResponse
+	25, // 53: bettercompute.nodes.v1.NodesService.Label:output_type -> bettercompute.nodes.v1.LabelResponse
+	27, // 54: bettercompute.nodes.v1.NodesService.UpdateSpec:output_type -> bettercompute.nodes.v1.UpdateSpecResponse
+	29, // 55: bettercompute.nodes.v1.NodesService.InventoryHistory:output_type -> bettercompute.nodes.v1.InventoryHistoryResponse
+	46, // [46:56] is the sub-list for method output_type
+	36, // [36:46] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_nodes_v1_nodes_proto_init() }
@@ -975,7 +2235,7 @@ func file_bettercompute_nodes_v1_nodes_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_nodes_v1_nodes_proto_rawDesc), len(file_bettercompute_nodes_v1_nodes_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

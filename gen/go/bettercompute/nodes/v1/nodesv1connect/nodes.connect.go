@@ -2,8 +2,22 @@
 //
 // Source: bettercompute/nodes/v1/nodes.proto
 
-// Package bettercompute.nodes.v1 reads and revokes a tenant's nodes: the hosts whose daemons
-// joined with one of the tenant's join tokens.
+// Package bettercompute.nodes.v1 manages a tenant's nodes: the hosts whose daemons joined with one
+// of the tenant's join tokens. A node has a lifecycle state, changed by Cordon, Uncordon, Drain
+// and Retire:
+//
+//	joining -> ready            (the daemon's first hello)
+//	joining | ready -> cordoned (Cordon: no new placements; what runs keeps running)
+//	joining | ready | cordoned -> draining -> drained
+//	                            (Drain: no new placements; the node becomes drained, and its
+//	                            daemon gets a "drain" command, once it has no active leases)
+//	cordoned | draining | drained -> ready (Uncordon)
+//	drained -> retired          (Retire: the node is out of service for good)
+//
+// Separately, a node is online while its daemon's heartbeats arrive and goes offline when they
+// stop for longer than the liveness threshold. Its NodeSpec is the desired state (labels, taints,
+// daemon version, config); spec_generation counts its changes and observed_generation says up
+// to which the node has caught up, with the SpecApplied condition telling how, Kubernetes-style.
 package nodesv1connect
 
 import (
@@ -41,6 +55,21 @@ const (
 	NodesServiceGetProcedure = "/bettercompute.nodes.v1.NodesService/Get"
 	// NodesServiceRevokeProcedure is the fully-qualified name of the NodesService's Revoke RPC.
 	NodesServiceRevokeProcedure = "/bettercompute.nodes.v1.NodesService/Revoke"
+	// NodesServiceCordonProcedure is the fully-qualified name of the NodesService's Cordon RPC.
+	NodesServiceCordonProcedure = "/bettercompute.nodes.v1.NodesService/Cordon"
+	// NodesServiceUncordonProcedure is the fully-qualified name of the NodesService's Uncordon RPC.
+	NodesServiceUncordonProcedure = "/bettercompute.nodes.v1.NodesService/Uncordon"
+	// NodesServiceDrainProcedure is the fully-qualified name of the NodesService's Drain RPC.
+	NodesServiceDrainProcedure = "/bettercompute.nodes.v1.NodesService/Drain"
+	// NodesServiceRetireProcedure is the fully-qualified name of the NodesService's Retire RPC.
+	NodesServiceRetireProcedure = "/bettercompute.nodes.v1.NodesService/Retire"
+	// NodesServiceLabelProcedure is the fully-qualified name of the NodesService's Label RPC.
+	NodesServiceLabelProcedure = "/bettercompute.nodes.v1.NodesService/Label"
+	// NodesServiceUpdateSpecProcedure is the fully-qualified name of the NodesService's UpdateSpec RPC.
+	NodesServiceUpdateSpecProcedure = "/bettercompute.nodes.v1.NodesService/UpdateSpec"
+	// NodesServiceInventoryHistoryProcedure is the fully-qualified name of the NodesService's
+	// InventoryHistory RPC.
+	NodesServiceInventoryHistoryProcedure = "/bettercompute.nodes.v1.NodesService/InventoryHistory"
 )
 
 // NodesServiceClient is a client for the bettercompute.nodes.v1.NodesService service.
@@ -54,6 +83,32 @@ type NodesServiceClient interface {
 	// session, if it has one, ends within seconds. Revoking a revoked node changes nothing. A
 	// revoked host joins again only with a new join token, as a new node.
 	Revoke(context.Context, *v1.RevokeRequest) (*v1.RevokeResponse, error)
+	// Cordon stops new placements on a joining or ready node; what runs on it keeps running.
+	// Cordoning a cordoned node changes nothing; other states fail with FAILED_PRECONDITION.
+	Cordon(context.Context, *v1.CordonRequest) (*v1.CordonResponse, error)
+	// Uncordon makes a cordoned, draining or drained node ready again. Uncordoning a ready node
+	// changes nothing; other states fail with FAILED_PRECONDITION.
+	Uncordon(context.Context, *v1.UncordonRequest) (*v1.UncordonResponse, error)
+	// Drain makes a joining, ready or cordoned node draining: it gets no new placements, its
+	// daemon is sent a "drain" command, and it becomes drained (event "node.drained") once it has
+	// no active leases. Draining a draining or drained node changes nothing; a retired node fails
+	// with FAILED_PRECONDITION.
+	Drain(context.Context, *v1.DrainRequest) (*v1.DrainResponse, error)
+	// Retire takes a drained node out of service for good. Retiring a retired node changes
+	// nothing; other states fail with FAILED_PRECONDITION (drain the node first).
+	Retire(context.Context, *v1.RetireRequest) (*v1.RetireResponse, error)
+	// Label sets and removes labels of a node. When the node's spec manages its labels, the spec's
+	// labels change the same way (and its generation with them), so the two stay the same.
+	Label(context.Context, *v1.LabelRequest) (*v1.LabelResponse, error)
+	// UpdateSpec replaces a node's desired state. spec_generation grows by one when the spec
+	// changes (an identical spec changes nothing); the NodeSpec reconciler then applies it:
+	// labels and taints at once, a different daemon version through an "upgrade" command, a
+	// changed config through a "configure" command. observed_generation reaches spec_generation
+	// when it is done, and the SpecApplied condition says whether it succeeded.
+	UpdateSpec(context.Context, *v1.UpdateSpecRequest) (*v1.UpdateSpecResponse, error)
+	// InventoryHistory lists the inventories a node reported, newest first: a record each time
+	// what its daemon reported on saying hello differed from what it reported before.
+	InventoryHistory(context.Context, *v1.InventoryHistoryRequest) (*v1.InventoryHistoryResponse, error)
 }
 
 // NewNodesServiceClient constructs a client for the bettercompute.nodes.v1.NodesService service. By
@@ -87,14 +142,64 @@ func NewNodesServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(nodesServiceMethods.ByName("Revoke")),
 			connect.WithClientOptions(opts...),
 		),
+		cordon: connect.NewClient[v1.CordonRequest, v1.CordonResponse](
+			httpClient,
+			baseURL+NodesServiceCordonProcedure,
+			connect.WithSchema(nodesServiceMethods.ByName("Cordon")),
+			connect.WithClientOptions(opts...),
+		),
+		uncordon: connect.NewClient[v1.UncordonRequest, v1.UncordonResponse](
+			httpClient,
+			baseURL+NodesServiceUncordonProcedure,
+			connect.WithSchema(nodesServiceMethods.ByName("Uncordon")),
+			connect.WithClientOptions(opts...),
+		),
+		drain: connect.NewClient[v1.DrainRequest, v1.DrainResponse](
+			httpClient,
+			baseURL+NodesServiceDrainProcedure,
+			connect.WithSchema(nodesServiceMethods.ByName("Drain")),
+			connect.WithClientOptions(opts...),
+		),
+		retire: connect.NewClient[v1.RetireRequest, v1.RetireResponse](
+			httpClient,
+			baseURL+NodesServiceRetireProcedure,
+			connect.WithSchema(nodesServiceMethods.ByName("Retire")),
+			connect.WithClientOptions(opts...),
+		),
+		label: connect.NewClient[v1.LabelRequest, v1.LabelResponse](
+			httpClient,
+			baseURL+NodesServiceLabelProcedure,
+			connect.WithSchema(nodesServiceMethods.ByName("Label")),
+			connect.WithClientOptions(opts...),
+		),
+		updateSpec: connect.NewClient[v1.UpdateSpecRequest, v1.UpdateSpecResponse](
+			httpClient,
+			baseURL+NodesServiceUpdateSpecProcedure,
+			connect.WithSchema(nodesServiceMethods.ByName("UpdateSpec")),
+			connect.WithClientOptions(opts...),
+		),
+		inventoryHistory: connect.NewClient[v1.InventoryHistoryRequest, v1.InventoryHistoryResponse](
+			httpClient,
+			baseURL+NodesServiceInventoryHistoryProcedure,
+			connect.WithSchema(nodesServiceMethods.ByName("InventoryHistory")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // nodesServiceClient implements NodesServiceClient.
 type nodesServiceClient struct {
-	list   *connect.Client[v1.ListRequest, v1.ListResponse]
-	get    *connect.Client[v1.GetRequest, v1.GetResponse]
-	revoke *connect.Client[v1.RevokeRequest, v1.RevokeResponse]
+	list             *connect.Client[v1.ListRequest, v1.ListResponse]
+	get              *connect.Client[v1.GetRequest, v1.GetResponse]
+	revoke           *connect.Client[v1.RevokeRequest, v1.RevokeResponse]
+	cordon           *connect.Client[v1.CordonRequest, v1.CordonResponse]
+	uncordon         *connect.Client[v1.UncordonRequest, v1.UncordonResponse]
+	drain            *connect.Client[v1.DrainRequest, v1.DrainResponse]
+	retire           *connect.Client[v1.RetireRequest, v1.RetireResponse]
+	label            *connect.Client[v1.LabelRequest, v1.LabelResponse]
+	updateSpec       *connect.Client[v1.UpdateSpecRequest, v1.UpdateSpecResponse]
+	inventoryHistory *connect.Client[v1.InventoryHistoryRequest, v1.InventoryHistoryResponse]
 }
 
 // List calls bettercompute.nodes.v1.NodesService.List.
@@ -124,6 +229,69 @@ func (c *nodesServiceClient) Revoke(ctx context.Context, req *v1.RevokeRequest) 
 	return nil, err
 }
 
+// Cordon calls bettercompute.nodes.v1.NodesService.Cordon.
+func (c *nodesServiceClient) Cordon(ctx context.Context, req *v1.CordonRequest) (*v1.CordonResponse, error) {
+	response, err := c.cordon.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// Uncordon calls bettercompute.nodes.v1.NodesService.Uncordon.
+func (c *nodesServiceClient) Uncordon(ctx context.Context, req *v1.UncordonRequest) (*v1.UncordonResponse, error) {
+	response, err := c.uncordon.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// Drain calls bettercompute.nodes.v1.NodesService.Drain.
+func (c *nodesServiceClient) Drain(ctx context.Context, req *v1.DrainRequest) (*v1.DrainResponse, error) {
+	response, err := c.drain.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// Retire calls bettercompute.nodes.v1.NodesService.Retire.
+func (c *nodesServiceClient) Retire(ctx context.Context, req *v1.RetireRequest) (*v1.RetireResponse, error) {
+	response, err := c.retire.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// Label calls bettercompute.nodes.v1.NodesService.Label.
+func (c *nodesServiceClient) Label(ctx context.Context, req *v1.LabelRequest) (*v1.LabelResponse, error) {
+	response, err := c.label.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// UpdateSpec calls bettercompute.nodes.v1.NodesService.UpdateSpec.
+func (c *nodesServiceClient) UpdateSpec(ctx context.Context, req *v1.UpdateSpecRequest) (*v1.UpdateSpecResponse, error) {
+	response, err := c.updateSpec.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// InventoryHistory calls bettercompute.nodes.v1.NodesService.InventoryHistory.
+func (c *nodesServiceClient) InventoryHistory(ctx context.Context, req *v1.InventoryHistoryRequest) (*v1.InventoryHistoryResponse, error) {
+	response, err := c.inventoryHistory.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // NodesServiceHandler is an implementation of the bettercompute.nodes.v1.NodesService service.
 type NodesServiceHandler interface {
 	// List lists the nodes of the caller's tenant, optionally only those with given labels.
@@ -135,6 +303,32 @@ type NodesServiceHandler interface {
 	// session, if it has one, ends within seconds. Revoking a revoked node changes nothing. A
 	// revoked host joins again only with a new join token, as a new node.
 	Revoke(context.Context, *v1.RevokeRequest) (*v1.RevokeResponse, error)
+	// Cordon stops new placements on a joining or ready node; what runs on it keeps running.
+	// Cordoning a cordoned node changes nothing; other states fail with FAILED_PRECONDITION.
+	Cordon(context.Context, *v1.CordonRequest) (*v1.CordonResponse, error)
+	// Uncordon makes a cordoned, draining or drained node ready again. Uncordoning a ready node
+	// changes nothing; other states fail with FAILED_PRECONDITION.
+	Uncordon(context.Context, *v1.UncordonRequest) (*v1.UncordonResponse, error)
+	// Drain makes a joining, ready or cordoned node draining: it gets no new placements, its
+	// daemon is sent a "drain" command, and it becomes drained (event "node.drained") once it has
+	// no active leases. Draining a draining or drained node changes nothing; a retired node fails
+	// with FAILED_PRECONDITION.
+	Drain(context.Context, *v1.DrainRequest) (*v1.DrainResponse, error)
+	// Retire takes a drained node out of service for good. Retiring a retired node changes
+	// nothing; other states fail with FAILED_PRECONDITION (drain the node first).
+	Retire(context.Context, *v1.RetireRequest) (*v1.RetireResponse, error)
+	// Label sets and removes labels of a node. When the node's spec manages its labels, the spec's
+	// labels change the same way (and its generation with them), so the two stay the same.
+	Label(context.Context, *v1.LabelRequest) (*v1.LabelResponse, error)
+	// UpdateSpec replaces a node's desired state. spec_generation grows by one when the spec
+	// changes (an identical spec changes nothing); the NodeSpec reconciler then applies it:
+	// labels and taints at once, a different daemon version through an "upgrade" command, a
+	// changed config through a "configure" command. observed_generation reaches spec_generation
+	// when it is done, and the SpecApplied condition says whether it succeeded.
+	UpdateSpec(context.Context, *v1.UpdateSpecRequest) (*v1.UpdateSpecResponse, error)
+	// InventoryHistory lists the inventories a node reported, newest first: a record each time
+	// what its daemon reported on saying hello differed from what it reported before.
+	InventoryHistory(context.Context, *v1.InventoryHistoryRequest) (*v1.InventoryHistoryResponse, error)
 }
 
 // NewNodesServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -164,6 +358,49 @@ func NewNodesServiceHandler(svc NodesServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(nodesServiceMethods.ByName("Revoke")),
 		connect.WithHandlerOptions(opts...),
 	)
+	nodesServiceCordonHandler := connect.NewUnaryHandlerSimple(
+		NodesServiceCordonProcedure,
+		svc.Cordon,
+		connect.WithSchema(nodesServiceMethods.ByName("Cordon")),
+		connect.WithHandlerOptions(opts...),
+	)
+	nodesServiceUncordonHandler := connect.NewUnaryHandlerSimple(
+		NodesServiceUncordonProcedure,
+		svc.Uncordon,
+		connect.WithSchema(nodesServiceMethods.ByName("Uncordon")),
+		connect.WithHandlerOptions(opts...),
+	)
+	nodesServiceDrainHandler := connect.NewUnaryHandlerSimple(
+		NodesServiceDrainProcedure,
+		svc.Drain,
+		connect.WithSchema(nodesServiceMethods.ByName("Drain")),
+		connect.WithHandlerOptions(opts...),
+	)
+	nodesServiceRetireHandler := connect.NewUnaryHandlerSimple(
+		NodesServiceRetireProcedure,
+		svc.Retire,
+		connect.WithSchema(nodesServiceMethods.ByName("Retire")),
+		connect.WithHandlerOptions(opts...),
+	)
+	nodesServiceLabelHandler := connect.NewUnaryHandlerSimple(
+		NodesServiceLabelProcedure,
+		svc.Label,
+		connect.WithSchema(nodesServiceMethods.ByName("Label")),
+		connect.WithHandlerOptions(opts...),
+	)
+	nodesServiceUpdateSpecHandler := connect.NewUnaryHandlerSimple(
+		NodesServiceUpdateSpecProcedure,
+		svc.UpdateSpec,
+		connect.WithSchema(nodesServiceMethods.ByName("UpdateSpec")),
+		connect.WithHandlerOptions(opts...),
+	)
+	nodesServiceInventoryHistoryHandler := connect.NewUnaryHandlerSimple(
+		NodesServiceInventoryHistoryProcedure,
+		svc.InventoryHistory,
+		connect.WithSchema(nodesServiceMethods.ByName("InventoryHistory")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/bettercompute.nodes.v1.NodesService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case NodesServiceListProcedure:
@@ -172,6 +409,20 @@ func NewNodesServiceHandler(svc NodesServiceHandler, opts ...connect.HandlerOpti
 			nodesServiceGetHandler.ServeHTTP(w, r)
 		case NodesServiceRevokeProcedure:
 			nodesServiceRevokeHandler.ServeHTTP(w, r)
+		case NodesServiceCordonProcedure:
+			nodesServiceCordonHandler.ServeHTTP(w, r)
+		case NodesServiceUncordonProcedure:
+			nodesServiceUncordonHandler.ServeHTTP(w, r)
+		case NodesServiceDrainProcedure:
+			nodesServiceDrainHandler.ServeHTTP(w, r)
+		case NodesServiceRetireProcedure:
+			nodesServiceRetireHandler.ServeHTTP(w, r)
+		case NodesServiceLabelProcedure:
+			nodesServiceLabelHandler.ServeHTTP(w, r)
+		case NodesServiceUpdateSpecProcedure:
+			nodesServiceUpdateSpecHandler.ServeHTTP(w, r)
+		case NodesServiceInventoryHistoryProcedure:
+			nodesServiceInventoryHistoryHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -191,4 +442,32 @@ func (UnimplementedNodesServiceHandler) Get(context.Context, *v1.GetRequest) (*v
 
 func (UnimplementedNodesServiceHandler) Revoke(context.Context, *v1.RevokeRequest) (*v1.RevokeResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.nodes.v1.NodesService.Revoke is not implemented"))
+}
+
+func (UnimplementedNodesServiceHandler) Cordon(context.Context, *v1.CordonRequest) (*v1.CordonResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.nodes.v1.NodesService.Cordon is not implemented"))
+}
+
+func (UnimplementedNodesServiceHandler) Uncordon(context.Context, *v1.UncordonRequest) (*v1.UncordonResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.nodes.v1.NodesService.Uncordon is not implemented"))
+}
+
+func (UnimplementedNodesServiceHandler) Drain(context.Context, *v1.DrainRequest) (*v1.DrainResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.nodes.v1.NodesService.Drain is not implemented"))
+}
+
+func (UnimplementedNodesServiceHandler) Retire(context.Context, *v1.RetireRequest) (*v1.RetireResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.nodes.v1.NodesService.Retire is not implemented"))
+}
+
+func (UnimplementedNodesServiceHandler) Label(context.Context, *v1.LabelRequest) (*v1.LabelResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.nodes.v1.NodesService.Label is not implemented"))
+}
+
+func (UnimplementedNodesServiceHandler) UpdateSpec(context.Context, *v1.UpdateSpecRequest) (*v1.UpdateSpecResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.nodes.v1.NodesService.UpdateSpec is not implemented"))
+}
+
+func (UnimplementedNodesServiceHandler) InventoryHistory(context.Context, *v1.InventoryHistoryRequest) (*v1.InventoryHistoryResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.nodes.v1.NodesService.InventoryHistory is not implemented"))
 }

@@ -2,21 +2,35 @@
 // @generated from file bettercompute/nodes/v1/nodes.proto (package bettercompute.nodes.v1, syntax proto3)
 /* eslint-disable */
 
-// Package bettercompute.nodes.v1 reads and revokes a tenant's nodes: the hosts whose daemons
-// joined with one of the tenant's join tokens.
+// Package bettercompute.nodes.v1 manages a tenant's nodes: the hosts whose daemons joined with one
+// of the tenant's join tokens. A node has a lifecycle state, changed by Cordon, Uncordon, Drain
+// and Retire:
+//
+//   joining -> ready            (the daemon's first hello)
+//   joining | ready -> cordoned (Cordon: no new placements; what runs keeps running)
+//   joining | ready | cordoned -> draining -> drained
+//                               (Drain: no new placements; the node becomes drained, and its
+//                               daemon gets a "drain" command, once it has no active leases)
+//   cordoned | draining | drained -> ready (Uncordon)
+//   drained -> retired          (Retire: the node is out of service for good)
+//
+// Separately, a node is online while its daemon's heartbeats arrive and goes offline when they
+// stop for longer than the liveness threshold. Its NodeSpec is the desired state (labels, taints,
+// daemon version, config); spec_generation counts its changes and observed_generation says up
+// to which the node has caught up, with the SpecApplied condition telling how, Kubernetes-style.
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_bettercompute_api_v1_options } from "../../api/v1/options_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Message } from "@bufbuild/protobuf";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file bettercompute/nodes/v1/nodes.proto.
  */
 export const file_bettercompute_nodes_v1_nodes: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL25vZGVzL3YxL25vZGVzLnByb3RvEhZiZXR0ZXJjb21wdXRlLm5vZGVzLnYxIokFCgROb2RlEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIQCghob3N0bmFtZRgDIAEoCRIMCgRwb29sGAQgASgJEjgKBmxhYmVscxgFIAMoCzIoLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZS5MYWJlbHNFbnRyeRINCgVzdGF0ZRgGIAEoCRIWCg5kYWVtb25fdmVyc2lvbhgHIAEoCRIRCgljb25uZWN0ZWQYCCABKAgSEgoKZ2F0ZXdheV9pZBgJIAEoCRIwCgxjb25uZWN0X3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDmxhc3Rfc2Vlbl90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBjZXJ0X2V4cGlyZV90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdyZXZva2VkGA0gASgIEi8KC3Jldm9rZV90aW1lGA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1qb2luX3Rva2VuX2lkGA8gASgJEi8KC2NyZWF0ZV90aW1lGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoJaW52ZW50b3J5GBIgASgLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLzAQoJSW52ZW50b3J5EhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEg4KBmtlcm5lbBgDIAEoCRIRCgljcHVfbW9kZWwYBCABKAkSDAoEY3B1cxgFIAEoBRIUCgxtZW1vcnlfYnl0ZXMYBiABKAMSKQoEZ3B1cxgHIAMoCzIbLmJldHRlcmNvbXB1dGUubm9kZXMudjEuR3B1EisKBWRpc2tzGAggAygLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5EaXNrEikKBG5pY3MYCSADKAsyGy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5pYyJHCgNHcHUSDQoFaW5kZXgYASABKAUSDQoFbW9kZWwYAiABKAkSFAoMbWVtb3J5X2J5dGVzGAMgASgDEgwKBHV1aWQYBCABKAkiNwoERGlzaxIMCgRuYW1lGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMSDQoFbW9kZWwYAyABKAkiNAoDTmljEgwKBG5hbWUYASABKAkSCwoDbWFjGAIgASgJEhIKCnNwZWVkX21icHMYAyABKAMiugEKC0xpc3RSZXF1ZXN0Ek4KDmxhYmVsX3NlbGVjdG9yGAEgAygLMjYuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MaXN0UmVxdWVzdC5MYWJlbFNlbGVjdG9yRW50cnkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkaNAoSTGFiZWxTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVAoMTGlzdFJlc3BvbnNlEisKBW5vZGVzGAEgAygLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIYCgpHZXRSZXF1ZXN0EgoKAmlkGAEgASgJIjkKC0dldFJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiGwoNUmV2b2tlUmVxdWVzdBIKCgJpZBgBIAEoCSI8Cg5SZXZva2VSZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlMvICCgxOb2Rlc1NlcnZpY2UScwoETGlzdBIjLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGlzdFJlcXVlc3QaJC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxpc3RSZXNwb25zZSIgkAIBwqAZGQoFbm9kZXMSBGxpc3QaCm5vZGVzLnJlYWQSbwoDR2V0EiIuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5HZXRSZXF1ZXN0GiMuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5HZXRSZXNwb25zZSIfkAIBwqAZGAoFbm9kZXMSA2dldBoKbm9kZXMucmVhZBJ8CgZSZXZva2USJS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlJldm9rZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlJldm9rZVJlc3BvbnNlIiPCoBkfCgVub2RlcxIGcmV2b2tlGgxub2Rlcy5kZWxldGUwAUJQWk5naXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL25vZGVzL3YxO25vZGVzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL25vZGVzL3YxL25vZGVzLnByb3RvEhZiZXR0ZXJjb21wdXRlLm5vZGVzLnYxItQHCgROb2RlEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIQCghob3N0bmFtZRgDIAEoCRIMCgRwb29sGAQgASgJEjgKBmxhYmVscxgFIAMoCzIoLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZS5MYWJlbHNFbnRyeRINCgVzdGF0ZRgGIAEoCRIWCg5kYWVtb25fdmVyc2lvbhgHIAEoCRIRCgljb25uZWN0ZWQYCCABKAgSEgoKZ2F0ZXdheV9pZBgJIAEoCRIwCgxjb25uZWN0X3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDmxhc3Rfc2Vlbl90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBjZXJ0X2V4cGlyZV90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdyZXZva2VkGA0gASgIEi8KC3Jldm9rZV90aW1lGA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1qb2luX3Rva2VuX2lkGA8gASgJEi8KC2NyZWF0ZV90aW1lGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoJaW52ZW50b3J5GBIgASgLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnkSDgoGb25saW5lGBMgASgIEjYKEm9ubGluZV9jaGFuZ2VfdGltZRgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoGdGFpbnRzGBUgAygLMh0uYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5UYWludBIuCgRzcGVjGBYgASgLMiAuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlU3BlYxIXCg9zcGVjX2dlbmVyYXRpb24YFyABKAMSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgYIAEoAxI1Cgpjb25kaXRpb25zGBkgAygLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Db25kaXRpb24SNQoRc3RhdGVfY2hhbmdlX3RpbWUYGiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiMwoFVGFpbnQSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJEg4KBmVmZmVjdBgDIAEoCSKsAQoITm9kZVNwZWMSMAoGbGFiZWxzGAEgASgLMiAuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MYWJlbFNldBItCgZ0YWludHMYAiADKAsyHS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlRhaW50EhYKDmRhZW1vbl92ZXJzaW9uGAMgASgJEicKBmNvbmZpZxgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QidwoITGFiZWxTZXQSPAoGdmFsdWVzGAEgAygLMiwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MYWJlbFNldC5WYWx1ZXNFbnRyeRotCgtWYWx1ZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqEBCglDb25kaXRpb24SDAoEdHlwZRgBIAEoCRIOCgZzdGF0dXMYAiABKAkSDgoGcmVhc29uGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSOAoUbGFzdF90cmFuc2l0aW9uX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE29ic2VydmVkX2dlbmVyYXRpb24YBiABKAMieAoPSW52ZW50b3J5UmVjb3JkEjQKCWludmVudG9yeRgBIAEoCzIhLmJldHRlcmNvbXB1dGUubm9kZXMudjEuSW52ZW50b3J5Ei8KC3JlY29yZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLzAQoJSW52ZW50b3J5EhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEg4KBmtlcm5lbBgDIAEoCRIRCgljcHVfbW9kZWwYBCABKAkSDAoEY3B1cxgFIAEoBRIUCgxtZW1vcnlfYnl0ZXMYBiABKAMSKQoEZ3B1cxgHIAMoCzIbLmJldHRlcmNvbXB1dGUubm9kZXMudjEuR3B1EisKBWRpc2tzGAggAygLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5EaXNrEikKBG5pY3MYCSADKAsyGy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5pYyJHCgNHcHUSDQoFaW5kZXgYASABKAUSDQoFbW9kZWwYAiABKAkSFAoMbWVtb3J5X2J5dGVzGAMgASgDEgwKBHV1aWQYBCABKAkiNwoERGlzaxIMCgRuYW1lGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMSDQoFbW9kZWwYAyABKAkiNAoDTmljEgwKBG5hbWUYASABKAkSCwoDbWFjGAIgASgJEhIKCnNwZWVkX21icHMYAyABKAMiugEKC0xpc3RSZXF1ZXN0Ek4KDmxhYmVsX3NlbGVjdG9yGAEgAygLMjYuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MaXN0UmVxdWVzdC5MYWJlbFNlbGVjdG9yRW50cnkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkaNAoSTGFiZWxTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVAoMTGlzdFJlc3BvbnNlEisKBW5vZGVzGAEgAygLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIYCgpHZXRSZXF1ZXN0EgoKAmlkGAEgASgJIjkKC0dldFJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiGwoNUmV2b2tlUmVxdWVzdBIKCgJpZBgBIAEoCSI8Cg5SZXZva2VSZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIhsKDUNvcmRvblJlcXVlc3QSCgoCaWQYASABKAkiPAoOQ29yZG9uUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSIdCg9VbmNvcmRvblJlcXVlc3QSCgoCaWQYASABKAkiPgoQVW5jb3Jkb25SZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIhoKDERyYWluUmVxdWVzdBIKCgJpZBgBIAEoCSI7Cg1EcmFpblJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiGwoNUmV0aXJlUmVxdWVzdBIKCgJpZBgBIAEoCSI8Cg5SZXRpcmVSZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIpIBCgxMYWJlbFJlcXVlc3QSCgoCaWQYASABKAkSOgoDc2V0GAIgAygLMi0uYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MYWJlbFJlcXVlc3QuU2V0RW50cnkSDgoGcmVtb3ZlGAMgAygJGioKCFNldEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiOwoNTGFiZWxSZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlImwKEVVwZGF0ZVNwZWNSZXF1ZXN0EgoKAmlkGAEgASgJEi4KBHNwZWMYAiABKAsyIC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGVTcGVjEhsKE2V4cGVjdGVkX2dlbmVyYXRpb24YAyABKAMiQAoSVXBkYXRlU3BlY1Jlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiTAoXSW52ZW50b3J5SGlzdG9yeVJlcXVlc3QSCgoCaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkibQoYSW52ZW50b3J5SGlzdG9yeVJlc3BvbnNlEjgKB3JlY29yZHMYASADKAsyJy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkludmVudG9yeVJlY29yZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkynwoKDE5vZGVzU2VydmljZRJzCgRMaXN0EiMuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MaXN0UmVxdWVzdBokLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGlzdFJlc3BvbnNlIiCQAgHCoBkZCgVub2RlcxIEbGlzdBoKbm9kZXMucmVhZBJvCgNHZXQSIi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkdldFJlcXVlc3QaIy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkdldFJlc3BvbnNlIh+QAgHCoBkYCgVub2RlcxIDZ2V0Ggpub2Rlcy5yZWFkEnwKBlJldm9rZRIlLmJldHRlcmNvbXB1dGUubm9kZXMudjEuUmV2b2tlUmVxdWVzdBomLmJldHRlcmNvbXB1dGUubm9kZXMudjEuUmV2b2tlUmVzcG9uc2UiI8KgGR8KBW5vZGVzEgZyZXZva2UaDG5vZGVzLmRlbGV0ZTABEn0KBkNvcmRvbhIlLmJldHRlcmNvbXB1dGUubm9kZXMudjEuQ29yZG9uUmVxdWVzdBomLmJldHRlcmNvbXB1dGUubm9kZXMudjEuQ29yZG9uUmVzcG9uc2UiJMKgGSAKBW5vZGVzEgZjb3Jkb24aDW5vZGVzLm9wZXJhdGUwARKFAQoIVW5jb3Jkb24SJy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlVuY29yZG9uUmVxdWVzdBooLmJldHRlcmNvbXB1dGUubm9kZXMudjEuVW5jb3Jkb25SZXNwb25zZSImwqAZIgoFbm9kZXMSCHVuY29yZG9uGg1ub2Rlcy5vcGVyYXRlMAESeQoFRHJhaW4SJC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkRyYWluUmVxdWVzdBolLmJldHRlcmNvbXB1dGUubm9kZXMudjEuRHJhaW5SZXNwb25zZSIjwqAZHwoFbm9kZXMSBWRyYWluGg1ub2Rlcy5vcGVyYXRlMAESfAoGUmV0aXJlEiUuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5SZXRpcmVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5SZXRpcmVSZXNwb25zZSIjwqAZHwoFbm9kZXMSBnJldGlyZRoMbm9kZXMuZGVsZXRlMAESdwoFTGFiZWwSJC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsUmVxdWVzdBolLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGFiZWxSZXNwb25zZSIhwqAZHQoFbm9kZXMSBWxhYmVsGgtub2Rlcy53cml0ZTABEosBCgpVcGRhdGVTcGVjEikuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5VcGRhdGVTcGVjUmVxdWVzdBoqLmJldHRlcmNvbXB1dGUubm9kZXMudjEuVXBkYXRlU3BlY1Jlc3BvbnNlIibCoBkiCgVub2RlcxIKdXBkYXRlU3BlYxoLbm9kZXMud3JpdGUwARKjAQoQSW52ZW50b3J5SGlzdG9yeRIvLmJldHRlcmNvbXB1dGUubm9kZXMudjEuSW52ZW50b3J5SGlzdG9yeVJlcXVlc3QaMC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkludmVudG9yeUhpc3RvcnlSZXNwb25zZSIskAIBwqAZJQoFbm9kZXMSEGludmVudG9yeUhpc3RvcnkaCm5vZGVzLnJlYWRCUFpOZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9ub2Rlcy92MTtub2Rlc3YxYgZwcm90bzM", [file_bettercompute_api_v1_options, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Node is a host whose daemon joined the tenant.
@@ -54,8 +68,8 @@ export type Node = Message<"bettercompute.nodes.v1.Node"> & {
   labels: { [key: string]: string };
 
   /**
-   * The node's lifecycle state, for example "joining" (joined, its daemon has not yet said
-   * hello) or "ready".
+   * The node's lifecycle state: "joining" (joined, its daemon has not yet said hello), "ready",
+   * "cordoned", "draining", "drained" or "retired".
    *
    * @generated from field: string state = 6;
    */
@@ -139,6 +153,64 @@ export type Node = Message<"bettercompute.nodes.v1.Node"> & {
    * @generated from field: bettercompute.nodes.v1.Inventory inventory = 18;
    */
   inventory?: Inventory | undefined;
+
+  /**
+   * Whether the node's heartbeats arrive; false from the liveness threshold after the last one.
+   *
+   * @generated from field: bool online = 19;
+   */
+  online: boolean;
+
+  /**
+   * When online last changed; unset if it never has.
+   *
+   * @generated from field: google.protobuf.Timestamp online_change_time = 20;
+   */
+  onlineChangeTime?: Timestamp | undefined;
+
+  /**
+   * The taints the node has now (from its spec, once applied).
+   *
+   * @generated from field: repeated bettercompute.nodes.v1.Taint taints = 21;
+   */
+  taints: Taint[];
+
+  /**
+   * The node's desired state.
+   *
+   * @generated from field: bettercompute.nodes.v1.NodeSpec spec = 22;
+   */
+  spec?: NodeSpec | undefined;
+
+  /**
+   * Counts the changes of the spec: 1 for the initial (empty) spec.
+   *
+   * @generated from field: int64 spec_generation = 23;
+   */
+  specGeneration: bigint;
+
+  /**
+   * The spec generation the NodeSpec reconciler last finished with; equal to spec_generation
+   * when the node has caught up (the SpecApplied condition says whether it succeeded).
+   *
+   * @generated from field: int64 observed_generation = 24;
+   */
+  observedGeneration: bigint;
+
+  /**
+   * The node's conditions: "SpecApplied" (the NodeSpec reconciler) and "Schedulable" (the
+   * lifecycle reconciler).
+   *
+   * @generated from field: repeated bettercompute.nodes.v1.Condition conditions = 25;
+   */
+  conditions: Condition[];
+
+  /**
+   * When the lifecycle state last changed; unset if it never has.
+   *
+   * @generated from field: google.protobuf.Timestamp state_change_time = 26;
+   */
+  stateChangeTime?: Timestamp | undefined;
 };
 
 /**
@@ -147,6 +219,184 @@ export type Node = Message<"bettercompute.nodes.v1.Node"> & {
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
   messageDesc(file_bettercompute_nodes_v1_nodes, 0);
+
+/**
+ * Taint repels placements from a node, as Kubernetes taints do.
+ *
+ * @generated from message bettercompute.nodes.v1.Taint
+ */
+export type Taint = Message<"bettercompute.nodes.v1.Taint"> & {
+  /**
+   * The key follows the syntax of label keys.
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * The value follows the syntax of label values; may be empty.
+   *
+   * @generated from field: string value = 2;
+   */
+  value: string;
+
+  /**
+   * "NoSchedule", "PreferNoSchedule" or "NoExecute".
+   *
+   * @generated from field: string effect = 3;
+   */
+  effect: string;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.Taint.
+ * Use `create(TaintSchema)` to create a new message.
+ */
+export const TaintSchema: GenMessage<Taint> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 1);
+
+/**
+ * NodeSpec is a node's desired state.
+ *
+ * @generated from message bettercompute.nodes.v1.NodeSpec
+ */
+export type NodeSpec = Message<"bettercompute.nodes.v1.NodeSpec"> & {
+  /**
+   * When set, the node's labels become exactly these; when unset, the spec leaves them alone.
+   *
+   * @generated from field: bettercompute.nodes.v1.LabelSet labels = 1;
+   */
+  labels?: LabelSet | undefined;
+
+  /**
+   * The node's taints become exactly these.
+   *
+   * @generated from field: repeated bettercompute.nodes.v1.Taint taints = 2;
+   */
+  taints: Taint[];
+
+  /**
+   * The daemon version the node should run; empty for any. A node reporting another version is
+   * sent an "upgrade" command with payload {"version": ...}.
+   *
+   * @generated from field: string daemon_version = 3;
+   */
+  daemonVersion: string;
+
+  /**
+   * The daemon's configuration; unset for none managed. A node that has not yet applied this
+   * config is sent a "configure" command with payload {"config": ...}.
+   *
+   * @generated from field: google.protobuf.Struct config = 4;
+   */
+  config?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.NodeSpec.
+ * Use `create(NodeSpecSchema)` to create a new message.
+ */
+export const NodeSpecSchema: GenMessage<NodeSpec> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 2);
+
+/**
+ * LabelSet is a set of labels that may be empty, as opposed to absent.
+ *
+ * @generated from message bettercompute.nodes.v1.LabelSet
+ */
+export type LabelSet = Message<"bettercompute.nodes.v1.LabelSet"> & {
+  /**
+   * @generated from field: map<string, string> values = 1;
+   */
+  values: { [key: string]: string };
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.LabelSet.
+ * Use `create(LabelSetSchema)` to create a new message.
+ */
+export const LabelSetSchema: GenMessage<LabelSet> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 3);
+
+/**
+ * Condition is one aspect of a node's status, Kubernetes-style.
+ *
+ * @generated from message bettercompute.nodes.v1.Condition
+ */
+export type Condition = Message<"bettercompute.nodes.v1.Condition"> & {
+  /**
+   * "SpecApplied" or "Schedulable".
+   *
+   * @generated from field: string type = 1;
+   */
+  type: string;
+
+  /**
+   * "True", "False" or "Unknown" (for SpecApplied: being applied).
+   *
+   * @generated from field: string status = 2;
+   */
+  status: string;
+
+  /**
+   * A CamelCase word for programs, for example "Applied", "Upgrading", "UpgradeFailed".
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * A sentence for people.
+   *
+   * @generated from field: string message = 4;
+   */
+  message: string;
+
+  /**
+   * When status last changed.
+   *
+   * @generated from field: google.protobuf.Timestamp last_transition_time = 5;
+   */
+  lastTransitionTime?: Timestamp | undefined;
+
+  /**
+   * For SpecApplied, the spec generation the condition was computed for; 0 for others.
+   *
+   * @generated from field: int64 observed_generation = 6;
+   */
+  observedGeneration: bigint;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.Condition.
+ * Use `create(ConditionSchema)` to create a new message.
+ */
+export const ConditionSchema: GenMessage<Condition> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 4);
+
+/**
+ * InventoryRecord is an inventory a node reported, and when it was first reported.
+ *
+ * @generated from message bettercompute.nodes.v1.InventoryRecord
+ */
+export type InventoryRecord = Message<"bettercompute.nodes.v1.InventoryRecord"> & {
+  /**
+   * @generated from field: bettercompute.nodes.v1.Inventory inventory = 1;
+   */
+  inventory?: Inventory | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp record_time = 2;
+   */
+  recordTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.InventoryRecord.
+ * Use `create(InventoryRecordSchema)` to create a new message.
+ */
+export const InventoryRecordSchema: GenMessage<InventoryRecord> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 5);
 
 /**
  * Inventory is what a node has, as its daemon reports it.
@@ -205,7 +455,7 @@ export type Inventory = Message<"bettercompute.nodes.v1.Inventory"> & {
  * Use `create(InventorySchema)` to create a new message.
  */
 export const InventorySchema: GenMessage<Inventory> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 1);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 6);
 
 /**
  * Gpu is one accelerator.
@@ -239,7 +489,7 @@ export type Gpu = Message<"bettercompute.nodes.v1.Gpu"> & {
  * Use `create(GpuSchema)` to create a new message.
  */
 export const GpuSchema: GenMessage<Gpu> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 2);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 7);
 
 /**
  * Disk is one block device.
@@ -268,7 +518,7 @@ export type Disk = Message<"bettercompute.nodes.v1.Disk"> & {
  * Use `create(DiskSchema)` to create a new message.
  */
 export const DiskSchema: GenMessage<Disk> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 3);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 8);
 
 /**
  * Nic is one network interface.
@@ -297,7 +547,7 @@ export type Nic = Message<"bettercompute.nodes.v1.Nic"> & {
  * Use `create(NicSchema)` to create a new message.
  */
 export const NicSchema: GenMessage<Nic> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 4);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 9);
 
 /**
  * ListRequest filters and pages nodes.
@@ -331,7 +581,7 @@ export type ListRequest = Message<"bettercompute.nodes.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 5);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 10);
 
 /**
  * ListResponse is one page of nodes, ordered by id.
@@ -357,7 +607,7 @@ export type ListResponse = Message<"bettercompute.nodes.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 6);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 11);
 
 /**
  * GetRequest names a node.
@@ -376,7 +626,7 @@ export type GetRequest = Message<"bettercompute.nodes.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 7);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 12);
 
 /**
  * GetResponse carries the node with its inventory.
@@ -395,7 +645,7 @@ export type GetResponse = Message<"bettercompute.nodes.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 8);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 13);
 
 /**
  * RevokeRequest names the node to revoke.
@@ -414,7 +664,7 @@ export type RevokeRequest = Message<"bettercompute.nodes.v1.RevokeRequest"> & {
  * Use `create(RevokeRequestSchema)` to create a new message.
  */
 export const RevokeRequestSchema: GenMessage<RevokeRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 9);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 14);
 
 /**
  * RevokeResponse carries the revoked node.
@@ -433,7 +683,320 @@ export type RevokeResponse = Message<"bettercompute.nodes.v1.RevokeResponse"> & 
  * Use `create(RevokeResponseSchema)` to create a new message.
  */
 export const RevokeResponseSchema: GenMessage<RevokeResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 10);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 15);
+
+/**
+ * CordonRequest names the node to cordon.
+ *
+ * @generated from message bettercompute.nodes.v1.CordonRequest
+ */
+export type CordonRequest = Message<"bettercompute.nodes.v1.CordonRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.CordonRequest.
+ * Use `create(CordonRequestSchema)` to create a new message.
+ */
+export const CordonRequestSchema: GenMessage<CordonRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 16);
+
+/**
+ * CordonResponse carries the node.
+ *
+ * @generated from message bettercompute.nodes.v1.CordonResponse
+ */
+export type CordonResponse = Message<"bettercompute.nodes.v1.CordonResponse"> & {
+  /**
+   * @generated from field: bettercompute.nodes.v1.Node node = 1;
+   */
+  node?: Node | undefined;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.CordonResponse.
+ * Use `create(CordonResponseSchema)` to create a new message.
+ */
+export const CordonResponseSchema: GenMessage<CordonResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 17);
+
+/**
+ * UncordonRequest names the node to uncordon.
+ *
+ * @generated from message bettercompute.nodes.v1.UncordonRequest
+ */
+export type UncordonRequest = Message<"bettercompute.nodes.v1.UncordonRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.UncordonRequest.
+ * Use `create(UncordonRequestSchema)` to create a new message.
+ */
+export const UncordonRequestSchema: GenMessage<UncordonRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 18);
+
+/**
+ * UncordonResponse carries the node.
+ *
+ * @generated from message bettercompute.nodes.v1.UncordonResponse
+ */
+export type UncordonResponse = Message<"bettercompute.nodes.v1.UncordonResponse"> & {
+  /**
+   * @generated from field: bettercompute.nodes.v1.Node node = 1;
+   */
+  node?: Node | undefined;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.UncordonResponse.
+ * Use `create(UncordonResponseSchema)` to create a new message.
+ */
+export const UncordonResponseSchema: GenMessage<UncordonResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 19);
+
+/**
+ * DrainRequest names the node to drain.
+ *
+ * @generated from message bettercompute.nodes.v1.DrainRequest
+ */
+export type DrainRequest = Message<"bettercompute.nodes.v1.DrainRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.DrainRequest.
+ * Use `create(DrainRequestSchema)` to create a new message.
+ */
+export const DrainRequestSchema: GenMessage<DrainRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 20);
+
+/**
+ * DrainResponse carries the node, draining (or drained already).
+ *
+ * @generated from message bettercompute.nodes.v1.DrainResponse
+ */
+export type DrainResponse = Message<"bettercompute.nodes.v1.DrainResponse"> & {
+  /**
+   * @generated from field: bettercompute.nodes.v1.Node node = 1;
+   */
+  node?: Node | undefined;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.DrainResponse.
+ * Use `create(DrainResponseSchema)` to create a new message.
+ */
+export const DrainResponseSchema: GenMessage<DrainResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 21);
+
+/**
+ * RetireRequest names the node to retire.
+ *
+ * @generated from message bettercompute.nodes.v1.RetireRequest
+ */
+export type RetireRequest = Message<"bettercompute.nodes.v1.RetireRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.RetireRequest.
+ * Use `create(RetireRequestSchema)` to create a new message.
+ */
+export const RetireRequestSchema: GenMessage<RetireRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 22);
+
+/**
+ * RetireResponse carries the node.
+ *
+ * @generated from message bettercompute.nodes.v1.RetireResponse
+ */
+export type RetireResponse = Message<"bettercompute.nodes.v1.RetireResponse"> & {
+  /**
+   * @generated from field: bettercompute.nodes.v1.Node node = 1;
+   */
+  node?: Node | undefined;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.RetireResponse.
+ * Use `create(RetireResponseSchema)` to create a new message.
+ */
+export const RetireResponseSchema: GenMessage<RetireResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 23);
+
+/**
+ * LabelRequest changes a node's labels.
+ *
+ * @generated from message bettercompute.nodes.v1.LabelRequest
+ */
+export type LabelRequest = Message<"bettercompute.nodes.v1.LabelRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Labels to add or overwrite.
+   *
+   * @generated from field: map<string, string> set = 2;
+   */
+  set: { [key: string]: string };
+
+  /**
+   * Keys of labels to remove; a key the node does not have is ignored. A key may not be both
+   * set and removed.
+   *
+   * @generated from field: repeated string remove = 3;
+   */
+  remove: string[];
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.LabelRequest.
+ * Use `create(LabelRequestSchema)` to create a new message.
+ */
+export const LabelRequestSchema: GenMessage<LabelRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 24);
+
+/**
+ * LabelResponse carries the node with its new labels.
+ *
+ * @generated from message bettercompute.nodes.v1.LabelResponse
+ */
+export type LabelResponse = Message<"bettercompute.nodes.v1.LabelResponse"> & {
+  /**
+   * @generated from field: bettercompute.nodes.v1.Node node = 1;
+   */
+  node?: Node | undefined;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.LabelResponse.
+ * Use `create(LabelResponseSchema)` to create a new message.
+ */
+export const LabelResponseSchema: GenMessage<LabelResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 25);
+
+/**
+ * UpdateSpecRequest replaces a node's spec.
+ *
+ * @generated from message bettercompute.nodes.v1.UpdateSpecRequest
+ */
+export type UpdateSpecRequest = Message<"bettercompute.nodes.v1.UpdateSpecRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: bettercompute.nodes.v1.NodeSpec spec = 2;
+   */
+  spec?: NodeSpec | undefined;
+
+  /**
+   * When not zero, the update applies only if the spec is still at this generation, and fails
+   * with FAILED_PRECONDITION otherwise (someone else changed it meanwhile).
+   *
+   * @generated from field: int64 expected_generation = 3;
+   */
+  expectedGeneration: bigint;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.UpdateSpecRequest.
+ * Use `create(UpdateSpecRequestSchema)` to create a new message.
+ */
+export const UpdateSpecRequestSchema: GenMessage<UpdateSpecRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 26);
+
+/**
+ * UpdateSpecResponse carries the node with its spec and generations.
+ *
+ * @generated from message bettercompute.nodes.v1.UpdateSpecResponse
+ */
+export type UpdateSpecResponse = Message<"bettercompute.nodes.v1.UpdateSpecResponse"> & {
+  /**
+   * @generated from field: bettercompute.nodes.v1.Node node = 1;
+   */
+  node?: Node | undefined;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.UpdateSpecResponse.
+ * Use `create(UpdateSpecResponseSchema)` to create a new message.
+ */
+export const UpdateSpecResponseSchema: GenMessage<UpdateSpecResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 27);
+
+/**
+ * InventoryHistoryRequest pages through a node's inventory history.
+ *
+ * @generated from message bettercompute.nodes.v1.InventoryHistoryRequest
+ */
+export type InventoryHistoryRequest = Message<"bettercompute.nodes.v1.InventoryHistoryRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * At most 500; 0 means 50.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.InventoryHistoryRequest.
+ * Use `create(InventoryHistoryRequestSchema)` to create a new message.
+ */
+export const InventoryHistoryRequestSchema: GenMessage<InventoryHistoryRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 28);
+
+/**
+ * InventoryHistoryResponse is one page of inventory records, newest first.
+ *
+ * @generated from message bettercompute.nodes.v1.InventoryHistoryResponse
+ */
+export type InventoryHistoryResponse = Message<"bettercompute.nodes.v1.InventoryHistoryResponse"> & {
+  /**
+   * @generated from field: repeated bettercompute.nodes.v1.InventoryRecord records = 1;
+   */
+  records: InventoryRecord[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.InventoryHistoryResponse.
+ * Use `create(InventoryHistoryResponseSchema)` to create a new message.
+ */
+export const InventoryHistoryResponseSchema: GenMessage<InventoryHistoryResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 29);
 
 /**
  * NodesService manages the nodes of the caller's tenant.
@@ -473,6 +1036,88 @@ export const NodesService: GenService<{
     methodKind: "unary";
     input: typeof RevokeRequestSchema;
     output: typeof RevokeResponseSchema;
+  },
+  /**
+   * Cordon stops new placements on a joining or ready node; what runs on it keeps running.
+   * Cordoning a cordoned node changes nothing; other states fail with FAILED_PRECONDITION.
+   *
+   * @generated from rpc bettercompute.nodes.v1.NodesService.Cordon
+   */
+  cordon: {
+    methodKind: "unary";
+    input: typeof CordonRequestSchema;
+    output: typeof CordonResponseSchema;
+  },
+  /**
+   * Uncordon makes a cordoned, draining or drained node ready again. Uncordoning a ready node
+   * changes nothing; other states fail with FAILED_PRECONDITION.
+   *
+   * @generated from rpc bettercompute.nodes.v1.NodesService.Uncordon
+   */
+  uncordon: {
+    methodKind: "unary";
+    input: typeof UncordonRequestSchema;
+    output: typeof UncordonResponseSchema;
+  },
+  /**
+   * Drain makes a joining, ready or cordoned node draining: it gets no new placements, its
+   * daemon is sent a "drain" command, and it becomes drained (event "node.drained") once it has
+   * no active leases. Draining a draining or drained node changes nothing; a retired node fails
+   * with FAILED_PRECONDITION.
+   *
+   * @generated from rpc bettercompute.nodes.v1.NodesService.Drain
+   */
+  drain: {
+    methodKind: "unary";
+    input: typeof DrainRequestSchema;
+    output: typeof DrainResponseSchema;
+  },
+  /**
+   * Retire takes a drained node out of service for good. Retiring a retired node changes
+   * nothing; other states fail with FAILED_PRECONDITION (drain the node first).
+   *
+   * @generated from rpc bettercompute.nodes.v1.NodesService.Retire
+   */
+  retire: {
+    methodKind: "unary";
+    input: typeof RetireRequestSchema;
+    output: typeof RetireResponseSchema;
+  },
+  /**
+   * Label sets and removes labels of a node. When the node's spec manages its labels, the spec's
+   * labels change the same way (and its generation with them), so the two stay the same.
+   *
+   * @generated from rpc bettercompute.nodes.v1.NodesService.Label
+   */
+  label: {
+    methodKind: "unary";
+    input: typeof LabelRequestSchema;
+    output: typeof LabelResponseSchema;
+  },
+  /**
+   * UpdateSpec replaces a node's desired state. spec_generation grows by one when the spec
+   * changes (an identical spec changes nothing); the NodeSpec reconciler then applies it:
+   * labels and taints at once, a different daemon version through an "upgrade" command, a
+   * changed config through a "configure" command. observed_generation reaches spec_generation
+   * when it is done, and the SpecApplied condition says whether it succeeded.
+   *
+   * @generated from rpc bettercompute.nodes.v1.NodesService.UpdateSpec
+   */
+  updateSpec: {
+    methodKind: "unary";
+    input: typeof UpdateSpecRequestSchema;
+    output: typeof UpdateSpecResponseSchema;
+  },
+  /**
+   * InventoryHistory lists the inventories a node reported, newest first: a record each time
+   * what its daemon reported on saying hello differed from what it reported before.
+   *
+   * @generated from rpc bettercompute.nodes.v1.NodesService.InventoryHistory
+   */
+  inventoryHistory: {
+    methodKind: "unary";
+    input: typeof InventoryHistoryRequestSchema;
+    output: typeof InventoryHistoryResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_bettercompute_nodes_v1_nodes, 0);

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .nodes_pb2 import GetRequest, GetResponse, ListRequest, ListResponse, RevokeRequest, RevokeResponse
+from .nodes_pb2 import CordonRequest, CordonResponse, DrainRequest, DrainResponse, GetRequest, GetResponse, InventoryHistoryRequest, InventoryHistoryResponse, LabelRequest, LabelResponse, ListRequest, ListResponse, RetireRequest, RetireResponse, RevokeRequest, RevokeResponse, UncordonRequest, UncordonResponse, UpdateSpecRequest, UpdateSpecResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -59,6 +59,60 @@ class NodesService(Protocol):
         Revoke revokes a node's identity for good: its certificate is refused from then on and its
         session, if it has one, ends within seconds. Revoking a revoked node changes nothing. A
         revoked host joins again only with a new join token, as a new node.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def cordon(self, request: CordonRequest, ctx: RequestContext[CordonRequest, CordonResponse], /) -> CordonResponse:
+        """
+        Cordon stops new placements on a joining or ready node; what runs on it keeps running.
+        Cordoning a cordoned node changes nothing; other states fail with FAILED_PRECONDITION.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def uncordon(self, request: UncordonRequest, ctx: RequestContext[UncordonRequest, UncordonResponse], /) -> UncordonResponse:
+        """
+        Uncordon makes a cordoned, draining or drained node ready again. Uncordoning a ready node
+        changes nothing; other states fail with FAILED_PRECONDITION.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def drain(self, request: DrainRequest, ctx: RequestContext[DrainRequest, DrainResponse], /) -> DrainResponse:
+        """
+        Drain makes a joining, ready or cordoned node draining: it gets no new placements, its
+        daemon is sent a "drain" command, and it becomes drained (event "node.drained") once it has
+        no active leases. Draining a draining or drained node changes nothing; a retired node fails
+        with FAILED_PRECONDITION.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def retire(self, request: RetireRequest, ctx: RequestContext[RetireRequest, RetireResponse], /) -> RetireResponse:
+        """
+        Retire takes a drained node out of service for good. Retiring a retired node changes
+        nothing; other states fail with FAILED_PRECONDITION (drain the node first).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def label(self, request: LabelRequest, ctx: RequestContext[LabelRequest, LabelResponse], /) -> LabelResponse:
+        """
+        Label sets and removes labels of a node. When the node's spec manages its labels, the spec's
+        labels change the same way (and its generation with them), so the two stay the same.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def update_spec(self, request: UpdateSpecRequest, ctx: RequestContext[UpdateSpecRequest, UpdateSpecResponse], /) -> UpdateSpecResponse:
+        """
+        UpdateSpec replaces a node's desired state. spec_generation grows by one when the spec
+        changes (an identical spec changes nothing); the NodeSpec reconciler then applies it:
+        labels and taints at once, a different daemon version through an "upgrade" command, a
+        changed config through a "configure" command. observed_generation reaches spec_generation
+        when it is done, and the SpecApplied condition says whether it succeeded.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def inventory_history(self, request: InventoryHistoryRequest, ctx: RequestContext[InventoryHistoryRequest, InventoryHistoryResponse], /) -> InventoryHistoryResponse:
+        """
+        InventoryHistory lists the inventories a node reported, newest first: a record each time
+        what its daemon reported on saying hello differed from what it reported before.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -108,6 +162,83 @@ class NodesServiceASGIApplication(ConnectASGIApplication[NodesService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.revoke,
+                ),
+                "/bettercompute.nodes.v1.NodesService/Cordon": Endpoint.unary(
+                    method=MethodInfo(
+                        name="Cordon",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=CordonRequest,
+                        output=CordonResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.cordon,
+                ),
+                "/bettercompute.nodes.v1.NodesService/Uncordon": Endpoint.unary(
+                    method=MethodInfo(
+                        name="Uncordon",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=UncordonRequest,
+                        output=UncordonResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.uncordon,
+                ),
+                "/bettercompute.nodes.v1.NodesService/Drain": Endpoint.unary(
+                    method=MethodInfo(
+                        name="Drain",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=DrainRequest,
+                        output=DrainResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.drain,
+                ),
+                "/bettercompute.nodes.v1.NodesService/Retire": Endpoint.unary(
+                    method=MethodInfo(
+                        name="Retire",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=RetireRequest,
+                        output=RetireResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.retire,
+                ),
+                "/bettercompute.nodes.v1.NodesService/Label": Endpoint.unary(
+                    method=MethodInfo(
+                        name="Label",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=LabelRequest,
+                        output=LabelResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.label,
+                ),
+                "/bettercompute.nodes.v1.NodesService/UpdateSpec": Endpoint.unary(
+                    method=MethodInfo(
+                        name="UpdateSpec",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=UpdateSpecRequest,
+                        output=UpdateSpecResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.update_spec,
+                ),
+                "/bettercompute.nodes.v1.NodesService/InventoryHistory": Endpoint.unary(
+                    method=MethodInfo(
+                        name="InventoryHistory",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=InventoryHistoryRequest,
+                        output=InventoryHistoryResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.inventory_history,
                 ),
             },
             interceptors=interceptors,
@@ -226,6 +357,181 @@ class NodesServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def cordon(
+        self,
+        request: CordonRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CordonResponse:
+        """
+        Cordon stops new placements on a joining or ready node; what runs on it keeps running.
+        Cordoning a cordoned node changes nothing; other states fail with FAILED_PRECONDITION.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Cordon",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=CordonRequest,
+                output=CordonResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def uncordon(
+        self,
+        request: UncordonRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> UncordonResponse:
+        """
+        Uncordon makes a cordoned, draining or drained node ready again. Uncordoning a ready node
+        changes nothing; other states fail with FAILED_PRECONDITION.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Uncordon",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=UncordonRequest,
+                output=UncordonResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def drain(
+        self,
+        request: DrainRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DrainResponse:
+        """
+        Drain makes a joining, ready or cordoned node draining: it gets no new placements, its
+        daemon is sent a "drain" command, and it becomes drained (event "node.drained") once it has
+        no active leases. Draining a draining or drained node changes nothing; a retired node fails
+        with FAILED_PRECONDITION.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Drain",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=DrainRequest,
+                output=DrainResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def retire(
+        self,
+        request: RetireRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> RetireResponse:
+        """
+        Retire takes a drained node out of service for good. Retiring a retired node changes
+        nothing; other states fail with FAILED_PRECONDITION (drain the node first).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Retire",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=RetireRequest,
+                output=RetireResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def label(
+        self,
+        request: LabelRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> LabelResponse:
+        """
+        Label sets and removes labels of a node. When the node's spec manages its labels, the spec's
+        labels change the same way (and its generation with them), so the two stay the same.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Label",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=LabelRequest,
+                output=LabelResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def update_spec(
+        self,
+        request: UpdateSpecRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> UpdateSpecResponse:
+        """
+        UpdateSpec replaces a node's desired state. spec_generation grows by one when the spec
+        changes (an identical spec changes nothing); the NodeSpec reconciler then applies it:
+        labels and taints at once, a different daemon version through an "upgrade" command, a
+        changed config through a "configure" command. observed_generation reaches spec_generation
+        when it is done, and the SpecApplied condition says whether it succeeded.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="UpdateSpec",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=UpdateSpecRequest,
+                output=UpdateSpecResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def inventory_history(
+        self,
+        request: InventoryHistoryRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> InventoryHistoryResponse:
+        """
+        InventoryHistory lists the inventories a node reported, newest first: a record each time
+        what its daemon reported on saying hello differed from what it reported before.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="InventoryHistory",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=InventoryHistoryRequest,
+                output=InventoryHistoryResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
 
 class NodesServiceSync(Protocol):
     """
@@ -249,6 +555,60 @@ class NodesServiceSync(Protocol):
         Revoke revokes a node's identity for good: its certificate is refused from then on and its
         session, if it has one, ends within seconds. Revoking a revoked node changes nothing. A
         revoked host joins again only with a new join token, as a new node.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def cordon(self, request: CordonRequest, ctx: RequestContext[CordonRequest, CordonResponse], /) -> CordonResponse:
+        """
+        Cordon stops new placements on a joining or ready node; what runs on it keeps running.
+        Cordoning a cordoned node changes nothing; other states fail with FAILED_PRECONDITION.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def uncordon(self, request: UncordonRequest, ctx: RequestContext[UncordonRequest, UncordonResponse], /) -> UncordonResponse:
+        """
+        Uncordon makes a cordoned, draining or drained node ready again. Uncordoning a ready node
+        changes nothing; other states fail with FAILED_PRECONDITION.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def drain(self, request: DrainRequest, ctx: RequestContext[DrainRequest, DrainResponse], /) -> DrainResponse:
+        """
+        Drain makes a joining, ready or cordoned node draining: it gets no new placements, its
+        daemon is sent a "drain" command, and it becomes drained (event "node.drained") once it has
+        no active leases. Draining a draining or drained node changes nothing; a retired node fails
+        with FAILED_PRECONDITION.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def retire(self, request: RetireRequest, ctx: RequestContext[RetireRequest, RetireResponse], /) -> RetireResponse:
+        """
+        Retire takes a drained node out of service for good. Retiring a retired node changes
+        nothing; other states fail with FAILED_PRECONDITION (drain the node first).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def label(self, request: LabelRequest, ctx: RequestContext[LabelRequest, LabelResponse], /) -> LabelResponse:
+        """
+        Label sets and removes labels of a node. When the node's spec manages its labels, the spec's
+        labels change the same way (and its generation with them), so the two stay the same.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def update_spec(self, request: UpdateSpecRequest, ctx: RequestContext[UpdateSpecRequest, UpdateSpecResponse], /) -> UpdateSpecResponse:
+        """
+        UpdateSpec replaces a node's desired state. spec_generation grows by one when the spec
+        changes (an identical spec changes nothing); the NodeSpec reconciler then applies it:
+        labels and taints at once, a different daemon version through an "upgrade" command, a
+        changed config through a "configure" command. observed_generation reaches spec_generation
+        when it is done, and the SpecApplied condition says whether it succeeded.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def inventory_history(self, request: InventoryHistoryRequest, ctx: RequestContext[InventoryHistoryRequest, InventoryHistoryResponse], /) -> InventoryHistoryResponse:
+        """
+        InventoryHistory lists the inventories a node reported, newest first: a record each time
+        what its daemon reported on saying hello differed from what it reported before.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -296,6 +656,83 @@ class NodesServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.revoke,
+                ),
+                "/bettercompute.nodes.v1.NodesService/Cordon": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="Cordon",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=CordonRequest,
+                        output=CordonResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.cordon,
+                ),
+                "/bettercompute.nodes.v1.NodesService/Uncordon": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="Uncordon",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=UncordonRequest,
+                        output=UncordonResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.uncordon,
+                ),
+                "/bettercompute.nodes.v1.NodesService/Drain": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="Drain",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=DrainRequest,
+                        output=DrainResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.drain,
+                ),
+                "/bettercompute.nodes.v1.NodesService/Retire": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="Retire",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=RetireRequest,
+                        output=RetireResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.retire,
+                ),
+                "/bettercompute.nodes.v1.NodesService/Label": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="Label",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=LabelRequest,
+                        output=LabelResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.label,
+                ),
+                "/bettercompute.nodes.v1.NodesService/UpdateSpec": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="UpdateSpec",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=UpdateSpecRequest,
+                        output=UpdateSpecResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.update_spec,
+                ),
+                "/bettercompute.nodes.v1.NodesService/InventoryHistory": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="InventoryHistory",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=InventoryHistoryRequest,
+                        output=InventoryHistoryResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.inventory_history,
                 ),
             },
             interceptors=interceptors,
@@ -413,4 +850,179 @@ class NodesServiceClientSync(ConnectClientSync):
             ),
             headers=headers,
             timeout_ms=timeout_ms,
+        )
+    def cordon(
+        self,
+        request: CordonRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CordonResponse:
+        """
+        Cordon stops new placements on a joining or ready node; what runs on it keeps running.
+        Cordoning a cordoned node changes nothing; other states fail with FAILED_PRECONDITION.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Cordon",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=CordonRequest,
+                output=CordonResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def uncordon(
+        self,
+        request: UncordonRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> UncordonResponse:
+        """
+        Uncordon makes a cordoned, draining or drained node ready again. Uncordoning a ready node
+        changes nothing; other states fail with FAILED_PRECONDITION.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Uncordon",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=UncordonRequest,
+                output=UncordonResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def drain(
+        self,
+        request: DrainRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DrainResponse:
+        """
+        Drain makes a joining, ready or cordoned node draining: it gets no new placements, its
+        daemon is sent a "drain" command, and it becomes drained (event "node.drained") once it has
+        no active leases. Draining a draining or drained node changes nothing; a retired node fails
+        with FAILED_PRECONDITION.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Drain",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=DrainRequest,
+                output=DrainResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def retire(
+        self,
+        request: RetireRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> RetireResponse:
+        """
+        Retire takes a drained node out of service for good. Retiring a retired node changes
+        nothing; other states fail with FAILED_PRECONDITION (drain the node first).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Retire",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=RetireRequest,
+                output=RetireResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def label(
+        self,
+        request: LabelRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> LabelResponse:
+        """
+        Label sets and removes labels of a node. When the node's spec manages its labels, the spec's
+        labels change the same way (and its generation with them), so the two stay the same.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Label",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=LabelRequest,
+                output=LabelResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def update_spec(
+        self,
+        request: UpdateSpecRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> UpdateSpecResponse:
+        """
+        UpdateSpec replaces a node's desired state. spec_generation grows by one when the spec
+        changes (an identical spec changes nothing); the NodeSpec reconciler then applies it:
+        labels and taints at once, a different daemon version through an "upgrade" command, a
+        changed config through a "configure" command. observed_generation reaches spec_generation
+        when it is done, and the SpecApplied condition says whether it succeeded.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="UpdateSpec",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=UpdateSpecRequest,
+                output=UpdateSpecResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def inventory_history(
+        self,
+        request: InventoryHistoryRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> InventoryHistoryResponse:
+        """
+        InventoryHistory lists the inventories a node reported, newest first: a record each time
+        what its daemon reported on saying hello differed from what it reported before.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="InventoryHistory",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=InventoryHistoryRequest,
+                output=InventoryHistoryResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
         )

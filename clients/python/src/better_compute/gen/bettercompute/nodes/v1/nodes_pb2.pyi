@@ -1,6 +1,7 @@
 import datetime
 
 from bettercompute.api.v1 import options_pb2 as _options_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -11,7 +12,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Node(_message.Message):
-    __slots__ = ("id", "tenant_id", "hostname", "pool", "labels", "state", "daemon_version", "connected", "gateway_id", "connect_time", "last_seen_time", "cert_expire_time", "revoked", "revoke_time", "join_token_id", "create_time", "update_time", "inventory")
+    __slots__ = ("id", "tenant_id", "hostname", "pool", "labels", "state", "daemon_version", "connected", "gateway_id", "connect_time", "last_seen_time", "cert_expire_time", "revoked", "revoke_time", "join_token_id", "create_time", "update_time", "inventory", "online", "online_change_time", "taints", "spec", "spec_generation", "observed_generation", "conditions", "state_change_time")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +38,14 @@ class Node(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     INVENTORY_FIELD_NUMBER: _ClassVar[int]
+    ONLINE_FIELD_NUMBER: _ClassVar[int]
+    ONLINE_CHANGE_TIME_FIELD_NUMBER: _ClassVar[int]
+    TAINTS_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    SPEC_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    STATE_CHANGE_TIME_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     hostname: str
@@ -55,7 +64,74 @@ class Node(_message.Message):
     create_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
     inventory: Inventory
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., hostname: _Optional[str] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[str] = ..., daemon_version: _Optional[str] = ..., connected: _Optional[bool] = ..., gateway_id: _Optional[str] = ..., connect_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cert_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked: _Optional[bool] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., join_token_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ...) -> None: ...
+    online: bool
+    online_change_time: _timestamp_pb2.Timestamp
+    taints: _containers.RepeatedCompositeFieldContainer[Taint]
+    spec: NodeSpec
+    spec_generation: int
+    observed_generation: int
+    conditions: _containers.RepeatedCompositeFieldContainer[Condition]
+    state_change_time: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., hostname: _Optional[str] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[str] = ..., daemon_version: _Optional[str] = ..., connected: _Optional[bool] = ..., gateway_id: _Optional[str] = ..., connect_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cert_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked: _Optional[bool] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., join_token_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., online: _Optional[bool] = ..., online_change_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ..., spec: _Optional[_Union[NodeSpec, _Mapping]] = ..., spec_generation: _Optional[int] = ..., observed_generation: _Optional[int] = ..., conditions: _Optional[_Iterable[_Union[Condition, _Mapping]]] = ..., state_change_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Taint(_message.Message):
+    __slots__ = ("key", "value", "effect")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    effect: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
+
+class NodeSpec(_message.Message):
+    __slots__ = ("labels", "taints", "daemon_version", "config")
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    TAINTS_FIELD_NUMBER: _ClassVar[int]
+    DAEMON_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    labels: LabelSet
+    taints: _containers.RepeatedCompositeFieldContainer[Taint]
+    daemon_version: str
+    config: _struct_pb2.Struct
+    def __init__(self, labels: _Optional[_Union[LabelSet, _Mapping]] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ..., daemon_version: _Optional[str] = ..., config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class LabelSet(_message.Message):
+    __slots__ = ("values",)
+    class ValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.ScalarMap[str, str]
+    def __init__(self, values: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class Condition(_message.Message):
+    __slots__ = ("type", "status", "reason", "message", "last_transition_time", "observed_generation")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LAST_TRANSITION_TIME_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    reason: str
+    message: str
+    last_transition_time: _timestamp_pb2.Timestamp
+    observed_generation: int
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., last_transition_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., observed_generation: _Optional[int] = ...) -> None: ...
+
+class InventoryRecord(_message.Message):
+    __slots__ = ("inventory", "record_time")
+    INVENTORY_FIELD_NUMBER: _ClassVar[int]
+    RECORD_TIME_FIELD_NUMBER: _ClassVar[int]
+    inventory: Inventory
+    record_time: _timestamp_pb2.Timestamp
+    def __init__(self, inventory: _Optional[_Union[Inventory, _Mapping]] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Inventory(_message.Message):
     __slots__ = ("hostname", "os", "kernel", "cpu_model", "cpus", "memory_bytes", "gpus", "disks", "nics")
@@ -159,3 +235,108 @@ class RevokeResponse(_message.Message):
     NODE_FIELD_NUMBER: _ClassVar[int]
     node: Node
     def __init__(self, node: _Optional[_Union[Node, _Mapping]] = ...) -> None: ...
+
+class CordonRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class CordonResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: Node
+    def __init__(self, node: _Optional[_Union[Node, _Mapping]] = ...) -> None: ...
+
+class UncordonRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class UncordonResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: Node
+    def __init__(self, node: _Optional[_Union[Node, _Mapping]] = ...) -> None: ...
+
+class DrainRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DrainResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: Node
+    def __init__(self, node: _Optional[_Union[Node, _Mapping]] = ...) -> None: ...
+
+class RetireRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class RetireResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: Node
+    def __init__(self, node: _Optional[_Union[Node, _Mapping]] = ...) -> None: ...
+
+class LabelRequest(_message.Message):
+    __slots__ = ("id", "set", "remove")
+    class SetEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SET_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    set: _containers.ScalarMap[str, str]
+    remove: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., set: _Optional[_Mapping[str, str]] = ..., remove: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class LabelResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: Node
+    def __init__(self, node: _Optional[_Union[Node, _Mapping]] = ...) -> None: ...
+
+class UpdateSpecRequest(_message.Message):
+    __slots__ = ("id", "spec", "expected_generation")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    spec: NodeSpec
+    expected_generation: int
+    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[NodeSpec, _Mapping]] = ..., expected_generation: _Optional[int] = ...) -> None: ...
+
+class UpdateSpecResponse(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: Node
+    def __init__(self, node: _Optional[_Union[Node, _Mapping]] = ...) -> None: ...
+
+class InventoryHistoryRequest(_message.Message):
+    __slots__ = ("id", "page_size", "page_token")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    page_size: int
+    page_token: str
+    def __init__(self, id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class InventoryHistoryResponse(_message.Message):
+    __slots__ = ("records", "next_page_token")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[InventoryRecord]
+    next_page_token: str
+    def __init__(self, records: _Optional[_Iterable[_Union[InventoryRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

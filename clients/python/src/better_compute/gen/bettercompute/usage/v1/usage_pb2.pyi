@@ -1,0 +1,50 @@
+import datetime
+
+from bettercompute.api.v1 import options_pb2 as _options_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class QueryRequest(_message.Message):
+    __slots__ = ("start_time", "end_time", "pool_id", "hourly")
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    HOURLY_FIELD_NUMBER: _ClassVar[int]
+    start_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    pool_id: str
+    hourly: bool
+    def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pool_id: _Optional[str] = ..., hourly: _Optional[bool] = ...) -> None: ...
+
+class Usage(_message.Message):
+    __slots__ = ("pool_id", "resource", "model", "amount", "hour")
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    AMOUNT_FIELD_NUMBER: _ClassVar[int]
+    HOUR_FIELD_NUMBER: _ClassVar[int]
+    pool_id: str
+    resource: str
+    model: str
+    amount: float
+    hour: _timestamp_pb2.Timestamp
+    def __init__(self, pool_id: _Optional[str] = ..., resource: _Optional[str] = ..., model: _Optional[str] = ..., amount: _Optional[float] = ..., hour: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class QueryResponse(_message.Message):
+    __slots__ = ("totals", "hours", "unaggregated_records", "aggregation_lag")
+    TOTALS_FIELD_NUMBER: _ClassVar[int]
+    HOURS_FIELD_NUMBER: _ClassVar[int]
+    UNAGGREGATED_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATION_LAG_FIELD_NUMBER: _ClassVar[int]
+    totals: _containers.RepeatedCompositeFieldContainer[Usage]
+    hours: _containers.RepeatedCompositeFieldContainer[Usage]
+    unaggregated_records: int
+    aggregation_lag: _duration_pb2.Duration
+    def __init__(self, totals: _Optional[_Iterable[_Union[Usage, _Mapping]]] = ..., hours: _Optional[_Iterable[_Union[Usage, _Mapping]]] = ..., unaggregated_records: _Optional[int] = ..., aggregation_lag: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/better-compute/better-compute/config"
+	"github.com/better-compute/better-compute/daemon"
+	jointokensv1 "github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
+	"github.com/better-compute/better-compute/process"
+	"github.com/better-compute/better-compute/server/jointokens"
+	"github.com/better-compute/better-compute/sim"
+)
+
+func newSimCommand(g *globals) *cobra.Command {
+	var (
+		opts                 sim.Options
+		caFile, scenarioFile string
+		faults               []string
+		every, duration      time.Duration
+		apiURL, apiKey       string
+		rate                 float64
+		loadFor              time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Simulate a fleet of machines against a gateway",
+		Long: `Run -n simulated machines (FakeDaemons with real keys, certificates and TLS connections, and
+varied inventories) that join through --gateway with one join token and hold their sessions,
+suffering the faults of --scenario and --fault, until Ctrl-C (or --duration). Every
+--metrics-every it prints a line: joined, connected, reconnects, commands handled; at the end a
+summary.
+
+Without --token, a join token for -n machines is created through the API (--api, --api-key).
+With --commands-rate, once every machine is connected it also creates "echo" commands through
+the API at that steady rate for --commands-for, and reports their round trip: from the create
+call to the result recorded (see the sim package for the method).
+
+Faults, as a scenario file (YAML or JSON) or repeated --fault flags:
+  {"faults":[{"kind":"disconnect","fraction":0.1,"every":"30s"}]}
+  --fault disconnect,fraction=0.1,every=30s --fault skew,count=5,skew=-90s
+Kinds: disconnect, flap, crash, latency, skew; keys: fraction, count, after, every, for, delay,
+skew.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			var err error
+			if opts.RootPEM, err = os.ReadFile(caFile); err != nil {
+				return fmt.Errorf("--ca-file: %w", err)
+			}
+			if scenarioFile != "" {
+				if opts.Scenario, err = sim.LoadScenario(scenarioFile); err != nil {
+					return err
+				}
+			}
+			for _, s := range faults {
+				f, err := sim.ParseFault(s)
+				if err != nil {
+					return fmt.Errorf("--fault: %w", err)
+				}
+				opts.Scenario.Faults = append(opts.Scenario.Faults, f)
+			}
+			if (opts.Token == "" || rate > 0) && (apiURL == "" || apiKey == "") {
+				return errors.New("without --token, and with --commands-rate, the API is needed: set --api and --api-key")
+			}
+			cfg := config.Default()
+			opts.Logger = process.NewLogger(cfg.Log, cmd.ErrOrStderr())
+			ctx := cmd.Context()
+			if duration > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, duration)
+				defer cancel()
+			}
+			if opts.Token == "" {
+				if opts.Token, err = mintJoinToken(ctx, apiURL, apiKey, opts.N); err != nil {
+					return err
+				}
+			}
+			var load *sim.Load
+			if rate > 0 {
+				load, err = sim.NewLoad(sim.LoadOptions{Commands: sim.CommandsClient(apiURL, apiKey), Rate: rate, Duration: loadFor})
+				if err != nil {
+					return err
+				}
+				opts.Handlers = map[string]daemon.Handler{"echo": load.Echo}
+			}
+			fleet, err := sim.New(opts)
+			if err != nil {
+				return err
+			}
+			fctx, stop := context.WithCancel(ctx)
+			defer stop()
+			ran := make(chan error, 1)
+			start := time.Now()
+			go func() { ran <- fleet.Run(fctx) }()
+			fmt.Fprintf(out, "Simulating %d machines against %s (seed %d, %d faults)\n", opts.N, opts.Gateway, opts.Seed, len(opts.Scenario.Faults))
+
+			loadDone := make(chan struct{})
+			if load == nil {
+				close(loadDone)
+			} else {
+				go func() {
+					defer close(loadDone)
+					if _, err := fleet.WaitConnected(ctx); err != nil {
+						return
+					}
+					nodes := fleet.NodeIDs()
+					fmt.Fprintf(out, "Commands: %.0f/s for %s across %d machines\n", rate, loadFor, len(nodes))
+					res, err := load.Run(ctx, nodes)
+					printLoad(out, res, err)
+				}()
+			}
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			joinReported := false
+			for {
+				select {
+				case <-tick.C:
+					s := fleet.Stats()
+					fmt.Fprintf(out, "%s %s\n", time.Since(start).Round(time.Second), progress(s))
+					if !joinReported && !s.Joining {
+						joinReported = true
+						printJoin(out, fleet, s)
+					}
+					continue
+				case <-ctx.Done():
+				}
+				break
+			}
+			last := fleet.Stats() // before stopping: what the fleet held at the end
+			stop()
+			err = <-ran
+			<-loadDone
+			if !joinReported {
+				printJoin(out, fleet, last)
+			}
+			fmt.Fprintf(out, "Summary after %s: %s; %d disconnects and %d crashes injected\n",
+				time.Since(start).Round(time.Second), progress(last), last.Disconnects, last.Crashes)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Gateway, "gateway", "", "gateway address host:port (required)")
+	f.StringVar(&opts.ServerName, "server-name", "", "name to check the gateway's certificate against (default: the host of --gateway)")
+	f.StringVar(&caFile, "ca-file", "", "root CA of the deployment's PKI, PEM (dev prints it as \"Root CA:\") (required)")
+	f.StringVar(&opts.Token, "token", "", "join token with a use for every machine (default: create one through --api)")
+	f.IntVarP(&opts.N, "machines", "n", 100, "number of machines")
+	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the inventories and of the faults' choices")
+	f.StringVar(&opts.Prefix, "prefix", "sim", "machine hostnames are <prefix>-0001 and up")
+	f.IntVar(&opts.JoinConcurrency, "join-concurrency", sim.DefaultJoinConcurrency, "joins in flight at most")
+	f.StringVar(&opts.StateDir, "state-dir", "", "keep the machines' identities here and reuse them on the next run")
+	f.StringVar(&scenarioFile, "scenario", "", "scenario file of faults, YAML or JSON")
+	f.StringArrayVar(&faults, "fault", nil, "a fault, kind,key=value,... (repeatable)")
+	f.DurationVar(&every, "metrics-every", 10*time.Second, "interval of the progress lines")
+	f.DurationVar(&duration, "duration", 0, "stop after this long (default: run until Ctrl-C)")
+	f.StringVar(&apiURL, "api", "", "API URL with its base path, as dev prints it (\"API:\")")
+	f.StringVar(&apiKey, "api-key", os.Getenv("BETTER_COMPUTE_API_KEY"), "API key (env BETTER_COMPUTE_API_KEY)")
+	f.Float64Var(&rate, "commands-rate", 0, "create echo commands through the API at this rate per second once all machines are connected")
+	f.DurationVar(&loadFor, "commands-for", time.Minute, "how long to create commands")
+	_ = cmd.MarkFlagRequired("gateway")
+	_ = cmd.MarkFlagRequired("ca-file")
+	_ = g
+	return cmd
+}
+
+// mintJoinToken creates a join token for n machines through the API.
+func mintJoinToken(ctx context.Context, apiURL, apiKey string, n int) (string, error) {
+	if n > jointokens.MaxUses {
+		return "", fmt.Errorf("a join token has at most %d uses: pass --token, or run several simulators", jointokens.MaxUses)
+	}
+	client := jointokensv1connect.NewJoinTokensServiceClient(sim.APIClient(apiKey), apiURL)
+	res, err := client.Create(ctx, &jointokensv1.CreateRequest{
+		Description: "better-compute sim", MaxUses: int32(n), ExpireTime: timestamppb.New(time.Now().Add(24 * time.Hour)),
+	})
+	if err != nil {
+		return "", fmt.Errorf("create a join token through %s: %w", apiURL, err)
+	}
+	return res.GetToken(), nil
+}
+
+func progress(s sim.Stats) string {
+	return fmt.Sprintf("joined %d/%d (%d errors) connected %d down %d sessions %d reconnects %d commands %d",
+		s.Joined(), s.Machines, s.JoinErrors, s.Connected, s.Down, s.Sessions, s.Reconnects, s.Commands)
+}
+
+func printJoin(out io.Writer, fleet *sim.Fleet, s sim.Stats) {
+	fmt.Fprintf(out, "Join phase: %d joined in %s (%.1f joins/s), %d reused identities, %d errors, %d retries\n",
+		s.Joins, s.JoinElapsed.Round(time.Millisecond), s.JoinRate(), s.Reused, s.JoinErrors, s.JoinRetries)
+	for _, err := range fleet.JoinErrors() {
+		fmt.Fprintf(out, "  join error: %v\n", err)
+	}
+}
+
+func printLoad(out io.Writer, r sim.LoadResult, err error) {
+	fmt.Fprintf(out, "Commands: %d planned, %d created in %s (%.1f/s), %d create errors, %d skipped; %d succeeded, %d failed, %d unfinished\n",
+		r.Planned, r.Created, r.Elapsed.Round(time.Millisecond), float64(r.Created)/max(r.Elapsed.Seconds(), 1e-9),
+		r.CreateErrors, r.Skipped, r.Succeeded, r.Failed, r.Unfinished)
+	fmt.Fprintf(out, "  round trip (create call to result recorded): %v\n", r.RoundTrip)
+	fmt.Fprintf(out, "  delivered (create call to the daemon running it): %v\n", r.Delivered)
+	fmt.Fprintf(out, "  create call: %v\n", r.CreateCall)
+	fmt.Fprintf(out, "  recorded (finish_time - create_time, database clock): %v\n", r.Recorded)
+	for _, e := range r.FirstErrors {
+		fmt.Fprintf(out, "  error: %v\n", e)
+	}
+	if err != nil {
+		fmt.Fprintf(out, "  load stopped: %v\n", err)
+	}
+}

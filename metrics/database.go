@@ -1,0 +1,178 @@
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/better-compute/better-compute/gen/db"
+)
+
+// DatabaseOptions configure the metrics read from the database at scrape time.
+type DatabaseOptions struct {
+	// TTL is how long one reading serves scrapes; 5s when zero. However often /metrics is
+	// scraped, the database is read at most once per TTL.
+	TTL time.Duration
+	// Timeout bounds one reading; 5s when zero.
+	Timeout time.Duration
+	// OutboxCap is the most events counted behind each sink; 100000 when zero.
+	OutboxCap int32
+	Logger    *slog.Logger
+	// Now is the clock, for tests; time.Now when nil.
+	Now func() time.Time
+}
+
+// RegisterDatabase adds the metrics read from pool at scrape time (the same database every
+// process shares, so any process may serve them):
+//
+//   - bc_reconcile_queue_depth{kind}, bc_reconcile_queue_due{kind} and
+//     bc_reconcile_queue_oldest_due_age_seconds{kind}: keys queued, keys due now, and how long the
+//     oldest due key has waited. A kind seen once stays at 0 when its queue empties.
+//   - bc_leases_held{holder}: live (unexpired) leases per holder.
+//   - bc_outbox_lag_events{sink} and bc_outbox_lag_seconds{sink}: events after each sink's cursor
+//     that it will receive (counted up to OutboxCap), and the age of the oldest of them.
+//   - bc_metrics_database_up: 1 when the last reading succeeded, and
+//     bc_metrics_database_errors_total.
+//
+// A failed reading drops the series it would have refreshed rather than show stale values. Only
+// the first call on a registry counts.
+func RegisterDatabase(r *Registry, pool *pgxpool.Pool, opts DatabaseOptions) {
+	set(r, "database", func() *dbCollector {
+		if opts.TTL == 0 {
+			opts.TTL = 5 * time.Second
+		}
+		if opts.Timeout == 0 {
+			opts.Timeout = 5 * time.Second
+		}
+		if opts.OutboxCap == 0 {
+			opts.OutboxCap = 100000
+		}
+		if opts.Logger == nil {
+			opts.Logger = slog.New(slog.DiscardHandler)
+		}
+		if opts.Now == nil {
+			opts.Now = time.Now
+		}
+		c := &dbCollector{q: db.New(pool), opts: opts, kinds: map[string]bool{}}
+		c.errors = r.Counter("bc_metrics_database_errors_total", "Scrape-time database readings that failed.").With()
+		r.OnScrape(c.refresh)
+		r.Func("bc_metrics_database_up", "1 when the last scrape-time database reading succeeded, else 0.", TypeGauge, nil,
+			func(emit Emit) {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				if c.read {
+					emit(boolFloat(c.ok))
+				}
+			})
+		r.Func("bc_reconcile_queue_depth", "Keys in each reconciler kind's queue, due or not.", TypeGauge, []string{"kind"},
+			c.queues(func(q db.ReconcileQueueStatsRow) float64 { return float64(q.Depth) }))
+		r.Func("bc_reconcile_queue_due", "Keys of each reconciler kind that are due now.", TypeGauge, []string{"kind"},
+			c.queues(func(q db.ReconcileQueueStatsRow) float64 { return float64(q.Due) }))
+		r.Func("bc_reconcile_queue_oldest_due_age_seconds", "How long the oldest due key of each reconciler kind has waited (0 when none is due).",
+			TypeGauge, []string{"kind"}, c.queues(func(q db.ReconcileQueueStatsRow) float64 { return q.OldestDueSeconds }))
+		r.Func("bc_leases_held", "Live leases (shards and singleton jobs) per holder.", TypeGauge, []string{"holder"},
+			func(emit Emit) {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				for _, l := range c.leases {
+					emit(float64(l.Leases), l.Holder)
+				}
+			})
+		r.Func("bc_outbox_lag_events", "Events after each sink's cursor that it will receive, counted up to a cap.", TypeGauge, []string{"sink"},
+			c.outboxLag(func(o db.OutboxLagRow) float64 { return float64(o.Events) }))
+		r.Func("bc_outbox_lag_seconds", "Age of the oldest event each sink has yet to receive (0 when it is caught up).", TypeGauge, []string{"sink"},
+			c.outboxLag(func(o db.OutboxLagRow) float64 { return o.OldestSeconds }))
+		return c
+	})
+}
+
+// dbCollector reads the database at most once per TTL and keeps the last reading.
+type dbCollector struct {
+	q      *db.Queries
+	opts   DatabaseOptions
+	errors *Counter
+
+	mu      sync.Mutex
+	at      time.Time // of the last attempt, successful or not
+	read    bool      // whether any attempt was made
+	ok      bool
+	queue   []db.ReconcileQueueStatsRow
+	queueOK bool
+	kinds   map[string]bool // every kind seen, reported at 0 when its queue is empty
+	leases  []db.LeaseHoldersRow
+	outbox  []db.OutboxLagRow
+}
+
+// refresh reads the database unless the last attempt is younger than the TTL. Concurrent scrapes
+// wait for one reading instead of each starting their own.
+func (c *dbCollector) refresh(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.opts.Now()
+	if c.read && now.Sub(c.at) < c.opts.TTL {
+		return
+	}
+	c.at, c.read = now, true
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Timeout)
+	defer cancel()
+	c.ok = true
+	fail := func(what string, err error) {
+		c.ok = false
+		c.errors.Inc()
+		c.opts.Logger.WarnContext(ctx, "read metrics from the database", "what", what, "err", err)
+	}
+	var err error
+	if c.queue, err = c.q.ReconcileQueueStats(ctx); err != nil {
+		fail("reconcile queues", err)
+	}
+	c.queueOK = err == nil
+	for _, q := range c.queue {
+		c.kinds[q.Kind] = true
+	}
+	if c.leases, err = c.q.LeaseHolders(ctx); err != nil {
+		fail("leases", err)
+	}
+	if c.outbox, err = c.q.OutboxLag(ctx, c.opts.OutboxCap); err != nil {
+		fail("outbox lag", err)
+	}
+}
+
+func (c *dbCollector) queues(value func(db.ReconcileQueueStatsRow) float64) func(Emit) {
+	return func(emit Emit) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.queueOK {
+			return
+		}
+		present := make(map[string]bool, len(c.queue))
+		for _, q := range c.queue {
+			present[q.Kind] = true
+			emit(value(q), q.Kind)
+		}
+		for k := range c.kinds {
+			if !present[k] {
+				emit(0, k)
+			}
+		}
+	}
+}
+
+func (c *dbCollector) outboxLag(value func(db.OutboxLagRow) float64) func(Emit) {
+	return func(emit Emit) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, o := range c.outbox {
+			emit(value(o), o.Sink)
+		}
+	}
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,293 @@
+-- Pool leases (the API's "leases"), their allocations of devices and node resources, and the
+-- statements of the capacity placer. Named pool_lease/allocation so as not to be confused with
+-- the workers' leases (leases.sql). API statements take the caller's tenant id; the placer's take
+-- a pool id. Statements that depend on the time take it as an argument (now), so that the placer
+-- and the tests can run on an injected clock.
+
+-- name: CreatePoolLease :one
+INSERT INTO pool_leases (id, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus,
+                         memory_bytes, spread, tolerations, duration_ms)
+VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(pool_id), sqlc.narg(principal_id), sqlc.narg(reservation_id),
+        sqlc.arg(gpus), sqlc.arg(gpu_model), sqlc.arg(cpus), sqlc.arg(memory_bytes), sqlc.arg(spread),
+        sqlc.arg(tolerations), sqlc.arg(duration_ms))
+RETURNING *;
+
+-- name: ActivePoolLeaseTotals :one
+-- What the tenant's pending and running leases in a pool ask for, against its quota.
+SELECT count(*)::bigint AS leases,
+       COALESCE(sum(gpus), 0)::bigint AS gpus,
+       COALESCE(sum(cpus), 0)::bigint AS cpus,
+       COALESCE(sum(memory_bytes), 0)::bigint AS memory_bytes
+FROM pool_leases
+WHERE tenant_id = sqlc.arg(tenant_id) AND pool_id = sqlc.arg(pool_id) AND state IN ('pending', 'placed', 'at_risk');
+
+-- name: GetPoolLease :one
+SELECT * FROM pool_leases WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id);
+
+-- name: LockPoolLease :one
+SELECT * FROM pool_leases WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) FOR UPDATE;
+
+-- name: ListPoolLeases :many
+SELECT * FROM pool_leases
+WHERE tenant_id = sqlc.arg(tenant_id) AND id > sqlc.arg(after)
+  AND (sqlc.narg(pool_id)::uuid IS NULL OR pool_id = sqlc.narg(pool_id))
+  AND (sqlc.narg(state)::text IS NULL OR state = sqlc.narg(state))
+ORDER BY id
+LIMIT sqlc.arg(lim);
+
+-- name: PoolLeaseAllocations :many
+-- What the leases hold or held, with the devices' and nodes' names.
+SELECT a.lease_id, a.node_id, n.hostname, a.device_id, COALESCE(d.idx, -1)::integer AS device_index,
+       COALESCE(d.uuid, '')::text AS device_uuid, a.model, a.cpus, a.memory_bytes, a.started_at, a.ended_at
+FROM allocations a
+JOIN nodes n ON n.id = a.node_id
+LEFT JOIN devices d ON d.id = a.device_id
+WHERE a.lease_id = ANY(sqlc.arg(lease_ids)::uuid[])
+ORDER BY a.lease_id, a.node_id, COALESCE(d.idx, -1);
+
+-- name: ExtendPoolLease :one
+-- Adds to the duration of a lease that has not ended; a placed lease's end moves with it.
+UPDATE pool_leases
+SET duration_ms = duration_ms + sqlc.arg(by_ms)::bigint,
+    ends_at = ends_at + sqlc.arg(by_ms)::bigint * interval '1 millisecond',
+    updated_at = now()
+WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) AND state IN ('pending', 'placed', 'at_risk')
+RETURNING *;
+
+-- name: ReservationsAgainstLease :many
+-- Active reservations, other than the lease's own, of any pool that contains a node the lease
+-- holds, whose window overlaps [starts_at, ends_at): an extension must not run into them.
+SELECT DISTINCT r.id, r.pool_id, lower(r.during)::timestamptz AS starts_at, upper(r.during)::timestamptz AS ends_at
+FROM allocations a
+JOIN nodes n ON n.id = a.node_id
+JOIN pools p ON p.tenant_id = n.tenant_id
+    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+JOIN reservations r ON r.pool_id = p.id AND r.state = 'active'
+WHERE a.lease_id = sqlc.arg(lease_id) AND a.ended_at IS NULL
+  AND r.during && tstzrange(sqlc.arg(starts_at)::timestamptz, sqlc.arg(ends_at)::timestamptz)
+  AND r.id IS DISTINCT FROM sqlc.narg(own_reservation_id)::uuid
+ORDER BY starts_at;
+
+-- name: EndPoolLeases :many
+-- Ends leases that have not ended, as state (released, expired or failed): a placed lease ends at
+-- its end or now, whichever comes first, a pending one now (now is the database's clock when
+-- null). EndAllocations then frees what they held.
+UPDATE pool_leases
+SET state = sqlc.arg(state)::text,
+    reason = sqlc.arg(reason)::text,
+    ended_at = CASE WHEN placed_at IS NULL THEN COALESCE(sqlc.narg(now)::timestamptz, now())
+                    ELSE GREATEST(placed_at, LEAST(ends_at, COALESCE(sqlc.narg(now)::timestamptz, now()))) END,
+    updated_at = now()
+WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state IN ('pending', 'placed', 'at_risk')
+RETURNING id, tenant_id, pool_id, state, placed_at, ended_at;
+
+-- name: EndAllocations :exec
+-- Ends the held allocations of leases that ended, at the lease's end, and meters them: one usage
+-- record per lease, resource, model and UTC hour, from where metering stopped to the end.
+WITH held AS (
+    SELECT a.id, a.metered_until AS from_ts
+    FROM allocations a
+    WHERE a.lease_id = ANY(sqlc.arg(lease_ids)::uuid[]) AND a.ended_at IS NULL
+    FOR UPDATE
+), ended AS (
+    UPDATE allocations a
+    SET ended_at = GREATEST(a.started_at, l.ended_at), metered_until = GREATEST(a.started_at, l.ended_at)
+    FROM held, pool_leases l
+    WHERE a.id = held.id AND l.id = a.lease_id AND l.ended_at IS NOT NULL
+    RETURNING a.lease_id, l.tenant_id, l.pool_id, a.device_id, a.model, a.cpus, a.memory_bytes,
+              held.from_ts, a.ended_at AS to_ts
+)
+INSERT INTO usage_records (lease_id, tenant_id, pool_id, resource, model, quantity, period_start, period_end)
+SELECT e.lease_id, e.tenant_id, e.pool_id, q.resource, q.model, sum(q.quantity)::bigint,
+       GREATEST(e.from_ts, h.h), LEAST(e.to_ts, h.h + interval '1 hour')
+FROM ended e
+CROSS JOIN LATERAL (VALUES
+    ('gpu'::text, e.model, CASE WHEN e.device_id IS NULL THEN 0 ELSE 1 END::bigint),
+    ('cpu'::text, ''::text, e.cpus::bigint),
+    ('memory'::text, ''::text, ((e.memory_bytes + 1048575) / 1048576)::bigint)
+) AS q (resource, model, quantity)
+CROSS JOIN LATERAL generate_series(date_bin('1 hour', e.from_ts, '2000-01-01 00:00:00+00'),
+                                   e.to_ts - interval '1 microsecond', interval '1 hour') AS h (h)
+WHERE q.quantity > 0 AND e.to_ts > e.from_ts
+GROUP BY e.lease_id, e.tenant_id, e.pool_id, q.resource, q.model, GREATEST(e.from_ts, h.h), LEAST(e.to_ts, h.h + interval '1 hour');
+
+-- name: MeterHeldAllocations :execrows
+-- Meters allocations still held, at most lim of them, up to through (an hour boundary) or their
+-- lease's end if that comes first (the placer may not have expired the lease yet): one usage
+-- record per lease, resource, model and UTC hour. Returns how many allocations it metered.
+WITH held AS (
+    SELECT a.id, a.metered_until AS from_ts, LEAST(sqlc.arg(through)::timestamptz, l.ends_at) AS to_ts
+    FROM allocations a
+    JOIN pool_leases l ON l.id = a.lease_id
+    WHERE a.ended_at IS NULL AND a.metered_until < LEAST(sqlc.arg(through)::timestamptz, l.ends_at)
+    ORDER BY a.id
+    LIMIT sqlc.arg(lim)
+    FOR UPDATE OF a SKIP LOCKED
+), metered AS (
+    UPDATE allocations a
+    SET metered_until = held.to_ts
+    FROM held, pool_leases l
+    WHERE a.id = held.id AND l.id = a.lease_id
+    RETURNING a.lease_id, l.tenant_id, l.pool_id, a.device_id, a.model, a.cpus, a.memory_bytes,
+              held.from_ts, held.to_ts
+), recorded AS (
+    INSERT INTO usage_records (lease_id, tenant_id, pool_id, resource, model, quantity, period_start, period_end)
+    SELECT e.lease_id, e.tenant_id, e.pool_id, q.resource, q.model, sum(q.quantity)::bigint,
+           GREATEST(e.from_ts, h.h), LEAST(e.to_ts, h.h + interval '1 hour')
+    FROM metered e
+    CROSS JOIN LATERAL (VALUES
+        ('gpu'::text, e.model, CASE WHEN e.device_id IS NULL THEN 0 ELSE 1 END::bigint),
+        ('cpu'::text, ''::text, e.cpus::bigint),
+        ('memory'::text, ''::text, ((e.memory_bytes + 1048575) / 1048576)::bigint)
+    ) AS q (resource, model, quantity)
+    CROSS JOIN LATERAL generate_series(date_bin('1 hour', e.from_ts, '2000-01-01 00:00:00+00'),
+                                       e.to_ts - interval '1 microsecond', interval '1 hour') AS h (h)
+    WHERE q.quantity > 0 AND e.to_ts > e.from_ts
+    GROUP BY e.lease_id, e.tenant_id, e.pool_id, q.resource, q.model, GREATEST(e.from_ts, h.h), LEAST(e.to_ts, h.h + interval '1 hour')
+    RETURNING 1
+)
+SELECT 1 FROM metered;
+
+-- name: PlacerPool :one
+SELECT id, tenant_id, name FROM pools WHERE id = sqlc.arg(id);
+
+-- name: PlacerNow :one
+-- The database's clock when this statement starts: as the first statement of the placer's
+-- snapshot it is no earlier than the end of any allocation the snapshot sees ended.
+SELECT clock_timestamp()::timestamptz AS now;
+
+-- name: PlacerNodes :many
+-- The pool's members as the placer sees them, with their CPUs and memory.
+SELECT n.id, n.state, n.online, n.taints,
+       COALESCE(r.cpus, 0)::integer AS cpus, COALESCE(r.cpus_used, 0)::integer AS cpus_used,
+       COALESCE(r.memory_bytes, 0)::bigint AS memory_bytes, COALESCE(r.memory_used, 0)::bigint AS memory_used
+FROM pools p
+JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
+    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+LEFT JOIN node_resources r ON r.node_id = n.id
+WHERE p.id = sqlc.arg(pool_id)
+ORDER BY n.id;
+
+-- name: PlacerDevices :many
+-- The present devices of the pool's members, and whether an allocation holds each.
+SELECT d.id, d.node_id, d.idx, d.model,
+       EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL) AS held
+FROM pools p
+JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
+    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+JOIN devices d ON d.node_id = n.id AND d.present
+WHERE p.id = sqlc.arg(pool_id)
+ORDER BY d.node_id, d.idx;
+
+-- name: PlacerNodeReservations :many
+-- Active reservations not over by now, of any pool of the tenant, with the nodes among node_ids
+-- that they cover (a node may be a member of several pools).
+SELECT r.id, r.pool_id, lower(r.during)::timestamptz AS starts_at, upper(r.during)::timestamptz AS ends_at, n.id AS node_id
+FROM reservations r
+JOIN pools p ON p.id = r.pool_id
+JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
+    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+WHERE r.tenant_id = sqlc.arg(tenant_id) AND r.state = 'active' AND upper(r.during) > sqlc.arg(now)::timestamptz
+  AND n.id = ANY(sqlc.arg(node_ids)::uuid[]);
+
+-- name: PlacerPoolReservations :many
+-- The pool's own active reservations not over by now.
+SELECT r.id, lower(r.during)::timestamptz AS starts_at, upper(r.during)::timestamptz AS ends_at
+FROM reservations r
+WHERE r.pool_id = sqlc.arg(pool_id) AND r.state = 'active' AND upper(r.during) > sqlc.arg(now)::timestamptz;
+
+-- name: PendingPoolLeases :many
+-- The pool's pending leases in creation order, after seq.
+SELECT id, tenant_id, seq, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id
+FROM pool_leases
+WHERE pool_id = sqlc.arg(pool_id) AND state = 'pending' AND seq > sqlc.arg(after_seq)::bigint
+ORDER BY seq
+LIMIT sqlc.arg(lim);
+
+-- name: MarkPoolLeasesPlaced :many
+-- pending -> placed, for those of the leases still pending; a lease of a reservation ends at the
+-- reservation's end at the latest.
+UPDATE pool_leases l
+SET state = 'placed', placed_at = sqlc.arg(now)::timestamptz, updated_at = now(), reason = '',
+    ends_at = LEAST(sqlc.arg(now)::timestamptz + l.duration_ms * interval '1 millisecond',
+                    COALESCE((SELECT upper(r.during) FROM reservations r WHERE r.id = l.reservation_id), 'infinity'::timestamptz))
+WHERE l.id = ANY(sqlc.arg(ids)::uuid[]) AND l.state = 'pending'
+RETURNING l.id, l.tenant_id, l.placed_at, l.ends_at;
+
+-- name: InsertDeviceAllocations :exec
+INSERT INTO allocations (lease_id, node_id, device_id, model, started_at, metered_until)
+SELECT unnest(sqlc.arg(lease_ids)::uuid[]), unnest(sqlc.arg(node_ids)::uuid[]), unnest(sqlc.arg(device_ids)::bigint[]),
+       unnest(sqlc.arg(models)::text[]), sqlc.arg(now)::timestamptz, sqlc.arg(now)::timestamptz;
+
+-- name: InsertResourceAllocations :exec
+INSERT INTO allocations (lease_id, node_id, cpus, memory_bytes, started_at, metered_until)
+SELECT unnest(sqlc.arg(lease_ids)::uuid[]), unnest(sqlc.arg(node_ids)::uuid[]), unnest(sqlc.arg(cpus)::integer[]),
+       unnest(sqlc.arg(memory_bytes)::bigint[]), sqlc.arg(now)::timestamptz, sqlc.arg(now)::timestamptz;
+
+-- name: DuePoolLeases :many
+-- The pool's placed leases whose end has come.
+SELECT id FROM pool_leases
+WHERE pool_id = sqlc.arg(pool_id) AND state IN ('placed', 'at_risk') AND ends_at <= sqlc.arg(now)::timestamptz
+ORDER BY ends_at
+LIMIT sqlc.arg(lim);
+
+-- name: NextPoolWake :one
+-- When the placer next has something to do for the pool without being told: the first end of a
+-- running lease, or the next start or end of a reservation of the tenant (reservations of other
+-- pools may cover the pool's nodes). Unix seconds; 0 when nothing is due.
+SELECT COALESCE(EXTRACT(EPOCH FROM LEAST(
+    (SELECT min(l.ends_at) FROM pool_leases l WHERE l.pool_id = sqlc.arg(pool_id) AND l.state IN ('placed', 'at_risk')),
+    (SELECT min(lower(r.during)) FROM reservations r
+     WHERE r.tenant_id = sqlc.arg(tenant_id) AND r.state = 'active' AND lower(r.during) > sqlc.arg(now)::timestamptz),
+    (SELECT min(upper(r.during)) FROM reservations r
+     WHERE r.tenant_id = sqlc.arg(tenant_id) AND r.state = 'active' AND upper(r.during) > sqlc.arg(now)::timestamptz)
+)), 0)::float8 AS next_epoch;
+
+-- name: ScheduleReconcile :exec
+-- From inside a reconcile of key: makes the key due again after delay_ms (by the database's
+-- clock). The runtime hides a key it works on by pushing due_at into the future; an enqueue
+-- meanwhile pulls it back to now, and is kept. The generation moves on, so the runtime keeps the
+-- key when the reconcile completes.
+INSERT INTO reconcile_queue (kind, key, due_at)
+VALUES (sqlc.arg(kind), sqlc.arg(key), now() + sqlc.arg(delay_ms)::bigint * interval '1 millisecond')
+ON CONFLICT (kind, key) DO UPDATE
+SET due_at = CASE WHEN reconcile_queue.due_at > now() THEN excluded.due_at ELSE reconcile_queue.due_at END,
+    generation = reconcile_queue.generation + 1,
+    attempts = 0,
+    last_error = NULL;
+
+-- name: InsertOutboxEvents :exec
+-- Many events in one statement, for workers (API calls emit through admission).
+INSERT INTO outbox (tenant_id, type, subject, payload)
+SELECT unnest(sqlc.arg(tenant_ids)::uuid[]), unnest(sqlc.arg(types)::text[]), unnest(sqlc.arg(subjects)::text[]),
+       unnest(sqlc.arg(payloads)::text[])::jsonb;
+
+-- name: MarkNodeLeasesAtRisk :many
+-- placed -> at_risk for the leases holding anything on the nodes.
+UPDATE pool_leases l SET state = 'at_risk', updated_at = now()
+WHERE l.state = 'placed'
+  AND l.id IN (SELECT a.lease_id FROM allocations a WHERE a.node_id = ANY(sqlc.arg(node_ids)::uuid[]) AND a.ended_at IS NULL)
+RETURNING l.id, l.tenant_id, l.pool_id;
+
+-- name: MarkNodeLeasesPlaced :many
+-- at_risk -> placed for the leases holding anything on the nodes, once every node they hold is
+-- online and not revoked.
+UPDATE pool_leases l SET state = 'placed', updated_at = now()
+WHERE l.state = 'at_risk'
+  AND l.id IN (SELECT a.lease_id FROM allocations a WHERE a.node_id = ANY(sqlc.arg(node_ids)::uuid[]) AND a.ended_at IS NULL)
+  AND NOT EXISTS (
+      SELECT 1 FROM allocations a JOIN nodes n ON n.id = a.node_id
+      WHERE a.lease_id = l.id AND a.ended_at IS NULL AND (NOT n.online OR n.revoked_at IS NOT NULL))
+RETURNING l.id, l.tenant_id, l.pool_id;
+
+-- name: CountNodeActiveLeases :one
+-- How many leases hold anything on a node.
+SELECT count(DISTINCT lease_id)::bigint FROM allocations WHERE node_id = sqlc.arg(node_id) AND ended_at IS NULL;
+
+-- name: PoolsOfNodes :many
+-- The pools the nodes are members of.
+SELECT DISTINCT p.id
+FROM nodes n
+JOIN pools p ON p.tenant_id = n.tenant_id
+    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+WHERE n.id = ANY(sqlc.arg(node_ids)::uuid[]) AND n.revoked_at IS NULL AND n.state <> 'retired';

@@ -1,0 +1,35 @@
+-- What /metrics reads from the database at scrape time (behind a short cache in the metrics
+-- package). The reconcile queues come from ReconcileQueueStats in reconcile.sql.
+
+-- name: LeaseHolders :many
+-- Live leases per holder: shards and singleton jobs each process holds.
+SELECT holder, count(*)::bigint AS leases
+FROM leases
+WHERE expires_at > now()
+GROUP BY holder
+ORDER BY holder;
+
+-- name: OutboxLag :many
+-- Per sink, the events after its cursor that it will receive (a webhook's sink only its tenant's
+-- events of its types), counted up to lim so a large backlog cannot make a scrape slow, and the
+-- age of the oldest of them.
+SELECT c.sink, lag.events, lag.oldest_seconds
+FROM sink_cursors c
+LEFT JOIN webhooks w ON w.id = c.webhook_id
+CROSS JOIN LATERAL (
+    SELECT count(*)::bigint AS events,
+           COALESCE(EXTRACT(EPOCH FROM now() - min(p.created_at)), 0)::float8 AS oldest_seconds
+    FROM (
+        (SELECT o.created_at FROM outbox o
+         WHERE c.webhook_id IS NULL AND (o.tx_id, o.id) > (c.tx_id, c.outbox_id)
+         ORDER BY o.tx_id, o.id
+         LIMIT sqlc.arg(lim))
+        UNION ALL
+        (SELECT o.created_at FROM outbox o
+         WHERE o.tenant_id = w.tenant_id AND (o.tx_id, o.id) > (c.tx_id, c.outbox_id)
+           AND (cardinality(w.event_types) = 0 OR o.type = ANY(w.event_types))
+         ORDER BY o.tenant_id, o.tx_id, o.id
+         LIMIT sqlc.arg(lim))
+    ) p
+) lag
+ORDER BY c.sink;

@@ -1,0 +1,56 @@
+// Package sim is the fleet simulator: N FakeDaemons (package daemon) that join a deployment with
+// one multi-use join token and hold their sessions through a gateway, as real machines would.
+// Each has its own ECDSA key, certificate and TLS connection (that is what is simulated); they
+// share only what real daemons would not need to keep apart in one process: the parsed root CA
+// pool and the dialer. Used by `better-compute dev --sim N`, by `better-compute sim`, by tests
+// and by the benchmarks in docs/benchmarks.md.
+//
+// # Machines
+//
+// Machine i is "<prefix>-0001" for i = 0 and so on, with an inventory drawn deterministically from
+// the seed and i (see Inventory): about 45% CPU-only hosts (8 to 192 CPUs) and the rest GPU hosts
+// with 1, 2, 4 or 8 of "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S" or
+// "NVIDIA RTX 4090", each with its memory and a unique "GPU-<uuid>"; memory, NVMe disks and NICs
+// (InfiniBand on 8-GPU H100/A100 hosts) to match. The same seed gives the same fleet. Joins run
+// at most Options.JoinConcurrency at a time (32 by default); transient join errors are retried
+// twice, and the first few errors are kept (Fleet.JoinErrors). With Options.StateDir, each
+// machine's identity is kept there and reused by the next run while its certificate is valid for
+// another hour and the root CA is the same, so a restarted dev deployment keeps its nodes.
+//
+// # Faults
+//
+// A scenario, in YAML or JSON (`better-compute sim --scenario f.json`), lists faults:
+//
+//	{"faults": [
+//	  {"kind": "disconnect", "fraction": 0.1, "every": "30s"},
+//	  {"kind": "flap", "count": 5, "every": "5s", "for": "2m"},
+//	  {"kind": "crash", "fraction": 0.01, "after": "1m", "every": "1m", "for": "10s"},
+//	  {"kind": "latency", "fraction": 0.05, "delay": "200ms", "for": "1m", "every": "5m"},
+//	  {"kind": "skew", "fraction": 0.02, "skew": "-90s"}
+//	]}
+//
+// The same fault as a flag: `--fault disconnect,fraction=0.1,every=30s` (repeatable). Keys:
+//
+//   - kind: disconnect (break the TCP connection; the daemon sees its session fail and reconnects
+//     with its backoff), flap (disconnect the same machines again and again), crash (stop the
+//     daemon and kill its connection without a word to the gateway, then after the downtime start
+//     a new daemon with the same identity), latency (delay every write on the machine's
+//     connections), skew (the machine's clock, as reported in hellos and heartbeats, is off).
+//   - fraction (0 to 1) or count: how many machines each round hits (fraction wins). Each round
+//     of disconnect, crash and latency picks machines afresh (among running ones); flap keeps
+//     the machines it picked first; skew picks once, before the machines join.
+//   - after: when the fault starts, counted from the end of the join phase (default 0).
+//   - every: repeat period (default: once; flap: 10s).
+//   - for: latency: how long the delay lasts (default: to the end); crash: the downtime
+//     (default 5s); flap: how long the flapping goes on (default: to the end).
+//   - delay (latency) and skew (skew, may be negative): durations such as "200ms" or "-90s".
+//
+// Skew supports no after, every or for: a machine's clock is off from its first hello. Random
+// choices come from the seed, so a scenario replays the same way.
+//
+// # Command load
+//
+// Load creates commands through the API (commands/create) at a fixed rate across the connected
+// machines and measures their round trip from the create call to the result recorded by the
+// gateway; see Load for the method.
+package sim

@@ -1,0 +1,450 @@
+package placer
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Taint keeps leases off a node unless they tolerate it, as in Kubernetes. Only the effects
+// NoSchedule and NoExecute keep leases off; PreferNoSchedule is a preference the placer ignores.
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// Blocks reports whether the taint keeps untolerating leases off its node.
+func (t Taint) Blocks() bool { return t.Effect == "NoSchedule" || t.Effect == "NoExecute" }
+
+// Toleration lets a lease onto nodes with matching taints.
+type Toleration struct {
+	Key string `json:"key,omitempty"`
+	// "Equal" (or empty): key and value match; "Exists": the key matches, and an empty key
+	// matches every taint.
+	Operator string `json:"operator,omitempty"`
+	Value    string `json:"value,omitempty"`
+	// Empty matches every effect.
+	Effect string `json:"effect,omitempty"`
+}
+
+// Tolerates reports whether the toleration matches the taint.
+func (t Toleration) Tolerates(taint Taint) bool {
+	if t.Effect != "" && t.Effect != taint.Effect {
+		return false
+	}
+	if t.Operator == "Exists" {
+		return t.Key == "" || t.Key == taint.Key
+	}
+	return t.Key == taint.Key && t.Value == taint.Value
+}
+
+// Window is a reservation's time window, [Start, End).
+type Window struct {
+	ID         uuid.UUID
+	Start, End time.Time
+}
+
+func (w Window) overlaps(start, end time.Time) bool {
+	return w.Start.Before(end) && start.Before(w.End)
+}
+
+// Device is a node's GPU as the placer sees it.
+type Device struct {
+	ID    int64
+	Index int32
+	Model string
+	// Held by an allocation.
+	Held bool
+}
+
+// Node is a pool member as the placer sees it.
+type Node struct {
+	ID uuid.UUID
+	// Ready, online and not revoked.
+	Schedulable bool
+	// Taints that keep leases off (NoSchedule, NoExecute).
+	Taints []Taint
+	// Active reservations not over yet, of every pool the node is a member of.
+	Reservations []Window
+	// Present devices, by index.
+	Devices            []Device
+	CPUs, CPUsUsed     int32
+	Memory, MemoryUsed int64
+}
+
+// Lease is a pending lease as the placer sees it.
+type Lease struct {
+	ID, Tenant  uuid.UUID
+	GPUs        int32
+	Model       string
+	CPUs        int32
+	Memory      int64
+	Spread      bool
+	Tolerations []Toleration
+	Duration    time.Duration
+	Reservation *uuid.UUID
+}
+
+// Held is one GPU, or CPUs and memory on a node, chosen for a lease.
+type Held struct {
+	Node   uuid.UUID
+	Device int64 // 0 for CPUs and memory
+	Model  string
+	CPUs   int32
+	Memory int64
+}
+
+// Placement binds a lease to what it will hold.
+type Placement struct {
+	Lease *Lease
+	Holds []Held
+}
+
+// Failure is a lease that can never be placed.
+type Failure struct {
+	Lease  *Lease
+	Reason string
+}
+
+// Planner places leases in memory against a snapshot of a pool, keeping what it hands out, so
+// that successive batches of leases see each other's placements.
+type Planner struct {
+	now          time.Time
+	nodes        []*nstate
+	plain        map[string]*bucketIndex // model -> free-count buckets of plain nodes
+	special      []*nstate               // schedulable nodes with taints or reservations
+	total        map[string]int32        // model -> devices on members
+	maxPerNode   map[string]int32        // model -> most devices of the model on one member
+	maxCPUs      int32
+	maxMemory    int64
+	reservations map[uuid.UUID]Window // the pool's own active reservations
+}
+
+// nstate is a node and what is free on it.
+type nstate struct {
+	node     *Node
+	free     map[string][]int32 // model -> indexes into node.Devices of free devices, ascending
+	slot     map[string]int     // model -> position in its bucket (plain nodes)
+	plain    bool
+	cpusFree int32
+	memFree  int64
+}
+
+// bucketIndex keeps plain nodes by how many devices of one model are free on them, so best fit
+// (bin packing) and worst fit (spread) take O(devices per node) per lease.
+type bucketIndex struct {
+	model   string
+	byFree  [][]*nstate
+	nonzero int // nodes with at least one free device of the model
+}
+
+func (b *bucketIndex) add(n *nstate) {
+	k := len(n.free[b.model])
+	for len(b.byFree) <= k {
+		b.byFree = append(b.byFree, nil)
+	}
+	n.slot[b.model] = len(b.byFree[k])
+	b.byFree[k] = append(b.byFree[k], n)
+	if k > 0 {
+		b.nonzero++
+	}
+}
+
+func (b *bucketIndex) remove(n *nstate) {
+	k := len(n.free[b.model])
+	bucket := b.byFree[k]
+	i := n.slot[b.model]
+	last := bucket[len(bucket)-1]
+	bucket[i] = last
+	last.slot[b.model] = i
+	b.byFree[k] = bucket[:len(bucket)-1]
+	if k > 0 {
+		b.nonzero--
+	}
+}
+
+// NewPlanner prepares placement at now over the pool's members and its own active
+// reservations.
+func NewPlanner(now time.Time, nodes []*Node, reservations []Window) *Planner {
+	p := &Planner{
+		now: now, plain: map[string]*bucketIndex{}, total: map[string]int32{}, maxPerNode: map[string]int32{},
+		reservations: map[uuid.UUID]Window{},
+	}
+	for _, w := range reservations {
+		p.reservations[w.ID] = w
+	}
+	for _, n := range nodes {
+		s := &nstate{node: n, free: map[string][]int32{}, slot: map[string]int{}}
+		perNode := map[string]int32{}
+		for i, d := range n.Devices {
+			perNode[d.Model]++
+			if !d.Held {
+				s.free[d.Model] = append(s.free[d.Model], int32(i))
+			}
+		}
+		for m, c := range perNode {
+			p.total[m] += c
+			p.maxPerNode[m] = max(p.maxPerNode[m], c)
+		}
+		p.maxCPUs = max(p.maxCPUs, n.CPUs)
+		p.maxMemory = max(p.maxMemory, n.Memory)
+		s.cpusFree, s.memFree = max(n.CPUs-n.CPUsUsed, 0), max(n.Memory-n.MemoryUsed, 0)
+		p.nodes = append(p.nodes, s)
+		if !n.Schedulable {
+			continue
+		}
+		if len(n.Taints) > 0 || len(n.Reservations) > 0 {
+			p.special = append(p.special, s)
+			continue
+		}
+		s.plain = true
+		for m := range s.free {
+			p.bucket(m).add(s)
+		}
+	}
+	return p
+}
+
+func (p *Planner) bucket(model string) *bucketIndex {
+	b := p.plain[model]
+	if b == nil {
+		b = &bucketIndex{model: model}
+		p.plain[model] = b
+	}
+	return b
+}
+
+// Models lists the GPU models of the pool's members.
+func (p *Planner) Models() []string {
+	var out []string
+	for m := range p.total {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Exhausted reports whether nothing at all is free on schedulable nodes, so no lease can be
+// placed until something changes.
+func (p *Planner) Exhausted() bool {
+	for _, b := range p.plain {
+		if b.nonzero > 0 {
+			return false
+		}
+	}
+	for _, s := range p.special {
+		if s.cpusFree > 0 || s.memFree > 0 {
+			return false
+		}
+		for _, f := range s.free {
+			if len(f) > 0 {
+				return false
+			}
+		}
+	}
+	for _, s := range p.nodes {
+		if s.plain && (s.cpusFree > 0 || s.memFree > 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// Plan places leases in order; a lease that does not fit now waits (later, smaller leases may
+// still be placed), one that can never fit fails. What it places is taken from the snapshot.
+func (p *Planner) Plan(leases []*Lease) (placed []Placement, failed []Failure) {
+	for _, l := range leases {
+		end := p.now.Add(l.Duration)
+		if l.Reservation != nil {
+			w, ok := p.reservations[*l.Reservation]
+			if !ok {
+				failed = append(failed, Failure{l, "the lease's reservation was cancelled or is over"})
+				continue
+			}
+			if p.now.Before(w.Start) {
+				continue // waits for the window
+			}
+			end = minTime(end, w.End)
+		}
+		if reason := p.never(l); reason != "" {
+			failed = append(failed, Failure{l, reason})
+			continue
+		}
+		var holds []Held
+		if l.GPUs > 0 {
+			holds = p.placeGPUs(l, end)
+		} else {
+			holds = p.placeResources(l, end)
+		}
+		if holds != nil {
+			placed = append(placed, Placement{Lease: l, Holds: holds})
+		}
+	}
+	return placed, failed
+}
+
+// never says why a lease can never fit the pool's members (cordoned, draining and offline ones
+// included: they may come back), or "". A pool without members fails nothing: its membership is
+// being changed, or its nodes have yet to join.
+func (p *Planner) never(l *Lease) string {
+	if len(p.nodes) == 0 {
+		return ""
+	}
+	if l.GPUs > 0 {
+		total := p.total[l.Model]
+		if total == 0 {
+			return fmt.Sprintf("the pool has no %q GPUs", l.Model)
+		}
+		if l.GPUs > total {
+			return fmt.Sprintf("the pool has only %d %q GPUs", total, l.Model)
+		}
+		return ""
+	}
+	if l.CPUs > p.maxCPUs {
+		return fmt.Sprintf("no node of the pool has %d CPUs", l.CPUs)
+	}
+	if l.Memory > p.maxMemory {
+		return fmt.Sprintf("no node of the pool has %d bytes of memory", l.Memory)
+	}
+	return ""
+}
+
+// eligible reports whether a special node may take the lease running until end.
+func (p *Planner) eligible(s *nstate, l *Lease, end time.Time) bool {
+	for _, t := range s.node.Taints {
+		if !slices.ContainsFunc(l.Tolerations, func(tol Toleration) bool { return tol.Tolerates(t) }) {
+			return false
+		}
+	}
+	for _, w := range s.node.Reservations {
+		if (l.Reservation == nil || w.ID != *l.Reservation) && w.overlaps(p.now, end) {
+			return false
+		}
+	}
+	return true
+}
+
+// better reports whether a node with free devices (or CPUs) left is a better fit than one with
+// best: fewer for bin packing, more for spread.
+func better(spread bool, free, best int) bool {
+	if spread {
+		return free > best
+	}
+	return free < best
+}
+
+func (p *Planner) placeGPUs(l *Lease, end time.Time) []Held {
+	need := int(l.GPUs)
+	if l.GPUs <= p.maxPerNode[l.Model] {
+		// One node: the best fit among plain nodes, then among special ones.
+		var best *nstate
+		bestFree := -1
+		if b := p.plain[l.Model]; b != nil {
+			if l.Spread {
+				for k := len(b.byFree) - 1; k >= need; k-- {
+					if n := len(b.byFree[k]); n > 0 {
+						best, bestFree = b.byFree[k][n-1], k
+						break
+					}
+				}
+			} else {
+				for k := need; k < len(b.byFree); k++ {
+					if n := len(b.byFree[k]); n > 0 {
+						best, bestFree = b.byFree[k][n-1], k
+						break
+					}
+				}
+			}
+		}
+		for _, s := range p.special {
+			f := len(s.free[l.Model])
+			if f >= need && (best == nil || better(l.Spread, f, bestFree)) && p.eligible(s, l, end) {
+				best, bestFree = s, f
+			}
+		}
+		if best == nil {
+			return nil
+		}
+		return p.takeGPUs(best, l.Model, need, nil)
+	}
+	// Larger than any node: span the eligible nodes with the most free devices first.
+	var cands []*nstate
+	freeTotal := 0
+	for _, s := range p.nodes {
+		f := len(s.free[l.Model])
+		if f == 0 || !s.node.Schedulable || (!s.plain && !p.eligible(s, l, end)) {
+			continue
+		}
+		cands = append(cands, s)
+		freeTotal += f
+	}
+	if freeTotal < need {
+		return nil
+	}
+	slices.SortStableFunc(cands, func(a, b *nstate) int { return cmp.Compare(len(b.free[l.Model]), len(a.free[l.Model])) })
+	var holds []Held
+	for _, s := range cands {
+		holds = p.takeGPUs(s, l.Model, min(need-len(holds), len(s.free[l.Model])), holds)
+		if len(holds) == need {
+			break
+		}
+	}
+	return holds
+}
+
+// takeGPUs takes n free devices of model on s, lowest indexes first.
+func (p *Planner) takeGPUs(s *nstate, model string, n int, holds []Held) []Held {
+	if s.plain {
+		p.plain[model].remove(s)
+	}
+	free := s.free[model]
+	for _, i := range free[:n] {
+		d := &s.node.Devices[i]
+		d.Held = true
+		holds = append(holds, Held{Node: s.node.ID, Device: d.ID, Model: d.Model})
+	}
+	s.free[model] = free[n:]
+	if s.plain {
+		p.plain[model].add(s)
+	}
+	return holds
+}
+
+func (p *Planner) placeResources(l *Lease, end time.Time) []Held {
+	var best *nstate
+	for _, s := range p.nodes {
+		if !s.node.Schedulable || s.cpusFree < l.CPUs || s.memFree < l.Memory {
+			continue
+		}
+		if best != nil {
+			c := cmp.Compare(s.cpusFree, best.cpusFree)
+			if c == 0 {
+				c = cmp.Compare(s.memFree, best.memFree)
+			}
+			if c == 0 || (c > 0) != l.Spread {
+				continue
+			}
+		}
+		if !s.plain && !p.eligible(s, l, end) {
+			continue
+		}
+		best = s
+	}
+	if best == nil {
+		return nil
+	}
+	best.cpusFree -= l.CPUs
+	best.memFree -= l.Memory
+	return []Held{{Node: best.node.ID, CPUs: l.CPUs, Memory: l.Memory}}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
