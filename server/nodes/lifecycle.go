@@ -3,8 +3,10 @@ package nodes
 import (
 	"context"
 	"fmt"
+	"github.com/google/uuid"
 	"maps"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -87,8 +89,19 @@ func transit[Res proto.Message](ctx context.Context, s *Service, req proto.Messa
 			if !slices.Contains(t.from, n.State) {
 				return zero, apierr.FailedPrecondition("node %s is %s: %s", id, n.State, t.rule)
 			}
-			if _, err := tx.Q.SetNodeState(ctx, db.SetNodeStateParams{TenantID: p.TenantID, ID: id, State: t.to, FromStates: t.from}); err != nil {
+			moved, err := tx.Q.SetNodeState(ctx, db.SetNodeStateParams{TenantID: p.TenantID, ID: id, State: t.to, FromStates: t.from})
+			if err != nil {
 				return zero, fmt.Errorf("move node %s to %s: %w", id, t.to, err)
+			}
+			// A daemon told to drain keeps refusing work until it is told otherwise.
+			if t.to == nodework.StateReady && (n.State == nodework.StateDraining || n.State == nodework.StateDrained) {
+				if _, err := tx.Q.CreateCommand(ctx, db.CreateCommandParams{
+					ID: uuid.Must(uuid.NewV7()), TenantID: p.TenantID, NodeID: id, Type: nodework.CommandUndrain,
+					Payload: []byte("{}"), IdempotencyKey: fmt.Sprintf("undrain-%d", moved.StateGeneration),
+					Deadline: time.Now().Add(10 * time.Minute),
+				}); err != nil {
+					return zero, fmt.Errorf("tell node %s to undrain: %w", id, err)
+				}
 			}
 			if err := tx.Emit(p.TenantID, t.event, "node/"+id.String(), map[string]string{
 				"id": id.String(), "hostname": n.Hostname, "from": n.State, "to": t.to,

@@ -92,6 +92,11 @@ func TestLifecycleTransitions(t *testing.T) {
 	if _, err := c.Uncordon(ctx, &nodesv1.UncordonRequest{Id: id.String()}); err != nil {
 		t.Fatal(err)
 	}
+	// The daemon, told to drain, is told to take work again (once, though uncordoned twice).
+	var undrains int
+	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM commands WHERE node_id = $1 AND type = 'undrain'`, id).Scan(&undrains); err != nil || undrains != 1 {
+		t.Errorf("%d undrain commands (%v), want 1", undrains, err)
+	}
 	_, err = c.Retire(ctx, &nodesv1.RetireRequest{Id: id.String()})
 	wantPrecondition(t, err, "ready")
 	if _, err := c.Drain(ctx, &nodesv1.DrainRequest{Id: id.String()}); err != nil {

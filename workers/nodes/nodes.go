@@ -39,6 +39,8 @@ const (
 const (
 	// CommandDrain tells a daemon its node is draining; payload {}.
 	CommandDrain = "drain"
+	// CommandUndrain tells the daemon to accept work again after an uncordon.
+	CommandUndrain = "undrain"
 	// CommandUpgrade asks a daemon to run another version; payload {"version": "..."}.
 	CommandUpgrade = "upgrade"
 	// CommandConfigure asks a daemon to apply a configuration; payload {"config": {...}}.

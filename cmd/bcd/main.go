@@ -1,0 +1,195 @@
+// Command bcd is the Better Compute node daemon: it joins a deployment once, then holds a session
+// with its gateways and runs the commands it is sent. The work is done by daemon/host and
+// daemon/state; this only maps flags to them.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/better-compute/better-compute/buildinfo"
+	"github.com/better-compute/better-compute/daemon/host"
+	"github.com/better-compute/better-compute/daemon/state"
+)
+
+// exitNotRunning is bcd status's exit code when no daemon answers (as LSB status commands do).
+const exitNotRunning = 3
+
+// exitError carries an exit code other than 1.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand().ExecuteContext(ctx)
+	stop()
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "bcd:", strings.Join(strings.Fields(err.Error()), " "))
+		os.Exit(1)
+	}
+}
+
+type globals struct {
+	stateDir string
+	logLevel string
+}
+
+func (g *globals) logger() (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})), nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func newRootCommand() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "bcd",
+		Short: "The Better Compute node daemon",
+		Long: `bcd runs on every host of a Better Compute fleet. It joins once with a join token
+(bcd join), then holds a session with the deployment's gateways (bcd run, usually from the
+systemd unit), reports the host's inventory and runs the commands it is sent. It only dials
+out. Its identity lives in the state directory (` + state.DefaultDir + ` by default).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", envOr("BCD_STATE_DIR", state.DefaultDir), "state directory (env BCD_STATE_DIR)")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("BCD_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env BCD_LOG_LEVEL)")
+	root.AddCommand(newJoinCommand(g), newRunCommand(g), newStatusCommand(g), newVersionCommand())
+	return root
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version and build",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(cmd.OutOrStdout(), "bcd %s (%s)\n", buildinfo.Version, buildinfo.Build())
+			return nil
+		},
+	}
+}
+
+func newJoinCommand(g *globals) *cobra.Command {
+	var o host.JoinOptions
+	cmd := &cobra.Command{
+		Use:   "join --token TOKEN --gateway HOST:PORT [--ca-file ca.pem]",
+		Short: "Join a deployment with a join token",
+		Long: `Generate the node's private key on this host, send a certificate request with the join
+token to the gateway, and write the key, certificate chain, root CA and node id to the state
+directory (0700, files 0600). The key never leaves the host. A state directory that already
+holds an identity is left alone: remove it to join as a new node.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.StateDir = g.stateDir
+			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
+			defer cancel()
+			n, err := host.Join(ctx, o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Joined as node %s (trust domain %s) through %s; state in %s\n",
+				n.NodeID, n.TrustDomain, n.Gateway, g.stateDir)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Token, "token", os.Getenv("BCD_JOIN_TOKEN"), "join token, bcj_… (env BCD_JOIN_TOKEN, which keeps it out of the process list)")
+	cmd.Flags().StringVar(&o.Gateway, "gateway", os.Getenv("BCD_GATEWAY"), "gateway address host:port (env BCD_GATEWAY)")
+	cmd.Flags().StringVar(&o.CAFile, "ca-file", "", "root CA (PEM) to verify the gateway with; default the system's roots")
+	cmd.Flags().StringVar(&o.ServerName, "server-name", "", "name to verify the gateway's certificate against; default the gateway's host")
+	cmd.Flags().StringVar(&o.Hostname, "hostname", "", "host name to report; default this host's")
+	return cmd
+}
+
+func newRunCommand(g *globals) *cobra.Command {
+	var o host.RunOptions
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Hold the node's session and run its commands",
+		Long: `Check the state directory (refusing to start on a key that does not match its certificate,
+files others can read, or anything else it cannot trust), then hold a session with the gateway:
+reconnect with backoff and jitter, renew the certificate before it expires, and run commands.
+SIGTERM or Ctrl-C stops it. Logs go to stderr as JSON; bcd status asks it through the unix
+socket bcd.sock in the state directory.
+
+exec runs only the programs on the allow list: --allow-exec, plus the lines of the file
+allow-exec in the state directory (absolute paths; argv[0] must match one exactly). reboot
+needs --allow-reboot.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			o.StateDir, o.Logger, o.Version = g.stateDir, log, buildinfo.Version
+			if err := host.Run(cmd.Context(), o); err != nil {
+				log.Error("bcd run refused to start or failed", "err", err.Error())
+				return err
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&o.AllowExec, "allow-exec", nil, "programs exec may run, absolute paths, comma separated or repeated (adds to the state directory's allow-exec file)")
+	cmd.Flags().BoolVar(&o.AllowReboot, "allow-reboot", false, "let reboot commands reboot this host")
+	cmd.Flags().StringVar(&o.Gateway, "gateway", "", "gateway host:port; default the one joined through")
+	cmd.Flags().DurationVar(&o.MaxBackoff, "max-backoff", 30*time.Second, "longest wait between reconnection attempts")
+	return cmd
+}
+
+func newStatusCommand(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Print what the daemon knows",
+		Long: `Ask the running daemon through its unix socket in the state directory; when none answers,
+print what the state directory says (and whether bcd run would accept it). Exits 0 when a
+daemon answers, 3 when none does.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := host.ReadStatus(cmd.Context(), g.stateDir)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(s); err != nil {
+					return err
+				}
+			} else {
+				s.Format(out)
+			}
+			if !s.Running {
+				return exitError{exitNotRunning}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

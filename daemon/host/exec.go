@@ -1,0 +1,226 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Exec limits.
+const (
+	// DefaultMaxOutput is how much of each of stdout and stderr an exec keeps unless its payload
+	// asks for another cap; MaxOutput is the most it may ask for.
+	DefaultMaxOutput = 64 << 10
+	MaxOutput        = 1 << 20
+	// execPath is the PATH an exec'd program gets unless its payload sets one.
+	execPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
+
+// ExecPolicy says which programs exec may run: exactly the absolute paths listed (argv[0] must
+// be one of them, written the same way). An empty policy allows nothing.
+type ExecPolicy struct {
+	Allow []string
+}
+
+// NewExecPolicy checks an allow list: every entry a clean absolute path.
+func NewExecPolicy(allow []string) (ExecPolicy, error) {
+	var p ExecPolicy
+	for _, a := range allow {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if !filepath.IsAbs(a) || filepath.Clean(a) != a {
+			return p, fmt.Errorf("exec allow list: %q is not a clean absolute path", a)
+		}
+		if !slices.Contains(p.Allow, a) {
+			p.Allow = append(p.Allow, a)
+		}
+	}
+	slices.Sort(p.Allow)
+	return p, nil
+}
+
+// Allows reports whether the policy lets argv0 run.
+func (p ExecPolicy) Allows(argv0 string) bool {
+	return filepath.IsAbs(argv0) && filepath.Clean(argv0) == argv0 && slices.Contains(p.Allow, argv0)
+}
+
+// ErrNotAllowed is the error of an exec the node's policy refuses; the program is not run.
+var ErrNotAllowed = errors.New("not allowed by this node's exec policy")
+
+// execRequest is the payload of an exec command.
+type execRequest struct {
+	argv      []string
+	env       []string
+	dir       string
+	timeout   time.Duration
+	maxOutput int
+}
+
+func parseExec(p *structpb.Struct) (execRequest, error) {
+	r := execRequest{dir: "/", maxOutput: DefaultMaxOutput}
+	f := p.GetFields()
+	for k := range f {
+		if !slices.Contains([]string{"argv", "env", "dir", "timeoutSeconds", "maxOutputBytes"}, k) {
+			return r, fmt.Errorf("exec: unknown payload field %q (want argv, env, dir, timeoutSeconds, maxOutputBytes)", k)
+		}
+	}
+	for i, v := range f["argv"].GetListValue().GetValues() {
+		s, ok := v.GetKind().(*structpb.Value_StringValue)
+		if !ok {
+			return r, fmt.Errorf("exec: argv[%d] is not a string", i)
+		}
+		r.argv = append(r.argv, s.StringValue)
+	}
+	if len(r.argv) == 0 {
+		return r, errors.New(`exec: the payload needs "argv", a list of strings whose first is the program's absolute path`)
+	}
+	path := execPath
+	for k, v := range f["env"].GetStructValue().GetFields() {
+		s, ok := v.GetKind().(*structpb.Value_StringValue)
+		if !ok || k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(s.StringValue, 0) {
+			return r, fmt.Errorf("exec: env %q: want a name without '=' and a string value", k)
+		}
+		if k == "PATH" {
+			path = s.StringValue
+			continue
+		}
+		r.env = append(r.env, k+"="+s.StringValue)
+	}
+	slices.Sort(r.env)
+	r.env = append([]string{"PATH=" + path}, r.env...)
+	if v, ok := f["dir"]; ok {
+		r.dir = v.GetStringValue()
+		if !filepath.IsAbs(r.dir) {
+			return r, fmt.Errorf("exec: dir %q is not an absolute path", r.dir)
+		}
+	}
+	if v, ok := f["timeoutSeconds"]; ok {
+		s := v.GetNumberValue()
+		if s <= 0 {
+			return r, errors.New("exec: timeoutSeconds must be positive")
+		}
+		r.timeout = time.Duration(s * float64(time.Second))
+	}
+	if v, ok := f["maxOutputBytes"]; ok {
+		n := v.GetNumberValue()
+		if n < 0 || n > MaxOutput {
+			return r, fmt.Errorf("exec: maxOutputBytes must be between 0 and %d", MaxOutput)
+		}
+		r.maxOutput = int(n)
+	}
+	return r, nil
+}
+
+// Exec runs a program the policy allows, with the payload
+//
+//	{"argv": ["/bin/echo", "hello"], "env": {"K": "V"}, "dir": "/", "timeoutSeconds": 30,
+//	 "maxOutputBytes": 65536}
+//
+// (only argv is required). The program gets exactly the given environment plus a default PATH,
+// no stdin, its own process group (killed as a whole on timeout), and at most maxOutputBytes of
+// each of stdout and stderr are kept. The result is
+//
+//	{"exitCode": 0, "stdout": "hello\n", "stderr": "", "stdoutTruncated": false,
+//	 "stderrTruncated": false, "durationSeconds": 0.002}
+//
+// and a non-zero exit, a signal or a timeout fail the command with that result attached.
+func (p ExecPolicy) Exec(ctx context.Context, payload *structpb.Struct) (*structpb.Struct, error) {
+	r, err := parseExec(payload)
+	if err != nil {
+		return nil, err
+	}
+	if !p.Allows(r.argv[0]) {
+		allowed := "nothing"
+		if len(p.Allow) > 0 {
+			allowed = strings.Join(p.Allow, ", ")
+		}
+		return nil, fmt.Errorf("exec %s: %w (it allows %s); not run", r.argv[0], ErrNotAllowed, allowed)
+	}
+	// ctx ends at the command's deadline; run also ends at the payload's timeout.
+	run := ctx
+	if r.timeout > 0 {
+		var cancel context.CancelFunc
+		run, cancel = context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+	}
+	stdout, stderr := &capped{max: r.maxOutput}, &capped{max: r.maxOutput}
+	cmd := &exec.Cmd{Path: r.argv[0], Args: r.argv, Env: r.env, Dir: r.dir, Stdout: stdout, Stderr: stderr}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("exec %s: %w", r.argv[0], err)
+	}
+	// Stop the whole process group when the deadline passes, not only the program: whatever it
+	// started would otherwise hold the output open and outlive the command.
+	waited := make(chan struct{})
+	go func() {
+		select {
+		case <-run.Done():
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		case <-waited:
+		}
+	}()
+	cmd.WaitDelay = 2 * time.Second
+	werr := cmd.Wait()
+	close(waited)
+	res := map[string]any{
+		"exitCode":        cmd.ProcessState.ExitCode(),
+		"stdout":          stdout.String(),
+		"stderr":          stderr.String(),
+		"stdoutTruncated": stdout.truncated(),
+		"stderrTruncated": stderr.truncated(),
+		"durationSeconds": time.Since(start).Seconds(),
+	}
+	out, err := structpb.NewStruct(res)
+	if err != nil {
+		return nil, fmt.Errorf("exec %s: encode result: %w", r.argv[0], err)
+	}
+	switch {
+	case werr == nil:
+		return out, nil
+	case ctx.Err() != nil:
+		return out, fmt.Errorf("exec %s: killed: the command's deadline passed", r.argv[0])
+	case run.Err() != nil:
+		return out, fmt.Errorf("exec %s: timed out after %s and was killed", r.argv[0], r.timeout)
+	}
+	var ee *exec.ExitError
+	if errors.As(werr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return out, fmt.Errorf("exec %s: killed by signal %s", r.argv[0], ws.Signal())
+		}
+		return out, fmt.Errorf("exec %s: exit status %d", r.argv[0], ee.ExitCode())
+	}
+	return out, fmt.Errorf("exec %s: %w", r.argv[0], werr)
+}
+
+// capped keeps the first max bytes written to it and counts the rest.
+type capped struct {
+	buf   bytes.Buffer
+	max   int
+	total int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.total += len(p)
+	if room := c.max - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func (c *capped) truncated() bool { return c.total > c.buf.Len() }
+
+// String is the kept output as valid UTF-8 (results are JSON); a cut through a character, or
+// binary output, shows as U+FFFD.
+func (c *capped) String() string { return strings.ToValidUTF8(c.buf.String(), "\uFFFD") }

@@ -1,0 +1,342 @@
+package host
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+)
+
+// Inventory reads what this host has: CPU model and count and memory from /proc, disks from
+// /sys/block, network interfaces from /sys/class/net, the OS from /etc/os-release, the kernel
+// from uname, and NVIDIA GPUs through nvidia-smi when it is installed.
+//
+// Collect is best effort: what cannot be read is left out and logged, because a node that
+// cannot say what its disks are is still a node, and the session must not fail over it.
+type Inventory struct {
+	// Root is prepended to /proc, /sys and /etc paths, so tests can read a recorded tree; empty
+	// is the real root.
+	Root string
+	// NvidiaSMI is the nvidia-smi program to run; empty looks it up on PATH, "-" means never.
+	NvidiaSMI string
+	Logger    *slog.Logger
+}
+
+// nvidiaQuery is the nvidia-smi invocation whose output ParseNvidiaSMI reads.
+var nvidiaQuery = []string{"--query-gpu=index,name,memory.total,uuid", "--format=csv,noheader,nounits"}
+
+// Collect reads the inventory.
+func (i *Inventory) Collect(ctx context.Context) (*daemonv1.Inventory, error) {
+	log := i.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	inv := &daemonv1.Inventory{Os: "linux"}
+	if h, err := os.Hostname(); err == nil {
+		inv.Hostname = h
+	}
+	if data, err := os.ReadFile(i.path("/proc/cpuinfo")); err != nil {
+		log.Warn("inventory: read CPU information", "err", err)
+	} else {
+		inv.CpuModel, inv.Cpus = ParseCPUInfo(data)
+	}
+	if inv.Cpus == 0 {
+		inv.Cpus = int32(runtime.NumCPU())
+	}
+	if data, err := os.ReadFile(i.path("/proc/meminfo")); err != nil {
+		log.Warn("inventory: read memory information", "err", err)
+	} else if inv.MemoryBytes, err = ParseMemInfo(data); err != nil {
+		log.Warn("inventory: read memory information", "err", err)
+	}
+	inv.Os = i.os()
+	inv.Kernel = kernel()
+	inv.Disks = i.disks(log)
+	inv.Nics = i.nics(log)
+	gpus, err := i.gpus(ctx)
+	if err != nil {
+		log.Warn("inventory: GPUs through nvidia-smi", "err", err)
+	}
+	inv.Gpus = gpus
+	return inv, ctx.Err()
+}
+
+func (i *Inventory) path(p string) string {
+	if i.Root == "" {
+		return p
+	}
+	return filepath.Join(i.Root, p)
+}
+
+// ParseCPUInfo returns the CPU model and the number of logical CPUs listed in /proc/cpuinfo.
+// x86 names the model in "model name"; other architectures use other keys, and arm64 names only
+// the implementer and part numbers.
+func ParseCPUInfo(data []byte) (model string, cpus int32) {
+	fields := map[string]string{}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if k == "processor" {
+			if _, err := strconv.Atoi(v); err == nil {
+				cpus++
+			}
+		}
+		if _, seen := fields[k]; !seen {
+			fields[k] = v
+		}
+	}
+	for _, k := range []string{"model name", "Processor", "cpu model", "cpu"} {
+		if v := fields[k]; v != "" {
+			return strings.Join(strings.Fields(v), " "), cpus
+		}
+	}
+	if impl, part := fields["CPU implementer"], fields["CPU part"]; impl != "" {
+		return fmt.Sprintf("%s (implementer %s, part %s)", runtime.GOARCH, impl, part), cpus
+	}
+	return "", cpus
+}
+
+// ParseMemInfo returns MemTotal from /proc/meminfo, in bytes.
+func ParseMemInfo(data []byte) (int64, error) {
+	for line := range strings.SplitSeq(string(data), "\n") {
+		rest, ok := strings.CutPrefix(line, "MemTotal:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			break
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("MemTotal: %w", err)
+		}
+		if len(f) > 1 && f[1] != "kB" {
+			return 0, fmt.Errorf("MemTotal: unknown unit %q", f[1])
+		}
+		return n * 1024, nil
+	}
+	return 0, errors.New("no MemTotal line")
+}
+
+// ParseOSRelease returns the operating system's name from os-release: PRETTY_NAME, or NAME and
+// VERSION_ID.
+func ParseOSRelease(data []byte) string {
+	vals := map[string]string{}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || strings.HasPrefix(k, "#") {
+			continue
+		}
+		if u, err := strconv.Unquote(v); err == nil {
+			v = u
+		} else {
+			v = strings.Trim(v, `"'`)
+		}
+		vals[k] = v
+	}
+	if v := vals["PRETTY_NAME"]; v != "" {
+		return v
+	}
+	return strings.TrimSpace(vals["NAME"] + " " + vals["VERSION_ID"])
+}
+
+func (i *Inventory) os() string {
+	for _, p := range []string{"/etc/os-release", "/usr/lib/os-release"} {
+		if data, err := os.ReadFile(i.path(p)); err == nil {
+			if name := ParseOSRelease(data); name != "" {
+				return name
+			}
+		}
+	}
+	return "Linux"
+}
+
+// kernel is the kernel release, as uname -r prints it.
+func kernel() string {
+	var u syscall.Utsname
+	if err := syscall.Uname(&u); err != nil {
+		return ""
+	}
+	b := make([]byte, 0, len(u.Release))
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	return string(b)
+}
+
+// disks lists the block devices backed by hardware (with a device link in sysfs), leaving out
+// loop, RAM and zram devices, device-mapper and md volumes, and empty drives.
+func (i *Inventory) disks(log *slog.Logger) []*daemonv1.Disk {
+	base := i.path("/sys/block")
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		log.Warn("inventory: list disks", "err", err)
+		return nil
+	}
+	var out []*daemonv1.Disk
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, "loop") || strings.HasPrefix(name, "ram") || strings.HasPrefix(name, "zram") {
+			continue
+		}
+		dir := filepath.Join(base, name)
+		if _, err := os.Stat(filepath.Join(dir, "device")); err != nil {
+			continue // virtual: device-mapper, md, nbd, …
+		}
+		sectors, err := readInt(filepath.Join(dir, "size"))
+		if err != nil || sectors <= 0 {
+			continue
+		}
+		model, _ := readString(filepath.Join(dir, "device", "model"))
+		// The size file counts 512-byte sectors whatever the device's block size.
+		out = append(out, &daemonv1.Disk{Name: name, SizeBytes: sectors * 512, Model: model})
+	}
+	slices.SortFunc(out, func(a, b *daemonv1.Disk) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// nics lists the network interfaces but loopback, with their MAC address and link speed (0
+// when the link is down or the driver does not say).
+func (i *Inventory) nics(log *slog.Logger) []*daemonv1.Nic {
+	base := i.path("/sys/class/net")
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		log.Warn("inventory: list network interfaces", "err", err)
+		return nil
+	}
+	var out []*daemonv1.Nic
+	for _, e := range entries {
+		name := e.Name()
+		dir := filepath.Join(base, name)
+		if typ, err := readInt(filepath.Join(dir, "type")); name == "lo" || (err == nil && typ == 772) { // ARPHRD_LOOPBACK
+			continue
+		}
+		mac, _ := readString(filepath.Join(dir, "address"))
+		speed, err := readInt(filepath.Join(dir, "speed")) // EINVAL while the link is down
+		if err != nil || speed < 0 {
+			speed = 0
+		}
+		out = append(out, &daemonv1.Nic{Name: name, Mac: mac, SpeedMbps: speed})
+	}
+	slices.SortFunc(out, func(a, b *daemonv1.Nic) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// gpus asks nvidia-smi, when it is installed, for the NVIDIA GPUs.
+func (i *Inventory) gpus(ctx context.Context) ([]*daemonv1.Gpu, error) {
+	prog := i.NvidiaSMI
+	if prog == "-" {
+		return nil, nil
+	}
+	if prog == "" {
+		p, err := exec.LookPath("nvidia-smi")
+		if err != nil {
+			return nil, nil // no NVIDIA driver tools: no GPUs to report
+		}
+		prog = p
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, prog, nvidiaQuery...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		// "No devices were found" is exit status 6 on a host with the tools and no GPU.
+		if strings.Contains(stdout.String()+stderr.String(), "No devices were found") {
+			return nil, nil
+		}
+		msg := strings.TrimSpace(firstLine(stderr.String() + "\n" + stdout.String()))
+		return nil, fmt.Errorf("%s: %w: %s", prog, err, msg)
+	}
+	return ParseNvidiaSMI(stdout.Bytes())
+}
+
+func firstLine(s string) string {
+	for line := range strings.SplitSeq(s, "\n") {
+		if strings.TrimSpace(line) != "" {
+			return line
+		}
+	}
+	return ""
+}
+
+// ParseNvidiaSMI reads the output of
+//
+//	nvidia-smi --query-gpu=index,name,memory.total,uuid --format=csv,noheader,nounits
+//
+// one GPU a line, "0, NVIDIA H100 80GB HBM3, 81559, GPU-…", the memory in MiB. Fields are
+// trimmed of the spaces nvidia-smi puts around them; a name with commas in it is put back
+// together (index first, memory and UUID last); a memory of "[N/A]" is unknown (0); "No devices
+// were found" is no GPUs.
+func ParseNvidiaSMI(out []byte) ([]*daemonv1.Gpu, error) {
+	var gpus []*daemonv1.Gpu
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(strings.TrimSuffix(sc.Text(), "\r"))
+		if line == "" || strings.Contains(line, "No devices were found") {
+			continue
+		}
+		raw := strings.Split(line, ",")
+		if len(raw) < 4 {
+			return nil, fmt.Errorf("nvidia-smi line %d: want index, name, memory.total, uuid; got %q", n, line)
+		}
+		f := make([]string, len(raw))
+		for j := range raw {
+			f[j] = strings.TrimSpace(raw[j])
+		}
+		index, err := strconv.ParseInt(f[0], 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("nvidia-smi line %d: index %q: %w", n, f[0], err)
+		}
+		mem := strings.TrimSpace(strings.TrimSuffix(f[len(f)-2], "MiB"))
+		var mib int64
+		if !strings.HasPrefix(mem, "[") { // [N/A], [Not Supported]
+			if mib, err = strconv.ParseInt(mem, 10, 64); err != nil {
+				return nil, fmt.Errorf("nvidia-smi line %d: memory.total %q: %w", n, f[len(f)-2], err)
+			}
+		}
+		name := strings.TrimSpace(strings.Join(raw[1:len(raw)-2], ","))
+		gpus = append(gpus, &daemonv1.Gpu{Index: int32(index), Model: name, MemoryBytes: mib << 20, Uuid: f[len(f)-1]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(gpus, func(a, b *daemonv1.Gpu) int { return int(a.Index - b.Index) })
+	return gpus, nil
+}
+
+func readString(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+func readInt(path string) (int64, error) {
+	s, err := readString(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(s, 10, 64)
+}

@@ -1,0 +1,174 @@
+package deploy_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// fakeBcd is a stand-in for a bcd release: its "version" command answers like bcd's.
+func fakeBcd(version string) []byte {
+	return []byte("#!/bin/sh\n[ \"$1\" = version ] && echo \"bcd " + version + " (test)\"\n")
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func writeFile(t *testing.T, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "bcd")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// install runs install.sh under a scratch root (which never touches the real system) and
+// returns its output and whether it succeeded.
+func install(t *testing.T, root string, args ...string) (string, bool) {
+	t.Helper()
+	out, err := exec.Command("./install.sh", append([]string{"--root", root}, args...)...).CombinedOutput()
+	if err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			t.Fatal(err)
+		}
+	}
+	return string(out), err == nil
+}
+
+func mode(t *testing.T, path string) os.FileMode {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode().Perm()
+}
+
+func TestInstallFromFile(t *testing.T) {
+	root := t.TempDir()
+	v1 := fakeBcd("v1.0.0")
+	out, ok := install(t, root, "--binary", writeFile(t, v1), "--sha256", strings.ToUpper(sum(v1)))
+	if !ok {
+		t.Fatalf("install: %s", out)
+	}
+	bin := filepath.Join(root, "usr/local/bin/bcd")
+	if got, _ := os.ReadFile(bin); string(got) != string(v1) || mode(t, bin) != 0o755 {
+		t.Errorf("binary not installed: mode %v", mode(t, bin))
+	}
+	unit := filepath.Join(root, "etc/systemd/system/bcd.service")
+	data, err := os.ReadFile(unit)
+	if err != nil || mode(t, unit) != 0o644 || !strings.Contains(string(data), "ExecStart=/usr/local/bin/bcd run") || !strings.Contains(string(data), "Restart=always") {
+		t.Errorf("unit: %v, %v\n%s", mode(t, unit), err, data)
+	}
+	if m := mode(t, filepath.Join(root, "var/lib/bcd")); m != 0o700 {
+		t.Errorf("state directory mode %v", m)
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc/default/bcd")); err != nil {
+		t.Error(err)
+	}
+
+	// Without a checksum a local file is still checked to be bcd and to run.
+	v2 := fakeBcd("v2.0.0")
+	if out, ok := install(t, root, "--binary", writeFile(t, v2)); !ok || !strings.Contains(out, "bcd v2.0.0") {
+		t.Fatalf("upgrade from a file: %s", out)
+	}
+	// A wrong checksum, or something that is not bcd, installs nothing.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--binary", writeFile(t, v1), "--sha256", sum(v2)}, "checksum mismatch"},
+		{[]string{"--binary", writeFile(t, []byte("#!/bin/sh\necho hello\n"))}, "not bcd"},
+		{[]string{"--binary", writeFile(t, []byte("#!/bin/sh\nexit 1\n"))}, "does not run"},
+		{[]string{"--binary", writeFile(t, v1), "--sha256", "abc"}, "64 hex digits"},
+		{[]string{"--binary", filepath.Join(t.TempDir(), "missing")}, "no file"},
+	} {
+		out, ok := install(t, root, tc.args...)
+		if ok || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: ok=%v %s; want %q", tc.args, ok, out, tc.want)
+		}
+		if got, _ := os.ReadFile(bin); string(got) != string(v2) {
+			t.Fatalf("%v: the installed binary changed", tc.args)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(root, "usr/local/bin/.*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+func TestInstallFromURL(t *testing.T) {
+	v1 := fakeBcd("v1.0.0")
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if r.URL.Path != "/bcd-v1" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(v1)
+	}))
+	defer srv.Close()
+	root := t.TempDir()
+	bin := filepath.Join(root, "opt/bc/bin/bcd")
+
+	if out, ok := install(t, root, "--url", srv.URL+"/bcd-v1"); ok || !strings.Contains(out, "needs --sha256") || hits.Load() != 0 {
+		t.Errorf("URL without a checksum: ok=%v, %d downloads: %s", ok, hits.Load(), out)
+	}
+	if out, ok := install(t, root, "--url", srv.URL+"/bcd-v1", "--sha256", sum([]byte("other"))); ok || !strings.Contains(out, "checksum mismatch") {
+		t.Errorf("URL with the wrong checksum: ok=%v %s", ok, out)
+	}
+	if out, ok := install(t, root, "--url", srv.URL+"/missing", "--sha256", sum(v1)); ok || !strings.Contains(out, "download") {
+		t.Errorf("404: ok=%v %s", ok, out)
+	}
+	if _, err := os.Stat(bin); err == nil {
+		t.Fatal("installed after a failure")
+	}
+	out, ok := install(t, root, "--url", srv.URL+"/bcd-v1", "--sha256", sum(v1), "--prefix", "/opt/bc")
+	if !ok {
+		t.Fatalf("install from URL: %s", out)
+	}
+	if got, _ := os.ReadFile(bin); string(got) != string(v1) {
+		t.Error("binary not installed")
+	}
+	unit, _ := os.ReadFile(filepath.Join(root, "etc/systemd/system/bcd.service"))
+	if !strings.Contains(string(unit), "ExecStart=/opt/bc/bin/bcd run") {
+		t.Errorf("unit for prefix /opt/bc:\n%s", unit)
+	}
+	if out, ok := install(t, root, "--url", "ftp://example.com/bcd", "--sha256", sum(v1)); ok || !strings.Contains(out, "http(s)") {
+		t.Errorf("ftp URL: %s", out)
+	}
+}
+
+// TestUnit checks the unit with systemd's own verifier, when it is installed.
+func TestUnit(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed")
+	}
+	unit, err := os.ReadFile("bcd.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// verify checks that ExecStart's program exists: point it at one that does.
+	bin := writeFile(t, fakeBcd("v1"))
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "bcd.service")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/bcd", bin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(analyze, "verify", path).CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
