@@ -19,6 +19,7 @@ import (
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/server/registry"
 	"github.com/better-compute/better-compute/workers/jobrun"
+	"github.com/better-compute/better-compute/workers/usage"
 )
 
 // Severity orders findings.
@@ -50,6 +51,12 @@ type Options struct {
 	Now func() time.Time
 	// GatewaySessionLimit is the sessions one gateway is sized for, for headroom warnings.
 	GatewaySessionLimit int64
+	// SilentAfter is how long a connected node may go unheard before it is reported (2 minutes
+	// by default).
+	SilentAfter time.Duration
+	// LagAfter is how old an undelivered event or an unaggregated usage record may be before it
+	// is reported (a minute by default).
+	LagAfter time.Duration
 }
 
 // Limits the running checks warn at.
@@ -70,6 +77,12 @@ func Run(ctx context.Context, opts Options) ([]Finding, error) {
 	}
 	if opts.GatewaySessionLimit == 0 {
 		opts.GatewaySessionLimit = defaultSessionsCap
+	}
+	if opts.SilentAfter == 0 {
+		opts.SilentAfter = silentAfter
+	}
+	if opts.LagAfter == 0 {
+		opts.LagAfter = maxOverdue
 	}
 	q := db.New(opts.Pool)
 	dbNow, err := q.DatabaseNow(ctx)
@@ -248,12 +261,22 @@ func running(ctx context.Context, opts Options) []Finding {
 	}
 	add("gateway headroom", err, f)
 
-	silent, err := q.SilentNodes(ctx, silentAfter.Milliseconds())
+	silent, err := q.SilentNodes(ctx, opts.SilentAfter.Milliseconds())
 	f = Finding{Severity: OK, Cause: "every connected node is heard from"}
 	if silent > 0 {
-		f = Finding{Severity: Warning, Cause: fmt.Sprintf("%d connected nodes silent for over %s", silent, silentAfter), Fix: "check those hosts' network and bcd logs"}
+		f = Finding{Severity: Warning, Cause: fmt.Sprintf("%d connected nodes silent for over %s", silent, opts.SilentAfter), Fix: "check those hosts' network and bcd logs"}
 	}
 	add("silent nodes", err, f)
+
+	add("outbox delivery", nil, outbox(ctx, q, opts))
+
+	records, oldest, err := usage.Backlog(ctx, opts.Pool)
+	f = Finding{Severity: OK, Cause: fmt.Sprintf("%d usage records waiting for aggregation", records)}
+	if oldest > opts.LagAfter {
+		f = Finding{Severity: Warning, Cause: fmt.Sprintf("%d usage records not aggregated, the oldest for %s", records, oldest.Round(time.Second)),
+			Fix: "run a process with the controllers role (the usage job)"}
+	}
+	add("usage backlog", err, f)
 
 	versions, err := q.DaemonVersions(ctx)
 	f = Finding{Severity: OK, Cause: fmt.Sprintf("%d daemon versions in the fleet", len(versions))}
@@ -270,6 +293,29 @@ func running(ctx context.Context, opts Options) []Finding {
 	}
 	add("node certificates", err, f)
 	return out
+}
+
+// outbox reports sinks nobody dispatches and sinks that fall behind.
+func outbox(ctx context.Context, q *db.Queries, opts Options) Finding {
+	idle, err := q.UndispatchedWebhooks(ctx)
+	if err != nil {
+		return Finding{Severity: Error, Cause: err.Error()}
+	}
+	if len(idle) > 0 {
+		return Finding{Severity: Warning, Cause: fmt.Sprintf("no process delivers webhook %s (and %d more)", idle[0], len(idle)-1),
+			Fix: "run a process with the sinks role"}
+	}
+	lags, err := q.OutboxLag(ctx, 10000)
+	if err != nil {
+		return Finding{Severity: Error, Cause: err.Error()}
+	}
+	for _, l := range lags {
+		if age := time.Duration(l.OldestSeconds * float64(time.Second)); age > opts.LagAfter {
+			return Finding{Severity: Warning, Cause: fmt.Sprintf("sink %s is %d events behind, the oldest from %s ago", l.Sink, l.Events, age.Round(time.Second)),
+				Fix: "check the sink's endpoint (webhooks/list shows its last error) and the sinks role's logs"}
+		}
+	}
+	return Finding{Severity: OK, Cause: fmt.Sprintf("%d sinks, none behind", len(lags))}
 }
 
 // Worst is the most severe finding's severity.

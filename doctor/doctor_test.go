@@ -94,3 +94,5 @@ func TestRunningChecks(t *testing.T) {
 		t.Errorf("wrong secret: %+v", f)
 	}
 }
+
+func contextWithCancel() (context.Context, context.CancelFunc) { return context.WithCancel(ctx) }

@@ -23,3 +23,13 @@ SELECT g.id, g.region, g.control_url, g.heartbeat_at, count(s.node_id)::bigint A
 FROM gateways g LEFT JOIN node_sessions s ON s.gateway_id = g.id
 WHERE g.heartbeat_at > now() - interval '30 seconds'
 GROUP BY g.id ORDER BY g.id;
+
+-- name: UndispatchedWebhooks :many
+-- Webhooks whose dispatcher lease nobody holds: no process of the sinks role delivers them.
+SELECT w.id FROM webhooks w
+WHERE NOT EXISTS (
+    SELECT 1 FROM leases l
+    WHERE l.name = 'singleton:outbox-dispatch:webhook:' || w.id::text AND l.expires_at > now()
+)
+ORDER BY w.id
+LIMIT 10;

@@ -8,6 +8,8 @@ package db
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 const daemonVersions = `-- name: DaemonVersions :many
@@ -119,4 +121,35 @@ func (q *Queries) SilentNodes(ctx context.Context, silentMs int64) (int64, error
 	var column_1 int64
 	err := row.Scan(&column_1)
 	return column_1, err
+}
+
+const undispatchedWebhooks = `-- name: UndispatchedWebhooks :many
+SELECT w.id FROM webhooks w
+WHERE NOT EXISTS (
+    SELECT 1 FROM leases l
+    WHERE l.name = 'singleton:outbox-dispatch:webhook:' || w.id::text AND l.expires_at > now()
+)
+ORDER BY w.id
+LIMIT 10
+`
+
+// Webhooks whose dispatcher lease nobody holds: no process of the sinks role delivers them.
+func (q *Queries) UndispatchedWebhooks(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, undispatchedWebhooks)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -417,6 +417,8 @@ type Querier interface {
 	TouchAPIKey(ctx context.Context, id string) error
 	// Liveness from heartbeats, for many nodes in one statement.
 	TouchNodes(ctx context.Context, arg TouchNodesParams) error
+	// Webhooks whose dispatcher lease nobody holds: no process of the sinks role delivers them.
+	UndispatchedWebhooks(ctx context.Context) ([]uuid.UUID, error)
 	// Replaces the spec and bumps its generation, only when it changes (jsonb equality ignores key
 	// order and formatting); no row when the spec is the same.
 	UpdateNodeSpec(ctx context.Context, arg UpdateNodeSpecParams) (Node, error)
