@@ -145,3 +145,9 @@ func NotFoundIfNoRows(err error, format string, args ...any) error {
 	}
 	return err
 }
+
+// FailedPreconditionField reports a request field whose value cannot be met by the current
+// state (a pool too small for the lease, a window taken by a reservation).
+func FailedPreconditionField(field, format string, args ...any) error {
+	return &Error{Code: connect.CodeFailedPrecondition, Field: field, Msg: fmt.Sprintf(format, args...)}
+}

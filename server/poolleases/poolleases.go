@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -56,31 +55,6 @@ var _ leasesv1connect.LeasesServiceHandler = (*Service)(nil)
 // New returns the service; waker may be nil.
 func New(pool *pgxpool.Pool, admit *admission.Admitter, waker Waker) *Service {
 	return &Service{pool: pool, admit: admit, waker: waker}
-}
-
-func caller(ctx context.Context) *auth.Principal {
-	p, _ := auth.PrincipalFrom(ctx)
-	return p
-}
-
-func parseID(field, s string) (uuid.UUID, error) {
-	id, err := uuid.Parse(s)
-	if err != nil {
-		return uuid.Nil, apierr.InvalidArgument(field, "must be a UUID, got %q", s)
-	}
-	return id, nil
-}
-
-// failed is a FailedPrecondition naming the request field that cannot be met.
-func failed(field, format string, args ...any) error {
-	return &apierr.Error{Code: connect.CodeFailedPrecondition, Field: field, Msg: fmt.Sprintf(format, args...)}
-}
-
-func notFound(err error, id uuid.UUID) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return apierr.NotFound("lease %s not found", id)
-	}
-	return err
 }
 
 // poke queues the placer for a pool after a commit and wakes it. It runs outside the call's
@@ -130,7 +104,7 @@ func validateTolerations(in []*leasesv1.Toleration) ([]placer.Toleration, error)
 
 // Create admits a pending lease.
 func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*leasesv1.CreateResponse, error) {
-	poolID, err := parseID("pool_id", req.GetPoolId())
+	poolID, err := apierr.ParseID("pool_id", req.GetPoolId())
 	if err != nil {
 		return nil, err
 	}
@@ -158,17 +132,17 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 	}
 	var resID *uuid.UUID
 	if req.GetReservationId() != "" {
-		id, err := parseID("reservation_id", req.GetReservationId())
+		id, err := apierr.ParseID("reservation_id", req.GetReservationId())
 		if err != nil {
 			return nil, err
 		}
 		resID = &id
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.CreateResponse, error) {
 		if _, err := tx.Q.GetPool(ctx, db.GetPoolParams{TenantID: p.TenantID, ID: poolID}); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
-				return nil, failed("pool_id", "the tenant has no pool %s", poolID)
+				return nil, apierr.FailedPreconditionField("pool_id", "the tenant has no pool %s", poolID)
 			}
 			return nil, err
 		}
@@ -180,13 +154,13 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 			r, err := tx.Q.GetReservation(ctx, db.GetReservationParams{TenantID: p.TenantID, ID: *resID})
 			switch {
 			case errors.Is(err, pgx.ErrNoRows) || (err == nil && r.PoolID != poolID):
-				return nil, failed("reservation_id", "the pool has no reservation %s", *resID)
+				return nil, apierr.FailedPreconditionField("reservation_id", "the pool has no reservation %s", *resID)
 			case err != nil:
 				return nil, err
 			case r.State != "active":
-				return nil, failed("reservation_id", "reservation %s is %s", *resID, r.State)
+				return nil, apierr.FailedPreconditionField("reservation_id", "reservation %s is %s", *resID, r.State)
 			case !r.EndsAt.After(time.Now()):
-				return nil, failed("reservation_id", "reservation %s ended at %s", *resID, r.EndsAt.UTC().Format(time.RFC3339))
+				return nil, apierr.FailedPreconditionField("reservation_id", "reservation %s ended at %s", *resID, r.EndsAt.UTC().Format(time.RFC3339))
 			}
 		}
 		if err := checkQuota(ctx, tx.Q, p.TenantID, poolID, req); err != nil {
@@ -233,10 +207,10 @@ func (s *Service) admitShape(ctx context.Context, q *db.Queries, poolID uuid.UUI
 			c = caps[0]
 		}
 		if int64(req.GetCpus()) > c.MaxNodeCpus {
-			return "", failed("cpus", "no node of the pool has %d CPUs (the most is %d)", req.GetCpus(), c.MaxNodeCpus)
+			return "", apierr.FailedPreconditionField("cpus", "no node of the pool has %d CPUs (the most is %d)", req.GetCpus(), c.MaxNodeCpus)
 		}
 		if req.GetMemoryBytes() > c.MaxNodeMemoryBytes {
-			return "", failed("memory_bytes", "no node of the pool has %d bytes of memory (the most is %d)", req.GetMemoryBytes(), c.MaxNodeMemoryBytes)
+			return "", apierr.FailedPreconditionField("memory_bytes", "no node of the pool has %d bytes of memory (the most is %d)", req.GetMemoryBytes(), c.MaxNodeMemoryBytes)
 		}
 		return "", nil
 	}
@@ -251,7 +225,7 @@ func (s *Service) admitShape(ctx context.Context, q *db.Queries, poolID uuid.UUI
 	model := req.GetGpuModel()
 	switch {
 	case len(models) == 0:
-		return "", failed("gpus", "the pool has no GPUs")
+		return "", apierr.FailedPreconditionField("gpus", "the pool has no GPUs")
 	case model == "" && len(models) > 1:
 		return "", apierr.InvalidArgument("gpu_model", "is required: the pool has %s", strings.Join(names, ", "))
 	case model == "":
@@ -259,10 +233,10 @@ func (s *Service) admitShape(ctx context.Context, q *db.Queries, poolID uuid.UUI
 	}
 	i := slices.IndexFunc(models, func(m db.PoolGPUModelsRow) bool { return m.Model == model })
 	if i < 0 {
-		return "", failed("gpu_model", "the pool has no %q GPUs (it has %s)", model, strings.Join(names, ", "))
+		return "", apierr.FailedPreconditionField("gpu_model", "the pool has no %q GPUs (it has %s)", model, strings.Join(names, ", "))
 	}
 	if int64(req.GetGpus()) > models[i].Total {
-		return "", failed("gpus", "the pool has only %d %q GPUs", models[i].Total, model)
+		return "", apierr.FailedPreconditionField("gpus", "the pool has only %d %q GPUs", models[i].Total, model)
 	}
 	return model, nil
 }
@@ -284,7 +258,7 @@ func checkQuota(ctx context.Context, q *db.Queries, tenant, poolID uuid.UUID, re
 	}
 	over := func(field, what string, limit *int64, inUse, asked int64) error {
 		if limit != nil && inUse+asked > *limit {
-			return failed(field, "the tenant's quota in the pool is %d %s; %d are pending or running, and this lease asks for %d", *limit, what, inUse, asked)
+			return apierr.FailedPreconditionField(field, "the tenant's quota in the pool is %d %s; %d are pending or running, and this lease asks for %d", *limit, what, inUse, asked)
 		}
 		return nil
 	}
@@ -325,14 +299,14 @@ func duration(field string, d *durationpb.Duration) (time.Duration, error) {
 
 // Get returns a lease of the caller's tenant with what it holds.
 func (s *Service) Get(ctx context.Context, req *leasesv1.GetRequest) (*leasesv1.GetResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
 	q := db.New(s.pool)
-	row, err := q.GetPoolLease(ctx, db.GetPoolLeaseParams{TenantID: caller(ctx).TenantID, ID: id})
+	row, err := q.GetPoolLease(ctx, db.GetPoolLeaseParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
 	if err != nil {
-		return nil, notFound(err, id)
+		return nil, apierr.NotFoundIfNoRows(err, "lease %s not found", id)
 	}
 	out, err := describe(ctx, q, []db.PoolLease{row})
 	if err != nil {
@@ -347,9 +321,9 @@ func (s *Service) List(ctx context.Context, req *leasesv1.ListRequest) (*leasesv
 	if err != nil {
 		return nil, err
 	}
-	params := db.ListPoolLeasesParams{TenantID: caller(ctx).TenantID, After: after, Lim: size + 1}
+	params := db.ListPoolLeasesParams{TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1}
 	if req.GetPoolId() != "" {
-		id, err := parseID("pool_id", req.GetPoolId())
+		id, err := apierr.ParseID("pool_id", req.GetPoolId())
 		if err != nil {
 			return nil, err
 		}
@@ -377,7 +351,7 @@ func (s *Service) List(ctx context.Context, req *leasesv1.ListRequest) (*leasesv
 
 // Extend adds to a lease's duration.
 func (s *Service) Extend(ctx context.Context, req *leasesv1.ExtendRequest) (*leasesv1.ExtendResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
@@ -385,12 +359,12 @@ func (s *Service) Extend(ctx context.Context, req *leasesv1.ExtendRequest) (*lea
 	if err != nil {
 		return nil, err
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.ExtendResponse, error) {
 		tx.Target("lease", id)
 		l, err := tx.Q.LockPoolLease(ctx, db.LockPoolLeaseParams{TenantID: p.TenantID, ID: id})
 		if err != nil {
-			return nil, notFound(err, id)
+			return nil, apierr.NotFoundIfNoRows(err, "lease %s not found", id)
 		}
 		switch l.State {
 		case placer.StateReleased, placer.StateExpired, placer.StateFailed:
@@ -404,7 +378,7 @@ func (s *Service) Extend(ctx context.Context, req *leasesv1.ExtendRequest) (*lea
 			if l.ReservationID != nil {
 				r, err := tx.Q.GetReservation(ctx, db.GetReservationParams{TenantID: p.TenantID, ID: *l.ReservationID})
 				if err == nil && newEnd.After(r.EndsAt) {
-					return nil, failed("by", "the lease's reservation ends at %s", r.EndsAt.UTC().Format(time.RFC3339))
+					return nil, apierr.FailedPreconditionField("by", "the lease's reservation ends at %s", r.EndsAt.UTC().Format(time.RFC3339))
 				}
 			}
 			blocking, err := tx.Q.ReservationsAgainstLease(ctx, db.ReservationsAgainstLeaseParams{
@@ -415,13 +389,13 @@ func (s *Service) Extend(ctx context.Context, req *leasesv1.ExtendRequest) (*lea
 			}
 			if len(blocking) > 0 {
 				b := blocking[0]
-				return nil, failed("by", "a node the lease holds is reserved from %s (reservation %s of pool %s)",
+				return nil, apierr.FailedPreconditionField("by", "a node the lease holds is reserved from %s (reservation %s of pool %s)",
 					b.StartsAt.UTC().Format(time.RFC3339), b.ID, b.PoolID)
 			}
 		}
 		row, err := tx.Q.ExtendPoolLease(ctx, db.ExtendPoolLeaseParams{ByMs: by.Milliseconds(), TenantID: p.TenantID, ID: id})
 		if err != nil {
-			return nil, notFound(err, id)
+			return nil, apierr.NotFoundIfNoRows(err, "lease %s not found", id)
 		}
 		if err := tx.Emit(p.TenantID, placer.EventExtended, placer.Subject(id), placer.EventData{
 			ID: id.String(), PoolID: row.PoolID.String(), State: row.State, EndTime: row.EndsAt,
@@ -438,17 +412,17 @@ func (s *Service) Extend(ctx context.Context, req *leasesv1.ExtendRequest) (*lea
 
 // Release ends a lease now and frees what it holds.
 func (s *Service) Release(ctx context.Context, req *leasesv1.ReleaseRequest) (*leasesv1.ReleaseResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	var poolID uuid.UUID
 	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.ReleaseResponse, error) {
 		tx.Target("lease", id)
 		l, err := tx.Q.LockPoolLease(ctx, db.LockPoolLeaseParams{TenantID: p.TenantID, ID: id})
 		if err != nil {
-			return nil, notFound(err, id)
+			return nil, apierr.NotFoundIfNoRows(err, "lease %s not found", id)
 		}
 		poolID = l.PoolID
 		rows, err := placer.End(ctx, tx.Q, []uuid.UUID{id}, placer.StateReleased, "released by "+p.Name, nil)

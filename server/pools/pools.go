@@ -13,7 +13,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -54,26 +53,6 @@ var _ poolsv1connect.PoolsServiceHandler = (*Service)(nil)
 // New returns the service; waker may be nil.
 func New(pool *pgxpool.Pool, admit *admission.Admitter, waker Waker) *Service {
 	return &Service{pool: pool, admit: admit, waker: waker}
-}
-
-func caller(ctx context.Context) *auth.Principal {
-	p, _ := auth.PrincipalFrom(ctx)
-	return p
-}
-
-func parseID(field, s string) (uuid.UUID, error) {
-	id, err := uuid.Parse(s)
-	if err != nil {
-		return uuid.Nil, apierr.InvalidArgument(field, "must be a UUID, got %q", s)
-	}
-	return id, nil
-}
-
-func notFound(err error, id uuid.UUID) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return apierr.NotFound("pool %s not found", id)
-	}
-	return err
 }
 
 func (s *Service) wake() {
@@ -141,7 +120,7 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 	if err != nil {
 		return nil, err
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.CreateResponse, error) {
 		if err := checkMembers(ctx, tx.Q, p.TenantID, ids); err != nil {
 			return nil, err
@@ -172,14 +151,14 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 
 // Get returns a pool of the caller's tenant with its capacity.
 func (s *Service) Get(ctx context.Context, req *poolsv1.GetRequest) (*poolsv1.GetResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
 	q := db.New(s.pool)
-	row, err := q.GetPool(ctx, db.GetPoolParams{TenantID: caller(ctx).TenantID, ID: id})
+	row, err := q.GetPool(ctx, db.GetPoolParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
 	if err != nil {
-		return nil, notFound(err, id)
+		return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", id)
 	}
 	out, err := describe(ctx, q, []db.Pool{row})
 	if err != nil {
@@ -195,7 +174,7 @@ func (s *Service) List(ctx context.Context, req *poolsv1.ListRequest) (*poolsv1.
 		return nil, err
 	}
 	q := db.New(s.pool)
-	rows, err := q.ListPools(ctx, db.ListPoolsParams{TenantID: caller(ctx).TenantID, After: after, Lim: size + 1})
+	rows, err := q.ListPools(ctx, db.ListPoolsParams{TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +189,7 @@ func (s *Service) List(ctx context.Context, req *poolsv1.ListRequest) (*poolsv1.
 // Update changes the fields named in the mask; the placer then places pending leases on the
 // new members.
 func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*poolsv1.UpdateResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
@@ -240,19 +219,19 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 			return nil, apierr.InvalidArgument("update_mask", "%q cannot be updated (description, node_selector or node_ids)", path)
 		}
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	params.TenantID, params.ID = p.TenantID, id
 	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.UpdateResponse, error) {
 		tx.Target("pool", id)
 		if _, err := tx.Q.LockPool(ctx, db.LockPoolParams{TenantID: p.TenantID, ID: id}); err != nil {
-			return nil, notFound(err, id)
+			return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", id)
 		}
 		if err := checkMembers(ctx, tx.Q, p.TenantID, params.NodeIds); err != nil {
 			return nil, err
 		}
 		row, err := tx.Q.UpdatePool(ctx, params)
 		if err != nil {
-			return nil, notFound(err, id)
+			return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", id)
 		}
 		if err := reconcile.Enqueue(ctx, tx.Q, placer.Kind, id.String()); err != nil {
 			return nil, err
@@ -274,16 +253,16 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 
 // Delete removes a pool without pending or running leases.
 func (s *Service) Delete(ctx context.Context, req *poolsv1.DeleteRequest) (*poolsv1.DeleteResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.DeleteResponse, error) {
 		tx.Target("pool", id)
 		row, err := tx.Q.LockPool(ctx, db.LockPoolParams{TenantID: p.TenantID, ID: id})
 		if err != nil {
-			return nil, notFound(err, id)
+			return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", id)
 		}
 		n, err := tx.Q.CountActivePoolLeases(ctx, id)
 		if err != nil {
@@ -304,7 +283,7 @@ func (s *Service) Delete(ctx context.Context, req *poolsv1.DeleteRequest) (*pool
 
 // SetQuota sets or (with no limit set) removes the caller's tenant's quota in a pool.
 func (s *Service) SetQuota(ctx context.Context, req *poolsv1.SetQuotaRequest) (*poolsv1.SetQuotaResponse, error) {
-	id, err := parseID("pool_id", req.GetPoolId())
+	id, err := apierr.ParseID("pool_id", req.GetPoolId())
 	if err != nil {
 		return nil, err
 	}
@@ -317,12 +296,12 @@ func (s *Service) SetQuota(ctx context.Context, req *poolsv1.SetQuotaRequest) (*
 			return nil, apierr.InvalidArgument(field, "must not be negative")
 		}
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.SetQuotaResponse, error) {
 		tx.Target("pool", id)
 		row, err := tx.Q.LockPool(ctx, db.LockPoolParams{TenantID: p.TenantID, ID: id})
 		if err != nil {
-			return nil, notFound(err, id)
+			return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", id)
 		}
 		key := db.DeletePoolQuotaParams{TenantID: p.TenantID, PoolID: id}
 		if qt.MaxGpus == nil && qt.MaxCpus == nil && qt.MaxMemoryBytes == nil && qt.MaxLeases == nil {

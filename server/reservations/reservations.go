@@ -13,10 +13,8 @@ package reservations
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -57,30 +55,6 @@ func New(pool *pgxpool.Pool, admit *admission.Admitter, waker Waker) *Service {
 	return &Service{pool: pool, admit: admit, waker: waker}
 }
 
-func caller(ctx context.Context) *auth.Principal {
-	p, _ := auth.PrincipalFrom(ctx)
-	return p
-}
-
-func parseID(field, s string) (uuid.UUID, error) {
-	id, err := uuid.Parse(s)
-	if err != nil {
-		return uuid.Nil, apierr.InvalidArgument(field, "must be a UUID, got %q", s)
-	}
-	return id, nil
-}
-
-func failed(field, format string, args ...any) error {
-	return &apierr.Error{Code: connect.CodeFailedPrecondition, Field: field, Msg: fmt.Sprintf(format, args...)}
-}
-
-func notFound(err error, id uuid.UUID) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return apierr.NotFound("reservation %s not found", id)
-	}
-	return err
-}
-
 func (s *Service) wake() {
 	if s.waker != nil {
 		s.waker.Wake(placer.Kind)
@@ -89,7 +63,7 @@ func (s *Service) wake() {
 
 // Create reserves a pool for a window.
 func (s *Service) Create(ctx context.Context, req *reservationsv1.CreateRequest) (*reservationsv1.CreateResponse, error) {
-	poolID, err := parseID("pool_id", req.GetPoolId())
+	poolID, err := apierr.ParseID("pool_id", req.GetPoolId())
 	if err != nil {
 		return nil, err
 	}
@@ -115,11 +89,11 @@ func (s *Service) Create(ctx context.Context, req *reservationsv1.CreateRequest)
 	case len(req.GetDescription()) > maxDescriptionLen:
 		return nil, apierr.InvalidArgument("description", "must be at most %d characters", maxDescriptionLen)
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*reservationsv1.CreateResponse, error) {
 		if _, err := tx.Q.GetPool(ctx, db.GetPoolParams{TenantID: p.TenantID, ID: poolID}); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
-				return nil, failed("pool_id", "the tenant has no pool %s", poolID)
+				return nil, apierr.FailedPreconditionField("pool_id", "the tenant has no pool %s", poolID)
 			}
 			return nil, err
 		}
@@ -129,7 +103,7 @@ func (s *Service) Create(ctx context.Context, req *reservationsv1.CreateRequest)
 		})
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23P01" {
-			return nil, failed("start_time", "pool %s is already reserved during part of [%s, %s) (%s)", poolID,
+			return nil, apierr.FailedPreconditionField("start_time", "pool %s is already reserved during part of [%s, %s) (%s)", poolID,
 				start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), pgErr.ConstraintName)
 		}
 		if err != nil {
@@ -153,13 +127,13 @@ func (s *Service) Create(ctx context.Context, req *reservationsv1.CreateRequest)
 
 // Get returns a reservation of the caller's tenant.
 func (s *Service) Get(ctx context.Context, req *reservationsv1.GetRequest) (*reservationsv1.GetResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	row, err := db.New(s.pool).GetReservation(ctx, db.GetReservationParams{TenantID: caller(ctx).TenantID, ID: id})
+	row, err := db.New(s.pool).GetReservation(ctx, db.GetReservationParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
 	if err != nil {
-		return nil, notFound(err, id)
+		return nil, apierr.NotFoundIfNoRows(err, "reservation %s not found", id)
 	}
 	return &reservationsv1.GetResponse{Reservation: toProto(row)}, nil
 }
@@ -171,10 +145,10 @@ func (s *Service) List(ctx context.Context, req *reservationsv1.ListRequest) (*r
 		return nil, err
 	}
 	params := db.ListReservationsParams{
-		TenantID: caller(ctx).TenantID, After: after, IncludeCancelled: req.GetIncludeCancelled(), Lim: size + 1,
+		TenantID: auth.Caller(ctx).TenantID, After: after, IncludeCancelled: req.GetIncludeCancelled(), Lim: size + 1,
 	}
 	if req.GetPoolId() != "" {
-		id, err := parseID("pool_id", req.GetPoolId())
+		id, err := apierr.ParseID("pool_id", req.GetPoolId())
 		if err != nil {
 			return nil, err
 		}
@@ -195,18 +169,18 @@ func (s *Service) List(ctx context.Context, req *reservationsv1.ListRequest) (*r
 // Cancel frees a reservation's window; its pending leases fail. Cancelling a cancelled
 // reservation changes nothing.
 func (s *Service) Cancel(ctx context.Context, req *reservationsv1.CancelRequest) (*reservationsv1.CancelResponse, error) {
-	id, err := parseID("id", req.GetId())
+	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	p := caller(ctx)
+	p := auth.Caller(ctx)
 	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*reservationsv1.CancelResponse, error) {
 		tx.Target("reservation", id)
 		row, err := tx.Q.CancelReservation(ctx, db.CancelReservationParams{TenantID: p.TenantID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
 			got, err := tx.Q.GetReservation(ctx, db.GetReservationParams{TenantID: p.TenantID, ID: id})
 			if err != nil {
-				return nil, notFound(err, id)
+				return nil, apierr.NotFoundIfNoRows(err, "reservation %s not found", id)
 			}
 			return &reservationsv1.CancelResponse{Reservation: toProto(got)}, nil
 		}

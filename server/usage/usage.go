@@ -65,7 +65,7 @@ func (s *Service) Query(ctx context.Context, req *usagev1.QueryRequest) (*usagev
 		}
 		poolID = &id
 	}
-	p, _ := auth.PrincipalFrom(ctx)
+	p := auth.Caller(ctx)
 	q := db.New(s.pool)
 	res := &usagev1.QueryResponse{}
 	totals, err := q.QueryUsageTotals(ctx, db.QueryUsageTotalsParams{TenantID: p.TenantID, StartsAt: start, EndsAt: end, PoolID: poolID})
