@@ -9,7 +9,3 @@ ON CONFLICT DO NOTHING;
 
 -- name: GetIdempotencyKey :one
 SELECT * FROM idempotency_keys WHERE principal_id = sqlc.arg(principal_id) AND key = sqlc.arg(key);
-
--- name: StoreIdempotentResponse :exec
-UPDATE idempotency_keys SET response = sqlc.arg(response)
-WHERE principal_id = sqlc.arg(principal_id) AND key = sqlc.arg(key);

@@ -2,7 +2,8 @@
 // registry reachable both at its short route POST {basePath}/{group}/{name} (JSON for curl and
 // browsers) and at its native procedure path (for generated clients and buf curl), behind the
 // guard (CSRF header, IAM, error mapping, audit of failures, metrics), plus the health endpoints,
-// the discovery document and the Prometheus metrics at GET /metrics.
+// the discovery document, the Prometheus metrics at GET /metrics and the web dashboard at
+// GET /dashboard/.
 package server
 
 import (
@@ -16,6 +17,7 @@ import (
 	"connectrpc.com/otelconnect"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/better-compute/better-compute/dashboard"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/audit/v1/auditv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/events/v1/eventsv1connect"
@@ -159,7 +161,11 @@ func New(opts Options) (*Server, error) {
 		}
 		interceptors = append([]connect.Interceptor{traced}, interceptors...)
 	}
-	handlerOpts := []connect.HandlerOption{connect.WithInterceptors(interceptors...)}
+	handlerOpts := []connect.HandlerOption{
+		connect.WithInterceptors(interceptors...),
+		// Compressing small responses costs more CPU than it saves bytes.
+		connect.WithCompressMinBytes(1024),
+	}
 	mounted := map[string]bool{}
 	mount := func(path string, h http.Handler) {
 		s.api.Handle(path, h)
@@ -194,6 +200,7 @@ func New(opts Options) (*Server, error) {
 	root.HandleFunc("GET /readyz", s.readyz)
 	root.HandleFunc("GET /.well-known/better-compute", s.wellKnown)
 	root.Handle("GET /metrics", opts.Metrics.Handler())
+	dashboard.Mount(root, "/dashboard")
 	s.handler = requestid.Middleware(opts.CORS.handler(root))
 	return s, nil
 }

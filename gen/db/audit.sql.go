@@ -102,3 +102,53 @@ func (q *Queries) ListAuditEvents(ctx context.Context, arg ListAuditEventsParams
 	}
 	return items, nil
 }
+
+const recordAdmission = `-- name: RecordAdmission :exec
+WITH audit AS (
+    INSERT INTO audit_events (tenant_id, principal_id, method, target, outcome, request_id)
+    VALUES ($1, $2, $3, $4, 'ok', $5)
+), events AS (
+    -- Set-returning functions in a select list advance together, row by row in array order.
+    INSERT INTO outbox (tenant_id, type, subject, payload)
+    SELECT unnest($6::uuid[]), unnest($7::text[]),
+           unnest($8::text[]), unnest($9::jsonb[])
+), idempotent AS (
+    UPDATE idempotency_keys SET response = $10
+    WHERE $11::text <> '' AND principal_id = $2 AND key = $11::text
+)
+SELECT 1
+`
+
+type RecordAdmissionParams struct {
+	TenantID       *uuid.UUID
+	PrincipalID    *uuid.UUID
+	Method         string
+	Target         string
+	RequestID      string
+	EventTenants   []uuid.UUID
+	EventTypes     []string
+	EventSubjects  []string
+	EventPayloads  [][]byte
+	Response       []byte
+	IdempotencyKey string
+}
+
+// Everything a committed API mutation records besides its own change, in one round trip: its
+// audit row, its outbox events (in order), and, for a call with an Idempotency-Key, the sealed
+// response a retry will get.
+func (q *Queries) RecordAdmission(ctx context.Context, arg RecordAdmissionParams) error {
+	_, err := q.db.Exec(ctx, recordAdmission,
+		arg.TenantID,
+		arg.PrincipalID,
+		arg.Method,
+		arg.Target,
+		arg.RequestID,
+		arg.EventTenants,
+		arg.EventTypes,
+		arg.EventSubjects,
+		arg.EventPayloads,
+		arg.Response,
+		arg.IdempotencyKey,
+	)
+	return err
+}

@@ -63,19 +63,3 @@ func (q *Queries) GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyPa
 	)
 	return i, err
 }
-
-const storeIdempotentResponse = `-- name: StoreIdempotentResponse :exec
-UPDATE idempotency_keys SET response = $1
-WHERE principal_id = $2 AND key = $3
-`
-
-type StoreIdempotentResponseParams struct {
-	Response    []byte
-	PrincipalID uuid.UUID
-	Key         string
-}
-
-func (q *Queries) StoreIdempotentResponse(ctx context.Context, arg StoreIdempotentResponseParams) error {
-	_, err := q.db.Exec(ctx, storeIdempotentResponse, arg.Response, arg.PrincipalID, arg.Key)
-	return err
-}

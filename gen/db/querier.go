@@ -361,6 +361,10 @@ type Querier interface {
 	ReadTenantOutbox(ctx context.Context, arg ReadTenantOutboxParams) ([]ReadTenantOutboxRow, error)
 	// Depth and age of each kind's due keys, for metrics and doctor.
 	ReconcileQueueStats(ctx context.Context) ([]ReconcileQueueStatsRow, error)
+	// Everything a committed API mutation records besides its own change, in one round trip: its
+	// audit row, its outbox events (in order), and, for a call with an Idempotency-Key, the sealed
+	// response a retry will get.
+	RecordAdmission(ctx context.Context, arg RecordAdmissionParams) error
 	// When each background job last ran (workers/jobrun writes, doctor reads).
 	RecordJobRun(ctx context.Context, arg RecordJobRunParams) error
 	RecordMigration(ctx context.Context, arg RecordMigrationParams) error
@@ -410,7 +414,6 @@ type Querier interface {
 	// The NodeSpec reconciler's resync: live nodes whose spec is not observed, or whose state
 	// differs from it.
 	SpecDriftNodeKeys(ctx context.Context) ([]string, error)
-	StoreIdempotentResponse(ctx context.Context, arg StoreIdempotentResponseParams) error
 	// Which of ids are nodes of the tenant.
 	TenantNodesAmong(ctx context.Context, arg TenantNodesAmongParams) ([]uuid.UUID, error)
 	// Records use at most once a minute per key, so authentication is not a write per request.

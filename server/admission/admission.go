@@ -102,30 +102,25 @@ func Do[Res proto.Message](ctx context.Context, a *Admitter, req proto.Message, 
 		return zero, err
 	}
 	p := call.Principal
-	if err := tx.Q.InsertAuditEvent(ctx, db.InsertAuditEventParams{
+	rec := db.RecordAdmissionParams{
 		TenantID: &p.TenantID, PrincipalID: &p.ID,
-		Method: call.Method.Group + "/" + call.Method.Name, Target: tx.target,
-		Outcome: "ok", RequestID: call.RequestID,
-	}); err != nil {
-		return zero, fmt.Errorf("admission: audit: %w", err)
+		Method: call.Method.Group + "/" + call.Method.Name, Target: tx.target, RequestID: call.RequestID,
+		EventTenants: make([]uuid.UUID, len(tx.events)), EventTypes: make([]string, len(tx.events)),
+		EventSubjects: make([]string, len(tx.events)), EventPayloads: make([][]byte, len(tx.events)),
 	}
-	for _, e := range tx.events {
-		if err := tx.Q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
-			TenantID: e.tenant, Type: e.typ, Subject: e.subject, Payload: e.payload,
-		}); err != nil {
-			return zero, fmt.Errorf("admission: outbox: %w", err)
-		}
+	for i, e := range tx.events {
+		rec.EventTenants[i], rec.EventTypes[i], rec.EventSubjects[i], rec.EventPayloads[i] = e.tenant, e.typ, e.subject, e.payload
 	}
 	if call.IdempotencyKey != "" {
 		b, err := proto.Marshal(res)
 		if err != nil {
 			return zero, fmt.Errorf("admission: encode response: %w", err)
 		}
-		if err := tx.Q.StoreIdempotentResponse(ctx, db.StoreIdempotentResponseParams{
-			PrincipalID: p.ID, Key: call.IdempotencyKey, Response: a.sealer.Seal(b, reqHash),
-		}); err != nil {
-			return zero, fmt.Errorf("admission: store response: %w", err)
-		}
+		rec.IdempotencyKey, rec.Response = call.IdempotencyKey, a.sealer.Seal(b, reqHash)
+	}
+	// The audit row, the outbox events and the stored response go in one round trip.
+	if err := tx.Q.RecordAdmission(ctx, rec); err != nil {
+		return zero, fmt.Errorf("admission: record audit, events and response: %w", err)
 	}
 	if err := pgtx.Commit(ctx); err != nil {
 		return zero, fmt.Errorf("admission: commit: %w", err)
