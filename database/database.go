@@ -38,6 +38,7 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "better-compute"
 	}
+	cfg.AfterConnect = encodeUUIDs
 	if cfg.ConnConfig.Tracer == nil {
 		cfg.ConnConfig.Tracer = tracing.QueryTracer{}
 	}
