@@ -9,8 +9,60 @@ import {
 } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 
+import { AuditService } from "./gen/bettercompute/audit/v1/audit_pb.js";
+import { CommandsService } from "./gen/bettercompute/commands/v1/commands_pb.js";
+import { EventsService } from "./gen/bettercompute/events/v1/events_pb.js";
+import { IamService } from "./gen/bettercompute/iam/v1/iam_pb.js";
+import { JoinTokensService } from "./gen/bettercompute/jointokens/v1/jointokens_pb.js";
+import { LeasesService } from "./gen/bettercompute/leases/v1/leases_pb.js";
+import { NodesService } from "./gen/bettercompute/nodes/v1/nodes_pb.js";
+import { PoolsService } from "./gen/bettercompute/pools/v1/pools_pb.js";
+import { ReservationsService } from "./gen/bettercompute/reservations/v1/reservations_pb.js";
+import { SystemService } from "./gen/bettercompute/system/v1/system_pb.js";
+import { UsageService } from "./gen/bettercompute/usage/v1/usage_pb.js";
+import { WebhooksService } from "./gen/bettercompute/webhooks/v1/webhooks_pb.js";
+
+// Every API service by name. Their messages are in one namespace per package (nodesv1.Node,
+// poolsv1.ListRequest, ...): message names repeat across packages. SystemService's messages are
+// also exported at the top level, as they were first.
+export {
+  AuditService,
+  CommandsService,
+  EventsService,
+  IamService,
+  JoinTokensService,
+  LeasesService,
+  NodesService,
+  PoolsService,
+  ReservationsService,
+  SystemService,
+  UsageService,
+  WebhooksService,
+};
 export * from "./gen/bettercompute/system/v1/system_pb.js";
+export * as auditv1 from "./gen/bettercompute/audit/v1/audit_pb.js";
+export * as commandsv1 from "./gen/bettercompute/commands/v1/commands_pb.js";
+export * as eventsv1 from "./gen/bettercompute/events/v1/events_pb.js";
+export * as iamv1 from "./gen/bettercompute/iam/v1/iam_pb.js";
+export * as jointokensv1 from "./gen/bettercompute/jointokens/v1/jointokens_pb.js";
+export * as leasesv1 from "./gen/bettercompute/leases/v1/leases_pb.js";
+export * as nodesv1 from "./gen/bettercompute/nodes/v1/nodes_pb.js";
+export * as poolsv1 from "./gen/bettercompute/pools/v1/pools_pb.js";
+export * as reservationsv1 from "./gen/bettercompute/reservations/v1/reservations_pb.js";
+export * as systemv1 from "./gen/bettercompute/system/v1/system_pb.js";
+export * as usagev1 from "./gen/bettercompute/usage/v1/usage_pb.js";
+export * as webhooksv1 from "./gen/bettercompute/webhooks/v1/webhooks_pb.js";
 export { Code, ConnectError } from "@connectrpc/connect";
+// Helpers for the well-known types that requests and responses carry.
+export {
+  durationFromMs,
+  durationMs,
+  timestampDate,
+  timestampFromDate,
+  timestampFromMs,
+  timestampMs,
+} from "@bufbuild/protobuf/wkt";
+export type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 export type { Client, Interceptor, Transport } from "@connectrpc/connect";
 
 /** Header sent on every request so the server can tell API clients from plain browser navigation. */
@@ -54,12 +106,74 @@ export function createTransport(options: ClientOptions): Transport {
   });
 }
 
+/** A client for every API service, sharing one transport. */
+export interface BetterCompute {
+  transport: Transport;
+  system: Client<typeof SystemService>;
+  iam: Client<typeof IamService>;
+  audit: Client<typeof AuditService>;
+  events: Client<typeof EventsService>;
+  webhooks: Client<typeof WebhooksService>;
+  joinTokens: Client<typeof JoinTokensService>;
+  nodes: Client<typeof NodesService>;
+  commands: Client<typeof CommandsService>;
+  pools: Client<typeof PoolsService>;
+  leases: Client<typeof LeasesService>;
+  reservations: Client<typeof ReservationsService>;
+  usage: Client<typeof UsageService>;
+}
+
 /**
- * Creates a client for one service, for example:
+ * Creates a client for every service, or, given a service first, for that one:
  *
- *   const system = createClient(SystemService, { baseUrl: "http://127.0.0.1:8080/api" });
- *   const info = await system.info({});
+ *   const bc = createClient({ baseUrl: "http://127.0.0.1:3000/api", apiKey });
+ *   const { nodes } = await bc.nodes.list({});
+ *   const system = createClient(SystemService, { baseUrl: "http://127.0.0.1:3000/api" });
+ *
+ * Failed calls reject with a ConnectError: err.code is Code.Unauthenticated for a missing or
+ * wrong key, Code.NotFound for an unknown id, and so on.
  */
-export function createClient<T extends DescService>(service: T, options: ClientOptions): Client<T> {
-  return createConnectClient(service, createTransport(options));
+export function createClient(options: ClientOptions): BetterCompute;
+export function createClient<T extends DescService>(service: T, options: ClientOptions): Client<T>;
+export function createClient<T extends DescService>(
+  serviceOrOptions: T | ClientOptions,
+  options?: ClientOptions,
+): Client<T> | BetterCompute {
+  if (options !== undefined) {
+    return createConnectClient(serviceOrOptions as T, createTransport(options));
+  }
+  const transport = createTransport(serviceOrOptions as ClientOptions);
+  return {
+    transport,
+    system: createConnectClient(SystemService, transport),
+    iam: createConnectClient(IamService, transport),
+    audit: createConnectClient(AuditService, transport),
+    events: createConnectClient(EventsService, transport),
+    webhooks: createConnectClient(WebhooksService, transport),
+    joinTokens: createConnectClient(JoinTokensService, transport),
+    nodes: createConnectClient(NodesService, transport),
+    commands: createConnectClient(CommandsService, transport),
+    pools: createConnectClient(PoolsService, transport),
+    leases: createConnectClient(LeasesService, transport),
+    reservations: createConnectClient(ReservationsService, transport),
+    usage: createConnectClient(UsageService, transport),
+  };
+}
+
+/**
+ * Iterates over every item of a paged list: calls `page` with each next page token until the
+ * server returns an empty one.
+ *
+ *   for await (const p of paginate((pageToken) => bc.iam.listPrincipals({ pageToken }), (r) => r.principals)) {}
+ */
+export async function* paginate<R extends { nextPageToken: string }, T>(
+  page: (pageToken: string) => Promise<R>,
+  items: (response: R) => T[],
+): AsyncGenerator<T, void, undefined> {
+  let token = "";
+  do {
+    const res = await page(token);
+    yield* items(res);
+    token = res.nextPageToken;
+  } while (token !== "");
 }

@@ -1,0 +1,202 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/better-compute/better-compute/client"
+	"github.com/better-compute/better-compute/dbtest"
+	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
+	systemv1 "github.com/better-compute/better-compute/gen/go/bettercompute/system/v1"
+	"github.com/better-compute/better-compute/server/servertest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+func TestAgainstServer(t *testing.T) {
+	env := servertest.New(t)
+	ctx := context.Background()
+	c := client.New(env.URL+"/", client.WithAPIKey(env.AdminKey))
+
+	t.Run("success", func(t *testing.T) {
+		info, err := c.System.Info(ctx, &systemv1.InfoRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.GetVersion() == "" {
+			t.Error("system/info: empty version")
+		}
+		me, err := c.IAM.WhoAmI(ctx, &iamv1.WhoAmIRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if me.GetPrincipal().GetName() != "admin" {
+			t.Errorf("whoAmI: principal %q, want admin", me.GetPrincipal().GetName())
+		}
+	})
+
+	t.Run("auth failure is a typed error", func(t *testing.T) {
+		for name, opts := range map[string][]client.Option{
+			"no key":    nil,
+			"wrong key": {client.WithAPIKey("bck_nope_nope")},
+		} {
+			_, err := client.New(env.URL, opts...).IAM.WhoAmI(ctx, &iamv1.WhoAmIRequest{})
+			var cerr *connect.Error
+			if !errors.As(err, &cerr) || cerr.Code() != connect.CodeUnauthenticated {
+				t.Errorf("%s: whoAmI error %v, want a *connect.Error with code unauthenticated", name, err)
+			}
+		}
+	})
+
+	t.Run("pagination", func(t *testing.T) {
+		want := map[string]bool{}
+		for i := range 5 {
+			name := fmt.Sprintf("paged-%d", i)
+			if _, err := c.IAM.CreatePrincipal(ctx, &iamv1.CreatePrincipalRequest{
+				Kind: iamv1.PrincipalKind_PRINCIPAL_KIND_SERVICE_ACCOUNT, Name: name,
+			}); err != nil {
+				t.Fatal(err)
+			}
+			want[name] = true
+		}
+		pages := 0
+		for p, err := range client.All(ctx, func(ctx context.Context, token string) ([]*iamv1.Principal, string, error) {
+			pages++
+			res, err := c.IAM.ListPrincipals(ctx, &iamv1.ListPrincipalsRequest{PageSize: 2, PageToken: token})
+			return res.GetPrincipals(), res.GetNextPageToken(), err
+		}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			delete(want, p.GetName())
+		}
+		if len(want) > 0 {
+			t.Errorf("principals missing from the pages: %v", want)
+		}
+		if pages < 3 {
+			t.Errorf("%d pages of 2 for 6 principals, want at least 3", pages)
+		}
+	})
+}
+
+// flaky answers Unavailable to the first failures calls of each procedure, and records the
+// headers of every call.
+type flaky struct {
+	iamv1connect.UnimplementedIamServiceHandler
+	failures int
+	mu       sync.Mutex
+	calls    map[string][]http.Header
+}
+
+func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.calls[r.URL.Path] = append(f.calls[r.URL.Path], r.Header.Clone())
+	n, failures := len(f.calls[r.URL.Path]), f.failures
+	f.mu.Unlock()
+	if n <= failures {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, `{"code":"unavailable","message":"try again"}`)
+		return
+	}
+	_, h := iamv1connect.NewIamServiceHandler(f)
+	h.ServeHTTP(w, r)
+}
+
+func (f *flaky) headers(procedure string) []http.Header {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[procedure]
+}
+
+func (f *flaky) WhoAmI(context.Context, *iamv1.WhoAmIRequest) (*iamv1.WhoAmIResponse, error) {
+	return &iamv1.WhoAmIResponse{ApiKeyId: "k"}, nil
+}
+
+func (f *flaky) CreatePrincipal(context.Context, *iamv1.CreatePrincipalRequest) (*iamv1.CreatePrincipalResponse, error) {
+	return &iamv1.CreatePrincipalResponse{Principal: &iamv1.Principal{Id: "p"}}, nil
+}
+
+func (f *flaky) DeletePrincipal(context.Context, *iamv1.DeletePrincipalRequest) (*iamv1.DeletePrincipalResponse, error) {
+	return &iamv1.DeletePrincipalResponse{}, nil
+}
+
+func TestRetriesOnlyIdempotentMethods(t *testing.T) {
+	f := &flaky{failures: 2, calls: map[string][]http.Header{}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	ctx := context.Background()
+	c := client.New(srv.URL, client.WithAPIKey("bck_test"),
+		client.WithRetry(client.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond}))
+
+	if _, err := c.IAM.WhoAmI(ctx, &iamv1.WhoAmIRequest{}); err != nil {
+		t.Errorf("whoAmI (no side effects) after 2 failures: %v", err)
+	}
+	if _, err := c.IAM.CreatePrincipal(ctx, &iamv1.CreatePrincipalRequest{Name: "x"}); err != nil {
+		t.Errorf("createPrincipal (idempotent) after 2 failures: %v", err)
+	}
+	if _, err := c.IAM.DeletePrincipal(ctx, &iamv1.DeletePrincipalRequest{Id: "p"}); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Errorf("deletePrincipal (not idempotent): %v, want the first unavailable error", err)
+	}
+
+	who := f.headers(iamv1connect.IamServiceWhoAmIProcedure)
+	create := f.headers(iamv1connect.IamServiceCreatePrincipalProcedure)
+	del := f.headers(iamv1connect.IamServiceDeletePrincipalProcedure)
+	if len(who) != 3 || len(create) != 3 || len(del) != 1 {
+		t.Fatalf("attempts: whoAmI %d, createPrincipal %d, deletePrincipal %d; want 3, 3, 1", len(who), len(create), len(del))
+	}
+	for _, h := range append(append(who, create...), del...) {
+		if h.Get("X-Better-Compute") != "1" || h.Get("Authorization") != "Bearer bck_test" {
+			t.Errorf("headers %v, want X-Better-Compute and the bearer key", h)
+		}
+	}
+	key := create[0].Get("Idempotency-Key")
+	if key == "" || create[1].Get("Idempotency-Key") != key || create[2].Get("Idempotency-Key") != key {
+		t.Errorf("createPrincipal attempts sent Idempotency-Key %q, %q, %q; want one key for all",
+			key, create[1].Get("Idempotency-Key"), create[2].Get("Idempotency-Key"))
+	}
+	if who[0].Get("Idempotency-Key") != "" || del[0].Get("Idempotency-Key") != "" {
+		t.Error("an Idempotency-Key was sent to a method that does not take one")
+	}
+
+	// A key of the caller's own is sent as it is.
+	f.mu.Lock()
+	f.calls = map[string][]http.Header{}
+	f.failures = 0
+	f.mu.Unlock()
+	if _, err := c.IAM.CreatePrincipal(client.WithIdempotencyKey(ctx, "mine-1"), &iamv1.CreatePrincipalRequest{Name: "y"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.headers(iamv1connect.IamServiceCreatePrincipalProcedure)[0].Get("Idempotency-Key"); got != "mine-1" {
+		t.Errorf("Idempotency-Key %q, want mine-1", got)
+	}
+}
+
+func TestIdempotentRetryDoesNotActTwice(t *testing.T) {
+	// Against the real server: the same key twice returns the stored principal instead of
+	// failing with already_exists.
+	env := servertest.New(t)
+	ctx := client.WithIdempotencyKey(context.Background(), "same-key")
+	c := client.New(env.URL, client.WithAPIKey(env.AdminKey))
+	req := &iamv1.CreatePrincipalRequest{Kind: iamv1.PrincipalKind_PRINCIPAL_KIND_SERVICE_ACCOUNT, Name: "once"}
+	a, err := c.IAM.CreatePrincipal(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.IAM.CreatePrincipal(ctx, req)
+	if err != nil {
+		t.Fatalf("repeat with the same Idempotency-Key: %v", err)
+	}
+	if a.GetPrincipal().GetId() != b.GetPrincipal().GetId() {
+		t.Errorf("repeat created principal %s, first %s", b.GetPrincipal().GetId(), a.GetPrincipal().GetId())
+	}
+}

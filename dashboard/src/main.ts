@@ -1,0 +1,232 @@
+// The dashboard: sign in with an API key, then pages of nodes, pools, leases and activity.
+import "./style.css";
+
+import { Code, ConnectError, type BetterCompute } from "@better-compute/client";
+
+import { h } from "./dom.js";
+import { pages, type PageContext } from "./pages.js";
+import {
+  clearSession,
+  clientFor,
+  defaultApiUrl,
+  KeyRefusedError,
+  loadSession,
+  normalizeApiUrl,
+  saveSession,
+  type Session,
+} from "./session.js";
+
+const app = document.getElementById("app")!;
+const REFRESH_MS = 10_000;
+
+/** The API a link asks for with ?api=, if any. */
+function linkedApi(): string | null {
+  const raw = new URLSearchParams(location.search).get("api");
+  if (!raw) return null;
+  try {
+    return normalizeApiUrl(raw);
+  } catch {
+    return null;
+  }
+}
+
+function describe(err: unknown, apiUrl: string): string {
+  if (err instanceof KeyRefusedError) return err.message;
+  const ce = ConnectError.from(err);
+  if (ce.cause instanceof KeyRefusedError) return ce.cause.message;
+  switch (ce.code) {
+    case Code.Unauthenticated:
+      return "The API refused this key (unknown, revoked or expired).";
+    case Code.PermissionDenied:
+      return `This key may not do that: ${ce.rawMessage}`;
+    case Code.Unknown:
+    case Code.Unavailable:
+      if (/fetch|network|load failed/i.test(ce.rawMessage)) {
+        const origin = new URL(apiUrl).origin;
+        return origin === location.origin
+          ? `Could not reach the API at ${apiUrl}.`
+          : `Could not reach the API at ${apiUrl}. A page on ${location.origin} can call it only if the ` +
+              `API lists ${location.origin} in cors.allowedOrigins.`;
+      }
+  }
+  return ce.rawMessage || String(err);
+}
+
+async function showSignIn(opts: { apiUrl?: string; message?: string } = {}): Promise<void> {
+  const apiUrl = opts.apiUrl ?? (await defaultApiUrl());
+  const urlInput = h("input", { id: "api-url", name: "api-url", type: "url", required: true, value: apiUrl, autocomplete: "url" });
+  const keyInput = h("input", { id: "api-key", name: "api-key", type: "password", required: true, autocomplete: "off", placeholder: "bck_…" });
+  const trust = h("input", { id: "trust-origin", type: "checkbox" });
+  const trustLabel = h("span");
+  const trustRow = h("label", { class: "trust", for: "trust-origin" }, trust, " ", trustLabel);
+  const error = h("p", { id: "signin-error", class: "error", role: "alert" });
+  const updateTrust = () => {
+    let origin = "";
+    try {
+      origin = new URL(normalizeApiUrl(urlInput.value)).origin;
+    } catch {
+      // Shown on submit.
+    }
+    const foreign = origin !== "" && origin !== location.origin;
+    trustRow.hidden = !foreign;
+    trust.checked = trust.checked && foreign;
+    trustLabel.textContent = `Send my key to ${origin}, which is not this page's origin (${location.origin})`;
+  };
+  urlInput.addEventListener("input", updateTrust);
+  updateTrust();
+  const button = h("button", { type: "submit", id: "sign-in" }, "Sign in");
+  const form = h(
+    "form",
+    { class: "signin", novalidate: true },
+    h("h1", null, "Better Compute"),
+    opts.message && h("p", { class: "note", id: "signin-note" }, opts.message),
+    h("label", { for: "api-url" }, "API URL"),
+    urlInput,
+    h("label", { for: "api-key" }, "API key"),
+    keyInput,
+    trustRow,
+    button,
+    error,
+    h("p", { class: "sub" }, "The key stays in this tab (sessionStorage) and is sent only to the API URL above."),
+  );
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    let session: Session;
+    try {
+      session = { apiUrl: normalizeApiUrl(urlInput.value), apiKey: keyInput.value.trim() };
+    } catch (err) {
+      error.textContent = `API URL: ${(err as Error).message}`;
+      return;
+    }
+    if (!session.apiKey) {
+      error.textContent = "Enter an API key.";
+      return;
+    }
+    const origin = new URL(session.apiUrl).origin;
+    if (origin !== location.origin && !trust.checked) {
+      // Not configured by the user: nothing is sent until they say so.
+      error.textContent = `Not sending the key: ${origin} is not this page's origin. Tick the box to confirm you trust it.`;
+      return;
+    }
+    button.disabled = true;
+    try {
+      const bc = clientFor(session);
+      const me = await bc.iam.whoAmI({});
+      saveSession(session);
+      if (linkedApi() !== null) history.replaceState(null, "", location.pathname + location.hash);
+      showApp(session, bc, me.principal?.name ?? "");
+    } catch (err) {
+      error.textContent = describe(err, session.apiUrl);
+      button.disabled = false;
+    }
+  });
+  app.replaceChildren(form);
+  (opts.apiUrl && !keyInput.value ? keyInput : urlInput).focus();
+}
+
+function showApp(session: Session, bc: BetterCompute, principal: string): void {
+  const view = h("main", { id: "view" });
+  const flash = h("div", { id: "flash", role: "status" });
+  const links = Object.entries(pages).map(([id, p]) => h("a", { href: `#/${id}`, "data-page": id }, p.title));
+  const signOut = h("button", { type: "button", class: "link", id: "sign-out" }, "Sign out");
+  app.replaceChildren(
+    h(
+      "header",
+      null,
+      h("span", { class: "brand" }, "Better Compute"),
+      h("nav", null, links),
+      h("span", { class: "who", title: session.apiUrl }, `${principal} @ ${new URL(session.apiUrl).host}`),
+      signOut,
+    ),
+    flash,
+    view,
+  );
+  let rendering: Promise<void> | null = null;
+  let again = false;
+  const current = () => {
+    const id = location.hash.replace(/^#\/?/, "");
+    return id in pages ? id : "nodes";
+  };
+  const ctx: PageContext = {
+    bc,
+    flash(message, kind = "ok") {
+      flash.replaceChildren(h("p", { class: kind }, message));
+    },
+    async refresh() {
+      if (rendering) {
+        again = true;
+        return rendering;
+      }
+      const id = current();
+      for (const a of links) a.classList.toggle("active", a.dataset.page === id);
+      document.title = `${pages[id].title} · Better Compute`;
+      rendering = pages[id]
+        .render(ctx, view)
+        .catch((err: unknown) => {
+          if (ConnectError.from(err).code === Code.Unauthenticated) {
+            stop();
+            clearSession();
+            void showSignIn({ apiUrl: session.apiUrl, message: "The API no longer accepts this key. Sign in again." });
+            return;
+          }
+          ctx.flash(describe(err, session.apiUrl), "error");
+        })
+        .finally(() => {
+          rendering = null;
+          view.dataset.loaded = id;
+        });
+      await rendering;
+      if (again) {
+        again = false;
+        await ctx.refresh();
+      }
+    },
+  };
+  const onHash = () => {
+    flash.replaceChildren();
+    view.replaceChildren(h("p", { class: "loading" }, "Loading…"));
+    delete view.dataset.loaded;
+    void ctx.refresh();
+  };
+  const timer = setInterval(() => {
+    if (document.visibilityState === "visible" && !rendering) void ctx.refresh();
+  }, REFRESH_MS);
+  const stop = () => {
+    clearInterval(timer);
+    window.removeEventListener("hashchange", onHash);
+  };
+  window.addEventListener("hashchange", onHash);
+  signOut.addEventListener("click", () => {
+    stop();
+    clearSession();
+    void showSignIn({ apiUrl: session.apiUrl });
+  });
+  onHash();
+}
+
+async function boot(): Promise<void> {
+  const session = loadSession();
+  const linked = linkedApi();
+  if (session && (linked === null || linked === session.apiUrl)) {
+    try {
+      const bc = clientFor(session);
+      const me = await bc.iam.whoAmI({});
+      showApp(session, bc, me.principal?.name ?? "");
+      return;
+    } catch (err) {
+      if (ConnectError.from(err).code === Code.Unauthenticated) clearSession();
+      return showSignIn({ apiUrl: session.apiUrl, message: describe(err, session.apiUrl) });
+    }
+  }
+  if (session && linked !== null) {
+    // A link asks for another API: the key given for the session's API is not sent there.
+    return showSignIn({
+      apiUrl: linked,
+      message: `This link opens the API at ${linked}. Your key for ${new URL(session.apiUrl).origin} is not sent there: enter a key for this API to continue.`,
+    });
+  }
+  return showSignIn({ apiUrl: linked ?? undefined });
+}
+
+void boot();

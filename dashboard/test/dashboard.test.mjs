@@ -1,0 +1,258 @@
+// Drives the dashboard in the machine's headless Chromium (playwright-core, /usr/bin/chromium)
+// against a live `better-compute dev --sim 3` server. scripts/test starts that server with
+// BETTER_COMPUTE_CORS_ALLOWED_ORIGINS set to BETTER_COMPUTE_DASHBOARD_ORIGIN and exports:
+//   BETTER_COMPUTE_URL               the API URL it printed ("API: …")
+//   BETTER_COMPUTE_API_KEY           the admin key it printed ("API key: …")
+//   BETTER_COMPUTE_DASHBOARD_ORIGIN  an http://127.0.0.1:PORT origin the API allows, where this
+//                                    test serves the built dashboard to check CORS
+// Screenshots go to BETTER_COMPUTE_TEST_OUTPUT (default dashboard/test-results).
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { extname, join, normalize } from "node:path";
+import { after, before, test } from "node:test";
+import { fileURLToPath } from "node:url";
+
+import { chromium } from "playwright-core";
+
+const apiUrl = (process.env.BETTER_COMPUTE_URL ?? "").replace(/\/+$/, "");
+const apiKey = process.env.BETTER_COMPUTE_API_KEY ?? "";
+const allowedOrigin = process.env.BETTER_COMPUTE_DASHBOARD_ORIGIN ?? "";
+if (!apiUrl || !apiKey || !allowedOrigin) {
+  throw new Error(
+    "BETTER_COMPUTE_URL, BETTER_COMPUTE_API_KEY and BETTER_COMPUTE_DASHBOARD_ORIGIN must be set; " +
+      "scripts/test sets them (it starts `better-compute dev --sim 3` with " +
+      "BETTER_COMPUTE_CORS_ALLOWED_ORIGINS=<the dashboard origin>)",
+  );
+}
+const apiOrigin = new URL(apiUrl).origin;
+const dist = fileURLToPath(new URL("../dist/", import.meta.url));
+const output = process.env.BETTER_COMPUTE_TEST_OUTPUT || fileURLToPath(new URL("../test-results/", import.meta.url));
+mkdirSync(output, { recursive: true });
+
+const TYPES = { ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css" };
+
+/** Serves dist/ at the root of 127.0.0.1:port (0 for any), like a static host on another origin. */
+function serveDist(port) {
+  const server = createServer((req, res) => {
+    const path = normalize(decodeURIComponent(new URL(req.url, "http://x").pathname)).replace(/^\/+/, "") || "index.html";
+    try {
+      const body = readFileSync(join(dist, path));
+      res.writeHead(200, { "Content-Type": TYPES[extname(path)] ?? "application/octet-stream" });
+      res.end(body);
+    } catch {
+      res.writeHead(404).end();
+    }
+  });
+  return listen(server, port);
+}
+
+/** Answers 404 to everything and records what reached it. */
+function trap() {
+  const requests = [];
+  const server = createServer((req, res) => {
+    requests.push({ method: req.method, url: req.url, headers: req.headers });
+    res.writeHead(404).end();
+  });
+  return listen(server, 0).then((s) => Object.assign(s, { requests }));
+}
+
+function listen(server, port) {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", () => {
+      const { port } = server.address();
+      resolve({ origin: `http://127.0.0.1:${port}`, close: () => new Promise((r) => server.close(r)) });
+    });
+  });
+}
+
+let context;
+let userDataDir;
+const closers = [];
+
+before(async () => {
+  userDataDir = mkdtempSync(join(tmpdir(), "bc-chromium-"));
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: process.env.BETTER_COMPUTE_CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+    ],
+    viewport: { width: 1440, height: 900 },
+  });
+});
+
+after(async () => {
+  await context?.close();
+  for (const close of closers) await close();
+  if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
+});
+
+/** A new tab (its own sessionStorage) that records who got an Authorization header. */
+async function newPage() {
+  const page = await context.newPage();
+  const keyed = [];
+  page.on("request", (r) => {
+    if (r.headers().authorization) keyed.push(new URL(r.url()).origin);
+  });
+  page.on("pageerror", (err) => console.error("page error:", err.message));
+  return { page, keyed };
+}
+
+async function signIn(page, { url, trust = false } = {}) {
+  await page.waitForSelector("#api-key");
+  if (url) await page.fill("#api-url", url);
+  await page.fill("#api-key", apiKey);
+  if (trust) await page.check("#trust-origin");
+  await page.click("#sign-in");
+}
+
+/** Calls the API's JSON route {group}/{method} with the admin key. */
+async function call(route, body) {
+  const res = await fetch(`${apiUrl}/${route}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-Better-Compute": "1", Authorization: `Bearer ${apiKey}` },
+    body: JSON.stringify(body),
+  });
+  const out = await res.json();
+  assert.equal(res.status, 200, `${route}: ${JSON.stringify(out)}`);
+  return out;
+}
+
+const nodeRows = (page) => page.locator("tr[data-node-id]");
+
+async function expectNodes(page, n) {
+  await page.waitForFunction((n) => document.querySelectorAll("tr[data-node-id]").length === n, n, { timeout: 30_000 });
+}
+
+async function pageLoaded(page, id) {
+  await page.waitForFunction((id) => document.getElementById("view")?.dataset.loaded === id, id, { timeout: 30_000 });
+}
+
+test("same origin: sign in, see the 3 nodes, drain one", { timeout: 120_000 }, async () => {
+  const { page, keyed } = await newPage();
+  await page.goto(`${apiOrigin}/dashboard/`);
+  await page.waitForSelector("#api-url");
+  assert.equal(await page.inputValue("#api-url"), apiUrl, "the sign-in form offers this origin's API");
+  assert.equal(await page.isVisible("#trust-origin"), false, "no trust question for the page's own origin");
+  await signIn(page);
+  await expectNodes(page, 3);
+  await pageLoaded(page, "nodes");
+
+  const rows = nodeRows(page);
+  const texts = await rows.allInnerTexts();
+  assert.ok(texts.every((t) => /ready|joining/.test(t)), `nodes not ready: ${texts.join(" | ")}`);
+  assert.ok(texts.every((t) => /\d CPUs/.test(t) && /[GT]iB/.test(t)), "every node shows its inventory");
+  assert.match(await page.innerText(".summary"), /3 nodes/);
+
+  const row = rows.filter({ has: page.locator("button", { hasText: "Drain" }) }).first();
+  const id = await row.getAttribute("data-node-id");
+  await row.locator("button", { hasText: "Drain" }).click();
+  await page.waitForFunction(
+    (id) => /draining|drained/.test(document.querySelector(`tr[data-node-id="${id}"] .state`)?.textContent ?? ""),
+    id,
+    { timeout: 30_000 },
+  );
+  const state = await page.innerText(`tr[data-node-id="${id}"] .state`);
+  assert.match(state, /draining|drained/);
+  assert.match(await page.innerText("#flash"), /drain done/);
+  await page.screenshot({ path: join(output, "dashboard-nodes.png"), fullPage: true });
+
+  await page.click('a[data-page="activity"]');
+  await pageLoaded(page, "activity");
+  await page.waitForFunction(() => document.querySelector("#audit")?.textContent?.includes("nodes/drain"), null, { timeout: 30_000 });
+  await page.screenshot({ path: join(output, "dashboard-activity.png"), fullPage: true });
+
+  // A pool of the simulated machines, and a lease in it, through the JSON API.
+  const pool = (await call("pools/create", { name: `e2e-${Date.now().toString(36)}`, nodeSelector: { simulated: "true" } })).pool;
+  const lease = (await call("leases/create", { poolId: pool.id, gpus: 2, duration: "3600s" })).lease;
+  await page.click('a[data-page="pools"]');
+  await pageLoaded(page, "pools");
+  const card = page.locator(`[data-pool-id="${pool.id}"]`);
+  assert.match(await card.innerText(), /GPUs leased/, "the pool shows its GPU capacity and use");
+  assert.equal(await page.locator("#utilisation svg.chart").count(), 1, "the utilisation chart is drawn");
+  await page.screenshot({ path: join(output, "dashboard-pools.png"), fullPage: true });
+
+  await page.click('a[data-page="leases"]');
+  await pageLoaded(page, "leases");
+  assert.match(await page.innerText(`tr[data-lease-id="${lease.id}"]`), new RegExp(pool.name));
+  await call("leases/release", { id: lease.id });
+
+  assert.deepEqual([...new Set(keyed)], [apiOrigin], "the key went to the API's origin only");
+  const stored = await page.evaluate(() => ({ session: sessionStorage.length, local: localStorage.length }));
+  assert.deepEqual(stored, { session: 1, local: 0 }, "the key is kept in sessionStorage only");
+
+  // A link to another API does not carry this session's key there.
+  const other = await trap();
+  closers.push(other.close);
+  await page.goto(`${apiOrigin}/dashboard/?api=${encodeURIComponent(other.origin + "/api")}`);
+  await page.waitForSelector("#signin-note");
+  assert.equal(await page.inputValue("#api-url"), `${other.origin}/api`);
+  assert.equal(await page.inputValue("#api-key"), "", "the stored key is not offered for another API");
+  // Typing a key is not enough either: the user must confirm the foreign origin.
+  await page.fill("#api-key", apiKey);
+  await page.click("#sign-in");
+  await page.waitForFunction(() => /Not sending the key/.test(document.getElementById("signin-error")?.textContent ?? ""));
+  await page.waitForTimeout(500);
+  assert.equal(other.requests.length, 0, `requests reached the unconfigured origin: ${JSON.stringify(other.requests)}`);
+  assert.ok(!keyed.includes(other.origin), "no request to the unconfigured origin carried the key");
+  await page.close();
+});
+
+test("another origin listed in cors.allowedOrigins: the preflight passes and the dashboard works", { timeout: 120_000 }, async () => {
+  // The preflight a browser sends for the dashboard's calls, by hand.
+  const preflight = (origin) =>
+    fetch(`${apiUrl}/bettercompute.nodes.v1.NodesService/List`, {
+      method: "OPTIONS",
+      headers: {
+        Origin: origin,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,connect-protocol-version,content-type,x-better-compute",
+      },
+    });
+  const ok = await preflight(allowedOrigin);
+  assert.ok(ok.status === 204 || ok.status === 200, `preflight status ${ok.status}`);
+  assert.equal(ok.headers.get("access-control-allow-origin"), allowedOrigin);
+  const allowed = (ok.headers.get("access-control-allow-headers") ?? "").toLowerCase();
+  for (const h of ["authorization", "x-better-compute", "connect-protocol-version"]) {
+    assert.ok(allowed.includes(h), `preflight does not allow ${h}: ${allowed}`);
+  }
+  const refused = await preflight("http://127.0.0.1:1");
+  assert.equal(refused.headers.get("access-control-allow-origin"), null, "an unlisted origin is not allowed");
+
+  const site = await serveDist(Number(new URL(allowedOrigin).port));
+  closers.push(site.close);
+  const { page, keyed } = await newPage();
+  await page.goto(`${site.origin}/`);
+  await page.waitForSelector("#api-url");
+  await page.fill("#api-url", apiUrl);
+  assert.equal(await page.isVisible("#trust-origin"), true, "a foreign API origin must be confirmed");
+  await signIn(page, { trust: true });
+  await expectNodes(page, 3);
+  await pageLoaded(page, "nodes");
+  assert.deepEqual([...new Set(keyed)], [apiOrigin], "the key went to the configured API only");
+  await page.screenshot({ path: join(output, "dashboard-cross-origin.png"), fullPage: true });
+  await page.close();
+});
+
+test("an origin not in cors.allowedOrigins: the browser sends no call and the dashboard says why", { timeout: 60_000 }, async () => {
+  const site = await serveDist(0);
+  closers.push(site.close);
+  const { page } = await newPage();
+  await page.goto(`${site.origin}/`);
+  await page.waitForSelector("#api-url");
+  await page.fill("#api-url", apiUrl);
+  await signIn(page, { trust: true });
+  await page.waitForFunction(() => /cors\.allowedOrigins/.test(document.getElementById("signin-error")?.textContent ?? ""), null, {
+    timeout: 30_000,
+  });
+  assert.equal(await nodeRows(page).count(), 0);
+  await page.close();
+});
