@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,23 +25,20 @@ import (
 	"github.com/better-compute/better-compute/daemon"
 	"github.com/better-compute/better-compute/dbtest"
 	"github.com/better-compute/better-compute/gateway"
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
 	"github.com/better-compute/better-compute/pki"
-	"github.com/better-compute/better-compute/server/auth"
-	"github.com/better-compute/better-compute/server/iam"
-	"github.com/better-compute/better-compute/server/servertest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-const secret = servertest.Secret
-
 var ctx = context.Background()
 
-// env is a database with a PKI, a tenant, and gateways on loopback TLS.
+// env is a gatewaytest environment with the helpers these tests share.
 type env struct {
+	*gatewaytest.Env
 	t      *testing.T
 	pool   *pgxpool.Pool
 	bundle *pki.Bundle
@@ -50,17 +46,8 @@ type env struct {
 }
 
 func newEnv(t *testing.T) *env {
-	t.Helper()
-	pool := dbtest.Pool(t)
-	root, err := iam.EnsureRootTenant(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := pki.Init(ctx, pool, secret, "test.local")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, pool: pool, bundle: b, tenant: root.ID}
+	e := gatewaytest.New(t)
+	return &env{Env: e, t: t, pool: e.Pool, bundle: e.Bundle, tenant: e.Tenant}
 }
 
 // runningGateway is a gateway serving on a loopback port.
@@ -78,55 +65,12 @@ func (e *env) startGateway(id string) *runningGateway {
 // startGatewayWith starts a gateway whose dispatch loop runs every dispatch.
 func (e *env) startGatewayWith(id string, dispatch time.Duration) *runningGateway {
 	e.t.Helper()
-	certPEM, keyPEM, err := e.bundle.IssueGateway("test", id, nil, []net.IP{net.ParseIP("127.0.0.1")})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	control, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	g := gateway.New(gateway.Options{
-		Pool: e.pool, Authority: e.bundle, ID: id, Region: "test", Certificate: cert,
-		HeartbeatInterval: time.Second, DispatchInterval: dispatch,
-		ControlURL: "https://" + control.Addr().String(),
-	})
-	gctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := g.Serve(gctx, ln); err != nil {
-			e.t.Errorf("gateway %s: %v", id, err)
-		}
-	})
-	wg.Go(func() {
-		if err := g.ServeControl(gctx, control, e.bundle, "127.0.0.1"); err != nil {
-			e.t.Errorf("gateway %s control API: %v", id, err)
-		}
-	})
-	stop := sync.OnceFunc(func() { cancel(); wg.Wait() })
-	e.t.Cleanup(stop)
-	return &runningGateway{Gateway: g, addr: ln.Addr().String(), stop: stop}
+	g := e.StartGateway(id, func(o *gateway.Options) { o.DispatchInterval = dispatch })
+	return &runningGateway{Gateway: g.Gateway, addr: g.Addr, stop: g.Stop}
 }
 
 // token makes a join token with max uses and expiry.
-func (e *env) token(maxUses int32, expires time.Time) string {
-	e.t.Helper()
-	k := auth.NewJoinToken()
-	if _, err := db.New(e.pool).CreateJoinToken(ctx, db.CreateJoinTokenParams{
-		ID: k.ID, TenantID: e.tenant, Labels: []byte(`{"zone":"a"}`), SecretHash: k.Hash(), MaxUses: maxUses, ExpiresAt: expires,
-	}); err != nil {
-		e.t.Fatal(err)
-	}
-	return k.String()
-}
+func (e *env) token(maxUses int32, expires time.Time) string { return e.Token(maxUses, expires) }
 
 func (e *env) countNodes() int {
 	var n int
