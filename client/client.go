@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1/poolsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1/reservationsv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1/secretsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/system/v1/systemv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/usage/v1/usagev1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
@@ -53,6 +54,7 @@ type Client struct {
 	Leases       leasesv1connect.LeasesServiceClient
 	Reservations reservationsv1connect.ReservationsServiceClient
 	Usage        usagev1connect.UsageServiceClient
+	Secrets      secretsv1connect.SecretsServiceClient
 }
 
 // Option configures New.
@@ -109,5 +111,6 @@ func New(baseURL string, opts ...Option) *Client {
 		Leases:       leasesv1connect.NewLeasesServiceClient(h, baseURL, copts...),
 		Reservations: reservationsv1connect.NewReservationsServiceClient(h, baseURL, copts...),
 		Usage:        usagev1connect.NewUsageServiceClient(h, baseURL, copts...),
+		Secrets:      secretsv1connect.NewSecretsServiceClient(h, baseURL, copts...),
 	}
 }

@@ -269,8 +269,21 @@ var ErrGoodbye = errors.New("the gateway ended the session")
 // session runs one session until it breaks.
 func (a *Agent) session(ctx context.Context) error {
 	a.mu.Lock()
-	client := a.client
+	client, tr := a.client, a.transport
 	a.mu.Unlock()
+	// A renewal during the session replaced the transport; its connection, busy with this
+	// session then, is closed once the session is over: at once if the stream is already gone,
+	// else a moment later (the HTTP/2 client forgets a closed stream asynchronously), else by
+	// the transport's idle timeout.
+	defer func() {
+		a.mu.Lock()
+		replaced := a.transport != tr
+		a.mu.Unlock()
+		if replaced {
+			tr.CloseIdleConnections()
+			time.AfterFunc(time.Second, tr.CloseIdleConnections)
+		}
+	}()
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := client.Session(sctx)

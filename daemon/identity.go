@@ -110,6 +110,9 @@ func (d Dialer) Join(ctx context.Context, rootPEM []byte, token, hostname string
 	}, nil
 }
 
+// idleTimeout closes a daemon's connections that carry no stream.
+const idleTimeout = 90 * time.Second
+
 // client returns a DaemonService client over HTTP/2 with TLS, presenting cert when given, and
 // its transport (whose connections the caller closes when done with it).
 func (d Dialer) client(rootPEM []byte, cert *tls.Certificate) (daemonv1connect.DaemonServiceClient, *http.Transport) {
@@ -129,6 +132,9 @@ func (d Dialer) client(rootPEM []byte, cert *tls.Certificate) (daemonv1connect.D
 		// heartbeats.
 		HTTP2:       &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
 		DialContext: d.DialContext,
+		// A connection left without streams (the join's, or one whose certificate was renewed)
+		// is closed rather than kept alive by pings forever.
+		IdleConnTimeout: idleTimeout,
 	}
 	tr.Protocols.SetHTTP2(true)
 	return daemonv1connect.NewDaemonServiceClient(&http.Client{Transport: tr}, "https://"+d.Gateway, connect.WithGRPC()), tr

@@ -27,6 +27,7 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
 	"github.com/better-compute/better-compute/metrics"
+	"github.com/better-compute/better-compute/server/secrets"
 )
 
 // Authority is what the gateway needs of the machine PKI (*pki.Bundle provides it).
@@ -57,6 +58,9 @@ type Options struct {
 	DispatchInterval time.Duration
 	// CertTTL is the lifetime of node certificates (24h by default).
 	CertTTL time.Duration
+	// Secrets opens the node secrets the Secret call hands out: secrets.NewSealer of the
+	// deployment secret, the same the API seals them with. Without it, Secret is unavailable.
+	Secrets *secrets.Sealer
 	Logger  *slog.Logger
 	// Metrics, when set, receives the gateway's sessions and dispatch latency.
 	Metrics *metrics.Registry
@@ -168,13 +172,16 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	case err = <-errc:
 	case <-ctx.Done():
 	}
-	// Refuse new connections first, so the daemons whose sessions end here reconnect to another
-	// gateway rather than to this one again; then end the sessions and drain.
+	// Refuse new connections and new streams first (Shutdown closes the listener and sends
+	// every connection an HTTP/2 GOAWAY), so the daemons whose sessions end here reconnect to
+	// another gateway rather than to this one again; ending the sessions lets Shutdown drain.
 	_ = ln.Close()
-	g.endAll("gateway shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(sctx)
+	drained := make(chan struct{})
+	go func() { defer close(drained); _ = srv.Shutdown(sctx) }()
+	g.endAll("gateway shutting down")
+	<-drained
 	stopLoops()
 	wg.Wait()
 	g.flushBeats(sctx)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -15,6 +16,7 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/server/apierr"
 	"github.com/better-compute/better-compute/server/auth"
+	"github.com/better-compute/better-compute/server/secrets"
 )
 
 // service implements DaemonService.
@@ -113,10 +115,36 @@ func (s *service) Renew(ctx context.Context, req *daemonv1.RenewRequest) (*daemo
 	return &daemonv1.RenewResponse{CertificateChain: chain, NotAfter: timestamppb.New(notAfter)}, nil
 }
 
-// Secret is refused until node secrets exist: no secret store is granted to nodes yet.
+// Secret hands the calling node the value of a secret of its tenant that its NodeSpec names.
+// "Not named" and "no such secret" get the same NotFound, so a node cannot probe the tenant's
+// secret names; a revoked node is refused.
 func (s *service) Secret(ctx context.Context, req *daemonv1.SecretRequest) (*daemonv1.SecretResponse, error) {
-	if _, err := nodeFrom(ctx); err != nil {
+	nodeID, err := nodeFrom(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return nil, apierr.NotFound("secret %q is not granted to this node", req.GetName())
+	g := s.g
+	if g.opts.Secrets == nil {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("this gateway cannot open node secrets (it has no deployment secret)"))
+	}
+	name := req.GetName()
+	if !secrets.ValidName(name) {
+		return nil, apierr.InvalidArgument("name", "%q is not a secret name", name)
+	}
+	row, err := db.New(g.opts.Pool).GetSecretForNode(ctx, db.GetSecretForNodeParams{NodeID: nodeID, Name: name})
+	if err != nil {
+		return nil, apierr.NotFoundIfNoRows(err, "node %s not found", nodeID)
+	}
+	if row.RevokedAt != nil {
+		return nil, apierr.PermissionDenied("node %s is revoked", nodeID)
+	}
+	if row.SecretID == nil {
+		return nil, apierr.NotFound("secret %q is not granted to this node", name)
+	}
+	value, err := g.opts.Secrets.Open(*row.SecretID, row.ValueSealed)
+	if err != nil {
+		return nil, err
+	}
+	g.log.InfoContext(ctx, "secret handed to node", "node_id", nodeID, "secret_id", *row.SecretID)
+	return &daemonv1.SecretResponse{Value: value}, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -157,7 +158,7 @@ func (g *Gateway) receive(ctx context.Context, sess *session, stream *connect.Bi
 				return err
 			}
 		case *daemonv1.SessionRequest_Result:
-			if err := g.finish(ctx, q, sess, m.Result); err != nil {
+			if err := g.finish(ctx, sess, m.Result); err != nil {
 				return err
 			}
 		case *daemonv1.SessionRequest_Event:
@@ -201,7 +202,7 @@ func (g *Gateway) ack(ctx context.Context, q *db.Queries, sess *session, a *daem
 
 // finish records a result once: a result repeated after a reconnect finds the command finished
 // and changes nothing.
-func (g *Gateway) finish(ctx context.Context, q *db.Queries, sess *session, r *daemonv1.CommandResult) error {
+func (g *Gateway) finish(ctx context.Context, sess *session, r *daemonv1.CommandResult) error {
 	id, err := uuid.Parse(r.GetCommandId())
 	if err != nil {
 		return nil
@@ -216,16 +217,21 @@ func (g *Gateway) finish(ctx context.Context, q *db.Queries, sess *session, r *d
 			return fmt.Errorf("encode result: %w", err)
 		}
 	}
-	c, err := q.FinishCommand(ctx, db.FinishCommandParams{NodeID: sess.node, ID: id, State: state, Result: result, Error: r.GetError()})
-	if isNoRows(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("finish command %s: %w", id, err)
-	}
-	return q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
-		TenantID: c.TenantID, Type: "command." + state, Subject: "command/" + id.String(),
-		Payload: fmt.Appendf(nil, `{"id":%q,"nodeId":%q,"type":%q}`, id, sess.node, c.Type),
+	// The result and its event commit together: a crash between them would lose the event for
+	// good, since the repeated result then finds the command finished.
+	return pgx.BeginFunc(ctx, g.opts.Pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		c, err := q.FinishCommand(ctx, db.FinishCommandParams{NodeID: sess.node, ID: id, State: state, Result: result, Error: r.GetError()})
+		if isNoRows(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("finish command %s: %w", id, err)
+		}
+		return q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
+			TenantID: c.TenantID, Type: "command." + state, Subject: "command/" + id.String(),
+			Payload: fmt.Appendf(nil, `{"id":%q,"nodeId":%q,"type":%q}`, id, sess.node, c.Type),
+		})
 	})
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/server"
 	"github.com/better-compute/better-compute/server/iam"
+	"github.com/better-compute/better-compute/server/secrets"
 	"github.com/better-compute/better-compute/tracing"
 	"github.com/better-compute/better-compute/workers"
 	"github.com/better-compute/better-compute/workers/commands"
@@ -214,6 +215,10 @@ func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier
 // newGateway prepares the gateway role: its listeners, and a serving certificate issued from the
 // PKI for the gateway's names (every process holds the deployment secret, so it can).
 func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg *metrics.Registry, log *slog.Logger) (*gateway.Gateway, net.Listener, net.Listener, error) {
+	secretSealer, err := secrets.NewSealer(cfg.Secret)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("gateway: %w", err)
+	}
 	id := workers.NewHolderID()
 	ln, err := net.Listen("tcp", cfg.Gateway.Listen)
 	if err != nil {
@@ -242,7 +247,7 @@ func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg 
 		return nil, nil, nil, fmt.Errorf("gateway: serving certificate: %w", err)
 	}
 	gw := gateway.New(gateway.Options{
-		Pool: pool, Authority: bundle, ID: id, Region: cfg.Gateway.Region, Certificate: tlsCert,
+		Pool: pool, Authority: bundle, ID: id, Region: cfg.Gateway.Region, Certificate: tlsCert, Secrets: secretSealer,
 		ControlURL: "https://" + net.JoinHostPort(hostOf(control.Addr()), strconv.Itoa(control.Addr().(*net.TCPAddr).Port)),
 		Logger:     log, Metrics: reg,
 	})

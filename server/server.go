@@ -27,6 +27,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1/poolsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1/reservationsv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1/secretsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/system/v1/systemv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/usage/v1/usagev1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
@@ -46,6 +47,7 @@ import (
 	"github.com/better-compute/better-compute/server/registry"
 	"github.com/better-compute/better-compute/server/requestid"
 	"github.com/better-compute/better-compute/server/reservations"
+	"github.com/better-compute/better-compute/server/secrets"
 	"github.com/better-compute/better-compute/server/system"
 	"github.com/better-compute/better-compute/server/usage"
 	"github.com/better-compute/better-compute/server/webhooks"
@@ -147,6 +149,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
+	secretSealer, err := secrets.NewSealer(opts.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.NewRegistry()
 	}
@@ -175,6 +181,7 @@ func New(opts Options) (*Server, error) {
 	mount(iamv1connect.NewIamServiceHandler(iam.New(opts.Pool, admit), handlerOpts...))
 	mount(auditv1connect.NewAuditServiceHandler(audit.New(opts.Pool), handlerOpts...))
 	mount(webhooksv1connect.NewWebhooksServiceHandler(webhooks.New(opts.Pool, admit, webhookSealer, opts.WebhooksAllowPrivate), handlerOpts...))
+	mount(secretsv1connect.NewSecretsServiceHandler(secrets.New(opts.Pool, admit, secretSealer), handlerOpts...))
 	mount(eventsv1connect.NewEventsServiceHandler(events.New(opts.Pool), handlerOpts...))
 	mount(commandsv1connect.NewCommandsServiceHandler(commands.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
 	var nodeOpts []nodes.Option

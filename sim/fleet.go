@@ -298,7 +298,7 @@ func (f *Fleet) Stats() Stats {
 	f.mu.Unlock()
 	for _, m := range f.machines {
 		st := m.status()
-		if st.NodeID != "" && !st.Up {
+		if st.Crashed {
 			s.Down++
 		}
 		if st.Connected {
@@ -337,10 +337,12 @@ func (f *Fleet) WaitConnected(ctx context.Context) (Stats, error) {
 type MachineStatus struct {
 	Hostname string
 	NodeID   string
-	// Up is false before the machine joined and while it is crashed.
-	Up        bool
-	Connected bool
-	Sessions  int
+	// Up is false before the machine joined and while it is crashed; Crashed only while crashed.
+	Up, Crashed bool
+	Connected   bool
+	Sessions    int
+	// Conns is the machine's open TCP connections (one while it holds a session).
+	Conns     int
 	Commands  int64
 	Skew      time.Duration
 	LastError error

@@ -29,6 +29,8 @@ type machine struct {
 	stop  context.CancelFunc
 	done  chan struct{}
 	conns []*conn
+	// crashed is set from a crash to the restart.
+	crashed bool
 	// What the machine's earlier daemons did before they crashed.
 	prevSessions int
 	prevCommands int64
@@ -80,7 +82,7 @@ func (m *machine) start(ctx context.Context) error {
 		cancel()
 		return nil
 	}
-	m.fake, m.stop, m.done = fake, cancel, done
+	m.fake, m.stop, m.done, m.crashed = fake, cancel, done, false
 	m.mu.Unlock()
 	go func() {
 		defer close(done)
@@ -106,6 +108,7 @@ func (m *machine) halt() bool {
 	m.mu.Lock()
 	m.prevSessions += st.Sessions
 	m.prevCommands += commands(fake)
+	m.crashed = m.fake == nil
 	m.mu.Unlock()
 	return true
 }
@@ -130,7 +133,10 @@ func (m *machine) running() bool {
 func (m *machine) status() MachineStatus {
 	m.mu.Lock()
 	fake, id := m.fake, m.id
-	st := MachineStatus{Hostname: m.hostname, Up: fake != nil, Sessions: m.prevSessions, Commands: m.prevCommands, Skew: m.skew, Inventory: m.inv}
+	st := MachineStatus{
+		Hostname: m.hostname, Up: fake != nil, Crashed: m.crashed, Sessions: m.prevSessions, Conns: len(m.conns),
+		Commands: m.prevCommands, Skew: m.skew, Inventory: m.inv,
+	}
 	m.mu.Unlock()
 	if id != nil {
 		st.NodeID = id.NodeID

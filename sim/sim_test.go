@@ -341,3 +341,34 @@ func TestLoadThroughTheAPI(t *testing.T) {
 		t.Errorf("the daemons ran %d commands, want 40", s.Commands)
 	}
 }
+
+// TestRenewalLeavesOneConnection: a daemon that renews its certificate during a session uses a
+// new connection for its next session, and the old one is closed, not left idle.
+func TestRenewalLeavesOneConnection(t *testing.T) {
+	e := gatewaytest.New(t)
+	gw := e.StartGateway("gw1", func(o *gateway.Options) { o.CertTTL = 6 * time.Second }) // renewed after 4s
+	f := runFleet(t, sim.Options{Gateway: gw.Addr, RootPEM: e.Bundle.RootPEM(), Token: e.Token(1, time.Now().Add(time.Hour)), N: 1})
+	waitConnected(t, f)
+	node := f.Machine(0).NodeID
+	var first time.Time
+	if err := e.Pool.QueryRow(ctx, "SELECT cert_not_after FROM nodes WHERE id = $1", node).Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the certificate is renewed", func() bool {
+		var now time.Time
+		_ = e.Pool.QueryRow(ctx, "SELECT cert_not_after FROM nodes WHERE id = $1", node).Scan(&now)
+		return now.After(first)
+	})
+	if m := f.Machine(0); m.Sessions != 1 || m.Conns != 1 {
+		t.Fatalf("after the renewal: %d sessions, %d connections", m.Sessions, m.Conns)
+	}
+	// Another session claims the node: the gateway ends this one with a goodbye, leaving the
+	// connection up, and the daemon opens its next session with the renewed certificate.
+	if _, err := e.Pool.Exec(ctx, "UPDATE node_sessions SET session_id = 'elsewhere' WHERE node_id = $1", node); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the daemon holds its next session on one connection", func() bool {
+		m := f.Machine(0)
+		return m.Connected && m.Sessions == 2 && m.Conns == 1
+	})
+}

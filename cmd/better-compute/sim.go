@@ -96,7 +96,8 @@ skew.`,
 			if err != nil {
 				return err
 			}
-			fctx, stop := context.WithCancel(ctx)
+			// The fleet outlives ctx until its statistics are taken; stop ends it.
+			fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 			defer stop()
 			ran := make(chan error, 1)
 			start := time.Now()

@@ -20,9 +20,10 @@ import (
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/server/auth"
 	"github.com/better-compute/better-compute/server/iam"
+	"github.com/better-compute/better-compute/server/secrets"
 )
 
-// Secret is the deployment secret the PKI is sealed under.
+// Secret is the deployment secret the PKI and node secrets are sealed under.
 const Secret = "gateway-test-secret-0123456789abcdef"
 
 // TrustDomain is the PKI's trust domain.
@@ -87,8 +88,12 @@ func (e *Env) StartGateway(id string, configure func(*gateway.Options)) *Gateway
 	if err != nil {
 		e.T.Fatal(err)
 	}
+	sealer, err := secrets.NewSealer(Secret)
+	if err != nil {
+		e.T.Fatal(err)
+	}
 	opts := gateway.Options{
-		Pool: e.Pool, Authority: e.Bundle, ID: id, Region: "test", Certificate: cert,
+		Pool: e.Pool, Authority: e.Bundle, ID: id, Region: "test", Certificate: cert, Secrets: sealer,
 		HeartbeatInterval: time.Second, DispatchInterval: time.Second,
 		ControlURL: "https://" + control.Addr().String(),
 	}

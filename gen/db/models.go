@@ -291,6 +291,15 @@ type SchemaMigration struct {
 	AppliedAt time.Time
 }
 
+type Secret struct {
+	ID          uuid.UUID
+	TenantID    uuid.UUID
+	Name        string
+	ValueSealed []byte
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
 type ShardMember struct {
 	Role        string
 	Member      string

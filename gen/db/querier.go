@@ -47,6 +47,7 @@ type Querier interface {
 	// How many leases hold anything on a node.
 	CountNodeActiveLeases(ctx context.Context, nodeID uuid.UUID) (int64, error)
 	CountOwners(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	CountSecrets(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CountWebhooks(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
 	// Commands to nodes. The API's statements take the caller's tenant id; the gateway's take the
@@ -88,6 +89,8 @@ type Querier interface {
 	// tenant id.
 	CreateReservation(ctx context.Context, arg CreateReservationParams) (CreateReservationRow, error)
 	CreateRoleBinding(ctx context.Context, arg CreateRoleBindingParams) (RoleBinding, error)
+	// No row when the tenant already has a secret of that name.
+	CreateSecret(ctx context.Context, arg CreateSecretParams) (CreateSecretRow, error)
 	CreateTenant(ctx context.Context, arg CreateTenantParams) (Tenant, error)
 	CreateWebhook(ctx context.Context, arg CreateWebhookParams) (Webhook, error)
 	// Which of a gateway's sessions are still the newest of their node.
@@ -106,6 +109,7 @@ type Querier interface {
 	DeletePoolQuota(ctx context.Context, arg DeletePoolQuotaParams) error
 	DeletePrincipal(ctx context.Context, arg DeletePrincipalParams) (int64, error)
 	DeleteRoleBinding(ctx context.Context, arg DeleteRoleBindingParams) (int64, error)
+	DeleteSecret(ctx context.Context, arg DeleteSecretParams) (uuid.UUID, error)
 	// Its cursor goes with it (ON DELETE CASCADE); its dispatcher stops at the supervisor's next look.
 	DeleteWebhook(ctx context.Context, arg DeleteWebhookParams) (int64, error)
 	// The pool's placed leases whose end has come.
@@ -172,6 +176,10 @@ type Querier interface {
 	GetReservation(ctx context.Context, arg GetReservationParams) (GetReservationRow, error)
 	GetRoleBinding(ctx context.Context, arg GetRoleBindingParams) (RoleBinding, error)
 	GetRootTenant(ctx context.Context) (Tenant, error)
+	// What the gateway needs to answer a node's request for a secret: whether the node is revoked,
+	// and the sealed value only when the node's spec names the secret and the node's tenant has it
+	// (secret_id and value_sealed are null otherwise). No row when the node does not exist.
+	GetSecretForNode(ctx context.Context, arg GetSecretForNodeParams) (GetSecretForNodeRow, error)
 	GetSinkCursor(ctx context.Context, sink string) (GetSinkCursorRow, error)
 	// A tenant is visible to its own principals and to those of its parent.
 	GetTenant(ctx context.Context, arg GetTenantParams) (Tenant, error)
@@ -230,6 +238,8 @@ type Querier interface {
 	ListPrincipals(ctx context.Context, arg ListPrincipalsParams) ([]Principal, error)
 	ListReservations(ctx context.Context, arg ListReservationsParams) ([]ListReservationsRow, error)
 	ListRoleBindings(ctx context.Context, arg ListRoleBindingsParams) ([]RoleBinding, error)
+	// Names and times only, by name.
+	ListSecrets(ctx context.Context, arg ListSecretsParams) ([]ListSecretsRow, error)
 	ListTenants(ctx context.Context, arg ListTenantsParams) ([]Tenant, error)
 	// Every tenant's webhooks, for the sinks role's supervisor.
 	ListWebhookSinks(ctx context.Context) ([]ListWebhookSinksRow, error)
@@ -254,8 +264,14 @@ type Querier interface {
 	LockPoolLease(ctx context.Context, arg LockPoolLeaseParams) (PoolLease, error)
 	// The quota, locked: concurrent admissions against one quota run one after the other.
 	LockPoolQuota(ctx context.Context, arg LockPoolQuotaParams) (PoolQuota, error)
+	// The secret of that name, locked for an update of its value.
+	LockSecret(ctx context.Context, arg LockSecretParams) (LockSecretRow, error)
 	// Serialises changes to a tenant's owners, so concurrent removals cannot leave it without one.
 	LockTenant(ctx context.Context, id uuid.UUID) error
+	// Tenants' node secrets. API statements take the caller's tenant id; values leave the database
+	// only sealed, and only to the gateway (GetSecretForNode).
+	// Serialises secret creation in a tenant, so the per-tenant limit holds.
+	LockTenantSecrets(ctx context.Context, tenantID uuid.UUID) error
 	// Tenants' webhooks. Every statement takes the caller's tenant id.
 	// Serialises webhook creation in a tenant, so the per-tenant limit holds.
 	LockTenantWebhooks(ctx context.Context, tenantID uuid.UUID) error
@@ -427,6 +443,7 @@ type Querier interface {
 	UpdateNodeSpec(ctx context.Context, arg UpdateNodeSpecParams) (Node, error)
 	// Replaces the fields given (a null leaves one as it is).
 	UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, error)
+	UpdateSecretValue(ctx context.Context, arg UpdateSecretValueParams) (UpdateSecretValueRow, error)
 	UpsertGateway(ctx context.Context, arg UpsertGatewayParams) error
 	UpsertPoolQuota(ctx context.Context, arg UpsertPoolQuotaParams) (PoolQuota, error)
 	// The records not aggregated yet, and the age of the oldest (seconds; 0 when none).

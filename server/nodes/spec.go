@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -24,6 +25,8 @@ const (
 	MaxTaints = 32
 	// MaxConfigBytes bounds the config blob, as JSON.
 	MaxConfigBytes = 64 << 10
+	// MaxSecrets bounds the names of secrets a spec grants the node.
+	MaxSecrets = 64
 )
 
 var daemonVersion = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
@@ -123,7 +126,31 @@ func specFromProto(prefix string, p *nodesv1.NodeSpec) (nodework.Spec, error) {
 		}
 		spec.Config = b
 	}
+	secrets, err := secretNames(prefix+".secrets", p.GetSecrets())
+	if err != nil {
+		return spec, err
+	}
+	spec.Secrets = secrets
 	return spec, nil
+}
+
+// secretNames validates the names of the secrets a spec grants, with the syntax of label keys,
+// and returns them sorted without duplicates (nil for none).
+func secretNames(field string, names []string) ([]string, error) {
+	if len(names) > MaxSecrets {
+		return nil, apierr.InvalidArgument(field, "at most %d secrets, got %d", MaxSecrets, len(names))
+	}
+	for i, n := range names {
+		if !labelKey.MatchString(n) {
+			return nil, apierr.InvalidArgument(fmt.Sprintf("%s[%d]", field, i), "%q must be 1 to 63 letters, digits, '-', '_', '.' and '/', starting and ending with a letter or digit", n)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	out := slices.Clone(names)
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 func taintsFromProto(field string, ts []*nodesv1.Taint) ([]nodework.Taint, error) {
@@ -165,7 +192,7 @@ func taintsToProto(ts []nodework.Taint) []*nodesv1.Taint {
 }
 
 func specToProto(s nodework.Spec) (*nodesv1.NodeSpec, error) {
-	out := &nodesv1.NodeSpec{Taints: taintsToProto(s.Taints), DaemonVersion: s.DaemonVersion}
+	out := &nodesv1.NodeSpec{Taints: taintsToProto(s.Taints), DaemonVersion: s.DaemonVersion, Secrets: s.Secrets}
 	if s.Labels != nil {
 		out.Labels = &nodesv1.LabelSet{Values: s.Labels}
 	}

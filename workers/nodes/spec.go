@@ -20,6 +20,9 @@ type Spec struct {
 	// Config is the daemon configuration (a JSON object) the node should have applied; nil for
 	// none managed.
 	Config json.RawMessage `json:"config,omitempty"`
+	// Secrets are the names of the tenant's secrets the node may fetch from its gateway (which
+	// reads them from nodes.spec), sorted and without duplicates.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // Taint effects.

@@ -20,6 +20,7 @@ import { PoolsService } from "./gen/bettercompute/pools/v1/pools_pb.js";
 import { ReservationsService } from "./gen/bettercompute/reservations/v1/reservations_pb.js";
 import { SystemService } from "./gen/bettercompute/system/v1/system_pb.js";
 import { UsageService } from "./gen/bettercompute/usage/v1/usage_pb.js";
+import { SecretsService } from "./gen/bettercompute/secrets/v1/secrets_pb.js";
 import { WebhooksService } from "./gen/bettercompute/webhooks/v1/webhooks_pb.js";
 
 // Every API service by name. Their messages are in one namespace per package (nodesv1.Node,
@@ -37,6 +38,7 @@ export {
   ReservationsService,
   SystemService,
   UsageService,
+  SecretsService,
   WebhooksService,
 };
 export * from "./gen/bettercompute/system/v1/system_pb.js";
@@ -51,6 +53,7 @@ export * as poolsv1 from "./gen/bettercompute/pools/v1/pools_pb.js";
 export * as reservationsv1 from "./gen/bettercompute/reservations/v1/reservations_pb.js";
 export * as systemv1 from "./gen/bettercompute/system/v1/system_pb.js";
 export * as usagev1 from "./gen/bettercompute/usage/v1/usage_pb.js";
+export * as secretsv1 from "./gen/bettercompute/secrets/v1/secrets_pb.js";
 export * as webhooksv1 from "./gen/bettercompute/webhooks/v1/webhooks_pb.js";
 export { Code, ConnectError } from "@connectrpc/connect";
 // Helpers for the well-known types that requests and responses carry.
@@ -121,6 +124,7 @@ export interface BetterCompute {
   leases: Client<typeof LeasesService>;
   reservations: Client<typeof ReservationsService>;
   usage: Client<typeof UsageService>;
+  secrets: Client<typeof SecretsService>;
 }
 
 /**
@@ -157,6 +161,7 @@ export function createClient<T extends DescService>(
     leases: createConnectClient(LeasesService, transport),
     reservations: createConnectClient(ReservationsService, transport),
     usage: createConnectClient(UsageService, transport),
+    secrets: createConnectClient(SecretsService, transport),
   };
 }
 

@@ -28,6 +28,7 @@ from bettercompute.nodes.v1 import nodes_pb2 as nodesv1
 from bettercompute.pools.v1 import pools_pb2 as poolsv1
 from bettercompute.reservations.v1 import reservations_pb2 as reservationsv1
 from bettercompute.system.v1 import system_pb2 as systemv1
+from bettercompute.secrets.v1 import secrets_pb2 as secretsv1
 from bettercompute.usage.v1 import usage_pb2 as usagev1
 from bettercompute.webhooks.v1 import webhooks_pb2 as webhooksv1
 from bettercompute.audit.v1.audit_connect import AuditServiceClient, AuditServiceClientSync
@@ -40,6 +41,7 @@ from bettercompute.nodes.v1.nodes_connect import NodesServiceClient, NodesServic
 from bettercompute.pools.v1.pools_connect import PoolsServiceClient, PoolsServiceClientSync
 from bettercompute.reservations.v1.reservations_connect import ReservationsServiceClient, ReservationsServiceClientSync
 from bettercompute.system.v1.system_connect import SystemServiceClient, SystemServiceClientSync
+from bettercompute.secrets.v1.secrets_connect import SecretsServiceClient, SecretsServiceClientSync
 from bettercompute.usage.v1.usage_connect import UsageServiceClient, UsageServiceClientSync
 from bettercompute.webhooks.v1.webhooks_connect import WebhooksServiceClient, WebhooksServiceClientSync
 from bettercompute.system.v1.system_pb2 import InfoRequest, InfoResponse
@@ -118,6 +120,8 @@ __all__ = [
     "UnavailableError",
     "UnimplementedError",
     "UnknownError",
+    "SecretsServiceClient",
+    "SecretsServiceClientSync",
     "UsageServiceClient",
     "UsageServiceClientSync",
     "WebhooksServiceClient",
@@ -135,6 +139,7 @@ __all__ = [
     "poolsv1",
     "reservationsv1",
     "systemv1",
+    "secretsv1",
     "usagev1",
     "webhooksv1",
 ]

@@ -27,6 +27,7 @@ from bettercompute.nodes.v1.nodes_connect import NodesServiceClient, NodesServic
 from bettercompute.pools.v1.pools_connect import PoolsServiceClient, PoolsServiceClientSync
 from bettercompute.reservations.v1.reservations_connect import ReservationsServiceClient, ReservationsServiceClientSync
 from bettercompute.system.v1.system_connect import SystemServiceClient, SystemServiceClientSync
+from bettercompute.secrets.v1.secrets_connect import SecretsServiceClient, SecretsServiceClientSync
 from bettercompute.usage.v1.usage_connect import UsageServiceClient, UsageServiceClientSync
 from bettercompute.webhooks.v1.webhooks_connect import WebhooksServiceClient, WebhooksServiceClientSync
 
@@ -91,6 +92,7 @@ class BetterCompute:
         self.leases: LeasesServiceClientSync = LeasesServiceClientSync(url, **kw)
         self.reservations: ReservationsServiceClientSync = ReservationsServiceClientSync(url, **kw)
         self.usage: UsageServiceClientSync = UsageServiceClientSync(url, **kw)
+        self.secrets: SecretsServiceClientSync = SecretsServiceClientSync(url, **kw)
 
     def _clients(self) -> list[Any]:
         return [v for k, v in vars(self).items() if not k.startswith("_")]
@@ -138,6 +140,7 @@ class AsyncBetterCompute:
         self.leases: LeasesServiceClient = LeasesServiceClient(url, **kw)
         self.reservations: ReservationsServiceClient = ReservationsServiceClient(url, **kw)
         self.usage: UsageServiceClient = UsageServiceClient(url, **kw)
+        self.secrets: SecretsServiceClient = SecretsServiceClient(url, **kw)
 
     def _clients(self) -> list[Any]:
         return [v for k, v in vars(self).items() if not k.startswith("_")]

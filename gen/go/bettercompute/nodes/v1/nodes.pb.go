@@ -18,8 +18,9 @@
 //
 // Separately, a node is online while its daemon's heartbeats arrive and goes offline when they
 // stop for longer than the liveness threshold. Its NodeSpec is the desired state (labels, taints,
-// daemon version, config); spec_generation counts its changes and observed_generation says up
-// to which the node has caught up, with the SpecApplied condition telling how, Kubernetes-style.
+// daemon version, config, the secrets it may fetch); spec_generation counts its changes and
+// observed_generation says up to which the node has caught up, with the SpecApplied condition
+// telling how, Kubernetes-style.
 
 package nodesv1
 
@@ -386,7 +387,12 @@ type NodeSpec struct {
 	DaemonVersion string `protobuf:"bytes,3,opt,name=daemon_version,json=daemonVersion,proto3" json:"daemon_version,omitempty"`
 	// The daemon's configuration; unset for none managed. A node that has not yet applied this
 	// config is sent a "configure" command with payload {"config": ...}.
-	Config        *structpb.Struct `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
+	Config *structpb.Struct `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
+	// Names of the tenant's secrets (bettercompute.secrets.v1) the node may fetch from its gateway;
+	// at most 64, each with the syntax of label keys. A name need not exist yet: a node asking for
+	// a secret that does not exist, or that its spec does not name, is told it is not found.
+	// Stored as a sorted set: duplicates are dropped.
+	Secrets       []string `protobuf:"bytes,5,rep,name=secrets,proto3" json:"secrets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -445,6 +451,13 @@ func (x *NodeSpec) GetDaemonVersion() string {
 func (x *NodeSpec) GetConfig() *structpb.Struct {
 	if x != nil {
 		return x.Config
+	}
+	return nil
+}
+
+func (x *NodeSpec) GetSecrets() []string {
+	if x != nil {
+		return x.Secrets
 	}
 	return nil
 }
@@ -1975,12 +1988,13 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\x05Taint\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
-	"\x06effect\x18\x03 \x01(\tR\x06effect\"\xd3\x01\n" +
+	"\x06effect\x18\x03 \x01(\tR\x06effect\"\xed\x01\n" +
 	"\bNodeSpec\x128\n" +
 	"\x06labels\x18\x01 \x01(\v2 .bettercompute.nodes.v1.LabelSetR\x06labels\x125\n" +
 	"\x06taints\x18\x02 \x03(\v2\x1d.bettercompute.nodes.v1.TaintR\x06taints\x12%\n" +
 	"\x0edaemon_version\x18\x03 \x01(\tR\rdaemonVersion\x12/\n" +
-	"\x06config\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06config\"\x8b\x01\n" +
+	"\x06config\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06config\x12\x18\n" +
+	"\asecrets\x18\x05 \x03(\tR\asecrets\"\x8b\x01\n" +
 	"\bLabelSet\x12D\n" +
 	"\x06values\x18\x01 \x03(\v2,.bettercompute.nodes.v1.LabelSet.ValuesEntryR\x06values\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +

@@ -16,8 +16,9 @@
 //
 // Separately, a node is online while its daemon's heartbeats arrive and goes offline when they
 // stop for longer than the liveness threshold. Its NodeSpec is the desired state (labels, taints,
-// daemon version, config); spec_generation counts its changes and observed_generation says up
-// to which the node has caught up, with the SpecApplied condition telling how, Kubernetes-style.
+// daemon version, config, the secrets it may fetch); spec_generation counts its changes and
+// observed_generation says up to which the node has caught up, with the SpecApplied condition
+// telling how, Kubernetes-style.
 package nodesv1connect
 
 import (
