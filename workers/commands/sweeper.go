@@ -86,10 +86,7 @@ func Sweeper(pool *pgxpool.Pool, opts SweeperOptions) lease.Job {
 func Sweep(ctx context.Context, pool *pgxpool.Pool, l lease.Lease, opts SweeperOptions) (Swept, error) {
 	opts = opts.withDefaults()
 	var n Swept
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := lease.Fence(ctx, tx, l); err != nil {
-			return err
-		}
+	err := lease.InTx(ctx, pool, l, func(tx pgx.Tx) error {
 		q := db.New(tx)
 		var err error
 		// Expire first, so an overdue command is expired rather than sent again.

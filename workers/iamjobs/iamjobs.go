@@ -132,10 +132,7 @@ func batches(ctx context.Context, pool *pgxpool.Pool, l lease.Lease, batch int32
 	var total int64
 	for {
 		var n int64
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			if err := lease.Fence(ctx, tx, l); err != nil {
-				return err
-			}
+		err := lease.InTx(ctx, pool, l, func(tx pgx.Tx) error {
 			var err error
 			n, err = del(db.New(tx))
 			return err

@@ -108,3 +108,14 @@ func leases(rows []db.Lease) []Lease {
 	}
 	return out
 }
+
+// InTx runs fn in a transaction that first fences l: what fn writes commits only while l is
+// still its holder's current lease; otherwise InTx returns ErrStale and nothing is written.
+func InTx(ctx context.Context, pool *pgxpool.Pool, l Lease, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := Fence(ctx, tx, l); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}

@@ -95,10 +95,7 @@ func LivenessJob(pool *pgxpool.Pool, opts LivenessOptions) lease.Job {
 func CheckLiveness(ctx context.Context, pool *pgxpool.Pool, l lease.Lease, opts LivenessOptions) (Liveness, error) {
 	opts = opts.withDefaults()
 	var out Liveness
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := lease.Fence(ctx, tx, l); err != nil {
-			return err
-		}
+	err := lease.InTx(ctx, pool, l, func(tx pgx.Tx) error {
 		q := db.New(tx)
 		var err error
 		threshold := opts.Threshold.Milliseconds()

@@ -132,10 +132,7 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, l lease.Lease, opts Options)
 // fenced runs del in a transaction guarded by the lease l.
 func fenced(ctx context.Context, pool *pgxpool.Pool, l lease.Lease, del func(q *db.Queries) (int64, error)) (int64, error) {
 	var n int64
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := lease.Fence(ctx, tx, l); err != nil {
-			return err
-		}
+	err := lease.InTx(ctx, pool, l, func(tx pgx.Tx) error {
 		var err error
 		n, err = del(db.New(tx))
 		return err
