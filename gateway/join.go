@@ -23,7 +23,8 @@ import (
 type service struct{ g *Gateway }
 
 // Join spends one use of a join token and creates the node with its certificate, in one
-// transaction: a refused join (bad token, bad CSR) creates nothing and spends nothing.
+// transaction: a refused join (bad token, bad CSR, a token spent by a concurrent join) creates
+// nothing and spends nothing.
 func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (*daemonv1.JoinResponse, error) {
 	token, err := auth.ParseJoinToken(req.GetToken())
 	if err != nil {
@@ -40,31 +41,29 @@ func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (*daemonv
 		return nil, apierr.InvalidArgument("csr", "signature does not match its key: %v", err)
 	}
 	g := s.g
-	var res *daemonv1.JoinResponse
+	// Check the token without a lock, sign the certificate, then create the node and spend the
+	// token in one short transaction: the spend is conditional, so a token used up meanwhile
+	// refuses the join and rolls the node back.
+	t, err := db.New(g.opts.Pool).GetJoinToken(ctx, token.ID)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || (err == nil && !token.Matches(t.SecretHash)):
+		return nil, apierr.Unauthenticated("join token %s is not valid", token.ID)
+	case err != nil:
+		return nil, err
+	case t.RevokedAt != nil:
+		return nil, apierr.Unauthenticated("join token %s was revoked", token.ID)
+	case !time.Now().Before(t.ExpiresAt):
+		return nil, apierr.Unauthenticated("join token %s expired at %s", token.ID, t.ExpiresAt.UTC().Format(time.RFC3339))
+	case t.Uses >= t.MaxUses:
+		return nil, apierr.Unauthenticated("join token %s has been used up (%d of %d)", token.ID, t.Uses, t.MaxUses)
+	}
+	nodeID := uuid.Must(uuid.NewV7())
+	chain, notAfter, err := g.opts.Authority.IssueNode(req.GetCsr(), nodeID.String(), g.opts.CertTTL)
+	if err != nil {
+		return nil, apierr.InvalidArgument("csr", "%v", err)
+	}
 	err = pgx.BeginFunc(ctx, g.opts.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
-		t, err := q.GetJoinTokenForUse(ctx, token.ID)
-		now := time.Now()
-		switch {
-		case errors.Is(err, pgx.ErrNoRows) || (err == nil && !token.Matches(t.SecretHash)):
-			return apierr.Unauthenticated("join token %s is not valid", token.ID)
-		case err != nil:
-			return err
-		case t.RevokedAt != nil:
-			return apierr.Unauthenticated("join token %s was revoked", token.ID)
-		case !now.Before(t.ExpiresAt):
-			return apierr.Unauthenticated("join token %s expired at %s", token.ID, t.ExpiresAt.UTC().Format(time.RFC3339))
-		case t.Uses >= t.MaxUses:
-			return apierr.Unauthenticated("join token %s has been used up (%d of %d)", token.ID, t.Uses, t.MaxUses)
-		}
-		nodeID := uuid.Must(uuid.NewV7())
-		chain, notAfter, err := g.opts.Authority.IssueNode(req.GetCsr(), nodeID.String(), g.opts.CertTTL)
-		if err != nil {
-			return apierr.InvalidArgument("csr", "%v", err)
-		}
-		if err := q.UseJoinToken(ctx, t.ID); err != nil {
-			return err
-		}
 		if _, err := q.CreateNode(ctx, db.CreateNodeParams{
 			ID: nodeID, TenantID: t.TenantID, Hostname: req.GetHostname(), Pool: t.Pool, Labels: t.Labels,
 			JoinTokenID: &t.ID, CertNotAfter: &notAfter,
@@ -77,14 +76,19 @@ func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (*daemonv
 		}); err != nil {
 			return err
 		}
-		res = &daemonv1.JoinResponse{
-			NodeId: nodeID.String(), CertificateChain: chain, RootCa: g.opts.Authority.RootPEM(),
-			TrustDomain: g.opts.Authority.TrustDomain(), NotAfter: timestamppb.New(notAfter),
+		if _, err := q.SpendJoinToken(ctx, t.ID); errors.Is(err, pgx.ErrNoRows) {
+			return apierr.Unauthenticated("join token %s has been used up, revoked or expired", token.ID)
+		} else if err != nil {
+			return fmt.Errorf("spend join token %s: %w", token.ID, err)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	res := &daemonv1.JoinResponse{
+		NodeId: nodeID.String(), CertificateChain: chain, RootCa: g.opts.Authority.RootPEM(),
+		TrustDomain: g.opts.Authority.TrustDomain(), NotAfter: timestamppb.New(notAfter),
 	}
 	g.log.Info("node joined", "node_id", res.GetNodeId(), "join_token_id", token.ID)
 	return res, nil

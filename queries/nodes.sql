@@ -18,12 +18,15 @@ UPDATE join_tokens SET revoked_at = COALESCE(revoked_at, now())
 WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id)
 RETURNING *;
 
--- name: GetJoinTokenForUse :one
--- Locks the token for the join transaction, so concurrent joins cannot overspend it.
-SELECT * FROM join_tokens WHERE id = sqlc.arg(id) FOR UPDATE;
+-- name: GetJoinToken :one
+SELECT * FROM join_tokens WHERE id = sqlc.arg(id);
 
--- name: UseJoinToken :exec
-UPDATE join_tokens SET uses = uses + 1 WHERE id = sqlc.arg(id);
+-- name: SpendJoinToken :one
+-- Spends one use, if the token still has one: the last statement of a join, so concurrent joins
+-- wait on the token's row lock only for each other's commit.
+UPDATE join_tokens SET uses = uses + 1
+WHERE id = sqlc.arg(id) AND uses < max_uses AND revoked_at IS NULL AND expires_at > now()
+RETURNING uses;
 
 -- name: CreateNode :one
 INSERT INTO nodes (id, tenant_id, hostname, pool, labels, join_token_id, cert_not_after)

@@ -196,13 +196,12 @@ func (q *Queries) EndSession(ctx context.Context, arg EndSessionParams) error {
 	return err
 }
 
-const getJoinTokenForUse = `-- name: GetJoinTokenForUse :one
-SELECT id, tenant_id, description, pool, labels, secret_hash, max_uses, uses, expires_at, revoked_at, created_at FROM join_tokens WHERE id = $1 FOR UPDATE
+const getJoinToken = `-- name: GetJoinToken :one
+SELECT id, tenant_id, description, pool, labels, secret_hash, max_uses, uses, expires_at, revoked_at, created_at FROM join_tokens WHERE id = $1
 `
 
-// Locks the token for the join transaction, so concurrent joins cannot overspend it.
-func (q *Queries) GetJoinTokenForUse(ctx context.Context, id string) (JoinToken, error) {
-	row := q.db.QueryRow(ctx, getJoinTokenForUse, id)
+func (q *Queries) GetJoinToken(ctx context.Context, id string) (JoinToken, error) {
+	row := q.db.QueryRow(ctx, getJoinToken, id)
 	var i JoinToken
 	err := row.Scan(
 		&i.ID,
@@ -740,6 +739,21 @@ func (q *Queries) SessionGateways(ctx context.Context, nodeIds []uuid.UUID) ([]S
 	return items, nil
 }
 
+const spendJoinToken = `-- name: SpendJoinToken :one
+UPDATE join_tokens SET uses = uses + 1
+WHERE id = $1 AND uses < max_uses AND revoked_at IS NULL AND expires_at > now()
+RETURNING uses
+`
+
+// Spends one use, if the token still has one: the last statement of a join, so concurrent joins
+// wait on the token's row lock only for each other's commit.
+func (q *Queries) SpendJoinToken(ctx context.Context, id string) (int32, error) {
+	row := q.db.QueryRow(ctx, spendJoinToken, id)
+	var uses int32
+	err := row.Scan(&uses)
+	return uses, err
+}
+
 const touchNodes = `-- name: TouchNodes :exec
 UPDATE nodes n SET last_seen_at = v.seen
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::timestamptz[]) AS seen) v
@@ -770,14 +784,5 @@ type UpsertGatewayParams struct {
 
 func (q *Queries) UpsertGateway(ctx context.Context, arg UpsertGatewayParams) error {
 	_, err := q.db.Exec(ctx, upsertGateway, arg.ID, arg.Region, arg.ControlUrl)
-	return err
-}
-
-const useJoinToken = `-- name: UseJoinToken :exec
-UPDATE join_tokens SET uses = uses + 1 WHERE id = $1
-`
-
-func (q *Queries) UseJoinToken(ctx context.Context, id string) error {
-	_, err := q.db.Exec(ctx, useJoinToken, id)
 	return err
 }

@@ -161,8 +161,7 @@ type Querier interface {
 	GatewaySessions(ctx context.Context) ([]GatewaySessionsRow, error)
 	GetCommand(ctx context.Context, arg GetCommandParams) (Command, error)
 	GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (IdempotencyKey, error)
-	// Locks the token for the join transaction, so concurrent joins cannot overspend it.
-	GetJoinTokenForUse(ctx context.Context, id string) (JoinToken, error)
+	GetJoinToken(ctx context.Context, id string) (JoinToken, error)
 	GetNode(ctx context.Context, arg GetNodeParams) (Node, error)
 	GetNodeForGateway(ctx context.Context, id uuid.UUID) (Node, error)
 	// A node of the tenant with its live session, if any, for the API.
@@ -430,6 +429,9 @@ type Querier interface {
 	// The NodeSpec reconciler's resync: live nodes whose spec is not observed, or whose state
 	// differs from it.
 	SpecDriftNodeKeys(ctx context.Context) ([]string, error)
+	// Spends one use, if the token still has one: the last statement of a join, so concurrent joins
+	// wait on the token's row lock only for each other's commit.
+	SpendJoinToken(ctx context.Context, id string) (int32, error)
 	// Which of ids are nodes of the tenant.
 	TenantNodesAmong(ctx context.Context, arg TenantNodesAmongParams) ([]uuid.UUID, error)
 	// Records use at most once a minute per key, so authentication is not a write per request.
@@ -448,7 +450,6 @@ type Querier interface {
 	UpsertPoolQuota(ctx context.Context, arg UpsertPoolQuotaParams) (PoolQuota, error)
 	// The records not aggregated yet, and the age of the oldest (seconds; 0 when none).
 	UsageBacklog(ctx context.Context) (UsageBacklogRow, error)
-	UseJoinToken(ctx context.Context, id string) error
 }
 
 var _ Querier = (*Queries)(nil)
