@@ -86,6 +86,12 @@ type Config struct {
 
 	// Retention says how long finished work is kept.
 	Retention Retention `yaml:"retention"`
+
+	// Limits bound requests, connections and daemon messages (see limits.go).
+	Limits Limits `yaml:"limits"`
+
+	// RateLimits bound call rates and what each tenant may create (see ratelimits.go).
+	RateLimits RateLimits `yaml:"rateLimits"`
 }
 
 // Database says where the PostgreSQL database is.
@@ -100,6 +106,9 @@ type Webhooks struct {
 	// AllowPrivate lets webhook URLs point at loopback, link-local and private addresses.
 	// Off by default, so a tenant cannot make the control plane call into its own network.
 	AllowPrivate bool `yaml:"allowPrivate"`
+	// Retry bounds how long failed deliveries are retried before a webhook is marked failing
+	// and its events are parked (see webhooks.go).
+	Retry WebhookRetry `yaml:"retry"`
 }
 
 // Retention says how long finished work is kept before the retention job prunes it.
@@ -144,11 +153,11 @@ type Log struct {
 	Format string `yaml:"format"`
 }
 
-// Metrics configures the Prometheus metrics. A process with the api role serves them at GET
-// /metrics on the API; other processes serve them only on Listen.
+// Metrics configures the Prometheus metrics. A process serves them at GET /metrics on Listen
+// when it is set, else (with the api role) on the API's port.
 type Metrics struct {
-	// Listen is the host:port (like :9090) where a process without the api role serves GET
-	// /metrics. Empty means no metrics listener; processes with the api role ignore it.
+	// Listen is the host:port (like :9090) where the process serves GET /metrics, keeping them
+	// off the API's port. Empty means no metrics listener: only the api role serves them.
 	Listen string `yaml:"listen"`
 }
 
@@ -178,6 +187,10 @@ func Default() *Config {
 			Commands: 30 * 24 * time.Hour,
 			Audit:    365 * 24 * time.Hour,
 		},
+		Limits:   defaultLimits(),
+		Webhooks: Webhooks{Retry: defaultWebhookRetry()},
+
+		RateLimits: defaultRateLimits(),
 	}
 }
 
@@ -248,6 +261,7 @@ func (c *Config) Redacted() *Config {
 	r := *c
 	r.Modules = cloneStrings(c.Modules)
 	r.CORS.AllowedOrigins = cloneStrings(c.CORS.AllowedOrigins)
+	r.RateLimits.TrustedProxies = cloneStrings(c.RateLimits.TrustedProxies)
 	if r.Secret != "" {
 		r.Secret = redactedMark
 	}

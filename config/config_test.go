@@ -159,6 +159,9 @@ otel:
 				Metrics:     Metrics{Listen: ":9090"},
 				Otel:        Otel{Endpoint: "http://otel-collector:4318", SampleRatio: 0.25},
 				Retention:   Default().Retention,
+				Limits:      Default().Limits,
+				RateLimits:  Default().RateLimits,
+				Webhooks:    Default().Webhooks,
 			}
 			if !reflect.DeepEqual(c, want) {
 				return fmt.Errorf("got %s\nwant %s", c, want)

@@ -83,6 +83,9 @@ func (c *Config) problems() problems {
 		ps.add("log.format", "must be json or text, got %q", c.Log.Format)
 	}
 	c.checkObservability(&ps)
+	c.checkLimits(&ps)
+	c.checkRateLimits(&ps)
+	c.checkWebhookRetry(&ps)
 	return ps
 }
 

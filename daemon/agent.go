@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -11,11 +12,14 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
+	"github.com/better-compute/better-compute/pki/spiffeid"
+	"github.com/better-compute/better-compute/scrub"
 )
 
 // Handler runs one type of command. It must respect ctx's deadline (the command's).
@@ -102,6 +106,10 @@ func NewAgent(opts Options) (*Agent, error) {
 	if opts.Identity == nil {
 		return nil, errors.New("daemon: no identity: join first")
 	}
+	// Gateways are checked against the trust domain: without one, any would pass.
+	if err := spiffeid.ValidateTrustDomain(opts.Identity.TrustDomain); err != nil {
+		return nil, fmt.Errorf("daemon: the identity's trust domain: %w", err)
+	}
 	if opts.MaxBackoff == 0 {
 		opts.MaxBackoff = 30 * time.Second
 	}
@@ -133,7 +141,7 @@ func (a *Agent) setIdentity(id *Identity) error {
 	if err != nil {
 		return fmt.Errorf("daemon: node certificate: %w", err)
 	}
-	client, tr := a.opts.Dialer.client(id.RootPEM, &cert)
+	client, tr := a.opts.Dialer.client(id.RootPEM, &cert, id.TrustDomain, nil)
 	a.mu.Lock()
 	old := a.transport
 	a.identity, a.notAfter, a.client, a.transport, a.certAt = id, notAfter, client, tr, time.Now()
@@ -308,6 +316,13 @@ func (a *Agent) session(ctx context.Context) error {
 	if err := stream.Send(&daemonv1.SessionRequest{Msg: &daemonv1.SessionRequest_Hello{Hello: &daemonv1.Hello{
 		DaemonVersion: a.opts.Version, Inventory: inv, Time: timestamppb.New(time.Now().Add(a.opts.ClockSkew)),
 	}}}); err != nil {
+		// A stream the server or the handshake ended says why only to Receive (a refused
+		// gateway identity, a revoked node); Send sees io.EOF.
+		if errors.Is(err, io.EOF) {
+			if _, rerr := stream.Receive(); rerr != nil {
+				err = rerr
+			}
+		}
 		return fmt.Errorf("send hello: %w", err)
 	}
 	first, err := stream.Receive()
@@ -402,6 +417,10 @@ func (a *Agent) inventory(ctx context.Context) (*daemonv1.Inventory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read inventory: %w", err)
 	}
+	// What the host reports (a disk model, a hostname) may hold bytes protobuf cannot send; the
+	// copy keeps the caller's inventory untouched.
+	inv = proto.CloneOf(inv)
+	scrub.Message(inv)
 	return inv, nil
 }
 
@@ -471,6 +490,10 @@ func (a *Agent) run(ctx context.Context, c *daemonv1.Command) *daemonv1.CommandR
 	} else {
 		res.Success, res.Result = true, out
 	}
+	// A handler's text may be anything (an error naming a file with odd bytes, output with a
+	// NUL): make it valid UTF-8 without NUL, or protobuf refuses to send the result and the
+	// session would drop and resend it forever.
+	scrub.Message(res)
 	return res
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/better-compute/better-compute/command"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 )
 
@@ -50,7 +51,7 @@ func JoinFake(ctx context.Context, rootPEM []byte, token, hostname string, opts 
 func NewFake(id *Identity, opts FakeOptions) (*Fake, error) {
 	f := &Fake{Runs: map[string]*atomic.Int64{}}
 	handlers := map[string]Handler{
-		"echo": func(_ context.Context, p *structpb.Struct) (*structpb.Struct, error) { return p, nil },
+		command.Echo: func(_ context.Context, p *structpb.Struct) (*structpb.Struct, error) { return p, nil },
 		"sleep": func(ctx context.Context, p *structpb.Struct) (*structpb.Struct, error) {
 			d := time.Duration(p.GetFields()["seconds"].GetNumberValue() * float64(time.Second))
 			select {

@@ -114,7 +114,9 @@ if [ ! -e "$root/etc/default/bcd" ]; then
 	mkdir -p "$root/etc/default"
 	cat > "$root/etc/default/bcd" <<'EOF'
 # Flags for `bcd run` (see bcd run --help), for example:
-# BCD_ARGS="--allow-exec /usr/bin/nvidia-smi,/usr/bin/systemctl --allow-reboot"
+# BCD_ARGS="--allow-exec /usr/bin/nvidia-smi --allow-reboot"
+# Never allow a shell, an interpreter or systemctl: exec runs as root. Upgrades need
+# --allow-upgrade --upgrade-source https://releases.example.com/bcd/
 BCD_ARGS=""
 EOF
 fi

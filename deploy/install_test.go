@@ -172,3 +172,38 @@ func TestUnit(t *testing.T) {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
+
+// TestExamplesAllowNoRootShell checks that the allow lists the unit and the installed
+// /etc/default/bcd show as examples name no program that runs other programs for its caller
+// (exec runs as root): no systemctl, shell, interpreter or env.
+func TestExamplesAllowNoRootShell(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if out, ok := install(t, root, "--binary", writeFile(t, fakeBcd("v1.0.0"))); !ok {
+		t.Fatalf("install: %s", out)
+	}
+	for _, path := range []string{"bcd.service", filepath.Join(root, "etc/default/bcd")} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := 0
+		for line := range strings.SplitSeq(string(data), "\n") {
+			_, rest, ok := strings.Cut(line, "--allow-exec ")
+			if !ok {
+				continue
+			}
+			seen++
+			list, _, _ := strings.Cut(rest, " ")
+			for prog := range strings.SplitSeq(strings.Trim(list, `"`), ",") {
+				switch filepath.Base(prog) {
+				case "systemctl", "sh", "bash", "dash", "env", "python3", "perl", "sudo", "su", "busybox":
+					t.Errorf("%s: the example allow list has %s: %s", path, prog, line)
+				}
+			}
+		}
+		if seen == 0 {
+			t.Errorf("%s: no example --allow-exec", path)
+		}
+	}
+}

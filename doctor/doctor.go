@@ -269,6 +269,7 @@ func running(ctx context.Context, opts Options) []Finding {
 	add("silent nodes", err, f)
 
 	add("outbox delivery", nil, outbox(ctx, q, opts))
+	add("failing webhooks", nil, failingWebhooks(ctx, q))
 
 	records, oldest, err := usage.Backlog(ctx, opts.Pool)
 	f = Finding{Severity: OK, Cause: fmt.Sprintf("%d usage records waiting for aggregation", records)}
@@ -316,6 +317,27 @@ func outbox(ctx context.Context, q *db.Queries, opts Options) Finding {
 		}
 	}
 	return Finding{Severity: OK, Cause: fmt.Sprintf("%d sinks, none behind", len(lags))}
+}
+
+// failingWebhooks reports webhooks whose retries ran out: their events are parked, not
+// delivered, until their tenant replays them.
+func failingWebhooks(ctx context.Context, q *db.Queries) Finding {
+	hooks, err := q.FailingWebhooks(ctx)
+	if err != nil {
+		return Finding{Severity: Error, Cause: err.Error()}
+	}
+	if len(hooks) == 0 {
+		return Finding{Severity: OK, Cause: "no webhook is failing"}
+	}
+	h := hooks[0]
+	since := "an unknown time"
+	if h.FailingSince != nil {
+		since = h.FailingSince.UTC().Format(time.RFC3339)
+	}
+	return Finding{Severity: Warning,
+		Cause: fmt.Sprintf("%d webhooks failing; webhook %s of tenant %s since %s (%s), %d events parked",
+			h.Total, h.ID, h.TenantID, since, h.Failure, h.Parked),
+		Fix: "the tenant fixes its endpoint, then calls webhooks/replayDeadLetters (webhooks/listDeadLetters shows what is parked)"}
 }
 
 // Worst is the most severe finding's severity.

@@ -37,6 +37,10 @@ type InternalAuthority interface {
 	InternalCAPool() *x509.CertPool
 }
 
+// controlBodyBytes bounds a control request: some twenty thousand node ids, more than one
+// commit pokes.
+const controlBodyBytes = 1 << 20
+
 type controlRequest struct {
 	NodeIDs []uuid.UUID `json:"nodeIds"`
 }
@@ -55,7 +59,11 @@ func (g *Gateway) ControlHandler(trustDomain string) http.Handler {
 				return
 			}
 			var req controlRequest
-			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, controlBodyBytes)).Decode(&req); err != nil {
+				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+					http.Error(w, fmt.Sprintf("body: larger than %d bytes", controlBodyBytes), http.StatusRequestEntityTooLarge)
+					return
+				}
 				http.Error(w, "body: want {\"nodeIds\": [...]}", http.StatusBadRequest)
 				return
 			}
@@ -81,8 +89,12 @@ func (g *Gateway) ServeControl(ctx context.Context, ln net.Listener, ia Internal
 			MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert},
 			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ia.InternalCAPool(),
 		},
-		ReadHeaderTimeout: 5 * time.Second,
+		// Every route is a small unary call: bound its headers, its body (ControlHandler) and
+		// the time it may take to arrive.
+		ReadHeaderTimeout: min(5*time.Second, g.opts.Limits.ReadHeaderTimeout),
 		ReadTimeout:       10 * time.Second,
+		IdleTimeout:       g.opts.Limits.IdleTimeout,
+		MaxHeaderBytes:    g.opts.Limits.HeaderBytes,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)

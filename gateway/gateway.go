@@ -27,6 +27,7 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
 	"github.com/better-compute/better-compute/metrics"
+	"github.com/better-compute/better-compute/server/limit"
 	"github.com/better-compute/better-compute/server/secrets"
 )
 
@@ -64,6 +65,11 @@ type Options struct {
 	Logger  *slog.Logger
 	// Metrics, when set, receives the gateway's sessions and dispatch latency.
 	Metrics *metrics.Registry
+	// Limits bound requests, connections and session messages; zero fields take defaults.
+	Limits Limits
+	// TenantNodes caps each tenant's live nodes, checked at join (config
+	// rateLimits.tenant.nodes); quota.DefaultNodes when zero.
+	TenantNodes int
 }
 
 // Gateway serves daemons.
@@ -95,6 +101,7 @@ func New(opts Options) *Gateway {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	opts.Limits = opts.Limits.withDefaults()
 	g := &Gateway{
 		opts:     opts,
 		log:      opts.Logger.With("gateway", opts.ID),
@@ -130,10 +137,19 @@ func (g *Gateway) TLSConfig() *tls.Config {
 }
 
 // Handler serves DaemonService, with the caller's node identity taken from its certificate.
+// The unary calls (Join, Renew, Secret) read one small message from a body bounded to it; the
+// session stream reads messages of at most the largest session limit each, and holds each kind
+// to its own limit once read.
 func (g *Gateway) Handler() http.Handler {
+	l := g.opts.Limits
+	svc := &service{g: g}
 	mux := http.NewServeMux()
-	path, h := daemonv1connect.NewDaemonServiceHandler(&service{g: g}, connect.WithInterceptors(errorLog{g.log}))
-	mux.Handle(path, g.identify(h))
+	path, unary := daemonv1connect.NewDaemonServiceHandler(svc, append(limit.HandlerOptions(l.RequestBytes),
+		connect.WithInterceptors(errorLog{g.log}))...)
+	mux.Handle(path, limit.Body(l.RequestBytes, g.identify(unary)))
+	_, session := daemonv1connect.NewDaemonServiceHandler(svc, append(limit.HandlerOptions(l.sessionMessageBytes()),
+		connect.WithInterceptors(errorLog{g.log}))...)
+	mux.Handle(daemonv1connect.DaemonServiceSessionProcedure, g.identify(session))
 	return mux
 }
 
@@ -149,9 +165,11 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           g.Handler(),
 		TLSConfig:         g.TLSConfig(),
 		Protocols:         &protocols,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: g.opts.Limits.ReadHeaderTimeout,
+		IdleTimeout:       g.opts.Limits.IdleTimeout,
+		MaxHeaderBytes:    g.opts.Limits.HeaderBytes,
 		// No read or write timeouts: they would cut the long-lived session streams. HTTP/2
-		// pings find dead peers instead.
+		// pings find dead peers instead; the bodies of the unary calls are bounded in Handler.
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout: 30 * time.Second,
 			PingTimeout:     15 * time.Second,

@@ -16,6 +16,7 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/server/apierr"
 	"github.com/better-compute/better-compute/server/auth"
+	"github.com/better-compute/better-compute/server/quota"
 	"github.com/better-compute/better-compute/server/secrets"
 )
 
@@ -23,8 +24,8 @@ import (
 type service struct{ g *Gateway }
 
 // Join spends one use of a join token and creates the node with its certificate, in one
-// transaction: a refused join (bad token, bad CSR, a token spent by a concurrent join) creates
-// nothing and spends nothing.
+// transaction: a refused join (bad token, bad CSR, a token spent by a concurrent join, a tenant
+// at its cap of nodes) creates nothing and spends nothing.
 func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (*daemonv1.JoinResponse, error) {
 	token, err := auth.ParseJoinToken(req.GetToken())
 	if err != nil {
@@ -32,6 +33,9 @@ func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (*daemonv
 	}
 	if len(req.GetHostname()) > 253 {
 		return nil, apierr.InvalidArgument("hostname", "must be at most 253 characters")
+	}
+	if !validHostname(req.GetHostname()) {
+		return nil, apierr.InvalidArgument("hostname", "must be UTF-8 without control characters")
 	}
 	csr, err := x509.ParseCertificateRequest(req.GetCsr())
 	if err != nil {
@@ -64,15 +68,21 @@ func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (*daemonv
 	}
 	err = pgx.BeginFunc(ctx, g.opts.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
+		if err := quota.CheckMax(ctx, q, t.TenantID, quota.Nodes, g.opts.TenantNodes, 1); err != nil {
+			return err
+		}
 		if _, err := q.CreateNode(ctx, db.CreateNodeParams{
 			ID: nodeID, TenantID: t.TenantID, Hostname: req.GetHostname(), Pool: t.Pool, Labels: t.Labels,
 			JoinTokenID: &t.ID, CertNotAfter: &notAfter,
 		}); err != nil {
 			return fmt.Errorf("create node: %w", err)
 		}
+		payload, err := encodePayload(nodeJoined{ID: nodeID, Hostname: req.GetHostname()})
+		if err != nil {
+			return err
+		}
 		if err := q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
-			TenantID: t.TenantID, Type: "node.joined", Subject: "node/" + nodeID.String(),
-			Payload: fmt.Appendf(nil, `{"id":%q,"hostname":%q}`, nodeID, req.GetHostname()),
+			TenantID: t.TenantID, Type: "node.joined", Subject: "node/" + nodeID.String(), Payload: payload,
 		}); err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/scrub"
 	"github.com/better-compute/better-compute/server/apierr"
 )
 
@@ -68,13 +69,19 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 	}
 	first, err := stream.Receive()
 	if err != nil {
+		if lerr := g.opts.Limits.overReadLimit(err); lerr != nil {
+			return lerr
+		}
 		return fmt.Errorf("session of node %s: receive hello: %w", nodeID, err)
 	}
 	hello := first.GetHello()
 	if hello == nil {
 		return apierr.InvalidArgument("hello", "the first message of a session must be a hello")
 	}
-	if err := recordHello(ctx, q, nodeID, hello); err != nil {
+	if err := g.opts.Limits.checkMessage(first); err != nil {
+		return err
+	}
+	if err := g.recordHello(ctx, q, nodeID, hello); err != nil {
 		return fmt.Errorf("record hello of node %s: %w", nodeID, err)
 	}
 	sess := &session{node: nodeID, tenant: node.TenantID, id: newSessionID(), send: make(chan *daemonv1.SessionResponse, sendQueue), ended: make(chan struct{})}
@@ -122,6 +129,12 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 				return nil
 			}
 		case err := <-received:
+			if connect.CodeOf(err) == connect.CodeResourceExhausted {
+				// A message over its limit: tell the node why before ending its session.
+				sess.end(reasonOf(err))
+				_ = stream.Send(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Goodbye{Goodbye: &daemonv1.Goodbye{Reason: sess.why()}}})
+				return err
+			}
 			if err != nil && !errors.Is(err, context.Canceled) {
 				sess.end("receive failed")
 				return err
@@ -148,7 +161,18 @@ func (g *Gateway) receive(ctx context.Context, sess *session, stream *connect.Bi
 			if errors.Is(err, context.Canceled) || connect.CodeOf(err) == connect.CodeCanceled {
 				return context.Canceled
 			}
+			if lerr := g.opts.Limits.overReadLimit(err); lerr != nil {
+				return lerr
+			}
+			if connect.CodeOf(err) == connect.CodeInvalidArgument {
+				// A message that does not decode (invalid UTF-8 in a string, bad wire format):
+				// refused at the edge, and the daemon is told why rather than seeing a bare EOF.
+				return err
+			}
 			return nil // EOF or a broken connection: the daemon reconnects
+		}
+		if err := g.opts.Limits.checkMessage(msg); err != nil {
+			return err
 		}
 		switch m := msg.Msg.(type) {
 		case *daemonv1.SessionRequest_Heartbeat:
@@ -167,7 +191,7 @@ func (g *Gateway) receive(ctx context.Context, sess *session, stream *connect.Bi
 			}
 		case *daemonv1.SessionRequest_Hello:
 			// A second hello updates the inventory (the daemon re-read it).
-			if err := recordHello(ctx, q, sess.node, m.Hello); err != nil {
+			if err := g.recordHello(ctx, q, sess.node, m.Hello); err != nil {
 				return fmt.Errorf("record hello: %w", err)
 			}
 		}
@@ -176,15 +200,21 @@ func (g *Gateway) receive(ctx context.Context, sess *session, stream *connect.Bi
 
 // recordHello stores what a hello reports: the daemon version and the inventory, with a
 // history row and a node.inventory.changed event when the inventory changed (RecordNodeHello
-// does it all in one statement).
-func recordHello(ctx context.Context, q *db.Queries, node uuid.UUID, h *daemonv1.Hello) error {
+// does it all in one statement). Its text is scrubbed first; a hello whose content PostgreSQL
+// still refuses is logged and skipped (the node keeps its previous inventory) rather than
+// failing the session, which the daemon would reopen with the same hello.
+func (g *Gateway) recordHello(ctx context.Context, q *db.Queries, node uuid.UUID, h *daemonv1.Hello) error {
+	scrub.Message(h)
 	inventory, err := protojson.Marshal(h.GetInventory())
-	if err != nil {
-		return fmt.Errorf("encode inventory: %w", err)
+	if err == nil {
+		_, err = q.RecordNodeHello(ctx, db.RecordNodeHelloParams{ID: node, DaemonVersion: h.GetDaemonVersion(), Inventory: inventory})
 	}
-	_, err = q.RecordNodeHello(ctx, db.RecordNodeHelloParams{ID: node, DaemonVersion: h.GetDaemonVersion(), Inventory: inventory})
-	if isNoRows(err) {
+	switch {
+	case isNoRows(err):
 		return nil // the node is gone; the session ends with it
+	case err != nil && (unstorable(err) || inventory == nil):
+		g.log.Warn("a hello's inventory cannot be stored; keeping the previous one", "node_id", node, "err", err)
+		return nil
 	}
 	return err
 }
@@ -201,48 +231,78 @@ func (g *Gateway) ack(ctx context.Context, q *db.Queries, sess *session, a *daem
 }
 
 // finish records a result once: a result repeated after a reconnect finds the command finished
-// and changes nothing.
+// and changes nothing. Its text is scrubbed first, and a result whose content still cannot be
+// encoded or stored is recorded as a failure that says so: an error here would end the session,
+// and the daemon resends its recent results after every reconnect.
 func (g *Gateway) finish(ctx context.Context, sess *session, r *daemonv1.CommandResult) error {
 	id, err := uuid.Parse(r.GetCommandId())
 	if err != nil {
 		return nil
 	}
-	state := "failed"
-	if r.GetSuccess() {
-		state = "succeeded"
-	}
+	scrub.Message(r)
+	success, errText := r.GetSuccess(), r.GetError()
 	var result []byte
 	if r.GetResult() != nil {
 		if result, err = protojson.Marshal(r.GetResult()); err != nil {
-			return fmt.Errorf("encode result: %w", err)
+			g.log.Warn("a command result cannot be encoded; recording the command as failed", "node_id", sess.node, "command_id", id, "err", err)
+			success, result, errText = false, nil, "the daemon's result cannot be stored: "+err.Error()
 		}
+	}
+	err = g.recordResult(ctx, sess, id, success, result, errText)
+	if unstorable(err) {
+		g.log.Warn("a command result cannot be stored; recording the command as failed", "node_id", sess.node, "command_id", id, "err", err)
+		err = g.recordResult(ctx, sess, id, false, nil, "the daemon's result cannot be stored (PostgreSQL refused it, SQLSTATE "+sqlState(err)+")")
+	}
+	return err
+}
+
+// recordResult finishes a command with its event.
+func (g *Gateway) recordResult(ctx context.Context, sess *session, id uuid.UUID, success bool, result []byte, errText string) error {
+	state := "failed"
+	if success {
+		state = "succeeded"
 	}
 	// The result and its event commit together: a crash between them would lose the event for
 	// good, since the repeated result then finds the command finished.
 	return pgx.BeginFunc(ctx, g.opts.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
-		c, err := q.FinishCommand(ctx, db.FinishCommandParams{NodeID: sess.node, ID: id, State: state, Result: result, Error: r.GetError()})
+		c, err := q.FinishCommand(ctx, db.FinishCommandParams{NodeID: sess.node, ID: id, State: state, Result: result, Error: errText})
 		if isNoRows(err) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("finish command %s: %w", id, err)
 		}
+		payload, err := encodePayload(commandFinished{ID: id, NodeID: sess.node, Type: c.Type})
+		if err != nil {
+			return err
+		}
 		return q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
-			TenantID: c.TenantID, Type: "command." + state, Subject: "command/" + id.String(),
-			Payload: fmt.Appendf(nil, `{"id":%q,"nodeId":%q,"type":%q}`, id, sess.node, c.Type),
+			TenantID: c.TenantID, Type: "command." + state, Subject: "command/" + id.String(), Payload: payload,
 		})
 	})
 }
 
+// event puts a daemon's event in the outbox. A malformed event (a type that is not
+// dot-separated identifiers, data that cannot be encoded or stored) is logged and dropped, not
+// fatal to the session.
 func (g *Gateway) event(ctx context.Context, q *db.Queries, sess *session, e *daemonv1.Event) error {
-	data, err := protojson.Marshal(e.GetData())
-	if err != nil || len(e.GetType()) == 0 || len(e.GetType()) > 100 {
-		return nil // malformed events are dropped, not fatal to the session
+	scrub.Message(e)
+	if !validEventType(e.GetType()) {
+		g.log.Warn("an event with a malformed type was dropped", "node_id", sess.node, "type_bytes", len(e.GetType()))
+		return nil
 	}
-	return q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
-		TenantID: sess.tenant, Type: "node." + e.GetType(), Subject: "node/" + sess.node.String(), Payload: data,
-	})
+	data, err := protojson.Marshal(e.GetData())
+	if err == nil {
+		err = q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
+			TenantID: sess.tenant, Type: "node." + e.GetType(), Subject: "node/" + sess.node.String(), Payload: data,
+		})
+		if !unstorable(err) {
+			return err
+		}
+	}
+	g.log.Warn("an event that cannot be stored was dropped", "node_id", sess.node, "type", e.GetType(), "err", err)
+	return nil
 }
 
 // add registers a session, superseding this gateway's older session of the node.

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,7 +34,8 @@ type DatabaseOptions struct {
 //     oldest due key has waited. A kind seen once stays at 0 when its queue empties.
 //   - bc_leases_held{holder}: live (unexpired) leases per holder.
 //   - bc_outbox_lag_events{sink} and bc_outbox_lag_seconds{sink}: events after each sink's cursor
-//     that it will receive (counted up to OutboxCap), and the age of the oldest of them.
+//     that it will receive (counted up to OutboxCap), and the age of the oldest of them, by kind of
+//     sink: the webhooks of every tenant are one "webhook" series, so no label identifies a tenant.
 //   - bc_metrics_database_up: 1 when the last reading succeeded, and
 //     bc_metrics_database_errors_total.
 //
@@ -81,10 +83,10 @@ func RegisterDatabase(r *Registry, pool *pgxpool.Pool, opts DatabaseOptions) {
 					emit(float64(l.Leases), l.Holder)
 				}
 			})
-		r.Func("bc_outbox_lag_events", "Events after each sink's cursor that it will receive, counted up to a cap.", TypeGauge, []string{"sink"},
-			c.outboxLag(func(o db.OutboxLagRow) float64 { return float64(o.Events) }))
-		r.Func("bc_outbox_lag_seconds", "Age of the oldest event each sink has yet to receive (0 when it is caught up).", TypeGauge, []string{"sink"},
-			c.outboxLag(func(o db.OutboxLagRow) float64 { return o.OldestSeconds }))
+		r.Func("bc_outbox_lag_events", "Events after the sinks' cursors that they will receive, counted up to a cap per sink, by kind of sink (log, webhook).", TypeGauge, []string{"sink"},
+			c.outboxLag(func(o db.OutboxLagRow) float64 { return float64(o.Events) }, func(a, b float64) float64 { return a + b }))
+		r.Func("bc_outbox_lag_seconds", "Age of the oldest event a sink has yet to receive (0 when caught up), by kind of sink (log, webhook).", TypeGauge, []string{"sink"},
+			c.outboxLag(func(o db.OutboxLagRow) float64 { return o.OldestSeconds }, func(a, b float64) float64 { return max(a, b) }))
 		return c
 	})
 }
@@ -160,12 +162,27 @@ func (c *dbCollector) queues(value func(db.ReconcileQueueStatsRow) float64) func
 	}
 }
 
-func (c *dbCollector) outboxLag(value func(db.OutboxLagRow) float64) func(Emit) {
+// outboxLag emits a lag per kind of sink: a tenant's webhook sinks ("webhook:<id>") are summed
+// into one "webhook" series (events added, the oldest age kept), so no label names a tenant's
+// webhook and the series do not grow with the tenants.
+func (c *dbCollector) outboxLag(value func(db.OutboxLagRow) float64, combine func(a, b float64) float64) func(Emit) {
 	return func(emit Emit) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		var kinds []string
+		byKind := map[string]float64{}
 		for _, o := range c.outbox {
-			emit(value(o), o.Sink)
+			kind, _, _ := strings.Cut(o.Sink, ":")
+			v := value(o)
+			if prev, ok := byKind[kind]; ok {
+				v = combine(prev, v)
+			} else {
+				kinds = append(kinds, kind)
+			}
+			byKind[kind] = v
+		}
+		for _, k := range kinds {
+			emit(byKind[k], k)
 		}
 	}
 }

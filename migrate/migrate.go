@@ -111,12 +111,17 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 // Status reports every known migration and whether it is applied. It fails if the database
 // has a migration this binary does not know or one whose file has changed since.
 func (m *Migrator) Status(ctx context.Context) ([]State, error) {
-	return m.status(ctx, db.New(m.pool))
+	return m.status(ctx, db.New(m.pool), false)
 }
 
-// Current reports whether every known migration is applied, for readiness checks.
+// Current reports whether the database has every migration this binary knows, for readiness
+// checks: the binary's queries then find the schema they were written for. Migrations newer than
+// the binary's newest (a newer release migrated the database during a rolling deploy) do not
+// make it false, since migrations are forward-compatible and the old binary keeps serving until
+// it is replaced. It fails on a migration edited after it was applied, and on an unknown one
+// older than the binary's newest, which no release order explains.
 func (m *Migrator) Current(ctx context.Context) (bool, error) {
-	states, err := m.Status(ctx)
+	states, err := m.status(ctx, db.New(m.pool), true)
 	if err != nil {
 		return false, err
 	}
@@ -155,7 +160,7 @@ func (m *Migrator) Up(ctx context.Context) ([]Migration, error) {
 		}
 	}()
 	// Read the state under the lock: another migrator may have just finished.
-	states, err := m.status(ctx, q)
+	states, err := m.status(ctx, q, false)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +195,9 @@ func apply(ctx context.Context, conn *pgx.Conn, mig Migration) error {
 	return nil
 }
 
-func (m *Migrator) status(ctx context.Context, q *db.Queries) ([]State, error) {
+// status pairs the known migrations with the database's record. allowNewer skips recorded
+// migrations past the newest known one instead of failing on them.
+func (m *Migrator) status(ctx context.Context, q *db.Queries, allowNewer bool) ([]State, error) {
 	exists, err := q.SchemaMigrationsExists(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: read schema version: %w", err)
@@ -202,12 +209,17 @@ func (m *Migrator) status(ctx context.Context, q *db.Queries) ([]State, error) {
 		}
 	}
 	known := make(map[int64]Migration, len(m.migrations))
+	var newest int64
 	for _, mig := range m.migrations {
 		known[mig.Version] = mig
+		newest = max(newest, mig.Version)
 	}
 	applied := make(map[int64]db.SchemaMigration, len(rows))
 	for _, r := range rows {
 		mig, ok := known[r.Version]
+		if !ok && allowNewer && r.Version > newest {
+			continue
+		}
 		if !ok {
 			return nil, fmt.Errorf("migrate: the database has migration %04d_%s, which this binary does not know: it is older than the schema; run a newer release", r.Version, r.Name)
 		}

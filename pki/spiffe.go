@@ -2,61 +2,34 @@ package pki
 
 import (
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/better-compute/better-compute/pki/spiffeid"
 )
 
-// SPIFFE ID paths under the trust domain, one a kind of machine identity.
+// SPIFFE ID paths under the trust domain, one a kind of machine identity. The parsing lives in
+// pki/spiffeid, which bcd links without the rest of the PKI.
 const (
-	pathNode     = "node"     // spiffe://<td>/node/<nodeID>
-	pathGateway  = "gateway"  // spiffe://<td>/gateway/<region>/<id>
-	pathInternal = "internal" // spiffe://<td>/internal/<name>
+	pathNode     = spiffeid.KindNode     // spiffe://<td>/node/<nodeID>
+	pathGateway  = spiffeid.KindGateway  // spiffe://<td>/gateway/<region>/<id>
+	pathInternal = spiffeid.KindInternal // spiffe://<td>/internal/<name>
 )
 
 // ValidateTrustDomain reports whether td can be a trust domain: a lower-case DNS name (labels of
 // a-z, 0-9 and hyphens, none starting or ending with a hyphen), as SPIFFE IDs and the
 // configuration's trustDomain require.
 func ValidateTrustDomain(td string) error {
-	if !isDNSName(td, false) {
-		return fmt.Errorf("pki: the trust domain must be a lower-case DNS name like example.com, got %q", td)
+	if err := spiffeid.ValidateTrustDomain(td); err != nil {
+		return fmt.Errorf("pki: %w", err)
 	}
 	return nil
 }
 
 // isDNSName reports whether s is a DNS name; upper-case letters only when anyCase.
-func isDNSName(s string, anyCase bool) bool {
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for label := range strings.SplitSeq(s, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, r := range label {
-			ok := r == '-' || ('a' <= r && r <= 'z') || ('0' <= r && r <= '9') || (anyCase && 'A' <= r && r <= 'Z')
-			if !ok {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// validSegment reports whether s can be one segment of a SPIFFE ID's path: letters, digits, '.',
-// '-' and '_', not "." or "..".
-func validSegment(s string) bool {
-	if s == "" || len(s) > 255 || s == "." || s == ".." {
-		return false
-	}
-	for _, r := range s {
-		ok := r == '.' || r == '-' || r == '_' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9')
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
+func isDNSName(s string, anyCase bool) bool { return spiffeid.IsDNSName(s, anyCase) }
 
 // newID builds spiffe://<td>/<segments...>, checking every segment.
 func newID(td string, segments ...string) (*url.URL, error) {
@@ -64,7 +37,7 @@ func newID(td string, segments ...string) (*url.URL, error) {
 		return nil, err
 	}
 	for _, s := range segments[1:] {
-		if !validSegment(s) {
+		if !spiffeid.ValidSegment(s) {
 			return nil, fmt.Errorf("pki: a %s identity part must be letters, digits, '.', '-' and '_' (at most 255), got %q", segments[0], s)
 		}
 	}
@@ -82,51 +55,25 @@ func NodeURI(trustDomain, nodeID string) (*url.URL, error) {
 // non-empty path of valid segments. It does not verify the certificate's chain; callers use it
 // on certificates that crypto/tls or x509.Verify has already verified.
 func SPIFFEID(cert *x509.Certificate) (*url.URL, error) {
-	if len(cert.URIs) != 1 {
-		return nil, fmt.Errorf("pki: a machine certificate carries exactly one URI SAN, this one %d", len(cert.URIs))
+	u, err := spiffeid.FromCertificate(cert)
+	if err != nil {
+		return nil, fmt.Errorf("pki: %w", err)
 	}
-	u := *cert.URIs[0]
-	if err := checkID(&u); err != nil {
-		return nil, err
-	}
-	return &u, nil
-}
-
-func checkID(u *url.URL) error {
-	bad := func(why string) error { return fmt.Errorf("pki: %q is not a valid SPIFFE ID: %s", u.String(), why) }
-	switch {
-	case u.Scheme != "spiffe":
-		return bad("the scheme is not spiffe")
-	case u.Opaque != "" || u.User != nil || u.Port() != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.RawPath != "":
-		return bad("it has a user, port, query, fragment or escaped path")
-	case ValidateTrustDomain(u.Host) != nil:
-		return bad("the trust domain is not a lower-case DNS name")
-	case !strings.HasPrefix(u.Path, "/"):
-		return bad("the path is empty")
-	}
-	for s := range strings.SplitSeq(u.Path[1:], "/") {
-		if !validSegment(s) {
-			return bad("a path segment is empty or has characters other than letters, digits, '.', '-' and '_'")
-		}
-	}
-	return nil
+	return u, nil
 }
 
 // identity returns the n segments after kind of cert's SPIFFE ID, refusing another trust domain
 // or another kind of identity.
 func identity(cert *x509.Certificate, trustDomain, kind string, n int) ([]string, error) {
-	u, err := SPIFFEID(cert)
+	if trustDomain == "" {
+		// spiffeid.Identity reads "" as any trust domain; a bundle always has one.
+		return nil, errors.New("pki: no trust domain to check identities against")
+	}
+	_, s, err := spiffeid.Identity(cert, trustDomain, kind, n)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pki: %w", err)
 	}
-	if u.Host != trustDomain {
-		return nil, fmt.Errorf("pki: identity %s is from trust domain %q, not %q", u, u.Host, trustDomain)
-	}
-	segs := strings.Split(u.Path[1:], "/")
-	if len(segs) != n+1 || segs[0] != kind {
-		return nil, fmt.Errorf("pki: identity %s is not a %s identity", u, kind)
-	}
-	return segs[1:], nil
+	return s, nil
 }
 
 // NodeID returns the node id of a node certificate of trustDomain (spiffe://<td>/node/<id>),

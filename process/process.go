@@ -161,17 +161,16 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		apiURL = "http://" + displayAddr(ln.Addr()) + api.BasePath()
 		log.Info("api listening", "url", apiURL, "methods", len(api.Registry().Methods()))
-		wg.Go(func() { fail("api", server.Serve(ctx, ln, api, log)) })
-		if cfg.Metrics.Listen != "" {
-			log.Info("metrics are served by the API at /metrics; metrics.listen is not used by processes with the api role")
-		}
-	} else if cfg.Metrics.Listen != "" {
+		wg.Go(func() { fail("api", server.Serve(ctx, ln, api, log, httpLimits(cfg.Limits))) })
+	}
+	// With metrics.listen set, the metrics are served there only, off the API's port.
+	if cfg.Metrics.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Metrics.Listen)
 		if err != nil {
 			return fmt.Errorf("metrics: listen: %w", err)
 		}
 		log.Info("metrics listening", "url", "http://"+displayAddr(ln.Addr())+"/metrics")
-		wg.Go(func() { fail("metrics", server.Serve(ctx, ln, metricsHandler(reg), log)) })
+		wg.Go(func() { fail("metrics", server.Serve(ctx, ln, metricsHandler(reg), log, httpLimits(cfg.Limits))) })
 	}
 	if opts.OnListen != nil {
 		opts.OnListen(apiURL, gatewayAddr)
@@ -184,7 +183,15 @@ func Run(ctx context.Context, opts Options) error {
 	return nil
 }
 
-// metricsHandler serves a process without the api role: /metrics, and /healthz for probes.
+// httpLimits are the limits of the API's and the metrics listener's http.Server.
+func httpLimits(l config.Limits) server.HTTPLimits {
+	return server.HTTPLimits{
+		ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout,
+		IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.HeaderBytes,
+	}
+}
+
+// metricsHandler serves metrics.listen: /metrics, and /healthz for probes.
 func metricsHandler(reg *metrics.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", reg.Handler())
@@ -208,6 +215,7 @@ func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier
 		Pool: pool, Secret: cfg.Secret, BasePath: cfg.BasePath, BaseURL: cfg.BaseURL,
 		TrustDomain: trustDomain, GatewayEndpoints: gateways, Logger: log, Notifier: notifier,
 		WebhooksAllowPrivate: cfg.Webhooks.AllowPrivate, Metrics: reg, Waker: waker,
+		MetricsElsewhere: cfg.Metrics.Listen != "", MaxRequestBytes: cfg.Limits.RequestBytes, RateLimits: rateLimits(cfg.RateLimits),
 		CORS: server.CORSOptions{AllowedOrigins: cfg.CORS.AllowedOrigins, AllowCredentials: cfg.CORS.AllowCredentials},
 	})
 }
@@ -250,6 +258,13 @@ func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg 
 		Pool: pool, Authority: bundle, ID: id, Region: cfg.Gateway.Region, Certificate: tlsCert, Secrets: secretSealer,
 		ControlURL: "https://" + net.JoinHostPort(hostOf(control.Addr()), strconv.Itoa(control.Addr().(*net.TCPAddr).Port)),
 		Logger:     log, Metrics: reg,
+		TenantNodes: cfg.RateLimits.Tenant.Nodes,
+		Limits: gateway.Limits{
+			RequestBytes: cfg.Limits.DaemonRequestBytes, HelloBytes: cfg.Limits.DaemonHelloBytes,
+			ResultBytes: cfg.Limits.DaemonResultBytes, EventBytes: cfg.Limits.DaemonEventBytes,
+			HeaderBytes: cfg.Limits.HeaderBytes, ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
+			IdleTimeout: cfg.Limits.IdleTimeout,
+		},
 	})
 	return gw, ln, control, nil
 }
@@ -288,7 +303,9 @@ func loops(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) map[string]
 		workers.RoleSinks: {func(ctx context.Context, h *lease.Holder) {
 			sealer, err := sinks.NewSealer(cfg.Secret)
 			if err == nil {
-				err = sinks.Run(ctx, h, pool, sinks.Options{Sealer: sealer, AllowPrivate: cfg.Webhooks.AllowPrivate, Logger: log})
+				r := cfg.Webhooks.Retry
+				err = sinks.Run(ctx, h, pool, sinks.Options{Sealer: sealer, AllowPrivate: cfg.Webhooks.AllowPrivate, Logger: log,
+					MinBackoff: r.MinBackoff, MaxBackoff: r.MaxBackoff, GiveUpAfter: r.GiveUpAfter, MaxDeadLetters: r.MaxDeadLetters})
 			}
 			if err != nil {
 				log.Error("sinks role stopped", "err", err)

@@ -33,3 +33,14 @@ WHERE NOT EXISTS (
 )
 ORDER BY w.id
 LIMIT 10;
+
+-- name: FailingWebhooks :many
+-- Webhooks whose retry schedule ran out (their events are parked), longest failing first, with
+-- how many there are in all and how many events each has parked.
+SELECT w.id, w.tenant_id, w.failing_since, w.failure,
+       (SELECT count(*) FROM webhook_dead_letters d WHERE d.webhook_id = w.id)::bigint AS parked,
+       count(*) OVER ()::bigint AS total
+FROM webhooks w
+WHERE w.state = 'failing'
+ORDER BY w.failing_since, w.id
+LIMIT 10;

@@ -13,7 +13,7 @@ SELECT * FROM tenants WHERE is_root;
 -- name: AuthenticateAPIKey :one
 -- Resolves a key id to its principal, tenant and roles in one round trip.
 SELECT k.id, k.secret_hash, k.expires_at, k.last_used_at, k.tenant_id, k.principal_id,
-       p.kind, p.name AS principal_name, t.is_root,
+       p.kind, p.name AS principal_name, t.is_root, t.name AS tenant_name, t.suspended_at, t.deleted_at,
        COALESCE(array_agg(rb.role ORDER BY rb.role) FILTER (WHERE rb.role IS NOT NULL), '{}')::text[] AS roles
 FROM api_keys k
 JOIN principals p ON p.id = k.principal_id
@@ -62,9 +62,15 @@ LIMIT sqlc.arg(lim);
 DELETE FROM principals WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id);
 
 -- name: CreateAPIKey :one
-INSERT INTO api_keys (id, tenant_id, principal_id, name, secret_hash, expires_at)
-VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(principal_id), sqlc.arg(name), sqlc.arg(secret_hash), sqlc.narg(expires_at))
+-- created_by is the calling principal (null for the CLI and tenant creation); created_by_owner
+-- says whether it was an owner, which decides whether the key survives a promotion to owner.
+INSERT INTO api_keys (id, tenant_id, principal_id, name, secret_hash, expires_at, created_by, created_by_owner)
+VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(principal_id), sqlc.arg(name), sqlc.arg(secret_hash),
+        sqlc.narg(expires_at), sqlc.narg(created_by), sqlc.arg(created_by_owner))
 RETURNING *;
+
+-- name: GetAPIKey :one
+SELECT * FROM api_keys WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id);
 
 -- name: ListAPIKeys :many
 SELECT * FROM api_keys
@@ -100,7 +106,8 @@ DELETE FROM role_bindings WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.ar
 SELECT count(*) FROM role_bindings WHERE tenant_id = sqlc.arg(tenant_id) AND role = 'owner';
 
 -- name: LockTenant :exec
--- Serialises changes to a tenant's owners, so concurrent removals cannot leave it without one.
+-- Serialises a tenant's IAM changes (owners, their keys and bindings, promotions) and changes of
+-- its status: a check made after it holds until the commit.
 SELECT id FROM tenants WHERE id = sqlc.arg(id) FOR UPDATE;
 
 -- name: PrincipalRoles :many
@@ -108,3 +115,62 @@ SELECT role FROM role_bindings WHERE tenant_id = sqlc.arg(tenant_id) AND princip
 
 -- name: GetPrincipalByName :one
 SELECT * FROM principals WHERE tenant_id = sqlc.arg(tenant_id) AND name = sqlc.arg(name);
+
+-- name: CountUsableOwnerKeys :one
+-- Keys that still let an owner in: of a principal with the owner role, not expired, other than
+-- the key and the principal being removed (either may be null). Removing the last one would
+-- lock the tenant's owners out.
+SELECT count(*) FROM api_keys k
+WHERE k.tenant_id = sqlc.arg(tenant_id)
+  AND (k.expires_at IS NULL OR k.expires_at > now())
+  AND k.id IS DISTINCT FROM sqlc.narg(except_key)::text
+  AND k.principal_id IS DISTINCT FROM sqlc.narg(except_principal)::uuid
+  AND EXISTS (SELECT 1 FROM role_bindings rb WHERE rb.principal_id = k.principal_id AND rb.role = 'owner');
+
+-- name: RevokeKeysNotMintedByOwner :many
+-- On promotion to owner: the principal's keys that a non-owner minted (or that predate the
+-- record) stop working, so no key held by a non-owner becomes an owner's.
+DELETE FROM api_keys
+WHERE tenant_id = sqlc.arg(tenant_id) AND principal_id = sqlc.arg(principal_id) AND NOT created_by_owner
+RETURNING id;
+
+-- name: LockChildTenant :one
+-- A tenant directly below parent, locked for a change of its status: it serialises with the
+-- tenant's own IAM changes, which lock the same row (LockTenant).
+SELECT * FROM tenants WHERE id = sqlc.arg(id) AND parent_id = sqlc.arg(parent_id) FOR UPDATE;
+
+-- name: SetTenantSuspended :one
+-- Suspends (suspended true) or resumes a tenant; suspending a suspended tenant keeps the time.
+UPDATE tenants
+SET suspended_at = CASE WHEN sqlc.arg(suspended)::boolean THEN COALESCE(suspended_at, now()) END
+WHERE id = sqlc.arg(id) AND NOT is_root
+RETURNING *;
+
+-- name: TombstoneTenant :one
+UPDATE tenants SET deleted_at = COALESCE(deleted_at, now()) WHERE id = sqlc.arg(id) AND NOT is_root
+RETURNING *;
+
+-- name: CountTenantLiveNodes :one
+SELECT count(*) FROM nodes WHERE tenant_id = sqlc.arg(tenant_id) AND revoked_at IS NULL;
+
+-- name: RevokeTenantNodes :many
+-- Revokes every node of a tenant being deleted: renewal, secrets and sessions stop.
+UPDATE nodes SET revoked_at = now(), updated_at = now()
+WHERE tenant_id = sqlc.arg(tenant_id) AND revoked_at IS NULL
+RETURNING id, hostname;
+
+-- name: TenantActiveLeaseIDs :many
+SELECT id FROM pool_leases
+WHERE tenant_id = sqlc.arg(tenant_id) AND state IN ('pending', 'placed', 'at_risk')
+ORDER BY id;
+
+-- name: RevokeTenantJoinTokens :exec
+-- A deleted tenant's join tokens let no node join.
+UPDATE join_tokens SET revoked_at = now() WHERE tenant_id = sqlc.arg(tenant_id) AND revoked_at IS NULL;
+
+-- name: DeleteTenantAPIKeys :execrows
+DELETE FROM api_keys WHERE tenant_id = sqlc.arg(tenant_id);
+
+-- name: DeleteTenantPrincipals :execrows
+-- With their role bindings (ON DELETE CASCADE); audit rows keep the principals' ids.
+DELETE FROM principals WHERE tenant_id = sqlc.arg(tenant_id);

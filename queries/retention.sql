@@ -27,13 +27,19 @@ WHERE id = ANY(ARRAY(
 
 -- name: PruneOutbox :execrows
 -- Deletes outbox rows older than keep_ms among the lim first in the sinks' read order (tx_id,
--- id), windowed as PruneAuditEvents is, keeping every row some sink has not delivered yet: a
--- row after any sink's cursor stays however old it is. A sink created later starts at the
+-- id), windowed as PruneAuditEvents is, keeping every row some healthy sink has not delivered
+-- yet: a row after such a sink's cursor stays however old it is. The cursors of failing webhooks
+-- do not count: their events are parked in webhook_dead_letters instead (a failing webhook
+-- whose dispatcher is not running for longer than keep_ms loses what it did not park), so one
+-- broken endpoint cannot stop pruning for every tenant. A sink created later starts at the
 -- horizon of its creation and never reads older rows (EnsureSinkCursor), so only existing
 -- cursors count.
 DELETE FROM outbox
 WHERE id = ANY(ARRAY(
     SELECT w.id FROM (SELECT o.id, o.tx_id, o.created_at FROM outbox o ORDER BY o.tx_id, o.id LIMIT sqlc.arg(lim)) w
     WHERE w.created_at < now() - sqlc.arg(keep_ms)::bigint * interval '1 millisecond'
-      AND NOT EXISTS (SELECT 1 FROM sink_cursors s WHERE (w.tx_id, w.id) > (s.tx_id, s.outbox_id))
+      AND NOT EXISTS (
+        SELECT 1 FROM sink_cursors s LEFT JOIN webhooks h ON h.id = s.webhook_id
+        WHERE (w.tx_id, w.id) > (s.tx_id, s.outbox_id) AND h.state IS DISTINCT FROM 'failing'
+      )
 ));

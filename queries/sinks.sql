@@ -47,9 +47,76 @@ SET tx_id = (sqlc.arg(tx_id)::bigint)::text::xid8, outbox_id = sqlc.arg(outbox_i
 WHERE sink = sqlc.arg(sink)
   AND (tx_id, outbox_id) < ((sqlc.arg(tx_id)::bigint)::text::xid8, sqlc.arg(outbox_id)::bigint);
 
--- name: RecordSinkError :exec
-UPDATE sink_cursors SET last_error = sqlc.arg(last_error), last_error_at = now(), updated_at = now()
-WHERE sink = sqlc.arg(sink);
+-- name: RecordSinkError :one
+-- Records a failed delivery, starting the sink's run of failures if none is running, and returns
+-- how long (by the database's clock) the run has lasted: the retry schedule gives up on a
+-- webhook's events once it exceeds webhooks.retry.giveUpAfter. No row: the cursor is gone.
+UPDATE sink_cursors
+SET last_error = sqlc.arg(last_error), last_error_at = now(), updated_at = now(),
+    retry_since = COALESCE(retry_since, now())
+WHERE sink = sqlc.arg(sink)
+RETURNING (EXTRACT(EPOCH FROM now() - retry_since) * 1000)::bigint AS retrying_ms;
+
+-- name: ClearSinkRetry :exec
+-- Ends the sink's run of failures: a round delivered everything it tried, or a replay restarts
+-- the retry schedule.
+UPDATE sink_cursors SET retry_since = NULL WHERE sink = sqlc.arg(sink) AND retry_since IS NOT NULL;
+
+-- name: SinkRetrying :one
+-- Whether the sink is in a run of failures. Read after LockWebhookState, in the same
+-- transaction, it sees a replay that committed while the lock was awaited.
+SELECT (retry_since IS NOT NULL)::boolean AS retrying FROM sink_cursors WHERE sink = sqlc.arg(sink);
+
+-- name: WebhookState :one
+-- A webhook's state ('healthy' or 'failing') and, when failing, why. No row: it was deleted.
+SELECT state, failure FROM webhooks WHERE id = sqlc.arg(id);
+
+-- name: LockWebhookState :one
+-- WebhookState, locked until the transaction ends, so parking a webhook's events and
+-- webhooks/replayDeadLetters take turns.
+SELECT state, failure FROM webhooks WHERE id = sqlc.arg(id) FOR UPDATE;
+
+-- name: MarkWebhookFailing :exec
+-- The retry schedule ran out: from now on the webhook's events are parked, not delivered.
+UPDATE webhooks SET state = 'failing', failing_since = now(), failure = sqlc.arg(failure)
+WHERE id = sqlc.arg(id);
+
+-- name: ParkDeadLetters :execrows
+-- Parks a webhook's events (parallel arrays, one element per event). Fenced like
+-- AdvanceSinkCursor, in the same transaction as the cursor's move past them.
+INSERT INTO webhook_dead_letters (webhook_id, tenant_id, outbox_id, type, subject, payload, created_at, error)
+SELECT sqlc.arg(webhook_id), sqlc.arg(tenant_id), unnest(sqlc.arg(outbox_ids)::bigint[]), unnest(sqlc.arg(types)::text[]),
+       unnest(sqlc.arg(subjects)::text[]), unnest(sqlc.arg(payloads)::jsonb[]), unnest(sqlc.arg(created_ats)::timestamptz[]),
+       sqlc.arg(error)
+ON CONFLICT (webhook_id, outbox_id) DO NOTHING;
+
+-- name: TrimDeadLetters :execrows
+-- Keeps a webhook's newest max_rows parked events and deletes the older ones.
+DELETE FROM webhook_dead_letters d
+WHERE d.webhook_id = sqlc.arg(webhook_id)
+  AND d.outbox_id < (
+    SELECT k.outbox_id FROM webhook_dead_letters k WHERE k.webhook_id = sqlc.arg(webhook_id)
+    ORDER BY k.outbox_id DESC OFFSET sqlc.arg(max_rows)::bigint - 1 LIMIT 1
+  );
+
+-- name: CountDroppedDeadLetters :exec
+UPDATE webhooks SET dead_letters_dropped = dead_letters_dropped + sqlc.arg(dropped)::bigint WHERE id = sqlc.arg(id);
+
+-- name: UnqueueDeadLetters :exec
+-- The retry schedule ran out while replaying: queued events are parked again.
+UPDATE webhook_dead_letters SET replay = false, error = sqlc.arg(error)
+WHERE webhook_id = sqlc.arg(webhook_id) AND replay;
+
+-- name: ReadQueuedDeadLetters :many
+-- A webhook's events queued by webhooks/replayDeadLetters, oldest first.
+SELECT outbox_id, tenant_id, type, subject, payload, created_at FROM webhook_dead_letters
+WHERE webhook_id = sqlc.arg(webhook_id) AND replay
+ORDER BY outbox_id
+LIMIT sqlc.arg(lim);
+
+-- name: DeleteDeadLetters :exec
+-- Queued events that were delivered.
+DELETE FROM webhook_dead_letters WHERE webhook_id = sqlc.arg(webhook_id) AND outbox_id = ANY(sqlc.arg(outbox_ids)::bigint[]);
 
 -- name: ListWebhookSinks :many
 -- Every tenant's webhooks, for the sinks role's supervisor.

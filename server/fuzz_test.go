@@ -35,6 +35,11 @@ func FuzzJSONRoutes(f *testing.F) {
 			}
 		}
 	}
+	for _, r := range routes {
+		// A NUL in every common text field (PostgreSQL cannot store it), and other hostile text.
+		f.Add(r, []byte(`{"type":"\u0000","subject":"a\u0000","description":"\u0000","method":"\u0000","name":"\u0000"}`))
+		f.Add(r, []byte(`{"name":"\u0001\u001b\u2028\"\\","labels":{"\u0000":"\u0001"}}`))
+	}
 	client := env.HTTPClient(env.AdminKey)
 	f.Fuzz(func(t *testing.T, route string, body []byte) {
 		if !strings.HasPrefix(route, "/") || strings.ContainsAny(route, " ?#%") {

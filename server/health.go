@@ -2,7 +2,7 @@ package server
 
 import (
 	"encoding/json"
-	"fmt"
+	"errors"
 	"net/http"
 
 	"github.com/better-compute/better-compute/buildinfo"
@@ -15,20 +15,24 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// readyz answers 200 when the database answers and its schema is current, so a load balancer
-// sends no traffic to a process that cannot serve it.
+// readyz answers 200 when the database answers and has every migration this binary knows, so a
+// load balancer sends no traffic to a process that cannot serve it. A database migrated further by
+// a newer release still counts as ready: migrations are forward-compatible, and a rolling deploy
+// must not take every old replica out at once. Callers are anonymous, so the answer says only
+// ready or not; why not is in the log and in `better-compute doctor`.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
 	m, err := migrate.New(s.opts.Pool)
 	if err == nil {
 		var current bool
 		if current, err = m.Current(r.Context()); err == nil && !current {
-			err = fmt.Errorf("schema has pending migrations: run better-compute migrate")
+			err = errors.New("the schema has pending migrations: run better-compute migrate")
 		}
 	}
 	if err != nil {
 		s.log.WarnContext(r.Context(), "not ready", "err", err)
-		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
 		return
 	}
 	_, _ = w.Write([]byte("ready\n"))

@@ -2,8 +2,8 @@
 // registry reachable both at its short route POST {basePath}/{group}/{name} (JSON for curl and
 // browsers) and at its native procedure path (for generated clients and buf curl), behind the
 // guard (CSRF header, IAM, error mapping, audit of failures, metrics), plus the health endpoints,
-// the discovery document, the Prometheus metrics at GET /metrics and the web dashboard at
-// GET /dashboard/.
+// the discovery document, the Prometheus metrics at GET /metrics (unless a listener of their own
+// serves them) and the web dashboard at GET /dashboard/.
 package server
 
 import (
@@ -41,6 +41,7 @@ import (
 	"github.com/better-compute/better-compute/server/guard"
 	"github.com/better-compute/better-compute/server/iam"
 	"github.com/better-compute/better-compute/server/jointokens"
+	"github.com/better-compute/better-compute/server/limit"
 	"github.com/better-compute/better-compute/server/nodes"
 	"github.com/better-compute/better-compute/server/poolleases"
 	"github.com/better-compute/better-compute/server/pools"
@@ -90,6 +91,17 @@ type Options struct {
 	// Metrics is the process's metrics registry, served at GET /metrics; the API adds its call
 	// counters and latencies to it. When nil the API keeps a registry of its own.
 	Metrics *metrics.Registry
+	// MetricsElsewhere leaves GET /metrics off the API's routes, for a process that serves its
+	// metrics on a listener of their own (config metrics.listen).
+	MetricsElsewhere bool
+	// MaxRequestBytes bounds one request message, after decompression (config
+	// limits.requestBytes); limit.DefaultRequestBytes when zero. A larger one is refused with
+	// ResourceExhausted before any handler runs.
+	MaxRequestBytes int
+	// RateLimits are the guard's token buckets per client address and per API key (none when
+	// zero, as in tests; the configuration always sets them) and the per-tenant caps (their
+	// defaults when zero).
+	RateLimits guard.RateLimits
 }
 
 // Notifier is the API's link to gateways (gateway.Notifier).
@@ -156,7 +168,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.NewRegistry()
 	}
-	interceptors := []connect.Interceptor{guard.New(reg, bridge, opts.Pool, s.log).WithMetrics(metrics.NewAPI(opts.Metrics))}
+	interceptors := []connect.Interceptor{guard.New(reg, bridge, opts.Pool, s.log).WithMetrics(metrics.NewAPI(opts.Metrics)).
+		WithRefusals(metrics.NewRefusals(opts.Metrics)).WithRateLimits(opts.RateLimits)}
 	if tp := tracing.Provider(); tp != nil {
 		// Outermost, so the guard's own statements (authentication, audit) are in the call's span.
 		// Callers' trace context is linked, not adopted: the API faces the outside world.
@@ -167,18 +180,19 @@ func New(opts Options) (*Server, error) {
 		}
 		interceptors = append([]connect.Interceptor{traced}, interceptors...)
 	}
-	handlerOpts := []connect.HandlerOption{
+	maxRequest := limit.Or(opts.MaxRequestBytes, limit.DefaultRequestBytes)
+	handlerOpts := append([]connect.HandlerOption{
 		connect.WithInterceptors(interceptors...),
 		// Compressing small responses costs more CPU than it saves bytes.
 		connect.WithCompressMinBytes(1024),
-	}
+	}, limit.HandlerOptions(maxRequest)...)
 	mounted := map[string]bool{}
 	mount := func(path string, h http.Handler) {
 		s.api.Handle(path, h)
 		mounted[path] = true
 	}
 	mount(systemv1connect.NewSystemServiceHandler(system.New(opts.TrustDomain), handlerOpts...))
-	mount(iamv1connect.NewIamServiceHandler(iam.New(opts.Pool, admit), handlerOpts...))
+	mount(iamv1connect.NewIamServiceHandler(iam.New(opts.Pool, admit, iam.WithRevocationNotifier(opts.Notifier)), handlerOpts...))
 	mount(auditv1connect.NewAuditServiceHandler(audit.New(opts.Pool), handlerOpts...))
 	mount(webhooksv1connect.NewWebhooksServiceHandler(webhooks.New(opts.Pool, admit, webhookSealer, opts.WebhooksAllowPrivate), handlerOpts...))
 	mount(secretsv1connect.NewSecretsServiceHandler(secrets.New(opts.Pool, admit, secretSealer), handlerOpts...))
@@ -202,11 +216,15 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	root := http.NewServeMux()
-	root.Handle(s.basePath+"/", http.StripPrefix(s.basePath, http.HandlerFunc(s.serveAPI)))
+	// Every API route is unary: its body is one message, so a longer body is cut off as it is
+	// read, on the short routes and the native paths alike.
+	root.Handle(s.basePath+"/", limit.Body(maxRequest, http.StripPrefix(s.basePath, http.HandlerFunc(s.serveAPI))))
 	root.HandleFunc("GET /healthz", s.healthz)
 	root.HandleFunc("GET /readyz", s.readyz)
 	root.HandleFunc("GET /.well-known/better-compute", s.wellKnown)
-	root.Handle("GET /metrics", opts.Metrics.Handler())
+	if !opts.MetricsElsewhere {
+		root.Handle("GET /metrics", opts.Metrics.Handler())
+	}
 	dashboard.Mount(root, "/dashboard")
 	s.handler = requestid.Middleware(opts.CORS.handler(root))
 	return s, nil

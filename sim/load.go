@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/better-compute/better-compute/command"
 	"github.com/better-compute/better-compute/daemon"
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
@@ -55,7 +56,7 @@ func NewLoad(opts LoadOptions) (*Load, error) {
 		return nil, errors.New("sim: a load needs a commands client, a positive rate and a duration")
 	}
 	if opts.Type == "" {
-		opts.Type = "echo"
+		opts.Type = command.Echo
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = time.Minute

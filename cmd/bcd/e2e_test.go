@@ -112,7 +112,16 @@ func TestEndToEnd(t *testing.T) {
 	if err := os.WriteFile(dir.File(state.AllowExecFile), []byte(counter+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runArgs := []string{"run", "--state-dir", stateDir, "--allow-exec", "/bin/echo", "--max-backoff", "1s"}
+	// Upgrades come only from under the releases server's /releases/.
+	binary, err := os.ReadFile(bcdV2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(binary)
+	releases := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(binary) }))
+	defer releases.Close()
+	runArgs := []string{"run", "--state-dir", stateDir, "--allow-exec", "/bin/echo", "--max-backoff", "1s",
+		"--allow-upgrade", "--upgrade-source", releases.URL + "/releases/"}
 	d := startBcd(t, bcd, work, runArgs...)
 
 	// Ready, with this machine's real CPUs and memory.
@@ -173,14 +182,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// upgrade: the daemon fetches e2e-2, checks it, renames it over itself and execs it, in the
 	// same process.
-	binary, err := os.ReadFile(bcdV2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(binary)
-	releases := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(binary) }))
-	defer releases.Close()
-	c = runCommand(t, commands, nodeID, "upgrade", map[string]any{"url": releases.URL + "/bcd", "sha256": hex.EncodeToString(sum[:]), "version": "e2e-2"}, "", d)
+	c = runCommand(t, commands, nodeID, "upgrade", map[string]any{"url": releases.URL + "/releases/bcd", "sha256": hex.EncodeToString(sum[:]), "version": "e2e-2"}, "", d)
 	if c.GetState() != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED {
 		t.Fatalf("upgrade: %v", c)
 	}
@@ -444,11 +446,20 @@ type daemonProc struct {
 
 func startBcd(t *testing.T, bin, work string, args ...string) *daemonProc {
 	t.Helper()
+	return startBcdEnv(t, bin, work, nil, args...)
+}
+
+// startBcdEnv starts bcd with env added to the test's environment.
+func startBcdEnv(t *testing.T, bin, work string, env []string, args ...string) *daemonProc {
+	t.Helper()
 	logFile, err := os.CreateTemp(work, "bcd-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -137,8 +137,15 @@ SIGTERM or Ctrl-C stops it. Logs go to stderr as JSON; bcd status asks it throug
 socket bcd.sock in the state directory.
 
 exec runs only the programs on the allow list: --allow-exec, plus the lines of the file
-allow-exec in the state directory (absolute paths; argv[0] must match one exactly). reboot
-needs --allow-reboot.`,
+allow-exec in the state directory (absolute paths; argv[0] must match one exactly, and the file
+it resolves to through symlinks must be listed too). A program starts with PATH=` + host.ExecPath + `
+and only the LANG, LANGUAGE, NO_COLOR, TZ and LC_* variables its command sets; nothing of
+bcd's own environment. reboot needs --allow-reboot.
+
+upgrade needs --allow-upgrade and at least one --upgrade-source, a URL prefix (https, or http
+to a loopback IP address) that every download and redirect must be under, compared by scheme,
+host and whole path segments; the binary is put in place only when its SHA-256 is the one the
+command names. A draining node refuses upgrade and exec.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()
@@ -155,6 +162,8 @@ needs --allow-reboot.`,
 	}
 	cmd.Flags().StringSliceVar(&o.AllowExec, "allow-exec", nil, "programs exec may run, absolute paths, comma separated or repeated (adds to the state directory's allow-exec file)")
 	cmd.Flags().BoolVar(&o.AllowReboot, "allow-reboot", false, "let reboot commands reboot this host")
+	cmd.Flags().BoolVar(&o.AllowUpgrade, "allow-upgrade", false, "let upgrade commands replace bcd's binary, fetched only from under --upgrade-source")
+	cmd.Flags().StringSliceVar(&o.UpgradeSources, "upgrade-source", nil, "URL prefix upgrades may fetch from, e.g. https://releases.example.com/bcd/ (comma separated or repeated; needs --allow-upgrade)")
 	cmd.Flags().StringVar(&o.Gateway, "gateway", "", "gateway host:port; default the one joined through")
 	cmd.Flags().DurationVar(&o.MaxBackoff, "max-backoff", 30*time.Second, "longest wait between reconnection attempts")
 	return cmd

@@ -1,6 +1,6 @@
 // Package host is bcd on a real Linux host: its inventory (read from /proc, /sys, /etc, uname and
 // nvidia-smi), its command handlers (exec under an allow list, collectInventory, drain and
-// undrain, upgrade, reboot behind an explicit flag), and the wiring of the daemon itself: join,
+// undrain, upgrade and reboot behind explicit flags), and the wiring of the daemon itself: join,
 // run (the daemon.Agent session with the state directory, the command record and a local health
 // endpoint on a unix socket) and status.
 package host
@@ -19,24 +19,27 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/better-compute/better-compute/command"
 	"github.com/better-compute/better-compute/daemon"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 )
 
 // Command types bcd handles.
 const (
-	CommandExec             = "exec"
-	CommandCollectInventory = "collectInventory"
-	CommandDrain            = "drain"
-	CommandUndrain          = "undrain"
-	CommandUpgrade          = "upgrade"
-	CommandReboot           = "reboot"
+	CommandExec             = command.Exec
+	CommandCollectInventory = command.CollectInventory
+	CommandDrain            = command.Drain
+	CommandUndrain          = command.Undrain
+	CommandUpgrade          = command.Upgrade
+	CommandReboot           = command.Reboot
 )
 
-// maintenance are the commands a draining node still runs: a drain is what comes before
-// maintenance, so the maintenance itself must get through.
+// maintenance are the commands a draining node still runs: reading it (collectInventory),
+// changing the drain itself, and reboot (behind --allow-reboot), the maintenance a drain makes
+// way for. A draining node runs nothing new: no exec, and no upgrade, which would put new code
+// on a node taken out of service where nothing would see it fail; undrain first.
 var maintenance = map[string]bool{
-	CommandCollectInventory: true, CommandDrain: true, CommandUndrain: true, CommandUpgrade: true, CommandReboot: true,
+	CommandCollectInventory: true, CommandDrain: true, CommandUndrain: true, CommandReboot: true,
 }
 
 // DrainState keeps whether the node is draining (the state directory does, across restarts).
@@ -50,7 +53,8 @@ type Commands struct {
 	Exec      ExecPolicy
 	Inventory func(context.Context) (*daemonv1.Inventory, error)
 	Drain     DrainState
-	Upgrader  *Upgrader
+	// Upgrader runs upgrade commands; nil (bcd run without --allow-upgrade) refuses them.
+	Upgrader *Upgrader
 	// AllowReboot lets the reboot command reboot the host (bcd run --allow-reboot); without it
 	// the command fails and nothing happens.
 	AllowReboot bool
@@ -63,7 +67,7 @@ type Commands struct {
 }
 
 // Handlers returns the handlers by command type. While the node is draining, only
-// collectInventory, drain, undrain, upgrade and reboot run; anything else fails with
+// collectInventory, drain, undrain and reboot run; anything else (exec, upgrade) fails with
 // "draining".
 func (c *Commands) Handlers() map[string]daemon.Handler {
 	hs := map[string]daemon.Handler{
@@ -164,9 +168,13 @@ func (c *Commands) undrain(_ context.Context, _ *structpb.Struct) (*structpb.Str
 	return structpb.NewStruct(map[string]any{"draining": false})
 }
 
+// ErrUpgradeNotAllowed is the error of an upgrade on a node whose daemon runs without
+// --allow-upgrade.
+var ErrUpgradeNotAllowed = errors.New("upgrade: not allowed on this node (bcd runs without --allow-upgrade and --upgrade-source); nothing fetched")
+
 func (c *Commands) upgrade(ctx context.Context, p *structpb.Struct) (*structpb.Struct, error) {
 	if c.Upgrader == nil {
-		return nil, errors.New("upgrade: not supported by this daemon")
+		return nil, ErrUpgradeNotAllowed
 	}
 	return c.Upgrader.Upgrade(ctx, p)
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,8 +43,14 @@ func policy(t *testing.T, allow ...string) host.ExecPolicy {
 }
 
 func TestExec(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	p := policy(t, "/bin/echo", "/bin/sh")
+	// /bin/sh is a symlink on most systems: the program it resolves to must be listed too.
+	sh, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := policy(t, "/bin/echo", "/bin/sh", sh)
 	out, err := p.Exec(ctx, payload(t, map[string]any{"argv": []any{"/bin/echo", "hello", "world"}}))
 	if err != nil {
 		t.Fatal(err)
@@ -52,11 +59,11 @@ func TestExec(t *testing.T) {
 		t.Errorf("echo: %v", out)
 	}
 
-	// Environment and working directory are the payload's; PATH is a default one.
+	// Environment and working directory are the payload's; PATH is the fixed one.
 	dir := t.TempDir()
 	out, err = p.Exec(ctx, payload(t, map[string]any{
-		"argv": []any{"/bin/sh", "-c", `echo "$GREETING" "$(pwd)" "$PATH"; echo oops >&2; env | grep -c . ; exit 3`},
-		"env":  map[string]any{"GREETING": "hi"}, "dir": dir,
+		"argv": []any{"/bin/sh", "-c", `echo "$LANG" "$(pwd)" "$PATH"; echo oops >&2; env | grep -c . ; exit 3`},
+		"env":  map[string]any{"LANG": "hi"}, "dir": dir,
 	}))
 	if err == nil || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("exit 3: %v", err)
@@ -65,7 +72,7 @@ func TestExec(t *testing.T) {
 	if !strings.HasPrefix(lines[0], "hi "+dir+" /usr/local/sbin:") || field(out, "stderr").GetStringValue() != "oops\n" || field(out, "exitCode").GetNumberValue() != 3 {
 		t.Errorf("exit 3 result: %v", out)
 	}
-	// GREETING and PATH, and what sh itself sets (PWD, SHLVL, _): nothing of the daemon's.
+	// LANG and PATH, and what sh itself sets (PWD, SHLVL, _): nothing of the daemon's.
 	if n, err := strconv.Atoi(strings.TrimSpace(lines[1])); err != nil || n > 5 {
 		t.Errorf("the program saw %d environment variables (%v): %v", n, err, out)
 	}
@@ -116,6 +123,7 @@ func TestExec(t *testing.T) {
 
 // TestExecPolicy checks that a program off the allow list is refused and not run.
 func TestExecPolicy(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	marker := filepath.Join(t.TempDir(), "ran")
 	for _, tc := range []struct {
@@ -171,6 +179,7 @@ func (m *memDrain) SetDraining(on bool) error {
 }
 
 func TestDrain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := &host.Commands{
 		Exec: policy(t, "/bin/echo"), Drain: &memDrain{},
@@ -206,6 +215,7 @@ func TestDrain(t *testing.T) {
 }
 
 func TestReboot(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var reboots int
 	reboot := func() error { reboots++; return nil }
@@ -248,19 +258,36 @@ func sum(b []byte) string {
 }
 
 func TestUpgrade(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	good, broken := newBinary("v2.0.0"), []byte("#!/bin/sh\nexit 1\n")
+	big := make([]byte, 4096)
+	var outside atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case "/bcd-v2":
+		case "/releases/bcd-v2":
 			w.Write(good)
-		case "/broken":
+		case "/releases/broken":
 			w.Write(broken)
+		case "/releases/big":
+			w.Write(big)
+		case "/releases/redirect":
+			http.Redirect(w, r, "/elsewhere/bcd-v2", http.StatusFound)
+		case "/releases/redirect-in":
+			http.Redirect(w, r, "/releases/bcd-v2", http.StatusFound)
 		default:
+			if !strings.HasPrefix(r.URL.Path, "/releases/") {
+				outside.Add(1)
+			}
 			http.NotFound(w, r)
 		}
 	}))
 	defer srv.Close()
+	rel := srv.URL + "/releases/"
+	sources, err := host.ParseUpgradeSources([]string{rel})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	dir := t.TempDir()
 	path := filepath.Join(dir, "bcd")
@@ -273,11 +300,12 @@ func TestUpgrade(t *testing.T) {
 		args []string
 	}
 	var calls []execCall
-	u := &host.Upgrader{Path: path, Args: []string{path, "run"}, Env: []string{"A=1"}, Exec: func(p string, args, _ []string) error {
+	u := &host.Upgrader{Path: path, Sources: sources, MaxBytes: 1024, Args: []string{path, "run"}, Env: []string{"A=1"}, Exec: func(p string, args, _ []string) error {
 		calls = append(calls, execCall{p, args})
 		return nil
 	}}
-	c := &host.Commands{Upgrader: u, Drain: &memDrain{}}
+	drain := &memDrain{}
+	c := &host.Commands{Upgrader: u, Drain: drain}
 	up := c.Handlers()[host.CommandUpgrade]
 	cmd := &daemonv1.Command{Id: "u1", Type: host.CommandUpgrade}
 	unchanged := func(what string) {
@@ -288,6 +316,9 @@ func TestUpgrade(t *testing.T) {
 		if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) > 0 {
 			t.Errorf("%s: left %v", what, left)
 		}
+		if outside.Load() != 0 {
+			t.Fatalf("%s: fetched from outside the upgrade source", what)
+		}
 	}
 
 	for _, tc := range []struct {
@@ -295,13 +326,18 @@ func TestUpgrade(t *testing.T) {
 		p    map[string]any
 		want string
 	}{
-		{"checksum mismatch", map[string]any{"url": srv.URL + "/bcd-v2", "sha256": sum(broken)}, "checksum mismatch"},
-		{"not found", map[string]any{"url": srv.URL + "/missing", "sha256": sum(good)}, "404"},
-		{"does not run", map[string]any{"url": srv.URL + "/broken", "sha256": sum(broken)}, "does not run"},
-		{"other version", map[string]any{"url": srv.URL + "/bcd-v2", "sha256": sum(good), "version": "v3.0.0"}, `version "v2.0.0", not "v3.0.0"`},
+		{"checksum mismatch", map[string]any{"url": rel + "bcd-v2", "sha256": sum(broken)}, "checksum mismatch"},
+		{"not found", map[string]any{"url": rel + "missing", "sha256": sum(good)}, "404"},
+		{"does not run", map[string]any{"url": rel + "broken", "sha256": sum(broken)}, "does not run"},
+		{"other version", map[string]any{"url": rel + "bcd-v2", "sha256": sum(good), "version": "v3.0.0"}, `version "v2.0.0", not "v3.0.0"`},
 		{"version only", map[string]any{"version": "v2.0.0"}, "needs \"url\" and \"sha256\""},
-		{"bad checksum", map[string]any{"url": srv.URL + "/bcd-v2", "sha256": "abc"}, "64 hex digits"},
+		{"bad checksum", map[string]any{"url": rel + "bcd-v2", "sha256": "abc"}, "64 hex digits"},
 		{"not http", map[string]any{"url": "file:///etc/passwd", "sha256": sum(good)}, "not an http(s) URL"},
+		{"outside the source", map[string]any{"url": srv.URL + "/elsewhere/bcd-v2", "sha256": sum(good)}, "not under any of this node's upgrade sources"},
+		{"dot-dot out of the source", map[string]any{"url": rel + "../elsewhere/bcd-v2", "sha256": sum(good)}, `".." segment`},
+		{"escaped dot-dot", map[string]any{"url": rel + "%2e%2e/elsewhere/bcd-v2", "sha256": sum(good)}, `".." segment`},
+		{"redirected outside", map[string]any{"url": rel + "redirect", "sha256": sum(good)}, "redirected to"},
+		{"too big", map[string]any{"url": rel + "big", "sha256": sum(big)}, "larger than 1024"},
 	} {
 		_, err := up(ctx, payload(t, tc.p))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -314,7 +350,24 @@ func TestUpgrade(t *testing.T) {
 		t.Fatalf("restarted after failed upgrades: %v", calls)
 	}
 
-	out, err := up(ctx, payload(t, map[string]any{"url": srv.URL + "/bcd-v2", "sha256": strings.ToUpper(sum(good)), "version": "v2.0.0"}))
+	// Refused while draining, and without --allow-upgrade, with nothing fetched.
+	okPayload := payload(t, map[string]any{"url": rel + "redirect-in", "sha256": strings.ToUpper(sum(good)), "version": "v2.0.0"})
+	if err := drain.SetDraining(true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up(ctx, okPayload); !errors.Is(err, host.ErrDraining) {
+		t.Errorf("upgrade while draining: %v", err)
+	}
+	unchanged("draining")
+	if err := drain.SetDraining(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&host.Commands{}).Handlers()[host.CommandUpgrade](ctx, okPayload); !errors.Is(err, host.ErrUpgradeNotAllowed) {
+		t.Errorf("upgrade without an upgrader: %v", err)
+	}
+	unchanged("not allowed")
+
+	out, err := up(ctx, okPayload)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -21,12 +22,22 @@ const (
 	// asks for another cap; MaxOutput is the most it may ask for.
 	DefaultMaxOutput = 64 << 10
 	MaxOutput        = 1 << 20
-	// execPath is the PATH an exec'd program gets unless its payload sets one.
-	execPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// MaxArgs and MaxArgBytes bound an exec's argv: how many strings, and their total length.
+	MaxArgs     = 1024
+	MaxArgBytes = 128 << 10
+	// MaxEnv bounds how many variables an exec's payload sets, MaxEnvValue each one's value.
+	MaxEnv      = 32
+	MaxEnvValue = 256
+	// maxDir bounds an exec's working directory (PATH_MAX).
+	maxDir = 4096
+	// ExecPath is the PATH every exec'd program gets; a payload cannot change it.
+	ExecPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 )
 
 // ExecPolicy says which programs exec may run: exactly the absolute paths listed (argv[0] must
-// be one of them, written the same way). An empty policy allows nothing.
+// be one of them, written the same way), and only when the file argv[0] resolves to (following
+// every symlink) is a listed program too, a regular file that only its owner (root or bcd's
+// user) may write. An empty policy allows nothing.
 type ExecPolicy struct {
 	Allow []string
 }
@@ -50,13 +61,61 @@ func NewExecPolicy(allow []string) (ExecPolicy, error) {
 	return p, nil
 }
 
-// Allows reports whether the policy lets argv0 run.
+// Allows reports whether argv0 is written as one of the policy's programs. It is the first
+// check of Resolve, which also follows symlinks.
 func (p ExecPolicy) Allows(argv0 string) bool {
 	return filepath.IsAbs(argv0) && filepath.Clean(argv0) == argv0 && slices.Contains(p.Allow, argv0)
 }
 
 // ErrNotAllowed is the error of an exec the node's policy refuses; the program is not run.
 var ErrNotAllowed = errors.New("not allowed by this node's exec policy")
+
+// Resolve returns the file exec runs for argv0, or an error wrapping ErrNotAllowed: argv0 must
+// be listed as written, and the file it resolves to (every symlink followed) must be a listed
+// program too (an entry whose last element is not a symlink, its directories resolved), so a
+// listed path that is, or becomes, a symlink to another program runs nothing. The file must be
+// a regular, executable file owned by root or by bcd's user and writable by no one else.
+func (p ExecPolicy) Resolve(argv0 string) (string, error) {
+	if !p.Allows(argv0) {
+		allowed := "nothing"
+		if len(p.Allow) > 0 {
+			allowed = strings.Join(p.Allow, ", ")
+		}
+		return "", fmt.Errorf("exec %s: %w (it allows %s); not run", argv0, ErrNotAllowed, allowed)
+	}
+	real, err := filepath.EvalSymlinks(argv0)
+	if err != nil {
+		return "", fmt.Errorf("exec %s: %w; not run", argv0, err)
+	}
+	if !slices.ContainsFunc(p.Allow, func(a string) bool { return resolveDir(a) == real }) {
+		return "", fmt.Errorf("exec %s: it is a symlink to %s, which is %w; not run", argv0, real, ErrNotAllowed)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("exec %s: %w; not run", argv0, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0:
+		return "", fmt.Errorf("exec %s: %s is not an executable file; not run", argv0, real)
+	case fi.Mode().Perm()&0o022 != 0:
+		return "", fmt.Errorf("exec %s: %s is writable by others than its owner (mode %04o), so it is %w; not run", argv0, real, fi.Mode().Perm(), ErrNotAllowed)
+	case !ok || (st.Uid != 0 && int(st.Uid) != os.Geteuid()):
+		return "", fmt.Errorf("exec %s: %s is owned by another user than root or bcd's, so it is %w; not run", argv0, real, ErrNotAllowed)
+	}
+	return real, nil
+}
+
+// resolveDir is path with its directory's symlinks resolved and its last element kept: where
+// the program an allow-list entry names is, when that entry is not itself a symlink. It is ""
+// when the directory does not resolve.
+func resolveDir(path string) string {
+	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, filepath.Base(path))
+}
 
 // execRequest is the payload of an exec command.
 type execRequest struct {
@@ -75,34 +134,46 @@ func parseExec(p *structpb.Struct) (execRequest, error) {
 			return r, fmt.Errorf("exec: unknown payload field %q (want argv, env, dir, timeoutSeconds, maxOutputBytes)", k)
 		}
 	}
-	for i, v := range f["argv"].GetListValue().GetValues() {
+	args := f["argv"].GetListValue().GetValues()
+	if len(args) > MaxArgs {
+		return r, fmt.Errorf("exec: argv has %d strings; at most %d", len(args), MaxArgs)
+	}
+	total := 0
+	for i, v := range args {
 		s, ok := v.GetKind().(*structpb.Value_StringValue)
-		if !ok {
-			return r, fmt.Errorf("exec: argv[%d] is not a string", i)
+		if !ok || strings.ContainsRune(s.StringValue, 0) {
+			return r, fmt.Errorf("exec: argv[%d] is not a string without NUL", i)
+		}
+		if total += len(s.StringValue); total > MaxArgBytes {
+			return r, fmt.Errorf("exec: argv is longer than %d bytes", MaxArgBytes)
 		}
 		r.argv = append(r.argv, s.StringValue)
 	}
 	if len(r.argv) == 0 {
 		return r, errors.New(`exec: the payload needs "argv", a list of strings whose first is the program's absolute path`)
 	}
-	path := execPath
-	for k, v := range f["env"].GetStructValue().GetFields() {
+	// The program starts from a clean environment: the fixed PATH, and only the variables the
+	// payload sets that no loader, shell or interpreter reads code from.
+	env := f["env"].GetStructValue().GetFields()
+	if len(env) > MaxEnv {
+		return r, fmt.Errorf("exec: env sets %d variables; at most %d", len(env), MaxEnv)
+	}
+	for k, v := range env {
 		s, ok := v.GetKind().(*structpb.Value_StringValue)
-		if !ok || k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(s.StringValue, 0) {
-			return r, fmt.Errorf("exec: env %q: want a name without '=' and a string value", k)
+		if !ok {
+			return r, fmt.Errorf("exec: env %q: want a string value", k)
 		}
-		if k == "PATH" {
-			path = s.StringValue
-			continue
+		if err := checkExecEnv(k, s.StringValue); err != nil {
+			return r, err
 		}
 		r.env = append(r.env, k+"="+s.StringValue)
 	}
 	slices.Sort(r.env)
-	r.env = append([]string{"PATH=" + path}, r.env...)
+	r.env = append([]string{"PATH=" + ExecPath}, r.env...)
 	if v, ok := f["dir"]; ok {
 		r.dir = v.GetStringValue()
-		if !filepath.IsAbs(r.dir) {
-			return r, fmt.Errorf("exec: dir %q is not an absolute path", r.dir)
+		if !filepath.IsAbs(r.dir) || len(r.dir) > maxDir {
+			return r, fmt.Errorf("exec: dir is not an absolute path of at most %d bytes", maxDir)
 		}
 	}
 	if v, ok := f["timeoutSeconds"]; ok {
@@ -127,9 +198,10 @@ func parseExec(p *structpb.Struct) (execRequest, error) {
 //	{"argv": ["/bin/echo", "hello"], "env": {"K": "V"}, "dir": "/", "timeoutSeconds": 30,
 //	 "maxOutputBytes": 65536}
 //
-// (only argv is required). The program gets exactly the given environment plus a default PATH,
-// no stdin, its own process group (killed as a whole on timeout), and at most maxOutputBytes of
-// each of stdout and stderr are kept. The result is
+// (only argv is required; env may set only LANG, LANGUAGE, NO_COLOR, TZ and LC_*). The
+// program (see Resolve) gets exactly that environment plus the fixed PATH ExecPath, nothing of
+// the daemon's own, no stdin, its own process group (killed as a whole on timeout), and at most
+// maxOutputBytes of each of stdout and stderr are kept. The result is
 //
 //	{"exitCode": 0, "stdout": "hello\n", "stderr": "", "stdoutTruncated": false,
 //	 "stderrTruncated": false, "durationSeconds": 0.002}
@@ -140,12 +212,9 @@ func (p ExecPolicy) Exec(ctx context.Context, payload *structpb.Struct) (*struct
 	if err != nil {
 		return nil, err
 	}
-	if !p.Allows(r.argv[0]) {
-		allowed := "nothing"
-		if len(p.Allow) > 0 {
-			allowed = strings.Join(p.Allow, ", ")
-		}
-		return nil, fmt.Errorf("exec %s: %w (it allows %s); not run", r.argv[0], ErrNotAllowed, allowed)
+	program, err := p.Resolve(r.argv[0])
+	if err != nil {
+		return nil, err
 	}
 	// ctx ends at the command's deadline; run also ends at the payload's timeout.
 	run := ctx
@@ -155,7 +224,8 @@ func (p ExecPolicy) Exec(ctx context.Context, payload *structpb.Struct) (*struct
 		defer cancel()
 	}
 	stdout, stderr := &capped{max: r.maxOutput}, &capped{max: r.maxOutput}
-	cmd := &exec.Cmd{Path: r.argv[0], Args: r.argv, Env: r.env, Dir: r.dir, Stdout: stdout, Stderr: stderr}
+	// The resolved file runs, so that a symlink swapped after the check changes nothing.
+	cmd := &exec.Cmd{Path: program, Args: r.argv, Env: r.env, Dir: r.dir, Stdout: stdout, Stderr: stderr}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

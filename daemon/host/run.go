@@ -88,6 +88,11 @@ type RunOptions struct {
 	AllowExec []string
 	// AllowReboot lets reboot commands reboot the host.
 	AllowReboot bool
+	// AllowUpgrade lets upgrade commands replace bcd's binary, fetched only from under
+	// UpgradeSources (at least one, at most MaxUpgradeSources; see UpgradeSource). Each needs
+	// the other.
+	AllowUpgrade   bool
+	UpgradeSources []string
 	// Version is the daemon version reported in the hello.
 	Version string
 	// Executable is the binary an upgrade replaces; the running one when empty.
@@ -133,19 +138,14 @@ func Run(ctx context.Context, opts RunOptions) error {
 	if err != nil {
 		return err
 	}
-	exe := opts.Executable
-	if exe == "" {
-		if exe, err = os.Executable(); err == nil {
-			exe, err = filepath.EvalSymlinks(exe)
-		}
-		if err != nil {
-			return fmt.Errorf("find the running binary (for upgrades): %w", err)
-		}
+	upgrader, err := newUpgrader(opts, log)
+	if err != nil {
+		return err
 	}
 	inv := &Inventory{NvidiaSMI: opts.NvidiaSMI, Logger: log}
 	cmds := &Commands{
 		Exec: policy, Inventory: inv.Collect, Drain: dir, AllowReboot: opts.AllowReboot, Reboot: opts.Reboot,
-		Upgrader: &Upgrader{Path: exe, Logger: log}, Logger: log,
+		Upgrader: upgrader, Logger: log,
 	}
 	agent, err := daemon.NewAgent(daemon.Options{
 		Dialer:   daemon.Dialer{Gateway: node.Gateway, ServerName: node.ServerName},
@@ -173,6 +173,9 @@ func Run(ctx context.Context, opts RunOptions) error {
 			Sessions: s.Sessions, CertNotAfter: s.NotAfter.UTC(), Draining: draining,
 			AllowExec: policy.Allow, AllowReboot: opts.AllowReboot,
 		}
+		if upgrader != nil {
+			st.AllowUpgrade, st.UpgradeSources = true, opts.UpgradeSources
+		}
 		if s.LastError != nil {
 			st.LastError = s.LastError.Error()
 		}
@@ -184,13 +187,44 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	defer health()
 	log.Info("bcd running", "node_id", id.NodeID, "gateway", node.Gateway, "version", opts.Version,
-		"state_dir", dir.Path, "allow_exec", policy.Allow, "allow_reboot", opts.AllowReboot, "executable", exe)
+		"state_dir", dir.Path, "allow_exec", policy.Allow, "allow_reboot", opts.AllowReboot,
+		"allow_upgrade", upgrader != nil, "upgrade_sources", opts.UpgradeSources)
 	if notAfter, err := id.NotAfter(); err == nil && time.Until(notAfter) < time.Hour {
 		log.Warn("the node certificate expires soon; it is renewed once connected", "not_after", notAfter)
 	}
 	err = agent.Run(ctx)
 	log.Info("bcd stopped", "node_id", id.NodeID)
 	return err
+}
+
+// newUpgrader returns the upgrader of --allow-upgrade with its --upgrade-source prefixes, or nil
+// without them; either flag without the other is an error, so a half-configured node says so
+// at start instead of refusing upgrades later.
+func newUpgrader(opts RunOptions, log *slog.Logger) (*Upgrader, error) {
+	if !opts.AllowUpgrade {
+		if len(opts.UpgradeSources) > 0 {
+			return nil, errors.New("--upgrade-source needs --allow-upgrade")
+		}
+		return nil, nil
+	}
+	if len(opts.UpgradeSources) == 0 {
+		return nil, errors.New("--allow-upgrade needs at least one --upgrade-source, the URL prefix releases are fetched from")
+	}
+	sources, err := ParseUpgradeSources(opts.UpgradeSources)
+	if err != nil {
+		return nil, err
+	}
+	exe := opts.Executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err == nil {
+			exe, err = filepath.EvalSymlinks(exe)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("find the running binary (for upgrades): %w", err)
+		}
+	}
+	return &Upgrader{Path: exe, Sources: sources, Logger: log}, nil
 }
 
 // serveHealth answers GET /status (JSON) and GET /healthz on a unix socket at path, until the

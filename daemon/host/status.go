@@ -36,6 +36,9 @@ type Status struct {
 	Draining     bool      `json:"draining"`
 	AllowExec    []string  `json:"allowExec,omitempty"`
 	AllowReboot  bool      `json:"allowReboot"`
+	// AllowUpgrade says upgrades are allowed, from under UpgradeSources only.
+	AllowUpgrade   bool     `json:"allowUpgrade"`
+	UpgradeSources []string `json:"upgradeSources,omitempty"`
 	// StateError, when no daemon answers, is what is wrong with the state directory (the
 	// error bcd run would refuse to start with); empty when it is sound.
 	StateError string `json:"stateError,omitempty"`
@@ -140,6 +143,11 @@ func (s Status) Format(w io.Writer) {
 	row("Exec allows", allow)
 	if s.Running {
 		row("Reboot", map[bool]string{true: "allowed", false: "not allowed"}[s.AllowReboot])
+		upgrade := "not allowed"
+		if s.AllowUpgrade {
+			upgrade = "allowed from " + strings.Join(s.UpgradeSources, ", ")
+		}
+		row("Upgrade", upgrade)
 	}
 	if s.LastError != "" {
 		row("Last error", s.LastError)

@@ -22,18 +22,37 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// DefaultMaxBinary bounds the size of a binary an upgrade downloads.
-const DefaultMaxBinary = 512 << 20
+// Upgrade limits.
+const (
+	// DefaultMaxBinary bounds the size of a binary an upgrade downloads.
+	DefaultMaxBinary = 512 << 20
+	// DefaultUpgradeTimeout bounds an upgrade's download, redirects included (the command's
+	// deadline bounds it too).
+	DefaultUpgradeTimeout = 5 * time.Minute
+	// maxUpgradeRedirects bounds the redirects a download follows, each under a source too.
+	maxUpgradeRedirects = 5
+	// maxVersion bounds the version an upgrade's payload names.
+	maxVersion = 128
+)
 
-// Upgrader replaces the daemon's binary and restarts it: the "upgrade" command.
+// Upgrader replaces the daemon's binary and restarts it: the "upgrade" command, which bcd has
+// only when run with --allow-upgrade. Until releases are signed, what it trusts is where a
+// binary comes from: it fetches only from Sources, and puts in place only bytes that match the
+// payload's SHA-256.
 type Upgrader struct {
 	// Path is the binary to replace; bcd passes its own executable. Its directory must be
 	// writable: the new binary is written beside it and renamed over it.
 	Path string
-	// Client fetches binaries; http.DefaultClient when nil.
+	// Sources are the URL prefixes an upgrade may fetch from (and be redirected to); with none,
+	// every upgrade is refused.
+	Sources []UpgradeSource
+	// Client fetches binaries; http.DefaultClient's settings when nil. Its CheckRedirect is
+	// replaced by one that follows only redirects under Sources.
 	Client *http.Client
 	// MaxBytes bounds a download; DefaultMaxBinary when 0.
 	MaxBytes int64
+	// Timeout bounds a download; DefaultUpgradeTimeout when 0.
+	Timeout time.Duration
 	// Args and Env are what the new binary is started with; the running process's when nil.
 	Args, Env []string
 	// Exec replaces the running process with the binary at path (syscall.Exec when nil). Tests
@@ -51,24 +70,37 @@ type Upgrader struct {
 //	{"url": "https://releases.example.com/bcd-v1.2.3-linux-amd64", "sha256": "<64 hex digits>",
 //	 "version": "v1.2.3"}
 //
-// with version optional: when given, the new binary's "version" output must name it. The
-// restart happens in Restart, once the result is recorded, so that a re-delivery of the command
-// after the restart is answered from the record instead of upgrading again.
+// with version optional: when given, the new binary's "version" output must name it. The url
+// must be under one of Sources. The download (at most MaxBytes, within Timeout) goes to a
+// private temporary file beside Path, and only bytes whose SHA-256 matches are made executable,
+// synced, run with "version" and renamed over Path. The restart happens in Restart, once the
+// result is recorded, so that a re-delivery of the command after the restart is answered from
+// the record instead of upgrading again.
 func (u *Upgrader) Upgrade(ctx context.Context, payload *structpb.Struct) (*structpb.Struct, error) {
 	f := payload.GetFields()
 	rawURL, sum, version := f["url"].GetStringValue(), strings.ToLower(f["sha256"].GetStringValue()), f["version"].GetStringValue()
 	if rawURL == "" || sum == "" {
 		msg := `upgrade: the payload needs "url" and "sha256" (the binary to fetch and its SHA-256)`
-		if version != "" {
-			msg += fmt.Sprintf("; it names only version %s, and this daemon does not know where to fetch that", version)
+		if version != "" && len(version) <= maxVersion {
+			msg += fmt.Sprintf("; it names only version %q, and this daemon does not know where to fetch that", version)
 		}
 		return nil, errors.New(msg)
 	}
 	if b, err := hex.DecodeString(sum); err != nil || len(b) != sha256.Size {
-		return nil, fmt.Errorf("upgrade: sha256 %q is not 64 hex digits", sum)
+		return nil, errors.New("upgrade: sha256 is not 64 hex digits")
 	}
-	if pu, err := url.Parse(rawURL); err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
-		return nil, fmt.Errorf("upgrade: url %q is not an http(s) URL", rawURL)
+	if len(version) > maxVersion {
+		return nil, fmt.Errorf("upgrade: version is longer than %d bytes", maxVersion)
+	}
+	if len(rawURL) > MaxUpgradeURL {
+		return nil, fmt.Errorf("upgrade: url is longer than %d bytes; nothing fetched", MaxUpgradeURL)
+	}
+	pu, err := url.Parse(rawURL)
+	if err == nil {
+		err = checkUpgradeURL(pu, u.Sources)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("upgrade: url %q: %w; nothing fetched", rawURL, err)
 	}
 	if u.Path == "" {
 		return nil, errors.New("upgrade: this daemon does not know its own binary")
@@ -101,11 +133,30 @@ func (u *Upgrader) Upgrade(ctx context.Context, payload *structpb.Struct) (*stru
 }
 
 // fetch downloads url beside Path, checking its size and SHA-256; it returns the temporary
-// file, executable.
+// file, executable only once its checksum matched.
 func (u *Upgrader) fetch(ctx context.Context, rawURL, sum string) (string, int64, error) {
-	client := u.Client
-	if client == nil {
-		client = http.DefaultClient
+	client := &http.Client{}
+	if u.Client != nil {
+		*client = *u.Client
+	}
+	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) > maxUpgradeRedirects {
+			return fmt.Errorf("more than %d redirects", maxUpgradeRedirects)
+		}
+		if err := checkUpgradeURL(req.URL, u.Sources); err != nil {
+			return fmt.Errorf("redirected to %s: %w", req.URL.Redacted(), err)
+		}
+		return nil
+	}
+	timeout := u.Timeout
+	if timeout <= 0 {
+		timeout = DefaultUpgradeTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	max := u.MaxBytes
+	if max <= 0 {
+		max = DefaultMaxBinary
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
@@ -113,12 +164,16 @@ func (u *Upgrader) fetch(ctx context.Context, rawURL, sum string) (string, int64
 	}
 	res, err := client.Do(req)
 	if err != nil {
-		return "", 0, fmt.Errorf("upgrade: fetch: %w", err)
+		return "", 0, fmt.Errorf("upgrade: fetch: %w; nothing replaced", err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return "", 0, fmt.Errorf("upgrade: fetch %s: %s", rawURL, res.Status)
+		return "", 0, fmt.Errorf("upgrade: fetch %s: %s; nothing replaced", rawURL, res.Status)
 	}
+	if res.ContentLength > max {
+		return "", 0, fmt.Errorf("upgrade: %s is %d bytes, larger than %d; nothing replaced", rawURL, res.ContentLength, max)
+	}
+	// CreateTemp makes the file 0600: nothing runs it before the checksum matched.
 	f, err := os.CreateTemp(filepath.Dir(u.Path), "."+filepath.Base(u.Path)+".upgrade-*")
 	if err != nil {
 		return "", 0, fmt.Errorf("upgrade: %w", err)
@@ -130,10 +185,6 @@ func (u *Upgrader) fetch(ctx context.Context, rawURL, sum string) (string, int64
 			os.Remove(f.Name())
 		}
 	}()
-	max := u.MaxBytes
-	if max <= 0 {
-		max = DefaultMaxBinary
-	}
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(res.Body, max+1))
 	if err != nil {
@@ -168,6 +219,7 @@ func (u *Upgrader) check(ctx context.Context, path, version string) (string, err
 		out.Reset()
 		cmd := exec.CommandContext(ctx, path, "version")
 		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.Env = []string{"PATH=" + ExecPath} // nothing of the daemon's environment
 		cmd.WaitDelay = time.Second
 		err := cmd.Run()
 		if err == nil {

@@ -69,6 +69,54 @@ func (q *Queries) ExpiringNodeCertificates(ctx context.Context, withinMs int64) 
 	return column_1, err
 }
 
+const failingWebhooks = `-- name: FailingWebhooks :many
+SELECT w.id, w.tenant_id, w.failing_since, w.failure,
+       (SELECT count(*) FROM webhook_dead_letters d WHERE d.webhook_id = w.id)::bigint AS parked,
+       count(*) OVER ()::bigint AS total
+FROM webhooks w
+WHERE w.state = 'failing'
+ORDER BY w.failing_since, w.id
+LIMIT 10
+`
+
+type FailingWebhooksRow struct {
+	ID           uuid.UUID
+	TenantID     uuid.UUID
+	FailingSince *time.Time
+	Failure      string
+	Parked       int64
+	Total        int64
+}
+
+// Webhooks whose retry schedule ran out (their events are parked), longest failing first, with
+// how many there are in all and how many events each has parked.
+func (q *Queries) FailingWebhooks(ctx context.Context) ([]FailingWebhooksRow, error) {
+	rows, err := q.db.Query(ctx, failingWebhooks)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []FailingWebhooksRow{}
+	for rows.Next() {
+		var i FailingWebhooksRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.FailingSince,
+			&i.Failure,
+			&i.Parked,
+			&i.Total,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const gatewaySessions = `-- name: GatewaySessions :many
 SELECT g.id, g.region, g.control_url, g.heartbeat_at, count(s.node_id)::bigint AS sessions
 FROM gateways g LEFT JOIN node_sessions s ON s.gateway_id = g.id

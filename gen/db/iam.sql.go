@@ -14,7 +14,7 @@ import (
 
 const authenticateAPIKey = `-- name: AuthenticateAPIKey :one
 SELECT k.id, k.secret_hash, k.expires_at, k.last_used_at, k.tenant_id, k.principal_id,
-       p.kind, p.name AS principal_name, t.is_root,
+       p.kind, p.name AS principal_name, t.is_root, t.name AS tenant_name, t.suspended_at, t.deleted_at,
        COALESCE(array_agg(rb.role ORDER BY rb.role) FILTER (WHERE rb.role IS NOT NULL), '{}')::text[] AS roles
 FROM api_keys k
 JOIN principals p ON p.id = k.principal_id
@@ -34,6 +34,9 @@ type AuthenticateAPIKeyRow struct {
 	Kind          string
 	PrincipalName string
 	IsRoot        bool
+	TenantName    string
+	SuspendedAt   *time.Time
+	DeletedAt     *time.Time
 	Roles         []string
 }
 
@@ -51,6 +54,9 @@ func (q *Queries) AuthenticateAPIKey(ctx context.Context, id string) (Authentica
 		&i.Kind,
 		&i.PrincipalName,
 		&i.IsRoot,
+		&i.TenantName,
+		&i.SuspendedAt,
+		&i.DeletedAt,
 		&i.Roles,
 	)
 	return i, err
@@ -67,21 +73,62 @@ func (q *Queries) CountOwners(ctx context.Context, tenantID uuid.UUID) (int64, e
 	return count, err
 }
 
+const countTenantLiveNodes = `-- name: CountTenantLiveNodes :one
+SELECT count(*) FROM nodes WHERE tenant_id = $1 AND revoked_at IS NULL
+`
+
+func (q *Queries) CountTenantLiveNodes(ctx context.Context, tenantID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, countTenantLiveNodes, tenantID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const countUsableOwnerKeys = `-- name: CountUsableOwnerKeys :one
+SELECT count(*) FROM api_keys k
+WHERE k.tenant_id = $1
+  AND (k.expires_at IS NULL OR k.expires_at > now())
+  AND k.id IS DISTINCT FROM $2::text
+  AND k.principal_id IS DISTINCT FROM $3::uuid
+  AND EXISTS (SELECT 1 FROM role_bindings rb WHERE rb.principal_id = k.principal_id AND rb.role = 'owner')
+`
+
+type CountUsableOwnerKeysParams struct {
+	TenantID        uuid.UUID
+	ExceptKey       *string
+	ExceptPrincipal *uuid.UUID
+}
+
+// Keys that still let an owner in: of a principal with the owner role, not expired, other than
+// the key and the principal being removed (either may be null). Removing the last one would
+// lock the tenant's owners out.
+func (q *Queries) CountUsableOwnerKeys(ctx context.Context, arg CountUsableOwnerKeysParams) (int64, error) {
+	row := q.db.QueryRow(ctx, countUsableOwnerKeys, arg.TenantID, arg.ExceptKey, arg.ExceptPrincipal)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const createAPIKey = `-- name: CreateAPIKey :one
-INSERT INTO api_keys (id, tenant_id, principal_id, name, secret_hash, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6)
-RETURNING id, tenant_id, principal_id, name, secret_hash, expires_at, last_used_at, created_at
+INSERT INTO api_keys (id, tenant_id, principal_id, name, secret_hash, expires_at, created_by, created_by_owner)
+VALUES ($1, $2, $3, $4, $5,
+        $6, $7, $8)
+RETURNING id, tenant_id, principal_id, name, secret_hash, expires_at, last_used_at, created_at, created_by, created_by_owner
 `
 
 type CreateAPIKeyParams struct {
-	ID          string
-	TenantID    uuid.UUID
-	PrincipalID uuid.UUID
-	Name        string
-	SecretHash  []byte
-	ExpiresAt   *time.Time
+	ID             string
+	TenantID       uuid.UUID
+	PrincipalID    uuid.UUID
+	Name           string
+	SecretHash     []byte
+	ExpiresAt      *time.Time
+	CreatedBy      *uuid.UUID
+	CreatedByOwner bool
 }
 
+// created_by is the calling principal (null for the CLI and tenant creation); created_by_owner
+// says whether it was an owner, which decides whether the key survives a promotion to owner.
 func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error) {
 	row := q.db.QueryRow(ctx, createAPIKey,
 		arg.ID,
@@ -90,6 +137,8 @@ func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (Api
 		arg.Name,
 		arg.SecretHash,
 		arg.ExpiresAt,
+		arg.CreatedBy,
+		arg.CreatedByOwner,
 	)
 	var i ApiKey
 	err := row.Scan(
@@ -101,6 +150,8 @@ func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (Api
 		&i.ExpiresAt,
 		&i.LastUsedAt,
 		&i.CreatedAt,
+		&i.CreatedBy,
+		&i.CreatedByOwner,
 	)
 	return i, err
 }
@@ -173,7 +224,7 @@ func (q *Queries) CreateRoleBinding(ctx context.Context, arg CreateRoleBindingPa
 const createTenant = `-- name: CreateTenant :one
 INSERT INTO tenants (id, parent_id, name, display_name)
 VALUES ($1, $2, $3, $4)
-RETURNING id, parent_id, name, display_name, is_root, created_at
+RETURNING id, parent_id, name, display_name, is_root, created_at, suspended_at, deleted_at
 `
 
 type CreateTenantParams struct {
@@ -198,6 +249,8 @@ func (q *Queries) CreateTenant(ctx context.Context, arg CreateTenantParams) (Ten
 		&i.DisplayName,
 		&i.IsRoot,
 		&i.CreatedAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
 	)
 	return i, err
 }
@@ -253,6 +306,31 @@ func (q *Queries) DeleteRoleBinding(ctx context.Context, arg DeleteRoleBindingPa
 	return result.RowsAffected(), nil
 }
 
+const deleteTenantAPIKeys = `-- name: DeleteTenantAPIKeys :execrows
+DELETE FROM api_keys WHERE tenant_id = $1
+`
+
+func (q *Queries) DeleteTenantAPIKeys(ctx context.Context, tenantID uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteTenantAPIKeys, tenantID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteTenantPrincipals = `-- name: DeleteTenantPrincipals :execrows
+DELETE FROM principals WHERE tenant_id = $1
+`
+
+// With their role bindings (ON DELETE CASCADE); audit rows keep the principals' ids.
+func (q *Queries) DeleteTenantPrincipals(ctx context.Context, tenantID uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteTenantPrincipals, tenantID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const ensureRootTenant = `-- name: EnsureRootTenant :exec
 
 INSERT INTO tenants (id, name, display_name, is_root)
@@ -272,6 +350,33 @@ type EnsureRootTenantParams struct {
 func (q *Queries) EnsureRootTenant(ctx context.Context, arg EnsureRootTenantParams) error {
 	_, err := q.db.Exec(ctx, ensureRootTenant, arg.ID, arg.Name, arg.DisplayName)
 	return err
+}
+
+const getAPIKey = `-- name: GetAPIKey :one
+SELECT id, tenant_id, principal_id, name, secret_hash, expires_at, last_used_at, created_at, created_by, created_by_owner FROM api_keys WHERE tenant_id = $1 AND id = $2
+`
+
+type GetAPIKeyParams struct {
+	TenantID uuid.UUID
+	ID       string
+}
+
+func (q *Queries) GetAPIKey(ctx context.Context, arg GetAPIKeyParams) (ApiKey, error) {
+	row := q.db.QueryRow(ctx, getAPIKey, arg.TenantID, arg.ID)
+	var i ApiKey
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.PrincipalID,
+		&i.Name,
+		&i.SecretHash,
+		&i.ExpiresAt,
+		&i.LastUsedAt,
+		&i.CreatedAt,
+		&i.CreatedBy,
+		&i.CreatedByOwner,
+	)
+	return i, err
 }
 
 const getPrincipal = `-- name: GetPrincipal :one
@@ -343,7 +448,7 @@ func (q *Queries) GetRoleBinding(ctx context.Context, arg GetRoleBindingParams) 
 }
 
 const getRootTenant = `-- name: GetRootTenant :one
-SELECT id, parent_id, name, display_name, is_root, created_at FROM tenants WHERE is_root
+SELECT id, parent_id, name, display_name, is_root, created_at, suspended_at, deleted_at FROM tenants WHERE is_root
 `
 
 func (q *Queries) GetRootTenant(ctx context.Context) (Tenant, error) {
@@ -356,12 +461,14 @@ func (q *Queries) GetRootTenant(ctx context.Context) (Tenant, error) {
 		&i.DisplayName,
 		&i.IsRoot,
 		&i.CreatedAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
 	)
 	return i, err
 }
 
 const getTenant = `-- name: GetTenant :one
-SELECT id, parent_id, name, display_name, is_root, created_at FROM tenants
+SELECT id, parent_id, name, display_name, is_root, created_at, suspended_at, deleted_at FROM tenants
 WHERE id = $1 AND (id = $2 OR parent_id = $2)
 `
 
@@ -381,12 +488,14 @@ func (q *Queries) GetTenant(ctx context.Context, arg GetTenantParams) (Tenant, e
 		&i.DisplayName,
 		&i.IsRoot,
 		&i.CreatedAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
 	)
 	return i, err
 }
 
 const listAPIKeys = `-- name: ListAPIKeys :many
-SELECT id, tenant_id, principal_id, name, secret_hash, expires_at, last_used_at, created_at FROM api_keys
+SELECT id, tenant_id, principal_id, name, secret_hash, expires_at, last_used_at, created_at, created_by, created_by_owner FROM api_keys
 WHERE tenant_id = $1
   AND ($2::uuid IS NULL OR principal_id = $2)
   AND id > $3
@@ -424,6 +533,8 @@ func (q *Queries) ListAPIKeys(ctx context.Context, arg ListAPIKeysParams) ([]Api
 			&i.ExpiresAt,
 			&i.LastUsedAt,
 			&i.CreatedAt,
+			&i.CreatedBy,
+			&i.CreatedByOwner,
 		); err != nil {
 			return nil, err
 		}
@@ -523,7 +634,7 @@ func (q *Queries) ListRoleBindings(ctx context.Context, arg ListRoleBindingsPara
 }
 
 const listTenants = `-- name: ListTenants :many
-SELECT id, parent_id, name, display_name, is_root, created_at FROM tenants
+SELECT id, parent_id, name, display_name, is_root, created_at, suspended_at, deleted_at FROM tenants
 WHERE (id = $1 OR parent_id = $1)
   AND id > $2
 ORDER BY id
@@ -552,6 +663,8 @@ func (q *Queries) ListTenants(ctx context.Context, arg ListTenantsParams) ([]Ten
 			&i.DisplayName,
 			&i.IsRoot,
 			&i.CreatedAt,
+			&i.SuspendedAt,
+			&i.DeletedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -563,11 +676,39 @@ func (q *Queries) ListTenants(ctx context.Context, arg ListTenantsParams) ([]Ten
 	return items, nil
 }
 
+const lockChildTenant = `-- name: LockChildTenant :one
+SELECT id, parent_id, name, display_name, is_root, created_at, suspended_at, deleted_at FROM tenants WHERE id = $1 AND parent_id = $2 FOR UPDATE
+`
+
+type LockChildTenantParams struct {
+	ID       uuid.UUID
+	ParentID *uuid.UUID
+}
+
+// A tenant directly below parent, locked for a change of its status: it serialises with the
+// tenant's own IAM changes, which lock the same row (LockTenant).
+func (q *Queries) LockChildTenant(ctx context.Context, arg LockChildTenantParams) (Tenant, error) {
+	row := q.db.QueryRow(ctx, lockChildTenant, arg.ID, arg.ParentID)
+	var i Tenant
+	err := row.Scan(
+		&i.ID,
+		&i.ParentID,
+		&i.Name,
+		&i.DisplayName,
+		&i.IsRoot,
+		&i.CreatedAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
+	)
+	return i, err
+}
+
 const lockTenant = `-- name: LockTenant :exec
 SELECT id FROM tenants WHERE id = $1 FOR UPDATE
 `
 
-// Serialises changes to a tenant's owners, so concurrent removals cannot leave it without one.
+// Serialises a tenant's IAM changes (owners, their keys and bindings, promotions) and changes of
+// its status: a check made after it holds until the commit.
 func (q *Queries) LockTenant(ctx context.Context, id uuid.UUID) error {
 	_, err := q.db.Exec(ctx, lockTenant, id)
 	return err
@@ -600,6 +741,157 @@ func (q *Queries) PrincipalRoles(ctx context.Context, arg PrincipalRolesParams) 
 		return nil, err
 	}
 	return items, nil
+}
+
+const revokeKeysNotMintedByOwner = `-- name: RevokeKeysNotMintedByOwner :many
+DELETE FROM api_keys
+WHERE tenant_id = $1 AND principal_id = $2 AND NOT created_by_owner
+RETURNING id
+`
+
+type RevokeKeysNotMintedByOwnerParams struct {
+	TenantID    uuid.UUID
+	PrincipalID uuid.UUID
+}
+
+// On promotion to owner: the principal's keys that a non-owner minted (or that predate the
+// record) stop working, so no key held by a non-owner becomes an owner's.
+func (q *Queries) RevokeKeysNotMintedByOwner(ctx context.Context, arg RevokeKeysNotMintedByOwnerParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, revokeKeysNotMintedByOwner, arg.TenantID, arg.PrincipalID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const revokeTenantJoinTokens = `-- name: RevokeTenantJoinTokens :exec
+UPDATE join_tokens SET revoked_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL
+`
+
+// A deleted tenant's join tokens let no node join.
+func (q *Queries) RevokeTenantJoinTokens(ctx context.Context, tenantID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, revokeTenantJoinTokens, tenantID)
+	return err
+}
+
+const revokeTenantNodes = `-- name: RevokeTenantNodes :many
+UPDATE nodes SET revoked_at = now(), updated_at = now()
+WHERE tenant_id = $1 AND revoked_at IS NULL
+RETURNING id, hostname
+`
+
+type RevokeTenantNodesRow struct {
+	ID       uuid.UUID
+	Hostname string
+}
+
+// Revokes every node of a tenant being deleted: renewal, secrets and sessions stop.
+func (q *Queries) RevokeTenantNodes(ctx context.Context, tenantID uuid.UUID) ([]RevokeTenantNodesRow, error) {
+	rows, err := q.db.Query(ctx, revokeTenantNodes, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []RevokeTenantNodesRow{}
+	for rows.Next() {
+		var i RevokeTenantNodesRow
+		if err := rows.Scan(&i.ID, &i.Hostname); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const setTenantSuspended = `-- name: SetTenantSuspended :one
+UPDATE tenants
+SET suspended_at = CASE WHEN $1::boolean THEN COALESCE(suspended_at, now()) END
+WHERE id = $2 AND NOT is_root
+RETURNING id, parent_id, name, display_name, is_root, created_at, suspended_at, deleted_at
+`
+
+type SetTenantSuspendedParams struct {
+	Suspended bool
+	ID        uuid.UUID
+}
+
+// Suspends (suspended true) or resumes a tenant; suspending a suspended tenant keeps the time.
+func (q *Queries) SetTenantSuspended(ctx context.Context, arg SetTenantSuspendedParams) (Tenant, error) {
+	row := q.db.QueryRow(ctx, setTenantSuspended, arg.Suspended, arg.ID)
+	var i Tenant
+	err := row.Scan(
+		&i.ID,
+		&i.ParentID,
+		&i.Name,
+		&i.DisplayName,
+		&i.IsRoot,
+		&i.CreatedAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
+	)
+	return i, err
+}
+
+const tenantActiveLeaseIDs = `-- name: TenantActiveLeaseIDs :many
+SELECT id FROM pool_leases
+WHERE tenant_id = $1 AND state IN ('pending', 'placed', 'at_risk')
+ORDER BY id
+`
+
+func (q *Queries) TenantActiveLeaseIDs(ctx context.Context, tenantID uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, tenantActiveLeaseIDs, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const tombstoneTenant = `-- name: TombstoneTenant :one
+UPDATE tenants SET deleted_at = COALESCE(deleted_at, now()) WHERE id = $1 AND NOT is_root
+RETURNING id, parent_id, name, display_name, is_root, created_at, suspended_at, deleted_at
+`
+
+func (q *Queries) TombstoneTenant(ctx context.Context, id uuid.UUID) (Tenant, error) {
+	row := q.db.QueryRow(ctx, tombstoneTenant, id)
+	var i Tenant
+	err := row.Scan(
+		&i.ID,
+		&i.ParentID,
+		&i.Name,
+		&i.DisplayName,
+		&i.IsRoot,
+		&i.CreatedAt,
+		&i.SuspendedAt,
+		&i.DeletedAt,
+	)
+	return i, err
 }
 
 const touchAPIKey = `-- name: TouchAPIKey :exec

@@ -25,14 +25,16 @@ type Allocation struct {
 }
 
 type ApiKey struct {
-	ID          string
-	TenantID    uuid.UUID
-	PrincipalID uuid.UUID
-	Name        string
-	SecretHash  []byte
-	ExpiresAt   *time.Time
-	LastUsedAt  *time.Time
-	CreatedAt   time.Time
+	ID             string
+	TenantID       uuid.UUID
+	PrincipalID    uuid.UUID
+	Name           string
+	SecretHash     []byte
+	ExpiresAt      *time.Time
+	LastUsedAt     *time.Time
+	CreatedAt      time.Time
+	CreatedBy      *uuid.UUID
+	CreatedByOwner bool
 }
 
 type AuditEvent struct {
@@ -315,6 +317,7 @@ type SinkCursor struct {
 	LastError   string
 	LastErrorAt *time.Time
 	UpdatedAt   time.Time
+	RetrySince  *time.Time
 }
 
 type Tenant struct {
@@ -324,6 +327,8 @@ type Tenant struct {
 	DisplayName string
 	IsRoot      bool
 	CreatedAt   time.Time
+	SuspendedAt *time.Time
+	DeletedAt   *time.Time
 }
 
 type UsageHourly struct {
@@ -352,11 +357,28 @@ type UsageRecord struct {
 }
 
 type Webhook struct {
-	ID           uuid.UUID
-	TenantID     uuid.UUID
-	Url          string
-	Description  string
-	EventTypes   []string
-	SecretSealed []byte
-	CreatedAt    time.Time
+	ID                 uuid.UUID
+	TenantID           uuid.UUID
+	Url                string
+	Description        string
+	EventTypes         []string
+	SecretSealed       []byte
+	CreatedAt          time.Time
+	State              string
+	FailingSince       *time.Time
+	Failure            string
+	DeadLettersDropped int64
+}
+
+type WebhookDeadLetter struct {
+	WebhookID uuid.UUID
+	TenantID  uuid.UUID
+	OutboxID  int64
+	Type      string
+	Subject   string
+	Payload   []byte
+	CreatedAt time.Time
+	ParkedAt  time.Time
+	Error     string
+	Replay    bool
 }

@@ -41,14 +41,40 @@ type Querier interface {
 	ClaimIdempotencyKey(ctx context.Context, arg ClaimIdempotencyKeyParams) (int64, error)
 	ClaimReconcile(ctx context.Context, arg ClaimReconcileParams) ([]ClaimReconcileRow, error)
 	ClaimSession(ctx context.Context, arg ClaimSessionParams) error
+	// Ends the sink's run of failures: a round delivered everything it tried, or a replay restarts
+	// the retry schedule.
+	ClearSinkRetry(ctx context.Context, sink string) error
 	// Removes reconciled keys, unless they were enqueued again meanwhile (generation moved on).
 	CompleteReconcile(ctx context.Context, arg CompleteReconcileParams) error
 	CountActivePoolLeases(ctx context.Context, poolID uuid.UUID) (int64, error)
+	CountDroppedDeadLetters(ctx context.Context, arg CountDroppedDeadLettersParams) error
 	// How many leases hold anything on a node.
 	CountNodeActiveLeases(ctx context.Context, nodeID uuid.UUID) (int64, error)
 	CountOwners(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CountSecrets(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	// API keys that still work: not expired (the IAM jobs delete expired keys later).
+	CountTenantAPIKeys(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	// Join tokens that can still be used: not revoked, not expired, not used up.
+	CountTenantJoinTokens(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	CountTenantLiveNodes(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	// Nodes that count: neither revoked nor retired.
+	CountTenantNodes(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	CountTenantPools(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	CountTenantPrincipals(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	// Commands the tenant created in the last minute, and in whole seconds (at least 1) when the
+	// oldest of them leaves that minute. Command ids are UUIDv7, ordered by creation time: since_id
+	// is the smallest id of a moment safely before the minute (the API's clock may differ from the
+	// database's), so the scan reads a short range of the (tenant_id, id) index rather than every
+	// command the tenant keeps.
+	CountTenantRecentCommands(ctx context.Context, arg CountTenantRecentCommandsParams) (CountTenantRecentCommandsRow, error)
+	// Keys that still let an owner in: of a principal with the owner role, not expired, other than
+	// the key and the principal being removed (either may be null). Removing the last one would
+	// lock the tenant's owners out.
+	CountUsableOwnerKeys(ctx context.Context, arg CountUsableOwnerKeysParams) (int64, error)
+	// Tenants' webhooks. Every statement takes the caller's tenant id.
 	CountWebhooks(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	// created_by is the calling principal (null for the CLI and tenant creation); created_by_owner
+	// says whether it was an owner, which decides whether the key survives a promotion to owner.
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
 	// Commands to nodes. The API's statements take the caller's tenant id; the gateway's take the
 	// node id its session authenticated. Every state transition names the state it leaves in its
@@ -104,12 +130,17 @@ type Querier interface {
 	// a lease ending).
 	DeferReconcile(ctx context.Context, arg DeferReconcileParams) error
 	DeleteAPIKey(ctx context.Context, arg DeleteAPIKeyParams) (int64, error)
+	// Queued events that were delivered.
+	DeleteDeadLetters(ctx context.Context, arg DeleteDeadLettersParams) error
 	DeleteGateway(ctx context.Context, id string) error
 	DeletePool(ctx context.Context, arg DeletePoolParams) (int64, error)
 	DeletePoolQuota(ctx context.Context, arg DeletePoolQuotaParams) error
 	DeletePrincipal(ctx context.Context, arg DeletePrincipalParams) (int64, error)
 	DeleteRoleBinding(ctx context.Context, arg DeleteRoleBindingParams) (int64, error)
 	DeleteSecret(ctx context.Context, arg DeleteSecretParams) (uuid.UUID, error)
+	DeleteTenantAPIKeys(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	// With their role bindings (ON DELETE CASCADE); audit rows keep the principals' ids.
+	DeleteTenantPrincipals(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	// Its cursor goes with it (ON DELETE CASCADE); its dispatcher stops at the supervisor's next look.
 	DeleteWebhook(ctx context.Context, arg DeleteWebhookParams) (int64, error)
 	// The pool's placed leases whose end has come.
@@ -151,6 +182,9 @@ type Querier interface {
 	// Adds to the duration of a lease that has not ended; a placed lease's end moves with it.
 	ExtendPoolLease(ctx context.Context, arg ExtendPoolLeaseParams) (PoolLease, error)
 	ExtensionInstalled(ctx context.Context, name string) (bool, error)
+	// Webhooks whose retry schedule ran out (their events are parked), longest failing first, with
+	// how many there are in all and how many events each has parked.
+	FailingWebhooks(ctx context.Context) ([]FailingWebhooksRow, error)
 	// Inside a transaction: holds the lease row share-locked, so it cannot change hands before the
 	// transaction ends, and reports whether the token is still the current, unexpired one.
 	FenceLease(ctx context.Context, arg FenceLeaseParams) (bool, error)
@@ -159,6 +193,7 @@ type Querier interface {
 	// nothing, so a result is recorded once.
 	FinishCommand(ctx context.Context, arg FinishCommandParams) (Command, error)
 	GatewaySessions(ctx context.Context) ([]GatewaySessionsRow, error)
+	GetAPIKey(ctx context.Context, arg GetAPIKeyParams) (ApiKey, error)
 	GetCommand(ctx context.Context, arg GetCommandParams) (Command, error)
 	GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (IdempotencyKey, error)
 	GetJoinToken(ctx context.Context, id string) (JoinToken, error)
@@ -217,6 +252,8 @@ type Querier interface {
 	// Newest first; the cursor is the last id seen.
 	ListAuditEvents(ctx context.Context, arg ListAuditEventsParams) ([]AuditEvent, error)
 	ListCommands(ctx context.Context, arg ListCommandsParams) ([]Command, error)
+	// A page of a webhook's parked events, oldest first.
+	ListDeadLetters(ctx context.Context, arg ListDeadLettersParams) ([]ListDeadLettersRow, error)
 	// events/list: a tenant's outbox events.
 	// Newest first; the cursor is the last id seen.
 	ListEvents(ctx context.Context, arg ListEventsParams) ([]ListEventsRow, error)
@@ -246,6 +283,9 @@ type Querier interface {
 	ListenReconcile(ctx context.Context) error
 	LiveGateways(ctx context.Context) ([]Gateway, error)
 	LiveMembers(ctx context.Context, arg LiveMembersParams) ([]string, error)
+	// A tenant directly below parent, locked for a change of its status: it serialises with the
+	// tenant's own IAM changes, which lock the same row (LockTenant).
+	LockChildTenant(ctx context.Context, arg LockChildTenantParams) (Tenant, error)
 	// GetCommand inside a transaction, holding the row until it ends.
 	LockCommand(ctx context.Context, arg LockCommandParams) (Command, error)
 	// The reconcilers' read of a node, locked until the transaction ends.
@@ -265,15 +305,22 @@ type Querier interface {
 	LockPoolQuota(ctx context.Context, arg LockPoolQuotaParams) (PoolQuota, error)
 	// The secret of that name, locked for an update of its value.
 	LockSecret(ctx context.Context, arg LockSecretParams) (LockSecretRow, error)
-	// Serialises changes to a tenant's owners, so concurrent removals cannot leave it without one.
+	// Serialises a tenant's IAM changes (owners, their keys and bindings, promotions) and changes of
+	// its status: a check made after it holds until the commit.
 	LockTenant(ctx context.Context, id uuid.UUID) error
+	// Per-tenant caps (server/quota). A create takes its cap's lock, then counts what the tenant
+	// already holds, in the same transaction as its insert: the lock serialises the tenant's creates
+	// of one kind until commit, and each count is a new statement, so in READ COMMITTED it sees
+	// the rows of every create that held the lock before. Two concurrent creates cannot both pass.
+	// One advisory lock per (cap, tenant), held until the transaction ends.
+	LockTenantLimit(ctx context.Context, arg LockTenantLimitParams) error
 	// Tenants' node secrets. API statements take the caller's tenant id; values leave the database
 	// only sealed, and only to the gateway (GetSecretForNode).
 	// Serialises secret creation in a tenant, so the per-tenant limit holds.
 	LockTenantSecrets(ctx context.Context, tenantID uuid.UUID) error
-	// Tenants' webhooks. Every statement takes the caller's tenant id.
-	// Serialises webhook creation in a tenant, so the per-tenant limit holds.
-	LockTenantWebhooks(ctx context.Context, tenantID uuid.UUID) error
+	// WebhookState, locked until the transaction ends, so parking a webhook's events and
+	// webhooks/replayDeadLetters take turns.
+	LockWebhookState(ctx context.Context, id uuid.UUID) (LockWebhookStateRow, error)
 	// pending -> sent, for the commands of one node about to go out on its session; returns those
 	// that moved (the others were cancelled, expired or sent by someone else meanwhile).
 	MarkCommandsSent(ctx context.Context, arg MarkCommandsSentParams) ([]Command, error)
@@ -294,6 +341,11 @@ type Querier interface {
 	// pending -> placed, for those of the leases still pending; a lease of a reservation ends at the
 	// reservation's end at the latest.
 	MarkPoolLeasesPlaced(ctx context.Context, arg MarkPoolLeasesPlacedParams) ([]MarkPoolLeasesPlacedRow, error)
+	// The retry schedule ran out: from now on the webhook's events are parked, not delivered.
+	MarkWebhookFailing(ctx context.Context, arg MarkWebhookFailingParams) error
+	// webhooks/replayDeadLetters: the webhook is delivered to again. Its row lock orders the call
+	// against the sinks role parking its events (LockWebhookState).
+	MarkWebhookHealthy(ctx context.Context, arg MarkWebhookHealthyParams) (int64, error)
 	// Meters allocations still held, at most lim of them, up to through (an hour boundary) or their
 	// lease's end if that comes first (the placer may not have expired the lease yet): one usage
 	// record per lease, resource, model and UTC hour. Returns how many allocations it metered.
@@ -314,6 +366,9 @@ type Querier interface {
 	// events of its types), counted up to lim so a large backlog cannot make a scrape slow, and the
 	// age of the oldest of them.
 	OutboxLag(ctx context.Context, lim int32) ([]OutboxLagRow, error)
+	// Parks a webhook's events (parallel arrays, one element per event). Fenced like
+	// AdvanceSinkCursor, in the same transaction as the cursor's move past them.
+	ParkDeadLetters(ctx context.Context, arg ParkDeadLettersParams) (int64, error)
 	// Dispatch: the pending commands of the nodes, oldest first, that are not yet overdue.
 	PendingCommands(ctx context.Context, arg PendingCommandsParams) ([]Command, error)
 	// The pool's pending leases in creation order, after seq.
@@ -362,16 +417,23 @@ type Querier interface {
 	// Forgets members silent for much longer than a TTL (crashed processes).
 	PruneMembers(ctx context.Context, arg PruneMembersParams) error
 	// Deletes outbox rows older than keep_ms among the lim first in the sinks' read order (tx_id,
-	// id), windowed as PruneAuditEvents is, keeping every row some sink has not delivered yet: a
-	// row after any sink's cursor stays however old it is. A sink created later starts at the
+	// id), windowed as PruneAuditEvents is, keeping every row some healthy sink has not delivered
+	// yet: a row after such a sink's cursor stays however old it is. The cursors of failing webhooks
+	// do not count: their events are parked in webhook_dead_letters instead (a failing webhook
+	// whose dispatcher is not running for longer than keep_ms loses what it did not park), so one
+	// broken endpoint cannot stop pruning for every tenant. A sink created later starts at the
 	// horizon of its creation and never reads older rows (EnsureSinkCursor), so only existing
 	// cursors count.
 	PruneOutbox(ctx context.Context, arg PruneOutboxParams) (int64, error)
 	QueryUsageHourly(ctx context.Context, arg QueryUsageHourlyParams) ([]QueryUsageHourlyRow, error)
 	QueryUsageTotals(ctx context.Context, arg QueryUsageTotalsParams) ([]QueryUsageTotalsRow, error)
+	// Queues every parked event of a webhook for delivery again, after MarkWebhookHealthy.
+	QueueDeadLetters(ctx context.Context, arg QueueDeadLettersParams) (int64, error)
 	// Every tenant's events after the cursor and below a horizon from OutboxHorizon, in the sinks'
 	// read order.
 	ReadOutbox(ctx context.Context, arg ReadOutboxParams) ([]ReadOutboxRow, error)
+	// A webhook's events queued by webhooks/replayDeadLetters, oldest first.
+	ReadQueuedDeadLetters(ctx context.Context, arg ReadQueuedDeadLettersParams) ([]ReadQueuedDeadLettersRow, error)
 	// One tenant's events after the cursor, as ReadOutbox, optionally only of some types.
 	ReadTenantOutbox(ctx context.Context, arg ReadTenantOutboxParams) ([]ReadTenantOutboxRow, error)
 	// Depth and age of each kind's due keys, for metrics and doctor.
@@ -391,7 +453,10 @@ type Querier interface {
 	// The NodeSpec reconciler's outcome: labels and taints applied (null leaves them), the config
 	// the node applied (null leaves it), the generation observed and the conditions.
 	RecordNodeSpecStatus(ctx context.Context, arg RecordNodeSpecStatusParams) error
-	RecordSinkError(ctx context.Context, arg RecordSinkErrorParams) error
+	// Records a failed delivery, starting the sink's run of failures if none is running, and returns
+	// how long (by the database's clock) the run has lasted: the retry schedule gives up on a
+	// webhook's events once it exceeds webhooks.retry.giveUpAfter. No row: the cursor is gone.
+	RecordSinkError(ctx context.Context, arg RecordSinkErrorParams) (int64, error)
 	ReleaseLeases(ctx context.Context, arg ReleaseLeasesParams) error
 	ReleaseMigrationLock(ctx context.Context, lockKey int64) error
 	// Extends the holder's unexpired leases among the names; those not returned are lost.
@@ -408,7 +473,14 @@ type Querier interface {
 	RetirePKIAuthorities(ctx context.Context, arg RetirePKIAuthoritiesParams) error
 	RetryReconcile(ctx context.Context, arg RetryReconcileParams) error
 	RevokeJoinToken(ctx context.Context, arg RevokeJoinTokenParams) (JoinToken, error)
+	// On promotion to owner: the principal's keys that a non-owner minted (or that predate the
+	// record) stop working, so no key held by a non-owner becomes an owner's.
+	RevokeKeysNotMintedByOwner(ctx context.Context, arg RevokeKeysNotMintedByOwnerParams) ([]string, error)
 	RevokeNode(ctx context.Context, arg RevokeNodeParams) (Node, error)
+	// A deleted tenant's join tokens let no node join.
+	RevokeTenantJoinTokens(ctx context.Context, tenantID uuid.UUID) error
+	// Revokes every node of a tenant being deleted: renewal, secrets and sessions stop.
+	RevokeTenantNodes(ctx context.Context, tenantID uuid.UUID) ([]RevokeTenantNodesRow, error)
 	RevokedAmong(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error)
 	// From inside a reconcile of key: makes the key due again after delay_ms (by the database's
 	// clock). The runtime hides a key it works on by pushing due_at into the future; an enqueue
@@ -424,22 +496,33 @@ type Querier interface {
 	SetNodeLabels(ctx context.Context, arg SetNodeLabelsParams) error
 	// Moves a node from one of from_states to state; no row when it is in another state.
 	SetNodeState(ctx context.Context, arg SetNodeStateParams) (Node, error)
+	// Suspends (suspended true) or resumes a tenant; suspending a suspended tenant keeps the time.
+	SetTenantSuspended(ctx context.Context, arg SetTenantSuspendedParams) (Tenant, error)
 	// Nodes holding a session whose liveness stopped advancing.
 	SilentNodes(ctx context.Context, silentMs int64) (int64, error)
+	// Whether the sink is in a run of failures. Read after LockWebhookState, in the same
+	// transaction, it sees a replay that committed while the lock was awaited.
+	SinkRetrying(ctx context.Context, sink string) (bool, error)
 	// The NodeSpec reconciler's resync: live nodes whose spec is not observed, or whose state
 	// differs from it.
 	SpecDriftNodeKeys(ctx context.Context) ([]string, error)
 	// Spends one use, if the token still has one: the last statement of a join, so concurrent joins
 	// wait on the token's row lock only for each other's commit.
 	SpendJoinToken(ctx context.Context, id string) (int32, error)
+	TenantActiveLeaseIDs(ctx context.Context, tenantID uuid.UUID) ([]uuid.UUID, error)
 	// Which of ids are nodes of the tenant.
 	TenantNodesAmong(ctx context.Context, arg TenantNodesAmongParams) ([]uuid.UUID, error)
+	TombstoneTenant(ctx context.Context, id uuid.UUID) (Tenant, error)
 	// Records use at most once a minute per key, so authentication is not a write per request.
 	TouchAPIKey(ctx context.Context, id string) error
 	// Liveness from heartbeats, for many nodes in one statement.
 	TouchNodes(ctx context.Context, arg TouchNodesParams) error
+	// Keeps a webhook's newest max_rows parked events and deletes the older ones.
+	TrimDeadLetters(ctx context.Context, arg TrimDeadLettersParams) (int64, error)
 	// Webhooks whose dispatcher lease nobody holds: no process of the sinks role delivers them.
 	UndispatchedWebhooks(ctx context.Context) ([]uuid.UUID, error)
+	// The retry schedule ran out while replaying: queued events are parked again.
+	UnqueueDeadLetters(ctx context.Context, arg UnqueueDeadLettersParams) error
 	// Replaces the spec and bumps its generation, only when it changes (jsonb equality ignores key
 	// order and formatting); no row when the spec is the same.
 	UpdateNodeSpec(ctx context.Context, arg UpdateNodeSpecParams) (Node, error)
@@ -450,6 +533,8 @@ type Querier interface {
 	UpsertPoolQuota(ctx context.Context, arg UpsertPoolQuotaParams) (PoolQuota, error)
 	// The records not aggregated yet, and the age of the oldest (seconds; 0 when none).
 	UsageBacklog(ctx context.Context) (UsageBacklogRow, error)
+	// A webhook's state ('healthy' or 'failing') and, when failing, why. No row: it was deleted.
+	WebhookState(ctx context.Context, id uuid.UUID) (WebhookStateRow, error)
 }
 
 var _ Querier = (*Queries)(nil)

@@ -36,6 +36,46 @@ func (q *Queries) AdvanceSinkCursor(ctx context.Context, arg AdvanceSinkCursorPa
 	return result.RowsAffected(), nil
 }
 
+const clearSinkRetry = `-- name: ClearSinkRetry :exec
+UPDATE sink_cursors SET retry_since = NULL WHERE sink = $1 AND retry_since IS NOT NULL
+`
+
+// Ends the sink's run of failures: a round delivered everything it tried, or a replay restarts
+// the retry schedule.
+func (q *Queries) ClearSinkRetry(ctx context.Context, sink string) error {
+	_, err := q.db.Exec(ctx, clearSinkRetry, sink)
+	return err
+}
+
+const countDroppedDeadLetters = `-- name: CountDroppedDeadLetters :exec
+UPDATE webhooks SET dead_letters_dropped = dead_letters_dropped + $1::bigint WHERE id = $2
+`
+
+type CountDroppedDeadLettersParams struct {
+	Dropped int64
+	ID      uuid.UUID
+}
+
+func (q *Queries) CountDroppedDeadLetters(ctx context.Context, arg CountDroppedDeadLettersParams) error {
+	_, err := q.db.Exec(ctx, countDroppedDeadLetters, arg.Dropped, arg.ID)
+	return err
+}
+
+const deleteDeadLetters = `-- name: DeleteDeadLetters :exec
+DELETE FROM webhook_dead_letters WHERE webhook_id = $1 AND outbox_id = ANY($2::bigint[])
+`
+
+type DeleteDeadLettersParams struct {
+	WebhookID uuid.UUID
+	OutboxIds []int64
+}
+
+// Queued events that were delivered.
+func (q *Queries) DeleteDeadLetters(ctx context.Context, arg DeleteDeadLettersParams) error {
+	_, err := q.db.Exec(ctx, deleteDeadLetters, arg.WebhookID, arg.OutboxIds)
+	return err
+}
+
 const ensureSinkCursor = `-- name: EnsureSinkCursor :exec
 INSERT INTO sink_cursors (sink, webhook_id, tx_id, outbox_id)
 VALUES ($1, $2, pg_snapshot_xmin(pg_current_snapshot()), 0)
@@ -110,6 +150,40 @@ func (q *Queries) ListWebhookSinks(ctx context.Context) ([]ListWebhookSinksRow, 
 	return items, nil
 }
 
+const lockWebhookState = `-- name: LockWebhookState :one
+SELECT state, failure FROM webhooks WHERE id = $1 FOR UPDATE
+`
+
+type LockWebhookStateRow struct {
+	State   string
+	Failure string
+}
+
+// WebhookState, locked until the transaction ends, so parking a webhook's events and
+// webhooks/replayDeadLetters take turns.
+func (q *Queries) LockWebhookState(ctx context.Context, id uuid.UUID) (LockWebhookStateRow, error) {
+	row := q.db.QueryRow(ctx, lockWebhookState, id)
+	var i LockWebhookStateRow
+	err := row.Scan(&i.State, &i.Failure)
+	return i, err
+}
+
+const markWebhookFailing = `-- name: MarkWebhookFailing :exec
+UPDATE webhooks SET state = 'failing', failing_since = now(), failure = $1
+WHERE id = $2
+`
+
+type MarkWebhookFailingParams struct {
+	Failure string
+	ID      uuid.UUID
+}
+
+// The retry schedule ran out: from now on the webhook's events are parked, not delivered.
+func (q *Queries) MarkWebhookFailing(ctx context.Context, arg MarkWebhookFailingParams) error {
+	_, err := q.db.Exec(ctx, markWebhookFailing, arg.Failure, arg.ID)
+	return err
+}
+
 const outboxHorizon = `-- name: OutboxHorizon :one
 
 SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS horizon
@@ -125,6 +199,44 @@ func (q *Queries) OutboxHorizon(ctx context.Context) (int64, error) {
 	var horizon int64
 	err := row.Scan(&horizon)
 	return horizon, err
+}
+
+const parkDeadLetters = `-- name: ParkDeadLetters :execrows
+INSERT INTO webhook_dead_letters (webhook_id, tenant_id, outbox_id, type, subject, payload, created_at, error)
+SELECT $1, $2, unnest($3::bigint[]), unnest($4::text[]),
+       unnest($5::text[]), unnest($6::jsonb[]), unnest($7::timestamptz[]),
+       $8
+ON CONFLICT (webhook_id, outbox_id) DO NOTHING
+`
+
+type ParkDeadLettersParams struct {
+	WebhookID  uuid.UUID
+	TenantID   uuid.UUID
+	OutboxIds  []int64
+	Types      []string
+	Subjects   []string
+	Payloads   [][]byte
+	CreatedAts []time.Time
+	Error      string
+}
+
+// Parks a webhook's events (parallel arrays, one element per event). Fenced like
+// AdvanceSinkCursor, in the same transaction as the cursor's move past them.
+func (q *Queries) ParkDeadLetters(ctx context.Context, arg ParkDeadLettersParams) (int64, error) {
+	result, err := q.db.Exec(ctx, parkDeadLetters,
+		arg.WebhookID,
+		arg.TenantID,
+		arg.OutboxIds,
+		arg.Types,
+		arg.Subjects,
+		arg.Payloads,
+		arg.CreatedAts,
+		arg.Error,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const readOutbox = `-- name: ReadOutbox :many
@@ -172,6 +284,55 @@ func (q *Queries) ReadOutbox(ctx context.Context, arg ReadOutboxParams) ([]ReadO
 		if err := rows.Scan(
 			&i.ID,
 			&i.TxID,
+			&i.TenantID,
+			&i.Type,
+			&i.Subject,
+			&i.Payload,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const readQueuedDeadLetters = `-- name: ReadQueuedDeadLetters :many
+SELECT outbox_id, tenant_id, type, subject, payload, created_at FROM webhook_dead_letters
+WHERE webhook_id = $1 AND replay
+ORDER BY outbox_id
+LIMIT $2
+`
+
+type ReadQueuedDeadLettersParams struct {
+	WebhookID uuid.UUID
+	Lim       int32
+}
+
+type ReadQueuedDeadLettersRow struct {
+	OutboxID  int64
+	TenantID  uuid.UUID
+	Type      string
+	Subject   string
+	Payload   []byte
+	CreatedAt time.Time
+}
+
+// A webhook's events queued by webhooks/replayDeadLetters, oldest first.
+func (q *Queries) ReadQueuedDeadLetters(ctx context.Context, arg ReadQueuedDeadLettersParams) ([]ReadQueuedDeadLettersRow, error) {
+	rows, err := q.db.Query(ctx, readQueuedDeadLetters, arg.WebhookID, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReadQueuedDeadLettersRow{}
+	for rows.Next() {
+		var i ReadQueuedDeadLettersRow
+		if err := rows.Scan(
+			&i.OutboxID,
 			&i.TenantID,
 			&i.Type,
 			&i.Subject,
@@ -254,9 +415,12 @@ func (q *Queries) ReadTenantOutbox(ctx context.Context, arg ReadTenantOutboxPara
 	return items, nil
 }
 
-const recordSinkError = `-- name: RecordSinkError :exec
-UPDATE sink_cursors SET last_error = $1, last_error_at = now(), updated_at = now()
+const recordSinkError = `-- name: RecordSinkError :one
+UPDATE sink_cursors
+SET last_error = $1, last_error_at = now(), updated_at = now(),
+    retry_since = COALESCE(retry_since, now())
 WHERE sink = $2
+RETURNING (EXTRACT(EPOCH FROM now() - retry_since) * 1000)::bigint AS retrying_ms
 `
 
 type RecordSinkErrorParams struct {
@@ -264,7 +428,81 @@ type RecordSinkErrorParams struct {
 	Sink      string
 }
 
-func (q *Queries) RecordSinkError(ctx context.Context, arg RecordSinkErrorParams) error {
-	_, err := q.db.Exec(ctx, recordSinkError, arg.LastError, arg.Sink)
+// Records a failed delivery, starting the sink's run of failures if none is running, and returns
+// how long (by the database's clock) the run has lasted: the retry schedule gives up on a
+// webhook's events once it exceeds webhooks.retry.giveUpAfter. No row: the cursor is gone.
+func (q *Queries) RecordSinkError(ctx context.Context, arg RecordSinkErrorParams) (int64, error) {
+	row := q.db.QueryRow(ctx, recordSinkError, arg.LastError, arg.Sink)
+	var retrying_ms int64
+	err := row.Scan(&retrying_ms)
+	return retrying_ms, err
+}
+
+const sinkRetrying = `-- name: SinkRetrying :one
+SELECT (retry_since IS NOT NULL)::boolean AS retrying FROM sink_cursors WHERE sink = $1
+`
+
+// Whether the sink is in a run of failures. Read after LockWebhookState, in the same
+// transaction, it sees a replay that committed while the lock was awaited.
+func (q *Queries) SinkRetrying(ctx context.Context, sink string) (bool, error) {
+	row := q.db.QueryRow(ctx, sinkRetrying, sink)
+	var retrying bool
+	err := row.Scan(&retrying)
+	return retrying, err
+}
+
+const trimDeadLetters = `-- name: TrimDeadLetters :execrows
+DELETE FROM webhook_dead_letters d
+WHERE d.webhook_id = $1
+  AND d.outbox_id < (
+    SELECT k.outbox_id FROM webhook_dead_letters k WHERE k.webhook_id = $1
+    ORDER BY k.outbox_id DESC OFFSET $2::bigint - 1 LIMIT 1
+  )
+`
+
+type TrimDeadLettersParams struct {
+	WebhookID uuid.UUID
+	MaxRows   int64
+}
+
+// Keeps a webhook's newest max_rows parked events and deletes the older ones.
+func (q *Queries) TrimDeadLetters(ctx context.Context, arg TrimDeadLettersParams) (int64, error) {
+	result, err := q.db.Exec(ctx, trimDeadLetters, arg.WebhookID, arg.MaxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const unqueueDeadLetters = `-- name: UnqueueDeadLetters :exec
+UPDATE webhook_dead_letters SET replay = false, error = $1
+WHERE webhook_id = $2 AND replay
+`
+
+type UnqueueDeadLettersParams struct {
+	Error     string
+	WebhookID uuid.UUID
+}
+
+// The retry schedule ran out while replaying: queued events are parked again.
+func (q *Queries) UnqueueDeadLetters(ctx context.Context, arg UnqueueDeadLettersParams) error {
+	_, err := q.db.Exec(ctx, unqueueDeadLetters, arg.Error, arg.WebhookID)
 	return err
+}
+
+const webhookState = `-- name: WebhookState :one
+SELECT state, failure FROM webhooks WHERE id = $1
+`
+
+type WebhookStateRow struct {
+	State   string
+	Failure string
+}
+
+// A webhook's state ('healthy' or 'failing') and, when failing, why. No row: it was deleted.
+func (q *Queries) WebhookState(ctx context.Context, id uuid.UUID) (WebhookStateRow, error) {
+	row := q.db.QueryRow(ctx, webhookState, id)
+	var i WebhookStateRow
+	err := row.Scan(&i.State, &i.Failure)
+	return i, err
 }

@@ -13,9 +13,11 @@ import (
 )
 
 const countWebhooks = `-- name: CountWebhooks :one
+
 SELECT count(*) FROM webhooks WHERE tenant_id = $1
 `
 
+// Tenants' webhooks. Every statement takes the caller's tenant id.
 func (q *Queries) CountWebhooks(ctx context.Context, tenantID uuid.UUID) (int64, error) {
 	row := q.db.QueryRow(ctx, countWebhooks, tenantID)
 	var count int64
@@ -26,7 +28,7 @@ func (q *Queries) CountWebhooks(ctx context.Context, tenantID uuid.UUID) (int64,
 const createWebhook = `-- name: CreateWebhook :one
 INSERT INTO webhooks (id, tenant_id, url, description, event_types, secret_sealed)
 VALUES ($1, $2, $3, $4, $5::text[], $6)
-RETURNING id, tenant_id, url, description, event_types, secret_sealed, created_at
+RETURNING id, tenant_id, url, description, event_types, secret_sealed, created_at, state, failing_since, failure, dead_letters_dropped
 `
 
 type CreateWebhookParams struct {
@@ -56,6 +58,10 @@ func (q *Queries) CreateWebhook(ctx context.Context, arg CreateWebhookParams) (W
 		&i.EventTypes,
 		&i.SecretSealed,
 		&i.CreatedAt,
+		&i.State,
+		&i.FailingSince,
+		&i.Failure,
+		&i.DeadLettersDropped,
 	)
 	return i, err
 }
@@ -80,7 +86,9 @@ func (q *Queries) DeleteWebhook(ctx context.Context, arg DeleteWebhookParams) (i
 
 const getWebhook = `-- name: GetWebhook :one
 SELECT w.id, w.tenant_id, w.url, w.description, w.event_types, w.secret_sealed, w.created_at,
-       COALESCE(c.last_error, '')::text AS last_error, c.last_error_at
+       COALESCE(c.last_error, '')::text AS last_error, c.last_error_at,
+       w.state, w.failing_since, w.failure, w.dead_letters_dropped,
+       (SELECT count(*) FROM webhook_dead_letters d WHERE d.webhook_id = w.id)::bigint AS dead_letters
 FROM webhooks w LEFT JOIN sink_cursors c ON c.webhook_id = w.id
 WHERE w.tenant_id = $1 AND w.id = $2
 `
@@ -91,15 +99,20 @@ type GetWebhookParams struct {
 }
 
 type GetWebhookRow struct {
-	ID           uuid.UUID
-	TenantID     uuid.UUID
-	Url          string
-	Description  string
-	EventTypes   []string
-	SecretSealed []byte
-	CreatedAt    time.Time
-	LastError    string
-	LastErrorAt  *time.Time
+	ID                 uuid.UUID
+	TenantID           uuid.UUID
+	Url                string
+	Description        string
+	EventTypes         []string
+	SecretSealed       []byte
+	CreatedAt          time.Time
+	LastError          string
+	LastErrorAt        *time.Time
+	State              string
+	FailingSince       *time.Time
+	Failure            string
+	DeadLettersDropped int64
+	DeadLetters        int64
 }
 
 func (q *Queries) GetWebhook(ctx context.Context, arg GetWebhookParams) (GetWebhookRow, error) {
@@ -115,13 +128,80 @@ func (q *Queries) GetWebhook(ctx context.Context, arg GetWebhookParams) (GetWebh
 		&i.CreatedAt,
 		&i.LastError,
 		&i.LastErrorAt,
+		&i.State,
+		&i.FailingSince,
+		&i.Failure,
+		&i.DeadLettersDropped,
+		&i.DeadLetters,
 	)
 	return i, err
 }
 
+const listDeadLetters = `-- name: ListDeadLetters :many
+SELECT outbox_id, type, subject, payload, created_at, parked_at, error, replay FROM webhook_dead_letters
+WHERE tenant_id = $1 AND webhook_id = $2 AND outbox_id > $3::bigint
+ORDER BY outbox_id
+LIMIT $4
+`
+
+type ListDeadLettersParams struct {
+	TenantID  uuid.UUID
+	WebhookID uuid.UUID
+	After     int64
+	Lim       int32
+}
+
+type ListDeadLettersRow struct {
+	OutboxID  int64
+	Type      string
+	Subject   string
+	Payload   []byte
+	CreatedAt time.Time
+	ParkedAt  time.Time
+	Error     string
+	Replay    bool
+}
+
+// A page of a webhook's parked events, oldest first.
+func (q *Queries) ListDeadLetters(ctx context.Context, arg ListDeadLettersParams) ([]ListDeadLettersRow, error) {
+	rows, err := q.db.Query(ctx, listDeadLetters,
+		arg.TenantID,
+		arg.WebhookID,
+		arg.After,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListDeadLettersRow{}
+	for rows.Next() {
+		var i ListDeadLettersRow
+		if err := rows.Scan(
+			&i.OutboxID,
+			&i.Type,
+			&i.Subject,
+			&i.Payload,
+			&i.CreatedAt,
+			&i.ParkedAt,
+			&i.Error,
+			&i.Replay,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listWebhooks = `-- name: ListWebhooks :many
 SELECT w.id, w.tenant_id, w.url, w.description, w.event_types, w.secret_sealed, w.created_at,
-       COALESCE(c.last_error, '')::text AS last_error, c.last_error_at
+       COALESCE(c.last_error, '')::text AS last_error, c.last_error_at,
+       w.state, w.failing_since, w.failure, w.dead_letters_dropped,
+       (SELECT count(*) FROM webhook_dead_letters d WHERE d.webhook_id = w.id)::bigint AS dead_letters
 FROM webhooks w LEFT JOIN sink_cursors c ON c.webhook_id = w.id
 WHERE w.tenant_id = $1 AND w.id > $2
 ORDER BY w.id
@@ -135,15 +215,20 @@ type ListWebhooksParams struct {
 }
 
 type ListWebhooksRow struct {
-	ID           uuid.UUID
-	TenantID     uuid.UUID
-	Url          string
-	Description  string
-	EventTypes   []string
-	SecretSealed []byte
-	CreatedAt    time.Time
-	LastError    string
-	LastErrorAt  *time.Time
+	ID                 uuid.UUID
+	TenantID           uuid.UUID
+	Url                string
+	Description        string
+	EventTypes         []string
+	SecretSealed       []byte
+	CreatedAt          time.Time
+	LastError          string
+	LastErrorAt        *time.Time
+	State              string
+	FailingSince       *time.Time
+	Failure            string
+	DeadLettersDropped int64
+	DeadLetters        int64
 }
 
 func (q *Queries) ListWebhooks(ctx context.Context, arg ListWebhooksParams) ([]ListWebhooksRow, error) {
@@ -165,6 +250,11 @@ func (q *Queries) ListWebhooks(ctx context.Context, arg ListWebhooksParams) ([]L
 			&i.CreatedAt,
 			&i.LastError,
 			&i.LastErrorAt,
+			&i.State,
+			&i.FailingSince,
+			&i.Failure,
+			&i.DeadLettersDropped,
+			&i.DeadLetters,
 		); err != nil {
 			return nil, err
 		}
@@ -176,14 +266,41 @@ func (q *Queries) ListWebhooks(ctx context.Context, arg ListWebhooksParams) ([]L
 	return items, nil
 }
 
-const lockTenantWebhooks = `-- name: LockTenantWebhooks :exec
-
-SELECT pg_advisory_xact_lock(hashtextextended('webhooks:' || $1::uuid::text, 0))
+const markWebhookHealthy = `-- name: MarkWebhookHealthy :execrows
+UPDATE webhooks SET state = 'healthy', failing_since = NULL, failure = ''
+WHERE tenant_id = $1 AND id = $2
 `
 
-// Tenants' webhooks. Every statement takes the caller's tenant id.
-// Serialises webhook creation in a tenant, so the per-tenant limit holds.
-func (q *Queries) LockTenantWebhooks(ctx context.Context, tenantID uuid.UUID) error {
-	_, err := q.db.Exec(ctx, lockTenantWebhooks, tenantID)
-	return err
+type MarkWebhookHealthyParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// webhooks/replayDeadLetters: the webhook is delivered to again. Its row lock orders the call
+// against the sinks role parking its events (LockWebhookState).
+func (q *Queries) MarkWebhookHealthy(ctx context.Context, arg MarkWebhookHealthyParams) (int64, error) {
+	result, err := q.db.Exec(ctx, markWebhookHealthy, arg.TenantID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const queueDeadLetters = `-- name: QueueDeadLetters :execrows
+UPDATE webhook_dead_letters SET replay = true
+WHERE tenant_id = $1 AND webhook_id = $2 AND NOT replay
+`
+
+type QueueDeadLettersParams struct {
+	TenantID  uuid.UUID
+	WebhookID uuid.UUID
+}
+
+// Queues every parked event of a webhook for delivery again, after MarkWebhookHealthy.
+func (q *Queries) QueueDeadLetters(ctx context.Context, arg QueueDeadLettersParams) (int64, error) {
+	result, err := q.db.Exec(ctx, queueDeadLetters, arg.TenantID, arg.WebhookID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

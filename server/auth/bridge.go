@@ -20,7 +20,8 @@ import (
 // may call a method; nothing else in the server knows how identities are stored.
 type Bridge interface {
 	// Authenticate resolves the request's credential. It returns (nil, nil) when the request
-	// carries none, and an Unauthenticated error when it carries a bad one.
+	// carries none, an Unauthenticated error when it carries a bad one, and a PermissionDenied
+	// error when the credential's tenant is suspended.
 	Authenticate(ctx context.Context, header http.Header) (*Principal, error)
 	// Authorize returns nil when p may call a method that requires permission, and a
 	// PermissionDenied error otherwise.
@@ -44,7 +45,9 @@ func NewEmbedded(pool *pgxpool.Pool, log *slog.Logger) *Embedded {
 	return &Embedded{pool: pool, log: log, now: time.Now}
 }
 
-// Authenticate accepts "Authorization: Bearer bck_…".
+// Authenticate accepts "Authorization: Bearer bck_…". Keys of a suspended tenant are refused
+// with PermissionDenied, from the commit of the suspension on: the tenant's status is read with
+// the key, at every call.
 func (e *Embedded) Authenticate(ctx context.Context, header http.Header) (*Principal, error) {
 	authz := header.Get("Authorization")
 	if authz == "" {
@@ -66,6 +69,14 @@ func (e *Embedded) Authenticate(ctx context.Context, header http.Header) (*Princ
 	}
 	if err != nil {
 		return nil, fmt.Errorf("authenticate API key %s: %w", key.ID, err)
+	}
+	if row.DeletedAt != nil {
+		// Deletion deletes the tenant's keys: a key that outlived it is not valid either.
+		return nil, apierr.Unauthenticated("API key %s is not valid (deleted or never issued)", key.ID)
+	}
+	if row.SuspendedAt != nil {
+		return nil, apierr.PermissionDenied("tenant %s is suspended (since %s): its API keys are refused until the root tenant resumes it",
+			row.TenantName, row.SuspendedAt.UTC().Format(time.RFC3339))
 	}
 	now := e.now()
 	if row.ExpiresAt != nil && !now.Before(*row.ExpiresAt) {
@@ -91,11 +102,19 @@ func (e *Embedded) Authenticate(ctx context.Context, header http.Header) (*Princ
 	return p, nil
 }
 
-// Authorize decides by the principal's roles. Creating tenants is reserved to the root tenant,
-// whatever the role.
+// rootOnly are the permissions only principals of the root tenant hold, whatever their role:
+// changing tenants themselves (creating, suspending, resuming and deleting those below it).
+var rootOnly = map[string]string{
+	"tenants.create": "create tenants",
+	"tenants.write":  "suspend or resume tenants",
+	"tenants.delete": "delete tenants",
+}
+
+// Authorize decides by the principal's roles. The rootOnly permissions are reserved to the root
+// tenant, whatever the role.
 func (e *Embedded) Authorize(_ context.Context, p *Principal, permission string) error {
-	if permission == "tenants.create" && !p.RootTenant {
-		return apierr.PermissionDenied("only principals of the root tenant may create tenants")
+	if what, ok := rootOnly[permission]; ok && !p.RootTenant {
+		return apierr.PermissionDenied("only principals of the root tenant may %s", what)
 	}
 	if !p.Can(permission) {
 		return apierr.PermissionDenied("permission %s is not granted to principal %s (roles: %s)", permission, p.Name, rolesString(p.Roles))

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/better-compute/better-compute/command"
 	"github.com/better-compute/better-compute/gen/db"
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
@@ -27,6 +28,7 @@ import (
 	"github.com/better-compute/better-compute/server/auth"
 	"github.com/better-compute/better-compute/server/nodes"
 	"github.com/better-compute/better-compute/server/page"
+	"github.com/better-compute/better-compute/server/quota"
 	lifecycle "github.com/better-compute/better-compute/workers/commands"
 )
 
@@ -76,8 +78,8 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 		}
 		selector = nodes.EncodeLabels(req.GetLabelSelector())
 	}
-	if t := req.GetType(); t == "" || len(t) > 128 || strings.TrimSpace(t) != t {
-		return nil, apierr.InvalidArgument("type", "must be 1 to 128 characters without surrounding spaces")
+	if !command.Known(req.GetType()) {
+		return nil, apierr.InvalidArgument("type", "must be a known command type: %s", strings.Join(command.Types(), ", "))
 	}
 	payload := []byte("{}")
 	if req.GetPayload() != nil {
@@ -129,6 +131,9 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 			}
 			targets = ids
 			tx.Target("selector", string(selector))
+		}
+		if err := quota.Check(ctx, tx.Q, tid, quota.CommandsPerMinute, len(targets)); err != nil {
+			return nil, err
 		}
 		out := &commandsv1.CreateResponse{}
 		deadline := time.Now().Add(timeout)

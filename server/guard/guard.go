@@ -1,9 +1,11 @@
 // Package guard is the interceptor every API call passes through. In order, it finds the method
-// in the registry, refuses JSON calls without the X-Better-Compute header (a CSRF guard),
-// authenticates the caller and authorizes the method's permission through the IAM bridge,
-// checks the Idempotency-Key header, and afterwards turns any error into a Connect error in one
-// place, logs the call, counts it in the API metrics and records failed mutations in the audit
-// log.
+// in the registry, takes a token from the client address's bucket, refuses JSON calls without
+// the X-Better-Compute header (a CSRF guard), authenticates the caller, takes a token from the
+// API key's bucket, authorizes the method's permission through the IAM bridge, checks the
+// Idempotency-Key header, and afterwards turns any error into a Connect error in one place, logs
+// the call, counts it in the API metrics and records an authenticated principal's failed
+// mutations in the audit log. Refused calls without a principal leave no audit row: they are
+// counted (bc_api_anonymous_refusals_total) and logged a few a minute.
 package guard
 
 import (
@@ -23,6 +25,8 @@ import (
 	"github.com/better-compute/better-compute/metrics"
 	"github.com/better-compute/better-compute/server/apierr"
 	"github.com/better-compute/better-compute/server/auth"
+	"github.com/better-compute/better-compute/server/quota"
+	"github.com/better-compute/better-compute/server/ratelimit"
 	"github.com/better-compute/better-compute/server/registry"
 	"github.com/better-compute/better-compute/server/requestid"
 )
@@ -65,6 +69,14 @@ type Guard struct {
 	pool     *pgxpool.Pool
 	log      *slog.Logger
 	metrics  *metrics.API
+
+	// Token buckets (nil: no limit), the proxies trusted to name the client, and the tenant caps
+	// attached to every call; see WithRateLimits.
+	byAddress, byKey *ratelimit.Limiter
+	proxies          ratelimit.Proxies
+	tenantLimits     quota.Limits
+	refusals         *metrics.Refusals
+	anonymousLog     *sampler
 }
 
 var _ connect.Interceptor = (*Guard)(nil)
@@ -72,7 +84,8 @@ var _ connect.Interceptor = (*Guard)(nil)
 // New returns a guard for the methods of reg, deciding through bridge and recording failed
 // mutations in pool's audit log.
 func New(reg *registry.Registry, bridge auth.Bridge, pool *pgxpool.Pool, log *slog.Logger) *Guard {
-	return &Guard{registry: reg, bridge: bridge, pool: pool, log: log}
+	return &Guard{registry: reg, bridge: bridge, pool: pool, log: log,
+		anonymousLog: newSampler(anonymousLogLines, anonymousLogInterval)}
 }
 
 // WithMetrics makes the guard count every call it finishes, by method and code, and time it.
@@ -89,6 +102,9 @@ func (g *Guard) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		}
 		start := time.Now()
 		ctx, call, err := g.admit(ctx, req.Spec().Procedure, req.Header(), req.Peer())
+		if err == nil {
+			err = checkText(req.Any())
+		}
 		var res connect.AnyResponse
 		if err == nil {
 			res, err = next(ctx, req)
@@ -120,11 +136,15 @@ func (g *Guard) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.
 func (g *Guard) admit(ctx context.Context, procedure string, h http.Header, peer connect.Peer) (context.Context, *Call, error) {
 	call := &Call{RequestID: requestid.From(ctx)}
 	ctx = context.WithValue(ctx, callKey{}, call)
+	ctx = quota.WithLimits(ctx, g.tenantLimits)
 	m, ok := g.registry.ByProcedure(procedure)
 	if !ok {
 		return ctx, call, apierr.PermissionDenied("%s is not in the method registry", procedure)
 	}
 	call.Method = m
+	if err := g.limitAddress(h, peer); err != nil {
+		return ctx, call, err
+	}
 	if m.Public {
 		return ctx, call, nil
 	}
@@ -141,6 +161,9 @@ func (g *Guard) admit(ctx context.Context, procedure string, h http.Header, peer
 	}
 	call.Principal = p
 	ctx = auth.WithPrincipal(ctx, p)
+	if err := g.limitKey(p); err != nil {
+		return ctx, call, err
+	}
 	if err := g.bridge.Authorize(ctx, p, m.Permission); err != nil {
 		return ctx, call, err
 	}
@@ -189,30 +212,40 @@ func (g *Guard) finish(ctx context.Context, call *Call, err error, start time.Ti
 		return nil
 	}
 	cerr, internal := apierr.ToConnect(err, call.RequestID)
-	g.metrics.Observe(group, name, cerr.Code().String(), elapsed)
-	attrs = append(attrs, slog.String("code", cerr.Code().String()))
-	if internal {
+	code := cerr.Code().String()
+	g.metrics.Observe(group, name, code, elapsed)
+	attrs = append(attrs, slog.String("code", code))
+	switch {
+	case internal:
 		g.log.LogAttrs(ctx, slog.LevelError, "call failed", append(attrs, slog.String("err", err.Error()))...)
-	} else {
+	case call.Principal == nil:
+		// Anyone can send these, as fast as they like: count every one, log a sample.
+		g.refusals.Anonymous(code)
+		if ok, suppressed := g.anonymousLog.take(); ok {
+			g.log.LogAttrs(ctx, slog.LevelInfo, "anonymous call refused", append(attrs,
+				slog.String("err", cerr.Message()), slog.Int("suppressed_since_last", suppressed))...)
+		}
+	default:
 		g.log.LogAttrs(ctx, slog.LevelInfo, "call refused", append(attrs, slog.String("err", cerr.Message()))...)
 	}
-	if m != nil && m.Audit {
-		g.auditFailure(ctx, call, cerr.Code().String())
+	if m != nil && m.Audit && call.Principal != nil {
+		g.auditFailure(ctx, call, code)
 	}
 	return cerr
 }
 
-// auditFailure records a mutating call that changed nothing. Its transaction, if any, has
-// rolled back, so the row is written on its own; a failure to write it is logged, not returned,
-// because the caller's answer is already decided.
+// auditFailure records a mutating call of an authenticated principal that changed nothing
+// (calls without a principal are counted and sampled in the log instead: anyone can send them,
+// and a row each would let anyone grow the audit log). Its transaction, if any, has rolled back,
+// so the row is written on its own; a failure to write it is logged, not returned, because the
+// caller's answer is already decided.
 func (g *Guard) auditFailure(ctx context.Context, call *Call, outcome string) {
+	p := call.Principal
 	params := db.InsertAuditEventParams{
 		Method:    call.Method.Group + "/" + call.Method.Name,
 		Outcome:   outcome,
 		RequestID: call.RequestID,
-	}
-	if p := call.Principal; p != nil {
-		params.TenantID, params.PrincipalID = &p.TenantID, &p.ID
+		TenantID:  &p.TenantID, PrincipalID: &p.ID,
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

@@ -85,11 +85,12 @@ func createOwner(ctx context.Context, q *db.Queries, tenant uuid.UUID, name stri
 	return pr, key, err
 }
 
-// createKey mints a key for pr that does not expire.
+// createKey mints a key for pr that does not expire. Its creator is the CLI or the creation of
+// a tenant, which act with the authority of an owner: the key counts as minted by an owner.
 func createKey(ctx context.Context, q *db.Queries, pr db.Principal, name string) (auth.Key, error) {
 	key := auth.NewKey()
 	if _, err := q.CreateAPIKey(ctx, db.CreateAPIKeyParams{
-		ID: key.ID, TenantID: pr.TenantID, PrincipalID: pr.ID, Name: name, SecretHash: key.Hash(),
+		ID: key.ID, TenantID: pr.TenantID, PrincipalID: pr.ID, Name: name, SecretHash: key.Hash(), CreatedByOwner: true,
 	}); err != nil {
 		return auth.Key{}, fmt.Errorf("create key for %q: %w", pr.Name, err)
 	}

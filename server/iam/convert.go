@@ -50,7 +50,7 @@ func optionalTime(t *time.Time) *timestamppb.Timestamp {
 func tenantToProto(t db.Tenant) *iamv1.Tenant {
 	out := &iamv1.Tenant{
 		Id: t.ID.String(), Name: t.Name, DisplayName: t.DisplayName, Root: t.IsRoot,
-		CreateTime: timestamppb.New(t.CreatedAt),
+		CreateTime: timestamppb.New(t.CreatedAt), SuspendTime: optionalTime(t.SuspendedAt), DeleteTime: optionalTime(t.DeletedAt),
 	}
 	if t.ParentID != nil {
 		out.ParentId = t.ParentID.String()
@@ -66,11 +66,15 @@ func principalToProto(p db.Principal) *iamv1.Principal {
 }
 
 func apiKeyToProto(k db.ApiKey) *iamv1.ApiKey {
-	return &iamv1.ApiKey{
+	out := &iamv1.ApiKey{
 		Id: k.ID, TenantId: k.TenantID.String(), PrincipalId: k.PrincipalID.String(), Name: k.Name,
 		ExpireTime: optionalTime(k.ExpiresAt), LastUsedTime: optionalTime(k.LastUsedAt),
-		CreateTime: timestamppb.New(k.CreatedAt),
+		CreateTime: timestamppb.New(k.CreatedAt), CreatedByOwner: k.CreatedByOwner,
 	}
+	if k.CreatedBy != nil {
+		out.CreatorPrincipalId = k.CreatedBy.String()
+	}
+	return out
 }
 
 func roleBindingToProto(b db.RoleBinding) *iamv1.RoleBinding {

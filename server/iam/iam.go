@@ -4,8 +4,8 @@ package iam
 
 import (
 	"context"
+	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -18,21 +18,38 @@ import (
 	"github.com/better-compute/better-compute/server/admission"
 	"github.com/better-compute/better-compute/server/apierr"
 	"github.com/better-compute/better-compute/server/auth"
+	"github.com/better-compute/better-compute/server/nodes"
 	"github.com/better-compute/better-compute/server/page"
+	"github.com/better-compute/better-compute/server/quota"
 )
 
 // Service answers IamService calls.
 type Service struct {
-	pool  *pgxpool.Pool
-	admit *admission.Admitter
-	now   func() time.Time
+	pool     *pgxpool.Pool
+	admit    *admission.Admitter
+	now      func() time.Time
+	notifier nodes.RevocationNotifier
 }
 
 var _ iamv1connect.IamServiceHandler = (*Service)(nil)
 
+// Option configures the service.
+type Option func(*Service)
+
+// WithRevocationNotifier has DeleteTenant tell the gateways, after its commit, to end the
+// sessions of the nodes it revoked. Without it (or with nil) the gateways' own poll ends them
+// within a few seconds.
+func WithRevocationNotifier(n nodes.RevocationNotifier) Option {
+	return func(s *Service) { s.notifier = n }
+}
+
 // New returns the service.
-func New(pool *pgxpool.Pool, admit *admission.Admitter) *Service {
-	return &Service{pool: pool, admit: admit, now: time.Now}
+func New(pool *pgxpool.Pool, admit *admission.Admitter, opts ...Option) *Service {
+	s := &Service{pool: pool, admit: admit, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 var tenantName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -132,6 +149,9 @@ func (s *Service) CreatePrincipal(ctx context.Context, req *iamv1.CreatePrincipa
 	}
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*iamv1.CreatePrincipalResponse, error) {
+		if err := quota.Check(ctx, tx.Q, p.TenantID, quota.Principals, 1); err != nil {
+			return nil, err
+		}
 		pr, err := tx.Q.CreatePrincipal(ctx, db.CreatePrincipalParams{
 			ID: uuid.Must(uuid.NewV7()), TenantID: p.TenantID, Kind: kind, Name: req.GetName(), Email: req.GetEmail(),
 		})
@@ -178,7 +198,7 @@ func (s *Service) ListPrincipals(ctx context.Context, req *iamv1.ListPrincipalsR
 }
 
 // DeletePrincipal deletes a principal, its keys and its bindings. Deleting an owner needs the
-// owner role, and the last owner cannot be deleted.
+// owner role, and the last owner (or the last owner with a usable key) cannot be deleted.
 func (s *Service) DeletePrincipal(ctx context.Context, req *iamv1.DeletePrincipalRequest) (*iamv1.DeletePrincipalResponse, error) {
 	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
@@ -187,12 +207,16 @@ func (s *Service) DeletePrincipal(ctx context.Context, req *iamv1.DeletePrincipa
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*iamv1.DeletePrincipalResponse, error) {
 		tx.Target("principal", id)
-		roles, err := lockedRoles(ctx, tx.Q, p.TenantID, id)
+		o, err := lockOwners(ctx, tx.Q, p)
 		if err != nil {
 			return nil, err
 		}
-		if slices.Contains(roles, string(auth.RoleOwner)) {
-			if err := removingOwner(ctx, tx.Q, p); err != nil {
+		owner, err := o.isOwner(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if owner {
+			if err := o.removingOwner(ctx, id); err != nil {
 				return nil, err
 			}
 		}
@@ -207,7 +231,8 @@ func (s *Service) DeletePrincipal(ctx context.Context, req *iamv1.DeletePrincipa
 	})
 }
 
-// CreateApiKey mints a key for a principal of the caller's tenant.
+// CreateApiKey mints a key for a principal of the caller's tenant. Only owners mint keys for an
+// owner; the key records its creator and whether the creator was an owner (see CreateRoleBinding).
 func (s *Service) CreateApiKey(ctx context.Context, req *iamv1.CreateApiKeyRequest) (*iamv1.CreateApiKeyResponse, error) {
 	pid, err := apierr.ParseID("principal_id", req.GetPrincipalId())
 	if err != nil {
@@ -229,17 +254,27 @@ func (s *Service) CreateApiKey(ctx context.Context, req *iamv1.CreateApiKeyReque
 	}
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*iamv1.CreateApiKeyResponse, error) {
-		roles, err := lockedRoles(ctx, tx.Q, p.TenantID, pid)
+		o, err := lockOwners(ctx, tx.Q, p)
+		if err != nil {
+			return nil, err
+		}
+		owner, err := o.isOwner(ctx, pid)
 		if err != nil {
 			return nil, err
 		}
 		// A key acts with its principal's roles: minting one for an owner is acting as owner.
-		if slices.Contains(roles, string(auth.RoleOwner)) && pid != p.ID && !p.Can("iam.own") {
-			return nil, apierr.PermissionDenied("only owners may create keys for an owner")
+		if owner {
+			if err := o.requireOwner("create API keys for an owner"); err != nil {
+				return nil, err
+			}
+		}
+		if err := quota.Check(ctx, tx.Q, p.TenantID, quota.APIKeys, 1); err != nil {
+			return nil, err
 		}
 		key := auth.NewKey()
 		k, err := tx.Q.CreateAPIKey(ctx, db.CreateAPIKeyParams{
 			ID: key.ID, TenantID: p.TenantID, PrincipalID: pid, Name: req.GetName(), SecretHash: key.Hash(), ExpiresAt: expires,
+			CreatedBy: &p.ID, CreatedByOwner: o.callerIsOwner,
 		})
 		if err != nil {
 			return nil, err
@@ -271,26 +306,46 @@ func (s *Service) ListApiKeys(ctx context.Context, req *iamv1.ListApiKeysRequest
 	return res, nil
 }
 
-// DeleteApiKey revokes a key; the next call with it is refused.
+// DeleteApiKey revokes a key; the next call with it is refused. Only owners revoke an owner's
+// keys, and the tenant's last usable owner key cannot be revoked.
 func (s *Service) DeleteApiKey(ctx context.Context, req *iamv1.DeleteApiKeyRequest) (*iamv1.DeleteApiKeyResponse, error) {
-	if req.GetId() == "" {
-		return nil, apierr.InvalidArgument("id", "required")
+	id := req.GetId()
+	if id == "" || len(id) > 64 {
+		return nil, apierr.InvalidArgument("id", "must be an API key id (1 to 64 characters)")
 	}
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*iamv1.DeleteApiKeyResponse, error) {
-		tx.Target("apiKey", req.GetId())
-		n, err := tx.Q.DeleteAPIKey(ctx, db.DeleteAPIKeyParams{TenantID: p.TenantID, ID: req.GetId()})
+		tx.Target("apiKey", id)
+		o, err := lockOwners(ctx, tx.Q, p)
 		if err != nil {
 			return nil, err
 		}
-		if n == 0 {
-			return nil, apierr.NotFound("API key %s not found", req.GetId())
+		k, err := tx.Q.GetAPIKey(ctx, db.GetAPIKeyParams{TenantID: p.TenantID, ID: id})
+		if err != nil {
+			return nil, apierr.NotFoundIfNoRows(err, "API key %s not found", id)
+		}
+		owner, err := o.isOwner(ctx, k.PrincipalID)
+		if err != nil {
+			return nil, err
+		}
+		if owner {
+			if err := o.requireOwner("revoke the API keys of an owner"); err != nil {
+				return nil, err
+			}
+			if err := o.keepsUsableOwnerKey(ctx, &id, nil); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := tx.Q.DeleteAPIKey(ctx, db.DeleteAPIKeyParams{TenantID: p.TenantID, ID: id}); err != nil {
+			return nil, err
 		}
 		return &iamv1.DeleteApiKeyResponse{}, nil
 	})
 }
 
-// CreateRoleBinding grants a role.
+// CreateRoleBinding grants a role. Granting owner, or any role to an owner, needs the owner role.
+// Granting owner revokes the principal's keys that a non-owner minted: such a key may be in a
+// non-owner's hands, and must not start acting as an owner's.
 func (s *Service) CreateRoleBinding(ctx context.Context, req *iamv1.CreateRoleBindingRequest) (*iamv1.CreateRoleBindingResponse, error) {
 	pid, err := apierr.ParseID("principal_id", req.GetPrincipalId())
 	if err != nil {
@@ -301,11 +356,22 @@ func (s *Service) CreateRoleBinding(ctx context.Context, req *iamv1.CreateRoleBi
 		return nil, apierr.InvalidArgument("role", "must be ROLE_OWNER, ROLE_ADMIN, ROLE_OPERATOR or ROLE_VIEWER")
 	}
 	p := auth.Caller(ctx)
-	if role == auth.RoleOwner && !p.Can("iam.own") {
-		return nil, apierr.PermissionDenied("only owners may grant the owner role")
-	}
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*iamv1.CreateRoleBindingResponse, error) {
-		if _, err := lockedRoles(ctx, tx.Q, p.TenantID, pid); err != nil {
+		o, err := lockOwners(ctx, tx.Q, p)
+		if err != nil {
+			return nil, err
+		}
+		owner, err := o.isOwner(ctx, pid)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case role == auth.RoleOwner:
+			err = o.requireOwner("grant the owner role")
+		case owner:
+			err = o.requireOwner("change the role bindings of an owner")
+		}
+		if err != nil {
 			return nil, err
 		}
 		b, err := tx.Q.CreateRoleBinding(ctx, db.CreateRoleBindingParams{
@@ -318,7 +384,13 @@ func (s *Service) CreateRoleBinding(ctx context.Context, req *iamv1.CreateRoleBi
 			return nil, err
 		}
 		tx.Target("roleBinding", b.ID)
-		return &iamv1.CreateRoleBindingResponse{RoleBinding: roleBindingToProto(b)}, nil
+		res := &iamv1.CreateRoleBindingResponse{RoleBinding: roleBindingToProto(b)}
+		if role == auth.RoleOwner && !owner {
+			if res.RevokedApiKeyIds, err = tx.Q.RevokeKeysNotMintedByOwner(ctx, db.RevokeKeysNotMintedByOwnerParams{TenantID: p.TenantID, PrincipalID: pid}); err != nil {
+				return nil, fmt.Errorf("revoke keys of new owner %s that a non-owner minted: %w", pid, err)
+			}
+		}
+		return res, nil
 	})
 }
 
@@ -344,8 +416,8 @@ func (s *Service) ListRoleBindings(ctx context.Context, req *iamv1.ListRoleBindi
 	return res, nil
 }
 
-// DeleteRoleBinding removes a binding. Removing an owner needs the owner role, and the last
-// owner cannot be removed.
+// DeleteRoleBinding removes a binding. Removing an owner, or any binding of an owner, needs the
+// owner role, and the last owner (or the last owner with a usable key) cannot be removed.
 func (s *Service) DeleteRoleBinding(ctx context.Context, req *iamv1.DeleteRoleBindingRequest) (*iamv1.DeleteRoleBindingResponse, error) {
 	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
@@ -354,48 +426,30 @@ func (s *Service) DeleteRoleBinding(ctx context.Context, req *iamv1.DeleteRoleBi
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*iamv1.DeleteRoleBindingResponse, error) {
 		tx.Target("roleBinding", id)
-		if err := tx.Q.LockTenant(ctx, p.TenantID); err != nil {
+		o, err := lockOwners(ctx, tx.Q, p)
+		if err != nil {
 			return nil, err
 		}
 		b, err := tx.Q.GetRoleBinding(ctx, db.GetRoleBindingParams{TenantID: p.TenantID, ID: id})
 		if err != nil {
 			return nil, apierr.NotFoundIfNoRows(err, "role binding %s not found", id)
 		}
-		if b.Role == string(auth.RoleOwner) {
-			if err := removingOwner(ctx, tx.Q, p); err != nil {
-				return nil, err
-			}
+		owner, err := o.isOwner(ctx, b.PrincipalID)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case b.Role == string(auth.RoleOwner):
+			err = o.removingOwner(ctx, b.PrincipalID)
+		case owner:
+			err = o.requireOwner("change the role bindings of an owner")
+		}
+		if err != nil {
+			return nil, err
 		}
 		if _, err := tx.Q.DeleteRoleBinding(ctx, db.DeleteRoleBindingParams{TenantID: p.TenantID, ID: id}); err != nil {
 			return nil, err
 		}
 		return &iamv1.DeleteRoleBindingResponse{}, nil
 	})
-}
-
-// lockedRoles locks the tenant's IAM (see LockTenant) and returns the roles of a principal of
-// it, or NotFound.
-func lockedRoles(ctx context.Context, q *db.Queries, tenant, principal uuid.UUID) ([]string, error) {
-	if err := q.LockTenant(ctx, tenant); err != nil {
-		return nil, err
-	}
-	if _, err := q.GetPrincipal(ctx, db.GetPrincipalParams{TenantID: tenant, ID: principal}); err != nil {
-		return nil, apierr.NotFoundIfNoRows(err, "principal %s not found", principal)
-	}
-	return q.PrincipalRoles(ctx, db.PrincipalRolesParams{TenantID: tenant, PrincipalID: principal})
-}
-
-// removingOwner allows taking an owner away only for owners, and never the last one.
-func removingOwner(ctx context.Context, q *db.Queries, p *auth.Principal) error {
-	if !p.Can("iam.own") {
-		return apierr.PermissionDenied("only owners may remove an owner")
-	}
-	n, err := q.CountOwners(ctx, p.TenantID)
-	if err != nil {
-		return err
-	}
-	if n <= 1 {
-		return apierr.FailedPrecondition("the tenant's last owner cannot be removed; make another principal owner first")
-	}
-	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/better-compute/better-compute/server/auth"
 	"github.com/better-compute/better-compute/server/nodes"
 	"github.com/better-compute/better-compute/server/page"
+	"github.com/better-compute/better-compute/server/quota"
 )
 
 // Limits of a new token.
@@ -84,6 +85,9 @@ func (s *Service) Create(ctx context.Context, req *jointokensv1.CreateRequest) (
 	}
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*jointokensv1.CreateResponse, error) {
+		if err := quota.Check(ctx, tx.Q, p.TenantID, quota.JoinTokens, 1); err != nil {
+			return nil, err
+		}
 		key := auth.NewJoinToken()
 		t, err := tx.Q.CreateJoinToken(ctx, db.CreateJoinTokenParams{
 			ID: key.ID, TenantID: p.TenantID, Description: req.GetDescription(), Pool: req.GetPool(),

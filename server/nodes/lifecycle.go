@@ -28,6 +28,9 @@ type transition struct {
 	event string
 	// rule is said when the node is in a state it cannot leave this way.
 	rule string
+	// revokes also revokes the node's identity (as nodes/revoke does): a retired node's
+	// certificate is not renewed, it fetches no secrets, and its session ends.
+	revokes bool
 }
 
 var (
@@ -45,7 +48,7 @@ var (
 	}
 	retire = transition{
 		to: nodework.StateRetired, from: []string{nodework.StateDrained},
-		event: "node.retired", rule: "only drained nodes can be retired; drain it first",
+		event: "node.retired", rule: "only drained nodes can be retired; drain it first", revokes: true,
 	}
 )
 
@@ -64,7 +67,9 @@ func (s *Service) Drain(ctx context.Context, req *nodesv1.DrainRequest) (*nodesv
 	return transit(ctx, s, req, req.GetId(), drain, func(n *nodesv1.Node) *nodesv1.DrainResponse { return &nodesv1.DrainResponse{Node: n} })
 }
 
-// Retire takes a drained node out of service.
+// Retire takes a drained node out of service for good and revokes its identity: after the
+// commit the gateways refuse its renewals, secret fetches and sessions, and the notifier tells
+// them to end its session now.
 func (s *Service) Retire(ctx context.Context, req *nodesv1.RetireRequest) (*nodesv1.RetireResponse, error) {
 	return transit(ctx, s, req, req.GetId(), retire, func(n *nodesv1.Node) *nodesv1.RetireResponse { return &nodesv1.RetireResponse{Node: n} })
 }
@@ -113,6 +118,22 @@ func transit[Res proto.Message](ctx context.Context, s *Service, req proto.Messa
 			}
 			changed = true
 		}
+		// Also for a node retired before retiring revoked (migration 0013 revokes those too).
+		if t.revokes && n.RevokedAt == nil {
+			if _, err := tx.Q.RevokeNode(ctx, db.RevokeNodeParams{TenantID: p.TenantID, ID: id}); err != nil {
+				return zero, fmt.Errorf("revoke retired node %s: %w", id, err)
+			}
+			if err := tx.Emit(p.TenantID, "node.revoked", "node/"+id.String(),
+				map[string]string{"id": id.String(), "hostname": n.Hostname}); err != nil {
+				return zero, err
+			}
+			if !changed {
+				if err := nodework.Enqueue(ctx, tx.Q, nodework.KindLifecycle, id); err != nil {
+					return zero, err
+				}
+				changed = true
+			}
+		}
 		pn, err := s.nodeInTx(ctx, tx, id)
 		if err != nil {
 			return zero, err
@@ -124,6 +145,10 @@ func transit[Res proto.Message](ctx context.Context, s *Service, req proto.Messa
 	}
 	if changed {
 		s.wakeKind(nodework.KindLifecycle)
+	}
+	if t.revokes && s.notifier != nil {
+		// Also when nothing changed: a session that outlived a lost notification ends now.
+		s.notifier.NodesRevoked(context.WithoutCancel(ctx), []uuid.UUID{id})
 	}
 	return res, nil
 }

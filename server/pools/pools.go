@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/server/auth"
 	"github.com/better-compute/better-compute/server/nodes"
 	"github.com/better-compute/better-compute/server/page"
+	"github.com/better-compute/better-compute/server/quota"
 	"github.com/better-compute/better-compute/workers/placer"
 	"github.com/better-compute/better-compute/workers/reconcile"
 )
@@ -123,6 +124,9 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.CreateResponse, error) {
 		if err := checkMembers(ctx, tx.Q, p.TenantID, ids); err != nil {
+			return nil, err
+		}
+		if err := quota.Check(ctx, tx.Q, p.TenantID, quota.Pools, 1); err != nil {
 			return nil, err
 		}
 		id := uuid.Must(uuid.NewV7())

@@ -5,6 +5,8 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -23,13 +25,14 @@ import (
 	"github.com/better-compute/better-compute/server/apierr"
 	"github.com/better-compute/better-compute/server/auth"
 	"github.com/better-compute/better-compute/server/page"
+	"github.com/better-compute/better-compute/server/quota"
 	"github.com/better-compute/better-compute/workers/sinks"
 )
 
 // Limits of a tenant's webhooks. Each webhook has its own dispatcher, lease and poll in the
 // sinks role, so their number is bounded.
 const (
-	MaxPerTenant      = 20
+	MaxPerTenant      = quota.DefaultWebhooks // the default of rateLimits.tenant.webhooks
 	maxEventTypes     = 50
 	maxEventTypeLen   = 100
 	maxDescriptionLen = 500
@@ -72,15 +75,8 @@ func (s *Service) Create(ctx context.Context, req *webhooksv1.CreateRequest) (*w
 	}
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*webhooksv1.CreateResponse, error) {
-		if err := tx.Q.LockTenantWebhooks(ctx, p.TenantID); err != nil {
+		if err := quota.Check(ctx, tx.Q, p.TenantID, quota.Webhooks, 1); err != nil {
 			return nil, err
-		}
-		n, err := tx.Q.CountWebhooks(ctx, p.TenantID)
-		if err != nil {
-			return nil, err
-		}
-		if n >= MaxPerTenant {
-			return nil, apierr.FailedPrecondition("the tenant has %d webhooks, the most allowed; delete one first", n)
 		}
 		id, secret := uuid.Must(uuid.NewV7()), sinks.NewSecret()
 		w, err := tx.Q.CreateWebhook(ctx, db.CreateWebhookParams{
@@ -132,7 +128,7 @@ func (s *Service) Get(ctx context.Context, req *webhooksv1.GetRequest) (*webhook
 	if err != nil {
 		return nil, apierr.NotFoundIfNoRows(err, "webhook %s not found", id)
 	}
-	return &webhooksv1.GetResponse{Webhook: toProto(w)}, nil
+	return &webhooksv1.GetResponse{Webhook: forCaller(ctx, toProto(w))}, nil
 }
 
 // List lists the webhooks of the caller's tenant, oldest first.
@@ -148,7 +144,7 @@ func (s *Service) List(ctx context.Context, req *webhooksv1.ListRequest) (*webho
 	rows, next := page.Next(rows, size, func(w db.ListWebhooksRow) uuid.UUID { return w.ID })
 	res := &webhooksv1.ListResponse{NextPageToken: next}
 	for _, w := range rows {
-		res.Webhooks = append(res.Webhooks, toProto(db.GetWebhookRow(w)))
+		res.Webhooks = append(res.Webhooks, forCaller(ctx, toProto(db.GetWebhookRow(w))))
 	}
 	return res, nil
 }
@@ -194,7 +190,13 @@ func (s *Service) Test(ctx context.Context, req *webhooksv1.TestRequest) (*webho
 		return nil, err
 	}
 	msgID := "evt_test_" + uuid.Must(uuid.NewV7()).String()
-	body, err := sinks.Body("webhook.test", "webhook/"+id.String(), time.Now(), []byte(`{"webhook_id":"`+id.String()+`"}`))
+	data, err := json.Marshal(struct {
+		WebhookID uuid.UUID `json:"webhook_id"`
+	}{id})
+	if err != nil {
+		return nil, fmt.Errorf("encode webhook.test data: %w", err)
+	}
+	body, err := sinks.Body("webhook.test", "webhook/"+id.String(), time.Now(), data)
 	if err != nil {
 		return nil, err
 	}
@@ -209,9 +211,19 @@ func (s *Service) Test(ctx context.Context, req *webhooksv1.TestRequest) (*webho
 	})
 }
 
-// eventData is what webhook events carry: never the secret.
+// eventData is what webhook events carry: never the secret, and the URL redacted (events reach
+// every reader of the tenant's events and the log sink).
 func eventData(w db.Webhook) map[string]any {
-	return map[string]any{"id": w.ID.String(), "url": w.Url, "event_types": w.EventTypes, "description": w.Description}
+	return map[string]any{"id": w.ID.String(), "url": sinks.RedactURL(w.Url), "event_types": w.EventTypes, "description": w.Description}
+}
+
+// forCaller redacts w's URL unless the caller may change webhooks (webhooks.write: admins and
+// owners); viewers and operators see its scheme and host only.
+func forCaller(ctx context.Context, w *webhooksv1.Webhook) *webhooksv1.Webhook {
+	if !auth.Caller(ctx).Can("webhooks.write") {
+		w.Url = sinks.RedactURL(w.Url)
+	}
+	return w
 }
 
 func toProto(w db.GetWebhookRow) *webhooksv1.Webhook {
@@ -222,5 +234,13 @@ func toProto(w db.GetWebhookRow) *webhooksv1.Webhook {
 	if w.LastErrorAt != nil {
 		out.LastErrorTime = timestamppb.New(*w.LastErrorAt)
 	}
+	out.State, out.Failure = webhooksv1.WebhookState_WEBHOOK_STATE_HEALTHY, w.Failure
+	if w.State == sinks.StateFailing {
+		out.State = webhooksv1.WebhookState_WEBHOOK_STATE_FAILING
+	}
+	if w.FailingSince != nil {
+		out.FailingSinceTime = timestamppb.New(*w.FailingSince)
+	}
+	out.DeadLetters, out.DeadLettersDropped = w.DeadLetters, w.DeadLettersDropped
 	return out
 }

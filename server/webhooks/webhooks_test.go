@@ -148,7 +148,8 @@ func TestCreateGetListDelete(t *testing.T) {
 		t.Fatalf("events %v", evs.GetEvents())
 	}
 	createdEv := evs.GetEvents()[1]
-	if createdEv.GetData().GetStructValue().GetFields()["url"].GetStringValue() != w.GetUrl() || !strings.HasPrefix(createdEv.GetId(), "evt_") {
+	// Events carry the URL without its path and query, which may hold a token.
+	if createdEv.GetData().GetStructValue().GetFields()["url"].GetStringValue() != "https://example.com/[redacted]" || !strings.HasPrefix(createdEv.GetId(), "evt_") {
 		t.Fatalf("created event %v", createdEv)
 	}
 	b, _ := json.Marshal(createdEv.GetData().AsInterface())
@@ -267,7 +268,7 @@ func TestBadRequests(t *testing.T) {
 		}
 	}
 	_, err = hooks.Create(ctx, &webhooksv1.CreateRequest{Url: "https://example.com/"})
-	wantCode(t, err, connect.CodeFailedPrecondition)
+	wantCode(t, err, connect.CodeResourceExhausted) // the default of rateLimits.tenant.webhooks
 }
 
 // TestTestRefusesPrivateAddress: a webhook whose URL leads to a private address (stored while

@@ -71,7 +71,11 @@ func (r *lifecycleReconciler) Reconcile(ctx context.Context, key string) error {
 				if n, err = q.MarkNodeDrained(ctx, db.MarkNodeDrainedParams{ID: id, StateGeneration: n.StateGeneration}); err != nil {
 					return fmt.Errorf("mark node %s drained: %w", id, err)
 				}
-				if err := emit(ctx, q, n, "node.drained", fmt.Appendf(nil, `{"id":%q,"hostname":%q,"from":"draining","to":"drained"}`, id, n.Hostname)); err != nil {
+				payload, err := encodePayload(nodeTransition{ID: id, Hostname: n.Hostname, From: StateDraining, To: StateDrained})
+				if err != nil {
+					return err
+				}
+				if err := emit(ctx, q, n, "node.drained", payload); err != nil {
 					return err
 				}
 			}
@@ -109,6 +113,8 @@ func (r *lifecycleReconciler) setSchedulable(ctx context.Context, q *db.Queries,
 func Schedulable(n db.Node) Condition {
 	c := Condition{Type: ConditionSchedulable, Status: StatusFalse}
 	switch {
+	case n.State == StateRetired: // retiring also revokes; "Retired" says more
+		c.Reason, c.Message = "Retired", "the node is retired"
 	case n.RevokedAt != nil:
 		c.Reason, c.Message = "Revoked", "the node's identity is revoked"
 	case n.State == StateJoining:
@@ -119,8 +125,6 @@ func Schedulable(n db.Node) Condition {
 		c.Reason, c.Message = "Draining", "the node is draining"
 	case n.State == StateDrained:
 		c.Reason, c.Message = "Drained", "the node is drained"
-	case n.State == StateRetired:
-		c.Reason, c.Message = "Retired", "the node is retired"
 	case !n.Online:
 		c.Reason, c.Message = "Offline", "the node's heartbeats stopped"
 		if n.LastSeenAt == nil {

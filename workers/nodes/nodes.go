@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/better-compute/better-compute/command"
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/workers/reconcile"
 )
@@ -38,13 +39,13 @@ const (
 // Command types the reconcilers send to daemons.
 const (
 	// CommandDrain tells a daemon its node is draining; payload {}.
-	CommandDrain = "drain"
+	CommandDrain = command.Drain
 	// CommandUndrain tells the daemon to accept work again after an uncordon.
-	CommandUndrain = "undrain"
+	CommandUndrain = command.Undrain
 	// CommandUpgrade asks a daemon to run another version; payload {"version": "..."}.
-	CommandUpgrade = "upgrade"
+	CommandUpgrade = command.Upgrade
 	// CommandConfigure asks a daemon to apply a configuration; payload {"config": {...}}.
-	CommandConfigure = "configure"
+	CommandConfigure = command.Configure
 )
 
 // Node lifecycle states (nodes.state).
@@ -177,9 +178,12 @@ func newCommand(ctx context.Context, q *db.Queries, n db.Node, typ, key string, 
 	if c.ID != id {
 		return c, false, nil
 	}
+	event, err := encodePayload(commandCreated{ID: c.ID, NodeID: n.ID, Type: typ})
+	if err != nil {
+		return db.Command{}, false, err
+	}
 	err = q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
-		TenantID: n.TenantID, Type: "command.created", Subject: "command/" + c.ID.String(),
-		Payload: fmt.Appendf(nil, `{"id":%q,"node_id":%q,"type":%q}`, c.ID, n.ID, typ),
+		TenantID: n.TenantID, Type: "command.created", Subject: "command/" + c.ID.String(), Payload: event,
 	})
 	return c, true, err
 }

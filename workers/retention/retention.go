@@ -1,7 +1,8 @@
 // Package retention prunes what the deployment keeps only for a while: audit rows older than
 // retention.audit, finished commands older than retention.commands and outbox events older
-// than retention.outbox that every event sink has delivered (an event after any sink's cursor
-// stays, however old). It runs as the singleton job "retention" in the controllers role.
+// than retention.outbox that every healthy event sink has delivered (an event after such a
+// sink's cursor stays, however old; failing webhooks park their events as dead letters and hold
+// nothing). It runs as the singleton job "retention" in the controllers role.
 //
 // It deletes in bounded batches, each statement at most Batch rows in its own short
 // transaction fenced by the job's lease, so pruning a large backlog never holds many locks or

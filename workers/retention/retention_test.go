@@ -275,3 +275,37 @@ func TestOutboxKeepsRowsNotDeliveredToEverySink(t *testing.T) {
 	}
 	r.check(t, pool)
 }
+
+// TestOutboxPrunedPastFailingWebhooks: a failing webhook's cursor does not hold the outbox (its
+// events are parked as dead letters), while a healthy webhook's still does.
+func TestOutboxPrunedPastFailingWebhooks(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	r := seed(t, pool)
+	var tenant uuid.UUID
+	if err := pool.QueryRow(ctx, `SELECT id FROM tenants ORDER BY id LIMIT 1`).Scan(&tenant); err != nil {
+		t.Fatal(err)
+	}
+	webhook := func(state string) uuid.UUID {
+		id := uuid.New()
+		exec(t, pool, `INSERT INTO webhooks (id, tenant_id, url, secret_sealed, state) VALUES ($1, $2, 'https://example.com/', '\x00', $3)`, id, tenant, state)
+		// Behind every event.
+		exec(t, pool, `INSERT INTO sink_cursors (sink, webhook_id, tx_id, outbox_id) VALUES ($1, $2, '0'::xid8, 0)`, "webhook:"+id.String(), id)
+		return id
+	}
+	webhook("failing")
+	healthy := webhook("healthy")
+	l := acquire(t, pool)
+	opts := retention.Options{Retention: keep, Batch: 2}
+
+	// The healthy webhook is behind too: nothing goes.
+	if n, err := retention.Prune(ctx, pool, l, opts); err != nil || n.Outbox != 0 {
+		t.Fatalf("with a healthy webhook behind, pruned %+v (%v), want no outbox rows", n, err)
+	}
+	// It catches up; the failing one stays behind and holds nothing.
+	exec(t, pool, `UPDATE sink_cursors SET tx_id = pg_snapshot_xmin(pg_current_snapshot()), outbox_id = 0 WHERE webhook_id = $1`, healthy)
+	if n, err := retention.Prune(ctx, pool, l, opts); err != nil || n.Outbox != int64(len(r.dropOutbox)) {
+		t.Fatalf("with only a failing webhook behind, pruned %+v (%v), want %d outbox rows", n, err, len(r.dropOutbox))
+	}
+	r.check(t, pool)
+}

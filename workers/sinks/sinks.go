@@ -34,6 +34,16 @@
 // skipped. A new dispatcher (after a restart or failover) starts from the stored cursor and may
 // deliver some events again, in the same order.
 //
+// # Failing webhooks
+//
+// A webhook's retries are bounded (Options.GiveUpAfter, from the first failure of a run of
+// failures, recorded in its cursor so restarts do not reset it). When they run out, the webhook
+// is marked failing and its undelivered events, and then every new one, are parked in its dead
+// letters (at most Options.MaxDeadLetters, the oldest dropped and counted) while its cursor moves
+// on, so a broken endpoint never holds the outbox. webhooks/replayDeadLetters queues the parked
+// events again and marks the webhook healthy: its dispatcher delivers the queued events, oldest
+// first, before any newer one. See deadletter.go.
+//
 // Sinks poll (every Options.Poll); the API does not NOTIFY, because notifying inside its write
 // transactions would serialise their commits.
 package sinks
@@ -55,6 +65,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/better-compute/better-compute/config"
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/seal"
 	"github.com/better-compute/better-compute/workers/lease"
@@ -119,8 +130,16 @@ type Options struct {
 	// Timeout bounds one delivery attempt; 15s when zero.
 	Timeout time.Duration
 	// MinBackoff and MaxBackoff bound the wait before retrying failed deliveries: it doubles
-	// from MinBackoff up to MaxBackoff, with jitter; 500ms and 1m when zero.
+	// from MinBackoff up to MaxBackoff, with jitter; config.Default's webhooks.retry (500ms and
+	// 5m) when zero. Failures to read or store a cursor wait at most a minute.
 	MinBackoff, MaxBackoff time.Duration
+	// GiveUpAfter bounds a webhook's run of failed deliveries: once it has lasted this long the
+	// webhook is marked failing and its events are parked; webhooks.retry.giveUpAfter (1h) when
+	// zero.
+	GiveUpAfter time.Duration
+	// MaxDeadLetters caps each webhook's parked events, dropping (and counting) the oldest;
+	// webhooks.retry.maxDeadLetters (10000) when zero.
+	MaxDeadLetters int
 	// LeaseTTL is the TTL of each sink's lease; lease.DefaultTTL when zero.
 	LeaseTTL time.Duration
 	// FlushInterval is how often a cursor that moved over filtered-out events only is stored;
@@ -137,8 +156,13 @@ func (o Options) withDefaults() Options {
 	def(&o.Refresh, 2*time.Second)
 	def(&o.Poll, 500*time.Millisecond)
 	def(&o.Timeout, 15*time.Second)
-	def(&o.MinBackoff, 500*time.Millisecond)
-	def(&o.MaxBackoff, time.Minute)
+	retry := config.Default().Webhooks.Retry
+	def(&o.MinBackoff, retry.MinBackoff)
+	def(&o.MaxBackoff, retry.MaxBackoff)
+	def(&o.GiveUpAfter, retry.GiveUpAfter)
+	if o.MaxDeadLetters <= 0 {
+		o.MaxDeadLetters = retry.MaxDeadLetters
+	}
 	def(&o.FlushInterval, 5*time.Second)
 	if o.MaxBackoff < o.MinBackoff {
 		o.MaxBackoff = o.MinBackoff
@@ -193,6 +217,7 @@ func Run(ctx context.Context, holder *lease.Holder, pool *pgxpool.Pool, opts Opt
 				return Dispatch(jctx, pool, l, sink, DispatchOptions{
 					Poll: opts.Poll, BatchSize: opts.BatchSize, Concurrency: concurrency,
 					MinBackoff: opts.MinBackoff, MaxBackoff: opts.MaxBackoff,
+					GiveUpAfter: opts.GiveUpAfter, MaxDeadLetters: opts.MaxDeadLetters,
 					FlushInterval: opts.FlushInterval, Logger: log,
 				})
 			}})
@@ -300,6 +325,8 @@ type DispatchOptions struct {
 	BatchSize              int
 	Concurrency            int
 	MinBackoff, MaxBackoff time.Duration
+	GiveUpAfter            time.Duration
+	MaxDeadLetters         int
 	FlushInterval          time.Duration
 	Logger                 *slog.Logger
 }
@@ -317,9 +344,13 @@ func (p position) less(o position) bool { return p.tx < o.tx || (p.tx == o.tx &&
 // the sink's singleton job.
 func Dispatch(ctx context.Context, pool *pgxpool.Pool, l lease.Lease, sink Sink, opts DispatchOptions) error {
 	o := Options{Poll: opts.Poll, BatchSize: opts.BatchSize, Concurrency: opts.Concurrency,
-		MinBackoff: opts.MinBackoff, MaxBackoff: opts.MaxBackoff, FlushInterval: opts.FlushInterval, Logger: opts.Logger}.withDefaults()
+		MinBackoff: opts.MinBackoff, MaxBackoff: opts.MaxBackoff, GiveUpAfter: opts.GiveUpAfter, MaxDeadLetters: opts.MaxDeadLetters,
+		FlushInterval: opts.FlushInterval, Logger: opts.Logger}.withDefaults()
 	d := &dispatcher{pool: pool, q: db.New(pool), lease: l, sink: sink, opts: o,
 		log: o.Logger.With("sink", sink.Name()), done: map[int64]struct{}{}}
+	if w, ok := sink.(*WebhookSink); ok {
+		d.hook = &w.hook
+	}
 	if len(sink.Source().Types) > 0 {
 		d.types = map[string]bool{}
 		for _, t := range sink.Source().Types {
@@ -343,13 +374,20 @@ type dispatcher struct {
 	// done holds events after pos that were delivered (or filtered out): a later round skips
 	// them, and pos moves over them once everything before them is done too.
 	done map[int64]struct{}
+
+	// hook is the webhook of a webhook sink, nil for others: only webhooks give up and park.
+	hook *Webhook
+	// failing: the webhook's retries ran out and its events are parked (deadletter.go).
+	failing bool
+	// retrying: a run of failures is recorded in the cursor (retry_since), to clear when it ends.
+	retrying bool
 }
 
 func (d *dispatcher) run(ctx context.Context) error {
 	name := d.sink.Name()
 	var webhookID *uuid.UUID // ties a webhook's cursor to it, so deleting it deletes the cursor
-	if w, ok := d.sink.(*WebhookSink); ok {
-		webhookID = &w.hook.ID
+	if d.hook != nil {
+		webhookID = &d.hook.ID
 	}
 	if err := d.q.EnsureSinkCursor(ctx, db.EnsureSinkCursorParams{Sink: name, WebhookID: webhookID}); err != nil {
 		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23503" { // foreign_key_violation
@@ -364,7 +402,13 @@ func (d *dispatcher) run(ctx context.Context) error {
 	}
 	d.pos = position{c.TxID, c.OutboxID}
 	d.saved, d.savedAt = d.pos, time.Now()
-	d.log.Debug("dispatching", "cursor_tx", c.TxID, "cursor_id", c.OutboxID)
+	if err := d.loadState(ctx); err != nil {
+		if errors.Is(err, errSinkGone) {
+			return nil
+		}
+		return fmt.Errorf("sink %s: %w", name, err)
+	}
+	d.log.Debug("dispatching", "cursor_tx", c.TxID, "cursor_id", c.OutboxID, "failing", d.failing)
 	defer func() {
 		// Keep what was delivered, so the next holder repeats less. Fenced like any other move.
 		if d.pos != d.saved {
@@ -391,7 +435,7 @@ func (d *dispatcher) run(ctx context.Context) error {
 		switch {
 		case err != nil:
 			failures++
-			wait = backoff(d.opts.MinBackoff, d.opts.MaxBackoff, failures)
+			wait = backoff(d.opts.MinBackoff, min(d.opts.MaxBackoff, time.Minute), failures)
 			d.log.Warn("outbox dispatch failed; retrying", "err", err, "failures", failures, "retry_in", wait.Round(time.Millisecond))
 		case derr != nil:
 			failures++
@@ -399,15 +443,30 @@ func (d *dispatcher) run(ctx context.Context) error {
 			if de, ok := errors.AsType[*DeliveryError](derr); ok && de.RetryAfter > wait {
 				wait = min(de.RetryAfter, d.opts.MaxBackoff)
 			}
-			d.log.Warn("delivery failed; retrying", "err", derr, "failures", failures, "retry_in", wait.Round(time.Millisecond))
-			if rerr := d.q.RecordSinkError(ctx, db.RecordSinkErrorParams{Sink: d.sink.Name(), LastError: truncate(derr.Error(), 1000)}); rerr != nil && ctx.Err() == nil {
-				d.log.Warn("record delivery error", "err", rerr)
+			gaveUp, gerr := d.failed(ctx, derr)
+			if errors.Is(gerr, errSinkGone) {
+				d.log.Debug("the webhook was deleted; stopping")
+				return nil
 			}
+			if errors.Is(gerr, lease.ErrStale) {
+				return gerr
+			}
+			if gerr != nil && ctx.Err() == nil {
+				d.log.Warn("record delivery error", "err", gerr)
+			}
+			if gaveUp {
+				failures = 0
+				d.log.Warn("the webhook's retries ran out: marked failing, its events are parked until webhooks/replayDeadLetters", "err", derr, "give_up_after", d.opts.GiveUpAfter)
+				continue
+			}
+			d.log.Warn("delivery failed; retrying", "err", derr, "failures", failures, "retry_in", wait.Round(time.Millisecond))
 		case full:
 			failures = 0
+			d.recovered(ctx)
 			continue
 		default:
 			failures = 0
+			d.recovered(ctx)
 			wait = d.opts.Poll
 		}
 		select {
@@ -422,6 +481,17 @@ func (d *dispatcher) run(ctx context.Context) error {
 // over the delivered prefix. full reports a full batch delivered: more may be waiting; derr is
 // the first failed delivery, err a failure to read or store the cursor.
 func (d *dispatcher) round(ctx context.Context) (full bool, derr, err error) {
+	if d.hook != nil {
+		if d.failing {
+			if full, err := d.parkRound(ctx); err != nil || d.failing {
+				return full, nil, err
+			}
+			// Replayed: delivered to again, the queued events first.
+		}
+		if queued, full, derr, err := d.replayRound(ctx); queued || err != nil {
+			return full, derr, err
+		}
+	}
 	horizon, err := d.q.OutboxHorizon(ctx)
 	if err != nil {
 		return false, nil, fmt.Errorf("read outbox horizon: %w", err)

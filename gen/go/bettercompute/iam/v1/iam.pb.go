@@ -144,9 +144,13 @@ type Tenant struct {
 	Name        string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	DisplayName string `protobuf:"bytes,3,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
 	// The parent tenant; empty for the root tenant.
-	ParentId      string                 `protobuf:"bytes,4,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
-	Root          bool                   `protobuf:"varint,5,opt,name=root,proto3" json:"root,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	ParentId   string                 `protobuf:"bytes,4,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	Root       bool                   `protobuf:"varint,5,opt,name=root,proto3" json:"root,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// Set while the tenant is suspended: its API keys are refused.
+	SuspendTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=suspend_time,json=suspendTime,proto3" json:"suspend_time,omitempty"`
+	// Set once the tenant is deleted; a deleted tenant is a tombstone.
+	DeleteTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=delete_time,json=deleteTime,proto3" json:"delete_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -219,6 +223,20 @@ func (x *Tenant) GetRoot() bool {
 func (x *Tenant) GetCreateTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Tenant) GetSuspendTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SuspendTime
+	}
+	return nil
+}
+
+func (x *Tenant) GetDeleteTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeleteTime
 	}
 	return nil
 }
@@ -321,10 +339,15 @@ type ApiKey struct {
 	// Unset when the key does not expire.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	// Updated at most once a minute.
-	LastUsedTime  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_used_time,json=lastUsedTime,proto3" json:"last_used_time,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LastUsedTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_used_time,json=lastUsedTime,proto3" json:"last_used_time,omitempty"`
+	CreateTime   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The principal whose call minted the key; empty when the CLI or tenant creation did.
+	CreatorPrincipalId string `protobuf:"bytes,8,opt,name=creator_principal_id,json=creatorPrincipalId,proto3" json:"creator_principal_id,omitempty"`
+	// Whether an owner (or the CLI, or tenant creation) minted the key. Keys that a non-owner
+	// minted are revoked when their principal is made owner.
+	CreatedByOwner bool `protobuf:"varint,9,opt,name=created_by_owner,json=createdByOwner,proto3" json:"created_by_owner,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ApiKey) Reset() {
@@ -404,6 +427,20 @@ func (x *ApiKey) GetCreateTime() *timestamppb.Timestamp {
 		return x.CreateTime
 	}
 	return nil
+}
+
+func (x *ApiKey) GetCreatorPrincipalId() string {
+	if x != nil {
+		return x.CreatorPrincipalId
+	}
+	return ""
+}
+
+func (x *ApiKey) GetCreatedByOwner() bool {
+	if x != nil {
+		return x.CreatedByOwner
+	}
+	return false
 }
 
 // RoleBinding grants a principal a role in its tenant.
@@ -903,6 +940,313 @@ func (x *ListTenantsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// SuspendTenantRequest names a tenant below the caller's.
+type SuspendTenantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuspendTenantRequest) Reset() {
+	*x = SuspendTenantRequest{}
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuspendTenantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuspendTenantRequest) ProtoMessage() {}
+
+func (x *SuspendTenantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuspendTenantRequest.ProtoReflect.Descriptor instead.
+func (*SuspendTenantRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SuspendTenantRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// SuspendTenantResponse carries the suspended tenant.
+type SuspendTenantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        *Tenant                `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuspendTenantResponse) Reset() {
+	*x = SuspendTenantResponse{}
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuspendTenantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuspendTenantResponse) ProtoMessage() {}
+
+func (x *SuspendTenantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuspendTenantResponse.ProtoReflect.Descriptor instead.
+func (*SuspendTenantResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SuspendTenantResponse) GetTenant() *Tenant {
+	if x != nil {
+		return x.Tenant
+	}
+	return nil
+}
+
+// ResumeTenantRequest names a tenant below the caller's.
+type ResumeTenantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeTenantRequest) Reset() {
+	*x = ResumeTenantRequest{}
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeTenantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeTenantRequest) ProtoMessage() {}
+
+func (x *ResumeTenantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeTenantRequest.ProtoReflect.Descriptor instead.
+func (*ResumeTenantRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ResumeTenantRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// ResumeTenantResponse carries the resumed tenant.
+type ResumeTenantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        *Tenant                `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeTenantResponse) Reset() {
+	*x = ResumeTenantResponse{}
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeTenantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeTenantResponse) ProtoMessage() {}
+
+func (x *ResumeTenantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeTenantResponse.ProtoReflect.Descriptor instead.
+func (*ResumeTenantResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ResumeTenantResponse) GetTenant() *Tenant {
+	if x != nil {
+		return x.Tenant
+	}
+	return nil
+}
+
+// DeleteTenantRequest names a tenant below the caller's.
+type DeleteTenantRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Revoke the tenant's nodes and end its leases instead of refusing to delete a tenant that
+	// has them.
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTenantRequest) Reset() {
+	*x = DeleteTenantRequest{}
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTenantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTenantRequest) ProtoMessage() {}
+
+func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTenantRequest.ProtoReflect.Descriptor instead.
+func (*DeleteTenantRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DeleteTenantRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DeleteTenantRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// DeleteTenantResponse carries the tombstone and what the deletion revoked.
+type DeleteTenantResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tenant *Tenant                `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// API keys deleted with the tenant's principals.
+	RevokedApiKeys int64 `protobuf:"varint,2,opt,name=revoked_api_keys,json=revokedApiKeys,proto3" json:"revoked_api_keys,omitempty"`
+	// Nodes whose identity was revoked (force only).
+	RevokedNodes int64 `protobuf:"varint,3,opt,name=revoked_nodes,json=revokedNodes,proto3" json:"revoked_nodes,omitempty"`
+	// Leases ended as failed (force only).
+	EndedLeases   int64 `protobuf:"varint,4,opt,name=ended_leases,json=endedLeases,proto3" json:"ended_leases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTenantResponse) Reset() {
+	*x = DeleteTenantResponse{}
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTenantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTenantResponse) ProtoMessage() {}
+
+func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTenantResponse.ProtoReflect.Descriptor instead.
+func (*DeleteTenantResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DeleteTenantResponse) GetTenant() *Tenant {
+	if x != nil {
+		return x.Tenant
+	}
+	return nil
+}
+
+func (x *DeleteTenantResponse) GetRevokedApiKeys() int64 {
+	if x != nil {
+		return x.RevokedApiKeys
+	}
+	return 0
+}
+
+func (x *DeleteTenantResponse) GetRevokedNodes() int64 {
+	if x != nil {
+		return x.RevokedNodes
+	}
+	return 0
+}
+
+func (x *DeleteTenantResponse) GetEndedLeases() int64 {
+	if x != nil {
+		return x.EndedLeases
+	}
+	return 0
+}
+
 // CreatePrincipalRequest describes the new principal.
 type CreatePrincipalRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -915,7 +1259,7 @@ type CreatePrincipalRequest struct {
 
 func (x *CreatePrincipalRequest) Reset() {
 	*x = CreatePrincipalRequest{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[12]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1271,7 @@ func (x *CreatePrincipalRequest) String() string {
 func (*CreatePrincipalRequest) ProtoMessage() {}
 
 func (x *CreatePrincipalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[12]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1284,7 @@ func (x *CreatePrincipalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePrincipalRequest.ProtoReflect.Descriptor instead.
 func (*CreatePrincipalRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreatePrincipalRequest) GetKind() PrincipalKind {
@@ -974,7 +1318,7 @@ type CreatePrincipalResponse struct {
 
 func (x *CreatePrincipalResponse) Reset() {
 	*x = CreatePrincipalResponse{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[13]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1330,7 @@ func (x *CreatePrincipalResponse) String() string {
 func (*CreatePrincipalResponse) ProtoMessage() {}
 
 func (x *CreatePrincipalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[13]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1343,7 @@ func (x *CreatePrincipalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePrincipalResponse.ProtoReflect.Descriptor instead.
 func (*CreatePrincipalResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreatePrincipalResponse) GetPrincipal() *Principal {
@@ -1019,7 +1363,7 @@ type GetPrincipalRequest struct {
 
 func (x *GetPrincipalRequest) Reset() {
 	*x = GetPrincipalRequest{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[14]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1375,7 @@ func (x *GetPrincipalRequest) String() string {
 func (*GetPrincipalRequest) ProtoMessage() {}
 
 func (x *GetPrincipalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[14]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1388,7 @@ func (x *GetPrincipalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPrincipalRequest.ProtoReflect.Descriptor instead.
 func (*GetPrincipalRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetPrincipalRequest) GetId() string {
@@ -1064,7 +1408,7 @@ type GetPrincipalResponse struct {
 
 func (x *GetPrincipalResponse) Reset() {
 	*x = GetPrincipalResponse{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[15]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1420,7 @@ func (x *GetPrincipalResponse) String() string {
 func (*GetPrincipalResponse) ProtoMessage() {}
 
 func (x *GetPrincipalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[15]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1433,7 @@ func (x *GetPrincipalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPrincipalResponse.ProtoReflect.Descriptor instead.
 func (*GetPrincipalResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetPrincipalResponse) GetPrincipal() *Principal {
@@ -1110,7 +1454,7 @@ type ListPrincipalsRequest struct {
 
 func (x *ListPrincipalsRequest) Reset() {
 	*x = ListPrincipalsRequest{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[16]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1466,7 @@ func (x *ListPrincipalsRequest) String() string {
 func (*ListPrincipalsRequest) ProtoMessage() {}
 
 func (x *ListPrincipalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[16]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1479,7 @@ func (x *ListPrincipalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPrincipalsRequest.ProtoReflect.Descriptor instead.
 func (*ListPrincipalsRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{16}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListPrincipalsRequest) GetPageSize() int32 {
@@ -1163,7 +1507,7 @@ type ListPrincipalsResponse struct {
 
 func (x *ListPrincipalsResponse) Reset() {
 	*x = ListPrincipalsResponse{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[17]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1519,7 @@ func (x *ListPrincipalsResponse) String() string {
 func (*ListPrincipalsResponse) ProtoMessage() {}
 
 func (x *ListPrincipalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[17]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1532,7 @@ func (x *ListPrincipalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPrincipalsResponse.ProtoReflect.Descriptor instead.
 func (*ListPrincipalsResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{17}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListPrincipalsResponse) GetPrincipals() []*Principal {
@@ -1215,7 +1559,7 @@ type DeletePrincipalRequest struct {
 
 func (x *DeletePrincipalRequest) Reset() {
 	*x = DeletePrincipalRequest{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[18]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1571,7 @@ func (x *DeletePrincipalRequest) String() string {
 func (*DeletePrincipalRequest) ProtoMessage() {}
 
 func (x *DeletePrincipalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[18]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1584,7 @@ func (x *DeletePrincipalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePrincipalRequest.ProtoReflect.Descriptor instead.
 func (*DeletePrincipalRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{18}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeletePrincipalRequest) GetId() string {
@@ -1259,7 +1603,7 @@ type DeletePrincipalResponse struct {
 
 func (x *DeletePrincipalResponse) Reset() {
 	*x = DeletePrincipalResponse{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[19]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1615,7 @@ func (x *DeletePrincipalResponse) String() string {
 func (*DeletePrincipalResponse) ProtoMessage() {}
 
 func (x *DeletePrincipalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[19]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1628,7 @@ func (x *DeletePrincipalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePrincipalResponse.ProtoReflect.Descriptor instead.
 func (*DeletePrincipalResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{19}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{25}
 }
 
 // CreateApiKeyRequest says whose key to mint.
@@ -1300,7 +1644,7 @@ type CreateApiKeyRequest struct {
 
 func (x *CreateApiKeyRequest) Reset() {
 	*x = CreateApiKeyRequest{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[20]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1656,7 @@ func (x *CreateApiKeyRequest) String() string {
 func (*CreateApiKeyRequest) ProtoMessage() {}
 
 func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[20]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1669,7 @@ func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{20}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateApiKeyRequest) GetPrincipalId() string {
@@ -1361,7 +1705,7 @@ type CreateApiKeyResponse struct {
 
 func (x *CreateApiKeyResponse) Reset() {
 	*x = CreateApiKeyResponse{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[21]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1717,7 @@ func (x *CreateApiKeyResponse) String() string {
 func (*CreateApiKeyResponse) ProtoMessage() {}
 
 func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[21]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1730,7 @@ func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateApiKeyResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{21}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateApiKeyResponse) GetApiKey() *ApiKey {
@@ -1415,7 +1759,7 @@ type ListApiKeysRequest struct {
 
 func (x *ListApiKeysRequest) Reset() {
 	*x = ListApiKeysRequest{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[22]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1771,7 @@ func (x *ListApiKeysRequest) String() string {
 func (*ListApiKeysRequest) ProtoMessage() {}
 
 func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[22]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1784,7 @@ func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListApiKeysRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{22}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListApiKeysRequest) GetPrincipalId() string {
@@ -1475,7 +1819,7 @@ type ListApiKeysResponse struct {
 
 func (x *ListApiKeysResponse) Reset() {
 	*x = ListApiKeysResponse{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[23]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1831,7 @@ func (x *ListApiKeysResponse) String() string {
 func (*ListApiKeysResponse) ProtoMessage() {}
 
 func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[23]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1844,7 @@ func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApiKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListApiKeysResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{23}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListApiKeysResponse) GetApiKeys() []*ApiKey {
@@ -1527,7 +1871,7 @@ type DeleteApiKeyRequest struct {
 
 func (x *DeleteApiKeyRequest) Reset() {
 	*x = DeleteApiKeyRequest{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[24]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1883,7 @@ func (x *DeleteApiKeyRequest) String() string {
 func (*DeleteApiKeyRequest) ProtoMessage() {}
 
 func (x *DeleteApiKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[24]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1896,7 @@ func (x *DeleteApiKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteApiKeyRequest.ProtoReflect.Descriptor instead.
 func (*DeleteApiKeyRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{24}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteApiKeyRequest) GetId() string {
@@ -1571,7 +1915,7 @@ type DeleteApiKeyResponse struct {
 
 func (x *DeleteApiKeyResponse) Reset() {
 	*x = DeleteApiKeyResponse{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[25]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1927,7 @@ func (x *DeleteApiKeyResponse) String() string {
 func (*DeleteApiKeyResponse) ProtoMessage() {}
 
 func (x *DeleteApiKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[25]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1940,7 @@ func (x *DeleteApiKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteApiKeyResponse.ProtoReflect.Descriptor instead.
 func (*DeleteApiKeyResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{25}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{31}
 }
 
 // CreateRoleBindingRequest grants a role.
@@ -1610,7 +1954,7 @@ type CreateRoleBindingRequest struct {
 
 func (x *CreateRoleBindingRequest) Reset() {
 	*x = CreateRoleBindingRequest{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[26]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +1966,7 @@ func (x *CreateRoleBindingRequest) String() string {
 func (*CreateRoleBindingRequest) ProtoMessage() {}
 
 func (x *CreateRoleBindingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[26]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +1979,7 @@ func (x *CreateRoleBindingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRoleBindingRequest.ProtoReflect.Descriptor instead.
 func (*CreateRoleBindingRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{26}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateRoleBindingRequest) GetPrincipalId() string {
@@ -1654,15 +1998,17 @@ func (x *CreateRoleBindingRequest) GetRole() Role {
 
 // CreateRoleBindingResponse carries the binding.
 type CreateRoleBindingResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RoleBinding   *RoleBinding           `protobuf:"bytes,1,opt,name=role_binding,json=roleBinding,proto3" json:"role_binding,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	RoleBinding *RoleBinding           `protobuf:"bytes,1,opt,name=role_binding,json=roleBinding,proto3" json:"role_binding,omitempty"`
+	// The principal's API keys revoked by a grant of owner: those a non-owner minted.
+	RevokedApiKeyIds []string `protobuf:"bytes,2,rep,name=revoked_api_key_ids,json=revokedApiKeyIds,proto3" json:"revoked_api_key_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CreateRoleBindingResponse) Reset() {
 	*x = CreateRoleBindingResponse{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[27]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +2020,7 @@ func (x *CreateRoleBindingResponse) String() string {
 func (*CreateRoleBindingResponse) ProtoMessage() {}
 
 func (x *CreateRoleBindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[27]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,12 +2033,19 @@ func (x *CreateRoleBindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRoleBindingResponse.ProtoReflect.Descriptor instead.
 func (*CreateRoleBindingResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{27}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateRoleBindingResponse) GetRoleBinding() *RoleBinding {
 	if x != nil {
 		return x.RoleBinding
+	}
+	return nil
+}
+
+func (x *CreateRoleBindingResponse) GetRevokedApiKeyIds() []string {
+	if x != nil {
+		return x.RevokedApiKeyIds
 	}
 	return nil
 }
@@ -1709,7 +2062,7 @@ type ListRoleBindingsRequest struct {
 
 func (x *ListRoleBindingsRequest) Reset() {
 	*x = ListRoleBindingsRequest{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[28]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +2074,7 @@ func (x *ListRoleBindingsRequest) String() string {
 func (*ListRoleBindingsRequest) ProtoMessage() {}
 
 func (x *ListRoleBindingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[28]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +2087,7 @@ func (x *ListRoleBindingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoleBindingsRequest.ProtoReflect.Descriptor instead.
 func (*ListRoleBindingsRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{28}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListRoleBindingsRequest) GetPrincipalId() string {
@@ -1769,7 +2122,7 @@ type ListRoleBindingsResponse struct {
 
 func (x *ListRoleBindingsResponse) Reset() {
 	*x = ListRoleBindingsResponse{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[29]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +2134,7 @@ func (x *ListRoleBindingsResponse) String() string {
 func (*ListRoleBindingsResponse) ProtoMessage() {}
 
 func (x *ListRoleBindingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[29]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +2147,7 @@ func (x *ListRoleBindingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoleBindingsResponse.ProtoReflect.Descriptor instead.
 func (*ListRoleBindingsResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{29}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListRoleBindingsResponse) GetRoleBindings() []*RoleBinding {
@@ -1821,7 +2174,7 @@ type DeleteRoleBindingRequest struct {
 
 func (x *DeleteRoleBindingRequest) Reset() {
 	*x = DeleteRoleBindingRequest{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[30]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +2186,7 @@ func (x *DeleteRoleBindingRequest) String() string {
 func (*DeleteRoleBindingRequest) ProtoMessage() {}
 
 func (x *DeleteRoleBindingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[30]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +2199,7 @@ func (x *DeleteRoleBindingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRoleBindingRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRoleBindingRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{30}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteRoleBindingRequest) GetId() string {
@@ -1865,7 +2218,7 @@ type DeleteRoleBindingResponse struct {
 
 func (x *DeleteRoleBindingResponse) Reset() {
 	*x = DeleteRoleBindingResponse{}
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[31]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +2230,7 @@ func (x *DeleteRoleBindingResponse) String() string {
 func (*DeleteRoleBindingResponse) ProtoMessage() {}
 
 func (x *DeleteRoleBindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[31]
+	mi := &file_bettercompute_iam_v1_iam_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,14 +2243,14 @@ func (x *DeleteRoleBindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRoleBindingResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRoleBindingResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{31}
+	return file_bettercompute_iam_v1_iam_proto_rawDescGZIP(), []int{37}
 }
 
 var File_bettercompute_iam_v1_iam_proto protoreflect.FileDescriptor
 
 const file_bettercompute_iam_v1_iam_proto_rawDesc = "" +
 	"\n" +
-	"\x1ebettercompute/iam/v1/iam.proto\x12\x14bettercompute.iam.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\x01\n" +
+	"\x1ebettercompute/iam/v1/iam.proto\x12\x14bettercompute.iam.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb9\x02\n" +
 	"\x06Tenant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
@@ -1905,7 +2258,10 @@ const file_bettercompute_iam_v1_iam_proto_rawDesc = "" +
 	"\tparent_id\x18\x04 \x01(\tR\bparentId\x12\x12\n" +
 	"\x04root\x18\x05 \x01(\bR\x04root\x12;\n" +
 	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xd8\x01\n" +
+	"createTime\x12=\n" +
+	"\fsuspend_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vsuspendTime\x12;\n" +
+	"\vdelete_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"deleteTime\"\xd8\x01\n" +
 	"\tPrincipal\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x127\n" +
@@ -1913,7 +2269,7 @@ const file_bettercompute_iam_v1_iam_proto_rawDesc = "" +
 	"\x04name\x18\x04 \x01(\tR\x04name\x12\x14\n" +
 	"\x05email\x18\x05 \x01(\tR\x05email\x12;\n" +
 	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xa8\x02\n" +
+	"createTime\"\x84\x03\n" +
 	"\x06ApiKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12!\n" +
@@ -1923,7 +2279,9 @@ const file_bettercompute_iam_v1_iam_proto_rawDesc = "" +
 	"expireTime\x12@\n" +
 	"\x0elast_used_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\flastUsedTime\x12;\n" +
 	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xca\x01\n" +
+	"createTime\x120\n" +
+	"\x14creator_principal_id\x18\b \x01(\tR\x12creatorPrincipalId\x12(\n" +
+	"\x10created_by_owner\x18\t \x01(\bR\x0ecreatedByOwner\"\xca\x01\n" +
 	"\vRoleBinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12!\n" +
@@ -1955,7 +2313,23 @@ const file_bettercompute_iam_v1_iam_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"u\n" +
 	"\x13ListTenantsResponse\x126\n" +
 	"\atenants\x18\x01 \x03(\v2\x1c.bettercompute.iam.v1.TenantR\atenants\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"{\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"&\n" +
+	"\x14SuspendTenantRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"M\n" +
+	"\x15SuspendTenantResponse\x124\n" +
+	"\x06tenant\x18\x01 \x01(\v2\x1c.bettercompute.iam.v1.TenantR\x06tenant\"%\n" +
+	"\x13ResumeTenantRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"L\n" +
+	"\x14ResumeTenantResponse\x124\n" +
+	"\x06tenant\x18\x01 \x01(\v2\x1c.bettercompute.iam.v1.TenantR\x06tenant\";\n" +
+	"\x13DeleteTenantRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\xbe\x01\n" +
+	"\x14DeleteTenantResponse\x124\n" +
+	"\x06tenant\x18\x01 \x01(\v2\x1c.bettercompute.iam.v1.TenantR\x06tenant\x12(\n" +
+	"\x10revoked_api_keys\x18\x02 \x01(\x03R\x0erevokedApiKeys\x12#\n" +
+	"\rrevoked_nodes\x18\x03 \x01(\x03R\frevokedNodes\x12!\n" +
+	"\fended_leases\x18\x04 \x01(\x03R\vendedLeases\"{\n" +
 	"\x16CreatePrincipalRequest\x127\n" +
 	"\x04kind\x18\x01 \x01(\x0e2#.bettercompute.iam.v1.PrincipalKindR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1999,9 +2373,10 @@ const file_bettercompute_iam_v1_iam_proto_rawDesc = "" +
 	"\x14DeleteApiKeyResponse\"m\n" +
 	"\x18CreateRoleBindingRequest\x12!\n" +
 	"\fprincipal_id\x18\x01 \x01(\tR\vprincipalId\x12.\n" +
-	"\x04role\x18\x02 \x01(\x0e2\x1a.bettercompute.iam.v1.RoleR\x04role\"a\n" +
+	"\x04role\x18\x02 \x01(\x0e2\x1a.bettercompute.iam.v1.RoleR\x04role\"\x90\x01\n" +
 	"\x19CreateRoleBindingResponse\x12D\n" +
-	"\frole_binding\x18\x01 \x01(\v2!.bettercompute.iam.v1.RoleBindingR\vroleBinding\"x\n" +
+	"\frole_binding\x18\x01 \x01(\v2!.bettercompute.iam.v1.RoleBindingR\vroleBinding\x12-\n" +
+	"\x13revoked_api_key_ids\x18\x02 \x03(\tR\x10revokedApiKeyIds\"x\n" +
 	"\x17ListRoleBindingsRequest\x12!\n" +
 	"\fprincipal_id\x18\x01 \x01(\tR\vprincipalId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -2024,7 +2399,7 @@ const file_bettercompute_iam_v1_iam_proto_rawDesc = "" +
 	"\rPrincipalKind\x12\x1e\n" +
 	"\x1aPRINCIPAL_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13PRINCIPAL_KIND_USER\x10\x01\x12\"\n" +
-	"\x1ePRINCIPAL_KIND_SERVICE_ACCOUNT\x10\x022\x91\x10\n" +
+	"\x1ePRINCIPAL_KIND_SERVICE_ACCOUNT\x10\x022\xcc\x13\n" +
 	"\n" +
 	"IamService\x12t\n" +
 	"\x06WhoAmI\x12#.bettercompute.iam.v1.WhoAmIRequest\x1a$.bettercompute.iam.v1.WhoAmIResponse\"\x1f\u00a0\x19\x18\n" +
@@ -2034,7 +2409,13 @@ const file_bettercompute_iam_v1_iam_proto_rawDesc = "" +
 	"\tGetTenant\x12&.bettercompute.iam.v1.GetTenantRequest\x1a'.bettercompute.iam.v1.GetTenantResponse\"%\u00a0\x19\x1e\n" +
 	"\x03iam\x12\tgetTenant\x1a\ftenants.read\x90\x02\x01\x12\x8b\x01\n" +
 	"\vListTenants\x12(.bettercompute.iam.v1.ListTenantsRequest\x1a).bettercompute.iam.v1.ListTenantsResponse\"'\u00a0\x19 \n" +
-	"\x03iam\x12\vlistTenants\x1a\ftenants.read\x90\x02\x01\x12\x99\x01\n" +
+	"\x03iam\x12\vlistTenants\x1a\ftenants.read\x90\x02\x01\x12\x93\x01\n" +
+	"\rSuspendTenant\x12*.bettercompute.iam.v1.SuspendTenantRequest\x1a+.bettercompute.iam.v1.SuspendTenantResponse\")\u00a0\x19%\n" +
+	"\x03iam\x12\rsuspendTenant\x1a\rtenants.write0\x01\x12\x8f\x01\n" +
+	"\fResumeTenant\x12).bettercompute.iam.v1.ResumeTenantRequest\x1a*.bettercompute.iam.v1.ResumeTenantResponse\"(\u00a0\x19$\n" +
+	"\x03iam\x12\fresumeTenant\x1a\rtenants.write0\x01\x12\x90\x01\n" +
+	"\fDeleteTenant\x12).bettercompute.iam.v1.DeleteTenantRequest\x1a*.bettercompute.iam.v1.DeleteTenantResponse\")\u00a0\x19%\n" +
+	"\x03iam\x12\fdeleteTenant\x1a\x0etenants.delete0\x01\x12\x99\x01\n" +
 	"\x0fCreatePrincipal\x12,.bettercompute.iam.v1.CreatePrincipalRequest\x1a-.bettercompute.iam.v1.CreatePrincipalResponse\")\u00a0\x19%\n" +
 	"\x03iam\x12\x0fcreatePrincipal\x1a\tiam.write(\x010\x01\x12\x8b\x01\n" +
 	"\fGetPrincipal\x12).bettercompute.iam.v1.GetPrincipalRequest\x1a*.bettercompute.iam.v1.GetPrincipalResponse\"$\u00a0\x19\x1d\n" +
@@ -2069,7 +2450,7 @@ func file_bettercompute_iam_v1_iam_proto_rawDescGZIP() []byte {
 }
 
 var file_bettercompute_iam_v1_iam_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bettercompute_iam_v1_iam_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_bettercompute_iam_v1_iam_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_bettercompute_iam_v1_iam_proto_goTypes = []any{
 	(Role)(0),                         // 0: bettercompute.iam.v1.Role
 	(PrincipalKind)(0),                // 1: bettercompute.iam.v1.PrincipalKind
@@ -2085,87 +2466,104 @@ var file_bettercompute_iam_v1_iam_proto_goTypes = []any{
 	(*GetTenantResponse)(nil),         // 11: bettercompute.iam.v1.GetTenantResponse
 	(*ListTenantsRequest)(nil),        // 12: bettercompute.iam.v1.ListTenantsRequest
 	(*ListTenantsResponse)(nil),       // 13: bettercompute.iam.v1.ListTenantsResponse
-	(*CreatePrincipalRequest)(nil),    // 14: bettercompute.iam.v1.CreatePrincipalRequest
-	(*CreatePrincipalResponse)(nil),   // 15: bettercompute.iam.v1.CreatePrincipalResponse
-	(*GetPrincipalRequest)(nil),       // 16: bettercompute.iam.v1.GetPrincipalRequest
-	(*GetPrincipalResponse)(nil),      // 17: bettercompute.iam.v1.GetPrincipalResponse
-	(*ListPrincipalsRequest)(nil),     // 18: bettercompute.iam.v1.ListPrincipalsRequest
-	(*ListPrincipalsResponse)(nil),    // 19: bettercompute.iam.v1.ListPrincipalsResponse
-	(*DeletePrincipalRequest)(nil),    // 20: bettercompute.iam.v1.DeletePrincipalRequest
-	(*DeletePrincipalResponse)(nil),   // 21: bettercompute.iam.v1.DeletePrincipalResponse
-	(*CreateApiKeyRequest)(nil),       // 22: bettercompute.iam.v1.CreateApiKeyRequest
-	(*CreateApiKeyResponse)(nil),      // 23: bettercompute.iam.v1.CreateApiKeyResponse
-	(*ListApiKeysRequest)(nil),        // 24: bettercompute.iam.v1.ListApiKeysRequest
-	(*ListApiKeysResponse)(nil),       // 25: bettercompute.iam.v1.ListApiKeysResponse
-	(*DeleteApiKeyRequest)(nil),       // 26: bettercompute.iam.v1.DeleteApiKeyRequest
-	(*DeleteApiKeyResponse)(nil),      // 27: bettercompute.iam.v1.DeleteApiKeyResponse
-	(*CreateRoleBindingRequest)(nil),  // 28: bettercompute.iam.v1.CreateRoleBindingRequest
-	(*CreateRoleBindingResponse)(nil), // 29: bettercompute.iam.v1.CreateRoleBindingResponse
-	(*ListRoleBindingsRequest)(nil),   // 30: bettercompute.iam.v1.ListRoleBindingsRequest
-	(*ListRoleBindingsResponse)(nil),  // 31: bettercompute.iam.v1.ListRoleBindingsResponse
-	(*DeleteRoleBindingRequest)(nil),  // 32: bettercompute.iam.v1.DeleteRoleBindingRequest
-	(*DeleteRoleBindingResponse)(nil), // 33: bettercompute.iam.v1.DeleteRoleBindingResponse
-	(*timestamppb.Timestamp)(nil),     // 34: google.protobuf.Timestamp
+	(*SuspendTenantRequest)(nil),      // 14: bettercompute.iam.v1.SuspendTenantRequest
+	(*SuspendTenantResponse)(nil),     // 15: bettercompute.iam.v1.SuspendTenantResponse
+	(*ResumeTenantRequest)(nil),       // 16: bettercompute.iam.v1.ResumeTenantRequest
+	(*ResumeTenantResponse)(nil),      // 17: bettercompute.iam.v1.ResumeTenantResponse
+	(*DeleteTenantRequest)(nil),       // 18: bettercompute.iam.v1.DeleteTenantRequest
+	(*DeleteTenantResponse)(nil),      // 19: bettercompute.iam.v1.DeleteTenantResponse
+	(*CreatePrincipalRequest)(nil),    // 20: bettercompute.iam.v1.CreatePrincipalRequest
+	(*CreatePrincipalResponse)(nil),   // 21: bettercompute.iam.v1.CreatePrincipalResponse
+	(*GetPrincipalRequest)(nil),       // 22: bettercompute.iam.v1.GetPrincipalRequest
+	(*GetPrincipalResponse)(nil),      // 23: bettercompute.iam.v1.GetPrincipalResponse
+	(*ListPrincipalsRequest)(nil),     // 24: bettercompute.iam.v1.ListPrincipalsRequest
+	(*ListPrincipalsResponse)(nil),    // 25: bettercompute.iam.v1.ListPrincipalsResponse
+	(*DeletePrincipalRequest)(nil),    // 26: bettercompute.iam.v1.DeletePrincipalRequest
+	(*DeletePrincipalResponse)(nil),   // 27: bettercompute.iam.v1.DeletePrincipalResponse
+	(*CreateApiKeyRequest)(nil),       // 28: bettercompute.iam.v1.CreateApiKeyRequest
+	(*CreateApiKeyResponse)(nil),      // 29: bettercompute.iam.v1.CreateApiKeyResponse
+	(*ListApiKeysRequest)(nil),        // 30: bettercompute.iam.v1.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),       // 31: bettercompute.iam.v1.ListApiKeysResponse
+	(*DeleteApiKeyRequest)(nil),       // 32: bettercompute.iam.v1.DeleteApiKeyRequest
+	(*DeleteApiKeyResponse)(nil),      // 33: bettercompute.iam.v1.DeleteApiKeyResponse
+	(*CreateRoleBindingRequest)(nil),  // 34: bettercompute.iam.v1.CreateRoleBindingRequest
+	(*CreateRoleBindingResponse)(nil), // 35: bettercompute.iam.v1.CreateRoleBindingResponse
+	(*ListRoleBindingsRequest)(nil),   // 36: bettercompute.iam.v1.ListRoleBindingsRequest
+	(*ListRoleBindingsResponse)(nil),  // 37: bettercompute.iam.v1.ListRoleBindingsResponse
+	(*DeleteRoleBindingRequest)(nil),  // 38: bettercompute.iam.v1.DeleteRoleBindingRequest
+	(*DeleteRoleBindingResponse)(nil), // 39: bettercompute.iam.v1.DeleteRoleBindingResponse
+	(*timestamppb.Timestamp)(nil),     // 40: google.protobuf.Timestamp
 }
 var file_bettercompute_iam_v1_iam_proto_depIdxs = []int32{
-	34, // 0: bettercompute.iam.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
-	1,  // 1: bettercompute.iam.v1.Principal.kind:type_name -> bettercompute.iam.v1.PrincipalKind
-	34, // 2: bettercompute.iam.v1.Principal.create_time:type_name -> google.protobuf.Timestamp
-	34, // 3: bettercompute.iam.v1.ApiKey.expire_time:type_name -> google.protobuf.Timestamp
-	34, // 4: bettercompute.iam.v1.ApiKey.last_used_time:type_name -> google.protobuf.Timestamp
-	34, // 5: bettercompute.iam.v1.ApiKey.create_time:type_name -> google.protobuf.Timestamp
-	0,  // 6: bettercompute.iam.v1.RoleBinding.role:type_name -> bettercompute.iam.v1.Role
-	34, // 7: bettercompute.iam.v1.RoleBinding.create_time:type_name -> google.protobuf.Timestamp
-	3,  // 8: bettercompute.iam.v1.WhoAmIResponse.principal:type_name -> bettercompute.iam.v1.Principal
-	2,  // 9: bettercompute.iam.v1.WhoAmIResponse.tenant:type_name -> bettercompute.iam.v1.Tenant
-	0,  // 10: bettercompute.iam.v1.WhoAmIResponse.roles:type_name -> bettercompute.iam.v1.Role
-	2,  // 11: bettercompute.iam.v1.CreateTenantResponse.tenant:type_name -> bettercompute.iam.v1.Tenant
-	3,  // 12: bettercompute.iam.v1.CreateTenantResponse.owner:type_name -> bettercompute.iam.v1.Principal
-	2,  // 13: bettercompute.iam.v1.GetTenantResponse.tenant:type_name -> bettercompute.iam.v1.Tenant
-	2,  // 14: bettercompute.iam.v1.ListTenantsResponse.tenants:type_name -> bettercompute.iam.v1.Tenant
-	1,  // 15: bettercompute.iam.v1.CreatePrincipalRequest.kind:type_name -> bettercompute.iam.v1.PrincipalKind
-	3,  // 16: bettercompute.iam.v1.CreatePrincipalResponse.principal:type_name -> bettercompute.iam.v1.Principal
-	3,  // 17: bettercompute.iam.v1.GetPrincipalResponse.principal:type_name -> bettercompute.iam.v1.Principal
-	3,  // 18: bettercompute.iam.v1.ListPrincipalsResponse.principals:type_name -> bettercompute.iam.v1.Principal
-	34, // 19: bettercompute.iam.v1.CreateApiKeyRequest.expire_time:type_name -> google.protobuf.Timestamp
-	4,  // 20: bettercompute.iam.v1.CreateApiKeyResponse.api_key:type_name -> bettercompute.iam.v1.ApiKey
-	4,  // 21: bettercompute.iam.v1.ListApiKeysResponse.api_keys:type_name -> bettercompute.iam.v1.ApiKey
-	0,  // 22: bettercompute.iam.v1.CreateRoleBindingRequest.role:type_name -> bettercompute.iam.v1.Role
-	5,  // 23: bettercompute.iam.v1.CreateRoleBindingResponse.role_binding:type_name -> bettercompute.iam.v1.RoleBinding
-	5,  // 24: bettercompute.iam.v1.ListRoleBindingsResponse.role_bindings:type_name -> bettercompute.iam.v1.RoleBinding
-	6,  // 25: bettercompute.iam.v1.IamService.WhoAmI:input_type -> bettercompute.iam.v1.WhoAmIRequest
-	8,  // 26: bettercompute.iam.v1.IamService.CreateTenant:input_type -> bettercompute.iam.v1.CreateTenantRequest
-	10, // 27: bettercompute.iam.v1.IamService.GetTenant:input_type -> bettercompute.iam.v1.GetTenantRequest
-	12, // 28: bettercompute.iam.v1.IamService.ListTenants:input_type -> bettercompute.iam.v1.ListTenantsRequest
-	14, // 29: bettercompute.iam.v1.IamService.CreatePrincipal:input_type -> bettercompute.iam.v1.CreatePrincipalRequest
-	16, // 30: bettercompute.iam.v1.IamService.GetPrincipal:input_type -> bettercompute.iam.v1.GetPrincipalRequest
-	18, // 31: bettercompute.iam.v1.IamService.ListPrincipals:input_type -> bettercompute.iam.v1.ListPrincipalsRequest
-	20, // 32: bettercompute.iam.v1.IamService.DeletePrincipal:input_type -> bettercompute.iam.v1.DeletePrincipalRequest
-	22, // 33: bettercompute.iam.v1.IamService.CreateApiKey:input_type -> bettercompute.iam.v1.CreateApiKeyRequest
-	24, // 34: bettercompute.iam.v1.IamService.ListApiKeys:input_type -> bettercompute.iam.v1.ListApiKeysRequest
-	26, // 35: bettercompute.iam.v1.IamService.DeleteApiKey:input_type -> bettercompute.iam.v1.DeleteApiKeyRequest
-	28, // 36: bettercompute.iam.v1.IamService.CreateRoleBinding:input_type -> bettercompute.iam.v1.CreateRoleBindingRequest
-	30, // 37: bettercompute.iam.v1.IamService.ListRoleBindings:input_type -> bettercompute.iam.v1.ListRoleBindingsRequest
-	32, // 38: bettercompute.iam.v1.IamService.DeleteRoleBinding:input_type -> bettercompute.iam.v1.DeleteRoleBindingRequest
-	7,  // 39: bettercompute.iam.v1.IamService.WhoAmI:output_type -> bettercompute.iam.v1.WhoAmIResponse
-	9,  // 40: bettercompute.iam.v1.IamService.CreateTenant:output_type -> bettercompute.iam.v1.CreateTenantResponse
-	11, // 41: bettercompute.iam.v1.IamService.GetTenant:output_type -> bettercompute.iam.v1.GetTenantResponse
-	13, // 42: bettercompute.iam.v1.IamService.ListTenants:output_type -> bettercompute.iam.v1.ListTenantsResponse
-	15, // 43: bettercompute.iam.v1.IamService.CreatePrincipal:output_type -> bettercompute.iam.v1.CreatePrincipalResponse
-	17, // 44: bettercompute.iam.v1.IamService.GetPrincipal:output_type -> bettercompute.iam.v1.GetPrincipalResponse
-	19, // 45: bettercompute.iam.v1.IamService.ListPrincipals:output_type -> bettercompute.iam.v1.ListPrincipalsResponse
-	21, // 46: bettercompute.iam.v1.IamService.DeletePrincipal:output_type -> bettercompute.iam.v1.DeletePrincipalResponse
-	23, // 47: bettercompute.iam.v1.IamService.CreateApiKey:output_type -> bettercompute.iam.v1.CreateApiKeyResponse
-	25, // 48: bettercompute.iam.v1.IamService.ListApiKeys:output_type -> bettercompute.iam.v1.ListApiKeysResponse
-	27, // 49: bettercompute.iam.v1.IamService.DeleteApiKey:output_type -> bettercompute.iam.v1.DeleteApiKeyResponse
-	29, // 50: bettercompute.iam.v1.IamService.CreateRoleBinding:output_type -> bettercompute.iam.v1.CreateRoleBindingResponse
-	31, // 51: bettercompute.iam.v1.IamService.ListRoleBindings:output_type -> bettercompute.iam.v1.ListRoleBindingsResponse
-	33, // 52: bettercompute.iam.v1.IamService.DeleteRoleBinding:output_type -> bettercompute.iam.v1.DeleteRoleBindingResponse
-	39, // [39:53] is the sub-list for method output_type
-	25, // [25:39] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	40, // 0: bettercompute.iam.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
+	40, // 1: bettercompute.iam.v1.Tenant.suspend_time:type_name -> google.protobuf.Timestamp
+	40, // 2: bettercompute.iam.v1.Tenant.delete_time:type_name -> google.protobuf.Timestamp
+	1,  // 3: bettercompute.iam.v1.Principal.kind:type_name -> bettercompute.iam.v1.PrincipalKind
+	40, // 4: bettercompute.iam.v1.Principal.create_time:type_name -> google.protobuf.Timestamp
+	40, // 5: bettercompute.iam.v1.ApiKey.expire_time:type_name -> google.protobuf.Timestamp
+	40, // 6: bettercompute.iam.v1.ApiKey.last_used_time:type_name -> google.protobuf.Timestamp
+	40, // 7: bettercompute.iam.v1.ApiKey.create_time:type_name -> google.protobuf.Timestamp
+	0,  // 8: bettercompute.iam.v1.RoleBinding.role:type_name -> bettercompute.iam.v1.Role
+	40, // 9: bettercompute.iam.v1.RoleBinding.create_time:type_name -> google.protobuf.Timestamp
+	3,  // 10: bettercompute.iam.v1.WhoAmIResponse.principal:type_name -> bettercompute.iam.v1.Principal
+	2,  // 11: bettercompute.iam.v1.WhoAmIResponse.tenant:type_name -> bettercompute.iam.v1.Tenant
+	0,  // 12: bettercompute.iam.v1.WhoAmIResponse.roles:type_name -> bettercompute.iam.v1.Role
+	2,  // 13: bettercompute.iam.v1.CreateTenantResponse.tenant:type_name -> bettercompute.iam.v1.Tenant
+	3,  // 14: bettercompute.iam.v1.CreateTenantResponse.owner:type_name -> bettercompute.iam.v1.Principal
+	2,  // 15: bettercompute.iam.v1.GetTenantResponse.tenant:type_name -> bettercompute.iam.v1.Tenant
+	2,  // 16: bettercompute.iam.v1.ListTenantsResponse.tenants:type_name -> bettercompute.iam.v1.Tenant
+	2,  // 17: bettercompute.iam.v1.SuspendTenantResponse.tenant:type_name -> bettercompute.iam.v1.Tenant
+	2,  // 18: bettercompute.iam.v1.ResumeTenantResponse.tenant:type_name -> bettercompute.iam.v1.Tenant
+	2,  // 19: bettercompute.iam.v1.DeleteTenantResponse.tenant:type_name -> bettercompute.iam.v1.Tenant
+	1,  // 20: bettercompute.iam.v1.CreatePrincipalRequest.kind:type_name -> bettercompute.iam.v1.PrincipalKind
+	3,  // 21: bettercompute.iam.v1.CreatePrincipalResponse.principal:type_name -> bettercompute.iam.v1.Principal
+	3,  // 22: bettercompute.iam.v1.GetPrincipalResponse.principal:type_name -> bettercompute.iam.v1.Principal
+	3,  // 23: bettercompute.iam.v1.ListPrincipalsResponse.principals:type_name -> bettercompute.iam.v1.Principal
+	40, // 24: bettercompute.iam.v1.CreateApiKeyRequest.expire_time:type_name -> google.protobuf.Timestamp
+	4,  // 25: bettercompute.iam.v1.CreateApiKeyResponse.api_key:type_name -> bettercompute.iam.v1.ApiKey
+	4,  // 26: bettercompute.iam.v1.ListApiKeysResponse.api_keys:type_name -> bettercompute.iam.v1.ApiKey
+	0,  // 27: bettercompute.iam.v1.CreateRoleBindingRequest.role:type_name -> bettercompute.iam.v1.Role
+	5,  // 28: bettercompute.iam.v1.CreateRoleBindingResponse.role_binding:type_name -> bettercompute.iam.v1.RoleBinding
+	5,  // 29: bettercompute.iam.v1.ListRoleBindingsResponse.role_bindings:type_name -> bettercompute.iam.v1.RoleBinding
+	6,  // 30: bettercompute.iam.v1.IamService.WhoAmI:input_type -> bettercompute.iam.v1.WhoAmIRequest
+	8,  // 31: bettercompute.iam.v1.IamService.CreateTenant:input_type -> bettercompute.iam.v1.CreateTenantRequest
+	10, // 32: bettercompute.iam.v1.IamService.GetTenant:input_type -> bettercompute.iam.v1.GetTenantRequest
+	12, // 33: bettercompute.iam.v1.IamService.ListTenants:input_type -> bettercompute.iam.v1.ListTenantsRequest
+	14, // 34: bettercompute.iam.v1.IamService.SuspendTenant:input_type -> bettercompute.iam.v1.SuspendTenantRequest
+	16, // 35: bettercompute.iam.v1.IamService.ResumeTenant:input_type -> bettercompute.iam.v1.ResumeTenantRequest
+	18, // 36: bettercompute.iam.v1.IamService.DeleteTenant:input_type -> bettercompute.iam.v1.DeleteTenantRequest
+	20, // 37: bettercompute.iam.v1.IamService.CreatePrincipal:input_type -> bettercompute.iam.v1.CreatePrincipalRequest
+	22, // 38: bettercompute.iam.v1.IamService.GetPrincipal:input_type -> bettercompute.iam.v1.GetPrincipalRequest
+	24, // 39: bettercompute.iam.v1.IamService.ListPrincipals:input_type -> bettercompute.iam.v1.ListPrincipalsRequest
+	26, // 40: bettercompute.iam.v1.IamService.DeletePrincipal:input_type -> bettercompute.iam.v1.DeletePrincipalRequest
+	28, // 41: bettercompute.iam.v1.IamService.CreateApiKey:input_type -> bettercompute.iam.v1.CreateApiKeyRequest
+	30, // 42: bettercompute.iam.v1.IamService.ListApiKeys:input_type -> bettercompute.iam.v1.ListApiKeysRequest
+	32, // 43: bettercompute.iam.v1.IamService.DeleteApiKey:input_type -> bettercompute.iam.v1.DeleteApiKeyRequest
+	34, // 44: bettercompute.iam.v1.IamService.CreateRoleBinding:input_type -> bettercompute.iam.v1.CreateRoleBindingRequest
+	36, // 45: bettercompute.iam.v1.IamService.ListRoleBindings:input_type -> bettercompute.iam.v1.ListRoleBindingsRequest
+	38, // 46: bettercompute.iam.v1.IamService.DeleteRoleBinding:input_type -> bettercompute.iam.v1.DeleteRoleBindingRequest
+	7,  // 47: bettercompute.iam.v1.IamService.WhoAmI:output_type -> bettercompute.iam.v1.WhoAmIResponse
+	9,  // 48: bettercompute.iam.v1.IamService.CreateTenant:output_type -> bettercompute.iam.v1.CreateTenantResponse
+	11, // 49: bettercompute.iam.v1.IamService.GetTenant:output_type -> bettercompute.iam.v1.GetTenantResponse
+	13, // 50: bettercompute.iam.v1.IamService.ListTenants:output_type -> bettercompute.iam.v1.ListTenantsResponse
+	15, // 51: bettercompute.iam.v1.IamService.SuspendTenant:output_type -> bettercompute.iam.v1.SuspendTenantResponse
+	17, // 52: bettercompute.iam.v1.IamService.ResumeTenant:output_type -> bettercompute.iam.v1.ResumeTenantResponse
+	19, // 53: bettercompute.iam.v1.IamService.DeleteTenant:output_type -> bettercompute.iam.v1.DeleteTenantResponse
+	21, // 54: bettercompute.iam.v1.IamService.CreatePrincipal:output_type -> bettercompute.iam.v1.CreatePrincipalResponse
+	23, // 55: bettercompute.iam.v1.IamService.GetPrincipal:output_type -> bettercompute.iam.v1.GetPrincipalResponse
+	25, // 56: bettercompute.iam.v1.IamService.ListPrincipals:output_type -> bettercompute.iam.v1.ListPrincipalsResponse
+	27, // 57: bettercompute.iam.v1.IamService.DeletePrincipal:output_type -> bettercompute.iam.v1.DeletePrincipalResponse
+	29, // 58: bettercompute.iam.v1.IamService.CreateApiKey:output_type -> bettercompute.iam.v1.CreateApiKeyResponse
+	31, // 59: bettercompute.iam.v1.IamService.ListApiKeys:output_type -> bettercompute.iam.v1.ListApiKeysResponse
+	33, // 60: bettercompute.iam.v1.IamService.DeleteApiKey:output_type -> bettercompute.iam.v1.DeleteApiKeyResponse
+	35, // 61: bettercompute.iam.v1.IamService.CreateRoleBinding:output_type -> bettercompute.iam.v1.CreateRoleBindingResponse
+	37, // 62: bettercompute.iam.v1.IamService.ListRoleBindings:output_type -> bettercompute.iam.v1.ListRoleBindingsResponse
+	39, // 63: bettercompute.iam.v1.IamService.DeleteRoleBinding:output_type -> bettercompute.iam.v1.DeleteRoleBindingResponse
+	47, // [47:64] is the sub-list for method output_type
+	30, // [30:47] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_iam_v1_iam_proto_init() }
@@ -2179,7 +2577,7 @@ func file_bettercompute_iam_v1_iam_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_iam_v1_iam_proto_rawDesc), len(file_bettercompute_iam_v1_iam_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   32,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -11,6 +11,13 @@
 // id, the same on every retry), webhook-timestamp (unix seconds of the attempt) and
 // webhook-signature ("v1," + base64 of HMAC-SHA256 over "{id}.{timestamp}.{body}", keyed with the
 // base64-decoded part of the secret). Delivery is at least once, in order per subject.
+//
+// Failed deliveries are retried with exponential backoff for a bounded time (the deployment's
+// webhooks.retry, about an hour by default). When that runs out the webhook becomes FAILING: its
+// undelivered events, and every later one, are parked as dead letters (ListDeadLetters; a
+// bounded number per webhook, the oldest dropped and counted) instead of being delivered, and a
+// "webhook.failing" event is emitted. ReplayDeadLetters delivers them again, with their original
+// ids, and makes the webhook HEALTHY.
 
 package webhooksv1
 
@@ -19,6 +26,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -32,12 +40,66 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// WebhookState says whether a webhook is delivered to.
+type WebhookState int32
+
+const (
+	WebhookState_WEBHOOK_STATE_UNSPECIFIED WebhookState = 0
+	// Events are delivered, failed deliveries retried.
+	WebhookState_WEBHOOK_STATE_HEALTHY WebhookState = 1
+	// The retry schedule ran out: events are parked as dead letters until ReplayDeadLetters.
+	WebhookState_WEBHOOK_STATE_FAILING WebhookState = 2
+)
+
+// Enum value maps for WebhookState.
+var (
+	WebhookState_name = map[int32]string{
+		0: "WEBHOOK_STATE_UNSPECIFIED",
+		1: "WEBHOOK_STATE_HEALTHY",
+		2: "WEBHOOK_STATE_FAILING",
+	}
+	WebhookState_value = map[string]int32{
+		"WEBHOOK_STATE_UNSPECIFIED": 0,
+		"WEBHOOK_STATE_HEALTHY":     1,
+		"WEBHOOK_STATE_FAILING":     2,
+	}
+)
+
+func (x WebhookState) Enum() *WebhookState {
+	p := new(WebhookState)
+	*p = x
+	return p
+}
+
+func (x WebhookState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WebhookState) Descriptor() protoreflect.EnumDescriptor {
+	return file_bettercompute_webhooks_v1_webhooks_proto_enumTypes[0].Descriptor()
+}
+
+func (WebhookState) Type() protoreflect.EnumType {
+	return &file_bettercompute_webhooks_v1_webhooks_proto_enumTypes[0]
+}
+
+func (x WebhookState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WebhookState.Descriptor instead.
+func (WebhookState) EnumDescriptor() ([]byte, []int) {
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{0}
+}
+
 // Webhook is an endpoint that receives the tenant's events.
 type Webhook struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	TenantId string                 `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	// An http or https URL.
+	// An http or https URL. Callers without the webhooks.write permission (viewers, operators)
+	// and events see only its scheme and host, followed by "/[redacted]" when it has a path or
+	// query: those often carry a token.
 	Url string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
 	// Only events of these types are delivered; empty means every type.
 	EventTypes  []string               `protobuf:"bytes,4,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
@@ -47,8 +109,17 @@ type Webhook struct {
 	LastError string `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	// When a delivery last failed; unset if none ever did.
 	LastErrorTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_error_time,json=lastErrorTime,proto3" json:"last_error_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	State         WebhookState           `protobuf:"varint,9,opt,name=state,proto3,enum=bettercompute.webhooks.v1.WebhookState" json:"state,omitempty"`
+	// When the webhook became FAILING; unset while HEALTHY.
+	FailingSinceTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=failing_since_time,json=failingSinceTime,proto3" json:"failing_since_time,omitempty"`
+	// Why it became FAILING: the last failed delivery's error; empty while HEALTHY.
+	Failure string `protobuf:"bytes,11,opt,name=failure,proto3" json:"failure,omitempty"`
+	// How many of its events are parked as dead letters (queued for replay included).
+	DeadLetters int64 `protobuf:"varint,12,opt,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
+	// How many parked events were dropped, oldest first, to keep within the dead-letter cap.
+	DeadLettersDropped int64 `protobuf:"varint,13,opt,name=dead_letters_dropped,json=deadLettersDropped,proto3" json:"dead_letters_dropped,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Webhook) Reset() {
@@ -137,6 +208,148 @@ func (x *Webhook) GetLastErrorTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Webhook) GetState() WebhookState {
+	if x != nil {
+		return x.State
+	}
+	return WebhookState_WEBHOOK_STATE_UNSPECIFIED
+}
+
+func (x *Webhook) GetFailingSinceTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FailingSinceTime
+	}
+	return nil
+}
+
+func (x *Webhook) GetFailure() string {
+	if x != nil {
+		return x.Failure
+	}
+	return ""
+}
+
+func (x *Webhook) GetDeadLetters() int64 {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return 0
+}
+
+func (x *Webhook) GetDeadLettersDropped() int64 {
+	if x != nil {
+		return x.DeadLettersDropped
+	}
+	return 0
+}
+
+// DeadLetter is an event parked for a webhook that was failing.
+type DeadLetter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The event's id, "evt_…": the webhook-id it is delivered with, and its id in events/list.
+	EventId string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Type    string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Subject string `protobuf:"bytes,3,opt,name=subject,proto3" json:"subject,omitempty"`
+	// The event's data, as its delivery carries it.
+	Data *structpb.Value `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	// When the event happened.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// When it was parked.
+	ParkTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=park_time,json=parkTime,proto3" json:"park_time,omitempty"`
+	// Why: the webhook's failure when it was parked.
+	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// Queued for delivery by ReplayDeadLetters, not yet delivered.
+	Queued        bool `protobuf:"varint,8,opt,name=queued,proto3" json:"queued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetter) Reset() {
+	*x = DeadLetter{}
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetter) ProtoMessage() {}
+
+func (x *DeadLetter) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
+func (*DeadLetter) Descriptor() ([]byte, []int) {
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DeadLetter) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetData() *structpb.Value {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetParkTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ParkTime
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetQueued() bool {
+	if x != nil {
+		return x.Queued
+	}
+	return false
+}
+
 // CreateRequest describes the new webhook.
 type CreateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -154,7 +367,7 @@ type CreateRequest struct {
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[1]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -166,7 +379,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[1]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -179,7 +392,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{1}
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CreateRequest) GetUrl() string {
@@ -215,7 +428,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[2]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +440,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[2]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +453,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateResponse) GetWebhook() *Webhook {
@@ -267,7 +480,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[3]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -279,7 +492,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[3]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -292,7 +505,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{3}
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetRequest) GetId() string {
@@ -312,7 +525,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[4]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +537,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[4]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +550,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{4}
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetResponse) GetWebhook() *Webhook {
@@ -359,7 +572,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[5]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +584,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[5]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +597,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListRequest) GetPageSize() int32 {
@@ -413,7 +626,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[6]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +638,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[6]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +651,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{6}
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListResponse) GetWebhooks() []*Webhook {
@@ -465,7 +678,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[7]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +690,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[7]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +703,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteRequest) GetId() string {
@@ -509,7 +722,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[8]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +734,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[8]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +747,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{9}
 }
 
 // TestRequest names a webhook.
@@ -547,7 +760,7 @@ type TestRequest struct {
 
 func (x *TestRequest) Reset() {
 	*x = TestRequest{}
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[9]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +772,7 @@ func (x *TestRequest) String() string {
 func (*TestRequest) ProtoMessage() {}
 
 func (x *TestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[9]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +785,7 @@ func (x *TestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestRequest.ProtoReflect.Descriptor instead.
 func (*TestRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TestRequest) GetId() string {
@@ -599,7 +812,7 @@ type TestResponse struct {
 
 func (x *TestResponse) Reset() {
 	*x = TestResponse{}
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[10]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +824,7 @@ func (x *TestResponse) String() string {
 func (*TestResponse) ProtoMessage() {}
 
 func (x *TestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[10]
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +837,7 @@ func (x *TestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestResponse.ProtoReflect.Descriptor instead.
 func (*TestResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TestResponse) GetEventId() string {
@@ -655,11 +868,218 @@ func (x *TestResponse) GetError() string {
 	return ""
 }
 
+// ListDeadLettersRequest names a webhook and pages its dead letters.
+type ListDeadLettersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// At most 500; 0 means 50.
+	PageSize      int32  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLettersRequest) Reset() {
+	*x = ListDeadLettersRequest{}
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLettersRequest) ProtoMessage() {}
+
+func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListDeadLettersRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ListDeadLettersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDeadLettersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListDeadLettersResponse is one page of dead letters, oldest first.
+type ListDeadLettersResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	DeadLetters []*DeadLetter          `protobuf:"bytes,1,rep,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLettersResponse) Reset() {
+	*x = ListDeadLettersResponse{}
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLettersResponse) ProtoMessage() {}
+
+func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListDeadLettersResponse) GetDeadLetters() []*DeadLetter {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return nil
+}
+
+func (x *ListDeadLettersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ReplayDeadLettersRequest names a webhook.
+type ReplayDeadLettersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayDeadLettersRequest) Reset() {
+	*x = ReplayDeadLettersRequest{}
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayDeadLettersRequest) ProtoMessage() {}
+
+func (x *ReplayDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*ReplayDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReplayDeadLettersRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// ReplayDeadLettersResponse says how many events were queued.
+type ReplayDeadLettersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Parked events newly queued for delivery.
+	Queued        int64 `protobuf:"varint,1,opt,name=queued,proto3" json:"queued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayDeadLettersResponse) Reset() {
+	*x = ReplayDeadLettersResponse{}
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayDeadLettersResponse) ProtoMessage() {}
+
+func (x *ReplayDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_webhooks_v1_webhooks_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*ReplayDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ReplayDeadLettersResponse) GetQueued() int64 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
 var File_bettercompute_webhooks_v1_webhooks_proto protoreflect.FileDescriptor
 
 const file_bettercompute_webhooks_v1_webhooks_proto_rawDesc = "" +
 	"\n" +
-	"(bettercompute/webhooks/v1/webhooks.proto\x12\x19bettercompute.webhooks.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\x02\n" +
+	"(bettercompute/webhooks/v1/webhooks.proto\x12\x19bettercompute.webhooks.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\x04\n" +
 	"\aWebhook\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x10\n" +
@@ -671,7 +1091,24 @@ const file_bettercompute_webhooks_v1_webhooks_proto_rawDesc = "" +
 	"createTime\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\a \x01(\tR\tlastError\x12B\n" +
-	"\x0flast_error_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rlastErrorTime\"d\n" +
+	"\x0flast_error_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rlastErrorTime\x12=\n" +
+	"\x05state\x18\t \x01(\x0e2'.bettercompute.webhooks.v1.WebhookStateR\x05state\x12H\n" +
+	"\x12failing_since_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x10failingSinceTime\x12\x18\n" +
+	"\afailure\x18\v \x01(\tR\afailure\x12!\n" +
+	"\fdead_letters\x18\f \x01(\x03R\vdeadLetters\x120\n" +
+	"\x14dead_letters_dropped\x18\r \x01(\x03R\x12deadLettersDropped\"\xa5\x02\n" +
+	"\n" +
+	"DeadLetter\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
+	"\asubject\x18\x03 \x01(\tR\asubject\x12*\n" +
+	"\x04data\x18\x04 \x01(\v2\x16.google.protobuf.ValueR\x04data\x12;\n" +
+	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x127\n" +
+	"\tpark_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bparkTime\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\x12\x16\n" +
+	"\x06queued\x18\b \x01(\bR\x06queued\"d\n" +
 	"\rCreateRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +
@@ -702,7 +1139,23 @@ const file_bettercompute_webhooks_v1_webhooks_proto_rawDesc = "" +
 	"\vstatus_code\x18\x02 \x01(\x05R\n" +
 	"statusCode\x123\n" +
 	"\alatency\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error2\xa8\x05\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"d\n" +
+	"\x16ListDeadLettersRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x8b\x01\n" +
+	"\x17ListDeadLettersResponse\x12H\n" +
+	"\fdead_letters\x18\x01 \x03(\v2%.bettercompute.webhooks.v1.DeadLetterR\vdeadLetters\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"*\n" +
+	"\x18ReplayDeadLettersRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"3\n" +
+	"\x19ReplayDeadLettersResponse\x12\x16\n" +
+	"\x06queued\x18\x01 \x01(\x03R\x06queued*c\n" +
+	"\fWebhookState\x12\x1d\n" +
+	"\x19WEBHOOK_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15WEBHOOK_STATE_HEALTHY\x10\x01\x12\x19\n" +
+	"\x15WEBHOOK_STATE_FAILING\x10\x022\x8c\b\n" +
 	"\x0fWebhooksService\x12\x8a\x01\n" +
 	"\x06Create\x12(.bettercompute.webhooks.v1.CreateRequest\x1a).bettercompute.webhooks.v1.CreateResponse\"+\u00a0\x19'\n" +
 	"\bwebhooks\x12\x06create\x1a\x0fwebhooks.create(\x010\x01\x12{\n" +
@@ -713,7 +1166,11 @@ const file_bettercompute_webhooks_v1_webhooks_proto_rawDesc = "" +
 	"\x06Delete\x12(.bettercompute.webhooks.v1.DeleteRequest\x1a).bettercompute.webhooks.v1.DeleteResponse\")\u00a0\x19%\n" +
 	"\bwebhooks\x12\x06delete\x1a\x0fwebhooks.delete0\x01\x12\x7f\n" +
 	"\x04Test\x12&.bettercompute.webhooks.v1.TestRequest\x1a'.bettercompute.webhooks.v1.TestResponse\"&\u00a0\x19\"\n" +
-	"\bwebhooks\x12\x04test\x1a\x0ewebhooks.write0\x01BVZTgithub.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1;webhooksv1b\x06proto3"
+	"\bwebhooks\x12\x04test\x1a\x0ewebhooks.write0\x01\x12\xab\x01\n" +
+	"\x0fListDeadLetters\x121.bettercompute.webhooks.v1.ListDeadLettersRequest\x1a2.bettercompute.webhooks.v1.ListDeadLettersResponse\"1\u00a0\x19*\n" +
+	"\bwebhooks\x12\x0flistDeadLetters\x1a\rwebhooks.read\x90\x02\x01\x12\xb3\x01\n" +
+	"\x11ReplayDeadLetters\x123.bettercompute.webhooks.v1.ReplayDeadLettersRequest\x1a4.bettercompute.webhooks.v1.ReplayDeadLettersResponse\"3\u00a0\x19/\n" +
+	"\bwebhooks\x12\x11replayDeadLetters\x1a\x0ewebhooks.write0\x01BVZTgithub.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1;webhooksv1b\x06proto3"
 
 var (
 	file_bettercompute_webhooks_v1_webhooks_proto_rawDescOnce sync.Once
@@ -727,44 +1184,62 @@ func file_bettercompute_webhooks_v1_webhooks_proto_rawDescGZIP() []byte {
 	return file_bettercompute_webhooks_v1_webhooks_proto_rawDescData
 }
 
-var file_bettercompute_webhooks_v1_webhooks_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_bettercompute_webhooks_v1_webhooks_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_bettercompute_webhooks_v1_webhooks_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_bettercompute_webhooks_v1_webhooks_proto_goTypes = []any{
-	(*Webhook)(nil),               // 0: bettercompute.webhooks.v1.Webhook
-	(*CreateRequest)(nil),         // 1: bettercompute.webhooks.v1.CreateRequest
-	(*CreateResponse)(nil),        // 2: bettercompute.webhooks.v1.CreateResponse
-	(*GetRequest)(nil),            // 3: bettercompute.webhooks.v1.GetRequest
-	(*GetResponse)(nil),           // 4: bettercompute.webhooks.v1.GetResponse
-	(*ListRequest)(nil),           // 5: bettercompute.webhooks.v1.ListRequest
-	(*ListResponse)(nil),          // 6: bettercompute.webhooks.v1.ListResponse
-	(*DeleteRequest)(nil),         // 7: bettercompute.webhooks.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 8: bettercompute.webhooks.v1.DeleteResponse
-	(*TestRequest)(nil),           // 9: bettercompute.webhooks.v1.TestRequest
-	(*TestResponse)(nil),          // 10: bettercompute.webhooks.v1.TestResponse
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
+	(WebhookState)(0),                 // 0: bettercompute.webhooks.v1.WebhookState
+	(*Webhook)(nil),                   // 1: bettercompute.webhooks.v1.Webhook
+	(*DeadLetter)(nil),                // 2: bettercompute.webhooks.v1.DeadLetter
+	(*CreateRequest)(nil),             // 3: bettercompute.webhooks.v1.CreateRequest
+	(*CreateResponse)(nil),            // 4: bettercompute.webhooks.v1.CreateResponse
+	(*GetRequest)(nil),                // 5: bettercompute.webhooks.v1.GetRequest
+	(*GetResponse)(nil),               // 6: bettercompute.webhooks.v1.GetResponse
+	(*ListRequest)(nil),               // 7: bettercompute.webhooks.v1.ListRequest
+	(*ListResponse)(nil),              // 8: bettercompute.webhooks.v1.ListResponse
+	(*DeleteRequest)(nil),             // 9: bettercompute.webhooks.v1.DeleteRequest
+	(*DeleteResponse)(nil),            // 10: bettercompute.webhooks.v1.DeleteResponse
+	(*TestRequest)(nil),               // 11: bettercompute.webhooks.v1.TestRequest
+	(*TestResponse)(nil),              // 12: bettercompute.webhooks.v1.TestResponse
+	(*ListDeadLettersRequest)(nil),    // 13: bettercompute.webhooks.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),   // 14: bettercompute.webhooks.v1.ListDeadLettersResponse
+	(*ReplayDeadLettersRequest)(nil),  // 15: bettercompute.webhooks.v1.ReplayDeadLettersRequest
+	(*ReplayDeadLettersResponse)(nil), // 16: bettercompute.webhooks.v1.ReplayDeadLettersResponse
+	(*timestamppb.Timestamp)(nil),     // 17: google.protobuf.Timestamp
+	(*structpb.Value)(nil),            // 18: google.protobuf.Value
+	(*durationpb.Duration)(nil),       // 19: google.protobuf.Duration
 }
 var file_bettercompute_webhooks_v1_webhooks_proto_depIdxs = []int32{
-	11, // 0: bettercompute.webhooks.v1.Webhook.create_time:type_name -> google.protobuf.Timestamp
-	11, // 1: bettercompute.webhooks.v1.Webhook.last_error_time:type_name -> google.protobuf.Timestamp
-	0,  // 2: bettercompute.webhooks.v1.CreateResponse.webhook:type_name -> bettercompute.webhooks.v1.Webhook
-	0,  // 3: bettercompute.webhooks.v1.GetResponse.webhook:type_name -> bettercompute.webhooks.v1.Webhook
-	0,  // 4: bettercompute.webhooks.v1.ListResponse.webhooks:type_name -> bettercompute.webhooks.v1.Webhook
-	12, // 5: bettercompute.webhooks.v1.TestResponse.latency:type_name -> google.protobuf.Duration
-	1,  // 6: bettercompute.webhooks.v1.WebhooksService.Create:input_type -> bettercompute.webhooks.v1.CreateRequest
-	3,  // 7: bettercompute.webhooks.v1.WebhooksService.Get:input_type -> bettercompute.webhooks.v1.GetRequest
-	5,  // 8: bettercompute.webhooks.v1.WebhooksService.List:input_type -> bettercompute.webhooks.v1.ListRequest
-	7,  // 9: bettercompute.webhooks.v1.WebhooksService.Delete:input_type -> bettercompute.webhooks.v1.DeleteRequest
-	9,  // 10: bettercompute.webhooks.v1.WebhooksService.Test:input_type -> bettercompute.webhooks.v1.TestRequest
-	2,  // 11: bettercompute.webhooks.v1.WebhooksService.Create:output_type -> bettercompute.webhooks.v1.CreateResponse
-	4,  // 12: bettercompute.webhooks.v1.WebhooksService.Get:output_type -> bettercompute.webhooks.v1.GetResponse
-	6,  // 13: bettercompute.webhooks.v1.WebhooksService.List:output_type -> bettercompute.webhooks.v1.ListResponse
-	8,  // 14: bettercompute.webhooks.v1.WebhooksService.Delete:output_type -> bettercompute.webhooks.v1.DeleteResponse
-	10, // 15: bettercompute.webhooks.v1.WebhooksService.Test:output_type -> bettercompute.webhooks.v1.TestResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	17, // 0: bettercompute.webhooks.v1.Webhook.create_time:type_name -> google.protobuf.Timestamp
+	17, // 1: bettercompute.webhooks.v1.Webhook.last_error_time:type_name -> google.protobuf.Timestamp
+	0,  // 2: bettercompute.webhooks.v1.Webhook.state:type_name -> bettercompute.webhooks.v1.WebhookState
+	17, // 3: bettercompute.webhooks.v1.Webhook.failing_since_time:type_name -> google.protobuf.Timestamp
+	18, // 4: bettercompute.webhooks.v1.DeadLetter.data:type_name -> google.protobuf.Value
+	17, // 5: bettercompute.webhooks.v1.DeadLetter.create_time:type_name -> google.protobuf.Timestamp
+	17, // 6: bettercompute.webhooks.v1.DeadLetter.park_time:type_name -> google.protobuf.Timestamp
+	1,  // 7: bettercompute.webhooks.v1.CreateResponse.webhook:type_name -> bettercompute.webhooks.v1.Webhook
+	1,  // 8: bettercompute.webhooks.v1.GetResponse.webhook:type_name -> bettercompute.webhooks.v1.Webhook
+	1,  // 9: bettercompute.webhooks.v1.ListResponse.webhooks:type_name -> bettercompute.webhooks.v1.Webhook
+	19, // 10: bettercompute.webhooks.v1.TestResponse.latency:type_name -> google.protobuf.Duration
+	2,  // 11: bettercompute.webhooks.v1.ListDeadLettersResponse.dead_letters:type_name -> bettercompute.webhooks.v1.DeadLetter
+	3,  // 12: bettercompute.webhooks.v1.WebhooksService.Create:input_type -> bettercompute.webhooks.v1.CreateRequest
+	5,  // 13: bettercompute.webhooks.v1.WebhooksService.Get:input_type -> bettercompute.webhooks.v1.GetRequest
+	7,  // 14: bettercompute.webhooks.v1.WebhooksService.List:input_type -> bettercompute.webhooks.v1.ListRequest
+	9,  // 15: bettercompute.webhooks.v1.WebhooksService.Delete:input_type -> bettercompute.webhooks.v1.DeleteRequest
+	11, // 16: bettercompute.webhooks.v1.WebhooksService.Test:input_type -> bettercompute.webhooks.v1.TestRequest
+	13, // 17: bettercompute.webhooks.v1.WebhooksService.ListDeadLetters:input_type -> bettercompute.webhooks.v1.ListDeadLettersRequest
+	15, // 18: bettercompute.webhooks.v1.WebhooksService.ReplayDeadLetters:input_type -> bettercompute.webhooks.v1.ReplayDeadLettersRequest
+	4,  // 19: bettercompute.webhooks.v1.WebhooksService.Create:output_type -> bettercompute.webhooks.v1.CreateResponse
+	6,  // 20: bettercompute.webhooks.v1.WebhooksService.Get:output_type -> bettercompute.webhooks.v1.GetResponse
+	8,  // 21: bettercompute.webhooks.v1.WebhooksService.List:output_type -> bettercompute.webhooks.v1.ListResponse
+	10, // 22: bettercompute.webhooks.v1.WebhooksService.Delete:output_type -> bettercompute.webhooks.v1.DeleteResponse
+	12, // 23: bettercompute.webhooks.v1.WebhooksService.Test:output_type -> bettercompute.webhooks.v1.TestResponse
+	14, // 24: bettercompute.webhooks.v1.WebhooksService.ListDeadLetters:output_type -> bettercompute.webhooks.v1.ListDeadLettersResponse
+	16, // 25: bettercompute.webhooks.v1.WebhooksService.ReplayDeadLetters:output_type -> bettercompute.webhooks.v1.ReplayDeadLettersResponse
+	19, // [19:26] is the sub-list for method output_type
+	12, // [12:19] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_webhooks_v1_webhooks_proto_init() }
@@ -777,13 +1252,14 @@ func file_bettercompute_webhooks_v1_webhooks_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_webhooks_v1_webhooks_proto_rawDesc), len(file_bettercompute_webhooks_v1_webhooks_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   11,
+			NumEnums:      1,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_bettercompute_webhooks_v1_webhooks_proto_goTypes,
 		DependencyIndexes: file_bettercompute_webhooks_v1_webhooks_proto_depIdxs,
+		EnumInfos:         file_bettercompute_webhooks_v1_webhooks_proto_enumTypes,
 		MessageInfos:      file_bettercompute_webhooks_v1_webhooks_proto_msgTypes,
 	}.Build()
 	File_bettercompute_webhooks_v1_webhooks_proto = out.File

@@ -43,6 +43,13 @@ const (
 	IamServiceGetTenantProcedure = "/bettercompute.iam.v1.IamService/GetTenant"
 	// IamServiceListTenantsProcedure is the fully-qualified name of the IamService's ListTenants RPC.
 	IamServiceListTenantsProcedure = "/bettercompute.iam.v1.IamService/ListTenants"
+	// IamServiceSuspendTenantProcedure is the fully-qualified name of the IamService's SuspendTenant
+	// RPC.
+	IamServiceSuspendTenantProcedure = "/bettercompute.iam.v1.IamService/SuspendTenant"
+	// IamServiceResumeTenantProcedure is the fully-qualified name of the IamService's ResumeTenant RPC.
+	IamServiceResumeTenantProcedure = "/bettercompute.iam.v1.IamService/ResumeTenant"
+	// IamServiceDeleteTenantProcedure is the fully-qualified name of the IamService's DeleteTenant RPC.
+	IamServiceDeleteTenantProcedure = "/bettercompute.iam.v1.IamService/DeleteTenant"
 	// IamServiceCreatePrincipalProcedure is the fully-qualified name of the IamService's
 	// CreatePrincipal RPC.
 	IamServiceCreatePrincipalProcedure = "/bettercompute.iam.v1.IamService/CreatePrincipal"
@@ -80,29 +87,50 @@ type IamServiceClient interface {
 	CreateTenant(context.Context, *v1.CreateTenantRequest) (*v1.CreateTenantResponse, error)
 	// GetTenant returns the caller's tenant or one of its child tenants.
 	GetTenant(context.Context, *v1.GetTenantRequest) (*v1.GetTenantResponse, error)
-	// ListTenants lists the caller's tenant and its child tenants.
+	// ListTenants lists the caller's tenant and its child tenants, deleted ones included.
 	ListTenants(context.Context, *v1.ListTenantsRequest) (*v1.ListTenantsResponse, error)
+	// SuspendTenant suspends a tenant below the caller's (root) tenant: every API key of the
+	// tenant is refused at once, with PermissionDenied saying the tenant is suspended, until
+	// ResumeTenant. Its nodes, sessions and leases carry on. Suspending a suspended tenant changes
+	// nothing.
+	SuspendTenant(context.Context, *v1.SuspendTenantRequest) (*v1.SuspendTenantResponse, error)
+	// ResumeTenant lifts a suspension: the tenant's keys work again.
+	ResumeTenant(context.Context, *v1.ResumeTenantRequest) (*v1.ResumeTenantResponse, error)
+	// DeleteTenant deletes a tenant below the caller's (root) tenant, leaving a tombstone (its name
+	// stays taken): its principals, role bindings and API keys are deleted, its join tokens
+	// revoked. It is refused (FailedPrecondition) while the tenant has nodes that are not revoked
+	// or leases that have not ended, unless force is set: then its nodes are revoked (renewal,
+	// secrets and sessions stop) and its leases end as failed. Pools, reservations, secrets,
+	// usage and audit rows are kept. Deleting a deleted tenant changes nothing.
+	DeleteTenant(context.Context, *v1.DeleteTenantRequest) (*v1.DeleteTenantResponse, error)
 	// CreatePrincipal creates a user or service account in the caller's tenant.
 	CreatePrincipal(context.Context, *v1.CreatePrincipalRequest) (*v1.CreatePrincipalResponse, error)
 	// GetPrincipal returns a principal of the caller's tenant.
 	GetPrincipal(context.Context, *v1.GetPrincipalRequest) (*v1.GetPrincipalResponse, error)
 	// ListPrincipals lists the principals of the caller's tenant.
 	ListPrincipals(context.Context, *v1.ListPrincipalsRequest) (*v1.ListPrincipalsResponse, error)
-	// DeletePrincipal deletes a principal with its keys and role bindings.
+	// DeletePrincipal deletes a principal with its keys and role bindings. Deleting an owner needs
+	// the owner role; the tenant's last owner, or the last owner holding a usable key, cannot be
+	// deleted.
 	DeletePrincipal(context.Context, *v1.DeletePrincipalRequest) (*v1.DeletePrincipalResponse, error)
 	// CreateApiKey mints an API key for a principal. The key is shown only in this response; the
-	// server keeps a hash.
+	// server keeps a hash. Minting a key for an owner needs the owner role.
 	CreateApiKey(context.Context, *v1.CreateApiKeyRequest) (*v1.CreateApiKeyResponse, error)
 	// ListApiKeys lists API keys (never their secrets) of the caller's tenant.
 	ListApiKeys(context.Context, *v1.ListApiKeysRequest) (*v1.ListApiKeysResponse, error)
-	// DeleteApiKey revokes an API key at once.
+	// DeleteApiKey revokes an API key at once. Revoking an owner's key needs the owner role, and
+	// the tenant's last usable owner key cannot be revoked.
 	DeleteApiKey(context.Context, *v1.DeleteApiKeyRequest) (*v1.DeleteApiKeyResponse, error)
-	// CreateRoleBinding grants a principal a role in the caller's tenant. Granting owner needs
-	// the owner role.
+	// CreateRoleBinding grants a principal a role in the caller's tenant. Granting owner, or any
+	// role to an owner, needs the owner role. Granting owner revokes the principal's API keys that
+	// were not minted by an owner (listed in the response): a key a non-owner held never becomes
+	// an owner's.
 	CreateRoleBinding(context.Context, *v1.CreateRoleBindingRequest) (*v1.CreateRoleBindingResponse, error)
 	// ListRoleBindings lists the role bindings of the caller's tenant.
 	ListRoleBindings(context.Context, *v1.ListRoleBindingsRequest) (*v1.ListRoleBindingsResponse, error)
-	// DeleteRoleBinding removes a role binding. Removing an owner binding needs the owner role.
+	// DeleteRoleBinding removes a role binding. Removing an owner binding, or any binding of an
+	// owner, needs the owner role; the tenant's last owner, or the last owner holding a usable key,
+	// cannot be removed.
 	DeleteRoleBinding(context.Context, *v1.DeleteRoleBindingRequest) (*v1.DeleteRoleBindingResponse, error)
 }
 
@@ -142,6 +170,24 @@ func NewIamServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			baseURL+IamServiceListTenantsProcedure,
 			connect.WithSchema(iamServiceMethods.ByName("ListTenants")),
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		suspendTenant: connect.NewClient[v1.SuspendTenantRequest, v1.SuspendTenantResponse](
+			httpClient,
+			baseURL+IamServiceSuspendTenantProcedure,
+			connect.WithSchema(iamServiceMethods.ByName("SuspendTenant")),
+			connect.WithClientOptions(opts...),
+		),
+		resumeTenant: connect.NewClient[v1.ResumeTenantRequest, v1.ResumeTenantResponse](
+			httpClient,
+			baseURL+IamServiceResumeTenantProcedure,
+			connect.WithSchema(iamServiceMethods.ByName("ResumeTenant")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteTenant: connect.NewClient[v1.DeleteTenantRequest, v1.DeleteTenantResponse](
+			httpClient,
+			baseURL+IamServiceDeleteTenantProcedure,
+			connect.WithSchema(iamServiceMethods.ByName("DeleteTenant")),
 			connect.WithClientOptions(opts...),
 		),
 		createPrincipal: connect.NewClient[v1.CreatePrincipalRequest, v1.CreatePrincipalResponse](
@@ -217,6 +263,9 @@ type iamServiceClient struct {
 	createTenant      *connect.Client[v1.CreateTenantRequest, v1.CreateTenantResponse]
 	getTenant         *connect.Client[v1.GetTenantRequest, v1.GetTenantResponse]
 	listTenants       *connect.Client[v1.ListTenantsRequest, v1.ListTenantsResponse]
+	suspendTenant     *connect.Client[v1.SuspendTenantRequest, v1.SuspendTenantResponse]
+	resumeTenant      *connect.Client[v1.ResumeTenantRequest, v1.ResumeTenantResponse]
+	deleteTenant      *connect.Client[v1.DeleteTenantRequest, v1.DeleteTenantResponse]
 	createPrincipal   *connect.Client[v1.CreatePrincipalRequest, v1.CreatePrincipalResponse]
 	getPrincipal      *connect.Client[v1.GetPrincipalRequest, v1.GetPrincipalResponse]
 	listPrincipals    *connect.Client[v1.ListPrincipalsRequest, v1.ListPrincipalsResponse]
@@ -259,6 +308,33 @@ func (c *iamServiceClient) GetTenant(ctx context.Context, req *v1.GetTenantReque
 // ListTenants calls bettercompute.iam.v1.IamService.ListTenants.
 func (c *iamServiceClient) ListTenants(ctx context.Context, req *v1.ListTenantsRequest) (*v1.ListTenantsResponse, error) {
 	response, err := c.listTenants.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// SuspendTenant calls bettercompute.iam.v1.IamService.SuspendTenant.
+func (c *iamServiceClient) SuspendTenant(ctx context.Context, req *v1.SuspendTenantRequest) (*v1.SuspendTenantResponse, error) {
+	response, err := c.suspendTenant.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ResumeTenant calls bettercompute.iam.v1.IamService.ResumeTenant.
+func (c *iamServiceClient) ResumeTenant(ctx context.Context, req *v1.ResumeTenantRequest) (*v1.ResumeTenantResponse, error) {
+	response, err := c.resumeTenant.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// DeleteTenant calls bettercompute.iam.v1.IamService.DeleteTenant.
+func (c *iamServiceClient) DeleteTenant(ctx context.Context, req *v1.DeleteTenantRequest) (*v1.DeleteTenantResponse, error) {
+	response, err := c.deleteTenant.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -364,29 +440,50 @@ type IamServiceHandler interface {
 	CreateTenant(context.Context, *v1.CreateTenantRequest) (*v1.CreateTenantResponse, error)
 	// GetTenant returns the caller's tenant or one of its child tenants.
 	GetTenant(context.Context, *v1.GetTenantRequest) (*v1.GetTenantResponse, error)
-	// ListTenants lists the caller's tenant and its child tenants.
+	// ListTenants lists the caller's tenant and its child tenants, deleted ones included.
 	ListTenants(context.Context, *v1.ListTenantsRequest) (*v1.ListTenantsResponse, error)
+	// SuspendTenant suspends a tenant below the caller's (root) tenant: every API key of the
+	// tenant is refused at once, with PermissionDenied saying the tenant is suspended, until
+	// ResumeTenant. Its nodes, sessions and leases carry on. Suspending a suspended tenant changes
+	// nothing.
+	SuspendTenant(context.Context, *v1.SuspendTenantRequest) (*v1.SuspendTenantResponse, error)
+	// ResumeTenant lifts a suspension: the tenant's keys work again.
+	ResumeTenant(context.Context, *v1.ResumeTenantRequest) (*v1.ResumeTenantResponse, error)
+	// DeleteTenant deletes a tenant below the caller's (root) tenant, leaving a tombstone (its name
+	// stays taken): its principals, role bindings and API keys are deleted, its join tokens
+	// revoked. It is refused (FailedPrecondition) while the tenant has nodes that are not revoked
+	// or leases that have not ended, unless force is set: then its nodes are revoked (renewal,
+	// secrets and sessions stop) and its leases end as failed. Pools, reservations, secrets,
+	// usage and audit rows are kept. Deleting a deleted tenant changes nothing.
+	DeleteTenant(context.Context, *v1.DeleteTenantRequest) (*v1.DeleteTenantResponse, error)
 	// CreatePrincipal creates a user or service account in the caller's tenant.
 	CreatePrincipal(context.Context, *v1.CreatePrincipalRequest) (*v1.CreatePrincipalResponse, error)
 	// GetPrincipal returns a principal of the caller's tenant.
 	GetPrincipal(context.Context, *v1.GetPrincipalRequest) (*v1.GetPrincipalResponse, error)
 	// ListPrincipals lists the principals of the caller's tenant.
 	ListPrincipals(context.Context, *v1.ListPrincipalsRequest) (*v1.ListPrincipalsResponse, error)
-	// DeletePrincipal deletes a principal with its keys and role bindings.
+	// DeletePrincipal deletes a principal with its keys and role bindings. Deleting an owner needs
+	// the owner role; the tenant's last owner, or the last owner holding a usable key, cannot be
+	// deleted.
 	DeletePrincipal(context.Context, *v1.DeletePrincipalRequest) (*v1.DeletePrincipalResponse, error)
 	// CreateApiKey mints an API key for a principal. The key is shown only in this response; the
-	// server keeps a hash.
+	// server keeps a hash. Minting a key for an owner needs the owner role.
 	CreateApiKey(context.Context, *v1.CreateApiKeyRequest) (*v1.CreateApiKeyResponse, error)
 	// ListApiKeys lists API keys (never their secrets) of the caller's tenant.
 	ListApiKeys(context.Context, *v1.ListApiKeysRequest) (*v1.ListApiKeysResponse, error)
-	// DeleteApiKey revokes an API key at once.
+	// DeleteApiKey revokes an API key at once. Revoking an owner's key needs the owner role, and
+	// the tenant's last usable owner key cannot be revoked.
 	DeleteApiKey(context.Context, *v1.DeleteApiKeyRequest) (*v1.DeleteApiKeyResponse, error)
-	// CreateRoleBinding grants a principal a role in the caller's tenant. Granting owner needs
-	// the owner role.
+	// CreateRoleBinding grants a principal a role in the caller's tenant. Granting owner, or any
+	// role to an owner, needs the owner role. Granting owner revokes the principal's API keys that
+	// were not minted by an owner (listed in the response): a key a non-owner held never becomes
+	// an owner's.
 	CreateRoleBinding(context.Context, *v1.CreateRoleBindingRequest) (*v1.CreateRoleBindingResponse, error)
 	// ListRoleBindings lists the role bindings of the caller's tenant.
 	ListRoleBindings(context.Context, *v1.ListRoleBindingsRequest) (*v1.ListRoleBindingsResponse, error)
-	// DeleteRoleBinding removes a role binding. Removing an owner binding needs the owner role.
+	// DeleteRoleBinding removes a role binding. Removing an owner binding, or any binding of an
+	// owner, needs the owner role; the tenant's last owner, or the last owner holding a usable key,
+	// cannot be removed.
 	DeleteRoleBinding(context.Context, *v1.DeleteRoleBindingRequest) (*v1.DeleteRoleBindingResponse, error)
 }
 
@@ -422,6 +519,24 @@ func NewIamServiceHandler(svc IamServiceHandler, opts ...connect.HandlerOption) 
 		svc.ListTenants,
 		connect.WithSchema(iamServiceMethods.ByName("ListTenants")),
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	iamServiceSuspendTenantHandler := connect.NewUnaryHandlerSimple(
+		IamServiceSuspendTenantProcedure,
+		svc.SuspendTenant,
+		connect.WithSchema(iamServiceMethods.ByName("SuspendTenant")),
+		connect.WithHandlerOptions(opts...),
+	)
+	iamServiceResumeTenantHandler := connect.NewUnaryHandlerSimple(
+		IamServiceResumeTenantProcedure,
+		svc.ResumeTenant,
+		connect.WithSchema(iamServiceMethods.ByName("ResumeTenant")),
+		connect.WithHandlerOptions(opts...),
+	)
+	iamServiceDeleteTenantHandler := connect.NewUnaryHandlerSimple(
+		IamServiceDeleteTenantProcedure,
+		svc.DeleteTenant,
+		connect.WithSchema(iamServiceMethods.ByName("DeleteTenant")),
 		connect.WithHandlerOptions(opts...),
 	)
 	iamServiceCreatePrincipalHandler := connect.NewUnaryHandlerSimple(
@@ -498,6 +613,12 @@ func NewIamServiceHandler(svc IamServiceHandler, opts ...connect.HandlerOption) 
 			iamServiceGetTenantHandler.ServeHTTP(w, r)
 		case IamServiceListTenantsProcedure:
 			iamServiceListTenantsHandler.ServeHTTP(w, r)
+		case IamServiceSuspendTenantProcedure:
+			iamServiceSuspendTenantHandler.ServeHTTP(w, r)
+		case IamServiceResumeTenantProcedure:
+			iamServiceResumeTenantHandler.ServeHTTP(w, r)
+		case IamServiceDeleteTenantProcedure:
+			iamServiceDeleteTenantHandler.ServeHTTP(w, r)
 		case IamServiceCreatePrincipalProcedure:
 			iamServiceCreatePrincipalHandler.ServeHTTP(w, r)
 		case IamServiceGetPrincipalProcedure:
@@ -541,6 +662,18 @@ func (UnimplementedIamServiceHandler) GetTenant(context.Context, *v1.GetTenantRe
 
 func (UnimplementedIamServiceHandler) ListTenants(context.Context, *v1.ListTenantsRequest) (*v1.ListTenantsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.iam.v1.IamService.ListTenants is not implemented"))
+}
+
+func (UnimplementedIamServiceHandler) SuspendTenant(context.Context, *v1.SuspendTenantRequest) (*v1.SuspendTenantResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.iam.v1.IamService.SuspendTenant is not implemented"))
+}
+
+func (UnimplementedIamServiceHandler) ResumeTenant(context.Context, *v1.ResumeTenantRequest) (*v1.ResumeTenantResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.iam.v1.IamService.ResumeTenant is not implemented"))
+}
+
+func (UnimplementedIamServiceHandler) DeleteTenant(context.Context, *v1.DeleteTenantRequest) (*v1.DeleteTenantResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.iam.v1.IamService.DeleteTenant is not implemented"))
 }
 
 func (UnimplementedIamServiceHandler) CreatePrincipal(context.Context, *v1.CreatePrincipalRequest) (*v1.CreatePrincipalResponse, error) {

@@ -9,6 +9,13 @@
 // id, the same on every retry), webhook-timestamp (unix seconds of the attempt) and
 // webhook-signature ("v1," + base64 of HMAC-SHA256 over "{id}.{timestamp}.{body}", keyed with the
 // base64-decoded part of the secret). Delivery is at least once, in order per subject.
+//
+// Failed deliveries are retried with exponential backoff for a bounded time (the deployment's
+// webhooks.retry, about an hour by default). When that runs out the webhook becomes FAILING: its
+// undelivered events, and every later one, are parked as dead letters (ListDeadLetters; a
+// bounded number per webhook, the oldest dropped and counted) instead of being delivered, and a
+// "webhook.failing" event is emitted. ReplayDeadLetters delivers them again, with their original
+// ids, and makes the webhook HEALTHY.
 package webhooksv1connect
 
 import (
@@ -50,6 +57,12 @@ const (
 	WebhooksServiceDeleteProcedure = "/bettercompute.webhooks.v1.WebhooksService/Delete"
 	// WebhooksServiceTestProcedure is the fully-qualified name of the WebhooksService's Test RPC.
 	WebhooksServiceTestProcedure = "/bettercompute.webhooks.v1.WebhooksService/Test"
+	// WebhooksServiceListDeadLettersProcedure is the fully-qualified name of the WebhooksService's
+	// ListDeadLetters RPC.
+	WebhooksServiceListDeadLettersProcedure = "/bettercompute.webhooks.v1.WebhooksService/ListDeadLetters"
+	// WebhooksServiceReplayDeadLettersProcedure is the fully-qualified name of the WebhooksService's
+	// ReplayDeadLetters RPC.
+	WebhooksServiceReplayDeadLettersProcedure = "/bettercompute.webhooks.v1.WebhooksService/ReplayDeadLetters"
 )
 
 // WebhooksServiceClient is a client for the bettercompute.webhooks.v1.WebhooksService service.
@@ -66,6 +79,13 @@ type WebhooksServiceClient interface {
 	// Test sends a signed "webhook.test" event to a webhook now, once, and reports how the
 	// endpoint answered. It does not affect the delivery of other events.
 	Test(context.Context, *v1.TestRequest) (*v1.TestResponse, error)
+	// ListDeadLetters pages through a webhook's parked events, oldest first.
+	ListDeadLetters(context.Context, *v1.ListDeadLettersRequest) (*v1.ListDeadLettersResponse, error)
+	// ReplayDeadLetters queues every parked event of a webhook for delivery again and makes the
+	// webhook HEALTHY with a fresh retry schedule. The queued events are delivered before any newer
+	// one, with their original ids; each leaves the dead letters once delivered. If the endpoint
+	// still fails until the schedule runs out, they are parked again.
+	ReplayDeadLetters(context.Context, *v1.ReplayDeadLettersRequest) (*v1.ReplayDeadLettersResponse, error)
 }
 
 // NewWebhooksServiceClient constructs a client for the bettercompute.webhooks.v1.WebhooksService
@@ -111,16 +131,31 @@ func NewWebhooksServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(webhooksServiceMethods.ByName("Test")),
 			connect.WithClientOptions(opts...),
 		),
+		listDeadLetters: connect.NewClient[v1.ListDeadLettersRequest, v1.ListDeadLettersResponse](
+			httpClient,
+			baseURL+WebhooksServiceListDeadLettersProcedure,
+			connect.WithSchema(webhooksServiceMethods.ByName("ListDeadLetters")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		replayDeadLetters: connect.NewClient[v1.ReplayDeadLettersRequest, v1.ReplayDeadLettersResponse](
+			httpClient,
+			baseURL+WebhooksServiceReplayDeadLettersProcedure,
+			connect.WithSchema(webhooksServiceMethods.ByName("ReplayDeadLetters")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // webhooksServiceClient implements WebhooksServiceClient.
 type webhooksServiceClient struct {
-	create *connect.Client[v1.CreateRequest, v1.CreateResponse]
-	get    *connect.Client[v1.GetRequest, v1.GetResponse]
-	list   *connect.Client[v1.ListRequest, v1.ListResponse]
-	delete *connect.Client[v1.DeleteRequest, v1.DeleteResponse]
-	test   *connect.Client[v1.TestRequest, v1.TestResponse]
+	create            *connect.Client[v1.CreateRequest, v1.CreateResponse]
+	get               *connect.Client[v1.GetRequest, v1.GetResponse]
+	list              *connect.Client[v1.ListRequest, v1.ListResponse]
+	delete            *connect.Client[v1.DeleteRequest, v1.DeleteResponse]
+	test              *connect.Client[v1.TestRequest, v1.TestResponse]
+	listDeadLetters   *connect.Client[v1.ListDeadLettersRequest, v1.ListDeadLettersResponse]
+	replayDeadLetters *connect.Client[v1.ReplayDeadLettersRequest, v1.ReplayDeadLettersResponse]
 }
 
 // Create calls bettercompute.webhooks.v1.WebhooksService.Create.
@@ -168,6 +203,24 @@ func (c *webhooksServiceClient) Test(ctx context.Context, req *v1.TestRequest) (
 	return nil, err
 }
 
+// ListDeadLetters calls bettercompute.webhooks.v1.WebhooksService.ListDeadLetters.
+func (c *webhooksServiceClient) ListDeadLetters(ctx context.Context, req *v1.ListDeadLettersRequest) (*v1.ListDeadLettersResponse, error) {
+	response, err := c.listDeadLetters.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ReplayDeadLetters calls bettercompute.webhooks.v1.WebhooksService.ReplayDeadLetters.
+func (c *webhooksServiceClient) ReplayDeadLetters(ctx context.Context, req *v1.ReplayDeadLettersRequest) (*v1.ReplayDeadLettersResponse, error) {
+	response, err := c.replayDeadLetters.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // WebhooksServiceHandler is an implementation of the bettercompute.webhooks.v1.WebhooksService
 // service.
 type WebhooksServiceHandler interface {
@@ -183,6 +236,13 @@ type WebhooksServiceHandler interface {
 	// Test sends a signed "webhook.test" event to a webhook now, once, and reports how the
 	// endpoint answered. It does not affect the delivery of other events.
 	Test(context.Context, *v1.TestRequest) (*v1.TestResponse, error)
+	// ListDeadLetters pages through a webhook's parked events, oldest first.
+	ListDeadLetters(context.Context, *v1.ListDeadLettersRequest) (*v1.ListDeadLettersResponse, error)
+	// ReplayDeadLetters queues every parked event of a webhook for delivery again and makes the
+	// webhook HEALTHY with a fresh retry schedule. The queued events are delivered before any newer
+	// one, with their original ids; each leaves the dead letters once delivered. If the endpoint
+	// still fails until the schedule runs out, they are parked again.
+	ReplayDeadLetters(context.Context, *v1.ReplayDeadLettersRequest) (*v1.ReplayDeadLettersResponse, error)
 }
 
 // NewWebhooksServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -224,6 +284,19 @@ func NewWebhooksServiceHandler(svc WebhooksServiceHandler, opts ...connect.Handl
 		connect.WithSchema(webhooksServiceMethods.ByName("Test")),
 		connect.WithHandlerOptions(opts...),
 	)
+	webhooksServiceListDeadLettersHandler := connect.NewUnaryHandlerSimple(
+		WebhooksServiceListDeadLettersProcedure,
+		svc.ListDeadLetters,
+		connect.WithSchema(webhooksServiceMethods.ByName("ListDeadLetters")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	webhooksServiceReplayDeadLettersHandler := connect.NewUnaryHandlerSimple(
+		WebhooksServiceReplayDeadLettersProcedure,
+		svc.ReplayDeadLetters,
+		connect.WithSchema(webhooksServiceMethods.ByName("ReplayDeadLetters")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/bettercompute.webhooks.v1.WebhooksService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case WebhooksServiceCreateProcedure:
@@ -236,6 +309,10 @@ func NewWebhooksServiceHandler(svc WebhooksServiceHandler, opts ...connect.Handl
 			webhooksServiceDeleteHandler.ServeHTTP(w, r)
 		case WebhooksServiceTestProcedure:
 			webhooksServiceTestHandler.ServeHTTP(w, r)
+		case WebhooksServiceListDeadLettersProcedure:
+			webhooksServiceListDeadLettersHandler.ServeHTTP(w, r)
+		case WebhooksServiceReplayDeadLettersProcedure:
+			webhooksServiceReplayDeadLettersHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -263,4 +340,12 @@ func (UnimplementedWebhooksServiceHandler) Delete(context.Context, *v1.DeleteReq
 
 func (UnimplementedWebhooksServiceHandler) Test(context.Context, *v1.TestRequest) (*v1.TestResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.webhooks.v1.WebhooksService.Test is not implemented"))
+}
+
+func (UnimplementedWebhooksServiceHandler) ListDeadLetters(context.Context, *v1.ListDeadLettersRequest) (*v1.ListDeadLettersResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.webhooks.v1.WebhooksService.ListDeadLetters is not implemented"))
+}
+
+func (UnimplementedWebhooksServiceHandler) ReplayDeadLetters(context.Context, *v1.ReplayDeadLettersRequest) (*v1.ReplayDeadLettersResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.webhooks.v1.WebhooksService.ReplayDeadLetters is not implemented"))
 }

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/iam/v1/iam.proto.
  */
 export const file_bettercompute_iam_v1_iam: GenFile = /*@__PURE__*/
-  fileDesc("Ch5iZXR0ZXJjb21wdXRlL2lhbS92MS9pYW0ucHJvdG8SFGJldHRlcmNvbXB1dGUuaWFtLnYxIooBCgZUZW5hbnQSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIUCgxkaXNwbGF5X25hbWUYAyABKAkSEQoJcGFyZW50X2lkGAQgASgJEgwKBHJvb3QYBSABKAgSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqsBCglQcmluY2lwYWwSCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEjEKBGtpbmQYAyABKA4yIy5iZXR0ZXJjb21wdXRlLmlhbS52MS5QcmluY2lwYWxLaW5kEgwKBG5hbWUYBCABKAkSDQoFZW1haWwYBSABKAkSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIuEBCgZBcGlLZXkSCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhQKDHByaW5jaXBhbF9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEi8KC2V4cGlyZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIyCg5sYXN0X3VzZWRfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIp0BCgtSb2xlQmluZGluZxIKCgJpZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSFAoMcHJpbmNpcGFsX2lkGAMgASgJEigKBHJvbGUYBCABKA4yGi5iZXR0ZXJjb21wdXRlLmlhbS52MS5Sb2xlEi8KC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIPCg1XaG9BbUlSZXF1ZXN0IrEBCg5XaG9BbUlSZXNwb25zZRIyCglwcmluY2lwYWwYASABKAsyHy5iZXR0ZXJjb21wdXRlLmlhbS52MS5QcmluY2lwYWwSLAoGdGVuYW50GAIgASgLMhwuYmV0dGVyY29tcHV0ZS5pYW0udjEuVGVuYW50EikKBXJvbGVzGAMgAygOMhouYmV0dGVyY29tcHV0ZS5pYW0udjEuUm9sZRISCgphcGlfa2V5X2lkGAQgASgJIjkKE0NyZWF0ZVRlbmFudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkiiwEKFENyZWF0ZVRlbmFudFJlc3BvbnNlEiwKBnRlbmFudBgBIAEoCzIcLmJldHRlcmNvbXB1dGUuaWFtLnYxLlRlbmFudBIuCgVvd25lchgCIAEoCzIfLmJldHRlcmNvbXB1dGUuaWFtLnYxLlByaW5jaXBhbBIVCg1vd25lcl9hcGlfa2V5GAMgASgJIh4KEEdldFRlbmFudFJlcXVlc3QSCgoCaWQYASABKAkiQQoRR2V0VGVuYW50UmVzcG9uc2USLAoGdGVuYW50GAEgASgLMhwuYmV0dGVyY29tcHV0ZS5pYW0udjEuVGVuYW50IjsKEkxpc3RUZW5hbnRzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJdChNMaXN0VGVuYW50c1Jlc3BvbnNlEi0KB3RlbmFudHMYASADKAsyHC5iZXR0ZXJjb21wdXRlLmlhbS52MS5UZW5hbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImgKFkNyZWF0ZVByaW5jaXBhbFJlcXVlc3QSMQoEa2luZBgBIAEoDjIjLmJldHRlcmNvbXB1dGUuaWFtLnYxLlByaW5jaXBhbEtpbmQSDAoEbmFtZRgCIAEoCRINCgVlbWFpbBgDIAEoCSJNChdDcmVhdGVQcmluY2lwYWxSZXNwb25zZRIyCglwcmluY2lwYWwYASABKAsyHy5iZXR0ZXJjb21wdXRlLmlhbS52MS5QcmluY2lwYWwiIQoTR2V0UHJpbmNpcGFsUmVxdWVzdBIKCgJpZBgBIAEoCSJKChRHZXRQcmluY2lwYWxSZXNwb25zZRIyCglwcmluY2lwYWwYASABKAsyHy5iZXR0ZXJjb21wdXRlLmlhbS52MS5QcmluY2lwYWwiPgoVTGlzdFByaW5jaXBhbHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJImYKFkxpc3RQcmluY2lwYWxzUmVzcG9uc2USMwoKcHJpbmNpcGFscxgBIAMoCzIfLmJldHRlcmNvbXB1dGUuaWFtLnYxLlByaW5jaXBhbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJAoWRGVsZXRlUHJpbmNpcGFsUmVxdWVzdBIKCgJpZBgBIAEoCSIZChdEZWxldGVQcmluY2lwYWxSZXNwb25zZSJqChNDcmVhdGVBcGlLZXlSZXF1ZXN0EhQKDHByaW5jaXBhbF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEi8KC2V4cGlyZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJSChRDcmVhdGVBcGlLZXlSZXNwb25zZRItCgdhcGlfa2V5GAEgASgLMhwuYmV0dGVyY29tcHV0ZS5pYW0udjEuQXBpS2V5EgsKA2tleRgCIAEoCSJRChJMaXN0QXBpS2V5c1JlcXVlc3QSFAoMcHJpbmNpcGFsX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl4KE0xpc3RBcGlLZXlzUmVzcG9uc2USLgoIYXBpX2tleXMYASADKAsyHC5iZXR0ZXJjb21wdXRlLmlhbS52MS5BcGlLZXkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiEKE0RlbGV0ZUFwaUtleVJlcXVlc3QSCgoCaWQYASABKAkiFgoURGVsZXRlQXBpS2V5UmVzcG9uc2UiWgoYQ3JlYXRlUm9sZUJpbmRpbmdSZXF1ZXN0EhQKDHByaW5jaXBhbF9pZBgBIAEoCRIoCgRyb2xlGAIgASgOMhouYmV0dGVyY29tcHV0ZS5pYW0udjEuUm9sZSJUChlDcmVhdGVSb2xlQmluZGluZ1Jlc3BvbnNlEjcKDHJvbGVfYmluZGluZxgBIAEoCzIhLmJldHRlcmNvbXB1dGUuaWFtLnYxLlJvbGVCaW5kaW5nIlYKF0xpc3RSb2xlQmluZGluZ3NSZXF1ZXN0EhQKDHByaW5jaXBhbF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJtChhMaXN0Um9sZUJpbmRpbmdzUmVzcG9uc2USOAoNcm9sZV9iaW5kaW5ncxgBIAMoCzIhLmJldHRlcmNvbXB1dGUuaWFtLnYxLlJvbGVCaW5kaW5nEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSImChhEZWxldGVSb2xlQmluZGluZ1JlcXVlc3QSCgoCaWQYASABKAkiGwoZRGVsZXRlUm9sZUJpbmRpbmdSZXNwb25zZSpgCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIOCgpST0xFX09XTkVSEAESDgoKUk9MRV9BRE1JThACEhEKDVJPTEVfT1BFUkFUT1IQAxIPCgtST0xFX1ZJRVdFUhAEKmwKDVByaW5jaXBhbEtpbmQSHgoaUFJJTkNJUEFMX0tJTkRfVU5TUEVDSUZJRUQQABIXChNQUklOQ0lQQUxfS0lORF9VU0VSEAESIgoeUFJJTkNJUEFMX0tJTkRfU0VSVklDRV9BQ0NPVU5UEAIykRAKCklhbVNlcnZpY2USdAoGV2hvQW1JEiMuYmV0dGVyY29tcHV0ZS5pYW0udjEuV2hvQW1JUmVxdWVzdBokLmJldHRlcmNvbXB1dGUuaWFtLnYxLldob0FtSVJlc3BvbnNlIh+QAgHCoBkYCgNpYW0SBndob0FtSRoJc2VsZi5yZWFkEpIBCgxDcmVhdGVUZW5hbnQSKS5iZXR0ZXJjb21wdXRlLmlhbS52MS5DcmVhdGVUZW5hbnRSZXF1ZXN0GiouYmV0dGVyY29tcHV0ZS5pYW0udjEuQ3JlYXRlVGVuYW50UmVzcG9uc2UiK8KgGScKA2lhbRIMY3JlYXRlVGVuYW50Gg50ZW5hbnRzLmNyZWF0ZSgBMAESgwEKCUdldFRlbmFudBImLmJldHRlcmNvbXB1dGUuaWFtLnYxLkdldFRlbmFudFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmlhbS52MS5HZXRUZW5hbnRSZXNwb25zZSIlkAIBwqAZHgoDaWFtEglnZXRUZW5hbnQaDHRlbmFudHMucmVhZBKLAQoLTGlzdFRlbmFudHMSKC5iZXR0ZXJjb21wdXRlLmlhbS52MS5MaXN0VGVuYW50c1JlcXVlc3QaKS5iZXR0ZXJjb21wdXRlLmlhbS52MS5MaXN0VGVuYW50c1Jlc3BvbnNlIieQAgHCoBkgCgNpYW0SC2xpc3RUZW5hbnRzGgx0ZW5hbnRzLnJlYWQSmQEKD0NyZWF0ZVByaW5jaXBhbBIsLmJldHRlcmNvbXB1dGUuaWFtLnYxLkNyZWF0ZVByaW5jaXBhbFJlcXVlc3QaLS5iZXR0ZXJjb21wdXRlLmlhbS52MS5DcmVhdGVQcmluY2lwYWxSZXNwb25zZSIpwqAZJQoDaWFtEg9jcmVhdGVQcmluY2lwYWwaCWlhbS53cml0ZSgBMAESiwEKDEdldFByaW5jaXBhbBIpLmJldHRlcmNvbXB1dGUuaWFtLnYxLkdldFByaW5jaXBhbFJlcXVlc3QaKi5iZXR0ZXJjb21wdXRlLmlhbS52MS5HZXRQcmluY2lwYWxSZXNwb25zZSIkkAIBwqAZHQoDaWFtEgxnZXRQcmluY2lwYWwaCGlhbS5yZWFkEpMBCg5MaXN0UHJpbmNpcGFscxIrLmJldHRlcmNvbXB1dGUuaWFtLnYxLkxpc3RQcmluY2lwYWxzUmVxdWVzdBosLmJldHRlcmNvbXB1dGUuaWFtLnYxLkxpc3RQcmluY2lwYWxzUmVzcG9uc2UiJpACAcKgGR8KA2lhbRIObGlzdFByaW5jaXBhbHMaCGlhbS5yZWFkEpcBCg9EZWxldGVQcmluY2lwYWwSLC5iZXR0ZXJjb21wdXRlLmlhbS52MS5EZWxldGVQcmluY2lwYWxSZXF1ZXN0Gi0uYmV0dGVyY29tcHV0ZS5pYW0udjEuRGVsZXRlUHJpbmNpcGFsUmVzcG9uc2UiJ8KgGSMKA2lhbRIPZGVsZXRlUHJpbmNpcGFsGglpYW0ud3JpdGUwARKNAQoMQ3JlYXRlQXBpS2V5EikuYmV0dGVyY29tcHV0ZS5pYW0udjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBoqLmJldHRlcmNvbXB1dGUuaWFtLnYxLkNyZWF0ZUFwaUtleVJlc3BvbnNlIibCoBkiCgNpYW0SDGNyZWF0ZUFwaUtleRoJaWFtLndyaXRlKAEwARKHAQoLTGlzdEFwaUtleXMSKC5iZXR0ZXJjb21wdXRlLmlhbS52MS5MaXN0QXBpS2V5c1JlcXVlc3QaKS5iZXR0ZXJjb21wdXRlLmlhbS52MS5MaXN0QXBpS2V5c1Jlc3BvbnNlIiOQAgHCoBkcCgNpYW0SC2xpc3RBcGlLZXlzGghpYW0ucmVhZBKLAQoMRGVsZXRlQXBpS2V5EikuYmV0dGVyY29tcHV0ZS5pYW0udjEuRGVsZXRlQXBpS2V5UmVxdWVzdBoqLmJldHRlcmNvbXB1dGUuaWFtLnYxLkRlbGV0ZUFwaUtleVJlc3BvbnNlIiTCoBkgCgNpYW0SDGRlbGV0ZUFwaUtleRoJaWFtLndyaXRlMAESoQEKEUNyZWF0ZVJvbGVCaW5kaW5nEi4uYmV0dGVyY29tcHV0ZS5pYW0udjEuQ3JlYXRlUm9sZUJpbmRpbmdSZXF1ZXN0Gi8uYmV0dGVyY29tcHV0ZS5pYW0udjEuQ3JlYXRlUm9sZUJpbmRpbmdSZXNwb25zZSIrwqAZJwoDaWFtEhFjcmVhdGVSb2xlQmluZGluZxoJaWFtLndyaXRlKAEwARKbAQoQTGlzdFJvbGVCaW5kaW5ncxItLmJldHRlcmNvbXB1dGUuaWFtLnYxLkxpc3RSb2xlQmluZGluZ3NSZXF1ZXN0Gi4uYmV0dGVyY29tcHV0ZS5pYW0udjEuTGlzdFJvbGVCaW5kaW5nc1Jlc3BvbnNlIiiQAgHCoBkhCgNpYW0SEGxpc3RSb2xlQmluZGluZ3MaCGlhbS5yZWFkEp8BChFEZWxldGVSb2xlQmluZGluZxIuLmJldHRlcmNvbXB1dGUuaWFtLnYxLkRlbGV0ZVJvbGVCaW5kaW5nUmVxdWVzdBovLmJldHRlcmNvbXB1dGUuaWFtLnYxLkRlbGV0ZVJvbGVCaW5kaW5nUmVzcG9uc2UiKcKgGSUKA2lhbRIRZGVsZXRlUm9sZUJpbmRpbmcaCWlhbS53cml0ZTABQkxaSmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvaWFtL3YxO2lhbXYxYgZwcm90bzM", [file_bettercompute_api_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("Ch5iZXR0ZXJjb21wdXRlL2lhbS92MS9pYW0ucHJvdG8SFGJldHRlcmNvbXB1dGUuaWFtLnYxIu0BCgZUZW5hbnQSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIUCgxkaXNwbGF5X25hbWUYAyABKAkSEQoJcGFyZW50X2lkGAQgASgJEgwKBHJvb3QYBSABKAgSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDHN1c3BlbmRfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZGVsZXRlX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqsBCglQcmluY2lwYWwSCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEjEKBGtpbmQYAyABKA4yIy5iZXR0ZXJjb21wdXRlLmlhbS52MS5QcmluY2lwYWxLaW5kEgwKBG5hbWUYBCABKAkSDQoFZW1haWwYBSABKAkSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpkCCgZBcGlLZXkSCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhQKDHByaW5jaXBhbF9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEi8KC2V4cGlyZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIyCg5sYXN0X3VzZWRfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhwKFGNyZWF0b3JfcHJpbmNpcGFsX2lkGAggASgJEhgKEGNyZWF0ZWRfYnlfb3duZXIYCSABKAginQEKC1JvbGVCaW5kaW5nEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIUCgxwcmluY2lwYWxfaWQYAyABKAkSKAoEcm9sZRgEIAEoDjIaLmJldHRlcmNvbXB1dGUuaWFtLnYxLlJvbGUSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIg8KDVdob0FtSVJlcXVlc3QisQEKDldob0FtSVJlc3BvbnNlEjIKCXByaW5jaXBhbBgBIAEoCzIfLmJldHRlcmNvbXB1dGUuaWFtLnYxLlByaW5jaXBhbBIsCgZ0ZW5hbnQYAiABKAsyHC5iZXR0ZXJjb21wdXRlLmlhbS52MS5UZW5hbnQSKQoFcm9sZXMYAyADKA4yGi5iZXR0ZXJjb21wdXRlLmlhbS52MS5Sb2xlEhIKCmFwaV9rZXlfaWQYBCABKAkiOQoTQ3JlYXRlVGVuYW50UmVxdWVzdBIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCSKLAQoUQ3JlYXRlVGVuYW50UmVzcG9uc2USLAoGdGVuYW50GAEgASgLMhwuYmV0dGVyY29tcHV0ZS5pYW0udjEuVGVuYW50Ei4KBW93bmVyGAIgASgLMh8uYmV0dGVyY29tcHV0ZS5pYW0udjEuUHJpbmNpcGFsEhUKDW93bmVyX2FwaV9rZXkYAyABKAkiHgoQR2V0VGVuYW50UmVxdWVzdBIKCgJpZBgBIAEoCSJBChFHZXRUZW5hbnRSZXNwb25zZRIsCgZ0ZW5hbnQYASABKAsyHC5iZXR0ZXJjb21wdXRlLmlhbS52MS5UZW5hbnQiOwoSTGlzdFRlbmFudHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIl0KE0xpc3RUZW5hbnRzUmVzcG9uc2USLQoHdGVuYW50cxgBIAMoCzIcLmJldHRlcmNvbXB1dGUuaWFtLnYxLlRlbmFudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIgoUU3VzcGVuZFRlbmFudFJlcXVlc3QSCgoCaWQYASABKAkiRQoVU3VzcGVuZFRlbmFudFJlc3BvbnNlEiwKBnRlbmFudBgBIAEoCzIcLmJldHRlcmNvbXB1dGUuaWFtLnYxLlRlbmFudCIhChNSZXN1bWVUZW5hbnRSZXF1ZXN0EgoKAmlkGAEgASgJIkQKFFJlc3VtZVRlbmFudFJlc3BvbnNlEiwKBnRlbmFudBgBIAEoCzIcLmJldHRlcmNvbXB1dGUuaWFtLnYxLlRlbmFudCIwChNEZWxldGVUZW5hbnRSZXF1ZXN0EgoKAmlkGAEgASgJEg0KBWZvcmNlGAIgASgIIosBChREZWxldGVUZW5hbnRSZXNwb25zZRIsCgZ0ZW5hbnQYASABKAsyHC5iZXR0ZXJjb21wdXRlLmlhbS52MS5UZW5hbnQSGAoQcmV2b2tlZF9hcGlfa2V5cxgCIAEoAxIVCg1yZXZva2VkX25vZGVzGAMgASgDEhQKDGVuZGVkX2xlYXNlcxgEIAEoAyJoChZDcmVhdGVQcmluY2lwYWxSZXF1ZXN0EjEKBGtpbmQYASABKA4yIy5iZXR0ZXJjb21wdXRlLmlhbS52MS5QcmluY2lwYWxLaW5kEgwKBG5hbWUYAiABKAkSDQoFZW1haWwYAyABKAkiTQoXQ3JlYXRlUHJpbmNpcGFsUmVzcG9uc2USMgoJcHJpbmNpcGFsGAEgASgLMh8uYmV0dGVyY29tcHV0ZS5pYW0udjEuUHJpbmNpcGFsIiEKE0dldFByaW5jaXBhbFJlcXVlc3QSCgoCaWQYASABKAkiSgoUR2V0UHJpbmNpcGFsUmVzcG9uc2USMgoJcHJpbmNpcGFsGAEgASgLMh8uYmV0dGVyY29tcHV0ZS5pYW0udjEuUHJpbmNpcGFsIj4KFUxpc3RQcmluY2lwYWxzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJmChZMaXN0UHJpbmNpcGFsc1Jlc3BvbnNlEjMKCnByaW5jaXBhbHMYASADKAsyHy5iZXR0ZXJjb21wdXRlLmlhbS52MS5QcmluY2lwYWwSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiQKFkRlbGV0ZVByaW5jaXBhbFJlcXVlc3QSCgoCaWQYASABKAkiGQoXRGVsZXRlUHJpbmNpcGFsUmVzcG9uc2UiagoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIUCgxwcmluY2lwYWxfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIvCgtleHBpcmVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUgoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USLQoHYXBpX2tleRgBIAEoCzIcLmJldHRlcmNvbXB1dGUuaWFtLnYxLkFwaUtleRILCgNrZXkYAiABKAkiUQoSTGlzdEFwaUtleXNSZXF1ZXN0EhQKDHByaW5jaXBhbF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJeChNMaXN0QXBpS2V5c1Jlc3BvbnNlEi4KCGFwaV9rZXlzGAEgAygLMhwuYmV0dGVyY29tcHV0ZS5pYW0udjEuQXBpS2V5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIhChNEZWxldGVBcGlLZXlSZXF1ZXN0EgoKAmlkGAEgASgJIhYKFERlbGV0ZUFwaUtleVJlc3BvbnNlIloKGENyZWF0ZVJvbGVCaW5kaW5nUmVxdWVzdBIUCgxwcmluY2lwYWxfaWQYASABKAkSKAoEcm9sZRgCIAEoDjIaLmJldHRlcmNvbXB1dGUuaWFtLnYxLlJvbGUicQoZQ3JlYXRlUm9sZUJpbmRpbmdSZXNwb25zZRI3Cgxyb2xlX2JpbmRpbmcYASABKAsyIS5iZXR0ZXJjb21wdXRlLmlhbS52MS5Sb2xlQmluZGluZxIbChNyZXZva2VkX2FwaV9rZXlfaWRzGAIgAygJIlYKF0xpc3RSb2xlQmluZGluZ3NSZXF1ZXN0EhQKDHByaW5jaXBhbF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJtChhMaXN0Um9sZUJpbmRpbmdzUmVzcG9uc2USOAoNcm9sZV9iaW5kaW5ncxgBIAMoCzIhLmJldHRlcmNvbXB1dGUuaWFtLnYxLlJvbGVCaW5kaW5nEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSImChhEZWxldGVSb2xlQmluZGluZ1JlcXVlc3QSCgoCaWQYASABKAkiGwoZRGVsZXRlUm9sZUJpbmRpbmdSZXNwb25zZSpgCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIOCgpST0xFX09XTkVSEAESDgoKUk9MRV9BRE1JThACEhEKDVJPTEVfT1BFUkFUT1IQAxIPCgtST0xFX1ZJRVdFUhAEKmwKDVByaW5jaXBhbEtpbmQSHgoaUFJJTkNJUEFMX0tJTkRfVU5TUEVDSUZJRUQQABIXChNQUklOQ0lQQUxfS0lORF9VU0VSEAESIgoeUFJJTkNJUEFMX0tJTkRfU0VSVklDRV9BQ0NPVU5UEAIyzBMKCklhbVNlcnZpY2USdAoGV2hvQW1JEiMuYmV0dGVyY29tcHV0ZS5pYW0udjEuV2hvQW1JUmVxdWVzdBokLmJldHRlcmNvbXB1dGUuaWFtLnYxLldob0FtSVJlc3BvbnNlIh+QAgHCoBkYCgNpYW0SBndob0FtSRoJc2VsZi5yZWFkEpIBCgxDcmVhdGVUZW5hbnQSKS5iZXR0ZXJjb21wdXRlLmlhbS52MS5DcmVhdGVUZW5hbnRSZXF1ZXN0GiouYmV0dGVyY29tcHV0ZS5pYW0udjEuQ3JlYXRlVGVuYW50UmVzcG9uc2UiK8KgGScKA2lhbRIMY3JlYXRlVGVuYW50Gg50ZW5hbnRzLmNyZWF0ZSgBMAESgwEKCUdldFRlbmFudBImLmJldHRlcmNvbXB1dGUuaWFtLnYxLkdldFRlbmFudFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmlhbS52MS5HZXRUZW5hbnRSZXNwb25zZSIlkAIBwqAZHgoDaWFtEglnZXRUZW5hbnQaDHRlbmFudHMucmVhZBKLAQoLTGlzdFRlbmFudHMSKC5iZXR0ZXJjb21wdXRlLmlhbS52MS5MaXN0VGVuYW50c1JlcXVlc3QaKS5iZXR0ZXJjb21wdXRlLmlhbS52MS5MaXN0VGVuYW50c1Jlc3BvbnNlIieQAgHCoBkgCgNpYW0SC2xpc3RUZW5hbnRzGgx0ZW5hbnRzLnJlYWQSkwEKDVN1c3BlbmRUZW5hbnQSKi5iZXR0ZXJjb21wdXRlLmlhbS52MS5TdXNwZW5kVGVuYW50UmVxdWVzdBorLmJldHRlcmNvbXB1dGUuaWFtLnYxLlN1c3BlbmRUZW5hbnRSZXNwb25zZSIpwqAZJQoDaWFtEg1zdXNwZW5kVGVuYW50Gg10ZW5hbnRzLndyaXRlMAESjwEKDFJlc3VtZVRlbmFudBIpLmJldHRlcmNvbXB1dGUuaWFtLnYxLlJlc3VtZVRlbmFudFJlcXVlc3QaKi5iZXR0ZXJjb21wdXRlLmlhbS52MS5SZXN1bWVUZW5hbnRSZXNwb25zZSIowqAZJAoDaWFtEgxyZXN1bWVUZW5hbnQaDXRlbmFudHMud3JpdGUwARKQAQoMRGVsZXRlVGVuYW50EikuYmV0dGVyY29tcHV0ZS5pYW0udjEuRGVsZXRlVGVuYW50UmVxdWVzdBoqLmJldHRlcmNvbXB1dGUuaWFtLnYxLkRlbGV0ZVRlbmFudFJlc3BvbnNlIinCoBklCgNpYW0SDGRlbGV0ZVRlbmFudBoOdGVuYW50cy5kZWxldGUwARKZAQoPQ3JlYXRlUHJpbmNpcGFsEiwuYmV0dGVyY29tcHV0ZS5pYW0udjEuQ3JlYXRlUHJpbmNpcGFsUmVxdWVzdBotLmJldHRlcmNvbXB1dGUuaWFtLnYxLkNyZWF0ZVByaW5jaXBhbFJlc3BvbnNlIinCoBklCgNpYW0SD2NyZWF0ZVByaW5jaXBhbBoJaWFtLndyaXRlKAEwARKLAQoMR2V0UHJpbmNpcGFsEikuYmV0dGVyY29tcHV0ZS5pYW0udjEuR2V0UHJpbmNpcGFsUmVxdWVzdBoqLmJldHRlcmNvbXB1dGUuaWFtLnYxLkdldFByaW5jaXBhbFJlc3BvbnNlIiSQAgHCoBkdCgNpYW0SDGdldFByaW5jaXBhbBoIaWFtLnJlYWQSkwEKDkxpc3RQcmluY2lwYWxzEisuYmV0dGVyY29tcHV0ZS5pYW0udjEuTGlzdFByaW5jaXBhbHNSZXF1ZXN0GiwuYmV0dGVyY29tcHV0ZS5pYW0udjEuTGlzdFByaW5jaXBhbHNSZXNwb25zZSImkAIBwqAZHwoDaWFtEg5saXN0UHJpbmNpcGFscxoIaWFtLnJlYWQSlwEKD0RlbGV0ZVByaW5jaXBhbBIsLmJldHRlcmNvbXB1dGUuaWFtLnYxLkRlbGV0ZVByaW5jaXBhbFJlcXVlc3QaLS5iZXR0ZXJjb21wdXRlLmlhbS52MS5EZWxldGVQcmluY2lwYWxSZXNwb25zZSInwqAZIwoDaWFtEg9kZWxldGVQcmluY2lwYWwaCWlhbS53cml0ZTABEo0BCgxDcmVhdGVBcGlLZXkSKS5iZXR0ZXJjb21wdXRlLmlhbS52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiouYmV0dGVyY29tcHV0ZS5pYW0udjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2UiJsKgGSIKA2lhbRIMY3JlYXRlQXBpS2V5GglpYW0ud3JpdGUoATABEocBCgtMaXN0QXBpS2V5cxIoLmJldHRlcmNvbXB1dGUuaWFtLnYxLkxpc3RBcGlLZXlzUmVxdWVzdBopLmJldHRlcmNvbXB1dGUuaWFtLnYxLkxpc3RBcGlLZXlzUmVzcG9uc2UiI5ACAcKgGRwKA2lhbRILbGlzdEFwaUtleXMaCGlhbS5yZWFkEosBCgxEZWxldGVBcGlLZXkSKS5iZXR0ZXJjb21wdXRlLmlhbS52MS5EZWxldGVBcGlLZXlSZXF1ZXN0GiouYmV0dGVyY29tcHV0ZS5pYW0udjEuRGVsZXRlQXBpS2V5UmVzcG9uc2UiJMKgGSAKA2lhbRIMZGVsZXRlQXBpS2V5GglpYW0ud3JpdGUwARKhAQoRQ3JlYXRlUm9sZUJpbmRpbmcSLi5iZXR0ZXJjb21wdXRlLmlhbS52MS5DcmVhdGVSb2xlQmluZGluZ1JlcXVlc3QaLy5iZXR0ZXJjb21wdXRlLmlhbS52MS5DcmVhdGVSb2xlQmluZGluZ1Jlc3BvbnNlIivCoBknCgNpYW0SEWNyZWF0ZVJvbGVCaW5kaW5nGglpYW0ud3JpdGUoATABEpsBChBMaXN0Um9sZUJpbmRpbmdzEi0uYmV0dGVyY29tcHV0ZS5pYW0udjEuTGlzdFJvbGVCaW5kaW5nc1JlcXVlc3QaLi5iZXR0ZXJjb21wdXRlLmlhbS52MS5MaXN0Um9sZUJpbmRpbmdzUmVzcG9uc2UiKJACAcKgGSEKA2lhbRIQbGlzdFJvbGVCaW5kaW5ncxoIaWFtLnJlYWQSnwEKEURlbGV0ZVJvbGVCaW5kaW5nEi4uYmV0dGVyY29tcHV0ZS5pYW0udjEuRGVsZXRlUm9sZUJpbmRpbmdSZXF1ZXN0Gi8uYmV0dGVyY29tcHV0ZS5pYW0udjEuRGVsZXRlUm9sZUJpbmRpbmdSZXNwb25zZSIpwqAZJQoDaWFtEhFkZWxldGVSb2xlQmluZGluZxoJaWFtLndyaXRlMAFCTFpKZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9pYW0vdjE7aWFtdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * Tenant is an isolated customer or team: it owns principals and everything they create.
@@ -57,6 +57,20 @@ export type Tenant = Message<"bettercompute.iam.v1.Tenant"> & {
    * @generated from field: google.protobuf.Timestamp create_time = 6;
    */
   createTime?: Timestamp | undefined;
+
+  /**
+   * Set while the tenant is suspended: its API keys are refused.
+   *
+   * @generated from field: google.protobuf.Timestamp suspend_time = 7;
+   */
+  suspendTime?: Timestamp | undefined;
+
+  /**
+   * Set once the tenant is deleted; a deleted tenant is a tombstone.
+   *
+   * @generated from field: google.protobuf.Timestamp delete_time = 8;
+   */
+  deleteTime?: Timestamp | undefined;
 };
 
 /**
@@ -160,6 +174,21 @@ export type ApiKey = Message<"bettercompute.iam.v1.ApiKey"> & {
    * @generated from field: google.protobuf.Timestamp create_time = 7;
    */
   createTime?: Timestamp | undefined;
+
+  /**
+   * The principal whose call minted the key; empty when the CLI or tenant creation did.
+   *
+   * @generated from field: string creator_principal_id = 8;
+   */
+  creatorPrincipalId: string;
+
+  /**
+   * Whether an owner (or the CLI, or tenant creation) minted the key. Keys that a non-owner
+   * minted are revoked when their principal is made owner.
+   *
+   * @generated from field: bool created_by_owner = 9;
+   */
+  createdByOwner: boolean;
 };
 
 /**
@@ -404,6 +433,149 @@ export const ListTenantsResponseSchema: GenMessage<ListTenantsResponse> = /*@__P
   messageDesc(file_bettercompute_iam_v1_iam, 11);
 
 /**
+ * SuspendTenantRequest names a tenant below the caller's.
+ *
+ * @generated from message bettercompute.iam.v1.SuspendTenantRequest
+ */
+export type SuspendTenantRequest = Message<"bettercompute.iam.v1.SuspendTenantRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message bettercompute.iam.v1.SuspendTenantRequest.
+ * Use `create(SuspendTenantRequestSchema)` to create a new message.
+ */
+export const SuspendTenantRequestSchema: GenMessage<SuspendTenantRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_iam_v1_iam, 12);
+
+/**
+ * SuspendTenantResponse carries the suspended tenant.
+ *
+ * @generated from message bettercompute.iam.v1.SuspendTenantResponse
+ */
+export type SuspendTenantResponse = Message<"bettercompute.iam.v1.SuspendTenantResponse"> & {
+  /**
+   * @generated from field: bettercompute.iam.v1.Tenant tenant = 1;
+   */
+  tenant?: Tenant | undefined;
+};
+
+/**
+ * Describes the message bettercompute.iam.v1.SuspendTenantResponse.
+ * Use `create(SuspendTenantResponseSchema)` to create a new message.
+ */
+export const SuspendTenantResponseSchema: GenMessage<SuspendTenantResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_iam_v1_iam, 13);
+
+/**
+ * ResumeTenantRequest names a tenant below the caller's.
+ *
+ * @generated from message bettercompute.iam.v1.ResumeTenantRequest
+ */
+export type ResumeTenantRequest = Message<"bettercompute.iam.v1.ResumeTenantRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message bettercompute.iam.v1.ResumeTenantRequest.
+ * Use `create(ResumeTenantRequestSchema)` to create a new message.
+ */
+export const ResumeTenantRequestSchema: GenMessage<ResumeTenantRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_iam_v1_iam, 14);
+
+/**
+ * ResumeTenantResponse carries the resumed tenant.
+ *
+ * @generated from message bettercompute.iam.v1.ResumeTenantResponse
+ */
+export type ResumeTenantResponse = Message<"bettercompute.iam.v1.ResumeTenantResponse"> & {
+  /**
+   * @generated from field: bettercompute.iam.v1.Tenant tenant = 1;
+   */
+  tenant?: Tenant | undefined;
+};
+
+/**
+ * Describes the message bettercompute.iam.v1.ResumeTenantResponse.
+ * Use `create(ResumeTenantResponseSchema)` to create a new message.
+ */
+export const ResumeTenantResponseSchema: GenMessage<ResumeTenantResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_iam_v1_iam, 15);
+
+/**
+ * DeleteTenantRequest names a tenant below the caller's.
+ *
+ * @generated from message bettercompute.iam.v1.DeleteTenantRequest
+ */
+export type DeleteTenantRequest = Message<"bettercompute.iam.v1.DeleteTenantRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Revoke the tenant's nodes and end its leases instead of refusing to delete a tenant that
+   * has them.
+   *
+   * @generated from field: bool force = 2;
+   */
+  force: boolean;
+};
+
+/**
+ * Describes the message bettercompute.iam.v1.DeleteTenantRequest.
+ * Use `create(DeleteTenantRequestSchema)` to create a new message.
+ */
+export const DeleteTenantRequestSchema: GenMessage<DeleteTenantRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_iam_v1_iam, 16);
+
+/**
+ * DeleteTenantResponse carries the tombstone and what the deletion revoked.
+ *
+ * @generated from message bettercompute.iam.v1.DeleteTenantResponse
+ */
+export type DeleteTenantResponse = Message<"bettercompute.iam.v1.DeleteTenantResponse"> & {
+  /**
+   * @generated from field: bettercompute.iam.v1.Tenant tenant = 1;
+   */
+  tenant?: Tenant | undefined;
+
+  /**
+   * API keys deleted with the tenant's principals.
+   *
+   * @generated from field: int64 revoked_api_keys = 2;
+   */
+  revokedApiKeys: bigint;
+
+  /**
+   * Nodes whose identity was revoked (force only).
+   *
+   * @generated from field: int64 revoked_nodes = 3;
+   */
+  revokedNodes: bigint;
+
+  /**
+   * Leases ended as failed (force only).
+   *
+   * @generated from field: int64 ended_leases = 4;
+   */
+  endedLeases: bigint;
+};
+
+/**
+ * Describes the message bettercompute.iam.v1.DeleteTenantResponse.
+ * Use `create(DeleteTenantResponseSchema)` to create a new message.
+ */
+export const DeleteTenantResponseSchema: GenMessage<DeleteTenantResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_iam_v1_iam, 17);
+
+/**
  * CreatePrincipalRequest describes the new principal.
  *
  * @generated from message bettercompute.iam.v1.CreatePrincipalRequest
@@ -430,7 +602,7 @@ export type CreatePrincipalRequest = Message<"bettercompute.iam.v1.CreatePrincip
  * Use `create(CreatePrincipalRequestSchema)` to create a new message.
  */
 export const CreatePrincipalRequestSchema: GenMessage<CreatePrincipalRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 12);
+  messageDesc(file_bettercompute_iam_v1_iam, 18);
 
 /**
  * CreatePrincipalResponse carries the new principal.
@@ -449,7 +621,7 @@ export type CreatePrincipalResponse = Message<"bettercompute.iam.v1.CreatePrinci
  * Use `create(CreatePrincipalResponseSchema)` to create a new message.
  */
 export const CreatePrincipalResponseSchema: GenMessage<CreatePrincipalResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 13);
+  messageDesc(file_bettercompute_iam_v1_iam, 19);
 
 /**
  * GetPrincipalRequest names a principal.
@@ -468,7 +640,7 @@ export type GetPrincipalRequest = Message<"bettercompute.iam.v1.GetPrincipalRequ
  * Use `create(GetPrincipalRequestSchema)` to create a new message.
  */
 export const GetPrincipalRequestSchema: GenMessage<GetPrincipalRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 14);
+  messageDesc(file_bettercompute_iam_v1_iam, 20);
 
 /**
  * GetPrincipalResponse carries the principal.
@@ -487,7 +659,7 @@ export type GetPrincipalResponse = Message<"bettercompute.iam.v1.GetPrincipalRes
  * Use `create(GetPrincipalResponseSchema)` to create a new message.
  */
 export const GetPrincipalResponseSchema: GenMessage<GetPrincipalResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 15);
+  messageDesc(file_bettercompute_iam_v1_iam, 21);
 
 /**
  * ListPrincipalsRequest pages through principals.
@@ -511,7 +683,7 @@ export type ListPrincipalsRequest = Message<"bettercompute.iam.v1.ListPrincipals
  * Use `create(ListPrincipalsRequestSchema)` to create a new message.
  */
 export const ListPrincipalsRequestSchema: GenMessage<ListPrincipalsRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 16);
+  messageDesc(file_bettercompute_iam_v1_iam, 22);
 
 /**
  * ListPrincipalsResponse is one page of principals.
@@ -535,7 +707,7 @@ export type ListPrincipalsResponse = Message<"bettercompute.iam.v1.ListPrincipal
  * Use `create(ListPrincipalsResponseSchema)` to create a new message.
  */
 export const ListPrincipalsResponseSchema: GenMessage<ListPrincipalsResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 17);
+  messageDesc(file_bettercompute_iam_v1_iam, 23);
 
 /**
  * DeletePrincipalRequest names the principal to delete.
@@ -554,7 +726,7 @@ export type DeletePrincipalRequest = Message<"bettercompute.iam.v1.DeletePrincip
  * Use `create(DeletePrincipalRequestSchema)` to create a new message.
  */
 export const DeletePrincipalRequestSchema: GenMessage<DeletePrincipalRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 18);
+  messageDesc(file_bettercompute_iam_v1_iam, 24);
 
 /**
  * DeletePrincipalResponse is empty.
@@ -569,7 +741,7 @@ export type DeletePrincipalResponse = Message<"bettercompute.iam.v1.DeletePrinci
  * Use `create(DeletePrincipalResponseSchema)` to create a new message.
  */
 export const DeletePrincipalResponseSchema: GenMessage<DeletePrincipalResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 19);
+  messageDesc(file_bettercompute_iam_v1_iam, 25);
 
 /**
  * CreateApiKeyRequest says whose key to mint.
@@ -600,7 +772,7 @@ export type CreateApiKeyRequest = Message<"bettercompute.iam.v1.CreateApiKeyRequ
  * Use `create(CreateApiKeyRequestSchema)` to create a new message.
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 20);
+  messageDesc(file_bettercompute_iam_v1_iam, 26);
 
 /**
  * CreateApiKeyResponse carries the key's description and, once, the key itself.
@@ -626,7 +798,7 @@ export type CreateApiKeyResponse = Message<"bettercompute.iam.v1.CreateApiKeyRes
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 21);
+  messageDesc(file_bettercompute_iam_v1_iam, 27);
 
 /**
  * ListApiKeysRequest pages through API keys, optionally of one principal.
@@ -655,7 +827,7 @@ export type ListApiKeysRequest = Message<"bettercompute.iam.v1.ListApiKeysReques
  * Use `create(ListApiKeysRequestSchema)` to create a new message.
  */
 export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 22);
+  messageDesc(file_bettercompute_iam_v1_iam, 28);
 
 /**
  * ListApiKeysResponse is one page of API keys.
@@ -679,7 +851,7 @@ export type ListApiKeysResponse = Message<"bettercompute.iam.v1.ListApiKeysRespo
  * Use `create(ListApiKeysResponseSchema)` to create a new message.
  */
 export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 23);
+  messageDesc(file_bettercompute_iam_v1_iam, 29);
 
 /**
  * DeleteApiKeyRequest names the key to revoke.
@@ -698,7 +870,7 @@ export type DeleteApiKeyRequest = Message<"bettercompute.iam.v1.DeleteApiKeyRequ
  * Use `create(DeleteApiKeyRequestSchema)` to create a new message.
  */
 export const DeleteApiKeyRequestSchema: GenMessage<DeleteApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 24);
+  messageDesc(file_bettercompute_iam_v1_iam, 30);
 
 /**
  * DeleteApiKeyResponse is empty.
@@ -713,7 +885,7 @@ export type DeleteApiKeyResponse = Message<"bettercompute.iam.v1.DeleteApiKeyRes
  * Use `create(DeleteApiKeyResponseSchema)` to create a new message.
  */
 export const DeleteApiKeyResponseSchema: GenMessage<DeleteApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 25);
+  messageDesc(file_bettercompute_iam_v1_iam, 31);
 
 /**
  * CreateRoleBindingRequest grants a role.
@@ -737,7 +909,7 @@ export type CreateRoleBindingRequest = Message<"bettercompute.iam.v1.CreateRoleB
  * Use `create(CreateRoleBindingRequestSchema)` to create a new message.
  */
 export const CreateRoleBindingRequestSchema: GenMessage<CreateRoleBindingRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 26);
+  messageDesc(file_bettercompute_iam_v1_iam, 32);
 
 /**
  * CreateRoleBindingResponse carries the binding.
@@ -749,6 +921,13 @@ export type CreateRoleBindingResponse = Message<"bettercompute.iam.v1.CreateRole
    * @generated from field: bettercompute.iam.v1.RoleBinding role_binding = 1;
    */
   roleBinding?: RoleBinding | undefined;
+
+  /**
+   * The principal's API keys revoked by a grant of owner: those a non-owner minted.
+   *
+   * @generated from field: repeated string revoked_api_key_ids = 2;
+   */
+  revokedApiKeyIds: string[];
 };
 
 /**
@@ -756,7 +935,7 @@ export type CreateRoleBindingResponse = Message<"bettercompute.iam.v1.CreateRole
  * Use `create(CreateRoleBindingResponseSchema)` to create a new message.
  */
 export const CreateRoleBindingResponseSchema: GenMessage<CreateRoleBindingResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 27);
+  messageDesc(file_bettercompute_iam_v1_iam, 33);
 
 /**
  * ListRoleBindingsRequest pages through role bindings, optionally of one principal.
@@ -785,7 +964,7 @@ export type ListRoleBindingsRequest = Message<"bettercompute.iam.v1.ListRoleBind
  * Use `create(ListRoleBindingsRequestSchema)` to create a new message.
  */
 export const ListRoleBindingsRequestSchema: GenMessage<ListRoleBindingsRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 28);
+  messageDesc(file_bettercompute_iam_v1_iam, 34);
 
 /**
  * ListRoleBindingsResponse is one page of role bindings.
@@ -809,7 +988,7 @@ export type ListRoleBindingsResponse = Message<"bettercompute.iam.v1.ListRoleBin
  * Use `create(ListRoleBindingsResponseSchema)` to create a new message.
  */
 export const ListRoleBindingsResponseSchema: GenMessage<ListRoleBindingsResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 29);
+  messageDesc(file_bettercompute_iam_v1_iam, 35);
 
 /**
  * DeleteRoleBindingRequest names the binding to remove.
@@ -828,7 +1007,7 @@ export type DeleteRoleBindingRequest = Message<"bettercompute.iam.v1.DeleteRoleB
  * Use `create(DeleteRoleBindingRequestSchema)` to create a new message.
  */
 export const DeleteRoleBindingRequestSchema: GenMessage<DeleteRoleBindingRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 30);
+  messageDesc(file_bettercompute_iam_v1_iam, 36);
 
 /**
  * DeleteRoleBindingResponse is empty.
@@ -843,7 +1022,7 @@ export type DeleteRoleBindingResponse = Message<"bettercompute.iam.v1.DeleteRole
  * Use `create(DeleteRoleBindingResponseSchema)` to create a new message.
  */
 export const DeleteRoleBindingResponseSchema: GenMessage<DeleteRoleBindingResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_iam_v1_iam, 31);
+  messageDesc(file_bettercompute_iam_v1_iam, 37);
 
 /**
  * Role is a set of permissions a principal holds in its tenant.
@@ -921,7 +1100,8 @@ export const PrincipalKindSchema: GenEnum<PrincipalKind> = /*@__PURE__*/
 
 /**
  * IamService manages who may call the API. Every call acts inside the caller's tenant; only the
- * root tenant creates tenants.
+ * root tenant creates, suspends, resumes and deletes tenants (those below it). Owners' keys and
+ * role bindings are changed by owners only, and a tenant always keeps an owner with a usable key.
  *
  * @generated from service bettercompute.iam.v1.IamService
  */
@@ -958,7 +1138,7 @@ export const IamService: GenService<{
     output: typeof GetTenantResponseSchema;
   },
   /**
-   * ListTenants lists the caller's tenant and its child tenants.
+   * ListTenants lists the caller's tenant and its child tenants, deleted ones included.
    *
    * @generated from rpc bettercompute.iam.v1.IamService.ListTenants
    */
@@ -966,6 +1146,44 @@ export const IamService: GenService<{
     methodKind: "unary";
     input: typeof ListTenantsRequestSchema;
     output: typeof ListTenantsResponseSchema;
+  },
+  /**
+   * SuspendTenant suspends a tenant below the caller's (root) tenant: every API key of the
+   * tenant is refused at once, with PermissionDenied saying the tenant is suspended, until
+   * ResumeTenant. Its nodes, sessions and leases carry on. Suspending a suspended tenant changes
+   * nothing.
+   *
+   * @generated from rpc bettercompute.iam.v1.IamService.SuspendTenant
+   */
+  suspendTenant: {
+    methodKind: "unary";
+    input: typeof SuspendTenantRequestSchema;
+    output: typeof SuspendTenantResponseSchema;
+  },
+  /**
+   * ResumeTenant lifts a suspension: the tenant's keys work again.
+   *
+   * @generated from rpc bettercompute.iam.v1.IamService.ResumeTenant
+   */
+  resumeTenant: {
+    methodKind: "unary";
+    input: typeof ResumeTenantRequestSchema;
+    output: typeof ResumeTenantResponseSchema;
+  },
+  /**
+   * DeleteTenant deletes a tenant below the caller's (root) tenant, leaving a tombstone (its name
+   * stays taken): its principals, role bindings and API keys are deleted, its join tokens
+   * revoked. It is refused (FailedPrecondition) while the tenant has nodes that are not revoked
+   * or leases that have not ended, unless force is set: then its nodes are revoked (renewal,
+   * secrets and sessions stop) and its leases end as failed. Pools, reservations, secrets,
+   * usage and audit rows are kept. Deleting a deleted tenant changes nothing.
+   *
+   * @generated from rpc bettercompute.iam.v1.IamService.DeleteTenant
+   */
+  deleteTenant: {
+    methodKind: "unary";
+    input: typeof DeleteTenantRequestSchema;
+    output: typeof DeleteTenantResponseSchema;
   },
   /**
    * CreatePrincipal creates a user or service account in the caller's tenant.
@@ -998,7 +1216,9 @@ export const IamService: GenService<{
     output: typeof ListPrincipalsResponseSchema;
   },
   /**
-   * DeletePrincipal deletes a principal with its keys and role bindings.
+   * DeletePrincipal deletes a principal with its keys and role bindings. Deleting an owner needs
+   * the owner role; the tenant's last owner, or the last owner holding a usable key, cannot be
+   * deleted.
    *
    * @generated from rpc bettercompute.iam.v1.IamService.DeletePrincipal
    */
@@ -1009,7 +1229,7 @@ export const IamService: GenService<{
   },
   /**
    * CreateApiKey mints an API key for a principal. The key is shown only in this response; the
-   * server keeps a hash.
+   * server keeps a hash. Minting a key for an owner needs the owner role.
    *
    * @generated from rpc bettercompute.iam.v1.IamService.CreateApiKey
    */
@@ -1029,7 +1249,8 @@ export const IamService: GenService<{
     output: typeof ListApiKeysResponseSchema;
   },
   /**
-   * DeleteApiKey revokes an API key at once.
+   * DeleteApiKey revokes an API key at once. Revoking an owner's key needs the owner role, and
+   * the tenant's last usable owner key cannot be revoked.
    *
    * @generated from rpc bettercompute.iam.v1.IamService.DeleteApiKey
    */
@@ -1039,8 +1260,10 @@ export const IamService: GenService<{
     output: typeof DeleteApiKeyResponseSchema;
   },
   /**
-   * CreateRoleBinding grants a principal a role in the caller's tenant. Granting owner needs
-   * the owner role.
+   * CreateRoleBinding grants a principal a role in the caller's tenant. Granting owner, or any
+   * role to an owner, needs the owner role. Granting owner revokes the principal's API keys that
+   * were not minted by an owner (listed in the response): a key a non-owner held never becomes
+   * an owner's.
    *
    * @generated from rpc bettercompute.iam.v1.IamService.CreateRoleBinding
    */
@@ -1060,7 +1283,9 @@ export const IamService: GenService<{
     output: typeof ListRoleBindingsResponseSchema;
   },
   /**
-   * DeleteRoleBinding removes a role binding. Removing an owner binding needs the owner role.
+   * DeleteRoleBinding removes a role binding. Removing an owner binding, or any binding of an
+   * owner, needs the owner role; the tenant's last owner, or the last owner holding a usable key,
+   * cannot be removed.
    *
    * @generated from rpc bettercompute.iam.v1.IamService.DeleteRoleBinding
    */

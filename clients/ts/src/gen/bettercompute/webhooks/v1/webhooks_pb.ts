@@ -9,19 +9,26 @@
 // id, the same on every retry), webhook-timestamp (unix seconds of the attempt) and
 // webhook-signature ("v1," + base64 of HMAC-SHA256 over "{id}.{timestamp}.{body}", keyed with the
 // base64-decoded part of the secret). Delivery is at least once, in order per subject.
+//
+// Failed deliveries are retried with exponential backoff for a bounded time (the deployment's
+// webhooks.retry, about an hour by default). When that runs out the webhook becomes FAILING: its
+// undelivered events, and every later one, are parked as dead letters (ListDeadLetters; a
+// bounded number per webhook, the oldest dropped and counted) instead of being delivered, and a
+// "webhook.failing" event is emitted. ReplayDeadLetters delivers them again, with their original
+// ids, and makes the webhook HEALTHY.
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_bettercompute_api_v1_options } from "../../api/v1/options_pb.js";
-import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp, Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file bettercompute/webhooks/v1/webhooks.proto.
  */
 export const file_bettercompute_webhooks_v1_webhooks: GenFile = /*@__PURE__*/
-  fileDesc("CihiZXR0ZXJjb21wdXRlL3dlYmhvb2tzL3YxL3dlYmhvb2tzLnByb3RvEhliZXR0ZXJjb21wdXRlLndlYmhvb2tzLnYxItkBCgdXZWJob29rEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRILCgN1cmwYAyABKAkSEwoLZXZlbnRfdHlwZXMYBCADKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmxhc3RfZXJyb3IYByABKAkSMwoPbGFzdF9lcnJvcl90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJGCg1DcmVhdGVSZXF1ZXN0EgsKA3VybBgBIAEoCRITCgtldmVudF90eXBlcxgCIAMoCRITCgtkZXNjcmlwdGlvbhgDIAEoCSJVCg5DcmVhdGVSZXNwb25zZRIzCgd3ZWJob29rGAEgASgLMiIuYmV0dGVyY29tcHV0ZS53ZWJob29rcy52MS5XZWJob29rEg4KBnNlY3JldBgCIAEoCSIYCgpHZXRSZXF1ZXN0EgoKAmlkGAEgASgJIkIKC0dldFJlc3BvbnNlEjMKB3dlYmhvb2sYASABKAsyIi5iZXR0ZXJjb21wdXRlLndlYmhvb2tzLnYxLldlYmhvb2siNAoLTGlzdFJlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiXQoMTGlzdFJlc3BvbnNlEjQKCHdlYmhvb2tzGAEgAygLMiIuYmV0dGVyY29tcHV0ZS53ZWJob29rcy52MS5XZWJob29rEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIbCg1EZWxldGVSZXF1ZXN0EgoKAmlkGAEgASgJIhAKDkRlbGV0ZVJlc3BvbnNlIhkKC1Rlc3RSZXF1ZXN0EgoKAmlkGAEgASgJInAKDFRlc3RSZXNwb25zZRIQCghldmVudF9pZBgBIAEoCRITCgtzdGF0dXNfY29kZRgCIAEoBRIqCgdsYXRlbmN5GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWVycm9yGAQgASgJMqgFCg9XZWJob29rc1NlcnZpY2USigEKBkNyZWF0ZRIoLmJldHRlcmNvbXB1dGUud2ViaG9va3MudjEuQ3JlYXRlUmVxdWVzdBopLmJldHRlcmNvbXB1dGUud2ViaG9va3MudjEuQ3JlYXRlUmVzcG9uc2UiK8KgGScKCHdlYmhvb2tzEgZjcmVhdGUaD3dlYmhvb2tzLmNyZWF0ZSgBMAESewoDR2V0EiUuYmV0dGVyY29tcHV0ZS53ZWJob29rcy52MS5HZXRSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS53ZWJob29rcy52MS5HZXRSZXNwb25zZSIlkAIBwqAZHgoId2ViaG9va3MSA2dldBoNd2ViaG9va3MucmVhZBJ/CgRMaXN0EiYuYmV0dGVyY29tcHV0ZS53ZWJob29rcy52MS5MaXN0UmVxdWVzdBonLmJldHRlcmNvbXB1dGUud2ViaG9va3MudjEuTGlzdFJlc3BvbnNlIiaQAgHCoBkfCgh3ZWJob29rcxIEbGlzdBoNd2ViaG9va3MucmVhZBKIAQoGRGVsZXRlEiguYmV0dGVyY29tcHV0ZS53ZWJob29rcy52MS5EZWxldGVSZXF1ZXN0GikuYmV0dGVyY29tcHV0ZS53ZWJob29rcy52MS5EZWxldGVSZXNwb25zZSIpwqAZJQoId2ViaG9va3MSBmRlbGV0ZRoPd2ViaG9va3MuZGVsZXRlMAESfwoEVGVzdBImLmJldHRlcmNvbXB1dGUud2ViaG9va3MudjEuVGVzdFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLndlYmhvb2tzLnYxLlRlc3RSZXNwb25zZSImwqAZIgoId2ViaG9va3MSBHRlc3QaDndlYmhvb2tzLndyaXRlMAFCVlpUZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS93ZWJob29rcy92MTt3ZWJob29rc3YxYgZwcm90bzM", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CihiZXR0ZXJjb21wdXRlL3dlYmhvb2tzL3YxL3dlYmhvb2tzLnByb3RvEhliZXR0ZXJjb21wdXRlLndlYmhvb2tzLnYxIo4DCgdXZWJob29rEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRILCgN1cmwYAyABKAkSEwoLZXZlbnRfdHlwZXMYBCADKAkSEwoLZGVzY3JpcHRpb24YBSABKAkSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmxhc3RfZXJyb3IYByABKAkSMwoPbGFzdF9lcnJvcl90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2CgVzdGF0ZRgJIAEoDjInLmJldHRlcmNvbXB1dGUud2ViaG9va3MudjEuV2ViaG9va1N0YXRlEjYKEmZhaWxpbmdfc2luY2VfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHZmFpbHVyZRgLIAEoCRIUCgxkZWFkX2xldHRlcnMYDCABKAMSHAoUZGVhZF9sZXR0ZXJzX2Ryb3BwZWQYDSABKAMi4gEKCkRlYWRMZXR0ZXISEAoIZXZlbnRfaWQYASABKAkSDAoEdHlwZRgCIAEoCRIPCgdzdWJqZWN0GAMgASgJEiQKBGRhdGEYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCXBhcmtfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFZXJyb3IYByABKAkSDgoGcXVldWVkGAggASgIIkYKDUNyZWF0ZVJlcXVlc3QSCwoDdXJsGAEgASgJEhMKC2V2ZW50X3R5cGVzGAIgAygJEhMKC2Rlc2NyaXB0aW9uGAMgASgJIlUKDkNyZWF0ZVJlc3BvbnNlEjMKB3dlYmhvb2sYASABKAsyIi5iZXR0ZXJjb21wdXRlLndlYmhvb2tzLnYxLldlYmhvb2sSDgoGc2VjcmV0GAIgASgJIhgKCkdldFJlcXVlc3QSCgoCaWQYASABKAkiQgoLR2V0UmVzcG9uc2USMwoHd2ViaG9vaxgBIAEoCzIiLmJldHRlcmNvbXB1dGUud2ViaG9va3MudjEuV2ViaG9vayI0CgtMaXN0UmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJdCgxMaXN0UmVzcG9uc2USNAoId2ViaG9va3MYASADKAsyIi5iZXR0ZXJjb21wdXRlLndlYmhvb2tzLnYxLldlYmhvb2sSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIhsKDURlbGV0ZVJlcXVlc3QSCgoCaWQYASABKAkiEAoORGVsZXRlUmVzcG9uc2UiGQoLVGVzdFJlcXVlc3QSCgoCaWQYASABKAkicAoMVGVzdFJlc3BvbnNlEhAKCGV2ZW50X2lkGAEgASgJEhMKC3N0YXR1c19jb2RlGAIgASgFEioKB2xhdGVuY3kYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFZXJyb3IYBCABKAkiSwoWTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBIKCgJpZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJvChdMaXN0RGVhZExldHRlcnNSZXNwb25zZRI7CgxkZWFkX2xldHRlcnMYASADKAsyJS5iZXR0ZXJjb21wdXRlLndlYmhvb2tzLnYxLkRlYWRMZXR0ZXISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiYKGFJlcGxheURlYWRMZXR0ZXJzUmVxdWVzdBIKCgJpZBgBIAEoCSIrChlSZXBsYXlEZWFkTGV0dGVyc1Jlc3BvbnNlEg4KBnF1ZXVlZBgBIAEoAypjCgxXZWJob29rU3RhdGUSHQoZV0VCSE9PS19TVEFURV9VTlNQRUNJRklFRBAAEhkKFVdFQkhPT0tfU1RBVEVfSEVBTFRIWRABEhkKFVdFQkhPT0tfU1RBVEVfRkFJTElORxACMowICg9XZWJob29rc1NlcnZpY2USigEKBkNyZWF0ZRIoLmJldHRlcmNvbXB1dGUud2ViaG9va3MudjEuQ3JlYXRlUmVxdWVzdBopLmJldHRlcmNvbXB1dGUud2ViaG9va3MudjEuQ3JlYXRlUmVzcG9uc2UiK8KgGScKCHdlYmhvb2tzEgZjcmVhdGUaD3dlYmhvb2tzLmNyZWF0ZSgBMAESewoDR2V0EiUuYmV0dGVyY29tcHV0ZS53ZWJob29rcy52MS5HZXRSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS53ZWJob29rcy52MS5HZXRSZXNwb25zZSIlkAIBwqAZHgoId2ViaG9va3MSA2dldBoNd2ViaG9va3MucmVhZBJ/CgRMaXN0EiYuYmV0dGVyY29tcHV0ZS53ZWJob29rcy52MS5MaXN0UmVxdWVzdBonLmJldHRlcmNvbXB1dGUud2ViaG9va3MudjEuTGlzdFJlc3BvbnNlIiaQAgHCoBkfCgh3ZWJob29rcxIEbGlzdBoNd2ViaG9va3MucmVhZBKIAQoGRGVsZXRlEiguYmV0dGVyY29tcHV0ZS53ZWJob29rcy52MS5EZWxldGVSZXF1ZXN0GikuYmV0dGVyY29tcHV0ZS53ZWJob29rcy52MS5EZWxldGVSZXNwb25zZSIpwqAZJQoId2ViaG9va3MSBmRlbGV0ZRoPd2ViaG9va3MuZGVsZXRlMAESfwoEVGVzdBImLmJldHRlcmNvbXB1dGUud2ViaG9va3MudjEuVGVzdFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLndlYmhvb2tzLnYxLlRlc3RSZXNwb25zZSImwqAZIgoId2ViaG9va3MSBHRlc3QaDndlYmhvb2tzLndyaXRlMAESqwEKD0xpc3REZWFkTGV0dGVycxIxLmJldHRlcmNvbXB1dGUud2ViaG9va3MudjEuTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBoyLmJldHRlcmNvbXB1dGUud2ViaG9va3MudjEuTGlzdERlYWRMZXR0ZXJzUmVzcG9uc2UiMZACAcKgGSoKCHdlYmhvb2tzEg9saXN0RGVhZExldHRlcnMaDXdlYmhvb2tzLnJlYWQSswEKEVJlcGxheURlYWRMZXR0ZXJzEjMuYmV0dGVyY29tcHV0ZS53ZWJob29rcy52MS5SZXBsYXlEZWFkTGV0dGVyc1JlcXVlc3QaNC5iZXR0ZXJjb21wdXRlLndlYmhvb2tzLnYxLlJlcGxheURlYWRMZXR0ZXJzUmVzcG9uc2UiM8KgGS8KCHdlYmhvb2tzEhFyZXBsYXlEZWFkTGV0dGVycxoOd2ViaG9va3Mud3JpdGUwAUJWWlRnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL3dlYmhvb2tzL3YxO3dlYmhvb2tzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Webhook is an endpoint that receives the tenant's events.
@@ -40,7 +47,9 @@ export type Webhook = Message<"bettercompute.webhooks.v1.Webhook"> & {
   tenantId: string;
 
   /**
-   * An http or https URL.
+   * An http or https URL. Callers without the webhooks.write permission (viewers, operators)
+   * and events see only its scheme and host, followed by "/[redacted]" when it has a path or
+   * query: those often carry a token.
    *
    * @generated from field: string url = 3;
    */
@@ -76,6 +85,39 @@ export type Webhook = Message<"bettercompute.webhooks.v1.Webhook"> & {
    * @generated from field: google.protobuf.Timestamp last_error_time = 8;
    */
   lastErrorTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: bettercompute.webhooks.v1.WebhookState state = 9;
+   */
+  state: WebhookState;
+
+  /**
+   * When the webhook became FAILING; unset while HEALTHY.
+   *
+   * @generated from field: google.protobuf.Timestamp failing_since_time = 10;
+   */
+  failingSinceTime?: Timestamp | undefined;
+
+  /**
+   * Why it became FAILING: the last failed delivery's error; empty while HEALTHY.
+   *
+   * @generated from field: string failure = 11;
+   */
+  failure: string;
+
+  /**
+   * How many of its events are parked as dead letters (queued for replay included).
+   *
+   * @generated from field: int64 dead_letters = 12;
+   */
+  deadLetters: bigint;
+
+  /**
+   * How many parked events were dropped, oldest first, to keep within the dead-letter cap.
+   *
+   * @generated from field: int64 dead_letters_dropped = 13;
+   */
+  deadLettersDropped: bigint;
 };
 
 /**
@@ -84,6 +126,72 @@ export type Webhook = Message<"bettercompute.webhooks.v1.Webhook"> & {
  */
 export const WebhookSchema: GenMessage<Webhook> = /*@__PURE__*/
   messageDesc(file_bettercompute_webhooks_v1_webhooks, 0);
+
+/**
+ * DeadLetter is an event parked for a webhook that was failing.
+ *
+ * @generated from message bettercompute.webhooks.v1.DeadLetter
+ */
+export type DeadLetter = Message<"bettercompute.webhooks.v1.DeadLetter"> & {
+  /**
+   * The event's id, "evt_…": the webhook-id it is delivered with, and its id in events/list.
+   *
+   * @generated from field: string event_id = 1;
+   */
+  eventId: string;
+
+  /**
+   * @generated from field: string type = 2;
+   */
+  type: string;
+
+  /**
+   * @generated from field: string subject = 3;
+   */
+  subject: string;
+
+  /**
+   * The event's data, as its delivery carries it.
+   *
+   * @generated from field: google.protobuf.Value data = 4;
+   */
+  data?: Value | undefined;
+
+  /**
+   * When the event happened.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 5;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * When it was parked.
+   *
+   * @generated from field: google.protobuf.Timestamp park_time = 6;
+   */
+  parkTime?: Timestamp | undefined;
+
+  /**
+   * Why: the webhook's failure when it was parked.
+   *
+   * @generated from field: string error = 7;
+   */
+  error: string;
+
+  /**
+   * Queued for delivery by ReplayDeadLetters, not yet delivered.
+   *
+   * @generated from field: bool queued = 8;
+   */
+  queued: boolean;
+};
+
+/**
+ * Describes the message bettercompute.webhooks.v1.DeadLetter.
+ * Use `create(DeadLetterSchema)` to create a new message.
+ */
+export const DeadLetterSchema: GenMessage<DeadLetter> = /*@__PURE__*/
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 1);
 
 /**
  * CreateRequest describes the new webhook.
@@ -120,7 +228,7 @@ export type CreateRequest = Message<"bettercompute.webhooks.v1.CreateRequest"> &
  * Use `create(CreateRequestSchema)` to create a new message.
  */
 export const CreateRequestSchema: GenMessage<CreateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_webhooks_v1_webhooks, 1);
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 2);
 
 /**
  * CreateResponse carries the webhook and its signing secret, the only time it is shown.
@@ -146,7 +254,7 @@ export type CreateResponse = Message<"bettercompute.webhooks.v1.CreateResponse">
  * Use `create(CreateResponseSchema)` to create a new message.
  */
 export const CreateResponseSchema: GenMessage<CreateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_webhooks_v1_webhooks, 2);
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 3);
 
 /**
  * GetRequest names a webhook.
@@ -165,7 +273,7 @@ export type GetRequest = Message<"bettercompute.webhooks.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_webhooks_v1_webhooks, 3);
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 4);
 
 /**
  * GetResponse carries the webhook.
@@ -184,7 +292,7 @@ export type GetResponse = Message<"bettercompute.webhooks.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_webhooks_v1_webhooks, 4);
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 5);
 
 /**
  * ListRequest pages through webhooks.
@@ -210,7 +318,7 @@ export type ListRequest = Message<"bettercompute.webhooks.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_webhooks_v1_webhooks, 5);
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 6);
 
 /**
  * ListResponse is one page of webhooks.
@@ -236,7 +344,7 @@ export type ListResponse = Message<"bettercompute.webhooks.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_webhooks_v1_webhooks, 6);
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 7);
 
 /**
  * DeleteRequest names a webhook.
@@ -255,7 +363,7 @@ export type DeleteRequest = Message<"bettercompute.webhooks.v1.DeleteRequest"> &
  * Use `create(DeleteRequestSchema)` to create a new message.
  */
 export const DeleteRequestSchema: GenMessage<DeleteRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_webhooks_v1_webhooks, 7);
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 8);
 
 /**
  * DeleteResponse is empty.
@@ -270,7 +378,7 @@ export type DeleteResponse = Message<"bettercompute.webhooks.v1.DeleteResponse">
  * Use `create(DeleteResponseSchema)` to create a new message.
  */
 export const DeleteResponseSchema: GenMessage<DeleteResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_webhooks_v1_webhooks, 8);
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 9);
 
 /**
  * TestRequest names a webhook.
@@ -289,7 +397,7 @@ export type TestRequest = Message<"bettercompute.webhooks.v1.TestRequest"> & {
  * Use `create(TestRequestSchema)` to create a new message.
  */
 export const TestRequestSchema: GenMessage<TestRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_webhooks_v1_webhooks, 9);
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 10);
 
 /**
  * TestResponse reports one test delivery.
@@ -331,7 +439,136 @@ export type TestResponse = Message<"bettercompute.webhooks.v1.TestResponse"> & {
  * Use `create(TestResponseSchema)` to create a new message.
  */
 export const TestResponseSchema: GenMessage<TestResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_webhooks_v1_webhooks, 10);
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 11);
+
+/**
+ * ListDeadLettersRequest names a webhook and pages its dead letters.
+ *
+ * @generated from message bettercompute.webhooks.v1.ListDeadLettersRequest
+ */
+export type ListDeadLettersRequest = Message<"bettercompute.webhooks.v1.ListDeadLettersRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * At most 500; 0 means 50.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message bettercompute.webhooks.v1.ListDeadLettersRequest.
+ * Use `create(ListDeadLettersRequestSchema)` to create a new message.
+ */
+export const ListDeadLettersRequestSchema: GenMessage<ListDeadLettersRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 12);
+
+/**
+ * ListDeadLettersResponse is one page of dead letters, oldest first.
+ *
+ * @generated from message bettercompute.webhooks.v1.ListDeadLettersResponse
+ */
+export type ListDeadLettersResponse = Message<"bettercompute.webhooks.v1.ListDeadLettersResponse"> & {
+  /**
+   * @generated from field: repeated bettercompute.webhooks.v1.DeadLetter dead_letters = 1;
+   */
+  deadLetters: DeadLetter[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message bettercompute.webhooks.v1.ListDeadLettersResponse.
+ * Use `create(ListDeadLettersResponseSchema)` to create a new message.
+ */
+export const ListDeadLettersResponseSchema: GenMessage<ListDeadLettersResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 13);
+
+/**
+ * ReplayDeadLettersRequest names a webhook.
+ *
+ * @generated from message bettercompute.webhooks.v1.ReplayDeadLettersRequest
+ */
+export type ReplayDeadLettersRequest = Message<"bettercompute.webhooks.v1.ReplayDeadLettersRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message bettercompute.webhooks.v1.ReplayDeadLettersRequest.
+ * Use `create(ReplayDeadLettersRequestSchema)` to create a new message.
+ */
+export const ReplayDeadLettersRequestSchema: GenMessage<ReplayDeadLettersRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 14);
+
+/**
+ * ReplayDeadLettersResponse says how many events were queued.
+ *
+ * @generated from message bettercompute.webhooks.v1.ReplayDeadLettersResponse
+ */
+export type ReplayDeadLettersResponse = Message<"bettercompute.webhooks.v1.ReplayDeadLettersResponse"> & {
+  /**
+   * Parked events newly queued for delivery.
+   *
+   * @generated from field: int64 queued = 1;
+   */
+  queued: bigint;
+};
+
+/**
+ * Describes the message bettercompute.webhooks.v1.ReplayDeadLettersResponse.
+ * Use `create(ReplayDeadLettersResponseSchema)` to create a new message.
+ */
+export const ReplayDeadLettersResponseSchema: GenMessage<ReplayDeadLettersResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_webhooks_v1_webhooks, 15);
+
+/**
+ * WebhookState says whether a webhook is delivered to.
+ *
+ * @generated from enum bettercompute.webhooks.v1.WebhookState
+ */
+export enum WebhookState {
+  /**
+   * @generated from enum value: WEBHOOK_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Events are delivered, failed deliveries retried.
+   *
+   * @generated from enum value: WEBHOOK_STATE_HEALTHY = 1;
+   */
+  HEALTHY = 1,
+
+  /**
+   * The retry schedule ran out: events are parked as dead letters until ReplayDeadLetters.
+   *
+   * @generated from enum value: WEBHOOK_STATE_FAILING = 2;
+   */
+  FAILING = 2,
+}
+
+/**
+ * Describes the enum bettercompute.webhooks.v1.WebhookState.
+ */
+export const WebhookStateSchema: GenEnum<WebhookState> = /*@__PURE__*/
+  enumDesc(file_bettercompute_webhooks_v1_webhooks, 0);
 
 /**
  * WebhooksService manages the webhooks of the caller's tenant.
@@ -390,6 +627,29 @@ export const WebhooksService: GenService<{
     methodKind: "unary";
     input: typeof TestRequestSchema;
     output: typeof TestResponseSchema;
+  },
+  /**
+   * ListDeadLetters pages through a webhook's parked events, oldest first.
+   *
+   * @generated from rpc bettercompute.webhooks.v1.WebhooksService.ListDeadLetters
+   */
+  listDeadLetters: {
+    methodKind: "unary";
+    input: typeof ListDeadLettersRequestSchema;
+    output: typeof ListDeadLettersResponseSchema;
+  },
+  /**
+   * ReplayDeadLetters queues every parked event of a webhook for delivery again and makes the
+   * webhook HEALTHY with a fresh retry schedule. The queued events are delivered before any newer
+   * one, with their original ids; each leaves the dead letters once delivered. If the endpoint
+   * still fails until the schedule runs out, they are parked again.
+   *
+   * @generated from rpc bettercompute.webhooks.v1.WebhooksService.ReplayDeadLetters
+   */
+  replayDeadLetters: {
+    methodKind: "unary";
+    input: typeof ReplayDeadLettersRequestSchema;
+    output: typeof ReplayDeadLettersResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_bettercompute_webhooks_v1_webhooks, 0);

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .iam_pb2 import CreateApiKeyRequest, CreateApiKeyResponse, CreatePrincipalRequest, CreatePrincipalResponse, CreateRoleBindingRequest, CreateRoleBindingResponse, CreateTenantRequest, CreateTenantResponse, DeleteApiKeyRequest, DeleteApiKeyResponse, DeletePrincipalRequest, DeletePrincipalResponse, DeleteRoleBindingRequest, DeleteRoleBindingResponse, GetPrincipalRequest, GetPrincipalResponse, GetTenantRequest, GetTenantResponse, ListApiKeysRequest, ListApiKeysResponse, ListPrincipalsRequest, ListPrincipalsResponse, ListRoleBindingsRequest, ListRoleBindingsResponse, ListTenantsRequest, ListTenantsResponse, WhoAmIRequest, WhoAmIResponse
+from .iam_pb2 import CreateApiKeyRequest, CreateApiKeyResponse, CreatePrincipalRequest, CreatePrincipalResponse, CreateRoleBindingRequest, CreateRoleBindingResponse, CreateTenantRequest, CreateTenantResponse, DeleteApiKeyRequest, DeleteApiKeyResponse, DeletePrincipalRequest, DeletePrincipalResponse, DeleteRoleBindingRequest, DeleteRoleBindingResponse, DeleteTenantRequest, DeleteTenantResponse, GetPrincipalRequest, GetPrincipalResponse, GetTenantRequest, GetTenantResponse, ListApiKeysRequest, ListApiKeysResponse, ListPrincipalsRequest, ListPrincipalsResponse, ListRoleBindingsRequest, ListRoleBindingsResponse, ListTenantsRequest, ListTenantsResponse, ResumeTenantRequest, ResumeTenantResponse, SuspendTenantRequest, SuspendTenantResponse, WhoAmIRequest, WhoAmIResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -40,7 +40,8 @@ _GZIP_COMPRESSION = GzipCompression()
 class IamService(Protocol):
     """
     IamService manages who may call the API. Every call acts inside the caller's tenant; only the
-    root tenant creates tenants.
+    root tenant creates, suspends, resumes and deletes tenants (those below it). Owners' keys and
+    role bindings are changed by owners only, and a tenant always keeps an owner with a usable key.
     """
     async def who_am_i(self, request: WhoAmIRequest, ctx: RequestContext[WhoAmIRequest, WhoAmIResponse], /) -> WhoAmIResponse:
         """
@@ -63,7 +64,33 @@ class IamService(Protocol):
 
     async def list_tenants(self, request: ListTenantsRequest, ctx: RequestContext[ListTenantsRequest, ListTenantsResponse], /) -> ListTenantsResponse:
         """
-        ListTenants lists the caller's tenant and its child tenants.
+        ListTenants lists the caller's tenant and its child tenants, deleted ones included.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def suspend_tenant(self, request: SuspendTenantRequest, ctx: RequestContext[SuspendTenantRequest, SuspendTenantResponse], /) -> SuspendTenantResponse:
+        """
+        SuspendTenant suspends a tenant below the caller's (root) tenant: every API key of the
+        tenant is refused at once, with PermissionDenied saying the tenant is suspended, until
+        ResumeTenant. Its nodes, sessions and leases carry on. Suspending a suspended tenant changes
+        nothing.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def resume_tenant(self, request: ResumeTenantRequest, ctx: RequestContext[ResumeTenantRequest, ResumeTenantResponse], /) -> ResumeTenantResponse:
+        """
+        ResumeTenant lifts a suspension: the tenant's keys work again.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def delete_tenant(self, request: DeleteTenantRequest, ctx: RequestContext[DeleteTenantRequest, DeleteTenantResponse], /) -> DeleteTenantResponse:
+        """
+        DeleteTenant deletes a tenant below the caller's (root) tenant, leaving a tombstone (its name
+        stays taken): its principals, role bindings and API keys are deleted, its join tokens
+        revoked. It is refused (FailedPrecondition) while the tenant has nodes that are not revoked
+        or leases that have not ended, unless force is set: then its nodes are revoked (renewal,
+        secrets and sessions stop) and its leases end as failed. Pools, reservations, secrets,
+        usage and audit rows are kept. Deleting a deleted tenant changes nothing.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -87,14 +114,16 @@ class IamService(Protocol):
 
     async def delete_principal(self, request: DeletePrincipalRequest, ctx: RequestContext[DeletePrincipalRequest, DeletePrincipalResponse], /) -> DeletePrincipalResponse:
         """
-        DeletePrincipal deletes a principal with its keys and role bindings.
+        DeletePrincipal deletes a principal with its keys and role bindings. Deleting an owner needs
+        the owner role; the tenant's last owner, or the last owner holding a usable key, cannot be
+        deleted.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def create_api_key(self, request: CreateApiKeyRequest, ctx: RequestContext[CreateApiKeyRequest, CreateApiKeyResponse], /) -> CreateApiKeyResponse:
         """
         CreateApiKey mints an API key for a principal. The key is shown only in this response; the
-        server keeps a hash.
+        server keeps a hash. Minting a key for an owner needs the owner role.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -106,14 +135,17 @@ class IamService(Protocol):
 
     async def delete_api_key(self, request: DeleteApiKeyRequest, ctx: RequestContext[DeleteApiKeyRequest, DeleteApiKeyResponse], /) -> DeleteApiKeyResponse:
         """
-        DeleteApiKey revokes an API key at once.
+        DeleteApiKey revokes an API key at once. Revoking an owner's key needs the owner role, and
+        the tenant's last usable owner key cannot be revoked.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def create_role_binding(self, request: CreateRoleBindingRequest, ctx: RequestContext[CreateRoleBindingRequest, CreateRoleBindingResponse], /) -> CreateRoleBindingResponse:
         """
-        CreateRoleBinding grants a principal a role in the caller's tenant. Granting owner needs
-        the owner role.
+        CreateRoleBinding grants a principal a role in the caller's tenant. Granting owner, or any
+        role to an owner, needs the owner role. Granting owner revokes the principal's API keys that
+        were not minted by an owner (listed in the response): a key a non-owner held never becomes
+        an owner's.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -125,7 +157,9 @@ class IamService(Protocol):
 
     async def delete_role_binding(self, request: DeleteRoleBindingRequest, ctx: RequestContext[DeleteRoleBindingRequest, DeleteRoleBindingResponse], /) -> DeleteRoleBindingResponse:
         """
-        DeleteRoleBinding removes a role binding. Removing an owner binding needs the owner role.
+        DeleteRoleBinding removes a role binding. Removing an owner binding, or any binding of an
+        owner, needs the owner role; the tenant's last owner, or the last owner holding a usable key,
+        cannot be removed.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -186,6 +220,39 @@ class IamServiceASGIApplication(ConnectASGIApplication[IamService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.list_tenants,
+                ),
+                "/bettercompute.iam.v1.IamService/SuspendTenant": Endpoint.unary(
+                    method=MethodInfo(
+                        name="SuspendTenant",
+                        service_name="bettercompute.iam.v1.IamService",
+                        input=SuspendTenantRequest,
+                        output=SuspendTenantResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.suspend_tenant,
+                ),
+                "/bettercompute.iam.v1.IamService/ResumeTenant": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ResumeTenant",
+                        service_name="bettercompute.iam.v1.IamService",
+                        input=ResumeTenantRequest,
+                        output=ResumeTenantResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.resume_tenant,
+                ),
+                "/bettercompute.iam.v1.IamService/DeleteTenant": Endpoint.unary(
+                    method=MethodInfo(
+                        name="DeleteTenant",
+                        service_name="bettercompute.iam.v1.IamService",
+                        input=DeleteTenantRequest,
+                        output=DeleteTenantResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.delete_tenant,
                 ),
                 "/bettercompute.iam.v1.IamService/CreatePrincipal": Endpoint.unary(
                     method=MethodInfo(
@@ -313,7 +380,8 @@ class IamServiceASGIApplication(ConnectASGIApplication[IamService]):
 class IamServiceClient(ConnectClient):
     """
     IamService manages who may call the API. Every call acts inside the caller's tenant; only the
-    root tenant creates tenants.
+    root tenant creates, suspends, resumes and deletes tenants (those below it). Owners' keys and
+    role bindings are changed by owners only, and a tenant always keeps an owner with a usable key.
     """
     def __init__(
         self,
@@ -422,7 +490,7 @@ class IamServiceClient(ConnectClient):
         use_get: bool = False,
     ) -> ListTenantsResponse:
         """
-        ListTenants lists the caller's tenant and its child tenants.
+        ListTenants lists the caller's tenant and its child tenants, deleted ones included.
         """
         return await self.execute_unary(
             request=request,
@@ -437,6 +505,83 @@ class IamServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
             use_get=use_get,
+        )
+    async def suspend_tenant(
+        self,
+        request: SuspendTenantRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> SuspendTenantResponse:
+        """
+        SuspendTenant suspends a tenant below the caller's (root) tenant: every API key of the
+        tenant is refused at once, with PermissionDenied saying the tenant is suspended, until
+        ResumeTenant. Its nodes, sessions and leases carry on. Suspending a suspended tenant changes
+        nothing.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="SuspendTenant",
+                service_name="bettercompute.iam.v1.IamService",
+                input=SuspendTenantRequest,
+                output=SuspendTenantResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def resume_tenant(
+        self,
+        request: ResumeTenantRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ResumeTenantResponse:
+        """
+        ResumeTenant lifts a suspension: the tenant's keys work again.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ResumeTenant",
+                service_name="bettercompute.iam.v1.IamService",
+                input=ResumeTenantRequest,
+                output=ResumeTenantResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def delete_tenant(
+        self,
+        request: DeleteTenantRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DeleteTenantResponse:
+        """
+        DeleteTenant deletes a tenant below the caller's (root) tenant, leaving a tombstone (its name
+        stays taken): its principals, role bindings and API keys are deleted, its join tokens
+        revoked. It is refused (FailedPrecondition) while the tenant has nodes that are not revoked
+        or leases that have not ended, unless force is set: then its nodes are revoked (renewal,
+        secrets and sessions stop) and its leases end as failed. Pools, reservations, secrets,
+        usage and audit rows are kept. Deleting a deleted tenant changes nothing.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteTenant",
+                service_name="bettercompute.iam.v1.IamService",
+                input=DeleteTenantRequest,
+                output=DeleteTenantResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
         )
     async def create_principal(
         self,
@@ -519,7 +664,9 @@ class IamServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> DeletePrincipalResponse:
         """
-        DeletePrincipal deletes a principal with its keys and role bindings.
+        DeletePrincipal deletes a principal with its keys and role bindings. Deleting an owner needs
+        the owner role; the tenant's last owner, or the last owner holding a usable key, cannot be
+        deleted.
         """
         return await self.execute_unary(
             request=request,
@@ -543,7 +690,7 @@ class IamServiceClient(ConnectClient):
     ) -> CreateApiKeyResponse:
         """
         CreateApiKey mints an API key for a principal. The key is shown only in this response; the
-        server keeps a hash.
+        server keeps a hash. Minting a key for an owner needs the owner role.
         """
         return await self.execute_unary(
             request=request,
@@ -591,7 +738,8 @@ class IamServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> DeleteApiKeyResponse:
         """
-        DeleteApiKey revokes an API key at once.
+        DeleteApiKey revokes an API key at once. Revoking an owner's key needs the owner role, and
+        the tenant's last usable owner key cannot be revoked.
         """
         return await self.execute_unary(
             request=request,
@@ -614,8 +762,10 @@ class IamServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> CreateRoleBindingResponse:
         """
-        CreateRoleBinding grants a principal a role in the caller's tenant. Granting owner needs
-        the owner role.
+        CreateRoleBinding grants a principal a role in the caller's tenant. Granting owner, or any
+        role to an owner, needs the owner role. Granting owner revokes the principal's API keys that
+        were not minted by an owner (listed in the response): a key a non-owner held never becomes
+        an owner's.
         """
         return await self.execute_unary(
             request=request,
@@ -663,7 +813,9 @@ class IamServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> DeleteRoleBindingResponse:
         """
-        DeleteRoleBinding removes a role binding. Removing an owner binding needs the owner role.
+        DeleteRoleBinding removes a role binding. Removing an owner binding, or any binding of an
+        owner, needs the owner role; the tenant's last owner, or the last owner holding a usable key,
+        cannot be removed.
         """
         return await self.execute_unary(
             request=request,
@@ -682,7 +834,8 @@ class IamServiceClient(ConnectClient):
 class IamServiceSync(Protocol):
     """
     IamService manages who may call the API. Every call acts inside the caller's tenant; only the
-    root tenant creates tenants.
+    root tenant creates, suspends, resumes and deletes tenants (those below it). Owners' keys and
+    role bindings are changed by owners only, and a tenant always keeps an owner with a usable key.
     """
     def who_am_i(self, request: WhoAmIRequest, ctx: RequestContext[WhoAmIRequest, WhoAmIResponse], /) -> WhoAmIResponse:
         """
@@ -705,7 +858,33 @@ class IamServiceSync(Protocol):
 
     def list_tenants(self, request: ListTenantsRequest, ctx: RequestContext[ListTenantsRequest, ListTenantsResponse], /) -> ListTenantsResponse:
         """
-        ListTenants lists the caller's tenant and its child tenants.
+        ListTenants lists the caller's tenant and its child tenants, deleted ones included.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def suspend_tenant(self, request: SuspendTenantRequest, ctx: RequestContext[SuspendTenantRequest, SuspendTenantResponse], /) -> SuspendTenantResponse:
+        """
+        SuspendTenant suspends a tenant below the caller's (root) tenant: every API key of the
+        tenant is refused at once, with PermissionDenied saying the tenant is suspended, until
+        ResumeTenant. Its nodes, sessions and leases carry on. Suspending a suspended tenant changes
+        nothing.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def resume_tenant(self, request: ResumeTenantRequest, ctx: RequestContext[ResumeTenantRequest, ResumeTenantResponse], /) -> ResumeTenantResponse:
+        """
+        ResumeTenant lifts a suspension: the tenant's keys work again.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def delete_tenant(self, request: DeleteTenantRequest, ctx: RequestContext[DeleteTenantRequest, DeleteTenantResponse], /) -> DeleteTenantResponse:
+        """
+        DeleteTenant deletes a tenant below the caller's (root) tenant, leaving a tombstone (its name
+        stays taken): its principals, role bindings and API keys are deleted, its join tokens
+        revoked. It is refused (FailedPrecondition) while the tenant has nodes that are not revoked
+        or leases that have not ended, unless force is set: then its nodes are revoked (renewal,
+        secrets and sessions stop) and its leases end as failed. Pools, reservations, secrets,
+        usage and audit rows are kept. Deleting a deleted tenant changes nothing.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -729,14 +908,16 @@ class IamServiceSync(Protocol):
 
     def delete_principal(self, request: DeletePrincipalRequest, ctx: RequestContext[DeletePrincipalRequest, DeletePrincipalResponse], /) -> DeletePrincipalResponse:
         """
-        DeletePrincipal deletes a principal with its keys and role bindings.
+        DeletePrincipal deletes a principal with its keys and role bindings. Deleting an owner needs
+        the owner role; the tenant's last owner, or the last owner holding a usable key, cannot be
+        deleted.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def create_api_key(self, request: CreateApiKeyRequest, ctx: RequestContext[CreateApiKeyRequest, CreateApiKeyResponse], /) -> CreateApiKeyResponse:
         """
         CreateApiKey mints an API key for a principal. The key is shown only in this response; the
-        server keeps a hash.
+        server keeps a hash. Minting a key for an owner needs the owner role.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -748,14 +929,17 @@ class IamServiceSync(Protocol):
 
     def delete_api_key(self, request: DeleteApiKeyRequest, ctx: RequestContext[DeleteApiKeyRequest, DeleteApiKeyResponse], /) -> DeleteApiKeyResponse:
         """
-        DeleteApiKey revokes an API key at once.
+        DeleteApiKey revokes an API key at once. Revoking an owner's key needs the owner role, and
+        the tenant's last usable owner key cannot be revoked.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def create_role_binding(self, request: CreateRoleBindingRequest, ctx: RequestContext[CreateRoleBindingRequest, CreateRoleBindingResponse], /) -> CreateRoleBindingResponse:
         """
-        CreateRoleBinding grants a principal a role in the caller's tenant. Granting owner needs
-        the owner role.
+        CreateRoleBinding grants a principal a role in the caller's tenant. Granting owner, or any
+        role to an owner, needs the owner role. Granting owner revokes the principal's API keys that
+        were not minted by an owner (listed in the response): a key a non-owner held never becomes
+        an owner's.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -767,7 +951,9 @@ class IamServiceSync(Protocol):
 
     def delete_role_binding(self, request: DeleteRoleBindingRequest, ctx: RequestContext[DeleteRoleBindingRequest, DeleteRoleBindingResponse], /) -> DeleteRoleBindingResponse:
         """
-        DeleteRoleBinding removes a role binding. Removing an owner binding needs the owner role.
+        DeleteRoleBinding removes a role binding. Removing an owner binding, or any binding of an
+        owner, needs the owner role; the tenant's last owner, or the last owner holding a usable key,
+        cannot be removed.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -826,6 +1012,39 @@ class IamServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.list_tenants,
+                ),
+                "/bettercompute.iam.v1.IamService/SuspendTenant": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="SuspendTenant",
+                        service_name="bettercompute.iam.v1.IamService",
+                        input=SuspendTenantRequest,
+                        output=SuspendTenantResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.suspend_tenant,
+                ),
+                "/bettercompute.iam.v1.IamService/ResumeTenant": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ResumeTenant",
+                        service_name="bettercompute.iam.v1.IamService",
+                        input=ResumeTenantRequest,
+                        output=ResumeTenantResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.resume_tenant,
+                ),
+                "/bettercompute.iam.v1.IamService/DeleteTenant": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="DeleteTenant",
+                        service_name="bettercompute.iam.v1.IamService",
+                        input=DeleteTenantRequest,
+                        output=DeleteTenantResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.delete_tenant,
                 ),
                 "/bettercompute.iam.v1.IamService/CreatePrincipal": EndpointSync.unary(
                     method=MethodInfo(
@@ -953,7 +1172,8 @@ class IamServiceWSGIApplication(ConnectWSGIApplication):
 class IamServiceClientSync(ConnectClientSync):
     """
     IamService manages who may call the API. Every call acts inside the caller's tenant; only the
-    root tenant creates tenants.
+    root tenant creates, suspends, resumes and deletes tenants (those below it). Owners' keys and
+    role bindings are changed by owners only, and a tenant always keeps an owner with a usable key.
     """
     def __init__(
         self,
@@ -1062,7 +1282,7 @@ class IamServiceClientSync(ConnectClientSync):
         use_get: bool = False,
     ) -> ListTenantsResponse:
         """
-        ListTenants lists the caller's tenant and its child tenants.
+        ListTenants lists the caller's tenant and its child tenants, deleted ones included.
         """
         return self.execute_unary(
             request=request,
@@ -1077,6 +1297,83 @@ class IamServiceClientSync(ConnectClientSync):
             headers=headers,
             timeout_ms=timeout_ms,
             use_get=use_get,
+        )
+    def suspend_tenant(
+        self,
+        request: SuspendTenantRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> SuspendTenantResponse:
+        """
+        SuspendTenant suspends a tenant below the caller's (root) tenant: every API key of the
+        tenant is refused at once, with PermissionDenied saying the tenant is suspended, until
+        ResumeTenant. Its nodes, sessions and leases carry on. Suspending a suspended tenant changes
+        nothing.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="SuspendTenant",
+                service_name="bettercompute.iam.v1.IamService",
+                input=SuspendTenantRequest,
+                output=SuspendTenantResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def resume_tenant(
+        self,
+        request: ResumeTenantRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ResumeTenantResponse:
+        """
+        ResumeTenant lifts a suspension: the tenant's keys work again.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ResumeTenant",
+                service_name="bettercompute.iam.v1.IamService",
+                input=ResumeTenantRequest,
+                output=ResumeTenantResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def delete_tenant(
+        self,
+        request: DeleteTenantRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DeleteTenantResponse:
+        """
+        DeleteTenant deletes a tenant below the caller's (root) tenant, leaving a tombstone (its name
+        stays taken): its principals, role bindings and API keys are deleted, its join tokens
+        revoked. It is refused (FailedPrecondition) while the tenant has nodes that are not revoked
+        or leases that have not ended, unless force is set: then its nodes are revoked (renewal,
+        secrets and sessions stop) and its leases end as failed. Pools, reservations, secrets,
+        usage and audit rows are kept. Deleting a deleted tenant changes nothing.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteTenant",
+                service_name="bettercompute.iam.v1.IamService",
+                input=DeleteTenantRequest,
+                output=DeleteTenantResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
         )
     def create_principal(
         self,
@@ -1159,7 +1456,9 @@ class IamServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> DeletePrincipalResponse:
         """
-        DeletePrincipal deletes a principal with its keys and role bindings.
+        DeletePrincipal deletes a principal with its keys and role bindings. Deleting an owner needs
+        the owner role; the tenant's last owner, or the last owner holding a usable key, cannot be
+        deleted.
         """
         return self.execute_unary(
             request=request,
@@ -1183,7 +1482,7 @@ class IamServiceClientSync(ConnectClientSync):
     ) -> CreateApiKeyResponse:
         """
         CreateApiKey mints an API key for a principal. The key is shown only in this response; the
-        server keeps a hash.
+        server keeps a hash. Minting a key for an owner needs the owner role.
         """
         return self.execute_unary(
             request=request,
@@ -1231,7 +1530,8 @@ class IamServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> DeleteApiKeyResponse:
         """
-        DeleteApiKey revokes an API key at once.
+        DeleteApiKey revokes an API key at once. Revoking an owner's key needs the owner role, and
+        the tenant's last usable owner key cannot be revoked.
         """
         return self.execute_unary(
             request=request,
@@ -1254,8 +1554,10 @@ class IamServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> CreateRoleBindingResponse:
         """
-        CreateRoleBinding grants a principal a role in the caller's tenant. Granting owner needs
-        the owner role.
+        CreateRoleBinding grants a principal a role in the caller's tenant. Granting owner, or any
+        role to an owner, needs the owner role. Granting owner revokes the principal's API keys that
+        were not minted by an owner (listed in the response): a key a non-owner held never becomes
+        an owner's.
         """
         return self.execute_unary(
             request=request,
@@ -1303,7 +1605,9 @@ class IamServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> DeleteRoleBindingResponse:
         """
-        DeleteRoleBinding removes a role binding. Removing an owner binding needs the owner role.
+        DeleteRoleBinding removes a role binding. Removing an owner binding, or any binding of an
+        owner, needs the owner role; the tenant's last owner, or the last owner holding a usable key,
+        cannot be removed.
         """
         return self.execute_unary(
             request=request,

@@ -34,20 +34,24 @@ PRINCIPAL_KIND_USER: PrincipalKind
 PRINCIPAL_KIND_SERVICE_ACCOUNT: PrincipalKind
 
 class Tenant(_message.Message):
-    __slots__ = ("id", "name", "display_name", "parent_id", "root", "create_time")
+    __slots__ = ("id", "name", "display_name", "parent_id", "root", "create_time", "suspend_time", "delete_time")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     ROOT_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    SUSPEND_TIME_FIELD_NUMBER: _ClassVar[int]
+    DELETE_TIME_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     display_name: str
     parent_id: str
     root: bool
     create_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., display_name: _Optional[str] = ..., parent_id: _Optional[str] = ..., root: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    suspend_time: _timestamp_pb2.Timestamp
+    delete_time: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., display_name: _Optional[str] = ..., parent_id: _Optional[str] = ..., root: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., suspend_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Principal(_message.Message):
     __slots__ = ("id", "tenant_id", "kind", "name", "email", "create_time")
@@ -66,7 +70,7 @@ class Principal(_message.Message):
     def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., kind: _Optional[_Union[PrincipalKind, str]] = ..., name: _Optional[str] = ..., email: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ApiKey(_message.Message):
-    __slots__ = ("id", "tenant_id", "principal_id", "name", "expire_time", "last_used_time", "create_time")
+    __slots__ = ("id", "tenant_id", "principal_id", "name", "expire_time", "last_used_time", "create_time", "creator_principal_id", "created_by_owner")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +78,8 @@ class ApiKey(_message.Message):
     EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     LAST_USED_TIME_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CREATOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_OWNER_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     principal_id: str
@@ -81,7 +87,9 @@ class ApiKey(_message.Message):
     expire_time: _timestamp_pb2.Timestamp
     last_used_time: _timestamp_pb2.Timestamp
     create_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., principal_id: _Optional[str] = ..., name: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_used_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    creator_principal_id: str
+    created_by_owner: bool
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., principal_id: _Optional[str] = ..., name: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_used_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., creator_principal_id: _Optional[str] = ..., created_by_owner: _Optional[bool] = ...) -> None: ...
 
 class RoleBinding(_message.Message):
     __slots__ = ("id", "tenant_id", "principal_id", "role", "create_time")
@@ -158,6 +166,50 @@ class ListTenantsResponse(_message.Message):
     tenants: _containers.RepeatedCompositeFieldContainer[Tenant]
     next_page_token: str
     def __init__(self, tenants: _Optional[_Iterable[_Union[Tenant, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class SuspendTenantRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class SuspendTenantResponse(_message.Message):
+    __slots__ = ("tenant",)
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    tenant: Tenant
+    def __init__(self, tenant: _Optional[_Union[Tenant, _Mapping]] = ...) -> None: ...
+
+class ResumeTenantRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ResumeTenantResponse(_message.Message):
+    __slots__ = ("tenant",)
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    tenant: Tenant
+    def __init__(self, tenant: _Optional[_Union[Tenant, _Mapping]] = ...) -> None: ...
+
+class DeleteTenantRequest(_message.Message):
+    __slots__ = ("id", "force")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    force: bool
+    def __init__(self, id: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class DeleteTenantResponse(_message.Message):
+    __slots__ = ("tenant", "revoked_api_keys", "revoked_nodes", "ended_leases")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_API_KEYS_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_NODES_FIELD_NUMBER: _ClassVar[int]
+    ENDED_LEASES_FIELD_NUMBER: _ClassVar[int]
+    tenant: Tenant
+    revoked_api_keys: int
+    revoked_nodes: int
+    ended_leases: int
+    def __init__(self, tenant: _Optional[_Union[Tenant, _Mapping]] = ..., revoked_api_keys: _Optional[int] = ..., revoked_nodes: _Optional[int] = ..., ended_leases: _Optional[int] = ...) -> None: ...
 
 class CreatePrincipalRequest(_message.Message):
     __slots__ = ("kind", "name", "email")
@@ -268,10 +320,12 @@ class CreateRoleBindingRequest(_message.Message):
     def __init__(self, principal_id: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ...) -> None: ...
 
 class CreateRoleBindingResponse(_message.Message):
-    __slots__ = ("role_binding",)
+    __slots__ = ("role_binding", "revoked_api_key_ids")
     ROLE_BINDING_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_API_KEY_IDS_FIELD_NUMBER: _ClassVar[int]
     role_binding: RoleBinding
-    def __init__(self, role_binding: _Optional[_Union[RoleBinding, _Mapping]] = ...) -> None: ...
+    revoked_api_key_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, role_binding: _Optional[_Union[RoleBinding, _Mapping]] = ..., revoked_api_key_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListRoleBindingsRequest(_message.Message):
     __slots__ = ("principal_id", "page_size", "page_token")

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .webhooks_pb2 import CreateRequest, CreateResponse, DeleteRequest, DeleteResponse, GetRequest, GetResponse, ListRequest, ListResponse, TestRequest, TestResponse
+from .webhooks_pb2 import CreateRequest, CreateResponse, DeleteRequest, DeleteResponse, GetRequest, GetResponse, ListDeadLettersRequest, ListDeadLettersResponse, ListRequest, ListResponse, ReplayDeadLettersRequest, ReplayDeadLettersResponse, TestRequest, TestResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -70,6 +70,21 @@ class WebhooksService(Protocol):
         """
         Test sends a signed "webhook.test" event to a webhook now, once, and reports how the
         endpoint answered. It does not affect the delivery of other events.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_dead_letters(self, request: ListDeadLettersRequest, ctx: RequestContext[ListDeadLettersRequest, ListDeadLettersResponse], /) -> ListDeadLettersResponse:
+        """
+        ListDeadLetters pages through a webhook's parked events, oldest first.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def replay_dead_letters(self, request: ReplayDeadLettersRequest, ctx: RequestContext[ReplayDeadLettersRequest, ReplayDeadLettersResponse], /) -> ReplayDeadLettersResponse:
+        """
+        ReplayDeadLetters queues every parked event of a webhook for delivery again and makes the
+        webhook HEALTHY with a fresh retry schedule. The queued events are delivered before any newer
+        one, with their original ids; each leaves the dead letters once delivered. If the endpoint
+        still fails until the schedule runs out, they are parked again.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -141,6 +156,28 @@ class WebhooksServiceASGIApplication(ConnectASGIApplication[WebhooksService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.test,
+                ),
+                "/bettercompute.webhooks.v1.WebhooksService/ListDeadLetters": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListDeadLetters",
+                        service_name="bettercompute.webhooks.v1.WebhooksService",
+                        input=ListDeadLettersRequest,
+                        output=ListDeadLettersResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_dead_letters,
+                ),
+                "/bettercompute.webhooks.v1.WebhooksService/ReplayDeadLetters": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ReplayDeadLetters",
+                        service_name="bettercompute.webhooks.v1.WebhooksService",
+                        input=ReplayDeadLettersRequest,
+                        output=ReplayDeadLettersResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.replay_dead_letters,
                 ),
             },
             interceptors=interceptors,
@@ -304,6 +341,57 @@ class WebhooksServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def list_dead_letters(
+        self,
+        request: ListDeadLettersRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> ListDeadLettersResponse:
+        """
+        ListDeadLetters pages through a webhook's parked events, oldest first.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListDeadLetters",
+                service_name="bettercompute.webhooks.v1.WebhooksService",
+                input=ListDeadLettersRequest,
+                output=ListDeadLettersResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
+    async def replay_dead_letters(
+        self,
+        request: ReplayDeadLettersRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ReplayDeadLettersResponse:
+        """
+        ReplayDeadLetters queues every parked event of a webhook for delivery again and makes the
+        webhook HEALTHY with a fresh retry schedule. The queued events are delivered before any newer
+        one, with their original ids; each leaves the dead letters once delivered. If the endpoint
+        still fails until the schedule runs out, they are parked again.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ReplayDeadLetters",
+                service_name="bettercompute.webhooks.v1.WebhooksService",
+                input=ReplayDeadLettersRequest,
+                output=ReplayDeadLettersResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class WebhooksServiceSync(Protocol):
     """
@@ -338,6 +426,21 @@ class WebhooksServiceSync(Protocol):
         """
         Test sends a signed "webhook.test" event to a webhook now, once, and reports how the
         endpoint answered. It does not affect the delivery of other events.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_dead_letters(self, request: ListDeadLettersRequest, ctx: RequestContext[ListDeadLettersRequest, ListDeadLettersResponse], /) -> ListDeadLettersResponse:
+        """
+        ListDeadLetters pages through a webhook's parked events, oldest first.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def replay_dead_letters(self, request: ReplayDeadLettersRequest, ctx: RequestContext[ReplayDeadLettersRequest, ReplayDeadLettersResponse], /) -> ReplayDeadLettersResponse:
+        """
+        ReplayDeadLetters queues every parked event of a webhook for delivery again and makes the
+        webhook HEALTHY with a fresh retry schedule. The queued events are delivered before any newer
+        one, with their original ids; each leaves the dead letters once delivered. If the endpoint
+        still fails until the schedule runs out, they are parked again.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -407,6 +510,28 @@ class WebhooksServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.test,
+                ),
+                "/bettercompute.webhooks.v1.WebhooksService/ListDeadLetters": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListDeadLetters",
+                        service_name="bettercompute.webhooks.v1.WebhooksService",
+                        input=ListDeadLettersRequest,
+                        output=ListDeadLettersResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_dead_letters,
+                ),
+                "/bettercompute.webhooks.v1.WebhooksService/ReplayDeadLetters": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ReplayDeadLetters",
+                        service_name="bettercompute.webhooks.v1.WebhooksService",
+                        input=ReplayDeadLettersRequest,
+                        output=ReplayDeadLettersResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.replay_dead_letters,
                 ),
             },
             interceptors=interceptors,
@@ -564,6 +689,57 @@ class WebhooksServiceClientSync(ConnectClientSync):
                 service_name="bettercompute.webhooks.v1.WebhooksService",
                 input=TestRequest,
                 output=TestResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_dead_letters(
+        self,
+        request: ListDeadLettersRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> ListDeadLettersResponse:
+        """
+        ListDeadLetters pages through a webhook's parked events, oldest first.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListDeadLetters",
+                service_name="bettercompute.webhooks.v1.WebhooksService",
+                input=ListDeadLettersRequest,
+                output=ListDeadLettersResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
+    def replay_dead_letters(
+        self,
+        request: ReplayDeadLettersRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ReplayDeadLettersResponse:
+        """
+        ReplayDeadLetters queues every parked event of a webhook for delivery again and makes the
+        webhook HEALTHY with a fresh retry schedule. The queued events are delivered before any newer
+        one, with their original ids; each leaves the dead letters once delivered. If the endpoint
+        still fails until the schedule runs out, they are parked again.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ReplayDeadLetters",
+                service_name="bettercompute.webhooks.v1.WebhooksService",
+                input=ReplayDeadLettersRequest,
+                output=ReplayDeadLettersResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),
