@@ -1,7 +1,7 @@
 -- Commands to nodes. The API's statements take the caller's tenant id; the gateway's take the
 -- node id its session authenticated. Every state transition names the state it leaves in its
 -- WHERE clause, so a transition from a wrong state (a late ack, a result after a cancel, two
--- gateways racing) changes nothing and returns no row. workers/commands.CanTransition holds the
+-- gateways racing) changes nothing and returns no row. internal/command (the transitions) holds the
 -- same rules in Go.
 --
 -- Batch statements pick their rows with "id = ANY(ARRAY(SELECT ... LIMIT n))": the array is

@@ -29,20 +29,20 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/better-compute/better-compute/daemon"
-	"github.com/better-compute/better-compute/daemon/host"
-	"github.com/better-compute/better-compute/daemon/state"
-	"github.com/better-compute/better-compute/dbtest"
-	"github.com/better-compute/better-compute/gateway"
-	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
 	jointokensv1 "github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
-	"github.com/better-compute/better-compute/server"
-	"github.com/better-compute/better-compute/server/servertest"
+	"github.com/better-compute/better-compute/internal/daemon"
+	"github.com/better-compute/better-compute/internal/daemon/host"
+	"github.com/better-compute/better-compute/internal/daemon/state"
+	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/gateway"
+	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
+	"github.com/better-compute/better-compute/internal/server"
+	"github.com/better-compute/better-compute/internal/server/servertest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

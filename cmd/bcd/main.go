@@ -17,9 +17,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/better-compute/better-compute/buildinfo"
-	"github.com/better-compute/better-compute/daemon/host"
-	"github.com/better-compute/better-compute/daemon/state"
+	"github.com/better-compute/better-compute/internal/buildinfo"
+	"github.com/better-compute/better-compute/internal/daemon/host"
+	"github.com/better-compute/better-compute/internal/daemon/state"
 )
 
 // exitNotRunning is bcd status's exit code when no daemon answers (as LSB status commands do).

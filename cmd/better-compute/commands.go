@@ -9,13 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/better-compute/better-compute/buildinfo"
-	"github.com/better-compute/better-compute/config"
-	"github.com/better-compute/better-compute/database"
-	"github.com/better-compute/better-compute/devmode"
-	"github.com/better-compute/better-compute/migrate"
-	"github.com/better-compute/better-compute/process"
-	"github.com/better-compute/better-compute/server/iam"
+	"github.com/better-compute/better-compute/internal/buildinfo"
+	"github.com/better-compute/better-compute/internal/config"
+	"github.com/better-compute/better-compute/internal/database"
+	"github.com/better-compute/better-compute/internal/devmode"
+	"github.com/better-compute/better-compute/internal/migrate"
+	"github.com/better-compute/better-compute/internal/process"
+	"github.com/better-compute/better-compute/internal/server/iam"
 )
 
 // globals are the flags every command shares.

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/better-compute/better-compute/config"
-	"github.com/better-compute/better-compute/database"
-	"github.com/better-compute/better-compute/doctor"
+	"github.com/better-compute/better-compute/internal/config"
+	"github.com/better-compute/better-compute/internal/database"
+	"github.com/better-compute/better-compute/internal/doctor"
 )
 
 func newDoctorCommand(g *globals) *cobra.Command {

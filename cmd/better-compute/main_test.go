@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/database"
-	"github.com/better-compute/better-compute/dbtest"
+	"github.com/better-compute/better-compute/internal/database"
+	"github.com/better-compute/better-compute/internal/dbtest"
 )
 
 // TestMain lets a test run this binary's main, as a subprocess, to check exit codes and output.

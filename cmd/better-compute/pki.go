@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/better-compute/better-compute/config"
-	"github.com/better-compute/better-compute/database"
-	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/internal/config"
+	"github.com/better-compute/better-compute/internal/database"
+	"github.com/better-compute/better-compute/internal/pki"
 )
 
 func newPKICommand(g *globals) *cobra.Command {

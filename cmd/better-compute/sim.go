@@ -11,13 +11,13 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/better-compute/better-compute/config"
-	"github.com/better-compute/better-compute/daemon"
 	jointokensv1 "github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
-	"github.com/better-compute/better-compute/process"
-	"github.com/better-compute/better-compute/server/jointokens"
-	"github.com/better-compute/better-compute/sim"
+	"github.com/better-compute/better-compute/internal/config"
+	"github.com/better-compute/better-compute/internal/daemon"
+	"github.com/better-compute/better-compute/internal/process"
+	"github.com/better-compute/better-compute/internal/server/jointokens"
+	"github.com/better-compute/better-compute/internal/sim"
 )
 
 func newSimCommand(g *globals) *cobra.Command {

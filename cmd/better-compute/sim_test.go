@@ -14,7 +14,7 @@ import (
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
-	"github.com/better-compute/better-compute/sim"
+	"github.com/better-compute/better-compute/internal/sim"
 )
 
 // TestDevSim starts `dev --sim 5` on a fresh data directory, as a developer would, finds the

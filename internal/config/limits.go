@@ -1,0 +1,94 @@
+package config
+
+import (
+	"time"
+
+	"github.com/better-compute/better-compute/internal/limit"
+)
+
+// Limits bound what one request, connection or daemon message may cost a process, so that no
+// caller (an anonymous one included) can make it read, inflate or hold more than this. Every
+// key has a default that suits a deployment of any size.
+type Limits struct {
+	// RequestBytes is the largest API request message, after decompression; a larger one is
+	// refused with resource_exhausted before any handler runs. Default 4194304 (4 MiB).
+	RequestBytes int `yaml:"requestBytes"`
+	// HeaderBytes bounds the request headers of the API and the gateway. Default 65536.
+	HeaderBytes int `yaml:"headerBytes"`
+	// ReadHeaderTimeout bounds reading a request's headers, on every listener. Default 10s.
+	ReadHeaderTimeout time.Duration `yaml:"readHeaderTimeout"`
+	// ReadTimeout bounds reading a whole API request, body included. The gateway has none: it
+	// would cut the daemons' long-lived sessions. Default 1m.
+	ReadTimeout time.Duration `yaml:"readTimeout"`
+	// IdleTimeout closes keep-alive connections idle this long, API and gateway. Default 2m.
+	IdleTimeout time.Duration `yaml:"idleTimeout"`
+	// DaemonRequestBytes is the largest Join, Renew or Secret request the gateway reads
+	// (Join needs no client certificate). Default 65536.
+	DaemonRequestBytes int `yaml:"daemonRequestBytes"`
+	// DaemonHelloBytes is the largest session hello, inventory included. Default 1048576.
+	DaemonHelloBytes int `yaml:"daemonHelloBytes"`
+	// DaemonResultBytes is the largest command result a session carries. Default 4194304.
+	DaemonResultBytes int `yaml:"daemonResultBytes"`
+	// DaemonEventBytes is the largest event, heartbeat or ack a session carries. Default 65536.
+	DaemonEventBytes int `yaml:"daemonEventBytes"`
+}
+
+// defaultLimits are the limits when neither the file nor the environment sets them.
+func defaultLimits() Limits {
+	return Limits{
+		RequestBytes:       limit.DefaultRequestBytes,
+		HeaderBytes:        limit.DefaultHeaderBytes,
+		ReadHeaderTimeout:  limit.DefaultReadHeaderTimeout,
+		ReadTimeout:        limit.DefaultReadTimeout,
+		IdleTimeout:        limit.DefaultIdleTimeout,
+		DaemonRequestBytes: limit.DefaultDaemonRequestBytes,
+		DaemonHelloBytes:   limit.DefaultDaemonHelloBytes,
+		DaemonResultBytes:  limit.DefaultDaemonResultBytes,
+		DaemonEventBytes:   limit.DefaultDaemonEventBytes,
+	}
+}
+
+// Bounds of the limits themselves: below the lower ones ordinary requests fail, above the upper
+// ones a limit no longer protects anything.
+const (
+	minLimitBytes  = 1 << 10
+	maxLimitBytes  = 256 << 20
+	minHeaderBytes = 4 << 10
+	maxHeaderBytes = 16 << 20
+	maxLimitTime   = time.Hour
+)
+
+func (c *Config) checkLimits(ps *problems) {
+	l := c.Limits
+	for _, b := range []struct {
+		key      string
+		v        int
+		min, max int
+	}{
+		{"limits.requestBytes", l.RequestBytes, minLimitBytes, maxLimitBytes},
+		{"limits.headerBytes", l.HeaderBytes, minHeaderBytes, maxHeaderBytes},
+		{"limits.daemonRequestBytes", l.DaemonRequestBytes, minLimitBytes, maxLimitBytes},
+		{"limits.daemonHelloBytes", l.DaemonHelloBytes, minLimitBytes, maxLimitBytes},
+		{"limits.daemonResultBytes", l.DaemonResultBytes, minLimitBytes, maxLimitBytes},
+		{"limits.daemonEventBytes", l.DaemonEventBytes, minLimitBytes, maxLimitBytes},
+	} {
+		if b.v < b.min || b.v > b.max {
+			ps.add(b.key, "must be from %d to %d bytes, got %d", b.min, b.max, b.v)
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"limits.readHeaderTimeout", l.ReadHeaderTimeout},
+		{"limits.readTimeout", l.ReadTimeout},
+		{"limits.idleTimeout", l.IdleTimeout},
+	} {
+		if d.v <= 0 || d.v > maxLimitTime {
+			ps.add(d.key, "must be a positive duration of at most %s, got %s", maxLimitTime, d.v)
+		}
+	}
+	if l.ReadTimeout > 0 && l.ReadTimeout < l.ReadHeaderTimeout {
+		ps.add("limits.readTimeout", "must be at least limits.readHeaderTimeout (%s), got %s", l.ReadHeaderTimeout, l.ReadTimeout)
+	}
+}

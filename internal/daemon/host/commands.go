@@ -1,0 +1,231 @@
+// Package host is bcd on a real Linux host: its inventory (read from /proc, /sys, /etc, uname and
+// nvidia-smi), its command handlers (exec under an allow list, collectInventory, drain and
+// undrain, upgrade and reboot behind explicit flags), and the wiring of the daemon itself: join,
+// run (the daemon.Agent session with the state directory, the command record and a local health
+// endpoint on a unix socket) and status.
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/command"
+	"github.com/better-compute/better-compute/internal/daemon"
+)
+
+// Command types bcd handles.
+const (
+	CommandExec             = command.Exec
+	CommandCollectInventory = command.CollectInventory
+	CommandDrain            = command.Drain
+	CommandUndrain          = command.Undrain
+	CommandUpgrade          = command.Upgrade
+	CommandReboot           = command.Reboot
+)
+
+// maintenance are the commands a draining node still runs: reading it (collectInventory),
+// changing the drain itself, and reboot (behind --allow-reboot), the maintenance a drain makes
+// way for. A draining node runs nothing new: no exec, and no upgrade, which would put new code
+// on a node taken out of service where nothing would see it fail; undrain first.
+var maintenance = map[string]bool{
+	CommandCollectInventory: true, CommandDrain: true, CommandUndrain: true, CommandReboot: true,
+}
+
+// DrainState keeps whether the node is draining (the state directory does, across restarts).
+type DrainState interface {
+	Draining() (bool, time.Time, error)
+	SetDraining(bool) error
+}
+
+// Commands are bcd's command handlers.
+type Commands struct {
+	Exec      ExecPolicy
+	Inventory func(context.Context) (*daemonv1.Inventory, error)
+	Drain     DrainState
+	// Upgrader runs upgrade commands; nil (bcd run without --allow-upgrade) refuses them.
+	Upgrader *Upgrader
+	// AllowReboot lets the reboot command reboot the host (bcd run --allow-reboot); without it
+	// the command fails and nothing happens.
+	AllowReboot bool
+	// Reboot reboots the host; RebootHost when nil. Tests inject their own.
+	Reboot func() error
+	Logger *slog.Logger
+
+	mu           sync.Mutex
+	rebootPlease bool
+}
+
+// Handlers returns the handlers by command type. While the node is draining, only
+// collectInventory, drain, undrain and reboot run; anything else (exec, upgrade) fails with
+// "draining".
+func (c *Commands) Handlers() map[string]daemon.Handler {
+	hs := map[string]daemon.Handler{
+		CommandExec:             c.Exec.Exec,
+		CommandCollectInventory: c.collectInventory,
+		CommandDrain:            c.drain,
+		CommandUndrain:          c.undrain,
+		CommandUpgrade:          c.upgrade,
+		CommandReboot:           c.reboot,
+	}
+	for typ, h := range hs {
+		if !maintenance[typ] {
+			hs[typ] = c.gate(h)
+		}
+	}
+	return hs
+}
+
+// ErrDraining is the error of work refused while the node drains.
+var ErrDraining = errors.New("draining: this node takes no new work")
+
+func (c *Commands) gate(h daemon.Handler) daemon.Handler {
+	return func(ctx context.Context, p *structpb.Struct) (*structpb.Struct, error) {
+		if c.Drain != nil {
+			on, since, err := c.Drain.Draining()
+			if err != nil {
+				return nil, fmt.Errorf("read the drain state: %w", err)
+			}
+			if on {
+				return nil, fmt.Errorf("%w (draining since %s; an undrain command lifts it)", ErrDraining, since.UTC().Format(time.RFC3339))
+			}
+		}
+		return h(ctx, p)
+	}
+}
+
+// AfterResult does what must wait until a command's result is recorded: the restart after an
+// upgrade and the reboot. It is daemon.Options.AfterResult.
+func (c *Commands) AfterResult(cmd *daemonv1.Command, res *daemonv1.CommandResult) {
+	if !res.GetSuccess() {
+		return
+	}
+	switch cmd.GetType() {
+	case CommandUpgrade:
+		if c.Upgrader != nil {
+			c.Upgrader.Restart()
+		}
+	case CommandReboot:
+		c.mu.Lock()
+		due := c.rebootPlease
+		c.rebootPlease = false
+		c.mu.Unlock()
+		if !due {
+			return
+		}
+		reboot := c.Reboot
+		if reboot == nil {
+			reboot = RebootHost
+		}
+		c.logger().Warn("rebooting the host, as a reboot command asked")
+		if err := reboot(); err != nil {
+			c.logger().Error("reboot", "err", err)
+		}
+	}
+}
+
+func (c *Commands) collectInventory(ctx context.Context, _ *structpb.Struct) (*structpb.Struct, error) {
+	if c.Inventory == nil {
+		return nil, errors.New("collectInventory: no inventory on this daemon")
+	}
+	inv, err := c.Inventory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return toStruct(inv)
+}
+
+func (c *Commands) drain(_ context.Context, _ *structpb.Struct) (*structpb.Struct, error) {
+	if c.Drain == nil {
+		return nil, errors.New("drain: no drain state on this daemon")
+	}
+	if err := c.Drain.SetDraining(true); err != nil {
+		return nil, fmt.Errorf("drain: %w", err)
+	}
+	_, since, _ := c.Drain.Draining()
+	c.logger().Info("draining: new work is refused until an undrain command")
+	return structpb.NewStruct(map[string]any{"draining": true, "since": since.UTC().Format(time.RFC3339)})
+}
+
+func (c *Commands) undrain(_ context.Context, _ *structpb.Struct) (*structpb.Struct, error) {
+	if c.Drain == nil {
+		return nil, errors.New("undrain: no drain state on this daemon")
+	}
+	if err := c.Drain.SetDraining(false); err != nil {
+		return nil, fmt.Errorf("undrain: %w", err)
+	}
+	c.logger().Info("undrained: taking new work again")
+	return structpb.NewStruct(map[string]any{"draining": false})
+}
+
+// ErrUpgradeNotAllowed is the error of an upgrade on a node whose daemon runs without
+// --allow-upgrade.
+var ErrUpgradeNotAllowed = errors.New("upgrade: not allowed on this node (bcd runs without --allow-upgrade and --upgrade-source); nothing fetched")
+
+func (c *Commands) upgrade(ctx context.Context, p *structpb.Struct) (*structpb.Struct, error) {
+	if c.Upgrader == nil {
+		return nil, ErrUpgradeNotAllowed
+	}
+	return c.Upgrader.Upgrade(ctx, p)
+}
+
+// ErrRebootNotAllowed is the error of a reboot on a node whose daemon runs without
+// --allow-reboot.
+var ErrRebootNotAllowed = errors.New("reboot: not allowed on this node (bcd runs without --allow-reboot); nothing done")
+
+func (c *Commands) reboot(_ context.Context, _ *structpb.Struct) (*structpb.Struct, error) {
+	if !c.AllowReboot {
+		return nil, ErrRebootNotAllowed
+	}
+	c.mu.Lock()
+	c.rebootPlease = true
+	c.mu.Unlock()
+	return structpb.NewStruct(map[string]any{"rebooting": true})
+}
+
+// RebootHost asks systemd for a clean reboot (services stopped, file systems synced).
+func RebootHost() error {
+	for _, argv := range [][]string{{"systemctl", "reboot"}, {"reboot"}} {
+		path, err := exec.LookPath(argv[0])
+		if err != nil {
+			continue
+		}
+		out, err := exec.Command(path, argv[1:]...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s: %w: %s", path, err, out)
+		}
+		return nil
+	}
+	return errors.New("neither systemctl nor reboot is installed")
+}
+
+func (c *Commands) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Logger
+}
+
+// toStruct turns a message into a Struct through its JSON form (camelCase field names, int64 as
+// strings, as the API shows them).
+func toStruct(m proto.Message) (*structpb.Struct, error) {
+	data, err := protojson.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, err
+	}
+	return structpb.NewStruct(fields)
+}

@@ -1,0 +1,395 @@
+package host_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/daemon/host"
+)
+
+func payload(t *testing.T, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func field(s *structpb.Struct, k string) *structpb.Value { return s.GetFields()[k] }
+
+func policy(t *testing.T, allow ...string) host.ExecPolicy {
+	t.Helper()
+	p, err := host.NewExecPolicy(allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestExec(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// /bin/sh is a symlink on most systems: the program it resolves to must be listed too.
+	sh, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := policy(t, "/bin/echo", "/bin/sh", sh)
+	out, err := p.Exec(ctx, payload(t, map[string]any{"argv": []any{"/bin/echo", "hello", "world"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if field(out, "stdout").GetStringValue() != "hello world\n" || field(out, "exitCode").GetNumberValue() != 0 || field(out, "stderr").GetStringValue() != "" {
+		t.Errorf("echo: %v", out)
+	}
+
+	// Environment and working directory are the payload's; PATH is the fixed one.
+	dir := t.TempDir()
+	out, err = p.Exec(ctx, payload(t, map[string]any{
+		"argv": []any{"/bin/sh", "-c", `echo "$LANG" "$(pwd)" "$PATH"; echo oops >&2; env | grep -c . ; exit 3`},
+		"env":  map[string]any{"LANG": "hi"}, "dir": dir,
+	}))
+	if err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("exit 3: %v", err)
+	}
+	lines := strings.Split(field(out, "stdout").GetStringValue(), "\n")
+	if !strings.HasPrefix(lines[0], "hi "+dir+" /usr/local/sbin:") || field(out, "stderr").GetStringValue() != "oops\n" || field(out, "exitCode").GetNumberValue() != 3 {
+		t.Errorf("exit 3 result: %v", out)
+	}
+	// LANG and PATH, and what sh itself sets (PWD, SHLVL, _): nothing of the daemon's.
+	if n, err := strconv.Atoi(strings.TrimSpace(lines[1])); err != nil || n > 5 {
+		t.Errorf("the program saw %d environment variables (%v): %v", n, err, out)
+	}
+
+	// The output is capped, and says so.
+	out, err = p.Exec(ctx, payload(t, map[string]any{"argv": []any{"/bin/sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x"}, "maxOutputBytes": 1000}))
+	if err != nil || len(field(out, "stdout").GetStringValue()) != 1000 || !field(out, "stdoutTruncated").GetBoolValue() || field(out, "stderrTruncated").GetBoolValue() {
+		t.Errorf("capped: %d bytes, %v, %v", len(field(out, "stdout").GetStringValue()), out.GetFields()["stdoutTruncated"], err)
+	}
+
+	// A timeout kills the program and what it started, and returns what it printed.
+	start := time.Now()
+	out, err = p.Exec(ctx, payload(t, map[string]any{"argv": []any{"/bin/sh", "-c", "echo started; sleep 30 & sleep 30"}, "timeoutSeconds": 0.3}))
+	if err == nil || !strings.Contains(err.Error(), "timed out") || field(out, "stdout").GetStringValue() != "started\n" {
+		t.Errorf("timeout: %v, %v", out, err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the timeout took %v", d)
+	}
+	// So does the command's deadline.
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := p.Exec(dctx, payload(t, map[string]any{"argv": []any{"/bin/sh", "-c", "sleep 30"}})); err == nil || !strings.Contains(err.Error(), "deadline") {
+		t.Errorf("deadline: %v", err)
+	}
+
+	// Output that is not UTF-8 still makes a valid result.
+	out, err = p.Exec(ctx, payload(t, map[string]any{"argv": []any{"/bin/sh", "-c", `printf 'a\377b'`}}))
+	if err != nil || field(out, "stdout").GetStringValue() != "a\uFFFDb" {
+		t.Errorf("binary output: %v, %v", out, err)
+	}
+
+	for _, bad := range []map[string]any{
+		{},
+		{"argv": []any{}},
+		{"argv": []any{"/bin/echo", 3}},
+		{"argv": []any{"/bin/echo"}, "dir": "relative"},
+		{"argv": []any{"/bin/echo"}, "timeoutSeconds": -1},
+		{"argv": []any{"/bin/echo"}, "maxOutputBytes": 1 << 30},
+		{"argv": []any{"/bin/echo"}, "env": map[string]any{"A=B": "x"}},
+		{"argv": []any{"/bin/echo"}, "stdin": "x"},
+	} {
+		if _, err := p.Exec(ctx, payload(t, bad)); err == nil {
+			t.Errorf("payload %v: no error", bad)
+		}
+	}
+}
+
+// TestExecPolicy checks that a program off the allow list is refused and not run.
+func TestExecPolicy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, tc := range []struct {
+		allow []string
+		argv0 string
+	}{
+		{nil, "/usr/bin/touch"},
+		{[]string{"/bin/echo"}, "/usr/bin/touch"},
+		{[]string{"/usr/bin/touch"}, "touch"},                 // must be the absolute path
+		{[]string{"/usr/bin/touch"}, "/usr/bin/../bin/touch"}, // written the same way
+		{[]string{"/usr/bin/touch"}, "/usr/bin//touch"},
+	} {
+		_, err := policy(t, tc.allow...).Exec(ctx, payload(t, map[string]any{"argv": []any{tc.argv0, marker}}))
+		if !errors.Is(err, host.ErrNotAllowed) {
+			t.Errorf("allow %v, run %s: %v", tc.allow, tc.argv0, err)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("allow %v, run %s: the program ran", tc.allow, tc.argv0)
+		}
+	}
+	if _, err := host.NewExecPolicy([]string{"bin/echo"}); err == nil {
+		t.Error("relative allow-list entry accepted")
+	}
+	if _, err := policy(t, "/usr/bin/touch").Exec(ctx, payload(t, map[string]any{"argv": []any{"/usr/bin/touch", marker}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Error("the allowed program did not run")
+	}
+}
+
+// memDrain is a DrainState in memory.
+type memDrain struct {
+	mu    sync.Mutex
+	on    bool
+	since time.Time
+}
+
+func (m *memDrain) Draining() (bool, time.Time, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.on, m.since, nil
+}
+
+func (m *memDrain) SetDraining(on bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if on && !m.on {
+		m.since = time.Now()
+	}
+	m.on = on
+	return nil
+}
+
+func TestDrain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := &host.Commands{
+		Exec: policy(t, "/bin/echo"), Drain: &memDrain{},
+		Inventory: func(context.Context) (*daemonv1.Inventory, error) {
+			return &daemonv1.Inventory{Cpus: 4, MemoryBytes: 1 << 40}, nil
+		},
+	}
+	h := c.Handlers()
+	echo := payload(t, map[string]any{"argv": []any{"/bin/echo", "x"}})
+	if _, err := h[host.CommandExec](ctx, echo); err != nil {
+		t.Fatal(err)
+	}
+	out, err := h[host.CommandDrain](ctx, &structpb.Struct{})
+	if err != nil || !field(out, "draining").GetBoolValue() {
+		t.Fatalf("drain: %v, %v", out, err)
+	}
+	if _, err := h[host.CommandExec](ctx, echo); !errors.Is(err, host.ErrDraining) || !strings.HasPrefix(err.Error(), "draining") {
+		t.Errorf("exec while draining: %v", err)
+	}
+	inv, err := h[host.CommandCollectInventory](ctx, &structpb.Struct{})
+	if err != nil || field(inv, "cpus").GetNumberValue() != 4 || field(inv, "memoryBytes").GetStringValue() != "1099511627776" {
+		t.Errorf("collectInventory while draining: %v, %v", inv, err)
+	}
+	if _, err := h[host.CommandDrain](ctx, &structpb.Struct{}); err != nil {
+		t.Errorf("drain again: %v", err)
+	}
+	if _, err := h[host.CommandUndrain](ctx, &structpb.Struct{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h[host.CommandExec](ctx, echo); err != nil {
+		t.Errorf("exec after undrain: %v", err)
+	}
+}
+
+func TestReboot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var reboots int
+	reboot := func() error { reboots++; return nil }
+	cmd := &daemonv1.Command{Id: "r1", Type: host.CommandReboot}
+
+	refused := &host.Commands{Reboot: reboot}
+	_, err := refused.Handlers()[host.CommandReboot](ctx, &structpb.Struct{})
+	if !errors.Is(err, host.ErrRebootNotAllowed) {
+		t.Errorf("reboot without --allow-reboot: %v", err)
+	}
+	refused.AfterResult(cmd, &daemonv1.CommandResult{CommandId: "r1", Error: err.Error()})
+	refused.AfterResult(cmd, &daemonv1.CommandResult{CommandId: "r1", Success: true}) // even a forged success
+	if reboots != 0 {
+		t.Fatal("rebooted without --allow-reboot")
+	}
+
+	allowed := &host.Commands{AllowReboot: true, Reboot: reboot}
+	out, err := allowed.Handlers()[host.CommandReboot](ctx, &structpb.Struct{})
+	if err != nil || !field(out, "rebooting").GetBoolValue() {
+		t.Fatalf("reboot: %v, %v", out, err)
+	}
+	if reboots != 0 {
+		t.Fatal("rebooted before the result was recorded")
+	}
+	allowed.AfterResult(cmd, &daemonv1.CommandResult{CommandId: "r1", Success: true, Result: out})
+	allowed.AfterResult(cmd, &daemonv1.CommandResult{CommandId: "r1", Success: true, Result: out})
+	if reboots != 1 {
+		t.Errorf("%d reboots, want 1", reboots)
+	}
+}
+
+// newBinary writes a stand-in for a bcd release: a script whose "version" prints version.
+func newBinary(version string) []byte {
+	return []byte("#!/bin/sh\nif [ \"$1\" = version ]; then echo \"bcd " + version + " (test)\"; exit 0; fi\nexit 1\n")
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func TestUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	good, broken := newBinary("v2.0.0"), []byte("#!/bin/sh\nexit 1\n")
+	big := make([]byte, 4096)
+	var outside atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/releases/bcd-v2":
+			w.Write(good)
+		case "/releases/broken":
+			w.Write(broken)
+		case "/releases/big":
+			w.Write(big)
+		case "/releases/redirect":
+			http.Redirect(w, r, "/elsewhere/bcd-v2", http.StatusFound)
+		case "/releases/redirect-in":
+			http.Redirect(w, r, "/releases/bcd-v2", http.StatusFound)
+		default:
+			if !strings.HasPrefix(r.URL.Path, "/releases/") {
+				outside.Add(1)
+			}
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	rel := srv.URL + "/releases/"
+	sources, err := host.ParseUpgradeSources([]string{rel})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bcd")
+	old := []byte("#!/bin/sh\necho old\n")
+	if err := os.WriteFile(path, old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	type execCall struct {
+		path string
+		args []string
+	}
+	var calls []execCall
+	u := &host.Upgrader{Path: path, Sources: sources, MaxBytes: 1024, Args: []string{path, "run"}, Env: []string{"A=1"}, Exec: func(p string, args, _ []string) error {
+		calls = append(calls, execCall{p, args})
+		return nil
+	}}
+	drain := &memDrain{}
+	c := &host.Commands{Upgrader: u, Drain: drain}
+	up := c.Handlers()[host.CommandUpgrade]
+	cmd := &daemonv1.Command{Id: "u1", Type: host.CommandUpgrade}
+	unchanged := func(what string) {
+		t.Helper()
+		if got, _ := os.ReadFile(path); string(got) != string(old) {
+			t.Fatalf("%s: the binary was replaced", what)
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) > 0 {
+			t.Errorf("%s: left %v", what, left)
+		}
+		if outside.Load() != 0 {
+			t.Fatalf("%s: fetched from outside the upgrade source", what)
+		}
+	}
+
+	for _, tc := range []struct {
+		name string
+		p    map[string]any
+		want string
+	}{
+		{"checksum mismatch", map[string]any{"url": rel + "bcd-v2", "sha256": sum(broken)}, "checksum mismatch"},
+		{"not found", map[string]any{"url": rel + "missing", "sha256": sum(good)}, "404"},
+		{"does not run", map[string]any{"url": rel + "broken", "sha256": sum(broken)}, "does not run"},
+		{"other version", map[string]any{"url": rel + "bcd-v2", "sha256": sum(good), "version": "v3.0.0"}, `version "v2.0.0", not "v3.0.0"`},
+		{"version only", map[string]any{"version": "v2.0.0"}, "needs \"url\" and \"sha256\""},
+		{"bad checksum", map[string]any{"url": rel + "bcd-v2", "sha256": "abc"}, "64 hex digits"},
+		{"not http", map[string]any{"url": "file:///etc/passwd", "sha256": sum(good)}, "not an http(s) URL"},
+		{"outside the source", map[string]any{"url": srv.URL + "/elsewhere/bcd-v2", "sha256": sum(good)}, "not under any of this node's upgrade sources"},
+		{"dot-dot out of the source", map[string]any{"url": rel + "../elsewhere/bcd-v2", "sha256": sum(good)}, `".." segment`},
+		{"escaped dot-dot", map[string]any{"url": rel + "%2e%2e/elsewhere/bcd-v2", "sha256": sum(good)}, `".." segment`},
+		{"redirected outside", map[string]any{"url": rel + "redirect", "sha256": sum(good)}, "redirected to"},
+		{"too big", map[string]any{"url": rel + "big", "sha256": sum(big)}, "larger than 1024"},
+	} {
+		_, err := up(ctx, payload(t, tc.p))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want %q", tc.name, err, tc.want)
+		}
+		c.AfterResult(cmd, &daemonv1.CommandResult{CommandId: "u1"})
+		unchanged(tc.name)
+	}
+	if len(calls) != 0 {
+		t.Fatalf("restarted after failed upgrades: %v", calls)
+	}
+
+	// Refused while draining, and without --allow-upgrade, with nothing fetched.
+	okPayload := payload(t, map[string]any{"url": rel + "redirect-in", "sha256": strings.ToUpper(sum(good)), "version": "v2.0.0"})
+	if err := drain.SetDraining(true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up(ctx, okPayload); !errors.Is(err, host.ErrDraining) {
+		t.Errorf("upgrade while draining: %v", err)
+	}
+	unchanged("draining")
+	if err := drain.SetDraining(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&host.Commands{}).Handlers()[host.CommandUpgrade](ctx, okPayload); !errors.Is(err, host.ErrUpgradeNotAllowed) {
+		t.Errorf("upgrade without an upgrader: %v", err)
+	}
+	unchanged("not allowed")
+
+	out, err := up(ctx, okPayload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != string(good) {
+		t.Fatal("the binary was not replaced")
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o755 {
+		t.Errorf("new binary mode %v", fi.Mode().Perm())
+	}
+	if field(out, "version").GetStringValue() != "v2.0.0" || field(out, "sha256").GetStringValue() != sum(good) || !field(out, "restarting").GetBoolValue() {
+		t.Errorf("result %v", out)
+	}
+	if len(calls) != 0 {
+		t.Fatal("restarted before the result was recorded")
+	}
+	c.AfterResult(cmd, &daemonv1.CommandResult{CommandId: "u1", Success: true, Result: out})
+	if len(calls) != 1 || calls[0].path != path || strings.Join(calls[0].args, " ") != path+" run" {
+		t.Fatalf("restart calls %v", calls)
+	}
+	// Another command's success does not restart again.
+	c.AfterResult(cmd, &daemonv1.CommandResult{CommandId: "u1", Success: true, Result: out})
+	if len(calls) != 1 {
+		t.Errorf("restarted %d times", len(calls))
+	}
+}

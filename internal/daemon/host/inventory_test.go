@@ -1,0 +1,257 @@
+package host_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/daemon/host"
+)
+
+func readTestdata(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestParseCPUInfo(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		model string
+		cpus  int32
+	}{
+		{"cpuinfo-amd-epyc-2cpu.txt", "AMD EPYC", 2},
+		{"cpuinfo-arm64-neoverse-n1.txt", "(implementer 0x41, part 0xd0c)", 2},
+	} {
+		model, cpus := host.ParseCPUInfo(readTestdata(t, tc.file))
+		if !strings.Contains(model, tc.model) || cpus != tc.cpus {
+			t.Errorf("%s: model %q, %d CPUs; want %q, %d", tc.file, model, cpus, tc.model, tc.cpus)
+		}
+	}
+	if model, cpus := host.ParseCPUInfo(nil); model != "" || cpus != 0 {
+		t.Errorf("empty: %q %d", model, cpus)
+	}
+}
+
+func TestParseMemInfo(t *testing.T) {
+	got, err := host.ParseMemInfo(readTestdata(t, "meminfo.txt"))
+	if err != nil || got != 24683584*1024 {
+		t.Errorf("MemTotal %d, %v", got, err)
+	}
+	if _, err := host.ParseMemInfo([]byte("MemFree: 12 kB\n")); err == nil {
+		t.Error("no MemTotal: no error")
+	}
+}
+
+func TestParseOSRelease(t *testing.T) {
+	if got := host.ParseOSRelease(readTestdata(t, "os-release-debian12")); got != "Debian GNU/Linux 12 (bookworm)" {
+		t.Errorf("got %q", got)
+	}
+	if got := host.ParseOSRelease([]byte("NAME='Alpine Linux'\nVERSION_ID=3.20.1\n")); got != "Alpine Linux 3.20.1" {
+		t.Errorf("without PRETTY_NAME: %q", got)
+	}
+}
+
+func TestParseNvidiaSMI(t *testing.T) {
+	h100, err := host.ParseNvidiaSMI(readTestdata(t, "nvidia-smi/h100-8gpu.txt"))
+	if err != nil || len(h100) != 8 {
+		t.Fatalf("H100 host: %d GPUs, %v", len(h100), err)
+	}
+	for i, g := range h100 {
+		if g.Index != int32(i) || g.Model != "NVIDIA H100 80GB HBM3" || g.MemoryBytes != 81559<<20 || !strings.HasPrefix(g.Uuid, "GPU-") {
+			t.Errorf("GPU %d: %v", i, g)
+		}
+	}
+	odd, err := host.ParseNvidiaSMI(readTestdata(t, "nvidia-smi/a100-odd-spacing.txt"))
+	if err != nil || len(odd) != 2 {
+		t.Fatalf("odd spacing: %v, %v", odd, err)
+	}
+	if g := odd[0]; g.Index != 0 || g.Model != "NVIDIA A100-SXM4-80GB" || g.MemoryBytes != 81920<<20 || g.Uuid != "GPU-4a1d3c1e-9b2f-4c6d-8e7a-0b1c2d3e4f50" {
+		t.Errorf("odd spacing GPU 0: %v", g)
+	}
+	if g := odd[1]; g.Index != 1 || g.Uuid != "GPU-5b2e4d2f-0c3a-4d7e-9f8b-1c2d3e4f5061" || g.MemoryBytes != 81920<<20 {
+		t.Errorf("odd spacing GPU 1: %v", g)
+	}
+	mixed, err := host.ParseNvidiaSMI(readTestdata(t, "nvidia-smi/mixed.txt"))
+	if err != nil || len(mixed) != 4 {
+		t.Fatalf("mixed: %v, %v", mixed, err)
+	}
+	want := []*daemonv1.Gpu{
+		{Index: 0, Model: "Tesla T4", MemoryBytes: 15360 << 20, Uuid: "GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9"},
+		{Index: 1, Model: "NVIDIA GeForce RTX 4090", MemoryBytes: 24564 << 20, Uuid: "GPU-9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0"},
+		{Index: 2, Model: "NVIDIA Graphics Device", MemoryBytes: 0, Uuid: "GPU-abcdef01-2345-6789-abcd-ef0123456789"},
+		{Index: 3, Model: "Odd, Name, With Commas", MemoryBytes: 24576 << 20, Uuid: "GPU-12345678-9abc-def0-1234-56789abcdef0"},
+	}
+	for i, w := range want {
+		g := mixed[i]
+		if g.Index != w.Index || g.Model != w.Model || g.MemoryBytes != w.MemoryBytes || g.Uuid != w.Uuid {
+			t.Errorf("mixed GPU %d: %v, want %v", i, g, w)
+		}
+	}
+	if none, err := host.ParseNvidiaSMI(readTestdata(t, "nvidia-smi/no-devices.txt")); err != nil || len(none) != 0 {
+		t.Errorf("no devices: %v, %v", none, err)
+	}
+	for _, bad := range []string{"0, NVIDIA H100\n", "x, NVIDIA H100, 81559, GPU-1\n", "0, NVIDIA H100, lots, GPU-1\n"} {
+		if _, err := host.ParseNvidiaSMI([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// fakeRoot builds a /proc, /sys and /etc tree like a GPU server's.
+func fakeRoot(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	put := func(path, content string) {
+		p := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("proc/cpuinfo", string(readTestdata(t, "cpuinfo-amd-epyc-2cpu.txt")))
+	put("proc/meminfo", string(readTestdata(t, "meminfo.txt")))
+	put("etc/os-release", string(readTestdata(t, "os-release-debian12")))
+	// Disks: two real ones, and the kinds that are left out.
+	put("sys/block/nvme0n1/size", "7501476528\n")
+	put("sys/block/nvme0n1/device/model", "SAMSUNG MZQL23T8HCLS-00A07              \n")
+	put("sys/block/sda/size", "937703088\n")
+	put("sys/block/sda/device/model", "Micron_5300_MTFD\n")
+	put("sys/block/loop0/size", "1000\n")
+	put("sys/block/ram0/size", "1000\n")
+	put("sys/block/zram0/size", "1000\n")
+	put("sys/block/dm-0/size", "1000\n")                 // no device: a device-mapper volume
+	put("sys/block/sr0/size", "0\n")                     // an empty optical drive
+	put("sys/block/sr0/device/model", "Virtual CDROM\n") //
+	// NICs: loopback is left out; a link that is down has no speed.
+	put("sys/class/net/lo/address", "00:00:00:00:00:00\n")
+	put("sys/class/net/lo/type", "772\n")
+	put("sys/class/net/eth0/address", "0c:42:a1:12:34:56\n")
+	put("sys/class/net/eth0/speed", "100000\n")
+	put("sys/class/net/eth0/type", "1\n")
+	put("sys/class/net/eno2/address", "0c:42:a1:12:34:57\n")
+	put("sys/class/net/eno2/speed", "-1\n")
+	put("sys/class/net/eno2/type", "1\n")
+	return root
+}
+
+// fakeNvidiaSMI writes an nvidia-smi that checks it was asked the right query and prints
+// recorded output (or fails as it does without a driver).
+func fakeNvidiaSMI(t *testing.T, output string, exit int) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out.txt")
+	if err := os.WriteFile(out, []byte(output), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(t.TempDir(), "nvidia-smi")
+	body := "#!/bin/sh\n" +
+		"[ \"$1\" = --query-gpu=index,name,memory.total,uuid ] && [ \"$2\" = --format=csv,noheader,nounits ] || { echo bad args \"$@\" >&2; exit 2; }\n" +
+		"cat " + out + "\nexit " + strconv.Itoa(exit) + "\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script
+}
+
+func TestCollectFakeHost(t *testing.T) {
+	smi := fakeNvidiaSMI(t, string(readTestdata(t, "nvidia-smi/h100-8gpu.txt")), 0)
+	inv, err := (&host.Inventory{Root: fakeRoot(t), NvidiaSMI: smi}).Collect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.CpuModel != "AMD EPYC" || inv.Cpus != 2 || inv.MemoryBytes != 24683584*1024 || inv.Os != "Debian GNU/Linux 12 (bookworm)" {
+		t.Errorf("inventory %v", inv)
+	}
+	if len(inv.Disks) != 2 || inv.Disks[0].Name != "nvme0n1" || inv.Disks[0].SizeBytes != 7501476528*512 ||
+		inv.Disks[0].Model != "SAMSUNG MZQL23T8HCLS-00A07" || inv.Disks[1].Name != "sda" || inv.Disks[1].Model != "Micron_5300_MTFD" {
+		t.Errorf("disks %v", inv.Disks)
+	}
+	if len(inv.Nics) != 2 || inv.Nics[0].Name != "eno2" || inv.Nics[0].SpeedMbps != 0 ||
+		inv.Nics[1].Name != "eth0" || inv.Nics[1].Mac != "0c:42:a1:12:34:56" || inv.Nics[1].SpeedMbps != 100000 {
+		t.Errorf("NICs %v", inv.Nics)
+	}
+	if len(inv.Gpus) != 8 || inv.Gpus[7].Index != 7 {
+		t.Errorf("GPUs %v", inv.Gpus)
+	}
+
+	// nvidia-smi without a working driver, or with no GPU: no GPUs, and the rest is still there.
+	for _, tc := range []struct {
+		out  string
+		exit int
+	}{
+		{"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n", 9},
+		{"No devices were found\n", 6},
+	} {
+		inv, err := (&host.Inventory{Root: fakeRoot(t), NvidiaSMI: fakeNvidiaSMI(t, tc.out, tc.exit)}).Collect(context.Background())
+		if err != nil || len(inv.Gpus) != 0 || inv.Cpus != 2 {
+			t.Errorf("nvidia-smi exit %d: %v, %v", tc.exit, inv, err)
+		}
+	}
+}
+
+// TestCollectThisHost reads this machine, checking against what the kernel says through other
+// interfaces.
+func TestCollectThisHost(t *testing.T) {
+	inv, err := (&host.Inventory{}).Collect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := onlineCPUs(t); inv.Cpus != want {
+		t.Errorf("%d CPUs; /sys/devices/system/cpu/online says %d", inv.Cpus, want)
+	}
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(si.Totalram) * int64(si.Unit); inv.MemoryBytes != want {
+		t.Errorf("memory %d; sysinfo says %d", inv.MemoryBytes, want)
+	}
+	if out, err := exec.Command("uname", "-r").Output(); err == nil && inv.Kernel != strings.TrimSpace(string(out)) {
+		t.Errorf("kernel %q; uname -r says %q", inv.Kernel, out)
+	}
+	if h, _ := os.Hostname(); inv.Hostname != h {
+		t.Errorf("hostname %q, want %q", inv.Hostname, h)
+	}
+	for _, d := range inv.Disks {
+		if strings.HasPrefix(d.Name, "loop") || strings.HasPrefix(d.Name, "ram") || strings.HasPrefix(d.Name, "zram") || d.SizeBytes <= 0 {
+			t.Errorf("disk %v should be left out", d)
+		}
+	}
+	for _, n := range inv.Nics {
+		if n.Name == "lo" {
+			t.Error("loopback listed")
+		}
+	}
+	t.Logf("this host: %v", inv)
+}
+
+// onlineCPUs parses /sys/devices/system/cpu/online ("0-3,8-11").
+func onlineCPUs(t *testing.T) int32 {
+	t.Helper()
+	data, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		t.Skip(err)
+	}
+	var n int32
+	for r := range strings.SplitSeq(strings.TrimSpace(string(data)), ",") {
+		lo, hi, found := strings.Cut(r, "-")
+		a, _ := strconv.Atoi(lo)
+		b := a
+		if found {
+			b, _ = strconv.Atoi(hi)
+		}
+		n += int32(b - a + 1)
+	}
+	return n
+}

@@ -1,0 +1,271 @@
+package host
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/better-compute/better-compute/internal/daemon"
+	"github.com/better-compute/better-compute/internal/daemon/state"
+)
+
+// JoinOptions configure Join.
+type JoinOptions struct {
+	StateDir string
+	// Token is the join token, "bcj_<id>_<secret>".
+	Token string
+	// Gateway is "host:port".
+	Gateway string
+	// ServerName overrides the name the gateway's certificate is checked against.
+	ServerName string
+	// CAFile is the root CA (PEM) to verify the gateway with; empty trusts the system's roots.
+	CAFile string
+	// Hostname is reported to the control plane; the host's name when empty.
+	Hostname string
+}
+
+// Join generates the node's key on this host, spends the join token at the gateway, and writes
+// the identity to the state directory, which must not hold one already.
+func Join(ctx context.Context, opts JoinOptions) (state.Node, error) {
+	var n state.Node
+	if opts.Token == "" || opts.Gateway == "" {
+		return n, errors.New("join needs a token (--token) and a gateway (--gateway host:port)")
+	}
+	if _, _, err := net.SplitHostPort(opts.Gateway); err != nil {
+		return n, fmt.Errorf("gateway %q: want host:port: %w", opts.Gateway, err)
+	}
+	dir, err := state.New(opts.StateDir)
+	if err != nil {
+		return n, err
+	}
+	dialer := daemon.Dialer{Gateway: opts.Gateway, ServerName: opts.ServerName}
+	var rootPEM []byte
+	if opts.CAFile != "" {
+		if rootPEM, err = os.ReadFile(opts.CAFile); err != nil {
+			return n, fmt.Errorf("CA file: %w", err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(rootPEM) {
+			return n, fmt.Errorf("CA file %s: no PEM certificate in it", opts.CAFile)
+		}
+	} else if dialer.RootCAs, err = x509.SystemCertPool(); err != nil {
+		return n, fmt.Errorf("system CA certificates: %w (give the gateway's root CA with --ca-file)", err)
+	}
+	hostname := opts.Hostname
+	if hostname == "" {
+		if hostname, err = os.Hostname(); err != nil {
+			return n, fmt.Errorf("hostname: %w", err)
+		}
+	}
+	if err := dir.Create(); err != nil {
+		return n, err
+	}
+	id, err := dialer.Join(ctx, rootPEM, opts.Token, hostname)
+	if err != nil {
+		return n, err
+	}
+	n = state.Node{Gateway: opts.Gateway, ServerName: opts.ServerName, Hostname: hostname, JoinedAt: time.Now().UTC()}
+	if err := dir.SaveJoin(id, n); err != nil {
+		return n, fmt.Errorf("joined as node %s but could not save the identity: %w", id.NodeID, err)
+	}
+	n.NodeID, n.TrustDomain = id.NodeID, id.TrustDomain
+	return n, nil
+}
+
+// RunOptions configure Run.
+type RunOptions struct {
+	StateDir string
+	// Gateway, when set, replaces the gateway recorded at join.
+	Gateway string
+	// AllowExec adds to the allow list in the state directory's allow-exec file.
+	AllowExec []string
+	// AllowReboot lets reboot commands reboot the host.
+	AllowReboot bool
+	// AllowUpgrade lets upgrade commands replace bcd's binary, fetched only from under
+	// UpgradeSources (at least one, at most MaxUpgradeSources; see UpgradeSource). Each needs
+	// the other.
+	AllowUpgrade   bool
+	UpgradeSources []string
+	// Version is the daemon version reported in the hello.
+	Version string
+	// Executable is the binary an upgrade replaces; the running one when empty.
+	Executable string
+	// Reboot replaces RebootHost (tests).
+	Reboot func() error
+	// NvidiaSMI is Inventory.NvidiaSMI.
+	NvidiaSMI string
+	// MaxBackoff bounds the reconnect delay (daemon.Options.MaxBackoff).
+	MaxBackoff time.Duration
+	Logger     *slog.Logger
+}
+
+// Run checks the state directory, then holds the node's session until ctx ends: reconnecting
+// with backoff, renewing the certificate (and saving it), running commands, and answering
+// `bcd status` on the state directory's unix socket.
+func Run(ctx context.Context, opts RunOptions) error {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dir, err := state.New(opts.StateDir)
+	if err != nil {
+		return err
+	}
+	id, node, err := dir.Load()
+	if err != nil {
+		return err
+	}
+	unlock, err := dir.Lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if opts.Gateway != "" {
+		node.Gateway = opts.Gateway
+	}
+	fileAllow, err := dir.AllowExec()
+	if err != nil {
+		return err
+	}
+	policy, err := NewExecPolicy(slices.Concat(fileAllow, opts.AllowExec))
+	if err != nil {
+		return err
+	}
+	upgrader, err := newUpgrader(opts, log)
+	if err != nil {
+		return err
+	}
+	inv := &Inventory{NvidiaSMI: opts.NvidiaSMI, Logger: log}
+	cmds := &Commands{
+		Exec: policy, Inventory: inv.Collect, Drain: dir, AllowReboot: opts.AllowReboot, Reboot: opts.Reboot,
+		Upgrader: upgrader, Logger: log,
+	}
+	agent, err := daemon.NewAgent(daemon.Options{
+		Dialer:   daemon.Dialer{Gateway: node.Gateway, ServerName: node.ServerName},
+		Identity: id, Version: opts.Version, Inventory: inv.Collect, Handlers: cmds.Handlers(),
+		OnRenew: func(id *daemon.Identity) error {
+			if err := dir.SaveChain(id.ChainPEM); err != nil {
+				log.Error("save the renewed certificate", "err", err)
+				return err
+			}
+			return nil
+		},
+		Record: dir.Record(), AfterResult: cmds.AfterResult,
+		MaxBackoff: opts.MaxBackoff, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	started := time.Now().UTC()
+	status := func() Status {
+		s := agent.Status()
+		draining, _, _ := dir.Draining()
+		st := Status{
+			Running: true, PID: os.Getpid(), Version: opts.Version, StartedAt: started, StateDir: dir.Path,
+			NodeID: s.NodeID, TrustDomain: node.TrustDomain, Gateway: node.Gateway, Connected: s.Connected,
+			Sessions: s.Sessions, CertNotAfter: s.NotAfter.UTC(), Draining: draining,
+			AllowExec: policy.Allow, AllowReboot: opts.AllowReboot,
+		}
+		if upgrader != nil {
+			st.AllowUpgrade, st.UpgradeSources = true, opts.UpgradeSources
+		}
+		if s.LastError != nil {
+			st.LastError = s.LastError.Error()
+		}
+		return st
+	}
+	health, err := serveHealth(dir.File(state.SocketFile), status, log)
+	if err != nil {
+		return err
+	}
+	defer health()
+	log.Info("bcd running", "node_id", id.NodeID, "gateway", node.Gateway, "version", opts.Version,
+		"state_dir", dir.Path, "allow_exec", policy.Allow, "allow_reboot", opts.AllowReboot,
+		"allow_upgrade", upgrader != nil, "upgrade_sources", opts.UpgradeSources)
+	if notAfter, err := id.NotAfter(); err == nil && time.Until(notAfter) < time.Hour {
+		log.Warn("the node certificate expires soon; it is renewed once connected", "not_after", notAfter)
+	}
+	err = agent.Run(ctx)
+	log.Info("bcd stopped", "node_id", id.NodeID)
+	return err
+}
+
+// newUpgrader returns the upgrader of --allow-upgrade with its --upgrade-source prefixes, or nil
+// without them; either flag without the other is an error, so a half-configured node says so
+// at start instead of refusing upgrades later.
+func newUpgrader(opts RunOptions, log *slog.Logger) (*Upgrader, error) {
+	if !opts.AllowUpgrade {
+		if len(opts.UpgradeSources) > 0 {
+			return nil, errors.New("--upgrade-source needs --allow-upgrade")
+		}
+		return nil, nil
+	}
+	if len(opts.UpgradeSources) == 0 {
+		return nil, errors.New("--allow-upgrade needs at least one --upgrade-source, the URL prefix releases are fetched from")
+	}
+	sources, err := ParseUpgradeSources(opts.UpgradeSources)
+	if err != nil {
+		return nil, err
+	}
+	exe := opts.Executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err == nil {
+			exe, err = filepath.EvalSymlinks(exe)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("find the running binary (for upgrades): %w", err)
+		}
+	}
+	return &Upgrader{Path: exe, Sources: sources, Logger: log}, nil
+}
+
+// serveHealth answers GET /status (JSON) and GET /healthz on a unix socket at path, until the
+// returned function is called. The caller holds the state directory's lock, so a socket file
+// already there is a dead daemon's and is replaced.
+func serveHealth(path string, status func() Status, log *slog.Logger) (stop func(), err error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("health socket: %w", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("health socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("health socket: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, status()) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !status().Connected {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "running, not connected")
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("health socket", "err", err)
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+		_ = os.Remove(path)
+	}, nil
+}

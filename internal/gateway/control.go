@@ -1,0 +1,217 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/pki"
+)
+
+// The internal control API lets the API accelerate a gateway right after a commit: poke it to
+// dispatch a node's new commands now, or end a revoked node's session now. It is an accelerator
+// only: without it the gateway's loops converge within a second or two. It speaks JSON over
+// HTTPS with mutual TLS from the internal CA, and accepts only internal identities.
+const (
+	controlPoke   = "/internal/v1/poke"
+	controlRevoke = "/internal/v1/revoke"
+)
+
+// InternalAuthority issues the control API's certificates (*pki.Bundle provides it).
+type InternalAuthority interface {
+	TrustDomain() string
+	IssueInternal(name string, dnsNames []string, ips []net.IP) (certPEM, keyPEM []byte, err error)
+	InternalCAPool() *x509.CertPool
+}
+
+// controlBodyBytes bounds a control request: some twenty thousand node ids, more than one
+// commit pokes.
+const controlBodyBytes = 1 << 20
+
+type controlRequest struct {
+	NodeIDs []uuid.UUID `json:"nodeIds"`
+}
+
+// ControlHandler serves the control API's routes.
+func (g *Gateway) ControlHandler(trustDomain string) http.Handler {
+	mux := http.NewServeMux()
+	handle := func(path string, act func(...uuid.UUID)) {
+		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
+			if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+				http.Error(w, "client certificate required", http.StatusUnauthorized)
+				return
+			}
+			if _, err := pki.InternalName(r.TLS.VerifiedChains[0][0], trustDomain); err != nil {
+				http.Error(w, "not an internal identity", http.StatusForbidden)
+				return
+			}
+			var req controlRequest
+			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, controlBodyBytes)).Decode(&req); err != nil {
+				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+					http.Error(w, fmt.Sprintf("body: larger than %d bytes", controlBodyBytes), http.StatusRequestEntityTooLarge)
+					return
+				}
+				http.Error(w, "body: want {\"nodeIds\": [...]}", http.StatusBadRequest)
+				return
+			}
+			act(req.NodeIDs...)
+			w.WriteHeader(http.StatusNoContent)
+		})
+	}
+	handle(controlPoke, g.Poke)
+	handle(controlRevoke, g.Revoke)
+	return mux
+}
+
+// ServeControl serves the control API on ln until ctx ends, with a certificate for name from
+// the internal CA.
+func (g *Gateway) ServeControl(ctx context.Context, ln net.Listener, ia InternalAuthority, host string) error {
+	cert, err := internalCertificate(ia, "gateway-"+g.opts.ID, host)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler: g.ControlHandler(ia.TrustDomain()),
+		TLSConfig: &tls.Config{
+			MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert},
+			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ia.InternalCAPool(),
+		},
+		// Every route is a small unary call: bound its headers, its body (ControlHandler) and
+		// the time it may take to arrive.
+		ReadHeaderTimeout: min(5*time.Second, g.opts.Limits.ReadHeaderTimeout),
+		ReadTimeout:       10 * time.Second,
+		IdleTimeout:       g.opts.Limits.IdleTimeout,
+		MaxHeaderBytes:    g.opts.Limits.HeaderBytes,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("gateway control API: %w", err)
+	}
+	return nil
+}
+
+func internalCertificate(ia InternalAuthority, name, host string) (tls.Certificate, error) {
+	var dns []string
+	var ips []net.IP
+	if ip := net.ParseIP(host); ip != nil {
+		ips = append(ips, ip)
+	} else if host != "" {
+		dns = append(dns, host)
+	}
+	certPEM, keyPEM, err := ia.IssueInternal(name, dns, ips)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("issue internal certificate for %s: %w", name, err)
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
+// Notifier is the API's side of the control API: after a commit it pokes the gateways that hold
+// the affected nodes' sessions. Every call is best effort and returns at once.
+type Notifier struct {
+	pool   *pgxpool.Pool
+	client *http.Client
+	log    *slog.Logger
+	wg     sync.WaitGroup
+}
+
+// NewNotifier returns a notifier with a client certificate from the internal CA.
+func NewNotifier(pool *pgxpool.Pool, ia InternalAuthority, log *slog.Logger) (*Notifier, error) {
+	cert, err := internalCertificate(ia, "api", "")
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tr := &http.Transport{
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, RootCAs: ia.InternalCAPool()},
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 4,
+	}
+	return &Notifier{pool: pool, client: &http.Client{Transport: tr, Timeout: 2 * time.Second}, log: log}, nil
+}
+
+// CommandsCreated pokes the gateways of the nodes to dispatch now.
+func (n *Notifier) CommandsCreated(ctx context.Context, nodeIDs []uuid.UUID) {
+	n.notify(ctx, controlPoke, nodeIDs, false)
+}
+
+// NodesRevoked tells every live gateway to end the nodes' sessions now.
+func (n *Notifier) NodesRevoked(ctx context.Context, nodeIDs []uuid.UUID) {
+	n.notify(ctx, controlRevoke, nodeIDs, true)
+}
+
+// Wait waits for notifications in flight, for tests and shutdown.
+func (n *Notifier) Wait() { n.wg.Wait() }
+
+func (n *Notifier) notify(ctx context.Context, path string, nodeIDs []uuid.UUID, everyGateway bool) {
+	if len(nodeIDs) == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	n.wg.Go(func() {
+		q := db.New(n.pool)
+		targets := map[string][]uuid.UUID{}
+		if everyGateway {
+			gws, err := q.LiveGateways(ctx)
+			if err != nil {
+				n.log.Warn("find gateways to notify", "err", err)
+				return
+			}
+			for _, gw := range gws {
+				if gw.ControlUrl != "" {
+					targets[gw.ControlUrl] = nodeIDs
+				}
+			}
+		} else {
+			rows, err := q.SessionGateways(ctx, nodeIDs)
+			if err != nil {
+				n.log.Warn("find gateways to notify", "err", err)
+				return
+			}
+			for _, r := range rows {
+				targets[r.ControlUrl] = append(targets[r.ControlUrl], r.NodeID)
+			}
+		}
+		for url, ids := range targets {
+			body, _ := json.Marshal(controlRequest{NodeIDs: ids})
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+path, bytes.NewReader(body))
+			if err != nil {
+				n.log.Warn("notify gateway", "url", url, "err", err)
+				continue
+			}
+			req.Header.Set("Content-Type", "application/json")
+			res, err := n.client.Do(req)
+			if err != nil {
+				n.log.Info("notify gateway failed; its loop will catch up", "url", url, "err", err)
+				continue
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusNoContent {
+				n.log.Warn("gateway refused notification", "url", url, "status", res.StatusCode)
+			}
+		}
+	})
+}

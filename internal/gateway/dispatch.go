@@ -1,0 +1,235 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/better-compute/better-compute/gen/db"
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/tracing"
+)
+
+// dispatchBatch bounds the commands sent in one round.
+const dispatchBatch = 1000
+
+// dispatchLoop sends pending commands of connected nodes every DispatchInterval, and at once
+// for nodes the API pokes.
+func (g *Gateway) dispatchLoop(ctx context.Context) {
+	tick := time.NewTicker(g.opts.DispatchInterval)
+	defer tick.Stop()
+	for {
+		var nodes []uuid.UUID
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			nodes = g.connected()
+		case nodes = <-g.pokes:
+			// Gather pokes that arrived together into one round.
+			for more := true; more; {
+				select {
+				case n := <-g.pokes:
+					nodes = append(nodes, n...)
+				default:
+					more = false
+				}
+			}
+		}
+		if err := g.dispatch(ctx, nodes); err != nil && ctx.Err() == nil {
+			g.log.Warn("dispatch commands", "err", err)
+		}
+	}
+}
+
+// dispatch moves the nodes' pending commands to sent and queues them on their sessions. A
+// command that cannot be queued (the session ended, its queue is full) goes back to pending
+// through the CommandSweeper's ack timeout, so nothing is lost.
+//
+// With tracing on, a round that finds commands is a span (gateway.dispatch) with a child span
+// per command (gateway.dispatch_command); the round's statements are its children too. A round
+// that finds nothing records no span, so the 1-second loop does not flood the collector.
+func (g *Gateway) dispatch(ctx context.Context, nodes []uuid.UUID) (err error) {
+	nodes = slices.DeleteFunc(nodes, func(id uuid.UUID) bool { return g.lookup(id) == nil })
+	if len(nodes) == 0 {
+		return nil
+	}
+	q := db.New(g.opts.Pool)
+	pending, err := q.PendingCommands(ctx, db.PendingCommandsParams{NodeIds: nodes, Lim: dispatchBatch})
+	if err != nil || len(pending) == 0 {
+		return err
+	}
+	if tracing.Enabled() {
+		var span trace.Span
+		ctx, span = tracing.Tracer().Start(ctx, "gateway.dispatch", trace.WithAttributes(
+			attribute.String("better_compute.gateway", g.opts.ID),
+			attribute.Int("better_compute.commands.pending", len(pending))))
+		defer func() {
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+		}()
+	}
+	byNode := map[uuid.UUID][]uuid.UUID{}
+	for _, c := range pending {
+		byNode[c.NodeID] = append(byNode[c.NodeID], c.ID)
+	}
+	for node, ids := range byNode {
+		s := g.lookup(node)
+		if s == nil {
+			continue
+		}
+		room := cap(s.send) - len(s.send)
+		if room <= 0 {
+			continue
+		}
+		sent, err := q.MarkCommandsSent(ctx, db.MarkCommandsSentParams{NodeID: node, Ids: ids[:min(len(ids), room)]})
+		if err != nil {
+			return err
+		}
+		for _, c := range sent {
+			g.send(ctx, s, c)
+		}
+	}
+	return nil
+}
+
+// noSpan stands in for a span while tracing is off.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// send queues one command, just marked sent, on its node's session, and records its dispatch
+// latency: from its creation to its sent_at, both read from the database's clock.
+func (g *Gateway) send(ctx context.Context, s *session, c db.Command) {
+	span := noSpan
+	if tracing.Enabled() {
+		_, span = tracing.Tracer().Start(ctx, "gateway.dispatch_command", trace.WithAttributes(
+			attribute.String("better_compute.command.id", c.ID.String()),
+			attribute.String("better_compute.command.type", c.Type),
+			attribute.String("better_compute.node.id", c.NodeID.String()),
+			attribute.Int("better_compute.command.attempt", int(c.Attempts))))
+		defer span.End()
+	}
+	msg, err := commandMessage(c)
+	if err != nil {
+		g.log.Error("encode command", "command_id", c.ID, "err", err)
+		span.SetStatus(codes.Error, "encode command: "+err.Error())
+		return
+	}
+	select {
+	case s.send <- msg:
+		sentAt := time.Now()
+		if c.SentAt != nil {
+			sentAt = *c.SentAt
+		}
+		g.metrics.ObserveDispatch(sentAt.Sub(c.CreatedAt))
+	case <-s.ended:
+		span.SetStatus(codes.Error, "the session ended first; the sweeper re-queues the command")
+	}
+}
+
+func commandMessage(c db.Command) (*daemonv1.SessionResponse, error) {
+	payload := &structpb.Struct{}
+	if len(c.Payload) > 0 {
+		if err := protojson.Unmarshal(c.Payload, payload); err != nil {
+			return nil, err
+		}
+	}
+	return &daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Command{Command: &daemonv1.Command{
+		Id: c.ID.String(), Type: c.Type, Payload: payload, IdempotencyKey: c.IdempotencyKey,
+		Deadline: timestamppb.New(c.Deadline),
+	}}}, nil
+}
+
+func (g *Gateway) connected() []uuid.UUID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]uuid.UUID, 0, len(g.sessions))
+	for id := range g.sessions {
+		out = append(out, id)
+	}
+	return out
+}
+
+// livenessLoop writes the heartbeats received since the last round in one statement, so
+// liveness costs one write per round, not one per heartbeat.
+func (g *Gateway) livenessLoop(ctx context.Context) {
+	tick := time.NewTicker(g.opts.HeartbeatInterval / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			g.flushBeats(ctx)
+		}
+	}
+}
+
+func (g *Gateway) flushBeats(ctx context.Context) {
+	g.beatsMu.Lock()
+	beats := g.beats
+	g.beats = make(map[uuid.UUID]time.Time, len(beats))
+	g.beatsMu.Unlock()
+	if len(beats) == 0 {
+		return
+	}
+	ids := make([]uuid.UUID, 0, len(beats))
+	seen := make([]time.Time, 0, len(beats))
+	for id, t := range beats {
+		ids, seen = append(ids, id), append(seen, t)
+	}
+	if err := db.New(g.opts.Pool).TouchNodes(ctx, db.TouchNodesParams{Ids: ids, Seen: seen}); err != nil {
+		g.log.Warn("write liveness", "nodes", len(ids), "err", err)
+	}
+}
+
+// watchLoop, every second, ends sessions of revoked nodes and sessions that a newer one on
+// another gateway superseded, and keeps the gateway's registration fresh.
+func (g *Gateway) watchLoop(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	q := db.New(g.opts.Pool)
+	for round := 0; ; round++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		nodes := g.connected()
+		if len(nodes) > 0 {
+			revoked, err := q.RevokedAmong(ctx, nodes)
+			if err != nil {
+				g.log.Warn("check revocations", "err", err)
+			}
+			g.Revoke(revoked...)
+			current, err := q.CurrentSessions(ctx, nodes)
+			if err != nil {
+				g.log.Warn("check sessions", "err", err)
+			}
+			for _, c := range current {
+				if s := g.lookup(c.NodeID); s != nil && s.id != c.SessionID {
+					g.end(c.NodeID, s.id, "superseded by a session on another gateway")
+				}
+			}
+		}
+		if round%10 == 0 {
+			if err := g.register(ctx); err != nil {
+				g.log.Warn("refresh registration", "err", err)
+			}
+		}
+	}
+}
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -1,0 +1,252 @@
+// Package gateway is the gateway role: it terminates the daemons' mutual-TLS HTTP/2
+// connections and serves DaemonService. It holds one Session stream per connected node, writes
+// liveness in batches, delivers pending commands (from a 1-second loop, or at once when the API
+// pokes it through the internal control API), records acks, results and events, and ends the
+// sessions of revoked or superseded nodes.
+//
+// PostgreSQL is the only source of truth: a gateway keeps nothing that another gateway could not
+// rebuild from the database when a node reconnects there.
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
+	"github.com/better-compute/better-compute/internal/limit"
+	"github.com/better-compute/better-compute/internal/metrics"
+	"github.com/better-compute/better-compute/internal/server/secrets"
+)
+
+// Authority is what the gateway needs of the machine PKI (*pki.Bundle provides it).
+type Authority interface {
+	TrustDomain() string
+	// IssueNode signs a node certificate for a CSR, chained to the node CA.
+	IssueNode(csrDER []byte, nodeID string, ttl time.Duration) (chainPEM []byte, notAfter time.Time, err error)
+	// RootPEM is the root CA daemons verify gateways with.
+	RootPEM() []byte
+	// NodeCAPool holds every node CA currently accepted.
+	NodeCAPool() *x509.CertPool
+}
+
+// Options configure a gateway.
+type Options struct {
+	Pool      *pgxpool.Pool
+	Authority Authority
+	// ID names this gateway process; Region is where it runs.
+	ID, Region string
+	// Certificate is the gateway's serving certificate, chained to the PKI root.
+	Certificate tls.Certificate
+	// ControlURL is where this gateway's internal control API answers, recorded so the API can
+	// poke it; empty when it has none.
+	ControlURL string
+	// HeartbeatInterval is how often daemons send heartbeats (10s by default).
+	HeartbeatInterval time.Duration
+	// DispatchInterval is the period of the dispatch loop (1s by default).
+	DispatchInterval time.Duration
+	// CertTTL is the lifetime of node certificates (24h by default).
+	CertTTL time.Duration
+	// Secrets opens the node secrets the Secret call hands out: secrets.NewSealer of the
+	// deployment secret, the same the API seals them with. Without it, Secret is unavailable.
+	Secrets *secrets.Sealer
+	Logger  *slog.Logger
+	// Metrics, when set, receives the gateway's sessions and dispatch latency.
+	Metrics *metrics.Registry
+	// Limits bound requests, connections and session messages; zero fields take defaults.
+	Limits Limits
+	// TenantNodes caps each tenant's live nodes, checked at join (config
+	// rateLimits.tenant.nodes); quota.DefaultNodes when zero.
+	TenantNodes int
+}
+
+// Gateway serves daemons.
+type Gateway struct {
+	opts    Options
+	log     *slog.Logger
+	metrics *metrics.Gateway // nil when not measured
+
+	mu       sync.Mutex
+	sessions map[uuid.UUID]*session
+
+	beatsMu sync.Mutex
+	beats   map[uuid.UUID]time.Time // liveness not yet written
+
+	pokes chan []uuid.UUID
+}
+
+// New returns a gateway; Serve runs it.
+func New(opts Options) *Gateway {
+	if opts.HeartbeatInterval == 0 {
+		opts.HeartbeatInterval = 10 * time.Second
+	}
+	if opts.DispatchInterval == 0 {
+		opts.DispatchInterval = time.Second
+	}
+	if opts.CertTTL == 0 {
+		opts.CertTTL = 24 * time.Hour
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	opts.Limits = opts.Limits.withDefaults()
+	g := &Gateway{
+		opts:     opts,
+		log:      opts.Logger.With("gateway", opts.ID),
+		metrics:  metrics.NewGateway(opts.Metrics),
+		sessions: map[uuid.UUID]*session{},
+		beats:    map[uuid.UUID]time.Time{},
+		pokes:    make(chan []uuid.UUID, 1024),
+	}
+	g.metrics.CountSessions(g.Sessions)
+	return g
+}
+
+// TLSConfig is the daemons' side: TLS 1.3, HTTP/2 only, a client certificate from an accepted
+// node CA verified when given (Join is the one call made without one; the handlers require it
+// for everything else).
+func (g *Gateway) TLSConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{g.opts.Certificate},
+		NextProtos:   []string{"h2"},
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		// Read the pool at every handshake, so a rotated node CA is accepted without a restart.
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return &tls.Config{
+				MinVersion:   tls.VersionTLS13,
+				Certificates: []tls.Certificate{g.opts.Certificate},
+				NextProtos:   []string{"h2"},
+				ClientAuth:   tls.VerifyClientCertIfGiven,
+				ClientCAs:    g.opts.Authority.NodeCAPool(),
+			}, nil
+		},
+	}
+}
+
+// Handler serves DaemonService, with the caller's node identity taken from its certificate.
+// The unary calls (Join, Renew, Secret) read one small message from a body bounded to it; the
+// session stream reads messages of at most the largest session limit each, and holds each kind
+// to its own limit once read.
+func (g *Gateway) Handler() http.Handler {
+	l := g.opts.Limits
+	svc := &service{g: g}
+	mux := http.NewServeMux()
+	path, unary := daemonv1connect.NewDaemonServiceHandler(svc, append(limit.HandlerOptions(l.RequestBytes),
+		connect.WithInterceptors(errorLog{g.log}))...)
+	mux.Handle(path, limit.Body(l.RequestBytes, g.identify(unary)))
+	_, session := daemonv1connect.NewDaemonServiceHandler(svc, append(limit.HandlerOptions(l.sessionMessageBytes()),
+		connect.WithInterceptors(errorLog{g.log}))...)
+	mux.Handle(daemonv1connect.DaemonServiceSessionProcedure, g.identify(session))
+	return mux
+}
+
+// Serve serves daemons on ln (plain TCP: TLS is added here) and runs the gateway's loops until
+// ctx ends; then it ends its sessions and stops.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	if err := g.register(ctx); err != nil {
+		return err
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP2(true)
+	srv := &http.Server{
+		Handler:           g.Handler(),
+		TLSConfig:         g.TLSConfig(),
+		Protocols:         &protocols,
+		ReadHeaderTimeout: g.opts.Limits.ReadHeaderTimeout,
+		IdleTimeout:       g.opts.Limits.IdleTimeout,
+		MaxHeaderBytes:    g.opts.Limits.HeaderBytes,
+		// No read or write timeouts: they would cut the long-lived session streams. HTTP/2
+		// pings find dead peers instead; the bodies of the unary calls are bounded in Handler.
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: 30 * time.Second,
+			PingTimeout:     15 * time.Second,
+		},
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+	}
+	loopsCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { g.dispatchLoop(loopsCtx) })
+	wg.Go(func() { g.livenessLoop(loopsCtx) })
+	wg.Go(func() { g.watchLoop(loopsCtx) })
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	g.log.Info("gateway serving daemons", "addr", ln.Addr().String(), "region", g.opts.Region)
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+	}
+	// Refuse new connections and new streams first (Shutdown closes the listener and sends
+	// every connection an HTTP/2 GOAWAY), so the daemons whose sessions end here reconnect to
+	// another gateway rather than to this one again; ending the sessions lets Shutdown drain.
+	_ = ln.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	drained := make(chan struct{})
+	go func() { defer close(drained); _ = srv.Shutdown(sctx) }()
+	g.endAll("gateway shutting down")
+	<-drained
+	stopLoops()
+	wg.Wait()
+	g.flushBeats(sctx)
+	g.unregister(sctx)
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	return nil
+}
+
+// register records the gateway so the API can find its control API.
+func (g *Gateway) register(ctx context.Context) error {
+	err := db.New(g.opts.Pool).UpsertGateway(ctx, db.UpsertGatewayParams{ID: g.opts.ID, Region: g.opts.Region, ControlUrl: g.opts.ControlURL})
+	if err != nil {
+		return fmt.Errorf("register gateway %s: %w", g.opts.ID, err)
+	}
+	return nil
+}
+
+func (g *Gateway) unregister(ctx context.Context) {
+	q := db.New(g.opts.Pool)
+	if err := q.EndGatewaySessions(ctx, g.opts.ID); err != nil {
+		g.log.Warn("clear sessions", "err", err)
+	}
+	if err := q.DeleteGateway(ctx, g.opts.ID); err != nil {
+		g.log.Warn("unregister gateway", "err", err)
+	}
+}
+
+// Sessions is the number of connected nodes.
+func (g *Gateway) Sessions() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.sessions)
+}
+
+// Poke asks for the nodes' pending commands to be sent now rather than at the next loop.
+func (g *Gateway) Poke(nodeIDs ...uuid.UUID) {
+	select {
+	case g.pokes <- nodeIDs:
+	default: // the loop will find them
+	}
+}
+
+// Revoke ends the nodes' sessions now; their reconnects are refused by the database check.
+func (g *Gateway) Revoke(nodeIDs ...uuid.UUID) {
+	for _, id := range nodeIDs {
+		g.end(id, "", "node revoked")
+	}
+}

@@ -1,0 +1,78 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+
+	"github.com/better-compute/better-compute/internal/apierr"
+	"github.com/better-compute/better-compute/internal/pki"
+)
+
+type nodeKey struct{}
+
+// identify puts the node named by the verified client certificate in the request context. The
+// TLS layer has already checked the chain against the node CAs; a certificate from another
+// trust domain or without a node SPIFFE ID carries no identity.
+func (g *Gateway) identify(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+			leaf := r.TLS.VerifiedChains[0][0]
+			if id, err := pki.NodeID(leaf, g.opts.Authority.TrustDomain()); err == nil {
+				if nodeID, err := uuid.Parse(id); err == nil {
+					r = r.WithContext(context.WithValue(r.Context(), nodeKey{}, nodeID))
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// nodeFrom returns the calling node, or Unauthenticated.
+func nodeFrom(ctx context.Context) (uuid.UUID, error) {
+	id, ok := ctx.Value(nodeKey{}).(uuid.UUID)
+	if !ok {
+		return uuid.Nil, apierr.Unauthenticated("this call needs the node's client certificate")
+	}
+	return id, nil
+}
+
+// errorLog maps errors to Connect codes in one place, as the API's guard does, and logs the
+// unexpected ones.
+type errorLog struct{ log *slog.Logger }
+
+func (e errorLog) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		res, err := next(ctx, req)
+		if err != nil {
+			return nil, e.convert(ctx, req.Spec().Procedure, err)
+		}
+		return res, nil
+	}
+}
+
+func (e errorLog) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (e errorLog) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if err := next(ctx, conn); err != nil {
+			return e.convert(ctx, conn.Spec().Procedure, err)
+		}
+		return nil
+	}
+}
+
+func (e errorLog) convert(ctx context.Context, procedure string, err error) error {
+	cerr, internal := apierr.ToConnect(err, "")
+	if internal {
+		e.log.ErrorContext(ctx, "daemon call failed", "procedure", procedure, "err", err)
+	} else {
+		e.log.InfoContext(ctx, "daemon call refused", "procedure", procedure, "code", cerr.Code().String(), "err", cerr.Message())
+	}
+	return cerr
+}

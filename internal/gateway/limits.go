@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/limit"
+)
+
+// Limits bound what one caller may cost the gateway (config limits.*). A zero field takes its
+// default from package limit, so a gateway is never unbounded.
+type Limits struct {
+	// RequestBytes bounds a Join, Renew or Secret request, after decompression
+	// (limits.daemonRequestBytes). Join is open to callers without a certificate.
+	RequestBytes int
+	// HelloBytes, ResultBytes and EventBytes bound one session message of each kind
+	// (limits.daemonHelloBytes, limits.daemonResultBytes, limits.daemonEventBytes); EventBytes
+	// also bounds heartbeats and acks. A node that sends a larger one is told why and its
+	// session ends.
+	HelloBytes, ResultBytes, EventBytes int
+	// HeaderBytes bounds request headers (limits.headerBytes).
+	HeaderBytes int
+	// ReadHeaderTimeout bounds reading request headers (limits.readHeaderTimeout).
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes connections with no stream open this long (limits.idleTimeout).
+	IdleTimeout time.Duration
+}
+
+// withDefaults fills the zero fields.
+func (l Limits) withDefaults() Limits {
+	l.RequestBytes = limit.Or(l.RequestBytes, limit.DefaultDaemonRequestBytes)
+	l.HelloBytes = limit.Or(l.HelloBytes, limit.DefaultDaemonHelloBytes)
+	l.ResultBytes = limit.Or(l.ResultBytes, limit.DefaultDaemonResultBytes)
+	l.EventBytes = limit.Or(l.EventBytes, limit.DefaultDaemonEventBytes)
+	l.HeaderBytes = limit.Or(l.HeaderBytes, limit.DefaultHeaderBytes)
+	l.ReadHeaderTimeout = limit.Or(l.ReadHeaderTimeout, limit.DefaultReadHeaderTimeout)
+	l.IdleTimeout = limit.Or(l.IdleTimeout, limit.DefaultIdleTimeout)
+	return l
+}
+
+// sessionMessageBytes is the most a session message may take, whatever its kind: Connect refuses
+// anything larger while reading it; checkMessage then holds each kind to its own limit. The
+// oneof's tag and length add a few bytes to the largest kind.
+func (l Limits) sessionMessageBytes() int {
+	return max(l.HelloBytes, l.ResultBytes, l.EventBytes) + 16
+}
+
+// checkMessage says why a session message is over its kind's limit, as a ResourceExhausted
+// error whose message the daemon logs; nil when it is within it.
+func (l Limits) checkMessage(msg *daemonv1.SessionRequest) error {
+	var kind, key string
+	var lim int
+	var size int
+	switch m := msg.GetMsg().(type) {
+	case *daemonv1.SessionRequest_Hello:
+		kind, key, lim, size = "hello", "limits.daemonHelloBytes", l.HelloBytes, proto.Size(m.Hello)
+	case *daemonv1.SessionRequest_Result:
+		kind, key, lim, size = "command result", "limits.daemonResultBytes", l.ResultBytes, proto.Size(m.Result)
+	case *daemonv1.SessionRequest_Event:
+		kind, key, lim, size = "event", "limits.daemonEventBytes", l.EventBytes, proto.Size(m.Event)
+	default: // heartbeats, acks and kinds this gateway does not know
+		kind, key, lim, size = "message", "limits.daemonEventBytes", l.EventBytes, proto.Size(msg)
+	}
+	if size <= lim {
+		return nil
+	}
+	return tooLarge(fmt.Sprintf("%s of %d bytes", kind, size), lim, key)
+}
+
+// tooLarge is the error for a message over a limit, naming the limit's configuration key.
+func tooLarge(what string, lim int, key string) error {
+	return connect.NewError(connect.CodeResourceExhausted,
+		fmt.Errorf("%s is larger than the gateway's limit of %d bytes (%s)", what, lim, key))
+}
+
+// overReadLimit turns Connect's refusal of a message larger than the stream's read limit into the
+// gateway's own error; nil for other errors.
+func (l Limits) overReadLimit(err error) error {
+	if connect.CodeOf(err) != connect.CodeResourceExhausted {
+		return nil
+	}
+	return tooLarge("a session message", l.sessionMessageBytes(), "limits.daemonHelloBytes, daemonResultBytes and daemonEventBytes")
+}
+
+// reasonOf is the message of a Connect error without its code, for a goodbye.
+func reasonOf(err error) string {
+	var cerr *connect.Error
+	if errors.As(err, &cerr) {
+		return cerr.Message()
+	}
+	return err.Error()
+}

@@ -1,0 +1,387 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/better-compute/better-compute/gen/db"
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/apierr"
+	"github.com/better-compute/better-compute/internal/scrub"
+)
+
+// session is one node's live stream on this gateway.
+type session struct {
+	node   uuid.UUID
+	tenant uuid.UUID
+	id     string
+	send   chan *daemonv1.SessionResponse
+	// end closes the session with a goodbye reason; it is safe to call more than once.
+	end   func(reason string)
+	once  sync.Once
+	ended chan struct{}
+
+	mu     sync.Mutex
+	reason string // why the session ended
+}
+
+// why is the reason the session ended, "" while it has not.
+func (s *session) why() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason
+}
+
+// sendQueue bounds the messages waiting for a slow daemon; past it, commands wait for the next
+// dispatch round.
+const sendQueue = 256
+
+// Session serves a node's stream until the node goes away, a newer session supersedes it, the
+// node is revoked or the gateway stops.
+func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemonv1.SessionRequest, daemonv1.SessionResponse]) error {
+	g := s.g
+	// The daemon sends its hello as it opens the stream: compare its clock with this moment,
+	// not with when the hello is read (after the database has answered, seconds later in a
+	// reconnect storm).
+	opened := time.Now()
+	nodeID, err := nodeFrom(ctx)
+	if err != nil {
+		return err
+	}
+	q := db.New(g.opts.Pool)
+	node, err := q.GetNodeForGateway(ctx, nodeID)
+	if err != nil {
+		return fmt.Errorf("session of node %s: %w", nodeID, err)
+	}
+	if node.RevokedAt != nil {
+		return apierr.PermissionDenied("node %s is revoked", nodeID)
+	}
+	first, err := stream.Receive()
+	if err != nil {
+		if lerr := g.opts.Limits.overReadLimit(err); lerr != nil {
+			return lerr
+		}
+		return fmt.Errorf("session of node %s: receive hello: %w", nodeID, err)
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return apierr.InvalidArgument("hello", "the first message of a session must be a hello")
+	}
+	if err := g.opts.Limits.checkMessage(first); err != nil {
+		return err
+	}
+	if err := g.recordHello(ctx, q, nodeID, hello); err != nil {
+		return fmt.Errorf("record hello of node %s: %w", nodeID, err)
+	}
+	sess := &session{node: nodeID, tenant: node.TenantID, id: newSessionID(), send: make(chan *daemonv1.SessionResponse, sendQueue), ended: make(chan struct{})}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sess.end = onceReason(sess, cancel)
+	if err := q.ClaimSession(ctx, db.ClaimSessionParams{NodeID: nodeID, GatewayID: g.opts.ID, SessionID: sess.id}); err != nil {
+		return fmt.Errorf("claim session of node %s: %w", nodeID, err)
+	}
+	g.add(sess)
+	log := g.log.With("node_id", nodeID, "session_id", sess.id)
+	skew := clockSkew(hello, opened)
+	log.Info("session started", "daemon_version", hello.GetDaemonVersion(), "clock_skew", skew)
+	if skew > maxClockSkew || skew < -maxClockSkew {
+		log.Warn("the daemon's clock is off", "clock_skew", skew)
+	}
+	defer func() {
+		g.remove(sess)
+		ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer ecancel()
+		if err := q.EndSession(ectx, db.EndSessionParams{NodeID: nodeID, SessionID: sess.id}); err != nil {
+			log.Warn("record session end", "err", err)
+		}
+		log.Info("session ended", "reason", sess.why())
+	}()
+
+	if err := stream.Send(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Welcome{Welcome: &daemonv1.Welcome{
+		NodeId: nodeID.String(), HeartbeatIntervalSeconds: int32(g.opts.HeartbeatInterval / time.Second),
+		ServerTime: timestamppb.Now(),
+	}}}); err != nil {
+		return fmt.Errorf("send welcome: %w", err)
+	}
+	g.beat(nodeID, time.Now())
+	g.Poke(nodeID)
+
+	// One goroutine receives; this one sends, so the stream has a single writer. Ending the
+	// session returns from here, which closes the stream and stops the receiver.
+	received := make(chan error, 1)
+	go func() { received <- g.receive(sctx, sess, stream) }()
+	for {
+		select {
+		case msg := <-sess.send:
+			if err := stream.Send(msg); err != nil {
+				sess.end("send failed")
+				return nil
+			}
+		case err := <-received:
+			if connect.CodeOf(err) == connect.CodeResourceExhausted {
+				// A message over its limit: tell the node why before ending its session.
+				sess.end(reasonOf(err))
+				_ = stream.Send(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Goodbye{Goodbye: &daemonv1.Goodbye{Reason: sess.why()}}})
+				return err
+			}
+			if err != nil && !errors.Is(err, context.Canceled) {
+				sess.end("receive failed")
+				return err
+			}
+			sess.end("daemon closed the session")
+			return nil
+		case <-sctx.Done():
+			// The stream's context ends with the daemon's connection; a session ended on purpose
+			// keeps its reason.
+			sess.end("the daemon's connection closed")
+			// Say goodbye if we can; the daemon reconnects (or, revoked, is refused).
+			_ = stream.Send(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Goodbye{Goodbye: &daemonv1.Goodbye{Reason: sess.why()}}})
+			return nil
+		}
+	}
+}
+
+// receive handles the daemon's messages until the stream ends.
+func (g *Gateway) receive(ctx context.Context, sess *session, stream *connect.BidiStream[daemonv1.SessionRequest, daemonv1.SessionResponse]) error {
+	q := db.New(g.opts.Pool)
+	for {
+		msg, err := stream.Receive()
+		if err != nil {
+			if errors.Is(err, context.Canceled) || connect.CodeOf(err) == connect.CodeCanceled {
+				return context.Canceled
+			}
+			if lerr := g.opts.Limits.overReadLimit(err); lerr != nil {
+				return lerr
+			}
+			if connect.CodeOf(err) == connect.CodeInvalidArgument {
+				// A message that does not decode (invalid UTF-8 in a string, bad wire format):
+				// refused at the edge, and the daemon is told why rather than seeing a bare EOF.
+				return err
+			}
+			return nil // EOF or a broken connection: the daemon reconnects
+		}
+		if err := g.opts.Limits.checkMessage(msg); err != nil {
+			return err
+		}
+		switch m := msg.Msg.(type) {
+		case *daemonv1.SessionRequest_Heartbeat:
+			g.beat(sess.node, time.Now())
+		case *daemonv1.SessionRequest_Ack:
+			if err := g.ack(ctx, q, sess, m.Ack); err != nil {
+				return err
+			}
+		case *daemonv1.SessionRequest_Result:
+			if err := g.finish(ctx, sess, m.Result); err != nil {
+				return err
+			}
+		case *daemonv1.SessionRequest_Event:
+			if err := g.event(ctx, q, sess, m.Event); err != nil {
+				return err
+			}
+		case *daemonv1.SessionRequest_Hello:
+			// A second hello updates the inventory (the daemon re-read it).
+			if err := g.recordHello(ctx, q, sess.node, m.Hello); err != nil {
+				return fmt.Errorf("record hello: %w", err)
+			}
+		}
+	}
+}
+
+// recordHello stores what a hello reports: the daemon version and the inventory, with a
+// history row and a node.inventory.changed event when the inventory changed (RecordNodeHello
+// does it all in one statement). Its text is scrubbed first; a hello whose content PostgreSQL
+// still refuses is logged and skipped (the node keeps its previous inventory) rather than
+// failing the session, which the daemon would reopen with the same hello.
+func (g *Gateway) recordHello(ctx context.Context, q *db.Queries, node uuid.UUID, h *daemonv1.Hello) error {
+	scrub.Message(h)
+	inventory, err := protojson.Marshal(h.GetInventory())
+	if err == nil {
+		_, err = q.RecordNodeHello(ctx, db.RecordNodeHelloParams{ID: node, DaemonVersion: h.GetDaemonVersion(), Inventory: inventory})
+	}
+	switch {
+	case isNoRows(err):
+		return nil // the node is gone; the session ends with it
+	case err != nil && (unstorable(err) || inventory == nil):
+		g.log.Warn("a hello's inventory cannot be stored; keeping the previous one", "node_id", node, "err", err)
+		return nil
+	}
+	return err
+}
+
+func (g *Gateway) ack(ctx context.Context, q *db.Queries, sess *session, a *daemonv1.CommandAck) error {
+	id, err := uuid.Parse(a.GetCommandId())
+	if err != nil {
+		return nil // not one of ours; nothing to record
+	}
+	if _, err := q.AckCommand(ctx, db.AckCommandParams{NodeID: sess.node, ID: id}); err != nil && !isNoRows(err) {
+		return fmt.Errorf("ack command %s: %w", id, err)
+	}
+	return nil
+}
+
+// finish records a result once: a result repeated after a reconnect finds the command finished
+// and changes nothing. Its text is scrubbed first, and a result whose content still cannot be
+// encoded or stored is recorded as a failure that says so: an error here would end the session,
+// and the daemon resends its recent results after every reconnect.
+func (g *Gateway) finish(ctx context.Context, sess *session, r *daemonv1.CommandResult) error {
+	id, err := uuid.Parse(r.GetCommandId())
+	if err != nil {
+		return nil
+	}
+	scrub.Message(r)
+	success, errText := r.GetSuccess(), r.GetError()
+	var result []byte
+	if r.GetResult() != nil {
+		if result, err = protojson.Marshal(r.GetResult()); err != nil {
+			g.log.Warn("a command result cannot be encoded; recording the command as failed", "node_id", sess.node, "command_id", id, "err", err)
+			success, result, errText = false, nil, "the daemon's result cannot be stored: "+err.Error()
+		}
+	}
+	err = g.recordResult(ctx, sess, id, success, result, errText)
+	if unstorable(err) {
+		g.log.Warn("a command result cannot be stored; recording the command as failed", "node_id", sess.node, "command_id", id, "err", err)
+		err = g.recordResult(ctx, sess, id, false, nil, "the daemon's result cannot be stored (PostgreSQL refused it, SQLSTATE "+sqlState(err)+")")
+	}
+	return err
+}
+
+// recordResult finishes a command with its event.
+func (g *Gateway) recordResult(ctx context.Context, sess *session, id uuid.UUID, success bool, result []byte, errText string) error {
+	state := "failed"
+	if success {
+		state = "succeeded"
+	}
+	// The result and its event commit together: a crash between them would lose the event for
+	// good, since the repeated result then finds the command finished.
+	return pgx.BeginFunc(ctx, g.opts.Pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		c, err := q.FinishCommand(ctx, db.FinishCommandParams{NodeID: sess.node, ID: id, State: state, Result: result, Error: errText})
+		if isNoRows(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("finish command %s: %w", id, err)
+		}
+		payload, err := encodePayload(commandFinished{ID: id, NodeID: sess.node, Type: c.Type})
+		if err != nil {
+			return err
+		}
+		return q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
+			TenantID: c.TenantID, Type: "command." + state, Subject: "command/" + id.String(), Payload: payload,
+		})
+	})
+}
+
+// event puts a daemon's event in the outbox. A malformed event (a type that is not
+// dot-separated identifiers, data that cannot be encoded or stored) is logged and dropped, not
+// fatal to the session.
+func (g *Gateway) event(ctx context.Context, q *db.Queries, sess *session, e *daemonv1.Event) error {
+	scrub.Message(e)
+	if !validEventType(e.GetType()) {
+		g.log.Warn("an event with a malformed type was dropped", "node_id", sess.node, "type_bytes", len(e.GetType()))
+		return nil
+	}
+	data, err := protojson.Marshal(e.GetData())
+	if err == nil {
+		err = q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
+			TenantID: sess.tenant, Type: "node." + e.GetType(), Subject: "node/" + sess.node.String(), Payload: data,
+		})
+		if !unstorable(err) {
+			return err
+		}
+	}
+	g.log.Warn("an event that cannot be stored was dropped", "node_id", sess.node, "type", e.GetType(), "err", err)
+	return nil
+}
+
+// add registers a session, superseding this gateway's older session of the node.
+func (g *Gateway) add(s *session) {
+	g.mu.Lock()
+	old := g.sessions[s.node]
+	g.sessions[s.node] = s
+	g.mu.Unlock()
+	if old != nil {
+		old.end("superseded by a newer session")
+	}
+}
+
+func (g *Gateway) remove(s *session) {
+	g.mu.Lock()
+	if g.sessions[s.node] == s {
+		delete(g.sessions, s.node)
+	}
+	g.mu.Unlock()
+}
+
+func (g *Gateway) lookup(node uuid.UUID) *session {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.sessions[node]
+}
+
+// end ends a node's session on this gateway; sessionID "" matches any.
+func (g *Gateway) end(node uuid.UUID, sessionID, reason string) {
+	if s := g.lookup(node); s != nil && (sessionID == "" || s.id == sessionID) {
+		s.end(reason)
+	}
+}
+
+func (g *Gateway) endAll(reason string) {
+	g.mu.Lock()
+	all := make([]*session, 0, len(g.sessions))
+	for _, s := range g.sessions {
+		all = append(all, s)
+	}
+	g.mu.Unlock()
+	for _, s := range all {
+		s.end(reason)
+	}
+}
+
+func (g *Gateway) beat(node uuid.UUID, at time.Time) {
+	g.beatsMu.Lock()
+	g.beats[node] = at
+	g.beatsMu.Unlock()
+}
+
+func onceReason(s *session, cancel context.CancelFunc) func(string) {
+	return func(reason string) {
+		s.once.Do(func() {
+			s.mu.Lock()
+			s.reason = reason
+			s.mu.Unlock()
+			close(s.ended)
+			cancel()
+		})
+	}
+}
+
+func newSessionID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// maxClockSkew is the difference between a daemon's clock and the gateway's past which the
+// gateway warns: certificates are backdated by minutes, but logs and results get confusing.
+const maxClockSkew = 30 * time.Second
+
+// clockSkew is how far the daemon's clock, sent in its hello, was ahead of the gateway's when
+// the stream opened; zero when the hello carries no time.
+func clockSkew(h *daemonv1.Hello, opened time.Time) time.Duration {
+	if h.GetTime() == nil {
+		return 0
+	}
+	return h.GetTime().AsTime().Sub(opened).Round(time.Millisecond)
+}

@@ -1,0 +1,376 @@
+// Package process runs the roles of one better-compute process, as its configuration names them:
+// `serve` and `dev` both end here, so a role runs the same way in production and on a laptop.
+package process
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/better-compute/better-compute/internal/config"
+	"github.com/better-compute/better-compute/internal/gateway"
+	"github.com/better-compute/better-compute/internal/metrics"
+	"github.com/better-compute/better-compute/internal/pki"
+	"github.com/better-compute/better-compute/internal/server"
+	"github.com/better-compute/better-compute/internal/server/iam"
+	"github.com/better-compute/better-compute/internal/server/secrets"
+	"github.com/better-compute/better-compute/internal/tracing"
+	"github.com/better-compute/better-compute/internal/workers"
+	"github.com/better-compute/better-compute/internal/workers/commandsweep"
+	"github.com/better-compute/better-compute/internal/workers/iamjobs"
+	"github.com/better-compute/better-compute/internal/workers/locks"
+	"github.com/better-compute/better-compute/internal/workers/metering"
+	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
+	"github.com/better-compute/better-compute/internal/workers/placer"
+	"github.com/better-compute/better-compute/internal/workers/reconcile"
+	"github.com/better-compute/better-compute/internal/workers/retention"
+	"github.com/better-compute/better-compute/internal/workers/sinks"
+)
+
+// Options configure a process.
+type Options struct {
+	Config *config.Config
+	// Pool is the migrated database.
+	Pool   *pgxpool.Pool
+	Logger *slog.Logger
+	// Reconcilers are the domain's reconcilers, run by the controllers and scheduler roles.
+	Reconcilers []reconcile.Registration
+	// OnListen, when set, is called once the API and the gateway accept connections, with the
+	// API's base URL and the gateway's address ("" when the role does not run).
+	OnListen func(apiURL, gatewayAddr string)
+	// Metrics is the process's metrics registry; one is made when nil.
+	Metrics *metrics.Registry
+}
+
+// Run starts the configured roles and blocks until ctx ends and they have all stopped. If a role
+// fails, the others are stopped and its error returned.
+func Run(ctx context.Context, opts Options) error {
+	cfg, log := opts.Config, opts.Logger
+	roles := cfg.RoleSet()
+	if _, err := iam.EnsureRootTenant(ctx, opts.Pool); err != nil {
+		return err
+	}
+	bundle, err := pki.Load(ctx, opts.Pool, cfg.Secret)
+	switch {
+	case errors.Is(err, pki.ErrNotInitialized):
+		if roles[config.RoleGateway] {
+			return fmt.Errorf("the gateway role needs the machine PKI: run `better-compute pki init --trust-domain <domain>` first")
+		}
+		log.Warn("the machine PKI is not initialised: nodes cannot join until `better-compute pki init` runs")
+		bundle = nil
+	case err != nil:
+		return err
+	}
+
+	// Observability first, so every role reports from its start; tracing stops (flushing the
+	// spans in flight) only after every role has stopped.
+	instance := workers.NewHolderID()
+	reg := opts.Metrics
+	if reg == nil {
+		reg = metrics.NewRegistry()
+	}
+	metrics.RegisterPool(reg, opts.Pool)
+	metrics.RegisterDatabase(reg, opts.Pool, metrics.DatabaseOptions{Logger: log})
+	roleNames := keys(roles)
+	slices.Sort(roleNames)
+	stopTracing, err := tracing.Setup(ctx, tracing.Options{
+		Endpoint: cfg.Otel.Endpoint, SampleRatio: cfg.Otel.SampleRatio, Roles: roleNames, InstanceID: instance,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			log.Warn("flush traces", "err", err)
+		}
+	}()
+	if tracing.Enabled() {
+		log.Info("tracing on", "endpoint", cfg.Otel.Endpoint, "sample_ratio", cfg.Otel.SampleRatio)
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	fail := func(role string, err error) {
+		if err != nil {
+			cancel(fmt.Errorf("%s: %w", role, err))
+		}
+	}
+	var apiURL, gatewayAddr string
+
+	if roles[config.RoleGateway] {
+		gw, ln, control, err := newGateway(cfg, opts.Pool, bundle, reg, log)
+		if err != nil {
+			return err
+		}
+		gatewayAddr = ln.Addr().String()
+		wg.Go(func() { fail("gateway", gw.Serve(ctx, ln)) })
+		wg.Go(func() { fail("gateway control API", gw.ServeControl(ctx, control, bundle, hostOf(control.Addr()))) })
+	}
+	// The notifier lets the API and the reconcilers poke gateways after a commit.
+	var notifier *gateway.Notifier
+	if bundle != nil {
+		if notifier, err = gateway.NewNotifier(opts.Pool, bundle, log); err != nil {
+			return err
+		}
+		defer notifier.Wait()
+	}
+	var local *reconcile.Runtime
+	if workerRoles := workerRoles(roles); len(workerRoles) > 0 {
+		rt := workers.New(workers.Options{
+			Pool: opts.Pool, Roles: workerRoles, Logger: log, HolderID: instance,
+			Reconcilers: append(reconcilers(opts.Pool, notifier, log), opts.Reconcilers...),
+			Jobs:        jobs(cfg, opts.Pool, log),
+			Loops:       loops(cfg, opts.Pool, log),
+		})
+		local = rt.Reconcilers()
+		log.Info("worker roles starting", "roles", strings.Join(keys(workerRoles), ","), "holder", rt.Holder().ID)
+		wg.Go(func() { rt.Run(ctx) })
+	}
+	waker := reconcile.NewWaker(opts.Pool, local, log)
+	wg.Go(func() { waker.Run(ctx) })
+	if roles[config.RoleAPI] {
+		var n server.Notifier
+		if notifier != nil {
+			n = notifier
+		}
+		api, err := newAPI(cfg, opts.Pool, bundle, n, waker, reg, log)
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+		if err != nil {
+			return fmt.Errorf("api: listen: %w", err)
+		}
+		apiURL = "http://" + displayAddr(ln.Addr()) + api.BasePath()
+		log.Info("api listening", "url", apiURL, "methods", len(api.Registry().Methods()))
+		wg.Go(func() { fail("api", server.Serve(ctx, ln, api, log, httpLimits(cfg.Limits))) })
+	}
+	// With metrics.listen set, the metrics are served there only, off the API's port.
+	if cfg.Metrics.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			return fmt.Errorf("metrics: listen: %w", err)
+		}
+		log.Info("metrics listening", "url", "http://"+displayAddr(ln.Addr())+"/metrics")
+		wg.Go(func() { fail("metrics", server.Serve(ctx, ln, metricsHandler(reg), log, httpLimits(cfg.Limits))) })
+	}
+	if opts.OnListen != nil {
+		opts.OnListen(apiURL, gatewayAddr)
+	}
+	<-ctx.Done()
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// httpLimits are the limits of the API's and the metrics listener's http.Server.
+func httpLimits(l config.Limits) server.HTTPLimits {
+	return server.HTTPLimits{
+		ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout,
+		IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.HeaderBytes,
+	}
+}
+
+// metricsHandler serves metrics.listen: /metrics, and /healthz for probes.
+func metricsHandler(reg *metrics.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", reg.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier server.Notifier, waker server.Waker, reg *metrics.Registry, log *slog.Logger) (*server.Server, error) {
+	var gateways []string
+	if cfg.Gateway.PublicEndpoint != "" {
+		gateways = []string{cfg.Gateway.PublicEndpoint}
+	}
+	trustDomain := cfg.TrustDomain
+	if bundle != nil {
+		trustDomain = bundle.TrustDomain()
+	}
+	return server.New(server.Options{
+		Pool: pool, Secret: cfg.Secret, BasePath: cfg.BasePath, BaseURL: cfg.BaseURL,
+		TrustDomain: trustDomain, GatewayEndpoints: gateways, Logger: log, Notifier: notifier,
+		WebhooksAllowPrivate: cfg.Webhooks.AllowPrivate, Metrics: reg, Waker: waker,
+		MetricsElsewhere: cfg.Metrics.Listen != "", MaxRequestBytes: cfg.Limits.RequestBytes, RateLimits: rateLimits(cfg.RateLimits),
+		CORS: server.CORSOptions{AllowedOrigins: cfg.CORS.AllowedOrigins, AllowCredentials: cfg.CORS.AllowCredentials},
+	})
+}
+
+// newGateway prepares the gateway role: its listeners, and a serving certificate issued from the
+// PKI for the gateway's names (every process holds the deployment secret, so it can).
+func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg *metrics.Registry, log *slog.Logger) (*gateway.Gateway, net.Listener, net.Listener, error) {
+	secretSealer, err := secrets.NewSealer(cfg.Secret)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("gateway: %w", err)
+	}
+	id := workers.NewHolderID()
+	ln, err := net.Listen("tcp", cfg.Gateway.Listen)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("gateway: listen: %w", err)
+	}
+	control, err := net.Listen("tcp", cfg.Gateway.ControlListen)
+	if err != nil {
+		ln.Close()
+		return nil, nil, nil, fmt.Errorf("gateway control API: listen: %w", err)
+	}
+	var dns []string
+	var ips []net.IP
+	for _, h := range []string{hostOf(ln.Addr()), endpointHost(cfg.Gateway.PublicEndpoint)} {
+		if ip := net.ParseIP(h); ip != nil {
+			ips = append(ips, ip)
+		} else if h != "" {
+			dns = append(dns, h)
+		}
+	}
+	certPEM, keyPEM, err := bundle.IssueGateway(cfg.Gateway.Region, id, dns, ips)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("gateway: issue serving certificate: %w", err)
+	}
+	tlsCert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("gateway: serving certificate: %w", err)
+	}
+	gw := gateway.New(gateway.Options{
+		Pool: pool, Authority: bundle, ID: id, Region: cfg.Gateway.Region, Certificate: tlsCert, Secrets: secretSealer,
+		ControlURL: "https://" + net.JoinHostPort(hostOf(control.Addr()), strconv.Itoa(control.Addr().(*net.TCPAddr).Port)),
+		Logger:     log, Metrics: reg,
+		TenantNodes: cfg.RateLimits.Tenant.Nodes,
+		Limits: gateway.Limits{
+			RequestBytes: cfg.Limits.DaemonRequestBytes, HelloBytes: cfg.Limits.DaemonHelloBytes,
+			ResultBytes: cfg.Limits.DaemonResultBytes, EventBytes: cfg.Limits.DaemonEventBytes,
+			HeaderBytes: cfg.Limits.HeaderBytes, ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
+			IdleTimeout: cfg.Limits.IdleTimeout,
+		},
+	})
+	return gw, ln, control, nil
+}
+
+// reconcilers are the domain's reconcilers: node life cycle and NodeSpec (controllers), and the
+// capacity placer (scheduler).
+func reconcilers(pool *pgxpool.Pool, notifier *gateway.Notifier, log *slog.Logger) []reconcile.Registration {
+	opts := nodecontrol.Options{
+		ActiveLeases: func(ctx context.Context, node uuid.UUID) (int, error) { return placer.ActiveLeases(ctx, pool, node) },
+		Logger:       log,
+	}
+	if notifier != nil {
+		opts.Notifier = notifier
+	}
+	return append(nodecontrol.Reconcilers(pool, opts), placer.Registration(pool, placer.Options{Logger: log}))
+}
+
+// jobs are the singleton jobs of the worker roles.
+func jobs(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) map[string][]locks.Job {
+	return map[string][]locks.Job{
+		workers.RoleControllers: {
+			commandsweep.Sweeper(pool, commandsweep.SweeperOptions{Logger: log}),
+			retention.Job(pool, retention.Options{Retention: cfg.Retention, Logger: log}),
+			// A node that goes silent puts its leases at risk; they are placed again when it
+			// returns.
+			nodecontrol.LivenessJob(pool, nodecontrol.LivenessOptions{OnOffline: placer.MarkAtRisk, OnOnline: placer.MarkPlaced, Logger: log}),
+			metering.Job(pool, metering.Options{Logger: log}),
+		},
+		workers.RoleIAM: iamjobs.Jobs(pool, iamjobs.Options{Logger: log}),
+	}
+}
+
+// loops are the worker roles' long-running parts that manage their own leases.
+func loops(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) map[string][]func(context.Context, *locks.Holder) {
+	return map[string][]func(context.Context, *locks.Holder){
+		workers.RoleSinks: {func(ctx context.Context, h *locks.Holder) {
+			sealer, err := sinks.NewSealer(cfg.Secret)
+			if err == nil {
+				r := cfg.Webhooks.Retry
+				err = sinks.Run(ctx, h, pool, sinks.Options{Sealer: sealer, AllowPrivate: cfg.Webhooks.AllowPrivate, Logger: log,
+					MinBackoff: r.MinBackoff, MaxBackoff: r.MaxBackoff, GiveUpAfter: r.GiveUpAfter, MaxDeadLetters: r.MaxDeadLetters})
+			}
+			if err != nil {
+				log.Error("sinks role stopped", "err", err)
+			}
+		}},
+	}
+}
+
+func workerRoles(roles map[string]bool) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range []string{workers.RoleControllers, workers.RoleScheduler, workers.RoleSinks, workers.RoleIAM} {
+		if roles[r] {
+			out[r] = true
+		}
+	}
+	return out
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// NewLogger builds the process logger from the configuration: JSON or text, at its level. A
+// line logged inside a span carries its trace_id and span_id.
+func NewLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(strings.ToUpper(c.Level))) // validated by config
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
+	if c.Format == "text" {
+		h = slog.NewTextHandler(w, opts)
+	}
+	return slog.New(tracing.LogHandler(h))
+}
+
+// displayAddr turns a listener address into one a browser can open: an unspecified host
+// becomes loopback.
+func displayAddr(a net.Addr) string {
+	return net.JoinHostPort(hostOf(a), strconv.Itoa(a.(*net.TCPAddr).Port))
+}
+
+// hostOf is the host other processes reach a listener at: an unspecified address becomes this
+// machine's name, loopback stays loopback.
+func hostOf(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return ""
+	}
+	if tcp.IP.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil {
+			return h
+		}
+		return "127.0.0.1"
+	}
+	return tcp.IP.String()
+}
+
+func endpointHost(endpoint string) string {
+	h, _, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return endpoint
+	}
+	return h
+}

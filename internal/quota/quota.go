@@ -1,0 +1,217 @@
+// Package quota holds the per-tenant caps on what a tenant can create: live nodes, usable join
+// tokens, pools, principals, working API keys, webhooks, and commands a minute. The caps are
+// deployment defaults from the configuration (rateLimits.tenant.*), the same for every tenant.
+//
+// A create checks its cap inside the transaction that inserts the row: Check takes a
+// transaction-scoped advisory lock on (cap, tenant), then counts, so concurrent creates in one
+// tenant queue on the lock and the second one counts the first one's row; two of them can never
+// both pass. A refusal is ResourceExhausted naming the configuration key of the cap.
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+
+	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/apierr"
+)
+
+// Limit names one cap; its configuration key is rateLimits.tenant.<name>.
+type Limit string
+
+// The caps.
+const (
+	Nodes             Limit = "nodes"
+	JoinTokens        Limit = "joinTokens"
+	Pools             Limit = "pools"
+	Principals        Limit = "principals"
+	APIKeys           Limit = "apiKeys"
+	Webhooks          Limit = "webhooks"
+	CommandsPerMinute Limit = "commandsPerMinute"
+)
+
+// Key is the cap's configuration key, which refusals name.
+func (l Limit) Key() string { return "rateLimits.tenant." + string(l) }
+
+// The default caps, for a zero field of Limits (and the configuration's defaults): no tenant is
+// ever uncapped.
+const (
+	DefaultNodes             = 10_000
+	DefaultJoinTokens        = 1_000
+	DefaultPools             = 1_000
+	DefaultPrincipals        = 1_000
+	DefaultAPIKeys           = 1_000
+	DefaultWebhooks          = 20
+	DefaultCommandsPerMinute = 6_000
+)
+
+// Limits are the caps of every tenant. A zero (or negative) field takes its default.
+type Limits struct {
+	// Nodes caps the tenant's nodes that are neither revoked nor retired (checked at join).
+	Nodes int
+	// JoinTokens caps the tenant's join tokens that can still be used: not revoked, expired or
+	// used up.
+	JoinTokens int
+	// Pools caps the tenant's pools.
+	Pools int
+	// Principals caps the tenant's users and service accounts.
+	Principals int
+	// APIKeys caps the tenant's API keys that have not expired.
+	APIKeys int
+	// Webhooks caps the tenant's webhooks.
+	Webhooks int
+	// CommandsPerMinute caps the commands the tenant created in the last minute, counting the
+	// ones a create would add (a selector may address many nodes).
+	CommandsPerMinute int
+}
+
+// Of returns the cap named by limit, its default when the field is zero.
+func (l Limits) Of(limit Limit) int {
+	v, def := 0, 0
+	switch limit {
+	case Nodes:
+		v, def = l.Nodes, DefaultNodes
+	case JoinTokens:
+		v, def = l.JoinTokens, DefaultJoinTokens
+	case Pools:
+		v, def = l.Pools, DefaultPools
+	case Principals:
+		v, def = l.Principals, DefaultPrincipals
+	case APIKeys:
+		v, def = l.APIKeys, DefaultAPIKeys
+	case Webhooks:
+		v, def = l.Webhooks, DefaultWebhooks
+	case CommandsPerMinute:
+		v, def = l.CommandsPerMinute, DefaultCommandsPerMinute
+	default:
+		panic(fmt.Sprintf("quota: unknown cap %q", string(limit)))
+	}
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+type limitsKey struct{}
+
+// WithLimits returns ctx carrying the deployment's caps. The API's guard attaches them to every
+// call, so handlers check caps without each being configured with them.
+func WithLimits(ctx context.Context, l Limits) context.Context {
+	return context.WithValue(ctx, limitsKey{}, l)
+}
+
+// LimitsFrom returns the caps ctx carries: the defaults when it carries none.
+func LimitsFrom(ctx context.Context) Limits {
+	l, _ := ctx.Value(limitsKey{}).(Limits)
+	return l
+}
+
+// Check refuses, with ResourceExhausted, a create in tenant that would take it over the cap
+// that ctx carries (see WithLimits) for limit; adding is how many the create makes. q must run
+// in the create's transaction, before its insert.
+func Check(ctx context.Context, q *db.Queries, tenant uuid.UUID, limit Limit, adding int) error {
+	return CheckMax(ctx, q, tenant, limit, LimitsFrom(ctx).Of(limit), adding)
+}
+
+// CheckMax is Check with the cap given: most, or limit's default when most is zero or negative.
+func CheckMax(ctx context.Context, q *db.Queries, tenant uuid.UUID, limit Limit, most, adding int) error {
+	if most <= 0 {
+		most = Limits{}.Of(limit)
+	}
+	if err := q.LockTenantLimit(ctx, db.LockTenantLimitParams{LimitName: string(limit), TenantID: tenant}); err != nil {
+		return fmt.Errorf("lock tenant cap %s: %w", limit, err)
+	}
+	if limit == CommandsPerMinute {
+		return checkCommands(ctx, q, tenant, most, adding)
+	}
+	n, err := count(ctx, q, tenant, limit)
+	if err != nil {
+		return fmt.Errorf("count for tenant cap %s: %w", limit, err)
+	}
+	if n+int64(adding) > int64(most) {
+		return &apierr.Error{Code: connect.CodeResourceExhausted, Msg: fmt.Sprintf(
+			"%s: the tenant has %d %s and may have at most %d; remove some first", limit.Key(), n, noun(limit), most)}
+	}
+	return nil
+}
+
+func count(ctx context.Context, q *db.Queries, tenant uuid.UUID, limit Limit) (int64, error) {
+	switch limit {
+	case Nodes:
+		return q.CountTenantNodes(ctx, tenant)
+	case JoinTokens:
+		return q.CountTenantJoinTokens(ctx, tenant)
+	case Pools:
+		return q.CountTenantPools(ctx, tenant)
+	case Principals:
+		return q.CountTenantPrincipals(ctx, tenant)
+	case APIKeys:
+		return q.CountTenantAPIKeys(ctx, tenant)
+	case Webhooks:
+		return q.CountWebhooks(ctx, tenant)
+	}
+	return 0, errors.New("unknown cap")
+}
+
+// clockSlack widens the command window's id bound: ids carry the API's clock, the window the
+// database's.
+const clockSlack = time.Minute
+
+// checkCommands refuses commands over the per-minute cap, telling the caller in Retry-After
+// when the oldest command of the window leaves it.
+func checkCommands(ctx context.Context, q *db.Queries, tenant uuid.UUID, most, adding int) error {
+	row, err := q.CountTenantRecentCommands(ctx, db.CountTenantRecentCommandsParams{
+		TenantID: tenant, SinceID: uuidV7Floor(time.Now().Add(-time.Minute - clockSlack)),
+	})
+	if err != nil {
+		return fmt.Errorf("count for tenant cap %s: %w", CommandsPerMinute, err)
+	}
+	if row.N+int64(adding) <= int64(most) {
+		return nil
+	}
+	msg := fmt.Sprintf("%s: the tenant created %d commands in the last minute and this call adds %d; at most %d a minute",
+		CommandsPerMinute.Key(), row.N, adding, most)
+	if adding > most {
+		return &apierr.Error{Code: connect.CodeResourceExhausted, Msg: msg + "; address fewer nodes"}
+	}
+	cerr := connect.NewError(connect.CodeResourceExhausted, errors.New(msg))
+	cerr.Meta().Set("Retry-After", strconv.Itoa(max(1, int(row.RetryAfterSeconds))))
+	return cerr
+}
+
+// uuidV7Floor is the smallest UUIDv7 of the millisecond t: every id made at t or later sorts
+// at or after it.
+func uuidV7Floor(t time.Time) uuid.UUID {
+	var u uuid.UUID
+	ms := uint64(t.UnixMilli())
+	for i := range 6 {
+		u[i] = byte(ms >> (40 - 8*i))
+	}
+	u[6] = 0x70 // version 7, zero random bits
+	u[8] = 0x80 // RFC 4122 variant
+	return u
+}
+
+func noun(l Limit) string {
+	switch l {
+	case Nodes:
+		return "nodes"
+	case JoinTokens:
+		return "usable join tokens"
+	case Pools:
+		return "pools"
+	case Principals:
+		return "principals"
+	case APIKeys:
+		return "unexpired API keys"
+	case Webhooks:
+		return "webhooks"
+	}
+	return string(l)
+}

@@ -1,0 +1,542 @@
+// Package leases implements bettercompute.leases.v1.LeasesService: leases of capacity from
+// the pools of the caller's tenant (called pool leases in the code, to tell them from the
+// workers' leases). leases/create admits a lease in one transaction: the pool's members must be
+// able to hold it at all, and the tenant's pending and running leases in the pool must stay
+// within its quota; the placer (workers/placer) then binds it to nodes and devices. Other
+// tenants' leases are simply not found.
+package leases
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/better-compute/better-compute/gen/db"
+	leasesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1/leasesv1connect"
+	"github.com/better-compute/better-compute/internal/apierr"
+	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/server/admission"
+	"github.com/better-compute/better-compute/internal/server/page"
+	"github.com/better-compute/better-compute/internal/workers/placer"
+	"github.com/better-compute/better-compute/internal/workers/reconcile"
+)
+
+// Limits of a lease.
+const (
+	MaxDuration    = 366 * 24 * time.Hour
+	maxTolerations = 20
+	maxTaintPart   = 253
+)
+
+// Waker wakes reconcilers after a commit (*reconcile.Waker); without one the placer finds new
+// leases within a second.
+type Waker interface{ Wake(kind string) }
+
+// Service answers LeasesService calls.
+type Service struct {
+	pool  *pgxpool.Pool
+	admit *admission.Admitter
+	waker Waker
+}
+
+var _ leasesv1connect.LeasesServiceHandler = (*Service)(nil)
+
+// New returns the service; waker may be nil.
+func New(pool *pgxpool.Pool, admit *admission.Admitter, waker Waker) *Service {
+	return &Service{pool: pool, admit: admit, waker: waker}
+}
+
+// poke queues the placer for a pool after a commit and wakes it. It runs outside the call's
+// transaction on purpose: every leases/create of a pool would otherwise queue on the lock of the
+// pool's one queue row until its commit. A lost poke only delays placement until the placer's
+// resync.
+func (s *Service) poke(ctx context.Context, poolID uuid.UUID) {
+	if err := reconcile.Enqueue(context.WithoutCancel(ctx), db.New(s.pool), placer.Kind, poolID.String()); err != nil {
+		return // the resync finds the pool
+	}
+	if s.waker != nil {
+		s.waker.Wake(placer.Kind)
+	}
+}
+
+func validateTolerations(in []*leasesv1.Toleration) ([]placer.Toleration, error) {
+	if len(in) > maxTolerations {
+		return nil, apierr.InvalidArgument("tolerations", "at most %d", maxTolerations)
+	}
+	out := make([]placer.Toleration, 0, len(in))
+	for i, t := range in {
+		field := fmt.Sprintf("tolerations[%d]", i)
+		switch t.GetOperator() {
+		case "", "Equal":
+			if t.GetKey() == "" {
+				return nil, apierr.InvalidArgument(field+".key", "is required unless the operator is Exists")
+			}
+		case "Exists":
+			if t.GetValue() != "" {
+				return nil, apierr.InvalidArgument(field+".value", "must be empty with the operator Exists")
+			}
+		default:
+			return nil, apierr.InvalidArgument(field+".operator", "must be Equal or Exists, got %q", t.GetOperator())
+		}
+		switch t.GetEffect() {
+		case "", "NoSchedule", "PreferNoSchedule", "NoExecute":
+		default:
+			return nil, apierr.InvalidArgument(field+".effect", "must be empty, NoSchedule, PreferNoSchedule or NoExecute, got %q", t.GetEffect())
+		}
+		if len(t.GetKey()) > maxTaintPart || len(t.GetValue()) > maxTaintPart {
+			return nil, apierr.InvalidArgument(field, "key and value must be at most %d characters", maxTaintPart)
+		}
+		out = append(out, placer.Toleration{Key: t.GetKey(), Operator: t.GetOperator(), Value: t.GetValue(), Effect: t.GetEffect()})
+	}
+	return out, nil
+}
+
+// Create admits a pending lease.
+func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*leasesv1.CreateResponse, error) {
+	poolID, err := apierr.ParseID("pool_id", req.GetPoolId())
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case req.GetGpus() < 0:
+		return nil, apierr.InvalidArgument("gpus", "must not be negative")
+	case req.GetCpus() < 0:
+		return nil, apierr.InvalidArgument("cpus", "must not be negative")
+	case req.GetMemoryBytes() < 0:
+		return nil, apierr.InvalidArgument("memory_bytes", "must not be negative")
+	case req.GetGpus() == 0 && req.GetCpus() == 0 && req.GetMemoryBytes() == 0:
+		return nil, apierr.InvalidArgument("gpus", "ask for GPUs, or for CPUs and memory")
+	case req.GetGpus() > 0 && (req.GetCpus() > 0 || req.GetMemoryBytes() > 0):
+		return nil, apierr.InvalidArgument("cpus", "a lease takes GPUs, or CPUs and memory, not both")
+	case req.GetGpus() == 0 && req.GetGpuModel() != "":
+		return nil, apierr.InvalidArgument("gpu_model", "only goes with gpus")
+	}
+	d, err := duration("duration", req.GetDuration())
+	if err != nil {
+		return nil, err
+	}
+	tols, err := validateTolerations(req.GetTolerations())
+	if err != nil {
+		return nil, err
+	}
+	var resID *uuid.UUID
+	if req.GetReservationId() != "" {
+		id, err := apierr.ParseID("reservation_id", req.GetReservationId())
+		if err != nil {
+			return nil, err
+		}
+		resID = &id
+	}
+	p := auth.Caller(ctx)
+	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.CreateResponse, error) {
+		if _, err := tx.Q.GetPool(ctx, db.GetPoolParams{TenantID: p.TenantID, ID: poolID}); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil, apierr.FailedPreconditionField("pool_id", "the tenant has no pool %s", poolID)
+			}
+			return nil, err
+		}
+		model, err := s.admitShape(ctx, tx.Q, poolID, req)
+		if err != nil {
+			return nil, err
+		}
+		if resID != nil {
+			r, err := tx.Q.GetReservation(ctx, db.GetReservationParams{TenantID: p.TenantID, ID: *resID})
+			switch {
+			case errors.Is(err, pgx.ErrNoRows) || (err == nil && r.PoolID != poolID):
+				return nil, apierr.FailedPreconditionField("reservation_id", "the pool has no reservation %s", *resID)
+			case err != nil:
+				return nil, err
+			case r.State != "active":
+				return nil, apierr.FailedPreconditionField("reservation_id", "reservation %s is %s", *resID, r.State)
+			case !r.EndsAt.After(time.Now()):
+				return nil, apierr.FailedPreconditionField("reservation_id", "reservation %s ended at %s", *resID, r.EndsAt.UTC().Format(time.RFC3339))
+			}
+		}
+		if err := checkQuota(ctx, tx.Q, p.TenantID, poolID, req); err != nil {
+			return nil, err
+		}
+		tolJSON, err := encodeTolerations(tols)
+		if err != nil {
+			return nil, err
+		}
+		id := uuid.Must(uuid.NewV7())
+		row, err := tx.Q.CreatePoolLease(ctx, db.CreatePoolLeaseParams{
+			ID: id, TenantID: p.TenantID, PoolID: poolID, PrincipalID: &p.ID, ReservationID: resID,
+			Gpus: req.GetGpus(), GpuModel: model, Cpus: req.GetCpus(), MemoryBytes: req.GetMemoryBytes(),
+			Spread: req.GetSpread(), Tolerations: tolJSON, DurationMs: d.Milliseconds(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		tx.Target("lease", id)
+		if err := tx.Emit(p.TenantID, placer.EventCreated, placer.Subject(id), placer.EventData{
+			ID: id.String(), PoolID: poolID.String(), State: placer.StatePending,
+		}); err != nil {
+			return nil, err
+		}
+		return &leasesv1.CreateResponse{Lease: toProto(row, nil)}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.poke(ctx, poolID)
+	return res, nil
+}
+
+// admitShape checks that the pool's members could hold the lease at all, and returns the GPU
+// model it will run on (the pool's only model when the request names none).
+func (s *Service) admitShape(ctx context.Context, q *db.Queries, poolID uuid.UUID, req *leasesv1.CreateRequest) (string, error) {
+	if req.GetGpus() == 0 {
+		caps, err := q.PoolNodeCapacity(ctx, []uuid.UUID{poolID})
+		if err != nil {
+			return "", err
+		}
+		var c db.PoolNodeCapacityRow
+		if len(caps) == 1 {
+			c = caps[0]
+		}
+		if int64(req.GetCpus()) > c.MaxNodeCpus {
+			return "", apierr.FailedPreconditionField("cpus", "no node of the pool has %d CPUs (the most is %d)", req.GetCpus(), c.MaxNodeCpus)
+		}
+		if req.GetMemoryBytes() > c.MaxNodeMemoryBytes {
+			return "", apierr.FailedPreconditionField("memory_bytes", "no node of the pool has %d bytes of memory (the most is %d)", req.GetMemoryBytes(), c.MaxNodeMemoryBytes)
+		}
+		return "", nil
+	}
+	models, err := q.PoolGPUModels(ctx, poolID)
+	if err != nil {
+		return "", err
+	}
+	names := make([]string, len(models))
+	for i, m := range models {
+		names[i] = fmt.Sprintf("%q", m.Model)
+	}
+	model := req.GetGpuModel()
+	switch {
+	case len(models) == 0:
+		return "", apierr.FailedPreconditionField("gpus", "the pool has no GPUs")
+	case model == "" && len(models) > 1:
+		return "", apierr.InvalidArgument("gpu_model", "is required: the pool has %s", strings.Join(names, ", "))
+	case model == "":
+		model = models[0].Model
+	}
+	i := slices.IndexFunc(models, func(m db.PoolGPUModelsRow) bool { return m.Model == model })
+	if i < 0 {
+		return "", apierr.FailedPreconditionField("gpu_model", "the pool has no %q GPUs (it has %s)", model, strings.Join(names, ", "))
+	}
+	if int64(req.GetGpus()) > models[i].Total {
+		return "", apierr.FailedPreconditionField("gpus", "the pool has only %d %q GPUs", models[i].Total, model)
+	}
+	return model, nil
+}
+
+// checkQuota refuses a lease that would take the tenant's pending and running leases in the
+// pool past its quota. The quota row stays locked until the transaction ends, so concurrent
+// admissions against one quota cannot both slip under it.
+func checkQuota(ctx context.Context, q *db.Queries, tenant, poolID uuid.UUID, req *leasesv1.CreateRequest) error {
+	qt, err := q.LockPoolQuota(ctx, db.LockPoolQuotaParams{TenantID: tenant, PoolID: poolID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	used, err := q.ActivePoolLeaseTotals(ctx, db.ActivePoolLeaseTotalsParams{TenantID: tenant, PoolID: poolID})
+	if err != nil {
+		return err
+	}
+	over := func(field, what string, limit *int64, inUse, asked int64) error {
+		if limit != nil && inUse+asked > *limit {
+			return apierr.FailedPreconditionField(field, "the tenant's quota in the pool is %d %s; %d are pending or running, and this lease asks for %d", *limit, what, inUse, asked)
+		}
+		return nil
+	}
+	return errors.Join(
+		over("pool_id", "leases", widen(qt.MaxLeases), used.Leases, 1),
+		over("gpus", "GPUs", widen(qt.MaxGpus), used.Gpus, int64(req.GetGpus())),
+		over("cpus", "CPUs", widen(qt.MaxCpus), used.Cpus, int64(req.GetCpus())),
+		over("memory_bytes", "bytes of memory", qt.MaxMemoryBytes, used.MemoryBytes, req.GetMemoryBytes()),
+	)
+}
+
+func widen(v *int32) *int64 {
+	if v == nil {
+		return nil
+	}
+	w := int64(*v)
+	return &w
+}
+
+func duration(field string, d *durationpb.Duration) (time.Duration, error) {
+	if d == nil {
+		return 0, apierr.InvalidArgument(field, "is required")
+	}
+	if err := d.CheckValid(); err != nil {
+		return 0, apierr.InvalidArgument(field, "%v", err)
+	}
+	v := d.AsDuration()
+	switch {
+	case v <= 0:
+		return 0, apierr.InvalidArgument(field, "must be positive, got %v", v)
+	case v < time.Millisecond:
+		return 0, apierr.InvalidArgument(field, "must be at least 1ms, got %v", v)
+	case v > MaxDuration:
+		return 0, apierr.InvalidArgument(field, "must be at most %v, got %v", MaxDuration, v)
+	}
+	return v.Truncate(time.Millisecond), nil
+}
+
+// Get returns a lease of the caller's tenant with what it holds.
+func (s *Service) Get(ctx context.Context, req *leasesv1.GetRequest) (*leasesv1.GetResponse, error) {
+	id, err := apierr.ParseID("id", req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	q := db.New(s.pool)
+	row, err := q.GetPoolLease(ctx, db.GetPoolLeaseParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
+	if err != nil {
+		return nil, apierr.NotFoundIfNoRows(err, "lease %s not found", id)
+	}
+	out, err := describe(ctx, q, []db.PoolLease{row})
+	if err != nil {
+		return nil, err
+	}
+	return &leasesv1.GetResponse{Lease: out[0]}, nil
+}
+
+// List lists the caller's tenant's leases, oldest first, optionally of one pool or state.
+func (s *Service) List(ctx context.Context, req *leasesv1.ListRequest) (*leasesv1.ListResponse, error) {
+	size, after, err := page.Of(req.GetPageSize(), req.GetPageToken(), uuid.Nil)
+	if err != nil {
+		return nil, err
+	}
+	params := db.ListPoolLeasesParams{TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1}
+	if req.GetPoolId() != "" {
+		id, err := apierr.ParseID("pool_id", req.GetPoolId())
+		if err != nil {
+			return nil, err
+		}
+		params.PoolID = &id
+	}
+	if st := req.GetState(); st != leasesv1.LeaseState_LEASE_STATE_UNSPECIFIED {
+		name, ok := stateNames[st]
+		if !ok {
+			return nil, apierr.InvalidArgument("state", "unknown state %v", st)
+		}
+		params.State = &name
+	}
+	q := db.New(s.pool)
+	rows, err := q.ListPoolLeases(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	rows, next := page.Next(rows, size, func(l db.PoolLease) uuid.UUID { return l.ID })
+	out, err := describe(ctx, q, rows)
+	if err != nil {
+		return nil, err
+	}
+	return &leasesv1.ListResponse{Leases: out, NextPageToken: next}, nil
+}
+
+// Extend adds to a lease's duration.
+func (s *Service) Extend(ctx context.Context, req *leasesv1.ExtendRequest) (*leasesv1.ExtendResponse, error) {
+	id, err := apierr.ParseID("id", req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	by, err := duration("by", req.GetBy())
+	if err != nil {
+		return nil, err
+	}
+	p := auth.Caller(ctx)
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.ExtendResponse, error) {
+		tx.Target("lease", id)
+		l, err := tx.Q.LockPoolLease(ctx, db.LockPoolLeaseParams{TenantID: p.TenantID, ID: id})
+		if err != nil {
+			return nil, apierr.NotFoundIfNoRows(err, "lease %s not found", id)
+		}
+		switch l.State {
+		case placer.StateReleased, placer.StateExpired, placer.StateFailed:
+			return nil, apierr.FailedPrecondition("lease %s has ended (%s)", id, l.State)
+		}
+		if time.Duration(l.DurationMs)*time.Millisecond+by > MaxDuration {
+			return nil, apierr.InvalidArgument("by", "the lease would run longer than %v", MaxDuration)
+		}
+		if l.EndsAt != nil {
+			newEnd := l.EndsAt.Add(by)
+			if l.ReservationID != nil {
+				r, err := tx.Q.GetReservation(ctx, db.GetReservationParams{TenantID: p.TenantID, ID: *l.ReservationID})
+				if err == nil && newEnd.After(r.EndsAt) {
+					return nil, apierr.FailedPreconditionField("by", "the lease's reservation ends at %s", r.EndsAt.UTC().Format(time.RFC3339))
+				}
+			}
+			blocking, err := tx.Q.ReservationsAgainstLease(ctx, db.ReservationsAgainstLeaseParams{
+				LeaseID: id, StartsAt: *l.EndsAt, EndsAt: newEnd, OwnReservationID: l.ReservationID,
+			})
+			if err != nil {
+				return nil, err
+			}
+			if len(blocking) > 0 {
+				b := blocking[0]
+				return nil, apierr.FailedPreconditionField("by", "a node the lease holds is reserved from %s (reservation %s of pool %s)",
+					b.StartsAt.UTC().Format(time.RFC3339), b.ID, b.PoolID)
+			}
+		}
+		row, err := tx.Q.ExtendPoolLease(ctx, db.ExtendPoolLeaseParams{ByMs: by.Milliseconds(), TenantID: p.TenantID, ID: id})
+		if err != nil {
+			return nil, apierr.NotFoundIfNoRows(err, "lease %s not found", id)
+		}
+		if err := tx.Emit(p.TenantID, placer.EventExtended, placer.Subject(id), placer.EventData{
+			ID: id.String(), PoolID: row.PoolID.String(), State: row.State, EndTime: row.EndsAt,
+		}); err != nil {
+			return nil, err
+		}
+		out, err := describe(ctx, tx.Q, []db.PoolLease{row})
+		if err != nil {
+			return nil, err
+		}
+		return &leasesv1.ExtendResponse{Lease: out[0]}, nil
+	})
+}
+
+// Release ends a lease now and frees what it holds.
+func (s *Service) Release(ctx context.Context, req *leasesv1.ReleaseRequest) (*leasesv1.ReleaseResponse, error) {
+	id, err := apierr.ParseID("id", req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	p := auth.Caller(ctx)
+	var poolID uuid.UUID
+	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.ReleaseResponse, error) {
+		tx.Target("lease", id)
+		l, err := tx.Q.LockPoolLease(ctx, db.LockPoolLeaseParams{TenantID: p.TenantID, ID: id})
+		if err != nil {
+			return nil, apierr.NotFoundIfNoRows(err, "lease %s not found", id)
+		}
+		poolID = l.PoolID
+		rows, err := placer.End(ctx, tx.Q, []uuid.UUID{id}, placer.StateReleased, "released by "+p.Name, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			if err := tx.Emit(p.TenantID, placer.EventReleased, placer.Subject(id), placer.EventData{
+				ID: id.String(), PoolID: r.PoolID.String(), State: placer.StateReleased, PreviousState: l.State, EndTime: r.EndedAt,
+			}); err != nil {
+				return nil, err
+			}
+		}
+		if l, err = tx.Q.GetPoolLease(ctx, db.GetPoolLeaseParams{TenantID: p.TenantID, ID: id}); err != nil {
+			return nil, err
+		}
+		out, err := describe(ctx, tx.Q, []db.PoolLease{l})
+		if err != nil {
+			return nil, err
+		}
+		return &leasesv1.ReleaseResponse{Lease: out[0]}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.poke(ctx, poolID) // what it held is free: pending leases may fit now
+	return res, nil
+}
+
+var stateNames = map[leasesv1.LeaseState]string{
+	leasesv1.LeaseState_LEASE_STATE_PENDING:  placer.StatePending,
+	leasesv1.LeaseState_LEASE_STATE_PLACED:   placer.StatePlaced,
+	leasesv1.LeaseState_LEASE_STATE_AT_RISK:  placer.StateAtRisk,
+	leasesv1.LeaseState_LEASE_STATE_RELEASED: placer.StateReleased,
+	leasesv1.LeaseState_LEASE_STATE_EXPIRED:  placer.StateExpired,
+	leasesv1.LeaseState_LEASE_STATE_FAILED:   placer.StateFailed,
+}
+
+func stateToProto(s string) leasesv1.LeaseState {
+	for k, v := range stateNames {
+		if v == s {
+			return k
+		}
+	}
+	return leasesv1.LeaseState_LEASE_STATE_UNSPECIFIED
+}
+
+func optionalTime(t *time.Time) *timestamppb.Timestamp {
+	if t == nil {
+		return nil
+	}
+	return timestamppb.New(*t)
+}
+
+// describe turns leases into their API form with what they hold, in one more statement.
+func describe(ctx context.Context, q *db.Queries, rows []db.PoolLease) ([]*leasesv1.Lease, error) {
+	ids := make([]uuid.UUID, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	allocs := map[uuid.UUID][]db.PoolLeaseAllocationsRow{}
+	if len(ids) > 0 {
+		as, err := q.PoolLeaseAllocations(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range as {
+			allocs[a.LeaseID] = append(allocs[a.LeaseID], a)
+		}
+	}
+	out := make([]*leasesv1.Lease, len(rows))
+	for i, r := range rows {
+		out[i] = toProto(r, allocs[r.ID])
+	}
+	return out, nil
+}
+
+func toProto(l db.PoolLease, allocs []db.PoolLeaseAllocationsRow) *leasesv1.Lease {
+	out := &leasesv1.Lease{
+		Id: l.ID.String(), TenantId: l.TenantID.String(), PoolId: l.PoolID.String(),
+		Gpus: l.Gpus, GpuModel: l.GpuModel, Cpus: l.Cpus, MemoryBytes: l.MemoryBytes, Spread: l.Spread,
+		Duration: durationpb.New(time.Duration(l.DurationMs) * time.Millisecond),
+		State:    stateToProto(l.State), Reason: l.Reason,
+		CreateTime: timestamppb.New(l.CreatedAt), PlaceTime: optionalTime(l.PlacedAt), EndTime: optionalTime(l.EndsAt),
+	}
+	if l.EndedAt != nil {
+		out.EndTime = timestamppb.New(*l.EndedAt)
+	}
+	if l.ReservationID != nil {
+		out.ReservationId = l.ReservationID.String()
+	}
+	for _, t := range decodeTolerations(l.Tolerations) {
+		out.Tolerations = append(out.Tolerations, &leasesv1.Toleration{Key: t.Key, Operator: t.Operator, Value: t.Value, Effect: t.Effect})
+	}
+	for _, a := range allocs {
+		pa := &leasesv1.Allocation{
+			NodeId: a.NodeID.String(), Hostname: a.Hostname, GpuIndex: a.DeviceIndex, GpuUuid: a.DeviceUuid,
+			GpuModel: a.Model, Cpus: a.Cpus, MemoryBytes: a.MemoryBytes,
+			StartTime: timestamppb.New(a.StartedAt), EndTime: optionalTime(a.EndedAt),
+		}
+		out.Allocations = append(out.Allocations, pa)
+	}
+	return out
+}
+
+func encodeTolerations(tols []placer.Toleration) ([]byte, error) {
+	if len(tols) == 0 {
+		return []byte("[]"), nil
+	}
+	return json.Marshal(tols)
+}
+
+func decodeTolerations(b []byte) []placer.Toleration {
+	var out []placer.Toleration
+	_ = json.Unmarshal(b, &out) // written by encodeTolerations
+	return out
+}

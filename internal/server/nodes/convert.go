@@ -1,0 +1,111 @@
+package nodes
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/better-compute/better-compute/gen/db"
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
+	nodework "github.com/better-compute/better-compute/internal/workers/nodecontrol"
+)
+
+func optionalTime(t *time.Time) *timestamppb.Timestamp {
+	if t == nil {
+		return nil
+	}
+	return timestamppb.New(*t)
+}
+
+// nodeToProto describes a node row joined with its session; the inventory only when asked.
+func nodeToProto(n db.ListNodesRow, withInventory bool) (*nodesv1.Node, error) {
+	labels, err := DecodeLabels(n.Labels)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	out := &nodesv1.Node{
+		Id: n.ID.String(), TenantId: n.TenantID.String(), Hostname: n.Hostname, Pool: n.Pool,
+		Labels: labels, State: n.State, DaemonVersion: n.DaemonVersion,
+		LastSeenTime: optionalTime(n.LastSeenAt), CertExpireTime: optionalTime(n.CertNotAfter),
+		Revoked: n.RevokedAt != nil, RevokeTime: optionalTime(n.RevokedAt),
+		CreateTime: timestamppb.New(n.CreatedAt), UpdateTime: timestamppb.New(n.UpdatedAt),
+	}
+	if n.JoinTokenID != nil {
+		out.JoinTokenId = *n.JoinTokenID
+	}
+	if n.SessionGateway != nil {
+		out.Connected = true
+		out.GatewayId = *n.SessionGateway
+		out.ConnectTime = optionalTime(n.SessionConnectedAt)
+	}
+	out.Online = n.Online
+	out.OnlineChangeTime = optionalTime(n.OnlineChangedAt)
+	out.StateChangeTime = optionalTime(n.StateChangedAt)
+	out.SpecGeneration, out.ObservedGeneration = n.SpecGeneration, n.ObservedGeneration
+	taints, err := nodework.DecodeTaints(n.Taints)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	out.Taints = taintsToProto(taints)
+	spec, err := nodework.DecodeSpec(n.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	if out.Spec, err = specToProto(spec); err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	conditions, err := nodework.DecodeConditions(n.Conditions)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	for _, c := range conditions {
+		out.Conditions = append(out.Conditions, &nodesv1.Condition{
+			Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message,
+			LastTransitionTime: timestamppb.New(c.LastTransitionTime), ObservedGeneration: c.ObservedGeneration,
+		})
+	}
+	if withInventory {
+		if out.Inventory, err = decodeInventory(n.Inventory); err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.ID, err)
+		}
+	}
+	return out, nil
+}
+
+// decodeInventory reads nodes.inventory, which the gateway writes as the protojson of the
+// daemon's bettercompute.daemon.v1.Inventory. Fields a newer daemon adds are ignored; an empty
+// inventory (before the first hello) is nil.
+func decodeInventory(b []byte) (*nodesv1.Inventory, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var inv daemonv1.Inventory
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, &inv); err != nil {
+		return nil, fmt.Errorf("decode inventory: %w", err)
+	}
+	if proto.Size(&inv) == 0 {
+		return nil, nil
+	}
+	return inventoryToProto(&inv), nil
+}
+
+func inventoryToProto(inv *daemonv1.Inventory) *nodesv1.Inventory {
+	out := &nodesv1.Inventory{
+		Hostname: inv.GetHostname(), Os: inv.GetOs(), Kernel: inv.GetKernel(), CpuModel: inv.GetCpuModel(),
+		Cpus: inv.GetCpus(), MemoryBytes: inv.GetMemoryBytes(),
+	}
+	for _, g := range inv.GetGpus() {
+		out.Gpus = append(out.Gpus, &nodesv1.Gpu{Index: g.GetIndex(), Model: g.GetModel(), MemoryBytes: g.GetMemoryBytes(), Uuid: g.GetUuid()})
+	}
+	for _, d := range inv.GetDisks() {
+		out.Disks = append(out.Disks, &nodesv1.Disk{Name: d.GetName(), SizeBytes: d.GetSizeBytes(), Model: d.GetModel()})
+	}
+	for _, n := range inv.GetNics() {
+		out.Nics = append(out.Nics, &nodesv1.Nic{Name: n.GetName(), Mac: n.GetMac(), SpeedMbps: n.GetSpeedMbps()})
+	}
+	return out
+}

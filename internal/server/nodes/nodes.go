@@ -1,0 +1,165 @@
+// Package nodes implements bettercompute.nodes.v1.NodesService: listing, reading, revoking,
+// labelling and changing the lifecycle state and spec of the nodes of the caller's tenant. Ids of
+// other tenants' nodes are simply not found. Changes enqueue the reconcilers of workers/nodes in
+// their transaction; those carry them out.
+package nodes
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/better-compute/better-compute/gen/db"
+	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
+	"github.com/better-compute/better-compute/internal/apierr"
+	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/server/admission"
+	"github.com/better-compute/better-compute/internal/server/page"
+	nodework "github.com/better-compute/better-compute/internal/workers/nodecontrol"
+)
+
+// RevocationNotifier learns of nodes revoked by a committed API call, so the gateways holding
+// their sessions can end them at once. It is an accelerator: gateways also poll for revoked
+// nodes, so a notification that is lost only delays the end of a session. NodesRevoked is
+// called on the request's goroutine after the commit, with a context that is not cancelled when
+// the caller goes away; it should return quickly (bounded by its own timeouts).
+type RevocationNotifier interface {
+	NodesRevoked(ctx context.Context, nodeIDs []uuid.UUID)
+}
+
+// Service answers NodesService calls.
+type Service struct {
+	pool     *pgxpool.Pool
+	admit    *admission.Admitter
+	notifier RevocationNotifier
+	wake     func(kind string)
+}
+
+var _ nodesv1connect.NodesServiceHandler = (*Service)(nil)
+
+// Option configures the service.
+type Option func(*Service)
+
+// WithWake has the service wake the reconcilers of a kind (workers/nodes.KindLifecycle or
+// KindSpec) after committing a change that enqueued nodes for it, for example with a
+// reconcile.Waker's Wake. Without it the reconcile workers find the keys within a second.
+func WithWake(wake func(kind string)) Option { return func(s *Service) { s.wake = wake } }
+
+// New returns the service. notifier may be nil.
+func New(pool *pgxpool.Pool, admit *admission.Admitter, notifier RevocationNotifier, opts ...Option) *Service {
+	s := &Service{pool: pool, admit: admit, notifier: notifier}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func (s *Service) wakeKind(kind string) {
+	if s.wake != nil {
+		s.wake(kind)
+	}
+}
+
+// nodeInTx describes a node of the caller's tenant as the transaction sees it.
+func (s *Service) nodeInTx(ctx context.Context, tx *admission.Tx, id uuid.UUID) (*nodesv1.Node, error) {
+	n, err := tx.Q.GetNodeWithSession(ctx, db.GetNodeWithSessionParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
+	if err != nil {
+		return nil, apierr.NotFoundIfNoRows(err, "node %s not found", id)
+	}
+	return nodeToProto(db.ListNodesRow(n), false)
+}
+
+// List lists the tenant's nodes, optionally only those whose labels include the selector's.
+func (s *Service) List(ctx context.Context, req *nodesv1.ListRequest) (*nodesv1.ListResponse, error) {
+	if err := ValidateLabels("label_selector", req.GetLabelSelector()); err != nil {
+		return nil, err
+	}
+	size, after, err := page.Of(req.GetPageSize(), req.GetPageToken(), uuid.Nil)
+	if err != nil {
+		return nil, err
+	}
+	params := db.ListNodesParams{TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1}
+	if len(req.GetLabelSelector()) > 0 {
+		params.Selector = EncodeLabels(req.GetLabelSelector())
+	}
+	rows, err := db.New(s.pool).ListNodes(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	rows, next := page.Next(rows, size, func(n db.ListNodesRow) uuid.UUID { return n.ID })
+	res := &nodesv1.ListResponse{NextPageToken: next}
+	for _, n := range rows {
+		pn, err := nodeToProto(n, false)
+		if err != nil {
+			return nil, err
+		}
+		res.Nodes = append(res.Nodes, pn)
+	}
+	return res, nil
+}
+
+// Get returns a node of the tenant with its inventory.
+func (s *Service) Get(ctx context.Context, req *nodesv1.GetRequest) (*nodesv1.GetResponse, error) {
+	id, err := apierr.ParseID("id", req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	n, err := db.New(s.pool).GetNodeWithSession(ctx, db.GetNodeWithSessionParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
+	if err != nil {
+		return nil, apierr.NotFoundIfNoRows(err, "node %s not found", id)
+	}
+	pn, err := nodeToProto(db.ListNodesRow(n), true)
+	if err != nil {
+		return nil, err
+	}
+	return &nodesv1.GetResponse{Node: pn}, nil
+}
+
+// Revoke revokes a node of the tenant; revoking a revoked node changes nothing. After the
+// commit, the notifier tells the gateways to end the node's session.
+func (s *Service) Revoke(ctx context.Context, req *nodesv1.RevokeRequest) (*nodesv1.RevokeResponse, error) {
+	id, err := apierr.ParseID("id", req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	p := auth.Caller(ctx)
+	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*nodesv1.RevokeResponse, error) {
+		tx.Target("node", id)
+		key := db.GetNodeWithSessionParams{TenantID: p.TenantID, ID: id}
+		n, err := tx.Q.GetNodeWithSession(ctx, key)
+		if err != nil {
+			return nil, apierr.NotFoundIfNoRows(err, "node %s not found", id)
+		}
+		if n.RevokedAt == nil {
+			if _, err := tx.Q.RevokeNode(ctx, db.RevokeNodeParams{TenantID: p.TenantID, ID: id}); err != nil {
+				return nil, apierr.NotFoundIfNoRows(err, "node %s not found", id)
+			}
+			if n, err = tx.Q.GetNodeWithSession(ctx, key); err != nil {
+				return nil, apierr.NotFoundIfNoRows(err, "node %s not found", id)
+			}
+			if err := tx.Emit(p.TenantID, "node.revoked", "node/"+id.String(),
+				map[string]string{"id": id.String(), "hostname": n.Hostname}); err != nil {
+				return nil, err
+			}
+			// A revoked node is no longer schedulable.
+			if err := nodework.Enqueue(ctx, tx.Q, nodework.KindLifecycle, id); err != nil {
+				return nil, err
+			}
+		}
+		pn, err := nodeToProto(db.ListNodesRow(n), false)
+		if err != nil {
+			return nil, err
+		}
+		return &nodesv1.RevokeResponse{Node: pn}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if s.notifier != nil {
+		// Also for a node revoked before: a session that outlived a lost notification ends now.
+		s.notifier.NodesRevoked(context.WithoutCancel(ctx), []uuid.UUID{id})
+	}
+	return res, nil
+}

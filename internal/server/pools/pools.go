@@ -1,0 +1,413 @@
+// Package pools implements bettercompute.pools.v1.PoolsService: the pools of the caller's
+// tenant, their membership (a label selector, explicit node ids, and the nodes that joined with
+// a join token naming the pool), their capacity computed from the members' inventories, and the
+// tenant's quota in each. Other tenants' pools are simply not found.
+package pools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/better-compute/better-compute/gen/db"
+	poolsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1/poolsv1connect"
+	"github.com/better-compute/better-compute/internal/apierr"
+	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/quota"
+	"github.com/better-compute/better-compute/internal/server/admission"
+	"github.com/better-compute/better-compute/internal/server/nodes"
+	"github.com/better-compute/better-compute/internal/server/page"
+	"github.com/better-compute/better-compute/internal/workers/placer"
+	"github.com/better-compute/better-compute/internal/workers/reconcile"
+)
+
+// Limits of a pool.
+const (
+	maxDescriptionLen = 500
+	MaxNodeIDs        = 10000
+)
+
+var poolName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// Waker wakes reconcilers after a commit (*reconcile.Waker); without one they find their keys
+// within a second.
+type Waker interface{ Wake(kind string) }
+
+// Service answers PoolsService calls.
+type Service struct {
+	pool  *pgxpool.Pool
+	admit *admission.Admitter
+	waker Waker
+}
+
+var _ poolsv1connect.PoolsServiceHandler = (*Service)(nil)
+
+// New returns the service; waker may be nil.
+func New(pool *pgxpool.Pool, admit *admission.Admitter, waker Waker) *Service {
+	return &Service{pool: pool, admit: admit, waker: waker}
+}
+
+func (s *Service) wake() {
+	if s.waker != nil {
+		s.waker.Wake(placer.Kind)
+	}
+}
+
+// nodeIDs parses and deduplicates member ids, keeping their order.
+func nodeIDs(in []string) ([]uuid.UUID, error) {
+	if len(in) > MaxNodeIDs {
+		return nil, apierr.InvalidArgument("node_ids", "at most %d nodes, got %d", MaxNodeIDs, len(in))
+	}
+	out := make([]uuid.UUID, 0, len(in))
+	seen := make(map[uuid.UUID]bool, len(in))
+	for _, s := range in {
+		id, err := uuid.Parse(s)
+		if err != nil {
+			return nil, apierr.InvalidArgument("node_ids", "%q is not a UUID", s)
+		}
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// checkMembers refuses node ids that are not nodes of the tenant.
+func checkMembers(ctx context.Context, q *db.Queries, tenant uuid.UUID, ids []uuid.UUID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	found, err := q.TenantNodesAmong(ctx, db.TenantNodesAmongParams{TenantID: tenant, Ids: ids})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if !slices.Contains(found, id) {
+			return &apierr.Error{Code: connect.CodeFailedPrecondition, Field: "node_ids", Msg: fmt.Sprintf("node %s is not a node of the tenant", id)}
+		}
+	}
+	return nil
+}
+
+func checkDescription(d string) error {
+	if len(d) > maxDescriptionLen {
+		return apierr.InvalidArgument("description", "must be at most %d characters", maxDescriptionLen)
+	}
+	return nil
+}
+
+// Create makes a pool.
+func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*poolsv1.CreateResponse, error) {
+	if !poolName.MatchString(req.GetName()) {
+		return nil, apierr.InvalidArgument("name", "must be 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit")
+	}
+	if err := checkDescription(req.GetDescription()); err != nil {
+		return nil, err
+	}
+	if err := nodes.ValidateLabels("node_selector", req.GetNodeSelector()); err != nil {
+		return nil, err
+	}
+	ids, err := nodeIDs(req.GetNodeIds())
+	if err != nil {
+		return nil, err
+	}
+	p := auth.Caller(ctx)
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.CreateResponse, error) {
+		if err := checkMembers(ctx, tx.Q, p.TenantID, ids); err != nil {
+			return nil, err
+		}
+		if err := quota.Check(ctx, tx.Q, p.TenantID, quota.Pools, 1); err != nil {
+			return nil, err
+		}
+		id := uuid.Must(uuid.NewV7())
+		row, err := tx.Q.CreatePool(ctx, db.CreatePoolParams{
+			ID: id, TenantID: p.TenantID, Name: req.GetName(), Description: req.GetDescription(),
+			NodeSelector: nodes.EncodeLabels(req.GetNodeSelector()), NodeIds: ids,
+		})
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return nil, apierr.AlreadyExists("the tenant has a pool named %q", req.GetName())
+		}
+		if err != nil {
+			return nil, err
+		}
+		tx.Target("pool", id)
+		if err := tx.Emit(p.TenantID, "pool.created", "pool/"+id.String(), eventData(row)); err != nil {
+			return nil, err
+		}
+		out, err := describe(ctx, tx.Q, []db.Pool{row})
+		if err != nil {
+			return nil, err
+		}
+		return &poolsv1.CreateResponse{Pool: out[0]}, nil
+	})
+}
+
+// Get returns a pool of the caller's tenant with its capacity.
+func (s *Service) Get(ctx context.Context, req *poolsv1.GetRequest) (*poolsv1.GetResponse, error) {
+	id, err := apierr.ParseID("id", req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	q := db.New(s.pool)
+	row, err := q.GetPool(ctx, db.GetPoolParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
+	if err != nil {
+		return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", id)
+	}
+	out, err := describe(ctx, q, []db.Pool{row})
+	if err != nil {
+		return nil, err
+	}
+	return &poolsv1.GetResponse{Pool: out[0]}, nil
+}
+
+// List lists the pools of the caller's tenant, oldest first, with their capacity.
+func (s *Service) List(ctx context.Context, req *poolsv1.ListRequest) (*poolsv1.ListResponse, error) {
+	size, after, err := page.Of(req.GetPageSize(), req.GetPageToken(), uuid.Nil)
+	if err != nil {
+		return nil, err
+	}
+	q := db.New(s.pool)
+	rows, err := q.ListPools(ctx, db.ListPoolsParams{TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1})
+	if err != nil {
+		return nil, err
+	}
+	rows, next := page.Next(rows, size, func(p db.Pool) uuid.UUID { return p.ID })
+	out, err := describe(ctx, q, rows)
+	if err != nil {
+		return nil, err
+	}
+	return &poolsv1.ListResponse{Pools: out, NextPageToken: next}, nil
+}
+
+// Update changes the fields named in the mask; the placer then places pending leases on the
+// new members.
+func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*poolsv1.UpdateResponse, error) {
+	id, err := apierr.ParseID("id", req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	paths := req.GetUpdateMask().GetPaths()
+	if len(paths) == 0 {
+		return nil, apierr.InvalidArgument("update_mask", "name at least one of description, node_selector and node_ids")
+	}
+	var params db.UpdatePoolParams
+	for _, path := range paths {
+		switch path {
+		case "description":
+			if err := checkDescription(req.GetDescription()); err != nil {
+				return nil, err
+			}
+			d := req.GetDescription()
+			params.Description = &d
+		case "node_selector":
+			if err := nodes.ValidateLabels("node_selector", req.GetNodeSelector()); err != nil {
+				return nil, err
+			}
+			params.NodeSelector = nodes.EncodeLabels(req.GetNodeSelector())
+		case "node_ids":
+			if params.NodeIds, err = nodeIDs(req.GetNodeIds()); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, apierr.InvalidArgument("update_mask", "%q cannot be updated (description, node_selector or node_ids)", path)
+		}
+	}
+	p := auth.Caller(ctx)
+	params.TenantID, params.ID = p.TenantID, id
+	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.UpdateResponse, error) {
+		tx.Target("pool", id)
+		if _, err := tx.Q.LockPool(ctx, db.LockPoolParams{TenantID: p.TenantID, ID: id}); err != nil {
+			return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", id)
+		}
+		if err := checkMembers(ctx, tx.Q, p.TenantID, params.NodeIds); err != nil {
+			return nil, err
+		}
+		row, err := tx.Q.UpdatePool(ctx, params)
+		if err != nil {
+			return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", id)
+		}
+		if err := reconcile.Enqueue(ctx, tx.Q, placer.Kind, id.String()); err != nil {
+			return nil, err
+		}
+		if err := tx.Emit(p.TenantID, "pool.updated", "pool/"+id.String(), eventData(row)); err != nil {
+			return nil, err
+		}
+		out, err := describe(ctx, tx.Q, []db.Pool{row})
+		if err != nil {
+			return nil, err
+		}
+		return &poolsv1.UpdateResponse{Pool: out[0]}, nil
+	})
+	if err == nil {
+		s.wake()
+	}
+	return res, err
+}
+
+// Delete removes a pool without pending or running leases.
+func (s *Service) Delete(ctx context.Context, req *poolsv1.DeleteRequest) (*poolsv1.DeleteResponse, error) {
+	id, err := apierr.ParseID("id", req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	p := auth.Caller(ctx)
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.DeleteResponse, error) {
+		tx.Target("pool", id)
+		row, err := tx.Q.LockPool(ctx, db.LockPoolParams{TenantID: p.TenantID, ID: id})
+		if err != nil {
+			return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", id)
+		}
+		n, err := tx.Q.CountActivePoolLeases(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			return nil, apierr.FailedPrecondition("pool %s has %d pending or running leases; release them first", id, n)
+		}
+		if _, err := tx.Q.DeletePool(ctx, db.DeletePoolParams{TenantID: p.TenantID, ID: id}); err != nil {
+			return nil, err
+		}
+		if err := tx.Emit(p.TenantID, "pool.deleted", "pool/"+id.String(), map[string]string{"id": id.String(), "name": row.Name}); err != nil {
+			return nil, err
+		}
+		return &poolsv1.DeleteResponse{}, nil
+	})
+}
+
+// SetQuota sets or (with no limit set) removes the caller's tenant's quota in a pool.
+func (s *Service) SetQuota(ctx context.Context, req *poolsv1.SetQuotaRequest) (*poolsv1.SetQuotaResponse, error) {
+	id, err := apierr.ParseID("pool_id", req.GetPoolId())
+	if err != nil {
+		return nil, err
+	}
+	qt := req.GetQuota()
+	for field, v := range map[string]*int64{
+		"quota.max_gpus": widen(qt.MaxGpus), "quota.max_cpus": widen(qt.MaxCpus),
+		"quota.max_memory_bytes": qt.MaxMemoryBytes, "quota.max_leases": widen(qt.MaxLeases),
+	} {
+		if v != nil && *v < 0 {
+			return nil, apierr.InvalidArgument(field, "must not be negative")
+		}
+	}
+	p := auth.Caller(ctx)
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.SetQuotaResponse, error) {
+		tx.Target("pool", id)
+		row, err := tx.Q.LockPool(ctx, db.LockPoolParams{TenantID: p.TenantID, ID: id})
+		if err != nil {
+			return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", id)
+		}
+		key := db.DeletePoolQuotaParams{TenantID: p.TenantID, PoolID: id}
+		if qt.MaxGpus == nil && qt.MaxCpus == nil && qt.MaxMemoryBytes == nil && qt.MaxLeases == nil {
+			err = tx.Q.DeletePoolQuota(ctx, key)
+		} else {
+			_, err = tx.Q.UpsertPoolQuota(ctx, db.UpsertPoolQuotaParams{
+				TenantID: p.TenantID, PoolID: id,
+				MaxGpus: qt.MaxGpus, MaxCpus: qt.MaxCpus, MaxMemoryBytes: qt.MaxMemoryBytes, MaxLeases: qt.MaxLeases,
+			})
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := tx.Emit(p.TenantID, "pool.quota_set", "pool/"+id.String(), map[string]any{
+			"id": id.String(), "tenant_id": p.TenantID.String(), "quota": quotaToProto(db.PoolQuota{
+				MaxGpus: qt.MaxGpus, MaxCpus: qt.MaxCpus, MaxMemoryBytes: qt.MaxMemoryBytes, MaxLeases: qt.MaxLeases}),
+		}); err != nil {
+			return nil, err
+		}
+		out, err := describe(ctx, tx.Q, []db.Pool{row})
+		if err != nil {
+			return nil, err
+		}
+		return &poolsv1.SetQuotaResponse{Pool: out[0]}, nil
+	})
+}
+
+func widen(v *int32) *int64 {
+	if v == nil {
+		return nil
+	}
+	w := int64(*v)
+	return &w
+}
+
+func eventData(p db.Pool) map[string]any {
+	sel, _ := nodes.DecodeLabels(p.NodeSelector)
+	ids := make([]string, len(p.NodeIds))
+	for i, id := range p.NodeIds {
+		ids[i] = id.String()
+	}
+	return map[string]any{"id": p.ID.String(), "name": p.Name, "node_selector": sel, "node_ids": ids}
+}
+
+// describe turns pools into their API form with capacity and quota, in three statements
+// however many pools there are.
+func describe(ctx context.Context, q *db.Queries, rows []db.Pool) ([]*poolsv1.Pool, error) {
+	out := make([]*poolsv1.Pool, len(rows))
+	if len(rows) == 0 {
+		return out, nil
+	}
+	ids := make([]uuid.UUID, len(rows))
+	byID := make(map[uuid.UUID]*poolsv1.Pool, len(rows))
+	tenantOf := make(map[uuid.UUID]uuid.UUID, len(rows))
+	for i, r := range rows {
+		sel, err := nodes.DecodeLabels(r.NodeSelector)
+		if err != nil {
+			return nil, err
+		}
+		members := make([]string, len(r.NodeIds))
+		for j, id := range r.NodeIds {
+			members[j] = id.String()
+		}
+		out[i] = &poolsv1.Pool{
+			Id: r.ID.String(), TenantId: r.TenantID.String(), Name: r.Name, Description: r.Description,
+			NodeSelector: sel, NodeIds: members, Capacity: &poolsv1.Capacity{},
+			CreateTime: timestamppb.New(r.CreatedAt), UpdateTime: timestamppb.New(r.UpdatedAt),
+		}
+		ids[i], byID[r.ID], tenantOf[r.ID] = r.ID, out[i], r.TenantID
+	}
+	gpus, err := q.PoolGPUCapacity(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range gpus {
+		c := byID[g.PoolID].Capacity
+		c.Gpus = append(c.Gpus, &poolsv1.GpuCapacity{
+			Model: g.Model, Total: int32(g.Total), Schedulable: int32(g.Schedulable),
+			Allocated: int32(g.Allocated), Available: int32(g.Available),
+		})
+	}
+	caps, err := q.PoolNodeCapacity(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range caps {
+		c := byID[n.PoolID].Capacity
+		c.Nodes, c.SchedulableNodes = int32(n.Nodes), int32(n.SchedulableNodes)
+		c.Cpus, c.CpusAllocated, c.MemoryBytes, c.MemoryAllocatedBytes = n.Cpus, n.CpusUsed, n.MemoryBytes, n.MemoryUsed
+	}
+	quotas, err := q.ListPoolQuotas(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, qt := range quotas {
+		if tenantOf[qt.PoolID] == qt.TenantID {
+			byID[qt.PoolID].Quota = quotaToProto(qt)
+		}
+	}
+	return out, nil
+}
+
+func quotaToProto(q db.PoolQuota) *poolsv1.Quota {
+	return &poolsv1.Quota{MaxGpus: q.MaxGpus, MaxCpus: q.MaxCpus, MaxMemoryBytes: q.MaxMemoryBytes, MaxLeases: q.MaxLeases}
+}

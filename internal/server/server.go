@@ -1,0 +1,250 @@
+// Package server is the api role: the Connect API under the base path, with every method in the
+// registry reachable both at its short route POST {basePath}/{group}/{name} (JSON for curl and
+// browsers) and at its native procedure path (for generated clients and buf curl), behind the
+// guard (CSRF header, IAM, error mapping, audit of failures, metrics), plus the health endpoints,
+// the discovery document, the Prometheus metrics at GET /metrics (unless a listener of their own
+// serves them) and the web dashboard at GET /dashboard/.
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/otelconnect"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/better-compute/better-compute/dashboard"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/audit/v1/auditv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/events/v1/eventsv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1/leasesv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1/poolsv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1/reservationsv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1/secretsv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/system/v1/systemv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/usage/v1/usagev1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
+	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/limit"
+	"github.com/better-compute/better-compute/internal/metrics"
+	"github.com/better-compute/better-compute/internal/requestid"
+	"github.com/better-compute/better-compute/internal/seal"
+	"github.com/better-compute/better-compute/internal/server/admission"
+	"github.com/better-compute/better-compute/internal/server/audit"
+	"github.com/better-compute/better-compute/internal/server/commands"
+	"github.com/better-compute/better-compute/internal/server/events"
+	"github.com/better-compute/better-compute/internal/server/guard"
+	"github.com/better-compute/better-compute/internal/server/iam"
+	"github.com/better-compute/better-compute/internal/server/jointokens"
+	"github.com/better-compute/better-compute/internal/server/leases"
+	"github.com/better-compute/better-compute/internal/server/nodes"
+	"github.com/better-compute/better-compute/internal/server/pools"
+	"github.com/better-compute/better-compute/internal/server/registry"
+	"github.com/better-compute/better-compute/internal/server/reservations"
+	"github.com/better-compute/better-compute/internal/server/secrets"
+	"github.com/better-compute/better-compute/internal/server/system"
+	"github.com/better-compute/better-compute/internal/server/usage"
+	"github.com/better-compute/better-compute/internal/server/webhooks"
+	"github.com/better-compute/better-compute/internal/tracing"
+	"github.com/better-compute/better-compute/internal/workers/sinks"
+)
+
+// DefaultBasePath is where the API is mounted unless configured otherwise.
+const DefaultBasePath = "/api"
+
+// Options configure the API.
+type Options struct {
+	// Pool is the database every handler uses. Required.
+	Pool *pgxpool.Pool
+	// Secret is the deployment secret (at least 32 characters). Required.
+	Secret string
+	// BasePath prefixes every API route; DefaultBasePath when empty.
+	BasePath string
+	// BaseURL is the public URL of the deployment, for the discovery document.
+	BaseURL string
+	// TrustDomain is the machine PKI's SPIFFE trust domain, empty before `pki init`.
+	TrustDomain string
+	// GatewayEndpoints are where daemons dial in, for the discovery document.
+	GatewayEndpoints []string
+	// CORS allows browsers on other origins to call the API.
+	CORS CORSOptions
+	// Bridge authenticates callers and decides calls; the embedded IAM when nil.
+	Bridge auth.Bridge
+	// Notifier pokes gateways after commits (commands created, nodes revoked); when nil the
+	// gateways' own loops pick the changes up within a second or two.
+	Notifier Notifier
+	// Waker wakes reconcilers after commits that enqueue work (reconcile.Waker); when nil they
+	// find the work by polling.
+	Waker Waker
+	// WebhooksAllowPrivate lets webhook URLs point at loopback, link-local and private
+	// addresses (config webhooks.allowPrivate).
+	WebhooksAllowPrivate bool
+	// Logger receives request and lifecycle logs.
+	Logger *slog.Logger
+	// Metrics is the process's metrics registry, served at GET /metrics; the API adds its call
+	// counters and latencies to it. When nil the API keeps a registry of its own.
+	Metrics *metrics.Registry
+	// MetricsElsewhere leaves GET /metrics off the API's routes, for a process that serves its
+	// metrics on a listener of their own (config metrics.listen).
+	MetricsElsewhere bool
+	// MaxRequestBytes bounds one request message, after decompression (config
+	// limits.requestBytes); limit.DefaultRequestBytes when zero. A larger one is refused with
+	// ResourceExhausted before any handler runs.
+	MaxRequestBytes int
+	// RateLimits are the guard's token buckets per client address and per API key (none when
+	// zero, as in tests; the configuration always sets them) and the per-tenant caps (their
+	// defaults when zero).
+	RateLimits guard.RateLimits
+}
+
+// Notifier is the API's link to gateways (gateway.Notifier).
+type Notifier interface {
+	commands.Notifier
+	nodes.RevocationNotifier
+}
+
+// Waker wakes the reconcilers of a kind (reconcile.Waker).
+type Waker interface {
+	Wake(kind string)
+}
+
+// Server is the API's HTTP handler.
+type Server struct {
+	opts     Options
+	basePath string
+	registry *registry.Registry
+	api      *http.ServeMux // native procedure paths, below the base path
+	handler  http.Handler
+	log      *slog.Logger
+}
+
+// New builds the API from the method registry and checks that every registered method has a
+// handler.
+func New(opts Options) (*Server, error) {
+	if opts.Pool == nil {
+		return nil, errors.New("api: no database")
+	}
+	sealer, err := seal.New(opts.Secret, "idempotency")
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	reg, err := registry.FromGlobal()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		opts:     opts,
+		basePath: strings.TrimSuffix(opts.BasePath, "/"),
+		registry: reg,
+		api:      http.NewServeMux(),
+		log:      opts.Logger,
+	}
+	if s.basePath == "" {
+		s.basePath = DefaultBasePath
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	bridge := opts.Bridge
+	if bridge == nil {
+		bridge = auth.NewEmbedded(opts.Pool, s.log)
+	}
+	admit := admission.New(opts.Pool, sealer)
+	webhookSealer, err := sinks.NewSealer(opts.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	secretSealer, err := secrets.NewSealer(opts.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.NewRegistry()
+	}
+	interceptors := []connect.Interceptor{guard.New(reg, bridge, opts.Pool, s.log).WithMetrics(metrics.NewAPI(opts.Metrics)).
+		WithRefusals(metrics.NewRefusals(opts.Metrics)).WithRateLimits(opts.RateLimits)}
+	if tp := tracing.Provider(); tp != nil {
+		// Outermost, so the guard's own statements (authentication, audit) are in the call's span.
+		// Callers' trace context is linked, not adopted: the API faces the outside world.
+		traced, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(tp),
+			otelconnect.WithPropagator(tracing.Propagator()), otelconnect.WithoutMetrics())
+		if err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
+		interceptors = append([]connect.Interceptor{traced}, interceptors...)
+	}
+	maxRequest := limit.Or(opts.MaxRequestBytes, limit.DefaultRequestBytes)
+	handlerOpts := append([]connect.HandlerOption{
+		connect.WithInterceptors(interceptors...),
+		// Compressing small responses costs more CPU than it saves bytes.
+		connect.WithCompressMinBytes(1024),
+	}, limit.HandlerOptions(maxRequest)...)
+	mounted := map[string]bool{}
+	mount := func(path string, h http.Handler) {
+		s.api.Handle(path, h)
+		mounted[path] = true
+	}
+	mount(systemv1connect.NewSystemServiceHandler(system.New(opts.TrustDomain), handlerOpts...))
+	mount(iamv1connect.NewIamServiceHandler(iam.New(opts.Pool, admit, iam.WithRevocationNotifier(opts.Notifier)), handlerOpts...))
+	mount(auditv1connect.NewAuditServiceHandler(audit.New(opts.Pool), handlerOpts...))
+	mount(webhooksv1connect.NewWebhooksServiceHandler(webhooks.New(opts.Pool, admit, webhookSealer, opts.WebhooksAllowPrivate), handlerOpts...))
+	mount(secretsv1connect.NewSecretsServiceHandler(secrets.New(opts.Pool, admit, secretSealer), handlerOpts...))
+	mount(eventsv1connect.NewEventsServiceHandler(events.New(opts.Pool), handlerOpts...))
+	mount(commandsv1connect.NewCommandsServiceHandler(commands.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
+	var nodeOpts []nodes.Option
+	if opts.Waker != nil {
+		nodeOpts = append(nodeOpts, nodes.WithWake(opts.Waker.Wake))
+	}
+	mount(nodesv1connect.NewNodesServiceHandler(nodes.New(opts.Pool, admit, opts.Notifier, nodeOpts...), handlerOpts...))
+	mount(jointokensv1connect.NewJoinTokensServiceHandler(jointokens.New(opts.Pool, admit), handlerOpts...))
+	mount(poolsv1connect.NewPoolsServiceHandler(pools.New(opts.Pool, admit, opts.Waker), handlerOpts...))
+	mount(leasesv1connect.NewLeasesServiceHandler(leases.New(opts.Pool, admit, opts.Waker), handlerOpts...))
+	mount(reservationsv1connect.NewReservationsServiceHandler(reservations.New(opts.Pool, admit, opts.Waker), handlerOpts...))
+	mount(usagev1connect.NewUsageServiceHandler(usage.New(opts.Pool), handlerOpts...))
+
+	for _, m := range reg.Methods() {
+		svc := m.Procedure[:strings.LastIndex(m.Procedure, "/")+1]
+		if !mounted[svc] {
+			return nil, fmt.Errorf("api: method %s is in the registry but its service has no handler", m.Procedure)
+		}
+	}
+	root := http.NewServeMux()
+	// Every API route is unary: its body is one message, so a longer body is cut off as it is
+	// read, on the short routes and the native paths alike.
+	root.Handle(s.basePath+"/", limit.Body(maxRequest, http.StripPrefix(s.basePath, http.HandlerFunc(s.serveAPI))))
+	root.HandleFunc("GET /healthz", s.healthz)
+	root.HandleFunc("GET /readyz", s.readyz)
+	root.HandleFunc("GET /.well-known/better-compute", s.wellKnown)
+	if !opts.MetricsElsewhere {
+		root.Handle("GET /metrics", opts.Metrics.Handler())
+	}
+	dashboard.Mount(root, "/dashboard")
+	s.handler = requestid.Middleware(opts.CORS.handler(root))
+	return s, nil
+}
+
+// Registry is the method registry the API serves.
+func (s *Server) Registry() *registry.Registry { return s.registry }
+
+// BasePath is where the API is mounted.
+func (s *Server) BasePath() string { return s.basePath }
+
+// ServeHTTP serves the API and the health endpoints.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// serveAPI receives paths below the base path: a short route is rewritten to its procedure path,
+// and either way the Connect handlers answer.
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	if m, ok := s.registry.ByRoute(r.URL.Path); ok {
+		r.URL.Path = m.Procedure
+		r.URL.RawPath = ""
+	}
+	s.api.ServeHTTP(w, r)
+}

@@ -1,0 +1,183 @@
+package sim
+
+import (
+	"context"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/daemon"
+)
+
+// machine is one simulated host: its inventory and identity, and the daemon running for it now
+// (a crash replaces it with a new one of the same identity).
+type machine struct {
+	f        *Fleet
+	index    int
+	hostname string
+	inv      *daemonv1.Inventory
+	skew     time.Duration
+	// latency delays every write on the machine's connections, in nanoseconds.
+	latency atomic.Int64
+
+	mu    sync.Mutex
+	id    *daemon.Identity
+	fake  *daemon.Fake
+	stop  context.CancelFunc
+	done  chan struct{}
+	conns []*conn
+	// crashed is set from a crash to the restart.
+	crashed bool
+	// What the machine's earlier daemons did before they crashed.
+	prevSessions int
+	prevCommands int64
+}
+
+func (m *machine) setIdentity(id *daemon.Identity) {
+	m.mu.Lock()
+	m.id = id
+	m.mu.Unlock()
+}
+
+// dialerFor is how the machine reaches the gateway: its own TCP connections, tracked so faults
+// can break them.
+func (m *machine) dialerFor() daemon.Dialer {
+	return daemon.Dialer{Gateway: m.f.opts.Gateway, ServerName: m.f.opts.ServerName, RootCAs: m.f.roots, DialContext: m.dial}
+}
+
+func (m *machine) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := m.f.dialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	wc := &conn{Conn: c, m: m}
+	m.mu.Lock()
+	m.conns = append(m.conns, wc)
+	m.mu.Unlock()
+	return wc, nil
+}
+
+// start runs a daemon for the machine's identity, unless one runs already.
+func (m *machine) start(ctx context.Context) error {
+	m.mu.Lock()
+	id, running := m.id, m.fake != nil
+	m.mu.Unlock()
+	if running {
+		return nil
+	}
+	fake, err := daemon.NewFake(id, daemon.FakeOptions{
+		Dialer: m.dialerFor(), Inventory: m.inv, Handlers: m.f.opts.Handlers, ClockSkew: m.skew, Logger: m.f.agentLog,
+	})
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	m.mu.Lock()
+	if m.fake != nil { // started meanwhile
+		m.mu.Unlock()
+		cancel()
+		return nil
+	}
+	m.fake, m.stop, m.done, m.crashed = fake, cancel, done, false
+	m.mu.Unlock()
+	go func() {
+		defer close(done)
+		_ = fake.Run(actx)
+	}()
+	return nil
+}
+
+// halt stops the daemon as a crash would: its context ends and its connections die. It reports
+// whether a daemon was running.
+func (m *machine) halt() bool {
+	m.mu.Lock()
+	fake, stop, done := m.fake, m.stop, m.done
+	m.fake, m.stop, m.done = nil, nil, nil
+	m.mu.Unlock()
+	if fake == nil {
+		return false
+	}
+	stop()
+	m.disconnect()
+	<-done
+	st := fake.Status()
+	m.mu.Lock()
+	m.prevSessions += st.Sessions
+	m.prevCommands += commands(fake)
+	m.crashed = m.fake == nil
+	m.mu.Unlock()
+	return true
+}
+
+// disconnect closes the machine's connections; it reports whether there were any.
+func (m *machine) disconnect() bool {
+	m.mu.Lock()
+	conns := slices.Clone(m.conns)
+	m.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	return len(conns) > 0
+}
+
+func (m *machine) running() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fake != nil
+}
+
+func (m *machine) status() MachineStatus {
+	m.mu.Lock()
+	fake, id := m.fake, m.id
+	st := MachineStatus{
+		Hostname: m.hostname, Up: fake != nil, Crashed: m.crashed, Sessions: m.prevSessions, Conns: len(m.conns),
+		Commands: m.prevCommands, Skew: m.skew, Inventory: m.inv,
+	}
+	m.mu.Unlock()
+	if id != nil {
+		st.NodeID = id.NodeID
+	}
+	if fake != nil {
+		s := fake.Status()
+		st.Connected, st.LastError = s.Connected, s.LastError
+		st.Sessions += s.Sessions
+		st.Commands += commands(fake)
+	}
+	return st
+}
+
+func commands(f *daemon.Fake) int64 {
+	var n int64
+	for _, c := range f.Runs {
+		n += c.Load()
+	}
+	return n
+}
+
+// conn is a machine's TCP connection: writes wait out the machine's injected latency, and
+// closing it forgets it.
+type conn struct {
+	net.Conn
+	m    *machine
+	once sync.Once
+}
+
+func (c *conn) Write(b []byte) (int, error) {
+	if d := c.m.latency.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *conn) Close() error {
+	c.once.Do(func() {
+		c.m.mu.Lock()
+		c.m.conns = slices.DeleteFunc(c.m.conns, func(x *conn) bool { return x == c })
+		c.m.mu.Unlock()
+	})
+	return c.Conn.Close()
+}

@@ -1,0 +1,139 @@
+package nodecontrol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/better-compute/better-compute/gen/db"
+)
+
+// lifecycleReconciler drives a node's lifecycle where the API leaves it: a draining node gets a
+// "drain" command (once per drain) and becomes drained when it has no active leases. It also
+// keeps the Schedulable condition in step with the state, liveness and revocation.
+type lifecycleReconciler struct {
+	pool *pgxpool.Pool
+	opts Options
+}
+
+func (r *lifecycleReconciler) Kind() string { return KindLifecycle }
+
+func (r *lifecycleReconciler) Reconcile(ctx context.Context, key string) error {
+	id, err := uuid.Parse(key)
+	if err != nil {
+		return nil // not a node: nothing to do
+	}
+	n, err := db.New(r.pool).GetNodeForGateway(ctx, id)
+	if isNoRows(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read node %s: %w", id, err)
+	}
+	// Count outside the transaction: the lease store may take its own locks, and a draining
+	// node gets no new leases, so the count can only fall.
+	leases := 0
+	if n.State == StateDraining && r.opts.ActiveLeases != nil {
+		if leases, err = r.opts.ActiveLeases(ctx, id); err != nil {
+			return fmt.Errorf("count active leases of node %s: %w", id, err)
+		}
+	}
+	counted := n.StateGeneration
+
+	var (
+		created bool
+		waiting bool
+	)
+	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		n, ok, err := lockNode(ctx, q, id)
+		if err != nil || !ok {
+			return err
+		}
+		if n.State == StateDraining {
+			_, isNew, err := newCommand(ctx, q, n, CommandDrain, fmt.Sprintf("drain-%d", n.StateGeneration), []byte("{}"), r.opts.DrainTimeout)
+			if err != nil {
+				return err
+			}
+			created = isNew
+			switch {
+			case n.StateGeneration != counted:
+				// Drained again since the count: it was enqueued by that change, and will be
+				// counted then.
+			case leases > 0:
+				waiting = true
+			default:
+				if n, err = q.MarkNodeDrained(ctx, db.MarkNodeDrainedParams{ID: id, StateGeneration: n.StateGeneration}); err != nil {
+					return fmt.Errorf("mark node %s drained: %w", id, err)
+				}
+				payload, err := encodePayload(nodeTransition{ID: id, Hostname: n.Hostname, From: StateDraining, To: StateDrained})
+				if err != nil {
+					return err
+				}
+				if err := emit(ctx, q, n, "node.drained", payload); err != nil {
+					return err
+				}
+			}
+		}
+		return r.setSchedulable(ctx, q, n)
+	})
+	if err != nil {
+		return err
+	}
+	if created && r.opts.Notifier != nil {
+		r.opts.Notifier.CommandsCreated(context.WithoutCancel(ctx), []uuid.UUID{id})
+	}
+	if waiting {
+		r.opts.Logger.Debug("draining node still has active leases", "node_id", id, "leases", leases)
+		return lookAgain(ctx, r.pool, KindLifecycle, key, r.opts.DrainPoll)
+	}
+	return nil
+}
+
+// setSchedulable writes the Schedulable condition when it changed.
+func (r *lifecycleReconciler) setSchedulable(ctx context.Context, q *db.Queries, n db.Node) error {
+	cs, err := DecodeConditions(n.Conditions)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	cs, changed, _ := SetCondition(cs, Schedulable(n), time.Now())
+	if !changed {
+		return nil
+	}
+	return q.SetNodeConditions(ctx, db.SetNodeConditionsParams{ID: n.ID, Conditions: EncodeConditions(cs)})
+}
+
+// Schedulable is the Schedulable condition of a node: True when new work may be placed on it
+// (ready, online and not revoked), False with the reason otherwise.
+func Schedulable(n db.Node) Condition {
+	c := Condition{Type: ConditionSchedulable, Status: StatusFalse}
+	switch {
+	case n.State == StateRetired: // retiring also revokes; "Retired" says more
+		c.Reason, c.Message = "Retired", "the node is retired"
+	case n.RevokedAt != nil:
+		c.Reason, c.Message = "Revoked", "the node's identity is revoked"
+	case n.State == StateJoining:
+		c.Reason, c.Message = "Joining", "the node's daemon has not said hello yet"
+	case n.State == StateCordoned:
+		c.Reason, c.Message = "Cordoned", "the node is cordoned"
+	case n.State == StateDraining:
+		c.Reason, c.Message = "Draining", "the node is draining"
+	case n.State == StateDrained:
+		c.Reason, c.Message = "Drained", "the node is drained"
+	case !n.Online:
+		c.Reason, c.Message = "Offline", "the node's heartbeats stopped"
+		if n.LastSeenAt == nil {
+			c.Message = "the node has not been heard from"
+		}
+	default:
+		c.Status, c.Reason, c.Message = StatusTrue, "Ready", "the node is ready and online"
+	}
+	return c
+}
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

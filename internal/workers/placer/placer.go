@@ -1,0 +1,443 @@
+// Package placer is the capacity placer: the reconciler "capacity.placer" of the scheduler role,
+// which binds pending pool leases (the API's leases) to concrete nodes and devices, and expires
+// leases whose time is up.
+//
+// Its key is a pool id. The reconcile runtime never runs one key twice at once, so each pool has
+// one placer at a time; pools place in parallel. A reconcile of a pool
+//
+//  1. expires the pool's placed leases whose end has come, freeing and metering their devices;
+//  2. takes a snapshot of the pool's members (schedulable ones: ready, online, not revoked),
+//     their free devices, CPUs and memory, their taints and the reservations that cover them;
+//  3. places pending leases in creation order, in memory against the snapshot, a batch at a
+//     time: bin packing by default (the node with the fewest free matching GPUs that still
+//     fit), spread (the most free) when the lease asks; a lease that does not fit now waits, and
+//     later, smaller ones may still be placed; one that can never fit fails;
+//  4. writes each batch in one transaction: the leases, their allocations (bulk inserts) and
+//     their events. The database is the final guard: an exclusion constraint refuses a device
+//     held twice (a node may be in several pools, placed by different keys at once) and a
+//     trigger refuses CPUs or memory a node does not have; the key is then retried;
+//  5. schedules itself for the next lease end or reservation boundary.
+//
+// Hooks for the node lifecycle: MarkAtRisk, MarkPlaced, EnqueuePools and ActiveLeases.
+package placer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/workers/reconcile"
+)
+
+// Kind is the placer's reconciler kind; its keys are pool ids.
+const Kind = "capacity.placer"
+
+// Defaults of Options.
+const (
+	DefaultBatch       = 5000
+	DefaultResyncEvery = time.Minute
+	DefaultConcurrency = 4
+)
+
+// Options configure the placer; zero values take the defaults.
+type Options struct {
+	// Now is the placer's clock; nil uses the database's, as the API does.
+	Now func() time.Time
+	// Batch is how many pending leases are planned and written per transaction.
+	Batch int
+	// ResyncEvery is how often every pool is enqueued, in case a wake-up was lost.
+	ResyncEvery time.Duration
+	// Concurrency is how many pools one process places at once.
+	Concurrency int
+	Logger      *slog.Logger
+}
+
+// Placer reconciles pools.
+type Placer struct {
+	pool *pgxpool.Pool
+	opts Options
+	log  *slog.Logger
+}
+
+var _ reconcile.Reconciler = (*Placer)(nil)
+
+// New returns a placer.
+func New(pool *pgxpool.Pool, opts Options) *Placer {
+	if opts.Batch <= 0 {
+		opts.Batch = DefaultBatch
+	}
+	if opts.ResyncEvery <= 0 {
+		opts.ResyncEvery = DefaultResyncEvery
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Placer{pool: pool, opts: opts, log: opts.Logger.With("kind", Kind)}
+}
+
+// Registration is the placer as the worker runtime runs it: role scheduler, resynced every
+// ResyncEvery.
+func Registration(pool *pgxpool.Pool, opts Options) reconcile.Registration {
+	p := New(pool, opts)
+	return reconcile.Registration{
+		Reconciler:  p,
+		Role:        reconcile.RoleScheduler,
+		Concurrency: p.opts.Concurrency,
+		Resync:      p.resync,
+		ResyncEvery: p.opts.ResyncEvery,
+	}
+}
+
+// Kind is Kind.
+func (p *Placer) Kind() string { return Kind }
+
+func (p *Placer) resync(ctx context.Context) ([]string, error) {
+	ids, err := db.New(p.pool).ListAllPoolIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = id.String()
+	}
+	return keys, nil
+}
+
+// now reads the placer's clock: the injected one, or the database's.
+func (p *Placer) now(ctx context.Context, q *db.Queries) (time.Time, error) {
+	if p.opts.Now != nil {
+		return p.opts.Now(), nil
+	}
+	t, err := q.PlacerNow(ctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the clock: %w", err)
+	}
+	return t, nil
+}
+
+// Result is what one reconcile of a pool did.
+type Result struct {
+	Expired, Placed, Failed int
+	// More is true when pending leases were left for the next reconcile (out of time).
+	More bool
+}
+
+// Reconcile expires, places and reschedules one pool.
+func (p *Placer) Reconcile(ctx context.Context, key string) error {
+	_, err := p.ReconcilePool(ctx, key)
+	return err
+}
+
+// ReconcilePool is Reconcile, reporting what it did.
+func (p *Placer) ReconcilePool(ctx context.Context, key string) (Result, error) {
+	var res Result
+	poolID, err := uuid.Parse(key)
+	if err != nil {
+		p.log.Warn("dropping a key that is not a pool id", "key", key)
+		return res, nil
+	}
+	q := db.New(p.pool)
+	pl, err := q.PlacerPool(ctx, poolID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return res, nil // deleted
+	}
+	if err != nil {
+		return res, err
+	}
+	now, err := p.now(ctx, q)
+	if err != nil {
+		return res, err
+	}
+	if res.Expired, err = p.expire(ctx, pl, now); err != nil {
+		return res, err
+	}
+	if err := p.place(ctx, pl, &res); err != nil {
+		return res, err
+	}
+	return res, p.schedule(ctx, pl, res.More)
+}
+
+// expire ends the pool's placed leases whose end has come, at their end.
+func (p *Placer) expire(ctx context.Context, pl db.PlacerPoolRow, now time.Time) (int, error) {
+	total := 0
+	for {
+		ids, err := db.New(p.pool).DuePoolLeases(ctx, db.DuePoolLeasesParams{PoolID: pl.ID, Now: now, Lim: int32(p.opts.Batch)})
+		if err != nil || len(ids) == 0 {
+			return total, err
+		}
+		err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			q := db.New(tx)
+			rows, err := End(ctx, q, ids, StateExpired, "", &now)
+			if err != nil {
+				return err
+			}
+			var ev events
+			for _, r := range rows {
+				if err := ev.add(r.TenantID, EventExpired, r.ID, EventData{
+					ID: r.ID.String(), PoolID: r.PoolID.String(), State: StateExpired, EndTime: r.EndedAt,
+				}); err != nil {
+					return err
+				}
+			}
+			total += len(rows)
+			return ev.write(ctx, q)
+		})
+		if err != nil {
+			return total, fmt.Errorf("expire leases: %w", err)
+		}
+		if len(ids) < p.opts.Batch {
+			return total, nil
+		}
+	}
+}
+
+// snapshot reads the pool's members as one consistent view.
+func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*Planner, time.Time, error) {
+	var (
+		planner *Planner
+		now     time.Time
+	)
+	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		var err error
+		// First: the clock is then no earlier than any end the snapshot sees.
+		if now, err = p.now(ctx, q); err != nil {
+			return err
+		}
+		rows, err := q.PlacerNodes(ctx, pl.ID)
+		if err != nil {
+			return fmt.Errorf("read nodes: %w", err)
+		}
+		devices, err := q.PlacerDevices(ctx, pl.ID)
+		if err != nil {
+			return fmt.Errorf("read devices: %w", err)
+		}
+		nodes := make([]*Node, len(rows))
+		byID := make(map[uuid.UUID]*Node, len(rows))
+		ids := make([]uuid.UUID, len(rows))
+		for i, r := range rows {
+			n := &Node{
+				ID: r.ID, Schedulable: r.State == "ready" && r.Online,
+				CPUs: r.Cpus, CPUsUsed: r.CpusUsed, Memory: r.MemoryBytes, MemoryUsed: r.MemoryUsed,
+			}
+			var taints []Taint
+			if err := json.Unmarshal(r.Taints, &taints); err != nil {
+				p.log.Warn("node taints unreadable; keeping leases off the node", "node", r.ID, "err", err)
+				n.Schedulable = false
+			}
+			for _, t := range taints {
+				if t.Blocks() {
+					n.Taints = append(n.Taints, t)
+				}
+			}
+			nodes[i], byID[r.ID], ids[i] = n, n, r.ID
+		}
+		for _, d := range devices {
+			if n := byID[d.NodeID]; n != nil {
+				n.Devices = append(n.Devices, Device{ID: d.ID, Index: d.Idx, Model: d.Model, Held: d.Held})
+			}
+		}
+		nres, err := q.PlacerNodeReservations(ctx, db.PlacerNodeReservationsParams{TenantID: pl.TenantID, Now: now, NodeIds: ids})
+		if err != nil {
+			return fmt.Errorf("read reservations: %w", err)
+		}
+		for _, r := range nres {
+			if n := byID[r.NodeID]; n != nil {
+				n.Reservations = append(n.Reservations, Window{ID: r.ID, Start: r.StartsAt, End: r.EndsAt})
+			}
+		}
+		pres, err := q.PlacerPoolReservations(ctx, db.PlacerPoolReservationsParams{PoolID: pl.ID, Now: now})
+		if err != nil {
+			return fmt.Errorf("read reservations: %w", err)
+		}
+		own := make([]Window, len(pres))
+		for i, r := range pres {
+			own[i] = Window{ID: r.ID, Start: r.StartsAt, End: r.EndsAt}
+		}
+		planner = NewPlanner(now, nodes, own)
+		return nil
+	})
+	return planner, now, err
+}
+
+// place places the pool's pending leases, a batch per transaction.
+func (p *Placer) place(ctx context.Context, pl db.PlacerPoolRow, res *Result) error {
+	q := db.New(p.pool)
+	var afterSeq int64
+	var planner *Planner
+	for {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 5*time.Second {
+			res.More = true
+			return nil
+		}
+		rows, err := q.PendingPoolLeases(ctx, db.PendingPoolLeasesParams{PoolID: pl.ID, AfterSeq: afterSeq, Lim: int32(p.opts.Batch)})
+		if err != nil {
+			return fmt.Errorf("read pending leases: %w", err)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		if planner == nil {
+			if planner, _, err = p.snapshot(ctx, pl); err != nil {
+				return err
+			}
+		}
+		leases := make([]*Lease, len(rows))
+		for i, r := range rows {
+			l := &Lease{
+				ID: r.ID, Tenant: r.TenantID, GPUs: r.Gpus, Model: r.GpuModel, CPUs: r.Cpus, Memory: r.MemoryBytes,
+				Spread: r.Spread, Duration: time.Duration(r.DurationMs) * time.Millisecond, Reservation: r.ReservationID,
+			}
+			if err := json.Unmarshal(r.Tolerations, &l.Tolerations); err != nil {
+				p.log.Warn("lease tolerations unreadable; placing as if none", "lease", r.ID, "err", err)
+			}
+			leases[i] = l
+			if r.Seq != nil {
+				afterSeq = *r.Seq
+			}
+		}
+		placed, failed := planner.Plan(leases)
+		if len(placed)+len(failed) > 0 {
+			n, f, err := p.write(ctx, pl, placed, failed)
+			if err != nil {
+				return err
+			}
+			res.Placed += n
+			res.Failed += f
+		}
+		if len(rows) < p.opts.Batch || planner.Exhausted() {
+			return nil
+		}
+	}
+}
+
+// write commits one batch: the placed leases with their allocations, the failed ones, and their
+// events. Leases no longer pending (released meanwhile) are left out.
+func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, placed []Placement, failed []Failure) (nPlaced, nFailed int, err error) {
+	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		now, err := p.now(ctx, q)
+		if err != nil {
+			return err
+		}
+		var ev events
+		if len(placed) > 0 {
+			ids := make([]uuid.UUID, len(placed))
+			for i, pc := range placed {
+				ids[i] = pc.Lease.ID
+			}
+			rows, err := q.MarkPoolLeasesPlaced(ctx, db.MarkPoolLeasesPlacedParams{Now: now, Ids: ids})
+			if err != nil {
+				return fmt.Errorf("mark leases placed: %w", err)
+			}
+			ends := make(map[uuid.UUID]*time.Time, len(rows))
+			for _, r := range rows {
+				ends[r.ID] = r.EndsAt
+			}
+			var dev db.InsertDeviceAllocationsParams
+			var res db.InsertResourceAllocationsParams
+			dev.Now, res.Now = now, now
+			for _, pc := range placed {
+				end, ok := ends[pc.Lease.ID]
+				if !ok {
+					continue
+				}
+				var nodes []string
+				for _, h := range pc.Holds {
+					if h.Device != 0 {
+						dev.LeaseIds = append(dev.LeaseIds, pc.Lease.ID)
+						dev.NodeIds = append(dev.NodeIds, h.Node)
+						dev.DeviceIds = append(dev.DeviceIds, h.Device)
+						dev.Models = append(dev.Models, h.Model)
+					} else {
+						res.LeaseIds = append(res.LeaseIds, pc.Lease.ID)
+						res.NodeIds = append(res.NodeIds, h.Node)
+						res.Cpus = append(res.Cpus, h.CPUs)
+						res.MemoryBytes = append(res.MemoryBytes, h.Memory)
+					}
+					if s := h.Node.String(); len(nodes) == 0 || nodes[len(nodes)-1] != s {
+						nodes = append(nodes, s)
+					}
+				}
+				if err := ev.add(pc.Lease.Tenant, EventPlaced, pc.Lease.ID, EventData{
+					ID: pc.Lease.ID.String(), PoolID: pl.ID.String(), State: StatePlaced, PreviousState: StatePending,
+					NodeIDs: nodes, EndTime: end,
+				}); err != nil {
+					return err
+				}
+				nPlaced++
+			}
+			if len(dev.LeaseIds) > 0 {
+				if err := q.InsertDeviceAllocations(ctx, dev); err != nil {
+					return fmt.Errorf("allocate devices: %w", err)
+				}
+			}
+			if len(res.LeaseIds) > 0 {
+				if err := q.InsertResourceAllocations(ctx, res); err != nil {
+					return fmt.Errorf("allocate CPUs and memory: %w", err)
+				}
+			}
+		}
+		byReason := map[string][]uuid.UUID{}
+		for _, f := range failed {
+			byReason[f.Reason] = append(byReason[f.Reason], f.Lease.ID)
+		}
+		for reason, ids := range byReason {
+			rows, err := End(ctx, q, ids, StateFailed, reason, &now)
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				if err := ev.add(r.TenantID, EventFailed, r.ID, EventData{
+					ID: r.ID.String(), PoolID: r.PoolID.String(), State: StateFailed, PreviousState: StatePending, Reason: reason,
+				}); err != nil {
+					return err
+				}
+				nFailed++
+			}
+		}
+		return ev.write(ctx, q)
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("write placements: %w", err)
+	}
+	return nPlaced, nFailed, nil
+}
+
+// schedule makes the pool's key due again at its next lease end or reservation boundary, or at
+// once when leases were left over.
+func (p *Placer) schedule(ctx context.Context, pl db.PlacerPoolRow, more bool) error {
+	q := db.New(p.pool)
+	var delay time.Duration
+	if !more {
+		now, err := p.now(ctx, q)
+		if err != nil {
+			return err
+		}
+		next, err := q.NextPoolWake(ctx, db.NextPoolWakeParams{PoolID: pl.ID, TenantID: pl.TenantID, Now: now})
+		if err != nil {
+			return fmt.Errorf("next wake: %w", err)
+		}
+		if next == 0 {
+			return nil // nothing due: the key completes
+		}
+		sec, frac := math.Modf(next)
+		delay = max(time.Unix(int64(sec), int64(frac*1e9)).Sub(now), 0)
+	}
+	if err := q.ScheduleReconcile(ctx, db.ScheduleReconcileParams{Kind: Kind, Key: pl.ID.String(), DelayMs: delay.Milliseconds() + 1}); err != nil {
+		return fmt.Errorf("schedule next reconcile: %w", err)
+	}
+	return nil
+}

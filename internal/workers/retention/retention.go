@@ -1,0 +1,145 @@
+// Package retention prunes what the deployment keeps only for a while: audit rows older than
+// retention.audit, finished commands older than retention.commands and outbox events older
+// than retention.outbox that every healthy event sink has delivered (an event after such a
+// sink's cursor stays, however old; failing webhooks park their events as dead letters and hold
+// nothing). It runs as the singleton job "retention" in the controllers role.
+//
+// It deletes in bounded batches, each statement at most Batch rows in its own short
+// transaction fenced by the job's lease, so pruning a large backlog never holds many locks or
+// a long transaction, and a process that lost the lease stops deleting.
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/config"
+	"github.com/better-compute/better-compute/internal/workers/jobrun"
+	"github.com/better-compute/better-compute/internal/workers/locks"
+)
+
+// Name is the job's name: its lease is "singleton:retention".
+const Name = "retention"
+
+// Defaults of Options.
+const (
+	DefaultInterval = 10 * time.Minute
+	DefaultBatch    = 1000
+)
+
+// Options configure the job; zero values take the defaults.
+type Options struct {
+	// Retention says how long rows are kept; a zero duration takes config.Default's.
+	Retention config.Retention
+	// Interval between runs (DefaultInterval).
+	Interval time.Duration
+	// Batch bounds the rows each statement deletes (DefaultBatch).
+	Batch int32
+	// Logger receives failed runs.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	def := config.Default().Retention
+	if o.Retention.Audit <= 0 {
+		o.Retention.Audit = def.Audit
+	}
+	if o.Retention.Commands <= 0 {
+		o.Retention.Commands = def.Commands
+	}
+	if o.Retention.Outbox <= 0 {
+		o.Retention.Outbox = def.Outbox
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.Batch <= 0 {
+		o.Batch = DefaultBatch
+	}
+	return o
+}
+
+// Job returns the retention job.
+func Job(pool *pgxpool.Pool, opts Options) locks.Job {
+	opts = opts.withDefaults()
+	return locks.Job{
+		Name: Name,
+		Run: func(ctx context.Context, l locks.Lease) error {
+			return jobrun.Every(ctx, pool, Name, opts.Interval, opts.Logger, func(ctx context.Context) error {
+				_, err := Prune(ctx, pool, l, opts)
+				return err
+			})
+		},
+	}
+}
+
+// Pruned counts the rows one Prune deleted.
+type Pruned struct {
+	Audit, Commands, Outbox int64
+}
+
+// Prune deletes every row past its retention under the lease l, batch by batch, and returns
+// how many it deleted. It stops with lease.ErrStale, having deleted nothing more, once l is no
+// longer the current holder's lease.
+func Prune(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, opts Options) (Pruned, error) {
+	opts = opts.withDefaults()
+	var n Pruned
+	var errs []error
+	for _, table := range []struct {
+		name  string
+		count *int64
+		// untilEmpty repeats the statement until it deletes nothing, rather than until it
+		// deletes less than a batch: the windowed statements may delete less than a batch while
+		// old rows remain (see queries/retention.sql).
+		untilEmpty bool
+		del        func(q *db.Queries) (int64, error)
+	}{
+		{"audit_events", &n.Audit, true, func(q *db.Queries) (int64, error) {
+			return q.PruneAuditEvents(ctx, db.PruneAuditEventsParams{KeepMs: opts.Retention.Audit.Milliseconds(), Lim: opts.Batch})
+		}},
+		{"commands", &n.Commands, false, func(q *db.Queries) (int64, error) {
+			return q.PruneFinishedCommands(ctx, db.PruneFinishedCommandsParams{KeepMs: opts.Retention.Commands.Milliseconds(), Lim: opts.Batch})
+		}},
+		{"outbox", &n.Outbox, true, func(q *db.Queries) (int64, error) {
+			return q.PruneOutbox(ctx, db.PruneOutboxParams{KeepMs: opts.Retention.Outbox.Milliseconds(), Lim: opts.Batch})
+		}},
+	} {
+		for {
+			deleted, err := fenced(ctx, pool, l, table.del)
+			*table.count += deleted
+			if errors.Is(err, locks.ErrStale) {
+				return n, err
+			}
+			if err != nil {
+				// Go on with the other tables; report every failure at the end.
+				errs = append(errs, fmt.Errorf("prune %s: %w", table.name, err))
+				break
+			}
+			if deleted == 0 || (!table.untilEmpty && deleted < int64(opts.Batch)) {
+				break
+			}
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// fenced runs del in a transaction guarded by the lease l.
+func fenced(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, del func(q *db.Queries) (int64, error)) (int64, error) {
+	var n int64
+	err := locks.InTx(ctx, pool, l, func(tx pgx.Tx) error {
+		var err error
+		n, err = del(db.New(tx))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
