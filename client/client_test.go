@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,8 +24,9 @@ import (
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 func TestAgainstServer(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	c := client.New(env.URL+"/", client.WithAPIKey(env.AdminKey))
 
 	t.Run("success", func(t *testing.T) {
@@ -54,6 +56,21 @@ func TestAgainstServer(t *testing.T) {
 			if !errors.As(err, &cerr) || cerr.Code() != connect.CodeUnauthenticated {
 				t.Errorf("%s: whoAmI error %v, want a *connect.Error with code unauthenticated", name, err)
 			}
+		}
+	})
+
+	t.Run("an invalid request names the field", func(t *testing.T) {
+		t.Parallel()
+		_, err := c.IAM.GetPrincipal(t.Context(), &iamv1.GetPrincipalRequest{Id: "nope"})
+		if connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Fatalf("getPrincipal error %v, want invalid_argument", err)
+		}
+		want := []client.FieldViolation{{Field: "id", Description: `must be a UUID, got "nope"`}}
+		if got := client.FieldViolations(err); !slices.Equal(got, want) {
+			t.Errorf("FieldViolations = %+v, want %+v", got, want)
+		}
+		if got := client.FieldViolations(errors.New("not a call")); got != nil {
+			t.Errorf("FieldViolations of a plain error = %+v, want nil", got)
 		}
 	})
 
@@ -131,10 +148,11 @@ func (f *flaky) DeletePrincipal(context.Context, *iamv1.DeletePrincipalRequest) 
 }
 
 func TestRetriesOnlyIdempotentMethods(t *testing.T) {
+	t.Parallel()
 	f := &flaky{failures: 2, calls: map[string][]http.Header{}}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	ctx := context.Background()
+	ctx := t.Context()
 	c := client.New(srv.URL, client.WithAPIKey("bck_test"),
 		client.WithRetry(client.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond}))
 
@@ -182,10 +200,11 @@ func TestRetriesOnlyIdempotentMethods(t *testing.T) {
 }
 
 func TestIdempotentRetryDoesNotActTwice(t *testing.T) {
+	t.Parallel()
 	// Against the real server: the same key twice returns the stored principal instead of
 	// failing with already_exists.
 	env := servertest.New(t)
-	ctx := client.WithIdempotencyKey(context.Background(), "same-key")
+	ctx := client.WithIdempotencyKey(t.Context(), "same-key")
 	c := client.New(env.URL, client.WithAPIKey(env.AdminKey))
 	req := &iamv1.CreatePrincipalRequest{Kind: iamv1.PrincipalKind_PRINCIPAL_KIND_SERVICE_ACCOUNT, Name: "once"}
 	a, err := c.IAM.CreatePrincipal(ctx, req)

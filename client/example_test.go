@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/better-compute/better-compute/client"
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	leasesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 )
@@ -49,8 +49,9 @@ func Example_createLease() {
 }
 
 func Example_runCommand() {
-	payload, _ := structpb.NewStruct(map[string]any{"argv": []any{"/usr/bin/nvidia-smi", "-L"}})
-	res, err := c.Commands.Create(ctx, &commandsv1.CreateRequest{NodeId: nodeID, Type: "exec", Payload: payload})
+	res, err := c.Commands.Create(ctx, &commandsv1.CreateRequest{NodeId: nodeID, Payload: &commandsv1.CreateRequest_Exec{
+		Exec: &daemonv1.ExecPayload{Path: "/usr/bin/nvidia-smi", Args: []string{"-L"}},
+	}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -38,7 +39,7 @@ func install(t *testing.T, root string, args ...string) (string, bool) {
 	t.Helper()
 	out, err := exec.Command("./install.sh", append([]string{"--root", root}, args...)...).CombinedOutput()
 	if err != nil {
-		if _, ok := err.(*exec.ExitError); !ok {
+		if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) {
 			t.Fatal(err)
 		}
 	}
@@ -55,6 +56,7 @@ func mode(t *testing.T, path string) os.FileMode {
 }
 
 func TestInstallFromFile(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	v1 := fakeBcd("v1.0.0")
 	out, ok := install(t, root, "--binary", writeFile(t, v1), "--sha256", strings.ToUpper(sum(v1)))
@@ -107,6 +109,7 @@ func TestInstallFromFile(t *testing.T) {
 }
 
 func TestInstallFromURL(t *testing.T) {
+	t.Parallel()
 	v1 := fakeBcd("v1.0.0")
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -151,6 +154,7 @@ func TestInstallFromURL(t *testing.T) {
 
 // TestUnit checks the unit with systemd's own verifier, when it is installed.
 func TestUnit(t *testing.T) {
+	t.Parallel()
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
 		t.Skip("systemd-analyze is not installed")

@@ -1,6 +1,6 @@
 -- Pool leases (the API's "leases"), their allocations of devices and node resources, and the
 -- statements of the capacity placer. Named pool_lease/allocation so as not to be confused with
--- the workers' leases (leases.sql). API statements take the caller's tenant id; the placer's take
+-- the workers' locks (locks.sql). API statements take the caller's tenant id; the placer's take
 -- a pool id. Statements that depend on the time take it as an argument (now), so that the placer
 -- and the tests can run on an injected clock.
 
@@ -31,7 +31,7 @@ SELECT * FROM pool_leases WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.ar
 SELECT * FROM pool_leases
 WHERE tenant_id = sqlc.arg(tenant_id) AND id > sqlc.arg(after)
   AND (sqlc.narg(pool_id)::uuid IS NULL OR pool_id = sqlc.narg(pool_id))
-  AND (sqlc.narg(state)::text IS NULL OR state = sqlc.narg(state))
+  AND (sqlc.narg(state)::lease_state IS NULL OR state = sqlc.narg(state))
 ORDER BY id
 LIMIT sqlc.arg(lim);
 
@@ -60,8 +60,7 @@ RETURNING *;
 SELECT DISTINCT r.id, r.pool_id, lower(r.during)::timestamptz AS starts_at, upper(r.during)::timestamptz AS ends_at
 FROM allocations a
 JOIN nodes n ON n.id = a.node_id
-JOIN pools p ON p.tenant_id = n.tenant_id
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+JOIN pools p ON pool_selects(p, n)
 JOIN reservations r ON r.pool_id = p.id AND r.state = 'active'
 WHERE a.lease_id = sqlc.arg(lease_id) AND a.ended_at IS NULL
   AND r.during && tstzrange(sqlc.arg(starts_at)::timestamptz, sqlc.arg(ends_at)::timestamptz)
@@ -73,7 +72,7 @@ ORDER BY starts_at;
 -- its end or now, whichever comes first, a pending one now (now is the database's clock when
 -- null). EndAllocations then frees what they held.
 UPDATE pool_leases
-SET state = sqlc.arg(state)::text,
+SET state = sqlc.arg(state)::lease_state,
     reason = sqlc.arg(reason)::text,
     ended_at = CASE WHEN placed_at IS NULL THEN COALESCE(sqlc.narg(now)::timestamptz, now())
                     ELSE GREATEST(placed_at, LEAST(ends_at, COALESCE(sqlc.narg(now)::timestamptz, now()))) END,
@@ -162,8 +161,7 @@ SELECT n.id, n.state, n.online, n.taints,
        COALESCE(r.cpus, 0)::integer AS cpus, COALESCE(r.cpus_used, 0)::integer AS cpus_used,
        COALESCE(r.memory_bytes, 0)::bigint AS memory_bytes, COALESCE(r.memory_used, 0)::bigint AS memory_used
 FROM pools p
-JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+JOIN nodes n ON pool_member(p, n)
 LEFT JOIN node_resources r ON r.node_id = n.id
 WHERE p.id = sqlc.arg(pool_id)
 ORDER BY n.id;
@@ -173,8 +171,7 @@ ORDER BY n.id;
 SELECT d.id, d.node_id, d.idx, d.model,
        EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL) AS held
 FROM pools p
-JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+JOIN nodes n ON pool_member(p, n)
 JOIN devices d ON d.node_id = n.id AND d.present
 WHERE p.id = sqlc.arg(pool_id)
 ORDER BY d.node_id, d.idx;
@@ -185,8 +182,7 @@ ORDER BY d.node_id, d.idx;
 SELECT r.id, r.pool_id, lower(r.during)::timestamptz AS starts_at, upper(r.during)::timestamptz AS ends_at, n.id AS node_id
 FROM reservations r
 JOIN pools p ON p.id = r.pool_id
-JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+JOIN nodes n ON pool_member(p, n)
 WHERE r.tenant_id = sqlc.arg(tenant_id) AND r.state = 'active' AND upper(r.during) > sqlc.arg(now)::timestamptz
   AND n.id = ANY(sqlc.arg(node_ids)::uuid[]);
 
@@ -288,6 +284,5 @@ SELECT count(DISTINCT lease_id)::bigint FROM allocations WHERE node_id = sqlc.ar
 -- The pools the nodes are members of.
 SELECT DISTINCT p.id
 FROM nodes n
-JOIN pools p ON p.tenant_id = n.tenant_id
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
-WHERE n.id = ANY(sqlc.arg(node_ids)::uuid[]) AND n.revoked_at IS NULL AND n.state <> 'retired';
+JOIN pools p ON pool_member(p, n)
+WHERE n.id = ANY(sqlc.arg(node_ids)::uuid[]);

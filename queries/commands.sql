@@ -31,7 +31,7 @@ SELECT * FROM commands WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(i
 SELECT * FROM commands
 WHERE tenant_id = sqlc.arg(tenant_id)
   AND (sqlc.narg(node_id)::uuid IS NULL OR node_id = sqlc.narg(node_id))
-  AND (sqlc.narg(state)::text IS NULL OR state = sqlc.narg(state))
+  AND (sqlc.narg(state)::command_state IS NULL OR state = sqlc.narg(state))
   AND id > sqlc.arg(after)
 ORDER BY id
 LIMIT sqlc.arg(lim);
@@ -70,10 +70,10 @@ RETURNING *;
 -- that was lost with a gateway). A repeated result finds the command finished and changes
 -- nothing, so a result is recorded once.
 UPDATE commands
-SET state = sqlc.arg(state)::text, result = sqlc.narg(result), error = sqlc.arg(error),
+SET state = sqlc.arg(state)::command_state, result = sqlc.narg(result), error = sqlc.arg(error),
     finished_at = now(), updated_at = now()
 WHERE node_id = sqlc.arg(node_id) AND id = sqlc.arg(id) AND state IN ('sent', 'acked')
-  AND sqlc.arg(state)::text IN ('succeeded', 'failed')
+  AND sqlc.arg(state)::command_state IN ('succeeded', 'failed')
 RETURNING *;
 
 -- name: ExpireOverdueCommands :execrows

@@ -25,10 +25,10 @@ WHERE g.heartbeat_at > now() - interval '30 seconds'
 GROUP BY g.id ORDER BY g.id;
 
 -- name: UndispatchedWebhooks :many
--- Webhooks whose dispatcher lease nobody holds: no process of the sinks role delivers them.
+-- Webhooks whose dispatcher lock nobody holds: no process of the sinks role delivers them.
 SELECT w.id FROM webhooks w
 WHERE NOT EXISTS (
-    SELECT 1 FROM leases l
+    SELECT 1 FROM locks l
     WHERE l.name = 'singleton:outbox-dispatch:webhook:' || w.id::text AND l.expires_at > now()
 )
 ORDER BY w.id

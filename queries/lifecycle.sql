@@ -8,10 +8,11 @@
 SELECT * FROM nodes WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) FOR UPDATE;
 
 -- name: SetNodeState :one
--- Moves a node from one of from_states to state; no row when it is in another state.
+-- Moves a node from one of from_states to state; no row when it is in another state. from_states
+-- travels as text[]: pgx cannot encode an array of an enum it has not loaded.
 UPDATE nodes
-SET state = sqlc.arg(state)::text, state_generation = state_generation + 1, state_changed_at = now(), updated_at = now()
-WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) AND state = ANY(sqlc.arg(from_states)::text[])
+SET state = sqlc.arg(state)::node_state, state_generation = state_generation + 1, state_changed_at = now(), updated_at = now()
+WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) AND state = ANY(sqlc.arg(from_states)::text[]::node_state[])
 RETURNING *;
 
 -- name: SetNodeLabels :exec
@@ -149,7 +150,7 @@ SELECT back.id FROM back ORDER BY back.id;
 -- stored one, a history row and a node.inventory.changed event. Returns whether the inventory
 -- changed; no row when the node does not exist.
 WITH old AS (
-    SELECT o.id, o.tenant_id, o.state, o.inventory FROM nodes o WHERE o.id = sqlc.arg(id) FOR UPDATE
+    SELECT o.id, o.tenant_id, o.hostname, o.state, o.inventory FROM nodes o WHERE o.id = sqlc.arg(id) FOR UPDATE
 ), hello AS (
     UPDATE nodes n
     SET daemon_version = sqlc.arg(daemon_version), inventory = sqlc.arg(inventory), last_seen_at = now(),
@@ -166,7 +167,9 @@ WITH old AS (
     SELECT changed.id, sqlc.arg(inventory)::jsonb FROM changed
 ), events AS (
     INSERT INTO outbox (tenant_id, type, subject, payload)
-    SELECT old.tenant_id, 'node.ready', 'node/' || old.id::text, jsonb_build_object('id', old.id, 'from', 'joining', 'to', 'ready')
+    -- The payloads are internal/event's NodeReady and NodeInventoryChanged (a test checks the keys).
+    SELECT old.tenant_id, 'node.ready', 'node/' || old.id::text,
+           jsonb_build_object('id', old.id, 'hostname', old.hostname, 'from', 'joining', 'to', 'ready')
     FROM old WHERE old.state = 'joining'
     UNION ALL
     SELECT changed.tenant_id, 'node.inventory.changed', 'node/' || changed.id::text,
@@ -182,3 +185,27 @@ FROM node_inventory_history h JOIN nodes n ON n.id = h.node_id
 WHERE n.tenant_id = sqlc.arg(tenant_id) AND h.node_id = sqlc.arg(node_id) AND h.id < sqlc.arg(before)
 ORDER BY h.id DESC
 LIMIT sqlc.arg(lim);
+
+-- name: RecordNodeInventory :one
+-- A collectInventory command's result, recorded with it: the node's inventory and, only when it
+-- differs from the stored one, a history row and a node.inventory.changed event, as a hello
+-- records them (but neither the daemon version nor the state changes). Returns whether the
+-- inventory changed; no row when the node does not exist.
+WITH old AS (
+    SELECT o.id, o.tenant_id, o.inventory FROM nodes o WHERE o.id = sqlc.arg(id) FOR UPDATE
+), changed AS (
+    SELECT old.id, old.tenant_id FROM old WHERE old.inventory IS DISTINCT FROM sqlc.arg(inventory)::jsonb
+), updated AS (
+    UPDATE nodes n SET inventory = sqlc.arg(inventory), updated_at = now()
+    FROM changed WHERE n.id = changed.id
+    RETURNING n.id
+), history AS (
+    INSERT INTO node_inventory_history (node_id, inventory)
+    SELECT changed.id, sqlc.arg(inventory)::jsonb FROM changed
+), events AS (
+    INSERT INTO outbox (tenant_id, type, subject, payload)
+    SELECT changed.tenant_id, 'node.inventory.changed', 'node/' || changed.id::text,
+           jsonb_build_object('id', changed.id, 'inventory', sqlc.arg(inventory)::jsonb)
+    FROM changed
+)
+SELECT old.id, EXISTS (SELECT 1 FROM changed)::boolean AS inventory_changed FROM old;

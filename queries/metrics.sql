@@ -1,10 +1,10 @@
 -- What /metrics reads from the database at scrape time (behind a short cache in the metrics
 -- package). The reconcile queues come from ReconcileQueueStats in reconcile.sql.
 
--- name: LeaseHolders :many
--- Live leases per holder: shards and singleton jobs each process holds.
-SELECT holder, count(*)::bigint AS leases
-FROM leases
+-- name: LockHolders :many
+-- Live locks per holder: shards and singleton jobs each process holds.
+SELECT holder, count(*)::bigint AS locks
+FROM locks
 WHERE expires_at > now()
 GROUP BY holder
 ORDER BY holder;

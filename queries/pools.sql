@@ -3,8 +3,9 @@
 --
 -- A node is a member of a pool when it belongs to the pool's tenant, is neither revoked nor
 -- retired, and is listed in node_ids, carries every label of a non-empty node_selector, or has
--- the pool's name as its pool (from its join token). Every statement that needs membership
--- spells out that same predicate.
+-- the pool's name as its pool (from its join token). That predicate is the SQL function
+-- pool_member (migrations/0016_pool_membership.sql), which every statement that needs
+-- membership calls.
 
 -- name: CreatePool :one
 INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids)
@@ -54,8 +55,7 @@ SELECT p.id AS pool_id, d.model,
        count(a.id)::bigint AS allocated,
        count(*) FILTER (WHERE n.state = 'ready' AND n.online AND a.id IS NULL)::bigint AS available
 FROM pools p
-JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+JOIN nodes n ON pool_member(p, n)
 JOIN devices d ON d.node_id = n.id AND d.present
 LEFT JOIN allocations a ON a.device_id = d.id AND a.ended_at IS NULL
 WHERE p.id = ANY(sqlc.arg(pool_ids)::uuid[])
@@ -74,8 +74,7 @@ SELECT p.id AS pool_id,
        COALESCE(max(r.cpus), 0)::bigint AS max_node_cpus,
        COALESCE(max(r.memory_bytes), 0)::bigint AS max_node_memory_bytes
 FROM pools p
-LEFT JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+LEFT JOIN nodes n ON pool_member(p, n)
 LEFT JOIN node_resources r ON r.node_id = n.id
 WHERE p.id = ANY(sqlc.arg(pool_ids)::uuid[])
 GROUP BY p.id
@@ -86,8 +85,7 @@ ORDER BY p.id;
 -- one node.
 SELECT g.model::text AS model, sum(g.n::bigint)::bigint AS total, max(g.n::bigint)::bigint AS max_per_node
 FROM pools p
-JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+JOIN nodes n ON pool_member(p, n)
 JOIN node_resources r ON r.node_id = n.id
 CROSS JOIN LATERAL jsonb_each_text(r.gpus) AS g (model, n)
 WHERE p.id = sqlc.arg(pool_id)

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,7 +28,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
@@ -41,6 +42,7 @@ import (
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
+	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/server"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
@@ -59,7 +61,8 @@ const certTTL = 20 * time.Second
 // commands/create (allowed and refused), an upgrade that restarts the daemon in place, SIGKILL
 // and restart with the same identity and the command record kept, a gateway restart, a network
 // drop, the certificate renewed on disk, a tampered state directory refused, and bcd status.
-func TestEndToEnd(t *testing.T) {
+func TestEndToEnd(t *testing.T) { //nolint:tparallel // the steps are one story, in order
+	t.Parallel()
 	bins := buildBcd(t, "e2e-1", "e2e-2")
 	bcd, bcdV2 := bins[0], bins[1]
 
@@ -119,186 +122,219 @@ func TestEndToEnd(t *testing.T) {
 	}
 	sum := sha256.Sum256(binary)
 	releases := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(binary) }))
-	defer releases.Close()
+	t.Cleanup(releases.Close)
 	runArgs := []string{"run", "--state-dir", stateDir, "--allow-exec", "/bin/echo", "--max-backoff", "1s",
 		"--allow-upgrade", "--upgrade-source", releases.URL + "/releases/"}
 	d := startBcd(t, bcd, work, runArgs...)
 
-	// Ready, with this machine's real CPUs and memory.
-	var node *nodesv1.Node
-	eventually(t, 15*time.Second, "the node is ready and connected with its inventory", func() bool {
-		res, err := nodes.Get(ctx, &nodesv1.GetRequest{Id: nodeID})
-		node = res.GetNode()
-		return err == nil && node.GetState() == "ready" && node.GetConnected() && node.GetInventory().GetCpus() > 0
-	}, d)
-	inv := node.GetInventory()
-	if want := onlineCPUs(t); inv.GetCpus() != want {
-		t.Errorf("nodes/get: %d CPUs; this machine has %d online", inv.GetCpus(), want)
-	}
-	var si syscall.Sysinfo_t
-	if err := syscall.Sysinfo(&si); err != nil {
-		t.Fatal(err)
-	}
-	if want := int64(si.Totalram) * int64(si.Unit); inv.GetMemoryBytes() != want {
-		t.Errorf("nodes/get: %d bytes of memory; this machine has %d", inv.GetMemoryBytes(), want)
-	}
-	if h, _ := os.Hostname(); inv.GetHostname() != h || node.GetHostname() != h {
-		t.Errorf("hostname %q / %q, want %q", inv.GetHostname(), node.GetHostname(), h)
-	}
-	if node.GetDaemonVersion() != "e2e-1" || node.GetLabels()["e2e"] != "bcd" || inv.GetKernel() == "" || inv.GetOs() == "" {
-		t.Errorf("node %v", node)
-	}
-	t.Logf("inventory in nodes/get: %v", inv)
-	st := status(t, bcd, stateDir, 0)
-	if !st.Running || !st.Connected || st.NodeID != nodeID || st.PID != d.cmd.Process.Pid || strings.Join(st.AllowExec, ",") != "/bin/echo,"+counter {
-		t.Errorf("bcd status: %+v", st)
-	}
-	if text := runBcd(t, bcd, 0, "status", "--state-dir", stateDir); !strings.Contains(text, nodeID) || !strings.Contains(text, "connected") {
-		t.Errorf("bcd status:\n%s", text)
-	}
+	// The story's steps run in order, each from where the last left off, so the first to fail
+	// ends it. What must outlive a step (the daemon, the gateway) is started on story.
+	story := t
+	var countCmd *commandsv1.Command // run before the restart, re-delivered after it
 
-	// exec: output back through the API.
-	c := runCommand(t, commands, nodeID, "exec", map[string]any{"argv": []any{"/bin/echo", "hello"}}, "", d)
-	if c.GetState() != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED || c.GetResult().GetFields()["stdout"].GetStringValue() != "hello\n" ||
-		c.GetResult().GetFields()["exitCode"].GetNumberValue() != 0 {
-		t.Fatalf("exec /bin/echo hello: %v", c)
-	}
-
-	// exec off the allow list: refused, reported failed, not run.
-	marker := filepath.Join(work, "touched")
-	c = runCommand(t, commands, nodeID, "exec", map[string]any{"argv": []any{"/usr/bin/touch", marker}}, "", d)
-	if c.GetState() != commandsv1.CommandState_COMMAND_STATE_FAILED || !strings.Contains(c.GetError(), "not allowed") {
-		t.Errorf("exec /usr/bin/touch: %v", c)
-	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Error("a program off the allow list ran")
-	}
-
-	// A command to re-deliver after a restart.
-	countCmd := runCommand(t, commands, nodeID, "exec", map[string]any{"argv": []any{counter}}, "count-once", d)
-	if countCmd.GetState() != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED || runs(t, counted) != 1 {
-		t.Fatalf("count: %v, %d runs", countCmd, runs(t, counted))
-	}
-
-	// upgrade: the daemon fetches e2e-2, checks it, renames it over itself and execs it, in the
-	// same process.
-	c = runCommand(t, commands, nodeID, "upgrade", map[string]any{"url": releases.URL + "/releases/bcd", "sha256": hex.EncodeToString(sum[:]), "version": "e2e-2"}, "", d)
-	if c.GetState() != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED {
-		t.Fatalf("upgrade: %v", c)
-	}
-	eventually(t, 15*time.Second, "the upgraded daemon says hello with its new version", func() bool {
-		res, err := nodes.Get(ctx, &nodesv1.GetRequest{Id: nodeID})
-		return err == nil && res.GetNode().GetDaemonVersion() == "e2e-2" && res.GetNode().GetConnected()
-	}, d)
-	if st := status(t, bcd, stateDir, 0); st.PID != d.cmd.Process.Pid || st.Version != "e2e-2" {
-		t.Errorf("after the upgrade: pid %d version %s; want pid %d (restarted in place) version e2e-2", st.PID, st.Version, d.cmd.Process.Pid)
-	}
-	if got, _ := os.ReadFile(bcd); !bytes.Equal(got, binary) {
-		t.Error("the binary was not replaced")
-	}
-
-	// SIGKILL, then re-deliver the count command (as the sweeper does with an unacked one) while
-	// the daemon is down: the restarted daemon is the same node and answers from its record.
-	d.kill(t)
-	eventually(t, 10*time.Second, "the gateway sees the session end", func() bool {
-		res, err := nodes.Get(ctx, &nodesv1.GetRequest{Id: nodeID})
-		return err == nil && !res.GetNode().GetConnected()
-	}, d)
-	if _, err := env.Pool.Exec(ctx, `UPDATE commands SET state = 'pending', result = NULL, error = '', acked_at = NULL, finished_at = NULL WHERE id = $1`, countCmd.GetId()); err != nil {
-		t.Fatal(err)
-	}
-	if st := status(t, bcd, stateDir, 3); st.Running || st.NodeID != nodeID || st.StateError != "" {
-		t.Errorf("bcd status of a killed daemon: %+v", st)
-	}
-	d = startBcd(t, bcd, work, runArgs...)
-	eventually(t, 15*time.Second, "the re-delivered command is answered", func() bool {
-		res, err := commands.Get(ctx, &commandsv1.GetRequest{Id: countCmd.GetId()})
-		return err == nil && res.GetCommand().GetState() == commandsv1.CommandState_COMMAND_STATE_SUCCEEDED && res.GetCommand().GetAttempts() == 2
-	}, d)
-	if n := runs(t, counted); n != 1 {
-		t.Errorf("the re-delivered command ran again: %d runs", n)
-	}
-	list, err := nodes.List(ctx, &nodesv1.ListRequest{})
-	if err != nil || len(list.GetNodes()) != 1 || list.GetNodes()[0].GetId() != nodeID || !list.GetNodes()[0].GetConnected() {
-		t.Fatalf("after the restart: nodes %v, %v", list.GetNodes(), err)
-	}
-	if again, _ := dir.ReadNode(); again.NodeID != nodeID {
-		t.Errorf("node id changed to %s", again.NodeID)
-	}
-
-	// A gateway restart on the same address: the daemon reconnects by itself.
-	gw.stop()
-	restarted := time.Now()
-	gw = startGateway(t, env, gw.addr)
-	eventually(t, 15*time.Second, "the daemon reconnects to the restarted gateway", func() bool {
-		res, err := nodes.Get(ctx, &nodesv1.GetRequest{Id: nodeID})
-		return err == nil && res.GetNode().GetConnected() && res.GetNode().GetConnectTime().AsTime().After(restarted)
-	}, d)
-	c = runCommand(t, commands, nodeID, "exec", map[string]any{"argv": []any{"/bin/echo", "still", "here"}}, "", d)
-	if c.GetState() != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED || c.GetResult().GetFields()["stdout"].GetStringValue() != "still here\n" {
-		t.Fatalf("exec after the gateway restart: %v", c)
-	}
-
-	// A network drop: every connection reset at once, no goodbye. The daemon reconnects by itself.
-	dropped := time.Now()
-	if n := network.cut(); n == 0 {
-		t.Fatal("no connection to cut")
-	}
-	eventually(t, 15*time.Second, "the daemon reconnects after the drop", func() bool {
-		res, err := nodes.Get(ctx, &nodesv1.GetRequest{Id: nodeID})
-		return err == nil && res.GetNode().GetConnected() && res.GetNode().GetConnectTime().AsTime().After(dropped)
-	}, d)
-	c = runCommand(t, commands, nodeID, "exec", map[string]any{"argv": []any{"/bin/echo", "reconnected"}}, "", d)
-	if c.GetState() != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED {
-		t.Fatalf("exec after the network drop: %v", c)
-	}
-
-	// Renewals replace the chain on disk, with the same key and mode.
-	eventually(t, 2*certTTL, "a renewed certificate is saved", func() bool {
-		chain, err := os.ReadFile(dir.File(state.ChainFile))
-		return err == nil && !bytes.Equal(chain, firstChain)
-	}, d)
-	checkModes(t, stateDir)
-	if _, _, err := dir.Load(); err != nil {
-		t.Errorf("state after renewal: %v", err)
-	}
-
-	// Tampered copies of the state directory: bcd run refuses to start, naming the file.
-	for _, tc := range []struct {
-		name   string
-		tamper func(dir string)
-		want   string
-	}{
-		{"another key", func(dir string) {
-			k, _ := daemon.NewKey()
-			der, _ := x509.MarshalECPrivateKey(k)
-			if err := os.WriteFile(filepath.Join(dir, state.KeyFile), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}, "key.pem: the key does not belong to the certificate"},
-		{"key readable by others", func(dir string) {
-			if err := os.Chmod(filepath.Join(dir, state.KeyFile), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}, "key.pem: permissions 0644"},
-	} {
-		copyDir := copyState(t, stateDir)
-		tc.tamper(copyDir)
-		res := runBcd(t, bcd, 1, "run", "--state-dir", copyDir)
-		if want := filepath.Join(copyDir, tc.want); !strings.Contains(res, want) {
-			t.Errorf("%s: bcd run said %q; want %q", tc.name, res, want)
+	if !t.Run("ready with its inventory", func(t *testing.T) {
+		// Ready, with this machine's real CPUs and memory.
+		var node *nodesv1.Node
+		poll.Until(t, 15*time.Second, "the node is ready and connected with its inventory", func() bool {
+			res, err := nodes.Get(ctx, &nodesv1.GetRequest{Id: nodeID})
+			node = res.GetNode()
+			return err == nil && node.GetState() == "ready" && node.GetConnected() && node.GetInventory().GetCpus() > 0
+		}, poll.Every(25*time.Millisecond), d.logReport())
+		inv := node.GetInventory()
+		if want := onlineCPUs(t); inv.GetCpus() != want {
+			t.Errorf("nodes/get: %d CPUs; this machine has %d online", inv.GetCpus(), want)
 		}
+		var si syscall.Sysinfo_t
+		if err := syscall.Sysinfo(&si); err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(si.Totalram) * int64(si.Unit); inv.GetMemoryBytes() != want {
+			t.Errorf("nodes/get: %d bytes of memory; this machine has %d", inv.GetMemoryBytes(), want)
+		}
+		if h, _ := os.Hostname(); inv.GetHostname() != h || node.GetHostname() != h {
+			t.Errorf("hostname %q / %q, want %q", inv.GetHostname(), node.GetHostname(), h)
+		}
+		if node.GetDaemonVersion() != "e2e-1" || node.GetLabels()["e2e"] != "bcd" || inv.GetKernel() == "" || inv.GetOs() == "" {
+			t.Errorf("node %v", node)
+		}
+		t.Logf("inventory in nodes/get: %v", inv)
+		st := status(t, bcd, stateDir, 0)
+		if !st.Running || !st.Connected || st.NodeID != nodeID || st.PID != d.cmd.Process.Pid || strings.Join(st.AllowExec, ",") != "/bin/echo,"+counter {
+			t.Errorf("bcd status: %+v", st)
+		}
+		if text := runBcd(t, bcd, 0, "status", "--state-dir", stateDir); !strings.Contains(text, nodeID) || !strings.Contains(text, "connected") {
+			t.Errorf("bcd status:\n%s", text)
+		}
+	}) {
+		t.FailNow()
 	}
+	if !t.Run("exec through the allow list", func(t *testing.T) {
+		// exec: output back through the API.
+		c := runCommand(t, commands, nodeID, "exec", map[string]any{"argv": []any{"/bin/echo", "hello"}}, "", d)
+		if c.GetState() != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED || c.GetResult().GetFields()["stdout"].GetStringValue() != "hello\n" ||
+			c.GetResult().GetFields()["exitCode"].GetNumberValue() != 0 {
+			t.Fatalf("exec /bin/echo hello: %v", c)
+		}
 
-	// SIGTERM stops it cleanly; then status reads the state directory.
-	if code := d.terminate(t); code != 0 {
-		t.Errorf("bcd run exited %d after SIGTERM", code)
+		// exec off the allow list: refused, reported failed, not run.
+		marker := filepath.Join(work, "touched")
+		c = runCommand(t, commands, nodeID, "exec", map[string]any{"argv": []any{"/usr/bin/touch", marker}}, "", d)
+		if c.GetState() != commandsv1.CommandState_COMMAND_STATE_FAILED || !strings.Contains(c.GetError(), "not allowed") {
+			t.Errorf("exec /usr/bin/touch: %v", c)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("a program off the allow list ran")
+		}
+
+		// A command to re-deliver after a restart.
+		countCmd = runCommand(t, commands, nodeID, "exec", map[string]any{"argv": []any{counter}}, "count-once", d)
+		if countCmd.GetState() != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED || runs(t, counted) != 1 {
+			t.Fatalf("count: %v, %d runs", countCmd, runs(t, counted))
+		}
+	}) {
+		t.FailNow()
 	}
-	if _, err := os.Stat(dir.File(state.SocketFile)); err == nil {
-		t.Error("the health socket is left behind")
+	if !t.Run("upgrade in place", func(t *testing.T) {
+		// upgrade: the daemon fetches e2e-2, checks it, renames it over itself and execs it, in the
+		// same process.
+		c := runCommand(t, commands, nodeID, "upgrade", map[string]any{"url": releases.URL + "/releases/bcd", "sha256": hex.EncodeToString(sum[:]), "version": "e2e-2"}, "", d)
+		if c.GetState() != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED {
+			t.Fatalf("upgrade: %v", c)
+		}
+		poll.Until(t, 15*time.Second, "the upgraded daemon says hello with its new version", func() bool {
+			res, err := nodes.Get(ctx, &nodesv1.GetRequest{Id: nodeID})
+			return err == nil && res.GetNode().GetDaemonVersion() == "e2e-2" && res.GetNode().GetConnected()
+		}, poll.Every(25*time.Millisecond), d.logReport())
+		if st := status(t, bcd, stateDir, 0); st.PID != d.cmd.Process.Pid || st.Version != "e2e-2" {
+			t.Errorf("after the upgrade: pid %d version %s; want pid %d (restarted in place) version e2e-2", st.PID, st.Version, d.cmd.Process.Pid)
+		}
+		if got, _ := os.ReadFile(bcd); !bytes.Equal(got, binary) {
+			t.Error("the binary was not replaced")
+		}
+	}) {
+		t.FailNow()
 	}
-	if text := runBcd(t, bcd, 3, "status", "--state-dir", stateDir); !strings.Contains(text, "not running") || !strings.Contains(text, nodeID) {
-		t.Errorf("bcd status of a stopped daemon:\n%s", text)
+	if !t.Run("restart re-delivers without re-running", func(t *testing.T) {
+		// SIGKILL, then re-deliver the count command (as the sweeper does with an unacked one) while
+		// the daemon is down: the restarted daemon is the same node and answers from its record.
+		d.kill(t)
+		poll.Until(t, 10*time.Second, "the gateway sees the session end", func() bool {
+			res, err := nodes.Get(ctx, &nodesv1.GetRequest{Id: nodeID})
+			return err == nil && !res.GetNode().GetConnected()
+		}, poll.Every(25*time.Millisecond), d.logReport())
+		if _, err := env.Pool.Exec(ctx, `UPDATE commands SET state = 'pending', result = NULL, error = '', acked_at = NULL, finished_at = NULL WHERE id = $1`, countCmd.GetId()); err != nil {
+			t.Fatal(err)
+		}
+		if st := status(t, bcd, stateDir, 3); st.Running || st.NodeID != nodeID || st.StateError != "" {
+			t.Errorf("bcd status of a killed daemon: %+v", st)
+		}
+		d = startBcd(story, bcd, work, runArgs...)
+		poll.Until(t, 15*time.Second, "the re-delivered command is answered", func() bool {
+			res, err := commands.Get(ctx, &commandsv1.GetRequest{Id: countCmd.GetId()})
+			return err == nil && res.GetCommand().GetState() == commandsv1.CommandState_COMMAND_STATE_SUCCEEDED && res.GetCommand().GetAttempts() == 2
+		}, poll.Every(25*time.Millisecond), d.logReport())
+		if n := runs(t, counted); n != 1 {
+			t.Errorf("the re-delivered command ran again: %d runs", n)
+		}
+		list, err := nodes.List(ctx, &nodesv1.ListRequest{})
+		if err != nil || len(list.GetNodes()) != 1 || list.GetNodes()[0].GetId() != nodeID || !list.GetNodes()[0].GetConnected() {
+			t.Fatalf("after the restart: nodes %v, %v", list.GetNodes(), err)
+		}
+		if again, _ := dir.ReadNode(); again.NodeID != nodeID {
+			t.Errorf("node id changed to %s", again.NodeID)
+		}
+	}) {
+		t.FailNow()
+	}
+	if !t.Run("reconnect after a gateway restart", func(t *testing.T) {
+		// A gateway restart on the same address: the daemon reconnects by itself.
+		gw.stop()
+		restarted := time.Now()
+		startGateway(story, env, gw.addr)
+		poll.Until(t, 15*time.Second, "the daemon reconnects to the restarted gateway", func() bool {
+			res, err := nodes.Get(ctx, &nodesv1.GetRequest{Id: nodeID})
+			return err == nil && res.GetNode().GetConnected() && res.GetNode().GetConnectTime().AsTime().After(restarted)
+		}, poll.Every(25*time.Millisecond), d.logReport())
+		c := runCommand(t, commands, nodeID, "exec", map[string]any{"argv": []any{"/bin/echo", "still", "here"}}, "", d)
+		if c.GetState() != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED || c.GetResult().GetFields()["stdout"].GetStringValue() != "still here\n" {
+			t.Fatalf("exec after the gateway restart: %v", c)
+		}
+	}) {
+		t.FailNow()
+	}
+	if !t.Run("reconnect after a network drop", func(t *testing.T) {
+		// A network drop: every connection reset at once, no goodbye. The daemon reconnects by itself.
+		dropped := time.Now()
+		if n := network.cut(); n == 0 {
+			t.Fatal("no connection to cut")
+		}
+		poll.Until(t, 15*time.Second, "the daemon reconnects after the drop", func() bool {
+			res, err := nodes.Get(ctx, &nodesv1.GetRequest{Id: nodeID})
+			return err == nil && res.GetNode().GetConnected() && res.GetNode().GetConnectTime().AsTime().After(dropped)
+		}, poll.Every(25*time.Millisecond), d.logReport())
+		c := runCommand(t, commands, nodeID, "exec", map[string]any{"argv": []any{"/bin/echo", "reconnected"}}, "", d)
+		if c.GetState() != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED {
+			t.Fatalf("exec after the network drop: %v", c)
+		}
+	}) {
+		t.FailNow()
+	}
+	if !t.Run("renewal", func(t *testing.T) {
+		// Renewals replace the chain on disk, with the same key and mode.
+		poll.Until(t, 2*certTTL, "a renewed certificate is saved", func() bool {
+			chain, err := os.ReadFile(dir.File(state.ChainFile))
+			return err == nil && !bytes.Equal(chain, firstChain)
+		}, poll.Every(25*time.Millisecond), d.logReport())
+		checkModes(t, stateDir)
+		if _, _, err := dir.Load(); err != nil {
+			t.Errorf("state after renewal: %v", err)
+		}
+	}) {
+		t.FailNow()
+	}
+	if !t.Run("tampered state refused", func(t *testing.T) {
+		// Tampered copies of the state directory: bcd run refuses to start, naming the file.
+		for _, tc := range []struct {
+			name   string
+			tamper func(dir string)
+			want   string
+		}{
+			{"another key", func(dir string) {
+				k, _ := daemon.NewKey()
+				der, _ := x509.MarshalECPrivateKey(k)
+				if err := os.WriteFile(filepath.Join(dir, state.KeyFile), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}, "key.pem: the key does not belong to the certificate"},
+			{"key readable by others", func(dir string) {
+				if err := os.Chmod(filepath.Join(dir, state.KeyFile), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}, "key.pem: permissions 0644"},
+		} {
+			copyDir := copyState(t, stateDir)
+			tc.tamper(copyDir)
+			res := runBcd(t, bcd, 1, "run", "--state-dir", copyDir)
+			if want := filepath.Join(copyDir, tc.want); !strings.Contains(res, want) {
+				t.Errorf("%s: bcd run said %q; want %q", tc.name, res, want)
+			}
+		}
+	}) {
+		t.FailNow()
+	}
+	if !t.Run("SIGTERM", func(t *testing.T) {
+		// SIGTERM stops it cleanly; then status reads the state directory.
+		if code := d.terminate(t); code != 0 {
+			t.Errorf("bcd run exited %d after SIGTERM", code)
+		}
+		if _, err := os.Stat(dir.File(state.SocketFile)); err == nil {
+			t.Error("the health socket is left behind")
+		}
+		if text := runBcd(t, bcd, 3, "status", "--state-dir", stateDir); !strings.Contains(text, "not running") || !strings.Contains(text, nodeID) {
+			t.Errorf("bcd status of a stopped daemon:\n%s", text)
+		}
+	}) {
+		t.FailNow()
 	}
 }
 
@@ -306,14 +342,14 @@ func TestEndToEnd(t *testing.T) {
 // detector when the test has it.
 func buildBcd(t *testing.T, versions ...string) []string {
 	t.Helper()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // the toolchain running the test builds bcd
 	if _, err := os.Stat(goBin); err != nil {
 		goBin = "go"
 	}
 	var paths []string
 	for _, v := range versions {
 		out := filepath.Join(t.TempDir(), "bcd")
-		args := []string{"build", "-o", out, "-ldflags", "-X github.com/better-compute/better-compute/buildinfo.Version=" + v}
+		args := []string{"build", "-o", out, "-ldflags", "-X github.com/better-compute/better-compute/internal/buildinfo.Version=" + v}
 		if raceEnabled {
 			args = append(args, "-race")
 		}
@@ -345,10 +381,10 @@ func startGateway(t *testing.T, env *gatewaytest.Env, addr string) *runningGatew
 		t.Fatal(err)
 	}
 	var ln net.Listener
-	eventually(t, 5*time.Second, "listen on "+addr, func() bool {
+	poll.Until(t, 5*time.Second, "listen on "+addr, func() bool {
 		ln, err = net.Listen("tcp", addr)
 		return err == nil
-	}, nil)
+	}, poll.Every(25*time.Millisecond))
 	control, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -534,42 +570,35 @@ func status(t *testing.T, bin, stateDir string, want int) host.Status {
 	return s
 }
 
-// runCommand creates a command through the API and waits for it to finish.
+// runCommand creates a command through the API and waits for it to finish. The payload is the
+// typed payload of typ as JSON, with "argv" standing for an exec's path and args.
 func runCommand(t *testing.T, commands commandsv1connect.CommandsServiceClient, nodeID, typ string, payload map[string]any, key string, d *daemonProc) *commandsv1.Command {
 	t.Helper()
-	p, err := structpb.NewStruct(payload)
+	payload = maps.Clone(payload)
+	if argv, ok := payload["argv"].([]any); ok && len(argv) > 0 {
+		delete(payload, "argv")
+		payload["path"], payload["args"] = argv[0], argv[1:]
+	}
+	b, err := json.Marshal(map[string]any{"nodeId": nodeID, typ: payload, "idempotencyKey": key})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := commands.Create(ctx, &commandsv1.CreateRequest{NodeId: nodeID, Type: typ, Payload: p, IdempotencyKey: key})
+	req := &commandsv1.CreateRequest{}
+	if err := protojson.Unmarshal(b, req); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	res, err := commands.Create(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := res.GetCommands()[0].GetId()
 	var c *commandsv1.Command
-	eventually(t, 20*time.Second, fmt.Sprintf("%s command %s finishes", typ, id), func() bool {
+	poll.Until(t, 20*time.Second, fmt.Sprintf("%s command %s finishes", typ, id), func() bool {
 		got, err := commands.Get(ctx, &commandsv1.GetRequest{Id: id})
 		c = got.GetCommand()
 		return err == nil && c.GetFinishTime() != nil
-	}, d)
+	}, poll.Every(25*time.Millisecond), d.logReport())
 	return c
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool, d *daemonProc) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			if d != nil {
-				t.Logf("bcd log:\n%s", d.tail(30))
-			}
-			t.Fatalf("timed out after %v waiting until %s", within, what)
-		}
-		<-tick.C
-	}
 }
 
 // checkModes checks the state directory is 0700 and its files 0600.
@@ -642,4 +671,9 @@ func onlineCPUs(t *testing.T) int32 {
 		n += int32(b - a + 1)
 	}
 	return n
+}
+
+// logReport adds the end of bcd's log to the failure of a wait.
+func (d *daemonProc) logReport() poll.Option {
+	return poll.Report(func() string { return "bcd log:\n" + d.tail(30) })
 }

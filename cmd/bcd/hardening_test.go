@@ -26,6 +26,7 @@ import (
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/pki"
+	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/server"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
@@ -104,10 +105,10 @@ func TestNodeCommandsCannotBecomeRoot(t *testing.T) {
 	}
 	connected := func(d *daemonProc) {
 		t.Helper()
-		eventually(t, 15*time.Second, "the node is connected", func() bool {
+		poll.Until(t, 15*time.Second, "the node is connected", func() bool {
 			res, err := nodes.Get(ctx, &nodesv1.GetRequest{Id: nodeID})
 			return err == nil && res.GetNode().GetConnected() && res.GetNode().GetState() == "ready"
-		}, d)
+		}, poll.Every(25*time.Millisecond), d.logReport())
 	}
 
 	// A listed path that is a symlink to an unlisted program.
@@ -245,11 +246,11 @@ func TestGatewayIdentityChecked(t *testing.T) {
 	} {
 		d := startBcd(t, bcd, work, "run", "--state-dir", tc.stateDir, "--gateway", tc.addr, "--max-backoff", "1s")
 		var st host.Status
-		eventually(t, 15*time.Second, tc.name+": bcd status names the refusal", func() bool {
+		poll.Until(t, 15*time.Second, tc.name+": bcd status names the refusal", func() bool {
 			// Exit 3 until the daemon answers on its socket.
 			out, err := exec.CommandContext(ctx, bcd, "status", "--json", "--state-dir", tc.stateDir).Output()
 			return err == nil && json.Unmarshal(out, &st) == nil && strings.Contains(st.LastError, tc.want)
-		}, d)
+		}, poll.Every(25*time.Millisecond), d.logReport())
 		if st.Connected || tc.reached.Load() != 0 {
 			t.Errorf("%s: connected %v, %d requests reached the impostor; last error %q", tc.name, st.Connected, tc.reached.Load(), st.LastError)
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/poll"
 )
 
 // TestMain lets a test run this binary's main, as a subprocess, to check exit codes and output.
@@ -33,7 +35,7 @@ func runMain(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)
@@ -42,12 +44,14 @@ func runMain(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 func TestMigrateBadURLPrintsOneLine(t *testing.T) {
+	t.Parallel()
 	for name, url := range map[string]string{
 		"unreachable": "postgres://nobody:secret-pw@127.0.0.1:1/nothing?connect_timeout=5",
 		"malformed":   "postgres://nobody:secret-pw@[::1/x",
 		"missing":     "",
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			_, stderr, code := runMain(t, "migrate", "--database-url", url)
 			if code == 0 {
 				t.Fatal("exit code 0")
@@ -63,6 +67,7 @@ func TestMigrateBadURLPrintsOneLine(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	stdout, _, code := runMain(t, "version")
 	if code != 0 || !strings.HasPrefix(stdout, "better-compute ") {
 		t.Fatalf("version: %d %q", code, stdout)
@@ -72,6 +77,7 @@ func TestVersion(t *testing.T) {
 // TestServeStopsCleanlyOnSIGTERM starts `serve` on a real database, calls it, sends SIGTERM and
 // expects it to drain and exit 0.
 func TestServeStopsCleanlyOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(os.Args[0], "serve", "--roles", "api", "--host", "127.0.0.1", "--port", "0")
 	cmd.Env = append(os.Environ(), "BETTER_COMPUTE_RUN_MAIN=1",
 		"BETTER_COMPUTE_DATABASE_URL="+dbtest.EmptyURL(t),
@@ -132,8 +138,9 @@ func TestServeStopsCleanlyOnSIGTERM(t *testing.T) {
 // migrated database: the process takes the shards of both sharded roles and the singleton jobs,
 // and gives them all back when it stops.
 func TestServeWorkerRoles(t *testing.T) {
+	t.Parallel()
 	url := dbtest.URL(t)
-	pool, err := database.Open(context.Background(), url)
+	pool, err := database.Open(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,17 +156,13 @@ func TestServeWorkerRoles(t *testing.T) {
 	defer cmd.Process.Kill()
 	held := func(prefix string) int {
 		var n int
-		_ = pool.QueryRow(context.Background(), "SELECT count(*) FROM leases WHERE name LIKE $1 || '%' AND expires_at > now()", prefix).Scan(&n)
+		_ = pool.QueryRow(context.Background(), "SELECT count(*) FROM locks WHERE name LIKE $1 || '%' AND expires_at > now()", prefix).Scan(&n)
 		return n
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for held("shard:controllers:") < 256 || held("shard:scheduler:") < 256 || held("singleton:command-sweeper") < 1 ||
-		held("singleton:iam:expire-keys") < 1 || held("singleton:retention") < 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("worker roles did not take their leases:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, "the worker roles take their leases", func() bool {
+		return held("shard:controllers:") >= 256 && held("shard:scheduler:") >= 256 && held("singleton:command-sweeper") >= 1 &&
+			held("singleton:iam:expire-keys") >= 1 && held("singleton:retention") >= 1
+	}, poll.Every(50*time.Millisecond), poll.Report(stderr.String))
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

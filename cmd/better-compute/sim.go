@@ -13,6 +13,7 @@ import (
 
 	jointokensv1 "github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
+	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/process"
@@ -90,7 +91,7 @@ skew.`,
 				if err != nil {
 					return err
 				}
-				opts.Handlers = map[string]daemon.Handler{"echo": load.Echo}
+				opts.Handlers = map[string]daemon.Handler{command.Echo: load.Echo}
 			}
 			fleet, err := sim.New(opts)
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
 	"github.com/better-compute/better-compute/internal/sim"
@@ -21,8 +22,9 @@ import (
 // five simulated machines as ready, connected nodes through the API, runs a command on one, and
 // stops dev with SIGINT.
 func TestDevSim(t *testing.T) {
+	t.Parallel()
 	// Not t.TempDir: its parent is private, and PostgreSQL may run as the postgres user.
-	tmp, err := os.MkdirTemp("", "bc-devsim-")
+	tmp, err := os.MkdirTemp("", "bc-devsim-") //nolint:usetesting // see above
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +102,7 @@ func TestDevSim(t *testing.T) {
 
 	// A command reaches a simulated machine and its result is readable.
 	commands := sim.CommandsClient(apiURL, key)
-	created, err := commands.Create(ctx, &commandsv1.CreateRequest{NodeId: res.GetNodes()[0].GetId(), Type: "echo"})
+	created, err := commands.Create(ctx, &commandsv1.CreateRequest{NodeId: res.GetNodes()[0].GetId(), Payload: &commandsv1.CreateRequest_Echo{Echo: &daemonv1.EchoPayload{}}})
 	if err != nil {
 		t.Fatal(err)
 	}

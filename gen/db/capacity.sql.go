@@ -85,7 +85,7 @@ type CreatePoolLeaseParams struct {
 
 // Pool leases (the API's "leases"), their allocations of devices and node resources, and the
 // statements of the capacity placer. Named pool_lease/allocation so as not to be confused with
-// the workers' leases (leases.sql). API statements take the caller's tenant id; the placer's take
+// the workers' locks (locks.sql). API statements take the caller's tenant id; the placer's take
 // a pool id. Statements that depend on the time take it as an argument (now), so that the placer
 // and the tests can run on an injected clock.
 func (q *Queries) CreatePoolLease(ctx context.Context, arg CreatePoolLeaseParams) (PoolLease, error) {
@@ -201,7 +201,7 @@ func (q *Queries) EndAllocations(ctx context.Context, leaseIds []uuid.UUID) erro
 
 const endPoolLeases = `-- name: EndPoolLeases :many
 UPDATE pool_leases
-SET state = $1::text,
+SET state = $1::lease_state,
     reason = $2::text,
     ended_at = CASE WHEN placed_at IS NULL THEN COALESCE($3::timestamptz, now())
                     ELSE GREATEST(placed_at, LEAST(ends_at, COALESCE($3::timestamptz, now()))) END,
@@ -211,7 +211,7 @@ RETURNING id, tenant_id, pool_id, state, placed_at, ended_at
 `
 
 type EndPoolLeasesParams struct {
-	State  string
+	State  LeaseState
 	Reason string
 	Now    *time.Time
 	Ids    []uuid.UUID
@@ -221,7 +221,7 @@ type EndPoolLeasesRow struct {
 	ID       uuid.UUID
 	TenantID uuid.UUID
 	PoolID   uuid.UUID
-	State    string
+	State    LeaseState
 	PlacedAt *time.Time
 	EndedAt  *time.Time
 }
@@ -420,7 +420,7 @@ const listPoolLeases = `-- name: ListPoolLeases :many
 SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at FROM pool_leases
 WHERE tenant_id = $1 AND id > $2
   AND ($3::uuid IS NULL OR pool_id = $3)
-  AND ($4::text IS NULL OR state = $4)
+  AND ($4::lease_state IS NULL OR state = $4)
 ORDER BY id
 LIMIT $5
 `
@@ -429,7 +429,7 @@ type ListPoolLeasesParams struct {
 	TenantID uuid.UUID
 	After    uuid.UUID
 	PoolID   *uuid.UUID
-	State    *string
+	State    *LeaseState
 	Lim      int32
 }
 
@@ -779,8 +779,7 @@ const placerDevices = `-- name: PlacerDevices :many
 SELECT d.id, d.node_id, d.idx, d.model,
        EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL) AS held
 FROM pools p
-JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+JOIN nodes n ON pool_member(p, n)
 JOIN devices d ON d.node_id = n.id AND d.present
 WHERE p.id = $1
 ORDER BY d.node_id, d.idx
@@ -825,8 +824,7 @@ const placerNodeReservations = `-- name: PlacerNodeReservations :many
 SELECT r.id, r.pool_id, lower(r.during)::timestamptz AS starts_at, upper(r.during)::timestamptz AS ends_at, n.id AS node_id
 FROM reservations r
 JOIN pools p ON p.id = r.pool_id
-JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+JOIN nodes n ON pool_member(p, n)
 WHERE r.tenant_id = $1 AND r.state = 'active' AND upper(r.during) > $2::timestamptz
   AND n.id = ANY($3::uuid[])
 `
@@ -878,8 +876,7 @@ SELECT n.id, n.state, n.online, n.taints,
        COALESCE(r.cpus, 0)::integer AS cpus, COALESCE(r.cpus_used, 0)::integer AS cpus_used,
        COALESCE(r.memory_bytes, 0)::bigint AS memory_bytes, COALESCE(r.memory_used, 0)::bigint AS memory_used
 FROM pools p
-JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+JOIN nodes n ON pool_member(p, n)
 LEFT JOIN node_resources r ON r.node_id = n.id
 WHERE p.id = $1
 ORDER BY n.id
@@ -887,7 +884,7 @@ ORDER BY n.id
 
 type PlacerNodesRow struct {
 	ID          uuid.UUID
-	State       string
+	State       NodeState
 	Online      bool
 	Taints      []byte
 	Cpus        int32
@@ -1054,9 +1051,8 @@ func (q *Queries) PoolLeaseAllocations(ctx context.Context, leaseIds []uuid.UUID
 const poolsOfNodes = `-- name: PoolsOfNodes :many
 SELECT DISTINCT p.id
 FROM nodes n
-JOIN pools p ON p.tenant_id = n.tenant_id
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
-WHERE n.id = ANY($1::uuid[]) AND n.revoked_at IS NULL AND n.state <> 'retired'
+JOIN pools p ON pool_member(p, n)
+WHERE n.id = ANY($1::uuid[])
 `
 
 // The pools the nodes are members of.
@@ -1084,8 +1080,7 @@ const reservationsAgainstLease = `-- name: ReservationsAgainstLease :many
 SELECT DISTINCT r.id, r.pool_id, lower(r.during)::timestamptz AS starts_at, upper(r.during)::timestamptz AS ends_at
 FROM allocations a
 JOIN nodes n ON n.id = a.node_id
-JOIN pools p ON p.tenant_id = n.tenant_id
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+JOIN pools p ON pool_selects(p, n)
 JOIN reservations r ON r.pool_id = p.id AND r.state = 'active'
 WHERE a.lease_id = $1 AND a.ended_at IS NULL
   AND r.during && tstzrange($2::timestamptz, $3::timestamptz)

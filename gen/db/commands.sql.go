@@ -108,7 +108,7 @@ type CreateCommandParams struct {
 // Commands to nodes. The API's statements take the caller's tenant id; the gateway's take the
 // node id its session authenticated. Every state transition names the state it leaves in its
 // WHERE clause, so a transition from a wrong state (a late ack, a result after a cancel, two
-// gateways racing) changes nothing and returns no row. workers/commands.CanTransition holds the
+// gateways racing) changes nothing and returns no row. internal/command (the transitions) holds the
 // same rules in Go.
 //
 // Batch statements pick their rows with "id = ANY(ARRAY(SELECT ... LIMIT n))": the array is
@@ -176,15 +176,15 @@ func (q *Queries) ExpireOverdueCommands(ctx context.Context, lim int32) (int64, 
 
 const finishCommand = `-- name: FinishCommand :one
 UPDATE commands
-SET state = $1::text, result = $2, error = $3,
+SET state = $1::command_state, result = $2, error = $3,
     finished_at = now(), updated_at = now()
 WHERE node_id = $4 AND id = $5 AND state IN ('sent', 'acked')
-  AND $1::text IN ('succeeded', 'failed')
+  AND $1::command_state IN ('succeeded', 'failed')
 RETURNING id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at
 `
 
 type FinishCommandParams struct {
-	State  string
+	State  CommandState
 	Result []byte
 	Error  string
 	NodeID uuid.UUID
@@ -261,7 +261,7 @@ const listCommands = `-- name: ListCommands :many
 SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at FROM commands
 WHERE tenant_id = $1
   AND ($2::uuid IS NULL OR node_id = $2)
-  AND ($3::text IS NULL OR state = $3)
+  AND ($3::command_state IS NULL OR state = $3)
   AND id > $4
 ORDER BY id
 LIMIT $5
@@ -270,7 +270,7 @@ LIMIT $5
 type ListCommandsParams struct {
 	TenantID uuid.UUID
 	NodeID   *uuid.UUID
-	State    *string
+	State    *CommandState
 	After    uuid.UUID
 	Lim      int32
 }

@@ -174,14 +174,14 @@ func (q *Queries) SilentNodes(ctx context.Context, silentMs int64) (int64, error
 const undispatchedWebhooks = `-- name: UndispatchedWebhooks :many
 SELECT w.id FROM webhooks w
 WHERE NOT EXISTS (
-    SELECT 1 FROM leases l
+    SELECT 1 FROM locks l
     WHERE l.name = 'singleton:outbox-dispatch:webhook:' || w.id::text AND l.expires_at > now()
 )
 ORDER BY w.id
 LIMIT 10
 `
 
-// Webhooks whose dispatcher lease nobody holds: no process of the sinks role delivers them.
+// Webhooks whose dispatcher lock nobody holds: no process of the sinks role delivers them.
 func (q *Queries) UndispatchedWebhooks(ctx context.Context) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, undispatchedWebhooks)
 	if err != nil {

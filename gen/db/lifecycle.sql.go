@@ -57,7 +57,7 @@ type LatestNodeCommandParams struct {
 
 type LatestNodeCommandRow struct {
 	ID             uuid.UUID
-	State          string
+	State          CommandState
 	Error          string
 	IdempotencyKey string
 	SamePayload    bool
@@ -390,7 +390,7 @@ func (q *Queries) MarkNodesOnline(ctx context.Context, arg MarkNodesOnlineParams
 
 const recordNodeHello = `-- name: RecordNodeHello :one
 WITH old AS (
-    SELECT o.id, o.tenant_id, o.state, o.inventory FROM nodes o WHERE o.id = $1 FOR UPDATE
+    SELECT o.id, o.tenant_id, o.hostname, o.state, o.inventory FROM nodes o WHERE o.id = $1 FOR UPDATE
 ), hello AS (
     UPDATE nodes n
     SET daemon_version = $2, inventory = $3, last_seen_at = now(),
@@ -407,7 +407,9 @@ WITH old AS (
     SELECT changed.id, $3::jsonb FROM changed
 ), events AS (
     INSERT INTO outbox (tenant_id, type, subject, payload)
-    SELECT old.tenant_id, 'node.ready', 'node/' || old.id::text, jsonb_build_object('id', old.id, 'from', 'joining', 'to', 'ready')
+    -- The payloads are internal/event's NodeReady and NodeInventoryChanged (a test checks the keys).
+    SELECT old.tenant_id, 'node.ready', 'node/' || old.id::text,
+           jsonb_build_object('id', old.id, 'hostname', old.hostname, 'from', 'joining', 'to', 'ready')
     FROM old WHERE old.state = 'joining'
     UNION ALL
     SELECT changed.tenant_id, 'node.inventory.changed', 'node/' || changed.id::text,
@@ -435,6 +437,48 @@ type RecordNodeHelloRow struct {
 func (q *Queries) RecordNodeHello(ctx context.Context, arg RecordNodeHelloParams) (RecordNodeHelloRow, error) {
 	row := q.db.QueryRow(ctx, recordNodeHello, arg.ID, arg.DaemonVersion, arg.Inventory)
 	var i RecordNodeHelloRow
+	err := row.Scan(&i.ID, &i.InventoryChanged)
+	return i, err
+}
+
+const recordNodeInventory = `-- name: RecordNodeInventory :one
+WITH old AS (
+    SELECT o.id, o.tenant_id, o.inventory FROM nodes o WHERE o.id = $1 FOR UPDATE
+), changed AS (
+    SELECT old.id, old.tenant_id FROM old WHERE old.inventory IS DISTINCT FROM $2::jsonb
+), updated AS (
+    UPDATE nodes n SET inventory = $2, updated_at = now()
+    FROM changed WHERE n.id = changed.id
+    RETURNING n.id
+), history AS (
+    INSERT INTO node_inventory_history (node_id, inventory)
+    SELECT changed.id, $2::jsonb FROM changed
+), events AS (
+    INSERT INTO outbox (tenant_id, type, subject, payload)
+    SELECT changed.tenant_id, 'node.inventory.changed', 'node/' || changed.id::text,
+           jsonb_build_object('id', changed.id, 'inventory', $2::jsonb)
+    FROM changed
+)
+SELECT old.id, EXISTS (SELECT 1 FROM changed)::boolean AS inventory_changed FROM old
+`
+
+type RecordNodeInventoryParams struct {
+	ID        uuid.UUID
+	Inventory []byte
+}
+
+type RecordNodeInventoryRow struct {
+	ID               uuid.UUID
+	InventoryChanged bool
+}
+
+// A collectInventory command's result, recorded with it: the node's inventory and, only when it
+// differs from the stored one, a history row and a node.inventory.changed event, as a hello
+// records them (but neither the daemon version nor the state changes). Returns whether the
+// inventory changed; no row when the node does not exist.
+func (q *Queries) RecordNodeInventory(ctx context.Context, arg RecordNodeInventoryParams) (RecordNodeInventoryRow, error) {
+	row := q.db.QueryRow(ctx, recordNodeInventory, arg.ID, arg.Inventory)
+	var i RecordNodeInventoryRow
 	err := row.Scan(&i.ID, &i.InventoryChanged)
 	return i, err
 }
@@ -505,19 +549,20 @@ func (q *Queries) SetNodeLabels(ctx context.Context, arg SetNodeLabelsParams) er
 
 const setNodeState = `-- name: SetNodeState :one
 UPDATE nodes
-SET state = $1::text, state_generation = state_generation + 1, state_changed_at = now(), updated_at = now()
-WHERE tenant_id = $2 AND id = $3 AND state = ANY($4::text[])
+SET state = $1::node_state, state_generation = state_generation + 1, state_changed_at = now(), updated_at = now()
+WHERE tenant_id = $2 AND id = $3 AND state = ANY($4::text[]::node_state[])
 RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config
 `
 
 type SetNodeStateParams struct {
-	State      string
+	State      NodeState
 	TenantID   uuid.UUID
 	ID         uuid.UUID
 	FromStates []string
 }
 
-// Moves a node from one of from_states to state; no row when it is in another state.
+// Moves a node from one of from_states to state; no row when it is in another state. from_states
+// travels as text[]: pgx cannot encode an array of an enum it has not loaded.
 func (q *Queries) SetNodeState(ctx context.Context, arg SetNodeStateParams) (Node, error) {
 	row := q.db.QueryRow(ctx, setNodeState,
 		arg.State,

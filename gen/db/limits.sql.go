@@ -111,7 +111,7 @@ type LockTenantLimitParams struct {
 	TenantID  uuid.UUID
 }
 
-// Per-tenant caps (server/quota). A create takes its cap's lock, then counts what the tenant
+// Per-tenant caps (internal/quota). A create takes its cap's lock, then counts what the tenant
 // already holds, in the same transaction as its insert: the lock serialises the tenant's creates
 // of one kind until commit, and each count is a new statement, so in READ COMMITTED it sees
 // the rows of every create that held the lock before. Two concurrent creates cannot both pass.

@@ -9,33 +9,33 @@ import (
 	"context"
 )
 
-const leaseHolders = `-- name: LeaseHolders :many
+const lockHolders = `-- name: LockHolders :many
 
-SELECT holder, count(*)::bigint AS leases
-FROM leases
+SELECT holder, count(*)::bigint AS locks
+FROM locks
 WHERE expires_at > now()
 GROUP BY holder
 ORDER BY holder
 `
 
-type LeaseHoldersRow struct {
+type LockHoldersRow struct {
 	Holder string
-	Leases int64
+	Locks  int64
 }
 
 // What /metrics reads from the database at scrape time (behind a short cache in the metrics
 // package). The reconcile queues come from ReconcileQueueStats in reconcile.sql.
-// Live leases per holder: shards and singleton jobs each process holds.
-func (q *Queries) LeaseHolders(ctx context.Context) ([]LeaseHoldersRow, error) {
-	rows, err := q.db.Query(ctx, leaseHolders)
+// Live locks per holder: shards and singleton jobs each process holds.
+func (q *Queries) LockHolders(ctx context.Context) ([]LockHoldersRow, error) {
+	rows, err := q.db.Query(ctx, lockHolders)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []LeaseHoldersRow{}
+	items := []LockHoldersRow{}
 	for rows.Next() {
-		var i LeaseHoldersRow
-		if err := rows.Scan(&i.Holder, &i.Leases); err != nil {
+		var i LockHoldersRow
+		if err := rows.Scan(&i.Holder, &i.Locks); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

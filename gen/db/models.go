@@ -5,11 +5,284 @@
 package db
 
 import (
+	"database/sql/driver"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
+
+type CommandState string
+
+const (
+	CommandStatePending   CommandState = "pending"
+	CommandStateSent      CommandState = "sent"
+	CommandStateAcked     CommandState = "acked"
+	CommandStateSucceeded CommandState = "succeeded"
+	CommandStateFailed    CommandState = "failed"
+	CommandStateExpired   CommandState = "expired"
+	CommandStateCancelled CommandState = "cancelled"
+)
+
+func (e *CommandState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = CommandState(s)
+	case string:
+		*e = CommandState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for CommandState: %T", src)
+	}
+	return nil
+}
+
+type NullCommandState struct {
+	CommandState CommandState
+	Valid        bool // Valid is true if CommandState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullCommandState) Scan(value interface{}) error {
+	if value == nil {
+		ns.CommandState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.CommandState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullCommandState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.CommandState), nil
+}
+
+func (e CommandState) Valid() bool {
+	switch e {
+	case CommandStatePending,
+		CommandStateSent,
+		CommandStateAcked,
+		CommandStateSucceeded,
+		CommandStateFailed,
+		CommandStateExpired,
+		CommandStateCancelled:
+		return true
+	}
+	return false
+}
+
+func AllCommandStateValues() []CommandState {
+	return []CommandState{
+		CommandStatePending,
+		CommandStateSent,
+		CommandStateAcked,
+		CommandStateSucceeded,
+		CommandStateFailed,
+		CommandStateExpired,
+		CommandStateCancelled,
+	}
+}
+
+type LeaseState string
+
+const (
+	LeaseStatePending  LeaseState = "pending"
+	LeaseStatePlaced   LeaseState = "placed"
+	LeaseStateAtRisk   LeaseState = "at_risk"
+	LeaseStateReleased LeaseState = "released"
+	LeaseStateExpired  LeaseState = "expired"
+	LeaseStateFailed   LeaseState = "failed"
+)
+
+func (e *LeaseState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = LeaseState(s)
+	case string:
+		*e = LeaseState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for LeaseState: %T", src)
+	}
+	return nil
+}
+
+type NullLeaseState struct {
+	LeaseState LeaseState
+	Valid      bool // Valid is true if LeaseState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullLeaseState) Scan(value interface{}) error {
+	if value == nil {
+		ns.LeaseState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.LeaseState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullLeaseState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.LeaseState), nil
+}
+
+func (e LeaseState) Valid() bool {
+	switch e {
+	case LeaseStatePending,
+		LeaseStatePlaced,
+		LeaseStateAtRisk,
+		LeaseStateReleased,
+		LeaseStateExpired,
+		LeaseStateFailed:
+		return true
+	}
+	return false
+}
+
+func AllLeaseStateValues() []LeaseState {
+	return []LeaseState{
+		LeaseStatePending,
+		LeaseStatePlaced,
+		LeaseStateAtRisk,
+		LeaseStateReleased,
+		LeaseStateExpired,
+		LeaseStateFailed,
+	}
+}
+
+type NodeState string
+
+const (
+	NodeStateJoining  NodeState = "joining"
+	NodeStateReady    NodeState = "ready"
+	NodeStateCordoned NodeState = "cordoned"
+	NodeStateDraining NodeState = "draining"
+	NodeStateDrained  NodeState = "drained"
+	NodeStateRetired  NodeState = "retired"
+)
+
+func (e *NodeState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = NodeState(s)
+	case string:
+		*e = NodeState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for NodeState: %T", src)
+	}
+	return nil
+}
+
+type NullNodeState struct {
+	NodeState NodeState
+	Valid     bool // Valid is true if NodeState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullNodeState) Scan(value interface{}) error {
+	if value == nil {
+		ns.NodeState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.NodeState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullNodeState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.NodeState), nil
+}
+
+func (e NodeState) Valid() bool {
+	switch e {
+	case NodeStateJoining,
+		NodeStateReady,
+		NodeStateCordoned,
+		NodeStateDraining,
+		NodeStateDrained,
+		NodeStateRetired:
+		return true
+	}
+	return false
+}
+
+func AllNodeStateValues() []NodeState {
+	return []NodeState{
+		NodeStateJoining,
+		NodeStateReady,
+		NodeStateCordoned,
+		NodeStateDraining,
+		NodeStateDrained,
+		NodeStateRetired,
+	}
+}
+
+type ReservationState string
+
+const (
+	ReservationStateActive    ReservationState = "active"
+	ReservationStateCancelled ReservationState = "cancelled"
+)
+
+func (e *ReservationState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = ReservationState(s)
+	case string:
+		*e = ReservationState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for ReservationState: %T", src)
+	}
+	return nil
+}
+
+type NullReservationState struct {
+	ReservationState ReservationState
+	Valid            bool // Valid is true if ReservationState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullReservationState) Scan(value interface{}) error {
+	if value == nil {
+		ns.ReservationState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.ReservationState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullReservationState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.ReservationState), nil
+}
+
+func (e ReservationState) Valid() bool {
+	switch e {
+	case ReservationStateActive,
+		ReservationStateCancelled:
+		return true
+	}
+	return false
+}
+
+func AllReservationStateValues() []ReservationState {
+	return []ReservationState{
+		ReservationStateActive,
+		ReservationStateCancelled,
+	}
+}
 
 type Allocation struct {
 	ID           int64
@@ -54,7 +327,7 @@ type Command struct {
 	NodeID         uuid.UUID
 	Type           string
 	Payload        []byte
-	State          string
+	State          CommandState
 	IdempotencyKey string
 	Deadline       time.Time
 	Attempts       int32
@@ -117,7 +390,7 @@ type JoinToken struct {
 	CreatedAt   time.Time
 }
 
-type Lease struct {
+type Lock struct {
 	Name         string
 	Holder       string
 	FencingToken int64
@@ -133,7 +406,7 @@ type Node struct {
 	Pool               string
 	Labels             []byte
 	JoinTokenID        *string
-	State              string
+	State              NodeState
 	DaemonVersion      string
 	Inventory          []byte
 	CertNotAfter       *time.Time
@@ -228,7 +501,7 @@ type PoolLease struct {
 	Spread        bool
 	Tolerations   []byte
 	DurationMs    int64
-	State         string
+	State         LeaseState
 	Reason        string
 	CreatedAt     time.Time
 	PlacedAt      *time.Time
@@ -273,7 +546,7 @@ type Reservation struct {
 	PoolID      uuid.UUID
 	During      pgtype.Range[pgtype.Timestamptz]
 	Description string
-	State       string
+	State       ReservationState
 	CreatedAt   time.Time
 	CancelledAt *time.Time
 }

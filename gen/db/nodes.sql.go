@@ -314,7 +314,7 @@ type GetNodeWithSessionRow struct {
 	Pool               string
 	Labels             []byte
 	JoinTokenID        *string
-	State              string
+	State              NodeState
 	DaemonVersion      string
 	Inventory          []byte
 	CertNotAfter       *time.Time
@@ -439,7 +439,7 @@ type ListNodesRow struct {
 	Pool               string
 	Labels             []byte
 	JoinTokenID        *string
-	State              string
+	State              NodeState
 	DaemonVersion      string
 	Inventory          []byte
 	CertNotAfter       *time.Time

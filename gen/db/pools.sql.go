@@ -44,8 +44,9 @@ type CreatePoolParams struct {
 //
 // A node is a member of a pool when it belongs to the pool's tenant, is neither revoked nor
 // retired, and is listed in node_ids, carries every label of a non-empty node_selector, or has
-// the pool's name as its pool (from its join token). Every statement that needs membership
-// spells out that same predicate.
+// the pool's name as its pool (from its join token). That predicate is the SQL function
+// pool_member (migrations/0016_pool_membership.sql), which every statement that needs
+// membership calls.
 func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, error) {
 	row := q.db.QueryRow(ctx, createPool,
 		arg.ID,
@@ -306,8 +307,7 @@ SELECT p.id AS pool_id, d.model,
        count(a.id)::bigint AS allocated,
        count(*) FILTER (WHERE n.state = 'ready' AND n.online AND a.id IS NULL)::bigint AS available
 FROM pools p
-JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+JOIN nodes n ON pool_member(p, n)
 JOIN devices d ON d.node_id = n.id AND d.present
 LEFT JOIN allocations a ON a.device_id = d.id AND a.ended_at IS NULL
 WHERE p.id = ANY($1::uuid[])
@@ -356,8 +356,7 @@ func (q *Queries) PoolGPUCapacity(ctx context.Context, poolIds []uuid.UUID) ([]P
 const poolGPUModels = `-- name: PoolGPUModels :many
 SELECT g.model::text AS model, sum(g.n::bigint)::bigint AS total, max(g.n::bigint)::bigint AS max_per_node
 FROM pools p
-JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+JOIN nodes n ON pool_member(p, n)
 JOIN node_resources r ON r.node_id = n.id
 CROSS JOIN LATERAL jsonb_each_text(r.gpus) AS g (model, n)
 WHERE p.id = $1
@@ -404,8 +403,7 @@ SELECT p.id AS pool_id,
        COALESCE(max(r.cpus), 0)::bigint AS max_node_cpus,
        COALESCE(max(r.memory_bytes), 0)::bigint AS max_node_memory_bytes
 FROM pools p
-LEFT JOIN nodes n ON n.tenant_id = p.tenant_id AND n.revoked_at IS NULL AND n.state <> 'retired'
-    AND (n.id = ANY(p.node_ids) OR n.pool = p.name OR (p.node_selector <> '{}'::jsonb AND n.labels @> p.node_selector))
+LEFT JOIN nodes n ON pool_member(p, n)
 LEFT JOIN node_resources r ON r.node_id = n.id
 WHERE p.id = ANY($1::uuid[])
 GROUP BY p.id

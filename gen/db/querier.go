@@ -14,10 +14,11 @@ import (
 type Querier interface {
 	// sent -> acked: the node has the command and has started it.
 	AckCommand(ctx context.Context, arg AckCommandParams) (Command, error)
-	// Leases: single-writer work. A lease is taken when free or expired, renewed by its holder
-	// before it expires, and released by expiring it (the row stays, so fencing tokens only grow).
-	// Takes every free or expired lease of the names, in one statement.
-	AcquireLeases(ctx context.Context, arg AcquireLeasesParams) ([]Lease, error)
+	// Locks: the workers' single-writer work (internal/workers/locks). A lock is taken when free or
+	// expired, renewed by its holder before it expires, and released by expiring it (the row stays,
+	// so fencing tokens only grow). Not to be confused with a tenant's leases (capacity.sql).
+	// Takes every free or expired lock of the names, in one statement.
+	AcquireLocks(ctx context.Context, arg AcquireLocksParams) ([]Lock, error)
 	// Bookkeeping of the migrator (package migrate). The lock is a session-level advisory lock, held
 	// on one connection while pending migrations run, so concurrent migrators take turns.
 	AcquireMigrationLock(ctx context.Context, lockKey int64) error
@@ -79,7 +80,7 @@ type Querier interface {
 	// Commands to nodes. The API's statements take the caller's tenant id; the gateway's take the
 	// node id its session authenticated. Every state transition names the state it leaves in its
 	// WHERE clause, so a transition from a wrong state (a late ack, a result after a cancel, two
-	// gateways racing) changes nothing and returns no row. workers/commands.CanTransition holds the
+	// gateways racing) changes nothing and returns no row. internal/command (the transitions) holds the
 	// same rules in Go.
 	//
 	// Batch statements pick their rows with "id = ANY(ARRAY(SELECT ... LIMIT n))": the array is
@@ -100,12 +101,13 @@ type Querier interface {
 	//
 	// A node is a member of a pool when it belongs to the pool's tenant, is neither revoked nor
 	// retired, and is listed in node_ids, carries every label of a non-empty node_selector, or has
-	// the pool's name as its pool (from its join token). Every statement that needs membership
-	// spells out that same predicate.
+	// the pool's name as its pool (from its join token). That predicate is the SQL function
+	// pool_member (migrations/0016_pool_membership.sql), which every statement that needs
+	// membership calls.
 	CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, error)
 	// Pool leases (the API's "leases"), their allocations of devices and node resources, and the
 	// statements of the capacity placer. Named pool_lease/allocation so as not to be confused with
-	// the workers' leases (leases.sql). API statements take the caller's tenant id; the placer's take
+	// the workers' locks (locks.sql). API statements take the caller's tenant id; the placer's take
 	// a pool id. Statements that depend on the time take it as an argument (now), so that the placer
 	// and the tests can run on an injected clock.
 	CreatePoolLease(ctx context.Context, arg CreatePoolLeaseParams) (PoolLease, error)
@@ -167,7 +169,7 @@ type Querier interface {
 	// Creates a sink's cursor, if it has none, at the oldest unfinished transaction: the sink gets
 	// every event committed from now on, and none of the history.
 	EnsureSinkCursor(ctx context.Context, arg EnsureSinkCursorParams) error
-	// The IAM role's background jobs (workers/iamjobs). Each statement handles at most lim rows;
+	// The IAM role's background jobs (internal/workers/iamjobs). Each statement handles at most lim rows;
 	// the jobs repeat it until it handles fewer. Each batch is computed once, as an array or a
 	// materialized CTE (see queries/commands.sql for why not "IN (SELECT ... LIMIT n)").
 	// Deletes up to lim API keys that expired more than grace_ms ago, and writes one audit row per
@@ -185,9 +187,9 @@ type Querier interface {
 	// Webhooks whose retry schedule ran out (their events are parked), longest failing first, with
 	// how many there are in all and how many events each has parked.
 	FailingWebhooks(ctx context.Context) ([]FailingWebhooksRow, error)
-	// Inside a transaction: holds the lease row share-locked, so it cannot change hands before the
+	// Inside a transaction: holds the lock row share-locked, so it cannot change hands before the
 	// transaction ends, and reports whether the token is still the current, unexpired one.
-	FenceLease(ctx context.Context, arg FenceLeaseParams) (bool, error)
+	FenceLock(ctx context.Context, arg FenceLockParams) (bool, error)
 	// sent | acked -> succeeded | failed, with what the node reported (a result can overtake an ack
 	// that was lost with a gateway). A repeated result finds the command finished and changes
 	// nothing, so a result is recorded once.
@@ -237,10 +239,6 @@ type Querier interface {
 	// The newest command of a type for a node (ids are UUIDv7, so newest is greatest), whether its
 	// payload is the one given, and how long ago it finished (by the database's clock; 0 when not).
 	LatestNodeCommand(ctx context.Context, arg LatestNodeCommandParams) (LatestNodeCommandRow, error)
-	// What /metrics reads from the database at scrape time (behind a short cache in the metrics
-	// package). The reconcile queues come from ReconcileQueueStats in reconcile.sql.
-	// Live leases per holder: shards and singleton jobs each process holds.
-	LeaseHolders(ctx context.Context) ([]LeaseHoldersRow, error)
 	LeaveMembership(ctx context.Context, arg LeaveMembershipParams) error
 	// The lifecycle reconciler's resync: nodes waiting to become drained, and nodes without a
 	// Schedulable condition yet (for example nodes that joined before the reconciler ran).
@@ -259,10 +257,10 @@ type Querier interface {
 	ListEvents(ctx context.Context, arg ListEventsParams) ([]ListEventsRow, error)
 	ListJobRuns(ctx context.Context) ([]JobRun, error)
 	ListJoinTokens(ctx context.Context, arg ListJoinTokensParams) ([]JoinToken, error)
-	ListLeases(ctx context.Context, prefix string) ([]Lease, error)
 	// The authorities still accepted at the given time: the issuers, and rotated-out ones whose
 	// overlap has not ended.
 	ListLivePKIAuthorities(ctx context.Context, at time.Time) ([]PkiAuthority, error)
+	ListLocks(ctx context.Context, prefix string) ([]Lock, error)
 	// A node's inventory history, newest first, before the id of the previous page's last record.
 	ListNodeInventoryHistory(ctx context.Context, arg ListNodeInventoryHistoryParams) ([]ListNodeInventoryHistoryRow, error)
 	ListNodes(ctx context.Context, arg ListNodesParams) ([]ListNodesRow, error)
@@ -288,6 +286,10 @@ type Querier interface {
 	LockChildTenant(ctx context.Context, arg LockChildTenantParams) (Tenant, error)
 	// GetCommand inside a transaction, holding the row until it ends.
 	LockCommand(ctx context.Context, arg LockCommandParams) (Command, error)
+	// What /metrics reads from the database at scrape time (behind a short cache in the metrics
+	// package). The reconcile queues come from ReconcileQueueStats in reconcile.sql.
+	// Live locks per holder: shards and singleton jobs each process holds.
+	LockHolders(ctx context.Context) ([]LockHoldersRow, error)
 	// The reconcilers' read of a node, locked until the transaction ends.
 	LockNode(ctx context.Context, id uuid.UUID) (Node, error)
 	// The fleet's view of nodes: lifecycle transitions (API and the node.lifecycle reconciler), the
@@ -308,7 +310,7 @@ type Querier interface {
 	// Serialises a tenant's IAM changes (owners, their keys and bindings, promotions) and changes of
 	// its status: a check made after it holds until the commit.
 	LockTenant(ctx context.Context, id uuid.UUID) error
-	// Per-tenant caps (server/quota). A create takes its cap's lock, then counts what the tenant
+	// Per-tenant caps (internal/quota). A create takes its cap's lock, then counts what the tenant
 	// already holds, in the same transaction as its insert: the lock serialises the tenant's creates
 	// of one kind until commit, and each count is a new statement, so in READ COMMITTED it sees
 	// the rows of every create that held the lock before. Two concurrent creates cannot both pass.
@@ -442,7 +444,7 @@ type Querier interface {
 	// audit row, its outbox events (in order), and, for a call with an Idempotency-Key, the sealed
 	// response a retry will get.
 	RecordAdmission(ctx context.Context, arg RecordAdmissionParams) error
-	// When each background job last ran (workers/jobrun writes, doctor reads).
+	// When each background job last ran (internal/workers/jobrun writes, doctor reads).
 	RecordJobRun(ctx context.Context, arg RecordJobRunParams) error
 	RecordMigration(ctx context.Context, arg RecordMigrationParams) error
 	// The gateway's record of a hello, in one statement: the daemon version and inventory, liveness,
@@ -450,6 +452,11 @@ type Querier interface {
 	// stored one, a history row and a node.inventory.changed event. Returns whether the inventory
 	// changed; no row when the node does not exist.
 	RecordNodeHello(ctx context.Context, arg RecordNodeHelloParams) (RecordNodeHelloRow, error)
+	// A collectInventory command's result, recorded with it: the node's inventory and, only when it
+	// differs from the stored one, a history row and a node.inventory.changed event, as a hello
+	// records them (but neither the daemon version nor the state changes). Returns whether the
+	// inventory changed; no row when the node does not exist.
+	RecordNodeInventory(ctx context.Context, arg RecordNodeInventoryParams) (RecordNodeInventoryRow, error)
 	// The NodeSpec reconciler's outcome: labels and taints applied (null leaves them), the config
 	// the node applied (null leaves it), the generation observed and the conditions.
 	RecordNodeSpecStatus(ctx context.Context, arg RecordNodeSpecStatusParams) error
@@ -457,10 +464,10 @@ type Querier interface {
 	// how long (by the database's clock) the run has lasted: the retry schedule gives up on a
 	// webhook's events once it exceeds webhooks.retry.giveUpAfter. No row: the cursor is gone.
 	RecordSinkError(ctx context.Context, arg RecordSinkErrorParams) (int64, error)
-	ReleaseLeases(ctx context.Context, arg ReleaseLeasesParams) error
+	ReleaseLocks(ctx context.Context, arg ReleaseLocksParams) error
 	ReleaseMigrationLock(ctx context.Context, lockKey int64) error
-	// Extends the holder's unexpired leases among the names; those not returned are lost.
-	RenewLeases(ctx context.Context, arg RenewLeasesParams) ([]Lease, error)
+	// Extends the holder's unexpired locks among the names; those not returned are lost.
+	RenewLocks(ctx context.Context, arg RenewLocksParams) ([]Lock, error)
 	RenewNodeCert(ctx context.Context, arg RenewNodeCertParams) error
 	// The sweeper: sent -> pending, for up to lim commands sent longer than ack_timeout ago and not
 	// acked, so the gateway sends them again. Overdue ones are left to ExpireOverdueCommands.
@@ -494,7 +501,8 @@ type Querier interface {
 	SessionGateways(ctx context.Context, nodeIds []uuid.UUID) ([]SessionGatewaysRow, error)
 	SetNodeConditions(ctx context.Context, arg SetNodeConditionsParams) error
 	SetNodeLabels(ctx context.Context, arg SetNodeLabelsParams) error
-	// Moves a node from one of from_states to state; no row when it is in another state.
+	// Moves a node from one of from_states to state; no row when it is in another state. from_states
+	// travels as text[]: pgx cannot encode an array of an enum it has not loaded.
 	SetNodeState(ctx context.Context, arg SetNodeStateParams) (Node, error)
 	// Suspends (suspended true) or resumes a tenant; suspending a suspended tenant keeps the time.
 	SetTenantSuspended(ctx context.Context, arg SetTenantSuspendedParams) (Tenant, error)
@@ -519,7 +527,7 @@ type Querier interface {
 	TouchNodes(ctx context.Context, arg TouchNodesParams) error
 	// Keeps a webhook's newest max_rows parked events and deletes the older ones.
 	TrimDeadLetters(ctx context.Context, arg TrimDeadLettersParams) (int64, error)
-	// Webhooks whose dispatcher lease nobody holds: no process of the sinks role delivers them.
+	// Webhooks whose dispatcher lock nobody holds: no process of the sinks role delivers them.
 	UndispatchedWebhooks(ctx context.Context) ([]uuid.UUID, error)
 	// The retry schedule ran out while replaying: queued events are parked again.
 	UnqueueDeadLetters(ctx context.Context, arg UnqueueDeadLettersParams) error

@@ -31,7 +31,7 @@ type CancelReservationRow struct {
 	StartsAt    time.Time
 	EndsAt      time.Time
 	Description string
-	State       string
+	State       ReservationState
 	CreatedAt   time.Time
 	CancelledAt *time.Time
 }
@@ -78,7 +78,7 @@ type CreateReservationRow struct {
 	StartsAt    time.Time
 	EndsAt      time.Time
 	Description string
-	State       string
+	State       ReservationState
 	CreatedAt   time.Time
 	CancelledAt *time.Time
 }
@@ -129,7 +129,7 @@ type GetReservationRow struct {
 	StartsAt    time.Time
 	EndsAt      time.Time
 	Description string
-	State       string
+	State       ReservationState
 	CreatedAt   time.Time
 	CancelledAt *time.Time
 }
@@ -177,7 +177,7 @@ type ListReservationsRow struct {
 	StartsAt    time.Time
 	EndsAt      time.Time
 	Description string
-	State       string
+	State       ReservationState
 	CreatedAt   time.Time
 	CancelledAt *time.Time
 }

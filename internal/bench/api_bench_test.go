@@ -59,10 +59,12 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // clients is the number of concurrent callers, BENCH_CLIENTS or 8.
 func clients(b *testing.B) int {
+	b.Helper()
 	return envInt(b, "BENCH_CLIENTS", 8)
 }
 
 func envInt(b *testing.B, name string, def int) int {
+	b.Helper()
 	s := os.Getenv(name)
 	if s == "" {
 		return def
@@ -119,6 +121,7 @@ func newEnv(b *testing.B) *env {
 // client processes would have. (A shared http.Transport keeps only two idle connections per
 // host, so eight callers on one would keep opening new TCP connections.)
 func (e *env) client(b *testing.B, key string) iamv1connect.IamServiceClient {
+	b.Helper()
 	tr := &http.Transport{MaxIdleConnsPerHost: 4}
 	b.Cleanup(tr.CloseIdleConnections)
 	hc := &http.Client{Transport: headers{key: key, next: tr}}
@@ -212,6 +215,7 @@ type cpuMeter struct {
 }
 
 func startCPU(b *testing.B, pool *pgxpool.Pool) *cpuMeter {
+	b.Helper()
 	m := &cpuMeter{}
 	var backend int
 	if err := pool.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&backend); err != nil {
@@ -419,6 +423,7 @@ func BenchmarkAdmissionWrite(b *testing.B) {
 }
 
 func benchCreateTenant(b *testing.B, c int, idempotent bool) {
+	b.Helper()
 	e := newEnv(b)
 	cs := make([]iamv1connect.IamServiceClient, c)
 	for w := range cs {
@@ -453,7 +458,7 @@ func BenchmarkPgbenchSimpleUpdate(b *testing.B) {
 		pgbenchBench(b, "simple-update", func() (pgbenchResult, error) {
 			return runPgbench(b, c, func(prog, u string) ([]string, error) {
 				if out, err := exec.Command(prog, "-i", "-s", "1", "-q", u).CombinedOutput(); err != nil {
-					return nil, fmt.Errorf("pgbench -i: %v\n%s", err, out)
+					return nil, fmt.Errorf("pgbench -i: %w\n%s", err, out)
 				}
 				return []string{"-b", "simple-update", "-M", protocol}, nil
 			})
@@ -486,6 +491,7 @@ func BenchmarkPgbenchCreateTenantSQL(b *testing.B) {
 
 // createTenantScript mints an admin key in the database at u and writes the pgbench script.
 func createTenantScript(b *testing.B, u string, pipelined bool) ([]string, error) {
+	b.Helper()
 	ctx := context.Background()
 	pool, err := database.Open(ctx, u)
 	if err != nil {
@@ -525,6 +531,7 @@ COMMIT;
 
 // pgbenchBench runs a pgbench measurement once per process and reports it.
 func pgbenchBench(b *testing.B, name string, measure func() (pgbenchResult, error)) {
+	b.Helper()
 	r := func() pgbenchOutcome {
 		pgbenchMu.Lock()
 		defer pgbenchMu.Unlock() // measure may end the goroutine with b.Fatal
@@ -566,6 +573,7 @@ var tpsLine = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
 // runPgbench runs pgbench with c clients and threads for BENCH_PGBENCH_SECONDS against a fresh
 // database, after prepare has set the database up and returned the workload's arguments.
 func runPgbench(b *testing.B, c int, prepare func(prog, url string) ([]string, error)) (pgbenchResult, error) {
+	b.Helper()
 	var res pgbenchResult
 	bins, err := pgcluster.FindBinaries("")
 	if err != nil {
@@ -594,7 +602,7 @@ func runPgbench(b *testing.B, c int, prepare func(prog, url string) ([]string, e
 	cmd := exec.Command(prog, args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return res, fmt.Errorf("pgbench %s: %v\n%s", shown, err, out)
+		return res, fmt.Errorf("pgbench %s: %w\n%s", shown, err, out)
 	}
 	_, db, machine := cpu.stop()
 	wall := time.Since(cpu.start)
@@ -627,7 +635,7 @@ func runPgbench(b *testing.B, c int, prepare func(prog, url string) ([]string, e
 func pgbenchLatencies(dir string) ([]time.Duration, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "tx.*"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no pgbench transaction logs in %s (%v)", dir, err)
+		return nil, fmt.Errorf("no pgbench transaction logs in %s (%w)", dir, err)
 	}
 	var lat []time.Duration
 	for _, name := range files {

@@ -6,24 +6,26 @@ package command
 
 import "slices"
 
-// Command types. A type's payload and result are described where its handler lives
-// (daemon/host for bcd, daemon.Fake for the test daemon).
+// Command types: the field names of the payload oneof (bettercompute.daemon.v1 defines one
+// payload message per type; payloads in payload.go maps them). A type's result is described
+// where its handler lives (daemon/host for bcd, daemon.Fake for the test daemon).
 const (
-	// Exec runs a program from the node's allow list; payload {"argv": [...]}.
+	// Exec runs a program from the node's allow list (daemonv1.ExecPayload).
 	Exec = "exec"
-	// CollectInventory re-reads the node's inventory and returns it.
+	// CollectInventory re-reads the node's inventory and returns it; the gateway stores it.
 	CollectInventory = "collectInventory"
-	// Drain tells a daemon its node is draining: it takes no new work; payload {}.
+	// Drain tells a daemon its node is draining: it takes no new work.
 	Drain = "drain"
 	// Undrain tells a daemon to accept work again (after an uncordon); payload {}.
 	Undrain = "undrain"
-	// Upgrade asks a daemon to run another version; payload {"version", "url", "sha256"}.
+	// Upgrade asks a daemon to run another version (daemonv1.UpgradePayload: version, url,
+	// sha256).
 	Upgrade = "upgrade"
 	// Reboot reboots the host, when bcd runs with --allow-reboot.
 	Reboot = "reboot"
-	// Configure asks a daemon to apply a configuration; payload {"config": {...}}.
+	// Configure asks a daemon to apply a configuration (daemonv1.ConfigurePayload).
 	Configure = "configure"
-	// Echo returns its payload: the simulator's and the tests' round trip.
+	// Echo returns its payload's data: the simulator's and the tests' round trip.
 	Echo = "echo"
 )
 

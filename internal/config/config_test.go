@@ -59,6 +59,7 @@ func problemKeys(t *testing.T, err error) []string {
 }
 
 func TestDefaults(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		yaml string
@@ -69,6 +70,7 @@ func TestDefaults(t *testing.T) {
 		{"null sections", "gateway:\ncors: ~\nlog: null\nbaseURL:\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			c, err := load(t, tc.yaml, withSecret())
 			if err != nil {
 				t.Fatal(err)
@@ -108,6 +110,7 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestFileAndEnv(t *testing.T) {
+	t.Parallel()
 	const file = `
 secret: ` + testSecret + `
 baseURL: https://compute.example.com
@@ -204,6 +207,7 @@ otel:
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			c, err := load(t, file, tc.env)
 			if err != nil {
 				t.Fatal(err)
@@ -216,6 +220,7 @@ otel:
 }
 
 func TestEnvOnly(t *testing.T) {
+	t.Parallel()
 	c, err := Load("", withSecret("BETTER_COMPUTE_DATABASE_URL=postgres://localhost/bc", "BETTER_COMPUTE_ROLES=api"))
 	if err != nil {
 		t.Fatal(err)
@@ -226,6 +231,7 @@ func TestEnvOnly(t *testing.T) {
 }
 
 func TestInterpolation(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		yaml  string // the value of baseURL unless it sets other keys
@@ -250,6 +256,7 @@ func TestInterpolation(t *testing.T) {
 		{"no YAML injection", "modules:\n  - ${M}", []string{"M=a, b]\nsecret: injected\nfoo: [1"}, module0, "a, b]\nsecret: injected\nfoo: [1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			c, err := load(t, tc.yaml, withSecret(tc.env...))
 			if err != nil {
 				t.Fatal(err)
@@ -265,6 +272,7 @@ func baseURL(c *Config) string { return c.BaseURL }
 func module0(c *Config) string { return c.Modules[0] }
 
 func TestInterpolationErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		yaml string
@@ -278,6 +286,7 @@ func TestInterpolationErrors(t *testing.T) {
 		{"empty name", "baseURL: ${}", `baseURL: invalid "${...}" reference`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := load(t, tc.yaml, withSecret())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want it to contain %q", err, tc.want)
@@ -287,6 +296,7 @@ func TestInterpolationErrors(t *testing.T) {
 }
 
 func TestEnvOverrideSkipsFileValue(t *testing.T) {
+	t.Parallel()
 	// The file's reference would fail, but the environment sets the key, so it is never read.
 	c, err := load(t, "database:\n  url: ${UNSET}", withSecret("BETTER_COMPUTE_DATABASE_URL=postgres://localhost/x"))
 	if err != nil {
@@ -298,6 +308,7 @@ func TestEnvOverrideSkipsFileValue(t *testing.T) {
 }
 
 func TestStructureErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		yaml string
@@ -305,7 +316,7 @@ func TestStructureErrors(t *testing.T) {
 	}{
 		{"unknown top-level key", "secrte: x", "secrte: unknown key"},
 		{"unknown nested key", "gateway:\n  lisen: :8443", "gateway.lisen: unknown key"},
-		{"unknown deeper key", "log:\n  levle: debug", "log.levle: unknown key"},
+		{"unknown deeper key", "log:\n  levle: debug", "log.levle: unknown key"}, //nolint:misspell // the typo is the test
 		{"case typo suggests", "baseUrl: https://x.example.com", "baseUrl: unknown key (did you mean baseURL?)"},
 		{"duplicate key", "port: 1\nport: 2", "port: set twice (lines 1 and 2)"},
 		{"scalar for mapping", "gateway: yes", "gateway: must be a mapping"},
@@ -317,6 +328,7 @@ func TestStructureErrors(t *testing.T) {
 		{"bad env bool", "", "cors.allowCredentials: BETTER_COMPUTE_CORS_ALLOW_CREDENTIALS: must be true or false"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			env := withSecret("BETTER_COMPUTE_PORT=x", "BETTER_COMPUTE_CORS_ALLOW_CREDENTIALS=")
 			if tc.yaml != "" {
 				env = withSecret()
@@ -337,6 +349,7 @@ func TestStructureErrors(t *testing.T) {
 		{"two documents", "port: 1\n---\nport: 2", "more than one YAML document"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := load(t, tc.yaml, withSecret())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want it to contain %q", err, tc.want)
@@ -349,6 +362,7 @@ func TestStructureErrors(t *testing.T) {
 }
 
 func TestValidation(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		yaml string
@@ -404,6 +418,7 @@ func TestValidation(t *testing.T) {
 		{"otel sample ratio NaN", "otel: {sampleRatio: NaN}", withSecret(), "otel.sampleRatio", "must be a number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := load(t, tc.yaml, tc.env)
 			if err == nil {
 				t.Fatal("loaded, want an error")
@@ -419,6 +434,7 @@ func TestValidation(t *testing.T) {
 }
 
 func TestValidationCollectsEverything(t *testing.T) {
+	t.Parallel()
 	_, err := load(t, "port: 70000\nlog:\n  format: xml\nsecrte: x\n", nil)
 	if err == nil {
 		t.Fatal("loaded, want an error")
@@ -433,6 +449,7 @@ func TestValidationCollectsEverything(t *testing.T) {
 }
 
 func TestValidConfigurations(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		yaml string
@@ -454,6 +471,7 @@ func TestValidConfigurations(t *testing.T) {
 		{"otel sample ratio integer", "otel: {endpoint: 'http://localhost:4318', sampleRatio: 1}", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			if _, err := load(t, tc.yaml, withSecret(tc.env...)); err != nil {
 				t.Fatal(err)
 			}
@@ -462,6 +480,7 @@ func TestValidConfigurations(t *testing.T) {
 }
 
 func TestSecretNeverLeaks(t *testing.T) {
+	t.Parallel()
 	dbURL := "postgres://bc:" + dbPassword + "@db.internal:5432/bc"
 	c, err := load(t, "secret: ${S}\ndatabase:\n  url: "+dbURL, []string{"S=" + testSecret})
 	if err != nil {
@@ -497,6 +516,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 }
 
 func TestSecretNeverInErrors(t *testing.T) {
+	t.Parallel()
 	const short = "tooShortButSecret"
 	for _, tc := range []struct {
 		name    string
@@ -519,6 +539,7 @@ func TestSecretNeverInErrors(t *testing.T) {
 		{"dsn unterminated", "", withSecret("BETTER_COMPUTE_DATABASE_URL=host=h password='" + dbPassword), dbPassword},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := load(t, tc.yaml, tc.environ)
 			if err == nil {
 				t.Fatal("loaded, want an error")
@@ -531,6 +552,7 @@ func TestSecretNeverInErrors(t *testing.T) {
 }
 
 func TestRedacted(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		url, want string
 	}{
@@ -561,6 +583,7 @@ func TestRedacted(t *testing.T) {
 }
 
 func TestCORSAllowedOriginsEnv(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		value string
 		want  []string
@@ -572,6 +595,7 @@ func TestCORSAllowedOriginsEnv(t *testing.T) {
 		{"", nil},
 	} {
 		t.Run(tc.value, func(t *testing.T) {
+			t.Parallel()
 			c, err := load(t, "cors:\n  allowedOrigins: [https://file.example.com]",
 				withSecret("BETTER_COMPUTE_CORS_ALLOWED_ORIGINS="+tc.value))
 			if err != nil {
@@ -585,6 +609,7 @@ func TestCORSAllowedOriginsEnv(t *testing.T) {
 }
 
 func TestEnvVars(t *testing.T) {
+	t.Parallel()
 	got := EnvVars()
 	for _, want := range []string{
 		"BETTER_COMPUTE_SECRET",
@@ -622,6 +647,7 @@ func TestEnvVars(t *testing.T) {
 }
 
 func TestEnvName(t *testing.T) {
+	t.Parallel()
 	for key, want := range map[string]string{
 		"database.url":        "BETTER_COMPUTE_DATABASE_URL",
 		"baseURL":             "BETTER_COMPUTE_BASE_URL",
@@ -638,6 +664,7 @@ func TestEnvName(t *testing.T) {
 }
 
 func TestRoleSet(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		roles, listen string
 		want          []string
@@ -662,6 +689,7 @@ func TestRoleSet(t *testing.T) {
 }
 
 func TestRequireDatabase(t *testing.T) {
+	t.Parallel()
 	c := Default()
 	err := c.RequireDatabase()
 	if err == nil || err.Error() != "database.url: required (set BETTER_COMPUTE_DATABASE_URL)" {
@@ -674,6 +702,7 @@ func TestRequireDatabase(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	c := Default()
 	c.Secret = testSecret
 	if err := c.Validate(); err != nil {
@@ -686,6 +715,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestDurationsAndWebhooks(t *testing.T) {
+	t.Parallel()
 	cfg, err := Load("", []string{
 		"BETTER_COMPUTE_SECRET=0123456789abcdef0123456789abcdef",
 		"BETTER_COMPUTE_RETENTION_OUTBOX=48h",

@@ -18,12 +18,15 @@ import (
 
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
+	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/pki/spiffeid"
 	"github.com/better-compute/better-compute/internal/scrub"
 )
 
-// Handler runs one type of command. It must respect ctx's deadline (the command's).
-type Handler func(ctx context.Context, payload *structpb.Struct) (*structpb.Struct, error)
+// Handler runs one type of command: it reads the command's typed payload (c.GetExec() for an
+// exec, c.GetUpgrade() for an upgrade) and returns its result. It must respect ctx's deadline
+// (the command's).
+type Handler func(ctx context.Context, c *daemonv1.Command) (*structpb.Struct, error)
 
 // Options configure an Agent.
 type Options struct {
@@ -33,7 +36,8 @@ type Options struct {
 	Version string
 	// Inventory reports what the node has; read at every session start.
 	Inventory func(ctx context.Context) (*daemonv1.Inventory, error)
-	// Handlers by command type; a command of another type fails.
+	// Handlers by command type (package command's names, the payload oneof's cases); a command
+	// of another type, or with no payload, fails.
 	Handlers map[string]Handler
 	// OnRenew, when set, is called with the identity after every certificate renewal, so it can
 	// be persisted.
@@ -475,15 +479,20 @@ func (a *Agent) command(ctx context.Context, c *daemonv1.Command, send func(*dae
 
 func (a *Agent) run(ctx context.Context, c *daemonv1.Command) *daemonv1.CommandResult {
 	res := &daemonv1.CommandResult{CommandId: c.GetId()}
-	h, ok := a.opts.Handlers[c.GetType()]
+	typ, _ := command.PayloadOf(c)
+	if typ == "" {
+		res.Error = "the command carries no payload this daemon knows (a newer gateway's command type?)"
+		return res
+	}
+	h, ok := a.opts.Handlers[typ]
 	if !ok {
-		res.Error = fmt.Sprintf("this daemon has no handler for command type %q", c.GetType())
+		res.Error = fmt.Sprintf("this daemon has no handler for command type %q", typ)
 		return res
 	}
 	// The command's deadline bounds it, not the session: a reconnect must not kill it.
 	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), c.GetDeadline().AsTime())
 	defer cancel()
-	out, err := h(rctx, c.GetPayload())
+	out, err := h(rctx, c)
 	if err != nil {
 		// A handler may return what it has along with its error (an exec's exit code and output).
 		res.Error, res.Result = err.Error(), out

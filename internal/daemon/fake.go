@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
@@ -25,14 +26,35 @@ type Fake struct {
 	// Runs counts handler executions per command type (a re-delivered command answered from
 	// the record does not count), so tests can check exactly-once execution.
 	Runs map[string]*atomic.Int64
+
+	inventory atomic.Pointer[daemonv1.Inventory]
+}
+
+// SetInventory changes what the FakeDaemon reports from now on: in its next hello and to a
+// collectInventory command. inv must not be changed afterwards.
+func (f *Fake) SetInventory(inv *daemonv1.Inventory) { f.inventory.Store(inv) }
+
+// inventoryStruct is an inventory as a command result: its JSON (protojson) form, which the
+// gateway reads back as the node's inventory.
+func inventoryStruct(inv *daemonv1.Inventory) (*structpb.Struct, error) {
+	b, err := protojson.Marshal(inv)
+	if err != nil {
+		return nil, fmt.Errorf("encode inventory: %w", err)
+	}
+	out := &structpb.Struct{}
+	if err := protojson.Unmarshal(b, out); err != nil {
+		return nil, fmt.Errorf("encode inventory: %w", err)
+	}
+	return out, nil
 }
 
 // FakeOptions configure a FakeDaemon.
 type FakeOptions struct {
 	Dialer    Dialer
 	Inventory *daemonv1.Inventory
-	// Handlers are added to (and override) the built-in ones: "echo" returns its payload,
-	// "sleep" waits payload.seconds, "fail" fails with payload.message.
+	// Handlers are added to (and override) the built-in ones: "collectInventory" returns the
+	// inventory, and "echo" returns its data after waiting data.sleepSeconds when set, or fails
+	// with data.fail when that is a string: the tests' slow and failing commands.
 	Handlers  map[string]Handler
 	ClockSkew time.Duration
 	Logger    *slog.Logger
@@ -51,18 +73,9 @@ func JoinFake(ctx context.Context, rootPEM []byte, token, hostname string, opts 
 func NewFake(id *Identity, opts FakeOptions) (*Fake, error) {
 	f := &Fake{Runs: map[string]*atomic.Int64{}}
 	handlers := map[string]Handler{
-		command.Echo: func(_ context.Context, p *structpb.Struct) (*structpb.Struct, error) { return p, nil },
-		"sleep": func(ctx context.Context, p *structpb.Struct) (*structpb.Struct, error) {
-			d := time.Duration(p.GetFields()["seconds"].GetNumberValue() * float64(time.Second))
-			select {
-			case <-time.After(d):
-				return &structpb.Struct{}, nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		},
-		"fail": func(_ context.Context, p *structpb.Struct) (*structpb.Struct, error) {
-			return nil, errors.New(p.GetFields()["message"].GetStringValue())
+		command.Echo: fakeEcho,
+		command.CollectInventory: func(context.Context, *daemonv1.Command) (*structpb.Struct, error) {
+			return inventoryStruct(f.inventory.Load())
 		},
 	}
 	for k, h := range opts.Handlers {
@@ -71,18 +84,19 @@ func NewFake(id *Identity, opts FakeOptions) (*Fake, error) {
 	for k, h := range handlers {
 		n := new(atomic.Int64)
 		f.Runs[k] = n
-		handlers[k] = func(ctx context.Context, p *structpb.Struct) (*structpb.Struct, error) {
+		handlers[k] = func(ctx context.Context, c *daemonv1.Command) (*structpb.Struct, error) {
 			n.Add(1)
-			return h(ctx, p)
+			return h(ctx, c)
 		}
 	}
 	inv := opts.Inventory
 	if inv == nil {
 		inv = &daemonv1.Inventory{Hostname: "fake", Os: "linux", Kernel: "6.1.0-fake", CpuModel: "Fake CPU", Cpus: 8, MemoryBytes: 32 << 30}
 	}
+	f.inventory.Store(inv)
 	a, err := NewAgent(Options{
 		Dialer: opts.Dialer, Identity: id, Version: FakeVersion, Handlers: handlers,
-		Inventory: func(context.Context) (*daemonv1.Inventory, error) { return inv, nil },
+		Inventory: func(context.Context) (*daemonv1.Inventory, error) { return f.inventory.Load(), nil },
 		ClockSkew: opts.ClockSkew, Logger: opts.Logger,
 	})
 	if err != nil {
@@ -90,4 +104,24 @@ func NewFake(id *Identity, opts FakeOptions) (*Fake, error) {
 	}
 	f.Agent = a
 	return f, nil
+}
+
+// fakeEcho is the FakeDaemon's echo: it returns the payload's data, after data.sleepSeconds
+// (within the command's deadline), or fails with data.fail when that is a string.
+func fakeEcho(ctx context.Context, c *daemonv1.Command) (*structpb.Struct, error) {
+	data := c.GetEcho().GetData()
+	if s := data.GetFields()["sleepSeconds"].GetNumberValue(); s > 0 {
+		select {
+		case <-time.After(time.Duration(s * float64(time.Second))):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if msg, ok := data.GetFields()["fail"].GetKind().(*structpb.Value_StringValue); ok {
+		return nil, errors.New(msg.StringValue)
+	}
+	if data == nil {
+		data = &structpb.Struct{}
+	}
+	return data, nil
 }

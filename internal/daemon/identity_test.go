@@ -148,7 +148,7 @@ func TestGatewayIdentity(t *testing.T) {
 			_, nodeChain, nodeKey := ca.issue(t, "spiffe://"+td+"/node/n1", x509.ExtKeyUsageClientAuth)
 			g := &fakeGateway{trustDomain: td, chain: nodeChain, root: ca.pem}
 			addr := serve(t, g, cert)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 
 			// A join with a gateway of another trust domain is also refused, below.
@@ -200,7 +200,7 @@ func TestGatewayIdentity(t *testing.T) {
 	cert, _, _ := ca.issue(t, "spiffe://"+td+"/gateway/eu/gw-1", serverAuth)
 	_, nodeChain, _ := ca.issue(t, "spiffe://other.example/node/n1", x509.ExtKeyUsageClientAuth)
 	addr := serve(t, &fakeGateway{trustDomain: "other.example", chain: nodeChain, root: ca.pem}, cert)
-	if _, err := (daemon.Dialer{Gateway: addr}).Join(context.Background(), ca.pem, "bcj_x_y", "host"); err == nil || !strings.Contains(err.Error(), `trust domain "other.example"`) {
+	if _, err := (daemon.Dialer{Gateway: addr}).Join(t.Context(), ca.pem, "bcj_x_y", "host"); err == nil || !strings.Contains(err.Error(), `trust domain "other.example"`) {
 		t.Errorf("join answered with another trust domain: %v", err)
 	}
 

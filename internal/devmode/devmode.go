@@ -160,7 +160,7 @@ func simulate(ctx context.Context, pool *pgxpool.Pool, addr, rootCA string, opts
 
 // simJoinToken mints a join token for n machines, as joinTokens/create does for the root tenant.
 func simJoinToken(ctx context.Context, pool *pgxpool.Pool, n int) (string, error) {
-	root, err := iam.EnsureRootTenant(ctx, pool)
+	root, err := auth.EnsureRootTenant(ctx, pool)
 	if err != nil {
 		return "", err
 	}

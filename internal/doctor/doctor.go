@@ -15,11 +15,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/migrate"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/server/registry"
 	"github.com/better-compute/better-compute/internal/workers/jobrun"
-	"github.com/better-compute/better-compute/internal/workers/metering"
 )
 
 // Severity orders findings.
@@ -271,7 +271,7 @@ func running(ctx context.Context, opts Options) []Finding {
 	add("outbox delivery", nil, outbox(ctx, q, opts))
 	add("failing webhooks", nil, failingWebhooks(ctx, q))
 
-	records, oldest, err := metering.Backlog(ctx, opts.Pool)
+	records, oldest, err := capacity.UsageBacklog(ctx, opts.Pool)
 	f = Finding{Severity: OK, Cause: fmt.Sprintf("%d usage records waiting for aggregation", records)}
 	if oldest > opts.LagAfter {
 		f = Finding{Severity: Warning, Cause: fmt.Sprintf("%d usage records not aggregated, the oldest for %s", records, oldest.Round(time.Second)),

@@ -31,6 +31,7 @@ func find(t *testing.T, fs []doctor.Finding, check string) doctor.Finding {
 }
 
 func TestUnmigratedDatabase(t *testing.T) {
+	t.Parallel()
 	pool, err := database.Open(ctx, dbtest.EmptyURL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +50,7 @@ func TestUnmigratedDatabase(t *testing.T) {
 }
 
 func TestRunningChecks(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	fs, err := doctor.Run(ctx, doctor.Options{Pool: pool, Secret: secret})
 	if err != nil {

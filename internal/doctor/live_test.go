@@ -1,6 +1,7 @@
 package doctor_test
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,8 @@ import (
 	"github.com/better-compute/better-compute/internal/doctor"
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
+	"github.com/better-compute/better-compute/internal/poll"
+	"github.com/better-compute/better-compute/internal/webhook"
 	"github.com/better-compute/better-compute/internal/workers/jobrun"
 	"github.com/better-compute/better-compute/internal/workers/locks"
 	"github.com/better-compute/better-compute/internal/workers/sinks"
@@ -27,6 +30,7 @@ import (
 // cause after the sinks role stops, after a node goes silent, and after the PKI bundle is
 // corrupted.
 func TestStrictOnALiveDeployment(t *testing.T) {
+	t.Parallel()
 	e := gatewaytest.New(t)
 	gw := e.StartGateway("gw1", func(o *gateway.Options) { o.HeartbeatInterval = 200 * time.Millisecond })
 	link := newLink(t, gw.Addr)
@@ -41,15 +45,15 @@ func TestStrictOnALiveDeployment(t *testing.T) {
 	t.Cleanup(func() { stopDaemon(); link.thaw(); <-daemonDone })
 
 	// A webhook, delivered by the sinks role.
-	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
 	t.Cleanup(receiver.Close)
-	sealer, err := sinks.NewSealer(gatewaytest.Secret)
+	sealer, err := webhook.NewSealer(gatewaytest.Secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := uuid.Must(uuid.NewV7())
 	if _, err := db.New(e.Pool).CreateWebhook(ctx, db.CreateWebhookParams{
-		ID: id, TenantID: e.Tenant, Url: receiver.URL, EventTypes: []string{}, SecretSealed: sinks.SealSecret(sealer, id, sinks.NewSecret()),
+		ID: id, TenantID: e.Tenant, Url: receiver.URL, EventTypes: []string{}, SecretSealed: webhook.SealSecret(sealer, id, webhook.NewSecret()),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -75,25 +79,25 @@ func TestStrictOnALiveDeployment(t *testing.T) {
 		last, err = doctor.Run(ctx, opts)
 		return err == nil && doctor.Worst(last) == doctor.OK
 	}
-	waitFor(t, 20*time.Second, "a healthy deployment", healthy, &last)
+	poll.Until(t, 20*time.Second, "a healthy deployment", healthy, poll.Every(50*time.Millisecond), lastFindings(&last))
 
 	// 1. The sinks role stops: nobody delivers the webhook.
 	stopSinks()
-	waitFor(t, 20*time.Second, "doctor to notice the sinks role is gone", failsWith(&last, opts, "outbox delivery", "no process delivers webhook"), &last)
+	poll.Until(t, 20*time.Second, "doctor to notice the sinks role is gone", failsWith(&last, opts, "outbox delivery", "no process delivers webhook"), poll.Every(50*time.Millisecond), lastFindings(&last))
 	stopSinks = startSinks()
-	waitFor(t, 20*time.Second, "health with the sinks role back", healthy, &last)
+	poll.Until(t, 20*time.Second, "health with the sinks role back", healthy, poll.Every(50*time.Millisecond), lastFindings(&last))
 
 	// 2. The node goes silent: its connection stays up but carries nothing.
 	link.freeze()
-	waitFor(t, 20*time.Second, "doctor to notice the silent node", failsWith(&last, opts, "silent nodes", "silent for over"), &last)
+	poll.Until(t, 20*time.Second, "doctor to notice the silent node", failsWith(&last, opts, "silent nodes", "silent for over"), poll.Every(50*time.Millisecond), lastFindings(&last))
 	link.thaw()
-	waitFor(t, 20*time.Second, "health with the node heard again", healthy, &last)
+	poll.Until(t, 20*time.Second, "health with the node heard again", healthy, poll.Every(50*time.Millisecond), lastFindings(&last))
 
 	// 3. The PKI bundle is corrupted.
 	if _, err := e.Pool.Exec(ctx, `UPDATE pki_authorities SET sealed_key = '\x00'::bytea WHERE kind = 'node'`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "doctor to notice the corrupted PKI", failsWith(&last, opts, "gateway authenticates daemons", "pki"), &last)
+	poll.Until(t, 5*time.Second, "doctor to notice the corrupted PKI", failsWith(&last, opts, "gateway authenticates daemons", "pki"), poll.Every(50*time.Millisecond), lastFindings(&last))
 }
 
 // failsWith reports whether doctor's worst finding is check, not ok, with a cause containing
@@ -114,17 +118,6 @@ func failsWith(last *[]doctor.Finding, opts doctor.Options, check, want string) 
 	}
 }
 
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool, last *[]doctor.Finding) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s; last findings:\n%+v", what, *last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // link is a TCP pass-through that can be frozen: the connection stays open but no bytes move,
 // as in a network partition.
 type link struct {
@@ -134,6 +127,7 @@ type link struct {
 }
 
 func newLink(t *testing.T, target string) *link {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -198,4 +192,9 @@ func (l *link) thaw() {
 	default:
 		close(l.open)
 	}
+}
+
+// lastFindings reports the last findings doctor returned when a wait times out.
+func lastFindings(last *[]doctor.Finding) poll.Option {
+	return poll.Report(func() string { return fmt.Sprintf("last findings:\n%+v", *last) })
 }

@@ -11,12 +11,11 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/tracing"
 )
 
@@ -123,8 +122,13 @@ func (g *Gateway) send(ctx context.Context, s *session, c db.Command) {
 	}
 	msg, err := commandMessage(c)
 	if err != nil {
-		g.log.Error("encode command", "command_id", c.ID, "err", err)
+		// A row no daemon could run (a type stored before types were checked, a payload that
+		// does not decode): fail it now rather than let it wait for its deadline.
+		g.log.Error("encode command; recording it as failed", "command_id", c.ID, "err", err)
 		span.SetStatus(codes.Error, "encode command: "+err.Error())
+		if err := g.recordResult(ctx, s, c.ID, false, nil, "the gateway cannot send this command: "+err.Error()); err != nil {
+			g.log.Warn("record an unsendable command as failed", "command_id", c.ID, "err", err)
+		}
 		return
 	}
 	select {
@@ -139,17 +143,20 @@ func (g *Gateway) send(ctx context.Context, s *session, c db.Command) {
 	}
 }
 
+// commandMessage is a stored command as the daemon receives it: its payload, stored as the
+// JSON of its type's payload message, in the Command's oneof.
 func commandMessage(c db.Command) (*daemonv1.SessionResponse, error) {
-	payload := &structpb.Struct{}
-	if len(c.Payload) > 0 {
-		if err := protojson.Unmarshal(c.Payload, payload); err != nil {
-			return nil, err
-		}
+	payload, err := command.Decode(c.Type, c.Payload)
+	if err != nil {
+		return nil, err
 	}
-	return &daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Command{Command: &daemonv1.Command{
-		Id: c.ID.String(), Type: c.Type, Payload: payload, IdempotencyKey: c.IdempotencyKey,
-		Deadline: timestamppb.New(c.Deadline),
-	}}}, nil
+	m := &daemonv1.Command{
+		Id: c.ID.String(), IdempotencyKey: c.IdempotencyKey, Deadline: timestamppb.New(c.Deadline),
+	}
+	if err := command.SetPayload(m, payload); err != nil {
+		return nil, err
+	}
+	return &daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Command{Command: m}}, nil
 }
 
 func (g *Gateway) connected() []uuid.UUID {

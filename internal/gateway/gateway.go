@@ -28,7 +28,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
 	"github.com/better-compute/better-compute/internal/limit"
 	"github.com/better-compute/better-compute/internal/metrics"
-	"github.com/better-compute/better-compute/internal/server/secrets"
+	"github.com/better-compute/better-compute/internal/secret"
 )
 
 // Authority is what the gateway needs of the machine PKI (*pki.Bundle provides it).
@@ -59,9 +59,9 @@ type Options struct {
 	DispatchInterval time.Duration
 	// CertTTL is the lifetime of node certificates (24h by default).
 	CertTTL time.Duration
-	// Secrets opens the node secrets the Secret call hands out: secrets.NewSealer of the
+	// Secrets opens the node secrets the Secret call hands out: secret.NewSealer of the
 	// deployment secret, the same the API seals them with. Without it, Secret is unavailable.
-	Secrets *secrets.Sealer
+	Secrets *secret.Sealer
 	Logger  *slog.Logger
 	// Metrics, when set, receives the gateway's sessions and dispatch latency.
 	Metrics *metrics.Registry

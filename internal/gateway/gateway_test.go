@@ -30,6 +30,7 @@ import (
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/pki"
+	"github.com/better-compute/better-compute/internal/poll"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -46,6 +47,7 @@ type env struct {
 }
 
 func newEnv(t *testing.T) *env {
+	t.Helper()
 	e := gatewaytest.New(t)
 	return &env{Env: e, t: t, pool: e.Pool, bundle: e.Bundle, tenant: e.Tenant}
 }
@@ -91,7 +93,7 @@ func (e *env) startFake(addr, token string) *daemon.Fake {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = f.Run(fctx) }()
 	e.t.Cleanup(func() { cancel(); <-done })
-	eventually(e.t, 10*time.Second, "the daemon connects", func() bool { return f.Status().Connected })
+	poll.Until(e.t, 10*time.Second, "the daemon connects", func() bool { return f.Status().Connected })
 	return f
 }
 
@@ -115,19 +117,8 @@ func (e *env) commandState(id uuid.UUID) (state string, result string) {
 	return state, string(r)
 }
 
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 func TestJoinSessionAndCommand(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	gw := e.startGateway("gw1")
 	f := e.startFake(gw.addr, e.token(1, time.Now().Add(time.Hour)))
@@ -140,26 +131,26 @@ func TestJoinSessionAndCommand(t *testing.T) {
 	if state != "ready" || inventory != "Fake CPU" {
 		t.Errorf("node state %q, cpu %q", state, inventory)
 	}
-	id := e.command(node, "echo", `{"hello":"world"}`, "k1")
+	id := e.command(node, "echo", `{"data":{"hello":"world"}}`, "k1")
 	gw.Poke(uuid.MustParse(node))
-	took := eventually(t, 5*time.Second, "the command succeeds", func() bool { s, _ := e.commandState(id); return s == "succeeded" })
+	took := poll.Until(t, 5*time.Second, "the command succeeds", func() bool { s, _ := e.commandState(id); return s == "succeeded" })
 	t.Logf("command round trip with a poke: %v", took)
 	if _, result := e.commandState(id); result != `{"hello": "world"}` {
 		t.Errorf("result %s", result)
 	}
 	// Without a poke the 1-second loop delivers it.
 	id = e.command(node, "echo", `{}`, "k2")
-	eventually(t, 5*time.Second, "the loop delivers the command", func() bool { s, _ := e.commandState(id); return s == "succeeded" })
+	poll.Until(t, 5*time.Second, "the loop delivers the command", func() bool { s, _ := e.commandState(id); return s == "succeeded" })
 	// A failing handler is recorded as failed with its error.
-	id = e.command(node, "fail", `{"message":"disk full"}`, "k3")
+	id = e.command(node, "echo", `{"data":{"fail":"disk full"}}`, "k3")
 	gw.Poke(uuid.MustParse(node))
-	eventually(t, 5*time.Second, "the command fails", func() bool { s, _ := e.commandState(id); return s == "failed" })
+	poll.Until(t, 5*time.Second, "the command fails", func() bool { s, _ := e.commandState(id); return s == "failed" })
 	var msg string
 	if err := e.pool.QueryRow(ctx, "SELECT error FROM commands WHERE id = $1", id).Scan(&msg); err != nil || msg != "disk full" {
 		t.Errorf("error %q, %v", msg, err)
 	}
 	// Liveness is written in batches.
-	eventually(t, 5*time.Second, "liveness is recorded", func() bool {
+	poll.Until(t, 5*time.Second, "liveness is recorded", func() bool {
 		var seen *time.Time
 		_ = e.pool.QueryRow(ctx, "SELECT last_seen_at FROM nodes WHERE id = $1", node).Scan(&seen)
 		return seen != nil && time.Since(*seen) < 5*time.Second
@@ -167,6 +158,7 @@ func TestJoinSessionAndCommand(t *testing.T) {
 }
 
 func TestRefusedJoinsCreateNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	gw := e.startGateway("gw1")
 	d := daemon.Dialer{Gateway: gw.addr}
@@ -261,6 +253,7 @@ func dialWithForeignCert(addr string, rootPEM []byte) error {
 }
 
 func TestRevocationEndsSessionAndRefusesReconnect(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	gw := e.startGateway("gw1")
 	f := e.startFake(gw.addr, e.token(1, time.Now().Add(time.Hour)))
@@ -268,9 +261,9 @@ func TestRevocationEndsSessionAndRefusesReconnect(t *testing.T) {
 	if _, err := e.pool.Exec(ctx, "UPDATE nodes SET revoked_at = now() WHERE id = $1", f.Status().NodeID); err != nil {
 		t.Fatal(err)
 	}
-	took := eventually(t, 3*time.Second, "the session ends", func() bool { return !f.Status().Connected })
+	took := poll.Until(t, 3*time.Second, "the session ends", func() bool { return !f.Status().Connected })
 	t.Logf("revocation ended the session after %v (no notifier: the gateway's 1s watch)", took)
-	eventually(t, 10*time.Second, "a reconnect is refused", func() bool {
+	poll.Until(t, 10*time.Second, "a reconnect is refused", func() bool {
 		return connect.CodeOf(f.Status().LastError) == connect.CodePermissionDenied
 	})
 	if s := f.Status().Sessions; s != sessions {
@@ -279,20 +272,21 @@ func TestRevocationEndsSessionAndRefusesReconnect(t *testing.T) {
 }
 
 func TestGatewayDiesMidCommand(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	gw1 := e.startGateway("gw1")
 	gw2 := e.startGateway("gw2")
 	lb := newBalancer(t, gw1.addr)
 	f := e.startFake(lb.addr, e.token(1, time.Now().Add(time.Hour)))
 	node := f.Status().NodeID
-	id := e.command(node, "sleep", `{"seconds":1}`, "long")
+	id := e.command(node, "echo", `{"data":{"sleepSeconds":1}}`, "long")
 	gw1.Poke(uuid.MustParse(node))
-	eventually(t, 5*time.Second, "the command is acked", func() bool { s, _ := e.commandState(id); return s == "acked" })
+	poll.Until(t, 5*time.Second, "the command is acked", func() bool { s, _ := e.commandState(id); return s == "acked" })
 	// The balancer now sends new connections to gw2, and gw1 dies mid-command.
 	lb.target.Store(gw2.addr)
 	gw1.stop()
-	eventually(t, 15*time.Second, "the command completes through gw2", func() bool { s, _ := e.commandState(id); return s == "succeeded" })
-	if n := f.Runs["sleep"].Load(); n != 1 {
+	poll.Until(t, 15*time.Second, "the command completes through gw2", func() bool { s, _ := e.commandState(id); return s == "succeeded" })
+	if n := f.Runs["echo"].Load(); n != 1 {
 		t.Errorf("the command ran %d times", n)
 	}
 	var events int
@@ -312,6 +306,7 @@ type balancer struct {
 }
 
 func newBalancer(t *testing.T, target string) *balancer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/daemon"
+	"github.com/better-compute/better-compute/internal/poll"
 )
 
 // hostile are strings a node controls that have ended sessions: a NUL (PostgreSQL stores it in
@@ -100,7 +101,8 @@ func TestHostileResultsKeepTheSession(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	gw := e.startGateway("gw1")
-	hostileOutput := func(_ context.Context, p *structpb.Struct) (*structpb.Struct, error) {
+	hostileOutput := func(_ context.Context, c *daemonv1.Command) (*structpb.Struct, error) {
+		p := c.GetEcho().GetData()
 		s := hostile[int(p.GetFields()["i"].GetNumberValue())]
 		out := &structpb.Struct{Fields: map[string]*structpb.Value{"stdout": structpb.NewStringValue(s), s: structpb.NewBoolValue(true)}}
 		if p.GetFields()["nan"].GetBoolValue() {
@@ -112,7 +114,7 @@ func TestHostileResultsKeepTheSession(t *testing.T) {
 		return out, nil
 	}
 	f, err := daemon.JoinFake(ctx, e.bundle.RootPEM(), e.token(1, time.Now().Add(time.Hour)), "hostile", daemon.FakeOptions{
-		Dialer: daemon.Dialer{Gateway: gw.addr}, Handlers: map[string]daemon.Handler{command.Exec: hostileOutput},
+		Dialer: daemon.Dialer{Gateway: gw.addr}, Handlers: map[string]daemon.Handler{command.Echo: hostileOutput},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -121,20 +123,21 @@ func TestHostileResultsKeepTheSession(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = f.Run(fctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	eventually(t, 10*time.Second, "the daemon connects", func() bool { return f.Status().Connected })
+	poll.Until(t, 10*time.Second, "the daemon connects", func() bool { return f.Status().Connected })
 	node := f.Status().NodeID
 
 	var ids []uuid.UUID
 	for i := range hostile {
-		for _, p := range []string{`{"i":%d}`, `{"i":%d,"fail":true}`, `{"i":%d,"nan":true}`} {
+		for _, p := range []string{`{"data":{"i":%d}}`, `{"data":{"i":%d,"fail":true}}`, `{"data":{"i":%d,"nan":true}}`} {
 			payload := strings.Replace(p, "%d", string(rune('0'+i)), 1)
-			ids = append(ids, e.command(node, command.Exec, payload, uuid.NewString()))
+			ids = append(ids, e.command(node, command.Echo, payload, uuid.NewString()))
 		}
 	}
-	ids = append(ids, e.command(node, "ec\x01ho\"\\", `{}`, "control-type")) // stored before types were checked
+	// Stored before types were checked: the gateway cannot send it and fails it.
+	ids = append(ids, e.command(node, "ec\x01ho\"\\", `{}`, "control-type"))
 	gw.Poke(uuid.MustParse(node))
 	for _, id := range ids {
-		eventually(t, 10*time.Second, "command "+id.String()+" finishes", func() bool {
+		poll.Until(t, 10*time.Second, "command "+id.String()+" finishes", func() bool {
 			s, _ := e.commandState(id)
 			return s == "succeeded" || s == "failed"
 		})
@@ -215,7 +218,7 @@ func TestHostileSessionMessages(t *testing.T) {
 		}
 	}
 	for _, id := range results {
-		eventually(t, 10*time.Second, "command "+id.String()+" finishes", func() bool {
+		poll.Until(t, 10*time.Second, "command "+id.String()+" finishes", func() bool {
 			st, _ := e.commandState(id)
 			return st == "succeeded" || st == "failed"
 		})

@@ -16,8 +16,9 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/quota"
-	"github.com/better-compute/better-compute/internal/server/secrets"
+	"github.com/better-compute/better-compute/internal/secret"
 )
 
 // service implements DaemonService.
@@ -77,13 +78,7 @@ func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (*daemonv
 		}); err != nil {
 			return fmt.Errorf("create node: %w", err)
 		}
-		payload, err := encodePayload(nodeJoined{ID: nodeID, Hostname: req.GetHostname()})
-		if err != nil {
-			return err
-		}
-		if err := q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
-			TenantID: t.TenantID, Type: "node.joined", Subject: "node/" + nodeID.String(), Payload: payload,
-		}); err != nil {
+		if err := event.Emit(ctx, q, t.TenantID, event.NodeJoined{ID: nodeID, Hostname: req.GetHostname()}); err != nil {
 			return err
 		}
 		if _, err := q.SpendJoinToken(ctx, t.ID); errors.Is(err, pgx.ErrNoRows) {
@@ -142,7 +137,7 @@ func (s *service) Secret(ctx context.Context, req *daemonv1.SecretRequest) (*dae
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("this gateway cannot open node secrets (it has no deployment secret)"))
 	}
 	name := req.GetName()
-	if !secrets.ValidName(name) {
+	if !secret.ValidName(name) {
 		return nil, apierr.InvalidArgument("name", "%q is not a secret name", name)
 	}
 	row, err := db.New(g.opts.Pool).GetSecretForNode(ctx, db.GetSecretForNodeParams{NodeID: nodeID, Name: name})

@@ -14,6 +14,7 @@ import (
 // TestConcurrentJoinsNeverOverspendAToken races more joins than a token has uses: exactly its
 // uses succeed, and the others are refused and leave no node behind.
 func TestConcurrentJoinsNeverOverspendAToken(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	gw := e.startGateway("gw1")
 	token := e.token(3, time.Now().Add(time.Hour))

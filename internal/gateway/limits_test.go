@@ -19,10 +19,12 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/limit"
 	"github.com/better-compute/better-compute/internal/limit/limittest"
+	"github.com/better-compute/better-compute/internal/poll"
 )
 
 // TestJoinGzipBombIsRefused: Join needs no client certificate, so anyone can send it gzip that
@@ -121,7 +123,7 @@ func (e *env) runFake(addr string, opts daemon.FakeOptions) *daemon.Fake {
 func lastError(t *testing.T, f *daemon.Fake, parts ...string) error {
 	t.Helper()
 	var last error
-	eventually(t, 15*time.Second, fmt.Sprintf("the daemon is told %q", parts), func() bool {
+	poll.Until(t, 15*time.Second, fmt.Sprintf("the daemon is told %q", parts), func() bool {
 		last = f.Status().LastError
 		if last == nil {
 			return false
@@ -163,12 +165,12 @@ func TestOversizedResultEndsSession(t *testing.T) {
 	e := newEnv(t)
 	addr := e.startLimitedGateway("gw-result")
 	f := e.runFake(addr, daemon.FakeOptions{Handlers: map[string]daemon.Handler{
-		"big": func(context.Context, *structpb.Struct) (*structpb.Struct, error) {
+		command.Echo: func(context.Context, *daemonv1.Command) (*structpb.Struct, error) {
 			return structpb.NewStruct(map[string]any{"output": strings.Repeat("x", 8<<10)})
 		},
 	}})
-	eventually(t, 10*time.Second, "the daemon connects", func() bool { return f.Status().Connected })
-	cmd := e.command(f.Status().NodeID, "big", `{}`, "big-1")
+	poll.Until(t, 10*time.Second, "the daemon connects", func() bool { return f.Status().Connected })
+	cmd := e.command(f.Status().NodeID, command.Echo, `{}`, "big-1")
 	err := lastError(t, f, "larger than the gateway's limit", "limits.daemon")
 	if !errors.Is(err, daemon.ErrGoodbye) {
 		t.Errorf("error %v, want a goodbye", err)

@@ -5,12 +5,14 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/internal/gateway"
+	"github.com/better-compute/better-compute/internal/poll"
 )
 
 // TestDaemonRenewsBeforeExpiry gives nodes certificates that live a few seconds: the daemon
 // renews while connected, and after its first certificate has expired it still reconnects (to
 // another gateway, through the balancer) with the renewed one.
 func TestDaemonRenewsBeforeExpiry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	short := func(o *gateway.Options) { o.CertTTL = 4 * time.Second }
 	gw1 := e.StartGateway("gw1", short)
@@ -18,14 +20,14 @@ func TestDaemonRenewsBeforeExpiry(t *testing.T) {
 	lb := newBalancer(t, gw1.Addr)
 	f := e.startFake(lb.addr, e.token(1, time.Now().Add(time.Hour)))
 	first := f.Status().NotAfter
-	eventually(t, 15*time.Second, "the daemon renews its certificate", func() bool { return f.Status().NotAfter.After(first) })
-	eventually(t, 15*time.Second, "the first certificate expires", func() bool { return time.Now().After(first.Add(time.Second)) })
+	poll.Until(t, 15*time.Second, "the daemon renews its certificate", func() bool { return f.Status().NotAfter.After(first) })
+	poll.Until(t, 15*time.Second, "the first certificate expires", func() bool { return time.Now().After(first.Add(time.Second)) })
 	if !f.Status().Connected {
 		t.Fatal("the session ended when the first certificate expired")
 	}
 	lb.target.Store(gw2.Addr)
 	gw1.Stop()
-	eventually(t, 15*time.Second, "the daemon reconnects with the renewed certificate", func() bool {
+	poll.Until(t, 15*time.Second, "the daemon reconnects with the renewed certificate", func() bool {
 		return f.Status().Connected && gw2.Sessions() == 1
 	})
 	var renewed time.Time

@@ -18,6 +18,8 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/apierr"
+	"github.com/better-compute/better-compute/internal/command"
+	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/scrub"
 )
 
@@ -258,9 +260,9 @@ func (g *Gateway) finish(ctx context.Context, sess *session, r *daemonv1.Command
 
 // recordResult finishes a command with its event.
 func (g *Gateway) recordResult(ctx context.Context, sess *session, id uuid.UUID, success bool, result []byte, errText string) error {
-	state := "failed"
+	state := command.Failed
 	if success {
-		state = "succeeded"
+		state = command.Succeeded
 	}
 	// The result and its event commit together: a crash between them would lose the event for
 	// good, since the repeated result then finds the command finished.
@@ -273,14 +275,39 @@ func (g *Gateway) recordResult(ctx context.Context, sess *session, id uuid.UUID,
 		if err != nil {
 			return fmt.Errorf("finish command %s: %w", id, err)
 		}
-		payload, err := encodePayload(commandFinished{ID: id, NodeID: sess.node, Type: c.Type})
-		if err != nil {
-			return err
+		if success && c.Type == command.CollectInventory {
+			if err := g.recordInventory(ctx, q, sess.node, result); err != nil {
+				return err
+			}
 		}
-		return q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
-			TenantID: c.TenantID, Type: "command." + state, Subject: "command/" + id.String(), Payload: payload,
-		})
+		ref := event.CommandRef{ID: id, NodeID: sess.node, Type: string(c.Type)}
+		var ev event.Event = event.CommandFailed{CommandRef: ref}
+		if success {
+			ev = event.CommandSucceeded{CommandRef: ref}
+		}
+		return event.Emit(ctx, q, c.TenantID, ev)
 	})
+}
+
+// recordInventory stores the inventory a collectInventory command returned, in the transaction
+// that records its result, as a hello would: with a history row and a node.inventory.changed
+// event when it changed. A result that is not an inventory is logged and leaves the stored one.
+func (g *Gateway) recordInventory(ctx context.Context, q *db.Queries, node uuid.UUID, result []byte) error {
+	inv := &daemonv1.Inventory{}
+	err := protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(result, inv)
+	var inventory []byte
+	if err == nil {
+		scrub.Message(inv)
+		inventory, err = protojson.Marshal(inv)
+	}
+	if err != nil || len(result) == 0 {
+		g.log.Warn("a collectInventory result is not an inventory; keeping the stored one", "node_id", node, "err", err)
+		return nil
+	}
+	if _, err := q.RecordNodeInventory(ctx, db.RecordNodeInventoryParams{ID: node, Inventory: inventory}); err != nil && !isNoRows(err) {
+		return fmt.Errorf("record the inventory of node %s: %w", node, err)
+	}
+	return nil
 }
 
 // event puts a daemon's event in the outbox. A malformed event (a type that is not
@@ -288,15 +315,13 @@ func (g *Gateway) recordResult(ctx context.Context, sess *session, id uuid.UUID,
 // fatal to the session.
 func (g *Gateway) event(ctx context.Context, q *db.Queries, sess *session, e *daemonv1.Event) error {
 	scrub.Message(e)
-	if !validEventType(e.GetType()) {
+	if !event.ValidReport(e.GetType()) {
 		g.log.Warn("an event with a malformed type was dropped", "node_id", sess.node, "type_bytes", len(e.GetType()))
 		return nil
 	}
 	data, err := protojson.Marshal(e.GetData())
 	if err == nil {
-		err = q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
-			TenantID: sess.tenant, Type: "node." + e.GetType(), Subject: "node/" + sess.node.String(), Payload: data,
-		})
+		err = event.Emit(ctx, q, sess.tenant, event.NodeReported{Node: sess.node, Report: e.GetType(), Data: data})
 		if !unstorable(err) {
 			return err
 		}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"errors"
-	"regexp"
 	"unicode"
 	"unicode/utf8"
 
@@ -28,16 +27,6 @@ func validHostname(h string) bool {
 	}
 	return true
 }
-
-// maxEventType bounds the type a daemon gives an event (stored as "node.<type>").
-const maxEventType = 100
-
-// eventType is the form of a daemon's event type: dot-separated identifiers, as webhooks
-// subscribe to them.
-var eventType = regexp.MustCompile(`^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$`)
-
-// validEventType reports whether a daemon's event type can be stored and subscribed to.
-func validEventType(t string) bool { return len(t) <= maxEventType && eventType.MatchString(t) }
 
 // unstorable reports whether err is PostgreSQL refusing the content of a write (a data
 // exception, a failed check, a value past a size limit) rather than failing to write: the same

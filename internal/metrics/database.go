@@ -32,7 +32,8 @@ type DatabaseOptions struct {
 //   - bc_reconcile_queue_depth{kind}, bc_reconcile_queue_due{kind} and
 //     bc_reconcile_queue_oldest_due_age_seconds{kind}: keys queued, keys due now, and how long the
 //     oldest due key has waited. A kind seen once stays at 0 when its queue empties.
-//   - bc_leases_held{holder}: live (unexpired) leases per holder.
+//   - bc_leases_held{holder}: live (unexpired) worker locks per holder (internal/workers/locks; the
+//     name predates their rename from leases and is kept for existing dashboards).
 //   - bc_outbox_lag_events{sink} and bc_outbox_lag_seconds{sink}: events after each sink's cursor
 //     that it will receive (counted up to OutboxCap), and the age of the oldest of them, by kind of
 //     sink: the webhooks of every tenant are one "webhook" series, so no label identifies a tenant.
@@ -75,12 +76,12 @@ func RegisterDatabase(r *Registry, pool *pgxpool.Pool, opts DatabaseOptions) {
 			c.queues(func(q db.ReconcileQueueStatsRow) float64 { return float64(q.Due) }))
 		r.Func("bc_reconcile_queue_oldest_due_age_seconds", "How long the oldest due key of each reconciler kind has waited (0 when none is due).",
 			TypeGauge, []string{"kind"}, c.queues(func(q db.ReconcileQueueStatsRow) float64 { return q.OldestDueSeconds }))
-		r.Func("bc_leases_held", "Live leases (shards and singleton jobs) per holder.", TypeGauge, []string{"holder"},
+		r.Func("bc_leases_held", "Live worker locks (shards and singleton jobs) per holder.", TypeGauge, []string{"holder"},
 			func(emit Emit) {
 				c.mu.Lock()
 				defer c.mu.Unlock()
-				for _, l := range c.leases {
-					emit(float64(l.Leases), l.Holder)
+				for _, l := range c.locks {
+					emit(float64(l.Locks), l.Holder)
 				}
 			})
 		r.Func("bc_outbox_lag_events", "Events after the sinks' cursors that they will receive, counted up to a cap per sink, by kind of sink (log, webhook).", TypeGauge, []string{"sink"},
@@ -104,7 +105,7 @@ type dbCollector struct {
 	queue   []db.ReconcileQueueStatsRow
 	queueOK bool
 	kinds   map[string]bool // every kind seen, reported at 0 when its queue is empty
-	leases  []db.LeaseHoldersRow
+	locks   []db.LockHoldersRow
 	outbox  []db.OutboxLagRow
 }
 
@@ -134,8 +135,8 @@ func (c *dbCollector) refresh(ctx context.Context) {
 	for _, q := range c.queue {
 		c.kinds[q.Kind] = true
 	}
-	if c.leases, err = c.q.LeaseHolders(ctx); err != nil {
-		fail("leases", err)
+	if c.locks, err = c.q.LockHolders(ctx); err != nil {
+		fail("locks", err)
 	}
 	if c.outbox, err = c.q.OutboxLag(ctx, c.opts.OutboxCap); err != nil {
 		fail("outbox lag", err)

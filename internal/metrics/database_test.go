@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -39,20 +38,21 @@ func series(fams map[string]*dto.MetricFamily, name string) map[string]float64 {
 }
 
 func TestDatabaseMetrics(t *testing.T) {
-	ctx := context.Background()
+	t.Parallel()
+	ctx := t.Context()
 	pool := dbtest.Pool(t)
 	q := db.New(pool)
 
 	// Reconcile queue: three keys of one kind, one of them pushed into the future.
 	must(t, q.EnqueueReconcile(ctx, db.EnqueueReconcileParams{Kind: "test.kind", Keys: []string{"a", "b", "c"}}))
 	must(t, q.RetryReconcile(ctx, db.RetryReconcileParams{Kind: "test.kind", Key: "c", DelayMs: 3_600_000}))
-	// Leases: two live for h1, one for h2, one expired for h3.
+	// Locks: two live for h1, one for h2, one expired for h3.
 	for holder, names := range map[string][]string{"h1": {"shard:x:1", "singleton:y"}, "h2": {"shard:x:2"}, "h3": {"singleton:z"}} {
-		if _, err := q.AcquireLeases(ctx, db.AcquireLeasesParams{Holder: holder, TtlMs: 60_000, Names: names}); err != nil {
+		if _, err := q.AcquireLocks(ctx, db.AcquireLocksParams{Holder: holder, TtlMs: 60_000, Names: names}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := pool.Exec(ctx, "UPDATE leases SET expires_at = now() - interval '1 second' WHERE holder = 'h3'")
+	_, err := pool.Exec(ctx, "UPDATE locks SET expires_at = now() - interval '1 second' WHERE holder = 'h3'")
 	must(t, err)
 	// Outbox: a log sink (every event) and a webhook sink (its tenant's node.ready events).
 	must(t, q.EnsureRootTenant(ctx, db.EnsureRootTenantParams{ID: uuid.New(), Name: "root", DisplayName: "Root"}))

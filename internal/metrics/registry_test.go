@@ -39,6 +39,7 @@ func parse(t testing.TB, text string) map[string]*dto.MetricFamily {
 }
 
 func TestTextFormatGolden(t *testing.T) {
+	t.Parallel()
 	r := NewRegistry()
 	c := r.Counter("test_requests_total", "Requests by method and code.", "method", "code")
 	c.With("nodes/list", "ok").Add(3)
@@ -123,6 +124,7 @@ func labelValue(m *dto.Metric, name string) string {
 }
 
 func TestInvalidUTF8LabelValue(t *testing.T) {
+	t.Parallel()
 	r := NewRegistry()
 	r.Gauge("test_g", "G.", "v").With("a\xffb").Set(1)
 	parse(t, text(t, r))
@@ -132,6 +134,7 @@ func TestInvalidUTF8LabelValue(t *testing.T) {
 }
 
 func TestRegistrationPanics(t *testing.T) {
+	t.Parallel()
 	for name, register := range map[string]func(r *Registry){
 		"bad metric name":       func(r *Registry) { r.Gauge("1abc", "x") },
 		"reserved metric name":  func(r *Registry) { r.Gauge("__x", "x") },
@@ -149,6 +152,7 @@ func TestRegistrationPanics(t *testing.T) {
 		"negative counter add":  func(r *Registry) { r.Counter("test_c_total", "x").With().Add(-1) },
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			defer func() {
 				if recover() == nil {
 					t.Error("did not panic")
@@ -160,6 +164,7 @@ func TestRegistrationPanics(t *testing.T) {
 }
 
 func TestGaugeDeleteAndReset(t *testing.T) {
+	t.Parallel()
 	r := NewRegistry()
 	g := r.Gauge("test_g", "G.", "k")
 	g.With("a").Inc()
@@ -176,6 +181,7 @@ func TestGaugeDeleteAndReset(t *testing.T) {
 }
 
 func TestConcurrentUseAndScrape(t *testing.T) {
+	t.Parallel()
 	r := NewRegistry()
 	c := r.Counter("test_c_total", "C.", "k")
 	h := r.Histogram("test_h_seconds", "H.", DurationBuckets, "k")
@@ -219,6 +225,7 @@ func TestConcurrentUseAndScrape(t *testing.T) {
 }
 
 func TestHandler(t *testing.T) {
+	t.Parallel()
 	r := NewRegistry()
 	r.Counter("test_c_total", "C.").With().Inc()
 	srv := httptest.NewServer(r.Handler())
@@ -273,6 +280,7 @@ func TestHandler(t *testing.T) {
 }
 
 func TestAcceptsGzip(t *testing.T) {
+	t.Parallel()
 	for h, want := range map[string]bool{
 		"":                       false,
 		"gzip":                   true,
@@ -288,7 +296,7 @@ func TestAcceptsGzip(t *testing.T) {
 	}
 }
 
-func TestAPIObserve(t *testing.T) {
+func TestAPIObserve(t *testing.T) { //nolint:paralleltest // testing.AllocsPerRun refuses to run in a parallel test
 	var none *API
 	none.Observe("nodes", "list", "ok", time.Millisecond) // a nil API records nothing
 
@@ -324,6 +332,7 @@ func TestAPIObserve(t *testing.T) {
 }
 
 func TestGatewayMetrics(t *testing.T) {
+	t.Parallel()
 	r := NewRegistry()
 	g := NewGateway(r)
 	g.CountSessions(func() int { return 2 })

@@ -1,7 +1,6 @@
 package migrate_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -15,7 +14,7 @@ import (
 // own is pending; and an unknown migration older than its newest is an error.
 func TestCurrentToleratesNewerMigrations(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	real, err := migrate.Load(queries.Migrations, "migrations")
 	if err != nil {
 		t.Fatal(err)

@@ -29,8 +29,9 @@ func open(t *testing.T, url string) *pgxpool.Pool {
 }
 
 func TestMigratedDatabaseHasBtreeGist(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
-	ok, err := db.New(pool).ExtensionInstalled(context.Background(), "btree_gist")
+	ok, err := db.New(pool).ExtensionInstalled(t.Context(), "btree_gist")
 	if err != nil || !ok {
 		t.Fatalf("btree_gist installed = %v, %v", ok, err)
 	}
@@ -38,13 +39,14 @@ func TestMigratedDatabaseHasBtreeGist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if current, err := m.Current(context.Background()); err != nil || !current {
+	if current, err := m.Current(t.Context()); err != nil || !current {
 		t.Fatalf("Current = %v, %v", current, err)
 	}
 }
 
 func TestUpIsIdempotentAndConcurrentSafe(t *testing.T) {
-	ctx := context.Background()
+	t.Parallel()
+	ctx := t.Context()
 	pool := open(t, dbtest.EmptyURL(t))
 	m, err := migrate.New(pool)
 	if err != nil {
@@ -82,7 +84,8 @@ func TestUpIsIdempotentAndConcurrentSafe(t *testing.T) {
 }
 
 func TestFailedMigrationRollsBack(t *testing.T) {
-	ctx := context.Background()
+	t.Parallel()
+	ctx := t.Context()
 	pool := open(t, dbtest.EmptyURL(t))
 	init, err := migrate.Load(queries.Migrations, "migrations")
 	if err != nil {
@@ -114,7 +117,8 @@ func TestFailedMigrationRollsBack(t *testing.T) {
 }
 
 func TestEditedMigrationIsRefused(t *testing.T) {
-	ctx := context.Background()
+	t.Parallel()
+	ctx := t.Context()
 	pool := dbtest.Pool(t)
 	ms, err := migrate.Load(queries.Migrations, "migrations")
 	if err != nil {
@@ -131,6 +135,7 @@ func TestEditedMigrationIsRefused(t *testing.T) {
 }
 
 func TestLoadRejectsBadNames(t *testing.T) {
+	t.Parallel()
 	for name, fsys := range map[string]fstest.MapFS{
 		"bad name":      {"m/init.sql": {Data: []byte("SELECT 1")}},
 		"dup version":   {"m/0001_a.sql": {Data: []byte("SELECT 1")}, "m/0001_b.sql": {Data: []byte("SELECT 1")}},

@@ -280,7 +280,7 @@ func (c *Cluster) start(ctx context.Context, bins Binaries, owner *syscall.Crede
 	for {
 		select {
 		case <-c.exited:
-			return fmt.Errorf("PostgreSQL exited during start-up (%v): %s", c.waitErr, tail(logPath))
+			return fmt.Errorf("PostgreSQL exited during start-up (%w): %s", c.waitErr, tail(logPath))
 		default:
 		}
 		if err := c.ping(ctx); err == nil {

@@ -13,6 +13,7 @@ import (
 )
 
 func TestFindBinariesNamesWhatIsMissing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, err := FindBinaries(dir)
 	if !errors.Is(err, ErrNoBinaries) {
@@ -26,11 +27,12 @@ func TestFindBinariesNamesWhatIsMissing(t *testing.T) {
 // TestRestartKeepsData starts a cluster, writes, stops it, starts it again from the same
 // directory and reads the row back: what dev relies on between runs.
 func TestRestartKeepsData(t *testing.T) {
+	t.Parallel()
 	if _, err := FindBinaries(""); err != nil {
 		t.Fatalf("this test needs PostgreSQL installed: %v", err)
 	}
 	// Not t.TempDir: its parent is private, and the server may run as the postgres user.
-	tmp, err := os.MkdirTemp("", "bc-pgcluster-")
+	tmp, err := os.MkdirTemp("", "bc-pgcluster-") //nolint:usetesting // see above
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +57,7 @@ func TestRestartKeepsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Stop(ctx)
+	defer func() { _ = c.Stop(ctx) }()
 	conn, err := pgx.Connect(ctx, c.URL("postgres"))
 	if err != nil {
 		t.Fatal(err)

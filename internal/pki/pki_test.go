@@ -104,7 +104,8 @@ func issueNode(t *testing.T, b *Bundle, nodeID string) ([]*x509.Certificate, *ec
 }
 
 func TestInitLoadRoundTrip(t *testing.T) {
-	ctx := context.Background()
+	t.Parallel()
+	ctx := t.Context()
 	pool := dbtest.Pool(t)
 	if _, err := Load(ctx, pool, secret); !errors.Is(err, ErrNotInitialized) {
 		t.Fatalf("Load before Init: %v, want ErrNotInitialized", err)
@@ -135,7 +136,7 @@ func TestInitLoadRoundTrip(t *testing.T) {
 		t.Errorf("node cert from the loaded bundle: %v", err)
 	}
 	root := b2.root.cert
-	if !root.IsCA || root.NotAfter.Sub(time.Now()) < 9*365*24*time.Hour || root.PublicKeyAlgorithm != x509.ECDSA {
+	if !root.IsCA || time.Until(root.NotAfter) < 9*365*24*time.Hour || root.PublicKeyAlgorithm != x509.ECDSA {
 		t.Errorf("root CA: IsCA %v, NotAfter %v, %v", root.IsCA, root.NotAfter, root.PublicKeyAlgorithm)
 	}
 
@@ -165,7 +166,8 @@ func TestInitLoadRoundTrip(t *testing.T) {
 }
 
 func TestConcurrentInit(t *testing.T) {
-	ctx := context.Background()
+	t.Parallel()
+	ctx := t.Context()
 	pool := dbtest.Pool(t)
 	roots := make(chan []byte, 4)
 	errs := make(chan error, 4)
@@ -195,9 +197,10 @@ func TestConcurrentInit(t *testing.T) {
 }
 
 func TestInitValidatesTrustDomain(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{"", "Example.com", "a..b", "-a.com", "a-.com", "spiffe://example.com", "exa mple.com", "a_b.com", strings.Repeat("a", 64) + ".com"} {
 		// Validation comes before the database is touched.
-		if _, err := Init(context.Background(), nil, secret, bad); err == nil || !strings.Contains(err.Error(), "lower-case DNS name") {
+		if _, err := Init(t.Context(), nil, secret, bad); err == nil || !strings.Contains(err.Error(), "lower-case DNS name") {
 			t.Errorf("Init(%q): %v, want a trust domain error", bad, err)
 		}
 	}
@@ -209,7 +212,8 @@ func TestInitValidatesTrustDomain(t *testing.T) {
 }
 
 func TestPrivateKeysAreSealed(t *testing.T) {
-	ctx := context.Background()
+	t.Parallel()
+	ctx := t.Context()
 	pool := dbtest.Pool(t)
 	b, err := Init(ctx, pool, secret, td)
 	if err != nil {
@@ -264,7 +268,8 @@ func TestPrivateKeysAreSealed(t *testing.T) {
 }
 
 func TestWrongSecret(t *testing.T) {
-	ctx := context.Background()
+	t.Parallel()
+	ctx := t.Context()
 	pool := dbtest.Pool(t)
 	if _, err := Init(ctx, pool, secret, td); err != nil {
 		t.Fatal(err)
@@ -290,6 +295,7 @@ func TestWrongSecret(t *testing.T) {
 }
 
 func TestIssueNode(t *testing.T) {
+	t.Parallel()
 	b := initBundle(t)
 	key := p256(t)
 	before := time.Now()
@@ -340,6 +346,7 @@ func TestIssueNode(t *testing.T) {
 }
 
 func TestIssueNodeRefusesOtherIdentities(t *testing.T) {
+	t.Parallel()
 	b := initBundle(t)
 	key := p256(t)
 	for _, uris := range [][]string{
@@ -362,6 +369,7 @@ func TestIssueNodeRefusesOtherIdentities(t *testing.T) {
 }
 
 func TestIssueNodeRefusesBadCSRs(t *testing.T) {
+	t.Parallel()
 	b := initBundle(t)
 	a, c := p256(t), p256(t)
 	// A CSR carrying c's key with the signature a made over its own CSR.
@@ -404,6 +412,7 @@ func TestIssueNodeRefusesBadCSRs(t *testing.T) {
 }
 
 func TestForeignCertificatesDoNotVerify(t *testing.T) {
+	t.Parallel()
 	b := initBundle(t)
 	// A CA made here, issuing a node certificate that looks right in every other way.
 	caKey := p256(t)
@@ -456,6 +465,7 @@ func TestForeignCertificatesDoNotVerify(t *testing.T) {
 }
 
 func TestGatewayCertificate(t *testing.T) {
+	t.Parallel()
 	b := initBundle(t)
 	certPEM, keyPEM, err := b.IssueGateway("eu-west", "gw-1", []string{"gw1.example.com"}, []net.IP{net.ParseIP("127.0.0.1")})
 	if err != nil {
@@ -535,6 +545,7 @@ func TestGatewayCertificate(t *testing.T) {
 }
 
 func TestInternalCertificate(t *testing.T) {
+	t.Parallel()
 	b := initBundle(t)
 	certPEM, keyPEM, err := b.IssueInternal("controllers", []string{"localhost"}, []net.IP{net.IPv6loopback})
 	if err != nil {
@@ -563,7 +574,8 @@ func TestInternalCertificate(t *testing.T) {
 }
 
 func TestRotateNodeCA(t *testing.T) {
-	ctx := context.Background()
+	t.Parallel()
+	ctx := t.Context()
 	pool := dbtest.Pool(t)
 	t0 := time.Now()
 	clk := &clock{t: t0}
@@ -657,7 +669,8 @@ func TestRotateNodeCA(t *testing.T) {
 }
 
 func TestStatusWarnsBeforeExpiry(t *testing.T) {
-	ctx := context.Background()
+	t.Parallel()
+	ctx := t.Context()
 	pool := dbtest.Pool(t)
 	t0 := time.Now()
 	if _, err := Init(ctx, pool, secret, td); err != nil {
@@ -680,6 +693,7 @@ func TestStatusWarnsBeforeExpiry(t *testing.T) {
 }
 
 func TestSPIFFEID(t *testing.T) {
+	t.Parallel()
 	certWith := func(uris ...string) *x509.Certificate {
 		c := &x509.Certificate{}
 		for _, s := range uris {
@@ -727,6 +741,7 @@ func TestSPIFFEID(t *testing.T) {
 }
 
 func TestJoinTickets(t *testing.T) {
+	t.Parallel()
 	b := initBundle(t)
 	ticket := []byte("ticket")
 	sig := b.SignJoinTicket(ticket)

@@ -25,7 +25,7 @@ func TestMetricsListenTakesMetricsOffTheAPI(t *testing.T) {
 	}
 	var logs logBuffer
 	log := NewLogger(config.Log{Level: "info", Format: "json"}, &logs)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	listening := make(chan string, 1)
 	errc := make(chan error, 1)
 	go func() {

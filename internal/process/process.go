@@ -21,14 +21,15 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/pki"
+	"github.com/better-compute/better-compute/internal/secret"
 	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/iam"
-	"github.com/better-compute/better-compute/internal/server/secrets"
 	"github.com/better-compute/better-compute/internal/tracing"
+	"github.com/better-compute/better-compute/internal/webhook"
 	"github.com/better-compute/better-compute/internal/workers"
 	"github.com/better-compute/better-compute/internal/workers/commandsweep"
 	"github.com/better-compute/better-compute/internal/workers/iamjobs"
@@ -61,7 +62,7 @@ type Options struct {
 func Run(ctx context.Context, opts Options) error {
 	cfg, log := opts.Config, opts.Logger
 	roles := cfg.RoleSet()
-	if _, err := iam.EnsureRootTenant(ctx, opts.Pool); err != nil {
+	if _, err := auth.EnsureRootTenant(ctx, opts.Pool); err != nil {
 		return err
 	}
 	bundle, err := pki.Load(ctx, opts.Pool, cfg.Secret)
@@ -223,7 +224,7 @@ func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier
 // newGateway prepares the gateway role: its listeners, and a serving certificate issued from the
 // PKI for the gateway's names (every process holds the deployment secret, so it can).
 func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg *metrics.Registry, log *slog.Logger) (*gateway.Gateway, net.Listener, net.Listener, error) {
-	secretSealer, err := secrets.NewSealer(cfg.Secret)
+	secretSealer, err := secret.NewSealer(cfg.Secret)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -301,7 +302,7 @@ func jobs(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) map[string][
 func loops(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) map[string][]func(context.Context, *locks.Holder) {
 	return map[string][]func(context.Context, *locks.Holder){
 		workers.RoleSinks: {func(ctx context.Context, h *locks.Holder) {
-			sealer, err := sinks.NewSealer(cfg.Secret)
+			sealer, err := webhook.NewSealer(cfg.Secret)
 			if err == nil {
 				r := cfg.Webhooks.Retry
 				err = sinks.Run(ctx, h, pool, sinks.Options{Sealer: sealer, AllowPrivate: cfg.Webhooks.AllowPrivate, Logger: log,

@@ -49,6 +49,7 @@ func (b *logBuffer) field(msg, key string) string {
 // TestMetricsListener: a process without the api role serves /metrics (and /healthz) on
 // metrics.listen, with the values read from the database, here its own leases.
 func TestMetricsListener(t *testing.T) {
+	t.Parallel()
 	cfg := config.Default()
 	cfg.Secret = "metrics-test-secret-0123456789abcdef"
 	cfg.Roles = "controllers"
@@ -58,7 +59,7 @@ func TestMetricsListener(t *testing.T) {
 	}
 	var logs logBuffer
 	log := NewLogger(config.Log{Level: "info", Format: "json"}, &logs)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	go func() { errc <- Run(ctx, Options{Config: cfg, Pool: dbtest.Pool(t), Logger: log}) }()
 	defer func() {

@@ -16,6 +16,7 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	jointokensv1 "github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
@@ -59,7 +60,7 @@ func rows(t *testing.T, env *servertest.Env, table string) int {
 
 // TestTenantCapsRefuseTheCreateOverTheCap: each cap lets a tenant create up to it and refuses
 // the next create with resource_exhausted naming the cap, leaving nothing behind.
-func TestTenantCapsRefuseTheCreateOverTheCap(t *testing.T) {
+func TestTenantCapsRefuseTheCreateOverTheCap(t *testing.T) { //nolint:tparallel // the subtests fill one tenant's caps, in order
 	t.Parallel()
 	// The root tenant starts with one principal (admin) and its one key.
 	env := start(t, quota.Limits{Principals: 3, APIKeys: 3, JoinTokens: 2, Webhooks: 2, CommandsPerMinute: 3})
@@ -150,11 +151,11 @@ func TestTenantCapsRefuseTheCreateOverTheCap(t *testing.T) {
 		}
 		cmds := commandsv1connect.NewCommandsServiceClient(env.HTTPClient(env.AdminKey), env.URL)
 		for i := range 3 {
-			if _, err := cmds.Create(ctx, &commandsv1.CreateRequest{NodeId: nodes[i%2].String(), Type: "echo"}); err != nil {
+			if _, err := cmds.Create(ctx, &commandsv1.CreateRequest{NodeId: nodes[i%2].String(), Payload: &commandsv1.CreateRequest_Echo{Echo: &daemonv1.EchoPayload{}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		_, err := cmds.Create(ctx, &commandsv1.CreateRequest{NodeId: nodes[0].String(), Type: "echo"})
+		_, err := cmds.Create(ctx, &commandsv1.CreateRequest{NodeId: nodes[0].String(), Payload: &commandsv1.CreateRequest_Echo{Echo: &daemonv1.EchoPayload{}}})
 		refused(t, "command", err, quota.CommandsPerMinute)
 		var cerr *connect.Error
 		if !errors.As(err, &cerr) {
@@ -164,7 +165,7 @@ func TestTenantCapsRefuseTheCreateOverTheCap(t *testing.T) {
 			t.Errorf("Retry-After %q, want 1 to 60 seconds", cerr.Meta().Get(guard.RetryAfterHeader))
 		}
 		// A selector adding two more is refused too.
-		_, err = cmds.Create(ctx, &commandsv1.CreateRequest{LabelSelector: map[string]string{"cap": "x"}, Type: "echo"})
+		_, err = cmds.Create(ctx, &commandsv1.CreateRequest{LabelSelector: map[string]string{"cap": "x"}, Payload: &commandsv1.CreateRequest_Echo{Echo: &daemonv1.EchoPayload{}}})
 		refused(t, "selector command", err, quota.CommandsPerMinute)
 		if n := rows(t, env, "commands"); n != 3 {
 			t.Errorf("%d commands, want 3", n)

@@ -24,6 +24,7 @@ func mustRegistry(t testing.TB) *registry.Registry {
 // TestEveryMethodIsGuarded checks the registry the server builds: every method is public or has
 // a permission, and every mutating (audited) method requires a credential.
 func TestEveryMethodIsGuarded(t *testing.T) {
+	t.Parallel()
 	for _, m := range mustRegistry(t).Methods() {
 		if !m.Public && m.Permission == "" {
 			t.Errorf("%s has neither a permission nor public", m.Procedure)
@@ -35,6 +36,7 @@ func TestEveryMethodIsGuarded(t *testing.T) {
 }
 
 func TestWellKnownAndCORS(t *testing.T) {
+	t.Parallel()
 	api, err := server.New(server.Options{
 		Pool: dbtest.Pool(t), Secret: servertest.Secret, BaseURL: "https://compute.example.com",
 		TrustDomain: "compute.example.com", GatewayEndpoints: []string{"gw.compute.example.com:443"},

@@ -15,8 +15,8 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1/leasesv1connect"
 	poolsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1/poolsv1connect"
+	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/server/servertest"
-	"github.com/better-compute/better-compute/internal/workers/placer/placertest"
 )
 
 // TestRootSuspendsAndResumesAChild: a suspension refuses every key of the tenant at once, saying
@@ -100,7 +100,7 @@ func TestRootDeletesAChild(t *testing.T) {
 	}
 	acmeID := acme.GetTenant().GetId()
 	_, acmeAdmin := newPrincipal(t, env, acme.GetOwnerApiKey(), "an-admin", iamv1.Role_ROLE_ADMIN)
-	nodes := placertest.Nodes(t, env.Pool, uuid.MustParse(acmeID), 2, placertest.NodeSpec{GPUs: 2, Model: "H100", CPUs: 8, MemoryBytes: 1 << 30, Labels: map[string]string{"gpu": "h100"}})
+	nodes := capacitytest.Nodes(t, env.Pool, uuid.MustParse(acmeID), 2, capacitytest.NodeSpec{GPUs: 2, Model: "H100", CPUs: 8, MemoryBytes: 1 << 30, Labels: map[string]string{"gpu": "h100"}})
 	acmeHTTP := env.HTTPClient(acme.GetOwnerApiKey())
 	pool, err := poolsv1connect.NewPoolsServiceClient(acmeHTTP, env.URL).Create(ctx, &poolsv1.CreateRequest{Name: "h100", NodeSelector: map[string]string{"gpu": "h100"}})
 	if err != nil {

@@ -68,6 +68,7 @@ func postJSON(t *testing.T, url string, header map[string]string, body string) (
 }
 
 func TestProtectedMethodRefusals(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	route := env.URL + "/iam/whoAmI"
 	auth := "Bearer " + env.AdminKey
@@ -126,6 +127,7 @@ func TestProtectedMethodRefusals(t *testing.T) {
 }
 
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	root := env.IAM(env.AdminKey)
 	a, err := root.CreateTenant(ctx, &iamv1.CreateTenantRequest{Name: "acme"})
@@ -183,6 +185,7 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 func TestRoleDecisions(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	_, viewer := newPrincipal(t, env, env.AdminKey, "viewer", iamv1.Role_ROLE_VIEWER)
 	_, operator := newPrincipal(t, env, env.AdminKey, "operator", iamv1.Role_ROLE_OPERATOR)
@@ -252,6 +255,7 @@ func TestRoleDecisions(t *testing.T) {
 }
 
 func TestBadInputNamesTheField(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	c := env.IAM(env.AdminKey)
 	for _, tc := range []struct {
@@ -293,6 +297,7 @@ func TestBadInputNamesTheField(t *testing.T) {
 }
 
 func TestIdempotency(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	c := env.IAM(env.AdminKey)
 	call := func(key, name string) (*iamv1.CreatePrincipalResponse, error) {
@@ -356,6 +361,7 @@ func callKey(env *servertest.Env, idem string) (string, error) {
 }
 
 func TestAuditEveryMutation(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	c := env.IAM(env.AdminKey)
 	p, err := c.CreatePrincipal(ctx, &iamv1.CreatePrincipalRequest{Kind: iamv1.PrincipalKind_PRINCIPAL_KIND_USER, Name: "ann", Email: "ann@example.com"})
@@ -422,6 +428,7 @@ func TestAuditEveryMutation(t *testing.T) {
 // TestPaginationUnderConcurrentInserts pages through principals while another client inserts
 // more: every principal that existed before paging began is seen exactly once.
 func TestPaginationUnderConcurrentInserts(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	c := env.IAM(env.AdminKey)
 	before := map[string]bool{}
@@ -484,6 +491,7 @@ func TestPaginationUnderConcurrentInserts(t *testing.T) {
 }
 
 func TestErrorsAreConnectErrors(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	_, err := env.IAM(env.AdminKey).GetPrincipal(ctx, &iamv1.GetPrincipalRequest{Id: "0190a5a0-0000-7000-8000-000000000000"})
 	var ce *connect.Error

@@ -58,6 +58,7 @@ func TestGzipBombIsRefused(t *testing.T) {
 		{"native path", "/api/bettercompute.nodes.v1.NodesService/List", "application/proto"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			var status int
 			var body []byte
 			start := time.Now()

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -46,9 +45,10 @@ func labels(m *dto.Metric) string {
 }
 
 func TestMetricsCountCalls(t *testing.T) {
+	t.Parallel()
 	reg := metrics.NewRegistry()
 	env := servertest.Start(t, dbtest.Pool(t), func(o *server.Options) { o.Metrics = reg })
-	ctx := context.Background()
+	ctx := t.Context()
 	for range 2 {
 		if _, err := env.IAM(env.AdminKey).WhoAmI(ctx, &iamv1.WhoAmIRequest{}); err != nil {
 			t.Fatal(err)

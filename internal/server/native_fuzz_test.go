@@ -180,6 +180,7 @@ func tenantSnapshot(t testing.TB, pool *pgxpool.Pool) func(testing.TB) string {
 	}
 	query := "SELECT md5(string_agg(x, ';')) FROM (" + strings.Join(parts, " UNION ALL ") + " UNION ALL SELECT t::text FROM tenants t WHERE parent_id IS NULL) s(x)"
 	return func(t testing.TB) string {
+		t.Helper()
 		var digest string
 		if err := pool.QueryRow(ctx, query).Scan(&digest); err != nil {
 			t.Fatalf("snapshot: %v", err)
@@ -191,6 +192,7 @@ func tenantSnapshot(t testing.TB, pool *pgxpool.Pool) func(testing.TB) string {
 // callNative makes one call on m's native path and returns the answer's bytes and, when the
 // answer breaks the invariants, why.
 func callNative(t *testing.T, c *http.Client, base string, m *registry.Method, protocol int, asJSON, gz bool, payload []byte, authorization, idempotencyKey string) (answer []byte, bad string) {
+	t.Helper()
 	codec := "proto"
 	if asJSON {
 		codec = "json"

@@ -36,6 +36,7 @@ import (
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/requestid"
 	"github.com/better-compute/better-compute/internal/seal"
+	"github.com/better-compute/better-compute/internal/secret"
 	"github.com/better-compute/better-compute/internal/server/admission"
 	"github.com/better-compute/better-compute/internal/server/audit"
 	"github.com/better-compute/better-compute/internal/server/commands"
@@ -53,7 +54,7 @@ import (
 	"github.com/better-compute/better-compute/internal/server/usage"
 	"github.com/better-compute/better-compute/internal/server/webhooks"
 	"github.com/better-compute/better-compute/internal/tracing"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
+	"github.com/better-compute/better-compute/internal/webhook"
 )
 
 // DefaultBasePath is where the API is mounted unless configured otherwise.
@@ -157,11 +158,11 @@ func New(opts Options) (*Server, error) {
 		bridge = auth.NewEmbedded(opts.Pool, s.log)
 	}
 	admit := admission.New(opts.Pool, sealer)
-	webhookSealer, err := sinks.NewSealer(opts.Secret)
+	webhookSealer, err := webhook.NewSealer(opts.Secret)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	secretSealer, err := secrets.NewSealer(opts.Secret)
+	secretSealer, err := secret.NewSealer(opts.Secret)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -34,6 +33,7 @@ func h2cClient() *http.Client {
 }
 
 func TestInfoThroughGeneratedClient(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	for name, c := range map[string]systemv1connect.SystemServiceClient{
 		"connect+proto": systemv1connect.NewSystemServiceClient(ts.Client(), ts.URL+"/api"),
@@ -42,7 +42,8 @@ func TestInfoThroughGeneratedClient(t *testing.T) {
 		"grpc-web":      systemv1connect.NewSystemServiceClient(ts.Client(), ts.URL+"/api", connect.WithGRPCWeb()),
 	} {
 		t.Run(name, func(t *testing.T) {
-			res, err := c.Info(context.Background(), &systemv1.InfoRequest{})
+			t.Parallel()
+			res, err := c.Info(t.Context(), &systemv1.InfoRequest{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,6 +58,7 @@ func TestInfoThroughGeneratedClient(t *testing.T) {
 }
 
 func TestShortRouteJSON(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	res, err := http.Post(ts.URL+"/api/system/info", "application/json", strings.NewReader(`{}`))
 	if err != nil {
@@ -86,6 +88,7 @@ func TestShortRouteJSON(t *testing.T) {
 }
 
 func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	for _, path := range []string{"/healthz", "/readyz"} {
 		res, err := http.Get(ts.URL + path)

@@ -39,7 +39,7 @@ type Options struct {
 	// JoinConcurrency bounds the joins in flight (32 by default).
 	JoinConcurrency int
 	Scenario        Scenario
-	// Handlers add to (and override) the FakeDaemon's command handlers (echo, sleep, fail).
+	// Handlers add to (and override) the FakeDaemon's command handlers (echo, collectInventory).
 	Handlers map[string]daemon.Handler
 	// StateDir, when set, keeps each machine's identity (key and certificate), so a fleet
 	// restarted with the same directory reconnects as the same nodes instead of joining new ones.

@@ -16,7 +16,7 @@ import (
 
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
-	"github.com/better-compute/better-compute/internal/command"
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/daemon"
 )
 
@@ -28,8 +28,6 @@ type LoadOptions struct {
 	// not slow the schedule); Duration how long to create them.
 	Rate     float64
 	Duration time.Duration
-	// Type of the commands: "echo" by default.
-	Type string
 	// Timeout of each command (1 minute by default).
 	Timeout time.Duration
 	// MaxInFlight bounds the create calls waiting for an answer (2,000 by default); a command
@@ -43,7 +41,7 @@ type LoadOptions struct {
 // and measures each one's round trip: from just before its create call to the time the gateway
 // recorded its result (finish_time, read back through commands/get once the load is over, so
 // polling does not load the system while it is measured). The daemon side is measured too when
-// the fleet runs Load's echo handler (Handlers: {"echo": load.Echo}).
+// the fleet runs Load's echo handler (Handlers: {command.Echo: load.Echo}).
 type Load struct {
 	opts LoadOptions
 	// handled[i] is when a daemon ran command i (unix nanoseconds), 0 until then.
@@ -54,9 +52,6 @@ type Load struct {
 func NewLoad(opts LoadOptions) (*Load, error) {
 	if opts.Commands == nil || opts.Rate <= 0 || opts.Duration <= 0 {
 		return nil, errors.New("sim: a load needs a commands client, a positive rate and a duration")
-	}
-	if opts.Type == "" {
-		opts.Type = command.Echo
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = time.Minute
@@ -72,12 +67,17 @@ func NewLoad(opts LoadOptions) (*Load, error) {
 
 func (o LoadOptions) total() int { return max(1, int(o.Rate*o.Duration.Seconds())) }
 
-// Echo is the echo handler that also notes when the daemon ran a command of this load.
-func (l *Load) Echo(_ context.Context, p *structpb.Struct) (*structpb.Struct, error) {
+// Echo is the echo handler that also notes when the daemon ran a command of this load (the
+// load's commands are echoes whose data holds their sequence number, loadSeq).
+func (l *Load) Echo(_ context.Context, c *daemonv1.Command) (*structpb.Struct, error) {
+	p := c.GetEcho().GetData()
 	if v, ok := p.GetFields()["loadSeq"]; ok {
 		if i := int(v.GetNumberValue()); i >= 0 && i < len(l.handled) {
 			l.handled[i].CompareAndSwap(0, time.Now().UnixNano())
 		}
+	}
+	if p == nil {
+		p = &structpb.Struct{}
 	}
 	return p, nil
 }
@@ -166,7 +166,9 @@ func (l *Load) Run(ctx context.Context, nodes []string) (LoadResult, error) {
 			payload, _ := structpb.NewStruct(map[string]any{"loadSeq": i})
 			t0 := time.Now()
 			r, err := o.Commands.Create(ctx, &commandsv1.CreateRequest{
-				NodeId: nodes[i%len(nodes)], Type: o.Type, Payload: payload, Timeout: durationpb.New(o.Timeout),
+				NodeId:  nodes[i%len(nodes)],
+				Payload: &commandsv1.CreateRequest_Echo{Echo: &daemonv1.EchoPayload{Data: payload}},
+				Timeout: durationpb.New(o.Timeout),
 			})
 			if err != nil {
 				fail(err)

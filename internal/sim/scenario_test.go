@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseScenario(t *testing.T) {
+	t.Parallel()
 	s, err := ParseScenario([]byte(`{"faults":[
 		{"kind":"disconnect","fraction":0.1,"every":"30s"},
 		{"kind":"latency","count":5,"delay":"200ms","for":"1m"},
@@ -47,6 +48,7 @@ func TestParseScenario(t *testing.T) {
 }
 
 func TestParseFault(t *testing.T) {
+	t.Parallel()
 	f, err := ParseFault("crash,fraction=0.01,after=1m,every=2m,for=10s")
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +70,7 @@ func TestParseFault(t *testing.T) {
 }
 
 func TestInventoryIsDeterministicAndVaried(t *testing.T) {
+	t.Parallel()
 	const n = 2000
 	uuids := map[string]bool{}
 	models := map[string]int{}

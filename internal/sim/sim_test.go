@@ -15,10 +15,12 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
+	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/server"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 	"github.com/better-compute/better-compute/internal/sim"
@@ -80,18 +82,8 @@ func waitConnected(t *testing.T, f *sim.Fleet) sim.Stats {
 	return s
 }
 
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestFleetJoinsReconnectsAndReportsSkew(t *testing.T) {
+	t.Parallel()
 	e := gatewaytest.New(t)
 	logs := &logBuffer{}
 	gw := e.StartGateway("gw1", func(o *gateway.Options) { o.Logger = slog.New(slog.NewJSONHandler(logs, nil)) })
@@ -178,7 +170,7 @@ func TestFleetJoinsReconnectsAndReportsSkew(t *testing.T) {
 	if got := f.Disconnect(0, 1); got != 2 {
 		t.Errorf("disconnected %d, want 2", got)
 	}
-	eventually(t, 15*time.Second, "the disconnected machines reconnect", func() bool {
+	poll.Until(t, 15*time.Second, "the disconnected machines reconnect", func() bool {
 		a, b := f.Machine(0), f.Machine(1)
 		return a.Connected && a.Sessions == 2 && b.Connected && b.Sessions == 2
 	})
@@ -192,15 +184,15 @@ func TestFleetJoinsReconnectsAndReportsSkew(t *testing.T) {
 	if m := f.Machine(2); m.Up || m.Connected {
 		t.Fatalf("crashed machine: %+v", m)
 	}
-	eventually(t, 10*time.Second, "the gateway drops the crashed machine's session", func() bool { return gw.Sessions() == n-1 })
+	poll.Until(t, 10*time.Second, "the gateway drops the crashed machine's session", func() bool { return gw.Sessions() == n-1 })
 	if err := f.Restart(2); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "the restarted machine reconnects", func() bool {
+	poll.Until(t, 15*time.Second, "the restarted machine reconnects", func() bool {
 		m := f.Machine(2)
 		return m.Up && m.Connected && m.Sessions == crashed.Sessions+1
 	})
-	eventually(t, 10*time.Second, "the gateway holds every session", func() bool { return gw.Sessions() == n })
+	poll.Until(t, 10*time.Second, "the gateway holds every session", func() bool { return gw.Sessions() == n })
 	if m := f.Machine(2); m.NodeID != crashed.NodeID {
 		t.Errorf("node %s came back as %s", crashed.NodeID, m.NodeID)
 	}
@@ -212,14 +204,14 @@ func TestFleetJoinsReconnectsAndReportsSkew(t *testing.T) {
 	// The machines run commands.
 	node := uuid.MustParse(f.Machine(2).NodeID)
 	c, err := db.New(e.Pool).CreateCommand(ctx, db.CreateCommandParams{
-		ID: uuid.Must(uuid.NewV7()), TenantID: e.Tenant, NodeID: node, Type: "echo", Payload: []byte(`{"x":1}`),
+		ID: uuid.Must(uuid.NewV7()), TenantID: e.Tenant, NodeID: node, Type: "echo", Payload: []byte(`{"data":{"x":1}}`),
 		IdempotencyKey: "k", Deadline: time.Now().Add(time.Minute),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	gw.Poke(node)
-	eventually(t, 10*time.Second, "the command succeeds", func() bool {
+	poll.Until(t, 10*time.Second, "the command succeeds", func() bool {
 		var state string
 		_ = e.Pool.QueryRow(ctx, "SELECT state FROM commands WHERE id = $1", c.ID).Scan(&state)
 		return state == "succeeded"
@@ -231,6 +223,7 @@ func TestFleetJoinsReconnectsAndReportsSkew(t *testing.T) {
 }
 
 func TestScenarioFaults(t *testing.T) {
+	t.Parallel()
 	e := gatewaytest.New(t)
 	gw := e.StartGateway("gw1", nil)
 	const n = 8
@@ -248,11 +241,11 @@ faults:
 		Gateway: gw.Addr, RootPEM: e.Bundle.RootPEM(), Token: e.Token(n, time.Now().Add(time.Hour)), N: n, Seed: 3, Scenario: scenario,
 	})
 	// Flapping hits its machine 3 times (at 0s, 1s and 2s); the other faults once.
-	eventually(t, 30*time.Second, "the faults are injected", func() bool {
+	poll.Until(t, 30*time.Second, "the faults are injected", func() bool {
 		s := f.Stats()
 		return s.Crashes == 1 && s.Disconnects >= 3
 	})
-	eventually(t, 30*time.Second, "every machine is back", func() bool {
+	poll.Until(t, 30*time.Second, "every machine is back", func() bool {
 		s := f.Stats()
 		return s.Connected == n && s.Down == 0 && gw.Sessions() == n
 	})
@@ -268,7 +261,7 @@ faults:
 		}
 		gw.Poke(node)
 	}
-	eventually(t, 20*time.Second, "every command succeeds", func() bool {
+	poll.Until(t, 20*time.Second, "every command succeeds", func() bool {
 		var done int
 		_ = e.Pool.QueryRow(ctx, "SELECT count(*) FROM commands WHERE state = 'succeeded'").Scan(&done)
 		return done == n
@@ -277,6 +270,7 @@ faults:
 }
 
 func TestStateDirKeepsIdentities(t *testing.T) {
+	t.Parallel()
 	e := gatewaytest.New(t)
 	gw := e.StartGateway("gw1", nil)
 	dir := t.TempDir()
@@ -308,6 +302,7 @@ func TestStateDirKeepsIdentities(t *testing.T) {
 }
 
 func TestLoadThroughTheAPI(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	e := gatewaytest.NewOn(t, pool)
 	gw := e.StartGateway("gw1", func(o *gateway.Options) { o.DispatchInterval = time.Hour }) // only pokes deliver
@@ -323,7 +318,7 @@ func TestLoadThroughTheAPI(t *testing.T) {
 	}
 	f := runFleet(t, sim.Options{
 		Gateway: gw.Addr, RootPEM: e.Bundle.RootPEM(), Token: e.Token(4, time.Now().Add(time.Hour)), N: 4,
-		Handlers: map[string]daemon.Handler{"echo": load.Echo},
+		Handlers: map[string]daemon.Handler{command.Echo: load.Echo},
 	})
 	waitConnected(t, f)
 	res, err := load.Run(ctx, f.NodeIDs())
@@ -345,6 +340,7 @@ func TestLoadThroughTheAPI(t *testing.T) {
 // TestRenewalLeavesOneConnection: a daemon that renews its certificate during a session uses a
 // new connection for its next session, and the old one is closed, not left idle.
 func TestRenewalLeavesOneConnection(t *testing.T) {
+	t.Parallel()
 	e := gatewaytest.New(t)
 	gw := e.StartGateway("gw1", func(o *gateway.Options) { o.CertTTL = 6 * time.Second }) // renewed after 4s
 	f := runFleet(t, sim.Options{Gateway: gw.Addr, RootPEM: e.Bundle.RootPEM(), Token: e.Token(1, time.Now().Add(time.Hour)), N: 1})
@@ -354,7 +350,7 @@ func TestRenewalLeavesOneConnection(t *testing.T) {
 	if err := e.Pool.QueryRow(ctx, "SELECT cert_not_after FROM nodes WHERE id = $1", node).Scan(&first); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "the certificate is renewed", func() bool {
+	poll.Until(t, 15*time.Second, "the certificate is renewed", func() bool {
 		var now time.Time
 		_ = e.Pool.QueryRow(ctx, "SELECT cert_not_after FROM nodes WHERE id = $1", node).Scan(&now)
 		return now.After(first)
@@ -367,7 +363,7 @@ func TestRenewalLeavesOneConnection(t *testing.T) {
 	if _, err := e.Pool.Exec(ctx, "UPDATE node_sessions SET session_id = 'elsewhere' WHERE node_id = $1", node); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "the daemon holds its next session on one connection", func() bool {
+	poll.Until(t, 15*time.Second, "the daemon holds its next session on one connection", func() bool {
 		m := f.Machine(0)
 		return m.Connected && m.Sessions == 2 && m.Conns == 1
 	})

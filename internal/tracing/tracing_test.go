@@ -30,6 +30,7 @@ func install(t *testing.T) *tracetest.InMemoryExporter {
 }
 
 func TestStatementName(t *testing.T) {
+	t.Parallel()
 	for sql, want := range map[string]string{
 		"-- name: GetNode :one\nSELECT * FROM nodes WHERE id = $1": "GetNode",
 		"-- name: ListenReconcile :exec\nLISTEN bc_reconcile":      "ListenReconcile",
@@ -47,33 +48,33 @@ func TestStatementName(t *testing.T) {
 	}
 }
 
-func TestOffByDefault(t *testing.T) {
+func TestOffByDefault(t *testing.T) { //nolint:paralleltest // tracing.Setup sets the global OpenTelemetry provider
 	if tracing.Enabled() || tracing.Provider() != nil {
 		t.Fatal("tracing is on before anything turned it on")
 	}
-	shutdown, err := tracing.Setup(context.Background(), tracing.Options{})
+	shutdown, err := tracing.Setup(t.Context(), tracing.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tracing.Enabled() {
 		t.Error("Setup without an endpoint turned tracing on")
 	}
-	if err := shutdown(context.Background()); err != nil {
+	if err := shutdown(t.Context()); err != nil {
 		t.Error(err)
 	}
-	if _, span := tracing.Tracer().Start(context.Background(), "x"); span.IsRecording() {
+	if _, span := tracing.Tracer().Start(t.Context(), "x"); span.IsRecording() {
 		t.Error("the tracer records while tracing is off")
 	}
 }
 
-func TestSetup(t *testing.T) {
+func TestSetup(t *testing.T) { //nolint:paralleltest // tracing.Setup sets the global OpenTelemetry provider
 	for _, bad := range []tracing.Options{{Endpoint: "collector:4318"}, {Endpoint: "ftp://c"}} {
-		if _, err := tracing.Setup(context.Background(), bad); err == nil {
+		if _, err := tracing.Setup(t.Context(), bad); err == nil {
 			t.Errorf("Setup(%+v) accepted", bad)
 		}
 	}
 	exp := keep{tracetest.NewInMemoryExporter()}
-	shutdown, err := tracing.Setup(context.Background(), tracing.Options{
+	shutdown, err := tracing.Setup(t.Context(), tracing.Options{
 		Exporter: exp, SampleRatio: 1, Roles: []string{"api", "gateway"}, InstanceID: "host-1",
 	})
 	if err != nil {
@@ -82,9 +83,9 @@ func TestSetup(t *testing.T) {
 	if !tracing.Enabled() {
 		t.Fatal("Setup with an exporter left tracing off")
 	}
-	_, span := tracing.Tracer().Start(context.Background(), "work")
+	_, span := tracing.Tracer().Start(t.Context(), "work")
 	span.End()
-	if err := shutdown(context.Background()); err != nil {
+	if err := shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if tracing.Enabled() {
@@ -96,7 +97,7 @@ func TestSetup(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range spans[0].Resource.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["service.name"] != tracing.ServiceName || attrs[string(tracing.RolesAttribute)] != `["api","gateway"]` || attrs["service.instance.id"] != "host-1" {
 		t.Errorf("resource %v", attrs)
@@ -104,13 +105,13 @@ func TestSetup(t *testing.T) {
 
 	// A zero ratio records no new trace.
 	exp.Reset()
-	shutdown, err = tracing.Setup(context.Background(), tracing.Options{Exporter: exp, SampleRatio: 0})
+	shutdown, err = tracing.Setup(t.Context(), tracing.Options{Exporter: exp, SampleRatio: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, span = tracing.Tracer().Start(context.Background(), "work")
+	_, span = tracing.Tracer().Start(t.Context(), "work")
 	span.End()
-	_ = shutdown(context.Background())
+	_ = shutdown(t.Context())
 	if n := len(exp.GetSpans()); n != 0 {
 		t.Errorf("sample ratio 0 exported %d spans", n)
 	}
@@ -122,12 +123,13 @@ type keep struct{ *tracetest.InMemoryExporter }
 func (keep) Shutdown(context.Context) error { return nil }
 
 func TestLogHandler(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(&buf, nil))).With("component", "test")
 	install(t)
 
-	log.InfoContext(context.Background(), "outside")
-	ctx, span := tracing.Tracer().Start(context.Background(), "work")
+	log.InfoContext(t.Context(), "outside")
+	ctx, span := tracing.Tracer().Start(t.Context(), "work")
 	log.InfoContext(ctx, "inside", "k", "v")
 	span.End()
 
@@ -154,12 +156,12 @@ func TestLogHandler(t *testing.T) {
 // TestAPICallTrace: with tracing on, an API call is a server span whose children include the
 // database statements it ran (the guard's authentication), named after their sqlc queries, and
 // the log handler finds nothing to add outside it.
-func TestAPICallTrace(t *testing.T) {
+func TestAPICallTrace(t *testing.T) { //nolint:paralleltest // tracing.Setup sets the global OpenTelemetry provider
 	exp := install(t)
 	env := servertest.New(t)
 	exp.Reset() // minting the admin key ran outside any span; nothing to keep
 
-	if _, err := env.IAM(env.AdminKey).WhoAmI(context.Background(), &iamv1.WhoAmIRequest{}); err != nil {
+	if _, err := env.IAM(env.AdminKey).WhoAmI(t.Context(), &iamv1.WhoAmIRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	spans := exp.GetSpans()
@@ -187,7 +189,7 @@ func TestAPICallTrace(t *testing.T) {
 			}
 			attrs := map[string]string{}
 			for _, kv := range s.Attributes {
-				attrs[string(kv.Key)] = kv.Value.Emit()
+				attrs[string(kv.Key)] = kv.Value.String()
 			}
 			if attrs["db.system.name"] != "postgresql" || attrs["db.query.summary"] != s.Name || attrs["db.namespace"] == "" {
 				t.Errorf("database span %s attributes %v", s.Name, attrs)
@@ -210,7 +212,7 @@ func TestAPICallTrace(t *testing.T) {
 	t.Logf("server span %s with database children %v", server.Name, children)
 	attrs := map[string]string{}
 	for _, kv := range server.Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["better_compute.method"] != "iam/whoAmI" || attrs["better_compute.request_id"] == "" {
 		t.Errorf("server span attributes %v", attrs)

@@ -37,10 +37,10 @@ type Options struct {
 	Reconcilers []reconcile.Registration
 	// Jobs are singleton jobs per role.
 	Jobs map[string][]locks.Job
-	// Loops are long-running functions per role that manage their own leases (the sinks
+	// Loops are long-running functions per role that manage their own locks (the sinks
 	// dispatcher starts one singleton per sink).
 	Loops map[string][]func(ctx context.Context, holder *locks.Holder)
-	// HolderID names this process in lease tables; a unique one is made when empty.
+	// HolderID names this process in the locks table; a unique one is made when empty.
 	HolderID string
 	Logger   *slog.Logger
 }

@@ -11,6 +11,8 @@ import os
 import time
 
 import pytest
+from connectrpc.errors import ErrorDetail
+from protobuf.wkt import Any
 
 from better_compute import (
     AsyncBetterCompute,
@@ -18,9 +20,15 @@ from better_compute import (
     BetterComputeError,
     Code,
     ConnectError,
+    FieldViolation,
+    InvalidArgumentError,
     NotFoundError,
     UnauthenticatedError,
     apaginate,
+    commandsv1,
+    daemonv1,
+    error_from,
+    field_violations,
     iamv1,
     nodesv1,
     paginate,
@@ -88,6 +96,64 @@ def test_unknown_id_is_not_found_error(server: tuple[str, str]) -> None:
     url, key = server
     with BetterCompute(url, key) as bc, pytest.raises(NotFoundError):
         bc.nodes.get(nodesv1.GetRequest(id="00000000-0000-0000-0000-000000000000"))
+
+
+@pytest.mark.parametrize("json", [False, True])
+def test_invalid_request_names_the_field(server: tuple[str, str], json: bool) -> None:
+    url, key = server
+    with BetterCompute(url, key, json=json) as bc:
+        with pytest.raises(InvalidArgumentError) as excinfo:
+            bc.nodes.get(nodesv1.GetRequest(id="not-a-uuid"))
+    assert excinfo.value.field_violations == [
+        FieldViolation(field="id", description='must be a UUID, got "not-a-uuid"')
+    ]
+
+
+@pytest.mark.parametrize("json", [False, True])
+def test_typed_commands(server: tuple[str, str], json: bool) -> None:
+    url, key = server
+    node_id = "00000000-0000-0000-0000-000000000000"
+    with BetterCompute(url, key, json=json) as bc:
+        with pytest.raises(InvalidArgumentError) as excinfo:
+            bc.commands.create(commandsv1.CreateRequest(node_id=node_id))
+        assert [v.field for v in excinfo.value.field_violations] == ["payload"]
+        with pytest.raises(InvalidArgumentError) as excinfo:
+            bc.commands.create(commandsv1.CreateRequest(node_id=node_id, exec=daemonv1.ExecPayload(path="nvidia-smi")))
+        assert [v.field for v in excinfo.value.field_violations] == ["exec.path"]
+        # A valid command for a node that does not exist.
+        with pytest.raises(NotFoundError):
+            bc.commands.create(
+                commandsv1.CreateRequest(
+                    node_id=node_id, exec=daemonv1.ExecPayload(path="/usr/bin/nvidia-smi", args=["-L"])
+                )
+            )
+
+
+def _string(number: int, value: str) -> bytes:
+    raw = value.encode()
+    return bytes([number << 3 | 2, len(raw)]) + raw
+
+
+def test_field_violations_decoding() -> None:
+    # Two violations, one with fields this SDK does not read (reason, 3; a varint, 9); then a
+    # detail of another type and a truncated one, which say nothing about fields.
+    first = _string(1, "pool_id") + _string(2, "must be a UUID") + _string(3, "BAD") + b"\x48\x01"
+    second = _string(1, "tolerations[0].operator") + _string(2, "must be Equal or Exists")
+    bad_request = bytes([0x0A, len(first)]) + first + bytes([0x0A, len(second)]) + second
+    details = [
+        ErrorDetail(Any(type_url="type.googleapis.com/google.rpc.BadRequest", value=bad_request)),
+        ErrorDetail(Any(type_url="type.googleapis.com/google.rpc.ErrorInfo", value=_string(1, "X"))),
+        ErrorDetail(Any(type_url="type.googleapis.com/google.rpc.BadRequest", value=b"\x0a\x7f")),
+    ]
+    err = error_from(ConnectError(Code.INVALID_ARGUMENT, "bad", details))
+    want = [
+        FieldViolation(field="pool_id", description="must be a UUID"),
+        FieldViolation(field="tolerations[0].operator", description="must be Equal or Exists"),
+    ]
+    assert isinstance(err, InvalidArgumentError)
+    assert err.field_violations == want
+    assert field_violations(ConnectError(Code.INVALID_ARGUMENT, "bad", details)) == want
+    assert error_from(ConnectError(Code.NOT_FOUND, "gone")).field_violations == []
 
 
 def test_pagination(server: tuple[str, str]) -> None:

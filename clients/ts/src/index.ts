@@ -2,6 +2,7 @@
 // plus createClient, which builds a Connect client that works in browsers and on Node 20+ (fetch).
 import type { DescService } from "@bufbuild/protobuf";
 import {
+  ConnectError,
   createClient as createConnectClient,
   type Client,
   type Interceptor,
@@ -22,6 +23,7 @@ import { SystemService } from "./gen/bettercompute/system/v1/system_pb.js";
 import { UsageService } from "./gen/bettercompute/usage/v1/usage_pb.js";
 import { SecretsService } from "./gen/bettercompute/secrets/v1/secrets_pb.js";
 import { WebhooksService } from "./gen/bettercompute/webhooks/v1/webhooks_pb.js";
+import { BadRequestSchema } from "./gen/google/rpc/error_details_pb.js";
 
 // Every API service by name. Their messages are in one namespace per package (nodesv1.Node,
 // poolsv1.ListRequest, ...): message names repeat across packages. SystemService's messages are
@@ -44,6 +46,8 @@ export {
 export * from "./gen/bettercompute/system/v1/system_pb.js";
 export * as auditv1 from "./gen/bettercompute/audit/v1/audit_pb.js";
 export * as commandsv1 from "./gen/bettercompute/commands/v1/commands_pb.js";
+// The typed command payloads (ExecPayload, UpgradePayload, ...) commands/create takes.
+export * as daemonv1 from "./gen/bettercompute/daemon/v1/commands_pb.js";
 export * as eventsv1 from "./gen/bettercompute/events/v1/events_pb.js";
 export * as iamv1 from "./gen/bettercompute/iam/v1/iam_pb.js";
 export * as jointokensv1 from "./gen/bettercompute/jointokens/v1/jointokens_pb.js";
@@ -55,6 +59,8 @@ export * as systemv1 from "./gen/bettercompute/system/v1/system_pb.js";
 export * as usagev1 from "./gen/bettercompute/usage/v1/usage_pb.js";
 export * as secretsv1 from "./gen/bettercompute/secrets/v1/secrets_pb.js";
 export * as webhooksv1 from "./gen/bettercompute/webhooks/v1/webhooks_pb.js";
+// google.rpc error details (BadRequest, ...), which @bufbuild/protobuf does not ship.
+export * as rpc from "./gen/google/rpc/error_details_pb.js";
 export { Code, ConnectError } from "@connectrpc/connect";
 // Helpers for the well-known types that requests and responses carry.
 export {
@@ -135,7 +141,8 @@ export interface BetterCompute {
  *   const system = createClient(SystemService, { baseUrl: "http://127.0.0.1:3000/api" });
  *
  * Failed calls reject with a ConnectError: err.code is Code.Unauthenticated for a missing or
- * wrong key, Code.NotFound for an unknown id, and so on.
+ * wrong key, Code.NotFound for an unknown id, and so on; fieldViolations(err) lists the request
+ * fields a Code.InvalidArgument error refused.
  */
 export function createClient(options: ClientOptions): BetterCompute;
 export function createClient<T extends DescService>(service: T, options: ClientOptions): Client<T>;
@@ -181,4 +188,39 @@ export async function* paginate<R extends { nextPageToken: string }, T>(
     yield* items(res);
     token = res.nextPageToken;
   } while (token !== "");
+}
+
+/** One request field the API refused: a google.rpc.BadRequest field violation. */
+export interface FieldViolation {
+  /**
+   * The field's path: proto field names joined by dots, with [i] for a list item and ["key"] for
+   * a map entry, for example "pool_id" or "tolerations[0].operator". A request header is named
+   * "<Header-Name> header".
+   */
+  field: string;
+  /** What is wrong with the field, for example `must be a UUID, got "x"`. */
+  description: string;
+}
+
+/**
+ * Returns the bad request fields a failed call names, in the order the API reported them
+ * (several when it checked several fields), from the google.rpc.BadRequest detail it attaches to
+ * Code.InvalidArgument errors and to Code.FailedPrecondition errors caused by one field. Empty
+ * when err is not a ConnectError or has no such detail.
+ *
+ *   try {
+ *     await bc.nodes.get({ id: "x" });
+ *   } catch (err) {
+ *     for (const v of fieldViolations(err)) console.log(v.field, v.description); // id must be a UUID…
+ *   }
+ */
+export function fieldViolations(err: unknown): FieldViolation[] {
+  if (!(err instanceof ConnectError)) {
+    return [];
+  }
+  return err
+    .findDetails(BadRequestSchema)
+    .flatMap((br) =>
+      br.fieldViolations.map((v) => ({ field: v.field, description: v.description })),
+    );
 }

@@ -1,8 +1,18 @@
 // The SDK against a live server (scripts/test starts `better-compute dev` and exports
 // BETTER_COMPUTE_URL and BETTER_COMPUTE_API_KEY, the admin key it prints).
+import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 
-import { Code, ConnectError, createClient, iamv1, IamService, paginate } from "../src/index.js";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  daemonv1,
+  fieldViolations,
+  iamv1,
+  IamService,
+  paginate,
+} from "../src/index.js";
 
 const baseUrl = process.env.BETTER_COMPUTE_URL ?? "";
 const apiKey = process.env.BETTER_COMPUTE_API_KEY ?? "";
@@ -44,6 +54,37 @@ describe("createClient", () => {
     const bc = createClient({ baseUrl, apiKey, useBinaryFormat: true });
     const err = await rejection(bc.nodes.get({ id: "00000000-0000-0000-0000-000000000000" }));
     expect(err.code).toBe(Code.NotFound);
+  });
+
+  it("names the bad field of an invalid request", async () => {
+    for (const useBinaryFormat of [false, true]) {
+      const bc = createClient({ baseUrl, apiKey, useBinaryFormat });
+      const err = await rejection(bc.nodes.get({ id: "not-a-uuid" }));
+      expect(err.code).toBe(Code.InvalidArgument);
+      expect(fieldViolations(err)).toEqual([
+        { field: "id", description: 'must be a UUID, got "not-a-uuid"' },
+      ]);
+    }
+    expect(fieldViolations(new Error("not a call"))).toEqual([]);
+  });
+
+  it("creates typed commands and names the bad field of one", async () => {
+    for (const useBinaryFormat of [false, true]) {
+      const bc = createClient({ baseUrl, apiKey, useBinaryFormat });
+      const nodeId = "00000000-0000-0000-0000-000000000000";
+      let err = await rejection(bc.commands.create({ nodeId }));
+      expect(err.code).toBe(Code.InvalidArgument);
+      expect(fieldViolations(err).map((v) => v.field)).toEqual(["payload"]);
+      err = await rejection(
+        bc.commands.create({ nodeId, payload: { case: "exec", value: { path: "nvidia-smi" } } }),
+      );
+      expect(err.code).toBe(Code.InvalidArgument);
+      expect(fieldViolations(err).map((v) => v.field)).toEqual(["exec.path"]);
+      // A valid command for a node that does not exist.
+      const exec = create(daemonv1.ExecPayloadSchema, { path: "/usr/bin/nvidia-smi", args: ["-L"] });
+      err = await rejection(bc.commands.create({ nodeId, payload: { case: "exec", value: exec } }));
+      expect(err.code).toBe(Code.NotFound);
+    }
   });
 
   it("pages through principals", async () => {

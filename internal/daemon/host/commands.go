@@ -1,12 +1,15 @@
 // Package host is bcd on a real Linux host: its inventory (read from /proc, /sys, /etc, uname and
 // nvidia-smi), its command handlers (exec under an allow list, collectInventory, drain and
-// undrain, upgrade and reboot behind explicit flags), and the wiring of the daemon itself: join,
-// run (the daemon.Agent session with the state directory, the command record and a local health
-// endpoint on a unix socket) and status.
+// undrain, configure, upgrade and reboot behind explicit flags), and the wiring of the daemon
+// itself: join, run (the daemon.Agent session with the state directory, the command record and
+// a local health endpoint on a unix socket) and status.
 package host
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +25,7 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/daemon"
+	"github.com/better-compute/better-compute/internal/daemon/state"
 )
 
 // Command types bcd handles.
@@ -32,14 +36,23 @@ const (
 	CommandUndrain          = command.Undrain
 	CommandUpgrade          = command.Upgrade
 	CommandReboot           = command.Reboot
+	CommandConfigure        = command.Configure
 )
 
 // maintenance are the commands a draining node still runs: reading it (collectInventory),
-// changing the drain itself, and reboot (behind --allow-reboot), the maintenance a drain makes
-// way for. A draining node runs nothing new: no exec, and no upgrade, which would put new code
-// on a node taken out of service where nothing would see it fail; undrain first.
+// changing the drain itself, configure (which only records the desired configuration), and
+// reboot (behind --allow-reboot), the maintenance a drain makes way for. A draining node runs
+// nothing new: no exec, and no upgrade, which would put new code on a node taken out of service
+// where nothing would see it fail; undrain first.
 var maintenance = map[string]bool{
 	CommandCollectInventory: true, CommandDrain: true, CommandUndrain: true, CommandReboot: true,
+	CommandConfigure: true,
+}
+
+// ConfigStore keeps the configuration a configure command applied (the state directory does).
+type ConfigStore interface {
+	Config() ([]byte, error)
+	SaveConfig([]byte) error
 }
 
 // DrainState keeps whether the node is draining (the state directory does, across restarts).
@@ -53,6 +66,8 @@ type Commands struct {
 	Exec      ExecPolicy
 	Inventory func(context.Context) (*daemonv1.Inventory, error)
 	Drain     DrainState
+	// Config keeps what configure applies; without it configure fails.
+	Config ConfigStore
 	// Upgrader runs upgrade commands; nil (bcd run without --allow-upgrade) refuses them.
 	Upgrader *Upgrader
 	// AllowReboot lets the reboot command reboot the host (bcd run --allow-reboot); without it
@@ -67,12 +82,15 @@ type Commands struct {
 }
 
 // Handlers returns the handlers by command type. While the node is draining, only
-// collectInventory, drain, undrain and reboot run; anything else (exec, upgrade) fails with
-// "draining".
+// collectInventory, drain, undrain, configure and reboot run; anything else (exec, upgrade)
+// fails with "draining".
 func (c *Commands) Handlers() map[string]daemon.Handler {
 	hs := map[string]daemon.Handler{
-		CommandExec:             c.Exec.Exec,
+		CommandExec: func(ctx context.Context, cmd *daemonv1.Command) (*structpb.Struct, error) {
+			return c.Exec.Exec(ctx, cmd.GetExec())
+		},
 		CommandCollectInventory: c.collectInventory,
+		CommandConfigure:        c.configure,
 		CommandDrain:            c.drain,
 		CommandUndrain:          c.undrain,
 		CommandUpgrade:          c.upgrade,
@@ -90,7 +108,7 @@ func (c *Commands) Handlers() map[string]daemon.Handler {
 var ErrDraining = errors.New("draining: this node takes no new work")
 
 func (c *Commands) gate(h daemon.Handler) daemon.Handler {
-	return func(ctx context.Context, p *structpb.Struct) (*structpb.Struct, error) {
+	return func(ctx context.Context, cmd *daemonv1.Command) (*structpb.Struct, error) {
 		if c.Drain != nil {
 			on, since, err := c.Drain.Draining()
 			if err != nil {
@@ -100,7 +118,7 @@ func (c *Commands) gate(h daemon.Handler) daemon.Handler {
 				return nil, fmt.Errorf("%w (draining since %s; an undrain command lifts it)", ErrDraining, since.UTC().Format(time.RFC3339))
 			}
 		}
-		return h(ctx, p)
+		return h(ctx, cmd)
 	}
 }
 
@@ -110,7 +128,8 @@ func (c *Commands) AfterResult(cmd *daemonv1.Command, res *daemonv1.CommandResul
 	if !res.GetSuccess() {
 		return
 	}
-	switch cmd.GetType() {
+	typ, _ := command.PayloadOf(cmd)
+	switch typ {
 	case CommandUpgrade:
 		if c.Upgrader != nil {
 			c.Upgrader.Restart()
@@ -134,7 +153,9 @@ func (c *Commands) AfterResult(cmd *daemonv1.Command, res *daemonv1.CommandResul
 	}
 }
 
-func (c *Commands) collectInventory(ctx context.Context, _ *structpb.Struct) (*structpb.Struct, error) {
+// collectInventory reads the inventory again; the result is the inventory as the API shows it
+// (protojson), which the gateway stores as the node's inventory.
+func (c *Commands) collectInventory(ctx context.Context, _ *daemonv1.Command) (*structpb.Struct, error) {
 	if c.Inventory == nil {
 		return nil, errors.New("collectInventory: no inventory on this daemon")
 	}
@@ -145,7 +166,7 @@ func (c *Commands) collectInventory(ctx context.Context, _ *structpb.Struct) (*s
 	return toStruct(inv)
 }
 
-func (c *Commands) drain(_ context.Context, _ *structpb.Struct) (*structpb.Struct, error) {
+func (c *Commands) drain(_ context.Context, _ *daemonv1.Command) (*structpb.Struct, error) {
 	if c.Drain == nil {
 		return nil, errors.New("drain: no drain state on this daemon")
 	}
@@ -157,7 +178,7 @@ func (c *Commands) drain(_ context.Context, _ *structpb.Struct) (*structpb.Struc
 	return structpb.NewStruct(map[string]any{"draining": true, "since": since.UTC().Format(time.RFC3339)})
 }
 
-func (c *Commands) undrain(_ context.Context, _ *structpb.Struct) (*structpb.Struct, error) {
+func (c *Commands) undrain(_ context.Context, _ *daemonv1.Command) (*structpb.Struct, error) {
 	if c.Drain == nil {
 		return nil, errors.New("undrain: no drain state on this daemon")
 	}
@@ -172,18 +193,64 @@ func (c *Commands) undrain(_ context.Context, _ *structpb.Struct) (*structpb.Str
 // --allow-upgrade.
 var ErrUpgradeNotAllowed = errors.New("upgrade: not allowed on this node (bcd runs without --allow-upgrade and --upgrade-source); nothing fetched")
 
-func (c *Commands) upgrade(ctx context.Context, p *structpb.Struct) (*structpb.Struct, error) {
+func (c *Commands) upgrade(ctx context.Context, cmd *daemonv1.Command) (*structpb.Struct, error) {
 	if c.Upgrader == nil {
 		return nil, ErrUpgradeNotAllowed
 	}
-	return c.Upgrader.Upgrade(ctx, p)
+	return c.Upgrader.Upgrade(ctx, cmd.GetUpgrade())
+}
+
+// configure applies a configuration: it writes the payload's config, as JSON with sorted keys,
+// to the state directory (config.json, mode 0600), where the host's own tools read it. The
+// result is {"path", "sha256", "bytes", "changed"}: changed is false when the same
+// configuration was already applied.
+func (c *Commands) configure(_ context.Context, cmd *daemonv1.Command) (*structpb.Struct, error) {
+	if c.Config == nil {
+		return nil, errors.New("configure: no state directory on this daemon")
+	}
+	cfg := cmd.GetConfigure().GetConfig()
+	if cfg == nil {
+		return nil, errors.New("configure: the payload has no config")
+	}
+	raw, err := protojson.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("configure: %w", err)
+	}
+	if len(raw) > command.MaxStructBytes {
+		return nil, fmt.Errorf("configure: the config is %d bytes as JSON; at most %d", len(raw), command.MaxStructBytes)
+	}
+	// encoding/json sorts object keys: the same configuration is the same bytes.
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("configure: %w", err)
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("configure: %w", err)
+	}
+	data = append(data, '\n')
+	old, err := c.Config.Config()
+	if err != nil {
+		return nil, fmt.Errorf("configure: %w", err)
+	}
+	changed := !bytes.Equal(old, data)
+	if changed {
+		if err := c.Config.SaveConfig(data); err != nil {
+			return nil, fmt.Errorf("configure: %w", err)
+		}
+	}
+	sum := sha256.Sum256(data)
+	c.logger().Info("configure: applied the configuration", "sha256", hex.EncodeToString(sum[:]), "changed", changed)
+	return structpb.NewStruct(map[string]any{
+		"path": state.ConfigFile, "sha256": hex.EncodeToString(sum[:]), "bytes": float64(len(data)), "changed": changed,
+	})
 }
 
 // ErrRebootNotAllowed is the error of a reboot on a node whose daemon runs without
 // --allow-reboot.
 var ErrRebootNotAllowed = errors.New("reboot: not allowed on this node (bcd runs without --allow-reboot); nothing done")
 
-func (c *Commands) reboot(_ context.Context, _ *structpb.Struct) (*structpb.Struct, error) {
+func (c *Commands) reboot(_ context.Context, _ *daemonv1.Command) (*structpb.Struct, error) {
 	if !c.AllowReboot {
 		return nil, ErrRebootNotAllowed
 	}

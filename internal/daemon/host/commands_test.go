@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,19 +18,63 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/daemon/host"
+	"github.com/better-compute/better-compute/internal/daemon/state"
 )
 
-func payload(t *testing.T, m map[string]any) *structpb.Struct {
+// execFrom reads an exec payload written as JSON, with "argv" standing for path and args.
+func execFrom(m map[string]any) (*daemonv1.ExecPayload, error) {
+	m = maps.Clone(m)
+	if argv, ok := m["argv"].([]any); ok {
+		delete(m, "argv")
+		if len(argv) > 0 {
+			m["path"], m["args"] = argv[0], argv[1:]
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	p := &daemonv1.ExecPayload{}
+	return p, protojson.Unmarshal(b, p)
+}
+
+func execPayload(t *testing.T, m map[string]any) *daemonv1.ExecPayload {
 	t.Helper()
-	s, err := structpb.NewStruct(m)
+	p, err := execFrom(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return p
+}
+
+func upgradePayload(t *testing.T, m map[string]any) *daemonv1.UpgradePayload {
+	t.Helper()
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &daemonv1.UpgradePayload{}
+	if err := protojson.Unmarshal(b, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// cmdOf is a command carrying p.
+func cmdOf(t *testing.T, id string, p proto.Message) *daemonv1.Command {
+	t.Helper()
+	c := &daemonv1.Command{Id: id}
+	if err := command.SetPayload(c, p); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func field(s *structpb.Struct, k string) *structpb.Value { return s.GetFields()[k] }
@@ -44,14 +90,14 @@ func policy(t *testing.T, allow ...string) host.ExecPolicy {
 
 func TestExec(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	// /bin/sh is a symlink on most systems: the program it resolves to must be listed too.
 	sh, err := filepath.EvalSymlinks("/bin/sh")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := policy(t, "/bin/echo", "/bin/sh", sh)
-	out, err := p.Exec(ctx, payload(t, map[string]any{"argv": []any{"/bin/echo", "hello", "world"}}))
+	out, err := p.Exec(ctx, execPayload(t, map[string]any{"argv": []any{"/bin/echo", "hello", "world"}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +107,7 @@ func TestExec(t *testing.T) {
 
 	// Environment and working directory are the payload's; PATH is the fixed one.
 	dir := t.TempDir()
-	out, err = p.Exec(ctx, payload(t, map[string]any{
+	out, err = p.Exec(ctx, execPayload(t, map[string]any{
 		"argv": []any{"/bin/sh", "-c", `echo "$LANG" "$(pwd)" "$PATH"; echo oops >&2; env | grep -c . ; exit 3`},
 		"env":  map[string]any{"LANG": "hi"}, "dir": dir,
 	}))
@@ -78,14 +124,14 @@ func TestExec(t *testing.T) {
 	}
 
 	// The output is capped, and says so.
-	out, err = p.Exec(ctx, payload(t, map[string]any{"argv": []any{"/bin/sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x"}, "maxOutputBytes": 1000}))
+	out, err = p.Exec(ctx, execPayload(t, map[string]any{"argv": []any{"/bin/sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x"}, "maxOutputBytes": 1000}))
 	if err != nil || len(field(out, "stdout").GetStringValue()) != 1000 || !field(out, "stdoutTruncated").GetBoolValue() || field(out, "stderrTruncated").GetBoolValue() {
 		t.Errorf("capped: %d bytes, %v, %v", len(field(out, "stdout").GetStringValue()), out.GetFields()["stdoutTruncated"], err)
 	}
 
 	// A timeout kills the program and what it started, and returns what it printed.
 	start := time.Now()
-	out, err = p.Exec(ctx, payload(t, map[string]any{"argv": []any{"/bin/sh", "-c", "echo started; sleep 30 & sleep 30"}, "timeoutSeconds": 0.3}))
+	out, err = p.Exec(ctx, execPayload(t, map[string]any{"argv": []any{"/bin/sh", "-c", "echo started; sleep 30 & sleep 30"}, "timeoutSeconds": 0.3}))
 	if err == nil || !strings.Contains(err.Error(), "timed out") || field(out, "stdout").GetStringValue() != "started\n" {
 		t.Errorf("timeout: %v, %v", out, err)
 	}
@@ -95,12 +141,12 @@ func TestExec(t *testing.T) {
 	// So does the command's deadline.
 	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	if _, err := p.Exec(dctx, payload(t, map[string]any{"argv": []any{"/bin/sh", "-c", "sleep 30"}})); err == nil || !strings.Contains(err.Error(), "deadline") {
+	if _, err := p.Exec(dctx, execPayload(t, map[string]any{"argv": []any{"/bin/sh", "-c", "sleep 30"}})); err == nil || !strings.Contains(err.Error(), "deadline") {
 		t.Errorf("deadline: %v", err)
 	}
 
 	// Output that is not UTF-8 still makes a valid result.
-	out, err = p.Exec(ctx, payload(t, map[string]any{"argv": []any{"/bin/sh", "-c", `printf 'a\377b'`}}))
+	out, err = p.Exec(ctx, execPayload(t, map[string]any{"argv": []any{"/bin/sh", "-c", `printf 'a\377b'`}}))
 	if err != nil || field(out, "stdout").GetStringValue() != "a\uFFFDb" {
 		t.Errorf("binary output: %v, %v", out, err)
 	}
@@ -115,8 +161,12 @@ func TestExec(t *testing.T) {
 		{"argv": []any{"/bin/echo"}, "env": map[string]any{"A=B": "x"}},
 		{"argv": []any{"/bin/echo"}, "stdin": "x"},
 	} {
-		if _, err := p.Exec(ctx, payload(t, bad)); err == nil {
-			t.Errorf("payload %v: no error", bad)
+		// A payload of the wrong shape (a number in argv, an unknown field) is refused while
+		// decoding; the others by Exec.
+		if e, err := execFrom(bad); err == nil {
+			if _, err := p.Exec(ctx, e); err == nil {
+				t.Errorf("payload %v: no error", bad)
+			}
 		}
 	}
 }
@@ -124,7 +174,7 @@ func TestExec(t *testing.T) {
 // TestExecPolicy checks that a program off the allow list is refused and not run.
 func TestExecPolicy(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	marker := filepath.Join(t.TempDir(), "ran")
 	for _, tc := range []struct {
 		allow []string
@@ -136,7 +186,7 @@ func TestExecPolicy(t *testing.T) {
 		{[]string{"/usr/bin/touch"}, "/usr/bin/../bin/touch"}, // written the same way
 		{[]string{"/usr/bin/touch"}, "/usr/bin//touch"},
 	} {
-		_, err := policy(t, tc.allow...).Exec(ctx, payload(t, map[string]any{"argv": []any{tc.argv0, marker}}))
+		_, err := policy(t, tc.allow...).Exec(ctx, execPayload(t, map[string]any{"argv": []any{tc.argv0, marker}}))
 		if !errors.Is(err, host.ErrNotAllowed) {
 			t.Errorf("allow %v, run %s: %v", tc.allow, tc.argv0, err)
 		}
@@ -147,7 +197,7 @@ func TestExecPolicy(t *testing.T) {
 	if _, err := host.NewExecPolicy([]string{"bin/echo"}); err == nil {
 		t.Error("relative allow-list entry accepted")
 	}
-	if _, err := policy(t, "/usr/bin/touch").Exec(ctx, payload(t, map[string]any{"argv": []any{"/usr/bin/touch", marker}})); err != nil {
+	if _, err := policy(t, "/usr/bin/touch").Exec(ctx, execPayload(t, map[string]any{"argv": []any{"/usr/bin/touch", marker}})); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(marker); err != nil {
@@ -180,7 +230,7 @@ func (m *memDrain) SetDraining(on bool) error {
 
 func TestDrain(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	c := &host.Commands{
 		Exec: policy(t, "/bin/echo"), Drain: &memDrain{},
 		Inventory: func(context.Context) (*daemonv1.Inventory, error) {
@@ -188,25 +238,25 @@ func TestDrain(t *testing.T) {
 		},
 	}
 	h := c.Handlers()
-	echo := payload(t, map[string]any{"argv": []any{"/bin/echo", "x"}})
+	echo := cmdOf(t, "e1", execPayload(t, map[string]any{"argv": []any{"/bin/echo", "x"}}))
 	if _, err := h[host.CommandExec](ctx, echo); err != nil {
 		t.Fatal(err)
 	}
-	out, err := h[host.CommandDrain](ctx, &structpb.Struct{})
+	out, err := h[host.CommandDrain](ctx, cmdOf(t, "c", &daemonv1.DrainPayload{}))
 	if err != nil || !field(out, "draining").GetBoolValue() {
 		t.Fatalf("drain: %v, %v", out, err)
 	}
 	if _, err := h[host.CommandExec](ctx, echo); !errors.Is(err, host.ErrDraining) || !strings.HasPrefix(err.Error(), "draining") {
 		t.Errorf("exec while draining: %v", err)
 	}
-	inv, err := h[host.CommandCollectInventory](ctx, &structpb.Struct{})
+	inv, err := h[host.CommandCollectInventory](ctx, cmdOf(t, "c", &daemonv1.CollectInventoryPayload{}))
 	if err != nil || field(inv, "cpus").GetNumberValue() != 4 || field(inv, "memoryBytes").GetStringValue() != "1099511627776" {
 		t.Errorf("collectInventory while draining: %v, %v", inv, err)
 	}
-	if _, err := h[host.CommandDrain](ctx, &structpb.Struct{}); err != nil {
+	if _, err := h[host.CommandDrain](ctx, cmdOf(t, "c", &daemonv1.DrainPayload{})); err != nil {
 		t.Errorf("drain again: %v", err)
 	}
-	if _, err := h[host.CommandUndrain](ctx, &structpb.Struct{}); err != nil {
+	if _, err := h[host.CommandUndrain](ctx, cmdOf(t, "c", &daemonv1.UndrainPayload{})); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h[host.CommandExec](ctx, echo); err != nil {
@@ -216,13 +266,13 @@ func TestDrain(t *testing.T) {
 
 func TestReboot(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	var reboots int
 	reboot := func() error { reboots++; return nil }
-	cmd := &daemonv1.Command{Id: "r1", Type: host.CommandReboot}
+	cmd := cmdOf(t, "r1", &daemonv1.RebootPayload{})
 
 	refused := &host.Commands{Reboot: reboot}
-	_, err := refused.Handlers()[host.CommandReboot](ctx, &structpb.Struct{})
+	_, err := refused.Handlers()[host.CommandReboot](ctx, cmdOf(t, "c", &daemonv1.RebootPayload{}))
 	if !errors.Is(err, host.ErrRebootNotAllowed) {
 		t.Errorf("reboot without --allow-reboot: %v", err)
 	}
@@ -233,7 +283,7 @@ func TestReboot(t *testing.T) {
 	}
 
 	allowed := &host.Commands{AllowReboot: true, Reboot: reboot}
-	out, err := allowed.Handlers()[host.CommandReboot](ctx, &structpb.Struct{})
+	out, err := allowed.Handlers()[host.CommandReboot](ctx, cmdOf(t, "c", &daemonv1.RebootPayload{}))
 	if err != nil || !field(out, "rebooting").GetBoolValue() {
 		t.Fatalf("reboot: %v, %v", out, err)
 	}
@@ -259,7 +309,7 @@ func sum(b []byte) string {
 
 func TestUpgrade(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	good, broken := newBinary("v2.0.0"), []byte("#!/bin/sh\nexit 1\n")
 	big := make([]byte, 4096)
 	var outside atomic.Int64
@@ -307,7 +357,7 @@ func TestUpgrade(t *testing.T) {
 	drain := &memDrain{}
 	c := &host.Commands{Upgrader: u, Drain: drain}
 	up := c.Handlers()[host.CommandUpgrade]
-	cmd := &daemonv1.Command{Id: "u1", Type: host.CommandUpgrade}
+	cmd := cmdOf(t, "u1", &daemonv1.UpgradePayload{})
 	unchanged := func(what string) {
 		t.Helper()
 		if got, _ := os.ReadFile(path); string(got) != string(old) {
@@ -339,7 +389,7 @@ func TestUpgrade(t *testing.T) {
 		{"redirected outside", map[string]any{"url": rel + "redirect", "sha256": sum(good)}, "redirected to"},
 		{"too big", map[string]any{"url": rel + "big", "sha256": sum(big)}, "larger than 1024"},
 	} {
-		_, err := up(ctx, payload(t, tc.p))
+		_, err := up(ctx, cmdOf(t, "u1", upgradePayload(t, tc.p)))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want %q", tc.name, err, tc.want)
 		}
@@ -351,7 +401,7 @@ func TestUpgrade(t *testing.T) {
 	}
 
 	// Refused while draining, and without --allow-upgrade, with nothing fetched.
-	okPayload := payload(t, map[string]any{"url": rel + "redirect-in", "sha256": strings.ToUpper(sum(good)), "version": "v2.0.0"})
+	okPayload := cmdOf(t, "u1", upgradePayload(t, map[string]any{"url": rel + "redirect-in", "sha256": strings.ToUpper(sum(good)), "version": "v2.0.0"}))
 	if err := drain.SetDraining(true); err != nil {
 		t.Fatal(err)
 	}
@@ -391,5 +441,47 @@ func TestUpgrade(t *testing.T) {
 	c.AfterResult(cmd, &daemonv1.CommandResult{CommandId: "u1", Success: true, Result: out})
 	if len(calls) != 1 {
 		t.Errorf("restarted %d times", len(calls))
+	}
+}
+
+// TestConfigure: configure writes the config to the state directory, as sorted JSON, reports
+// its checksum and whether it changed, and runs while the node drains (it only records).
+func TestConfigure(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := t.TempDir()
+	if err := os.Chmod(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := state.New(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain := &memDrain{}
+	if err := drain.SetDraining(true); err != nil {
+		t.Fatal(err)
+	}
+	h := (&host.Commands{Config: dir, Drain: drain}).Handlers()[host.CommandConfigure]
+	cfg, err := structpb.NewStruct(map[string]any{"b": 1, "a": map[string]any{"x": "y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := h(ctx, cmdOf(t, "c1", &daemonv1.ConfigurePayload{Config: cfg}))
+	if err != nil || !field(out, "changed").GetBoolValue() || len(field(out, "sha256").GetStringValue()) != 64 {
+		t.Fatalf("configure: %v, %v", out, err)
+	}
+	got, err := dir.Config()
+	if err != nil || string(got) != "{\n  \"a\": {\n    \"x\": \"y\"\n  },\n  \"b\": 1\n}\n" {
+		t.Errorf("config.json = %q, %v", got, err)
+	}
+	again, err := h(ctx, cmdOf(t, "c2", &daemonv1.ConfigurePayload{Config: cfg}))
+	if err != nil || field(again, "changed").GetBoolValue() || field(again, "sha256").GetStringValue() != field(out, "sha256").GetStringValue() {
+		t.Errorf("configure again: %v, %v", again, err)
+	}
+	if _, err := h(ctx, cmdOf(t, "c3", &daemonv1.ConfigurePayload{})); err == nil {
+		t.Error("configure without a config succeeded")
+	}
+	if _, err := (&host.Commands{}).Handlers()[host.CommandConfigure](ctx, cmdOf(t, "c4", &daemonv1.ConfigurePayload{Config: cfg})); err == nil {
+		t.Error("configure without a state directory succeeded")
 	}
 }

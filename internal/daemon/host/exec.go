@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/command"
 )
 
 // Exec limits.
@@ -21,15 +24,15 @@ const (
 	// DefaultMaxOutput is how much of each of stdout and stderr an exec keeps unless its payload
 	// asks for another cap; MaxOutput is the most it may ask for.
 	DefaultMaxOutput = 64 << 10
-	MaxOutput        = 1 << 20
+	MaxOutput        = command.MaxExecOutput
 	// MaxArgs and MaxArgBytes bound an exec's argv: how many strings, and their total length.
-	MaxArgs     = 1024
-	MaxArgBytes = 128 << 10
+	MaxArgs     = command.MaxExecArgs
+	MaxArgBytes = command.MaxExecArgBytes
 	// MaxEnv bounds how many variables an exec's payload sets, MaxEnvValue each one's value.
-	MaxEnv      = 32
-	MaxEnvValue = 256
+	MaxEnv      = command.MaxExecEnv
+	MaxEnvValue = command.MaxExecEnvValue
 	// maxDir bounds an exec's working directory (PATH_MAX).
-	maxDir = 4096
+	maxDir = command.MaxExecPath
 	// ExecPath is the PATH every exec'd program gets; a payload cannot change it.
 	ExecPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 )
@@ -126,79 +129,67 @@ type execRequest struct {
 	maxOutput int
 }
 
-func parseExec(p *structpb.Struct) (execRequest, error) {
+func parseExec(p *daemonv1.ExecPayload) (execRequest, error) {
 	r := execRequest{dir: "/", maxOutput: DefaultMaxOutput}
-	f := p.GetFields()
-	for k := range f {
-		if !slices.Contains([]string{"argv", "env", "dir", "timeoutSeconds", "maxOutputBytes"}, k) {
-			return r, fmt.Errorf("exec: unknown payload field %q (want argv, env, dir, timeoutSeconds, maxOutputBytes)", k)
-		}
+	if p.GetPath() == "" {
+		return r, errors.New(`exec: the payload needs "path", the program's absolute path`)
 	}
-	args := f["argv"].GetListValue().GetValues()
-	if len(args) > MaxArgs {
-		return r, fmt.Errorf("exec: argv has %d strings; at most %d", len(args), MaxArgs)
+	r.argv = append([]string{p.GetPath()}, p.GetArgs()...)
+	if len(r.argv) > MaxArgs {
+		return r, fmt.Errorf("exec: path and args are %d strings; at most %d", len(r.argv), MaxArgs)
 	}
 	total := 0
-	for i, v := range args {
-		s, ok := v.GetKind().(*structpb.Value_StringValue)
-		if !ok || strings.ContainsRune(s.StringValue, 0) {
-			return r, fmt.Errorf("exec: argv[%d] is not a string without NUL", i)
+	for i, s := range r.argv {
+		if strings.ContainsRune(s, 0) {
+			return r, fmt.Errorf("exec: argv[%d] contains NUL", i)
 		}
-		if total += len(s.StringValue); total > MaxArgBytes {
+		if total += len(s); total > MaxArgBytes {
 			return r, fmt.Errorf("exec: argv is longer than %d bytes", MaxArgBytes)
 		}
-		r.argv = append(r.argv, s.StringValue)
-	}
-	if len(r.argv) == 0 {
-		return r, errors.New(`exec: the payload needs "argv", a list of strings whose first is the program's absolute path`)
 	}
 	// The program starts from a clean environment: the fixed PATH, and only the variables the
 	// payload sets that no loader, shell or interpreter reads code from.
-	env := f["env"].GetStructValue().GetFields()
+	env := p.GetEnv()
 	if len(env) > MaxEnv {
 		return r, fmt.Errorf("exec: env sets %d variables; at most %d", len(env), MaxEnv)
 	}
 	for k, v := range env {
-		s, ok := v.GetKind().(*structpb.Value_StringValue)
-		if !ok {
-			return r, fmt.Errorf("exec: env %q: want a string value", k)
-		}
-		if err := checkExecEnv(k, s.StringValue); err != nil {
+		if err := checkExecEnv(k, v); err != nil {
 			return r, err
 		}
-		r.env = append(r.env, k+"="+s.StringValue)
+		r.env = append(r.env, k+"="+v)
 	}
 	slices.Sort(r.env)
 	r.env = append([]string{"PATH=" + ExecPath}, r.env...)
-	if v, ok := f["dir"]; ok {
-		r.dir = v.GetStringValue()
+	if d := p.GetDir(); d != "" {
+		r.dir = d
 		if !filepath.IsAbs(r.dir) || len(r.dir) > maxDir {
 			return r, fmt.Errorf("exec: dir is not an absolute path of at most %d bytes", maxDir)
 		}
 	}
-	if v, ok := f["timeoutSeconds"]; ok {
-		s := v.GetNumberValue()
-		if s <= 0 {
-			return r, errors.New("exec: timeoutSeconds must be positive")
+	if p.TimeoutSeconds != nil {
+		s := p.GetTimeoutSeconds()
+		if !(s > 0) {
+			return r, errors.New("exec: timeout_seconds must be positive")
 		}
-		r.timeout = time.Duration(s * float64(time.Second))
+		r.timeout = time.Duration(min(s, 1e9) * float64(time.Second))
 	}
-	if v, ok := f["maxOutputBytes"]; ok {
-		n := v.GetNumberValue()
+	if p.MaxOutputBytes != nil {
+		n := p.GetMaxOutputBytes()
 		if n < 0 || n > MaxOutput {
-			return r, fmt.Errorf("exec: maxOutputBytes must be between 0 and %d", MaxOutput)
+			return r, fmt.Errorf("exec: max_output_bytes must be between 0 and %d", MaxOutput)
 		}
 		r.maxOutput = int(n)
 	}
 	return r, nil
 }
 
-// Exec runs a program the policy allows, with the payload
+// Exec runs a program the policy allows, with the payload (as JSON)
 //
-//	{"argv": ["/bin/echo", "hello"], "env": {"K": "V"}, "dir": "/", "timeoutSeconds": 30,
+//	{"path": "/bin/echo", "args": ["hello"], "env": {"K": "V"}, "dir": "/", "timeoutSeconds": 30,
 //	 "maxOutputBytes": 65536}
 //
-// (only argv is required; env may set only LANG, LANGUAGE, NO_COLOR, TZ and LC_*). The
+// (only path is required; the program's argv is path followed by args; env may set only LANG, LANGUAGE, NO_COLOR, TZ and LC_*). The
 // program (see Resolve) gets exactly that environment plus the fixed PATH ExecPath, nothing of
 // the daemon's own, no stdin, its own process group (killed as a whole on timeout), and at most
 // maxOutputBytes of each of stdout and stderr are kept. The result is
@@ -207,7 +198,7 @@ func parseExec(p *structpb.Struct) (execRequest, error) {
 //	 "stderrTruncated": false, "durationSeconds": 0.002}
 //
 // and a non-zero exit, a signal or a timeout fail the command with that result attached.
-func (p ExecPolicy) Exec(ctx context.Context, payload *structpb.Struct) (*structpb.Struct, error) {
+func (p ExecPolicy) Exec(ctx context.Context, payload *daemonv1.ExecPayload) (*structpb.Struct, error) {
 	r, err := parseExec(payload)
 	if err != nil {
 		return nil, err

@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -16,14 +15,14 @@ import (
 // usr/bin) and a symlink to another listed program still run.
 func TestExecSymlink(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
 	link := filepath.Join(dir, "tool")
 	if err := os.Symlink("/usr/bin/touch", link); err != nil {
 		t.Fatal(err)
 	}
-	_, err := policy(t, link).Exec(ctx, payload(t, map[string]any{"argv": []any{link, marker}}))
+	_, err := policy(t, link).Exec(ctx, execPayload(t, map[string]any{"argv": []any{link, marker}}))
 	if !errors.Is(err, host.ErrNotAllowed) || !strings.Contains(err.Error(), "symlink to ") {
 		t.Errorf("exec through a symlink to an unlisted program: %v", err)
 	}
@@ -37,11 +36,11 @@ func TestExecSymlink(t *testing.T) {
 	if err := os.Symlink("/usr/bin", bin); err != nil {
 		t.Fatal(err)
 	}
-	out, err := policy(t, filepath.Join(bin, "echo")).Exec(ctx, payload(t, map[string]any{"argv": []any{filepath.Join(bin, "echo"), "via dir"}}))
+	out, err := policy(t, filepath.Join(bin, "echo")).Exec(ctx, execPayload(t, map[string]any{"argv": []any{filepath.Join(bin, "echo"), "via dir"}}))
 	if err != nil || field(out, "stdout").GetStringValue() != "via dir\n" {
 		t.Errorf("exec through a symlinked directory: %v, %v", out, err)
 	}
-	if _, err := policy(t, link, "/usr/bin/touch").Exec(ctx, payload(t, map[string]any{"argv": []any{link, marker}})); err != nil {
+	if _, err := policy(t, link, "/usr/bin/touch").Exec(ctx, execPayload(t, map[string]any{"argv": []any{link, marker}})); err != nil {
 		t.Errorf("exec through a symlink to a listed program: %v", err)
 	}
 	if _, err := os.Stat(marker); err != nil {
@@ -56,7 +55,7 @@ func TestExecSymlink(t *testing.T) {
 	if err := os.Chmod(script, 0o775); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := policy(t, script).Exec(ctx, payload(t, map[string]any{"argv": []any{script}})); !errors.Is(err, host.ErrNotAllowed) || !strings.Contains(err.Error(), "writable") {
+	if _, err := policy(t, script).Exec(ctx, execPayload(t, map[string]any{"argv": []any{script}})); !errors.Is(err, host.ErrNotAllowed) || !strings.Contains(err.Error(), "writable") {
 		t.Errorf("exec of a group-writable program: %v", err)
 	}
 }
@@ -65,7 +64,7 @@ func TestExecSymlink(t *testing.T) {
 // PATH, and that what it may set is passed alone with the fixed PATH.
 func TestExecEnv(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	p := policy(t, "/usr/bin/env")
 	for _, env := range []map[string]any{
 		{"LD_PRELOAD": "/tmp/x.so"},
@@ -81,12 +80,12 @@ func TestExecEnv(t *testing.T) {
 		{"LANG": "C\x00x"},
 		{"LANG": strings.Repeat("a", host.MaxEnvValue+1)},
 	} {
-		out, err := p.Exec(ctx, payload(t, map[string]any{"argv": []any{"/usr/bin/env"}, "env": env}))
+		out, err := p.Exec(ctx, execPayload(t, map[string]any{"argv": []any{"/usr/bin/env"}, "env": env}))
 		if err == nil || !strings.Contains(err.Error(), "not run") || out != nil {
 			t.Errorf("env %v: %v, %v", env, out, err)
 		}
 	}
-	out, err := p.Exec(ctx, payload(t, map[string]any{"argv": []any{"/usr/bin/env"}, "env": map[string]any{
+	out, err := p.Exec(ctx, execPayload(t, map[string]any{"argv": []any{"/usr/bin/env"}, "env": map[string]any{
 		"LANG": "C.UTF-8", "LC_ALL": "C", "TZ": "Europe/Paris", "NO_COLOR": "1",
 	}}))
 	if err != nil {

@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +23,7 @@ func readTestdata(t *testing.T, name string) []byte {
 }
 
 func TestParseCPUInfo(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		file  string
 		model string
@@ -43,6 +43,7 @@ func TestParseCPUInfo(t *testing.T) {
 }
 
 func TestParseMemInfo(t *testing.T) {
+	t.Parallel()
 	got, err := host.ParseMemInfo(readTestdata(t, "meminfo.txt"))
 	if err != nil || got != 24683584*1024 {
 		t.Errorf("MemTotal %d, %v", got, err)
@@ -53,6 +54,7 @@ func TestParseMemInfo(t *testing.T) {
 }
 
 func TestParseOSRelease(t *testing.T) {
+	t.Parallel()
 	if got := host.ParseOSRelease(readTestdata(t, "os-release-debian12")); got != "Debian GNU/Linux 12 (bookworm)" {
 		t.Errorf("got %q", got)
 	}
@@ -62,6 +64,7 @@ func TestParseOSRelease(t *testing.T) {
 }
 
 func TestParseNvidiaSMI(t *testing.T) {
+	t.Parallel()
 	h100, err := host.ParseNvidiaSMI(readTestdata(t, "nvidia-smi/h100-8gpu.txt"))
 	if err != nil || len(h100) != 8 {
 		t.Fatalf("H100 host: %d GPUs, %v", len(h100), err)
@@ -165,8 +168,9 @@ func fakeNvidiaSMI(t *testing.T, output string, exit int) string {
 }
 
 func TestCollectFakeHost(t *testing.T) {
+	t.Parallel()
 	smi := fakeNvidiaSMI(t, string(readTestdata(t, "nvidia-smi/h100-8gpu.txt")), 0)
-	inv, err := (&host.Inventory{Root: fakeRoot(t), NvidiaSMI: smi}).Collect(context.Background())
+	inv, err := (&host.Inventory{Root: fakeRoot(t), NvidiaSMI: smi}).Collect(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +197,7 @@ func TestCollectFakeHost(t *testing.T) {
 		{"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n", 9},
 		{"No devices were found\n", 6},
 	} {
-		inv, err := (&host.Inventory{Root: fakeRoot(t), NvidiaSMI: fakeNvidiaSMI(t, tc.out, tc.exit)}).Collect(context.Background())
+		inv, err := (&host.Inventory{Root: fakeRoot(t), NvidiaSMI: fakeNvidiaSMI(t, tc.out, tc.exit)}).Collect(t.Context())
 		if err != nil || len(inv.Gpus) != 0 || inv.Cpus != 2 {
 			t.Errorf("nvidia-smi exit %d: %v, %v", tc.exit, inv, err)
 		}
@@ -203,7 +207,8 @@ func TestCollectFakeHost(t *testing.T) {
 // TestCollectThisHost reads this machine, checking against what the kernel says through other
 // interfaces.
 func TestCollectThisHost(t *testing.T) {
-	inv, err := (&host.Inventory{}).Collect(context.Background())
+	t.Parallel()
+	inv, err := (&host.Inventory{}).Collect(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,7 +144,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	inv := &Inventory{NvidiaSMI: opts.NvidiaSMI, Logger: log}
 	cmds := &Commands{
-		Exec: policy, Inventory: inv.Collect, Drain: dir, AllowReboot: opts.AllowReboot, Reboot: opts.Reboot,
+		Exec: policy, Inventory: inv.Collect, Drain: dir, Config: dir, AllowReboot: opts.AllowReboot, Reboot: opts.Reboot,
 		Upgrader: upgrader, Logger: log,
 	}
 	agent, err := daemon.NewAgent(daemon.Options{

@@ -20,6 +20,9 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/command"
 )
 
 // Upgrade limits.
@@ -32,7 +35,7 @@ const (
 	// maxUpgradeRedirects bounds the redirects a download follows, each under a source too.
 	maxUpgradeRedirects = 5
 	// maxVersion bounds the version an upgrade's payload names.
-	maxVersion = 128
+	maxVersion = command.MaxVersion
 )
 
 // Upgrader replaces the daemon's binary and restarts it: the "upgrade" command, which bcd has
@@ -65,7 +68,7 @@ type Upgrader struct {
 }
 
 // Upgrade downloads a binary and, when it matches its checksum and runs, renames it over Path.
-// The payload is
+// The payload is (as JSON)
 //
 //	{"url": "https://releases.example.com/bcd-v1.2.3-linux-amd64", "sha256": "<64 hex digits>",
 //	 "version": "v1.2.3"}
@@ -76,9 +79,8 @@ type Upgrader struct {
 // synced, run with "version" and renamed over Path. The restart happens in Restart, once the
 // result is recorded, so that a re-delivery of the command after the restart is answered from
 // the record instead of upgrading again.
-func (u *Upgrader) Upgrade(ctx context.Context, payload *structpb.Struct) (*structpb.Struct, error) {
-	f := payload.GetFields()
-	rawURL, sum, version := f["url"].GetStringValue(), strings.ToLower(f["sha256"].GetStringValue()), f["version"].GetStringValue()
+func (u *Upgrader) Upgrade(ctx context.Context, payload *daemonv1.UpgradePayload) (*structpb.Struct, error) {
+	rawURL, sum, version := payload.GetUrl(), strings.ToLower(payload.GetSha256()), payload.GetVersion()
 	if rawURL == "" || sum == "" {
 		msg := `upgrade: the payload needs "url" and "sha256" (the binary to fetch and its SHA-256)`
 		if version != "" && len(version) <= maxVersion {
@@ -234,7 +236,7 @@ func (u *Upgrader) check(ctx context.Context, path, version string) (string, err
 			}
 			continue
 		}
-		return "", fmt.Errorf("upgrade: the new binary does not run (%v): %s; nothing replaced", err, strings.TrimSpace(firstLine(out.String())))
+		return "", fmt.Errorf("upgrade: the new binary does not run (%w): %s; nothing replaced", err, strings.TrimSpace(firstLine(out.String())))
 	}
 	line := strings.TrimSpace(firstLine(out.String()))
 	// "bcd v1.2.3 (build)": the version is the second word.

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/url"
 	"strings"
+
+	"github.com/better-compute/better-compute/internal/command"
 )
 
 // Upgrade source limits.
@@ -13,7 +15,7 @@ const (
 	// MaxUpgradeSources bounds how many --upgrade-source prefixes bcd takes.
 	MaxUpgradeSources = 16
 	// MaxUpgradeURL bounds the length of an upgrade source and of an upgrade's URL.
-	MaxUpgradeURL = 2048
+	MaxUpgradeURL = command.MaxUpgradeURL
 )
 
 // UpgradeSource is a URL prefix an operator lets upgrades fetch from (bcd run

@@ -5,8 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/daemon/host"
 )
 
@@ -47,7 +46,7 @@ func TestUpgradeSourceMatch(t *testing.T) {
 	u := &host.Upgrader{Sources: sources}
 	refused := func(url string) bool {
 		t.Helper()
-		p, _ := structpb.NewStruct(map[string]any{"url": url, "sha256": strings.Repeat("0", 64)})
+		p := &daemonv1.UpgradePayload{Url: url, Sha256: strings.Repeat("0", 64)}
 		_, err := u.Upgrade(context.Background(), p)
 		if err == nil || !strings.Contains(err.Error(), "nothing fetched") && !strings.Contains(err.Error(), "does not know its own binary") {
 			t.Fatalf("%s: %v", url, err)

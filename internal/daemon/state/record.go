@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/daemon"
 )
 
@@ -104,7 +105,8 @@ func (r *Record) Started(key string, c *daemonv1.Command) error {
 	if err := r.ensureDir(); err != nil {
 		return err
 	}
-	e := entry{Key: key, CommandID: c.GetId(), Type: c.GetType(), StartedAt: time.Now()}
+	typ, _ := command.PayloadOf(c)
+	e := entry{Key: key, CommandID: c.GetId(), Type: typ, StartedAt: time.Now()}
 	data, err := json.Marshal(e)
 	if err != nil {
 		return err

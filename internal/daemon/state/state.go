@@ -44,6 +44,9 @@ const (
 	// AllowExecFile is the operator's exec allow list: one absolute program path a line, '#'
 	// starts a comment. Optional; bcd run --allow-exec adds to it.
 	AllowExecFile = "allow-exec"
+	// ConfigFile is the configuration the last "configure" command applied (JSON, the NodeSpec's
+	// config), for the host's own tools to read.
+	ConfigFile = "config.json"
 	// DrainingFile exists while the node is draining (a "drain" command created it).
 	DrainingFile = "draining"
 	// ResultsDir holds the record of commands by idempotency key (see Record).
@@ -294,6 +297,21 @@ func (d *Dir) SetDraining(on bool) error {
 	}
 	return d.write(DrainingFile, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"))
 }
+
+// Config returns the configuration the last configure command applied; nil when none did.
+func (d *Dir) Config() ([]byte, error) {
+	b, err := os.ReadFile(d.File(ConfigFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", d.File(ConfigFile), err)
+	}
+	return b, nil
+}
+
+// SaveConfig replaces the applied configuration atomically (mode 0600).
+func (d *Dir) SaveConfig(data []byte) error { return d.write(ConfigFile, data) }
 
 // Lock takes the directory's lock for a running daemon, failing when another process holds it.
 // The kernel drops the lock when the process ends, however it ends.

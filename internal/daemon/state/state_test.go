@@ -89,6 +89,7 @@ func joined(t *testing.T) (*state.Dir, *ca, *daemon.Identity) {
 }
 
 func TestJoinAndLoad(t *testing.T) {
+	t.Parallel()
 	dir, _, id := joined(t)
 	if fi, _ := os.Stat(dir.Path); fi.Mode().Perm() != 0o700 {
 		t.Errorf("directory mode %v, want 0700", fi.Mode().Perm())
@@ -112,6 +113,7 @@ func TestJoinAndLoad(t *testing.T) {
 }
 
 func TestNotJoined(t *testing.T) {
+	t.Parallel()
 	dir, _ := state.New(filepath.Join(t.TempDir(), "none"))
 	if _, _, err := dir.Load(); err == nil || !strings.Contains(err.Error(), "bcd join") {
 		t.Errorf("load of a missing directory: %v", err)
@@ -120,31 +122,39 @@ func TestNotJoined(t *testing.T) {
 
 // TestTampered checks that Load refuses a state it cannot trust, naming the file.
 func TestTampered(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		tamper func(t *testing.T, d *state.Dir, c *ca)
 		file   string
 		want   string
 	}{
-		{"key readable by others", func(t *testing.T, d *state.Dir, _ *ca) { chmod(t, d.File(state.KeyFile), 0o644) }, state.KeyFile, "permissions 0644"},
-		{"chain writable by group", func(t *testing.T, d *state.Dir, _ *ca) { chmod(t, d.File(state.ChainFile), 0o620) }, state.ChainFile, "permissions 0620"},
-		{"directory open to others", func(t *testing.T, d *state.Dir, _ *ca) { chmod(t, d.Path, 0o755) }, "", "permissions 0755"},
+		{"key readable by others", func(t *testing.T, d *state.Dir, _ *ca) { t.Helper(); chmod(t, d.File(state.KeyFile), 0o644) }, state.KeyFile, "permissions 0644"},
+		{"chain writable by group", func(t *testing.T, d *state.Dir, _ *ca) { t.Helper(); chmod(t, d.File(state.ChainFile), 0o620) }, state.ChainFile, "permissions 0620"},
+		{"directory open to others", func(t *testing.T, d *state.Dir, _ *ca) { t.Helper(); chmod(t, d.Path, 0o755) }, "", "permissions 0755"},
 		{"another key", func(t *testing.T, d *state.Dir, _ *ca) {
+			t.Helper()
 			k, _ := daemon.NewKey()
 			der, _ := x509.MarshalECPrivateKey(k)
 			write(t, d.File(state.KeyFile), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
 		}, state.KeyFile, "does not belong to the certificate"},
-		{"not a key", func(t *testing.T, d *state.Dir, _ *ca) { write(t, d.File(state.KeyFile), []byte("garbage")) }, state.KeyFile, "not a private key"},
+		{"not a key", func(t *testing.T, d *state.Dir, _ *ca) {
+			t.Helper()
+			write(t, d.File(state.KeyFile), []byte("garbage"))
+		}, state.KeyFile, "not a private key"},
 		{"another node's certificate", func(t *testing.T, d *state.Dir, c *ca) {
+			t.Helper()
 			id, _, _ := d.Load()
 			write(t, d.File(state.ChainFile), c.issue(t, "0190a1b2-0000-7000-8000-000000000002", id.Key, time.Now().Add(time.Hour)))
 		}, state.ChainFile, "is not node"},
 		{"expired certificate", func(t *testing.T, d *state.Dir, c *ca) {
+			t.Helper()
 			id, _, _ := d.Load()
 			write(t, d.File(state.ChainFile), c.issue(t, id.NodeID, id.Key, time.Now().Add(-time.Minute)))
 		}, state.ChainFile, "expired"},
-		{"missing root CA", func(t *testing.T, d *state.Dir, _ *ca) { os.Remove(d.File(state.RootCAFile)) }, state.RootCAFile, "missing"},
+		{"missing root CA", func(t *testing.T, d *state.Dir, _ *ca) { t.Helper(); os.Remove(d.File(state.RootCAFile)) }, state.RootCAFile, "missing"},
 		{"key is a symbolic link", func(t *testing.T, d *state.Dir, _ *ca) {
+			t.Helper()
 			other := filepath.Join(t.TempDir(), "key.pem")
 			data, _ := os.ReadFile(d.File(state.KeyFile))
 			write(t, other, data)
@@ -155,6 +165,7 @@ func TestTampered(t *testing.T) {
 		}, state.KeyFile, "symbolic link"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			d, c, _ := joined(t)
 			tc.tamper(t, d, c)
 			_, _, err := d.Load()
@@ -173,6 +184,7 @@ func TestTampered(t *testing.T) {
 }
 
 func TestSaveChain(t *testing.T) {
+	t.Parallel()
 	d, c, id := joined(t)
 	renewed := c.issue(t, id.NodeID, id.Key, time.Now().Add(2*time.Hour))
 	if err := d.SaveChain(renewed); err != nil {
@@ -192,6 +204,7 @@ func TestSaveChain(t *testing.T) {
 }
 
 func TestLock(t *testing.T) {
+	t.Parallel()
 	d, _, _ := joined(t)
 	unlock, err := d.Lock()
 	if err != nil {
@@ -209,6 +222,7 @@ func TestLock(t *testing.T) {
 }
 
 func TestAllowExec(t *testing.T) {
+	t.Parallel()
 	d, _, _ := joined(t)
 	if got, err := d.AllowExec(); err != nil || got != nil {
 		t.Errorf("no file: %v, %v", got, err)
@@ -234,6 +248,7 @@ func TestAllowExec(t *testing.T) {
 }
 
 func TestDraining(t *testing.T) {
+	t.Parallel()
 	d, _, _ := joined(t)
 	if on, _, err := d.Draining(); on || err != nil {
 		t.Fatalf("draining at first: %v %v", on, err)
@@ -257,9 +272,10 @@ func TestDraining(t *testing.T) {
 }
 
 func TestRecord(t *testing.T) {
+	t.Parallel()
 	d, _, _ := joined(t)
 	r := d.Record()
-	c1 := &daemonv1.Command{Id: "c1", Type: "exec", IdempotencyKey: "k1"}
+	c1 := &daemonv1.Command{Id: "c1", IdempotencyKey: "k1", Payload: &daemonv1.Command_Exec{Exec: &daemonv1.ExecPayload{Path: "/bin/true"}}}
 	if err := r.Started("k1", c1); err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +283,7 @@ func TestRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	// k2 started but never finished: the daemon died while it ran.
-	if err := r.Started("k2/with slashes", &daemonv1.Command{Id: "c2", Type: "exec"}); err != nil {
+	if err := r.Started("k2/with slashes", &daemonv1.Command{Id: "c2", Payload: &daemonv1.Command_Exec{Exec: &daemonv1.ExecPayload{Path: "/bin/true"}}}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := d.Record().Load(time.Now().Add(-time.Minute))
@@ -331,6 +347,7 @@ func write(t *testing.T, path string, data []byte) {
 // TestCreateLeavesOpenDirectories checks that join refuses a directory others can enter rather
 // than changing its mode.
 func TestCreateLeavesOpenDirectories(t *testing.T) {
+	t.Parallel()
 	open := t.TempDir()
 	chmod(t, open, 0o755)
 	d, _ := state.New(open)

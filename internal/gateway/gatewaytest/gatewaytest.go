@@ -19,8 +19,7 @@ import (
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/pki"
-	"github.com/better-compute/better-compute/internal/server/iam"
-	"github.com/better-compute/better-compute/internal/server/secrets"
+	"github.com/better-compute/better-compute/internal/secret"
 )
 
 // Secret is the deployment secret the PKI and node secrets are sealed under.
@@ -48,7 +47,7 @@ func New(t testing.TB) *Env {
 func NewOn(t testing.TB, pool *pgxpool.Pool) *Env {
 	t.Helper()
 	ctx := context.Background()
-	root, err := iam.EnsureRootTenant(ctx, pool)
+	root, err := auth.EnsureRootTenant(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +87,7 @@ func (e *Env) StartGateway(id string, configure func(*gateway.Options)) *Gateway
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	sealer, err := secrets.NewSealer(Secret)
+	sealer, err := secret.NewSealer(Secret)
 	if err != nil {
 		e.T.Fatal(err)
 	}

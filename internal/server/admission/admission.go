@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/apierr"
+	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/seal"
 	"github.com/better-compute/better-compute/internal/server/guard"
 )
@@ -29,28 +29,15 @@ type Tx struct {
 	Q      *db.Queries
 	tx     pgx.Tx
 	target string
-	events []event
-}
-
-type event struct {
-	tenant       uuid.UUID
-	typ, subject string
-	payload      []byte
+	events event.Batch
 }
 
 // Target records what the call acted on ("principal/<id>") for its audit row.
 func (t *Tx) Target(kind string, id any) { t.target = fmt.Sprintf("%s/%v", kind, id) }
 
-// Emit writes an event to the outbox in the call's transaction. Events of one subject are
-// delivered in the order they were emitted.
-func (t *Tx) Emit(tenant uuid.UUID, typ, subject string, payload any) error {
-	b, err := json.Marshal(payload)
-	if err != nil {
-		return fmt.Errorf("encode %s event: %w", typ, err)
-	}
-	t.events = append(t.events, event{tenant: tenant, typ: typ, subject: subject, payload: b})
-	return nil
-}
+// Emit writes ev, an event of tenant, to the outbox in the call's transaction (with its audit
+// row, in one statement). Events of one subject are delivered in the order they were emitted.
+func (t *Tx) Emit(tenant uuid.UUID, ev event.Event) error { return t.events.Add(tenant, ev) }
 
 // Admitter runs calls' transactions on one database.
 type Admitter struct {
@@ -105,12 +92,8 @@ func Do[Res proto.Message](ctx context.Context, a *Admitter, req proto.Message, 
 	rec := db.RecordAdmissionParams{
 		TenantID: &p.TenantID, PrincipalID: &p.ID,
 		Method: call.Method.Group + "/" + call.Method.Name, Target: tx.target, RequestID: call.RequestID,
-		EventTenants: make([]uuid.UUID, len(tx.events)), EventTypes: make([]string, len(tx.events)),
-		EventSubjects: make([]string, len(tx.events)), EventPayloads: make([][]byte, len(tx.events)),
 	}
-	for i, e := range tx.events {
-		rec.EventTenants[i], rec.EventTypes[i], rec.EventSubjects[i], rec.EventPayloads[i] = e.tenant, e.typ, e.subject, e.payload
-	}
+	tx.events.Record(&rec)
 	if call.IdempotencyKey != "" {
 		b, err := proto.Marshal(res)
 		if err != nil {

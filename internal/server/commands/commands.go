@@ -25,11 +25,11 @@ import (
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/command"
+	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/server/admission"
-	"github.com/better-compute/better-compute/internal/server/nodes"
 	"github.com/better-compute/better-compute/internal/server/page"
-	lifecycle "github.com/better-compute/better-compute/internal/workers/commandsweep"
 )
 
 // Service answers CommandsService calls.
@@ -73,19 +73,14 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 			return nil, err
 		}
 	} else {
-		if err := nodes.ValidateLabels("label_selector", req.GetLabelSelector()); err != nil {
+		if err := fleet.ValidateLabels("label_selector", req.GetLabelSelector()); err != nil {
 			return nil, err
 		}
-		selector = nodes.EncodeLabels(req.GetLabelSelector())
+		selector = fleet.EncodeLabels(req.GetLabelSelector())
 	}
-	if !command.Known(req.GetType()) {
-		return nil, apierr.InvalidArgument("type", "must be a known command type: %s", strings.Join(command.Types(), ", "))
-	}
-	payload := []byte("{}")
-	if req.GetPayload() != nil {
-		if payload, err = protojson.Marshal(req.GetPayload()); err != nil {
-			return nil, apierr.InvalidArgument("payload", "%v", err)
-		}
+	typ, payload, err := payloadFromRequest(req)
+	if err != nil {
+		return nil, err
 	}
 	timeout := DefaultTimeout
 	if req.GetTimeout() != nil {
@@ -139,15 +134,13 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 		deadline := time.Now().Add(timeout)
 		for _, node := range targets {
 			c, err := tx.Q.CreateCommand(ctx, db.CreateCommandParams{
-				ID: uuid.Must(uuid.NewV7()), TenantID: tid, NodeID: node, Type: req.GetType(),
+				ID: uuid.Must(uuid.NewV7()), TenantID: tid, NodeID: node, Type: typ,
 				Payload: payload, IdempotencyKey: key, Deadline: deadline,
 			})
 			if err != nil {
 				return nil, fmt.Errorf("create command for node %s: %w", node, err)
 			}
-			if err := tx.Emit(tid, "command.created", "command/"+c.ID.String(), map[string]string{
-				"id": c.ID.String(), "node_id": node.String(), "type": c.Type,
-			}); err != nil {
+			if err := tx.Emit(tid, event.CommandCreated{CommandRef: event.CommandRef{ID: c.ID, NodeID: node, Type: string(c.Type)}}); err != nil {
 				return nil, err
 			}
 			pc, err := commandToProto(c)
@@ -196,8 +189,7 @@ func (s *Service) List(ctx context.Context, req *commandsv1.ListRequest) (*comma
 		if !ok {
 			return nil, apierr.InvalidArgument("state", "unknown state %v", st)
 		}
-		state := string(ls)
-		params.State = &state
+		params.State = &ls
 	}
 	size, after, err := page.Of(req.GetPageSize(), req.GetPageToken(), uuid.Nil)
 	if err != nil {
@@ -234,16 +226,16 @@ func (s *Service) Cancel(ctx context.Context, req *commandsv1.CancelRequest) (*c
 		if err != nil {
 			return nil, apierr.NotFoundIfNoRows(err, "command %s not found", id)
 		}
-		from := lifecycle.State(c.State)
-		if !lifecycle.CanTransition(from, lifecycle.Cancelled) {
+		from := command.State(c.State)
+		if !command.CanTransition(from, command.Cancelled) {
 			return nil, apierr.FailedPrecondition("command %s is %s; only pending, sent or acked commands can be cancelled", id, from)
 		}
 		c, err = tx.Q.CancelCommand(ctx, db.CancelCommandParams{TenantID: tid, ID: id})
 		if err != nil {
 			return nil, fmt.Errorf("cancel command %s: %w", id, err)
 		}
-		if err := tx.Emit(tid, "command.cancelled", "command/"+id.String(), map[string]string{
-			"id": id.String(), "node_id": c.NodeID.String(), "type": c.Type, "previous_state": string(from),
+		if err := tx.Emit(tid, event.CommandCancelled{
+			CommandRef: event.CommandRef{ID: id, NodeID: c.NodeID, Type: string(c.Type)}, PreviousState: string(from),
 		}); err != nil {
 			return nil, err
 		}
@@ -255,17 +247,17 @@ func (s *Service) Cancel(ctx context.Context, req *commandsv1.CancelRequest) (*c
 	})
 }
 
-var stateToProto = map[lifecycle.State]commandsv1.CommandState{
-	lifecycle.Pending:   commandsv1.CommandState_COMMAND_STATE_PENDING,
-	lifecycle.Sent:      commandsv1.CommandState_COMMAND_STATE_SENT,
-	lifecycle.Acked:     commandsv1.CommandState_COMMAND_STATE_ACKED,
-	lifecycle.Succeeded: commandsv1.CommandState_COMMAND_STATE_SUCCEEDED,
-	lifecycle.Failed:    commandsv1.CommandState_COMMAND_STATE_FAILED,
-	lifecycle.Expired:   commandsv1.CommandState_COMMAND_STATE_EXPIRED,
-	lifecycle.Cancelled: commandsv1.CommandState_COMMAND_STATE_CANCELLED,
+var stateToProto = map[command.State]commandsv1.CommandState{
+	command.Pending:   commandsv1.CommandState_COMMAND_STATE_PENDING,
+	command.Sent:      commandsv1.CommandState_COMMAND_STATE_SENT,
+	command.Acked:     commandsv1.CommandState_COMMAND_STATE_ACKED,
+	command.Succeeded: commandsv1.CommandState_COMMAND_STATE_SUCCEEDED,
+	command.Failed:    commandsv1.CommandState_COMMAND_STATE_FAILED,
+	command.Expired:   commandsv1.CommandState_COMMAND_STATE_EXPIRED,
+	command.Cancelled: commandsv1.CommandState_COMMAND_STATE_CANCELLED,
 }
 
-func stateFromProto(p commandsv1.CommandState) (lifecycle.State, bool) {
+func stateFromProto(p commandsv1.CommandState) (command.State, bool) {
 	for s, v := range stateToProto {
 		if v == p {
 			return s, true
@@ -277,20 +269,46 @@ func stateFromProto(p commandsv1.CommandState) (lifecycle.State, bool) {
 func commandToProto(c db.Command) (*commandsv1.Command, error) {
 	out := &commandsv1.Command{
 		Id: c.ID.String(), TenantId: c.TenantID.String(), NodeId: c.NodeID.String(), Type: c.Type,
-		State: stateToProto[lifecycle.State(c.State)], IdempotencyKey: c.IdempotencyKey,
+		State: stateToProto[command.State(c.State)], IdempotencyKey: c.IdempotencyKey,
 		DeadlineTime: timestamppb.New(c.Deadline), Attempts: c.Attempts, Error: c.Error,
 		CreateTime: timestamppb.New(c.CreatedAt), SendTime: optionalTime(c.SentAt),
 		AckTime: optionalTime(c.AckedAt), FinishTime: optionalTime(c.FinishedAt),
 		UpdateTime: timestamppb.New(c.UpdatedAt),
 	}
-	var err error
-	if out.Payload, err = jsonStruct(c.Payload); err != nil {
-		return nil, fmt.Errorf("command %s payload: %w", c.ID, err)
+	p, err := command.Decode(c.Type, c.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("command %s: %w", c.ID, err)
+	}
+	if err := command.SetPayload(out, p); err != nil {
+		return nil, fmt.Errorf("command %s: %w", c.ID, err)
 	}
 	if out.Result, err = jsonStruct(c.Result); err != nil {
 		return nil, fmt.Errorf("command %s result: %w", c.ID, err)
 	}
 	return out, nil
+}
+
+// payloadFromRequest returns the type and the stored form of a create's typed payload: exactly
+// one case of its payload oneof, within the bounds of command.Validate (errors name the field,
+// for example "exec.path").
+func payloadFromRequest(req *commandsv1.CreateRequest) (string, []byte, error) {
+	typ, p := command.PayloadOf(req)
+	if typ == "" {
+		return "", nil, apierr.InvalidArgument("payload", "set exactly one command: %s", strings.Join(command.Types(), ", "))
+	}
+	field := string(req.ProtoReflect().WhichOneof(req.ProtoReflect().Descriptor().Oneofs().ByName("payload")).Name())
+	if err := command.Validate(p); err != nil {
+		var fe *command.FieldError
+		if errors.As(err, &fe) {
+			return "", nil, apierr.InvalidArgument(field+"."+fe.Field, "%s", fe.Msg)
+		}
+		return "", nil, apierr.InvalidArgument(field, "%v", err)
+	}
+	b, err := command.Encode(p)
+	if err != nil {
+		return "", nil, apierr.InvalidArgument(field, "%v", err)
+	}
+	return typ, b, nil
 }
 
 // jsonStruct decodes a JSON object column; nil stays nil.

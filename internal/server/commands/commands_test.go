@@ -83,6 +83,7 @@ func finish(t *testing.T, env *servertest.Env, c db.Command) {
 }
 
 func TestGetAndList(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	tenant := tenantOf(t, env, env.AdminKey)
 	n1, n2 := node(t, env, tenant), node(t, env, tenant)
@@ -92,7 +93,7 @@ func TestGetAndList(t *testing.T) {
 		if i%2 == 1 {
 			n = n2
 		}
-		ids = append(ids, command(t, env, tenant, n, `{"argv":["true"]}`).ID.String())
+		ids = append(ids, command(t, env, tenant, n, `{"path":"/bin/true"}`).ID.String())
 	}
 	first, err := db.New(env.Pool).GetCommand(ctx, db.GetCommandParams{TenantID: tenant, ID: uuid.MustParse(ids[0])})
 	if err != nil {
@@ -113,8 +114,8 @@ func TestGetAndList(t *testing.T) {
 		cmd.GetIdempotencyKey() != "key-"+ids[0] {
 		t.Errorf("get = %v", cmd)
 	}
-	if argv := cmd.GetPayload().GetFields()["argv"].GetListValue().GetValues(); len(argv) != 1 || argv[0].GetStringValue() != "true" {
-		t.Errorf("payload = %v", cmd.GetPayload())
+	if p := cmd.GetExec(); p.GetPath() != "/bin/true" || len(p.GetArgs()) != 0 {
+		t.Errorf("payload = %v", p)
 	}
 	if code, ok := cmd.GetResult().GetFields()["exit_code"]; !ok || code.GetNumberValue() != 0 {
 		t.Errorf("result = %v", cmd.GetResult())
@@ -175,6 +176,7 @@ func TestGetAndList(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	tenant := tenantOf(t, env, env.AdminKey)
 	n := node(t, env, tenant)
@@ -234,6 +236,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestPermissions(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	tenant := tenantOf(t, env, env.AdminKey)
 	cmd := command(t, env, tenant, node(t, env, tenant), `{}`)
@@ -265,6 +268,7 @@ func TestPermissions(t *testing.T) {
 }
 
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	root := tenantOf(t, env, env.AdminKey)
 	cmd := command(t, env, root, node(t, env, root), `{}`)

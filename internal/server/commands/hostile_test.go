@@ -6,11 +6,17 @@ import (
 	"strings"
 	"testing"
 
+	"io"
+	"net/http"
+
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	cmdtype "github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
@@ -20,22 +26,67 @@ import (
 // (Invalid UTF-8 cannot travel in a protobuf string; server/hostile_test.go sends it raw.)
 var hostile = []string{"\x00", "a\x00b", "\x01", "\x1b[2J", "\u2028", `"\`, `\u0000`, strings.Repeat("x\"\\", 2000)}
 
-// TestCreateRefusesUnknownTypes: a command type is one of package command's, byte for byte;
-// anything else, hostile or merely unknown, is InvalidArgument naming type and creates nothing.
+// TestCreateRefusesUnknownTypes: a command is one case of the payload oneof, named exactly as
+// package command's types; none, an unknown field (JSON) or an unknown case (binary, where it
+// arrives as an unknown field) is InvalidArgument naming the field and creates nothing.
 func TestCreateRefusesUnknownTypes(t *testing.T) {
 	t.Parallel()
 	env := servertest.New(t)
 	c := client(env, env.AdminKey)
 	n := node(t, env, tenantOf(t, env, env.AdminKey))
-	for _, typ := range append([]string{"", "nope", "Exec", " echo", "echo ", "echo\n", "ec\x00ho", "sleep"}, hostile...) {
-		_, err := c.Create(ctx, &commandsv1.CreateRequest{NodeId: n.String(), Type: typ})
-		if !refusedNaming(err, "type") {
-			t.Errorf("type %.20q: %v, want invalid_argument naming type", typ, err)
+	if _, err := c.Create(ctx, &commandsv1.CreateRequest{NodeId: n.String()}); !refusedNaming(err, "payload") {
+		t.Errorf("no payload: %v, want invalid_argument naming payload", err)
+	}
+	// A case this server does not know (field 99, as a newer client might send).
+	unknown := &commandsv1.CreateRequest{NodeId: n.String()}
+	unknown.ProtoReflect().SetUnknown(protowire.AppendTag(nil, 99, protowire.BytesType))
+	unknown.ProtoReflect().SetUnknown(protowire.AppendBytes(unknown.ProtoReflect().GetUnknown(), nil))
+	if _, err := c.Create(ctx, unknown); !refusedNaming(err, "payload") {
+		t.Errorf("unknown case: %v, want invalid_argument naming payload", err)
+	}
+	for _, typ := range append([]string{"nope", "Exec", "type", "payload", "sleep", "collect_inventory_"}, hostile...) {
+		body, _ := json.Marshal(map[string]any{"nodeId": n.String(), typ: map[string]any{}})
+		hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, env.URL+"/commands/create", strings.NewReader(string(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hreq.Header.Set("Content-Type", "application/json")
+		hreq.Header.Set("X-Better-Compute", "1")
+		hreq.Header.Set("Authorization", "Bearer "+env.AdminKey)
+		res, err := http.DefaultClient.Do(hreq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(msg), "invalid_argument") {
+			t.Errorf("JSON with %.20q: status %d: %s", typ, res.StatusCode, msg)
 		}
 	}
 	for _, typ := range cmdtype.Types() {
-		if _, err := c.Create(ctx, &commandsv1.CreateRequest{NodeId: n.String(), Type: typ}); err != nil {
+		req := &commandsv1.CreateRequest{NodeId: n.String()}
+		p, err := cmdtype.Decode(typ, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch p := p.(type) {
+		case *daemonv1.ExecPayload:
+			p.Path = "/bin/true"
+		case *daemonv1.UpgradePayload:
+			p.Url, p.Sha256 = "https://releases.example.com/bcd", strings.Repeat("0", 64)
+		case *daemonv1.ConfigurePayload:
+			p.Config = &structpb.Struct{}
+		}
+		if err := cmdtype.SetPayload(req, p); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Create(ctx, req)
+		if err != nil {
 			t.Errorf("known type %q: %v", typ, err)
+			continue
+		}
+		if got, _ := cmdtype.PayloadOf(res.GetCommands()[0]); got != typ || res.GetCommands()[0].GetType() != typ {
+			t.Errorf("known type %q came back as %q (type %q)", typ, got, res.GetCommands()[0].GetType())
 		}
 	}
 	list, err := c.List(ctx, &commandsv1.ListRequest{})
@@ -44,43 +95,50 @@ func TestCreateRefusesUnknownTypes(t *testing.T) {
 	}
 }
 
-// TestCreateHostileArgs: hostile strings in a command's payload, as keys and values, are either
-// refused naming the payload (a NUL, which PostgreSQL cannot store) or stored and read back
-// exactly, with valid JSON in the command and in its command.created event.
+// TestCreateHostileArgs: hostile strings in a command's payload, as arguments and as keys and
+// values of an echo's data, are either refused naming the field (a NUL, which PostgreSQL cannot
+// store) or stored and read back exactly, with valid JSON in the command and in its
+// command.created event.
 func TestCreateHostileArgs(t *testing.T) {
 	t.Parallel()
 	env := servertest.New(t)
 	c := client(env, env.AdminKey)
 	n := node(t, env, tenantOf(t, env, env.AdminKey))
 	for i, s := range hostile {
-		payload := &structpb.Struct{Fields: map[string]*structpb.Value{
-			"argv": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewStringValue("/bin/echo"), structpb.NewStringValue(s)}}),
-			s:      structpb.NewStringValue("key"),
-		}}
-		res, err := c.Create(ctx, &commandsv1.CreateRequest{NodeId: n.String(), Type: cmdtype.Exec, Payload: payload, IdempotencyKey: strings.Repeat("k", i+1)})
-		if strings.Contains(s, "\x00") {
-			if !refusedNaming(err, "payload") {
-				t.Errorf("payload with %.20q: %v, want invalid_argument naming payload", s, err)
+		exec := &daemonv1.ExecPayload{Path: "/bin/echo", Args: []string{s}}
+		data := &structpb.Struct{Fields: map[string]*structpb.Value{"arg": structpb.NewStringValue(s), s: structpb.NewStringValue("key")}}
+		reqs := []*commandsv1.CreateRequest{
+			{NodeId: n.String(), Payload: &commandsv1.CreateRequest_Exec{Exec: exec}, IdempotencyKey: "exec" + strings.Repeat("k", i+1)},
+			{NodeId: n.String(), Payload: &commandsv1.CreateRequest_Echo{Echo: &daemonv1.EchoPayload{Data: data}}, IdempotencyKey: "echo" + strings.Repeat("k", i+1)},
+		}
+		for j, req := range reqs {
+			field := []string{"exec.args", "echo.data"}[j]
+			res, err := c.Create(ctx, req)
+			if strings.Contains(s, "\x00") {
+				if !refusedNaming(err, field) {
+					t.Errorf("payload with %.20q: %v, want invalid_argument naming %s", s, err, field)
+				}
+				continue
 			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("payload with %.20q: %v", s, err)
-			continue
-		}
-		got, err := c.Get(ctx, &commandsv1.GetRequest{Id: res.GetCommands()[0].GetId()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p := got.GetCommand().GetPayload(); p.GetFields()["argv"].GetListValue().GetValues()[1].GetStringValue() != s || p.GetFields()[s].GetStringValue() != "key" {
-			t.Errorf("payload with %.20q read back as %.60v", s, p)
-		}
-		if b, err := protojson.Marshal(got); err != nil || !json.Valid(b) {
-			t.Errorf("payload with %.20q: the command is not valid JSON: %v", s, err)
+			if err != nil {
+				t.Errorf("payload with %.20q: %v", s, err)
+				continue
+			}
+			got, err := c.Get(ctx, &commandsv1.GetRequest{Id: res.GetCommands()[0].GetId()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, want := cmdtype.PayloadOf(req)
+			if _, p := cmdtype.PayloadOf(got.GetCommand()); !proto.Equal(p, want) {
+				t.Errorf("payload with %.20q read back as %.60v", s, p)
+			}
+			if b, err := protojson.Marshal(got); err != nil || !json.Valid(b) {
+				t.Errorf("payload with %.20q: the command is not valid JSON: %v", s, err)
+			}
 		}
 	}
 	var bad int
-	if err := env.Pool.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE type = 'command.created' AND payload->>'type' <> 'exec'").Scan(&bad); err != nil || bad != 0 {
+	if err := env.Pool.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE type = 'command.created' AND payload->>'type' NOT IN ('exec', 'echo')").Scan(&bad); err != nil || bad != 0 {
 		t.Errorf("%d command.created events with another type (%v)", bad, err)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/events/v1/eventsv1connect"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/server/page"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
+	"github.com/better-compute/better-compute/internal/webhook"
 )
 
 // Service answers EventsService calls.
@@ -56,7 +56,7 @@ func (s *Service) List(ctx context.Context, req *eventsv1.ListRequest) (*eventsv
 			return nil, fmt.Errorf("event %d: decode data: %w", e.ID, err)
 		}
 		res.Events = append(res.Events, &eventsv1.Event{
-			Id: sinks.EventID(e.ID), TenantId: e.TenantID.String(), Type: e.Type, Subject: e.Subject,
+			Id: webhook.EventID(e.ID), TenantId: e.TenantID.String(), Type: e.Type, Subject: e.Subject,
 			Data: data, CreateTime: timestamppb.New(e.CreatedAt),
 		})
 	}

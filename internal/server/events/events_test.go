@@ -1,7 +1,6 @@
 package events_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -18,7 +17,8 @@ import (
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 func TestList(t *testing.T) {
-	ctx := context.Background()
+	t.Parallel()
+	ctx := t.Context()
 	env := servertest.New(t)
 	me, err := env.IAM(env.AdminKey).WhoAmI(ctx, &iamv1.WhoAmIRequest{})
 	if err != nil {

@@ -14,30 +14,11 @@ import (
 	"github.com/better-compute/better-compute/internal/auth"
 )
 
-// RootTenantName names the tenant created at first start; its principals operate the deployment.
-const RootTenantName = "root"
-
-// EnsureRootTenant creates the root tenant if the deployment has none, and returns it. Several
-// processes may call it at once.
-func EnsureRootTenant(ctx context.Context, pool *pgxpool.Pool) (db.Tenant, error) {
-	q := db.New(pool)
-	if err := q.EnsureRootTenant(ctx, db.EnsureRootTenantParams{
-		ID: uuid.Must(uuid.NewV7()), Name: RootTenantName, DisplayName: "Root",
-	}); err != nil {
-		return db.Tenant{}, fmt.Errorf("create root tenant: %w", err)
-	}
-	t, err := q.GetRootTenant(ctx)
-	if err != nil {
-		return db.Tenant{}, fmt.Errorf("read root tenant: %w", err)
-	}
-	return t, nil
-}
-
 // MintAdminKey returns a new API key for the root tenant's service account name, creating the
 // account with the owner role if it does not exist: how an operator gets the first credential
 // (`dev` prints one). The key's creation is recorded in the audit log.
 func MintAdminKey(ctx context.Context, pool *pgxpool.Pool, name string) (auth.Key, error) {
-	root, err := EnsureRootTenant(ctx, pool)
+	root, err := auth.EnsureRootTenant(ctx, pool)
 	if err != nil {
 		return auth.Key{}, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/server/admission"
 	"github.com/better-compute/better-compute/internal/server/nodes"
@@ -97,7 +98,7 @@ func (s *Service) CreateTenant(ctx context.Context, req *iamv1.CreateTenantReque
 			return nil, err
 		}
 		tx.Target("tenant", t.ID)
-		if err := tx.Emit(p.TenantID, "tenant.created", "tenant/"+t.ID.String(), map[string]string{"id": t.ID.String(), "name": t.Name}); err != nil {
+		if err := tx.Emit(p.TenantID, event.TenantCreated{TenantRef: event.TenantRef{ID: t.ID, Name: t.Name}}); err != nil {
 			return nil, err
 		}
 		return &iamv1.CreateTenantResponse{Tenant: tenantToProto(t), Owner: principalToProto(owner), OwnerApiKey: key.String()}, nil

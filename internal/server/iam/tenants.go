@@ -11,9 +11,10 @@ import (
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/capacity"
+	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/server/admission"
-	nodework "github.com/better-compute/better-compute/internal/workers/nodecontrol"
-	"github.com/better-compute/better-compute/internal/workers/placer"
 )
 
 // tenantDeletedReason is why a forced deletion ends a tenant's leases.
@@ -61,11 +62,12 @@ func (s *Service) setSuspended(ctx context.Context, req proto.Message, rawID str
 		if t, err = tx.Q.SetTenantSuspended(ctx, db.SetTenantSuspendedParams{ID: id, Suspended: suspended}); err != nil {
 			return nil, fmt.Errorf("set tenant %s suspended=%v: %w", id, suspended, err)
 		}
-		event := "tenant.resumed"
+		ref := event.TenantRef{ID: id, Name: t.Name}
+		var ev event.Event = event.TenantResumed{TenantRef: ref}
 		if suspended {
-			event = "tenant.suspended"
+			ev = event.TenantSuspended{TenantRef: ref}
 		}
-		if err := tx.Emit(p.TenantID, event, "tenant/"+id.String(), map[string]string{"id": id.String(), "name": t.Name}); err != nil {
+		if err := tx.Emit(p.TenantID, ev); err != nil {
 			return nil, err
 		}
 		return tenantToProto(t), nil
@@ -123,9 +125,9 @@ func (s *Service) DeleteTenant(ctx context.Context, req *iamv1.DeleteTenantReque
 		if t, err = tx.Q.TombstoneTenant(ctx, id); err != nil {
 			return nil, fmt.Errorf("tombstone tenant %s: %w", id, err)
 		}
-		if err := tx.Emit(p.TenantID, "tenant.deleted", "tenant/"+id.String(), map[string]any{
-			"id": id.String(), "name": t.Name, "revoked_api_keys": res.RevokedApiKeys,
-			"revoked_nodes": res.RevokedNodes, "ended_leases": res.EndedLeases,
+		if err := tx.Emit(p.TenantID, event.TenantDeleted{
+			TenantRef: event.TenantRef{ID: id, Name: t.Name}, RevokedApiKeys: res.RevokedApiKeys,
+			RevokedNodes: res.RevokedNodes, EndedLeases: res.EndedLeases,
 		}); err != nil {
 			return nil, err
 		}
@@ -151,12 +153,12 @@ func (s *Service) revokeTenantNodes(ctx context.Context, tx *admission.Tx, tenan
 	ids := make([]uuid.UUID, len(rows))
 	for i, n := range rows {
 		ids[i] = n.ID
-		if err := tx.Emit(tenant, "node.revoked", "node/"+n.ID.String(), map[string]string{"id": n.ID.String(), "hostname": n.Hostname}); err != nil {
+		if err := tx.Emit(tenant, event.NodeRevoked{ID: n.ID, Hostname: n.Hostname}); err != nil {
 			return nil, err
 		}
 	}
 	if len(ids) > 0 {
-		if err := nodework.Enqueue(ctx, tx.Q, nodework.KindLifecycle, ids...); err != nil {
+		if err := fleet.Enqueue(ctx, tx.Q, fleet.KindLifecycle, ids...); err != nil {
 			return nil, err
 		}
 	}
@@ -166,14 +168,14 @@ func (s *Service) revokeTenantNodes(ctx context.Context, tx *admission.Tx, tenan
 // endTenantLeases ends a deleted tenant's active leases as failed, freeing and metering what
 // they held, with a lease.failed event each.
 func endTenantLeases(ctx context.Context, tx *admission.Tx, tenant uuid.UUID, ids []uuid.UUID) (int64, error) {
-	rows, err := placer.End(ctx, tx.Q, ids, placer.StateFailed, tenantDeletedReason, nil)
+	rows, err := capacity.EndLeases(ctx, tx.Q, ids, capacity.LeaseFailed, tenantDeletedReason, nil)
 	if err != nil {
 		return 0, fmt.Errorf("end leases of tenant %s: %w", tenant, err)
 	}
 	for _, r := range rows {
-		if err := tx.Emit(tenant, placer.EventFailed, placer.Subject(r.ID), placer.EventData{
-			ID: r.ID.String(), PoolID: r.PoolID.String(), State: placer.StateFailed, Reason: tenantDeletedReason, EndTime: r.EndedAt,
-		}); err != nil {
+		if err := tx.Emit(tenant, event.LeaseFailed{LeaseChange: event.LeaseChange{
+			ID: r.ID, PoolID: r.PoolID, State: string(capacity.LeaseFailed), Reason: tenantDeletedReason, EndTime: r.EndedAt,
+		}}); err != nil {
 			return 0, err
 		}
 	}

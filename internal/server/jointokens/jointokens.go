@@ -20,9 +20,9 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/server/admission"
-	"github.com/better-compute/better-compute/internal/server/nodes"
 	"github.com/better-compute/better-compute/internal/server/page"
 )
 
@@ -59,7 +59,7 @@ func (s *Service) Create(ctx context.Context, req *jointokensv1.CreateRequest) (
 	if p := req.GetPool(); p != "" && !poolName.MatchString(p) {
 		return nil, apierr.InvalidArgument("pool", "must be empty or 1 to 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit")
 	}
-	if err := nodes.ValidateLabels("labels", req.GetLabels()); err != nil {
+	if err := fleet.ValidateLabels("labels", req.GetLabels()); err != nil {
 		return nil, err
 	}
 	maxUses := req.GetMaxUses()
@@ -91,7 +91,7 @@ func (s *Service) Create(ctx context.Context, req *jointokensv1.CreateRequest) (
 		key := auth.NewJoinToken()
 		t, err := tx.Q.CreateJoinToken(ctx, db.CreateJoinTokenParams{
 			ID: key.ID, TenantID: p.TenantID, Description: req.GetDescription(), Pool: req.GetPool(),
-			Labels: nodes.EncodeLabels(req.GetLabels()), SecretHash: key.Hash(), MaxUses: maxUses, ExpiresAt: expires,
+			Labels: fleet.EncodeLabels(req.GetLabels()), SecretHash: key.Hash(), MaxUses: maxUses, ExpiresAt: expires,
 		})
 		if err != nil {
 			return nil, err
@@ -153,7 +153,7 @@ func (s *Service) Revoke(ctx context.Context, req *jointokensv1.RevokeRequest) (
 
 // toProto describes a token, never its secret.
 func toProto(t db.JoinToken, now time.Time) (*jointokensv1.JoinToken, error) {
-	labels, err := nodes.DecodeLabels(t.Labels)
+	labels, err := fleet.DecodeLabels(t.Labels)
 	if err != nil {
 		return nil, err
 	}

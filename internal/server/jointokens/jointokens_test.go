@@ -50,6 +50,7 @@ func countTokens(t *testing.T, env *servertest.Env) int {
 }
 
 func TestCreateListRevoke(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	c := client(env, env.AdminKey)
 
@@ -163,6 +164,7 @@ func TestCreateListRevoke(t *testing.T) {
 }
 
 func TestExpiredTokenIsShownExpired(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	who, err := env.IAM(env.AdminKey).WhoAmI(ctx, &iamv1.WhoAmIRequest{})
 	if err != nil {
@@ -185,6 +187,7 @@ func TestExpiredTokenIsShownExpired(t *testing.T) {
 }
 
 func TestBadInputNamesTheFieldAndCreatesNothing(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	c := client(env, env.AdminKey)
 	long := strings.Repeat("a", 64)
@@ -209,6 +212,7 @@ func TestBadInputNamesTheFieldAndCreatesNothing(t *testing.T) {
 		{"long description", "description", &jointokensv1.CreateRequest{Description: strings.Repeat("x", 257)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := c.Create(ctx, tc.req)
 			wantCode(t, err, connect.CodeInvalidArgument)
 			var cerr *connect.Error
@@ -231,6 +235,7 @@ func TestBadInputNamesTheFieldAndCreatesNothing(t *testing.T) {
 }
 
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	other, err := env.IAM(env.AdminKey).CreateTenant(ctx, &iamv1.CreateTenantRequest{Name: "other"})
 	if err != nil {
@@ -260,6 +265,7 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 func TestPermissions(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	iam := env.IAM(env.AdminKey)
 	p, err := iam.CreatePrincipal(ctx, &iamv1.CreatePrincipalRequest{Kind: iamv1.PrincipalKind_PRINCIPAL_KIND_SERVICE_ACCOUNT, Name: "viewer"})
@@ -284,6 +290,7 @@ func TestPermissions(t *testing.T) {
 }
 
 func TestIdempotentCreateReturnsTheSameToken(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	c := client(env, env.AdminKey)
 	expiry := timestamppb.New(time.Now().Add(2 * time.Hour))
@@ -311,6 +318,7 @@ func TestIdempotentCreateReturnsTheSameToken(t *testing.T) {
 }
 
 func TestPagination(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	c := client(env, env.AdminKey)
 	for range 5 {

@@ -1,6 +1,6 @@
 // Package leases implements bettercompute.leases.v1.LeasesService: leases of capacity from
-// the pools of the caller's tenant (called pool leases in the code, to tell them from the
-// workers' leases). leases/create admits a lease in one transaction: the pool's members must be
+// the pools of the caller's tenant (called pool leases in the code, after their table,
+// pool_leases). leases/create admits a lease in one transaction: the pool's members must be
 // able to hold it at all, and the tenant's pending and running leases in the pool must stay
 // within its quota; the placer (workers/placer) then binds it to nodes and devices. Other
 // tenants' leases are simply not found.
@@ -26,10 +26,11 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1/leasesv1connect"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/capacity"
+	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/server/admission"
 	"github.com/better-compute/better-compute/internal/server/page"
-	"github.com/better-compute/better-compute/internal/workers/placer"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
 )
 
 // Limits of a lease.
@@ -62,19 +63,19 @@ func New(pool *pgxpool.Pool, admit *admission.Admitter, waker Waker) *Service {
 // pool's one queue row until its commit. A lost poke only delays placement until the placer's
 // resync.
 func (s *Service) poke(ctx context.Context, poolID uuid.UUID) {
-	if err := reconcile.Enqueue(context.WithoutCancel(ctx), db.New(s.pool), placer.Kind, poolID.String()); err != nil {
+	if err := capacity.EnqueuePlacer(context.WithoutCancel(ctx), db.New(s.pool), poolID); err != nil {
 		return // the resync finds the pool
 	}
 	if s.waker != nil {
-		s.waker.Wake(placer.Kind)
+		s.waker.Wake(capacity.PlacerKind)
 	}
 }
 
-func validateTolerations(in []*leasesv1.Toleration) ([]placer.Toleration, error) {
+func validateTolerations(in []*leasesv1.Toleration) ([]fleet.Toleration, error) {
 	if len(in) > maxTolerations {
 		return nil, apierr.InvalidArgument("tolerations", "at most %d", maxTolerations)
 	}
-	out := make([]placer.Toleration, 0, len(in))
+	out := make([]fleet.Toleration, 0, len(in))
 	for i, t := range in {
 		field := fmt.Sprintf("tolerations[%d]", i)
 		switch t.GetOperator() {
@@ -97,7 +98,7 @@ func validateTolerations(in []*leasesv1.Toleration) ([]placer.Toleration, error)
 		if len(t.GetKey()) > maxTaintPart || len(t.GetValue()) > maxTaintPart {
 			return nil, apierr.InvalidArgument(field, "key and value must be at most %d characters", maxTaintPart)
 		}
-		out = append(out, placer.Toleration{Key: t.GetKey(), Operator: t.GetOperator(), Value: t.GetValue(), Effect: t.GetEffect()})
+		out = append(out, fleet.Toleration{Key: t.GetKey(), Operator: t.GetOperator(), Value: t.GetValue(), Effect: t.GetEffect()})
 	}
 	return out, nil
 }
@@ -180,9 +181,9 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 			return nil, err
 		}
 		tx.Target("lease", id)
-		if err := tx.Emit(p.TenantID, placer.EventCreated, placer.Subject(id), placer.EventData{
-			ID: id.String(), PoolID: poolID.String(), State: placer.StatePending,
-		}); err != nil {
+		if err := tx.Emit(p.TenantID, event.LeaseCreated{LeaseChange: event.LeaseChange{
+			ID: id, PoolID: poolID, State: string(capacity.LeasePending),
+		}}); err != nil {
 			return nil, err
 		}
 		return &leasesv1.CreateResponse{Lease: toProto(row, nil)}, nil
@@ -367,7 +368,7 @@ func (s *Service) Extend(ctx context.Context, req *leasesv1.ExtendRequest) (*lea
 			return nil, apierr.NotFoundIfNoRows(err, "lease %s not found", id)
 		}
 		switch l.State {
-		case placer.StateReleased, placer.StateExpired, placer.StateFailed:
+		case capacity.LeaseReleased, capacity.LeaseExpired, capacity.LeaseFailed:
 			return nil, apierr.FailedPrecondition("lease %s has ended (%s)", id, l.State)
 		}
 		if time.Duration(l.DurationMs)*time.Millisecond+by > MaxDuration {
@@ -397,9 +398,9 @@ func (s *Service) Extend(ctx context.Context, req *leasesv1.ExtendRequest) (*lea
 		if err != nil {
 			return nil, apierr.NotFoundIfNoRows(err, "lease %s not found", id)
 		}
-		if err := tx.Emit(p.TenantID, placer.EventExtended, placer.Subject(id), placer.EventData{
-			ID: id.String(), PoolID: row.PoolID.String(), State: row.State, EndTime: row.EndsAt,
-		}); err != nil {
+		if err := tx.Emit(p.TenantID, event.LeaseExtended{LeaseChange: event.LeaseChange{
+			ID: id, PoolID: row.PoolID, State: string(row.State), EndTime: row.EndsAt,
+		}}); err != nil {
 			return nil, err
 		}
 		out, err := describe(ctx, tx.Q, []db.PoolLease{row})
@@ -425,14 +426,14 @@ func (s *Service) Release(ctx context.Context, req *leasesv1.ReleaseRequest) (*l
 			return nil, apierr.NotFoundIfNoRows(err, "lease %s not found", id)
 		}
 		poolID = l.PoolID
-		rows, err := placer.End(ctx, tx.Q, []uuid.UUID{id}, placer.StateReleased, "released by "+p.Name, nil)
+		rows, err := capacity.EndLeases(ctx, tx.Q, []uuid.UUID{id}, capacity.LeaseReleased, "released by "+p.Name, nil)
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range rows {
-			if err := tx.Emit(p.TenantID, placer.EventReleased, placer.Subject(id), placer.EventData{
-				ID: id.String(), PoolID: r.PoolID.String(), State: placer.StateReleased, PreviousState: l.State, EndTime: r.EndedAt,
-			}); err != nil {
+			if err := tx.Emit(p.TenantID, event.LeaseReleased{LeaseChange: event.LeaseChange{
+				ID: id, PoolID: r.PoolID, State: string(capacity.LeaseReleased), PreviousState: string(l.State), EndTime: r.EndedAt,
+			}}); err != nil {
 				return nil, err
 			}
 		}
@@ -452,16 +453,16 @@ func (s *Service) Release(ctx context.Context, req *leasesv1.ReleaseRequest) (*l
 	return res, nil
 }
 
-var stateNames = map[leasesv1.LeaseState]string{
-	leasesv1.LeaseState_LEASE_STATE_PENDING:  placer.StatePending,
-	leasesv1.LeaseState_LEASE_STATE_PLACED:   placer.StatePlaced,
-	leasesv1.LeaseState_LEASE_STATE_AT_RISK:  placer.StateAtRisk,
-	leasesv1.LeaseState_LEASE_STATE_RELEASED: placer.StateReleased,
-	leasesv1.LeaseState_LEASE_STATE_EXPIRED:  placer.StateExpired,
-	leasesv1.LeaseState_LEASE_STATE_FAILED:   placer.StateFailed,
+var stateNames = map[leasesv1.LeaseState]capacity.LeaseState{
+	leasesv1.LeaseState_LEASE_STATE_PENDING:  capacity.LeasePending,
+	leasesv1.LeaseState_LEASE_STATE_PLACED:   capacity.LeasePlaced,
+	leasesv1.LeaseState_LEASE_STATE_AT_RISK:  capacity.LeaseAtRisk,
+	leasesv1.LeaseState_LEASE_STATE_RELEASED: capacity.LeaseReleased,
+	leasesv1.LeaseState_LEASE_STATE_EXPIRED:  capacity.LeaseExpired,
+	leasesv1.LeaseState_LEASE_STATE_FAILED:   capacity.LeaseFailed,
 }
 
-func stateToProto(s string) leasesv1.LeaseState {
+func stateToProto(s capacity.LeaseState) leasesv1.LeaseState {
 	for k, v := range stateNames {
 		if v == s {
 			return k
@@ -528,15 +529,15 @@ func toProto(l db.PoolLease, allocs []db.PoolLeaseAllocationsRow) *leasesv1.Leas
 	return out
 }
 
-func encodeTolerations(tols []placer.Toleration) ([]byte, error) {
+func encodeTolerations(tols []fleet.Toleration) ([]byte, error) {
 	if len(tols) == 0 {
 		return []byte("[]"), nil
 	}
 	return json.Marshal(tols)
 }
 
-func decodeTolerations(b []byte) []placer.Toleration {
-	var out []placer.Toleration
+func decodeTolerations(b []byte) []fleet.Toleration {
+	var out []fleet.Toleration
 	_ = json.Unmarshal(b, &out) // written by encodeTolerations
 	return out
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
-	nodework "github.com/better-compute/better-compute/internal/workers/nodecontrol"
+	"github.com/better-compute/better-compute/internal/fleet"
 )
 
 func optionalTime(t *time.Time) *timestamppb.Timestamp {
@@ -23,13 +23,13 @@ func optionalTime(t *time.Time) *timestamppb.Timestamp {
 
 // nodeToProto describes a node row joined with its session; the inventory only when asked.
 func nodeToProto(n db.ListNodesRow, withInventory bool) (*nodesv1.Node, error) {
-	labels, err := DecodeLabels(n.Labels)
+	labels, err := fleet.DecodeLabels(n.Labels)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.ID, err)
 	}
 	out := &nodesv1.Node{
 		Id: n.ID.String(), TenantId: n.TenantID.String(), Hostname: n.Hostname, Pool: n.Pool,
-		Labels: labels, State: n.State, DaemonVersion: n.DaemonVersion,
+		Labels: labels, State: string(n.State), DaemonVersion: n.DaemonVersion,
 		LastSeenTime: optionalTime(n.LastSeenAt), CertExpireTime: optionalTime(n.CertNotAfter),
 		Revoked: n.RevokedAt != nil, RevokeTime: optionalTime(n.RevokedAt),
 		CreateTime: timestamppb.New(n.CreatedAt), UpdateTime: timestamppb.New(n.UpdatedAt),
@@ -46,19 +46,19 @@ func nodeToProto(n db.ListNodesRow, withInventory bool) (*nodesv1.Node, error) {
 	out.OnlineChangeTime = optionalTime(n.OnlineChangedAt)
 	out.StateChangeTime = optionalTime(n.StateChangedAt)
 	out.SpecGeneration, out.ObservedGeneration = n.SpecGeneration, n.ObservedGeneration
-	taints, err := nodework.DecodeTaints(n.Taints)
+	taints, err := fleet.DecodeTaints(n.Taints)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.ID, err)
 	}
 	out.Taints = taintsToProto(taints)
-	spec, err := nodework.DecodeSpec(n.Spec)
+	spec, err := fleet.DecodeSpec(n.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.ID, err)
 	}
 	if out.Spec, err = specToProto(spec); err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.ID, err)
 	}
-	conditions, err := nodework.DecodeConditions(n.Conditions)
+	conditions, err := fleet.DecodeConditions(n.Conditions)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.ID, err)
 	}

@@ -14,18 +14,20 @@ import (
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/command"
+	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/server/admission"
-	nodework "github.com/better-compute/better-compute/internal/workers/nodecontrol"
 )
 
 // transition is a lifecycle change the API makes.
 type transition struct {
-	to string
+	to fleet.State
 	// from are the states it leaves; in to itself (and same) it changes nothing.
-	from []string
-	same []string
+	from []fleet.State
+	same []fleet.State
 	// event is emitted when the state changes.
-	event string
+	event func(event.NodeTransition) event.Event
 	// rule is said when the node is in a state it cannot leave this way.
 	rule string
 	// revokes also revokes the node's identity (as nodes/revoke does): a retired node's
@@ -35,20 +37,25 @@ type transition struct {
 
 var (
 	cordon = transition{
-		to: nodework.StateCordoned, from: []string{nodework.StateJoining, nodework.StateReady},
-		event: "node.cordoned", rule: "only joining and ready nodes can be cordoned",
+		to: fleet.StateCordoned, from: []fleet.State{fleet.StateJoining, fleet.StateReady},
+		event: func(p event.NodeTransition) event.Event { return event.NodeCordoned{NodeTransition: p} },
+		rule:  "only joining and ready nodes can be cordoned",
 	}
 	uncordon = transition{
-		to: nodework.StateReady, from: []string{nodework.StateCordoned, nodework.StateDraining, nodework.StateDrained},
-		event: "node.uncordoned", rule: "only cordoned, draining and drained nodes can be uncordoned",
+		to: fleet.StateReady, from: []fleet.State{fleet.StateCordoned, fleet.StateDraining, fleet.StateDrained},
+		event: func(p event.NodeTransition) event.Event { return event.NodeUncordoned{NodeTransition: p} },
+		rule:  "only cordoned, draining and drained nodes can be uncordoned",
 	}
 	drain = transition{
-		to: nodework.StateDraining, from: []string{nodework.StateJoining, nodework.StateReady, nodework.StateCordoned},
-		same: []string{nodework.StateDrained}, event: "node.draining", rule: "only joining, ready and cordoned nodes can be drained",
+		to: fleet.StateDraining, from: []fleet.State{fleet.StateJoining, fleet.StateReady, fleet.StateCordoned},
+		same:  []fleet.State{fleet.StateDrained},
+		event: func(p event.NodeTransition) event.Event { return event.NodeDraining{NodeTransition: p} },
+		rule:  "only joining, ready and cordoned nodes can be drained",
 	}
 	retire = transition{
-		to: nodework.StateRetired, from: []string{nodework.StateDrained},
-		event: "node.retired", rule: "only drained nodes can be retired; drain it first", revokes: true,
+		to: fleet.StateRetired, from: []fleet.State{fleet.StateDrained},
+		event: func(p event.NodeTransition) event.Event { return event.NodeRetired{NodeTransition: p} },
+		rule:  "only drained nodes can be retired; drain it first", revokes: true,
 	}
 )
 
@@ -94,26 +101,30 @@ func transit[Res proto.Message](ctx context.Context, s *Service, req proto.Messa
 			if !slices.Contains(t.from, n.State) {
 				return zero, apierr.FailedPrecondition("node %s is %s: %s", id, n.State, t.rule)
 			}
-			moved, err := tx.Q.SetNodeState(ctx, db.SetNodeStateParams{TenantID: p.TenantID, ID: id, State: t.to, FromStates: t.from})
+			from := make([]string, len(t.from)) // as text: see SetNodeState
+			for i, s := range t.from {
+				from[i] = string(s)
+			}
+			moved, err := tx.Q.SetNodeState(ctx, db.SetNodeStateParams{TenantID: p.TenantID, ID: id, State: t.to, FromStates: from})
 			if err != nil {
 				return zero, fmt.Errorf("move node %s to %s: %w", id, t.to, err)
 			}
 			// A daemon told to drain keeps refusing work until it is told otherwise.
-			if t.to == nodework.StateReady && (n.State == nodework.StateDraining || n.State == nodework.StateDrained) {
+			if t.to == fleet.StateReady && (n.State == fleet.StateDraining || n.State == fleet.StateDrained) {
 				if _, err := tx.Q.CreateCommand(ctx, db.CreateCommandParams{
-					ID: uuid.Must(uuid.NewV7()), TenantID: p.TenantID, NodeID: id, Type: nodework.CommandUndrain,
+					ID: uuid.Must(uuid.NewV7()), TenantID: p.TenantID, NodeID: id, Type: command.Undrain,
 					Payload: []byte("{}"), IdempotencyKey: fmt.Sprintf("undrain-%d", moved.StateGeneration),
 					Deadline: time.Now().Add(10 * time.Minute),
 				}); err != nil {
 					return zero, fmt.Errorf("tell node %s to undrain: %w", id, err)
 				}
 			}
-			if err := tx.Emit(p.TenantID, t.event, "node/"+id.String(), map[string]string{
-				"id": id.String(), "hostname": n.Hostname, "from": n.State, "to": t.to,
-			}); err != nil {
+			if err := tx.Emit(p.TenantID, t.event(event.NodeTransition{
+				ID: id, Hostname: n.Hostname, From: string(n.State), To: string(t.to),
+			})); err != nil {
 				return zero, err
 			}
-			if err := nodework.Enqueue(ctx, tx.Q, nodework.KindLifecycle, id); err != nil {
+			if err := fleet.Enqueue(ctx, tx.Q, fleet.KindLifecycle, id); err != nil {
 				return zero, err
 			}
 			changed = true
@@ -123,12 +134,11 @@ func transit[Res proto.Message](ctx context.Context, s *Service, req proto.Messa
 			if _, err := tx.Q.RevokeNode(ctx, db.RevokeNodeParams{TenantID: p.TenantID, ID: id}); err != nil {
 				return zero, fmt.Errorf("revoke retired node %s: %w", id, err)
 			}
-			if err := tx.Emit(p.TenantID, "node.revoked", "node/"+id.String(),
-				map[string]string{"id": id.String(), "hostname": n.Hostname}); err != nil {
+			if err := tx.Emit(p.TenantID, event.NodeRevoked{ID: id, Hostname: n.Hostname}); err != nil {
 				return zero, err
 			}
 			if !changed {
-				if err := nodework.Enqueue(ctx, tx.Q, nodework.KindLifecycle, id); err != nil {
+				if err := fleet.Enqueue(ctx, tx.Q, fleet.KindLifecycle, id); err != nil {
 					return zero, err
 				}
 				changed = true
@@ -144,7 +154,7 @@ func transit[Res proto.Message](ctx context.Context, s *Service, req proto.Messa
 		return zero, err
 	}
 	if changed {
-		s.wakeKind(nodework.KindLifecycle)
+		s.wakeKind(fleet.KindLifecycle)
 	}
 	if t.revokes && s.notifier != nil {
 		// Also when nothing changed: a session that outlived a lost notification ends now.
@@ -159,11 +169,11 @@ func (s *Service) Label(ctx context.Context, req *nodesv1.LabelRequest) (*nodesv
 	if err != nil {
 		return nil, err
 	}
-	if err := ValidateLabels("set", req.GetSet()); err != nil {
+	if err := fleet.ValidateLabels("set", req.GetSet()); err != nil {
 		return nil, err
 	}
 	for _, k := range req.GetRemove() {
-		if !labelKey.MatchString(k) {
+		if !fleet.ValidLabelKey(k) {
 			return nil, apierr.InvalidArgument("remove", "key %q must be 1 to 63 letters, digits, '-', '_', '.' and '/', starting and ending with a letter or digit", k)
 		}
 		if _, ok := req.GetSet()[k]; ok {
@@ -192,23 +202,23 @@ func (s *Service) Label(ctx context.Context, req *nodesv1.LabelRequest) (*nodesv
 		if err != nil {
 			return nil, apierr.NotFoundIfNoRows(err, "node %s not found", id)
 		}
-		have, err := DecodeLabels(n.Labels)
+		have, err := fleet.DecodeLabels(n.Labels)
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", id, err)
 		}
 		labels := edit(have)
-		if err := ValidateLabels("set", labels); err != nil {
+		if err := fleet.ValidateLabels("set", labels); err != nil {
 			return nil, err
 		}
 		if !maps.Equal(have, labels) {
-			if err := tx.Q.SetNodeLabels(ctx, db.SetNodeLabelsParams{TenantID: p.TenantID, ID: id, Labels: EncodeLabels(labels)}); err != nil {
+			if err := tx.Q.SetNodeLabels(ctx, db.SetNodeLabelsParams{TenantID: p.TenantID, ID: id, Labels: fleet.EncodeLabels(labels)}); err != nil {
 				return nil, fmt.Errorf("label node %s: %w", id, err)
 			}
-			if err := tx.Emit(p.TenantID, "node.labeled", "node/"+id.String(), map[string]any{"id": id.String(), "labels": labels}); err != nil {
+			if err := tx.Emit(p.TenantID, event.NodeLabeled{ID: id, Labels: labels}); err != nil {
 				return nil, err
 			}
 		}
-		spec, err := nodework.DecodeSpec(n.Spec)
+		spec, err := fleet.DecodeSpec(n.Spec)
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", id, err)
 		}
@@ -228,7 +238,7 @@ func (s *Service) Label(ctx context.Context, req *nodesv1.LabelRequest) (*nodesv
 		return nil, err
 	}
 	if specChanged {
-		s.wakeKind(nodework.KindSpec)
+		s.wakeKind(fleet.KindSpec)
 	}
 	return res, nil
 }

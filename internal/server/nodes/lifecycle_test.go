@@ -18,8 +18,8 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/server/servertest"
-	nodework "github.com/better-compute/better-compute/internal/workers/nodecontrol"
 )
 
 func countEvents(t *testing.T, pool *pgxpool.Pool, typ string, node uuid.UUID) int {
@@ -49,6 +49,7 @@ func wantPrecondition(t *testing.T, err error, state string) {
 }
 
 func TestLifecycleTransitions(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	tenant := tenantOf(t, env, env.AdminKey)
 	id := insertNode(t, env.Pool, tenant, "a", `{}`)
@@ -63,7 +64,7 @@ func TestLifecycleTransitions(t *testing.T) {
 	if n := res.GetNode(); n.GetState() != "cordoned" || n.GetStateChangeTime() == nil {
 		t.Fatalf("cordoned node %v", n)
 	}
-	if !queued(t, env.Pool, nodework.KindLifecycle, id) {
+	if !queued(t, env.Pool, fleet.KindLifecycle, id) {
 		t.Error("cordon did not enqueue the node's lifecycle")
 	}
 	if _, err := c.Cordon(ctx, req); err != nil {
@@ -148,6 +149,7 @@ func TestLifecycleTransitions(t *testing.T) {
 }
 
 func TestLifecyclePermissions(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	tenant := tenantOf(t, env, env.AdminKey)
 	id := insertNode(t, env.Pool, tenant, "a", `{}`)
@@ -187,6 +189,7 @@ func TestLifecyclePermissions(t *testing.T) {
 }
 
 func TestLabel(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	tenant := tenantOf(t, env, env.AdminKey)
 	id := insertNode(t, env.Pool, tenant, "a", `{"zone": "eu-1", "gpu": "a100"}`)
@@ -245,6 +248,7 @@ func TestLabel(t *testing.T) {
 }
 
 func TestUpdateSpec(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	tenant := tenantOf(t, env, env.AdminKey)
 	id := insertNode(t, env.Pool, tenant, "a", `{}`)
@@ -262,6 +266,8 @@ func TestUpdateSpec(t *testing.T) {
 		Labels:        &nodesv1.LabelSet{},
 		Taints:        []*nodesv1.Taint{{Key: "dedicated", Value: "ml", Effect: "NoSchedule"}, {Key: "maintenance", Effect: "NoExecute"}},
 		DaemonVersion: "2.1.0",
+		DaemonUrl:     "https://releases.example.com/bcd-2.1.0",
+		DaemonSha256:  "abababababababababababababababababababababababababababababababab",
 		Config:        config,
 	}
 	res, err := c.UpdateSpec(ctx, &nodesv1.UpdateSpecRequest{Id: id.String(), Spec: spec, ExpectedGeneration: 1})
@@ -270,11 +276,12 @@ func TestUpdateSpec(t *testing.T) {
 	}
 	n := res.GetNode()
 	if n.GetSpecGeneration() != 2 || n.GetSpec().GetDaemonVersion() != "2.1.0" || len(n.GetSpec().GetTaints()) != 2 ||
+		n.GetSpec().GetDaemonUrl() != "https://releases.example.com/bcd-2.1.0" || n.GetSpec().GetDaemonSha256() != "abababababababababababababababababababababababababababababababab" ||
 		n.GetSpec().GetLabels() == nil || len(n.GetSpec().GetLabels().GetValues()) != 0 ||
 		n.GetSpec().GetConfig().GetFields()["limits"].GetStructValue().GetFields()["pids"].GetNumberValue() != 4096 {
 		t.Fatalf("updated spec %v at generation %d", n.GetSpec(), n.GetSpecGeneration())
 	}
-	if !queued(t, env.Pool, nodework.KindSpec, id) {
+	if !queued(t, env.Pool, fleet.KindSpec, id) {
 		t.Error("the spec update did not enqueue the NodeSpec reconciler")
 	}
 	// The same spec again changes nothing.
@@ -299,6 +306,11 @@ func TestUpdateSpec(t *testing.T) {
 		{&nodesv1.NodeSpec{Taints: []*nodesv1.Taint{{Key: "a", Value: "b c", Effect: "NoSchedule"}}}, "spec.taints[0].value"},
 		{&nodesv1.NodeSpec{Taints: []*nodesv1.Taint{{Key: "a", Effect: "NoSchedule"}, {Key: "a", Value: "x", Effect: "NoSchedule"}}}, "spec.taints[1]"},
 		{&nodesv1.NodeSpec{DaemonVersion: "1.0 beta"}, "spec.daemon_version"},
+		{&nodesv1.NodeSpec{DaemonVersion: "1.0", DaemonSha256: "abababababababababababababababababababababababababababababababab"}, "spec.daemon_url"},
+		{&nodesv1.NodeSpec{DaemonVersion: "1.0", DaemonUrl: "ftp://x/bcd", DaemonSha256: "abababababababababababababababababababababababababababababababab"}, "spec.daemon_url"},
+		{&nodesv1.NodeSpec{DaemonVersion: "1.0", DaemonUrl: "https://x/bcd", DaemonSha256: "abc"}, "spec.daemon_sha256"},
+		{&nodesv1.NodeSpec{DaemonUrl: "https://x/bcd"}, "spec.daemon_url"},
+		{&nodesv1.NodeSpec{DaemonSha256: "abababababababababababababababababababababababababababababababab"}, "spec.daemon_sha256"},
 	} {
 		_, err := c.UpdateSpec(ctx, &nodesv1.UpdateSpecRequest{Id: id.String(), Spec: tc.spec})
 		wantCode(t, err, connect.CodeInvalidArgument)
@@ -314,6 +326,7 @@ func TestUpdateSpec(t *testing.T) {
 }
 
 func TestInventoryHistory(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	tenant := tenantOf(t, env, env.AdminKey)
 	id := insertNode(t, env.Pool, tenant, "a", `{}`)

@@ -15,9 +15,10 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/server/admission"
 	"github.com/better-compute/better-compute/internal/server/page"
-	nodework "github.com/better-compute/better-compute/internal/workers/nodecontrol"
 )
 
 // RevocationNotifier learns of nodes revoked by a committed API call, so the gateways holding
@@ -73,7 +74,7 @@ func (s *Service) nodeInTx(ctx context.Context, tx *admission.Tx, id uuid.UUID) 
 
 // List lists the tenant's nodes, optionally only those whose labels include the selector's.
 func (s *Service) List(ctx context.Context, req *nodesv1.ListRequest) (*nodesv1.ListResponse, error) {
-	if err := ValidateLabels("label_selector", req.GetLabelSelector()); err != nil {
+	if err := fleet.ValidateLabels("label_selector", req.GetLabelSelector()); err != nil {
 		return nil, err
 	}
 	size, after, err := page.Of(req.GetPageSize(), req.GetPageToken(), uuid.Nil)
@@ -82,7 +83,7 @@ func (s *Service) List(ctx context.Context, req *nodesv1.ListRequest) (*nodesv1.
 	}
 	params := db.ListNodesParams{TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1}
 	if len(req.GetLabelSelector()) > 0 {
-		params.Selector = EncodeLabels(req.GetLabelSelector())
+		params.Selector = fleet.EncodeLabels(req.GetLabelSelector())
 	}
 	rows, err := db.New(s.pool).ListNodes(ctx, params)
 	if err != nil {
@@ -139,12 +140,11 @@ func (s *Service) Revoke(ctx context.Context, req *nodesv1.RevokeRequest) (*node
 			if n, err = tx.Q.GetNodeWithSession(ctx, key); err != nil {
 				return nil, apierr.NotFoundIfNoRows(err, "node %s not found", id)
 			}
-			if err := tx.Emit(p.TenantID, "node.revoked", "node/"+id.String(),
-				map[string]string{"id": id.String(), "hostname": n.Hostname}); err != nil {
+			if err := tx.Emit(p.TenantID, event.NodeRevoked{ID: id, Hostname: n.Hostname}); err != nil {
 				return nil, err
 			}
 			// A revoked node is no longer schedulable.
-			if err := nodework.Enqueue(ctx, tx.Q, nodework.KindLifecycle, id); err != nil {
+			if err := fleet.Enqueue(ctx, tx.Q, fleet.KindLifecycle, id); err != nil {
 				return nil, err
 			}
 		}

@@ -92,6 +92,7 @@ func ids(ns []*nodesv1.Node) []string {
 }
 
 func TestListAndGet(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	tenant := tenantOf(t, env, env.AdminKey)
 	a := insertNode(t, env.Pool, tenant, "a", `{"gpu": "a100", "zone": "eu-1"}`)
@@ -196,6 +197,7 @@ func TestListAndGet(t *testing.T) {
 }
 
 func TestPagination(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	tenant := tenantOf(t, env, env.AdminKey)
 	for i := range 7 {
@@ -229,6 +231,7 @@ func TestPagination(t *testing.T) {
 }
 
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	other, err := env.IAM(env.AdminKey).CreateTenant(ctx, &iamv1.CreateTenantRequest{Name: "other"})
 	if err != nil {
@@ -260,6 +263,7 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 func TestRevoke(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	tenant := tenantOf(t, env, env.AdminKey)
 	id := insertNode(t, env.Pool, tenant, "a", `{}`)
@@ -348,10 +352,11 @@ func notifyServer(t *testing.T, n nodes.RevocationNotifier) (nodesv1connect.Node
 }
 
 func TestRevokeNotifiesGateways(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{}
 	c, pool := notifyServer(t, rec)
 	rec.pool = pool
-	root, err := iam.EnsureRootTenant(ctx, pool)
+	root, err := auth.EnsureRootTenant(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}

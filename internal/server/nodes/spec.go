@@ -7,6 +7,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -16,8 +17,10 @@ import (
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/command"
+	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/server/admission"
-	nodework "github.com/better-compute/better-compute/internal/workers/nodecontrol"
 )
 
 // Limits of a NodeSpec.
@@ -69,14 +72,14 @@ func (s *Service) UpdateSpec(ctx context.Context, req *nodesv1.UpdateSpecRequest
 		return nil, err
 	}
 	if changed {
-		s.wakeKind(nodework.KindSpec)
+		s.wakeKind(fleet.KindSpec)
 	}
 	return res, nil
 }
 
 // updateSpec stores spec for the locked node n when it differs from the stored one, with a
 // node.spec.updated event and the NodeSpec reconciler enqueued; it reports whether it changed.
-func updateSpec(ctx context.Context, tx *admission.Tx, n db.Node, spec nodework.Spec) (bool, error) {
+func updateSpec(ctx context.Context, tx *admission.Tx, n db.Node, spec fleet.Spec) (bool, error) {
 	updated, err := tx.Q.UpdateNodeSpec(ctx, db.UpdateNodeSpecParams{TenantID: n.TenantID, ID: n.ID, Spec: spec.Encode()})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil // the same spec
@@ -84,22 +87,20 @@ func updateSpec(ctx context.Context, tx *admission.Tx, n db.Node, spec nodework.
 	if err != nil {
 		return false, fmt.Errorf("update spec of node %s: %w", n.ID, err)
 	}
-	if err := tx.Emit(n.TenantID, "node.spec.updated", "node/"+n.ID.String(), map[string]any{
-		"id": n.ID.String(), "generation": updated.SpecGeneration,
-	}); err != nil {
+	if err := tx.Emit(n.TenantID, event.NodeSpecUpdated{ID: n.ID, Generation: updated.SpecGeneration}); err != nil {
 		return false, err
 	}
-	return true, nodework.Enqueue(ctx, tx.Q, nodework.KindSpec, n.ID)
+	return true, fleet.Enqueue(ctx, tx.Q, fleet.KindSpec, n.ID)
 }
 
 // specFromProto validates a NodeSpec; errors name the field under prefix.
-func specFromProto(prefix string, p *nodesv1.NodeSpec) (nodework.Spec, error) {
-	var spec nodework.Spec
+func specFromProto(prefix string, p *nodesv1.NodeSpec) (fleet.Spec, error) {
+	var spec fleet.Spec
 	if p == nil {
 		return spec, apierr.InvalidArgument(prefix, "required (an empty spec manages nothing)")
 	}
 	if p.GetLabels() != nil {
-		if err := ValidateLabels(prefix+".labels", p.GetLabels().GetValues()); err != nil {
+		if err := fleet.ValidateLabels(prefix+".labels", p.GetLabels().GetValues()); err != nil {
 			return spec, err
 		}
 		spec.Labels = maps.Clone(p.GetLabels().GetValues())
@@ -116,6 +117,25 @@ func specFromProto(prefix string, p *nodesv1.NodeSpec) (nodework.Spec, error) {
 		return spec, apierr.InvalidArgument(prefix+".daemon_version", "%q must be 1 to 64 letters, digits, '.', '_', '+' and '-', starting with a letter or digit", v)
 	}
 	spec.DaemonVersion = p.GetDaemonVersion()
+	// The upgrade a daemon version becomes carries where to fetch it and its checksum: all three
+	// or none.
+	if spec.DaemonVersion == "" {
+		if p.GetDaemonUrl() != "" {
+			return spec, apierr.InvalidArgument(prefix+".daemon_url", "set only with daemon_version")
+		}
+		if p.GetDaemonSha256() != "" {
+			return spec, apierr.InvalidArgument(prefix+".daemon_sha256", "set only with daemon_version")
+		}
+	} else {
+		if err := command.ValidateUpgrade(spec.DaemonVersion, p.GetDaemonUrl(), p.GetDaemonSha256()); err != nil {
+			var fe *command.FieldError
+			if errors.As(err, &fe) {
+				return spec, apierr.InvalidArgument(prefix+".daemon_"+fe.Field, "%s", fe.Msg)
+			}
+			return spec, apierr.InvalidArgument(prefix+".daemon_version", "%v", err)
+		}
+		spec.DaemonURL, spec.DaemonSHA256 = p.GetDaemonUrl(), strings.ToLower(p.GetDaemonSha256())
+	}
 	if p.GetConfig() != nil {
 		b, err := protojson.Marshal(p.GetConfig())
 		if err != nil {
@@ -141,7 +161,7 @@ func secretNames(field string, names []string) ([]string, error) {
 		return nil, apierr.InvalidArgument(field, "at most %d secrets, got %d", MaxSecrets, len(names))
 	}
 	for i, n := range names {
-		if !labelKey.MatchString(n) {
+		if !fleet.ValidLabelKey(n) {
 			return nil, apierr.InvalidArgument(fmt.Sprintf("%s[%d]", field, i), "%q must be 1 to 63 letters, digits, '-', '_', '.' and '/', starting and ending with a letter or digit", n)
 		}
 	}
@@ -153,37 +173,37 @@ func secretNames(field string, names []string) ([]string, error) {
 	return slices.Compact(out), nil
 }
 
-func taintsFromProto(field string, ts []*nodesv1.Taint) ([]nodework.Taint, error) {
+func taintsFromProto(field string, ts []*nodesv1.Taint) ([]fleet.Taint, error) {
 	if len(ts) > MaxTaints {
 		return nil, apierr.InvalidArgument(field, "at most %d taints, got %d", MaxTaints, len(ts))
 	}
-	out := make([]nodework.Taint, 0, len(ts))
+	out := make([]fleet.Taint, 0, len(ts))
 	seen := map[[2]string]bool{}
 	for i, t := range ts {
 		f := fmt.Sprintf("%s[%d]", field, i)
-		if !labelKey.MatchString(t.GetKey()) {
+		if !fleet.ValidLabelKey(t.GetKey()) {
 			return nil, apierr.InvalidArgument(f+".key", "%q must be 1 to 63 letters, digits, '-', '_', '.' and '/', starting and ending with a letter or digit", t.GetKey())
 		}
-		if !labelValue.MatchString(t.GetValue()) {
+		if !fleet.ValidLabelValue(t.GetValue()) {
 			return nil, apierr.InvalidArgument(f+".value", "%q must be empty or 1 to 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit", t.GetValue())
 		}
 		switch t.GetEffect() {
-		case nodework.EffectNoSchedule, nodework.EffectPreferNoSchedule, nodework.EffectNoExecute:
+		case fleet.EffectNoSchedule, fleet.EffectPreferNoSchedule, fleet.EffectNoExecute:
 		default:
 			return nil, apierr.InvalidArgument(f+".effect", "%q must be %s, %s or %s", t.GetEffect(),
-				nodework.EffectNoSchedule, nodework.EffectPreferNoSchedule, nodework.EffectNoExecute)
+				fleet.EffectNoSchedule, fleet.EffectPreferNoSchedule, fleet.EffectNoExecute)
 		}
 		k := [2]string{t.GetKey(), t.GetEffect()}
 		if seen[k] {
 			return nil, apierr.InvalidArgument(f, "a second taint with key %q and effect %s", t.GetKey(), t.GetEffect())
 		}
 		seen[k] = true
-		out = append(out, nodework.Taint{Key: t.GetKey(), Value: t.GetValue(), Effect: t.GetEffect()})
+		out = append(out, fleet.Taint{Key: t.GetKey(), Value: t.GetValue(), Effect: t.GetEffect()})
 	}
 	return out, nil
 }
 
-func taintsToProto(ts []nodework.Taint) []*nodesv1.Taint {
+func taintsToProto(ts []fleet.Taint) []*nodesv1.Taint {
 	var out []*nodesv1.Taint
 	for _, t := range ts {
 		out = append(out, &nodesv1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
@@ -191,8 +211,9 @@ func taintsToProto(ts []nodework.Taint) []*nodesv1.Taint {
 	return out
 }
 
-func specToProto(s nodework.Spec) (*nodesv1.NodeSpec, error) {
-	out := &nodesv1.NodeSpec{Taints: taintsToProto(s.Taints), DaemonVersion: s.DaemonVersion, Secrets: s.Secrets}
+func specToProto(s fleet.Spec) (*nodesv1.NodeSpec, error) {
+	out := &nodesv1.NodeSpec{Taints: taintsToProto(s.Taints), DaemonVersion: s.DaemonVersion, Secrets: s.Secrets,
+		DaemonUrl: s.DaemonURL, DaemonSha256: s.DaemonSHA256}
 	if s.Labels != nil {
 		out.Labels = &nodesv1.LabelSet{Values: s.Labels}
 	}

@@ -16,6 +16,7 @@ import (
 // TestSpecSecrets: a spec's secret names are validated, stored as a sorted set in nodes.spec
 // (where the gateway reads them) and read back.
 func TestSpecSecrets(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	tenant := tenantOf(t, env, env.AdminKey)
 	id := insertNode(t, env.Pool, tenant, "a", `{}`)

@@ -22,12 +22,12 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1/poolsv1connect"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/capacity"
+	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/server/admission"
-	"github.com/better-compute/better-compute/internal/server/nodes"
 	"github.com/better-compute/better-compute/internal/server/page"
-	"github.com/better-compute/better-compute/internal/workers/placer"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
 )
 
 // Limits of a pool.
@@ -58,7 +58,7 @@ func New(pool *pgxpool.Pool, admit *admission.Admitter, waker Waker) *Service {
 
 func (s *Service) wake() {
 	if s.waker != nil {
-		s.waker.Wake(placer.Kind)
+		s.waker.Wake(capacity.PlacerKind)
 	}
 }
 
@@ -114,7 +114,7 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 	if err := checkDescription(req.GetDescription()); err != nil {
 		return nil, err
 	}
-	if err := nodes.ValidateLabels("node_selector", req.GetNodeSelector()); err != nil {
+	if err := fleet.ValidateLabels("node_selector", req.GetNodeSelector()); err != nil {
 		return nil, err
 	}
 	ids, err := nodeIDs(req.GetNodeIds())
@@ -132,7 +132,7 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 		id := uuid.Must(uuid.NewV7())
 		row, err := tx.Q.CreatePool(ctx, db.CreatePoolParams{
 			ID: id, TenantID: p.TenantID, Name: req.GetName(), Description: req.GetDescription(),
-			NodeSelector: nodes.EncodeLabels(req.GetNodeSelector()), NodeIds: ids,
+			NodeSelector: fleet.EncodeLabels(req.GetNodeSelector()), NodeIds: ids,
 		})
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
@@ -142,7 +142,7 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 			return nil, err
 		}
 		tx.Target("pool", id)
-		if err := tx.Emit(p.TenantID, "pool.created", "pool/"+id.String(), eventData(row)); err != nil {
+		if err := tx.Emit(p.TenantID, event.PoolCreated{PoolDefinition: eventData(row)}); err != nil {
 			return nil, err
 		}
 		out, err := describe(ctx, tx.Q, []db.Pool{row})
@@ -211,10 +211,10 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 			d := req.GetDescription()
 			params.Description = &d
 		case "node_selector":
-			if err := nodes.ValidateLabels("node_selector", req.GetNodeSelector()); err != nil {
+			if err := fleet.ValidateLabels("node_selector", req.GetNodeSelector()); err != nil {
 				return nil, err
 			}
-			params.NodeSelector = nodes.EncodeLabels(req.GetNodeSelector())
+			params.NodeSelector = fleet.EncodeLabels(req.GetNodeSelector())
 		case "node_ids":
 			if params.NodeIds, err = nodeIDs(req.GetNodeIds()); err != nil {
 				return nil, err
@@ -237,10 +237,10 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 		if err != nil {
 			return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", id)
 		}
-		if err := reconcile.Enqueue(ctx, tx.Q, placer.Kind, id.String()); err != nil {
+		if err := capacity.EnqueuePlacer(ctx, tx.Q, id); err != nil {
 			return nil, err
 		}
-		if err := tx.Emit(p.TenantID, "pool.updated", "pool/"+id.String(), eventData(row)); err != nil {
+		if err := tx.Emit(p.TenantID, event.PoolUpdated{PoolDefinition: eventData(row)}); err != nil {
 			return nil, err
 		}
 		out, err := describe(ctx, tx.Q, []db.Pool{row})
@@ -278,7 +278,7 @@ func (s *Service) Delete(ctx context.Context, req *poolsv1.DeleteRequest) (*pool
 		if _, err := tx.Q.DeletePool(ctx, db.DeletePoolParams{TenantID: p.TenantID, ID: id}); err != nil {
 			return nil, err
 		}
-		if err := tx.Emit(p.TenantID, "pool.deleted", "pool/"+id.String(), map[string]string{"id": id.String(), "name": row.Name}); err != nil {
+		if err := tx.Emit(p.TenantID, event.PoolDeleted{ID: id, Name: row.Name}); err != nil {
 			return nil, err
 		}
 		return &poolsv1.DeleteResponse{}, nil
@@ -319,10 +319,9 @@ func (s *Service) SetQuota(ctx context.Context, req *poolsv1.SetQuotaRequest) (*
 		if err != nil {
 			return nil, err
 		}
-		if err := tx.Emit(p.TenantID, "pool.quota_set", "pool/"+id.String(), map[string]any{
-			"id": id.String(), "tenant_id": p.TenantID.String(), "quota": quotaToProto(db.PoolQuota{
-				MaxGpus: qt.MaxGpus, MaxCpus: qt.MaxCpus, MaxMemoryBytes: qt.MaxMemoryBytes, MaxLeases: qt.MaxLeases}),
-		}); err != nil {
+		if err := tx.Emit(p.TenantID, event.PoolQuotaSet{ID: id, TenantID: p.TenantID, Quota: event.PoolQuota{
+			MaxGpus: qt.MaxGpus, MaxCpus: qt.MaxCpus, MaxMemoryBytes: qt.MaxMemoryBytes, MaxLeases: qt.MaxLeases,
+		}}); err != nil {
 			return nil, err
 		}
 		out, err := describe(ctx, tx.Q, []db.Pool{row})
@@ -341,13 +340,10 @@ func widen(v *int32) *int64 {
 	return &w
 }
 
-func eventData(p db.Pool) map[string]any {
-	sel, _ := nodes.DecodeLabels(p.NodeSelector)
-	ids := make([]string, len(p.NodeIds))
-	for i, id := range p.NodeIds {
-		ids[i] = id.String()
-	}
-	return map[string]any{"id": p.ID.String(), "name": p.Name, "node_selector": sel, "node_ids": ids}
+// eventData is the payload of a pool's creation or change.
+func eventData(p db.Pool) event.PoolDefinition {
+	sel, _ := fleet.DecodeLabels(p.NodeSelector)
+	return event.PoolDefinition{ID: p.ID, Name: p.Name, NodeSelector: sel, NodeIDs: append([]uuid.UUID{}, p.NodeIds...)}
 }
 
 // describe turns pools into their API form with capacity and quota, in three statements
@@ -361,7 +357,7 @@ func describe(ctx context.Context, q *db.Queries, rows []db.Pool) ([]*poolsv1.Po
 	byID := make(map[uuid.UUID]*poolsv1.Pool, len(rows))
 	tenantOf := make(map[uuid.UUID]uuid.UUID, len(rows))
 	for i, r := range rows {
-		sel, err := nodes.DecodeLabels(r.NodeSelector)
+		sel, err := fleet.DecodeLabels(r.NodeSelector)
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 )
 
 func TestRegistryFromDescriptors(t *testing.T) {
+	t.Parallel()
 	r, err := registry.FromGlobal()
 	if err != nil {
 		t.Fatal(err)

@@ -26,10 +26,10 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1/reservationsv1connect"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/capacity"
+	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/server/admission"
 	"github.com/better-compute/better-compute/internal/server/page"
-	"github.com/better-compute/better-compute/internal/workers/placer"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
 )
 
 // Limits of a reservation.
@@ -57,26 +57,16 @@ func New(pool *pgxpool.Pool, admit *admission.Admitter, waker Waker) *Service {
 
 func (s *Service) wake() {
 	if s.waker != nil {
-		s.waker.Wake(placer.Kind)
+		s.waker.Wake(capacity.PlacerKind)
 	}
 }
 
 // Create reserves a pool for a window.
 func (s *Service) Create(ctx context.Context, req *reservationsv1.CreateRequest) (*reservationsv1.CreateResponse, error) {
-	poolID, err := apierr.ParseID("pool_id", req.GetPoolId())
-	if err != nil {
+	// Every bad field of the three is reported, not only the first.
+	poolID, poolErr := apierr.ParseID("pool_id", req.GetPoolId())
+	if err := apierr.Join(poolErr, requiredTime("start_time", req.GetStartTime()), requiredTime("end_time", req.GetEndTime())); err != nil {
 		return nil, err
-	}
-	if req.GetStartTime() == nil {
-		return nil, apierr.InvalidArgument("start_time", "is required")
-	}
-	if req.GetEndTime() == nil {
-		return nil, apierr.InvalidArgument("end_time", "is required")
-	}
-	for field, ts := range map[string]*timestamppb.Timestamp{"start_time": req.GetStartTime(), "end_time": req.GetEndTime()} {
-		if err := ts.CheckValid(); err != nil {
-			return nil, apierr.InvalidArgument(field, "%v", err)
-		}
 	}
 	start, end := req.GetStartTime().AsTime().Truncate(time.Microsecond), req.GetEndTime().AsTime().Truncate(time.Microsecond)
 	switch {
@@ -111,10 +101,10 @@ func (s *Service) Create(ctx context.Context, req *reservationsv1.CreateRequest)
 		}
 		tx.Target("reservation", id)
 		r := toProto(db.GetReservationRow(row))
-		if err := tx.Emit(p.TenantID, "reservation.created", "reservation/"+id.String(), eventData(r)); err != nil {
+		if err := tx.Emit(p.TenantID, event.ReservationCreated{ReservationChange: eventData(db.GetReservationRow(row))}); err != nil {
 			return nil, err
 		}
-		if err := reconcile.Enqueue(ctx, tx.Q, placer.Kind, poolID.String()); err != nil {
+		if err := capacity.EnqueuePlacer(ctx, tx.Q, poolID); err != nil {
 			return nil, err
 		}
 		return &reservationsv1.CreateResponse{Reservation: r}, nil
@@ -123,6 +113,17 @@ func (s *Service) Create(ctx context.Context, req *reservationsv1.CreateRequest)
 		s.wake()
 	}
 	return res, err
+}
+
+// requiredTime checks a timestamp field that must be set.
+func requiredTime(field string, ts *timestamppb.Timestamp) error {
+	if ts == nil {
+		return apierr.InvalidArgument(field, "is required")
+	}
+	if err := ts.CheckValid(); err != nil {
+		return apierr.InvalidArgument(field, "%v", err)
+	}
+	return nil
 }
 
 // Get returns a reservation of the caller's tenant.
@@ -188,26 +189,26 @@ func (s *Service) Cancel(ctx context.Context, req *reservationsv1.CancelRequest)
 			return nil, err
 		}
 		r := toProto(db.GetReservationRow(row))
-		if err := tx.Emit(p.TenantID, "reservation.cancelled", "reservation/"+id.String(), eventData(r)); err != nil {
+		if err := tx.Emit(p.TenantID, event.ReservationCancelled{ReservationChange: eventData(db.GetReservationRow(row))}); err != nil {
 			return nil, err
 		}
 		pending, err := tx.Q.PendingReservationLeases(ctx, &id)
 		if err != nil {
 			return nil, err
 		}
-		ended, err := placer.End(ctx, tx.Q, pending, placer.StateFailed, "the lease's reservation was cancelled", nil)
+		ended, err := capacity.EndLeases(ctx, tx.Q, pending, capacity.LeaseFailed, "the lease's reservation was cancelled", nil)
 		if err != nil {
 			return nil, err
 		}
 		for _, l := range ended {
-			if err := tx.Emit(l.TenantID, placer.EventFailed, placer.Subject(l.ID), placer.EventData{
-				ID: l.ID.String(), PoolID: l.PoolID.String(), State: placer.StateFailed, PreviousState: placer.StatePending,
+			if err := tx.Emit(l.TenantID, event.LeaseFailed{LeaseChange: event.LeaseChange{
+				ID: l.ID, PoolID: l.PoolID, State: string(capacity.LeaseFailed), PreviousState: string(capacity.LeasePending),
 				Reason: "the lease's reservation was cancelled",
-			}); err != nil {
+			}}); err != nil {
 				return nil, err
 			}
 		}
-		if err := reconcile.Enqueue(ctx, tx.Q, placer.Kind, row.PoolID.String()); err != nil {
+		if err := capacity.EnqueuePlacer(ctx, tx.Q, row.PoolID); err != nil {
 			return nil, err
 		}
 		return &reservationsv1.CancelResponse{Reservation: r}, nil
@@ -224,7 +225,7 @@ func toProto(r db.GetReservationRow) *reservationsv1.Reservation {
 		StartTime: timestamppb.New(r.StartsAt), EndTime: timestamppb.New(r.EndsAt), Description: r.Description,
 		State: reservationsv1.ReservationState_RESERVATION_STATE_ACTIVE, CreateTime: timestamppb.New(r.CreatedAt),
 	}
-	if r.State == "cancelled" {
+	if r.State == capacity.ReservationCancelled {
 		out.State = reservationsv1.ReservationState_RESERVATION_STATE_CANCELLED
 	}
 	if r.CancelledAt != nil {
@@ -233,10 +234,9 @@ func toProto(r db.GetReservationRow) *reservationsv1.Reservation {
 	return out
 }
 
-func eventData(r *reservationsv1.Reservation) map[string]string {
-	return map[string]string{
-		"id": r.GetId(), "pool_id": r.GetPoolId(),
-		"start_time": r.GetStartTime().AsTime().Format(time.RFC3339Nano), "end_time": r.GetEndTime().AsTime().Format(time.RFC3339Nano),
-		"state": map[bool]string{true: "cancelled", false: "active"}[r.GetState() == reservationsv1.ReservationState_RESERVATION_STATE_CANCELLED],
+// eventData is the payload of a reservation's events.
+func eventData(r db.GetReservationRow) event.ReservationChange {
+	return event.ReservationChange{
+		ID: r.ID, PoolID: r.PoolID, StartTime: r.StartsAt.UTC(), EndTime: r.EndsAt.UTC(), State: string(r.State),
 	}
 }

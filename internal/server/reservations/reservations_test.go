@@ -19,9 +19,9 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1/poolsv1connect"
 	reservationsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1/reservationsv1connect"
+	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/server/servertest"
-	"github.com/better-compute/better-compute/internal/workers/placer/placertest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -31,8 +31,8 @@ var ctx = context.Background()
 func setup(t *testing.T) (*servertest.Env, reservationsv1connect.ReservationsServiceClient, string) {
 	t.Helper()
 	env := servertest.New(t)
-	tenant := placertest.RootTenant(t, env.Pool)
-	placertest.Nodes(t, env.Pool, tenant, 2, placertest.NodeSpec{GPUs: 8, Model: "H100", Labels: map[string]string{"gpu": "h100"}})
+	tenant := capacitytest.RootTenant(t, env.Pool)
+	capacitytest.Nodes(t, env.Pool, tenant, 2, capacitytest.NodeSpec{GPUs: 8, Model: "H100", Labels: map[string]string{"gpu": "h100"}})
 	p, err := poolsv1connect.NewPoolsServiceClient(env.HTTPClient(env.AdminKey), env.URL).Create(ctx,
 		&poolsv1.CreateRequest{Name: "h100", NodeSelector: map[string]string{"gpu": "h100"}})
 	if err != nil {
@@ -53,6 +53,7 @@ func wantField(t *testing.T, err error, code connect.Code, field string) {
 }
 
 func TestOverlappingReservationsFail(t *testing.T) {
+	t.Parallel()
 	env, c, pool := setup(t)
 	t0 := time.Now().Add(24 * time.Hour).Truncate(time.Hour)
 	first, err := c.Create(ctx, window(pool, t0, t0.Add(4*time.Hour)))
@@ -119,6 +120,7 @@ func TestOverlappingReservationsFail(t *testing.T) {
 }
 
 func TestReservationBadInputAndLeases(t *testing.T) {
+	t.Parallel()
 	env, c, pool := setup(t)
 	now := time.Now()
 	_, err := c.Create(ctx, window(pool, now.Add(2*time.Hour), now.Add(time.Hour)))

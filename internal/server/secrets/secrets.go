@@ -7,7 +7,6 @@ package secrets
 import (
 	"context"
 	"errors"
-	"regexp"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -19,6 +18,8 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1/secretsv1connect"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/secret"
 	"github.com/better-compute/better-compute/internal/server/admission"
 	"github.com/better-compute/better-compute/internal/server/page"
 )
@@ -31,21 +32,18 @@ const (
 	MaxPerTenant = 1000
 )
 
-// name is the syntax of secret names: that of label keys (and of NodeSpec.secrets).
-var name = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,61}[A-Za-z0-9])?$`)
-
 // Service answers SecretsService calls.
 type Service struct {
 	pool   *pgxpool.Pool
 	admit  *admission.Admitter
-	sealer *Sealer
+	sealer *secret.Sealer
 }
 
 var _ secretsv1connect.SecretsServiceHandler = (*Service)(nil)
 
-// New returns the service. sealer seals values: NewSealer of the deployment secret, the same the
-// gateways open them with.
-func New(pool *pgxpool.Pool, admit *admission.Admitter, sealer *Sealer) *Service {
+// New returns the service. sealer seals values: secret.NewSealer of the deployment secret, the
+// same the gateways open them with.
+func New(pool *pgxpool.Pool, admit *admission.Admitter, sealer *secret.Sealer) *Service {
 	return &Service{pool: pool, admit: admit, sealer: sealer}
 }
 
@@ -61,7 +59,7 @@ func (s *Service) Create(ctx context.Context, req *secretsv1.CreateRequest) (*se
 	// The Idempotency-Key's request hash is taken over the value's keyed digest, not the value:
 	// a plain hash of a short value could be guessed from the idempotency table. The stored
 	// response holds metadata only.
-	return admission.Do(ctx, s.admit, s.sealer.redact(req), func(ctx context.Context, tx *admission.Tx) (*secretsv1.CreateResponse, error) {
+	return admission.Do(ctx, s.admit, redact(s.sealer, req), func(ctx context.Context, tx *admission.Tx) (*secretsv1.CreateResponse, error) {
 		if err := tx.Q.LockTenantSecrets(ctx, p.TenantID); err != nil {
 			return nil, err
 		}
@@ -84,7 +82,7 @@ func (s *Service) Create(ctx context.Context, req *secretsv1.CreateRequest) (*se
 		}
 		sec := db.ListSecretsRow(row)
 		tx.Target("secret", id)
-		if err := tx.Emit(p.TenantID, "secret.created", "secret/"+id.String(), eventData(sec)); err != nil {
+		if err := tx.Emit(p.TenantID, event.SecretCreated{SecretRef: eventData(sec)}); err != nil {
 			return nil, err
 		}
 		return &secretsv1.CreateResponse{Secret: toProto(sec)}, nil
@@ -118,7 +116,7 @@ func (s *Service) Update(ctx context.Context, req *secretsv1.UpdateRequest) (*se
 		return nil, err
 	}
 	p := auth.Caller(ctx)
-	return admission.Do(ctx, s.admit, s.sealer.redact(req), func(ctx context.Context, tx *admission.Tx) (*secretsv1.UpdateResponse, error) {
+	return admission.Do(ctx, s.admit, redact(s.sealer, req), func(ctx context.Context, tx *admission.Tx) (*secretsv1.UpdateResponse, error) {
 		cur, err := tx.Q.LockSecret(ctx, db.LockSecretParams{TenantID: p.TenantID, Name: req.GetName()})
 		if err != nil {
 			return nil, apierr.NotFoundIfNoRows(err, "secret %q not found", req.GetName())
@@ -131,7 +129,7 @@ func (s *Service) Update(ctx context.Context, req *secretsv1.UpdateRequest) (*se
 			return nil, err
 		}
 		sec := db.ListSecretsRow(row)
-		if err := tx.Emit(p.TenantID, "secret.updated", "secret/"+sec.ID.String(), eventData(sec)); err != nil {
+		if err := tx.Emit(p.TenantID, event.SecretUpdated{SecretRef: eventData(sec)}); err != nil {
 			return nil, err
 		}
 		return &secretsv1.UpdateResponse{Secret: toProto(sec)}, nil
@@ -150,18 +148,15 @@ func (s *Service) Delete(ctx context.Context, req *secretsv1.DeleteRequest) (*se
 			return nil, apierr.NotFoundIfNoRows(err, "secret %q not found", req.GetName())
 		}
 		tx.Target("secret", id)
-		if err := tx.Emit(p.TenantID, "secret.deleted", "secret/"+id.String(), map[string]string{"id": id.String(), "name": req.GetName()}); err != nil {
+		if err := tx.Emit(p.TenantID, event.SecretDeleted{SecretRef: event.SecretRef{ID: id, Name: req.GetName()}}); err != nil {
 			return nil, err
 		}
 		return &secretsv1.DeleteResponse{}, nil
 	})
 }
 
-// ValidName reports whether s has the syntax of a secret name (that of label keys).
-func ValidName(s string) bool { return name.MatchString(s) }
-
 func checkName(field, s string) error {
-	if !ValidName(s) {
+	if !secret.ValidName(s) {
 		return apierr.InvalidArgument(field, "%q must be 1 to 63 letters, digits, '-', '_', '.' and '/', starting and ending with a letter or digit", s)
 	}
 	return nil
@@ -176,8 +171,8 @@ func checkValue(v []byte) error {
 }
 
 // eventData is what secret events carry: never the value.
-func eventData(r db.ListSecretsRow) map[string]string {
-	return map[string]string{"id": r.ID.String(), "name": r.Name}
+func eventData(r db.ListSecretsRow) event.SecretRef {
+	return event.SecretRef{ID: r.ID, Name: r.Name}
 }
 
 func toProto(r db.ListSecretsRow) *secretsv1.Secret {

@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1/secretsv1connect"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/seal"
+	"github.com/better-compute/better-compute/internal/secret"
 	"github.com/better-compute/better-compute/internal/server/guard"
 	"github.com/better-compute/better-compute/internal/server/secrets"
 	"github.com/better-compute/better-compute/internal/server/servertest"
@@ -53,7 +54,7 @@ func stored(t *testing.T, env *servertest.Env, tenant, name string) []byte {
 	if err := env.Pool.QueryRow(ctx, "SELECT id, value_sealed FROM secrets WHERE tenant_id = $1 AND name = $2", tenant, name).Scan(&id, &sealed); err != nil {
 		t.Fatal(err)
 	}
-	s, err := secrets.NewSealer(servertest.Secret)
+	s, err := secret.NewSealer(servertest.Secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +108,7 @@ func notInDatabase(t *testing.T, env *servertest.Env, values ...[]byte) {
 }
 
 func TestCreateListUpdateDelete(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	c := client(env, env.AdminKey)
 	value := []byte("hunter2-" + uuid.NewString())
@@ -257,6 +259,7 @@ func TestCreateListUpdateDelete(t *testing.T) {
 }
 
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	root := env.IAM(env.AdminKey)
 	a, err := root.CreateTenant(ctx, &iamv1.CreateTenantRequest{Name: "acme"})
@@ -306,6 +309,7 @@ func TestTenantIsolation(t *testing.T) {
 
 // TestSealedValueBoundToRow: a sealed value copied into another secret's row does not open.
 func TestSealedValueBoundToRow(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	c := client(env, env.AdminKey)
 	for _, n := range []string{"one", "two"} {
@@ -321,14 +325,14 @@ func TestSealedValueBoundToRow(t *testing.T) {
 	if err := env.Pool.QueryRow(ctx, "SELECT id, value_sealed FROM secrets WHERE name = 'two'").Scan(&id, &sealed); err != nil {
 		t.Fatal(err)
 	}
-	s, err := secrets.NewSealer(servertest.Secret)
+	s, err := secret.NewSealer(servertest.Secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Open(id, sealed); err == nil {
 		t.Fatal("a value sealed for another row opened")
 	}
-	if other, err := secrets.NewSealer(servertest.Secret + "-other"); err != nil {
+	if other, err := secret.NewSealer(servertest.Secret + "-other"); err != nil {
 		t.Fatal(err)
 	} else if _, err := other.Open(id, sealed); err == nil {
 		t.Fatal("a value opened under another deployment secret")
@@ -336,6 +340,7 @@ func TestSealedValueBoundToRow(t *testing.T) {
 }
 
 func TestPermissions(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	admin := env.IAM(env.AdminKey)
 	p, err := admin.CreatePrincipal(ctx, &iamv1.CreatePrincipalRequest{Kind: iamv1.PrincipalKind_PRINCIPAL_KIND_SERVICE_ACCOUNT, Name: "viewer"})
@@ -365,6 +370,7 @@ func TestPermissions(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
+	t.Parallel()
 	env := servertest.New(t)
 	c := client(env, env.AdminKey)
 	for _, n := range []string{"", "-a", "a-", "has space", strings.Repeat("x", 64), "ü"} {

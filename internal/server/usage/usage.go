@@ -17,7 +17,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/usage/v1/usagev1connect"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
-	usagejob "github.com/better-compute/better-compute/internal/workers/metering"
+	"github.com/better-compute/better-compute/internal/capacity"
 )
 
 // Limits of a query.
@@ -86,7 +86,7 @@ func (s *Service) Query(ctx context.Context, req *usagev1.QueryRequest) (*usagev
 			})
 		}
 	}
-	n, lag, err := usagejob.Backlog(ctx, s.pool)
+	n, lag, err := capacity.UsageBacklog(ctx, s.pool)
 	if err != nil {
 		return nil, err
 	}

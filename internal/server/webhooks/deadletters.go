@@ -11,9 +11,10 @@ import (
 	webhooksv1 "github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/server/admission"
 	"github.com/better-compute/better-compute/internal/server/page"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
+	"github.com/better-compute/better-compute/internal/webhook"
 )
 
 // ListDeadLetters pages through the parked events of a webhook of the caller's tenant, oldest
@@ -44,7 +45,7 @@ func (s *Service) ListDeadLetters(ctx context.Context, req *webhooksv1.ListDeadL
 			return nil, fmt.Errorf("dead letter %d: decode data: %w", r.OutboxID, err)
 		}
 		res.DeadLetters = append(res.DeadLetters, &webhooksv1.DeadLetter{
-			EventId: sinks.EventID(r.OutboxID), Type: r.Type, Subject: r.Subject, Data: data,
+			EventId: webhook.EventID(r.OutboxID), Type: r.Type, Subject: r.Subject, Data: data,
 			CreateTime: timestamppb.New(r.CreatedAt), ParkTime: timestamppb.New(r.ParkedAt), Error: r.Error, Queued: r.Replay,
 		})
 	}
@@ -73,10 +74,10 @@ func (s *Service) ReplayDeadLetters(ctx context.Context, req *webhooksv1.ReplayD
 		if err != nil {
 			return nil, fmt.Errorf("queue dead letters of webhook %s: %w", id, err)
 		}
-		if err := tx.Q.ClearSinkRetry(ctx, sinks.WebhookSinkName(id)); err != nil {
+		if err := tx.Q.ClearSinkRetry(ctx, webhook.SinkName(id)); err != nil {
 			return nil, fmt.Errorf("restart the retry schedule of webhook %s: %w", id, err)
 		}
-		if err := tx.Emit(p.TenantID, "webhook.replayed", "webhook/"+id.String(), map[string]any{"id": id.String(), "queued": queued}); err != nil {
+		if err := tx.Emit(p.TenantID, event.WebhookReplayed{ID: id, Queued: queued}); err != nil {
 			return nil, err
 		}
 		return &webhooksv1.ReplayDeadLettersResponse{Queued: queued}, nil

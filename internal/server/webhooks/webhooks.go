@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 	"time"
 
@@ -22,11 +21,12 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/seal"
 	"github.com/better-compute/better-compute/internal/server/admission"
 	"github.com/better-compute/better-compute/internal/server/page"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
+	"github.com/better-compute/better-compute/internal/webhook"
 )
 
 // Limits of a tenant's webhooks. Each webhook has its own dispatcher, lease and poll in the
@@ -40,9 +40,6 @@ const (
 	testTimeout = 10 * time.Second
 )
 
-// eventType is the specification's recommended form: dot-separated identifiers.
-var eventType = regexp.MustCompile(`^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$`)
-
 // Service answers WebhooksService calls.
 type Service struct {
 	pool         *pgxpool.Pool
@@ -54,16 +51,16 @@ type Service struct {
 
 var _ webhooksv1connect.WebhooksServiceHandler = (*Service)(nil)
 
-// New returns the service. sealer seals signing secrets (sinks.NewSealer of the deployment
+// New returns the service. sealer seals signing secrets (webhook.NewSealer of the deployment
 // secret, the same the sinks role opens them with); allowPrivate lets URLs name private
 // addresses (the configuration's webhooks.allowPrivate), for webhooks/create and webhooks/test.
 func New(pool *pgxpool.Pool, admit *admission.Admitter, sealer *seal.Sealer, allowPrivate bool) *Service {
-	return &Service{pool: pool, admit: admit, sealer: sealer, allowPrivate: allowPrivate, client: sinks.NewClient(allowPrivate, 2)}
+	return &Service{pool: pool, admit: admit, sealer: sealer, allowPrivate: allowPrivate, client: webhook.NewClient(allowPrivate, 2)}
 }
 
 // Create registers a webhook and returns its secret, once.
 func (s *Service) Create(ctx context.Context, req *webhooksv1.CreateRequest) (*webhooksv1.CreateResponse, error) {
-	if err := sinks.CheckURL(req.GetUrl(), s.allowPrivate); err != nil {
+	if err := webhook.CheckURL(req.GetUrl(), s.allowPrivate); err != nil {
 		return nil, apierr.InvalidArgument("url", "%v", err)
 	}
 	types, err := eventTypes(req.GetEventTypes())
@@ -78,20 +75,20 @@ func (s *Service) Create(ctx context.Context, req *webhooksv1.CreateRequest) (*w
 		if err := quota.Check(ctx, tx.Q, p.TenantID, quota.Webhooks, 1); err != nil {
 			return nil, err
 		}
-		id, secret := uuid.Must(uuid.NewV7()), sinks.NewSecret()
+		id, secret := uuid.Must(uuid.NewV7()), webhook.NewSecret()
 		w, err := tx.Q.CreateWebhook(ctx, db.CreateWebhookParams{
 			ID: id, TenantID: p.TenantID, Url: req.GetUrl(), Description: req.GetDescription(),
-			EventTypes: types, SecretSealed: sinks.SealSecret(s.sealer, id, secret),
+			EventTypes: types, SecretSealed: webhook.SealSecret(s.sealer, id, secret),
 		})
 		if err != nil {
 			return nil, err
 		}
 		// The webhook receives events from transactions that had not ended when it was created.
-		if err := tx.Q.EnsureSinkCursor(ctx, db.EnsureSinkCursorParams{Sink: sinks.WebhookSinkName(id), WebhookID: &id}); err != nil {
+		if err := tx.Q.EnsureSinkCursor(ctx, db.EnsureSinkCursorParams{Sink: webhook.SinkName(id), WebhookID: &id}); err != nil {
 			return nil, err
 		}
 		tx.Target("webhook", id)
-		if err := tx.Emit(p.TenantID, "webhook.created", "webhook/"+id.String(), eventData(w)); err != nil {
+		if err := tx.Emit(p.TenantID, eventData(w)); err != nil {
 			return nil, err
 		}
 		return &webhooksv1.CreateResponse{
@@ -107,9 +104,10 @@ func eventTypes(in []string) ([]string, error) {
 		return nil, apierr.InvalidArgument("event_types", "at most %d types", maxEventTypes)
 	}
 	out := []string{}
-	for _, t := range in {
-		if len(t) > maxEventTypeLen || !eventType.MatchString(t) {
-			return nil, apierr.InvalidArgument("event_types", "%q is not an event type (dot-separated letters, digits and underscores, such as node.updated)", t)
+	for i, t := range in {
+		if len(t) > maxEventTypeLen || !event.Known(t) {
+			return nil, apierr.InvalidArgument(fmt.Sprintf("event_types[%d]", i),
+				"%.100q is not an event type (docs/events.md lists them, such as node.cordoned; a daemon's reports are node.<namespace>.<name>)", t)
 		}
 		if !slices.Contains(out, t) {
 			out = append(out, t)
@@ -165,7 +163,7 @@ func (s *Service) Delete(ctx context.Context, req *webhooksv1.DeleteRequest) (*w
 		if n == 0 {
 			return nil, apierr.NotFound("webhook %s not found", id)
 		}
-		if err := tx.Emit(p.TenantID, "webhook.deleted", "webhook/"+id.String(), map[string]string{"id": id.String()}); err != nil {
+		if err := tx.Emit(p.TenantID, event.WebhookDeleted{ID: id}); err != nil {
 			return nil, err
 		}
 		return &webhooksv1.DeleteResponse{}, nil
@@ -185,22 +183,21 @@ func (s *Service) Test(ctx context.Context, req *webhooksv1.TestRequest) (*webho
 	if err != nil {
 		return nil, apierr.NotFoundIfNoRows(err, "webhook %s not found", id)
 	}
-	secret, err := sinks.OpenSecret(s.sealer, w.ID, w.SecretSealed)
+	secret, err := webhook.OpenSecret(s.sealer, w.ID, w.SecretSealed)
 	if err != nil {
 		return nil, err
 	}
 	msgID := "evt_test_" + uuid.Must(uuid.NewV7()).String()
-	data, err := json.Marshal(struct {
-		WebhookID uuid.UUID `json:"webhook_id"`
-	}{id})
+	test := event.WebhookTest{WebhookID: id}
+	data, err := json.Marshal(test)
 	if err != nil {
 		return nil, fmt.Errorf("encode webhook.test data: %w", err)
 	}
-	body, err := sinks.Body("webhook.test", "webhook/"+id.String(), time.Now(), data)
+	body, err := webhook.Body(test.Type(), test.Subject(), time.Now(), data)
 	if err != nil {
 		return nil, err
 	}
-	r := sinks.Post(ctx, s.client, w.Url, secret, msgID, body, testTimeout)
+	r := webhook.Post(ctx, s.client, w.Url, secret, msgID, body, testTimeout)
 	res := &webhooksv1.TestResponse{EventId: msgID, StatusCode: int32(r.StatusCode), Latency: durationpb.New(r.Latency)}
 	if r.Err != nil {
 		res.Error = r.Err.Error()
@@ -211,17 +208,17 @@ func (s *Service) Test(ctx context.Context, req *webhooksv1.TestRequest) (*webho
 	})
 }
 
-// eventData is what webhook events carry: never the secret, and the URL redacted (events reach
+// eventData is the webhook.created event: never the secret, and the URL redacted (events reach
 // every reader of the tenant's events and the log sink).
-func eventData(w db.Webhook) map[string]any {
-	return map[string]any{"id": w.ID.String(), "url": sinks.RedactURL(w.Url), "event_types": w.EventTypes, "description": w.Description}
+func eventData(w db.Webhook) event.WebhookCreated {
+	return event.WebhookCreated{ID: w.ID, URL: webhook.RedactURL(w.Url), EventTypes: w.EventTypes, Description: w.Description}
 }
 
 // forCaller redacts w's URL unless the caller may change webhooks (webhooks.write: admins and
 // owners); viewers and operators see its scheme and host only.
 func forCaller(ctx context.Context, w *webhooksv1.Webhook) *webhooksv1.Webhook {
 	if !auth.Caller(ctx).Can("webhooks.write") {
-		w.Url = sinks.RedactURL(w.Url)
+		w.Url = webhook.RedactURL(w.Url)
 	}
 	return w
 }
@@ -235,7 +232,7 @@ func toProto(w db.GetWebhookRow) *webhooksv1.Webhook {
 		out.LastErrorTime = timestamppb.New(*w.LastErrorAt)
 	}
 	out.State, out.Failure = webhooksv1.WebhookState_WEBHOOK_STATE_HEALTHY, w.Failure
-	if w.State == sinks.StateFailing {
+	if w.State == webhook.StateFailing {
 		out.State = webhooksv1.WebhookState_WEBHOOK_STATE_FAILING
 	}
 	if w.FailingSince != nil {

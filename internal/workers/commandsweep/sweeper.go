@@ -1,3 +1,6 @@
+// Package commandsweep runs the CommandSweeper, which re-queues commands a node never
+// acknowledged and expires those whose deadline passed, by the transitions internal/command
+// allows.
 package commandsweep
 
 import (
@@ -67,7 +70,7 @@ func Sweeper(pool *pgxpool.Pool, opts SweeperOptions) locks.Job {
 	opts = opts.withDefaults()
 	return locks.Job{
 		Name: SweeperName,
-		Run: func(ctx context.Context, l locks.Lease) error {
+		Run: func(ctx context.Context, l locks.Lock) error {
 			return jobrun.Every(ctx, pool, SweeperName, opts.Interval, opts.Logger, func(ctx context.Context) error {
 				// Drain a backlog batch by batch, each in its own short transaction.
 				for {
@@ -83,7 +86,7 @@ func Sweeper(pool *pgxpool.Pool, opts SweeperOptions) locks.Job {
 
 // Sweep runs one sweep under the lease l: it returns lease.ErrStale, and changes nothing, when
 // l is no longer the current holder's lease.
-func Sweep(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, opts SweeperOptions) (Swept, error) {
+func Sweep(ctx context.Context, pool *pgxpool.Pool, l locks.Lock, opts SweeperOptions) (Swept, error) {
 	opts = opts.withDefaults()
 	var n Swept
 	err := locks.InTx(ctx, pool, l, func(tx pgx.Tx) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/workers/commandsweep"
 	"github.com/better-compute/better-compute/internal/workers/jobrun"
 	"github.com/better-compute/better-compute/internal/workers/locks"
@@ -93,18 +94,6 @@ func (f *fixture) exec(sql string, args ...any) {
 	}
 }
 
-// eventually polls cond until it holds or 10 seconds pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // runJob runs job on a fresh holder until the test ends.
 func runJob(t *testing.T, pool *pgxpool.Pool, job locks.Job) {
 	t.Helper()
@@ -116,6 +105,7 @@ func runJob(t *testing.T, pool *pgxpool.Pool, job locks.Job) {
 }
 
 func TestSweeperRequeuesUnackedAndExpiresOverdue(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	const ackTimeout = 300 * time.Millisecond
 	unacked := f.send(f.create(time.Hour))
@@ -129,7 +119,7 @@ func TestSweeperRequeuesUnackedAndExpiresOverdue(t *testing.T) {
 
 	runJob(t, f.pool, commandsweep.Sweeper(f.pool, commandsweep.SweeperOptions{Interval: 20 * time.Millisecond, AckTimeout: ackTimeout}))
 
-	eventually(t, "the unacked command is pending again", func() bool { return f.get(unacked.ID).State == "pending" })
+	poll.Until(t, 10*time.Second, "the unacked command is pending again", func() bool { return f.get(unacked.ID).State == "pending" })
 	got := f.get(unacked.ID)
 	if since := got.UpdatedAt.Sub(*unacked.SentAt); since < ackTimeout {
 		t.Errorf("re-queued %v after it was sent, before the ack timeout %v", since, ackTimeout)
@@ -143,7 +133,7 @@ func TestSweeperRequeuesUnackedAndExpiresOverdue(t *testing.T) {
 	}
 
 	for _, c := range []db.Command{overdue, overdueSent} {
-		eventually(t, "the overdue command expires", func() bool { return f.get(c.ID).State == "expired" })
+		poll.Until(t, 10*time.Second, "the overdue command expires", func() bool { return f.get(c.ID).State == "expired" })
 		got := f.get(c.ID)
 		if got.FinishedAt == nil || got.FinishedAt.Before(c.Deadline) || got.Error == "" {
 			t.Errorf("expired command: finished %v (deadline %v), error %q", got.FinishedAt, c.Deadline, got.Error)
@@ -156,13 +146,14 @@ func TestSweeperRequeuesUnackedAndExpiresOverdue(t *testing.T) {
 		t.Errorf("pending command within its deadline became %s", s)
 	}
 
-	eventually(t, "the sweep is recorded in job_runs", func() bool {
+	poll.Until(t, 10*time.Second, "the sweep is recorded in job_runs", func() bool {
 		runs, err := jobrun.List(ctx, f.pool)
 		return err == nil && len(runs) == 1 && runs[0].Name == commandsweep.SweeperName && runs[0].LastError == "" && runs[0].LastOKAt != nil
 	})
 }
 
 func TestSweepBatchesAreBounded(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	for range 5 {
 		f.create(-time.Second)
@@ -188,6 +179,7 @@ func TestSweepBatchesAreBounded(t *testing.T) {
 }
 
 func TestSweepWithinAckTimeoutChangesNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	c := f.send(f.create(time.Hour))
 	l := acquire(t, f.pool, "singleton:"+commandsweep.SweeperName, time.Minute)
@@ -201,6 +193,7 @@ func TestSweepWithinAckTimeoutChangesNothing(t *testing.T) {
 }
 
 func TestStaleLeaseSweepChangesNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	name := "singleton:" + commandsweep.SweeperName
 	a, b := locks.NewHolder(f.pool, "a", nil), locks.NewHolder(f.pool, "b", nil)
@@ -209,8 +202,8 @@ func TestStaleLeaseSweepChangesNothing(t *testing.T) {
 		t.Fatalf("a acquire: %v %v", la, err)
 	}
 	// a stalls; its lease expires and b takes it.
-	var lb []locks.Lease
-	eventually(t, "b takes the expired lease", func() bool {
+	var lb []locks.Lock
+	poll.Until(t, 10*time.Second, "b takes the expired lease", func() bool {
 		lb, err = b.Acquire(ctx, time.Minute, name)
 		return err == nil && len(lb) == 1
 	})
@@ -234,7 +227,7 @@ func TestStaleLeaseSweepChangesNothing(t *testing.T) {
 	}
 }
 
-func acquire(t *testing.T, pool *pgxpool.Pool, name string, ttl time.Duration) locks.Lease {
+func acquire(t *testing.T, pool *pgxpool.Pool, name string, ttl time.Duration) locks.Lock {
 	t.Helper()
 	ls, err := locks.NewHolder(pool, "test", nil).Acquire(ctx, ttl, name)
 	if err != nil || len(ls) != 1 {

@@ -10,12 +10,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/workers/commandsweep"
 )
 
 // TestSQLTransitionsMatchGo tries every transition statement of queries/commands.sql on a
 // command in every state: each changes the command exactly when CanTransition allows it.
 func TestSQLTransitionsMatchGo(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	l := acquire(t, f.pool, "singleton:"+commandsweep.SweeperName, time.Minute)
 	sweep := func(overdue bool) func(c db.Command) (bool, error) {
@@ -35,44 +37,44 @@ func TestSQLTransitionsMatchGo(t *testing.T) {
 	}
 	statements := []struct {
 		name string
-		to   commandsweep.State
+		to   command.State
 		run  func(c db.Command) (bool, error)
 	}{
-		{"MarkCommandsSent", commandsweep.Sent, func(c db.Command) (bool, error) {
+		{"MarkCommandsSent", command.Sent, func(c db.Command) (bool, error) {
 			rows, err := f.q.MarkCommandsSent(ctx, db.MarkCommandsSentParams{NodeID: c.NodeID, Ids: []uuid.UUID{c.ID}})
 			return len(rows) == 1, err
 		}},
-		{"AckCommand", commandsweep.Acked, func(c db.Command) (bool, error) {
+		{"AckCommand", command.Acked, func(c db.Command) (bool, error) {
 			return one(f.q.AckCommand(ctx, db.AckCommandParams{NodeID: c.NodeID, ID: c.ID}))
 		}},
-		{"FinishCommand succeeded", commandsweep.Succeeded, func(c db.Command) (bool, error) {
+		{"FinishCommand succeeded", command.Succeeded, func(c db.Command) (bool, error) {
 			return one(f.q.FinishCommand(ctx, db.FinishCommandParams{NodeID: c.NodeID, ID: c.ID, State: "succeeded", Result: []byte(`{"ok":true}`)}))
 		}},
-		{"FinishCommand failed", commandsweep.Failed, func(c db.Command) (bool, error) {
+		{"FinishCommand failed", command.Failed, func(c db.Command) (bool, error) {
 			return one(f.q.FinishCommand(ctx, db.FinishCommandParams{NodeID: c.NodeID, ID: c.ID, State: "failed", Error: "boom"}))
 		}},
-		{"CancelCommand", commandsweep.Cancelled, func(c db.Command) (bool, error) {
+		{"CancelCommand", command.Cancelled, func(c db.Command) (bool, error) {
 			return one(f.q.CancelCommand(ctx, db.CancelCommandParams{TenantID: c.TenantID, ID: c.ID}))
 		}},
-		{"ExpireOverdueCommands", commandsweep.Expired, sweep(true)},
-		{"RequeueUnackedCommands", commandsweep.Pending, sweep(false)},
+		{"ExpireOverdueCommands", command.Expired, sweep(true)},
+		{"RequeueUnackedCommands", command.Pending, sweep(false)},
 	}
-	for _, from := range commandsweep.States {
+	for _, from := range command.States {
 		for _, st := range statements {
 			c := f.create(time.Hour)
 			// Put the command in state from, sent (if ever) an hour ago, so the ack timeout
 			// has passed.
 			f.exec(`UPDATE commands SET state = $2, sent_at = now() - interval '1 hour',
-				finished_at = CASE WHEN $3 THEN now() END WHERE id = $1`, c.ID, string(from), from.Final())
+				finished_at = CASE WHEN $3 THEN now() END WHERE id = $1`, c.ID, string(from), command.Final(from))
 			changed, err := st.run(c)
 			if err != nil {
 				t.Fatalf("%s from %s: %v", st.name, from, err)
 			}
-			if want := commandsweep.CanTransition(from, st.to); changed != want {
+			if want := command.CanTransition(from, st.to); changed != want {
 				t.Errorf("%s from %s: changed %v, but CanTransition(%s, %s) = %v", st.name, from, changed, from, st.to, want)
 			}
 			got := f.get(c.ID).State
-			if changed && got != string(st.to) || !changed && got != string(from) {
+			if changed && got != st.to || !changed && got != from {
 				t.Errorf("%s from %s: state is now %s", st.name, from, got)
 			}
 			// Leave no command behind for the next sweep.
@@ -84,6 +86,7 @@ func TestSQLTransitionsMatchGo(t *testing.T) {
 // TestCreateIsIdempotent creates commands with the same idempotency key: for the same node
 // every create returns the first command, concurrent ones included.
 func TestCreateIsIdempotent(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	create := func(key string, typ string) db.Command {
 		c, err := f.q.CreateCommand(ctx, db.CreateCommandParams{

@@ -79,14 +79,14 @@ func Jobs(pool *pgxpool.Pool, opts Options) []locks.Job {
 
 // ExpireKeys returns the job iam:expire-keys.
 func ExpireKeys(pool *pgxpool.Pool, opts Options) locks.Job {
-	return periodic(pool, ExpireKeysName, opts, func(ctx context.Context, l locks.Lease, opts Options) (int64, error) {
+	return periodic(pool, ExpireKeysName, opts, func(ctx context.Context, l locks.Lock, opts Options) (int64, error) {
 		return ExpireKeysOnce(ctx, pool, l, opts)
 	})
 }
 
 // PruneIdempotency returns the job iam:prune-idempotency.
 func PruneIdempotency(pool *pgxpool.Pool, opts Options) locks.Job {
-	return periodic(pool, PruneIdempotencyName, opts, func(ctx context.Context, l locks.Lease, opts Options) (int64, error) {
+	return periodic(pool, PruneIdempotencyName, opts, func(ctx context.Context, l locks.Lock, opts Options) (int64, error) {
 		return PruneIdempotencyOnce(ctx, pool, l, opts)
 	})
 }
@@ -95,7 +95,7 @@ func PruneIdempotency(pool *pgxpool.Pool, opts Options) locks.Job {
 // opts.KeyGrace ago, with an audit row per tenant and batch (method "job/iam:expire-keys",
 // request id "job-<uuid>"), and returns how many it deleted. It stops with lease.ErrStale once
 // l is no longer the current holder's lease.
-func ExpireKeysOnce(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, opts Options) (int64, error) {
+func ExpireKeysOnce(ctx context.Context, pool *pgxpool.Pool, l locks.Lock, opts Options) (int64, error) {
 	opts = opts.withDefaults()
 	return batches(ctx, pool, l, opts.Batch, func(q *db.Queries) (int64, error) {
 		return q.ExpireAPIKeys(ctx, db.ExpireAPIKeysParams{
@@ -106,18 +106,18 @@ func ExpireKeysOnce(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, opts
 
 // PruneIdempotencyOnce deletes, under the lease l, every stored idempotent response older than
 // opts.IdempotencyMaxAge, and returns how many it deleted.
-func PruneIdempotencyOnce(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, opts Options) (int64, error) {
+func PruneIdempotencyOnce(ctx context.Context, pool *pgxpool.Pool, l locks.Lock, opts Options) (int64, error) {
 	opts = opts.withDefaults()
 	return batches(ctx, pool, l, opts.Batch, func(q *db.Queries) (int64, error) {
 		return q.PruneIdempotencyKeys(ctx, db.PruneIdempotencyKeysParams{KeepMs: opts.IdempotencyMaxAge.Milliseconds(), Lim: opts.Batch})
 	})
 }
 
-func periodic(pool *pgxpool.Pool, name string, opts Options, once func(context.Context, locks.Lease, Options) (int64, error)) locks.Job {
+func periodic(pool *pgxpool.Pool, name string, opts Options, once func(context.Context, locks.Lock, Options) (int64, error)) locks.Job {
 	opts = opts.withDefaults()
 	return locks.Job{
 		Name: name,
-		Run: func(ctx context.Context, l locks.Lease) error {
+		Run: func(ctx context.Context, l locks.Lock) error {
 			return jobrun.Every(ctx, pool, name, opts.Interval, opts.Logger, func(ctx context.Context) error {
 				_, err := once(ctx, l, opts)
 				return err
@@ -128,7 +128,7 @@ func periodic(pool *pgxpool.Pool, name string, opts Options, once func(context.C
 
 // batches runs del, each time in its own transaction fenced by l, until it deletes less than
 // batch rows, and returns the total.
-func batches(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, batch int32, del func(*db.Queries) (int64, error)) (int64, error) {
+func batches(ctx context.Context, pool *pgxpool.Pool, l locks.Lock, batch int32, del func(*db.Queries) (int64, error)) (int64, error) {
 	var total int64
 	for {
 		var n int64

@@ -32,7 +32,7 @@ func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 	}
 }
 
-func acquire(t *testing.T, pool *pgxpool.Pool, job string) locks.Lease {
+func acquire(t *testing.T, pool *pgxpool.Pool, job string) locks.Lock {
 	t.Helper()
 	ls, err := locks.NewHolder(pool, "test", nil).Acquire(ctx, time.Minute, "singleton:"+job)
 	if err != nil || len(ls) != 1 {
@@ -99,6 +99,7 @@ func keyIDs(t *testing.T, pool *pgxpool.Pool) []string {
 }
 
 func TestExpireKeys(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	a, pa := tenantWithPrincipal(t, pool, nil, "root")
 	b, pb := tenantWithPrincipal(t, pool, &a, "globex")
@@ -162,6 +163,7 @@ func TestExpireKeys(t *testing.T) {
 func sorted(s ...string) []string { slices.Sort(s); return s }
 
 func TestPruneIdempotency(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	q := db.New(pool)
 	principal := uuid.New()
@@ -202,6 +204,7 @@ func TestPruneIdempotency(t *testing.T) {
 }
 
 func TestStaleLeaseDeletesNothing(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	a, pa := tenantWithPrincipal(t, pool, nil, "root")
 	key(t, pool, a, pa, ago(48*time.Hour))
@@ -217,6 +220,7 @@ func TestStaleLeaseDeletesNothing(t *testing.T) {
 
 // TestJobsRunUnderTheirLeases runs both jobs on a holder, as the iam role does.
 func TestJobsRunUnderTheirLeases(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	a, pa := tenantWithPrincipal(t, pool, nil, "root")
 	key(t, pool, a, pa, ago(48*time.Hour))
@@ -250,7 +254,7 @@ func TestJobsRunUnderTheirLeases(t *testing.T) {
 	if got := keyIDs(t, pool); len(got) != 0 {
 		t.Errorf("keys left %v", got)
 	}
-	leases, err := db.New(pool).ListLeases(ctx, "singleton:iam:")
+	leases, err := db.New(pool).ListLocks(ctx, "singleton:iam:")
 	if err != nil || len(leases) != 2 || leases[0].Name != "singleton:iam:expire-keys" || leases[1].Name != "singleton:iam:prune-idempotency" {
 		t.Errorf("leases %+v (%v)", leases, err)
 	}

@@ -1,9 +1,9 @@
 // Package jobrun runs the periodic loop of a background job and records, in the job_runs
 // table, when each run happened and how it went, for `doctor` and for operators.
 //
-// It is its own package rather than part of workers/lease because it is about the work, not
-// the lease: a lease.Job's Run calls Every, and a loop that runs under no lease (or several
-// loops under one lease) can record its runs the same way with Record.
+// It is its own package rather than part of workers/locks because it is about the work, not
+// the lock: a locks.Job's Run calls Every, and a loop that runs under no lock (or several
+// loops under one lock) can record its runs the same way with Record.
 package jobrun
 
 import (
@@ -54,7 +54,7 @@ func List(ctx context.Context, q db.DBTX) ([]Run, error) {
 
 // Every runs fn at once and then every interval until ctx ends, recording each run under name
 // in q's job_runs. A failed run is logged and retried at the next interval; a run that finds
-// its lease lost (lease.ErrStale) ends the loop with that error, since the lease's new holder
+// its lock lost (locks.ErrStale) ends the loop with that error, since the lock's new holder
 // now does the work. Every returns nil when ctx ends.
 func Every(ctx context.Context, q db.DBTX, name string, interval time.Duration, log *slog.Logger, fn func(context.Context) error) error {
 	if log == nil {

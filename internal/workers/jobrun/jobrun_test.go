@@ -15,7 +15,8 @@ import (
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 func TestEveryRecordsRuns(t *testing.T) {
-	ctx := context.Background()
+	t.Parallel()
+	ctx := t.Context()
 	pool := dbtest.Pool(t)
 	// Runs 1 and 3 fail, 2 succeeds, 4 finds the lease lost: the loop ends.
 	var runs int

@@ -7,38 +7,38 @@ import (
 	"time"
 )
 
-// DefaultTTL is the lease TTL of singleton jobs unless they set one: a dead holder's job moves
+// DefaultTTL is the lock TTL of singleton jobs unless they set one: a dead holder's job moves
 // to another process within this time.
 const DefaultTTL = 15 * time.Second
 
-// Job is work that must run in at most one process at a time, under the lease
+// Job is work that must run in at most one process at a time, under the lock
 // "singleton:<Name>".
 type Job struct {
 	// Name is unique in the deployment, for example "iam:expire-keys" or "command-sweeper".
 	Name string
-	// TTL of the lease; DefaultTTL when zero.
+	// TTL of the lock; DefaultTTL when zero.
 	TTL time.Duration
-	// Run does the work while the lease is held. Its context ends when the lease is lost or the
-	// holder stops; Run should then return promptly. If Run returns while the lease is held,
-	// the lease is released and taken again at the next attempt (a returned error is logged).
-	Run func(ctx context.Context, l Lease) error
+	// Run does the work while the lock is held. Its context ends when the lock is lost or the
+	// holder stops; Run should then return promptly. If Run returns while the lock is held,
+	// the lock is released and taken again at the next attempt (a returned error is logged).
+	Run func(ctx context.Context, l Lock) error
 }
 
-// LeaseName is the job's lease.
-func (j Job) LeaseName() string { return "singleton:" + j.Name }
+// LockName is the name of the job's lock.
+func (j Job) LockName() string { return "singleton:" + j.Name }
 
-// RunJob runs job whenever this holder has its lease, until ctx ends: it tries to take the lease
+// RunJob runs job whenever this holder has its lock, until ctx ends: it tries to take the lock
 // at a third of the TTL, renews it as often, and stops the job as soon as a renewal fails, or
-// when it cannot confirm the lease for two thirds of a TTL.
+// when it cannot confirm the lock for two thirds of a TTL.
 func (h *Holder) RunJob(ctx context.Context, job Job) {
 	ttl := job.TTL
 	if ttl == 0 {
 		ttl = DefaultTTL
 	}
-	name := job.LeaseName()
-	log := h.log.With("lease", name)
+	name := job.LockName()
+	log := h.log.With("lock", name)
 	var (
-		run       *running // non-nil while the lease is held
+		run       *running // non-nil while the lock is held
 		lastRenew time.Time
 	)
 	defer func() {
@@ -47,12 +47,12 @@ func (h *Holder) RunJob(ctx context.Context, job Job) {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
 			if err := h.Release(rctx, name); err != nil {
-				log.Warn("release lease", "err", err)
+				log.Warn("release lock", "err", err)
 			}
 		}
 	}()
 	for {
-		var got []Lease
+		var got []Lock
 		var err error
 		if run != nil {
 			got, err = h.Renew(ctx, ttl, name)
@@ -63,29 +63,29 @@ func (h *Holder) RunJob(ctx context.Context, job Job) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			log.Warn("lease round trip failed", "err", err)
+			log.Warn("lock round trip failed", "err", err)
 			// Unconfirmed for most of a TTL: assume lost rather than risk two runners.
 			if run != nil && time.Since(lastRenew) > ttl*2/3 {
-				log.Warn("cannot renew lease in time; stopping job")
+				log.Warn("cannot renew lock in time; stopping job")
 				run.stop()
 				run = nil
 			}
 		case run != nil && len(got) == 0:
-			log.Warn("lost lease; stopping job")
+			log.Warn("lost lock; stopping job")
 			run.stop()
 			run = nil
 		case run != nil:
 			lastRenew = time.Now()
 		case len(got) == 1:
-			log.Info("took lease; starting job", "fencing_token", got[0].Token)
+			log.Info("took lock; starting job", "fencing_token", got[0].Token)
 			run, lastRenew = start(ctx, job, got[0], log), time.Now()
 		}
 		if run != nil && run.finished() {
-			// The job returned while holding the lease: give it up and try again later.
+			// The job returned while holding the lock: give it up and try again later.
 			run.stop()
 			run = nil
 			if err := h.Release(ctx, name); err != nil {
-				log.Warn("release lease", "err", err)
+				log.Warn("release lock", "err", err)
 			}
 		}
 		select {
@@ -96,13 +96,13 @@ func (h *Holder) RunJob(ctx context.Context, job Job) {
 	}
 }
 
-// running is a job started under a lease.
+// running is a job started under a lock.
 type running struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func start(ctx context.Context, job Job, l Lease, log *slog.Logger) *running {
+func start(ctx context.Context, job Job, l Lock, log *slog.Logger) *running {
 	jctx, cancel := context.WithCancel(ctx)
 	r := &running{cancel: cancel, done: make(chan struct{})}
 	go func() {

@@ -2,7 +2,7 @@
 // held up to the last UTC hour boundary, so a running lease has a usage record for every hour
 // that has ended, and adds every metering record not yet counted into the hourly totals
 // (usage_hourly) that usage/query reads. Allocations that end are metered when they end, in the
-// transaction that ends them (workers/placer.End).
+// transaction that ends them (capacity.EndLeases).
 //
 // Both steps are single statements that lock the rows they take (FOR UPDATE SKIP LOCKED) and
 // mark them in the same statement, so a record is counted exactly once even if two processes
@@ -58,7 +58,7 @@ func Job(pool *pgxpool.Pool, opts Options) locks.Job {
 	opts = opts.withDefaults()
 	return locks.Job{
 		Name: Name,
-		Run: func(ctx context.Context, _ locks.Lease) error {
+		Run: func(ctx context.Context, _ locks.Lock) error {
 			return jobrun.Every(ctx, pool, Name, opts.Interval, opts.Logger, func(ctx context.Context) error {
 				_, err := RunOnce(ctx, pool, opts)
 				return err
@@ -110,14 +110,4 @@ func RunOnce(ctx context.Context, pool *pgxpool.Pool, opts Options) (Stats, erro
 		}
 	}
 	return st, nil
-}
-
-// Backlog reports the metering records not yet in the hourly totals and the age of the oldest,
-// for doctor and metrics. q may be a pool or a transaction.
-func Backlog(ctx context.Context, q db.DBTX) (records int64, oldest time.Duration, err error) {
-	row, err := db.New(q).UsageBacklog(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("usage backlog: %w", err)
-	}
-	return row.Records, time.Duration(row.OldestAgeSeconds * float64(time.Second)), nil
 }

@@ -8,10 +8,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/capacity"
+	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/workers/metering"
 	"github.com/better-compute/better-compute/internal/workers/placer"
-	"github.com/better-compute/better-compute/internal/workers/placer/placertest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -22,14 +23,15 @@ var ctx = context.Background()
 // hourly metering while they run, expiry and early release, and checks the hourly totals against
 // the leases' durations to the microsecond.
 func TestUsageMatchesLeaseDurationsExactly(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
-	tenant := placertest.RootTenant(t, pool)
+	tenant := capacitytest.RootTenant(t, pool)
 	sel := map[string]string{"gpu": "h100"}
-	placertest.Nodes(t, pool, tenant, 1, placertest.NodeSpec{GPUs: 4, Model: "H100", CPUs: 32, MemoryBytes: 64 << 30, Labels: sel})
-	pid := placertest.Pool(t, pool, tenant, "h100", sel)
-	gpuLease := placertest.Leases(t, pool, tenant, pid, 1, placertest.LeaseSpec{GPUs: 2, Model: "H100", Duration: 90 * time.Minute})[0]
-	cpuLease := placertest.Leases(t, pool, tenant, pid, 1, placertest.LeaseSpec{CPUs: 4, MemoryBytes: 1 << 30, Duration: 150*time.Minute + 2*time.Millisecond})[0]
-	early := placertest.Leases(t, pool, tenant, pid, 1, placertest.LeaseSpec{GPUs: 1, Model: "H100", Duration: 10 * time.Hour})[0]
+	capacitytest.Nodes(t, pool, tenant, 1, capacitytest.NodeSpec{GPUs: 4, Model: "H100", CPUs: 32, MemoryBytes: 64 << 30, Labels: sel})
+	pid := capacitytest.Pool(t, pool, tenant, "h100", sel)
+	gpuLease := capacitytest.Leases(t, pool, tenant, pid, 1, capacitytest.LeaseSpec{GPUs: 2, Model: "H100", Duration: 90 * time.Minute})[0]
+	cpuLease := capacitytest.Leases(t, pool, tenant, pid, 1, capacitytest.LeaseSpec{CPUs: 4, MemoryBytes: 1 << 30, Duration: 150*time.Minute + 2*time.Millisecond})[0]
+	early := capacitytest.Leases(t, pool, tenant, pid, 1, capacitytest.LeaseSpec{GPUs: 1, Model: "H100", Duration: 10 * time.Hour})[0]
 
 	now := time.Date(2031, 3, 4, 10, 20, 0, 123456000, time.UTC)
 	clock := func() time.Time { return now }
@@ -52,7 +54,7 @@ func TestUsageMatchesLeaseDurationsExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows, err := placer.End(ctx, db.New(tx), []uuid.UUID{early}, placer.StateReleased, "", &now); err != nil || len(rows) != 1 {
+	if rows, err := capacity.EndLeases(ctx, db.New(tx), []uuid.UUID{early}, capacity.LeaseReleased, "", &now); err != nil || len(rows) != 1 {
 		t.Fatalf("release: %v, %v", rows, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -123,7 +125,7 @@ func TestUsageMatchesLeaseDurationsExactly(t *testing.T) {
 	if gpuByHour[10] != 3*2399.876544 || gpuByHour[11] != 2*3000.123456+1860.123456 || len(gpuByHour) != 2 {
 		t.Errorf("GPU-seconds by hour %v", gpuByHour)
 	}
-	if n, lag, err := metering.Backlog(ctx, pool); err != nil || n != 0 || lag != 0 {
+	if n, lag, err := capacity.UsageBacklog(ctx, pool); err != nil || n != 0 || lag != 0 {
 		t.Errorf("backlog %d, %v, %v; want none", n, lag, err)
 	}
 }

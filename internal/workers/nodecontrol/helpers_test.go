@@ -3,7 +3,6 @@ package nodecontrol_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -11,10 +10,9 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
-	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
+	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/server/iam"
-	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/workers"
 	"github.com/better-compute/better-compute/internal/workers/locks"
 	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
@@ -24,21 +22,21 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 
 var ctx = context.Background()
 
-// fleet is the API on a fresh database, a client of NodesService and the root tenant.
-type fleet struct {
-	*servertest.Env
-	nodes  nodesv1connect.NodesServiceClient
+// env is a fresh database and its root tenant. Tests that drive nodes through the API are in
+// internal/e2e/nodecontrol.
+type env struct {
+	Pool   *pgxpool.Pool
 	tenant uuid.UUID
 }
 
-func newFleet(t *testing.T) *fleet {
+func newFleet(t *testing.T) *env {
 	t.Helper()
-	env := servertest.New(t)
-	root, err := iam.EnsureRootTenant(ctx, env.Pool)
+	pool := dbtest.Pool(t)
+	root, err := auth.EnsureRootTenant(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fleet{Env: env, nodes: nodesv1connect.NewNodesServiceClient(env.HTTPClient(env.AdminKey), env.URL), tenant: root.ID}
+	return &env{Pool: pool, tenant: root.ID}
 }
 
 // runWorkers runs the controllers role with the node reconcilers and jobs until the test ends.
@@ -89,13 +87,13 @@ func node(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) db.Node {
 	return n
 }
 
-func condition(t *testing.T, n db.Node, typ string) nodecontrol.Condition {
+func condition(t *testing.T, n db.Node, typ string) fleet.Condition {
 	t.Helper()
-	cs, err := nodecontrol.DecodeConditions(n.Conditions)
+	cs, err := fleet.DecodeConditions(n.Conditions)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := nodecontrol.FindCondition(cs, typ)
+	c, _ := fleet.FindCondition(cs, typ)
 	return c
 }
 
@@ -111,19 +109,6 @@ func count(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int {
 func events(t *testing.T, pool *pgxpool.Pool, typ string, id uuid.UUID) int {
 	t.Helper()
 	return count(t, pool, `SELECT count(*) FROM outbox WHERE type = $1 AND subject = $2`, typ, "node/"+id.String())
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
 }
 
 // command is a command of a node, by type.

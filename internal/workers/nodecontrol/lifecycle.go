@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/fleet"
 )
 
 // lifecycleReconciler drives a node's lifecycle where the API leaves it: a draining node gets a
@@ -21,7 +23,7 @@ type lifecycleReconciler struct {
 	opts Options
 }
 
-func (r *lifecycleReconciler) Kind() string { return KindLifecycle }
+func (r *lifecycleReconciler) Kind() string { return fleet.KindLifecycle }
 
 func (r *lifecycleReconciler) Reconcile(ctx context.Context, key string) error {
 	id, err := uuid.Parse(key)
@@ -38,7 +40,7 @@ func (r *lifecycleReconciler) Reconcile(ctx context.Context, key string) error {
 	// Count outside the transaction: the lease store may take its own locks, and a draining
 	// node gets no new leases, so the count can only fall.
 	leases := 0
-	if n.State == StateDraining && r.opts.ActiveLeases != nil {
+	if n.State == fleet.StateDraining && r.opts.ActiveLeases != nil {
 		if leases, err = r.opts.ActiveLeases(ctx, id); err != nil {
 			return fmt.Errorf("count active leases of node %s: %w", id, err)
 		}
@@ -55,8 +57,8 @@ func (r *lifecycleReconciler) Reconcile(ctx context.Context, key string) error {
 		if err != nil || !ok {
 			return err
 		}
-		if n.State == StateDraining {
-			_, isNew, err := newCommand(ctx, q, n, CommandDrain, fmt.Sprintf("drain-%d", n.StateGeneration), []byte("{}"), r.opts.DrainTimeout)
+		if n.State == fleet.StateDraining {
+			_, isNew, err := newCommand(ctx, q, n, CommandDrain, fmt.Sprintf("drain-%d", n.StateGeneration), drainPayload, r.opts.DrainTimeout)
 			if err != nil {
 				return err
 			}
@@ -71,11 +73,9 @@ func (r *lifecycleReconciler) Reconcile(ctx context.Context, key string) error {
 				if n, err = q.MarkNodeDrained(ctx, db.MarkNodeDrainedParams{ID: id, StateGeneration: n.StateGeneration}); err != nil {
 					return fmt.Errorf("mark node %s drained: %w", id, err)
 				}
-				payload, err := encodePayload(nodeTransition{ID: id, Hostname: n.Hostname, From: StateDraining, To: StateDrained})
-				if err != nil {
-					return err
-				}
-				if err := emit(ctx, q, n, "node.drained", payload); err != nil {
+				if err := event.Emit(ctx, q, n.TenantID, event.NodeDrained{NodeTransition: event.NodeTransition{
+					ID: id, Hostname: n.Hostname, From: string(fleet.StateDraining), To: string(fleet.StateDrained),
+				}}); err != nil {
 					return err
 				}
 			}
@@ -90,40 +90,40 @@ func (r *lifecycleReconciler) Reconcile(ctx context.Context, key string) error {
 	}
 	if waiting {
 		r.opts.Logger.Debug("draining node still has active leases", "node_id", id, "leases", leases)
-		return lookAgain(ctx, r.pool, KindLifecycle, key, r.opts.DrainPoll)
+		return lookAgain(ctx, r.pool, fleet.KindLifecycle, key, r.opts.DrainPoll)
 	}
 	return nil
 }
 
 // setSchedulable writes the Schedulable condition when it changed.
 func (r *lifecycleReconciler) setSchedulable(ctx context.Context, q *db.Queries, n db.Node) error {
-	cs, err := DecodeConditions(n.Conditions)
+	cs, err := fleet.DecodeConditions(n.Conditions)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.ID, err)
 	}
-	cs, changed, _ := SetCondition(cs, Schedulable(n), time.Now())
+	cs, changed, _ := fleet.SetCondition(cs, Schedulable(n), time.Now())
 	if !changed {
 		return nil
 	}
-	return q.SetNodeConditions(ctx, db.SetNodeConditionsParams{ID: n.ID, Conditions: EncodeConditions(cs)})
+	return q.SetNodeConditions(ctx, db.SetNodeConditionsParams{ID: n.ID, Conditions: fleet.EncodeConditions(cs)})
 }
 
 // Schedulable is the Schedulable condition of a node: True when new work may be placed on it
 // (ready, online and not revoked), False with the reason otherwise.
-func Schedulable(n db.Node) Condition {
-	c := Condition{Type: ConditionSchedulable, Status: StatusFalse}
+func Schedulable(n db.Node) fleet.Condition {
+	c := fleet.Condition{Type: fleet.ConditionSchedulable, Status: fleet.StatusFalse}
 	switch {
-	case n.State == StateRetired: // retiring also revokes; "Retired" says more
+	case n.State == fleet.StateRetired: // retiring also revokes; "Retired" says more
 		c.Reason, c.Message = "Retired", "the node is retired"
 	case n.RevokedAt != nil:
 		c.Reason, c.Message = "Revoked", "the node's identity is revoked"
-	case n.State == StateJoining:
+	case n.State == fleet.StateJoining:
 		c.Reason, c.Message = "Joining", "the node's daemon has not said hello yet"
-	case n.State == StateCordoned:
+	case n.State == fleet.StateCordoned:
 		c.Reason, c.Message = "Cordoned", "the node is cordoned"
-	case n.State == StateDraining:
+	case n.State == fleet.StateDraining:
 		c.Reason, c.Message = "Draining", "the node is draining"
-	case n.State == StateDrained:
+	case n.State == fleet.StateDrained:
 		c.Reason, c.Message = "Drained", "the node is drained"
 	case !n.Online:
 		c.Reason, c.Message = "Offline", "the node's heartbeats stopped"
@@ -131,7 +131,7 @@ func Schedulable(n db.Node) Condition {
 			c.Message = "the node has not been heard from"
 		}
 	default:
-		c.Status, c.Reason, c.Message = StatusTrue, "Ready", "the node is ready and online"
+		c.Status, c.Reason, c.Message = fleet.StatusTrue, "Ready", "the node is ready and online"
 	}
 	return c
 }

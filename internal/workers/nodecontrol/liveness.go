@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/workers/jobrun"
 	"github.com/better-compute/better-compute/internal/workers/locks"
 )
@@ -44,7 +45,7 @@ type LivenessOptions struct {
 	Batch int32
 	// OnOffline and OnOnline, when set, run in the transaction that marks the nodes.
 	OnOffline, OnOnline LivenessHook
-	// Wake, when set, is called after commit with KindLifecycle when nodes were enqueued (for
+	// Wake, when set, is called after commit with fleet.KindLifecycle when nodes were enqueued (for
 	// example a reconcile.Waker's Wake or a reconcile.Runtime's Poke).
 	Wake   func(kind string)
 	Logger *slog.Logger
@@ -77,7 +78,7 @@ func LivenessJob(pool *pgxpool.Pool, opts LivenessOptions) locks.Job {
 	opts = opts.withDefaults()
 	return locks.Job{
 		Name: LivenessJobName,
-		Run: func(ctx context.Context, l locks.Lease) error {
+		Run: func(ctx context.Context, l locks.Lock) error {
 			return jobrun.Every(ctx, pool, LivenessJobName, opts.Interval, opts.Logger, func(ctx context.Context) error {
 				for {
 					n, err := CheckLiveness(ctx, pool, l, opts)
@@ -92,7 +93,7 @@ func LivenessJob(pool *pgxpool.Pool, opts LivenessOptions) locks.Job {
 
 // CheckLiveness runs one round of the liveness job under the lease l: it returns
 // lease.ErrStale, and changes nothing, when l is no longer the current holder's lease.
-func CheckLiveness(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, opts LivenessOptions) (Liveness, error) {
+func CheckLiveness(ctx context.Context, pool *pgxpool.Pool, l locks.Lock, opts LivenessOptions) (Liveness, error) {
 	opts = opts.withDefaults()
 	var out Liveness
 	err := locks.InTx(ctx, pool, l, func(tx pgx.Tx) error {
@@ -115,7 +116,7 @@ func CheckLiveness(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, opts 
 				return fmt.Errorf("on nodes online: %w", err)
 			}
 		}
-		return Enqueue(ctx, q, KindLifecycle, append(append([]uuid.UUID(nil), out.Offline...), out.Online...)...)
+		return fleet.Enqueue(ctx, q, fleet.KindLifecycle, append(append([]uuid.UUID(nil), out.Offline...), out.Online...)...)
 	})
 	if err != nil {
 		return Liveness{}, err
@@ -125,7 +126,7 @@ func CheckLiveness(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, opts 
 			opts.Logger.Info("node liveness changed", "offline", len(out.Offline), "online", len(out.Online))
 		}
 		if opts.Wake != nil {
-			opts.Wake(KindLifecycle)
+			opts.Wake(fleet.KindLifecycle)
 		}
 	}
 	return out, nil

@@ -13,8 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/server/iam"
+	"github.com/better-compute/better-compute/internal/fleet"
+	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/workers/locks"
 	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
 )
@@ -90,9 +92,9 @@ func seen(t *testing.T, pool *pgxpool.Pool, id uuid.UUID, online bool, ago time.
 	}
 }
 
-func takeLivenessLease(t *testing.T, pool *pgxpool.Pool) locks.Lease {
+func takeLivenessLease(t *testing.T, pool *pgxpool.Pool) locks.Lock {
 	t.Helper()
-	ls, err := locks.NewHolder(pool, "test", nil).Acquire(ctx, time.Minute, nodecontrol.LivenessJob(pool, nodecontrol.LivenessOptions{}).LeaseName())
+	ls, err := locks.NewHolder(pool, "test", nil).Acquire(ctx, time.Minute, nodecontrol.LivenessJob(pool, nodecontrol.LivenessOptions{}).LockName())
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("take the liveness lease: %v %v", ls, err)
 	}
@@ -100,8 +102,9 @@ func takeLivenessLease(t *testing.T, pool *pgxpool.Pool) locks.Lease {
 }
 
 func TestLivenessMarksNodesInBatches(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
-	root, err := iam.EnsureRootTenant(ctx, pool)
+	root, err := auth.EnsureRootTenant(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +184,7 @@ func TestLivenessMarksNodesInBatches(t *testing.T) {
 	if got := count(t, pool, `SELECT count(*) FROM outbox WHERE type IN ('node.offline', 'node.online')`); got != 9 {
 		t.Errorf("%d liveness events, want 9", got)
 	}
-	if got := count(t, pool, `SELECT count(*) FROM reconcile_queue WHERE kind = $1`, nodecontrol.KindLifecycle); got != 9 {
+	if got := count(t, pool, `SELECT count(*) FROM reconcile_queue WHERE kind = $1`, fleet.KindLifecycle); got != 9 {
 		t.Errorf("%d nodes enqueued for their lifecycle, want 9", got)
 	}
 
@@ -209,6 +212,7 @@ func TestLivenessMarksNodesInBatches(t *testing.T) {
 // TestLivenessJob runs the job and the lifecycle reconciler on the worker runtime: a node whose
 // heartbeats stop goes offline (Schedulable False, Offline) and comes back when they resume.
 func TestLivenessJob(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	h := &hooks{t: t}
 	var woken sync.Map
@@ -235,16 +239,16 @@ func TestLivenessJob(t *testing.T) {
 			}
 		}
 	}()
-	eventually(t, 20*time.Second, "the node comes online and is schedulable", func() bool {
-		c := condition(t, node(t, f.Pool, id), nodecontrol.ConditionSchedulable)
-		return node(t, f.Pool, id).Online && c.Status == nodecontrol.StatusTrue && c.Reason == "Ready"
+	poll.Until(t, 20*time.Second, "the node comes online and is schedulable", func() bool {
+		c := condition(t, node(t, f.Pool, id), fleet.ConditionSchedulable)
+		return node(t, f.Pool, id).Online && c.Status == fleet.StatusTrue && c.Reason == "Ready"
 	})
 	close(stop)
 	<-stopped
 	// Heartbeats stop.
-	took := eventually(t, 10*time.Second, "the silent node goes offline", func() bool {
-		c := condition(t, node(t, f.Pool, id), nodecontrol.ConditionSchedulable)
-		return !node(t, f.Pool, id).Online && c.Status == nodecontrol.StatusFalse && c.Reason == "Offline"
+	took := poll.Until(t, 10*time.Second, "the silent node goes offline", func() bool {
+		c := condition(t, node(t, f.Pool, id), fleet.ConditionSchedulable)
+		return !node(t, f.Pool, id).Online && c.Status == fleet.StatusFalse && c.Reason == "Offline"
 	})
 	t.Logf("offline %v after its last heartbeat (threshold 1s)", took)
 	if got := flatten(h.calls(false)); !slices.Equal(got, []uuid.UUID{id}) {
@@ -254,13 +258,13 @@ func TestLivenessJob(t *testing.T) {
 	if err := beat(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the node is back", func() bool {
-		return node(t, f.Pool, id).Online && condition(t, node(t, f.Pool, id), nodecontrol.ConditionSchedulable).Status == nodecontrol.StatusTrue
+	poll.Until(t, 10*time.Second, "the node is back", func() bool {
+		return node(t, f.Pool, id).Online && condition(t, node(t, f.Pool, id), fleet.ConditionSchedulable).Status == fleet.StatusTrue
 	})
 	if len(h.calls(true)) != 2 { // the first hello, and now
 		t.Errorf("OnOnline calls %v, want 2", h.calls(true))
 	}
-	if _, ok := woken.Load(nodecontrol.KindLifecycle); !ok {
+	if _, ok := woken.Load(fleet.KindLifecycle); !ok {
 		t.Error("the job did not wake the lifecycle reconciler")
 	}
 	if got := count(t, f.Pool, `SELECT count(*) FROM job_runs WHERE name = $1 AND last_error = ''`, nodecontrol.LivenessJobName); got != 1 {

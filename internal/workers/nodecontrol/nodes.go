@@ -9,7 +9,7 @@
 //     resume, in batches, with events, and lets the lead's hooks mark their leases at risk.
 //
 // Keys of both reconcilers are node ids. The API enqueues them in the transaction of each change
-// (Enqueue); the liveness job enqueues the lifecycle of nodes whose liveness changed; and both
+// (fleet.Enqueue); the liveness job enqueues the lifecycle of nodes whose liveness changed; and both
 // reconcilers, while they wait for something that does not enqueue them (a lease ending, a
 // command finishing), look again after a delay.
 package nodecontrol
@@ -24,39 +24,38 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/better-compute/better-compute/gen/db"
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/command"
+	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/workers/reconcile"
-)
-
-// Reconciler kinds.
-const (
-	KindLifecycle = "node.lifecycle"
-	KindSpec      = "node.spec"
 )
 
 // Command types the reconcilers send to daemons.
 const (
-	// CommandDrain tells a daemon its node is draining; payload {}.
+	// CommandDrain tells a daemon its node is draining (daemonv1.DrainPayload).
 	CommandDrain = command.Drain
 	// CommandUndrain tells the daemon to accept work again after an uncordon.
 	CommandUndrain = command.Undrain
-	// CommandUpgrade asks a daemon to run another version; payload {"version": "..."}.
+	// CommandUpgrade asks a daemon to run another version (daemonv1.UpgradePayload).
 	CommandUpgrade = command.Upgrade
-	// CommandConfigure asks a daemon to apply a configuration; payload {"config": {...}}.
+	// CommandConfigure asks a daemon to apply a configuration (daemonv1.ConfigurePayload).
 	CommandConfigure = command.Configure
 )
 
-// Node lifecycle states (nodes.state).
-const (
-	StateJoining  = "joining"
-	StateReady    = "ready"
-	StateCordoned = "cordoned"
-	StateDraining = "draining"
-	StateDrained  = "drained"
-	StateRetired  = "retired"
-)
+// drainPayload is the stored form of a drain command's (empty) payload.
+var drainPayload = mustEncode(&daemonv1.DrainPayload{})
+
+// mustEncode is command.Encode of a payload that always encodes (a constant one).
+func mustEncode(p proto.Message) []byte {
+	b, err := command.Encode(p)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
 
 // ActiveLeases counts the leases still active on a node; a draining node becomes drained when it
 // has none.
@@ -146,16 +145,6 @@ func Reconcilers(pool *pgxpool.Pool, opts Options) []reconcile.Registration {
 	}
 }
 
-// Enqueue queues nodes for a reconciler kind; run it with q bound to the transaction of the
-// change, then wake the kind after commit if you can.
-func Enqueue(ctx context.Context, q *db.Queries, kind string, ids ...uuid.UUID) error {
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = id.String()
-	}
-	return reconcile.Enqueue(ctx, q, kind, keys...)
-}
-
 // lookAgain makes key of kind due again after d, even though the reconcile in progress succeeds.
 func lookAgain(ctx context.Context, pool *pgxpool.Pool, kind, key string, d time.Duration) error {
 	if err := db.New(pool).DeferReconcile(ctx, db.DeferReconcileParams{Kind: kind, Key: key, DelayMs: d.Milliseconds()}); err != nil {
@@ -178,13 +167,7 @@ func newCommand(ctx context.Context, q *db.Queries, n db.Node, typ, key string, 
 	if c.ID != id {
 		return c, false, nil
 	}
-	event, err := encodePayload(commandCreated{ID: c.ID, NodeID: n.ID, Type: typ})
-	if err != nil {
-		return db.Command{}, false, err
-	}
-	err = q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
-		TenantID: n.TenantID, Type: "command.created", Subject: "command/" + c.ID.String(), Payload: event,
-	})
+	err = event.Emit(ctx, q, n.TenantID, event.CommandCreated{CommandRef: event.CommandRef{ID: c.ID, NodeID: n.ID, Type: string(c.Type)}})
 	return c, true, err
 }
 
@@ -198,10 +181,4 @@ func lockNode(ctx context.Context, q *db.Queries, id uuid.UUID) (n db.Node, ok b
 		return n, false, fmt.Errorf("read node %s: %w", id, err)
 	}
 	return n, true, nil
-}
-
-func emit(ctx context.Context, q *db.Queries, n db.Node, typ string, payload []byte) error {
-	return q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
-		TenantID: n.TenantID, Type: typ, Subject: "node/" + n.ID.String(), Payload: payload,
-	})
 }

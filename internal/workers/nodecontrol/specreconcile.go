@@ -12,13 +12,21 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/better-compute/better-compute/gen/db"
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/command"
+	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/fleet"
 )
 
 // specReconciler brings a node to its NodeSpec. Labels and taints are written to the node row
-// at once. A daemon version other than the one the node reports becomes an "upgrade" command,
-// done when the daemon reports the version; a config the node has not applied becomes a
-// "configure" command, done when it succeeds. Commands carry the idempotency key
+// at once. A daemon version other than the one the node reports becomes an "upgrade" command
+// (with the spec's version, URL and checksum), done when the daemon reports the version; a
+// config the node has not applied becomes a "configure" command carrying it, done when it
+// succeeds. Commands carry the idempotency key
 // "<type>-<spec generation>", so a spec generation sends each command once; a failed one is
 // sent again (key "<type>-<generation>-retry-<failed command id>") after RetryFailedAfter.
 //
@@ -31,7 +39,7 @@ type specReconciler struct {
 	opts Options
 }
 
-func (r *specReconciler) Kind() string { return KindSpec }
+func (r *specReconciler) Kind() string { return fleet.KindSpec }
 
 // Progress of one step of a spec.
 const (
@@ -66,7 +74,7 @@ func (r *specReconciler) Reconcile(ctx context.Context, key string) error {
 		status := db.RecordNodeSpecStatusParams{ID: id, ObservedGeneration: n.ObservedGeneration}
 		var steps []step
 
-		spec, err := DecodeSpec(n.Spec)
+		spec, err := fleet.DecodeSpec(n.Spec)
 		if err != nil {
 			steps = append(steps, step{state: stepFailed, reason: "InvalidSpec", message: err.Error()})
 		} else {
@@ -77,12 +85,12 @@ func (r *specReconciler) Reconcile(ctx context.Context, key string) error {
 				}
 			}
 			if spec.Taints != nil {
-				if want := EncodeTaints(spec.Taints); !jsonEqual(n.Taints, want) {
+				if want := fleet.EncodeTaints(spec.Taints); !jsonEqual(n.Taints, want) {
 					status.Taints = want
 				}
 			}
 			if v := spec.DaemonVersion; v != "" && v != n.DaemonVersion {
-				s, isNew, err := r.upgrade(ctx, q, n, v)
+				s, isNew, err := r.upgrade(ctx, q, n, spec)
 				if err != nil {
 					return err
 				}
@@ -90,9 +98,13 @@ func (r *specReconciler) Reconcile(ctx context.Context, key string) error {
 				steps = append(steps, s)
 			}
 			if spec.Config != nil && !jsonEqual(spec.Config, n.AppliedConfig) {
-				payload, err := json.Marshal(map[string]json.RawMessage{"config": spec.Config})
+				cfg := &structpb.Struct{}
+				if err := protojson.Unmarshal(spec.Config, cfg); err != nil {
+					return fmt.Errorf("node %s: decode the spec's config: %w", id, err)
+				}
+				payload, err := command.Encode(&daemonv1.ConfigurePayload{Config: cfg})
 				if err != nil {
-					return fmt.Errorf("node %s: encode config: %w", id, err)
+					return fmt.Errorf("node %s: %w", id, err)
 				}
 				s, isNew, err := r.configure(ctx, q, n, payload)
 				if err != nil {
@@ -106,7 +118,7 @@ func (r *specReconciler) Reconcile(ctx context.Context, key string) error {
 			}
 		}
 
-		cond := Condition{Type: ConditionSpecApplied, Status: StatusTrue, Reason: "Applied",
+		cond := fleet.Condition{Type: fleet.ConditionSpecApplied, Status: fleet.StatusTrue, Reason: "Applied",
 			Message: fmt.Sprintf("the node has caught up with spec generation %d", gen), ObservedGeneration: gen}
 		var waiting, failed []step
 		for _, s := range steps {
@@ -122,36 +134,36 @@ func (r *specReconciler) Reconcile(ctx context.Context, key string) error {
 		}
 		switch {
 		case len(failed) > 0:
-			cond.Status, cond.Reason, cond.Message = StatusFalse, failed[0].reason, messages(failed)
+			cond.Status, cond.Reason, cond.Message = fleet.StatusFalse, failed[0].reason, messages(failed)
 		case len(waiting) > 0:
-			cond.Status, cond.Reason, cond.Message = StatusUnknown, waiting[0].reason, messages(waiting)
+			cond.Status, cond.Reason, cond.Message = fleet.StatusUnknown, waiting[0].reason, messages(waiting)
 		}
 		if len(waiting) == 0 {
 			status.ObservedGeneration = gen
 		}
-		cs, err := DecodeConditions(n.Conditions)
+		cs, err := fleet.DecodeConditions(n.Conditions)
 		if err != nil {
 			cs = nil // rebuilt from scratch
 		}
-		prev, _ := FindCondition(cs, ConditionSpecApplied)
-		cs, changed, transition := SetCondition(cs, cond, time.Now())
+		prev, _ := fleet.FindCondition(cs, fleet.ConditionSpecApplied)
+		cs, changed, transition := fleet.SetCondition(cs, cond, time.Now())
 		if !changed && status.Labels == nil && status.Taints == nil && status.AppliedConfig == nil &&
 			status.ObservedGeneration == n.ObservedGeneration {
 			return nil
 		}
-		status.Conditions = EncodeConditions(cs)
+		status.Conditions = fleet.EncodeConditions(cs)
 		if err := q.RecordNodeSpecStatus(ctx, status); err != nil {
 			return fmt.Errorf("record spec status of node %s: %w", id, err)
 		}
 		// An event when the outcome for a generation is known: applied, or failed (once per
 		// attempt that fails, or when the reason changes).
-		if (transition || prev.ObservedGeneration != gen) && cond.Status != StatusUnknown {
-			typ := "node.spec.applied"
-			if cond.Status == StatusFalse {
-				typ = "node.spec.failed"
+		if (transition || prev.ObservedGeneration != gen) && cond.Status != fleet.StatusUnknown {
+			outcome := event.NodeSpecOutcome{ID: id, Generation: gen, Reason: cond.Reason, Message: cond.Message}
+			var ev event.Event = event.NodeSpecApplied{NodeSpecOutcome: outcome}
+			if cond.Status == fleet.StatusFalse {
+				ev = event.NodeSpecFailed{NodeSpecOutcome: outcome}
 			}
-			payload, _ := json.Marshal(map[string]any{"id": id, "generation": gen, "reason": cond.Reason, "message": cond.Message})
-			if err := emit(ctx, q, n, typ, payload); err != nil {
+			if err := event.Emit(ctx, q, n.TenantID, ev); err != nil {
 				return err
 			}
 		}
@@ -164,7 +176,7 @@ func (r *specReconciler) Reconcile(ctx context.Context, key string) error {
 		r.opts.Notifier.CommandsCreated(context.WithoutCancel(ctx), []uuid.UUID{id})
 	}
 	if again > 0 {
-		return lookAgain(ctx, r.pool, KindSpec, key, again)
+		return lookAgain(ctx, r.pool, fleet.KindSpec, key, again)
 	}
 	return nil
 }
@@ -177,11 +189,13 @@ func messages(steps []step) string {
 	return strings.Join(ms, "; ")
 }
 
-// upgrade is the step for a node whose daemon reports another version than the spec's.
-func (r *specReconciler) upgrade(ctx context.Context, q *db.Queries, n db.Node, want string) (step, bool, error) {
-	payload, err := json.Marshal(map[string]string{"version": want})
+// upgrade is the step for a node whose daemon reports another version than the spec's: an
+// upgrade command with the spec's version, URL and checksum.
+func (r *specReconciler) upgrade(ctx context.Context, q *db.Queries, n db.Node, spec fleet.Spec) (step, bool, error) {
+	want := spec.DaemonVersion
+	payload, err := command.Encode(&daemonv1.UpgradePayload{Version: want, Url: spec.DaemonURL, Sha256: spec.DaemonSHA256})
 	if err != nil {
-		return step{}, false, err
+		return step{}, false, fmt.Errorf("node %s: %w", n.ID, err)
 	}
 	if why := unreachable(n); why != "" {
 		return step{state: stepFailed, reason: "NodeUnreachable", message: fmt.Sprintf("cannot upgrade the daemon to %s: %s", want, why)}, false, nil
@@ -231,7 +245,7 @@ func (r *specReconciler) configure(ctx context.Context, q *db.Queries, n db.Node
 type commandProgress struct {
 	state       int // stepWaiting (in flight), stepDone (succeeded) or stepFailed
 	id          uuid.UUID
-	cmdState    string
+	cmdState    command.State
 	err         string
 	finishedAgo time.Duration
 	// retryIn, for a failure, is when a new command will be sent.
@@ -274,12 +288,12 @@ func (r *specReconciler) command(ctx context.Context, q *db.Queries, n db.Node, 
 	return p, isNew, nil
 }
 
-func progressOf(id uuid.UUID, state, errMsg string, finishedAgo time.Duration) commandProgress {
+func progressOf(id uuid.UUID, state command.State, errMsg string, finishedAgo time.Duration) commandProgress {
 	p := commandProgress{id: id, cmdState: state, err: errMsg, finishedAgo: finishedAgo}
 	switch state {
-	case "pending", "sent", "acked":
+	case command.Pending, command.Sent, command.Acked:
 		p.state = stepWaiting
-	case "succeeded":
+	case command.Succeeded:
 		p.state = stepDone
 	default: // failed, expired, cancelled
 		p.state = stepFailed
@@ -292,7 +306,7 @@ func unreachable(n db.Node) string {
 	switch {
 	case n.RevokedAt != nil:
 		return "the node is revoked"
-	case n.State == StateRetired:
+	case n.State == fleet.StateRetired:
 		return "the node is retired"
 	}
 	return ""

@@ -10,10 +10,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/capacity"
+	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/workers/locks"
 	"github.com/better-compute/better-compute/internal/workers/placer"
-	"github.com/better-compute/better-compute/internal/workers/placer/placertest"
 	"github.com/better-compute/better-compute/internal/workers/reconcile"
 	"github.com/better-compute/better-compute/internal/workers/shard"
 )
@@ -29,11 +30,11 @@ const (
 func benchFleet(b *testing.B) (*pgxpool.Pool, uuid.UUID) {
 	b.Helper()
 	pool := dbtest.Pool(b)
-	tenant := placertest.RootTenant(b, pool)
+	tenant := capacitytest.RootTenant(b, pool)
 	sel := map[string]string{"gpu": "h100"}
-	placertest.Nodes(b, pool, tenant, benchNodes, placertest.NodeSpec{GPUs: benchGPUs, Model: "H100", CPUs: 128, MemoryBytes: 1 << 40, Labels: sel})
-	pid := placertest.Pool(b, pool, tenant, "h100", sel)
-	placertest.Leases(b, pool, tenant, pid, benchLeases, placertest.LeaseSpec{GPUs: 1, Model: "H100", Duration: time.Hour})
+	capacitytest.Nodes(b, pool, tenant, benchNodes, capacitytest.NodeSpec{GPUs: benchGPUs, Model: "H100", CPUs: 128, MemoryBytes: 1 << 40, Labels: sel})
+	pid := capacitytest.Pool(b, pool, tenant, "h100", sel)
+	capacitytest.Leases(b, pool, tenant, pid, benchLeases, capacitytest.LeaseSpec{GPUs: 1, Model: "H100", Duration: time.Hour})
 	if _, err := pool.Exec(context.Background(), "VACUUM ANALYZE"); err != nil {
 		b.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func BenchmarkPlacement(b *testing.B) {
 			b.Fatalf("placed %d of %d", res.Placed, benchLeases)
 		}
 		placed += res.Placed
-		placertest.AssertNoOvercommit(b, pool)
+		capacitytest.AssertNoOvercommit(b, pool)
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(placed)/elapsed.Seconds(), "placements/s")
@@ -93,10 +94,10 @@ func BenchmarkPlacementRuntime(b *testing.B) {
 		}
 		b.StartTimer()
 		start := time.Now()
-		if err := reconcile.Enqueue(ctx, db.New(pool), placer.Kind, pid.String()); err != nil {
+		if err := reconcile.Enqueue(ctx, db.New(pool), capacity.PlacerKind, pid.String()); err != nil {
 			b.Fatal(err)
 		}
-		rt.Poke(placer.Kind)
+		rt.Poke(capacity.PlacerKind)
 		for deadline := time.Now().Add(2 * time.Minute); ; {
 			var n int
 			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pool_leases WHERE state = 'placed'`).Scan(&n); err != nil {
@@ -115,7 +116,7 @@ func BenchmarkPlacementRuntime(b *testing.B) {
 		placed += benchLeases
 		cancel()
 		wg.Wait()
-		placertest.AssertNoOvercommit(b, pool)
+		capacitytest.AssertNoOvercommit(b, pool)
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(placed)/elapsed.Seconds(), "placements/s")

@@ -35,11 +35,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/capacity"
+	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/workers/reconcile"
 )
-
-// Kind is the placer's reconciler kind; its keys are pool ids.
-const Kind = "capacity.placer"
 
 // Defaults of Options.
 const (
@@ -84,7 +84,7 @@ func New(pool *pgxpool.Pool, opts Options) *Placer {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Placer{pool: pool, opts: opts, log: opts.Logger.With("kind", Kind)}
+	return &Placer{pool: pool, opts: opts, log: opts.Logger.With("kind", capacity.PlacerKind)}
 }
 
 // Registration is the placer as the worker runtime runs it: role scheduler, resynced every
@@ -100,8 +100,8 @@ func Registration(pool *pgxpool.Pool, opts Options) reconcile.Registration {
 	}
 }
 
-// Kind is Kind.
-func (p *Placer) Kind() string { return Kind }
+// Kind is capacity.PlacerKind.
+func (p *Placer) Kind() string { return capacity.PlacerKind }
 
 func (p *Placer) resync(ctx context.Context) ([]string, error) {
 	ids, err := db.New(p.pool).ListAllPoolIDs(ctx)
@@ -179,20 +179,20 @@ func (p *Placer) expire(ctx context.Context, pl db.PlacerPoolRow, now time.Time)
 		}
 		err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 			q := db.New(tx)
-			rows, err := End(ctx, q, ids, StateExpired, "", &now)
+			rows, err := capacity.EndLeases(ctx, q, ids, capacity.LeaseExpired, "", &now)
 			if err != nil {
 				return err
 			}
-			var ev events
+			var ev event.Batch
 			for _, r := range rows {
-				if err := ev.add(r.TenantID, EventExpired, r.ID, EventData{
-					ID: r.ID.String(), PoolID: r.PoolID.String(), State: StateExpired, EndTime: r.EndedAt,
-				}); err != nil {
+				if err := ev.Add(r.TenantID, event.LeaseExpired{LeaseChange: event.LeaseChange{
+					ID: r.ID, PoolID: r.PoolID, State: string(capacity.LeaseExpired), EndTime: r.EndedAt,
+				}}); err != nil {
 					return err
 				}
 			}
 			total += len(rows)
-			return ev.write(ctx, q)
+			return ev.Emit(ctx, q)
 		})
 		if err != nil {
 			return total, fmt.Errorf("expire leases: %w", err)
@@ -232,7 +232,7 @@ func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*Planner, t
 				ID: r.ID, Schedulable: r.State == "ready" && r.Online,
 				CPUs: r.Cpus, CPUsUsed: r.CpusUsed, Memory: r.MemoryBytes, MemoryUsed: r.MemoryUsed,
 			}
-			var taints []Taint
+			var taints []fleet.Taint
 			if err := json.Unmarshal(r.Taints, &taints); err != nil {
 				p.log.Warn("node taints unreadable; keeping leases off the node", "node", r.ID, "err", err)
 				n.Schedulable = false
@@ -332,7 +332,7 @@ func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, placed []Placem
 		if err != nil {
 			return err
 		}
-		var ev events
+		var ev event.Batch
 		if len(placed) > 0 {
 			ids := make([]uuid.UUID, len(placed))
 			for i, pc := range placed {
@@ -354,7 +354,7 @@ func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, placed []Placem
 				if !ok {
 					continue
 				}
-				var nodes []string
+				var nodes []uuid.UUID
 				for _, h := range pc.Holds {
 					if h.Device != 0 {
 						dev.LeaseIds = append(dev.LeaseIds, pc.Lease.ID)
@@ -367,14 +367,14 @@ func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, placed []Placem
 						res.Cpus = append(res.Cpus, h.CPUs)
 						res.MemoryBytes = append(res.MemoryBytes, h.Memory)
 					}
-					if s := h.Node.String(); len(nodes) == 0 || nodes[len(nodes)-1] != s {
-						nodes = append(nodes, s)
+					if len(nodes) == 0 || nodes[len(nodes)-1] != h.Node {
+						nodes = append(nodes, h.Node)
 					}
 				}
-				if err := ev.add(pc.Lease.Tenant, EventPlaced, pc.Lease.ID, EventData{
-					ID: pc.Lease.ID.String(), PoolID: pl.ID.String(), State: StatePlaced, PreviousState: StatePending,
+				if err := ev.Add(pc.Lease.Tenant, event.LeasePlaced{LeaseChange: event.LeaseChange{
+					ID: pc.Lease.ID, PoolID: pl.ID, State: string(capacity.LeasePlaced), PreviousState: string(capacity.LeasePending),
 					NodeIDs: nodes, EndTime: end,
-				}); err != nil {
+				}}); err != nil {
 					return err
 				}
 				nPlaced++
@@ -395,20 +395,20 @@ func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, placed []Placem
 			byReason[f.Reason] = append(byReason[f.Reason], f.Lease.ID)
 		}
 		for reason, ids := range byReason {
-			rows, err := End(ctx, q, ids, StateFailed, reason, &now)
+			rows, err := capacity.EndLeases(ctx, q, ids, capacity.LeaseFailed, reason, &now)
 			if err != nil {
 				return err
 			}
 			for _, r := range rows {
-				if err := ev.add(r.TenantID, EventFailed, r.ID, EventData{
-					ID: r.ID.String(), PoolID: r.PoolID.String(), State: StateFailed, PreviousState: StatePending, Reason: reason,
-				}); err != nil {
+				if err := ev.Add(r.TenantID, event.LeaseFailed{LeaseChange: event.LeaseChange{
+					ID: r.ID, PoolID: r.PoolID, State: string(capacity.LeaseFailed), PreviousState: string(capacity.LeasePending), Reason: reason,
+				}}); err != nil {
 					return err
 				}
 				nFailed++
 			}
 		}
-		return ev.write(ctx, q)
+		return ev.Emit(ctx, q)
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("write placements: %w", err)
@@ -436,7 +436,7 @@ func (p *Placer) schedule(ctx context.Context, pl db.PlacerPoolRow, more bool) e
 		sec, frac := math.Modf(next)
 		delay = max(time.Unix(int64(sec), int64(frac*1e9)).Sub(now), 0)
 	}
-	if err := q.ScheduleReconcile(ctx, db.ScheduleReconcileParams{Kind: Kind, Key: pl.ID.String(), DelayMs: delay.Milliseconds() + 1}); err != nil {
+	if err := q.ScheduleReconcile(ctx, db.ScheduleReconcileParams{Kind: capacity.PlacerKind, Key: pl.ID.String(), DelayMs: delay.Milliseconds() + 1}); err != nil {
 		return fmt.Errorf("schedule next reconcile: %w", err)
 	}
 	return nil

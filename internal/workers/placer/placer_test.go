@@ -14,9 +14,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/better-compute/better-compute/internal/capacity"
+	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/workers/placer"
-	"github.com/better-compute/better-compute/internal/workers/placer/placertest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -52,14 +54,15 @@ func heldDevices(t testing.TB, pool *pgxpool.Pool) map[uuid.UUID][]uuid.UUID {
 }
 
 func TestBinPackingFillsNodesBeforeOpeningOthers(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
-	tenant := placertest.RootTenant(t, pool)
-	placertest.Nodes(t, pool, tenant, 4, placertest.NodeSpec{GPUs: 8, Model: "H100", Labels: map[string]string{"gpu": "h100"}})
-	pid := placertest.Pool(t, pool, tenant, "h100", map[string]string{"gpu": "h100"})
+	tenant := capacitytest.RootTenant(t, pool)
+	capacitytest.Nodes(t, pool, tenant, 4, capacitytest.NodeSpec{GPUs: 8, Model: "H100", Labels: map[string]string{"gpu": "h100"}})
+	pid := capacitytest.Pool(t, pool, tenant, "h100", map[string]string{"gpu": "h100"})
 	// 3 + 3 + 2 fill one node; the 4-GPU lease opens a second node; 2 + 2 then fill that one.
 	var ids []uuid.UUID
 	for _, g := range []int32{3, 3, 2, 4, 2, 2} {
-		ids = append(ids, placertest.Leases(t, pool, tenant, pid, 1, placertest.LeaseSpec{GPUs: g, Model: "H100"})...)
+		ids = append(ids, capacitytest.Leases(t, pool, tenant, pid, 1, capacitytest.LeaseSpec{GPUs: g, Model: "H100"})...)
 	}
 	p := placer.New(pool, placer.Options{})
 	if res := place(t, p, pid); res.Placed != 6 {
@@ -80,10 +83,10 @@ func TestBinPackingFillsNodesBeforeOpeningOthers(t *testing.T) {
 			t.Errorf("node %s holds %d GPUs, want 8", n, c)
 		}
 	}
-	placertest.AssertNoOvercommit(t, pool)
+	capacitytest.AssertNoOvercommit(t, pool)
 
 	// Spread leases go to the emptiest nodes, one per node.
-	spread := placertest.Leases(t, pool, tenant, pid, 2, placertest.LeaseSpec{GPUs: 1, Model: "H100", Spread: true})
+	spread := capacitytest.Leases(t, pool, tenant, pid, 2, capacitytest.LeaseSpec{GPUs: 1, Model: "H100", Spread: true})
 	place(t, p, pid)
 	held = heldDevices(t, pool)
 	if a, b := held[spread[0]], held[spread[1]]; len(a) != 1 || len(b) != 1 || a[0] == b[0] {
@@ -97,14 +100,15 @@ func TestBinPackingFillsNodesBeforeOpeningOthers(t *testing.T) {
 }
 
 func TestMultiNodeLeaseAndNeverFits(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
-	tenant := placertest.RootTenant(t, pool)
-	placertest.Nodes(t, pool, tenant, 3, placertest.NodeSpec{GPUs: 8, Model: "H100", Labels: map[string]string{"gpu": "h100"}})
-	pid := placertest.Pool(t, pool, tenant, "h100", map[string]string{"gpu": "h100"})
-	big := placertest.Leases(t, pool, tenant, pid, 1, placertest.LeaseSpec{GPUs: 16, Model: "H100"})
+	tenant := capacitytest.RootTenant(t, pool)
+	capacitytest.Nodes(t, pool, tenant, 3, capacitytest.NodeSpec{GPUs: 8, Model: "H100", Labels: map[string]string{"gpu": "h100"}})
+	pid := capacitytest.Pool(t, pool, tenant, "h100", map[string]string{"gpu": "h100"})
+	big := capacitytest.Leases(t, pool, tenant, pid, 1, capacitytest.LeaseSpec{GPUs: 16, Model: "H100"})
 	// Admission refuses these; inserted directly, the placer fails them.
-	tooBig := placertest.Leases(t, pool, tenant, pid, 1, placertest.LeaseSpec{GPUs: 25, Model: "H100"})
-	wrong := placertest.Leases(t, pool, tenant, pid, 1, placertest.LeaseSpec{GPUs: 1, Model: "A100"})
+	tooBig := capacitytest.Leases(t, pool, tenant, pid, 1, capacitytest.LeaseSpec{GPUs: 25, Model: "H100"})
+	wrong := capacitytest.Leases(t, pool, tenant, pid, 1, capacitytest.LeaseSpec{GPUs: 1, Model: "A100"})
 	p := placer.New(pool, placer.Options{})
 	if res := place(t, p, pid); res.Placed != 1 || res.Failed != 2 {
 		t.Fatalf("result %+v, want 1 placed and 2 failed", res)
@@ -117,7 +121,7 @@ func TestMultiNodeLeaseAndNeverFits(t *testing.T) {
 	if len(held) != 16 || len(perNode) != 2 {
 		t.Fatalf("the 16-GPU lease holds %d GPUs on %d nodes, want 16 on 2", len(held), len(perNode))
 	}
-	if s := placertest.States(t, pool, append(tooBig, wrong...)); s[placer.StateFailed] != 2 {
+	if s := capacitytest.States(t, pool, append(tooBig, wrong...)); s[capacity.LeaseFailed] != 2 {
 		t.Fatalf("states %v, want both failed", s)
 	}
 	var reasons []string
@@ -136,29 +140,30 @@ func TestMultiNodeLeaseAndNeverFits(t *testing.T) {
 }
 
 func TestUnschedulableNodesGetNoPlacement(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
-	tenant := placertest.RootTenant(t, pool)
+	tenant := capacitytest.RootTenant(t, pool)
 	sel := map[string]string{"gpu": "h100"}
 	var unschedulable []uuid.UUID
-	for _, spec := range []placertest.NodeSpec{
+	for _, spec := range []capacitytest.NodeSpec{
 		{State: "drained"}, {State: "draining"}, {State: "cordoned"}, {State: "joining"}, {Offline: true},
-		{Taints: []placer.Taint{{Key: "maintenance", Effect: "NoSchedule"}}},
+		{Taints: []fleet.Taint{{Key: "maintenance", Effect: "NoSchedule"}}},
 	} {
 		spec.GPUs, spec.Model, spec.Labels = 8, "H100", sel
-		unschedulable = append(unschedulable, placertest.Nodes(t, pool, tenant, 1, spec)...)
+		unschedulable = append(unschedulable, capacitytest.Nodes(t, pool, tenant, 1, spec)...)
 	}
-	pid := placertest.Pool(t, pool, tenant, "h100", sel)
-	leases := placertest.Leases(t, pool, tenant, pid, 4, placertest.LeaseSpec{GPUs: 1, Model: "H100"})
+	pid := capacitytest.Pool(t, pool, tenant, "h100", sel)
+	leases := capacitytest.Leases(t, pool, tenant, pid, 4, capacitytest.LeaseSpec{GPUs: 1, Model: "H100"})
 	p := placer.New(pool, placer.Options{})
 	if res := place(t, p, pid); res.Placed != 0 || res.Failed != 0 {
 		t.Fatalf("result %+v: nothing is schedulable, the leases should wait", res)
 	}
-	if s := placertest.States(t, pool, leases); s[placer.StatePending] != 4 {
+	if s := capacitytest.States(t, pool, leases); s[capacity.LeasePending] != 4 {
 		t.Fatalf("states %v, want all pending", s)
 	}
 	// A lease that tolerates the taint goes to the tainted node, and only there.
-	tol := placertest.Leases(t, pool, tenant, pid, 1, placertest.LeaseSpec{GPUs: 1, Model: "H100",
-		Tolerations: []placer.Toleration{{Key: "maintenance", Operator: "Exists"}}})
+	tol := capacitytest.Leases(t, pool, tenant, pid, 1, capacitytest.LeaseSpec{GPUs: 1, Model: "H100",
+		Tolerations: []fleet.Toleration{{Key: "maintenance", Operator: "Exists"}}})
 	if res := place(t, p, pid); res.Placed != 1 {
 		t.Fatalf("result %+v, want the tolerating lease placed", res)
 	}
@@ -166,7 +171,7 @@ func TestUnschedulableNodesGetNoPlacement(t *testing.T) {
 		t.Fatalf("tolerating lease on %v, want the tainted node", held)
 	}
 	// A ready node arrives: the pending leases go there, none to the others.
-	ready := placertest.Nodes(t, pool, tenant, 1, placertest.NodeSpec{GPUs: 8, Model: "H100", Labels: sel})
+	ready := capacitytest.Nodes(t, pool, tenant, 1, capacitytest.NodeSpec{GPUs: 8, Model: "H100", Labels: sel})
 	if res := place(t, p, pid); res.Placed != 4 {
 		t.Fatalf("result %+v, want 4 placed", res)
 	}
@@ -175,15 +180,16 @@ func TestUnschedulableNodesGetNoPlacement(t *testing.T) {
 			t.Fatalf("lease %s on %v, want the ready node", l, held)
 		}
 	}
-	placertest.AssertNoOvercommit(t, pool)
+	capacitytest.AssertNoOvercommit(t, pool)
 }
 
 func TestOfflineNodeLeasesAtRiskAndBack(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
-	tenant := placertest.RootTenant(t, pool)
-	nodes := placertest.Nodes(t, pool, tenant, 2, placertest.NodeSpec{GPUs: 4, Model: "H100", Labels: map[string]string{"gpu": "h100"}})
-	pid := placertest.Pool(t, pool, tenant, "h100", map[string]string{"gpu": "h100"})
-	leases := placertest.Leases(t, pool, tenant, pid, 2, placertest.LeaseSpec{GPUs: 4, Model: "H100"})
+	tenant := capacitytest.RootTenant(t, pool)
+	nodes := capacitytest.Nodes(t, pool, tenant, 2, capacitytest.NodeSpec{GPUs: 4, Model: "H100", Labels: map[string]string{"gpu": "h100"}})
+	pid := capacitytest.Pool(t, pool, tenant, "h100", map[string]string{"gpu": "h100"})
+	leases := capacitytest.Leases(t, pool, tenant, pid, 2, capacitytest.LeaseSpec{GPUs: 4, Model: "H100"})
 	p := placer.New(pool, placer.Options{})
 	place(t, p, pid)
 	held := heldDevices(t, pool)
@@ -203,30 +209,30 @@ func TestOfflineNodeLeasesAtRiskAndBack(t *testing.T) {
 		}
 	}
 	setOnline(false, placer.MarkAtRisk)
-	s := placertest.States(t, pool, leases[:1])
-	if s[placer.StateAtRisk] != 1 {
+	s := capacitytest.States(t, pool, leases[:1])
+	if s[capacity.LeaseAtRisk] != 1 {
 		t.Fatalf("state %v, want at_risk", s)
 	}
-	if s := placertest.States(t, pool, leases[1:]); s[placer.StatePlaced] != 1 {
+	if s := capacitytest.States(t, pool, leases[1:]); s[capacity.LeasePlaced] != 1 {
 		t.Fatalf("the other node's lease is %v, want placed", s)
 	}
 	if n, err := placer.ActiveLeases(ctx, pool, down); err != nil || n != 1 {
 		t.Fatalf("ActiveLeases = %d, %v; want 1 (an at-risk lease still holds its devices)", n, err)
 	}
 	// Nothing new goes to the offline node, and the at-risk lease keeps its devices.
-	more := placertest.Leases(t, pool, tenant, pid, 1, placertest.LeaseSpec{GPUs: 1, Model: "H100"})
+	more := capacitytest.Leases(t, pool, tenant, pid, 1, capacitytest.LeaseSpec{GPUs: 1, Model: "H100"})
 	place(t, p, pid)
-	if st := placertest.States(t, pool, more); st[placer.StatePending] != 1 {
+	if st := capacitytest.States(t, pool, more); st[capacity.LeasePending] != 1 {
 		t.Fatalf("new lease %v, want pending (the only free capacity is offline)", st)
 	}
-	placertest.AssertNoOvercommit(t, pool)
+	capacitytest.AssertNoOvercommit(t, pool)
 
 	setOnline(true, placer.MarkPlaced)
-	if s := placertest.States(t, pool, leases[:1]); s[placer.StatePlaced] != 1 {
+	if s := capacitytest.States(t, pool, leases[:1]); s[capacity.LeasePlaced] != 1 {
 		t.Fatalf("state %v after the node came back, want placed", s)
 	}
 	var types []string
-	rows, _ := pool.Query(ctx, `SELECT type FROM outbox WHERE subject = $1 ORDER BY id`, placer.Subject(leases[0]))
+	rows, _ := pool.Query(ctx, `SELECT type FROM outbox WHERE subject = $1 ORDER BY id`, "lease/"+leases[0].String())
 	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		t.Fatal(err)
@@ -236,19 +242,20 @@ func TestOfflineNodeLeasesAtRiskAndBack(t *testing.T) {
 	}
 	// MarkPlaced enqueued the pool.
 	var queued int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM reconcile_queue WHERE kind = $1 AND key = $2`, placer.Kind, pid.String()).Scan(&queued); err != nil || queued != 1 {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM reconcile_queue WHERE kind = $1 AND key = $2`, capacity.PlacerKind, pid.String()).Scan(&queued); err != nil || queued != 1 {
 		t.Errorf("pool queued %d times, %v", queued, err)
 	}
 	_ = nodes
 }
 
 func TestExpiryFreesDevicesAndReschedules(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
-	tenant := placertest.RootTenant(t, pool)
-	placertest.Nodes(t, pool, tenant, 1, placertest.NodeSpec{GPUs: 2, Model: "H100", Labels: map[string]string{"gpu": "h100"}})
-	pid := placertest.Pool(t, pool, tenant, "h100", map[string]string{"gpu": "h100"})
-	first := placertest.Leases(t, pool, tenant, pid, 1, placertest.LeaseSpec{GPUs: 2, Model: "H100", Duration: 30 * time.Minute})
-	second := placertest.Leases(t, pool, tenant, pid, 1, placertest.LeaseSpec{GPUs: 2, Model: "H100", Duration: time.Hour})
+	tenant := capacitytest.RootTenant(t, pool)
+	capacitytest.Nodes(t, pool, tenant, 1, capacitytest.NodeSpec{GPUs: 2, Model: "H100", Labels: map[string]string{"gpu": "h100"}})
+	pid := capacitytest.Pool(t, pool, tenant, "h100", map[string]string{"gpu": "h100"})
+	first := capacitytest.Leases(t, pool, tenant, pid, 1, capacitytest.LeaseSpec{GPUs: 2, Model: "H100", Duration: 30 * time.Minute})
+	second := capacitytest.Leases(t, pool, tenant, pid, 1, capacitytest.LeaseSpec{GPUs: 2, Model: "H100", Duration: time.Hour})
 	now := time.Date(2031, 3, 4, 10, 15, 0, 0, time.UTC)
 	p := placer.New(pool, placer.Options{Now: func() time.Time { return now }})
 	if res := place(t, p, pid); res.Placed != 1 {
@@ -256,7 +263,7 @@ func TestExpiryFreesDevicesAndReschedules(t *testing.T) {
 	}
 	// The key is due again when the first lease ends (30 minutes, by the database's clock).
 	var delay float64
-	if err := pool.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM due_at - now()) FROM reconcile_queue WHERE kind = $1 AND key = $2`, placer.Kind, pid.String()).Scan(&delay); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM due_at - now()) FROM reconcile_queue WHERE kind = $1 AND key = $2`, capacity.PlacerKind, pid.String()).Scan(&delay); err != nil {
 		t.Fatal(err)
 	}
 	if delay < 29*60 || delay > 30*60+1 {
@@ -279,16 +286,17 @@ func TestExpiryFreesDevicesAndReschedules(t *testing.T) {
 	if !placedAt.Equal(now) {
 		t.Errorf("second lease placed at %v, want %v", placedAt, now)
 	}
-	placertest.AssertNoOvercommit(t, pool)
+	capacitytest.AssertNoOvercommit(t, pool)
 }
 
 func TestReservationsKeepOthersOff(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
-	tenant := placertest.RootTenant(t, pool)
-	placertest.Nodes(t, pool, tenant, 1, placertest.NodeSpec{GPUs: 8, Model: "H100", Labels: map[string]string{"gpu": "h100", "rack": "a"}})
-	placertest.Nodes(t, pool, tenant, 1, placertest.NodeSpec{GPUs: 8, Model: "H100", Labels: map[string]string{"gpu": "h100", "rack": "b"}})
-	all := placertest.Pool(t, pool, tenant, "h100", map[string]string{"gpu": "h100"})
-	rackA := placertest.Pool(t, pool, tenant, "rack-a", map[string]string{"rack": "a"})
+	tenant := capacitytest.RootTenant(t, pool)
+	capacitytest.Nodes(t, pool, tenant, 1, capacitytest.NodeSpec{GPUs: 8, Model: "H100", Labels: map[string]string{"gpu": "h100", "rack": "a"}})
+	capacitytest.Nodes(t, pool, tenant, 1, capacitytest.NodeSpec{GPUs: 8, Model: "H100", Labels: map[string]string{"gpu": "h100", "rack": "b"}})
+	all := capacitytest.Pool(t, pool, tenant, "h100", map[string]string{"gpu": "h100"})
+	rackA := capacitytest.Pool(t, pool, tenant, "rack-a", map[string]string{"rack": "a"})
 	now := time.Date(2031, 3, 4, 10, 0, 0, 0, time.UTC)
 	// Rack a is reserved from 11:00 to 13:00.
 	resID := uuid.Must(uuid.NewV7())
@@ -298,22 +306,22 @@ func TestReservationsKeepOthersOff(t *testing.T) {
 	}
 	p := placer.New(pool, placer.Options{Now: func() time.Time { return now }})
 	// Two-hour leases in the big pool must keep off rack a: 8 fit on rack b, 8 wait.
-	long := placertest.Leases(t, pool, tenant, all, 16, placertest.LeaseSpec{GPUs: 1, Model: "H100", Duration: 2 * time.Hour})
+	long := capacitytest.Leases(t, pool, tenant, all, 16, capacitytest.LeaseSpec{GPUs: 1, Model: "H100", Duration: 2 * time.Hour})
 	// A 30-minute lease ends before the window: rack a may take it.
-	short := placertest.Leases(t, pool, tenant, all, 1, placertest.LeaseSpec{GPUs: 1, Model: "H100", Duration: 30 * time.Minute})
+	short := capacitytest.Leases(t, pool, tenant, all, 1, capacitytest.LeaseSpec{GPUs: 1, Model: "H100", Duration: 30 * time.Minute})
 	// A lease of the reservation waits for its window.
-	inRes := placertest.Leases(t, pool, tenant, rackA, 1, placertest.LeaseSpec{GPUs: 4, Model: "H100", Duration: 5 * time.Hour, Reservation: &resID})
+	inRes := capacitytest.Leases(t, pool, tenant, rackA, 1, capacitytest.LeaseSpec{GPUs: 4, Model: "H100", Duration: 5 * time.Hour, Reservation: &resID})
 	if res := place(t, p, all); res.Placed != 9 {
 		t.Fatalf("result %+v, want 8 long leases on rack b and the short one on rack a", res)
 	}
-	if s := placertest.States(t, pool, long); s[placer.StatePlaced] != 8 || s[placer.StatePending] != 8 {
+	if s := capacitytest.States(t, pool, long); s[capacity.LeasePlaced] != 8 || s[capacity.LeasePending] != 8 {
 		t.Fatalf("long leases %v", s)
 	}
-	if s := placertest.States(t, pool, short); s[placer.StatePlaced] != 1 {
+	if s := capacitytest.States(t, pool, short); s[capacity.LeasePlaced] != 1 {
 		t.Fatalf("short lease %v, want placed", s)
 	}
 	place(t, p, rackA)
-	if s := placertest.States(t, pool, inRes); s[placer.StatePending] != 1 {
+	if s := capacitytest.States(t, pool, inRes); s[capacity.LeasePending] != 1 {
 		t.Fatalf("reservation lease %v before its window, want pending", s)
 	}
 	now = now.Add(time.Hour) // the window opens; the short lease has expired
@@ -327,24 +335,25 @@ func TestReservationsKeepOthersOff(t *testing.T) {
 	if res := place(t, p, all); res.Placed != 0 {
 		t.Fatalf("result %+v: rack a is reserved, nothing else may go there", res)
 	}
-	placertest.AssertNoOvercommit(t, pool)
+	capacitytest.AssertNoOvercommit(t, pool)
 }
 
 func TestConcurrentPlacersNeverOvercommit(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
-	tenant := placertest.RootTenant(t, pool)
+	tenant := capacitytest.RootTenant(t, pool)
 	sel := map[string]string{"gpu": "h100"}
-	placertest.Nodes(t, pool, tenant, 3, placertest.NodeSpec{GPUs: 4, Model: "H100", CPUs: 16, MemoryBytes: 64 << 30, Labels: sel})
+	capacitytest.Nodes(t, pool, tenant, 3, capacitytest.NodeSpec{GPUs: 4, Model: "H100", CPUs: 16, MemoryBytes: 64 << 30, Labels: sel})
 	// Three pools over the same nodes: their placers run at once, under different keys, and
 	// only the database can stop them from handing out one device twice.
 	var pools []uuid.UUID
 	for i := range 3 {
-		pools = append(pools, placertest.Pool(t, pool, tenant, fmt.Sprintf("p%d", i), sel))
+		pools = append(pools, capacitytest.Pool(t, pool, tenant, fmt.Sprintf("p%d", i), sel))
 	}
 	var leases []uuid.UUID
 	for _, pid := range pools {
-		leases = append(leases, placertest.Leases(t, pool, tenant, pid, 10, placertest.LeaseSpec{GPUs: 1, Model: "H100"})...)
-		leases = append(leases, placertest.Leases(t, pool, tenant, pid, 5, placertest.LeaseSpec{CPUs: 4, MemoryBytes: 8 << 30})...)
+		leases = append(leases, capacitytest.Leases(t, pool, tenant, pid, 10, capacitytest.LeaseSpec{GPUs: 1, Model: "H100"})...)
+		leases = append(leases, capacitytest.Leases(t, pool, tenant, pid, 5, capacitytest.LeaseSpec{CPUs: 4, MemoryBytes: 8 << 30})...)
 	}
 	var wg sync.WaitGroup
 	var conflicts atomic.Int32
@@ -366,22 +375,23 @@ func TestConcurrentPlacersNeverOvercommit(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d placements refused by the database and retried", conflicts.Load())
-	if held := placertest.AssertNoOvercommit(t, pool); held != 12 {
+	if held := capacitytest.AssertNoOvercommit(t, pool); held != 12 {
 		t.Fatalf("%d devices held, want all 12", held)
 	}
-	s := placertest.States(t, pool, leases)
-	if s[placer.StatePlaced] != 12+12 || s[placer.StatePending] != 30+15-24 {
+	s := capacitytest.States(t, pool, leases)
+	if s[capacity.LeasePlaced] != 12+12 || s[capacity.LeasePending] != 30+15-24 {
 		t.Fatalf("states %v, want 12 GPU and 12 CPU leases placed (4 per node), the rest pending", s)
 	}
 }
 
 func TestDatabaseRefusesOvercommit(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
-	tenant := placertest.RootTenant(t, pool)
+	tenant := capacitytest.RootTenant(t, pool)
 	sel := map[string]string{"gpu": "h100"}
-	node := placertest.Nodes(t, pool, tenant, 1, placertest.NodeSpec{GPUs: 1, Model: "H100", CPUs: 8, MemoryBytes: 1 << 30, Labels: sel})[0]
-	pid := placertest.Pool(t, pool, tenant, "h100", sel)
-	leases := placertest.Leases(t, pool, tenant, pid, 3, placertest.LeaseSpec{GPUs: 1, Model: "H100"})
+	node := capacitytest.Nodes(t, pool, tenant, 1, capacitytest.NodeSpec{GPUs: 1, Model: "H100", CPUs: 8, MemoryBytes: 1 << 30, Labels: sel})[0]
+	pid := capacitytest.Pool(t, pool, tenant, "h100", sel)
+	leases := capacitytest.Leases(t, pool, tenant, pid, 3, capacitytest.LeaseSpec{GPUs: 1, Model: "H100"})
 	var device int64
 	if err := pool.QueryRow(ctx, `SELECT id FROM devices WHERE node_id = $1`, node).Scan(&device); err != nil {
 		t.Fatal(err)

@@ -7,40 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/better-compute/better-compute/internal/fleet"
 )
-
-// Taint keeps leases off a node unless they tolerate it, as in Kubernetes. Only the effects
-// NoSchedule and NoExecute keep leases off; PreferNoSchedule is a preference the placer ignores.
-type Taint struct {
-	Key    string `json:"key"`
-	Value  string `json:"value,omitempty"`
-	Effect string `json:"effect"`
-}
-
-// Blocks reports whether the taint keeps untolerating leases off its node.
-func (t Taint) Blocks() bool { return t.Effect == "NoSchedule" || t.Effect == "NoExecute" }
-
-// Toleration lets a lease onto nodes with matching taints.
-type Toleration struct {
-	Key string `json:"key,omitempty"`
-	// "Equal" (or empty): key and value match; "Exists": the key matches, and an empty key
-	// matches every taint.
-	Operator string `json:"operator,omitempty"`
-	Value    string `json:"value,omitempty"`
-	// Empty matches every effect.
-	Effect string `json:"effect,omitempty"`
-}
-
-// Tolerates reports whether the toleration matches the taint.
-func (t Toleration) Tolerates(taint Taint) bool {
-	if t.Effect != "" && t.Effect != taint.Effect {
-		return false
-	}
-	if t.Operator == "Exists" {
-		return t.Key == "" || t.Key == taint.Key
-	}
-	return t.Key == taint.Key && t.Value == taint.Value
-}
 
 // Window is a reservation's time window, [Start, End).
 type Window struct {
@@ -67,7 +36,7 @@ type Node struct {
 	// Ready, online and not revoked.
 	Schedulable bool
 	// Taints that keep leases off (NoSchedule, NoExecute).
-	Taints []Taint
+	Taints []fleet.Taint
 	// Active reservations not over yet, of every pool the node is a member of.
 	Reservations []Window
 	// Present devices, by index.
@@ -84,7 +53,7 @@ type Lease struct {
 	CPUs        int32
 	Memory      int64
 	Spread      bool
-	Tolerations []Toleration
+	Tolerations []fleet.Toleration
 	Duration    time.Duration
 	Reservation *uuid.UUID
 }
@@ -316,7 +285,7 @@ func (p *Planner) never(l *Lease) string {
 // eligible reports whether a special node may take the lease running until end.
 func (p *Planner) eligible(s *nstate, l *Lease, end time.Time) bool {
 	for _, t := range s.node.Taints {
-		if !slices.ContainsFunc(l.Tolerations, func(tol Toleration) bool { return tol.Tolerates(t) }) {
+		if !slices.ContainsFunc(l.Tolerations, func(tol fleet.Toleration) bool { return tol.Tolerates(t) }) {
 			return false
 		}
 	}

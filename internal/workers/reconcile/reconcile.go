@@ -276,7 +276,7 @@ func Backoff(attempt int) time.Duration {
 
 func (rt *Runtime) resyncJob(reg Registration) locks.Job {
 	kind := reg.Reconciler.Kind()
-	return locks.Job{Name: "resync:" + kind, Run: func(ctx context.Context, _ locks.Lease) error {
+	return locks.Job{Name: "resync:" + kind, Run: func(ctx context.Context, _ locks.Lock) error {
 		for {
 			keys, err := reg.Resync(ctx)
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/workers/locks"
 	"github.com/better-compute/better-compute/internal/workers/reconcile"
 	"github.com/better-compute/better-compute/internal/workers/shard"
@@ -50,19 +51,6 @@ func startWorker(t testing.TB, pool *pgxpool.Pool, id string, ttl time.Duration,
 func (w *worker) stop() { w.cancel(); <-w.done }
 func (w *worker) kill() { w.holder.Abandon(); w.stop() }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // disjointCover reports whether the workers' shards are disjoint and cover all of them.
 func disjointCover(ws ...*worker) bool {
 	seen := map[int]bool{}
@@ -78,12 +66,13 @@ func disjointCover(ws ...*worker) bool {
 }
 
 func TestShardsRebalanceAndMoveWhenMemberDies(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	const ttl = 900 * time.Millisecond
 	a := startWorker(t, pool, "a", ttl)
-	eventually(t, 5*time.Second, "a holds every shard", func() bool { return disjointCover(a) })
+	poll.Until(t, 5*time.Second, "a holds every shard", func() bool { return disjointCover(a) })
 	b := startWorker(t, pool, "b", ttl)
-	eventually(t, 10*time.Second, "a and b split the shards", func() bool {
+	poll.Until(t, 10*time.Second, "a and b split the shards", func() bool {
 		return disjointCover(a, b) && len(b.member.Owned()) > 0
 	})
 	if n := len(a.member.Owned()); n < 96 || n > 160 {
@@ -91,15 +80,15 @@ func TestShardsRebalanceAndMoveWhenMemberDies(t *testing.T) {
 	}
 	// No shard is ever held twice in the database while members come and go.
 	c := startWorker(t, pool, "c", ttl)
-	eventually(t, 10*time.Second, "three members split the shards", func() bool {
+	poll.Until(t, 10*time.Second, "three members split the shards", func() bool {
 		return disjointCover(a, b, c) && len(c.member.Owned()) > 0
 	})
 	var held int
-	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM leases WHERE name LIKE 'shard:controllers:%' AND expires_at > now()").Scan(&held); err != nil || held > shard.Count {
+	if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM locks WHERE name LIKE 'shard:controllers:%' AND expires_at > now()").Scan(&held); err != nil || held > shard.Count {
 		t.Fatalf("%d live shard leases, %v", held, err)
 	}
 	b.kill()
-	took := eventually(t, 4*ttl, "the survivors take the dead member's shards", func() bool { return disjointCover(a, c) })
+	took := poll.Until(t, 4*ttl, "the survivors take the dead member's shards", func() bool { return disjointCover(a, c) })
 	t.Logf("shards moved %v after the member died (TTL %v)", took, ttl)
 	if took > ttl+ttl/2 {
 		t.Errorf("shards moved after %v, want within about one TTL (%v)", took, ttl)
@@ -154,6 +143,7 @@ func enqueue(t testing.TB, pool *pgxpool.Pool, kind string, keys []string) {
 }
 
 func queueDepth(t testing.TB, pool *pgxpool.Pool, kind string) int {
+	t.Helper()
 	var n int
 	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM reconcile_queue WHERE kind = $1", kind).Scan(&n); err != nil {
 		t.Fatal(err)
@@ -162,12 +152,13 @@ func queueDepth(t testing.TB, pool *pgxpool.Pool, kind string) int {
 }
 
 func TestNoKeyReconciledByTwoWorkersAtOnce(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	tr := &tracker{kind: "test.overlap", work: time.Millisecond}
 	reg := reconcile.Registration{Reconciler: tr, Concurrency: 4}
 	a := startWorker(t, pool, "a", time.Second, reg)
 	b := startWorker(t, pool, "b", time.Second, reg)
-	eventually(t, 10*time.Second, "both workers hold shards", func() bool { return disjointCover(a, b) && len(b.member.Owned()) > 0 })
+	poll.Until(t, 10*time.Second, "both workers hold shards", func() bool { return disjointCover(a, b) && len(b.member.Owned()) > 0 })
 
 	keys := make([]string, 2000)
 	for i := range keys {
@@ -178,7 +169,7 @@ func TestNoKeyReconciledByTwoWorkersAtOnce(t *testing.T) {
 	b.rt.Poke(tr.kind)
 	// Enqueue a quarter again while the first pass runs: each of those must run once more.
 	enqueue(t, pool, tr.kind, keys[:500])
-	eventually(t, 60*time.Second, "the queue drains", func() bool { return queueDepth(t, pool, tr.kind) == 0 })
+	poll.Until(t, 60*time.Second, "the queue drains", func() bool { return queueDepth(t, pool, tr.kind) == 0 })
 	if tr.overlap.Load() {
 		t.Fatal("a key was reconciled by two workers at once")
 	}
@@ -190,6 +181,7 @@ func TestNoKeyReconciledByTwoWorkersAtOnce(t *testing.T) {
 }
 
 func TestFailuresRetryWithBackoff(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	tr := &tracker{kind: "test.retry", fail: func(key string, attempt int32) error {
 		if key == "flaky" && attempt == 1 {
@@ -201,13 +193,13 @@ func TestFailuresRetryWithBackoff(t *testing.T) {
 		return nil
 	}}
 	w := startWorker(t, pool, "w", time.Second, reconcile.Registration{Reconciler: tr})
-	eventually(t, 5*time.Second, "w holds every shard", func() bool { return disjointCover(w) })
+	poll.Until(t, 5*time.Second, "w holds every shard", func() bool { return disjointCover(w) })
 	enqueue(t, pool, tr.kind, []string{"flaky", "broken", "fine"})
 	w.rt.Poke(tr.kind)
-	eventually(t, 10*time.Second, "flaky succeeds on retry", func() bool { return tr.times("flaky") == 2 && tr.times("fine") == 1 })
+	poll.Until(t, 10*time.Second, "flaky succeeds on retry", func() bool { return tr.times("flaky") == 2 && tr.times("fine") == 1 })
 	var attempts int
 	var lastErr *string
-	eventually(t, 5*time.Second, "the panic is recorded", func() bool {
+	poll.Until(t, 5*time.Second, "the panic is recorded", func() bool {
 		err := pool.QueryRow(context.Background(), "SELECT attempts, last_error FROM reconcile_queue WHERE kind = $1 AND key = 'broken'", tr.kind).Scan(&attempts, &lastErr)
 		return err == nil && attempts >= 1 && lastErr != nil
 	})
@@ -220,6 +212,7 @@ func TestFailuresRetryWithBackoff(t *testing.T) {
 }
 
 func TestBackoffGrowsAndIsCapped(t *testing.T) {
+	t.Parallel()
 	prev := time.Duration(0)
 	for attempt := 1; attempt <= 5; attempt++ {
 		d := reconcile.Backoff(attempt)
@@ -242,7 +235,7 @@ func BenchmarkReconcileThroughput(b *testing.B) {
 	reg := reconcile.Registration{Reconciler: tr, Concurrency: 16}
 	w1 := startWorker(b, pool, "w1", 5*time.Second, reg)
 	w2 := startWorker(b, pool, "w2", 5*time.Second, reg)
-	eventually(b, 20*time.Second, "the workers split the shards", func() bool { return disjointCover(w1, w2) && len(w2.member.Owned()) > 0 })
+	poll.Until(b, 20*time.Second, "the workers split the shards", func() bool { return disjointCover(w1, w2) && len(w2.member.Owned()) > 0 })
 	n := max(b.N, 20000)
 	keys := make([]string, n)
 	for i := range keys {
@@ -253,7 +246,7 @@ func BenchmarkReconcileThroughput(b *testing.B) {
 	enqueue(b, pool, tr.kind, keys)
 	w1.rt.Poke(tr.kind)
 	w2.rt.Poke(tr.kind)
-	eventually(b, 5*time.Minute, "the queue drains", func() bool { return queueDepth(b, pool, tr.kind) == 0 })
+	poll.Until(b, 5*time.Minute, "the queue drains", func() bool { return queueDepth(b, pool, tr.kind) == 0 })
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "keys/s")

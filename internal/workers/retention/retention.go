@@ -71,7 +71,7 @@ func Job(pool *pgxpool.Pool, opts Options) locks.Job {
 	opts = opts.withDefaults()
 	return locks.Job{
 		Name: Name,
-		Run: func(ctx context.Context, l locks.Lease) error {
+		Run: func(ctx context.Context, l locks.Lock) error {
 			return jobrun.Every(ctx, pool, Name, opts.Interval, opts.Logger, func(ctx context.Context) error {
 				_, err := Prune(ctx, pool, l, opts)
 				return err
@@ -88,7 +88,7 @@ type Pruned struct {
 // Prune deletes every row past its retention under the lease l, batch by batch, and returns
 // how many it deleted. It stops with lease.ErrStale, having deleted nothing more, once l is no
 // longer the current holder's lease.
-func Prune(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, opts Options) (Pruned, error) {
+func Prune(ctx context.Context, pool *pgxpool.Pool, l locks.Lock, opts Options) (Pruned, error) {
 	opts = opts.withDefaults()
 	var n Pruned
 	var errs []error
@@ -131,7 +131,7 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, opts Options)
 }
 
 // fenced runs del in a transaction guarded by the lease l.
-func fenced(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, del func(q *db.Queries) (int64, error)) (int64, error) {
+func fenced(ctx context.Context, pool *pgxpool.Pool, l locks.Lock, del func(q *db.Queries) (int64, error)) (int64, error) {
 	var n int64
 	err := locks.InTx(ctx, pool, l, func(tx pgx.Tx) error {
 		var err error

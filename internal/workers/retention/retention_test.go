@@ -168,7 +168,7 @@ func anys[T any](s []T) []any {
 	return out
 }
 
-func acquire(t *testing.T, pool *pgxpool.Pool) locks.Lease {
+func acquire(t *testing.T, pool *pgxpool.Pool) locks.Lock {
 	t.Helper()
 	ls, err := locks.NewHolder(pool, "test", nil).Acquire(ctx, time.Minute, "singleton:"+retention.Name)
 	if err != nil || len(ls) != 1 {
@@ -178,6 +178,7 @@ func acquire(t *testing.T, pool *pgxpool.Pool) locks.Lease {
 }
 
 func TestPruneDeletesOldRowsInBoundedBatches(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	r := seed(t, pool)
 
@@ -202,6 +203,7 @@ func TestPruneDeletesOldRowsInBoundedBatches(t *testing.T) {
 }
 
 func TestStaleLeaseDeletesNothing(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	seed(t, pool)
 	l := acquire(t, pool)
@@ -220,6 +222,7 @@ func TestStaleLeaseDeletesNothing(t *testing.T) {
 }
 
 func TestJobPrunesAndRecordsItsRuns(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	r := seed(t, pool)
 	h := locks.NewHolder(pool, "test", nil)
@@ -249,6 +252,7 @@ func TestJobPrunesAndRecordsItsRuns(t *testing.T) {
 }
 
 func TestOutboxKeepsRowsNotDeliveredToEverySink(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	r := seed(t, pool)
 	// One sink has delivered everything, another only up to the third old row.

@@ -2,8 +2,8 @@
 //
 // Work of a role is divided into Count shards. Every worker of the role is a member: it
 // heartbeats in shard_members and, among the members heard from within a TTL, takes the shards
-// that rendezvous hashing assigns to it, each under the lease "shard:<role>:<n>". When a member
-// dies its heartbeat and leases expire and the survivors take its shards within a TTL; when one
+// that rendezvous hashing assigns to it, each under the lock "shard:<role>:<n>". When a member
+// dies its heartbeat and locks expire and the survivors take its shards within a TTL; when one
 // joins, the others release the shards it now wins and it takes them once they are free, so no
 // shard ever has two holders.
 package shard
@@ -39,7 +39,7 @@ type Member struct {
 	log    *slog.Logger
 
 	mu      sync.Mutex
-	owned   map[int]locks.Lease
+	owned   map[int]locks.Lock
 	changed chan struct{} // closed and replaced whenever owned changes
 }
 
@@ -54,7 +54,7 @@ func NewMember(pool *pgxpool.Pool, holder *locks.Holder, role string, ttl time.D
 	return &Member{
 		role: role, holder: holder, pool: pool, ttl: ttl,
 		log:   log.With("role", role, "member", holder.ID),
-		owned: map[int]locks.Lease{}, changed: make(chan struct{}),
+		owned: map[int]locks.Lock{}, changed: make(chan struct{}),
 	}
 }
 
@@ -70,8 +70,8 @@ func (m *Member) Owned() []int {
 	return out
 }
 
-// Lease returns the lease of a shard the member holds, for fenced writes.
-func (m *Member) Lease(shard int) (locks.Lease, bool) {
+// Lock returns the lock of a shard the member holds, for fenced writes.
+func (m *Member) Lock(shard int) (locks.Lock, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.owned[shard]
@@ -98,7 +98,7 @@ func (m *Member) Run(ctx context.Context) {
 			m.log.Warn("shard membership round failed", "err", err)
 			// Unconfirmed for most of a TTL: let the shards go rather than risk two holders.
 			if time.Since(lastConfirmed) > m.ttl*2/3 {
-				m.set(map[int]locks.Lease{})
+				m.set(map[int]locks.Lock{})
 			}
 		} else {
 			lastConfirmed = time.Now()
@@ -113,7 +113,7 @@ func (m *Member) Run(ctx context.Context) {
 }
 
 // tick heartbeats, works out the shards this member should hold, and renews, releases and
-// acquires leases to match.
+// acquires locks to match.
 func (m *Member) tick(ctx context.Context) error {
 	q := db.New(m.pool)
 	if err := q.HeartbeatMember(ctx, db.HeartbeatMemberParams{Role: m.role, Member: m.holder.ID}); err != nil {
@@ -133,7 +133,7 @@ func (m *Member) tick(ctx context.Context) error {
 		}
 	}
 	current := m.snapshot()
-	next := map[int]locks.Lease{}
+	next := map[int]locks.Lock{}
 	if len(current) > 0 {
 		renewed, err := m.holder.Renew(ctx, m.ttl, m.names(slices.Collect(maps.Keys(current)))...)
 		if err != nil {
@@ -176,7 +176,7 @@ func (m *Member) tick(ctx context.Context) error {
 }
 
 func (m *Member) leave() {
-	m.set(map[int]locks.Lease{})
+	m.set(map[int]locks.Lock{})
 	if m.holder.Abandoned() {
 		return
 	}
@@ -194,13 +194,13 @@ func (m *Member) leave() {
 	}
 }
 
-func (m *Member) snapshot() map[int]locks.Lease {
+func (m *Member) snapshot() map[int]locks.Lock {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return maps.Clone(m.owned)
 }
 
-func (m *Member) set(owned map[int]locks.Lease) {
+func (m *Member) set(owned map[int]locks.Lock) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	same := len(owned) == len(m.owned)
@@ -217,13 +217,13 @@ func (m *Member) set(owned map[int]locks.Lease) {
 	}
 }
 
-// LeaseName is the lease of one shard of a role.
-func LeaseName(role string, shard int) string { return fmt.Sprintf("shard:%s:%03d", role, shard) }
+// LockName is the name of the lock of one shard of a role.
+func LockName(role string, shard int) string { return fmt.Sprintf("shard:%s:%03d", role, shard) }
 
 func (m *Member) names(shards []int) []string {
 	out := make([]string, len(shards))
 	for i, s := range shards {
-		out[i] = LeaseName(m.role, s)
+		out[i] = LockName(m.role, s)
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/webhook"
 	"github.com/better-compute/better-compute/internal/workers/locks"
 )
 
@@ -27,6 +28,7 @@ func BenchmarkOutboxDelivery(b *testing.B) {
 }
 
 func benchmarkDelivery(b *testing.B, events, subjects int) {
+	b.Helper()
 	ctx := context.Background()
 	pool := dbtest.Pool(b)
 	tenant := newTenant(b, pool)
@@ -35,7 +37,7 @@ func benchmarkDelivery(b *testing.B, events, subjects int) {
 	var received, bad atomic.Int64
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if err := Verify(*secret.Load(), r.Header, body); err != nil {
+		if err := webhook.Verify(*secret.Load(), r.Header, body); err != nil {
 			bad.Add(1)
 			w.WriteHeader(http.StatusUnauthorized)
 			return

@@ -2,7 +2,6 @@ package sinks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,18 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/webhook"
 	"github.com/better-compute/better-compute/internal/workers/locks"
 )
-
-// A webhook's states (webhooks.state).
-const (
-	StateHealthy = "healthy"
-	StateFailing = "failing"
-)
-
-// FailingEventType is the event a tenant receives (on its other webhooks, and in events/list)
-// when one of its webhooks is marked failing.
-const FailingEventType = "webhook.failing"
 
 // maxFailureLen bounds the stored reason a webhook failed (webhooks.failure allows 2000).
 const maxFailureLen = 1000
@@ -38,7 +29,7 @@ func (d *dispatcher) loadState(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read webhook state: %w", err)
 	}
-	d.failing = st.State == StateFailing
+	d.failing = st.State == webhook.StateFailing
 	if d.retrying, err = d.q.SinkRetrying(ctx, d.sink.Name()); err != nil {
 		return fmt.Errorf("read retry state: %w", err)
 	}
@@ -72,7 +63,7 @@ func (d *dispatcher) failed(ctx context.Context, derr error) (gaveUp bool, err e
 			return err
 		}
 		// Read after the lock: a replay that committed meanwhile restarted the schedule.
-		if st.State == StateFailing {
+		if st.State == webhook.StateFailing {
 			failingAlready = true
 			return nil
 		}
@@ -90,13 +81,7 @@ func (d *dispatcher) failed(ctx context.Context, derr error) (gaveUp bool, err e
 		if err := q.ClearSinkRetry(ctx, d.sink.Name()); err != nil {
 			return err
 		}
-		payload, err := json.Marshal(map[string]string{"id": d.hook.ID.String(), "url": RedactURL(d.hook.URL), "error": failure})
-		if err != nil {
-			return err
-		}
-		if err := q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{
-			TenantID: d.hook.TenantID, Type: FailingEventType, Subject: "webhook/" + d.hook.ID.String(), Payload: payload,
-		}); err != nil {
+		if err := event.Emit(ctx, q, d.hook.TenantID, event.WebhookFailing{ID: d.hook.ID, URL: webhook.RedactURL(d.hook.URL), Error: failure}); err != nil {
 			return err
 		}
 		gaveUp = true
@@ -135,7 +120,7 @@ func (d *dispatcher) parkRound(ctx context.Context) (full bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("read webhook state: %w", err)
 	}
-	if st.State != StateFailing {
+	if st.State != webhook.StateFailing {
 		d.failing = false
 		return false, nil
 	}
@@ -185,7 +170,7 @@ func (d *dispatcher) parkRound(ctx context.Context) (full bool, err error) {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errSinkGone
 		}
-		if err != nil || st.State != StateFailing {
+		if err != nil || st.State != webhook.StateFailing {
 			return err
 		}
 		stillFailing = true

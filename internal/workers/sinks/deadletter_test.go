@@ -15,6 +15,9 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/poll"
+	"github.com/better-compute/better-compute/internal/webhook"
 	"github.com/better-compute/better-compute/internal/workers/locks"
 	"github.com/better-compute/better-compute/internal/workers/retention"
 )
@@ -25,7 +28,7 @@ import (
 // tenant receives everything, and retention prunes the outbox.
 func TestFailingWebhookIsParkedAndDoesNotHoldTheOutbox(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.Pool(t)
 	tenant := newTenant(t, pool)
 	bad, good := newReceiver(t), newReceiver(t)
@@ -69,9 +72,9 @@ func TestFailingWebhookIsParkedAndDoesNotHoldTheOutbox(t *testing.T) {
 
 	q := db.New(pool)
 	// 15 events and the webhook.failing event are parked; the cap keeps the newest 10.
-	eventually(t, 20*time.Second, "the webhook failing with its events parked", func() bool {
+	poll.Until(t, 20*time.Second, "the webhook failing with its events parked", func() bool {
 		w, err := q.GetWebhook(ctx, db.GetWebhookParams{TenantID: tenant, ID: badID})
-		return err == nil && w.State == StateFailing && w.DeadLetters == 10 && w.DeadLettersDropped == 6
+		return err == nil && w.State == webhook.StateFailing && w.DeadLetters == 10 && w.DeadLettersDropped == 6
 	})
 	w, err := q.GetWebhook(ctx, db.GetWebhookParams{TenantID: tenant, ID: badID})
 	if err != nil {
@@ -81,18 +84,18 @@ func TestFailingWebhookIsParkedAndDoesNotHoldTheOutbox(t *testing.T) {
 		t.Fatalf("failing webhook %+v after %d attempts", w, bad.nFail.Load())
 	}
 	rows, err := q.ListDeadLetters(ctx, db.ListDeadLettersParams{TenantID: tenant, WebhookID: badID, Lim: 100})
-	if err != nil || len(rows) != 10 || rows[9].Type != FailingEventType {
+	if err != nil || len(rows) != 10 || rows[9].Type != (event.WebhookFailing{}).Type() {
 		t.Fatalf("dead letters %+v (%v)", rows, err)
 	}
 	// Neither the announcement nor the logs carry the URL's path, which holds a token.
-	if p := string(rows[9].Payload); strings.Contains(p, "secret-token") || !strings.Contains(p, RedactedPath) {
+	if p := string(rows[9].Payload); strings.Contains(p, "secret-token") || !strings.Contains(p, webhook.RedactedPath) {
 		t.Fatalf("webhook.failing data %s", p)
 	}
 	if l := logs.String(); strings.Contains(l, "secret-token") || !strings.Contains(l, "retries ran out") {
 		t.Fatalf("logs:\n%s", l)
 	}
 	// The healthy webhook got every event, and the announcement.
-	eventually(t, 20*time.Second, "every event at the healthy webhook", func() bool { return good.unique() == subjects*perSubject+1 })
+	poll.Until(t, 20*time.Second, "every event at the healthy webhook", func() bool { return good.unique() == subjects*perSubject+1 })
 	var updates []delivery
 	for _, d := range good.deliveries() {
 		if d.Type == "node.updated" {
@@ -104,7 +107,7 @@ func TestFailingWebhookIsParkedAndDoesNotHoldTheOutbox(t *testing.T) {
 	// Parking goes on for new events, without attempts.
 	attempts := bad.nFail.Load()
 	emit(t, pool, tenant, "node.updated", map[string]int{"node/late": 1})
-	eventually(t, 20*time.Second, "the late event parked", func() bool {
+	poll.Until(t, 20*time.Second, "the late event parked", func() bool {
 		w, err := q.GetWebhook(ctx, db.GetWebhookParams{TenantID: tenant, ID: badID})
 		return err == nil && w.DeadLettersDropped == 7 && good.unique() == subjects*perSubject+2
 	})
@@ -117,7 +120,7 @@ func TestFailingWebhookIsParkedAndDoesNotHoldTheOutbox(t *testing.T) {
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("lease %v %v", ls, err)
 	}
-	eventually(t, 20*time.Second, "the outbox pruned", func() bool {
+	poll.Until(t, 20*time.Second, "the outbox pruned", func() bool {
 		if _, err := retention.Prune(ctx, pool, ls[0], retention.Options{Retention: config.Retention{Outbox: time.Millisecond}}); err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +136,7 @@ func TestFailingWebhookIsParkedAndDoesNotHoldTheOutbox(t *testing.T) {
 // original ids, before newer events, and leave the dead letters; the webhook is healthy again.
 func TestReplayDeliversParkedEventsFirst(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := t.Context()
 	pool := dbtest.Pool(t)
 	tenant := newTenant(t, pool)
 	rcv := newReceiver(t)
@@ -151,9 +154,9 @@ func TestReplayDeliversParkedEventsFirst(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	q := db.New(pool)
-	eventually(t, 20*time.Second, "the events parked", func() bool {
+	poll.Until(t, 20*time.Second, "the events parked", func() bool {
 		w, err := q.GetWebhook(ctx, db.GetWebhookParams{TenantID: tenant, ID: id})
-		return err == nil && w.State == StateFailing && w.DeadLetters == 2
+		return err == nil && w.State == webhook.StateFailing && w.DeadLetters == 2
 	})
 	parked, err := q.ListDeadLetters(ctx, db.ListDeadLettersParams{TenantID: tenant, WebhookID: id, Lim: 10})
 	if err != nil {
@@ -165,15 +168,15 @@ func TestReplayDeliversParkedEventsFirst(t *testing.T) {
 	rcv.fail.Store(0)
 	replay(t, pool, tenant, id)
 	emit(t, pool, tenant, "node.updated", map[string]int{"node/a": 3})
-	eventually(t, 20*time.Second, "the replayed and the new events", func() bool { return rcv.unique() == 3 })
+	poll.Until(t, 20*time.Second, "the replayed and the new events", func() bool { return rcv.unique() == 3 })
 	got := rcv.deliveries()
 	checkOrder(t, got, map[string]int{"node/a": 3})
-	if got[0].ID != EventID(parked[0].OutboxID) || got[1].ID != EventID(parked[1].OutboxID) {
+	if got[0].ID != webhook.EventID(parked[0].OutboxID) || got[1].ID != webhook.EventID(parked[1].OutboxID) {
 		t.Fatalf("replayed %v, parked %+v", got, parked)
 	}
-	eventually(t, 20*time.Second, "the dead letters emptied", func() bool {
+	poll.Until(t, 20*time.Second, "the dead letters emptied", func() bool {
 		w, err := q.GetWebhook(ctx, db.GetWebhookParams{TenantID: tenant, ID: id})
-		return err == nil && w.State == StateHealthy && w.DeadLetters == 0
+		return err == nil && w.State == webhook.StateHealthy && w.DeadLetters == 0
 	})
 }
 
@@ -189,24 +192,9 @@ func replay(t *testing.T, pool *pgxpool.Pool, tenant, id uuid.UUID) {
 		if _, err := q.QueueDeadLetters(ctx, db.QueueDeadLettersParams{TenantID: tenant, WebhookID: id}); err != nil {
 			return err
 		}
-		return q.ClearSinkRetry(ctx, WebhookSinkName(id))
+		return q.ClearSinkRetry(ctx, webhook.SinkName(id))
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestRedactURL(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		"https://example.com/hooks/abc?token=x": "https://example.com/[redacted]",
-		"https://example.com:8443/":             "https://example.com:8443",
-		"http://example.com":                    "http://example.com",
-		"https://example.com?t=1":               "https://example.com/[redacted]",
-		"not a url":                             "[redacted]",
-	} {
-		if got := RedactURL(in); got != want {
-			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
-		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/seal"
+	"github.com/better-compute/better-compute/internal/webhook"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -28,7 +29,7 @@ const testSecret = "test-secret-0123456789abcdef-0123456789"
 
 func testSealer(t testing.TB) *seal.Sealer {
 	t.Helper()
-	s, err := NewSealer(testSecret)
+	s, err := webhook.NewSealer(testSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,15 +55,15 @@ func newTenant(t testing.TB, pool *pgxpool.Pool) uuid.UUID {
 func newWebhook(t testing.TB, pool *pgxpool.Pool, tenant uuid.UUID, url string, types ...string) (uuid.UUID, string) {
 	t.Helper()
 	ctx := context.Background()
-	id, secret := uuid.Must(uuid.NewV7()), NewSecret()
+	id, secret := uuid.Must(uuid.NewV7()), webhook.NewSecret()
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
 		if _, err := q.CreateWebhook(ctx, db.CreateWebhookParams{
-			ID: id, TenantID: tenant, Url: url, EventTypes: append([]string{}, types...), SecretSealed: SealSecret(testSealer(t), id, secret),
+			ID: id, TenantID: tenant, Url: url, EventTypes: append([]string{}, types...), SecretSealed: webhook.SealSecret(testSealer(t), id, secret),
 		}); err != nil {
 			return err
 		}
-		return q.EnsureSinkCursor(ctx, db.EnsureSinkCursorParams{Sink: WebhookSinkName(id), WebhookID: &id})
+		return q.EnsureSinkCursor(ctx, db.EnsureSinkCursorParams{Sink: webhook.SinkName(id), WebhookID: &id})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +102,7 @@ type receiver struct {
 }
 
 func newReceiver(t testing.TB) *receiver {
+	t.Helper()
 	r := &receiver{t: t}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.srv.Close)
@@ -115,7 +117,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if err := Verify(*r.secret.Load(), req.Header, body); err != nil {
+	if err := webhook.Verify(*r.secret.Load(), req.Header, body); err != nil {
 		r.t.Errorf("receiver: %v", err)
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
@@ -138,7 +140,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r.mu.Lock()
-	r.got = append(r.got, delivery{ID: req.Header.Get(HeaderID), Type: msg.Type, Subject: msg.Subject, Seq: msg.Data.Seq})
+	r.got = append(r.got, delivery{ID: req.Header.Get(webhook.HeaderID), Type: msg.Type, Subject: msg.Subject, Seq: msg.Data.Seq})
 	r.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -184,21 +186,10 @@ func checkOrder(t testing.TB, got []delivery, want map[string]int) {
 	}
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // fastOptions are sinks options for tests: short intervals, a short lease, private addresses
 // allowed (receivers listen on 127.0.0.1).
 func fastOptions(t testing.TB) Options {
+	t.Helper()
 	return Options{
 		Sealer: testSealer(t), AllowPrivate: true,
 		Refresh: 50 * time.Millisecond, Poll: 10 * time.Millisecond,

@@ -55,9 +55,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -68,6 +66,7 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/seal"
+	"github.com/better-compute/better-compute/internal/webhook"
 	"github.com/better-compute/better-compute/internal/workers/locks"
 )
 
@@ -84,10 +83,7 @@ type Event struct {
 
 // MessageID is the event's stable id, the same on every delivery: webhook-id, and the id that
 // events/list shows.
-func (e Event) MessageID() string { return EventID(e.ID) }
-
-// EventID is the message id of the outbox row id.
-func EventID(id int64) string { return "evt_" + strconv.FormatInt(id, 10) }
+func (e Event) MessageID() string { return webhook.EventID(e.ID) }
 
 // Sink receives events.
 type Sink interface {
@@ -182,9 +178,6 @@ func (o Options) withDefaults() Options {
 // JobName is the singleton job (lease "singleton:<JobName>") that dispatches a sink.
 func JobName(sink string) string { return "outbox-dispatch:" + sink }
 
-// WebhookSinkName is the sink name of a webhook.
-func WebhookSinkName(id uuid.UUID) string { return "webhook:" + id.String() }
-
 // LogSinkName is the log sink's name.
 const LogSinkName = "log"
 
@@ -198,7 +191,7 @@ func Run(ctx context.Context, holder *locks.Holder, pool *pgxpool.Pool, opts Opt
 	}
 	opts = opts.withDefaults()
 	log := opts.Logger.With("role", "sinks")
-	client := NewClient(opts.AllowPrivate, opts.Concurrency)
+	client := webhook.NewClient(opts.AllowPrivate, opts.Concurrency)
 	defer client.CloseIdleConnections()
 
 	type running struct {
@@ -213,7 +206,7 @@ func Run(ctx context.Context, holder *locks.Holder, pool *pgxpool.Pool, opts Opt
 		runs[sink.Name()] = r
 		go func() {
 			defer close(r.done)
-			holder.RunJob(rctx, locks.Job{Name: JobName(sink.Name()), TTL: opts.LeaseTTL, Run: func(jctx context.Context, l locks.Lease) error {
+			holder.RunJob(rctx, locks.Job{Name: JobName(sink.Name()), TTL: opts.LeaseTTL, Run: func(jctx context.Context, l locks.Lock) error {
 				return Dispatch(jctx, pool, l, sink, DispatchOptions{
 					Poll: opts.Poll, BatchSize: opts.BatchSize, Concurrency: concurrency,
 					MinBackoff: opts.MinBackoff, MaxBackoff: opts.MaxBackoff,
@@ -253,7 +246,7 @@ func Run(ctx context.Context, holder *locks.Holder, pool *pgxpool.Pool, opts Opt
 		}
 		if err == nil {
 			for _, h := range hooks {
-				name := WebhookSinkName(h.ID)
+				name := webhook.SinkName(h.ID)
 				spec := fmt.Sprintf("%s\x00%q\x00%x", h.Url, h.EventTypes, h.SecretSealed)
 				want[name] = true
 				if r := runs[name]; r != nil && r.spec == spec {
@@ -261,7 +254,7 @@ func Run(ctx context.Context, holder *locks.Holder, pool *pgxpool.Pool, opts Opt
 				} else if r != nil {
 					stop(name)
 				}
-				secret, err := OpenSecret(opts.Sealer, h.ID, h.SecretSealed)
+				secret, err := webhook.OpenSecret(opts.Sealer, h.ID, h.SecretSealed)
 				if err != nil {
 					if !bad[h.ID] {
 						log.Error("cannot open a webhook's signing secret; not delivering to it", "webhook_id", h.ID, "err", err)
@@ -342,7 +335,7 @@ func (p position) less(o position) bool { return p.tx < o.tx || (p.tx == o.tx &&
 // Dispatch delivers the outbox to sink while l is held, until ctx ends or the sink's webhook is
 // deleted (it then returns nil), or the lease turns out lost (lease.ErrStale). It is the Run of
 // the sink's singleton job.
-func Dispatch(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, sink Sink, opts DispatchOptions) error {
+func Dispatch(ctx context.Context, pool *pgxpool.Pool, l locks.Lock, sink Sink, opts DispatchOptions) error {
 	o := Options{Poll: opts.Poll, BatchSize: opts.BatchSize, Concurrency: opts.Concurrency,
 		MinBackoff: opts.MinBackoff, MaxBackoff: opts.MaxBackoff, GiveUpAfter: opts.GiveUpAfter, MaxDeadLetters: opts.MaxDeadLetters,
 		FlushInterval: opts.FlushInterval, Logger: opts.Logger}.withDefaults()
@@ -363,7 +356,7 @@ func Dispatch(ctx context.Context, pool *pgxpool.Pool, l locks.Lease, sink Sink,
 type dispatcher struct {
 	pool  *pgxpool.Pool
 	q     *db.Queries
-	lease locks.Lease
+	lease locks.Lock
 	sink  Sink
 	types map[string]bool
 	opts  Options
@@ -440,7 +433,7 @@ func (d *dispatcher) run(ctx context.Context) error {
 		case derr != nil:
 			failures++
 			wait = backoff(d.opts.MinBackoff, d.opts.MaxBackoff, failures)
-			if de, ok := errors.AsType[*DeliveryError](derr); ok && de.RetryAfter > wait {
+			if de, ok := errors.AsType[*webhook.DeliveryError](derr); ok && de.RetryAfter > wait {
 				wait = min(de.RetryAfter, d.opts.MaxBackoff)
 			}
 			gaveUp, gerr := d.failed(ctx, derr)
@@ -662,6 +655,3 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
-
-// httpStatusOK reports a successful webhook answer: any 2xx.
-func httpStatusOK(code int) bool { return code >= http.StatusOK && code < http.StatusMultipleChoices }

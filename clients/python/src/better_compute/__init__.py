@@ -2,7 +2,8 @@
 
 :class:`BetterCompute` (sync) and :class:`AsyncBetterCompute` hold a client for every service;
 failed calls raise a :class:`BetterComputeError` subclass named after the Connect code
-(:class:`UnauthenticatedError`, :class:`NotFoundError`, ...). The messages of each API package
+(:class:`UnauthenticatedError`, :class:`NotFoundError`, ...), whose ``field_violations`` list
+the request fields an :class:`InvalidArgumentError` refused. The messages of each API package
 are in a module named after it (``nodesv1.ListRequest``, ``leasesv1.CreateRequest``, ...), the
 generated code being the top-level package ``bettercompute``
 (``bettercompute.nodes.v1.nodes_pb2``), which this distribution installs next to
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from bettercompute.audit.v1 import audit_pb2 as auditv1
 from bettercompute.commands.v1 import commands_pb2 as commandsv1
+from bettercompute.daemon.v1 import commands_pb2 as daemonv1
 from bettercompute.events.v1 import events_pb2 as eventsv1
 from bettercompute.iam.v1 import iam_pb2 as iamv1
 from bettercompute.jointokens.v1 import jointokens_pb2 as jointokensv1
@@ -57,6 +59,7 @@ from .errors import (
     DataLossError,
     DeadlineExceededError,
     FailedPreconditionError,
+    FieldViolation,
     InternalError,
     InvalidArgumentError,
     NotFoundError,
@@ -69,6 +72,7 @@ from .errors import (
     UnknownError,
     MapErrors,
     error_from,
+    field_violations,
 )
 from .headers import CLIENT_HEADER, BetterComputeHeaders
 from .pagination import apaginate, paginate
@@ -93,6 +97,7 @@ __all__ = [
     "EventsServiceClient",
     "EventsServiceClientSync",
     "FailedPreconditionError",
+    "FieldViolation",
     "IamServiceClient",
     "IamServiceClientSync",
     "InfoRequest",
@@ -129,8 +134,10 @@ __all__ = [
     "apaginate",
     "auditv1",
     "commandsv1",
+    "daemonv1",
     "error_from",
     "eventsv1",
+    "field_violations",
     "iamv1",
     "jointokensv1",
     "leasesv1",

@@ -7,19 +7,25 @@ wrong API key, :class:`NotFoundError` for an unknown id, and so on. They are
 :class:`connectrpc.errors.ConnectError` subclasses, so ``except ConnectError`` still catches
 them, and ``.code``, ``.message`` and ``.details`` work as there.
 
+An :class:`InvalidArgumentError` (and a :class:`FailedPreconditionError` caused by one field)
+names the request fields it refused in ``.field_violations``, a list of :class:`FieldViolation`
+decoded from the ``google.rpc.BadRequest`` detail the API attaches; :func:`field_violations`
+reads them from any ConnectError.
+
 The :class:`MapErrors` interceptor does the mapping; add it to a generated client's
 ``interceptors`` to get the same exceptions from it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterator
 
     from connectrpc.request import RequestContext
 
@@ -31,6 +37,7 @@ __all__ = [
     "DataLossError",
     "DeadlineExceededError",
     "FailedPreconditionError",
+    "FieldViolation",
     "InternalError",
     "InvalidArgumentError",
     "MapErrors",
@@ -43,6 +50,7 @@ __all__ = [
     "UnimplementedError",
     "UnknownError",
     "error_from",
+    "field_violations",
 ]
 
 
@@ -57,6 +65,11 @@ class BetterComputeError(ConnectError):
 
     def __str__(self) -> str:
         return f"{self.code.value}: {self.message}"
+
+    @property
+    def field_violations(self) -> list[FieldViolation]:
+        """The request fields the API refused, in its order; empty when it named none."""
+        return field_violations(self)
 
 
 class CanceledError(BetterComputeError):
@@ -136,6 +149,98 @@ def error_from(err: ConnectError) -> BetterComputeError:
         return err
     cls = _BY_CODE.get(err.code, BetterComputeError)
     return cls(err.code, err.message, err.details)
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    """One request field the API refused: a ``google.rpc.BadRequest`` field violation."""
+
+    #: The field's path: proto field names joined by dots, with ``[i]`` for a list item and
+    #: ``["key"]`` for a map entry, for example ``pool_id`` or ``tolerations[0].operator``. A
+    #: request header is named ``<Header-Name> header``.
+    field: str
+    #: What is wrong with the field, for example ``must be a UUID, got "x"``.
+    description: str
+
+
+_BAD_REQUEST = "google.rpc.BadRequest"
+
+
+def field_violations(err: ConnectError) -> list[FieldViolation]:
+    """Returns the bad request fields of ``err``'s ``google.rpc.BadRequest`` details, in order.
+
+    Several when the API checked several fields; empty when there is no such detail.
+    """
+    out: list[FieldViolation] = []
+    for detail in err.details:
+        if detail.type_name != _BAD_REQUEST:
+            continue
+        try:
+            found = list(_decode_bad_request(detail.message_bytes))
+        except ValueError:
+            continue  # a detail that does not decode says nothing about fields
+        out.extend(found)
+    return out
+
+
+# google.rpc.BadRequest is decoded here rather than with generated code: a generated
+# google/rpc/error_details_pb2 would clash with googleapis-common-protos, which many environments
+# install. The fields read are BadRequest.field_violations (1) and, in each FieldViolation,
+# field (1) and description (2); anything else is skipped, as protobuf parsers do.
+
+
+def _decode_bad_request(data: bytes) -> Iterator[FieldViolation]:
+    for number, wire_type, value in _fields(data):
+        if number == 1 and wire_type == _LEN and isinstance(value, bytes):
+            strings = {
+                n: v
+                for n, w, v in _fields(value)
+                if n in (1, 2) and w == _LEN and isinstance(v, bytes)
+            }
+            yield FieldViolation(
+                field=strings.get(1, b"").decode("utf-8", "replace"),
+                description=strings.get(2, b"").decode("utf-8", "replace"),
+            )
+
+
+_LEN = 2  # the wire type of strings and messages
+
+
+def _fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
+    """Yields (field number, wire type, value) of a serialized message.
+
+    Raises ValueError when the message is malformed.
+    """
+    i = 0
+    while i < len(data):
+        key, i = _varint(data, i)
+        number, wire_type = key >> 3, key & 7
+        value: int | bytes
+        if wire_type == 0:
+            value, i = _varint(data, i)
+        elif wire_type == _LEN:
+            size, i = _varint(data, i)
+            value, i = data[i : i + size], i + size
+        elif wire_type in (1, 5):
+            size = 8 if wire_type == 1 else 4
+            value, i = data[i : i + size], i + size
+        else:
+            raise ValueError(f"unsupported wire type {wire_type}")
+        if i > len(data):
+            raise ValueError("truncated message")
+        yield number, wire_type, value
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    result = shift = 0
+    while i < len(data) and shift < 64:
+        b = data[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, i
+        shift += 7
+    raise ValueError("truncated varint")
 
 
 REQ = TypeVar("REQ")

@@ -1,212 +1,23 @@
-// Package placertest builds fleets, pools and leases directly in the database, for tests and
-// benchmarks of the capacity placer and of the API around it.
+// Package placertest runs the capacity placer as the scheduler role runs it, for tests and
+// benchmarks of the placer; internal/capacity/capacitytest builds the fleets, pools and leases it
+// places.
 package placertest
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/better-compute/better-compute/gen/db"
-	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
-	"github.com/better-compute/better-compute/internal/server/iam"
+	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/workers/locks"
 	"github.com/better-compute/better-compute/internal/workers/placer"
 	"github.com/better-compute/better-compute/internal/workers/reconcile"
 	"github.com/better-compute/better-compute/internal/workers/shard"
 )
-
-var ctx = context.Background()
-
-// RootTenant returns the root tenant's id, creating it if needed.
-func RootTenant(t testing.TB, pool *pgxpool.Pool) uuid.UUID {
-	t.Helper()
-	tn, err := iam.EnsureRootTenant(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tn.ID
-}
-
-// NodeSpec describes simulated nodes.
-type NodeSpec struct {
-	GPUs        int
-	Model       string
-	CPUs        int32
-	MemoryBytes int64
-	Labels      map[string]string
-	// State is the lifecycle state; "ready" when empty.
-	State   string
-	Offline bool
-	Taints  []placer.Taint
-}
-
-// Inventory is the protojson a daemon would report for spec, as the gateway stores it.
-func Inventory(spec NodeSpec, host string) []byte {
-	inv := &daemonv1.Inventory{Hostname: host, Cpus: spec.CPUs, MemoryBytes: spec.MemoryBytes}
-	for i := range spec.GPUs {
-		inv.Gpus = append(inv.Gpus, &daemonv1.Gpu{
-			Index: int32(i), Model: spec.Model, MemoryBytes: 80 << 30, Uuid: fmt.Sprintf("GPU-%s-%d", host, i),
-		})
-	}
-	b, err := protojson.Marshal(inv)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
-// Nodes inserts n nodes of tenant as spec says, in one statement, and returns their ids.
-func Nodes(t testing.TB, pool *pgxpool.Pool, tenant uuid.UUID, n int, spec NodeSpec) []uuid.UUID {
-	t.Helper()
-	state := spec.State
-	if state == "" {
-		state = "ready"
-	}
-	labels, _ := json.Marshal(spec.Labels)
-	if spec.Labels == nil {
-		labels = []byte("{}")
-	}
-	taints, _ := json.Marshal(spec.Taints)
-	if spec.Taints == nil {
-		taints = []byte("[]")
-	}
-	ids := make([]uuid.UUID, n)
-	hosts := make([]string, n)
-	invs := make([]string, n)
-	for i := range ids {
-		ids[i] = uuid.Must(uuid.NewV7())
-		hosts[i] = fmt.Sprintf("node-%s", ids[i].String()[24:])
-		invs[i] = string(Inventory(spec, hosts[i]))
-	}
-	_, err := pool.Exec(ctx, `
-		INSERT INTO nodes (id, tenant_id, hostname, labels, state, online, taints, inventory, last_seen_at)
-		SELECT u.id, $2, u.host, $3::jsonb, $4, $5, $6::jsonb, u.inv::jsonb, now()
-		FROM unnest($1::uuid[], $7::text[], $8::text[]) AS u (id, host, inv)`,
-		ids, tenant, labels, state, !spec.Offline, taints, hosts, invs)
-	if err != nil {
-		t.Fatalf("insert nodes: %v", err)
-	}
-	return ids
-}
-
-// Pool creates a pool of tenant with a label selector and explicit members.
-func Pool(t testing.TB, pool *pgxpool.Pool, tenant uuid.UUID, name string, selector map[string]string, nodeIDs ...uuid.UUID) uuid.UUID {
-	t.Helper()
-	sel, _ := json.Marshal(selector)
-	if selector == nil {
-		sel = []byte("{}")
-	}
-	if nodeIDs == nil {
-		nodeIDs = []uuid.UUID{}
-	}
-	p, err := db.New(pool).CreatePool(ctx, db.CreatePoolParams{
-		ID: uuid.Must(uuid.NewV7()), TenantID: tenant, Name: name, NodeSelector: sel, NodeIds: nodeIDs,
-	})
-	if err != nil {
-		t.Fatalf("create pool: %v", err)
-	}
-	return p.ID
-}
-
-// LeaseSpec describes a pending lease.
-type LeaseSpec struct {
-	GPUs        int32
-	Model       string
-	CPUs        int32
-	MemoryBytes int64
-	Duration    time.Duration
-	Spread      bool
-	Tolerations []placer.Toleration
-	Reservation *uuid.UUID
-}
-
-// Leases inserts n pending leases of tenant in poolID, in creation order, and returns their ids.
-func Leases(t testing.TB, pool *pgxpool.Pool, tenant, poolID uuid.UUID, n int, spec LeaseSpec) []uuid.UUID {
-	t.Helper()
-	if spec.Duration == 0 {
-		spec.Duration = time.Hour
-	}
-	tol, _ := json.Marshal(spec.Tolerations)
-	if spec.Tolerations == nil {
-		tol = []byte("[]")
-	}
-	ids := make([]uuid.UUID, n)
-	for i := range ids {
-		ids[i] = uuid.Must(uuid.NewV7())
-	}
-	_, err := pool.Exec(ctx, `
-		INSERT INTO pool_leases (id, tenant_id, pool_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id)
-		SELECT u.id, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11
-		FROM unnest($1::uuid[]) WITH ORDINALITY AS u (id, n) ORDER BY u.n`,
-		ids, tenant, poolID, spec.GPUs, spec.Model, spec.CPUs, spec.MemoryBytes, spec.Spread, tol,
-		spec.Duration.Milliseconds(), spec.Reservation)
-	if err != nil {
-		t.Fatalf("insert leases: %v", err)
-	}
-	return ids
-}
-
-// AssertNoOvercommit fails the test if the database holds any device twice, or any node's CPUs
-// or memory beyond what it has, and returns how many devices are held.
-func AssertNoOvercommit(t testing.TB, pool *pgxpool.Pool) int {
-	t.Helper()
-	var twice, held, over int
-	err := pool.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM (SELECT device_id FROM allocations WHERE ended_at IS NULL AND device_id IS NOT NULL
-		                              GROUP BY device_id HAVING count(*) > 1) d),
-		       (SELECT count(*) FROM allocations WHERE ended_at IS NULL AND device_id IS NOT NULL),
-		       (SELECT count(*) FROM (SELECT a.node_id FROM allocations a JOIN node_resources r ON r.node_id = a.node_id
-		                              WHERE a.ended_at IS NULL GROUP BY a.node_id, r.cpus, r.memory_bytes
-		                              HAVING sum(a.cpus) > r.cpus OR sum(a.memory_bytes) > r.memory_bytes) o)`).Scan(&twice, &held, &over)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if twice > 0 || over > 0 {
-		t.Fatalf("over-commit: %d devices held twice, %d nodes with more CPUs or memory held than they have", twice, over)
-	}
-	// Overlapping periods of one device, past ones included.
-	var overlaps int
-	if err := pool.QueryRow(ctx, `
-		SELECT count(*) FROM allocations a JOIN allocations b ON a.device_id = b.device_id AND a.id < b.id
-		WHERE tstzrange(a.started_at, a.ended_at) && tstzrange(b.started_at, b.ended_at)`).Scan(&overlaps); err != nil {
-		t.Fatal(err)
-	}
-	if overlaps > 0 {
-		t.Fatalf("over-commit: %d pairs of allocations hold one device at the same time", overlaps)
-	}
-	return held
-}
-
-// States counts leases by state.
-func States(t testing.TB, pool *pgxpool.Pool, ids []uuid.UUID) map[string]int {
-	t.Helper()
-	rows, err := pool.Query(ctx, `SELECT state, count(*) FROM pool_leases WHERE id = ANY($1) GROUP BY state`, ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var s string
-		var n int
-		if err := rows.Scan(&s, &n); err != nil {
-			t.Fatal(err)
-		}
-		out[s] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // Run runs the placer as the scheduler role runs it (a shard member and the reconcile runtime)
 // until the test ends, and returns the runtime once it holds every shard.
@@ -221,18 +32,6 @@ func Run(t testing.TB, pool *pgxpool.Pool, opts placer.Options) *reconcile.Runti
 	wg.Go(func() { member.Run(ctx) })
 	wg.Go(func() { rt.Run(ctx, map[string]*shard.Member{reconcile.RoleScheduler: member}) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	Eventually(t, 30*time.Second, "the placer holds every shard", func() bool { return len(member.Owned()) == shard.Count })
+	capacitytest.Eventually(t, 30*time.Second, "the placer holds every shard", func() bool { return len(member.Owned()) == shard.Count })
 	return rt
-}
-
-// Eventually polls cond until it holds, failing the test after within.
-func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

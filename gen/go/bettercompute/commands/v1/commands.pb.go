@@ -15,6 +15,7 @@ package commandsv1
 
 import (
 	_ "github.com/better-compute/better-compute/gen/go/bettercompute/api/v1"
+	v1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -110,10 +111,23 @@ type Command struct {
 	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	TenantId string                 `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	NodeId   string                 `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	// What to do, for example "exec"; the daemon's handler for it reads the payload.
-	Type    string           `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
-	Payload *structpb.Struct `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
-	State   CommandState     `protobuf:"varint,6,opt,name=state,proto3,enum=bettercompute.commands.v1.CommandState" json:"state,omitempty"`
+	// The command's type, the set case of payload: "exec", "drain", "undrain", "upgrade",
+	// "configure", "reboot", "collectInventory" or "echo".
+	Type string `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
+	// What to do, as created (bettercompute.daemon.v1 defines the payloads).
+	//
+	// Types that are valid to be assigned to Payload:
+	//
+	//	*Command_Exec
+	//	*Command_Drain
+	//	*Command_Undrain
+	//	*Command_Upgrade
+	//	*Command_Configure
+	//	*Command_Reboot
+	//	*Command_CollectInventory
+	//	*Command_Echo
+	Payload isCommand_Payload `protobuf_oneof:"payload"`
+	State   CommandState      `protobuf:"varint,6,opt,name=state,proto3,enum=bettercompute.commands.v1.CommandState" json:"state,omitempty"`
 	// Creating a command again with the same key for the same node returns this command.
 	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// The command expires if it has not finished by then.
@@ -193,9 +207,81 @@ func (x *Command) GetType() string {
 	return ""
 }
 
-func (x *Command) GetPayload() *structpb.Struct {
+func (x *Command) GetPayload() isCommand_Payload {
 	if x != nil {
 		return x.Payload
+	}
+	return nil
+}
+
+func (x *Command) GetExec() *v1.ExecPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Exec); ok {
+			return x.Exec
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDrain() *v1.DrainPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Drain); ok {
+			return x.Drain
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetUndrain() *v1.UndrainPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Undrain); ok {
+			return x.Undrain
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetUpgrade() *v1.UpgradePayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Upgrade); ok {
+			return x.Upgrade
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetConfigure() *v1.ConfigurePayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Configure); ok {
+			return x.Configure
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetReboot() *v1.RebootPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Reboot); ok {
+			return x.Reboot
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCollectInventory() *v1.CollectInventoryPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_CollectInventory); ok {
+			return x.CollectInventory
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetEcho() *v1.EchoPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Echo); ok {
+			return x.Echo
+		}
 	}
 	return nil
 }
@@ -276,6 +362,58 @@ func (x *Command) GetUpdateTime() *timestamppb.Timestamp {
 	}
 	return nil
 }
+
+type isCommand_Payload interface {
+	isCommand_Payload()
+}
+
+type Command_Exec struct {
+	Exec *v1.ExecPayload `protobuf:"bytes,17,opt,name=exec,proto3,oneof"`
+}
+
+type Command_Drain struct {
+	Drain *v1.DrainPayload `protobuf:"bytes,18,opt,name=drain,proto3,oneof"`
+}
+
+type Command_Undrain struct {
+	Undrain *v1.UndrainPayload `protobuf:"bytes,19,opt,name=undrain,proto3,oneof"`
+}
+
+type Command_Upgrade struct {
+	Upgrade *v1.UpgradePayload `protobuf:"bytes,20,opt,name=upgrade,proto3,oneof"`
+}
+
+type Command_Configure struct {
+	Configure *v1.ConfigurePayload `protobuf:"bytes,21,opt,name=configure,proto3,oneof"`
+}
+
+type Command_Reboot struct {
+	Reboot *v1.RebootPayload `protobuf:"bytes,22,opt,name=reboot,proto3,oneof"`
+}
+
+type Command_CollectInventory struct {
+	CollectInventory *v1.CollectInventoryPayload `protobuf:"bytes,23,opt,name=collect_inventory,json=collectInventory,proto3,oneof"`
+}
+
+type Command_Echo struct {
+	Echo *v1.EchoPayload `protobuf:"bytes,24,opt,name=echo,proto3,oneof"`
+}
+
+func (*Command_Exec) isCommand_Payload() {}
+
+func (*Command_Drain) isCommand_Payload() {}
+
+func (*Command_Undrain) isCommand_Payload() {}
+
+func (*Command_Upgrade) isCommand_Payload() {}
+
+func (*Command_Configure) isCommand_Payload() {}
+
+func (*Command_Reboot) isCommand_Payload() {}
+
+func (*Command_CollectInventory) isCommand_Payload() {}
+
+func (*Command_Echo) isCommand_Payload() {}
 
 // GetRequest names a command.
 type GetRequest struct {
@@ -590,9 +728,20 @@ type CreateRequest struct {
 	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// Every live (not revoked) node whose labels include all of these, at most 1,000.
 	LabelSelector map[string]string `protobuf:"bytes,2,rep,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// The handler to run on the daemon, for example "exec".
-	Type    string           `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
-	Payload *structpb.Struct `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	// What to run: exactly one, whose field name is the command's type, for example
+	// {"exec": {"path": "/usr/bin/nvidia-smi", "args": ["-L"]}}.
+	//
+	// Types that are valid to be assigned to Payload:
+	//
+	//	*CreateRequest_Exec
+	//	*CreateRequest_Drain
+	//	*CreateRequest_Undrain
+	//	*CreateRequest_Upgrade
+	//	*CreateRequest_Configure
+	//	*CreateRequest_Reboot
+	//	*CreateRequest_CollectInventory
+	//	*CreateRequest_Echo
+	Payload isCreateRequest_Payload `protobuf_oneof:"payload"`
 	// Names this command for the daemon; empty for a fresh one. Reusing a key on a node returns
 	// the command created with it.
 	IdempotencyKey string `protobuf:"bytes,5,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
@@ -647,16 +796,81 @@ func (x *CreateRequest) GetLabelSelector() map[string]string {
 	return nil
 }
 
-func (x *CreateRequest) GetType() string {
-	if x != nil {
-		return x.Type
-	}
-	return ""
-}
-
-func (x *CreateRequest) GetPayload() *structpb.Struct {
+func (x *CreateRequest) GetPayload() isCreateRequest_Payload {
 	if x != nil {
 		return x.Payload
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetExec() *v1.ExecPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*CreateRequest_Exec); ok {
+			return x.Exec
+		}
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetDrain() *v1.DrainPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*CreateRequest_Drain); ok {
+			return x.Drain
+		}
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetUndrain() *v1.UndrainPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*CreateRequest_Undrain); ok {
+			return x.Undrain
+		}
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetUpgrade() *v1.UpgradePayload {
+	if x != nil {
+		if x, ok := x.Payload.(*CreateRequest_Upgrade); ok {
+			return x.Upgrade
+		}
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetConfigure() *v1.ConfigurePayload {
+	if x != nil {
+		if x, ok := x.Payload.(*CreateRequest_Configure); ok {
+			return x.Configure
+		}
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetReboot() *v1.RebootPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*CreateRequest_Reboot); ok {
+			return x.Reboot
+		}
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetCollectInventory() *v1.CollectInventoryPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*CreateRequest_CollectInventory); ok {
+			return x.CollectInventory
+		}
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetEcho() *v1.EchoPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*CreateRequest_Echo); ok {
+			return x.Echo
+		}
 	}
 	return nil
 }
@@ -674,6 +888,58 @@ func (x *CreateRequest) GetTimeout() *durationpb.Duration {
 	}
 	return nil
 }
+
+type isCreateRequest_Payload interface {
+	isCreateRequest_Payload()
+}
+
+type CreateRequest_Exec struct {
+	Exec *v1.ExecPayload `protobuf:"bytes,7,opt,name=exec,proto3,oneof"`
+}
+
+type CreateRequest_Drain struct {
+	Drain *v1.DrainPayload `protobuf:"bytes,8,opt,name=drain,proto3,oneof"`
+}
+
+type CreateRequest_Undrain struct {
+	Undrain *v1.UndrainPayload `protobuf:"bytes,9,opt,name=undrain,proto3,oneof"`
+}
+
+type CreateRequest_Upgrade struct {
+	Upgrade *v1.UpgradePayload `protobuf:"bytes,10,opt,name=upgrade,proto3,oneof"`
+}
+
+type CreateRequest_Configure struct {
+	Configure *v1.ConfigurePayload `protobuf:"bytes,11,opt,name=configure,proto3,oneof"`
+}
+
+type CreateRequest_Reboot struct {
+	Reboot *v1.RebootPayload `protobuf:"bytes,12,opt,name=reboot,proto3,oneof"`
+}
+
+type CreateRequest_CollectInventory struct {
+	CollectInventory *v1.CollectInventoryPayload `protobuf:"bytes,13,opt,name=collect_inventory,json=collectInventory,proto3,oneof"`
+}
+
+type CreateRequest_Echo struct {
+	Echo *v1.EchoPayload `protobuf:"bytes,14,opt,name=echo,proto3,oneof"`
+}
+
+func (*CreateRequest_Exec) isCreateRequest_Payload() {}
+
+func (*CreateRequest_Drain) isCreateRequest_Payload() {}
+
+func (*CreateRequest_Undrain) isCreateRequest_Payload() {}
+
+func (*CreateRequest_Upgrade) isCreateRequest_Payload() {}
+
+func (*CreateRequest_Configure) isCreateRequest_Payload() {}
+
+func (*CreateRequest_Reboot) isCreateRequest_Payload() {}
+
+func (*CreateRequest_CollectInventory) isCreateRequest_Payload() {}
+
+func (*CreateRequest_Echo) isCreateRequest_Payload() {}
 
 // CreateResponse lists the commands, one per node.
 type CreateResponse struct {
@@ -724,13 +990,20 @@ var File_bettercompute_commands_v1_commands_proto protoreflect.FileDescriptor
 
 const file_bettercompute_commands_v1_commands_proto_rawDesc = "" +
 	"\n" +
-	"(bettercompute/commands/v1/commands.proto\x12\x19bettercompute.commands.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc9\x05\n" +
+	"(bettercompute/commands/v1/commands.proto\x12\x19bettercompute.commands.v1\x1a\"bettercompute/api/v1/options.proto\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\t\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x12\n" +
-	"\x04type\x18\x04 \x01(\tR\x04type\x121\n" +
-	"\apayload\x18\x05 \x01(\v2\x17.google.protobuf.StructR\apayload\x12=\n" +
+	"\x04type\x18\x04 \x01(\tR\x04type\x12:\n" +
+	"\x04exec\x18\x11 \x01(\v2$.bettercompute.daemon.v1.ExecPayloadH\x00R\x04exec\x12=\n" +
+	"\x05drain\x18\x12 \x01(\v2%.bettercompute.daemon.v1.DrainPayloadH\x00R\x05drain\x12C\n" +
+	"\aundrain\x18\x13 \x01(\v2'.bettercompute.daemon.v1.UndrainPayloadH\x00R\aundrain\x12C\n" +
+	"\aupgrade\x18\x14 \x01(\v2'.bettercompute.daemon.v1.UpgradePayloadH\x00R\aupgrade\x12I\n" +
+	"\tconfigure\x18\x15 \x01(\v2).bettercompute.daemon.v1.ConfigurePayloadH\x00R\tconfigure\x12@\n" +
+	"\x06reboot\x18\x16 \x01(\v2&.bettercompute.daemon.v1.RebootPayloadH\x00R\x06reboot\x12_\n" +
+	"\x11collect_inventory\x18\x17 \x01(\v20.bettercompute.daemon.v1.CollectInventoryPayloadH\x00R\x10collectInventory\x12:\n" +
+	"\x04echo\x18\x18 \x01(\v2$.bettercompute.daemon.v1.EchoPayloadH\x00R\x04echo\x12=\n" +
 	"\x05state\x18\x06 \x01(\x0e2'.bettercompute.commands.v1.CommandStateR\x05state\x12'\n" +
 	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x12?\n" +
 	"\rdeadline_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fdeadlineTime\x12\x1a\n" +
@@ -745,7 +1018,8 @@ const file_bettercompute_commands_v1_commands_proto_rawDesc = "" +
 	"\vfinish_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishTime\x12;\n" +
 	"\vupdate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\x1c\n" +
+	"updateTimeB\t\n" +
+	"\apayloadJ\x04\b\x05\x10\x06\"\x1c\n" +
 	"\n" +
 	"GetRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
@@ -763,17 +1037,25 @@ const file_bettercompute_commands_v1_commands_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"N\n" +
 	"\x0eCancelResponse\x12<\n" +
-	"\acommand\x18\x01 \x01(\v2\".bettercompute.commands.v1.CommandR\acommand\"\xf3\x02\n" +
+	"\acommand\x18\x01 \x01(\v2\".bettercompute.commands.v1.CommandR\acommand\"\xf8\x06\n" +
 	"\rCreateRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12b\n" +
-	"\x0elabel_selector\x18\x02 \x03(\v2;.bettercompute.commands.v1.CreateRequest.LabelSelectorEntryR\rlabelSelector\x12\x12\n" +
-	"\x04type\x18\x03 \x01(\tR\x04type\x121\n" +
-	"\apayload\x18\x04 \x01(\v2\x17.google.protobuf.StructR\apayload\x12'\n" +
+	"\x0elabel_selector\x18\x02 \x03(\v2;.bettercompute.commands.v1.CreateRequest.LabelSelectorEntryR\rlabelSelector\x12:\n" +
+	"\x04exec\x18\a \x01(\v2$.bettercompute.daemon.v1.ExecPayloadH\x00R\x04exec\x12=\n" +
+	"\x05drain\x18\b \x01(\v2%.bettercompute.daemon.v1.DrainPayloadH\x00R\x05drain\x12C\n" +
+	"\aundrain\x18\t \x01(\v2'.bettercompute.daemon.v1.UndrainPayloadH\x00R\aundrain\x12C\n" +
+	"\aupgrade\x18\n" +
+	" \x01(\v2'.bettercompute.daemon.v1.UpgradePayloadH\x00R\aupgrade\x12I\n" +
+	"\tconfigure\x18\v \x01(\v2).bettercompute.daemon.v1.ConfigurePayloadH\x00R\tconfigure\x12@\n" +
+	"\x06reboot\x18\f \x01(\v2&.bettercompute.daemon.v1.RebootPayloadH\x00R\x06reboot\x12_\n" +
+	"\x11collect_inventory\x18\r \x01(\v20.bettercompute.daemon.v1.CollectInventoryPayloadH\x00R\x10collectInventory\x12:\n" +
+	"\x04echo\x18\x0e \x01(\v2$.bettercompute.daemon.v1.EchoPayloadH\x00R\x04echo\x12'\n" +
 	"\x0fidempotency_key\x18\x05 \x01(\tR\x0eidempotencyKey\x123\n" +
 	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x1a@\n" +
 	"\x12LabelSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\t\n" +
+	"\apayloadJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05R\x04type\"P\n" +
 	"\x0eCreateResponse\x12>\n" +
 	"\bcommands\x18\x01 \x03(\v2\".bettercompute.commands.v1.CommandR\bcommands*\xe8\x01\n" +
 	"\fCommandState\x12\x1d\n" +
@@ -810,58 +1092,100 @@ func file_bettercompute_commands_v1_commands_proto_rawDescGZIP() []byte {
 var file_bettercompute_commands_v1_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_bettercompute_commands_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_bettercompute_commands_v1_commands_proto_goTypes = []any{
-	(CommandState)(0),             // 0: bettercompute.commands.v1.CommandState
-	(*Command)(nil),               // 1: bettercompute.commands.v1.Command
-	(*GetRequest)(nil),            // 2: bettercompute.commands.v1.GetRequest
-	(*GetResponse)(nil),           // 3: bettercompute.commands.v1.GetResponse
-	(*ListRequest)(nil),           // 4: bettercompute.commands.v1.ListRequest
-	(*ListResponse)(nil),          // 5: bettercompute.commands.v1.ListResponse
-	(*CancelRequest)(nil),         // 6: bettercompute.commands.v1.CancelRequest
-	(*CancelResponse)(nil),        // 7: bettercompute.commands.v1.CancelResponse
-	(*CreateRequest)(nil),         // 8: bettercompute.commands.v1.CreateRequest
-	(*CreateResponse)(nil),        // 9: bettercompute.commands.v1.CreateResponse
-	nil,                           // 10: bettercompute.commands.v1.CreateRequest.LabelSelectorEntry
-	(*structpb.Struct)(nil),       // 11: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
+	(CommandState)(0),                  // 0: bettercompute.commands.v1.CommandState
+	(*Command)(nil),                    // 1: bettercompute.commands.v1.Command
+	(*GetRequest)(nil),                 // 2: bettercompute.commands.v1.GetRequest
+	(*GetResponse)(nil),                // 3: bettercompute.commands.v1.GetResponse
+	(*ListRequest)(nil),                // 4: bettercompute.commands.v1.ListRequest
+	(*ListResponse)(nil),               // 5: bettercompute.commands.v1.ListResponse
+	(*CancelRequest)(nil),              // 6: bettercompute.commands.v1.CancelRequest
+	(*CancelResponse)(nil),             // 7: bettercompute.commands.v1.CancelResponse
+	(*CreateRequest)(nil),              // 8: bettercompute.commands.v1.CreateRequest
+	(*CreateResponse)(nil),             // 9: bettercompute.commands.v1.CreateResponse
+	nil,                                // 10: bettercompute.commands.v1.CreateRequest.LabelSelectorEntry
+	(*v1.ExecPayload)(nil),             // 11: bettercompute.daemon.v1.ExecPayload
+	(*v1.DrainPayload)(nil),            // 12: bettercompute.daemon.v1.DrainPayload
+	(*v1.UndrainPayload)(nil),          // 13: bettercompute.daemon.v1.UndrainPayload
+	(*v1.UpgradePayload)(nil),          // 14: bettercompute.daemon.v1.UpgradePayload
+	(*v1.ConfigurePayload)(nil),        // 15: bettercompute.daemon.v1.ConfigurePayload
+	(*v1.RebootPayload)(nil),           // 16: bettercompute.daemon.v1.RebootPayload
+	(*v1.CollectInventoryPayload)(nil), // 17: bettercompute.daemon.v1.CollectInventoryPayload
+	(*v1.EchoPayload)(nil),             // 18: bettercompute.daemon.v1.EchoPayload
+	(*timestamppb.Timestamp)(nil),      // 19: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),            // 20: google.protobuf.Struct
+	(*durationpb.Duration)(nil),        // 21: google.protobuf.Duration
 }
 var file_bettercompute_commands_v1_commands_proto_depIdxs = []int32{
-	11, // 0: bettercompute.commands.v1.Command.payload:type_name -> google.protobuf.Struct
-	0,  // 1: bettercompute.commands.v1.Command.state:type_name -> bettercompute.commands.v1.CommandState
-	12, // 2: bettercompute.commands.v1.Command.deadline_time:type_name -> google.protobuf.Timestamp
-	11, // 3: bettercompute.commands.v1.Command.result:type_name -> google.protobuf.Struct
-	12, // 4: bettercompute.commands.v1.Command.create_time:type_name -> google.protobuf.Timestamp
-	12, // 5: bettercompute.commands.v1.Command.send_time:type_name -> google.protobuf.Timestamp
-	12, // 6: bettercompute.commands.v1.Command.ack_time:type_name -> google.protobuf.Timestamp
-	12, // 7: bettercompute.commands.v1.Command.finish_time:type_name -> google.protobuf.Timestamp
-	12, // 8: bettercompute.commands.v1.Command.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 9: bettercompute.commands.v1.GetResponse.command:type_name -> bettercompute.commands.v1.Command
-	0,  // 10: bettercompute.commands.v1.ListRequest.state:type_name -> bettercompute.commands.v1.CommandState
-	1,  // 11: bettercompute.commands.v1.ListResponse.commands:type_name -> bettercompute.commands.v1.Command
-	1,  // 12: bettercompute.commands.v1.CancelResponse.command:type_name -> bettercompute.commands.v1.Command
-	10, // 13: bettercompute.commands.v1.CreateRequest.label_selector:type_name -> bettercompute.commands.v1.CreateRequest.LabelSelectorEntry
-	11, // 14: bettercompute.commands.v1.CreateRequest.payload:type_name -> google.protobuf.Struct
-	13, // 15: bettercompute.commands.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
-	1,  // 16: bettercompute.commands.v1.CreateResponse.commands:type_name -> bettercompute.commands.v1.Command
-	8,  // 17: bettercompute.commands.v1.CommandsService.Create:input_type -> bettercompute.commands.v1.CreateRequest
-	2,  // 18: bettercompute.commands.v1.CommandsService.Get:input_type -> bettercompute.commands.v1.GetRequest
-	4,  // 19: bettercompute.commands.v1.CommandsService.List:input_type -> bettercompute.commands.v1.ListRequest
-	6,  // 20: bettercompute.commands.v1.CommandsService.Cancel:input_type -> bettercompute.commands.v1.CancelRequest
-	9,  // 21: bettercompute.commands.v1.CommandsService.Create:output_type -> bettercompute.commands.v1.CreateResponse
-	3,  // 22: bettercompute.commands.v1.CommandsService.Get:output_type -> bettercompute.commands.v1.GetResponse
-	5,  // 23: bettercompute.commands.v1.CommandsService.List:output_type -> bettercompute.commands.v1.ListResponse
-	7,  // 24: bettercompute.commands.v1.CommandsService.Cancel:output_type -> bettercompute.commands.v1.CancelResponse
-	21, // [21:25] is the sub-list for method output_type
-	17, // [17:21] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	11, // 0: bettercompute.commands.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
+	12, // 1: bettercompute.commands.v1.Command.drain:type_name -> bettercompute.daemon.v1.DrainPayload
+	13, // 2: bettercompute.commands.v1.Command.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
+	14, // 3: bettercompute.commands.v1.Command.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
+	15, // 4: bettercompute.commands.v1.Command.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
+	16, // 5: bettercompute.commands.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
+	17, // 6: bettercompute.commands.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
+	18, // 7: bettercompute.commands.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
+	0,  // 8: bettercompute.commands.v1.Command.state:type_name -> bettercompute.commands.v1.CommandState
+	19, // 9: bettercompute.commands.v1.Command.deadline_time:type_name -> google.protobuf.Timestamp
+	20, // 10: bettercompute.commands.v1.Command.result:type_name -> google.protobuf.Struct
+	19, // 11: bettercompute.commands.v1.Command.create_time:type_name -> google.protobuf.Timestamp
+	19, // 12: bettercompute.commands.v1.Command.send_time:type_name -> google.protobuf.Timestamp
+	19, // 13: bettercompute.commands.v1.Command.ack_time:type_name -> google.protobuf.Timestamp
+	19, // 14: bettercompute.commands.v1.Command.finish_time:type_name -> google.protobuf.Timestamp
+	19, // 15: bettercompute.commands.v1.Command.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 16: bettercompute.commands.v1.GetResponse.command:type_name -> bettercompute.commands.v1.Command
+	0,  // 17: bettercompute.commands.v1.ListRequest.state:type_name -> bettercompute.commands.v1.CommandState
+	1,  // 18: bettercompute.commands.v1.ListResponse.commands:type_name -> bettercompute.commands.v1.Command
+	1,  // 19: bettercompute.commands.v1.CancelResponse.command:type_name -> bettercompute.commands.v1.Command
+	10, // 20: bettercompute.commands.v1.CreateRequest.label_selector:type_name -> bettercompute.commands.v1.CreateRequest.LabelSelectorEntry
+	11, // 21: bettercompute.commands.v1.CreateRequest.exec:type_name -> bettercompute.daemon.v1.ExecPayload
+	12, // 22: bettercompute.commands.v1.CreateRequest.drain:type_name -> bettercompute.daemon.v1.DrainPayload
+	13, // 23: bettercompute.commands.v1.CreateRequest.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
+	14, // 24: bettercompute.commands.v1.CreateRequest.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
+	15, // 25: bettercompute.commands.v1.CreateRequest.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
+	16, // 26: bettercompute.commands.v1.CreateRequest.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
+	17, // 27: bettercompute.commands.v1.CreateRequest.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
+	18, // 28: bettercompute.commands.v1.CreateRequest.echo:type_name -> bettercompute.daemon.v1.EchoPayload
+	21, // 29: bettercompute.commands.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
+	1,  // 30: bettercompute.commands.v1.CreateResponse.commands:type_name -> bettercompute.commands.v1.Command
+	8,  // 31: bettercompute.commands.v1.CommandsService.Create:input_type -> bettercompute.commands.v1.CreateRequest
+	2,  // 32: bettercompute.commands.v1.CommandsService.Get:input_type -> bettercompute.commands.v1.GetRequest
+	4,  // 33: bettercompute.commands.v1.CommandsService.List:input_type -> bettercompute.commands.v1.ListRequest
+	6,  // 34: bettercompute.commands.v1.CommandsService.Cancel:input_type -> bettercompute.commands.v1.CancelRequest
+	9,  // 35: bettercompute.commands.v1.CommandsService.Create:output_type -> bettercompute.commands.v1.CreateResponse
+	3,  // 36: bettercompute.commands.v1.CommandsService.Get:output_type -> bettercompute.commands.v1.GetResponse
+	5,  // 37: bettercompute.commands.v1.CommandsService.List:output_type -> bettercompute.commands.v1.ListResponse
+	7,  // 38: bettercompute.commands.v1.CommandsService.Cancel:output_type -> bettercompute.commands.v1.CancelResponse
+	35, // [35:39] is the sub-list for method output_type
+	31, // [31:35] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_commands_v1_commands_proto_init() }
 func file_bettercompute_commands_v1_commands_proto_init() {
 	if File_bettercompute_commands_v1_commands_proto != nil {
 		return
+	}
+	file_bettercompute_commands_v1_commands_proto_msgTypes[0].OneofWrappers = []any{
+		(*Command_Exec)(nil),
+		(*Command_Drain)(nil),
+		(*Command_Undrain)(nil),
+		(*Command_Upgrade)(nil),
+		(*Command_Configure)(nil),
+		(*Command_Reboot)(nil),
+		(*Command_CollectInventory)(nil),
+		(*Command_Echo)(nil),
+	}
+	file_bettercompute_commands_v1_commands_proto_msgTypes[7].OneofWrappers = []any{
+		(*CreateRequest_Exec)(nil),
+		(*CreateRequest_Drain)(nil),
+		(*CreateRequest_Undrain)(nil),
+		(*CreateRequest_Upgrade)(nil),
+		(*CreateRequest_Configure)(nil),
+		(*CreateRequest_Reboot)(nil),
+		(*CreateRequest_CollectInventory)(nil),
+		(*CreateRequest_Echo)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -1236,15 +1236,29 @@ func (x *Welcome) GetServerTime() *timestamppb.Timestamp {
 
 // Command is work for the node. A command may be delivered more than once (after a reconnect);
 // the daemon answers a repeated idempotency key from its record instead of running it again.
+//
+// The set case of payload is the command's type; a daemon fails a command whose type it has
+// no handler for (or that has none set, which a newer gateway may send).
 type Command struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Id             string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Type           string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	Payload        *structpb.Struct       `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
 	IdempotencyKey string                 `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	Deadline       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// What to do; defined in commands.proto.
+	//
+	// Types that are valid to be assigned to Payload:
+	//
+	//	*Command_Exec
+	//	*Command_Drain
+	//	*Command_Undrain
+	//	*Command_Upgrade
+	//	*Command_Configure
+	//	*Command_Reboot
+	//	*Command_CollectInventory
+	//	*Command_Echo
+	Payload       isCommand_Payload `protobuf_oneof:"payload"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Command) Reset() {
@@ -1284,20 +1298,6 @@ func (x *Command) GetId() string {
 	return ""
 }
 
-func (x *Command) GetType() string {
-	if x != nil {
-		return x.Type
-	}
-	return ""
-}
-
-func (x *Command) GetPayload() *structpb.Struct {
-	if x != nil {
-		return x.Payload
-	}
-	return nil
-}
-
 func (x *Command) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
@@ -1311,6 +1311,137 @@ func (x *Command) GetDeadline() *timestamppb.Timestamp {
 	}
 	return nil
 }
+
+func (x *Command) GetPayload() isCommand_Payload {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *Command) GetExec() *ExecPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Exec); ok {
+			return x.Exec
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDrain() *DrainPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Drain); ok {
+			return x.Drain
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetUndrain() *UndrainPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Undrain); ok {
+			return x.Undrain
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetUpgrade() *UpgradePayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Upgrade); ok {
+			return x.Upgrade
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetConfigure() *ConfigurePayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Configure); ok {
+			return x.Configure
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetReboot() *RebootPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Reboot); ok {
+			return x.Reboot
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCollectInventory() *CollectInventoryPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_CollectInventory); ok {
+			return x.CollectInventory
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetEcho() *EchoPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Echo); ok {
+			return x.Echo
+		}
+	}
+	return nil
+}
+
+type isCommand_Payload interface {
+	isCommand_Payload()
+}
+
+type Command_Exec struct {
+	Exec *ExecPayload `protobuf:"bytes,6,opt,name=exec,proto3,oneof"`
+}
+
+type Command_Drain struct {
+	Drain *DrainPayload `protobuf:"bytes,7,opt,name=drain,proto3,oneof"`
+}
+
+type Command_Undrain struct {
+	Undrain *UndrainPayload `protobuf:"bytes,8,opt,name=undrain,proto3,oneof"`
+}
+
+type Command_Upgrade struct {
+	Upgrade *UpgradePayload `protobuf:"bytes,9,opt,name=upgrade,proto3,oneof"`
+}
+
+type Command_Configure struct {
+	Configure *ConfigurePayload `protobuf:"bytes,10,opt,name=configure,proto3,oneof"`
+}
+
+type Command_Reboot struct {
+	Reboot *RebootPayload `protobuf:"bytes,11,opt,name=reboot,proto3,oneof"`
+}
+
+type Command_CollectInventory struct {
+	CollectInventory *CollectInventoryPayload `protobuf:"bytes,12,opt,name=collect_inventory,json=collectInventory,proto3,oneof"`
+}
+
+type Command_Echo struct {
+	Echo *EchoPayload `protobuf:"bytes,13,opt,name=echo,proto3,oneof"`
+}
+
+func (*Command_Exec) isCommand_Payload() {}
+
+func (*Command_Drain) isCommand_Payload() {}
+
+func (*Command_Undrain) isCommand_Payload() {}
+
+func (*Command_Upgrade) isCommand_Payload() {}
+
+func (*Command_Configure) isCommand_Payload() {}
+
+func (*Command_Reboot) isCommand_Payload() {}
+
+func (*Command_CollectInventory) isCommand_Payload() {}
+
+func (*Command_Echo) isCommand_Payload() {}
 
 // Goodbye ends a session: superseded by a newer one, or the node was revoked.
 type Goodbye struct {
@@ -1361,7 +1492,7 @@ var File_bettercompute_daemon_v1_daemon_proto protoreflect.FileDescriptor
 
 const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\n" +
-	"$bettercompute/daemon/v1/daemon.proto\x12\x17bettercompute.daemon.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"Q\n" +
+	"$bettercompute/daemon/v1/daemon.proto\x12\x17bettercompute.daemon.v1\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"Q\n" +
 	"\vJoinRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x10\n" +
 	"\x03csr\x18\x02 \x01(\fR\x03csr\x12\x1a\n" +
@@ -1442,13 +1573,21 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x02 \x01(\x05R\x18heartbeatIntervalSeconds\x12;\n" +
 	"\vserver_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime\"\xc1\x01\n" +
+	"serverTime\"\xc6\x05\n" +
 	"\aCommand\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
-	"\x04type\x18\x02 \x01(\tR\x04type\x121\n" +
-	"\apayload\x18\x03 \x01(\v2\x17.google.protobuf.StructR\apayload\x12'\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x126\n" +
-	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"!\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12:\n" +
+	"\x04exec\x18\x06 \x01(\v2$.bettercompute.daemon.v1.ExecPayloadH\x00R\x04exec\x12=\n" +
+	"\x05drain\x18\a \x01(\v2%.bettercompute.daemon.v1.DrainPayloadH\x00R\x05drain\x12C\n" +
+	"\aundrain\x18\b \x01(\v2'.bettercompute.daemon.v1.UndrainPayloadH\x00R\aundrain\x12C\n" +
+	"\aupgrade\x18\t \x01(\v2'.bettercompute.daemon.v1.UpgradePayloadH\x00R\aupgrade\x12I\n" +
+	"\tconfigure\x18\n" +
+	" \x01(\v2).bettercompute.daemon.v1.ConfigurePayloadH\x00R\tconfigure\x12@\n" +
+	"\x06reboot\x18\v \x01(\v2&.bettercompute.daemon.v1.RebootPayloadH\x00R\x06reboot\x12_\n" +
+	"\x11collect_inventory\x18\f \x01(\v20.bettercompute.daemon.v1.CollectInventoryPayloadH\x00R\x10collectInventory\x12:\n" +
+	"\x04echo\x18\r \x01(\v2$.bettercompute.daemon.v1.EchoPayloadH\x00R\x04echoB\t\n" +
+	"\apayloadJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\x04type\"!\n" +
 	"\aGoodbye\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason2\xf9\x02\n" +
 	"\rDaemonService\x12S\n" +
@@ -1471,28 +1610,36 @@ func file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 
 var file_bettercompute_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_bettercompute_daemon_v1_daemon_proto_goTypes = []any{
-	(*JoinRequest)(nil),           // 0: bettercompute.daemon.v1.JoinRequest
-	(*JoinResponse)(nil),          // 1: bettercompute.daemon.v1.JoinResponse
-	(*RenewRequest)(nil),          // 2: bettercompute.daemon.v1.RenewRequest
-	(*RenewResponse)(nil),         // 3: bettercompute.daemon.v1.RenewResponse
-	(*SecretRequest)(nil),         // 4: bettercompute.daemon.v1.SecretRequest
-	(*SecretResponse)(nil),        // 5: bettercompute.daemon.v1.SecretResponse
-	(*SessionRequest)(nil),        // 6: bettercompute.daemon.v1.SessionRequest
-	(*SessionResponse)(nil),       // 7: bettercompute.daemon.v1.SessionResponse
-	(*Hello)(nil),                 // 8: bettercompute.daemon.v1.Hello
-	(*Inventory)(nil),             // 9: bettercompute.daemon.v1.Inventory
-	(*Gpu)(nil),                   // 10: bettercompute.daemon.v1.Gpu
-	(*Disk)(nil),                  // 11: bettercompute.daemon.v1.Disk
-	(*Nic)(nil),                   // 12: bettercompute.daemon.v1.Nic
-	(*Heartbeat)(nil),             // 13: bettercompute.daemon.v1.Heartbeat
-	(*CommandAck)(nil),            // 14: bettercompute.daemon.v1.CommandAck
-	(*CommandResult)(nil),         // 15: bettercompute.daemon.v1.CommandResult
-	(*Event)(nil),                 // 16: bettercompute.daemon.v1.Event
-	(*Welcome)(nil),               // 17: bettercompute.daemon.v1.Welcome
-	(*Command)(nil),               // 18: bettercompute.daemon.v1.Command
-	(*Goodbye)(nil),               // 19: bettercompute.daemon.v1.Goodbye
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 21: google.protobuf.Struct
+	(*JoinRequest)(nil),             // 0: bettercompute.daemon.v1.JoinRequest
+	(*JoinResponse)(nil),            // 1: bettercompute.daemon.v1.JoinResponse
+	(*RenewRequest)(nil),            // 2: bettercompute.daemon.v1.RenewRequest
+	(*RenewResponse)(nil),           // 3: bettercompute.daemon.v1.RenewResponse
+	(*SecretRequest)(nil),           // 4: bettercompute.daemon.v1.SecretRequest
+	(*SecretResponse)(nil),          // 5: bettercompute.daemon.v1.SecretResponse
+	(*SessionRequest)(nil),          // 6: bettercompute.daemon.v1.SessionRequest
+	(*SessionResponse)(nil),         // 7: bettercompute.daemon.v1.SessionResponse
+	(*Hello)(nil),                   // 8: bettercompute.daemon.v1.Hello
+	(*Inventory)(nil),               // 9: bettercompute.daemon.v1.Inventory
+	(*Gpu)(nil),                     // 10: bettercompute.daemon.v1.Gpu
+	(*Disk)(nil),                    // 11: bettercompute.daemon.v1.Disk
+	(*Nic)(nil),                     // 12: bettercompute.daemon.v1.Nic
+	(*Heartbeat)(nil),               // 13: bettercompute.daemon.v1.Heartbeat
+	(*CommandAck)(nil),              // 14: bettercompute.daemon.v1.CommandAck
+	(*CommandResult)(nil),           // 15: bettercompute.daemon.v1.CommandResult
+	(*Event)(nil),                   // 16: bettercompute.daemon.v1.Event
+	(*Welcome)(nil),                 // 17: bettercompute.daemon.v1.Welcome
+	(*Command)(nil),                 // 18: bettercompute.daemon.v1.Command
+	(*Goodbye)(nil),                 // 19: bettercompute.daemon.v1.Goodbye
+	(*timestamppb.Timestamp)(nil),   // 20: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),         // 21: google.protobuf.Struct
+	(*ExecPayload)(nil),             // 22: bettercompute.daemon.v1.ExecPayload
+	(*DrainPayload)(nil),            // 23: bettercompute.daemon.v1.DrainPayload
+	(*UndrainPayload)(nil),          // 24: bettercompute.daemon.v1.UndrainPayload
+	(*UpgradePayload)(nil),          // 25: bettercompute.daemon.v1.UpgradePayload
+	(*ConfigurePayload)(nil),        // 26: bettercompute.daemon.v1.ConfigurePayload
+	(*RebootPayload)(nil),           // 27: bettercompute.daemon.v1.RebootPayload
+	(*CollectInventoryPayload)(nil), // 28: bettercompute.daemon.v1.CollectInventoryPayload
+	(*EchoPayload)(nil),             // 29: bettercompute.daemon.v1.EchoPayload
 }
 var file_bettercompute_daemon_v1_daemon_proto_depIdxs = []int32{
 	20, // 0: bettercompute.daemon.v1.JoinResponse.not_after:type_name -> google.protobuf.Timestamp
@@ -1515,21 +1662,28 @@ var file_bettercompute_daemon_v1_daemon_proto_depIdxs = []int32{
 	21, // 17: bettercompute.daemon.v1.Event.data:type_name -> google.protobuf.Struct
 	20, // 18: bettercompute.daemon.v1.Event.time:type_name -> google.protobuf.Timestamp
 	20, // 19: bettercompute.daemon.v1.Welcome.server_time:type_name -> google.protobuf.Timestamp
-	21, // 20: bettercompute.daemon.v1.Command.payload:type_name -> google.protobuf.Struct
-	20, // 21: bettercompute.daemon.v1.Command.deadline:type_name -> google.protobuf.Timestamp
-	0,  // 22: bettercompute.daemon.v1.DaemonService.Join:input_type -> bettercompute.daemon.v1.JoinRequest
-	2,  // 23: bettercompute.daemon.v1.DaemonService.Renew:input_type -> bettercompute.daemon.v1.RenewRequest
-	4,  // 24: bettercompute.daemon.v1.DaemonService.Secret:input_type -> bettercompute.daemon.v1.SecretRequest
-	6,  // 25: bettercompute.daemon.v1.DaemonService.Session:input_type -> bettercompute.daemon.v1.SessionRequest
-	1,  // 26: bettercompute.daemon.v1.DaemonService.Join:output_type -> bettercompute.daemon.v1.JoinResponse
-	3,  // 27: bettercompute.daemon.v1.DaemonService.Renew:output_type -> bettercompute.daemon.v1.RenewResponse
-	5,  // 28: bettercompute.daemon.v1.DaemonService.Secret:output_type -> bettercompute.daemon.v1.SecretResponse
-	7,  // 29: bettercompute.daemon.v1.DaemonService.Session:output_type -> bettercompute.daemon.v1.SessionResponse
-	26, // [26:30] is the sub-list for method output_type
-	22, // [22:26] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	20, // 20: bettercompute.daemon.v1.Command.deadline:type_name -> google.protobuf.Timestamp
+	22, // 21: bettercompute.daemon.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
+	23, // 22: bettercompute.daemon.v1.Command.drain:type_name -> bettercompute.daemon.v1.DrainPayload
+	24, // 23: bettercompute.daemon.v1.Command.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
+	25, // 24: bettercompute.daemon.v1.Command.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
+	26, // 25: bettercompute.daemon.v1.Command.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
+	27, // 26: bettercompute.daemon.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
+	28, // 27: bettercompute.daemon.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
+	29, // 28: bettercompute.daemon.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
+	0,  // 29: bettercompute.daemon.v1.DaemonService.Join:input_type -> bettercompute.daemon.v1.JoinRequest
+	2,  // 30: bettercompute.daemon.v1.DaemonService.Renew:input_type -> bettercompute.daemon.v1.RenewRequest
+	4,  // 31: bettercompute.daemon.v1.DaemonService.Secret:input_type -> bettercompute.daemon.v1.SecretRequest
+	6,  // 32: bettercompute.daemon.v1.DaemonService.Session:input_type -> bettercompute.daemon.v1.SessionRequest
+	1,  // 33: bettercompute.daemon.v1.DaemonService.Join:output_type -> bettercompute.daemon.v1.JoinResponse
+	3,  // 34: bettercompute.daemon.v1.DaemonService.Renew:output_type -> bettercompute.daemon.v1.RenewResponse
+	5,  // 35: bettercompute.daemon.v1.DaemonService.Secret:output_type -> bettercompute.daemon.v1.SecretResponse
+	7,  // 36: bettercompute.daemon.v1.DaemonService.Session:output_type -> bettercompute.daemon.v1.SessionResponse
+	33, // [33:37] is the sub-list for method output_type
+	29, // [29:33] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_daemon_v1_daemon_proto_init() }
@@ -1537,6 +1691,7 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 	if File_bettercompute_daemon_v1_daemon_proto != nil {
 		return
 	}
+	file_bettercompute_daemon_v1_commands_proto_init()
 	file_bettercompute_daemon_v1_daemon_proto_msgTypes[6].OneofWrappers = []any{
 		(*SessionRequest_Hello)(nil),
 		(*SessionRequest_Heartbeat)(nil),
@@ -1548,6 +1703,16 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 		(*SessionResponse_Welcome)(nil),
 		(*SessionResponse_Command)(nil),
 		(*SessionResponse_Goodbye)(nil),
+	}
+	file_bettercompute_daemon_v1_daemon_proto_msgTypes[18].OneofWrappers = []any{
+		(*Command_Exec)(nil),
+		(*Command_Drain)(nil),
+		(*Command_Undrain)(nil),
+		(*Command_Upgrade)(nil),
+		(*Command_Configure)(nil),
+		(*Command_Reboot)(nil),
+		(*Command_CollectInventory)(nil),
+		(*Command_Echo)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

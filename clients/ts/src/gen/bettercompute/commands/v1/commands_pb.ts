@@ -12,6 +12,8 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_bettercompute_api_v1_options } from "../../api/v1/options_pb.js";
+import type { CollectInventoryPayload, ConfigurePayload, DrainPayload, EchoPayload, ExecPayload, RebootPayload, UndrainPayload, UpgradePayload } from "../../daemon/v1/commands_pb.js";
+import { file_bettercompute_daemon_v1_commands } from "../../daemon/v1/commands_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
@@ -20,7 +22,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/commands/v1/commands.proto.
  */
 export const file_bettercompute_commands_v1_commands: GenFile = /*@__PURE__*/
-  fileDesc("CihiZXR0ZXJjb21wdXRlL2NvbW1hbmRzL3YxL2NvbW1hbmRzLnByb3RvEhliZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxIq8ECgdDb21tYW5kEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIPCgdub2RlX2lkGAMgASgJEgwKBHR5cGUYBCABKAkSKAoHcGF5bG9hZBgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSNgoFc3RhdGUYBiABKA4yJy5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkNvbW1hbmRTdGF0ZRIXCg9pZGVtcG90ZW5jeV9rZXkYByABKAkSMQoNZGVhZGxpbmVfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXR0ZW1wdHMYCSABKAUSJwoGcmVzdWx0GAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgVlcnJvchgLIAEoCRIvCgtjcmVhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJc2VuZF90aW1lGA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghhY2tfdGltZRgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoX3RpbWUYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIYCgpHZXRSZXF1ZXN0EgoKAmlkGAEgASgJIkIKC0dldFJlc3BvbnNlEjMKB2NvbW1hbmQYASABKAsyIi5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkNvbW1hbmQifQoLTGlzdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRI2CgVzdGF0ZRgCIAEoDjInLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ29tbWFuZFN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIl0KDExpc3RSZXNwb25zZRI0Cghjb21tYW5kcxgBIAMoCzIiLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ29tbWFuZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiGwoNQ2FuY2VsUmVxdWVzdBIKCgJpZBgBIAEoCSJFCg5DYW5jZWxSZXNwb25zZRIzCgdjb21tYW5kGAEgASgLMiIuYmV0dGVyY29tcHV0ZS5jb21tYW5kcy52MS5Db21tYW5kIqgCCg1DcmVhdGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSUwoObGFiZWxfc2VsZWN0b3IYAiADKAsyOy5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkNyZWF0ZVJlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5EgwKBHR5cGUYAyABKAkSKAoHcGF5bG9hZBgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPaWRlbXBvdGVuY3lfa2V5GAUgASgJEioKB3RpbWVvdXQYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24aNAoSTGFiZWxTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiRgoOQ3JlYXRlUmVzcG9uc2USNAoIY29tbWFuZHMYASADKAsyIi5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkNvbW1hbmQq6AEKDENvbW1hbmRTdGF0ZRIdChlDT01NQU5EX1NUQVRFX1VOU1BFQ0lGSUVEEAASGQoVQ09NTUFORF9TVEFURV9QRU5ESU5HEAESFgoSQ09NTUFORF9TVEFURV9TRU5UEAISFwoTQ09NTUFORF9TVEFURV9BQ0tFRBADEhsKF0NPTU1BTkRfU1RBVEVfU1VDQ0VFREVEEAQSGAoUQ09NTUFORF9TVEFURV9GQUlMRUQQBRIZChVDT01NQU5EX1NUQVRFX0VYUElSRUQQBhIbChdDT01NQU5EX1NUQVRFX0NBTkNFTExFRBAHMqkECg9Db21tYW5kc1NlcnZpY2USiwEKBkNyZWF0ZRIoLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ3JlYXRlUmVxdWVzdBopLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ3JlYXRlUmVzcG9uc2UiLMKgGSgKCGNvbW1hbmRzEgZjcmVhdGUaEGNvbW1hbmRzLm9wZXJhdGUoATABEnsKA0dldBIlLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuR2V0UmVxdWVzdBomLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuR2V0UmVzcG9uc2UiJZACAcKgGR4KCGNvbW1hbmRzEgNnZXQaDWNvbW1hbmRzLnJlYWQSfwoETGlzdBImLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuTGlzdFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkxpc3RSZXNwb25zZSImkAIBwqAZHwoIY29tbWFuZHMSBGxpc3QaDWNvbW1hbmRzLnJlYWQSiQEKBkNhbmNlbBIoLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ2FuY2VsUmVxdWVzdBopLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ2FuY2VsUmVzcG9uc2UiKsKgGSYKCGNvbW1hbmRzEgZjYW5jZWwaEGNvbW1hbmRzLm9wZXJhdGUwAUJWWlRnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL2NvbW1hbmRzL3YxO2NvbW1hbmRzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CihiZXR0ZXJjb21wdXRlL2NvbW1hbmRzL3YxL2NvbW1hbmRzLnByb3RvEhliZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxIvsHCgdDb21tYW5kEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIPCgdub2RlX2lkGAMgASgJEgwKBHR5cGUYBCABKAkSNAoEZXhlYxgRIAEoCzIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkV4ZWNQYXlsb2FkSAASNgoFZHJhaW4YEiABKAsyJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5EcmFpblBheWxvYWRIABI6Cgd1bmRyYWluGBMgASgLMicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuVW5kcmFpblBheWxvYWRIABI6Cgd1cGdyYWRlGBQgASgLMicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuVXBncmFkZVBheWxvYWRIABI+Cgljb25maWd1cmUYFSABKAsyKS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db25maWd1cmVQYXlsb2FkSAASOAoGcmVib290GBYgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuUmVib290UGF5bG9hZEgAEk0KEWNvbGxlY3RfaW52ZW50b3J5GBcgASgLMjAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29sbGVjdEludmVudG9yeVBheWxvYWRIABI0CgRlY2hvGBggASgLMiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRWNob1BheWxvYWRIABI2CgVzdGF0ZRgGIAEoDjInLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ29tbWFuZFN0YXRlEhcKD2lkZW1wb3RlbmN5X2tleRgHIAEoCRIxCg1kZWFkbGluZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghhdHRlbXB0cxgJIAEoBRInCgZyZXN1bHQYCiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBWVycm9yGAsgASgJEi8KC2NyZWF0ZV90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglzZW5kX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGFja190aW1lGA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgkKB3BheWxvYWRKBAgFEAYiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSJCCgtHZXRSZXNwb25zZRIzCgdjb21tYW5kGAEgASgLMiIuYmV0dGVyY29tcHV0ZS5jb21tYW5kcy52MS5Db21tYW5kIn0KC0xpc3RSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSNgoFc3RhdGUYAiABKA4yJy5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkNvbW1hbmRTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJdCgxMaXN0UmVzcG9uc2USNAoIY29tbWFuZHMYASADKAsyIi5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkNvbW1hbmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIhsKDUNhbmNlbFJlcXVlc3QSCgoCaWQYASABKAkiRQoOQ2FuY2VsUmVzcG9uc2USMwoHY29tbWFuZBgBIAEoCzIiLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ29tbWFuZCLyBQoNQ3JlYXRlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJElMKDmxhYmVsX3NlbGVjdG9yGAIgAygLMjsuYmV0dGVyY29tcHV0ZS5jb21tYW5kcy52MS5DcmVhdGVSZXF1ZXN0LkxhYmVsU2VsZWN0b3JFbnRyeRI0CgRleGVjGAcgASgLMiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXhlY1BheWxvYWRIABI2CgVkcmFpbhgIIAEoCzIlLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRyYWluUGF5bG9hZEgAEjoKB3VuZHJhaW4YCSABKAsyJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5VbmRyYWluUGF5bG9hZEgAEjoKB3VwZ3JhZGUYCiABKAsyJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5VcGdyYWRlUGF5bG9hZEgAEj4KCWNvbmZpZ3VyZRgLIAEoCzIpLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkNvbmZpZ3VyZVBheWxvYWRIABI4CgZyZWJvb3QYDCABKAsyJi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5SZWJvb3RQYXlsb2FkSAASTQoRY29sbGVjdF9pbnZlbnRvcnkYDSABKAsyMC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db2xsZWN0SW52ZW50b3J5UGF5bG9hZEgAEjQKBGVjaG8YDiABKAsyJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FY2hvUGF5bG9hZEgAEhcKD2lkZW1wb3RlbmN5X2tleRgFIAEoCRIqCgd0aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB3BheWxvYWRKBAgDEARKBAgEEAVSBHR5cGUiRgoOQ3JlYXRlUmVzcG9uc2USNAoIY29tbWFuZHMYASADKAsyIi5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkNvbW1hbmQq6AEKDENvbW1hbmRTdGF0ZRIdChlDT01NQU5EX1NUQVRFX1VOU1BFQ0lGSUVEEAASGQoVQ09NTUFORF9TVEFURV9QRU5ESU5HEAESFgoSQ09NTUFORF9TVEFURV9TRU5UEAISFwoTQ09NTUFORF9TVEFURV9BQ0tFRBADEhsKF0NPTU1BTkRfU1RBVEVfU1VDQ0VFREVEEAQSGAoUQ09NTUFORF9TVEFURV9GQUlMRUQQBRIZChVDT01NQU5EX1NUQVRFX0VYUElSRUQQBhIbChdDT01NQU5EX1NUQVRFX0NBTkNFTExFRBAHMqkECg9Db21tYW5kc1NlcnZpY2USiwEKBkNyZWF0ZRIoLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ3JlYXRlUmVxdWVzdBopLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ3JlYXRlUmVzcG9uc2UiLMKgGSgKCGNvbW1hbmRzEgZjcmVhdGUaEGNvbW1hbmRzLm9wZXJhdGUoATABEnsKA0dldBIlLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuR2V0UmVxdWVzdBomLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuR2V0UmVzcG9uc2UiJZACAcKgGR4KCGNvbW1hbmRzEgNnZXQaDWNvbW1hbmRzLnJlYWQSfwoETGlzdBImLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuTGlzdFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkxpc3RSZXNwb25zZSImkAIBwqAZHwoIY29tbWFuZHMSBGxpc3QaDWNvbW1hbmRzLnJlYWQSiQEKBkNhbmNlbBIoLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ2FuY2VsUmVxdWVzdBopLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ2FuY2VsUmVzcG9uc2UiKsKgGSYKCGNvbW1hbmRzEgZjYW5jZWwaEGNvbW1hbmRzLm9wZXJhdGUwAUJWWlRnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL2NvbW1hbmRzL3YxO2NvbW1hbmRzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_bettercompute_daemon_v1_commands, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Command is work for one node.
@@ -44,16 +46,67 @@ export type Command = Message<"bettercompute.commands.v1.Command"> & {
   nodeId: string;
 
   /**
-   * What to do, for example "exec"; the daemon's handler for it reads the payload.
+   * The command's type, the set case of payload: "exec", "drain", "undrain", "upgrade",
+   * "configure", "reboot", "collectInventory" or "echo".
    *
    * @generated from field: string type = 4;
    */
   type: string;
 
   /**
-   * @generated from field: google.protobuf.Struct payload = 5;
+   * What to do, as created (bettercompute.daemon.v1 defines the payloads).
+   *
+   * @generated from oneof bettercompute.commands.v1.Command.payload
    */
-  payload?: JsonObject | undefined;
+  payload: {
+    /**
+     * @generated from field: bettercompute.daemon.v1.ExecPayload exec = 17;
+     */
+    value: ExecPayload;
+    case: "exec";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.DrainPayload drain = 18;
+     */
+    value: DrainPayload;
+    case: "drain";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.UndrainPayload undrain = 19;
+     */
+    value: UndrainPayload;
+    case: "undrain";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.UpgradePayload upgrade = 20;
+     */
+    value: UpgradePayload;
+    case: "upgrade";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.ConfigurePayload configure = 21;
+     */
+    value: ConfigurePayload;
+    case: "configure";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.RebootPayload reboot = 22;
+     */
+    value: RebootPayload;
+    case: "reboot";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.CollectInventoryPayload collect_inventory = 23;
+     */
+    value: CollectInventoryPayload;
+    case: "collectInventory";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.EchoPayload echo = 24;
+     */
+    value: EchoPayload;
+    case: "echo";
+  } | { case: undefined; value?: undefined };
 
   /**
    * @generated from field: bettercompute.commands.v1.CommandState state = 6;
@@ -295,16 +348,60 @@ export type CreateRequest = Message<"bettercompute.commands.v1.CreateRequest"> &
   labelSelector: { [key: string]: string };
 
   /**
-   * The handler to run on the daemon, for example "exec".
+   * What to run: exactly one, whose field name is the command's type, for example
+   * {"exec": {"path": "/usr/bin/nvidia-smi", "args": ["-L"]}}.
    *
-   * @generated from field: string type = 3;
+   * @generated from oneof bettercompute.commands.v1.CreateRequest.payload
    */
-  type: string;
-
-  /**
-   * @generated from field: google.protobuf.Struct payload = 4;
-   */
-  payload?: JsonObject | undefined;
+  payload: {
+    /**
+     * @generated from field: bettercompute.daemon.v1.ExecPayload exec = 7;
+     */
+    value: ExecPayload;
+    case: "exec";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.DrainPayload drain = 8;
+     */
+    value: DrainPayload;
+    case: "drain";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.UndrainPayload undrain = 9;
+     */
+    value: UndrainPayload;
+    case: "undrain";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.UpgradePayload upgrade = 10;
+     */
+    value: UpgradePayload;
+    case: "upgrade";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.ConfigurePayload configure = 11;
+     */
+    value: ConfigurePayload;
+    case: "configure";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.RebootPayload reboot = 12;
+     */
+    value: RebootPayload;
+    case: "reboot";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.CollectInventoryPayload collect_inventory = 13;
+     */
+    value: CollectInventoryPayload;
+    case: "collectInventory";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.EchoPayload echo = 14;
+     */
+    value: EchoPayload;
+    case: "echo";
+  } | { case: undefined; value?: undefined };
 
   /**
    * Names this command for the daemon; empty for a fresh one. Reusing a key on a node returns

@@ -7,6 +7,8 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { CollectInventoryPayload, ConfigurePayload, DrainPayload, EchoPayload, ExecPayload, RebootPayload, UndrainPayload, UpgradePayload } from "./commands_pb.js";
+import { file_bettercompute_daemon_v1_commands } from "./commands_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
@@ -15,7 +17,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/daemon/v1/daemon.proto.
  */
 export const file_bettercompute_daemon_v1_daemon: GenFile = /*@__PURE__*/
-  fileDesc("CiRiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9kYWVtb24ucHJvdG8SF2JldHRlcmNvbXB1dGUuZGFlbW9uLnYxIjsKC0pvaW5SZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgsKA2NzchgCIAEoDBIQCghob3N0bmFtZRgDIAEoCSKQAQoMSm9pblJlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSGQoRY2VydGlmaWNhdGVfY2hhaW4YAiABKAwSDwoHcm9vdF9jYRgDIAEoDBIUCgx0cnVzdF9kb21haW4YBCABKAkSLQoJbm90X2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIbCgxSZW5ld1JlcXVlc3QSCwoDY3NyGAEgASgMIlkKDVJlbmV3UmVzcG9uc2USGQoRY2VydGlmaWNhdGVfY2hhaW4YASABKAwSLQoJbm90X2FmdGVyGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIdCg1TZWNyZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkiHwoOU2VjcmV0UmVzcG9uc2USDQoFdmFsdWUYASABKAwioAIKDlNlc3Npb25SZXF1ZXN0Ei8KBWhlbGxvGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSGVsbG9IABI3CgloZWFydGJlYXQYAiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5IZWFydGJlYXRIABIyCgNhY2sYAyABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kQWNrSAASOAoGcmVzdWx0GAQgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZFJlc3VsdEgAEi8KBWV2ZW50GAUgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXZlbnRIAEIFCgNtc2citwEKD1Nlc3Npb25SZXNwb25zZRIzCgd3ZWxjb21lGAEgASgLMiAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuV2VsY29tZUgAEjMKB2NvbW1hbmQYAiABKAsyIC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kSAASMwoHZ29vZGJ5ZRgDIAEoCzIgLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdvb2RieWVIAEIFCgNtc2cigAEKBUhlbGxvEhYKDmRhZW1vbl92ZXJzaW9uGAEgASgJEjUKCWludmVudG9yeRgCIAEoCzIiLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkludmVudG9yeRIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL2AQoJSW52ZW50b3J5EhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEg4KBmtlcm5lbBgDIAEoCRIRCgljcHVfbW9kZWwYBCABKAkSDAoEY3B1cxgFIAEoBRIUCgxtZW1vcnlfYnl0ZXMYBiABKAMSKgoEZ3B1cxgHIAMoCzIcLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdwdRIsCgVkaXNrcxgIIAMoCzIdLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRpc2sSKgoEbmljcxgJIAMoCzIcLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLk5pYyJHCgNHcHUSDQoFaW5kZXgYASABKAUSDQoFbW9kZWwYAiABKAkSFAoMbWVtb3J5X2J5dGVzGAMgASgDEgwKBHV1aWQYBCABKAkiNwoERGlzaxIMCgRuYW1lGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMSDQoFbW9kZWwYAyABKAkiNAoDTmljEgwKBG5hbWUYASABKAkSCwoDbWFjGAIgASgJEhIKCnNwZWVkX21icHMYAyABKAMiNQoJSGVhcnRiZWF0EigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiAKCkNvbW1hbmRBY2sSEgoKY29tbWFuZF9pZBgBIAEoCSJsCg1Db21tYW5kUmVzdWx0EhIKCmNvbW1hbmRfaWQYASABKAkSDwoHc3VjY2VzcxgCIAEoCBInCgZyZXN1bHQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBWVycm9yGAQgASgJImYKBUV2ZW50EgwKBHR5cGUYASABKAkSJQoEZGF0YRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAibwoHV2VsY29tZRIPCgdub2RlX2lkGAEgASgJEiIKGmhlYXJ0YmVhdF9pbnRlcnZhbF9zZWNvbmRzGAIgASgFEi8KC3NlcnZlcl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKUAQoHQ29tbWFuZBIKCgJpZBgBIAEoCRIMCgR0eXBlGAIgASgJEigKB3BheWxvYWQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCRIsCghkZWFkbGluZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiGQoHR29vZGJ5ZRIOCgZyZWFzb24YASABKAky+QIKDURhZW1vblNlcnZpY2USUwoESm9pbhIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkpvaW5SZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSm9pblJlc3BvbnNlElYKBVJlbmV3EiUuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuUmVuZXdSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuUmVuZXdSZXNwb25zZRJZCgZTZWNyZXQSJi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZWNyZXRSZXF1ZXN0GicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2VjcmV0UmVzcG9uc2USYAoHU2Vzc2lvbhInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlc3Npb25SZXF1ZXN0GiguYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2Vzc2lvblJlc3BvbnNlKAEwAUJSWlBnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL2RhZW1vbi92MTtkYWVtb252MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiRiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9kYWVtb24ucHJvdG8SF2JldHRlcmNvbXB1dGUuZGFlbW9uLnYxIjsKC0pvaW5SZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgsKA2NzchgCIAEoDBIQCghob3N0bmFtZRgDIAEoCSKQAQoMSm9pblJlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSGQoRY2VydGlmaWNhdGVfY2hhaW4YAiABKAwSDwoHcm9vdF9jYRgDIAEoDBIUCgx0cnVzdF9kb21haW4YBCABKAkSLQoJbm90X2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIbCgxSZW5ld1JlcXVlc3QSCwoDY3NyGAEgASgMIlkKDVJlbmV3UmVzcG9uc2USGQoRY2VydGlmaWNhdGVfY2hhaW4YASABKAwSLQoJbm90X2FmdGVyGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIdCg1TZWNyZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkiHwoOU2VjcmV0UmVzcG9uc2USDQoFdmFsdWUYASABKAwioAIKDlNlc3Npb25SZXF1ZXN0Ei8KBWhlbGxvGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSGVsbG9IABI3CgloZWFydGJlYXQYAiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5IZWFydGJlYXRIABIyCgNhY2sYAyABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kQWNrSAASOAoGcmVzdWx0GAQgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZFJlc3VsdEgAEi8KBWV2ZW50GAUgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXZlbnRIAEIFCgNtc2citwEKD1Nlc3Npb25SZXNwb25zZRIzCgd3ZWxjb21lGAEgASgLMiAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuV2VsY29tZUgAEjMKB2NvbW1hbmQYAiABKAsyIC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kSAASMwoHZ29vZGJ5ZRgDIAEoCzIgLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdvb2RieWVIAEIFCgNtc2cigAEKBUhlbGxvEhYKDmRhZW1vbl92ZXJzaW9uGAEgASgJEjUKCWludmVudG9yeRgCIAEoCzIiLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkludmVudG9yeRIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL2AQoJSW52ZW50b3J5EhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEg4KBmtlcm5lbBgDIAEoCRIRCgljcHVfbW9kZWwYBCABKAkSDAoEY3B1cxgFIAEoBRIUCgxtZW1vcnlfYnl0ZXMYBiABKAMSKgoEZ3B1cxgHIAMoCzIcLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdwdRIsCgVkaXNrcxgIIAMoCzIdLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRpc2sSKgoEbmljcxgJIAMoCzIcLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLk5pYyJHCgNHcHUSDQoFaW5kZXgYASABKAUSDQoFbW9kZWwYAiABKAkSFAoMbWVtb3J5X2J5dGVzGAMgASgDEgwKBHV1aWQYBCABKAkiNwoERGlzaxIMCgRuYW1lGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMSDQoFbW9kZWwYAyABKAkiNAoDTmljEgwKBG5hbWUYASABKAkSCwoDbWFjGAIgASgJEhIKCnNwZWVkX21icHMYAyABKAMiNQoJSGVhcnRiZWF0EigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiAKCkNvbW1hbmRBY2sSEgoKY29tbWFuZF9pZBgBIAEoCSJsCg1Db21tYW5kUmVzdWx0EhIKCmNvbW1hbmRfaWQYASABKAkSDwoHc3VjY2VzcxgCIAEoCBInCgZyZXN1bHQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBWVycm9yGAQgASgJImYKBUV2ZW50EgwKBHR5cGUYASABKAkSJQoEZGF0YRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAibwoHV2VsY29tZRIPCgdub2RlX2lkGAEgASgJEiIKGmhlYXJ0YmVhdF9pbnRlcnZhbF9zZWNvbmRzGAIgASgFEi8KC3NlcnZlcl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLeBAoHQ29tbWFuZBIKCgJpZBgBIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSLAoIZGVhZGxpbmUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKBGV4ZWMYBiABKAsyJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FeGVjUGF5bG9hZEgAEjYKBWRyYWluGAcgASgLMiUuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRHJhaW5QYXlsb2FkSAASOgoHdW5kcmFpbhgIIAEoCzInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlVuZHJhaW5QYXlsb2FkSAASOgoHdXBncmFkZRgJIAEoCzInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlVwZ3JhZGVQYXlsb2FkSAASPgoJY29uZmlndXJlGAogASgLMikuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29uZmlndXJlUGF5bG9hZEgAEjgKBnJlYm9vdBgLIAEoCzImLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlYm9vdFBheWxvYWRIABJNChFjb2xsZWN0X2ludmVudG9yeRgMIAEoCzIwLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkNvbGxlY3RJbnZlbnRvcnlQYXlsb2FkSAASNAoEZWNobxgNIAEoCzIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkVjaG9QYXlsb2FkSABCCQoHcGF5bG9hZEoECAIQA0oECAMQBFIEdHlwZSIZCgdHb29kYnllEg4KBnJlYXNvbhgBIAEoCTL5AgoNRGFlbW9uU2VydmljZRJTCgRKb2luEiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSm9pblJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Kb2luUmVzcG9uc2USVgoFUmVuZXcSJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5SZW5ld1JlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5SZW5ld1Jlc3BvbnNlElkKBlNlY3JldBImLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlY3JldFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZWNyZXRSZXNwb25zZRJgCgdTZXNzaW9uEicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2Vzc2lvblJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZXNzaW9uUmVzcG9uc2UoATABQlJaUGdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvZGFlbW9uL3YxO2RhZW1vbnYxYgZwcm90bzM", [file_bettercompute_daemon_v1_commands, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * JoinRequest carries the single-use secret and the node's key.
@@ -585,6 +587,9 @@ export const WelcomeSchema: GenMessage<Welcome> = /*@__PURE__*/
  * Command is work for the node. A command may be delivered more than once (after a reconnect);
  * the daemon answers a repeated idempotency key from its record instead of running it again.
  *
+ * The set case of payload is the command's type; a daemon fails a command whose type it has
+ * no handler for (or that has none set, which a newer gateway may send).
+ *
  * @generated from message bettercompute.daemon.v1.Command
  */
 export type Command = Message<"bettercompute.daemon.v1.Command"> & {
@@ -592,16 +597,6 @@ export type Command = Message<"bettercompute.daemon.v1.Command"> & {
    * @generated from field: string id = 1;
    */
   id: string;
-
-  /**
-   * @generated from field: string type = 2;
-   */
-  type: string;
-
-  /**
-   * @generated from field: google.protobuf.Struct payload = 3;
-   */
-  payload?: JsonObject | undefined;
 
   /**
    * @generated from field: string idempotency_key = 4;
@@ -612,6 +607,61 @@ export type Command = Message<"bettercompute.daemon.v1.Command"> & {
    * @generated from field: google.protobuf.Timestamp deadline = 5;
    */
   deadline?: Timestamp | undefined;
+
+  /**
+   * What to do; defined in commands.proto.
+   *
+   * @generated from oneof bettercompute.daemon.v1.Command.payload
+   */
+  payload: {
+    /**
+     * @generated from field: bettercompute.daemon.v1.ExecPayload exec = 6;
+     */
+    value: ExecPayload;
+    case: "exec";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.DrainPayload drain = 7;
+     */
+    value: DrainPayload;
+    case: "drain";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.UndrainPayload undrain = 8;
+     */
+    value: UndrainPayload;
+    case: "undrain";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.UpgradePayload upgrade = 9;
+     */
+    value: UpgradePayload;
+    case: "upgrade";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.ConfigurePayload configure = 10;
+     */
+    value: ConfigurePayload;
+    case: "configure";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.RebootPayload reboot = 11;
+     */
+    value: RebootPayload;
+    case: "reboot";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.CollectInventoryPayload collect_inventory = 12;
+     */
+    value: CollectInventoryPayload;
+    case: "collectInventory";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.EchoPayload echo = 13;
+     */
+    value: EchoPayload;
+    case: "echo";
+  } | { case: undefined; value?: undefined };
 };
 
 /**

@@ -22,11 +22,12 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from bettercompute.daemon.v1 import commands_pb2 as bettercompute_dot_daemon_dot_v1_dot_commands__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$bettercompute/daemon/v1/daemon.proto\x12\x17\x62\x65ttercompute.daemon.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"Q\n\x0bJoinRequest\x12\x14\n\x05token\x18\x01 \x01(\tR\x05token\x12\x10\n\x03\x63sr\x18\x02 \x01(\x0cR\x03\x63sr\x12\x1a\n\x08hostname\x18\x03 \x01(\tR\x08hostname\"\xc9\x01\n\x0cJoinResponse\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12+\n\x11\x63\x65rtificate_chain\x18\x02 \x01(\x0cR\x10\x63\x65rtificateChain\x12\x17\n\x07root_ca\x18\x03 \x01(\x0cR\x06rootCa\x12!\n\x0ctrust_domain\x18\x04 \x01(\tR\x0btrustDomain\x12\x37\n\tnot_after\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08notAfter\" \n\x0cRenewRequest\x12\x10\n\x03\x63sr\x18\x01 \x01(\x0cR\x03\x63sr\"u\n\rRenewResponse\x12+\n\x11\x63\x65rtificate_chain\x18\x01 \x01(\x0cR\x10\x63\x65rtificateChain\x12\x37\n\tnot_after\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08notAfter\"#\n\rSecretRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"&\n\x0eSecretResponse\x12\x14\n\x05value\x18\x01 \x01(\x0cR\x05value\"\xc6\x02\n\x0eSessionRequest\x12\x36\n\x05hello\x18\x01 \x01(\x0b\x32\x1e.bettercompute.daemon.v1.HelloH\x00R\x05hello\x12\x42\n\theartbeat\x18\x02 \x01(\x0b\x32\".bettercompute.daemon.v1.HeartbeatH\x00R\theartbeat\x12\x37\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32#.bettercompute.daemon.v1.CommandAckH\x00R\x03\x61\x63k\x12@\n\x06result\x18\x04 \x01(\x0b\x32&.bettercompute.daemon.v1.CommandResultH\x00R\x06result\x12\x36\n\x05\x65vent\x18\x05 \x01(\x0b\x32\x1e.bettercompute.daemon.v1.EventH\x00R\x05\x65ventB\x05\n\x03msg\"\xd2\x01\n\x0fSessionResponse\x12<\n\x07welcome\x18\x01 \x01(\x0b\x32 .bettercompute.daemon.v1.WelcomeH\x00R\x07welcome\x12<\n\x07\x63ommand\x18\x02 \x01(\x0b\x32 .bettercompute.daemon.v1.CommandH\x00R\x07\x63ommand\x12<\n\x07goodbye\x18\x03 \x01(\x0b\x32 .bettercompute.daemon.v1.GoodbyeH\x00R\x07goodbyeB\x05\n\x03msg\"\xa0\x01\n\x05Hello\x12%\n\x0e\x64\x61\x65mon_version\x18\x01 \x01(\tR\rdaemonVersion\x12@\n\tinventory\x18\x02 \x01(\x0b\x32\".bettercompute.daemon.v1.InventoryR\tinventory\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\xbc\x02\n\tInventory\x12\x1a\n\x08hostname\x18\x01 \x01(\tR\x08hostname\x12\x0e\n\x02os\x18\x02 \x01(\tR\x02os\x12\x16\n\x06kernel\x18\x03 \x01(\tR\x06kernel\x12\x1b\n\tcpu_model\x18\x04 \x01(\tR\x08\x63puModel\x12\x12\n\x04\x63pus\x18\x05 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x06 \x01(\x03R\x0bmemoryBytes\x12\x30\n\x04gpus\x18\x07 \x03(\x0b\x32\x1c.bettercompute.daemon.v1.GpuR\x04gpus\x12\x33\n\x05\x64isks\x18\x08 \x03(\x0b\x32\x1d.bettercompute.daemon.v1.DiskR\x05\x64isks\x12\x30\n\x04nics\x18\t \x03(\x0b\x32\x1c.bettercompute.daemon.v1.NicR\x04nics\"h\n\x03Gpu\x12\x14\n\x05index\x18\x01 \x01(\x05R\x05index\x12\x14\n\x05model\x18\x02 \x01(\tR\x05model\x12!\n\x0cmemory_bytes\x18\x03 \x01(\x03R\x0bmemoryBytes\x12\x12\n\x04uuid\x18\x04 \x01(\tR\x04uuid\"O\n\x04\x44isk\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n\nsize_bytes\x18\x02 \x01(\x03R\tsizeBytes\x12\x14\n\x05model\x18\x03 \x01(\tR\x05model\"J\n\x03Nic\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n\x03mac\x18\x02 \x01(\tR\x03mac\x12\x1d\n\nspeed_mbps\x18\x03 \x01(\x03R\tspeedMbps\";\n\tHeartbeat\x12.\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"+\n\nCommandAck\x12\x1d\n\ncommand_id\x18\x01 \x01(\tR\tcommandId\"\x8f\x01\n\rCommandResult\x12\x1d\n\ncommand_id\x18\x01 \x01(\tR\tcommandId\x12\x18\n\x07success\x18\x02 \x01(\x08R\x07success\x12/\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x06result\x12\x14\n\x05\x65rror\x18\x04 \x01(\tR\x05\x65rror\"x\n\x05\x45vent\x12\x12\n\x04type\x18\x01 \x01(\tR\x04type\x12+\n\x04\x64\x61ta\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructR\x04\x64\x61ta\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\x9d\x01\n\x07Welcome\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12<\n\x1aheartbeat_interval_seconds\x18\x02 \x01(\x05R\x18heartbeatIntervalSeconds\x12;\n\x0bserver_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nserverTime\"\xc1\x01\n\x07\x43ommand\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12\x31\n\x07payload\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x07payload\x12\'\n\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12\x36\n\x08\x64\x65\x61\x64line\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08\x64\x65\x61\x64line\"!\n\x07Goodbye\x12\x16\n\x06reason\x18\x01 \x01(\tR\x06reason2\xf9\x02\n\rDaemonService\x12S\n\x04Join\x12$.bettercompute.daemon.v1.JoinRequest\x1a%.bettercompute.daemon.v1.JoinResponse\x12V\n\x05Renew\x12%.bettercompute.daemon.v1.RenewRequest\x1a&.bettercompute.daemon.v1.RenewResponse\x12Y\n\x06Secret\x12&.bettercompute.daemon.v1.SecretRequest\x1a\'.bettercompute.daemon.v1.SecretResponse\x12`\n\x07Session\x12\'.bettercompute.daemon.v1.SessionRequest\x1a(.bettercompute.daemon.v1.SessionResponse(\x01\x30\x01\x42RZPgithub.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1;daemonv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$bettercompute/daemon/v1/daemon.proto\x12\x17\x62\x65ttercompute.daemon.v1\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"Q\n\x0bJoinRequest\x12\x14\n\x05token\x18\x01 \x01(\tR\x05token\x12\x10\n\x03\x63sr\x18\x02 \x01(\x0cR\x03\x63sr\x12\x1a\n\x08hostname\x18\x03 \x01(\tR\x08hostname\"\xc9\x01\n\x0cJoinResponse\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12+\n\x11\x63\x65rtificate_chain\x18\x02 \x01(\x0cR\x10\x63\x65rtificateChain\x12\x17\n\x07root_ca\x18\x03 \x01(\x0cR\x06rootCa\x12!\n\x0ctrust_domain\x18\x04 \x01(\tR\x0btrustDomain\x12\x37\n\tnot_after\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08notAfter\" \n\x0cRenewRequest\x12\x10\n\x03\x63sr\x18\x01 \x01(\x0cR\x03\x63sr\"u\n\rRenewResponse\x12+\n\x11\x63\x65rtificate_chain\x18\x01 \x01(\x0cR\x10\x63\x65rtificateChain\x12\x37\n\tnot_after\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08notAfter\"#\n\rSecretRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"&\n\x0eSecretResponse\x12\x14\n\x05value\x18\x01 \x01(\x0cR\x05value\"\xc6\x02\n\x0eSessionRequest\x12\x36\n\x05hello\x18\x01 \x01(\x0b\x32\x1e.bettercompute.daemon.v1.HelloH\x00R\x05hello\x12\x42\n\theartbeat\x18\x02 \x01(\x0b\x32\".bettercompute.daemon.v1.HeartbeatH\x00R\theartbeat\x12\x37\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32#.bettercompute.daemon.v1.CommandAckH\x00R\x03\x61\x63k\x12@\n\x06result\x18\x04 \x01(\x0b\x32&.bettercompute.daemon.v1.CommandResultH\x00R\x06result\x12\x36\n\x05\x65vent\x18\x05 \x01(\x0b\x32\x1e.bettercompute.daemon.v1.EventH\x00R\x05\x65ventB\x05\n\x03msg\"\xd2\x01\n\x0fSessionResponse\x12<\n\x07welcome\x18\x01 \x01(\x0b\x32 .bettercompute.daemon.v1.WelcomeH\x00R\x07welcome\x12<\n\x07\x63ommand\x18\x02 \x01(\x0b\x32 .bettercompute.daemon.v1.CommandH\x00R\x07\x63ommand\x12<\n\x07goodbye\x18\x03 \x01(\x0b\x32 .bettercompute.daemon.v1.GoodbyeH\x00R\x07goodbyeB\x05\n\x03msg\"\xa0\x01\n\x05Hello\x12%\n\x0e\x64\x61\x65mon_version\x18\x01 \x01(\tR\rdaemonVersion\x12@\n\tinventory\x18\x02 \x01(\x0b\x32\".bettercompute.daemon.v1.InventoryR\tinventory\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\xbc\x02\n\tInventory\x12\x1a\n\x08hostname\x18\x01 \x01(\tR\x08hostname\x12\x0e\n\x02os\x18\x02 \x01(\tR\x02os\x12\x16\n\x06kernel\x18\x03 \x01(\tR\x06kernel\x12\x1b\n\tcpu_model\x18\x04 \x01(\tR\x08\x63puModel\x12\x12\n\x04\x63pus\x18\x05 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x06 \x01(\x03R\x0bmemoryBytes\x12\x30\n\x04gpus\x18\x07 \x03(\x0b\x32\x1c.bettercompute.daemon.v1.GpuR\x04gpus\x12\x33\n\x05\x64isks\x18\x08 \x03(\x0b\x32\x1d.bettercompute.daemon.v1.DiskR\x05\x64isks\x12\x30\n\x04nics\x18\t \x03(\x0b\x32\x1c.bettercompute.daemon.v1.NicR\x04nics\"h\n\x03Gpu\x12\x14\n\x05index\x18\x01 \x01(\x05R\x05index\x12\x14\n\x05model\x18\x02 \x01(\tR\x05model\x12!\n\x0cmemory_bytes\x18\x03 \x01(\x03R\x0bmemoryBytes\x12\x12\n\x04uuid\x18\x04 \x01(\tR\x04uuid\"O\n\x04\x44isk\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n\nsize_bytes\x18\x02 \x01(\x03R\tsizeBytes\x12\x14\n\x05model\x18\x03 \x01(\tR\x05model\"J\n\x03Nic\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n\x03mac\x18\x02 \x01(\tR\x03mac\x12\x1d\n\nspeed_mbps\x18\x03 \x01(\x03R\tspeedMbps\";\n\tHeartbeat\x12.\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"+\n\nCommandAck\x12\x1d\n\ncommand_id\x18\x01 \x01(\tR\tcommandId\"\x8f\x01\n\rCommandResult\x12\x1d\n\ncommand_id\x18\x01 \x01(\tR\tcommandId\x12\x18\n\x07success\x18\x02 \x01(\x08R\x07success\x12/\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x06result\x12\x14\n\x05\x65rror\x18\x04 \x01(\tR\x05\x65rror\"x\n\x05\x45vent\x12\x12\n\x04type\x18\x01 \x01(\tR\x04type\x12+\n\x04\x64\x61ta\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructR\x04\x64\x61ta\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\x9d\x01\n\x07Welcome\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12<\n\x1aheartbeat_interval_seconds\x18\x02 \x01(\x05R\x18heartbeatIntervalSeconds\x12;\n\x0bserver_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nserverTime\"\xc6\x05\n\x07\x43ommand\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\'\n\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12\x36\n\x08\x64\x65\x61\x64line\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08\x64\x65\x61\x64line\x12:\n\x04\x65xec\x18\x06 \x01(\x0b\x32$.bettercompute.daemon.v1.ExecPayloadH\x00R\x04\x65xec\x12=\n\x05\x64rain\x18\x07 \x01(\x0b\x32%.bettercompute.daemon.v1.DrainPayloadH\x00R\x05\x64rain\x12\x43\n\x07undrain\x18\x08 \x01(\x0b\x32\'.bettercompute.daemon.v1.UndrainPayloadH\x00R\x07undrain\x12\x43\n\x07upgrade\x18\t \x01(\x0b\x32\'.bettercompute.daemon.v1.UpgradePayloadH\x00R\x07upgrade\x12I\n\tconfigure\x18\n \x01(\x0b\x32).bettercompute.daemon.v1.ConfigurePayloadH\x00R\tconfigure\x12@\n\x06reboot\x18\x0b \x01(\x0b\x32&.bettercompute.daemon.v1.RebootPayloadH\x00R\x06reboot\x12_\n\x11\x63ollect_inventory\x18\x0c \x01(\x0b\x32\x30.bettercompute.daemon.v1.CollectInventoryPayloadH\x00R\x10\x63ollectInventory\x12:\n\x04\x65\x63ho\x18\r \x01(\x0b\x32$.bettercompute.daemon.v1.EchoPayloadH\x00R\x04\x65\x63hoB\t\n\x07payloadJ\x04\x08\x02\x10\x03J\x04\x08\x03\x10\x04R\x04type\"!\n\x07Goodbye\x12\x16\n\x06reason\x18\x01 \x01(\tR\x06reason2\xf9\x02\n\rDaemonService\x12S\n\x04Join\x12$.bettercompute.daemon.v1.JoinRequest\x1a%.bettercompute.daemon.v1.JoinResponse\x12V\n\x05Renew\x12%.bettercompute.daemon.v1.RenewRequest\x1a&.bettercompute.daemon.v1.RenewResponse\x12Y\n\x06Secret\x12&.bettercompute.daemon.v1.SecretRequest\x1a\'.bettercompute.daemon.v1.SecretResponse\x12`\n\x07Session\x12\'.bettercompute.daemon.v1.SessionRequest\x1a(.bettercompute.daemon.v1.SessionResponse(\x01\x30\x01\x42RZPgithub.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1;daemonv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,46 +35,46 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'bettercompute.daemon.v1.dae
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZPgithub.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1;daemonv1'
-  _globals['_JOINREQUEST']._serialized_start=128
-  _globals['_JOINREQUEST']._serialized_end=209
-  _globals['_JOINRESPONSE']._serialized_start=212
-  _globals['_JOINRESPONSE']._serialized_end=413
-  _globals['_RENEWREQUEST']._serialized_start=415
-  _globals['_RENEWREQUEST']._serialized_end=447
-  _globals['_RENEWRESPONSE']._serialized_start=449
-  _globals['_RENEWRESPONSE']._serialized_end=566
-  _globals['_SECRETREQUEST']._serialized_start=568
-  _globals['_SECRETREQUEST']._serialized_end=603
-  _globals['_SECRETRESPONSE']._serialized_start=605
-  _globals['_SECRETRESPONSE']._serialized_end=643
-  _globals['_SESSIONREQUEST']._serialized_start=646
-  _globals['_SESSIONREQUEST']._serialized_end=972
-  _globals['_SESSIONRESPONSE']._serialized_start=975
-  _globals['_SESSIONRESPONSE']._serialized_end=1185
-  _globals['_HELLO']._serialized_start=1188
-  _globals['_HELLO']._serialized_end=1348
-  _globals['_INVENTORY']._serialized_start=1351
-  _globals['_INVENTORY']._serialized_end=1667
-  _globals['_GPU']._serialized_start=1669
-  _globals['_GPU']._serialized_end=1773
-  _globals['_DISK']._serialized_start=1775
-  _globals['_DISK']._serialized_end=1854
-  _globals['_NIC']._serialized_start=1856
-  _globals['_NIC']._serialized_end=1930
-  _globals['_HEARTBEAT']._serialized_start=1932
-  _globals['_HEARTBEAT']._serialized_end=1991
-  _globals['_COMMANDACK']._serialized_start=1993
-  _globals['_COMMANDACK']._serialized_end=2036
-  _globals['_COMMANDRESULT']._serialized_start=2039
-  _globals['_COMMANDRESULT']._serialized_end=2182
-  _globals['_EVENT']._serialized_start=2184
-  _globals['_EVENT']._serialized_end=2304
-  _globals['_WELCOME']._serialized_start=2307
-  _globals['_WELCOME']._serialized_end=2464
-  _globals['_COMMAND']._serialized_start=2467
-  _globals['_COMMAND']._serialized_end=2660
-  _globals['_GOODBYE']._serialized_start=2662
-  _globals['_GOODBYE']._serialized_end=2695
-  _globals['_DAEMONSERVICE']._serialized_start=2698
-  _globals['_DAEMONSERVICE']._serialized_end=3075
+  _globals['_JOINREQUEST']._serialized_start=168
+  _globals['_JOINREQUEST']._serialized_end=249
+  _globals['_JOINRESPONSE']._serialized_start=252
+  _globals['_JOINRESPONSE']._serialized_end=453
+  _globals['_RENEWREQUEST']._serialized_start=455
+  _globals['_RENEWREQUEST']._serialized_end=487
+  _globals['_RENEWRESPONSE']._serialized_start=489
+  _globals['_RENEWRESPONSE']._serialized_end=606
+  _globals['_SECRETREQUEST']._serialized_start=608
+  _globals['_SECRETREQUEST']._serialized_end=643
+  _globals['_SECRETRESPONSE']._serialized_start=645
+  _globals['_SECRETRESPONSE']._serialized_end=683
+  _globals['_SESSIONREQUEST']._serialized_start=686
+  _globals['_SESSIONREQUEST']._serialized_end=1012
+  _globals['_SESSIONRESPONSE']._serialized_start=1015
+  _globals['_SESSIONRESPONSE']._serialized_end=1225
+  _globals['_HELLO']._serialized_start=1228
+  _globals['_HELLO']._serialized_end=1388
+  _globals['_INVENTORY']._serialized_start=1391
+  _globals['_INVENTORY']._serialized_end=1707
+  _globals['_GPU']._serialized_start=1709
+  _globals['_GPU']._serialized_end=1813
+  _globals['_DISK']._serialized_start=1815
+  _globals['_DISK']._serialized_end=1894
+  _globals['_NIC']._serialized_start=1896
+  _globals['_NIC']._serialized_end=1970
+  _globals['_HEARTBEAT']._serialized_start=1972
+  _globals['_HEARTBEAT']._serialized_end=2031
+  _globals['_COMMANDACK']._serialized_start=2033
+  _globals['_COMMANDACK']._serialized_end=2076
+  _globals['_COMMANDRESULT']._serialized_start=2079
+  _globals['_COMMANDRESULT']._serialized_end=2222
+  _globals['_EVENT']._serialized_start=2224
+  _globals['_EVENT']._serialized_end=2344
+  _globals['_WELCOME']._serialized_start=2347
+  _globals['_WELCOME']._serialized_end=2504
+  _globals['_COMMAND']._serialized_start=2507
+  _globals['_COMMAND']._serialized_end=3217
+  _globals['_GOODBYE']._serialized_start=3219
+  _globals['_GOODBYE']._serialized_end=3252
+  _globals['_DAEMONSERVICE']._serialized_start=3255
+  _globals['_DAEMONSERVICE']._serialized_end=3632
 # @@protoc_insertion_point(module_scope)

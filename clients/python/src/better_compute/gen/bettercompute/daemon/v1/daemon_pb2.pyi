@@ -1,5 +1,6 @@
 import datetime
 
+from bettercompute.daemon.v1 import commands_pb2 as _commands_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -193,18 +194,30 @@ class Welcome(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[int] = ..., server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("id", "type", "payload", "idempotency_key", "deadline")
+    __slots__ = ("id", "idempotency_key", "deadline", "exec", "drain", "undrain", "upgrade", "configure", "reboot", "collect_inventory", "echo")
     ID_FIELD_NUMBER: _ClassVar[int]
-    TYPE_FIELD_NUMBER: _ClassVar[int]
-    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    EXEC_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    UNDRAIN_FIELD_NUMBER: _ClassVar[int]
+    UPGRADE_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURE_FIELD_NUMBER: _ClassVar[int]
+    REBOOT_FIELD_NUMBER: _ClassVar[int]
+    COLLECT_INVENTORY_FIELD_NUMBER: _ClassVar[int]
+    ECHO_FIELD_NUMBER: _ClassVar[int]
     id: str
-    type: str
-    payload: _struct_pb2.Struct
     idempotency_key: str
     deadline: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    exec: _commands_pb2.ExecPayload
+    drain: _commands_pb2.DrainPayload
+    undrain: _commands_pb2.UndrainPayload
+    upgrade: _commands_pb2.UpgradePayload
+    configure: _commands_pb2.ConfigurePayload
+    reboot: _commands_pb2.RebootPayload
+    collect_inventory: _commands_pb2.CollectInventoryPayload
+    echo: _commands_pb2.EchoPayload
+    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., exec: _Optional[_Union[_commands_pb2.ExecPayload, _Mapping]] = ..., drain: _Optional[_Union[_commands_pb2.DrainPayload, _Mapping]] = ..., undrain: _Optional[_Union[_commands_pb2.UndrainPayload, _Mapping]] = ..., upgrade: _Optional[_Union[_commands_pb2.UpgradePayload, _Mapping]] = ..., configure: _Optional[_Union[_commands_pb2.ConfigurePayload, _Mapping]] = ..., reboot: _Optional[_Union[_commands_pb2.RebootPayload, _Mapping]] = ..., collect_inventory: _Optional[_Union[_commands_pb2.CollectInventoryPayload, _Mapping]] = ..., echo: _Optional[_Union[_commands_pb2.EchoPayload, _Mapping]] = ...) -> None: ...
 
 class Goodbye(_message.Message):
     __slots__ = ("reason",)
