@@ -89,7 +89,7 @@ func TestLimitsValidation(t *testing.T) {
 // defaults.
 func TestExampleDocumentsLimits(t *testing.T) {
 	t.Parallel()
-	c, err := Load("../better-compute.example.yaml", withSecret("BETTER_COMPUTE_DATABASE_URL=postgres://bc@db.internal/bc"))
+	c, err := Load("../../better-compute.example.yaml", withSecret("BETTER_COMPUTE_DATABASE_URL=postgres://bc@db.internal/bc"))
 	if err != nil {
 		t.Fatal(err)
 	}

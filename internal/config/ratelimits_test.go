@@ -101,7 +101,7 @@ func TestRateLimitsValidation(t *testing.T) {
 // defaults.
 func TestExampleDocumentsRateLimits(t *testing.T) {
 	t.Parallel()
-	c, err := Load("../better-compute.example.yaml", withSecret("BETTER_COMPUTE_DATABASE_URL=postgres://bc@db.internal/bc"))
+	c, err := Load("../../better-compute.example.yaml", withSecret("BETTER_COMPUTE_DATABASE_URL=postgres://bc@db.internal/bc"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,8 +90,8 @@ func seed(t *testing.T, pool *pgxpool.Pool) rows {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		exec(t, pool, `UPDATE commands SET state = $2, created_at = now() - interval '100 days',
-			finished_at = CASE WHEN $2 NOT IN ('pending', 'sent', 'acked') THEN now() - $3::bigint * interval '1 millisecond' END
+		exec(t, pool, `UPDATE commands SET state = $2::command_state, created_at = now() - interval '100 days',
+			finished_at = CASE WHEN $2::command_state NOT IN ('pending', 'sent', 'acked') THEN now() - $3::bigint * interval '1 millisecond' END
 			WHERE id = $1`, id, state, finishedAge.Milliseconds())
 		return id
 	}
