@@ -251,8 +251,7 @@ func TestJobPrunesAndRecordsItsRuns(t *testing.T) {
 	r.check(t, pool)
 }
 
-func TestOutboxKeepsRowsNotDeliveredToEverySink(t *testing.T) {
-	t.Parallel()
+func TestOutboxKeepsRowsNotDeliveredToEverySink(t *testing.T) { //nolint:paralleltest // pruning reads only below the cluster-wide snapshot xmin, which other tests' open transactions hold back
 	pool := dbtest.Pool(t)
 	r := seed(t, pool)
 	// One sink has delivered everything, another only up to the third old row.
@@ -282,8 +281,7 @@ func TestOutboxKeepsRowsNotDeliveredToEverySink(t *testing.T) {
 
 // TestOutboxPrunedPastFailingWebhooks: a failing webhook's cursor does not hold the outbox (its
 // events are parked as dead letters), while a healthy webhook's still does.
-func TestOutboxPrunedPastFailingWebhooks(t *testing.T) {
-	t.Parallel()
+func TestOutboxPrunedPastFailingWebhooks(t *testing.T) { //nolint:paralleltest // pruning reads only below the cluster-wide snapshot xmin, which other tests' open transactions hold back
 	pool := dbtest.Pool(t)
 	r := seed(t, pool)
 	var tenant uuid.UUID
