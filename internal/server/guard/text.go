@@ -17,10 +17,49 @@ import (
 // refused invalid UTF-8 while decoding. The error names the field ("payload[\"k\"][0]").
 func checkText(req any) error {
 	m, ok := req.(proto.Message)
-	if !ok || m == nil {
+	if !ok || m == nil || !hasNUL(m.ProtoReflect()) {
 		return nil
 	}
+	// Only a refused request pays for the walk that names the field.
 	return textIn(m.ProtoReflect(), "")
+}
+
+// hasNUL reports whether any string in m, at any depth, holds NUL; it builds no paths, so the
+// check costs every request only a walk over its fields.
+func hasNUL(m protoreflect.Message) bool {
+	if !m.IsValid() {
+		return false
+	}
+	found := false
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsMap():
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				found = (fd.MapKey().Kind() == protoreflect.StringKind && strings.IndexByte(k.String(), 0) >= 0) ||
+					valueHasNUL(fd.MapValue(), mv)
+				return !found
+			})
+		case fd.IsList():
+			l := v.List()
+			for i := 0; i < l.Len() && !found; i++ {
+				found = valueHasNUL(fd, l.Get(i))
+			}
+		default:
+			found = valueHasNUL(fd, v)
+		}
+		return !found
+	})
+	return found
+}
+
+func valueHasNUL(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		return strings.IndexByte(v.String(), 0) >= 0
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return hasNUL(v.Message())
+	}
+	return false
 }
 
 // maxKeyShown bounds how much of a map key an error message repeats.
