@@ -6,10 +6,10 @@
 
 -- name: CreatePoolLease :one
 INSERT INTO pool_leases (id, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus,
-                         memory_bytes, spread, tolerations, duration_ms)
+                         memory_bytes, spread, tolerations, duration_ms, priority)
 VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(pool_id), sqlc.narg(principal_id), sqlc.narg(reservation_id),
         sqlc.arg(gpus), sqlc.arg(gpu_model), sqlc.arg(cpus), sqlc.arg(memory_bytes), sqlc.arg(spread),
-        sqlc.arg(tolerations), sqlc.arg(duration_ms))
+        sqlc.arg(tolerations), sqlc.arg(duration_ms), sqlc.arg(priority))
 RETURNING *;
 
 -- name: ActivePoolLeaseTotals :one
@@ -70,14 +70,16 @@ ORDER BY starts_at;
 -- name: EndPoolLeases :many
 -- Ends leases that have not ended, as state (released, expired or failed): a placed lease ends at
 -- its end or now, whichever comes first, a pending one now (now is the database's clock when
--- null). EndAllocations then frees what they held.
+-- null). A preempted lease within its grace period ends the same way but stays preempted, with
+-- its reason. EndAllocations then frees what they held.
 UPDATE pool_leases
-SET state = sqlc.arg(state)::lease_state,
-    reason = sqlc.arg(reason)::text,
+SET state = CASE WHEN state = 'preempted' THEN state ELSE sqlc.arg(state)::lease_state END,
+    reason = CASE WHEN state = 'preempted' THEN reason ELSE sqlc.arg(reason)::text END,
     ended_at = CASE WHEN placed_at IS NULL THEN COALESCE(sqlc.narg(now)::timestamptz, now())
                     ELSE GREATEST(placed_at, LEAST(ends_at, COALESCE(sqlc.narg(now)::timestamptz, now()))) END,
     updated_at = now()
-WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state IN ('pending', 'placed', 'at_risk')
+WHERE id = ANY(sqlc.arg(ids)::uuid[])
+  AND (state IN ('pending', 'placed', 'at_risk') OR (state = 'preempted' AND ended_at IS NULL))
 RETURNING id, tenant_id, pool_id, state, placed_at, ended_at;
 
 -- name: EndAllocations :exec
@@ -148,7 +150,46 @@ WITH held AS (
 SELECT 1 FROM metered;
 
 -- name: PlacerPool :one
-SELECT id, tenant_id, name FROM pools WHERE id = sqlc.arg(id);
+SELECT id, tenant_id, name, preemption_grace_ms, priority_preemption FROM pools WHERE id = sqlc.arg(id);
+
+-- name: PlacerGrants :many
+-- The pool's active grants: each grantee's nominal quota, borrowing limit and weight.
+SELECT tenant_id, nominal, borrowing_limit, weight
+FROM pool_grants
+WHERE pool_id = sqlc.arg(pool_id) AND revoked_at IS NULL
+ORDER BY tenant_id;
+
+-- name: PlacerHoldingLeases :many
+-- The pool's leases that hold what they were placed on (placed, at risk, or preempted within
+-- their grace period), with their shape: what the placer counts against nominal quotas and may
+-- preempt.
+SELECT id, tenant_id, seq, priority, gpus, gpu_model, cpus, memory_bytes, borrowing, state, ends_at
+FROM pool_leases
+WHERE pool_id = sqlc.arg(pool_id) AND placed_at IS NOT NULL AND ended_at IS NULL
+ORDER BY seq;
+
+-- name: PlacerHoldingAllocations :many
+-- What the pool's holding leases hold: devices, or CPUs and memory, by node.
+SELECT a.lease_id, a.node_id, COALESCE(a.device_id, 0)::bigint AS device_id, a.cpus, a.memory_bytes
+FROM pool_leases l
+JOIN allocations a ON a.lease_id = l.id AND a.ended_at IS NULL
+WHERE l.pool_id = sqlc.arg(pool_id) AND l.placed_at IS NOT NULL AND l.ended_at IS NULL;
+
+-- name: PreemptPoolLeases :many
+-- placed or at_risk -> preempted: the leases keep what they hold until grace_ms from now (or
+-- their own end, if sooner), when the placer ends them.
+UPDATE pool_leases
+SET state = 'preempted', preempted_at = sqlc.arg(now)::timestamptz, reason = sqlc.arg(reason)::text,
+    ends_at = LEAST(ends_at, sqlc.arg(now)::timestamptz + sqlc.arg(grace_ms)::bigint * interval '1 millisecond'),
+    updated_at = now()
+WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state IN ('placed', 'at_risk')
+RETURNING id, tenant_id, pool_id, state, ends_at, priority, borrowing;
+
+-- name: SetPoolLeasesBorrowing :exec
+-- Records whether running leases borrow, as the placer last counted them.
+UPDATE pool_leases
+SET borrowing = sqlc.arg(borrowing)::boolean, updated_at = now()
+WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND borrowing <> sqlc.arg(borrowing)::boolean AND ended_at IS NULL;
 
 -- name: PlacerNow :one
 -- The database's clock when this statement starts: as the first statement of the placer's
@@ -194,7 +235,7 @@ WHERE r.pool_id = sqlc.arg(pool_id) AND r.state = 'active' AND upper(r.during) >
 
 -- name: PendingPoolLeases :many
 -- The pool's pending leases in creation order, after seq.
-SELECT id, tenant_id, seq, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id
+SELECT id, tenant_id, seq, priority, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id
 FROM pool_leases
 WHERE pool_id = sqlc.arg(pool_id) AND state = 'pending' AND seq > sqlc.arg(after_seq)::bigint
 ORDER BY seq
@@ -205,6 +246,7 @@ LIMIT sqlc.arg(lim);
 -- reservation's end at the latest.
 UPDATE pool_leases l
 SET state = 'placed', placed_at = sqlc.arg(now)::timestamptz, updated_at = now(), reason = '',
+    borrowing = COALESCE(l.id = ANY(sqlc.arg(borrowing_ids)::uuid[]), false),
     ends_at = LEAST(sqlc.arg(now)::timestamptz + l.duration_ms * interval '1 millisecond',
                     COALESCE((SELECT upper(r.during) FROM reservations r WHERE r.id = l.reservation_id), 'infinity'::timestamptz))
 WHERE l.id = ANY(sqlc.arg(ids)::uuid[]) AND l.state = 'pending'
@@ -221,9 +263,10 @@ SELECT unnest(sqlc.arg(lease_ids)::uuid[]), unnest(sqlc.arg(node_ids)::uuid[]), 
        unnest(sqlc.arg(memory_bytes)::bigint[]), sqlc.arg(now)::timestamptz, sqlc.arg(now)::timestamptz;
 
 -- name: DuePoolLeases :many
--- The pool's placed leases whose end has come.
+-- The pool's holding leases whose end has come: placed ones at their time, preempted ones at the
+-- end of their grace period.
 SELECT id FROM pool_leases
-WHERE pool_id = sqlc.arg(pool_id) AND state IN ('placed', 'at_risk') AND ends_at <= sqlc.arg(now)::timestamptz
+WHERE pool_id = sqlc.arg(pool_id) AND placed_at IS NOT NULL AND ended_at IS NULL AND ends_at <= sqlc.arg(now)::timestamptz
 ORDER BY ends_at
 LIMIT sqlc.arg(lim);
 
@@ -232,7 +275,7 @@ LIMIT sqlc.arg(lim);
 -- running lease, or the next start or end of a reservation of the tenant (reservations of other
 -- pools may cover the pool's nodes). Unix seconds; 0 when nothing is due.
 SELECT COALESCE(EXTRACT(EPOCH FROM LEAST(
-    (SELECT min(l.ends_at) FROM pool_leases l WHERE l.pool_id = sqlc.arg(pool_id) AND l.state IN ('placed', 'at_risk')),
+    (SELECT min(l.ends_at) FROM pool_leases l WHERE l.pool_id = sqlc.arg(pool_id) AND l.placed_at IS NOT NULL AND l.ended_at IS NULL),
     (SELECT min(lower(r.during)) FROM reservations r
      WHERE r.tenant_id = sqlc.arg(tenant_id) AND r.state = 'active' AND lower(r.during) > sqlc.arg(now)::timestamptz),
     (SELECT min(upper(r.during)) FROM reservations r

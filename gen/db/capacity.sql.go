@@ -61,11 +61,11 @@ func (q *Queries) CountNodeActiveLeases(ctx context.Context, nodeID uuid.UUID) (
 const createPoolLease = `-- name: CreatePoolLease :one
 
 INSERT INTO pool_leases (id, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus,
-                         memory_bytes, spread, tolerations, duration_ms)
+                         memory_bytes, spread, tolerations, duration_ms, priority)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8, $9, $10,
-        $11, $12)
-RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at
+        $11, $12, $13)
+RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at
 `
 
 type CreatePoolLeaseParams struct {
@@ -81,6 +81,7 @@ type CreatePoolLeaseParams struct {
 	Spread        bool
 	Tolerations   []byte
 	DurationMs    int64
+	Priority      int32
 }
 
 // Pool leases (the API's "leases"), their allocations of devices and node resources, and the
@@ -102,6 +103,7 @@ func (q *Queries) CreatePoolLease(ctx context.Context, arg CreatePoolLeaseParams
 		arg.Spread,
 		arg.Tolerations,
 		arg.DurationMs,
+		arg.Priority,
 	)
 	var i PoolLease
 	err := row.Scan(
@@ -125,13 +127,16 @@ func (q *Queries) CreatePoolLease(ctx context.Context, arg CreatePoolLeaseParams
 		&i.EndsAt,
 		&i.EndedAt,
 		&i.UpdatedAt,
+		&i.Priority,
+		&i.Borrowing,
+		&i.PreemptedAt,
 	)
 	return i, err
 }
 
 const duePoolLeases = `-- name: DuePoolLeases :many
 SELECT id FROM pool_leases
-WHERE pool_id = $1 AND state IN ('placed', 'at_risk') AND ends_at <= $2::timestamptz
+WHERE pool_id = $1 AND placed_at IS NOT NULL AND ended_at IS NULL AND ends_at <= $2::timestamptz
 ORDER BY ends_at
 LIMIT $3
 `
@@ -142,7 +147,8 @@ type DuePoolLeasesParams struct {
 	Lim    int32
 }
 
-// The pool's placed leases whose end has come.
+// The pool's holding leases whose end has come: placed ones at their time, preempted ones at the
+// end of their grace period.
 func (q *Queries) DuePoolLeases(ctx context.Context, arg DuePoolLeasesParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, duePoolLeases, arg.PoolID, arg.Now, arg.Lim)
 	if err != nil {
@@ -201,12 +207,13 @@ func (q *Queries) EndAllocations(ctx context.Context, leaseIds []uuid.UUID) erro
 
 const endPoolLeases = `-- name: EndPoolLeases :many
 UPDATE pool_leases
-SET state = $1::lease_state,
-    reason = $2::text,
+SET state = CASE WHEN state = 'preempted' THEN state ELSE $1::lease_state END,
+    reason = CASE WHEN state = 'preempted' THEN reason ELSE $2::text END,
     ended_at = CASE WHEN placed_at IS NULL THEN COALESCE($3::timestamptz, now())
                     ELSE GREATEST(placed_at, LEAST(ends_at, COALESCE($3::timestamptz, now()))) END,
     updated_at = now()
-WHERE id = ANY($4::uuid[]) AND state IN ('pending', 'placed', 'at_risk')
+WHERE id = ANY($4::uuid[])
+  AND (state IN ('pending', 'placed', 'at_risk') OR (state = 'preempted' AND ended_at IS NULL))
 RETURNING id, tenant_id, pool_id, state, placed_at, ended_at
 `
 
@@ -228,7 +235,8 @@ type EndPoolLeasesRow struct {
 
 // Ends leases that have not ended, as state (released, expired or failed): a placed lease ends at
 // its end or now, whichever comes first, a pending one now (now is the database's clock when
-// null). EndAllocations then frees what they held.
+// null). A preempted lease within its grace period ends the same way but stays preempted, with
+// its reason. EndAllocations then frees what they held.
 func (q *Queries) EndPoolLeases(ctx context.Context, arg EndPoolLeasesParams) ([]EndPoolLeasesRow, error) {
 	rows, err := q.db.Query(ctx, endPoolLeases,
 		arg.State,
@@ -267,7 +275,7 @@ SET duration_ms = duration_ms + $1::bigint,
     ends_at = ends_at + $1::bigint * interval '1 millisecond',
     updated_at = now()
 WHERE tenant_id = $2 AND id = $3 AND state IN ('pending', 'placed', 'at_risk')
-RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at
+RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at
 `
 
 type ExtendPoolLeaseParams struct {
@@ -301,12 +309,15 @@ func (q *Queries) ExtendPoolLease(ctx context.Context, arg ExtendPoolLeaseParams
 		&i.EndsAt,
 		&i.EndedAt,
 		&i.UpdatedAt,
+		&i.Priority,
+		&i.Borrowing,
+		&i.PreemptedAt,
 	)
 	return i, err
 }
 
 const getPoolLease = `-- name: GetPoolLease :one
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at FROM pool_leases WHERE tenant_id = $1 AND id = $2
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at FROM pool_leases WHERE tenant_id = $1 AND id = $2
 `
 
 type GetPoolLeaseParams struct {
@@ -338,6 +349,9 @@ func (q *Queries) GetPoolLease(ctx context.Context, arg GetPoolLeaseParams) (Poo
 		&i.EndsAt,
 		&i.EndedAt,
 		&i.UpdatedAt,
+		&i.Priority,
+		&i.Borrowing,
+		&i.PreemptedAt,
 	)
 	return i, err
 }
@@ -417,7 +431,7 @@ func (q *Queries) InsertResourceAllocations(ctx context.Context, arg InsertResou
 }
 
 const listPoolLeases = `-- name: ListPoolLeases :many
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at FROM pool_leases
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at FROM pool_leases
 WHERE tenant_id = $1 AND id > $2
   AND ($3::uuid IS NULL OR pool_id = $3)
   AND ($4::lease_state IS NULL OR state = $4)
@@ -469,6 +483,9 @@ func (q *Queries) ListPoolLeases(ctx context.Context, arg ListPoolLeasesParams) 
 			&i.EndsAt,
 			&i.EndedAt,
 			&i.UpdatedAt,
+			&i.Priority,
+			&i.Borrowing,
+			&i.PreemptedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -481,7 +498,7 @@ func (q *Queries) ListPoolLeases(ctx context.Context, arg ListPoolLeasesParams) 
 }
 
 const lockPoolLease = `-- name: LockPoolLease :one
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at FROM pool_leases WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at FROM pool_leases WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockPoolLeaseParams struct {
@@ -513,6 +530,9 @@ func (q *Queries) LockPoolLease(ctx context.Context, arg LockPoolLeaseParams) (P
 		&i.EndsAt,
 		&i.EndedAt,
 		&i.UpdatedAt,
+		&i.Priority,
+		&i.Borrowing,
+		&i.PreemptedAt,
 	)
 	return i, err
 }
@@ -592,15 +612,17 @@ func (q *Queries) MarkNodeLeasesPlaced(ctx context.Context, nodeIds []uuid.UUID)
 const markPoolLeasesPlaced = `-- name: MarkPoolLeasesPlaced :many
 UPDATE pool_leases l
 SET state = 'placed', placed_at = $1::timestamptz, updated_at = now(), reason = '',
+    borrowing = COALESCE(l.id = ANY($2::uuid[]), false),
     ends_at = LEAST($1::timestamptz + l.duration_ms * interval '1 millisecond',
                     COALESCE((SELECT upper(r.during) FROM reservations r WHERE r.id = l.reservation_id), 'infinity'::timestamptz))
-WHERE l.id = ANY($2::uuid[]) AND l.state = 'pending'
+WHERE l.id = ANY($3::uuid[]) AND l.state = 'pending'
 RETURNING l.id, l.tenant_id, l.placed_at, l.ends_at
 `
 
 type MarkPoolLeasesPlacedParams struct {
-	Now time.Time
-	Ids []uuid.UUID
+	Now          time.Time
+	BorrowingIds []uuid.UUID
+	Ids          []uuid.UUID
 }
 
 type MarkPoolLeasesPlacedRow struct {
@@ -613,7 +635,7 @@ type MarkPoolLeasesPlacedRow struct {
 // pending -> placed, for those of the leases still pending; a lease of a reservation ends at the
 // reservation's end at the latest.
 func (q *Queries) MarkPoolLeasesPlaced(ctx context.Context, arg MarkPoolLeasesPlacedParams) ([]MarkPoolLeasesPlacedRow, error) {
-	rows, err := q.db.Query(ctx, markPoolLeasesPlaced, arg.Now, arg.Ids)
+	rows, err := q.db.Query(ctx, markPoolLeasesPlaced, arg.Now, arg.BorrowingIds, arg.Ids)
 	if err != nil {
 		return nil, err
 	}
@@ -690,7 +712,7 @@ func (q *Queries) MeterHeldAllocations(ctx context.Context, arg MeterHeldAllocat
 
 const nextPoolWake = `-- name: NextPoolWake :one
 SELECT COALESCE(EXTRACT(EPOCH FROM LEAST(
-    (SELECT min(l.ends_at) FROM pool_leases l WHERE l.pool_id = $1 AND l.state IN ('placed', 'at_risk')),
+    (SELECT min(l.ends_at) FROM pool_leases l WHERE l.pool_id = $1 AND l.placed_at IS NOT NULL AND l.ended_at IS NULL),
     (SELECT min(lower(r.during)) FROM reservations r
      WHERE r.tenant_id = $2 AND r.state = 'active' AND lower(r.during) > $3::timestamptz),
     (SELECT min(upper(r.during)) FROM reservations r
@@ -715,7 +737,7 @@ func (q *Queries) NextPoolWake(ctx context.Context, arg NextPoolWakeParams) (flo
 }
 
 const pendingPoolLeases = `-- name: PendingPoolLeases :many
-SELECT id, tenant_id, seq, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id
+SELECT id, tenant_id, seq, priority, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id
 FROM pool_leases
 WHERE pool_id = $1 AND state = 'pending' AND seq > $2::bigint
 ORDER BY seq
@@ -732,6 +754,7 @@ type PendingPoolLeasesRow struct {
 	ID            uuid.UUID
 	TenantID      uuid.UUID
 	Seq           *int64
+	Priority      int32
 	Gpus          int32
 	GpuModel      string
 	Cpus          int32
@@ -756,6 +779,7 @@ func (q *Queries) PendingPoolLeases(ctx context.Context, arg PendingPoolLeasesPa
 			&i.ID,
 			&i.TenantID,
 			&i.Seq,
+			&i.Priority,
 			&i.Gpus,
 			&i.GpuModel,
 			&i.Cpus,
@@ -809,6 +833,144 @@ func (q *Queries) PlacerDevices(ctx context.Context, poolID uuid.UUID) ([]Placer
 			&i.Idx,
 			&i.Model,
 			&i.Held,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const placerGrants = `-- name: PlacerGrants :many
+SELECT tenant_id, nominal, borrowing_limit, weight
+FROM pool_grants
+WHERE pool_id = $1 AND revoked_at IS NULL
+ORDER BY tenant_id
+`
+
+type PlacerGrantsRow struct {
+	TenantID       uuid.UUID
+	Nominal        []byte
+	BorrowingLimit []byte
+	Weight         int32
+}
+
+// The pool's active grants: each grantee's nominal quota, borrowing limit and weight.
+func (q *Queries) PlacerGrants(ctx context.Context, poolID uuid.UUID) ([]PlacerGrantsRow, error) {
+	rows, err := q.db.Query(ctx, placerGrants, poolID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PlacerGrantsRow{}
+	for rows.Next() {
+		var i PlacerGrantsRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.Nominal,
+			&i.BorrowingLimit,
+			&i.Weight,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const placerHoldingAllocations = `-- name: PlacerHoldingAllocations :many
+SELECT a.lease_id, a.node_id, COALESCE(a.device_id, 0)::bigint AS device_id, a.cpus, a.memory_bytes
+FROM pool_leases l
+JOIN allocations a ON a.lease_id = l.id AND a.ended_at IS NULL
+WHERE l.pool_id = $1 AND l.placed_at IS NOT NULL AND l.ended_at IS NULL
+`
+
+type PlacerHoldingAllocationsRow struct {
+	LeaseID     uuid.UUID
+	NodeID      uuid.UUID
+	DeviceID    int64
+	Cpus        int32
+	MemoryBytes int64
+}
+
+// What the pool's holding leases hold: devices, or CPUs and memory, by node.
+func (q *Queries) PlacerHoldingAllocations(ctx context.Context, poolID uuid.UUID) ([]PlacerHoldingAllocationsRow, error) {
+	rows, err := q.db.Query(ctx, placerHoldingAllocations, poolID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PlacerHoldingAllocationsRow{}
+	for rows.Next() {
+		var i PlacerHoldingAllocationsRow
+		if err := rows.Scan(
+			&i.LeaseID,
+			&i.NodeID,
+			&i.DeviceID,
+			&i.Cpus,
+			&i.MemoryBytes,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const placerHoldingLeases = `-- name: PlacerHoldingLeases :many
+SELECT id, tenant_id, seq, priority, gpus, gpu_model, cpus, memory_bytes, borrowing, state, ends_at
+FROM pool_leases
+WHERE pool_id = $1 AND placed_at IS NOT NULL AND ended_at IS NULL
+ORDER BY seq
+`
+
+type PlacerHoldingLeasesRow struct {
+	ID          uuid.UUID
+	TenantID    uuid.UUID
+	Seq         *int64
+	Priority    int32
+	Gpus        int32
+	GpuModel    string
+	Cpus        int32
+	MemoryBytes int64
+	Borrowing   bool
+	State       LeaseState
+	EndsAt      *time.Time
+}
+
+// The pool's leases that hold what they were placed on (placed, at risk, or preempted within
+// their grace period), with their shape: what the placer counts against nominal quotas and may
+// preempt.
+func (q *Queries) PlacerHoldingLeases(ctx context.Context, poolID uuid.UUID) ([]PlacerHoldingLeasesRow, error) {
+	rows, err := q.db.Query(ctx, placerHoldingLeases, poolID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PlacerHoldingLeasesRow{}
+	for rows.Next() {
+		var i PlacerHoldingLeasesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Seq,
+			&i.Priority,
+			&i.Gpus,
+			&i.GpuModel,
+			&i.Cpus,
+			&i.MemoryBytes,
+			&i.Borrowing,
+			&i.State,
+			&i.EndsAt,
 		); err != nil {
 			return nil, err
 		}
@@ -937,19 +1099,27 @@ func (q *Queries) PlacerNow(ctx context.Context) (time.Time, error) {
 }
 
 const placerPool = `-- name: PlacerPool :one
-SELECT id, tenant_id, name FROM pools WHERE id = $1
+SELECT id, tenant_id, name, preemption_grace_ms, priority_preemption FROM pools WHERE id = $1
 `
 
 type PlacerPoolRow struct {
-	ID       uuid.UUID
-	TenantID uuid.UUID
-	Name     string
+	ID                 uuid.UUID
+	TenantID           uuid.UUID
+	Name               string
+	PreemptionGraceMs  int64
+	PriorityPreemption bool
 }
 
 func (q *Queries) PlacerPool(ctx context.Context, id uuid.UUID) (PlacerPoolRow, error) {
 	row := q.db.QueryRow(ctx, placerPool, id)
 	var i PlacerPoolRow
-	err := row.Scan(&i.ID, &i.TenantID, &i.Name)
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Name,
+		&i.PreemptionGraceMs,
+		&i.PriorityPreemption,
+	)
 	return i, err
 }
 
@@ -1076,6 +1246,67 @@ func (q *Queries) PoolsOfNodes(ctx context.Context, nodeIds []uuid.UUID) ([]uuid
 	return items, nil
 }
 
+const preemptPoolLeases = `-- name: PreemptPoolLeases :many
+UPDATE pool_leases
+SET state = 'preempted', preempted_at = $1::timestamptz, reason = $2::text,
+    ends_at = LEAST(ends_at, $1::timestamptz + $3::bigint * interval '1 millisecond'),
+    updated_at = now()
+WHERE id = ANY($4::uuid[]) AND state IN ('placed', 'at_risk')
+RETURNING id, tenant_id, pool_id, state, ends_at, priority, borrowing
+`
+
+type PreemptPoolLeasesParams struct {
+	Now     time.Time
+	Reason  string
+	GraceMs int64
+	Ids     []uuid.UUID
+}
+
+type PreemptPoolLeasesRow struct {
+	ID        uuid.UUID
+	TenantID  uuid.UUID
+	PoolID    uuid.UUID
+	State     LeaseState
+	EndsAt    *time.Time
+	Priority  int32
+	Borrowing bool
+}
+
+// placed or at_risk -> preempted: the leases keep what they hold until grace_ms from now (or
+// their own end, if sooner), when the placer ends them.
+func (q *Queries) PreemptPoolLeases(ctx context.Context, arg PreemptPoolLeasesParams) ([]PreemptPoolLeasesRow, error) {
+	rows, err := q.db.Query(ctx, preemptPoolLeases,
+		arg.Now,
+		arg.Reason,
+		arg.GraceMs,
+		arg.Ids,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PreemptPoolLeasesRow{}
+	for rows.Next() {
+		var i PreemptPoolLeasesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.PoolID,
+			&i.State,
+			&i.EndsAt,
+			&i.Priority,
+			&i.Borrowing,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const reservationsAgainstLease = `-- name: ReservationsAgainstLease :many
 SELECT DISTINCT r.id, r.pool_id, lower(r.during)::timestamptz AS starts_at, upper(r.during)::timestamptz AS ends_at
 FROM allocations a
@@ -1156,5 +1387,22 @@ type ScheduleReconcileParams struct {
 // key when the reconcile completes.
 func (q *Queries) ScheduleReconcile(ctx context.Context, arg ScheduleReconcileParams) error {
 	_, err := q.db.Exec(ctx, scheduleReconcile, arg.Kind, arg.Key, arg.DelayMs)
+	return err
+}
+
+const setPoolLeasesBorrowing = `-- name: SetPoolLeasesBorrowing :exec
+UPDATE pool_leases
+SET borrowing = $1::boolean, updated_at = now()
+WHERE id = ANY($2::uuid[]) AND borrowing <> $1::boolean AND ended_at IS NULL
+`
+
+type SetPoolLeasesBorrowingParams struct {
+	Borrowing bool
+	Ids       []uuid.UUID
+}
+
+// Records whether running leases borrow, as the placer last counted them.
+func (q *Queries) SetPoolLeasesBorrowing(ctx context.Context, arg SetPoolLeasesBorrowingParams) error {
+	_, err := q.db.Exec(ctx, setPoolLeasesBorrowing, arg.Borrowing, arg.Ids)
 	return err
 }

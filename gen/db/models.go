@@ -89,12 +89,13 @@ func AllCommandStateValues() []CommandState {
 type LeaseState string
 
 const (
-	LeaseStatePending  LeaseState = "pending"
-	LeaseStatePlaced   LeaseState = "placed"
-	LeaseStateAtRisk   LeaseState = "at_risk"
-	LeaseStateReleased LeaseState = "released"
-	LeaseStateExpired  LeaseState = "expired"
-	LeaseStateFailed   LeaseState = "failed"
+	LeaseStatePending   LeaseState = "pending"
+	LeaseStatePlaced    LeaseState = "placed"
+	LeaseStateAtRisk    LeaseState = "at_risk"
+	LeaseStateReleased  LeaseState = "released"
+	LeaseStateExpired   LeaseState = "expired"
+	LeaseStateFailed    LeaseState = "failed"
+	LeaseStatePreempted LeaseState = "preempted"
 )
 
 func (e *LeaseState) Scan(src interface{}) error {
@@ -139,7 +140,8 @@ func (e LeaseState) Valid() bool {
 		LeaseStateAtRisk,
 		LeaseStateReleased,
 		LeaseStateExpired,
-		LeaseStateFailed:
+		LeaseStateFailed,
+		LeaseStatePreempted:
 		return true
 	}
 	return false
@@ -153,6 +155,7 @@ func AllLeaseStateValues() []LeaseState {
 		LeaseStateReleased,
 		LeaseStateExpired,
 		LeaseStateFailed,
+		LeaseStatePreempted,
 	}
 }
 
@@ -477,14 +480,29 @@ type PkiSetting struct {
 }
 
 type Pool struct {
-	ID           uuid.UUID
-	TenantID     uuid.UUID
-	Name         string
-	Description  string
-	NodeSelector []byte
-	NodeIds      []uuid.UUID
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	ID                 uuid.UUID
+	TenantID           uuid.UUID
+	Name               string
+	Description        string
+	NodeSelector       []byte
+	NodeIds            []uuid.UUID
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	PreemptionGraceMs  int64
+	PriorityPreemption bool
+}
+
+type PoolGrant struct {
+	ID             uuid.UUID
+	PoolID         uuid.UUID
+	OwnerTenantID  uuid.UUID
+	TenantID       uuid.UUID
+	Nominal        []byte
+	BorrowingLimit []byte
+	Weight         int32
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	RevokedAt      *time.Time
 }
 
 type PoolLease struct {
@@ -508,6 +526,9 @@ type PoolLease struct {
 	EndsAt        *time.Time
 	EndedAt       *time.Time
 	UpdatedAt     time.Time
+	Priority      int32
+	Borrowing     bool
+	PreemptedAt   *time.Time
 }
 
 type PoolQuota struct {

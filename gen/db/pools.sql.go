@@ -27,7 +27,7 @@ const createPool = `-- name: CreatePool :one
 INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids)
 VALUES ($1, $2, $3, $4, $5,
         $6::uuid[])
-RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at
+RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption
 `
 
 type CreatePoolParams struct {
@@ -66,6 +66,8 @@ func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, e
 		&i.NodeIds,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PreemptionGraceMs,
+		&i.PriorityPreemption,
 	)
 	return i, err
 }
@@ -102,7 +104,7 @@ func (q *Queries) DeletePoolQuota(ctx context.Context, arg DeletePoolQuotaParams
 }
 
 const getPool = `-- name: GetPool :one
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at FROM pools WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption FROM pools WHERE tenant_id = $1 AND id = $2
 `
 
 type GetPoolParams struct {
@@ -122,6 +124,8 @@ func (q *Queries) GetPool(ctx context.Context, arg GetPoolParams) (Pool, error) 
 		&i.NodeIds,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PreemptionGraceMs,
+		&i.PriorityPreemption,
 	)
 	return i, err
 }
@@ -208,7 +212,7 @@ func (q *Queries) ListPoolQuotas(ctx context.Context, poolIds []uuid.UUID) ([]Po
 }
 
 const listPools = `-- name: ListPools :many
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at FROM pools
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption FROM pools
 WHERE tenant_id = $1 AND id > $2
 ORDER BY id
 LIMIT $3
@@ -238,6 +242,8 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 			&i.NodeIds,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.PreemptionGraceMs,
+			&i.PriorityPreemption,
 		); err != nil {
 			return nil, err
 		}
@@ -250,7 +256,7 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 }
 
 const lockPool = `-- name: LockPool :one
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at FROM pools WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption FROM pools WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockPoolParams struct {
@@ -271,6 +277,8 @@ func (q *Queries) LockPool(ctx context.Context, arg LockPoolParams) (Pool, error
 		&i.NodeIds,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PreemptionGraceMs,
+		&i.PriorityPreemption,
 	)
 	return i, err
 }
@@ -490,7 +498,7 @@ SET description = COALESCE($1, description),
     node_ids = COALESCE($3::uuid[], node_ids),
     updated_at = now()
 WHERE tenant_id = $4 AND id = $5
-RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at
+RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption
 `
 
 type UpdatePoolParams struct {
@@ -520,6 +528,8 @@ func (q *Queries) UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, e
 		&i.NodeIds,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PreemptionGraceMs,
+		&i.PriorityPreemption,
 	)
 	return i, err
 }

@@ -145,7 +145,8 @@ type Querier interface {
 	DeleteTenantPrincipals(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	// Its cursor goes with it (ON DELETE CASCADE); its dispatcher stops at the supervisor's next look.
 	DeleteWebhook(ctx context.Context, arg DeleteWebhookParams) (int64, error)
-	// The pool's placed leases whose end has come.
+	// The pool's holding leases whose end has come: placed ones at their time, preempted ones at the
+	// end of their grace period.
 	DuePoolLeases(ctx context.Context, arg DuePoolLeasesParams) ([]uuid.UUID, error)
 	// Ends the held allocations of leases that ended, at the lease's end, and meters them: one usage
 	// record per lease, resource, model and UTC hour, from where metering stopped to the end.
@@ -153,7 +154,8 @@ type Querier interface {
 	EndGatewaySessions(ctx context.Context, gatewayID string) error
 	// Ends leases that have not ended, as state (released, expired or failed): a placed lease ends at
 	// its end or now, whichever comes first, a pending one now (now is the database's clock when
-	// null). EndAllocations then frees what they held.
+	// null). A preempted lease within its grace period ends the same way but stays preempted, with
+	// its reason. EndAllocations then frees what they held.
 	EndPoolLeases(ctx context.Context, arg EndPoolLeasesParams) ([]EndPoolLeasesRow, error)
 	EndSession(ctx context.Context, arg EndSessionParams) error
 	// The reconcile queue: due keys per kind. Enqueue runs in the caller's transaction; workers claim
@@ -378,6 +380,14 @@ type Querier interface {
 	PendingReservationLeases(ctx context.Context, reservationID *uuid.UUID) ([]uuid.UUID, error)
 	// The present devices of the pool's members, and whether an allocation holds each.
 	PlacerDevices(ctx context.Context, poolID uuid.UUID) ([]PlacerDevicesRow, error)
+	// The pool's active grants: each grantee's nominal quota, borrowing limit and weight.
+	PlacerGrants(ctx context.Context, poolID uuid.UUID) ([]PlacerGrantsRow, error)
+	// What the pool's holding leases hold: devices, or CPUs and memory, by node.
+	PlacerHoldingAllocations(ctx context.Context, poolID uuid.UUID) ([]PlacerHoldingAllocationsRow, error)
+	// The pool's leases that hold what they were placed on (placed, at risk, or preempted within
+	// their grace period), with their shape: what the placer counts against nominal quotas and may
+	// preempt.
+	PlacerHoldingLeases(ctx context.Context, poolID uuid.UUID) ([]PlacerHoldingLeasesRow, error)
 	// Active reservations not over by now, of any pool of the tenant, with the nodes among node_ids
 	// that they cover (a node may be a member of several pools).
 	PlacerNodeReservations(ctx context.Context, arg PlacerNodeReservationsParams) ([]PlacerNodeReservationsRow, error)
@@ -401,6 +411,9 @@ type Querier interface {
 	PoolNodeCapacity(ctx context.Context, poolIds []uuid.UUID) ([]PoolNodeCapacityRow, error)
 	// The pools the nodes are members of.
 	PoolsOfNodes(ctx context.Context, nodeIds []uuid.UUID) ([]uuid.UUID, error)
+	// placed or at_risk -> preempted: the leases keep what they hold until grace_ms from now (or
+	// their own end, if sooner), when the placer ends them.
+	PreemptPoolLeases(ctx context.Context, arg PreemptPoolLeasesParams) ([]PreemptPoolLeasesRow, error)
 	PrincipalRoles(ctx context.Context, arg PrincipalRolesParams) ([]string, error)
 	// Retention: pruning old rows in bounded batches. Each statement deletes at most lim rows and
 	// runs in its own short transaction, so no statement holds many row locks or runs for long;
@@ -504,6 +517,8 @@ type Querier interface {
 	// Moves a node from one of from_states to state; no row when it is in another state. from_states
 	// travels as text[]: pgx cannot encode an array of an enum it has not loaded.
 	SetNodeState(ctx context.Context, arg SetNodeStateParams) (Node, error)
+	// Records whether running leases borrow, as the placer last counted them.
+	SetPoolLeasesBorrowing(ctx context.Context, arg SetPoolLeasesBorrowingParams) error
 	// Suspends (suspended true) or resumes a tenant; suspending a suspended tenant keeps the time.
 	SetTenantSuspended(ctx context.Context, arg SetTenantSuspendedParams) (Tenant, error)
 	// Nodes holding a session whose liveness stopped advancing.

@@ -65,6 +65,26 @@ type LeaseExpired struct{ LeaseChange }
 // Type is "lease.expired".
 func (LeaseExpired) Type() string { return "lease.expired" }
 
+// LeasePreempted is emitted by the placer when it takes a lease's capacity back: for a tenant
+// within its nominal quota in the pool (the lease was borrowing), or, where the pool allows it,
+// for a higher-priority lease of the same tenant. EndTime is when the lease frees what it holds,
+// after the pool's grace period. It goes to the lease's tenant and, when another tenant owns the
+// pool, to the owner too.
+type LeasePreempted struct {
+	LeaseChange
+	// TenantID is the tenant that held the lease.
+	TenantID uuid.UUID `json:"tenantId"`
+	// Priority is the lease's priority.
+	Priority int32 `json:"priority"`
+	// Borrowing is whether the lease ran beyond its tenant's nominal quota.
+	Borrowing bool `json:"borrowing"`
+	// ForLeaseID is the pending lease the capacity was taken back for.
+	ForLeaseID uuid.UUID `json:"forLeaseId"`
+}
+
+// Type is "lease.preempted".
+func (LeasePreempted) Type() string { return "lease.preempted" }
+
 // LeaseFailed is emitted when a lease ends without being released or expiring: the placer cannot
 // place it, its reservation was cancelled, or its tenant was deleted.
 type LeaseFailed struct{ LeaseChange }

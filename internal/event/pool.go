@@ -1,6 +1,10 @@
 package event
 
-import "github.com/google/uuid"
+import (
+	"encoding/json"
+
+	"github.com/google/uuid"
+)
 
 // poolSubject is the subject of a pool's events.
 func poolSubject(id uuid.UUID) string { return "pool/" + id.String() }
@@ -73,3 +77,34 @@ type PoolQuota struct {
 	// MaxLeases bounds how many leases the tenant holds at once.
 	MaxLeases *int32 `json:"maxLeases,omitempty"`
 }
+
+// PoolGrantChange is the payload of a grant's events.
+type PoolGrantChange struct {
+	// ID is the grant's id.
+	ID uuid.UUID `json:"id"`
+	// PoolID is the granted pool.
+	PoolID uuid.UUID `json:"poolId"`
+	// TenantID is the grantee.
+	TenantID uuid.UUID `json:"tenantId"`
+	// Nominal is what the grantee may always lease, as pools.v1.Resources JSON.
+	Nominal json.RawMessage `json:"nominal,omitempty"`
+	// BorrowingLimit is how much beyond nominal it may borrow, as pools.v1.Resources JSON.
+	BorrowingLimit json.RawMessage `json:"borrowingLimit,omitempty"`
+	// Weight is the grantee's fair-share weight.
+	Weight int32 `json:"weight,omitempty"`
+}
+
+// Subject is "pool/<pool id>".
+func (e PoolGrantChange) Subject() string { return poolSubject(e.PoolID) }
+
+// PoolGranted is emitted by pools/grant, to the owner and to the grantee.
+type PoolGranted struct{ PoolGrantChange }
+
+// Type is "pool.granted".
+func (PoolGranted) Type() string { return "pool.granted" }
+
+// PoolGrantRevoked is emitted by pools/revokeGrant, to the owner and to the grantee.
+type PoolGrantRevoked struct{ PoolGrantChange }
+
+// Type is "pool.grant_revoked".
+func (PoolGrantRevoked) Type() string { return "pool.grant_revoked" }

@@ -454,12 +454,13 @@ func (s *Service) Release(ctx context.Context, req *leasesv1.ReleaseRequest) (*l
 }
 
 var stateNames = map[leasesv1.LeaseState]capacity.LeaseState{
-	leasesv1.LeaseState_LEASE_STATE_PENDING:  capacity.LeasePending,
-	leasesv1.LeaseState_LEASE_STATE_PLACED:   capacity.LeasePlaced,
-	leasesv1.LeaseState_LEASE_STATE_AT_RISK:  capacity.LeaseAtRisk,
-	leasesv1.LeaseState_LEASE_STATE_RELEASED: capacity.LeaseReleased,
-	leasesv1.LeaseState_LEASE_STATE_EXPIRED:  capacity.LeaseExpired,
-	leasesv1.LeaseState_LEASE_STATE_FAILED:   capacity.LeaseFailed,
+	leasesv1.LeaseState_LEASE_STATE_PENDING:   capacity.LeasePending,
+	leasesv1.LeaseState_LEASE_STATE_PLACED:    capacity.LeasePlaced,
+	leasesv1.LeaseState_LEASE_STATE_AT_RISK:   capacity.LeaseAtRisk,
+	leasesv1.LeaseState_LEASE_STATE_RELEASED:  capacity.LeaseReleased,
+	leasesv1.LeaseState_LEASE_STATE_EXPIRED:   capacity.LeaseExpired,
+	leasesv1.LeaseState_LEASE_STATE_FAILED:    capacity.LeaseFailed,
+	leasesv1.LeaseState_LEASE_STATE_PREEMPTED: capacity.LeasePreempted,
 }
 
 func stateToProto(s capacity.LeaseState) leasesv1.LeaseState {
@@ -508,6 +509,7 @@ func toProto(l db.PoolLease, allocs []db.PoolLeaseAllocationsRow) *leasesv1.Leas
 		Duration: durationpb.New(time.Duration(l.DurationMs) * time.Millisecond),
 		State:    stateToProto(l.State), Reason: l.Reason,
 		CreateTime: timestamppb.New(l.CreatedAt), PlaceTime: optionalTime(l.PlacedAt), EndTime: optionalTime(l.EndsAt),
+		Priority: l.Priority, Borrowing: l.Borrowing, PreemptTime: optionalTime(l.PreemptedAt),
 	}
 	if l.EndedAt != nil {
 		out.EndTime = timestamppb.New(*l.EndedAt)

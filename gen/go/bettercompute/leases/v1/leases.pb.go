@@ -11,7 +11,13 @@
 //
 // States: pending (waiting for capacity) -> placed -> released (by leases/release) or expired
 // (its end came); placed <-> at_risk while a node it holds is offline; failed when it can never
-// be placed.
+// be placed; placed -> preempted when the placer takes its capacity back for a tenant within its
+// nominal quota (or, where the pool allows it, for a higher-priority lease of the same tenant).
+//
+// A lease is taken from a pool of the caller's tenant or from a pool granted to it
+// (pools/grant). In a pool with grants every tenant has a nominal quota (a grantee its grant's; the
+// owner what the grants leave); a lease beyond its tenant's nominal quota is borrowing, may only
+// use capacity no one within nominal quota waits for, and is the first to be preempted.
 
 package leasesv1
 
@@ -50,6 +56,9 @@ const (
 	LeaseState_LEASE_STATE_EXPIRED LeaseState = 5
 	// Could never be placed; reason says why.
 	LeaseState_LEASE_STATE_FAILED LeaseState = 6
+	// Its capacity was taken back; reason says why. It keeps its devices until end_time (the
+	// pool's preemption grace period after the preemption), then frees them.
+	LeaseState_LEASE_STATE_PREEMPTED LeaseState = 7
 )
 
 // Enum value maps for LeaseState.
@@ -62,6 +71,7 @@ var (
 		4: "LEASE_STATE_RELEASED",
 		5: "LEASE_STATE_EXPIRED",
 		6: "LEASE_STATE_FAILED",
+		7: "LEASE_STATE_PREEMPTED",
 	}
 	LeaseState_value = map[string]int32{
 		"LEASE_STATE_UNSPECIFIED": 0,
@@ -71,6 +81,7 @@ var (
 		"LEASE_STATE_RELEASED":    4,
 		"LEASE_STATE_EXPIRED":     5,
 		"LEASE_STATE_FAILED":      6,
+		"LEASE_STATE_PREEMPTED":   7,
 	}
 )
 
@@ -201,7 +212,14 @@ type Lease struct {
 	// When it was placed.
 	PlaceTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=place_time,json=placeTime,proto3" json:"place_time,omitempty"`
 	// When it ends (placed leases), or ended.
-	EndTime       *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	EndTime *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// Higher goes first; -1000 to 1000.
+	Priority int32 `protobuf:"varint,18,opt,name=priority,proto3" json:"priority,omitempty"`
+	// Whether the lease runs beyond its tenant's nominal quota in the pool, on borrowed capacity,
+	// and so may be preempted when a tenant within its nominal quota needs it back.
+	Borrowing bool `protobuf:"varint,19,opt,name=borrowing,proto3" json:"borrowing,omitempty"`
+	// When it was preempted; unset unless preempted.
+	PreemptTime   *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=preempt_time,json=preemptTime,proto3" json:"preempt_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -355,6 +373,27 @@ func (x *Lease) GetEndTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Lease) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *Lease) GetBorrowing() bool {
+	if x != nil {
+		return x.Borrowing
+	}
+	return false
+}
+
+func (x *Lease) GetPreemptTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PreemptTime
+	}
+	return nil
+}
+
 // Allocation is one GPU, or CPUs and memory on one node, held by a lease.
 type Allocation struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -469,7 +508,7 @@ func (x *Allocation) GetEndTime() *timestamppb.Timestamp {
 // CreateRequest asks for a lease.
 type CreateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// A pool of the caller's tenant.
+	// A pool of the caller's tenant, or one granted to it.
 	PoolId string `protobuf:"bytes,1,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
 	// GPUs of one model: a lease no larger than the largest member takes one node; a larger one
 	// spans nodes. At most the number of such GPUs in the pool.
@@ -484,8 +523,10 @@ type CreateRequest struct {
 	Spread      bool                 `protobuf:"varint,7,opt,name=spread,proto3" json:"spread,omitempty"`
 	Tolerations []*Toleration        `protobuf:"bytes,8,rep,name=tolerations,proto3" json:"tolerations,omitempty"`
 	// Run inside an active reservation of the pool: placed only in its window, ending at its end
-	// at the latest.
+	// at the latest. Only in a pool of the caller's tenant.
 	ReservationId string `protobuf:"bytes,9,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
+	// Higher is placed first and preempted last; -1000 to 1000, default 0.
+	Priority      int32 `protobuf:"varint,10,opt,name=priority,proto3" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -581,6 +622,13 @@ func (x *CreateRequest) GetReservationId() string {
 		return x.ReservationId
 	}
 	return ""
+}
+
+func (x *CreateRequest) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
 }
 
 // CreateResponse carries the pending lease.
@@ -1041,7 +1089,7 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n" +
-	"\x06effect\x18\x04 \x01(\tR\x06effect\"\xbb\x05\n" +
+	"\x06effect\x18\x04 \x01(\tR\x06effect\"\xb4\x06\n" +
 	"\x05Lease\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -1062,7 +1110,10 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"createTime\x129\n" +
 	"\n" +
 	"place_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tplaceTime\x125\n" +
-	"\bend_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xbf\x02\n" +
+	"\bend_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1a\n" +
+	"\bpriority\x18\x12 \x01(\x05R\bpriority\x12\x1c\n" +
+	"\tborrowing\x18\x13 \x01(\bR\tborrowing\x12=\n" +
+	"\fpreempt_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\vpreemptTime\"\xbf\x02\n" +
 	"\n" +
 	"Allocation\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n" +
@@ -1074,7 +1125,7 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\a \x01(\x03R\vmemoryBytes\x129\n" +
 	"\n" +
 	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
-	"\bend_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xcd\x02\n" +
+	"\bend_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xe9\x02\n" +
 	"\rCreateRequest\x12\x17\n" +
 	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x12\n" +
 	"\x04gpus\x18\x02 \x01(\x05R\x04gpus\x12\x1b\n" +
@@ -1084,7 +1135,9 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x16\n" +
 	"\x06spread\x18\a \x01(\bR\x06spread\x12E\n" +
 	"\vtolerations\x18\b \x03(\v2#.bettercompute.leases.v1.TolerationR\vtolerations\x12%\n" +
-	"\x0ereservation_id\x18\t \x01(\tR\rreservationId\"F\n" +
+	"\x0ereservation_id\x18\t \x01(\tR\rreservationId\x12\x1a\n" +
+	"\bpriority\x18\n" +
+	" \x01(\x05R\bpriority\"F\n" +
 	"\x0eCreateResponse\x124\n" +
 	"\x05lease\x18\x01 \x01(\v2\x1e.bettercompute.leases.v1.LeaseR\x05lease\"\x1c\n" +
 	"\n" +
@@ -1109,7 +1162,7 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\x0eReleaseRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"G\n" +
 	"\x0fReleaseResponse\x124\n" +
-	"\x05lease\x18\x01 \x01(\v2\x1e.bettercompute.leases.v1.LeaseR\x05lease*\xbe\x01\n" +
+	"\x05lease\x18\x01 \x01(\v2\x1e.bettercompute.leases.v1.LeaseR\x05lease*\xd9\x01\n" +
 	"\n" +
 	"LeaseState\x12\x1b\n" +
 	"\x17LEASE_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -1118,7 +1171,8 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\x13LEASE_STATE_AT_RISK\x10\x03\x12\x18\n" +
 	"\x14LEASE_STATE_RELEASED\x10\x04\x12\x17\n" +
 	"\x13LEASE_STATE_EXPIRED\x10\x05\x12\x16\n" +
-	"\x12LEASE_STATE_FAILED\x10\x062\x8c\x05\n" +
+	"\x12LEASE_STATE_FAILED\x10\x06\x12\x19\n" +
+	"\x15LEASE_STATE_PREEMPTED\x10\a2\x8c\x05\n" +
 	"\rLeasesService\x12\x82\x01\n" +
 	"\x06Create\x12&.bettercompute.leases.v1.CreateRequest\x1a'.bettercompute.leases.v1.CreateResponse\"'\u00a0\x19#\n" +
 	"\x06leases\x12\x06create\x1a\rleases.create(\x010\x01\x12s\n" +
@@ -1171,32 +1225,33 @@ var file_bettercompute_leases_v1_leases_proto_depIdxs = []int32{
 	15, // 4: bettercompute.leases.v1.Lease.create_time:type_name -> google.protobuf.Timestamp
 	15, // 5: bettercompute.leases.v1.Lease.place_time:type_name -> google.protobuf.Timestamp
 	15, // 6: bettercompute.leases.v1.Lease.end_time:type_name -> google.protobuf.Timestamp
-	15, // 7: bettercompute.leases.v1.Allocation.start_time:type_name -> google.protobuf.Timestamp
-	15, // 8: bettercompute.leases.v1.Allocation.end_time:type_name -> google.protobuf.Timestamp
-	14, // 9: bettercompute.leases.v1.CreateRequest.duration:type_name -> google.protobuf.Duration
-	1,  // 10: bettercompute.leases.v1.CreateRequest.tolerations:type_name -> bettercompute.leases.v1.Toleration
-	2,  // 11: bettercompute.leases.v1.CreateResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	2,  // 12: bettercompute.leases.v1.GetResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	0,  // 13: bettercompute.leases.v1.ListRequest.state:type_name -> bettercompute.leases.v1.LeaseState
-	2,  // 14: bettercompute.leases.v1.ListResponse.leases:type_name -> bettercompute.leases.v1.Lease
-	14, // 15: bettercompute.leases.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
-	2,  // 16: bettercompute.leases.v1.ExtendResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	2,  // 17: bettercompute.leases.v1.ReleaseResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	4,  // 18: bettercompute.leases.v1.LeasesService.Create:input_type -> bettercompute.leases.v1.CreateRequest
-	6,  // 19: bettercompute.leases.v1.LeasesService.Get:input_type -> bettercompute.leases.v1.GetRequest
-	8,  // 20: bettercompute.leases.v1.LeasesService.List:input_type -> bettercompute.leases.v1.ListRequest
-	10, // 21: bettercompute.leases.v1.LeasesService.Extend:input_type -> bettercompute.leases.v1.ExtendRequest
-	12, // 22: bettercompute.leases.v1.LeasesService.Release:input_type -> bettercompute.leases.v1.ReleaseRequest
-	5,  // 23: bettercompute.leases.v1.LeasesService.Create:output_type -> bettercompute.leases.v1.CreateResponse
-	7,  // 24: bettercompute.leases.v1.LeasesService.Get:output_type -> bettercompute.leases.v1.GetResponse
-	9,  // 25: bettercompute.leases.v1.LeasesService.List:output_type -> bettercompute.leases.v1.ListResponse
-	11, // 26: bettercompute.leases.v1.LeasesService.Extend:output_type -> bettercompute.leases.v1.ExtendResponse
-	13, // 27: bettercompute.leases.v1.LeasesService.Release:output_type -> bettercompute.leases.v1.ReleaseResponse
-	23, // [23:28] is the sub-list for method output_type
-	18, // [18:23] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	15, // 7: bettercompute.leases.v1.Lease.preempt_time:type_name -> google.protobuf.Timestamp
+	15, // 8: bettercompute.leases.v1.Allocation.start_time:type_name -> google.protobuf.Timestamp
+	15, // 9: bettercompute.leases.v1.Allocation.end_time:type_name -> google.protobuf.Timestamp
+	14, // 10: bettercompute.leases.v1.CreateRequest.duration:type_name -> google.protobuf.Duration
+	1,  // 11: bettercompute.leases.v1.CreateRequest.tolerations:type_name -> bettercompute.leases.v1.Toleration
+	2,  // 12: bettercompute.leases.v1.CreateResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	2,  // 13: bettercompute.leases.v1.GetResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	0,  // 14: bettercompute.leases.v1.ListRequest.state:type_name -> bettercompute.leases.v1.LeaseState
+	2,  // 15: bettercompute.leases.v1.ListResponse.leases:type_name -> bettercompute.leases.v1.Lease
+	14, // 16: bettercompute.leases.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
+	2,  // 17: bettercompute.leases.v1.ExtendResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	2,  // 18: bettercompute.leases.v1.ReleaseResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	4,  // 19: bettercompute.leases.v1.LeasesService.Create:input_type -> bettercompute.leases.v1.CreateRequest
+	6,  // 20: bettercompute.leases.v1.LeasesService.Get:input_type -> bettercompute.leases.v1.GetRequest
+	8,  // 21: bettercompute.leases.v1.LeasesService.List:input_type -> bettercompute.leases.v1.ListRequest
+	10, // 22: bettercompute.leases.v1.LeasesService.Extend:input_type -> bettercompute.leases.v1.ExtendRequest
+	12, // 23: bettercompute.leases.v1.LeasesService.Release:input_type -> bettercompute.leases.v1.ReleaseRequest
+	5,  // 24: bettercompute.leases.v1.LeasesService.Create:output_type -> bettercompute.leases.v1.CreateResponse
+	7,  // 25: bettercompute.leases.v1.LeasesService.Get:output_type -> bettercompute.leases.v1.GetResponse
+	9,  // 26: bettercompute.leases.v1.LeasesService.List:output_type -> bettercompute.leases.v1.ListResponse
+	11, // 27: bettercompute.leases.v1.LeasesService.Extend:output_type -> bettercompute.leases.v1.ExtendResponse
+	13, // 28: bettercompute.leases.v1.LeasesService.Release:output_type -> bettercompute.leases.v1.ReleaseResponse
+	24, // [24:29] is the sub-list for method output_type
+	19, // [19:24] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_leases_v1_leases_proto_init() }

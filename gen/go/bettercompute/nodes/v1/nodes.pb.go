@@ -95,8 +95,12 @@ type Node struct {
 	Conditions []*Condition `protobuf:"bytes,25,rep,name=conditions,proto3" json:"conditions,omitempty"`
 	// When the lifecycle state last changed; unset if it never has.
 	StateChangeTime *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=state_change_time,json=stateChangeTime,proto3" json:"state_change_time,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// True when the node belongs to another tenant and the caller's tenant sees it only because it
+	// holds a placed lease on it (a pool granted to it): then only id, hostname, state, online,
+	// connected and the inventory's GPUs, CPUs and memory are set.
+	Reduced       bool `protobuf:"varint,27,opt,name=reduced,proto3" json:"reduced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -309,6 +313,13 @@ func (x *Node) GetStateChangeTime() *timestamppb.Timestamp {
 		return x.StateChangeTime
 	}
 	return nil
+}
+
+func (x *Node) GetReduced() bool {
+	if x != nil {
+		return x.Reduced
+	}
+	return false
 }
 
 // Taint repels placements from a node, as Kubernetes taints do.
@@ -1966,7 +1977,7 @@ var File_bettercompute_nodes_v1_nodes_proto protoreflect.FileDescriptor
 
 const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/nodes/v1/nodes.proto\x12\x16bettercompute.nodes.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\n" +
+	"\"bettercompute/nodes/v1/nodes.proto\x12\x16bettercompute.nodes.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\n" +
 	"\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -2001,7 +2012,8 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\n" +
 	"conditions\x18\x19 \x03(\v2!.bettercompute.nodes.v1.ConditionR\n" +
 	"conditions\x12F\n" +
-	"\x11state_change_time\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\x0fstateChangeTime\x1a9\n" +
+	"\x11state_change_time\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\x0fstateChangeTime\x12\x18\n" +
+	"\areduced\x18\x1b \x01(\bR\areduced\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"G\n" +

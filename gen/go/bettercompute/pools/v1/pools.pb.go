@@ -9,6 +9,15 @@
 // revoked nor retired, and is listed in node_ids, carries every label of a non-empty
 // node_selector, or joined with a join token naming the pool. A node may be a member of several
 // pools; one device is still never held by two leases at once.
+//
+// A pool's owner may grant it to other tenants (Grant): each grantee gets a nominal quota (GPUs
+// by model, CPUs, memory) it can always lease when the capacity exists, a borrowing limit beyond
+// it that it may use while the capacity sits idle, and a fair-share weight. The owner's own
+// nominal quota is what the grants leave. When a tenant within its nominal quota cannot be placed
+// because others borrow, the placer preempts borrowed leases (lowest priority first, then newest)
+// after the pool's grace period. Idle capacity is shared among borrowers by weighted dominant
+// resource share. A grantee sees a granted pool in List and Get with its grant, never the
+// owner's nodes, other pools, leases or other grantees.
 
 package poolsv1
 
@@ -16,6 +25,7 @@ import (
 	_ "github.com/better-compute/better-compute/gen/go/bettercompute/api/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -46,9 +56,19 @@ type Pool struct {
 	// What the members have and what leases hold, now.
 	Capacity *Capacity `protobuf:"bytes,7,opt,name=capacity,proto3" json:"capacity,omitempty"`
 	// The limits of the tenant's leases in the pool; unset when there are none.
-	Quota         *Quota                 `protobuf:"bytes,8,opt,name=quota,proto3" json:"quota,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	Quota      *Quota                 `protobuf:"bytes,8,opt,name=quota,proto3" json:"quota,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// How long a preempted lease keeps its devices before they are freed; 0 frees them at once.
+	// Default 30s; at most 1h.
+	PreemptionGracePeriod *durationpb.Duration `protobuf:"bytes,11,opt,name=preemption_grace_period,json=preemptionGracePeriod,proto3" json:"preemption_grace_period,omitempty"`
+	// Whether, within one tenant, a pending lease may preempt a running lease of lower priority.
+	PriorityPreemption bool `protobuf:"varint,12,opt,name=priority_preemption,json=priorityPreemption,proto3" json:"priority_preemption,omitempty"`
+	// True when the pool belongs to another tenant and is granted to the caller's: node_selector
+	// and node_ids are then empty, and grant is the caller's grant.
+	Granted bool `protobuf:"varint,13,opt,name=granted,proto3" json:"granted,omitempty"`
+	// The caller's grant, for a granted pool.
+	Grant         *Grant `protobuf:"bytes,14,opt,name=grant,proto3" json:"grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -153,6 +173,238 @@ func (x *Pool) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Pool) GetPreemptionGracePeriod() *durationpb.Duration {
+	if x != nil {
+		return x.PreemptionGracePeriod
+	}
+	return nil
+}
+
+func (x *Pool) GetPriorityPreemption() bool {
+	if x != nil {
+		return x.PriorityPreemption
+	}
+	return false
+}
+
+func (x *Pool) GetGranted() bool {
+	if x != nil {
+		return x.Granted
+	}
+	return false
+}
+
+func (x *Pool) GetGrant() *Grant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+// Resources is an amount of a pool's capacity: GPUs by model, CPUs and memory.
+type Resources struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// GPUs by model, as pools/get lists the models; at most 64 models.
+	Gpus          map[string]int32 `protobuf:"bytes,1,rep,name=gpus,proto3" json:"gpus,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Cpus          int32            `protobuf:"varint,2,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	MemoryBytes   int64            `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resources) Reset() {
+	*x = Resources{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resources) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resources) ProtoMessage() {}
+
+func (x *Resources) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resources.ProtoReflect.Descriptor instead.
+func (*Resources) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Resources) GetGpus() map[string]int32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return nil
+}
+
+func (x *Resources) GetCpus() int32 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *Resources) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+// Grant shares a pool with a tenant other than its owner.
+type Grant struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	PoolId string                 `protobuf:"bytes,2,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	// The grantee.
+	TenantId string `protobuf:"bytes,3,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// What the grantee may always lease, when the capacity exists.
+	Nominal *Resources `protobuf:"bytes,4,opt,name=nominal,proto3" json:"nominal,omitempty"`
+	// How much beyond nominal the grantee may borrow while the capacity sits idle; none when
+	// empty.
+	BorrowingLimit *Resources `protobuf:"bytes,5,opt,name=borrowing_limit,json=borrowingLimit,proto3" json:"borrowing_limit,omitempty"`
+	// The grantee's share of borrowable capacity relative to other borrowers; 1 to 1000.
+	Weight int32 `protobuf:"varint,6,opt,name=weight,proto3" json:"weight,omitempty"`
+	// What the grantee's placed leases in the pool hold now.
+	Used *Resources `protobuf:"bytes,7,opt,name=used,proto3" json:"used,omitempty"`
+	// The part of used beyond nominal.
+	Borrowed *Resources `protobuf:"bytes,8,opt,name=borrowed,proto3" json:"borrowed,omitempty"`
+	// What the grantee may still borrow: borrowing_limit less borrowed.
+	Borrowable *Resources             `protobuf:"bytes,9,opt,name=borrowable,proto3" json:"borrowable,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// Unset unless revoked.
+	RevokeTime    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Grant) Reset() {
+	*x = Grant{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Grant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Grant) ProtoMessage() {}
+
+func (x *Grant) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Grant.ProtoReflect.Descriptor instead.
+func (*Grant) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Grant) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Grant) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+func (x *Grant) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *Grant) GetNominal() *Resources {
+	if x != nil {
+		return x.Nominal
+	}
+	return nil
+}
+
+func (x *Grant) GetBorrowingLimit() *Resources {
+	if x != nil {
+		return x.BorrowingLimit
+	}
+	return nil
+}
+
+func (x *Grant) GetWeight() int32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *Grant) GetUsed() *Resources {
+	if x != nil {
+		return x.Used
+	}
+	return nil
+}
+
+func (x *Grant) GetBorrowed() *Resources {
+	if x != nil {
+		return x.Borrowed
+	}
+	return nil
+}
+
+func (x *Grant) GetBorrowable() *Resources {
+	if x != nil {
+		return x.Borrowable
+	}
+	return nil
+}
+
+func (x *Grant) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Grant) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *Grant) GetRevokeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokeTime
+	}
+	return nil
+}
+
 // Capacity is what a pool's members have and what leases hold.
 type Capacity struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -172,7 +424,7 @@ type Capacity struct {
 
 func (x *Capacity) Reset() {
 	*x = Capacity{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[1]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -184,7 +436,7 @@ func (x *Capacity) String() string {
 func (*Capacity) ProtoMessage() {}
 
 func (x *Capacity) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[1]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -197,7 +449,7 @@ func (x *Capacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
 func (*Capacity) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{1}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Capacity) GetNodes() int32 {
@@ -268,7 +520,7 @@ type GpuCapacity struct {
 
 func (x *GpuCapacity) Reset() {
 	*x = GpuCapacity{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -280,7 +532,7 @@ func (x *GpuCapacity) String() string {
 func (*GpuCapacity) ProtoMessage() {}
 
 func (x *GpuCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -293,7 +545,7 @@ func (x *GpuCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuCapacity.ProtoReflect.Descriptor instead.
 func (*GpuCapacity) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GpuCapacity) GetModel() string {
@@ -344,7 +596,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -356,7 +608,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -369,7 +621,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{3}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Quota) GetMaxGpus() int32 {
@@ -409,14 +661,17 @@ type CreateRequest struct {
 	// Label selector, as node labels are written.
 	NodeSelector map[string]string `protobuf:"bytes,3,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Nodes of the tenant, by id; at most 10,000.
-	NodeIds       []string `protobuf:"bytes,4,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeIds []string `protobuf:"bytes,4,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
+	// Unset means 30s; 0 to 1h.
+	PreemptionGracePeriod *durationpb.Duration `protobuf:"bytes,5,opt,name=preemption_grace_period,json=preemptionGracePeriod,proto3" json:"preemption_grace_period,omitempty"`
+	PriorityPreemption    bool                 `protobuf:"varint,6,opt,name=priority_preemption,json=priorityPreemption,proto3" json:"priority_preemption,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -428,7 +683,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -441,7 +696,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{4}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateRequest) GetName() string {
@@ -472,6 +727,20 @@ func (x *CreateRequest) GetNodeIds() []string {
 	return nil
 }
 
+func (x *CreateRequest) GetPreemptionGracePeriod() *durationpb.Duration {
+	if x != nil {
+		return x.PreemptionGracePeriod
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetPriorityPreemption() bool {
+	if x != nil {
+		return x.PriorityPreemption
+	}
+	return false
+}
+
 // CreateResponse carries the pool.
 type CreateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -482,7 +751,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -494,7 +763,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -507,7 +776,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateResponse) GetPool() *Pool {
@@ -527,7 +796,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +808,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +821,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{6}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetRequest) GetId() string {
@@ -572,7 +841,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +853,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +866,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetResponse) GetPool() *Pool {
@@ -619,7 +888,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +900,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +913,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRequest) GetPageSize() int32 {
@@ -673,7 +942,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +954,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +967,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListResponse) GetPools() []*Pool {
@@ -722,15 +991,18 @@ type UpdateRequest struct {
 	Description  string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	NodeSelector map[string]string      `protobuf:"bytes,3,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	NodeIds      []string               `protobuf:"bytes,4,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
-	// Which of description, node_selector and node_ids to change; at least one.
-	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,5,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Which of description, node_selector, node_ids, preemption_grace_period and
+	// priority_preemption to change; at least one.
+	UpdateMask            *fieldmaskpb.FieldMask `protobuf:"bytes,5,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	PreemptionGracePeriod *durationpb.Duration   `protobuf:"bytes,6,opt,name=preemption_grace_period,json=preemptionGracePeriod,proto3" json:"preemption_grace_period,omitempty"`
+	PriorityPreemption    bool                   `protobuf:"varint,7,opt,name=priority_preemption,json=priorityPreemption,proto3" json:"priority_preemption,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *UpdateRequest) Reset() {
 	*x = UpdateRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +1014,7 @@ func (x *UpdateRequest) String() string {
 func (*UpdateRequest) ProtoMessage() {}
 
 func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +1027,7 @@ func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateRequest) GetId() string {
@@ -793,6 +1065,20 @@ func (x *UpdateRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
 	return nil
 }
 
+func (x *UpdateRequest) GetPreemptionGracePeriod() *durationpb.Duration {
+	if x != nil {
+		return x.PreemptionGracePeriod
+	}
+	return nil
+}
+
+func (x *UpdateRequest) GetPriorityPreemption() bool {
+	if x != nil {
+		return x.PriorityPreemption
+	}
+	return false
+}
+
 // UpdateResponse carries the pool.
 type UpdateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -803,7 +1089,7 @@ type UpdateResponse struct {
 
 func (x *UpdateResponse) Reset() {
 	*x = UpdateResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +1101,7 @@ func (x *UpdateResponse) String() string {
 func (*UpdateResponse) ProtoMessage() {}
 
 func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +1114,7 @@ func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{11}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UpdateResponse) GetPool() *Pool {
@@ -848,7 +1134,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +1146,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +1159,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteRequest) GetId() string {
@@ -892,7 +1178,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1190,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1203,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{15}
 }
 
 // SetQuotaRequest sets the quota of the caller's tenant in a pool; a quota with no limit set
@@ -932,7 +1218,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1230,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1243,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetQuotaRequest) GetPoolId() string {
@@ -984,7 +1270,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1282,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1295,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetQuotaResponse) GetPool() *Pool {
@@ -1019,11 +1305,607 @@ func (x *SetQuotaResponse) GetPool() *Pool {
 	return nil
 }
 
+// GrantRequest grants a pool of the caller's tenant to another tenant, replacing the grant it
+// has (a revoked grant is granted anew).
+type GrantRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	PoolId string                 `protobuf:"bytes,1,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	// The grantee; not the caller's tenant.
+	TenantId string `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// Every GPU model must be one the pool has; the amounts may add up to more than the pool holds
+	// (doctor reports it), but each must be at most 1,000,000.
+	Nominal        *Resources `protobuf:"bytes,3,opt,name=nominal,proto3" json:"nominal,omitempty"`
+	BorrowingLimit *Resources `protobuf:"bytes,4,opt,name=borrowing_limit,json=borrowingLimit,proto3" json:"borrowing_limit,omitempty"`
+	// 0 means 1; at most 1000.
+	Weight        int32 `protobuf:"varint,5,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantRequest) Reset() {
+	*x = GrantRequest{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantRequest) ProtoMessage() {}
+
+func (x *GrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
+func (*GrantRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GrantRequest) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+func (x *GrantRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *GrantRequest) GetNominal() *Resources {
+	if x != nil {
+		return x.Nominal
+	}
+	return nil
+}
+
+func (x *GrantRequest) GetBorrowingLimit() *Resources {
+	if x != nil {
+		return x.BorrowingLimit
+	}
+	return nil
+}
+
+func (x *GrantRequest) GetWeight() int32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+// GrantResponse carries the grant.
+type GrantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grant         *Grant                 `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantResponse) Reset() {
+	*x = GrantResponse{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantResponse) ProtoMessage() {}
+
+func (x *GrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
+func (*GrantResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GrantResponse) GetGrant() *Grant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+// RevokeGrantRequest names a grant by its pool and grantee.
+type RevokeGrantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PoolId        string                 `protobuf:"bytes,1,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	TenantId      string                 `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeGrantRequest) Reset() {
+	*x = RevokeGrantRequest{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeGrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeGrantRequest) ProtoMessage() {}
+
+func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
+func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RevokeGrantRequest) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+func (x *RevokeGrantRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+// RevokeGrantResponse carries the revoked grant.
+type RevokeGrantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grant         *Grant                 `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeGrantResponse) Reset() {
+	*x = RevokeGrantResponse{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeGrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeGrantResponse) ProtoMessage() {}
+
+func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeGrantResponse.ProtoReflect.Descriptor instead.
+func (*RevokeGrantResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RevokeGrantResponse) GetGrant() *Grant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+// ListGrantsRequest pages through grants.
+type ListGrantsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this pool's, when set.
+	PoolId string `protobuf:"bytes,1,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	// Revoked grants too.
+	IncludeRevoked bool `protobuf:"varint,2,opt,name=include_revoked,json=includeRevoked,proto3" json:"include_revoked,omitempty"`
+	// At most 500; 0 means 50.
+	PageSize      int32  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGrantsRequest) Reset() {
+	*x = ListGrantsRequest{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGrantsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGrantsRequest) ProtoMessage() {}
+
+func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
+func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ListGrantsRequest) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+func (x *ListGrantsRequest) GetIncludeRevoked() bool {
+	if x != nil {
+		return x.IncludeRevoked
+	}
+	return false
+}
+
+func (x *ListGrantsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListGrantsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListGrantsResponse is one page of grants.
+type ListGrantsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Grants []*Grant               `protobuf:"bytes,1,rep,name=grants,proto3" json:"grants,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGrantsResponse) Reset() {
+	*x = ListGrantsResponse{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGrantsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGrantsResponse) ProtoMessage() {}
+
+func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGrantsResponse.ProtoReflect.Descriptor instead.
+func (*ListGrantsResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListGrantsResponse) GetGrants() []*Grant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+func (x *ListGrantsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ListPreemptionsRequest names a period.
+type ListPreemptionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this pool's, when set.
+	PoolId string `protobuf:"bytes,1,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	// Unset means 24 hours ago; at most 31 days ago.
+	SinceTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since_time,json=sinceTime,proto3" json:"since_time,omitempty"`
+	// At most 500; 0 means 50.
+	PageSize      int32  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPreemptionsRequest) Reset() {
+	*x = ListPreemptionsRequest{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPreemptionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPreemptionsRequest) ProtoMessage() {}
+
+func (x *ListPreemptionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPreemptionsRequest.ProtoReflect.Descriptor instead.
+func (*ListPreemptionsRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListPreemptionsRequest) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+func (x *ListPreemptionsRequest) GetSinceTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SinceTime
+	}
+	return nil
+}
+
+func (x *ListPreemptionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListPreemptionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// Preemption is a lease whose capacity was taken back.
+type Preemption struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	PoolId  string                 `protobuf:"bytes,2,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	// The tenant that held the lease.
+	TenantId    string `protobuf:"bytes,3,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Gpus        int32  `protobuf:"varint,4,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	GpuModel    string `protobuf:"bytes,5,opt,name=gpu_model,json=gpuModel,proto3" json:"gpu_model,omitempty"`
+	Cpus        int32  `protobuf:"varint,6,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	MemoryBytes int64  `protobuf:"varint,7,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Priority    int32  `protobuf:"varint,8,opt,name=priority,proto3" json:"priority,omitempty"`
+	// Why, as the lease's reason says.
+	Reason        string                 `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	PreemptTime   *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=preempt_time,json=preemptTime,proto3" json:"preempt_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Preemption) Reset() {
+	*x = Preemption{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Preemption) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Preemption) ProtoMessage() {}
+
+func (x *Preemption) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Preemption.ProtoReflect.Descriptor instead.
+func (*Preemption) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Preemption) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *Preemption) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+func (x *Preemption) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *Preemption) GetGpus() int32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return 0
+}
+
+func (x *Preemption) GetGpuModel() string {
+	if x != nil {
+		return x.GpuModel
+	}
+	return ""
+}
+
+func (x *Preemption) GetCpus() int32 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *Preemption) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *Preemption) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *Preemption) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Preemption) GetPreemptTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PreemptTime
+	}
+	return nil
+}
+
+// ListPreemptionsResponse is one page of preemptions.
+type ListPreemptionsResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Preemptions []*Preemption          `protobuf:"bytes,1,rep,name=preemptions,proto3" json:"preemptions,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPreemptionsResponse) Reset() {
+	*x = ListPreemptionsResponse{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPreemptionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPreemptionsResponse) ProtoMessage() {}
+
+func (x *ListPreemptionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPreemptionsResponse.ProtoReflect.Descriptor instead.
+func (*ListPreemptionsResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListPreemptionsResponse) GetPreemptions() []*Preemption {
+	if x != nil {
+		return x.Preemptions
+	}
+	return nil
+}
+
+func (x *ListPreemptionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_bettercompute_pools_v1_pools_proto protoreflect.FileDescriptor
 
 const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/pools/v1/pools.proto\x12\x16bettercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x04\n" +
+	"\"bettercompute/pools/v1/pools.proto\x12\x16bettercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xda\x05\n" +
 	"\x04Pool\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x12\n" +
@@ -1037,10 +1919,40 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\x1a?\n" +
+	"updateTime\x12Q\n" +
+	"\x17preemption_grace_period\x18\v \x01(\v2\x19.google.protobuf.DurationR\x15preemptionGracePeriod\x12/\n" +
+	"\x13priority_preemption\x18\f \x01(\bR\x12priorityPreemption\x12\x18\n" +
+	"\agranted\x18\r \x01(\bR\agranted\x123\n" +
+	"\x05grant\x18\x0e \x01(\v2\x1d.bettercompute.pools.v1.GrantR\x05grant\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x01\n" +
+	"\tResources\x12?\n" +
+	"\x04gpus\x18\x01 \x03(\v2+.bettercompute.pools.v1.Resources.GpusEntryR\x04gpus\x12\x12\n" +
+	"\x04cpus\x18\x02 \x01(\x05R\x04cpus\x12!\n" +
+	"\fmemory_bytes\x18\x03 \x01(\x03R\vmemoryBytes\x1a7\n" +
+	"\tGpusEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xde\x04\n" +
+	"\x05Grant\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
+	"\apool_id\x18\x02 \x01(\tR\x06poolId\x12\x1b\n" +
+	"\ttenant_id\x18\x03 \x01(\tR\btenantId\x12;\n" +
+	"\anominal\x18\x04 \x01(\v2!.bettercompute.pools.v1.ResourcesR\anominal\x12J\n" +
+	"\x0fborrowing_limit\x18\x05 \x01(\v2!.bettercompute.pools.v1.ResourcesR\x0eborrowingLimit\x12\x16\n" +
+	"\x06weight\x18\x06 \x01(\x05R\x06weight\x125\n" +
+	"\x04used\x18\a \x01(\v2!.bettercompute.pools.v1.ResourcesR\x04used\x12=\n" +
+	"\bborrowed\x18\b \x01(\v2!.bettercompute.pools.v1.ResourcesR\bborrowed\x12A\n" +
+	"\n" +
+	"borrowable\x18\t \x01(\v2!.bettercompute.pools.v1.ResourcesR\n" +
+	"borrowable\x12;\n" +
+	"\vcreate_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x12;\n" +
+	"\vrevoke_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"revokeTime\"\x9a\x02\n" +
 	"\bCapacity\x12\x14\n" +
 	"\x05nodes\x18\x01 \x01(\x05R\x05nodes\x12+\n" +
 	"\x11schedulable_nodes\x18\x02 \x01(\x05R\x10schedulableNodes\x127\n" +
@@ -1064,12 +1976,14 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\t_max_gpusB\v\n" +
 	"\t_max_cpusB\x13\n" +
 	"\x11_max_memory_bytesB\r\n" +
-	"\v_max_leases\"\xff\x01\n" +
+	"\v_max_leases\"\x83\x03\n" +
 	"\rCreateRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\\\n" +
 	"\rnode_selector\x18\x03 \x03(\v27.bettercompute.pools.v1.CreateRequest.NodeSelectorEntryR\fnodeSelector\x12\x19\n" +
-	"\bnode_ids\x18\x04 \x03(\tR\anodeIds\x1a?\n" +
+	"\bnode_ids\x18\x04 \x03(\tR\anodeIds\x12Q\n" +
+	"\x17preemption_grace_period\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x15preemptionGracePeriod\x12/\n" +
+	"\x13priority_preemption\x18\x06 \x01(\bR\x12priorityPreemption\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
@@ -1086,14 +2000,16 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"j\n" +
 	"\fListResponse\x122\n" +
 	"\x05pools\x18\x01 \x03(\v2\x1c.bettercompute.pools.v1.PoolR\x05pools\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb8\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbc\x03\n" +
 	"\rUpdateRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\\\n" +
 	"\rnode_selector\x18\x03 \x03(\v27.bettercompute.pools.v1.UpdateRequest.NodeSelectorEntryR\fnodeSelector\x12\x19\n" +
 	"\bnode_ids\x18\x04 \x03(\tR\anodeIds\x12;\n" +
 	"\vupdate_mask\x18\x05 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
-	"updateMask\x1a?\n" +
+	"updateMask\x12Q\n" +
+	"\x17preemption_grace_period\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x15preemptionGracePeriod\x12/\n" +
+	"\x13priority_preemption\x18\a \x01(\bR\x12priorityPreemption\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
@@ -1106,7 +2022,53 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\apool_id\x18\x01 \x01(\tR\x06poolId\x123\n" +
 	"\x05quota\x18\x02 \x01(\v2\x1d.bettercompute.pools.v1.QuotaR\x05quota\"D\n" +
 	"\x10SetQuotaResponse\x120\n" +
-	"\x04pool\x18\x01 \x01(\v2\x1c.bettercompute.pools.v1.PoolR\x04pool2\xf5\x05\n" +
+	"\x04pool\x18\x01 \x01(\v2\x1c.bettercompute.pools.v1.PoolR\x04pool\"\xe5\x01\n" +
+	"\fGrantRequest\x12\x17\n" +
+	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x1b\n" +
+	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12;\n" +
+	"\anominal\x18\x03 \x01(\v2!.bettercompute.pools.v1.ResourcesR\anominal\x12J\n" +
+	"\x0fborrowing_limit\x18\x04 \x01(\v2!.bettercompute.pools.v1.ResourcesR\x0eborrowingLimit\x12\x16\n" +
+	"\x06weight\x18\x05 \x01(\x05R\x06weight\"D\n" +
+	"\rGrantResponse\x123\n" +
+	"\x05grant\x18\x01 \x01(\v2\x1d.bettercompute.pools.v1.GrantR\x05grant\"J\n" +
+	"\x12RevokeGrantRequest\x12\x17\n" +
+	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x1b\n" +
+	"\ttenant_id\x18\x02 \x01(\tR\btenantId\"J\n" +
+	"\x13RevokeGrantResponse\x123\n" +
+	"\x05grant\x18\x01 \x01(\v2\x1d.bettercompute.pools.v1.GrantR\x05grant\"\x91\x01\n" +
+	"\x11ListGrantsRequest\x12\x17\n" +
+	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12'\n" +
+	"\x0finclude_revoked\x18\x02 \x01(\bR\x0eincludeRevoked\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"s\n" +
+	"\x12ListGrantsResponse\x125\n" +
+	"\x06grants\x18\x01 \x03(\v2\x1d.bettercompute.pools.v1.GrantR\x06grants\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa8\x01\n" +
+	"\x16ListPreemptionsRequest\x12\x17\n" +
+	"\apool_id\x18\x01 \x01(\tR\x06poolId\x129\n" +
+	"\n" +
+	"since_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tsinceTime\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\xb8\x02\n" +
+	"\n" +
+	"Preemption\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x17\n" +
+	"\apool_id\x18\x02 \x01(\tR\x06poolId\x12\x1b\n" +
+	"\ttenant_id\x18\x03 \x01(\tR\btenantId\x12\x12\n" +
+	"\x04gpus\x18\x04 \x01(\x05R\x04gpus\x12\x1b\n" +
+	"\tgpu_model\x18\x05 \x01(\tR\bgpuModel\x12\x12\n" +
+	"\x04cpus\x18\x06 \x01(\x05R\x04cpus\x12!\n" +
+	"\fmemory_bytes\x18\a \x01(\x03R\vmemoryBytes\x12\x1a\n" +
+	"\bpriority\x18\b \x01(\x05R\bpriority\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x12=\n" +
+	"\fpreempt_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\vpreemptTime\"\x87\x01\n" +
+	"\x17ListPreemptionsResponse\x12D\n" +
+	"\vpreemptions\x18\x01 \x03(\v2\".bettercompute.pools.v1.PreemptionR\vpreemptions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xb2\n" +
+	"\n" +
 	"\fPoolsService\x12~\n" +
 	"\x06Create\x12%.bettercompute.pools.v1.CreateRequest\x1a&.bettercompute.pools.v1.CreateResponse\"%\u00a0\x19!\n" +
 	"\x05pools\x12\x06create\x1a\fpools.create(\x010\x01\x12o\n" +
@@ -1121,7 +2083,19 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\x06Delete\x12%.bettercompute.pools.v1.DeleteRequest\x1a&.bettercompute.pools.v1.DeleteResponse\"#\u00a0\x19\x1f\n" +
 	"\x05pools\x12\x06delete\x1a\fpools.delete0\x01\x12\x83\x01\n" +
 	"\bSetQuota\x12'.bettercompute.pools.v1.SetQuotaRequest\x1a(.bettercompute.pools.v1.SetQuotaResponse\"$\u00a0\x19 \n" +
-	"\x05pools\x12\bsetQuota\x1a\vpools.write0\x01BPZNgithub.com/better-compute/better-compute/gen/go/bettercompute/pools/v1;poolsv1b\x06proto3"
+	"\x05pools\x12\bsetQuota\x1a\vpools.write0\x01\x12y\n" +
+	"\x05Grant\x12$.bettercompute.pools.v1.GrantRequest\x1a%.bettercompute.pools.v1.GrantResponse\"#\u00a0\x19\x1f\n" +
+	"\x05pools\x12\x05grant\x1a\vpools.write(\x010\x01\x12\x8f\x01\n" +
+	"\vRevokeGrant\x12*.bettercompute.pools.v1.RevokeGrantRequest\x1a+.bettercompute.pools.v1.RevokeGrantResponse\"'\u00a0\x19#\n" +
+	"\x05pools\x12\vrevokeGrant\x1a\vpools.write0\x01\x12\x8b\x01\n" +
+	"\n" +
+	"ListGrants\x12).bettercompute.pools.v1.ListGrantsRequest\x1a*.bettercompute.pools.v1.ListGrantsResponse\"&\u00a0\x19\x1f\n" +
+	"\x05pools\x12\n" +
+	"listGrants\x1a\n" +
+	"pools.read\x90\x02\x01\x12\x9f\x01\n" +
+	"\x0fListPreemptions\x12..bettercompute.pools.v1.ListPreemptionsRequest\x1a/.bettercompute.pools.v1.ListPreemptionsResponse\"+\u00a0\x19$\n" +
+	"\x05pools\x12\x0flistPreemptions\x1a\n" +
+	"pools.read\x90\x02\x01BPZNgithub.com/better-compute/better-compute/gen/go/bettercompute/pools/v1;poolsv1b\x06proto3"
 
 var (
 	file_bettercompute_pools_v1_pools_proto_rawDescOnce sync.Once
@@ -1135,63 +2109,105 @@ func file_bettercompute_pools_v1_pools_proto_rawDescGZIP() []byte {
 	return file_bettercompute_pools_v1_pools_proto_rawDescData
 }
 
-var file_bettercompute_pools_v1_pools_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_bettercompute_pools_v1_pools_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_bettercompute_pools_v1_pools_proto_goTypes = []any{
-	(*Pool)(nil),                  // 0: bettercompute.pools.v1.Pool
-	(*Capacity)(nil),              // 1: bettercompute.pools.v1.Capacity
-	(*GpuCapacity)(nil),           // 2: bettercompute.pools.v1.GpuCapacity
-	(*Quota)(nil),                 // 3: bettercompute.pools.v1.Quota
-	(*CreateRequest)(nil),         // 4: bettercompute.pools.v1.CreateRequest
-	(*CreateResponse)(nil),        // 5: bettercompute.pools.v1.CreateResponse
-	(*GetRequest)(nil),            // 6: bettercompute.pools.v1.GetRequest
-	(*GetResponse)(nil),           // 7: bettercompute.pools.v1.GetResponse
-	(*ListRequest)(nil),           // 8: bettercompute.pools.v1.ListRequest
-	(*ListResponse)(nil),          // 9: bettercompute.pools.v1.ListResponse
-	(*UpdateRequest)(nil),         // 10: bettercompute.pools.v1.UpdateRequest
-	(*UpdateResponse)(nil),        // 11: bettercompute.pools.v1.UpdateResponse
-	(*DeleteRequest)(nil),         // 12: bettercompute.pools.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 13: bettercompute.pools.v1.DeleteResponse
-	(*SetQuotaRequest)(nil),       // 14: bettercompute.pools.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),      // 15: bettercompute.pools.v1.SetQuotaResponse
-	nil,                           // 16: bettercompute.pools.v1.Pool.NodeSelectorEntry
-	nil,                           // 17: bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
-	nil,                           // 18: bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil), // 20: google.protobuf.FieldMask
+	(*Pool)(nil),                    // 0: bettercompute.pools.v1.Pool
+	(*Resources)(nil),               // 1: bettercompute.pools.v1.Resources
+	(*Grant)(nil),                   // 2: bettercompute.pools.v1.Grant
+	(*Capacity)(nil),                // 3: bettercompute.pools.v1.Capacity
+	(*GpuCapacity)(nil),             // 4: bettercompute.pools.v1.GpuCapacity
+	(*Quota)(nil),                   // 5: bettercompute.pools.v1.Quota
+	(*CreateRequest)(nil),           // 6: bettercompute.pools.v1.CreateRequest
+	(*CreateResponse)(nil),          // 7: bettercompute.pools.v1.CreateResponse
+	(*GetRequest)(nil),              // 8: bettercompute.pools.v1.GetRequest
+	(*GetResponse)(nil),             // 9: bettercompute.pools.v1.GetResponse
+	(*ListRequest)(nil),             // 10: bettercompute.pools.v1.ListRequest
+	(*ListResponse)(nil),            // 11: bettercompute.pools.v1.ListResponse
+	(*UpdateRequest)(nil),           // 12: bettercompute.pools.v1.UpdateRequest
+	(*UpdateResponse)(nil),          // 13: bettercompute.pools.v1.UpdateResponse
+	(*DeleteRequest)(nil),           // 14: bettercompute.pools.v1.DeleteRequest
+	(*DeleteResponse)(nil),          // 15: bettercompute.pools.v1.DeleteResponse
+	(*SetQuotaRequest)(nil),         // 16: bettercompute.pools.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),        // 17: bettercompute.pools.v1.SetQuotaResponse
+	(*GrantRequest)(nil),            // 18: bettercompute.pools.v1.GrantRequest
+	(*GrantResponse)(nil),           // 19: bettercompute.pools.v1.GrantResponse
+	(*RevokeGrantRequest)(nil),      // 20: bettercompute.pools.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),     // 21: bettercompute.pools.v1.RevokeGrantResponse
+	(*ListGrantsRequest)(nil),       // 22: bettercompute.pools.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),      // 23: bettercompute.pools.v1.ListGrantsResponse
+	(*ListPreemptionsRequest)(nil),  // 24: bettercompute.pools.v1.ListPreemptionsRequest
+	(*Preemption)(nil),              // 25: bettercompute.pools.v1.Preemption
+	(*ListPreemptionsResponse)(nil), // 26: bettercompute.pools.v1.ListPreemptionsResponse
+	nil,                             // 27: bettercompute.pools.v1.Pool.NodeSelectorEntry
+	nil,                             // 28: bettercompute.pools.v1.Resources.GpusEntry
+	nil,                             // 29: bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
+	nil,                             // 30: bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
+	(*timestamppb.Timestamp)(nil),   // 31: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 32: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),   // 33: google.protobuf.FieldMask
 }
 var file_bettercompute_pools_v1_pools_proto_depIdxs = []int32{
-	16, // 0: bettercompute.pools.v1.Pool.node_selector:type_name -> bettercompute.pools.v1.Pool.NodeSelectorEntry
-	1,  // 1: bettercompute.pools.v1.Pool.capacity:type_name -> bettercompute.pools.v1.Capacity
-	3,  // 2: bettercompute.pools.v1.Pool.quota:type_name -> bettercompute.pools.v1.Quota
-	19, // 3: bettercompute.pools.v1.Pool.create_time:type_name -> google.protobuf.Timestamp
-	19, // 4: bettercompute.pools.v1.Pool.update_time:type_name -> google.protobuf.Timestamp
-	2,  // 5: bettercompute.pools.v1.Capacity.gpus:type_name -> bettercompute.pools.v1.GpuCapacity
-	17, // 6: bettercompute.pools.v1.CreateRequest.node_selector:type_name -> bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
-	0,  // 7: bettercompute.pools.v1.CreateResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	0,  // 8: bettercompute.pools.v1.GetResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	0,  // 9: bettercompute.pools.v1.ListResponse.pools:type_name -> bettercompute.pools.v1.Pool
-	18, // 10: bettercompute.pools.v1.UpdateRequest.node_selector:type_name -> bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
-	20, // 11: bettercompute.pools.v1.UpdateRequest.update_mask:type_name -> google.protobuf.FieldMask
-	0,  // 12: bettercompute.pools.v1.UpdateResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	3,  // 13: bettercompute.pools.v1.SetQuotaRequest.quota:type_name -> bettercompute.pools.v1.Quota
-	0,  // 14: bettercompute.pools.v1.SetQuotaResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	4,  // 15: bettercompute.pools.v1.PoolsService.Create:input_type -> bettercompute.pools.v1.CreateRequest
-	6,  // 16: bettercompute.pools.v1.PoolsService.Get:input_type -> bettercompute.pools.v1.GetRequest
-	8,  // 17: bettercompute.pools.v1.PoolsService.List:input_type -> bettercompute.pools.v1.ListRequest
-	10, // 18: bettercompute.pools.v1.PoolsService.Update:input_type -> bettercompute.pools.v1.UpdateRequest
-	12, // 19: bettercompute.pools.v1.PoolsService.Delete:input_type -> bettercompute.pools.v1.DeleteRequest
-	14, // 20: bettercompute.pools.v1.PoolsService.SetQuota:input_type -> bettercompute.pools.v1.SetQuotaRequest
-	5,  // 21: bettercompute.pools.v1.PoolsService.Create:output_type -> bettercompute.pools.v1.CreateResponse
-	7,  // 22: bettercompute.pools.v1.PoolsService.Get:output_type -> bettercompute.pools.v1.GetResponse
-	9,  // 23: bettercompute.pools.v1.PoolsService.List:output_type -> bettercompute.pools.v1.ListResponse
-	11, // 24: bettercompute.pools.v1.PoolsService.Update:output_type -> bettercompute.pools.v1.UpdateResponse
-	13, // 25: bettercompute.pools.v1.PoolsService.Delete:output_type -> bettercompute.pools.v1.DeleteResponse
-	15, // 26: bettercompute.pools.v1.PoolsService.SetQuota:output_type -> bettercompute.pools.v1.SetQuotaResponse
-	21, // [21:27] is the sub-list for method output_type
-	15, // [15:21] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	27, // 0: bettercompute.pools.v1.Pool.node_selector:type_name -> bettercompute.pools.v1.Pool.NodeSelectorEntry
+	3,  // 1: bettercompute.pools.v1.Pool.capacity:type_name -> bettercompute.pools.v1.Capacity
+	5,  // 2: bettercompute.pools.v1.Pool.quota:type_name -> bettercompute.pools.v1.Quota
+	31, // 3: bettercompute.pools.v1.Pool.create_time:type_name -> google.protobuf.Timestamp
+	31, // 4: bettercompute.pools.v1.Pool.update_time:type_name -> google.protobuf.Timestamp
+	32, // 5: bettercompute.pools.v1.Pool.preemption_grace_period:type_name -> google.protobuf.Duration
+	2,  // 6: bettercompute.pools.v1.Pool.grant:type_name -> bettercompute.pools.v1.Grant
+	28, // 7: bettercompute.pools.v1.Resources.gpus:type_name -> bettercompute.pools.v1.Resources.GpusEntry
+	1,  // 8: bettercompute.pools.v1.Grant.nominal:type_name -> bettercompute.pools.v1.Resources
+	1,  // 9: bettercompute.pools.v1.Grant.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
+	1,  // 10: bettercompute.pools.v1.Grant.used:type_name -> bettercompute.pools.v1.Resources
+	1,  // 11: bettercompute.pools.v1.Grant.borrowed:type_name -> bettercompute.pools.v1.Resources
+	1,  // 12: bettercompute.pools.v1.Grant.borrowable:type_name -> bettercompute.pools.v1.Resources
+	31, // 13: bettercompute.pools.v1.Grant.create_time:type_name -> google.protobuf.Timestamp
+	31, // 14: bettercompute.pools.v1.Grant.update_time:type_name -> google.protobuf.Timestamp
+	31, // 15: bettercompute.pools.v1.Grant.revoke_time:type_name -> google.protobuf.Timestamp
+	4,  // 16: bettercompute.pools.v1.Capacity.gpus:type_name -> bettercompute.pools.v1.GpuCapacity
+	29, // 17: bettercompute.pools.v1.CreateRequest.node_selector:type_name -> bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
+	32, // 18: bettercompute.pools.v1.CreateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
+	0,  // 19: bettercompute.pools.v1.CreateResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	0,  // 20: bettercompute.pools.v1.GetResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	0,  // 21: bettercompute.pools.v1.ListResponse.pools:type_name -> bettercompute.pools.v1.Pool
+	30, // 22: bettercompute.pools.v1.UpdateRequest.node_selector:type_name -> bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
+	33, // 23: bettercompute.pools.v1.UpdateRequest.update_mask:type_name -> google.protobuf.FieldMask
+	32, // 24: bettercompute.pools.v1.UpdateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
+	0,  // 25: bettercompute.pools.v1.UpdateResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	5,  // 26: bettercompute.pools.v1.SetQuotaRequest.quota:type_name -> bettercompute.pools.v1.Quota
+	0,  // 27: bettercompute.pools.v1.SetQuotaResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	1,  // 28: bettercompute.pools.v1.GrantRequest.nominal:type_name -> bettercompute.pools.v1.Resources
+	1,  // 29: bettercompute.pools.v1.GrantRequest.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
+	2,  // 30: bettercompute.pools.v1.GrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
+	2,  // 31: bettercompute.pools.v1.RevokeGrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
+	2,  // 32: bettercompute.pools.v1.ListGrantsResponse.grants:type_name -> bettercompute.pools.v1.Grant
+	31, // 33: bettercompute.pools.v1.ListPreemptionsRequest.since_time:type_name -> google.protobuf.Timestamp
+	31, // 34: bettercompute.pools.v1.Preemption.preempt_time:type_name -> google.protobuf.Timestamp
+	25, // 35: bettercompute.pools.v1.ListPreemptionsResponse.preemptions:type_name -> bettercompute.pools.v1.Preemption
+	6,  // 36: bettercompute.pools.v1.PoolsService.Create:input_type -> bettercompute.pools.v1.CreateRequest
+	8,  // 37: bettercompute.pools.v1.PoolsService.Get:input_type -> bettercompute.pools.v1.GetRequest
+	10, // 38: bettercompute.pools.v1.PoolsService.List:input_type -> bettercompute.pools.v1.ListRequest
+	12, // 39: bettercompute.pools.v1.PoolsService.Update:input_type -> bettercompute.pools.v1.UpdateRequest
+	14, // 40: bettercompute.pools.v1.PoolsService.Delete:input_type -> bettercompute.pools.v1.DeleteRequest
+	16, // 41: bettercompute.pools.v1.PoolsService.SetQuota:input_type -> bettercompute.pools.v1.SetQuotaRequest
+	18, // 42: bettercompute.pools.v1.PoolsService.Grant:input_type -> bettercompute.pools.v1.GrantRequest
+	20, // 43: bettercompute.pools.v1.PoolsService.RevokeGrant:input_type -> bettercompute.pools.v1.RevokeGrantRequest
+	22, // 44: bettercompute.pools.v1.PoolsService.ListGrants:input_type -> bettercompute.pools.v1.ListGrantsRequest
+	24, // 45: bettercompute.pools.v1.PoolsService.ListPreemptions:input_type -> bettercompute.pools.v1.ListPreemptionsRequest
+	7,  // 46: bettercompute.pools.v1.PoolsService.Create:output_type -> bettercompute.pools.v1.CreateResponse
+	9,  // 47: bettercompute.pools.v1.PoolsService.Get:output_type -> bettercompute.pools.v1.GetResponse
+	11, // 48: bettercompute.pools.v1.PoolsService.List:output_type -> bettercompute.pools.v1.ListResponse
+	13, // 49: bettercompute.pools.v1.PoolsService.Update:output_type -> bettercompute.pools.v1.UpdateResponse
+	15, // 50: bettercompute.pools.v1.PoolsService.Delete:output_type -> bettercompute.pools.v1.DeleteResponse
+	17, // 51: bettercompute.pools.v1.PoolsService.SetQuota:output_type -> bettercompute.pools.v1.SetQuotaResponse
+	19, // 52: bettercompute.pools.v1.PoolsService.Grant:output_type -> bettercompute.pools.v1.GrantResponse
+	21, // 53: bettercompute.pools.v1.PoolsService.RevokeGrant:output_type -> bettercompute.pools.v1.RevokeGrantResponse
+	23, // 54: bettercompute.pools.v1.PoolsService.ListGrants:output_type -> bettercompute.pools.v1.ListGrantsResponse
+	26, // 55: bettercompute.pools.v1.PoolsService.ListPreemptions:output_type -> bettercompute.pools.v1.ListPreemptionsResponse
+	46, // [46:56] is the sub-list for method output_type
+	36, // [36:46] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_pools_v1_pools_proto_init() }
@@ -1199,14 +2215,14 @@ func file_bettercompute_pools_v1_pools_proto_init() {
 	if File_bettercompute_pools_v1_pools_proto != nil {
 		return
 	}
-	file_bettercompute_pools_v1_pools_proto_msgTypes[3].OneofWrappers = []any{}
+	file_bettercompute_pools_v1_pools_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_pools_v1_pools_proto_rawDesc), len(file_bettercompute_pools_v1_pools_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

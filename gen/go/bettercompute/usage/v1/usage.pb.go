@@ -29,6 +29,250 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Scope says whose usage a query reads.
+type Scope int32
+
+const (
+	// The usage of the caller's tenant's own leases, in every pool it leased from.
+	Scope_SCOPE_UNSPECIFIED Scope = 0
+	// The usage of every tenant's leases in the caller's tenant's pools (its own and its
+	// grantees'), by tenant: what an owner charges back.
+	Scope_SCOPE_OWNED_POOLS Scope = 1
+)
+
+// Enum value maps for Scope.
+var (
+	Scope_name = map[int32]string{
+		0: "SCOPE_UNSPECIFIED",
+		1: "SCOPE_OWNED_POOLS",
+	}
+	Scope_value = map[string]int32{
+		"SCOPE_UNSPECIFIED": 0,
+		"SCOPE_OWNED_POOLS": 1,
+	}
+)
+
+func (x Scope) Enum() *Scope {
+	p := new(Scope)
+	*p = x
+	return p
+}
+
+func (x Scope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Scope) Descriptor() protoreflect.EnumDescriptor {
+	return file_bettercompute_usage_v1_usage_proto_enumTypes[0].Descriptor()
+}
+
+func (Scope) Type() protoreflect.EnumType {
+	return &file_bettercompute_usage_v1_usage_proto_enumTypes[0]
+}
+
+func (x Scope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Scope.Descriptor instead.
+func (Scope) EnumDescriptor() ([]byte, []int) {
+	return file_bettercompute_usage_v1_usage_proto_rawDescGZIP(), []int{0}
+}
+
+// ExportFormat is the encoding of an export.
+type ExportFormat int32
+
+const (
+	ExportFormat_EXPORT_FORMAT_UNSPECIFIED ExportFormat = 0
+	// RFC 4180, with the header
+	// period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit.
+	ExportFormat_EXPORT_FORMAT_CSV ExportFormat = 1
+	// One JSON object a line with the same fields in camelCase.
+	ExportFormat_EXPORT_FORMAT_JSONL ExportFormat = 2
+)
+
+// Enum value maps for ExportFormat.
+var (
+	ExportFormat_name = map[int32]string{
+		0: "EXPORT_FORMAT_UNSPECIFIED",
+		1: "EXPORT_FORMAT_CSV",
+		2: "EXPORT_FORMAT_JSONL",
+	}
+	ExportFormat_value = map[string]int32{
+		"EXPORT_FORMAT_UNSPECIFIED": 0,
+		"EXPORT_FORMAT_CSV":         1,
+		"EXPORT_FORMAT_JSONL":       2,
+	}
+)
+
+func (x ExportFormat) Enum() *ExportFormat {
+	p := new(ExportFormat)
+	*p = x
+	return p
+}
+
+func (x ExportFormat) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ExportFormat) Descriptor() protoreflect.EnumDescriptor {
+	return file_bettercompute_usage_v1_usage_proto_enumTypes[1].Descriptor()
+}
+
+func (ExportFormat) Type() protoreflect.EnumType {
+	return &file_bettercompute_usage_v1_usage_proto_enumTypes[1]
+}
+
+func (x ExportFormat) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ExportFormat.Descriptor instead.
+func (ExportFormat) EnumDescriptor() ([]byte, []int) {
+	return file_bettercompute_usage_v1_usage_proto_rawDescGZIP(), []int{1}
+}
+
+// ExportRequest names the period and the encoding.
+type ExportRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whole hours are counted: hours that start in [start_time, end_time). At most 366 days.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	Scope     Scope                  `protobuf:"varint,3,opt,name=scope,proto3,enum=bettercompute.usage.v1.Scope" json:"scope,omitempty"`
+	// Only this pool's, when set.
+	PoolId        string       `protobuf:"bytes,4,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	Format        ExportFormat `protobuf:"varint,5,opt,name=format,proto3,enum=bettercompute.usage.v1.ExportFormat" json:"format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportRequest) Reset() {
+	*x = ExportRequest{}
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRequest) ProtoMessage() {}
+
+func (x *ExportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
+func (*ExportRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_usage_v1_usage_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ExportRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *ExportRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *ExportRequest) GetScope() Scope {
+	if x != nil {
+		return x.Scope
+	}
+	return Scope_SCOPE_UNSPECIFIED
+}
+
+func (x *ExportRequest) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+func (x *ExportRequest) GetFormat() ExportFormat {
+	if x != nil {
+		return x.Format
+	}
+	return ExportFormat_EXPORT_FORMAT_UNSPECIFIED
+}
+
+// ExportResponse carries the encoded rows.
+type ExportResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "text/csv" or "application/jsonl".
+	ContentType   string `protobuf:"bytes,1,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Rows          int64  `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportResponse) Reset() {
+	*x = ExportResponse{}
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportResponse) ProtoMessage() {}
+
+func (x *ExportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
+func (*ExportResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_usage_v1_usage_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ExportResponse) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *ExportResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ExportResponse) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
 // QueryRequest names a period: the UTC hours that start in [start_time, end_time).
 type QueryRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -38,14 +282,16 @@ type QueryRequest struct {
 	// Only this pool's, when set.
 	PoolId string `protobuf:"bytes,3,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
 	// Also return the hourly rows.
-	Hourly        bool `protobuf:"varint,4,opt,name=hourly,proto3" json:"hourly,omitempty"`
+	Hourly bool `protobuf:"varint,4,opt,name=hourly,proto3" json:"hourly,omitempty"`
+	// Whose usage; the caller's tenant's own by default.
+	Scope         Scope `protobuf:"varint,5,opt,name=scope,proto3,enum=bettercompute.usage.v1.Scope" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[0]
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -57,7 +303,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[0]
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -70,7 +316,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_usage_v1_usage_proto_rawDescGZIP(), []int{0}
+	return file_bettercompute_usage_v1_usage_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *QueryRequest) GetStartTime() *timestamppb.Timestamp {
@@ -101,6 +347,13 @@ func (x *QueryRequest) GetHourly() bool {
 	return false
 }
 
+func (x *QueryRequest) GetScope() Scope {
+	if x != nil {
+		return x.Scope
+	}
+	return Scope_SCOPE_UNSPECIFIED
+}
+
 // Usage is what a pool's leases used of one resource.
 type Usage struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -112,14 +365,16 @@ type Usage struct {
 	// Quantity times seconds: GPU-seconds, CPU-seconds or MiB-seconds.
 	Amount float64 `protobuf:"fixed64,4,opt,name=amount,proto3" json:"amount,omitempty"`
 	// The hour, for hourly rows; unset in totals.
-	Hour          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=hour,proto3" json:"hour,omitempty"`
+	Hour *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=hour,proto3" json:"hour,omitempty"`
+	// The tenant whose leases used it.
+	TenantId      string `protobuf:"bytes,6,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[1]
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -131,7 +386,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[1]
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -144,7 +399,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_bettercompute_usage_v1_usage_proto_rawDescGZIP(), []int{1}
+	return file_bettercompute_usage_v1_usage_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Usage) GetPoolId() string {
@@ -182,6 +437,13 @@ func (x *Usage) GetHour() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Usage) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
 // QueryResponse carries the usage.
 type QueryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -199,7 +461,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[2]
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -211,7 +473,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[2]
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -224,7 +486,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_usage_v1_usage_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_usage_v1_usage_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *QueryResponse) GetTotals() []*Usage {
@@ -259,27 +521,50 @@ var File_bettercompute_usage_v1_usage_proto protoreflect.FileDescriptor
 
 const file_bettercompute_usage_v1_usage_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/usage/v1/usage.proto\x12\x16bettercompute.usage.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x01\n" +
+	"\"bettercompute/usage/v1/usage.proto\x12\x16bettercompute.usage.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x02\n" +
+	"\rExportRequest\x129\n" +
+	"\n" +
+	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x123\n" +
+	"\x05scope\x18\x03 \x01(\x0e2\x1d.bettercompute.usage.v1.ScopeR\x05scope\x12\x17\n" +
+	"\apool_id\x18\x04 \x01(\tR\x06poolId\x12<\n" +
+	"\x06format\x18\x05 \x01(\x0e2$.bettercompute.usage.v1.ExportFormatR\x06format\"[\n" +
+	"\x0eExportResponse\x12!\n" +
+	"\fcontent_type\x18\x01 \x01(\tR\vcontentType\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
+	"\x04rows\x18\x03 \x01(\x03R\x04rows\"\xe6\x01\n" +
 	"\fQueryRequest\x129\n" +
 	"\n" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x17\n" +
 	"\apool_id\x18\x03 \x01(\tR\x06poolId\x12\x16\n" +
-	"\x06hourly\x18\x04 \x01(\bR\x06hourly\"\x9a\x01\n" +
+	"\x06hourly\x18\x04 \x01(\bR\x06hourly\x123\n" +
+	"\x05scope\x18\x05 \x01(\x0e2\x1d.bettercompute.usage.v1.ScopeR\x05scope\"\xb7\x01\n" +
 	"\x05Usage\x12\x17\n" +
 	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x1a\n" +
 	"\bresource\x18\x02 \x01(\tR\bresource\x12\x14\n" +
 	"\x05model\x18\x03 \x01(\tR\x05model\x12\x16\n" +
 	"\x06amount\x18\x04 \x01(\x01R\x06amount\x12.\n" +
-	"\x04hour\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04hour\"\xf2\x01\n" +
+	"\x04hour\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04hour\x12\x1b\n" +
+	"\ttenant_id\x18\x06 \x01(\tR\btenantId\"\xf2\x01\n" +
 	"\rQueryResponse\x125\n" +
 	"\x06totals\x18\x01 \x03(\v2\x1d.bettercompute.usage.v1.UsageR\x06totals\x123\n" +
 	"\x05hours\x18\x02 \x03(\v2\x1d.bettercompute.usage.v1.UsageR\x05hours\x121\n" +
 	"\x14unaggregated_records\x18\x03 \x01(\x03R\x13unaggregatedRecords\x12B\n" +
-	"\x0faggregation_lag\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0eaggregationLag2\x87\x01\n" +
+	"\x0faggregation_lag\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0eaggregationLag*5\n" +
+	"\x05Scope\x12\x15\n" +
+	"\x11SCOPE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11SCOPE_OWNED_POOLS\x10\x01*]\n" +
+	"\fExportFormat\x12\x1d\n" +
+	"\x19EXPORT_FORMAT_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11EXPORT_FORMAT_CSV\x10\x01\x12\x17\n" +
+	"\x13EXPORT_FORMAT_JSONL\x10\x022\x84\x02\n" +
 	"\fUsageService\x12w\n" +
 	"\x05Query\x12$.bettercompute.usage.v1.QueryRequest\x1a%.bettercompute.usage.v1.QueryResponse\"!\u00a0\x19\x1a\n" +
 	"\x05usage\x12\x05query\x1a\n" +
+	"usage.read\x90\x02\x01\x12{\n" +
+	"\x06Export\x12%.bettercompute.usage.v1.ExportRequest\x1a&.bettercompute.usage.v1.ExportResponse\"\"\u00a0\x19\x1b\n" +
+	"\x05usage\x12\x06export\x1a\n" +
 	"usage.read\x90\x02\x01BPZNgithub.com/better-compute/better-compute/gen/go/bettercompute/usage/v1;usagev1b\x06proto3"
 
 var (
@@ -294,28 +579,40 @@ func file_bettercompute_usage_v1_usage_proto_rawDescGZIP() []byte {
 	return file_bettercompute_usage_v1_usage_proto_rawDescData
 }
 
-var file_bettercompute_usage_v1_usage_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_bettercompute_usage_v1_usage_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_bettercompute_usage_v1_usage_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_bettercompute_usage_v1_usage_proto_goTypes = []any{
-	(*QueryRequest)(nil),          // 0: bettercompute.usage.v1.QueryRequest
-	(*Usage)(nil),                 // 1: bettercompute.usage.v1.Usage
-	(*QueryResponse)(nil),         // 2: bettercompute.usage.v1.QueryResponse
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 4: google.protobuf.Duration
+	(Scope)(0),                    // 0: bettercompute.usage.v1.Scope
+	(ExportFormat)(0),             // 1: bettercompute.usage.v1.ExportFormat
+	(*ExportRequest)(nil),         // 2: bettercompute.usage.v1.ExportRequest
+	(*ExportResponse)(nil),        // 3: bettercompute.usage.v1.ExportResponse
+	(*QueryRequest)(nil),          // 4: bettercompute.usage.v1.QueryRequest
+	(*Usage)(nil),                 // 5: bettercompute.usage.v1.Usage
+	(*QueryResponse)(nil),         // 6: bettercompute.usage.v1.QueryResponse
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
 }
 var file_bettercompute_usage_v1_usage_proto_depIdxs = []int32{
-	3, // 0: bettercompute.usage.v1.QueryRequest.start_time:type_name -> google.protobuf.Timestamp
-	3, // 1: bettercompute.usage.v1.QueryRequest.end_time:type_name -> google.protobuf.Timestamp
-	3, // 2: bettercompute.usage.v1.Usage.hour:type_name -> google.protobuf.Timestamp
-	1, // 3: bettercompute.usage.v1.QueryResponse.totals:type_name -> bettercompute.usage.v1.Usage
-	1, // 4: bettercompute.usage.v1.QueryResponse.hours:type_name -> bettercompute.usage.v1.Usage
-	4, // 5: bettercompute.usage.v1.QueryResponse.aggregation_lag:type_name -> google.protobuf.Duration
-	0, // 6: bettercompute.usage.v1.UsageService.Query:input_type -> bettercompute.usage.v1.QueryRequest
-	2, // 7: bettercompute.usage.v1.UsageService.Query:output_type -> bettercompute.usage.v1.QueryResponse
-	7, // [7:8] is the sub-list for method output_type
-	6, // [6:7] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	7,  // 0: bettercompute.usage.v1.ExportRequest.start_time:type_name -> google.protobuf.Timestamp
+	7,  // 1: bettercompute.usage.v1.ExportRequest.end_time:type_name -> google.protobuf.Timestamp
+	0,  // 2: bettercompute.usage.v1.ExportRequest.scope:type_name -> bettercompute.usage.v1.Scope
+	1,  // 3: bettercompute.usage.v1.ExportRequest.format:type_name -> bettercompute.usage.v1.ExportFormat
+	7,  // 4: bettercompute.usage.v1.QueryRequest.start_time:type_name -> google.protobuf.Timestamp
+	7,  // 5: bettercompute.usage.v1.QueryRequest.end_time:type_name -> google.protobuf.Timestamp
+	0,  // 6: bettercompute.usage.v1.QueryRequest.scope:type_name -> bettercompute.usage.v1.Scope
+	7,  // 7: bettercompute.usage.v1.Usage.hour:type_name -> google.protobuf.Timestamp
+	5,  // 8: bettercompute.usage.v1.QueryResponse.totals:type_name -> bettercompute.usage.v1.Usage
+	5,  // 9: bettercompute.usage.v1.QueryResponse.hours:type_name -> bettercompute.usage.v1.Usage
+	8,  // 10: bettercompute.usage.v1.QueryResponse.aggregation_lag:type_name -> google.protobuf.Duration
+	4,  // 11: bettercompute.usage.v1.UsageService.Query:input_type -> bettercompute.usage.v1.QueryRequest
+	2,  // 12: bettercompute.usage.v1.UsageService.Export:input_type -> bettercompute.usage.v1.ExportRequest
+	6,  // 13: bettercompute.usage.v1.UsageService.Query:output_type -> bettercompute.usage.v1.QueryResponse
+	3,  // 14: bettercompute.usage.v1.UsageService.Export:output_type -> bettercompute.usage.v1.ExportResponse
+	13, // [13:15] is the sub-list for method output_type
+	11, // [11:13] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_usage_v1_usage_proto_init() }
@@ -328,13 +625,14 @@ func file_bettercompute_usage_v1_usage_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_usage_v1_usage_proto_rawDesc), len(file_bettercompute_usage_v1_usage_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   3,
+			NumEnums:      2,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_bettercompute_usage_v1_usage_proto_goTypes,
 		DependencyIndexes: file_bettercompute_usage_v1_usage_proto_depIdxs,
+		EnumInfos:         file_bettercompute_usage_v1_usage_proto_enumTypes,
 		MessageInfos:      file_bettercompute_usage_v1_usage_proto_msgTypes,
 	}.Build()
 	File_bettercompute_usage_v1_usage_proto = out.File

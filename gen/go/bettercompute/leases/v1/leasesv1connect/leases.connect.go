@@ -9,7 +9,13 @@
 //
 // States: pending (waiting for capacity) -> placed -> released (by leases/release) or expired
 // (its end came); placed <-> at_risk while a node it holds is offline; failed when it can never
-// be placed.
+// be placed; placed -> preempted when the placer takes its capacity back for a tenant within its
+// nominal quota (or, where the pool allows it, for a higher-priority lease of the same tenant).
+//
+// A lease is taken from a pool of the caller's tenant or from a pool granted to it
+// (pools/grant). In a pool with grants every tenant has a nominal quota (a grantee its grant's; the
+// owner what the grants leave); a lease beyond its tenant's nominal quota is borrowing, may only
+// use capacity no one within nominal quota waits for, and is the first to be preempted.
 package leasesv1connect
 
 import (

@@ -78,7 +78,8 @@ type NodesServiceClient interface {
 	// List lists the nodes of the caller's tenant, optionally only those with given labels.
 	// Inventories are left out; Get returns them.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
-	// Get returns a node of the caller's tenant with its inventory.
+	// Get returns a node of the caller's tenant with its inventory, or, reduced, a node of another
+	// tenant on which the caller's tenant holds a placed lease.
 	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
 	// Revoke revokes a node's identity for good: its certificate is refused from then on and its
 	// session, if it has one, ends within seconds. Revoking a revoked node changes nothing. A
@@ -298,7 +299,8 @@ type NodesServiceHandler interface {
 	// List lists the nodes of the caller's tenant, optionally only those with given labels.
 	// Inventories are left out; Get returns them.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
-	// Get returns a node of the caller's tenant with its inventory.
+	// Get returns a node of the caller's tenant with its inventory, or, reduced, a node of another
+	// tenant on which the caller's tenant holds a placed lease.
 	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
 	// Revoke revokes a node's identity for good: its certificate is refused from then on and its
 	// session, if it has one, ends within seconds. Revoking a revoked node changes nothing. A

@@ -7,6 +7,15 @@
 // revoked nor retired, and is listed in node_ids, carries every label of a non-empty
 // node_selector, or joined with a join token naming the pool. A node may be a member of several
 // pools; one device is still never held by two leases at once.
+//
+// A pool's owner may grant it to other tenants (Grant): each grantee gets a nominal quota (GPUs
+// by model, CPUs, memory) it can always lease when the capacity exists, a borrowing limit beyond
+// it that it may use while the capacity sits idle, and a fair-share weight. The owner's own
+// nominal quota is what the grants leave. When a tenant within its nominal quota cannot be placed
+// because others borrow, the placer preempts borrowed leases (lowest priority first, then newest)
+// after the pool's grace period. Idle capacity is shared among borrowers by weighted dominant
+// resource share. A grantee sees a granted pool in List and Get with its grant, never the
+// owner's nodes, other pools, leases or other grantees.
 package poolsv1connect
 
 import (
@@ -50,15 +59,27 @@ const (
 	PoolsServiceDeleteProcedure = "/bettercompute.pools.v1.PoolsService/Delete"
 	// PoolsServiceSetQuotaProcedure is the fully-qualified name of the PoolsService's SetQuota RPC.
 	PoolsServiceSetQuotaProcedure = "/bettercompute.pools.v1.PoolsService/SetQuota"
+	// PoolsServiceGrantProcedure is the fully-qualified name of the PoolsService's Grant RPC.
+	PoolsServiceGrantProcedure = "/bettercompute.pools.v1.PoolsService/Grant"
+	// PoolsServiceRevokeGrantProcedure is the fully-qualified name of the PoolsService's RevokeGrant
+	// RPC.
+	PoolsServiceRevokeGrantProcedure = "/bettercompute.pools.v1.PoolsService/RevokeGrant"
+	// PoolsServiceListGrantsProcedure is the fully-qualified name of the PoolsService's ListGrants RPC.
+	PoolsServiceListGrantsProcedure = "/bettercompute.pools.v1.PoolsService/ListGrants"
+	// PoolsServiceListPreemptionsProcedure is the fully-qualified name of the PoolsService's
+	// ListPreemptions RPC.
+	PoolsServiceListPreemptionsProcedure = "/bettercompute.pools.v1.PoolsService/ListPreemptions"
 )
 
 // PoolsServiceClient is a client for the bettercompute.pools.v1.PoolsService service.
 type PoolsServiceClient interface {
 	// Create makes a pool.
 	Create(context.Context, *v1.CreateRequest) (*v1.CreateResponse, error)
-	// Get returns a pool with its capacity, computed from its members' inventories.
+	// Get returns a pool of the caller's tenant with its capacity, computed from its members'
+	// inventories, or a pool granted to it (without its membership).
 	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
-	// List lists the pools of the caller's tenant with their capacity.
+	// List lists the pools of the caller's tenant with their capacity, then the pools granted to
+	// it, marked granted, with its grant.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
 	// Update changes a pool's description or membership. Leases already placed keep their
 	// devices; pending leases are placed on the new members.
@@ -69,6 +90,18 @@ type PoolsServiceClient interface {
 	// SetQuota sets the limits of the tenant's leases in a pool; leases/create refuses a lease that
 	// would take the tenant's pending and running leases past one.
 	SetQuota(context.Context, *v1.SetQuotaRequest) (*v1.SetQuotaResponse, error)
+	// Grant shares a pool of the caller's tenant with another tenant, or changes the grant it
+	// has. Only the pool's owner grants; a tenant never grants to itself.
+	Grant(context.Context, *v1.GrantRequest) (*v1.GrantResponse, error)
+	// RevokeGrant ends a grant: the grantee's new leases in the pool are refused, and its pending
+	// ones fail; leases already placed run to their end. Revoking a revoked grant changes nothing.
+	RevokeGrant(context.Context, *v1.RevokeGrantRequest) (*v1.RevokeGrantResponse, error)
+	// ListGrants lists, for an owner, the grants of its pools (of one pool when pool_id is set),
+	// with what each grantee uses and borrows; for a grantee, its own grants only.
+	ListGrants(context.Context, *v1.ListGrantsRequest) (*v1.ListGrantsResponse, error)
+	// ListPreemptions lists, newest first, the leases preempted in the caller's tenant's pools
+	// (of one pool when pool_id is set) since since_time, whoever held them: what an owner watches.
+	ListPreemptions(context.Context, *v1.ListPreemptionsRequest) (*v1.ListPreemptionsResponse, error)
 }
 
 // NewPoolsServiceClient constructs a client for the bettercompute.pools.v1.PoolsService service. By
@@ -120,17 +153,47 @@ func NewPoolsServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(poolsServiceMethods.ByName("SetQuota")),
 			connect.WithClientOptions(opts...),
 		),
+		grant: connect.NewClient[v1.GrantRequest, v1.GrantResponse](
+			httpClient,
+			baseURL+PoolsServiceGrantProcedure,
+			connect.WithSchema(poolsServiceMethods.ByName("Grant")),
+			connect.WithClientOptions(opts...),
+		),
+		revokeGrant: connect.NewClient[v1.RevokeGrantRequest, v1.RevokeGrantResponse](
+			httpClient,
+			baseURL+PoolsServiceRevokeGrantProcedure,
+			connect.WithSchema(poolsServiceMethods.ByName("RevokeGrant")),
+			connect.WithClientOptions(opts...),
+		),
+		listGrants: connect.NewClient[v1.ListGrantsRequest, v1.ListGrantsResponse](
+			httpClient,
+			baseURL+PoolsServiceListGrantsProcedure,
+			connect.WithSchema(poolsServiceMethods.ByName("ListGrants")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		listPreemptions: connect.NewClient[v1.ListPreemptionsRequest, v1.ListPreemptionsResponse](
+			httpClient,
+			baseURL+PoolsServiceListPreemptionsProcedure,
+			connect.WithSchema(poolsServiceMethods.ByName("ListPreemptions")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // poolsServiceClient implements PoolsServiceClient.
 type poolsServiceClient struct {
-	create   *connect.Client[v1.CreateRequest, v1.CreateResponse]
-	get      *connect.Client[v1.GetRequest, v1.GetResponse]
-	list     *connect.Client[v1.ListRequest, v1.ListResponse]
-	update   *connect.Client[v1.UpdateRequest, v1.UpdateResponse]
-	delete   *connect.Client[v1.DeleteRequest, v1.DeleteResponse]
-	setQuota *connect.Client[v1.SetQuotaRequest, v1.SetQuotaResponse]
+	create          *connect.Client[v1.CreateRequest, v1.CreateResponse]
+	get             *connect.Client[v1.GetRequest, v1.GetResponse]
+	list            *connect.Client[v1.ListRequest, v1.ListResponse]
+	update          *connect.Client[v1.UpdateRequest, v1.UpdateResponse]
+	delete          *connect.Client[v1.DeleteRequest, v1.DeleteResponse]
+	setQuota        *connect.Client[v1.SetQuotaRequest, v1.SetQuotaResponse]
+	grant           *connect.Client[v1.GrantRequest, v1.GrantResponse]
+	revokeGrant     *connect.Client[v1.RevokeGrantRequest, v1.RevokeGrantResponse]
+	listGrants      *connect.Client[v1.ListGrantsRequest, v1.ListGrantsResponse]
+	listPreemptions *connect.Client[v1.ListPreemptionsRequest, v1.ListPreemptionsResponse]
 }
 
 // Create calls bettercompute.pools.v1.PoolsService.Create.
@@ -187,13 +250,51 @@ func (c *poolsServiceClient) SetQuota(ctx context.Context, req *v1.SetQuotaReque
 	return nil, err
 }
 
+// Grant calls bettercompute.pools.v1.PoolsService.Grant.
+func (c *poolsServiceClient) Grant(ctx context.Context, req *v1.GrantRequest) (*v1.GrantResponse, error) {
+	response, err := c.grant.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// RevokeGrant calls bettercompute.pools.v1.PoolsService.RevokeGrant.
+func (c *poolsServiceClient) RevokeGrant(ctx context.Context, req *v1.RevokeGrantRequest) (*v1.RevokeGrantResponse, error) {
+	response, err := c.revokeGrant.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListGrants calls bettercompute.pools.v1.PoolsService.ListGrants.
+func (c *poolsServiceClient) ListGrants(ctx context.Context, req *v1.ListGrantsRequest) (*v1.ListGrantsResponse, error) {
+	response, err := c.listGrants.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListPreemptions calls bettercompute.pools.v1.PoolsService.ListPreemptions.
+func (c *poolsServiceClient) ListPreemptions(ctx context.Context, req *v1.ListPreemptionsRequest) (*v1.ListPreemptionsResponse, error) {
+	response, err := c.listPreemptions.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // PoolsServiceHandler is an implementation of the bettercompute.pools.v1.PoolsService service.
 type PoolsServiceHandler interface {
 	// Create makes a pool.
 	Create(context.Context, *v1.CreateRequest) (*v1.CreateResponse, error)
-	// Get returns a pool with its capacity, computed from its members' inventories.
+	// Get returns a pool of the caller's tenant with its capacity, computed from its members'
+	// inventories, or a pool granted to it (without its membership).
 	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
-	// List lists the pools of the caller's tenant with their capacity.
+	// List lists the pools of the caller's tenant with their capacity, then the pools granted to
+	// it, marked granted, with its grant.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
 	// Update changes a pool's description or membership. Leases already placed keep their
 	// devices; pending leases are placed on the new members.
@@ -204,6 +305,18 @@ type PoolsServiceHandler interface {
 	// SetQuota sets the limits of the tenant's leases in a pool; leases/create refuses a lease that
 	// would take the tenant's pending and running leases past one.
 	SetQuota(context.Context, *v1.SetQuotaRequest) (*v1.SetQuotaResponse, error)
+	// Grant shares a pool of the caller's tenant with another tenant, or changes the grant it
+	// has. Only the pool's owner grants; a tenant never grants to itself.
+	Grant(context.Context, *v1.GrantRequest) (*v1.GrantResponse, error)
+	// RevokeGrant ends a grant: the grantee's new leases in the pool are refused, and its pending
+	// ones fail; leases already placed run to their end. Revoking a revoked grant changes nothing.
+	RevokeGrant(context.Context, *v1.RevokeGrantRequest) (*v1.RevokeGrantResponse, error)
+	// ListGrants lists, for an owner, the grants of its pools (of one pool when pool_id is set),
+	// with what each grantee uses and borrows; for a grantee, its own grants only.
+	ListGrants(context.Context, *v1.ListGrantsRequest) (*v1.ListGrantsResponse, error)
+	// ListPreemptions lists, newest first, the leases preempted in the caller's tenant's pools
+	// (of one pool when pool_id is set) since since_time, whoever held them: what an owner watches.
+	ListPreemptions(context.Context, *v1.ListPreemptionsRequest) (*v1.ListPreemptionsResponse, error)
 }
 
 // NewPoolsServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -251,6 +364,32 @@ func NewPoolsServiceHandler(svc PoolsServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(poolsServiceMethods.ByName("SetQuota")),
 		connect.WithHandlerOptions(opts...),
 	)
+	poolsServiceGrantHandler := connect.NewUnaryHandlerSimple(
+		PoolsServiceGrantProcedure,
+		svc.Grant,
+		connect.WithSchema(poolsServiceMethods.ByName("Grant")),
+		connect.WithHandlerOptions(opts...),
+	)
+	poolsServiceRevokeGrantHandler := connect.NewUnaryHandlerSimple(
+		PoolsServiceRevokeGrantProcedure,
+		svc.RevokeGrant,
+		connect.WithSchema(poolsServiceMethods.ByName("RevokeGrant")),
+		connect.WithHandlerOptions(opts...),
+	)
+	poolsServiceListGrantsHandler := connect.NewUnaryHandlerSimple(
+		PoolsServiceListGrantsProcedure,
+		svc.ListGrants,
+		connect.WithSchema(poolsServiceMethods.ByName("ListGrants")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	poolsServiceListPreemptionsHandler := connect.NewUnaryHandlerSimple(
+		PoolsServiceListPreemptionsProcedure,
+		svc.ListPreemptions,
+		connect.WithSchema(poolsServiceMethods.ByName("ListPreemptions")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/bettercompute.pools.v1.PoolsService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PoolsServiceCreateProcedure:
@@ -265,6 +404,14 @@ func NewPoolsServiceHandler(svc PoolsServiceHandler, opts ...connect.HandlerOpti
 			poolsServiceDeleteHandler.ServeHTTP(w, r)
 		case PoolsServiceSetQuotaProcedure:
 			poolsServiceSetQuotaHandler.ServeHTTP(w, r)
+		case PoolsServiceGrantProcedure:
+			poolsServiceGrantHandler.ServeHTTP(w, r)
+		case PoolsServiceRevokeGrantProcedure:
+			poolsServiceRevokeGrantHandler.ServeHTTP(w, r)
+		case PoolsServiceListGrantsProcedure:
+			poolsServiceListGrantsHandler.ServeHTTP(w, r)
+		case PoolsServiceListPreemptionsProcedure:
+			poolsServiceListPreemptionsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -296,4 +443,20 @@ func (UnimplementedPoolsServiceHandler) Delete(context.Context, *v1.DeleteReques
 
 func (UnimplementedPoolsServiceHandler) SetQuota(context.Context, *v1.SetQuotaRequest) (*v1.SetQuotaResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.pools.v1.PoolsService.SetQuota is not implemented"))
+}
+
+func (UnimplementedPoolsServiceHandler) Grant(context.Context, *v1.GrantRequest) (*v1.GrantResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.pools.v1.PoolsService.Grant is not implemented"))
+}
+
+func (UnimplementedPoolsServiceHandler) RevokeGrant(context.Context, *v1.RevokeGrantRequest) (*v1.RevokeGrantResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.pools.v1.PoolsService.RevokeGrant is not implemented"))
+}
+
+func (UnimplementedPoolsServiceHandler) ListGrants(context.Context, *v1.ListGrantsRequest) (*v1.ListGrantsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.pools.v1.PoolsService.ListGrants is not implemented"))
+}
+
+func (UnimplementedPoolsServiceHandler) ListPreemptions(context.Context, *v1.ListPreemptionsRequest) (*v1.ListPreemptionsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.pools.v1.PoolsService.ListPreemptions is not implemented"))
 }

@@ -39,6 +39,8 @@ const (
 const (
 	// UsageServiceQueryProcedure is the fully-qualified name of the UsageService's Query RPC.
 	UsageServiceQueryProcedure = "/bettercompute.usage.v1.UsageService/Query"
+	// UsageServiceExportProcedure is the fully-qualified name of the UsageService's Export RPC.
+	UsageServiceExportProcedure = "/bettercompute.usage.v1.UsageService/Export"
 )
 
 // UsageServiceClient is a client for the bettercompute.usage.v1.UsageService service.
@@ -46,6 +48,10 @@ type UsageServiceClient interface {
 	// Query returns the usage of hours in a period, in total and hour by hour, optionally of one
 	// pool.
 	Query(context.Context, *v1.QueryRequest) (*v1.QueryResponse, error)
+	// Export returns a period's usage for a billing system: one row per tenant, pool, resource and
+	// model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
+	// same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that).
+	Export(context.Context, *v1.ExportRequest) (*v1.ExportResponse, error)
 }
 
 // NewUsageServiceClient constructs a client for the bettercompute.usage.v1.UsageService service. By
@@ -66,12 +72,20 @@ func NewUsageServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		export: connect.NewClient[v1.ExportRequest, v1.ExportResponse](
+			httpClient,
+			baseURL+UsageServiceExportProcedure,
+			connect.WithSchema(usageServiceMethods.ByName("Export")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // usageServiceClient implements UsageServiceClient.
 type usageServiceClient struct {
-	query *connect.Client[v1.QueryRequest, v1.QueryResponse]
+	query  *connect.Client[v1.QueryRequest, v1.QueryResponse]
+	export *connect.Client[v1.ExportRequest, v1.ExportResponse]
 }
 
 // Query calls bettercompute.usage.v1.UsageService.Query.
@@ -83,11 +97,24 @@ func (c *usageServiceClient) Query(ctx context.Context, req *v1.QueryRequest) (*
 	return nil, err
 }
 
+// Export calls bettercompute.usage.v1.UsageService.Export.
+func (c *usageServiceClient) Export(ctx context.Context, req *v1.ExportRequest) (*v1.ExportResponse, error) {
+	response, err := c.export.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // UsageServiceHandler is an implementation of the bettercompute.usage.v1.UsageService service.
 type UsageServiceHandler interface {
 	// Query returns the usage of hours in a period, in total and hour by hour, optionally of one
 	// pool.
 	Query(context.Context, *v1.QueryRequest) (*v1.QueryResponse, error)
+	// Export returns a period's usage for a billing system: one row per tenant, pool, resource and
+	// model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
+	// same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that).
+	Export(context.Context, *v1.ExportRequest) (*v1.ExportResponse, error)
 }
 
 // NewUsageServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -104,10 +131,19 @@ func NewUsageServiceHandler(svc UsageServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	usageServiceExportHandler := connect.NewUnaryHandlerSimple(
+		UsageServiceExportProcedure,
+		svc.Export,
+		connect.WithSchema(usageServiceMethods.ByName("Export")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/bettercompute.usage.v1.UsageService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case UsageServiceQueryProcedure:
 			usageServiceQueryHandler.ServeHTTP(w, r)
+		case UsageServiceExportProcedure:
+			usageServiceExportHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -119,4 +155,8 @@ type UnimplementedUsageServiceHandler struct{}
 
 func (UnimplementedUsageServiceHandler) Query(context.Context, *v1.QueryRequest) (*v1.QueryResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.usage.v1.UsageService.Query is not implemented"))
+}
+
+func (UnimplementedUsageServiceHandler) Export(context.Context, *v1.ExportRequest) (*v1.ExportResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.usage.v1.UsageService.Export is not implemented"))
 }

@@ -9,7 +9,13 @@
 //
 // States: pending (waiting for capacity) -> placed -> released (by leases/release) or expired
 // (its end came); placed <-> at_risk while a node it holds is offline; failed when it can never
-// be placed.
+// be placed; placed -> preempted when the placer takes its capacity back for a tenant within its
+// nominal quota (or, where the pool allows it, for a higher-priority lease of the same tenant).
+//
+// A lease is taken from a pool of the caller's tenant or from a pool granted to it
+// (pools/grant). In a pool with grants every tenant has a nominal quota (a grantee its grant's; the
+// owner what the grants leave); a lease beyond its tenant's nominal quota is borrowing, may only
+// use capacity no one within nominal quota waits for, and is the first to be preempted.
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
@@ -22,7 +28,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/leases/v1/leases.proto.
  */
 export const file_bettercompute_leases_v1_leases: GenFile = /*@__PURE__*/
-  fileDesc("CiRiZXR0ZXJjb21wdXRlL2xlYXNlcy92MS9sZWFzZXMucHJvdG8SF2JldHRlcmNvbXB1dGUubGVhc2VzLnYxIkoKClRvbGVyYXRpb24SCwoDa2V5GAEgASgJEhAKCG9wZXJhdG9yGAIgASgJEg0KBXZhbHVlGAMgASgJEg4KBmVmZmVjdBgEIAEoCSKYBAoFTGVhc2USCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB3Bvb2xfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSDgoGc3ByZWFkGAggASgIEjgKC3RvbGVyYXRpb25zGAkgAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9sZXJhdGlvbhIWCg5yZXNlcnZhdGlvbl9pZBgKIAEoCRIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIyCgVzdGF0ZRgMIAEoDjIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlU3RhdGUSDgoGcmVhc29uGA0gASgJEjgKC2FsbG9jYXRpb25zGA4gAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQWxsb2NhdGlvbhIvCgtjcmVhdGVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGxhY2VfdGltZRgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIukBCgpBbGxvY2F0aW9uEg8KB25vZGVfaWQYASABKAkSEAoIaG9zdG5hbWUYAiABKAkSEQoJZ3B1X2luZGV4GAMgASgFEhAKCGdwdV91dWlkGAQgASgJEhEKCWdwdV9tb2RlbBgFIAEoCRIMCgRjcHVzGAYgASgFEhQKDG1lbW9yeV9ieXRlcxgHIAEoAxIuCgpzdGFydF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi9AEKDUNyZWF0ZVJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIMCgRncHVzGAIgASgFEhEKCWdwdV9tb2RlbBgDIAEoCRIMCgRjcHVzGAQgASgFEhQKDG1lbW9yeV9ieXRlcxgFIAEoAxIrCghkdXJhdGlvbhgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZzcHJlYWQYByABKAgSOAoLdG9sZXJhdGlvbnMYCCADKAsyIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5Ub2xlcmF0aW9uEhYKDnJlc2VydmF0aW9uX2lkGAkgASgJIj8KDkNyZWF0ZVJlc3BvbnNlEi0KBWxlYXNlGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGVhc2UiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI8CgtHZXRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlInkKC0xpc3RSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSMgoFc3RhdGUYAiABKA4yIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZVN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIlcKDExpc3RSZXNwb25zZRIuCgZsZWFzZXMYASADKAsyHi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiQgoNRXh0ZW5kUmVxdWVzdBIKCgJpZBgBIAEoCRIlCgJieRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI/Cg5FeHRlbmRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlIhwKDlJlbGVhc2VSZXF1ZXN0EgoKAmlkGAEgASgJIkAKD1JlbGVhc2VSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlKr4BCgpMZWFzZVN0YXRlEhsKF0xFQVNFX1NUQVRFX1VOU1BFQ0lGSUVEEAASFwoTTEVBU0VfU1RBVEVfUEVORElORxABEhYKEkxFQVNFX1NUQVRFX1BMQUNFRBACEhcKE0xFQVNFX1NUQVRFX0FUX1JJU0sQAxIYChRMRUFTRV9TVEFURV9SRUxFQVNFRBAEEhcKE0xFQVNFX1NUQVRFX0VYUElSRUQQBRIWChJMRUFTRV9TVEFURV9GQUlMRUQQBjKMBQoNTGVhc2VzU2VydmljZRKCAQoGQ3JlYXRlEiYuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQ3JlYXRlUmVxdWVzdBonLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkNyZWF0ZVJlc3BvbnNlIifCoBkjCgZsZWFzZXMSBmNyZWF0ZRoNbGVhc2VzLmNyZWF0ZSgBMAEScwoDR2V0EiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuR2V0UmVxdWVzdBokLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkdldFJlc3BvbnNlIiGQAgHCoBkaCgZsZWFzZXMSA2dldBoLbGVhc2VzLnJlYWQSdwoETGlzdBIkLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxpc3RSZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGlzdFJlc3BvbnNlIiKQAgHCoBkbCgZsZWFzZXMSBGxpc3QaC2xlYXNlcy5yZWFkEoEBCgZFeHRlbmQSJi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5FeHRlbmRSZXF1ZXN0GicuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuRXh0ZW5kUmVzcG9uc2UiJsKgGSIKBmxlYXNlcxIGZXh0ZW5kGgxsZWFzZXMud3JpdGUoATABEoMBCgdSZWxlYXNlEicuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuUmVsZWFzZVJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5SZWxlYXNlUmVzcG9uc2UiJcKgGSEKBmxlYXNlcxIHcmVsZWFzZRoMbGVhc2VzLndyaXRlMAFCUlpQZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9sZWFzZXMvdjE7bGVhc2VzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiRiZXR0ZXJjb21wdXRlL2xlYXNlcy92MS9sZWFzZXMucHJvdG8SF2JldHRlcmNvbXB1dGUubGVhc2VzLnYxIkoKClRvbGVyYXRpb24SCwoDa2V5GAEgASgJEhAKCG9wZXJhdG9yGAIgASgJEg0KBXZhbHVlGAMgASgJEg4KBmVmZmVjdBgEIAEoCSLvBAoFTGVhc2USCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB3Bvb2xfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSDgoGc3ByZWFkGAggASgIEjgKC3RvbGVyYXRpb25zGAkgAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9sZXJhdGlvbhIWCg5yZXNlcnZhdGlvbl9pZBgKIAEoCRIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIyCgVzdGF0ZRgMIAEoDjIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlU3RhdGUSDgoGcmVhc29uGA0gASgJEjgKC2FsbG9jYXRpb25zGA4gAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQWxsb2NhdGlvbhIvCgtjcmVhdGVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGxhY2VfdGltZRgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHByaW9yaXR5GBIgASgFEhEKCWJvcnJvd2luZxgTIAEoCBIwCgxwcmVlbXB0X3RpbWUYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIukBCgpBbGxvY2F0aW9uEg8KB25vZGVfaWQYASABKAkSEAoIaG9zdG5hbWUYAiABKAkSEQoJZ3B1X2luZGV4GAMgASgFEhAKCGdwdV91dWlkGAQgASgJEhEKCWdwdV9tb2RlbBgFIAEoCRIMCgRjcHVzGAYgASgFEhQKDG1lbW9yeV9ieXRlcxgHIAEoAxIuCgpzdGFydF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAihgIKDUNyZWF0ZVJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIMCgRncHVzGAIgASgFEhEKCWdwdV9tb2RlbBgDIAEoCRIMCgRjcHVzGAQgASgFEhQKDG1lbW9yeV9ieXRlcxgFIAEoAxIrCghkdXJhdGlvbhgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZzcHJlYWQYByABKAgSOAoLdG9sZXJhdGlvbnMYCCADKAsyIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5Ub2xlcmF0aW9uEhYKDnJlc2VydmF0aW9uX2lkGAkgASgJEhAKCHByaW9yaXR5GAogASgFIj8KDkNyZWF0ZVJlc3BvbnNlEi0KBWxlYXNlGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGVhc2UiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI8CgtHZXRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlInkKC0xpc3RSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSMgoFc3RhdGUYAiABKA4yIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZVN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIlcKDExpc3RSZXNwb25zZRIuCgZsZWFzZXMYASADKAsyHi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiQgoNRXh0ZW5kUmVxdWVzdBIKCgJpZBgBIAEoCRIlCgJieRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI/Cg5FeHRlbmRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlIhwKDlJlbGVhc2VSZXF1ZXN0EgoKAmlkGAEgASgJIkAKD1JlbGVhc2VSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlKtkBCgpMZWFzZVN0YXRlEhsKF0xFQVNFX1NUQVRFX1VOU1BFQ0lGSUVEEAASFwoTTEVBU0VfU1RBVEVfUEVORElORxABEhYKEkxFQVNFX1NUQVRFX1BMQUNFRBACEhcKE0xFQVNFX1NUQVRFX0FUX1JJU0sQAxIYChRMRUFTRV9TVEFURV9SRUxFQVNFRBAEEhcKE0xFQVNFX1NUQVRFX0VYUElSRUQQBRIWChJMRUFTRV9TVEFURV9GQUlMRUQQBhIZChVMRUFTRV9TVEFURV9QUkVFTVBURUQQBzKMBQoNTGVhc2VzU2VydmljZRKCAQoGQ3JlYXRlEiYuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQ3JlYXRlUmVxdWVzdBonLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkNyZWF0ZVJlc3BvbnNlIifCoBkjCgZsZWFzZXMSBmNyZWF0ZRoNbGVhc2VzLmNyZWF0ZSgBMAEScwoDR2V0EiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuR2V0UmVxdWVzdBokLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkdldFJlc3BvbnNlIiGQAgHCoBkaCgZsZWFzZXMSA2dldBoLbGVhc2VzLnJlYWQSdwoETGlzdBIkLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxpc3RSZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGlzdFJlc3BvbnNlIiKQAgHCoBkbCgZsZWFzZXMSBGxpc3QaC2xlYXNlcy5yZWFkEoEBCgZFeHRlbmQSJi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5FeHRlbmRSZXF1ZXN0GicuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuRXh0ZW5kUmVzcG9uc2UiJsKgGSIKBmxlYXNlcxIGZXh0ZW5kGgxsZWFzZXMud3JpdGUoATABEoMBCgdSZWxlYXNlEicuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuUmVsZWFzZVJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5SZWxlYXNlUmVzcG9uc2UiJcKgGSEKBmxlYXNlcxIHcmVsZWFzZRoMbGVhc2VzLndyaXRlMAFCUlpQZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9sZWFzZXMvdjE7bGVhc2VzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * Toleration lets a lease onto nodes with a matching taint, as in Kubernetes. Nodes with
@@ -170,6 +176,28 @@ export type Lease = Message<"bettercompute.leases.v1.Lease"> & {
    * @generated from field: google.protobuf.Timestamp end_time = 17;
    */
   endTime?: Timestamp | undefined;
+
+  /**
+   * Higher goes first; -1000 to 1000.
+   *
+   * @generated from field: int32 priority = 18;
+   */
+  priority: number;
+
+  /**
+   * Whether the lease runs beyond its tenant's nominal quota in the pool, on borrowed capacity,
+   * and so may be preempted when a tenant within its nominal quota needs it back.
+   *
+   * @generated from field: bool borrowing = 19;
+   */
+  borrowing: boolean;
+
+  /**
+   * When it was preempted; unset unless preempted.
+   *
+   * @generated from field: google.protobuf.Timestamp preempt_time = 20;
+   */
+  preemptTime?: Timestamp | undefined;
 };
 
 /**
@@ -249,7 +277,7 @@ export const AllocationSchema: GenMessage<Allocation> = /*@__PURE__*/
  */
 export type CreateRequest = Message<"bettercompute.leases.v1.CreateRequest"> & {
   /**
-   * A pool of the caller's tenant.
+   * A pool of the caller's tenant, or one granted to it.
    *
    * @generated from field: string pool_id = 1;
    */
@@ -301,11 +329,18 @@ export type CreateRequest = Message<"bettercompute.leases.v1.CreateRequest"> & {
 
   /**
    * Run inside an active reservation of the pool: placed only in its window, ending at its end
-   * at the latest.
+   * at the latest. Only in a pool of the caller's tenant.
    *
    * @generated from field: string reservation_id = 9;
    */
   reservationId: string;
+
+  /**
+   * Higher is placed first and preempted last; -1000 to 1000, default 0.
+   *
+   * @generated from field: int32 priority = 10;
+   */
+  priority: number;
 };
 
 /**
@@ -569,6 +604,14 @@ export enum LeaseState {
    * @generated from enum value: LEASE_STATE_FAILED = 6;
    */
   FAILED = 6,
+
+  /**
+   * Its capacity was taken back; reason says why. It keeps its devices until end_time (the
+   * pool's preemption grace period after the preemption), then frees them.
+   *
+   * @generated from enum value: LEASE_STATE_PREEMPTED = 7;
+   */
+  PREEMPTED = 7,
 }
 
 /**
@@ -578,7 +621,7 @@ export const LeaseStateSchema: GenEnum<LeaseState> = /*@__PURE__*/
   enumDesc(file_bettercompute_leases_v1_leases, 0);
 
 /**
- * LeasesService manages the leases of the caller's tenant, in pools of the tenant.
+ * LeasesService manages the leases of the caller's tenant, in its pools and pools granted to it.
  *
  * @generated from service bettercompute.leases.v1.LeasesService
  */

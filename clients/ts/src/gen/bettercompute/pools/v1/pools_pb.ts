@@ -7,19 +7,28 @@
 // revoked nor retired, and is listed in node_ids, carries every label of a non-empty
 // node_selector, or joined with a join token naming the pool. A node may be a member of several
 // pools; one device is still never held by two leases at once.
+//
+// A pool's owner may grant it to other tenants (Grant): each grantee gets a nominal quota (GPUs
+// by model, CPUs, memory) it can always lease when the capacity exists, a borrowing limit beyond
+// it that it may use while the capacity sits idle, and a fair-share weight. The owner's own
+// nominal quota is what the grants leave. When a tenant within its nominal quota cannot be placed
+// because others borrow, the placer preempts borrowed leases (lowest priority first, then newest)
+// after the pool's grace period. Idle capacity is shared among borrowers by weighted dominant
+// resource share. A grantee sees a granted pool in List and Get with its grant, never the
+// owner's nodes, other pools, leases or other grantees.
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_bettercompute_api_v1_options } from "../../api/v1/options_pb.js";
-import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file bettercompute/pools/v1/pools.proto.
  */
 export const file_bettercompute_pools_v1_pools: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL3Bvb2xzL3YxL3Bvb2xzLnByb3RvEhZiZXR0ZXJjb21wdXRlLnBvb2xzLnYxIpoDCgRQb29sEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEkUKDW5vZGVfc2VsZWN0b3IYBSADKAsyLi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBiADKAkSMgoIY2FwYWNpdHkYByABKAsyIC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNhcGFjaXR5EiwKBXF1b3RhGAggASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5RdW90YRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGjMKEU5vZGVTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiwwEKCENhcGFjaXR5Eg0KBW5vZGVzGAEgASgFEhkKEXNjaGVkdWxhYmxlX25vZGVzGAIgASgFEjEKBGdwdXMYAyADKAsyIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUNhcGFjaXR5EgwKBGNwdXMYBCABKAMSFgoOY3B1c19hbGxvY2F0ZWQYBSABKAMSFAoMbWVtb3J5X2J5dGVzGAYgASgDEh4KFm1lbW9yeV9hbGxvY2F0ZWRfYnl0ZXMYByABKAMiZgoLR3B1Q2FwYWNpdHkSDQoFbW9kZWwYASABKAkSDQoFdG90YWwYAiABKAUSEwoLc2NoZWR1bGFibGUYAyABKAUSEQoJYWxsb2NhdGVkGAQgASgFEhEKCWF2YWlsYWJsZRgFIAEoBSKrAQoFUXVvdGESFQoIbWF4X2dwdXMYASABKAVIAIgBARIVCghtYXhfY3B1cxgCIAEoBUgBiAEBEh0KEG1heF9tZW1vcnlfYnl0ZXMYAyABKANIAogBARIXCgptYXhfbGVhc2VzGAQgASgFSAOIAQFCCwoJX21heF9ncHVzQgsKCV9tYXhfY3B1c0ITChFfbWF4X21lbW9yeV9ieXRlc0INCgtfbWF4X2xlYXNlcyLJAQoNQ3JlYXRlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEk4KDW5vZGVfc2VsZWN0b3IYAyADKAsyNy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlcXVlc3QuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBCADKAkaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI8Cg5DcmVhdGVSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIhgKCkdldFJlcXVlc3QSCgoCaWQYASABKAkiOQoLR2V0UmVzcG9uc2USKgoEcG9vbBgBIAEoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbCI0CgtMaXN0UmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJUCgxMaXN0UmVzcG9uc2USKwoFcG9vbHMYASADKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIvgBCg1VcGRhdGVSZXF1ZXN0EgoKAmlkGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEk4KDW5vZGVfc2VsZWN0b3IYAyADKAsyNy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVwZGF0ZVJlcXVlc3QuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBCADKAkSLwoLdXBkYXRlX21hc2sYBSABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrGjMKEU5vZGVTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPAoOVXBkYXRlUmVzcG9uc2USKgoEcG9vbBgBIAEoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbCIbCg1EZWxldGVSZXF1ZXN0EgoKAmlkGAEgASgJIhAKDkRlbGV0ZVJlc3BvbnNlIlAKD1NldFF1b3RhUmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEiwKBXF1b3RhGAIgASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5RdW90YSI+ChBTZXRRdW90YVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wy9QUKDFBvb2xzU2VydmljZRJ+CgZDcmVhdGUSJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlc3BvbnNlIiXCoBkhCgVwb29scxIGY3JlYXRlGgxwb29scy5jcmVhdGUoATABEm8KA0dldBIiLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR2V0UmVxdWVzdBojLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR2V0UmVzcG9uc2UiH5ACAcKgGRgKBXBvb2xzEgNnZXQaCnBvb2xzLnJlYWQScwoETGlzdBIjLmJldHRlcmNvbXB1dGUucG9vbHMudjEuTGlzdFJlcXVlc3QaJC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RSZXNwb25zZSIgkAIBwqAZGQoFcG9vbHMSBGxpc3QaCnBvb2xzLnJlYWQSewoGVXBkYXRlEiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VcGRhdGVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VcGRhdGVSZXNwb25zZSIiwqAZHgoFcG9vbHMSBnVwZGF0ZRoLcG9vbHMud3JpdGUwARJ8CgZEZWxldGUSJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkRlbGV0ZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkRlbGV0ZVJlc3BvbnNlIiPCoBkfCgVwb29scxIGZGVsZXRlGgxwb29scy5kZWxldGUwARKDAQoIU2V0UXVvdGESJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlNldFF1b3RhUmVxdWVzdBooLmJldHRlcmNvbXB1dGUucG9vbHMudjEuU2V0UXVvdGFSZXNwb25zZSIkwqAZIAoFcG9vbHMSCHNldFF1b3RhGgtwb29scy53cml0ZTABQlBaTmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvcG9vbHMvdjE7cG9vbHN2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL3Bvb2xzL3YxL3Bvb2xzLnByb3RvEhZiZXR0ZXJjb21wdXRlLnBvb2xzLnYxIrIECgRQb29sEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEkUKDW5vZGVfc2VsZWN0b3IYBSADKAsyLi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBiADKAkSMgoIY2FwYWNpdHkYByABKAsyIC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNhcGFjaXR5EiwKBXF1b3RhGAggASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5RdW90YRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjoKF3ByZWVtcHRpb25fZ3JhY2VfcGVyaW9kGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3ByaW9yaXR5X3ByZWVtcHRpb24YDCABKAgSDwoHZ3JhbnRlZBgNIAEoCBIsCgVncmFudBgOIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKXAQoJUmVzb3VyY2VzEjkKBGdwdXMYASADKAsyKy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcy5HcHVzRW50cnkSDAoEY3B1cxgCIAEoBRIUCgxtZW1vcnlfYnl0ZXMYAyABKAMaKwoJR3B1c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoBToCOAEi5wMKBUdyYW50EgoKAmlkGAEgASgJEg8KB3Bvb2xfaWQYAiABKAkSEQoJdGVuYW50X2lkGAMgASgJEjIKB25vbWluYWwYBCABKAsyIS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcxI6Cg9ib3Jyb3dpbmdfbGltaXQYBSABKAsyIS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcxIOCgZ3ZWlnaHQYBiABKAUSLwoEdXNlZBgHIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEjMKCGJvcnJvd2VkGAggASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSNQoKYm9ycm93YWJsZRgJIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEi8KC2NyZWF0ZV90aW1lGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLcmV2b2tlX3RpbWUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIsMBCghDYXBhY2l0eRINCgVub2RlcxgBIAEoBRIZChFzY2hlZHVsYWJsZV9ub2RlcxgCIAEoBRIxCgRncHVzGAMgAygLMiMuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcHVDYXBhY2l0eRIMCgRjcHVzGAQgASgDEhYKDmNwdXNfYWxsb2NhdGVkGAUgASgDEhQKDG1lbW9yeV9ieXRlcxgGIAEoAxIeChZtZW1vcnlfYWxsb2NhdGVkX2J5dGVzGAcgASgDImYKC0dwdUNhcGFjaXR5Eg0KBW1vZGVsGAEgASgJEg0KBXRvdGFsGAIgASgFEhMKC3NjaGVkdWxhYmxlGAMgASgFEhEKCWFsbG9jYXRlZBgEIAEoBRIRCglhdmFpbGFibGUYBSABKAUiqwEKBVF1b3RhEhUKCG1heF9ncHVzGAEgASgFSACIAQESFQoIbWF4X2NwdXMYAiABKAVIAYgBARIdChBtYXhfbWVtb3J5X2J5dGVzGAMgASgDSAKIAQESFwoKbWF4X2xlYXNlcxgEIAEoBUgDiAEBQgsKCV9tYXhfZ3B1c0ILCglfbWF4X2NwdXNCEwoRX21heF9tZW1vcnlfYnl0ZXNCDQoLX21heF9sZWFzZXMiogIKDUNyZWF0ZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRJOCg1ub2RlX3NlbGVjdG9yGAMgAygLMjcuYmV0dGVyY29tcHV0ZS5wb29scy52MS5DcmVhdGVSZXF1ZXN0Lk5vZGVTZWxlY3RvckVudHJ5EhAKCG5vZGVfaWRzGAQgAygJEjoKF3ByZWVtcHRpb25fZ3JhY2VfcGVyaW9kGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3ByaW9yaXR5X3ByZWVtcHRpb24YBiABKAgaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI8Cg5DcmVhdGVSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIhgKCkdldFJlcXVlc3QSCgoCaWQYASABKAkiOQoLR2V0UmVzcG9uc2USKgoEcG9vbBgBIAEoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbCI0CgtMaXN0UmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJUCgxMaXN0UmVzcG9uc2USKwoFcG9vbHMYASADKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJItECCg1VcGRhdGVSZXF1ZXN0EgoKAmlkGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEk4KDW5vZGVfc2VsZWN0b3IYAyADKAsyNy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVwZGF0ZVJlcXVlc3QuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBCADKAkSLwoLdXBkYXRlX21hc2sYBSABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrEjoKF3ByZWVtcHRpb25fZ3JhY2VfcGVyaW9kGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3ByaW9yaXR5X3ByZWVtcHRpb24YByABKAgaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI8Cg5VcGRhdGVSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIhsKDURlbGV0ZVJlcXVlc3QSCgoCaWQYASABKAkiEAoORGVsZXRlUmVzcG9uc2UiUAoPU2V0UXVvdGFSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSLAoFcXVvdGEYAiABKAsyHS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlF1b3RhIj4KEFNldFF1b3RhUmVzcG9uc2USKgoEcG9vbBgBIAEoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbCKyAQoMR3JhbnRSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEjIKB25vbWluYWwYAyABKAsyIS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcxI6Cg9ib3Jyb3dpbmdfbGltaXQYBCABKAsyIS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcxIOCgZ3ZWlnaHQYBSABKAUiPQoNR3JhbnRSZXNwb25zZRIsCgVncmFudBgBIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQiOAoSUmV2b2tlR3JhbnRSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJIkMKE1Jldm9rZUdyYW50UmVzcG9uc2USLAoFZ3JhbnQYASABKAsyHS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdyYW50ImQKEUxpc3RHcmFudHNSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSFwoPaW5jbHVkZV9yZXZva2VkGAIgASgIEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIlwKEkxpc3RHcmFudHNSZXNwb25zZRItCgZncmFudHMYASADKAsyHS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdyYW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKAAQoWTGlzdFByZWVtcHRpb25zUmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEi4KCnNpbmNlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJItsBCgpQcmVlbXB0aW9uEhAKCGxlYXNlX2lkGAEgASgJEg8KB3Bvb2xfaWQYAiABKAkSEQoJdGVuYW50X2lkGAMgASgJEgwKBGdwdXMYBCABKAUSEQoJZ3B1X21vZGVsGAUgASgJEgwKBGNwdXMYBiABKAUSFAoMbWVtb3J5X2J5dGVzGAcgASgDEhAKCHByaW9yaXR5GAggASgFEg4KBnJlYXNvbhgJIAEoCRIwCgxwcmVlbXB0X3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImsKF0xpc3RQcmVlbXB0aW9uc1Jlc3BvbnNlEjcKC3ByZWVtcHRpb25zGAEgAygLMiIuYmV0dGVyY29tcHV0ZS5wb29scy52MS5QcmVlbXB0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTKyCgoMUG9vbHNTZXJ2aWNlEn4KBkNyZWF0ZRIlLmJldHRlcmNvbXB1dGUucG9vbHMudjEuQ3JlYXRlUmVxdWVzdBomLmJldHRlcmNvbXB1dGUucG9vbHMudjEuQ3JlYXRlUmVzcG9uc2UiJcKgGSEKBXBvb2xzEgZjcmVhdGUaDHBvb2xzLmNyZWF0ZSgBMAESbwoDR2V0EiIuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HZXRSZXF1ZXN0GiMuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HZXRSZXNwb25zZSIfkAIBwqAZGAoFcG9vbHMSA2dldBoKcG9vbHMucmVhZBJzCgRMaXN0EiMuYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0UmVxdWVzdBokLmJldHRlcmNvbXB1dGUucG9vbHMudjEuTGlzdFJlc3BvbnNlIiCQAgHCoBkZCgVwb29scxIEbGlzdBoKcG9vbHMucmVhZBJ7CgZVcGRhdGUSJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVwZGF0ZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVwZGF0ZVJlc3BvbnNlIiLCoBkeCgVwb29scxIGdXBkYXRlGgtwb29scy53cml0ZTABEnwKBkRlbGV0ZRIlLmJldHRlcmNvbXB1dGUucG9vbHMudjEuRGVsZXRlUmVxdWVzdBomLmJldHRlcmNvbXB1dGUucG9vbHMudjEuRGVsZXRlUmVzcG9uc2UiI8KgGR8KBXBvb2xzEgZkZWxldGUaDHBvb2xzLmRlbGV0ZTABEoMBCghTZXRRdW90YRInLmJldHRlcmNvbXB1dGUucG9vbHMudjEuU2V0UXVvdGFSZXF1ZXN0GiguYmV0dGVyY29tcHV0ZS5wb29scy52MS5TZXRRdW90YVJlc3BvbnNlIiTCoBkgCgVwb29scxIIc2V0UXVvdGEaC3Bvb2xzLndyaXRlMAESeQoFR3JhbnQSJC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdyYW50UmVxdWVzdBolLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnRSZXNwb25zZSIjwqAZHwoFcG9vbHMSBWdyYW50Ggtwb29scy53cml0ZSgBMAESjwEKC1Jldm9rZUdyYW50EiouYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXZva2VHcmFudFJlcXVlc3QaKy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJldm9rZUdyYW50UmVzcG9uc2UiJ8KgGSMKBXBvb2xzEgtyZXZva2VHcmFudBoLcG9vbHMud3JpdGUwARKLAQoKTGlzdEdyYW50cxIpLmJldHRlcmNvbXB1dGUucG9vbHMudjEuTGlzdEdyYW50c1JlcXVlc3QaKi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RHcmFudHNSZXNwb25zZSImkAIBwqAZHwoFcG9vbHMSCmxpc3RHcmFudHMaCnBvb2xzLnJlYWQSnwEKD0xpc3RQcmVlbXB0aW9ucxIuLmJldHRlcmNvbXB1dGUucG9vbHMudjEuTGlzdFByZWVtcHRpb25zUmVxdWVzdBovLmJldHRlcmNvbXB1dGUucG9vbHMudjEuTGlzdFByZWVtcHRpb25zUmVzcG9uc2UiK5ACAcKgGSQKBXBvb2xzEg9saXN0UHJlZW1wdGlvbnMaCnBvb2xzLnJlYWRCUFpOZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9wb29scy92MTtwb29sc3YxYgZwcm90bzM", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * Pool is a group of nodes that leases draw capacity from.
@@ -87,6 +96,36 @@ export type Pool = Message<"bettercompute.pools.v1.Pool"> & {
    * @generated from field: google.protobuf.Timestamp update_time = 10;
    */
   updateTime?: Timestamp | undefined;
+
+  /**
+   * How long a preempted lease keeps its devices before they are freed; 0 frees them at once.
+   * Default 30s; at most 1h.
+   *
+   * @generated from field: google.protobuf.Duration preemption_grace_period = 11;
+   */
+  preemptionGracePeriod?: Duration | undefined;
+
+  /**
+   * Whether, within one tenant, a pending lease may preempt a running lease of lower priority.
+   *
+   * @generated from field: bool priority_preemption = 12;
+   */
+  priorityPreemption: boolean;
+
+  /**
+   * True when the pool belongs to another tenant and is granted to the caller's: node_selector
+   * and node_ids are then empty, and grant is the caller's grant.
+   *
+   * @generated from field: bool granted = 13;
+   */
+  granted: boolean;
+
+  /**
+   * The caller's grant, for a granted pool.
+   *
+   * @generated from field: bettercompute.pools.v1.Grant grant = 14;
+   */
+  grant?: Grant | undefined;
 };
 
 /**
@@ -95,6 +134,128 @@ export type Pool = Message<"bettercompute.pools.v1.Pool"> & {
  */
 export const PoolSchema: GenMessage<Pool> = /*@__PURE__*/
   messageDesc(file_bettercompute_pools_v1_pools, 0);
+
+/**
+ * Resources is an amount of a pool's capacity: GPUs by model, CPUs and memory.
+ *
+ * @generated from message bettercompute.pools.v1.Resources
+ */
+export type Resources = Message<"bettercompute.pools.v1.Resources"> & {
+  /**
+   * GPUs by model, as pools/get lists the models; at most 64 models.
+   *
+   * @generated from field: map<string, int32> gpus = 1;
+   */
+  gpus: { [key: string]: number };
+
+  /**
+   * @generated from field: int32 cpus = 2;
+   */
+  cpus: number;
+
+  /**
+   * @generated from field: int64 memory_bytes = 3;
+   */
+  memoryBytes: bigint;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.Resources.
+ * Use `create(ResourcesSchema)` to create a new message.
+ */
+export const ResourcesSchema: GenMessage<Resources> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 1);
+
+/**
+ * Grant shares a pool with a tenant other than its owner.
+ *
+ * @generated from message bettercompute.pools.v1.Grant
+ */
+export type Grant = Message<"bettercompute.pools.v1.Grant"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string pool_id = 2;
+   */
+  poolId: string;
+
+  /**
+   * The grantee.
+   *
+   * @generated from field: string tenant_id = 3;
+   */
+  tenantId: string;
+
+  /**
+   * What the grantee may always lease, when the capacity exists.
+   *
+   * @generated from field: bettercompute.pools.v1.Resources nominal = 4;
+   */
+  nominal?: Resources | undefined;
+
+  /**
+   * How much beyond nominal the grantee may borrow while the capacity sits idle; none when
+   * empty.
+   *
+   * @generated from field: bettercompute.pools.v1.Resources borrowing_limit = 5;
+   */
+  borrowingLimit?: Resources | undefined;
+
+  /**
+   * The grantee's share of borrowable capacity relative to other borrowers; 1 to 1000.
+   *
+   * @generated from field: int32 weight = 6;
+   */
+  weight: number;
+
+  /**
+   * What the grantee's placed leases in the pool hold now.
+   *
+   * @generated from field: bettercompute.pools.v1.Resources used = 7;
+   */
+  used?: Resources | undefined;
+
+  /**
+   * The part of used beyond nominal.
+   *
+   * @generated from field: bettercompute.pools.v1.Resources borrowed = 8;
+   */
+  borrowed?: Resources | undefined;
+
+  /**
+   * What the grantee may still borrow: borrowing_limit less borrowed.
+   *
+   * @generated from field: bettercompute.pools.v1.Resources borrowable = 9;
+   */
+  borrowable?: Resources | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp create_time = 10;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp update_time = 11;
+   */
+  updateTime?: Timestamp | undefined;
+
+  /**
+   * Unset unless revoked.
+   *
+   * @generated from field: google.protobuf.Timestamp revoke_time = 12;
+   */
+  revokeTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.Grant.
+ * Use `create(GrantSchema)` to create a new message.
+ */
+export const GrantSchema: GenMessage<Grant> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 2);
 
 /**
  * Capacity is what a pool's members have and what leases hold.
@@ -149,7 +310,7 @@ export type Capacity = Message<"bettercompute.pools.v1.Capacity"> & {
  * Use `create(CapacitySchema)` to create a new message.
  */
 export const CapacitySchema: GenMessage<Capacity> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 1);
+  messageDesc(file_bettercompute_pools_v1_pools, 3);
 
 /**
  * GpuCapacity counts a pool's GPUs of one model.
@@ -198,7 +359,7 @@ export type GpuCapacity = Message<"bettercompute.pools.v1.GpuCapacity"> & {
  * Use `create(GpuCapacitySchema)` to create a new message.
  */
 export const GpuCapacitySchema: GenMessage<GpuCapacity> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 2);
+  messageDesc(file_bettercompute_pools_v1_pools, 4);
 
 /**
  * Quota limits a tenant's pending and running leases in a pool. An unset limit is no limit.
@@ -232,7 +393,7 @@ export type Quota = Message<"bettercompute.pools.v1.Quota"> & {
  * Use `create(QuotaSchema)` to create a new message.
  */
 export const QuotaSchema: GenMessage<Quota> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 3);
+  messageDesc(file_bettercompute_pools_v1_pools, 5);
 
 /**
  * CreateRequest describes the new pool.
@@ -265,6 +426,18 @@ export type CreateRequest = Message<"bettercompute.pools.v1.CreateRequest"> & {
    * @generated from field: repeated string node_ids = 4;
    */
   nodeIds: string[];
+
+  /**
+   * Unset means 30s; 0 to 1h.
+   *
+   * @generated from field: google.protobuf.Duration preemption_grace_period = 5;
+   */
+  preemptionGracePeriod?: Duration | undefined;
+
+  /**
+   * @generated from field: bool priority_preemption = 6;
+   */
+  priorityPreemption: boolean;
 };
 
 /**
@@ -272,7 +445,7 @@ export type CreateRequest = Message<"bettercompute.pools.v1.CreateRequest"> & {
  * Use `create(CreateRequestSchema)` to create a new message.
  */
 export const CreateRequestSchema: GenMessage<CreateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 4);
+  messageDesc(file_bettercompute_pools_v1_pools, 6);
 
 /**
  * CreateResponse carries the pool.
@@ -291,7 +464,7 @@ export type CreateResponse = Message<"bettercompute.pools.v1.CreateResponse"> & 
  * Use `create(CreateResponseSchema)` to create a new message.
  */
 export const CreateResponseSchema: GenMessage<CreateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 5);
+  messageDesc(file_bettercompute_pools_v1_pools, 7);
 
 /**
  * GetRequest names a pool.
@@ -310,7 +483,7 @@ export type GetRequest = Message<"bettercompute.pools.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 6);
+  messageDesc(file_bettercompute_pools_v1_pools, 8);
 
 /**
  * GetResponse carries the pool.
@@ -329,7 +502,7 @@ export type GetResponse = Message<"bettercompute.pools.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 7);
+  messageDesc(file_bettercompute_pools_v1_pools, 9);
 
 /**
  * ListRequest pages through pools.
@@ -355,7 +528,7 @@ export type ListRequest = Message<"bettercompute.pools.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 8);
+  messageDesc(file_bettercompute_pools_v1_pools, 10);
 
 /**
  * ListResponse is one page of pools.
@@ -381,7 +554,7 @@ export type ListResponse = Message<"bettercompute.pools.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 9);
+  messageDesc(file_bettercompute_pools_v1_pools, 11);
 
 /**
  * UpdateRequest changes the fields named in update_mask.
@@ -410,11 +583,22 @@ export type UpdateRequest = Message<"bettercompute.pools.v1.UpdateRequest"> & {
   nodeIds: string[];
 
   /**
-   * Which of description, node_selector and node_ids to change; at least one.
+   * Which of description, node_selector, node_ids, preemption_grace_period and
+   * priority_preemption to change; at least one.
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 5;
    */
   updateMask?: FieldMask | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Duration preemption_grace_period = 6;
+   */
+  preemptionGracePeriod?: Duration | undefined;
+
+  /**
+   * @generated from field: bool priority_preemption = 7;
+   */
+  priorityPreemption: boolean;
 };
 
 /**
@@ -422,7 +606,7 @@ export type UpdateRequest = Message<"bettercompute.pools.v1.UpdateRequest"> & {
  * Use `create(UpdateRequestSchema)` to create a new message.
  */
 export const UpdateRequestSchema: GenMessage<UpdateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 10);
+  messageDesc(file_bettercompute_pools_v1_pools, 12);
 
 /**
  * UpdateResponse carries the pool.
@@ -441,7 +625,7 @@ export type UpdateResponse = Message<"bettercompute.pools.v1.UpdateResponse"> & 
  * Use `create(UpdateResponseSchema)` to create a new message.
  */
 export const UpdateResponseSchema: GenMessage<UpdateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 11);
+  messageDesc(file_bettercompute_pools_v1_pools, 13);
 
 /**
  * DeleteRequest names a pool.
@@ -460,7 +644,7 @@ export type DeleteRequest = Message<"bettercompute.pools.v1.DeleteRequest"> & {
  * Use `create(DeleteRequestSchema)` to create a new message.
  */
 export const DeleteRequestSchema: GenMessage<DeleteRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 12);
+  messageDesc(file_bettercompute_pools_v1_pools, 14);
 
 /**
  * DeleteResponse is empty.
@@ -475,7 +659,7 @@ export type DeleteResponse = Message<"bettercompute.pools.v1.DeleteResponse"> & 
  * Use `create(DeleteResponseSchema)` to create a new message.
  */
 export const DeleteResponseSchema: GenMessage<DeleteResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 13);
+  messageDesc(file_bettercompute_pools_v1_pools, 15);
 
 /**
  * SetQuotaRequest sets the quota of the caller's tenant in a pool; a quota with no limit set
@@ -500,7 +684,7 @@ export type SetQuotaRequest = Message<"bettercompute.pools.v1.SetQuotaRequest"> 
  * Use `create(SetQuotaRequestSchema)` to create a new message.
  */
 export const SetQuotaRequestSchema: GenMessage<SetQuotaRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 14);
+  messageDesc(file_bettercompute_pools_v1_pools, 16);
 
 /**
  * SetQuotaResponse carries the pool with its quota.
@@ -519,7 +703,316 @@ export type SetQuotaResponse = Message<"bettercompute.pools.v1.SetQuotaResponse"
  * Use `create(SetQuotaResponseSchema)` to create a new message.
  */
 export const SetQuotaResponseSchema: GenMessage<SetQuotaResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 15);
+  messageDesc(file_bettercompute_pools_v1_pools, 17);
+
+/**
+ * GrantRequest grants a pool of the caller's tenant to another tenant, replacing the grant it
+ * has (a revoked grant is granted anew).
+ *
+ * @generated from message bettercompute.pools.v1.GrantRequest
+ */
+export type GrantRequest = Message<"bettercompute.pools.v1.GrantRequest"> & {
+  /**
+   * @generated from field: string pool_id = 1;
+   */
+  poolId: string;
+
+  /**
+   * The grantee; not the caller's tenant.
+   *
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * Every GPU model must be one the pool has; the amounts may add up to more than the pool holds
+   * (doctor reports it), but each must be at most 1,000,000.
+   *
+   * @generated from field: bettercompute.pools.v1.Resources nominal = 3;
+   */
+  nominal?: Resources | undefined;
+
+  /**
+   * @generated from field: bettercompute.pools.v1.Resources borrowing_limit = 4;
+   */
+  borrowingLimit?: Resources | undefined;
+
+  /**
+   * 0 means 1; at most 1000.
+   *
+   * @generated from field: int32 weight = 5;
+   */
+  weight: number;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.GrantRequest.
+ * Use `create(GrantRequestSchema)` to create a new message.
+ */
+export const GrantRequestSchema: GenMessage<GrantRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 18);
+
+/**
+ * GrantResponse carries the grant.
+ *
+ * @generated from message bettercompute.pools.v1.GrantResponse
+ */
+export type GrantResponse = Message<"bettercompute.pools.v1.GrantResponse"> & {
+  /**
+   * @generated from field: bettercompute.pools.v1.Grant grant = 1;
+   */
+  grant?: Grant | undefined;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.GrantResponse.
+ * Use `create(GrantResponseSchema)` to create a new message.
+ */
+export const GrantResponseSchema: GenMessage<GrantResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 19);
+
+/**
+ * RevokeGrantRequest names a grant by its pool and grantee.
+ *
+ * @generated from message bettercompute.pools.v1.RevokeGrantRequest
+ */
+export type RevokeGrantRequest = Message<"bettercompute.pools.v1.RevokeGrantRequest"> & {
+  /**
+   * @generated from field: string pool_id = 1;
+   */
+  poolId: string;
+
+  /**
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.RevokeGrantRequest.
+ * Use `create(RevokeGrantRequestSchema)` to create a new message.
+ */
+export const RevokeGrantRequestSchema: GenMessage<RevokeGrantRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 20);
+
+/**
+ * RevokeGrantResponse carries the revoked grant.
+ *
+ * @generated from message bettercompute.pools.v1.RevokeGrantResponse
+ */
+export type RevokeGrantResponse = Message<"bettercompute.pools.v1.RevokeGrantResponse"> & {
+  /**
+   * @generated from field: bettercompute.pools.v1.Grant grant = 1;
+   */
+  grant?: Grant | undefined;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.RevokeGrantResponse.
+ * Use `create(RevokeGrantResponseSchema)` to create a new message.
+ */
+export const RevokeGrantResponseSchema: GenMessage<RevokeGrantResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 21);
+
+/**
+ * ListGrantsRequest pages through grants.
+ *
+ * @generated from message bettercompute.pools.v1.ListGrantsRequest
+ */
+export type ListGrantsRequest = Message<"bettercompute.pools.v1.ListGrantsRequest"> & {
+  /**
+   * Only this pool's, when set.
+   *
+   * @generated from field: string pool_id = 1;
+   */
+  poolId: string;
+
+  /**
+   * Revoked grants too.
+   *
+   * @generated from field: bool include_revoked = 2;
+   */
+  includeRevoked: boolean;
+
+  /**
+   * At most 500; 0 means 50.
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.ListGrantsRequest.
+ * Use `create(ListGrantsRequestSchema)` to create a new message.
+ */
+export const ListGrantsRequestSchema: GenMessage<ListGrantsRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 22);
+
+/**
+ * ListGrantsResponse is one page of grants.
+ *
+ * @generated from message bettercompute.pools.v1.ListGrantsResponse
+ */
+export type ListGrantsResponse = Message<"bettercompute.pools.v1.ListGrantsResponse"> & {
+  /**
+   * @generated from field: repeated bettercompute.pools.v1.Grant grants = 1;
+   */
+  grants: Grant[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.ListGrantsResponse.
+ * Use `create(ListGrantsResponseSchema)` to create a new message.
+ */
+export const ListGrantsResponseSchema: GenMessage<ListGrantsResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 23);
+
+/**
+ * ListPreemptionsRequest names a period.
+ *
+ * @generated from message bettercompute.pools.v1.ListPreemptionsRequest
+ */
+export type ListPreemptionsRequest = Message<"bettercompute.pools.v1.ListPreemptionsRequest"> & {
+  /**
+   * Only this pool's, when set.
+   *
+   * @generated from field: string pool_id = 1;
+   */
+  poolId: string;
+
+  /**
+   * Unset means 24 hours ago; at most 31 days ago.
+   *
+   * @generated from field: google.protobuf.Timestamp since_time = 2;
+   */
+  sinceTime?: Timestamp | undefined;
+
+  /**
+   * At most 500; 0 means 50.
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.ListPreemptionsRequest.
+ * Use `create(ListPreemptionsRequestSchema)` to create a new message.
+ */
+export const ListPreemptionsRequestSchema: GenMessage<ListPreemptionsRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 24);
+
+/**
+ * Preemption is a lease whose capacity was taken back.
+ *
+ * @generated from message bettercompute.pools.v1.Preemption
+ */
+export type Preemption = Message<"bettercompute.pools.v1.Preemption"> & {
+  /**
+   * @generated from field: string lease_id = 1;
+   */
+  leaseId: string;
+
+  /**
+   * @generated from field: string pool_id = 2;
+   */
+  poolId: string;
+
+  /**
+   * The tenant that held the lease.
+   *
+   * @generated from field: string tenant_id = 3;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: int32 gpus = 4;
+   */
+  gpus: number;
+
+  /**
+   * @generated from field: string gpu_model = 5;
+   */
+  gpuModel: string;
+
+  /**
+   * @generated from field: int32 cpus = 6;
+   */
+  cpus: number;
+
+  /**
+   * @generated from field: int64 memory_bytes = 7;
+   */
+  memoryBytes: bigint;
+
+  /**
+   * @generated from field: int32 priority = 8;
+   */
+  priority: number;
+
+  /**
+   * Why, as the lease's reason says.
+   *
+   * @generated from field: string reason = 9;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp preempt_time = 10;
+   */
+  preemptTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.Preemption.
+ * Use `create(PreemptionSchema)` to create a new message.
+ */
+export const PreemptionSchema: GenMessage<Preemption> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 25);
+
+/**
+ * ListPreemptionsResponse is one page of preemptions.
+ *
+ * @generated from message bettercompute.pools.v1.ListPreemptionsResponse
+ */
+export type ListPreemptionsResponse = Message<"bettercompute.pools.v1.ListPreemptionsResponse"> & {
+  /**
+   * @generated from field: repeated bettercompute.pools.v1.Preemption preemptions = 1;
+   */
+  preemptions: Preemption[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.ListPreemptionsResponse.
+ * Use `create(ListPreemptionsResponseSchema)` to create a new message.
+ */
+export const ListPreemptionsResponseSchema: GenMessage<ListPreemptionsResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 26);
 
 /**
  * PoolsService manages the pools of the caller's tenant.
@@ -538,7 +1031,8 @@ export const PoolsService: GenService<{
     output: typeof CreateResponseSchema;
   },
   /**
-   * Get returns a pool with its capacity, computed from its members' inventories.
+   * Get returns a pool of the caller's tenant with its capacity, computed from its members'
+   * inventories, or a pool granted to it (without its membership).
    *
    * @generated from rpc bettercompute.pools.v1.PoolsService.Get
    */
@@ -548,7 +1042,8 @@ export const PoolsService: GenService<{
     output: typeof GetResponseSchema;
   },
   /**
-   * List lists the pools of the caller's tenant with their capacity.
+   * List lists the pools of the caller's tenant with their capacity, then the pools granted to
+   * it, marked granted, with its grant.
    *
    * @generated from rpc bettercompute.pools.v1.PoolsService.List
    */
@@ -589,6 +1084,50 @@ export const PoolsService: GenService<{
     methodKind: "unary";
     input: typeof SetQuotaRequestSchema;
     output: typeof SetQuotaResponseSchema;
+  },
+  /**
+   * Grant shares a pool of the caller's tenant with another tenant, or changes the grant it
+   * has. Only the pool's owner grants; a tenant never grants to itself.
+   *
+   * @generated from rpc bettercompute.pools.v1.PoolsService.Grant
+   */
+  grant: {
+    methodKind: "unary";
+    input: typeof GrantRequestSchema;
+    output: typeof GrantResponseSchema;
+  },
+  /**
+   * RevokeGrant ends a grant: the grantee's new leases in the pool are refused, and its pending
+   * ones fail; leases already placed run to their end. Revoking a revoked grant changes nothing.
+   *
+   * @generated from rpc bettercompute.pools.v1.PoolsService.RevokeGrant
+   */
+  revokeGrant: {
+    methodKind: "unary";
+    input: typeof RevokeGrantRequestSchema;
+    output: typeof RevokeGrantResponseSchema;
+  },
+  /**
+   * ListGrants lists, for an owner, the grants of its pools (of one pool when pool_id is set),
+   * with what each grantee uses and borrows; for a grantee, its own grants only.
+   *
+   * @generated from rpc bettercompute.pools.v1.PoolsService.ListGrants
+   */
+  listGrants: {
+    methodKind: "unary";
+    input: typeof ListGrantsRequestSchema;
+    output: typeof ListGrantsResponseSchema;
+  },
+  /**
+   * ListPreemptions lists, newest first, the leases preempted in the caller's tenant's pools
+   * (of one pool when pool_id is set) since since_time, whoever held them: what an owner watches.
+   *
+   * @generated from rpc bettercompute.pools.v1.PoolsService.ListPreemptions
+   */
+  listPreemptions: {
+    methodKind: "unary";
+    input: typeof ListPreemptionsRequestSchema;
+    output: typeof ListPreemptionsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_bettercompute_pools_v1_pools, 0);

@@ -7,8 +7,8 @@
 // allocation ends and, while it runs, at every hour boundary; a job adds the records up into
 // hourly totals. Totals are exact: a lease of 2 GPUs that ran 90 minutes is 10,800 GPU-seconds.
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_bettercompute_api_v1_options } from "../../api/v1/options_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -18,7 +18,81 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/usage/v1/usage.proto.
  */
 export const file_bettercompute_usage_v1_usage: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL3VzYWdlL3YxL3VzYWdlLnByb3RvEhZiZXR0ZXJjb21wdXRlLnVzYWdlLnYxIo0BCgxRdWVyeVJlcXVlc3QSLgoKc3RhcnRfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3Bvb2xfaWQYAyABKAkSDgoGaG91cmx5GAQgASgIInMKBVVzYWdlEg8KB3Bvb2xfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSDQoFbW9kZWwYAyABKAkSDgoGYW1vdW50GAQgASgBEigKBGhvdXIYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIr4BCg1RdWVyeVJlc3BvbnNlEi0KBnRvdGFscxgBIAMoCzIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuVXNhZ2USLAoFaG91cnMYAiADKAsyHS5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLlVzYWdlEhwKFHVuYWdncmVnYXRlZF9yZWNvcmRzGAMgASgDEjIKD2FnZ3JlZ2F0aW9uX2xhZxgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbjKHAQoMVXNhZ2VTZXJ2aWNlEncKBVF1ZXJ5EiQuYmV0dGVyY29tcHV0ZS51c2FnZS52MS5RdWVyeVJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLlF1ZXJ5UmVzcG9uc2UiIZACAcKgGRoKBXVzYWdlEgVxdWVyeRoKdXNhZ2UucmVhZEJQWk5naXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL3VzYWdlL3YxO3VzYWdldjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL3VzYWdlL3YxL3VzYWdlLnByb3RvEhZiZXR0ZXJjb21wdXRlLnVzYWdlLnYxIuIBCg1FeHBvcnRSZXF1ZXN0Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgVzY29wZRgDIAEoDjIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuU2NvcGUSDwoHcG9vbF9pZBgEIAEoCRI0CgZmb3JtYXQYBSABKA4yJC5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLkV4cG9ydEZvcm1hdCJCCg5FeHBvcnRSZXNwb25zZRIUCgxjb250ZW50X3R5cGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRyb3dzGAMgASgDIrsBCgxRdWVyeVJlcXVlc3QSLgoKc3RhcnRfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3Bvb2xfaWQYAyABKAkSDgoGaG91cmx5GAQgASgIEiwKBXNjb3BlGAUgASgOMh0uYmV0dGVyY29tcHV0ZS51c2FnZS52MS5TY29wZSKGAQoFVXNhZ2USDwoHcG9vbF9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRINCgVtb2RlbBgDIAEoCRIOCgZhbW91bnQYBCABKAESKAoEaG91chgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJdGVuYW50X2lkGAYgASgJIr4BCg1RdWVyeVJlc3BvbnNlEi0KBnRvdGFscxgBIAMoCzIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuVXNhZ2USLAoFaG91cnMYAiADKAsyHS5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLlVzYWdlEhwKFHVuYWdncmVnYXRlZF9yZWNvcmRzGAMgASgDEjIKD2FnZ3JlZ2F0aW9uX2xhZxgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbio1CgVTY29wZRIVChFTQ09QRV9VTlNQRUNJRklFRBAAEhUKEVNDT1BFX09XTkVEX1BPT0xTEAEqXQoMRXhwb3J0Rm9ybWF0Eh0KGUVYUE9SVF9GT1JNQVRfVU5TUEVDSUZJRUQQABIVChFFWFBPUlRfRk9STUFUX0NTVhABEhcKE0VYUE9SVF9GT1JNQVRfSlNPTkwQAjKEAgoMVXNhZ2VTZXJ2aWNlEncKBVF1ZXJ5EiQuYmV0dGVyY29tcHV0ZS51c2FnZS52MS5RdWVyeVJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLlF1ZXJ5UmVzcG9uc2UiIZACAcKgGRoKBXVzYWdlEgVxdWVyeRoKdXNhZ2UucmVhZBJ7CgZFeHBvcnQSJS5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLkV4cG9ydFJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLkV4cG9ydFJlc3BvbnNlIiKQAgHCoBkbCgV1c2FnZRIGZXhwb3J0Ggp1c2FnZS5yZWFkQlBaTmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvdXNhZ2UvdjE7dXNhZ2V2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+
+/**
+ * ExportRequest names the period and the encoding.
+ *
+ * @generated from message bettercompute.usage.v1.ExportRequest
+ */
+export type ExportRequest = Message<"bettercompute.usage.v1.ExportRequest"> & {
+  /**
+   * Whole hours are counted: hours that start in [start_time, end_time). At most 366 days.
+   *
+   * @generated from field: google.protobuf.Timestamp start_time = 1;
+   */
+  startTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp end_time = 2;
+   */
+  endTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: bettercompute.usage.v1.Scope scope = 3;
+   */
+  scope: Scope;
+
+  /**
+   * Only this pool's, when set.
+   *
+   * @generated from field: string pool_id = 4;
+   */
+  poolId: string;
+
+  /**
+   * @generated from field: bettercompute.usage.v1.ExportFormat format = 5;
+   */
+  format: ExportFormat;
+};
+
+/**
+ * Describes the message bettercompute.usage.v1.ExportRequest.
+ * Use `create(ExportRequestSchema)` to create a new message.
+ */
+export const ExportRequestSchema: GenMessage<ExportRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_usage_v1_usage, 0);
+
+/**
+ * ExportResponse carries the encoded rows.
+ *
+ * @generated from message bettercompute.usage.v1.ExportResponse
+ */
+export type ExportResponse = Message<"bettercompute.usage.v1.ExportResponse"> & {
+  /**
+   * "text/csv" or "application/jsonl".
+   *
+   * @generated from field: string content_type = 1;
+   */
+  contentType: string;
+
+  /**
+   * @generated from field: bytes data = 2;
+   */
+  data: Uint8Array;
+
+  /**
+   * @generated from field: int64 rows = 3;
+   */
+  rows: bigint;
+};
+
+/**
+ * Describes the message bettercompute.usage.v1.ExportResponse.
+ * Use `create(ExportResponseSchema)` to create a new message.
+ */
+export const ExportResponseSchema: GenMessage<ExportResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_usage_v1_usage, 1);
 
 /**
  * QueryRequest names a period: the UTC hours that start in [start_time, end_time).
@@ -51,6 +125,13 @@ export type QueryRequest = Message<"bettercompute.usage.v1.QueryRequest"> & {
    * @generated from field: bool hourly = 4;
    */
   hourly: boolean;
+
+  /**
+   * Whose usage; the caller's tenant's own by default.
+   *
+   * @generated from field: bettercompute.usage.v1.Scope scope = 5;
+   */
+  scope: Scope;
 };
 
 /**
@@ -58,7 +139,7 @@ export type QueryRequest = Message<"bettercompute.usage.v1.QueryRequest"> & {
  * Use `create(QueryRequestSchema)` to create a new message.
  */
 export const QueryRequestSchema: GenMessage<QueryRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_usage_v1_usage, 0);
+  messageDesc(file_bettercompute_usage_v1_usage, 2);
 
 /**
  * Usage is what a pool's leases used of one resource.
@@ -98,6 +179,13 @@ export type Usage = Message<"bettercompute.usage.v1.Usage"> & {
    * @generated from field: google.protobuf.Timestamp hour = 5;
    */
   hour?: Timestamp | undefined;
+
+  /**
+   * The tenant whose leases used it.
+   *
+   * @generated from field: string tenant_id = 6;
+   */
+  tenantId: string;
 };
 
 /**
@@ -105,7 +193,7 @@ export type Usage = Message<"bettercompute.usage.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_bettercompute_usage_v1_usage, 1);
+  messageDesc(file_bettercompute_usage_v1_usage, 3);
 
 /**
  * QueryResponse carries the usage.
@@ -146,7 +234,68 @@ export type QueryResponse = Message<"bettercompute.usage.v1.QueryResponse"> & {
  * Use `create(QueryResponseSchema)` to create a new message.
  */
 export const QueryResponseSchema: GenMessage<QueryResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_usage_v1_usage, 2);
+  messageDesc(file_bettercompute_usage_v1_usage, 4);
+
+/**
+ * Scope says whose usage a query reads.
+ *
+ * @generated from enum bettercompute.usage.v1.Scope
+ */
+export enum Scope {
+  /**
+   * The usage of the caller's tenant's own leases, in every pool it leased from.
+   *
+   * @generated from enum value: SCOPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The usage of every tenant's leases in the caller's tenant's pools (its own and its
+   * grantees'), by tenant: what an owner charges back.
+   *
+   * @generated from enum value: SCOPE_OWNED_POOLS = 1;
+   */
+  OWNED_POOLS = 1,
+}
+
+/**
+ * Describes the enum bettercompute.usage.v1.Scope.
+ */
+export const ScopeSchema: GenEnum<Scope> = /*@__PURE__*/
+  enumDesc(file_bettercompute_usage_v1_usage, 0);
+
+/**
+ * ExportFormat is the encoding of an export.
+ *
+ * @generated from enum bettercompute.usage.v1.ExportFormat
+ */
+export enum ExportFormat {
+  /**
+   * @generated from enum value: EXPORT_FORMAT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * RFC 4180, with the header
+   * period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit.
+   *
+   * @generated from enum value: EXPORT_FORMAT_CSV = 1;
+   */
+  CSV = 1,
+
+  /**
+   * One JSON object a line with the same fields in camelCase.
+   *
+   * @generated from enum value: EXPORT_FORMAT_JSONL = 2;
+   */
+  JSONL = 2,
+}
+
+/**
+ * Describes the enum bettercompute.usage.v1.ExportFormat.
+ */
+export const ExportFormatSchema: GenEnum<ExportFormat> = /*@__PURE__*/
+  enumDesc(file_bettercompute_usage_v1_usage, 1);
 
 /**
  * UsageService reports the caller's tenant's usage.
@@ -164,6 +313,18 @@ export const UsageService: GenService<{
     methodKind: "unary";
     input: typeof QueryRequestSchema;
     output: typeof QueryResponseSchema;
+  },
+  /**
+   * Export returns a period's usage for a billing system: one row per tenant, pool, resource and
+   * model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
+   * same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that).
+   *
+   * @generated from rpc bettercompute.usage.v1.UsageService.Export
+   */
+  export: {
+    methodKind: "unary";
+    input: typeof ExportRequestSchema;
+    output: typeof ExportResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_bettercompute_usage_v1_usage, 0);

@@ -39,7 +39,7 @@ _GZIP_COMPRESSION = GzipCompression()
 
 class LeasesService(Protocol):
     """
-    LeasesService manages the leases of the caller's tenant, in pools of the tenant.
+    LeasesService manages the leases of the caller's tenant, in its pools and pools granted to it.
     """
     async def create(self, request: CreateRequest, ctx: RequestContext[CreateRequest, CreateResponse], /) -> CreateResponse:
         """
@@ -159,7 +159,7 @@ class LeasesServiceASGIApplication(ConnectASGIApplication[LeasesService]):
 
 class LeasesServiceClient(ConnectClient):
     """
-    LeasesService manages the leases of the caller's tenant, in pools of the tenant.
+    LeasesService manages the leases of the caller's tenant, in its pools and pools granted to it.
     """
     def __init__(
         self,
@@ -311,7 +311,7 @@ class LeasesServiceClient(ConnectClient):
 
 class LeasesServiceSync(Protocol):
     """
-    LeasesService manages the leases of the caller's tenant, in pools of the tenant.
+    LeasesService manages the leases of the caller's tenant, in its pools and pools granted to it.
     """
     def create(self, request: CreateRequest, ctx: RequestContext[CreateRequest, CreateResponse], /) -> CreateResponse:
         """
@@ -429,7 +429,7 @@ class LeasesServiceWSGIApplication(ConnectWSGIApplication):
 
 class LeasesServiceClientSync(ConnectClientSync):
     """
-    LeasesService manages the leases of the caller's tenant, in pools of the tenant.
+    LeasesService manages the leases of the caller's tenant, in its pools and pools granted to it.
     """
     def __init__(
         self,

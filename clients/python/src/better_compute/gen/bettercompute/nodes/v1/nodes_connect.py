@@ -50,7 +50,8 @@ class NodesService(Protocol):
 
     async def get(self, request: GetRequest, ctx: RequestContext[GetRequest, GetResponse], /) -> GetResponse:
         """
-        Get returns a node of the caller's tenant with its inventory.
+        Get returns a node of the caller's tenant with its inventory, or, reduced, a node of another
+        tenant on which the caller's tenant holds a placed lease.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -316,7 +317,8 @@ class NodesServiceClient(ConnectClient):
         use_get: bool = False,
     ) -> GetResponse:
         """
-        Get returns a node of the caller's tenant with its inventory.
+        Get returns a node of the caller's tenant with its inventory, or, reduced, a node of another
+        tenant on which the caller's tenant holds a placed lease.
         """
         return await self.execute_unary(
             request=request,
@@ -546,7 +548,8 @@ class NodesServiceSync(Protocol):
 
     def get(self, request: GetRequest, ctx: RequestContext[GetRequest, GetResponse], /) -> GetResponse:
         """
-        Get returns a node of the caller's tenant with its inventory.
+        Get returns a node of the caller's tenant with its inventory, or, reduced, a node of another
+        tenant on which the caller's tenant holds a placed lease.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -810,7 +813,8 @@ class NodesServiceClientSync(ConnectClientSync):
         use_get: bool = False,
     ) -> GetResponse:
         """
-        Get returns a node of the caller's tenant with its inventory.
+        Get returns a node of the caller's tenant with its inventory, or, reduced, a node of another
+        tenant on which the caller's tenant holds a placed lease.
         """
         return self.execute_unary(
             request=request,

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .pools_pb2 import CreateRequest, CreateResponse, DeleteRequest, DeleteResponse, GetRequest, GetResponse, ListRequest, ListResponse, SetQuotaRequest, SetQuotaResponse, UpdateRequest, UpdateResponse
+from .pools_pb2 import CreateRequest, CreateResponse, DeleteRequest, DeleteResponse, GetRequest, GetResponse, GrantRequest, GrantResponse, ListGrantsRequest, ListGrantsResponse, ListPreemptionsRequest, ListPreemptionsResponse, ListRequest, ListResponse, RevokeGrantRequest, RevokeGrantResponse, SetQuotaRequest, SetQuotaResponse, UpdateRequest, UpdateResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -49,13 +49,15 @@ class PoolsService(Protocol):
 
     async def get(self, request: GetRequest, ctx: RequestContext[GetRequest, GetResponse], /) -> GetResponse:
         """
-        Get returns a pool with its capacity, computed from its members' inventories.
+        Get returns a pool of the caller's tenant with its capacity, computed from its members'
+        inventories, or a pool granted to it (without its membership).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def list(self, request: ListRequest, ctx: RequestContext[ListRequest, ListResponse], /) -> ListResponse:
         """
-        List lists the pools of the caller's tenant with their capacity.
+        List lists the pools of the caller's tenant with their capacity, then the pools granted to
+        it, marked granted, with its grant.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -77,6 +79,34 @@ class PoolsService(Protocol):
         """
         SetQuota sets the limits of the tenant's leases in a pool; leases/create refuses a lease that
         would take the tenant's pending and running leases past one.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def grant(self, request: GrantRequest, ctx: RequestContext[GrantRequest, GrantResponse], /) -> GrantResponse:
+        """
+        Grant shares a pool of the caller's tenant with another tenant, or changes the grant it
+        has. Only the pool's owner grants; a tenant never grants to itself.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def revoke_grant(self, request: RevokeGrantRequest, ctx: RequestContext[RevokeGrantRequest, RevokeGrantResponse], /) -> RevokeGrantResponse:
+        """
+        RevokeGrant ends a grant: the grantee's new leases in the pool are refused, and its pending
+        ones fail; leases already placed run to their end. Revoking a revoked grant changes nothing.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_grants(self, request: ListGrantsRequest, ctx: RequestContext[ListGrantsRequest, ListGrantsResponse], /) -> ListGrantsResponse:
+        """
+        ListGrants lists, for an owner, the grants of its pools (of one pool when pool_id is set),
+        with what each grantee uses and borrows; for a grantee, its own grants only.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_preemptions(self, request: ListPreemptionsRequest, ctx: RequestContext[ListPreemptionsRequest, ListPreemptionsResponse], /) -> ListPreemptionsResponse:
+        """
+        ListPreemptions lists, newest first, the leases preempted in the caller's tenant's pools
+        (of one pool when pool_id is set) since since_time, whoever held them: what an owner watches.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -160,6 +190,50 @@ class PoolsServiceASGIApplication(ConnectASGIApplication[PoolsService]):
                     ),
                     function=svc.set_quota,
                 ),
+                "/bettercompute.pools.v1.PoolsService/Grant": Endpoint.unary(
+                    method=MethodInfo(
+                        name="Grant",
+                        service_name="bettercompute.pools.v1.PoolsService",
+                        input=GrantRequest,
+                        output=GrantResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.grant,
+                ),
+                "/bettercompute.pools.v1.PoolsService/RevokeGrant": Endpoint.unary(
+                    method=MethodInfo(
+                        name="RevokeGrant",
+                        service_name="bettercompute.pools.v1.PoolsService",
+                        input=RevokeGrantRequest,
+                        output=RevokeGrantResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.revoke_grant,
+                ),
+                "/bettercompute.pools.v1.PoolsService/ListGrants": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListGrants",
+                        service_name="bettercompute.pools.v1.PoolsService",
+                        input=ListGrantsRequest,
+                        output=ListGrantsResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_grants,
+                ),
+                "/bettercompute.pools.v1.PoolsService/ListPreemptions": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListPreemptions",
+                        service_name="bettercompute.pools.v1.PoolsService",
+                        input=ListPreemptionsRequest,
+                        output=ListPreemptionsResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_preemptions,
+                ),
             },
             interceptors=interceptors,
             read_max_bytes=read_max_bytes,
@@ -233,7 +307,8 @@ class PoolsServiceClient(ConnectClient):
         use_get: bool = False,
     ) -> GetResponse:
         """
-        Get returns a pool with its capacity, computed from its members' inventories.
+        Get returns a pool of the caller's tenant with its capacity, computed from its members'
+        inventories, or a pool granted to it (without its membership).
         """
         return await self.execute_unary(
             request=request,
@@ -258,7 +333,8 @@ class PoolsServiceClient(ConnectClient):
         use_get: bool = False,
     ) -> ListResponse:
         """
-        List lists the pools of the caller's tenant with their capacity.
+        List lists the pools of the caller's tenant with their capacity, then the pools granted to
+        it, marked granted, with its grant.
         """
         return await self.execute_unary(
             request=request,
@@ -346,6 +422,106 @@ class PoolsServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def grant(
+        self,
+        request: GrantRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GrantResponse:
+        """
+        Grant shares a pool of the caller's tenant with another tenant, or changes the grant it
+        has. Only the pool's owner grants; a tenant never grants to itself.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Grant",
+                service_name="bettercompute.pools.v1.PoolsService",
+                input=GrantRequest,
+                output=GrantResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def revoke_grant(
+        self,
+        request: RevokeGrantRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> RevokeGrantResponse:
+        """
+        RevokeGrant ends a grant: the grantee's new leases in the pool are refused, and its pending
+        ones fail; leases already placed run to their end. Revoking a revoked grant changes nothing.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="RevokeGrant",
+                service_name="bettercompute.pools.v1.PoolsService",
+                input=RevokeGrantRequest,
+                output=RevokeGrantResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def list_grants(
+        self,
+        request: ListGrantsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> ListGrantsResponse:
+        """
+        ListGrants lists, for an owner, the grants of its pools (of one pool when pool_id is set),
+        with what each grantee uses and borrows; for a grantee, its own grants only.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListGrants",
+                service_name="bettercompute.pools.v1.PoolsService",
+                input=ListGrantsRequest,
+                output=ListGrantsResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
+    async def list_preemptions(
+        self,
+        request: ListPreemptionsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> ListPreemptionsResponse:
+        """
+        ListPreemptions lists, newest first, the leases preempted in the caller's tenant's pools
+        (of one pool when pool_id is set) since since_time, whoever held them: what an owner watches.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListPreemptions",
+                service_name="bettercompute.pools.v1.PoolsService",
+                input=ListPreemptionsRequest,
+                output=ListPreemptionsResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
 
 class PoolsServiceSync(Protocol):
     """
@@ -359,13 +535,15 @@ class PoolsServiceSync(Protocol):
 
     def get(self, request: GetRequest, ctx: RequestContext[GetRequest, GetResponse], /) -> GetResponse:
         """
-        Get returns a pool with its capacity, computed from its members' inventories.
+        Get returns a pool of the caller's tenant with its capacity, computed from its members'
+        inventories, or a pool granted to it (without its membership).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def list(self, request: ListRequest, ctx: RequestContext[ListRequest, ListResponse], /) -> ListResponse:
         """
-        List lists the pools of the caller's tenant with their capacity.
+        List lists the pools of the caller's tenant with their capacity, then the pools granted to
+        it, marked granted, with its grant.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -387,6 +565,34 @@ class PoolsServiceSync(Protocol):
         """
         SetQuota sets the limits of the tenant's leases in a pool; leases/create refuses a lease that
         would take the tenant's pending and running leases past one.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def grant(self, request: GrantRequest, ctx: RequestContext[GrantRequest, GrantResponse], /) -> GrantResponse:
+        """
+        Grant shares a pool of the caller's tenant with another tenant, or changes the grant it
+        has. Only the pool's owner grants; a tenant never grants to itself.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def revoke_grant(self, request: RevokeGrantRequest, ctx: RequestContext[RevokeGrantRequest, RevokeGrantResponse], /) -> RevokeGrantResponse:
+        """
+        RevokeGrant ends a grant: the grantee's new leases in the pool are refused, and its pending
+        ones fail; leases already placed run to their end. Revoking a revoked grant changes nothing.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_grants(self, request: ListGrantsRequest, ctx: RequestContext[ListGrantsRequest, ListGrantsResponse], /) -> ListGrantsResponse:
+        """
+        ListGrants lists, for an owner, the grants of its pools (of one pool when pool_id is set),
+        with what each grantee uses and borrows; for a grantee, its own grants only.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_preemptions(self, request: ListPreemptionsRequest, ctx: RequestContext[ListPreemptionsRequest, ListPreemptionsResponse], /) -> ListPreemptionsResponse:
+        """
+        ListPreemptions lists, newest first, the leases preempted in the caller's tenant's pools
+        (of one pool when pool_id is set) since since_time, whoever held them: what an owner watches.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -468,6 +674,50 @@ class PoolsServiceWSGIApplication(ConnectWSGIApplication):
                     ),
                     function=service.set_quota,
                 ),
+                "/bettercompute.pools.v1.PoolsService/Grant": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="Grant",
+                        service_name="bettercompute.pools.v1.PoolsService",
+                        input=GrantRequest,
+                        output=GrantResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.grant,
+                ),
+                "/bettercompute.pools.v1.PoolsService/RevokeGrant": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="RevokeGrant",
+                        service_name="bettercompute.pools.v1.PoolsService",
+                        input=RevokeGrantRequest,
+                        output=RevokeGrantResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.revoke_grant,
+                ),
+                "/bettercompute.pools.v1.PoolsService/ListGrants": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListGrants",
+                        service_name="bettercompute.pools.v1.PoolsService",
+                        input=ListGrantsRequest,
+                        output=ListGrantsResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_grants,
+                ),
+                "/bettercompute.pools.v1.PoolsService/ListPreemptions": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListPreemptions",
+                        service_name="bettercompute.pools.v1.PoolsService",
+                        input=ListPreemptionsRequest,
+                        output=ListPreemptionsResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_preemptions,
+                ),
             },
             interceptors=interceptors,
             read_max_bytes=read_max_bytes,
@@ -541,7 +791,8 @@ class PoolsServiceClientSync(ConnectClientSync):
         use_get: bool = False,
     ) -> GetResponse:
         """
-        Get returns a pool with its capacity, computed from its members' inventories.
+        Get returns a pool of the caller's tenant with its capacity, computed from its members'
+        inventories, or a pool granted to it (without its membership).
         """
         return self.execute_unary(
             request=request,
@@ -566,7 +817,8 @@ class PoolsServiceClientSync(ConnectClientSync):
         use_get: bool = False,
     ) -> ListResponse:
         """
-        List lists the pools of the caller's tenant with their capacity.
+        List lists the pools of the caller's tenant with their capacity, then the pools granted to
+        it, marked granted, with its grant.
         """
         return self.execute_unary(
             request=request,
@@ -653,4 +905,104 @@ class PoolsServiceClientSync(ConnectClientSync):
             ),
             headers=headers,
             timeout_ms=timeout_ms,
+        )
+    def grant(
+        self,
+        request: GrantRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GrantResponse:
+        """
+        Grant shares a pool of the caller's tenant with another tenant, or changes the grant it
+        has. Only the pool's owner grants; a tenant never grants to itself.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Grant",
+                service_name="bettercompute.pools.v1.PoolsService",
+                input=GrantRequest,
+                output=GrantResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def revoke_grant(
+        self,
+        request: RevokeGrantRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> RevokeGrantResponse:
+        """
+        RevokeGrant ends a grant: the grantee's new leases in the pool are refused, and its pending
+        ones fail; leases already placed run to their end. Revoking a revoked grant changes nothing.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="RevokeGrant",
+                service_name="bettercompute.pools.v1.PoolsService",
+                input=RevokeGrantRequest,
+                output=RevokeGrantResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_grants(
+        self,
+        request: ListGrantsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> ListGrantsResponse:
+        """
+        ListGrants lists, for an owner, the grants of its pools (of one pool when pool_id is set),
+        with what each grantee uses and borrows; for a grantee, its own grants only.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListGrants",
+                service_name="bettercompute.pools.v1.PoolsService",
+                input=ListGrantsRequest,
+                output=ListGrantsResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
+    def list_preemptions(
+        self,
+        request: ListPreemptionsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> ListPreemptionsResponse:
+        """
+        ListPreemptions lists, newest first, the leases preempted in the caller's tenant's pools
+        (of one pool when pool_id is set) since since_time, whoever held them: what an owner watches.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListPreemptions",
+                service_name="bettercompute.pools.v1.PoolsService",
+                input=ListPreemptionsRequest,
+                output=ListPreemptionsResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
         )

@@ -23,11 +23,12 @@ _sym_db = _symbol_database.Default()
 
 
 from bettercompute.api.v1 import options_pb2 as bettercompute_dot_api_dot_v1_dot_options__pb2
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import field_mask_pb2 as google_dot_protobuf_dot_field__mask__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"bettercompute/pools/v1/pools.proto\x12\x16\x62\x65ttercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x04\n\x04Pool\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x12\n\x04name\x18\x03 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x04 \x01(\tR\x0b\x64\x65scription\x12S\n\rnode_selector\x18\x05 \x03(\x0b\x32..bettercompute.pools.v1.Pool.NodeSelectorEntryR\x0cnodeSelector\x12\x19\n\x08node_ids\x18\x06 \x03(\tR\x07nodeIds\x12<\n\x08\x63\x61pacity\x18\x07 \x01(\x0b\x32 .bettercompute.pools.v1.CapacityR\x08\x63\x61pacity\x12\x33\n\x05quota\x18\x08 \x01(\x0b\x32\x1d.bettercompute.pools.v1.QuotaR\x05quota\x12;\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0bupdate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime\x1a?\n\x11NodeSelectorEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\x9a\x02\n\x08\x43\x61pacity\x12\x14\n\x05nodes\x18\x01 \x01(\x05R\x05nodes\x12+\n\x11schedulable_nodes\x18\x02 \x01(\x05R\x10schedulableNodes\x12\x37\n\x04gpus\x18\x03 \x03(\x0b\x32#.bettercompute.pools.v1.GpuCapacityR\x04gpus\x12\x12\n\x04\x63pus\x18\x04 \x01(\x03R\x04\x63pus\x12%\n\x0e\x63pus_allocated\x18\x05 \x01(\x03R\rcpusAllocated\x12!\n\x0cmemory_bytes\x18\x06 \x01(\x03R\x0bmemoryBytes\x12\x34\n\x16memory_allocated_bytes\x18\x07 \x01(\x03R\x14memoryAllocatedBytes\"\x97\x01\n\x0bGpuCapacity\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n\x05total\x18\x02 \x01(\x05R\x05total\x12 \n\x0bschedulable\x18\x03 \x01(\x05R\x0bschedulable\x12\x1c\n\tallocated\x18\x04 \x01(\x05R\tallocated\x12\x1c\n\tavailable\x18\x05 \x01(\x05R\tavailable\"\xd8\x01\n\x05Quota\x12\x1e\n\x08max_gpus\x18\x01 \x01(\x05H\x00R\x07maxGpus\x88\x01\x01\x12\x1e\n\x08max_cpus\x18\x02 \x01(\x05H\x01R\x07maxCpus\x88\x01\x01\x12-\n\x10max_memory_bytes\x18\x03 \x01(\x03H\x02R\x0emaxMemoryBytes\x88\x01\x01\x12\"\n\nmax_leases\x18\x04 \x01(\x05H\x03R\tmaxLeases\x88\x01\x01\x42\x0b\n\t_max_gpusB\x0b\n\t_max_cpusB\x13\n\x11_max_memory_bytesB\r\n\x0b_max_leases\"\xff\x01\n\rCreateRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12\\\n\rnode_selector\x18\x03 \x03(\x0b\x32\x37.bettercompute.pools.v1.CreateRequest.NodeSelectorEntryR\x0cnodeSelector\x12\x19\n\x08node_ids\x18\x04 \x03(\tR\x07nodeIds\x1a?\n\x11NodeSelectorEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"B\n\x0e\x43reateResponse\x12\x30\n\x04pool\x18\x01 \x01(\x0b\x32\x1c.bettercompute.pools.v1.PoolR\x04pool\"\x1c\n\nGetRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"?\n\x0bGetResponse\x12\x30\n\x04pool\x18\x01 \x01(\x0b\x32\x1c.bettercompute.pools.v1.PoolR\x04pool\"I\n\x0bListRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"j\n\x0cListResponse\x12\x32\n\x05pools\x18\x01 \x03(\x0b\x32\x1c.bettercompute.pools.v1.PoolR\x05pools\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb8\x02\n\rUpdateRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12\\\n\rnode_selector\x18\x03 \x03(\x0b\x32\x37.bettercompute.pools.v1.UpdateRequest.NodeSelectorEntryR\x0cnodeSelector\x12\x19\n\x08node_ids\x18\x04 \x03(\tR\x07nodeIds\x12;\n\x0bupdate_mask\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.FieldMaskR\nupdateMask\x1a?\n\x11NodeSelectorEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"B\n\x0eUpdateResponse\x12\x30\n\x04pool\x18\x01 \x01(\x0b\x32\x1c.bettercompute.pools.v1.PoolR\x04pool\"\x1f\n\rDeleteRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"\x10\n\x0e\x44\x65leteResponse\"_\n\x0fSetQuotaRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x33\n\x05quota\x18\x02 \x01(\x0b\x32\x1d.bettercompute.pools.v1.QuotaR\x05quota\"D\n\x10SetQuotaResponse\x12\x30\n\x04pool\x18\x01 \x01(\x0b\x32\x1c.bettercompute.pools.v1.PoolR\x04pool2\xf5\x05\n\x0cPoolsService\x12~\n\x06\x43reate\x12%.bettercompute.pools.v1.CreateRequest\x1a&.bettercompute.pools.v1.CreateResponse\"%\xc2\xa0\x19!\n\x05pools\x12\x06\x63reate\x1a\x0cpools.create(\x01\x30\x01\x12o\n\x03Get\x12\".bettercompute.pools.v1.GetRequest\x1a#.bettercompute.pools.v1.GetResponse\"\x1f\x90\x02\x01\xc2\xa0\x19\x18\n\x05pools\x12\x03get\x1a\npools.read\x12s\n\x04List\x12#.bettercompute.pools.v1.ListRequest\x1a$.bettercompute.pools.v1.ListResponse\" \x90\x02\x01\xc2\xa0\x19\x19\n\x05pools\x12\x04list\x1a\npools.read\x12{\n\x06Update\x12%.bettercompute.pools.v1.UpdateRequest\x1a&.bettercompute.pools.v1.UpdateResponse\"\"\xc2\xa0\x19\x1e\n\x05pools\x12\x06update\x1a\x0bpools.write0\x01\x12|\n\x06\x44\x65lete\x12%.bettercompute.pools.v1.DeleteRequest\x1a&.bettercompute.pools.v1.DeleteResponse\"#\xc2\xa0\x19\x1f\n\x05pools\x12\x06\x64\x65lete\x1a\x0cpools.delete0\x01\x12\x83\x01\n\x08SetQuota\x12\'.bettercompute.pools.v1.SetQuotaRequest\x1a(.bettercompute.pools.v1.SetQuotaResponse\"$\xc2\xa0\x19 \n\x05pools\x12\x08setQuota\x1a\x0bpools.write0\x01\x42PZNgithub.com/better-compute/better-compute/gen/go/bettercompute/pools/v1;poolsv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"bettercompute/pools/v1/pools.proto\x12\x16\x62\x65ttercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xda\x05\n\x04Pool\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x12\n\x04name\x18\x03 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x04 \x01(\tR\x0b\x64\x65scription\x12S\n\rnode_selector\x18\x05 \x03(\x0b\x32..bettercompute.pools.v1.Pool.NodeSelectorEntryR\x0cnodeSelector\x12\x19\n\x08node_ids\x18\x06 \x03(\tR\x07nodeIds\x12<\n\x08\x63\x61pacity\x18\x07 \x01(\x0b\x32 .bettercompute.pools.v1.CapacityR\x08\x63\x61pacity\x12\x33\n\x05quota\x18\x08 \x01(\x0b\x32\x1d.bettercompute.pools.v1.QuotaR\x05quota\x12;\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0bupdate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime\x12Q\n\x17preemption_grace_period\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationR\x15preemptionGracePeriod\x12/\n\x13priority_preemption\x18\x0c \x01(\x08R\x12priorityPreemption\x12\x18\n\x07granted\x18\r \x01(\x08R\x07granted\x12\x33\n\x05grant\x18\x0e \x01(\x0b\x32\x1d.bettercompute.pools.v1.GrantR\x05grant\x1a?\n\x11NodeSelectorEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\xbc\x01\n\tResources\x12?\n\x04gpus\x18\x01 \x03(\x0b\x32+.bettercompute.pools.v1.Resources.GpusEntryR\x04gpus\x12\x12\n\x04\x63pus\x18\x02 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x03 \x01(\x03R\x0bmemoryBytes\x1a\x37\n\tGpusEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\x05R\x05value:\x02\x38\x01\"\xde\x04\n\x05Grant\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n\x07pool_id\x18\x02 \x01(\tR\x06poolId\x12\x1b\n\ttenant_id\x18\x03 \x01(\tR\x08tenantId\x12;\n\x07nominal\x18\x04 \x01(\x0b\x32!.bettercompute.pools.v1.ResourcesR\x07nominal\x12J\n\x0f\x62orrowing_limit\x18\x05 \x01(\x0b\x32!.bettercompute.pools.v1.ResourcesR\x0e\x62orrowingLimit\x12\x16\n\x06weight\x18\x06 \x01(\x05R\x06weight\x12\x35\n\x04used\x18\x07 \x01(\x0b\x32!.bettercompute.pools.v1.ResourcesR\x04used\x12=\n\x08\x62orrowed\x18\x08 \x01(\x0b\x32!.bettercompute.pools.v1.ResourcesR\x08\x62orrowed\x12\x41\n\nborrowable\x18\t \x01(\x0b\x32!.bettercompute.pools.v1.ResourcesR\nborrowable\x12;\n\x0b\x63reate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0bupdate_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime\x12;\n\x0brevoke_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nrevokeTime\"\x9a\x02\n\x08\x43\x61pacity\x12\x14\n\x05nodes\x18\x01 \x01(\x05R\x05nodes\x12+\n\x11schedulable_nodes\x18\x02 \x01(\x05R\x10schedulableNodes\x12\x37\n\x04gpus\x18\x03 \x03(\x0b\x32#.bettercompute.pools.v1.GpuCapacityR\x04gpus\x12\x12\n\x04\x63pus\x18\x04 \x01(\x03R\x04\x63pus\x12%\n\x0e\x63pus_allocated\x18\x05 \x01(\x03R\rcpusAllocated\x12!\n\x0cmemory_bytes\x18\x06 \x01(\x03R\x0bmemoryBytes\x12\x34\n\x16memory_allocated_bytes\x18\x07 \x01(\x03R\x14memoryAllocatedBytes\"\x97\x01\n\x0bGpuCapacity\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n\x05total\x18\x02 \x01(\x05R\x05total\x12 \n\x0bschedulable\x18\x03 \x01(\x05R\x0bschedulable\x12\x1c\n\tallocated\x18\x04 \x01(\x05R\tallocated\x12\x1c\n\tavailable\x18\x05 \x01(\x05R\tavailable\"\xd8\x01\n\x05Quota\x12\x1e\n\x08max_gpus\x18\x01 \x01(\x05H\x00R\x07maxGpus\x88\x01\x01\x12\x1e\n\x08max_cpus\x18\x02 \x01(\x05H\x01R\x07maxCpus\x88\x01\x01\x12-\n\x10max_memory_bytes\x18\x03 \x01(\x03H\x02R\x0emaxMemoryBytes\x88\x01\x01\x12\"\n\nmax_leases\x18\x04 \x01(\x05H\x03R\tmaxLeases\x88\x01\x01\x42\x0b\n\t_max_gpusB\x0b\n\t_max_cpusB\x13\n\x11_max_memory_bytesB\r\n\x0b_max_leases\"\x83\x03\n\rCreateRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12\\\n\rnode_selector\x18\x03 \x03(\x0b\x32\x37.bettercompute.pools.v1.CreateRequest.NodeSelectorEntryR\x0cnodeSelector\x12\x19\n\x08node_ids\x18\x04 \x03(\tR\x07nodeIds\x12Q\n\x17preemption_grace_period\x18\x05 \x01(\x0b\x32\x19.google.protobuf.DurationR\x15preemptionGracePeriod\x12/\n\x13priority_preemption\x18\x06 \x01(\x08R\x12priorityPreemption\x1a?\n\x11NodeSelectorEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"B\n\x0e\x43reateResponse\x12\x30\n\x04pool\x18\x01 \x01(\x0b\x32\x1c.bettercompute.pools.v1.PoolR\x04pool\"\x1c\n\nGetRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"?\n\x0bGetResponse\x12\x30\n\x04pool\x18\x01 \x01(\x0b\x32\x1c.bettercompute.pools.v1.PoolR\x04pool\"I\n\x0bListRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"j\n\x0cListResponse\x12\x32\n\x05pools\x18\x01 \x03(\x0b\x32\x1c.bettercompute.pools.v1.PoolR\x05pools\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbc\x03\n\rUpdateRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12\\\n\rnode_selector\x18\x03 \x03(\x0b\x32\x37.bettercompute.pools.v1.UpdateRequest.NodeSelectorEntryR\x0cnodeSelector\x12\x19\n\x08node_ids\x18\x04 \x03(\tR\x07nodeIds\x12;\n\x0bupdate_mask\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.FieldMaskR\nupdateMask\x12Q\n\x17preemption_grace_period\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationR\x15preemptionGracePeriod\x12/\n\x13priority_preemption\x18\x07 \x01(\x08R\x12priorityPreemption\x1a?\n\x11NodeSelectorEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"B\n\x0eUpdateResponse\x12\x30\n\x04pool\x18\x01 \x01(\x0b\x32\x1c.bettercompute.pools.v1.PoolR\x04pool\"\x1f\n\rDeleteRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"\x10\n\x0e\x44\x65leteResponse\"_\n\x0fSetQuotaRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x33\n\x05quota\x18\x02 \x01(\x0b\x32\x1d.bettercompute.pools.v1.QuotaR\x05quota\"D\n\x10SetQuotaResponse\x12\x30\n\x04pool\x18\x01 \x01(\x0b\x32\x1c.bettercompute.pools.v1.PoolR\x04pool\"\xe5\x01\n\x0cGrantRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12;\n\x07nominal\x18\x03 \x01(\x0b\x32!.bettercompute.pools.v1.ResourcesR\x07nominal\x12J\n\x0f\x62orrowing_limit\x18\x04 \x01(\x0b\x32!.bettercompute.pools.v1.ResourcesR\x0e\x62orrowingLimit\x12\x16\n\x06weight\x18\x05 \x01(\x05R\x06weight\"D\n\rGrantResponse\x12\x33\n\x05grant\x18\x01 \x01(\x0b\x32\x1d.bettercompute.pools.v1.GrantR\x05grant\"J\n\x12RevokeGrantRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\"J\n\x13RevokeGrantResponse\x12\x33\n\x05grant\x18\x01 \x01(\x0b\x32\x1d.bettercompute.pools.v1.GrantR\x05grant\"\x91\x01\n\x11ListGrantsRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\'\n\x0finclude_revoked\x18\x02 \x01(\x08R\x0eincludeRevoked\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"s\n\x12ListGrantsResponse\x12\x35\n\x06grants\x18\x01 \x03(\x0b\x32\x1d.bettercompute.pools.v1.GrantR\x06grants\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa8\x01\n\x16ListPreemptionsRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x39\n\nsince_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tsinceTime\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"\xb8\x02\n\nPreemption\x12\x19\n\x08lease_id\x18\x01 \x01(\tR\x07leaseId\x12\x17\n\x07pool_id\x18\x02 \x01(\tR\x06poolId\x12\x1b\n\ttenant_id\x18\x03 \x01(\tR\x08tenantId\x12\x12\n\x04gpus\x18\x04 \x01(\x05R\x04gpus\x12\x1b\n\tgpu_model\x18\x05 \x01(\tR\x08gpuModel\x12\x12\n\x04\x63pus\x18\x06 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x07 \x01(\x03R\x0bmemoryBytes\x12\x1a\n\x08priority\x18\x08 \x01(\x05R\x08priority\x12\x16\n\x06reason\x18\t \x01(\tR\x06reason\x12=\n\x0cpreempt_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0bpreemptTime\"\x87\x01\n\x17ListPreemptionsResponse\x12\x44\n\x0bpreemptions\x18\x01 \x03(\x0b\x32\".bettercompute.pools.v1.PreemptionR\x0bpreemptions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xb2\n\n\x0cPoolsService\x12~\n\x06\x43reate\x12%.bettercompute.pools.v1.CreateRequest\x1a&.bettercompute.pools.v1.CreateResponse\"%\xc2\xa0\x19!\n\x05pools\x12\x06\x63reate\x1a\x0cpools.create(\x01\x30\x01\x12o\n\x03Get\x12\".bettercompute.pools.v1.GetRequest\x1a#.bettercompute.pools.v1.GetResponse\"\x1f\x90\x02\x01\xc2\xa0\x19\x18\n\x05pools\x12\x03get\x1a\npools.read\x12s\n\x04List\x12#.bettercompute.pools.v1.ListRequest\x1a$.bettercompute.pools.v1.ListResponse\" \x90\x02\x01\xc2\xa0\x19\x19\n\x05pools\x12\x04list\x1a\npools.read\x12{\n\x06Update\x12%.bettercompute.pools.v1.UpdateRequest\x1a&.bettercompute.pools.v1.UpdateResponse\"\"\xc2\xa0\x19\x1e\n\x05pools\x12\x06update\x1a\x0bpools.write0\x01\x12|\n\x06\x44\x65lete\x12%.bettercompute.pools.v1.DeleteRequest\x1a&.bettercompute.pools.v1.DeleteResponse\"#\xc2\xa0\x19\x1f\n\x05pools\x12\x06\x64\x65lete\x1a\x0cpools.delete0\x01\x12\x83\x01\n\x08SetQuota\x12\'.bettercompute.pools.v1.SetQuotaRequest\x1a(.bettercompute.pools.v1.SetQuotaResponse\"$\xc2\xa0\x19 \n\x05pools\x12\x08setQuota\x1a\x0bpools.write0\x01\x12y\n\x05Grant\x12$.bettercompute.pools.v1.GrantRequest\x1a%.bettercompute.pools.v1.GrantResponse\"#\xc2\xa0\x19\x1f\n\x05pools\x12\x05grant\x1a\x0bpools.write(\x01\x30\x01\x12\x8f\x01\n\x0bRevokeGrant\x12*.bettercompute.pools.v1.RevokeGrantRequest\x1a+.bettercompute.pools.v1.RevokeGrantResponse\"\'\xc2\xa0\x19#\n\x05pools\x12\x0brevokeGrant\x1a\x0bpools.write0\x01\x12\x8b\x01\n\nListGrants\x12).bettercompute.pools.v1.ListGrantsRequest\x1a*.bettercompute.pools.v1.ListGrantsResponse\"&\x90\x02\x01\xc2\xa0\x19\x1f\n\x05pools\x12\nlistGrants\x1a\npools.read\x12\x9f\x01\n\x0fListPreemptions\x12..bettercompute.pools.v1.ListPreemptionsRequest\x1a/.bettercompute.pools.v1.ListPreemptionsResponse\"+\x90\x02\x01\xc2\xa0\x19$\n\x05pools\x12\x0flistPreemptions\x1a\npools.readBPZNgithub.com/better-compute/better-compute/gen/go/bettercompute/pools/v1;poolsv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,6 +38,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'ZNgithub.com/better-compute/better-compute/gen/go/bettercompute/pools/v1;poolsv1'
   _globals['_POOL_NODESELECTORENTRY']._loaded_options = None
   _globals['_POOL_NODESELECTORENTRY']._serialized_options = b'8\001'
+  _globals['_RESOURCES_GPUSENTRY']._loaded_options = None
+  _globals['_RESOURCES_GPUSENTRY']._serialized_options = b'8\001'
   _globals['_CREATEREQUEST_NODESELECTORENTRY']._loaded_options = None
   _globals['_CREATEREQUEST_NODESELECTORENTRY']._serialized_options = b'8\001'
   _globals['_UPDATEREQUEST_NODESELECTORENTRY']._loaded_options = None
@@ -53,44 +56,76 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_POOLSSERVICE'].methods_by_name['Delete']._serialized_options = b'\302\240\031\037\n\005pools\022\006delete\032\014pools.delete0\001'
   _globals['_POOLSSERVICE'].methods_by_name['SetQuota']._loaded_options = None
   _globals['_POOLSSERVICE'].methods_by_name['SetQuota']._serialized_options = b'\302\240\031 \n\005pools\022\010setQuota\032\013pools.write0\001'
-  _globals['_POOL']._serialized_start=166
-  _globals['_POOL']._serialized_end=685
-  _globals['_POOL_NODESELECTORENTRY']._serialized_start=622
-  _globals['_POOL_NODESELECTORENTRY']._serialized_end=685
-  _globals['_CAPACITY']._serialized_start=688
-  _globals['_CAPACITY']._serialized_end=970
-  _globals['_GPUCAPACITY']._serialized_start=973
-  _globals['_GPUCAPACITY']._serialized_end=1124
-  _globals['_QUOTA']._serialized_start=1127
-  _globals['_QUOTA']._serialized_end=1343
-  _globals['_CREATEREQUEST']._serialized_start=1346
-  _globals['_CREATEREQUEST']._serialized_end=1601
-  _globals['_CREATEREQUEST_NODESELECTORENTRY']._serialized_start=622
-  _globals['_CREATEREQUEST_NODESELECTORENTRY']._serialized_end=685
-  _globals['_CREATERESPONSE']._serialized_start=1603
-  _globals['_CREATERESPONSE']._serialized_end=1669
-  _globals['_GETREQUEST']._serialized_start=1671
-  _globals['_GETREQUEST']._serialized_end=1699
-  _globals['_GETRESPONSE']._serialized_start=1701
-  _globals['_GETRESPONSE']._serialized_end=1764
-  _globals['_LISTREQUEST']._serialized_start=1766
-  _globals['_LISTREQUEST']._serialized_end=1839
-  _globals['_LISTRESPONSE']._serialized_start=1841
-  _globals['_LISTRESPONSE']._serialized_end=1947
-  _globals['_UPDATEREQUEST']._serialized_start=1950
-  _globals['_UPDATEREQUEST']._serialized_end=2262
-  _globals['_UPDATEREQUEST_NODESELECTORENTRY']._serialized_start=622
-  _globals['_UPDATEREQUEST_NODESELECTORENTRY']._serialized_end=685
-  _globals['_UPDATERESPONSE']._serialized_start=2264
-  _globals['_UPDATERESPONSE']._serialized_end=2330
-  _globals['_DELETEREQUEST']._serialized_start=2332
-  _globals['_DELETEREQUEST']._serialized_end=2363
-  _globals['_DELETERESPONSE']._serialized_start=2365
-  _globals['_DELETERESPONSE']._serialized_end=2381
-  _globals['_SETQUOTAREQUEST']._serialized_start=2383
-  _globals['_SETQUOTAREQUEST']._serialized_end=2478
-  _globals['_SETQUOTARESPONSE']._serialized_start=2480
-  _globals['_SETQUOTARESPONSE']._serialized_end=2548
-  _globals['_POOLSSERVICE']._serialized_start=2551
-  _globals['_POOLSSERVICE']._serialized_end=3308
+  _globals['_POOLSSERVICE'].methods_by_name['Grant']._loaded_options = None
+  _globals['_POOLSSERVICE'].methods_by_name['Grant']._serialized_options = b'\302\240\031\037\n\005pools\022\005grant\032\013pools.write(\0010\001'
+  _globals['_POOLSSERVICE'].methods_by_name['RevokeGrant']._loaded_options = None
+  _globals['_POOLSSERVICE'].methods_by_name['RevokeGrant']._serialized_options = b'\302\240\031#\n\005pools\022\013revokeGrant\032\013pools.write0\001'
+  _globals['_POOLSSERVICE'].methods_by_name['ListGrants']._loaded_options = None
+  _globals['_POOLSSERVICE'].methods_by_name['ListGrants']._serialized_options = b'\220\002\001\302\240\031\037\n\005pools\022\nlistGrants\032\npools.read'
+  _globals['_POOLSSERVICE'].methods_by_name['ListPreemptions']._loaded_options = None
+  _globals['_POOLSSERVICE'].methods_by_name['ListPreemptions']._serialized_options = b'\220\002\001\302\240\031$\n\005pools\022\017listPreemptions\032\npools.read'
+  _globals['_POOL']._serialized_start=198
+  _globals['_POOL']._serialized_end=928
+  _globals['_POOL_NODESELECTORENTRY']._serialized_start=865
+  _globals['_POOL_NODESELECTORENTRY']._serialized_end=928
+  _globals['_RESOURCES']._serialized_start=931
+  _globals['_RESOURCES']._serialized_end=1119
+  _globals['_RESOURCES_GPUSENTRY']._serialized_start=1064
+  _globals['_RESOURCES_GPUSENTRY']._serialized_end=1119
+  _globals['_GRANT']._serialized_start=1122
+  _globals['_GRANT']._serialized_end=1728
+  _globals['_CAPACITY']._serialized_start=1731
+  _globals['_CAPACITY']._serialized_end=2013
+  _globals['_GPUCAPACITY']._serialized_start=2016
+  _globals['_GPUCAPACITY']._serialized_end=2167
+  _globals['_QUOTA']._serialized_start=2170
+  _globals['_QUOTA']._serialized_end=2386
+  _globals['_CREATEREQUEST']._serialized_start=2389
+  _globals['_CREATEREQUEST']._serialized_end=2776
+  _globals['_CREATEREQUEST_NODESELECTORENTRY']._serialized_start=865
+  _globals['_CREATEREQUEST_NODESELECTORENTRY']._serialized_end=928
+  _globals['_CREATERESPONSE']._serialized_start=2778
+  _globals['_CREATERESPONSE']._serialized_end=2844
+  _globals['_GETREQUEST']._serialized_start=2846
+  _globals['_GETREQUEST']._serialized_end=2874
+  _globals['_GETRESPONSE']._serialized_start=2876
+  _globals['_GETRESPONSE']._serialized_end=2939
+  _globals['_LISTREQUEST']._serialized_start=2941
+  _globals['_LISTREQUEST']._serialized_end=3014
+  _globals['_LISTRESPONSE']._serialized_start=3016
+  _globals['_LISTRESPONSE']._serialized_end=3122
+  _globals['_UPDATEREQUEST']._serialized_start=3125
+  _globals['_UPDATEREQUEST']._serialized_end=3569
+  _globals['_UPDATEREQUEST_NODESELECTORENTRY']._serialized_start=865
+  _globals['_UPDATEREQUEST_NODESELECTORENTRY']._serialized_end=928
+  _globals['_UPDATERESPONSE']._serialized_start=3571
+  _globals['_UPDATERESPONSE']._serialized_end=3637
+  _globals['_DELETEREQUEST']._serialized_start=3639
+  _globals['_DELETEREQUEST']._serialized_end=3670
+  _globals['_DELETERESPONSE']._serialized_start=3672
+  _globals['_DELETERESPONSE']._serialized_end=3688
+  _globals['_SETQUOTAREQUEST']._serialized_start=3690
+  _globals['_SETQUOTAREQUEST']._serialized_end=3785
+  _globals['_SETQUOTARESPONSE']._serialized_start=3787
+  _globals['_SETQUOTARESPONSE']._serialized_end=3855
+  _globals['_GRANTREQUEST']._serialized_start=3858
+  _globals['_GRANTREQUEST']._serialized_end=4087
+  _globals['_GRANTRESPONSE']._serialized_start=4089
+  _globals['_GRANTRESPONSE']._serialized_end=4157
+  _globals['_REVOKEGRANTREQUEST']._serialized_start=4159
+  _globals['_REVOKEGRANTREQUEST']._serialized_end=4233
+  _globals['_REVOKEGRANTRESPONSE']._serialized_start=4235
+  _globals['_REVOKEGRANTRESPONSE']._serialized_end=4309
+  _globals['_LISTGRANTSREQUEST']._serialized_start=4312
+  _globals['_LISTGRANTSREQUEST']._serialized_end=4457
+  _globals['_LISTGRANTSRESPONSE']._serialized_start=4459
+  _globals['_LISTGRANTSRESPONSE']._serialized_end=4574
+  _globals['_LISTPREEMPTIONSREQUEST']._serialized_start=4577
+  _globals['_LISTPREEMPTIONSREQUEST']._serialized_end=4745
+  _globals['_PREEMPTION']._serialized_start=4748
+  _globals['_PREEMPTION']._serialized_end=5060
+  _globals['_LISTPREEMPTIONSRESPONSE']._serialized_start=5063
+  _globals['_LISTPREEMPTIONSRESPONSE']._serialized_end=5198
+  _globals['_POOLSSERVICE']._serialized_start=5201
+  _globals['_POOLSSERVICE']._serialized_end=6531
 # @@protoc_insertion_point(module_scope)

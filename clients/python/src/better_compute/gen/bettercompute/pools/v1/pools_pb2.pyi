@@ -1,6 +1,7 @@
 import datetime
 
 from bettercompute.api.v1 import options_pb2 as _options_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -12,7 +13,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Pool(_message.Message):
-    __slots__ = ("id", "tenant_id", "name", "description", "node_selector", "node_ids", "capacity", "quota", "create_time", "update_time")
+    __slots__ = ("id", "tenant_id", "name", "description", "node_selector", "node_ids", "capacity", "quota", "create_time", "update_time", "preemption_grace_period", "priority_preemption", "granted", "grant")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +31,10 @@ class Pool(_message.Message):
     QUOTA_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTION_GRACE_PERIOD_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_PREEMPTION_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    GRANT_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     name: str
@@ -40,7 +45,56 @@ class Pool(_message.Message):
     quota: Quota
     create_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    preemption_grace_period: _duration_pb2.Duration
+    priority_preemption: bool
+    granted: bool
+    grant: Grant
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., granted: _Optional[bool] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ...) -> None: ...
+
+class Resources(_message.Message):
+    __slots__ = ("gpus", "cpus", "memory_bytes")
+    class GpusEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    gpus: _containers.ScalarMap[str, int]
+    cpus: int
+    memory_bytes: int
+    def __init__(self, gpus: _Optional[_Mapping[str, int]] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ...) -> None: ...
+
+class Grant(_message.Message):
+    __slots__ = ("id", "pool_id", "tenant_id", "nominal", "borrowing_limit", "weight", "used", "borrowed", "borrowable", "create_time", "update_time", "revoke_time")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_FIELD_NUMBER: _ClassVar[int]
+    BORROWING_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    USED_FIELD_NUMBER: _ClassVar[int]
+    BORROWED_FIELD_NUMBER: _ClassVar[int]
+    BORROWABLE_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    REVOKE_TIME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    pool_id: str
+    tenant_id: str
+    nominal: Resources
+    borrowing_limit: Resources
+    weight: int
+    used: Resources
+    borrowed: Resources
+    borrowable: Resources
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    revoke_time: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., pool_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., nominal: _Optional[_Union[Resources, _Mapping]] = ..., borrowing_limit: _Optional[_Union[Resources, _Mapping]] = ..., weight: _Optional[int] = ..., used: _Optional[_Union[Resources, _Mapping]] = ..., borrowed: _Optional[_Union[Resources, _Mapping]] = ..., borrowable: _Optional[_Union[Resources, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Capacity(_message.Message):
     __slots__ = ("nodes", "schedulable_nodes", "gpus", "cpus", "cpus_allocated", "memory_bytes", "memory_allocated_bytes")
@@ -87,7 +141,7 @@ class Quota(_message.Message):
     def __init__(self, max_gpus: _Optional[int] = ..., max_cpus: _Optional[int] = ..., max_memory_bytes: _Optional[int] = ..., max_leases: _Optional[int] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("name", "description", "node_selector", "node_ids")
+    __slots__ = ("name", "description", "node_selector", "node_ids", "preemption_grace_period", "priority_preemption")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -99,11 +153,15 @@ class CreateRequest(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
     NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTION_GRACE_PERIOD_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_PREEMPTION_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     node_selector: _containers.ScalarMap[str, str]
     node_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    preemption_grace_period: _duration_pb2.Duration
+    priority_preemption: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
     __slots__ = ("pool",)
@@ -140,7 +198,7 @@ class ListResponse(_message.Message):
     def __init__(self, pools: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class UpdateRequest(_message.Message):
-    __slots__ = ("id", "description", "node_selector", "node_ids", "update_mask")
+    __slots__ = ("id", "description", "node_selector", "node_ids", "update_mask", "preemption_grace_period", "priority_preemption")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -153,12 +211,16 @@ class UpdateRequest(_message.Message):
     NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
     NODE_IDS_FIELD_NUMBER: _ClassVar[int]
     UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTION_GRACE_PERIOD_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_PREEMPTION_FIELD_NUMBER: _ClassVar[int]
     id: str
     description: str
     node_selector: _containers.ScalarMap[str, str]
     node_ids: _containers.RepeatedScalarFieldContainer[str]
     update_mask: _field_mask_pb2.FieldMask
-    def __init__(self, id: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
+    preemption_grace_period: _duration_pb2.Duration
+    priority_preemption: bool
+    def __init__(self, id: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ...) -> None: ...
 
 class UpdateResponse(_message.Message):
     __slots__ = ("pool",)
@@ -189,3 +251,101 @@ class SetQuotaResponse(_message.Message):
     POOL_FIELD_NUMBER: _ClassVar[int]
     pool: Pool
     def __init__(self, pool: _Optional[_Union[Pool, _Mapping]] = ...) -> None: ...
+
+class GrantRequest(_message.Message):
+    __slots__ = ("pool_id", "tenant_id", "nominal", "borrowing_limit", "weight")
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_FIELD_NUMBER: _ClassVar[int]
+    BORROWING_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    pool_id: str
+    tenant_id: str
+    nominal: Resources
+    borrowing_limit: Resources
+    weight: int
+    def __init__(self, pool_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., nominal: _Optional[_Union[Resources, _Mapping]] = ..., borrowing_limit: _Optional[_Union[Resources, _Mapping]] = ..., weight: _Optional[int] = ...) -> None: ...
+
+class GrantResponse(_message.Message):
+    __slots__ = ("grant",)
+    GRANT_FIELD_NUMBER: _ClassVar[int]
+    grant: Grant
+    def __init__(self, grant: _Optional[_Union[Grant, _Mapping]] = ...) -> None: ...
+
+class RevokeGrantRequest(_message.Message):
+    __slots__ = ("pool_id", "tenant_id")
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    pool_id: str
+    tenant_id: str
+    def __init__(self, pool_id: _Optional[str] = ..., tenant_id: _Optional[str] = ...) -> None: ...
+
+class RevokeGrantResponse(_message.Message):
+    __slots__ = ("grant",)
+    GRANT_FIELD_NUMBER: _ClassVar[int]
+    grant: Grant
+    def __init__(self, grant: _Optional[_Union[Grant, _Mapping]] = ...) -> None: ...
+
+class ListGrantsRequest(_message.Message):
+    __slots__ = ("pool_id", "include_revoked", "page_size", "page_token")
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_REVOKED_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    pool_id: str
+    include_revoked: bool
+    page_size: int
+    page_token: str
+    def __init__(self, pool_id: _Optional[str] = ..., include_revoked: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListGrantsResponse(_message.Message):
+    __slots__ = ("grants", "next_page_token")
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    grants: _containers.RepeatedCompositeFieldContainer[Grant]
+    next_page_token: str
+    def __init__(self, grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListPreemptionsRequest(_message.Message):
+    __slots__ = ("pool_id", "since_time", "page_size", "page_token")
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    SINCE_TIME_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    pool_id: str
+    since_time: _timestamp_pb2.Timestamp
+    page_size: int
+    page_token: str
+    def __init__(self, pool_id: _Optional[str] = ..., since_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class Preemption(_message.Message):
+    __slots__ = ("lease_id", "pool_id", "tenant_id", "gpus", "gpu_model", "cpus", "memory_bytes", "priority", "reason", "preempt_time")
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PREEMPT_TIME_FIELD_NUMBER: _ClassVar[int]
+    lease_id: str
+    pool_id: str
+    tenant_id: str
+    gpus: int
+    gpu_model: str
+    cpus: int
+    memory_bytes: int
+    priority: int
+    reason: str
+    preempt_time: _timestamp_pb2.Timestamp
+    def __init__(self, lease_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., priority: _Optional[int] = ..., reason: _Optional[str] = ..., preempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListPreemptionsResponse(_message.Message):
+    __slots__ = ("preemptions", "next_page_token")
+    PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    preemptions: _containers.RepeatedCompositeFieldContainer[Preemption]
+    next_page_token: str
+    def __init__(self, preemptions: _Optional[_Iterable[_Union[Preemption, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

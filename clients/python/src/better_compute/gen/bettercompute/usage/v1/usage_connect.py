@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .usage_pb2 import QueryRequest, QueryResponse
+from .usage_pb2 import ExportRequest, ExportResponse, QueryRequest, QueryResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -45,6 +45,14 @@ class UsageService(Protocol):
         """
         Query returns the usage of hours in a period, in total and hour by hour, optionally of one
         pool.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def export(self, request: ExportRequest, ctx: RequestContext[ExportRequest, ExportResponse], /) -> ExportResponse:
+        """
+        Export returns a period's usage for a billing system: one row per tenant, pool, resource and
+        model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
+        same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -72,6 +80,17 @@ class UsageServiceASGIApplication(ConnectASGIApplication[UsageService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.query,
+                ),
+                "/bettercompute.usage.v1.UsageService/Export": Endpoint.unary(
+                    method=MethodInfo(
+                        name="Export",
+                        service_name="bettercompute.usage.v1.UsageService",
+                        input=ExportRequest,
+                        output=ExportResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.export,
                 ),
             },
             interceptors=interceptors,
@@ -140,6 +159,33 @@ class UsageServiceClient(ConnectClient):
             timeout_ms=timeout_ms,
             use_get=use_get,
         )
+    async def export(
+        self,
+        request: ExportRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> ExportResponse:
+        """
+        Export returns a period's usage for a billing system: one row per tenant, pool, resource and
+        model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
+        same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Export",
+                service_name="bettercompute.usage.v1.UsageService",
+                input=ExportRequest,
+                output=ExportResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
 
 class UsageServiceSync(Protocol):
     """
@@ -149,6 +195,14 @@ class UsageServiceSync(Protocol):
         """
         Query returns the usage of hours in a period, in total and hour by hour, optionally of one
         pool.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def export(self, request: ExportRequest, ctx: RequestContext[ExportRequest, ExportResponse], /) -> ExportResponse:
+        """
+        Export returns a period's usage for a billing system: one row per tenant, pool, resource and
+        model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
+        same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -174,6 +228,17 @@ class UsageServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.query,
+                ),
+                "/bettercompute.usage.v1.UsageService/Export": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="Export",
+                        service_name="bettercompute.usage.v1.UsageService",
+                        input=ExportRequest,
+                        output=ExportResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.export,
                 ),
             },
             interceptors=interceptors,
@@ -235,6 +300,33 @@ class UsageServiceClientSync(ConnectClientSync):
                 service_name="bettercompute.usage.v1.UsageService",
                 input=QueryRequest,
                 output=QueryResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
+    def export(
+        self,
+        request: ExportRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> ExportResponse:
+        """
+        Export returns a period's usage for a billing system: one row per tenant, pool, resource and
+        model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
+        same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Export",
+                service_name="bettercompute.usage.v1.UsageService",
+                input=ExportRequest,
+                output=ExportResponse,
                 idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
                 stream_type=StreamType.UNARY,
             ),

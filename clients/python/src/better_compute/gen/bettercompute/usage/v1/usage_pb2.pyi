@@ -4,6 +4,7 @@ from bettercompute.api.v1 import options_pb2 as _options_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -11,31 +12,75 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class Scope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SCOPE_UNSPECIFIED: _ClassVar[Scope]
+    SCOPE_OWNED_POOLS: _ClassVar[Scope]
+
+class ExportFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXPORT_FORMAT_UNSPECIFIED: _ClassVar[ExportFormat]
+    EXPORT_FORMAT_CSV: _ClassVar[ExportFormat]
+    EXPORT_FORMAT_JSONL: _ClassVar[ExportFormat]
+SCOPE_UNSPECIFIED: Scope
+SCOPE_OWNED_POOLS: Scope
+EXPORT_FORMAT_UNSPECIFIED: ExportFormat
+EXPORT_FORMAT_CSV: ExportFormat
+EXPORT_FORMAT_JSONL: ExportFormat
+
+class ExportRequest(_message.Message):
+    __slots__ = ("start_time", "end_time", "scope", "pool_id", "format")
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    start_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    scope: Scope
+    pool_id: str
+    format: ExportFormat
+    def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scope: _Optional[_Union[Scope, str]] = ..., pool_id: _Optional[str] = ..., format: _Optional[_Union[ExportFormat, str]] = ...) -> None: ...
+
+class ExportResponse(_message.Message):
+    __slots__ = ("content_type", "data", "rows")
+    CONTENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    content_type: str
+    data: bytes
+    rows: int
+    def __init__(self, content_type: _Optional[str] = ..., data: _Optional[bytes] = ..., rows: _Optional[int] = ...) -> None: ...
+
 class QueryRequest(_message.Message):
-    __slots__ = ("start_time", "end_time", "pool_id", "hourly")
+    __slots__ = ("start_time", "end_time", "pool_id", "hourly", "scope")
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     POOL_ID_FIELD_NUMBER: _ClassVar[int]
     HOURLY_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     start_time: _timestamp_pb2.Timestamp
     end_time: _timestamp_pb2.Timestamp
     pool_id: str
     hourly: bool
-    def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pool_id: _Optional[str] = ..., hourly: _Optional[bool] = ...) -> None: ...
+    scope: Scope
+    def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pool_id: _Optional[str] = ..., hourly: _Optional[bool] = ..., scope: _Optional[_Union[Scope, str]] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("pool_id", "resource", "model", "amount", "hour")
+    __slots__ = ("pool_id", "resource", "model", "amount", "hour", "tenant_id")
     POOL_ID_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     AMOUNT_FIELD_NUMBER: _ClassVar[int]
     HOUR_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     pool_id: str
     resource: str
     model: str
     amount: float
     hour: _timestamp_pb2.Timestamp
-    def __init__(self, pool_id: _Optional[str] = ..., resource: _Optional[str] = ..., model: _Optional[str] = ..., amount: _Optional[float] = ..., hour: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    tenant_id: str
+    def __init__(self, pool_id: _Optional[str] = ..., resource: _Optional[str] = ..., model: _Optional[str] = ..., amount: _Optional[float] = ..., hour: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tenant_id: _Optional[str] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
     __slots__ = ("totals", "hours", "unaggregated_records", "aggregation_lag")
