@@ -170,7 +170,7 @@ ORDER BY seq;
 
 -- name: PlacerHoldingAllocations :many
 -- What the pool's holding leases hold: devices, or CPUs and memory, by node.
-SELECT a.lease_id, a.node_id, COALESCE(a.device_id, 0)::bigint AS device_id, a.cpus, a.memory_bytes
+SELECT a.lease_id, a.node_id, COALESCE(a.device_id, 0)::bigint AS device_id, a.model, a.cpus, a.memory_bytes
 FROM pool_leases l
 JOIN allocations a ON a.lease_id = l.id AND a.ended_at IS NULL
 WHERE l.pool_id = sqlc.arg(pool_id) AND l.placed_at IS NOT NULL AND l.ended_at IS NULL;
@@ -329,3 +329,12 @@ SELECT DISTINCT p.id
 FROM nodes n
 JOIN pools p ON pool_member(p, n)
 WHERE n.id = ANY(sqlc.arg(node_ids)::uuid[]);
+
+-- name: ShareActiveGrant :one
+-- The tenant's active grant of a pool, for leases/create from a granted pool. Shared-locked until
+-- the transaction ends, so a concurrent revoke (which updates the row) waits for the lease to
+-- commit and then fails it as pending, or runs first and the lease is refused.
+SELECT g.id, g.pool_id, g.owner_tenant_id, g.tenant_id, g.nominal, g.borrowing_limit, g.weight
+FROM pool_grants g
+WHERE g.pool_id = sqlc.arg(pool_id) AND g.tenant_id = sqlc.arg(tenant_id) AND g.revoked_at IS NULL
+FOR SHARE;

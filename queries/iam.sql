@@ -160,9 +160,16 @@ WHERE tenant_id = sqlc.arg(tenant_id) AND revoked_at IS NULL
 RETURNING id, hostname;
 
 -- name: TenantActiveLeaseIDs :many
-SELECT id FROM pool_leases
-WHERE tenant_id = sqlc.arg(tenant_id) AND state IN ('pending', 'placed', 'at_risk')
-ORDER BY id;
+-- The leases that have not ended of a tenant, and of other tenants in the tenant's pools.
+SELECT l.id FROM pool_leases l
+WHERE (l.tenant_id = sqlc.arg(tenant_id) OR l.pool_id IN (SELECT p.id FROM pools p WHERE p.tenant_id = sqlc.arg(tenant_id)))
+  AND l.state IN ('pending', 'placed', 'at_risk')
+ORDER BY l.id;
+
+-- name: RevokeTenantGrants :exec
+-- A deleted tenant's grants end: those of its pools and those it was given.
+UPDATE pool_grants SET revoked_at = now(), updated_at = now()
+WHERE (tenant_id = sqlc.arg(tenant_id) OR owner_tenant_id = sqlc.arg(tenant_id)) AND revoked_at IS NULL;
 
 -- name: RevokeTenantJoinTokens :exec
 -- A deleted tenant's join tokens let no node join.

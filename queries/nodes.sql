@@ -113,3 +113,15 @@ SELECT * FROM gateways WHERE heartbeat_at > now() - interval '30 seconds' ORDER 
 SELECT n.*, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
 FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
 WHERE n.tenant_id = sqlc.arg(tenant_id) AND n.id = sqlc.arg(id);
+
+-- name: GetLeasedNode :one
+-- A node of another tenant that the tenant sees only because one of its placed or at-risk leases
+-- (in a pool granted to it) holds an allocation on the node that has not ended: only what the
+-- reduced view of nodes/get shows.
+SELECT n.id, n.hostname, n.state, n.online, n.inventory, s.gateway_id AS session_gateway
+FROM nodes n
+LEFT JOIN node_sessions s ON s.node_id = n.id
+WHERE n.id = sqlc.arg(id)
+  AND EXISTS (SELECT 1 FROM allocations a JOIN pool_leases l ON l.id = a.lease_id
+              WHERE a.node_id = n.id AND a.ended_at IS NULL
+                AND l.tenant_id = sqlc.arg(tenant_id) AND l.state IN ('placed', 'at_risk'));

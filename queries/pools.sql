@@ -8,9 +8,11 @@
 -- membership calls.
 
 -- name: CreatePool :one
-INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids)
+-- A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace).
+INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption)
 VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(name), sqlc.arg(description), sqlc.arg(node_selector),
-        sqlc.arg(node_ids)::uuid[])
+        sqlc.arg(node_ids)::uuid[], COALESCE(sqlc.narg(preemption_grace_ms)::bigint, 30000),
+        sqlc.arg(priority_preemption))
 RETURNING *;
 
 -- name: GetPool :one
@@ -32,6 +34,8 @@ UPDATE pools
 SET description = COALESCE(sqlc.narg(description), description),
     node_selector = COALESCE(sqlc.narg(node_selector), node_selector),
     node_ids = COALESCE(sqlc.narg(node_ids)::uuid[], node_ids),
+    preemption_grace_ms = COALESCE(sqlc.narg(preemption_grace_ms)::bigint, preemption_grace_ms),
+    priority_preemption = COALESCE(sqlc.narg(priority_preemption)::boolean, priority_preemption),
     updated_at = now()
 WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id)
 RETURNING *;

@@ -32,6 +32,7 @@ FROM usage_records
 WHERE NOT aggregated;
 
 -- name: QueryUsageHourly :many
+-- The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
 SELECT hour, pool_id, resource, model, amount::float8 AS amount
 FROM usage_hourly
 WHERE tenant_id = sqlc.arg(tenant_id) AND hour >= sqlc.arg(starts_at)::timestamptz AND hour < sqlc.arg(ends_at)::timestamptz
@@ -40,9 +41,59 @@ ORDER BY hour, pool_id, resource, model
 LIMIT sqlc.arg(lim);
 
 -- name: QueryUsageTotals :many
+-- The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
 SELECT pool_id, resource, model, sum(amount)::float8 AS amount
 FROM usage_hourly
 WHERE tenant_id = sqlc.arg(tenant_id) AND hour >= sqlc.arg(starts_at)::timestamptz AND hour < sqlc.arg(ends_at)::timestamptz
   AND (sqlc.narg(pool_id)::uuid IS NULL OR pool_id = sqlc.narg(pool_id))
 GROUP BY pool_id, resource, model
 ORDER BY pool_id, resource, model;
+
+-- name: QueryOwnedPoolsUsageHourly :many
+-- Every tenant's usage in the pools the caller's tenant owns: joined with pools by the caller's
+-- tenant, so the usage of a pool deleted since is no longer read this way.
+SELECT u.hour, u.tenant_id, u.pool_id, u.resource, u.model, u.amount::float8 AS amount
+FROM usage_hourly u
+JOIN pools p ON p.id = u.pool_id AND p.tenant_id = sqlc.arg(tenant_id)
+WHERE u.hour >= sqlc.arg(starts_at)::timestamptz AND u.hour < sqlc.arg(ends_at)::timestamptz
+  AND (sqlc.narg(pool_id)::uuid IS NULL OR u.pool_id = sqlc.narg(pool_id))
+ORDER BY u.hour, u.tenant_id, u.pool_id, u.resource, u.model
+LIMIT sqlc.arg(lim);
+
+-- name: QueryOwnedPoolsUsageTotals :many
+-- Every tenant's usage in the pools the caller's tenant owns, as QueryOwnedPoolsUsageHourly.
+SELECT u.tenant_id, u.pool_id, u.resource, u.model, sum(u.amount)::float8 AS amount
+FROM usage_hourly u
+JOIN pools p ON p.id = u.pool_id AND p.tenant_id = sqlc.arg(tenant_id)
+WHERE u.hour >= sqlc.arg(starts_at)::timestamptz AND u.hour < sqlc.arg(ends_at)::timestamptz
+  AND (sqlc.narg(pool_id)::uuid IS NULL OR u.pool_id = sqlc.narg(pool_id))
+GROUP BY u.tenant_id, u.pool_id, u.resource, u.model
+ORDER BY u.tenant_id, u.pool_id, u.resource, u.model;
+
+-- name: ExportUsage :many
+-- The caller's tenant's own usage for an export: one row per tenant, pool, resource and model
+-- over the period, with the exact sum of the amounts as numeric text (the handler converts it
+-- to hours without a float), at most lim rows in export order. The pool's name is read by the
+-- pool id of the tenant's own usage (the pool may be another tenant's, granted to it); empty
+-- when the pool was deleted since.
+SELECT u.tenant_id, u.pool_id, COALESCE(p.name, '')::text AS pool_name, u.resource, u.model,
+       sum(u.amount)::text AS amount
+FROM usage_hourly u
+LEFT JOIN pools p ON p.id = u.pool_id
+WHERE u.tenant_id = sqlc.arg(tenant_id) AND u.hour >= sqlc.arg(starts_at)::timestamptz AND u.hour < sqlc.arg(ends_at)::timestamptz
+  AND (sqlc.narg(pool_id)::uuid IS NULL OR u.pool_id = sqlc.narg(pool_id))
+GROUP BY u.tenant_id, u.pool_id, p.name, u.resource, u.model
+ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
+LIMIT sqlc.arg(lim);
+
+-- name: ExportOwnedPoolsUsage :many
+-- Every tenant's usage in the pools the caller's tenant owns for an export, as ExportUsage and
+-- QueryOwnedPoolsUsageHourly.
+SELECT u.tenant_id, u.pool_id, p.name AS pool_name, u.resource, u.model, sum(u.amount)::text AS amount
+FROM usage_hourly u
+JOIN pools p ON p.id = u.pool_id AND p.tenant_id = sqlc.arg(tenant_id)
+WHERE u.hour >= sqlc.arg(starts_at)::timestamptz AND u.hour < sqlc.arg(ends_at)::timestamptz
+  AND (sqlc.narg(pool_id)::uuid IS NULL OR u.pool_id = sqlc.narg(pool_id))
+GROUP BY u.tenant_id, u.pool_id, p.name, u.resource, u.model
+ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
+LIMIT sqlc.arg(lim);

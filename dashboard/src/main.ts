@@ -1,7 +1,7 @@
-// The dashboard: sign in with an API key, then pages of nodes, pools, leases and activity.
+// The dashboard: sign in with an API key, then pages of nodes, pools, leases, usage and activity.
 import "./style.css";
 
-import { Code, ConnectError, type BetterCompute } from "@better-compute/client";
+import { Code, ConnectError, type BetterCompute, type iamv1 } from "@better-compute/client";
 
 import { h } from "./dom.js";
 import { pages, type PageContext } from "./pages.js";
@@ -115,7 +115,7 @@ async function showSignIn(opts: { apiUrl?: string; message?: string } = {}): Pro
       const me = await bc.iam.whoAmI({});
       saveSession(session);
       if (linkedApi() !== null) history.replaceState(null, "", location.pathname + location.hash);
-      showApp(session, bc, me.principal?.name ?? "");
+      showApp(session, bc, me.principal?.name ?? "", tenantOf(me));
     } catch (err) {
       error.textContent = describe(err, session.apiUrl);
       button.disabled = false;
@@ -125,7 +125,11 @@ async function showSignIn(opts: { apiUrl?: string; message?: string } = {}): Pro
   (opts.apiUrl && !keyInput.value ? keyInput : urlInput).focus();
 }
 
-function showApp(session: Session, bc: BetterCompute, principal: string): void {
+function tenantOf(me: iamv1.WhoAmIResponse): PageContext["tenant"] {
+  return { id: me.tenant?.id ?? "", name: me.tenant?.displayName || me.tenant?.name || "" };
+}
+
+function showApp(session: Session, bc: BetterCompute, principal: string, tenant: PageContext["tenant"]): void {
   const view = h("main", { id: "view" });
   const flash = h("div", { id: "flash", role: "status" });
   const links = Object.entries(pages).map(([id, p]) => h("a", { href: `#/${id}`, "data-page": id }, p.title));
@@ -150,6 +154,7 @@ function showApp(session: Session, bc: BetterCompute, principal: string): void {
   };
   const ctx: PageContext = {
     bc,
+    tenant,
     flash(message, kind = "ok") {
       flash.replaceChildren(h("p", { class: kind }, message));
     },
@@ -212,7 +217,7 @@ async function boot(): Promise<void> {
     try {
       const bc = clientFor(session);
       const me = await bc.iam.whoAmI({});
-      showApp(session, bc, me.principal?.name ?? "");
+      showApp(session, bc, me.principal?.name ?? "", tenantOf(me));
       return;
     } catch (err) {
       if (ConnectError.from(err).code === Code.Unauthenticated) clearSession();

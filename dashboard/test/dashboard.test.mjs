@@ -178,11 +178,43 @@ test("same origin: sign in, see the 3 nodes, drain one", { timeout: 120_000 }, a
   const card = page.locator(`[data-pool-id="${pool.id}"]`);
   assert.match(await card.innerText(), /GPUs leased/, "the pool shows its GPU capacity and use");
   assert.equal(await page.locator("#utilisation svg.chart").count(), 1, "the utilisation chart is drawn");
+  // Shared capacity: the sim's tenant has granted nothing and nothing was preempted.
+  assert.match(await card.innerText(), /Preempted leases keep their devices 30 s/, "the pool shows its preemption grace period");
+  assert.match(await page.innerText("#grants"), /No grants: no other tenant may lease from your pools\./);
+  assert.equal(await page.locator("#grants tr[data-grant-id]").count(), 0);
+  assert.ok(
+    (await page.locator("#grant-pool option").allInnerTexts()).includes(pool.name),
+    "the grant form offers the pool",
+  );
+  assert.match(await page.innerText("#preemptions"), /No preemptions in the last 24 hours\./);
+  // The form checks its input before calling the API.
+  await page.selectOption("#grant-pool", pool.id);
+  await page.click("#grant-submit");
+  assert.match(await page.innerText("#grant-error"), /Enter the id of the tenant/);
   await page.screenshot({ path: join(output, "dashboard-pools.png"), fullPage: true });
 
   await page.click('a[data-page="leases"]');
   await pageLoaded(page, "leases");
-  assert.match(await page.innerText(`tr[data-lease-id="${lease.id}"]`), new RegExp(pool.name));
+  const leaseRow = await page.innerText(`tr[data-lease-id="${lease.id}"]`);
+  assert.match(leaseRow, new RegExp(pool.name));
+  assert.equal(await page.innerText(`tr[data-lease-id="${lease.id}"] td.priority`), "0", "the lease shows its priority");
+  assert.doesNotMatch(leaseRow, /borrowing/, "a lease in an ungranted pool does not borrow");
+
+  // Usage: the caller's own, then every tenant's in its pools, each with a tenant column; the
+  // CSV export is saved as a file.
+  await page.click('a[data-page="usage"]');
+  await pageLoaded(page, "usage");
+  assert.equal(await page.locator("#usage .error").count(), 0, await page.innerText("#usage"));
+  assert.match(await page.innerText("#usage"), /tenant|No metered use in this period/i);
+  await page.selectOption("#usage-scope", { label: "usage in my pools by tenant" });
+  await page.waitForFunction(() => /what you charge back/.test(document.getElementById("usage")?.textContent ?? ""), null, { timeout: 30_000 });
+  await pageLoaded(page, "usage");
+  assert.equal(await page.locator("#usage .error").count(), 0, await page.innerText("#usage"));
+  const [download] = await Promise.all([page.waitForEvent("download", { timeout: 30_000 }), page.click("#usage-csv")]);
+  assert.match(download.suggestedFilename(), /^usage-my-pools-.*\.csv$/);
+  const csv = readFileSync(await download.path(), "utf8");
+  assert.match(csv, /^period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit\r?\n/);
+  await page.screenshot({ path: join(output, "dashboard-usage.png"), fullPage: true });
   await call("leases/release", { id: lease.id });
 
   assert.deepEqual([...new Set(keyed)], [apiOrigin], "the key went to the API's origin only");

@@ -885,7 +885,7 @@ func (q *Queries) PlacerGrants(ctx context.Context, poolID uuid.UUID) ([]PlacerG
 }
 
 const placerHoldingAllocations = `-- name: PlacerHoldingAllocations :many
-SELECT a.lease_id, a.node_id, COALESCE(a.device_id, 0)::bigint AS device_id, a.cpus, a.memory_bytes
+SELECT a.lease_id, a.node_id, COALESCE(a.device_id, 0)::bigint AS device_id, a.model, a.cpus, a.memory_bytes
 FROM pool_leases l
 JOIN allocations a ON a.lease_id = l.id AND a.ended_at IS NULL
 WHERE l.pool_id = $1 AND l.placed_at IS NOT NULL AND l.ended_at IS NULL
@@ -895,6 +895,7 @@ type PlacerHoldingAllocationsRow struct {
 	LeaseID     uuid.UUID
 	NodeID      uuid.UUID
 	DeviceID    int64
+	Model       string
 	Cpus        int32
 	MemoryBytes int64
 }
@@ -913,6 +914,7 @@ func (q *Queries) PlacerHoldingAllocations(ctx context.Context, poolID uuid.UUID
 			&i.LeaseID,
 			&i.NodeID,
 			&i.DeviceID,
+			&i.Model,
 			&i.Cpus,
 			&i.MemoryBytes,
 		); err != nil {
@@ -1405,4 +1407,44 @@ type SetPoolLeasesBorrowingParams struct {
 func (q *Queries) SetPoolLeasesBorrowing(ctx context.Context, arg SetPoolLeasesBorrowingParams) error {
 	_, err := q.db.Exec(ctx, setPoolLeasesBorrowing, arg.Borrowing, arg.Ids)
 	return err
+}
+
+const shareActiveGrant = `-- name: ShareActiveGrant :one
+SELECT g.id, g.pool_id, g.owner_tenant_id, g.tenant_id, g.nominal, g.borrowing_limit, g.weight
+FROM pool_grants g
+WHERE g.pool_id = $1 AND g.tenant_id = $2 AND g.revoked_at IS NULL
+FOR SHARE
+`
+
+type ShareActiveGrantParams struct {
+	PoolID   uuid.UUID
+	TenantID uuid.UUID
+}
+
+type ShareActiveGrantRow struct {
+	ID             uuid.UUID
+	PoolID         uuid.UUID
+	OwnerTenantID  uuid.UUID
+	TenantID       uuid.UUID
+	Nominal        []byte
+	BorrowingLimit []byte
+	Weight         int32
+}
+
+// The tenant's active grant of a pool, for leases/create from a granted pool. Shared-locked until
+// the transaction ends, so a concurrent revoke (which updates the row) waits for the lease to
+// commit and then fails it as pending, or runs first and the lease is refused.
+func (q *Queries) ShareActiveGrant(ctx context.Context, arg ShareActiveGrantParams) (ShareActiveGrantRow, error) {
+	row := q.db.QueryRow(ctx, shareActiveGrant, arg.PoolID, arg.TenantID)
+	var i ShareActiveGrantRow
+	err := row.Scan(
+		&i.ID,
+		&i.PoolID,
+		&i.OwnerTenantID,
+		&i.TenantID,
+		&i.Nominal,
+		&i.BorrowingLimit,
+		&i.Weight,
+	)
+	return i, err
 }

@@ -158,6 +158,91 @@ func (q *Queries) GatewaySessions(ctx context.Context) ([]GatewaySessionsRow, er
 	return items, nil
 }
 
+const overcommittedGrants = `-- name: OvercommittedGrants :many
+WITH grants AS (
+    SELECT g.pool_id, g.nominal FROM pool_grants g WHERE g.revoked_at IS NULL
+), nominal AS (
+    SELECT g.pool_id, 'gpu'::text AS resource, m.model::text AS model, sum(m.n::bigint)::bigint AS amount
+    FROM grants g
+    CROSS JOIN LATERAL jsonb_each_text(CASE WHEN jsonb_typeof(g.nominal -> 'gpus') = 'object' THEN g.nominal -> 'gpus' ELSE '{}'::jsonb END) AS m (model, n)
+    GROUP BY g.pool_id, m.model
+    UNION ALL
+    SELECT t.pool_id, v.resource, '', v.amount
+    FROM (SELECT g.pool_id, sum(COALESCE((g.nominal ->> 'cpus')::bigint, 0))::bigint AS cpus,
+                 sum(COALESCE((g.nominal ->> 'memoryBytes')::bigint, 0))::bigint AS memory_bytes
+          FROM grants g GROUP BY g.pool_id) t
+    CROSS JOIN LATERAL (VALUES ('cpu', t.cpus), ('memory', t.memory_bytes)) AS v (resource, amount)
+), held AS (
+    SELECT p.id AS pool_id, 'gpu'::text AS resource, d.model::text AS model, count(*)::bigint AS amount
+    FROM pools p
+    JOIN nodes n ON pool_member(p, n)
+    JOIN devices d ON d.node_id = n.id AND d.present
+    WHERE p.id IN (SELECT pool_id FROM grants)
+    GROUP BY p.id, d.model
+    UNION ALL
+    SELECT t.pool_id, v.resource, '', v.amount
+    FROM (SELECT p.id AS pool_id, COALESCE(sum(r.cpus), 0)::bigint AS cpus, COALESCE(sum(r.memory_bytes), 0)::bigint AS memory_bytes
+          FROM pools p
+          JOIN nodes n ON pool_member(p, n)
+          JOIN node_resources r ON r.node_id = n.id
+          WHERE p.id IN (SELECT pool_id FROM grants)
+          GROUP BY p.id) t
+    CROSS JOIN LATERAL (VALUES ('cpu', t.cpus), ('memory', t.memory_bytes)) AS v (resource, amount)
+)
+SELECT p.id AS pool_id, p.name AS pool_name, p.tenant_id, s.resource::text AS resource, s.model::text AS model,
+       s.amount::bigint AS nominal, COALESCE(h.amount, 0)::bigint AS held, count(*) OVER ()::bigint AS total
+FROM nominal s
+JOIN pools p ON p.id = s.pool_id
+LEFT JOIN held h ON h.pool_id = s.pool_id AND h.resource = s.resource AND h.model = s.model
+WHERE s.amount > COALESCE(h.amount, 0)
+ORDER BY p.id, s.resource, s.model
+LIMIT 10
+`
+
+type OvercommittedGrantsRow struct {
+	PoolID   uuid.UUID
+	PoolName string
+	TenantID uuid.UUID
+	Resource string
+	Model    string
+	Nominal  int64
+	Held     int64
+	Total    int64
+}
+
+// Pools whose active grants' nominal quotas, added up by resource (GPUs by model, CPUs, memory
+// in bytes), are more than the pool's members hold: their present GPUs by model, and their CPUs
+// and memory from node_resources. In pool, resource and model order, at most 10, each with how
+// many there are in all.
+func (q *Queries) OvercommittedGrants(ctx context.Context) ([]OvercommittedGrantsRow, error) {
+	rows, err := q.db.Query(ctx, overcommittedGrants)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OvercommittedGrantsRow{}
+	for rows.Next() {
+		var i OvercommittedGrantsRow
+		if err := rows.Scan(
+			&i.PoolID,
+			&i.PoolName,
+			&i.TenantID,
+			&i.Resource,
+			&i.Model,
+			&i.Nominal,
+			&i.Held,
+			&i.Total,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const silentNodes = `-- name: SilentNodes :one
 SELECT count(*)::bigint FROM nodes n JOIN node_sessions s ON s.node_id = n.id
 WHERE n.revoked_at IS NULL AND (n.last_seen_at IS NULL OR n.last_seen_at < now() - $1::bigint * interval '1 millisecond')

@@ -776,6 +776,17 @@ func (q *Queries) RevokeKeysNotMintedByOwner(ctx context.Context, arg RevokeKeys
 	return items, nil
 }
 
+const revokeTenantGrants = `-- name: RevokeTenantGrants :exec
+UPDATE pool_grants SET revoked_at = now(), updated_at = now()
+WHERE (tenant_id = $1 OR owner_tenant_id = $1) AND revoked_at IS NULL
+`
+
+// A deleted tenant's grants end: those of its pools and those it was given.
+func (q *Queries) RevokeTenantGrants(ctx context.Context, tenantID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, revokeTenantGrants, tenantID)
+	return err
+}
+
 const revokeTenantJoinTokens = `-- name: RevokeTenantJoinTokens :exec
 UPDATE join_tokens SET revoked_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL
 `
@@ -848,11 +859,13 @@ func (q *Queries) SetTenantSuspended(ctx context.Context, arg SetTenantSuspended
 }
 
 const tenantActiveLeaseIDs = `-- name: TenantActiveLeaseIDs :many
-SELECT id FROM pool_leases
-WHERE tenant_id = $1 AND state IN ('pending', 'placed', 'at_risk')
-ORDER BY id
+SELECT l.id FROM pool_leases l
+WHERE (l.tenant_id = $1 OR l.pool_id IN (SELECT p.id FROM pools p WHERE p.tenant_id = $1))
+  AND l.state IN ('pending', 'placed', 'at_risk')
+ORDER BY l.id
 `
 
+// The leases that have not ended of a tenant, and of other tenants in the tenant's pools.
 func (q *Queries) TenantActiveLeaseIDs(ctx context.Context, tenantID uuid.UUID) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, tenantActiveLeaseIDs, tenantID)
 	if err != nil {

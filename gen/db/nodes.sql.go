@@ -219,6 +219,47 @@ func (q *Queries) GetJoinToken(ctx context.Context, id string) (JoinToken, error
 	return i, err
 }
 
+const getLeasedNode = `-- name: GetLeasedNode :one
+SELECT n.id, n.hostname, n.state, n.online, n.inventory, s.gateway_id AS session_gateway
+FROM nodes n
+LEFT JOIN node_sessions s ON s.node_id = n.id
+WHERE n.id = $1
+  AND EXISTS (SELECT 1 FROM allocations a JOIN pool_leases l ON l.id = a.lease_id
+              WHERE a.node_id = n.id AND a.ended_at IS NULL
+                AND l.tenant_id = $2 AND l.state IN ('placed', 'at_risk'))
+`
+
+type GetLeasedNodeParams struct {
+	ID       uuid.UUID
+	TenantID uuid.UUID
+}
+
+type GetLeasedNodeRow struct {
+	ID             uuid.UUID
+	Hostname       string
+	State          NodeState
+	Online         bool
+	Inventory      []byte
+	SessionGateway *string
+}
+
+// A node of another tenant that the tenant sees only because one of its placed or at-risk leases
+// (in a pool granted to it) holds an allocation on the node that has not ended: only what the
+// reduced view of nodes/get shows.
+func (q *Queries) GetLeasedNode(ctx context.Context, arg GetLeasedNodeParams) (GetLeasedNodeRow, error) {
+	row := q.db.QueryRow(ctx, getLeasedNode, arg.ID, arg.TenantID)
+	var i GetLeasedNodeRow
+	err := row.Scan(
+		&i.ID,
+		&i.Hostname,
+		&i.State,
+		&i.Online,
+		&i.Inventory,
+		&i.SessionGateway,
+	)
+	return i, err
+}
+
 const getNode = `-- name: GetNode :one
 SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config FROM nodes WHERE tenant_id = $1 AND id = $2
 `

@@ -24,19 +24,22 @@ func (q *Queries) CountActivePoolLeases(ctx context.Context, poolID uuid.UUID) (
 
 const createPool = `-- name: CreatePool :one
 
-INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids)
+INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption)
 VALUES ($1, $2, $3, $4, $5,
-        $6::uuid[])
+        $6::uuid[], COALESCE($7::bigint, 30000),
+        $8)
 RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption
 `
 
 type CreatePoolParams struct {
-	ID           uuid.UUID
-	TenantID     uuid.UUID
-	Name         string
-	Description  string
-	NodeSelector []byte
-	NodeIds      []uuid.UUID
+	ID                 uuid.UUID
+	TenantID           uuid.UUID
+	Name               string
+	Description        string
+	NodeSelector       []byte
+	NodeIds            []uuid.UUID
+	PreemptionGraceMs  *int64
+	PriorityPreemption bool
 }
 
 // Pools: a tenant's groups of nodes that leases draw capacity from, and their quotas. API
@@ -47,6 +50,7 @@ type CreatePoolParams struct {
 // the pool's name as its pool (from its join token). That predicate is the SQL function
 // pool_member (migrations/0016_pool_membership.sql), which every statement that needs
 // membership calls.
+// A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace).
 func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, error) {
 	row := q.db.QueryRow(ctx, createPool,
 		arg.ID,
@@ -55,6 +59,8 @@ func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, e
 		arg.Description,
 		arg.NodeSelector,
 		arg.NodeIds,
+		arg.PreemptionGraceMs,
+		arg.PriorityPreemption,
 	)
 	var i Pool
 	err := row.Scan(
@@ -496,17 +502,21 @@ UPDATE pools
 SET description = COALESCE($1, description),
     node_selector = COALESCE($2, node_selector),
     node_ids = COALESCE($3::uuid[], node_ids),
+    preemption_grace_ms = COALESCE($4::bigint, preemption_grace_ms),
+    priority_preemption = COALESCE($5::boolean, priority_preemption),
     updated_at = now()
-WHERE tenant_id = $4 AND id = $5
+WHERE tenant_id = $6 AND id = $7
 RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption
 `
 
 type UpdatePoolParams struct {
-	Description  *string
-	NodeSelector []byte
-	NodeIds      []uuid.UUID
-	TenantID     uuid.UUID
-	ID           uuid.UUID
+	Description        *string
+	NodeSelector       []byte
+	NodeIds            []uuid.UUID
+	PreemptionGraceMs  *int64
+	PriorityPreemption *bool
+	TenantID           uuid.UUID
+	ID                 uuid.UUID
 }
 
 // Replaces the fields given (a null leaves one as it is).
@@ -515,6 +525,8 @@ func (q *Queries) UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, e
 		arg.Description,
 		arg.NodeSelector,
 		arg.NodeIds,
+		arg.PreemptionGraceMs,
+		arg.PriorityPreemption,
 		arg.TenantID,
 		arg.ID,
 	)

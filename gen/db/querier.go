@@ -104,6 +104,7 @@ type Querier interface {
 	// the pool's name as its pool (from its join token). That predicate is the SQL function
 	// pool_member (migrations/0016_pool_membership.sql), which every statement that needs
 	// membership calls.
+	// A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace).
 	CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, error)
 	// Pool leases (the API's "leases"), their allocations of devices and node resources, and the
 	// statements of the capacity placer. Named pool_lease/allocation so as not to be confused with
@@ -183,6 +184,15 @@ type Querier interface {
 	// SKIP LOCKED leaves rows a gateway or an API call is changing right now to the next sweep.
 	ExpireOverdueCommands(ctx context.Context, lim int32) (int64, error)
 	ExpiringNodeCertificates(ctx context.Context, withinMs int64) (int64, error)
+	// Every tenant's usage in the pools the caller's tenant owns for an export, as ExportUsage and
+	// QueryOwnedPoolsUsageHourly.
+	ExportOwnedPoolsUsage(ctx context.Context, arg ExportOwnedPoolsUsageParams) ([]ExportOwnedPoolsUsageRow, error)
+	// The caller's tenant's own usage for an export: one row per tenant, pool, resource and model
+	// over the period, with the exact sum of the amounts as numeric text (the handler converts it
+	// to hours without a float), at most lim rows in export order. The pool's name is read by the
+	// pool id of the tenant's own usage (the pool may be another tenant's, granted to it); empty
+	// when the pool was deleted since.
+	ExportUsage(ctx context.Context, arg ExportUsageParams) ([]ExportUsageRow, error)
 	// Adds to the duration of a lease that has not ended; a placed lease's end moves with it.
 	ExtendPoolLease(ctx context.Context, arg ExtendPoolLeaseParams) (PoolLease, error)
 	ExtensionInstalled(ctx context.Context, name string) (bool, error)
@@ -199,8 +209,14 @@ type Querier interface {
 	GatewaySessions(ctx context.Context) ([]GatewaySessionsRow, error)
 	GetAPIKey(ctx context.Context, arg GetAPIKeyParams) (ApiKey, error)
 	GetCommand(ctx context.Context, arg GetCommandParams) (Command, error)
+	// A pool granted to the tenant (an active grant), with the grant.
+	GetGrantedPool(ctx context.Context, arg GetGrantedPoolParams) (GetGrantedPoolRow, error)
 	GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (IdempotencyKey, error)
 	GetJoinToken(ctx context.Context, id string) (JoinToken, error)
+	// A node of another tenant that the tenant sees only because one of its placed or at-risk leases
+	// (in a pool granted to it) holds an allocation on the node that has not ended: only what the
+	// reduced view of nodes/get shows.
+	GetLeasedNode(ctx context.Context, arg GetLeasedNodeParams) (GetLeasedNodeRow, error)
 	GetNode(ctx context.Context, arg GetNodeParams) (Node, error)
 	GetNodeForGateway(ctx context.Context, id uuid.UUID) (Node, error)
 	// A node of the tenant with its live session, if any, for the API.
@@ -222,6 +238,14 @@ type Querier interface {
 	// A tenant is visible to its own principals and to those of its parent.
 	GetTenant(ctx context.Context, arg GetTenantParams) (Tenant, error)
 	GetWebhook(ctx context.Context, arg GetWebhookParams) (GetWebhookRow, error)
+	// Grants: a pool's owner shares the pool with other tenants (pools/grant), each grant with a
+	// nominal quota, a borrowing limit and a weight (migrations/0019_shared_capacity.sql); and the
+	// preemptions in an owner's pools. API statements take the caller's tenant id, as the owner
+	// (owner_tenant_id), the grantee (tenant_id), or either.
+	// The tenant a grant names, read only to check that it exists and is neither suspended nor
+	// deleted; share-locked, so a suspension or deletion (which lock the row for update) waits for
+	// the grant to commit, or commits first and the grant sees it.
+	GranteeTenant(ctx context.Context, id uuid.UUID) (GranteeTenantRow, error)
 	// Shard membership: workers of a role heartbeat here; each takes the shards that rendezvous
 	// hashing gives it among the live members, under one lease per shard.
 	HeartbeatMember(ctx context.Context, arg HeartbeatMemberParams) error
@@ -241,6 +265,8 @@ type Querier interface {
 	// The newest command of a type for a node (ids are UUIDv7, so newest is greatest), whether its
 	// payload is the one given, and how long ago it finished (by the database's clock; 0 when not).
 	LatestNodeCommand(ctx context.Context, arg LatestNodeCommandParams) (LatestNodeCommandRow, error)
+	// The owner's latest grant of a pool to a tenant, revoked or not.
+	LatestPoolGrant(ctx context.Context, arg LatestPoolGrantParams) (PoolGrant, error)
 	LeaveMembership(ctx context.Context, arg LeaveMembershipParams) error
 	// The lifecycle reconciler's resync: nodes waiting to become drained, and nodes without a
 	// Schedulable condition yet (for example nodes that joined before the reconciler ran).
@@ -257,6 +283,8 @@ type Querier interface {
 	// events/list: a tenant's outbox events.
 	// Newest first; the cursor is the last id seen.
 	ListEvents(ctx context.Context, arg ListEventsParams) ([]ListEventsRow, error)
+	// Pools of other tenants granted to the tenant (active grants), with the grant, by pool id.
+	ListGrantedPools(ctx context.Context, arg ListGrantedPoolsParams) ([]ListGrantedPoolsRow, error)
 	ListJobRuns(ctx context.Context) ([]JobRun, error)
 	ListJoinTokens(ctx context.Context, arg ListJoinTokensParams) ([]JoinToken, error)
 	// The authorities still accepted at the given time: the issuers, and rotated-out ones whose
@@ -268,7 +296,13 @@ type Querier interface {
 	ListNodes(ctx context.Context, arg ListNodesParams) ([]ListNodesRow, error)
 	// Every authority: root, node, internal, join; issuers first, then newest first within a kind.
 	ListPKIAuthorities(ctx context.Context) ([]PkiAuthority, error)
+	// Grants the tenant sees, by id: those of its pools (it owns them) and its own (it is the
+	// grantee), never another grantee's grant of another owner's pool.
+	ListPoolGrants(ctx context.Context, arg ListPoolGrantsParams) ([]PoolGrant, error)
 	ListPoolLeases(ctx context.Context, arg ListPoolLeasesParams) ([]PoolLease, error)
+	// Leases preempted in the tenant's pools (whoever held them) at or after since, newest first,
+	// before the key (preempted_at, id) of the previous page's last row when one is given.
+	ListPoolPreemptions(ctx context.Context, arg ListPoolPreemptionsParams) ([]ListPoolPreemptionsRow, error)
 	ListPoolQuotas(ctx context.Context, poolIds []uuid.UUID) ([]PoolQuota, error)
 	ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, error)
 	ListPrincipals(ctx context.Context, arg ListPrincipalsParams) ([]Principal, error)
@@ -302,6 +336,9 @@ type Querier interface {
 	LockNodeOfTenant(ctx context.Context, arg LockNodeOfTenantParams) (Node, error)
 	// Serialises changes to the authorities (rotation) for the rest of the transaction.
 	LockPKISettings(ctx context.Context) (PkiSetting, error)
+	// A grantee's pending leases in a pool of the owner, locked: a lease the placer places meanwhile
+	// is no longer pending when the lock is granted, and is left to run.
+	LockPendingGranteeLeases(ctx context.Context, arg LockPendingGranteeLeasesParams) ([]uuid.UUID, error)
 	// A pool of the tenant, locked against concurrent updates, deletion and new leases.
 	LockPool(ctx context.Context, arg LockPoolParams) (Pool, error)
 	LockPoolLease(ctx context.Context, arg LockPoolLeaseParams) (PoolLease, error)
@@ -370,6 +407,11 @@ type Querier interface {
 	// events of its types), counted up to lim so a large backlog cannot make a scrape slow, and the
 	// age of the oldest of them.
 	OutboxLag(ctx context.Context, lim int32) ([]OutboxLagRow, error)
+	// Pools whose active grants' nominal quotas, added up by resource (GPUs by model, CPUs, memory
+	// in bytes), are more than the pool's members hold: their present GPUs by model, and their CPUs
+	// and memory from node_resources. In pool, resource and model order, at most 10, each with how
+	// many there are in all.
+	OvercommittedGrants(ctx context.Context) ([]OvercommittedGrantsRow, error)
 	// Parks a webhook's events (parallel arrays, one element per event). Fenced like
 	// AdvanceSinkCursor, in the same transaction as the cursor's move past them.
 	ParkDeadLetters(ctx context.Context, arg ParkDeadLettersParams) (int64, error)
@@ -405,10 +447,15 @@ type Querier interface {
 	// GPUs of a pool's members by model, for admission: how many there are at all, and the most on
 	// one node.
 	PoolGPUModels(ctx context.Context, poolID uuid.UUID) ([]PoolGPUModelsRow, error)
+	// What each grantee's placed and at-risk leases in the granted pool hold, by grant and GPU model
+	// (CPU and memory leases under an empty model), for grants the tenant sees.
+	PoolGrantUsage(ctx context.Context, arg PoolGrantUsageParams) ([]PoolGrantUsageRow, error)
 	// What the leases hold or held, with the devices' and nodes' names.
 	PoolLeaseAllocations(ctx context.Context, leaseIds []uuid.UUID) ([]PoolLeaseAllocationsRow, error)
 	// Members of the pools, CPUs and memory: all, and held by leases.
 	PoolNodeCapacity(ctx context.Context, poolIds []uuid.UUID) ([]PoolNodeCapacityRow, error)
+	// Whether the pool is the tenant's or has been granted to it (even if revoked since).
+	PoolVisibleToTenant(ctx context.Context, arg PoolVisibleToTenantParams) (bool, error)
 	// The pools the nodes are members of.
 	PoolsOfNodes(ctx context.Context, nodeIds []uuid.UUID) ([]uuid.UUID, error)
 	// placed or at_risk -> preempted: the leases keep what they hold until grace_ms from now (or
@@ -440,7 +487,14 @@ type Querier interface {
 	// horizon of its creation and never reads older rows (EnsureSinkCursor), so only existing
 	// cursors count.
 	PruneOutbox(ctx context.Context, arg PruneOutboxParams) (int64, error)
+	// Every tenant's usage in the pools the caller's tenant owns: joined with pools by the caller's
+	// tenant, so the usage of a pool deleted since is no longer read this way.
+	QueryOwnedPoolsUsageHourly(ctx context.Context, arg QueryOwnedPoolsUsageHourlyParams) ([]QueryOwnedPoolsUsageHourlyRow, error)
+	// Every tenant's usage in the pools the caller's tenant owns, as QueryOwnedPoolsUsageHourly.
+	QueryOwnedPoolsUsageTotals(ctx context.Context, arg QueryOwnedPoolsUsageTotalsParams) ([]QueryOwnedPoolsUsageTotalsRow, error)
+	// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
 	QueryUsageHourly(ctx context.Context, arg QueryUsageHourlyParams) ([]QueryUsageHourlyRow, error)
+	// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
 	QueryUsageTotals(ctx context.Context, arg QueryUsageTotalsParams) ([]QueryUsageTotalsRow, error)
 	// Queues every parked event of a webhook for delivery again, after MarkWebhookHealthy.
 	QueueDeadLetters(ctx context.Context, arg QueueDeadLettersParams) (int64, error)
@@ -497,6 +551,10 @@ type Querier interface {
 	// record) stop working, so no key held by a non-owner becomes an owner's.
 	RevokeKeysNotMintedByOwner(ctx context.Context, arg RevokeKeysNotMintedByOwnerParams) ([]string, error)
 	RevokeNode(ctx context.Context, arg RevokeNodeParams) (Node, error)
+	// Revokes the owner's active grant of a pool to a tenant.
+	RevokePoolGrant(ctx context.Context, arg RevokePoolGrantParams) (PoolGrant, error)
+	// A deleted tenant's grants end: those of its pools and those it was given.
+	RevokeTenantGrants(ctx context.Context, tenantID uuid.UUID) error
 	// A deleted tenant's join tokens let no node join.
 	RevokeTenantJoinTokens(ctx context.Context, tenantID uuid.UUID) error
 	// Revokes every node of a tenant being deleted: renewal, secrets and sessions stop.
@@ -521,6 +579,10 @@ type Querier interface {
 	SetPoolLeasesBorrowing(ctx context.Context, arg SetPoolLeasesBorrowingParams) error
 	// Suspends (suspended true) or resumes a tenant; suspending a suspended tenant keeps the time.
 	SetTenantSuspended(ctx context.Context, arg SetTenantSuspendedParams) (Tenant, error)
+	// The tenant's active grant of a pool, for leases/create from a granted pool. Shared-locked until
+	// the transaction ends, so a concurrent revoke (which updates the row) waits for the lease to
+	// commit and then fails it as pending, or runs first and the lease is refused.
+	ShareActiveGrant(ctx context.Context, arg ShareActiveGrantParams) (ShareActiveGrantRow, error)
 	// Nodes holding a session whose liveness stopped advancing.
 	SilentNodes(ctx context.Context, silentMs int64) (int64, error)
 	// Whether the sink is in a run of failures. Read after LockWebhookState, in the same
@@ -532,6 +594,7 @@ type Querier interface {
 	// Spends one use, if the token still has one: the last statement of a join, so concurrent joins
 	// wait on the token's row lock only for each other's commit.
 	SpendJoinToken(ctx context.Context, id string) (int32, error)
+	// The leases that have not ended of a tenant, and of other tenants in the tenant's pools.
 	TenantActiveLeaseIDs(ctx context.Context, tenantID uuid.UUID) ([]uuid.UUID, error)
 	// Which of ids are nodes of the tenant.
 	TenantNodesAmong(ctx context.Context, arg TenantNodesAmongParams) ([]uuid.UUID, error)
@@ -553,6 +616,9 @@ type Querier interface {
 	UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, error)
 	UpdateSecretValue(ctx context.Context, arg UpdateSecretValueParams) (UpdateSecretValueRow, error)
 	UpsertGateway(ctx context.Context, arg UpsertGatewayParams) error
+	// Grants the owner's pool to a tenant, or changes the grant it has (one active grant per pool and
+	// grantee); after a revoke a new grant is made and the revoked one stays for the record.
+	UpsertPoolGrant(ctx context.Context, arg UpsertPoolGrantParams) (PoolGrant, error)
 	UpsertPoolQuota(ctx context.Context, arg UpsertPoolQuotaParams) (PoolQuota, error)
 	// The records not aggregated yet, and the age of the oldest (seconds; 0 when none).
 	UsageBacklog(ctx context.Context) (UsageBacklogRow, error)

@@ -46,6 +46,255 @@ func (q *Queries) AggregateUsage(ctx context.Context, lim int32) (int64, error) 
 	return records, err
 }
 
+const exportOwnedPoolsUsage = `-- name: ExportOwnedPoolsUsage :many
+SELECT u.tenant_id, u.pool_id, p.name AS pool_name, u.resource, u.model, sum(u.amount)::text AS amount
+FROM usage_hourly u
+JOIN pools p ON p.id = u.pool_id AND p.tenant_id = $1
+WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
+  AND ($4::uuid IS NULL OR u.pool_id = $4)
+GROUP BY u.tenant_id, u.pool_id, p.name, u.resource, u.model
+ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
+LIMIT $5
+`
+
+type ExportOwnedPoolsUsageParams struct {
+	TenantID uuid.UUID
+	StartsAt time.Time
+	EndsAt   time.Time
+	PoolID   *uuid.UUID
+	Lim      int32
+}
+
+type ExportOwnedPoolsUsageRow struct {
+	TenantID uuid.UUID
+	PoolID   uuid.UUID
+	PoolName string
+	Resource string
+	Model    string
+	Amount   string
+}
+
+// Every tenant's usage in the pools the caller's tenant owns for an export, as ExportUsage and
+// QueryOwnedPoolsUsageHourly.
+func (q *Queries) ExportOwnedPoolsUsage(ctx context.Context, arg ExportOwnedPoolsUsageParams) ([]ExportOwnedPoolsUsageRow, error) {
+	rows, err := q.db.Query(ctx, exportOwnedPoolsUsage,
+		arg.TenantID,
+		arg.StartsAt,
+		arg.EndsAt,
+		arg.PoolID,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ExportOwnedPoolsUsageRow{}
+	for rows.Next() {
+		var i ExportOwnedPoolsUsageRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.PoolID,
+			&i.PoolName,
+			&i.Resource,
+			&i.Model,
+			&i.Amount,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const exportUsage = `-- name: ExportUsage :many
+SELECT u.tenant_id, u.pool_id, COALESCE(p.name, '')::text AS pool_name, u.resource, u.model,
+       sum(u.amount)::text AS amount
+FROM usage_hourly u
+LEFT JOIN pools p ON p.id = u.pool_id
+WHERE u.tenant_id = $1 AND u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
+  AND ($4::uuid IS NULL OR u.pool_id = $4)
+GROUP BY u.tenant_id, u.pool_id, p.name, u.resource, u.model
+ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
+LIMIT $5
+`
+
+type ExportUsageParams struct {
+	TenantID uuid.UUID
+	StartsAt time.Time
+	EndsAt   time.Time
+	PoolID   *uuid.UUID
+	Lim      int32
+}
+
+type ExportUsageRow struct {
+	TenantID uuid.UUID
+	PoolID   uuid.UUID
+	PoolName string
+	Resource string
+	Model    string
+	Amount   string
+}
+
+// The caller's tenant's own usage for an export: one row per tenant, pool, resource and model
+// over the period, with the exact sum of the amounts as numeric text (the handler converts it
+// to hours without a float), at most lim rows in export order. The pool's name is read by the
+// pool id of the tenant's own usage (the pool may be another tenant's, granted to it); empty
+// when the pool was deleted since.
+func (q *Queries) ExportUsage(ctx context.Context, arg ExportUsageParams) ([]ExportUsageRow, error) {
+	rows, err := q.db.Query(ctx, exportUsage,
+		arg.TenantID,
+		arg.StartsAt,
+		arg.EndsAt,
+		arg.PoolID,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ExportUsageRow{}
+	for rows.Next() {
+		var i ExportUsageRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.PoolID,
+			&i.PoolName,
+			&i.Resource,
+			&i.Model,
+			&i.Amount,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queryOwnedPoolsUsageHourly = `-- name: QueryOwnedPoolsUsageHourly :many
+SELECT u.hour, u.tenant_id, u.pool_id, u.resource, u.model, u.amount::float8 AS amount
+FROM usage_hourly u
+JOIN pools p ON p.id = u.pool_id AND p.tenant_id = $1
+WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
+  AND ($4::uuid IS NULL OR u.pool_id = $4)
+ORDER BY u.hour, u.tenant_id, u.pool_id, u.resource, u.model
+LIMIT $5
+`
+
+type QueryOwnedPoolsUsageHourlyParams struct {
+	TenantID uuid.UUID
+	StartsAt time.Time
+	EndsAt   time.Time
+	PoolID   *uuid.UUID
+	Lim      int32
+}
+
+type QueryOwnedPoolsUsageHourlyRow struct {
+	Hour     time.Time
+	TenantID uuid.UUID
+	PoolID   uuid.UUID
+	Resource string
+	Model    string
+	Amount   float64
+}
+
+// Every tenant's usage in the pools the caller's tenant owns: joined with pools by the caller's
+// tenant, so the usage of a pool deleted since is no longer read this way.
+func (q *Queries) QueryOwnedPoolsUsageHourly(ctx context.Context, arg QueryOwnedPoolsUsageHourlyParams) ([]QueryOwnedPoolsUsageHourlyRow, error) {
+	rows, err := q.db.Query(ctx, queryOwnedPoolsUsageHourly,
+		arg.TenantID,
+		arg.StartsAt,
+		arg.EndsAt,
+		arg.PoolID,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QueryOwnedPoolsUsageHourlyRow{}
+	for rows.Next() {
+		var i QueryOwnedPoolsUsageHourlyRow
+		if err := rows.Scan(
+			&i.Hour,
+			&i.TenantID,
+			&i.PoolID,
+			&i.Resource,
+			&i.Model,
+			&i.Amount,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queryOwnedPoolsUsageTotals = `-- name: QueryOwnedPoolsUsageTotals :many
+SELECT u.tenant_id, u.pool_id, u.resource, u.model, sum(u.amount)::float8 AS amount
+FROM usage_hourly u
+JOIN pools p ON p.id = u.pool_id AND p.tenant_id = $1
+WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
+  AND ($4::uuid IS NULL OR u.pool_id = $4)
+GROUP BY u.tenant_id, u.pool_id, u.resource, u.model
+ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
+`
+
+type QueryOwnedPoolsUsageTotalsParams struct {
+	TenantID uuid.UUID
+	StartsAt time.Time
+	EndsAt   time.Time
+	PoolID   *uuid.UUID
+}
+
+type QueryOwnedPoolsUsageTotalsRow struct {
+	TenantID uuid.UUID
+	PoolID   uuid.UUID
+	Resource string
+	Model    string
+	Amount   float64
+}
+
+// Every tenant's usage in the pools the caller's tenant owns, as QueryOwnedPoolsUsageHourly.
+func (q *Queries) QueryOwnedPoolsUsageTotals(ctx context.Context, arg QueryOwnedPoolsUsageTotalsParams) ([]QueryOwnedPoolsUsageTotalsRow, error) {
+	rows, err := q.db.Query(ctx, queryOwnedPoolsUsageTotals,
+		arg.TenantID,
+		arg.StartsAt,
+		arg.EndsAt,
+		arg.PoolID,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QueryOwnedPoolsUsageTotalsRow{}
+	for rows.Next() {
+		var i QueryOwnedPoolsUsageTotalsRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.PoolID,
+			&i.Resource,
+			&i.Model,
+			&i.Amount,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const queryUsageHourly = `-- name: QueryUsageHourly :many
 SELECT hour, pool_id, resource, model, amount::float8 AS amount
 FROM usage_hourly
@@ -71,6 +320,7 @@ type QueryUsageHourlyRow struct {
 	Amount   float64
 }
 
+// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
 func (q *Queries) QueryUsageHourly(ctx context.Context, arg QueryUsageHourlyParams) ([]QueryUsageHourlyRow, error) {
 	rows, err := q.db.Query(ctx, queryUsageHourly,
 		arg.TenantID,
@@ -126,6 +376,7 @@ type QueryUsageTotalsRow struct {
 	Amount   float64
 }
 
+// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
 func (q *Queries) QueryUsageTotals(ctx context.Context, arg QueryUsageTotalsParams) ([]QueryUsageTotalsRow, error) {
 	rows, err := q.db.Query(ctx, queryUsageTotals,
 		arg.TenantID,

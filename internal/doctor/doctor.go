@@ -1,7 +1,8 @@
 // Package doctor diagnoses a deployment: whether it is set up right (schema, clock, method
 // registry, PKI, gateways reachable) and, once migrated, whether it is running well (overdue
 // reconcile work, a stalled command sweeper, silent nodes, old daemons, expiring certificates,
-// gateway headroom). Each finding says how bad it is, why, and what to do.
+// gateway headroom, pools granted beyond what they hold). Each finding says how bad it is, why,
+// and what to do.
 package doctor
 
 import (
@@ -270,6 +271,7 @@ func running(ctx context.Context, opts Options) []Finding {
 
 	add("outbox delivery", nil, outbox(ctx, q, opts))
 	add("failing webhooks", nil, failingWebhooks(ctx, q))
+	add("granted quotas", nil, overcommittedGrants(ctx, q))
 
 	records, oldest, err := capacity.UsageBacklog(ctx, opts.Pool)
 	f = Finding{Severity: OK, Cause: fmt.Sprintf("%d usage records waiting for aggregation", records)}
@@ -338,6 +340,36 @@ func failingWebhooks(ctx context.Context, q *db.Queries) Finding {
 		Cause: fmt.Sprintf("%d webhooks failing; webhook %s of tenant %s since %s (%s), %d events parked",
 			h.Total, h.ID, h.TenantID, since, h.Failure, h.Parked),
 		Fix: "the tenant fixes its endpoint, then calls webhooks/replayDeadLetters (webhooks/listDeadLetters shows what is parked)"}
+}
+
+// overcommittedGrants reports pools whose active grants' nominal quotas add up to more of a
+// resource than the pool's members hold. Grants may do that (pools/grant allows it), but then the
+// quotas are promises the pool cannot keep at once: a grantee within its nominal quota may wait
+// for capacity, since the placer preempts only borrowing leases for it.
+func overcommittedGrants(ctx context.Context, q *db.Queries) Finding {
+	over, err := q.OvercommittedGrants(ctx)
+	if err != nil {
+		return Finding{Severity: Error, Cause: err.Error()}
+	}
+	if len(over) == 0 {
+		return Finding{Severity: OK, Cause: "every pool holds the nominal quotas granted of it"}
+	}
+	o := over[0]
+	what := fmt.Sprintf("%s GPUs", o.Model)
+	switch o.Resource {
+	case "cpu":
+		what = "CPUs"
+	case "memory":
+		what = "bytes of memory"
+	}
+	more := ""
+	if o.Total > 1 {
+		more = fmt.Sprintf(" (and %d more over-committed resources of pools)", o.Total-1)
+	}
+	return Finding{Severity: Warning,
+		Cause: fmt.Sprintf("pool %s (%s) of tenant %s is over-committed: its active grants' nominal quotas add up to %d %s, its members hold %d%s",
+			o.PoolID, o.PoolName, o.TenantID, o.Nominal, what, o.Held, more),
+		Fix: "the pool's owner lowers grants' nominal quotas (pools/grant) or revokes some (pools/revokeGrant), or adds nodes to the pool; until then a grantee within its quota may wait for capacity"}
 }
 
 // Worst is the most severe finding's severity.

@@ -80,22 +80,22 @@ type PoolQuota struct {
 
 // PoolGrantChange is the payload of a grant's events.
 type PoolGrantChange struct {
-	// ID is the grant's id.
+	// ID is the granted pool's id.
 	ID uuid.UUID `json:"id"`
-	// PoolID is the granted pool.
-	PoolID uuid.UUID `json:"poolId"`
+	// GrantID is the grant's id.
+	GrantID uuid.UUID `json:"grantId"`
 	// TenantID is the grantee.
 	TenantID uuid.UUID `json:"tenantId"`
-	// Nominal is what the grantee may always lease, as pools.v1.Resources JSON.
+	// Nominal is what the grantee may always lease, as capacity.Resources JSON.
 	Nominal json.RawMessage `json:"nominal,omitempty"`
-	// BorrowingLimit is how much beyond nominal it may borrow, as pools.v1.Resources JSON.
+	// BorrowingLimit is how much beyond nominal it may borrow, as capacity.Resources JSON.
 	BorrowingLimit json.RawMessage `json:"borrowingLimit,omitempty"`
 	// Weight is the grantee's fair-share weight.
 	Weight int32 `json:"weight,omitempty"`
 }
 
 // Subject is "pool/<pool id>".
-func (e PoolGrantChange) Subject() string { return poolSubject(e.PoolID) }
+func (e PoolGrantChange) Subject() string { return poolSubject(e.ID) }
 
 // PoolGranted is emitted by pools/grant, to the owner and to the grantee.
 type PoolGranted struct{ PoolGrantChange }

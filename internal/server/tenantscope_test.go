@@ -33,12 +33,14 @@ var unscopedAllowed = map[string]string{
 	"ClearSinkRetry":           "the cursor of a webhook just found with the caller's tenant (sink_cursors has no tenant)",
 	"CountActivePoolLeases":    "a pool locked by LockPool with the caller's tenant",
 	"ListPoolQuotas":           "pools listed or read with the caller's tenant",
-	"PoolGPUCapacity":          "pools listed or read with the caller's tenant",
-	"PoolNodeCapacity":         "pools listed or read with the caller's tenant",
+	"PoolGPUCapacity":          "pools listed or read with the caller's tenant, or granted to it (aggregate numbers only)",
+	"PoolNodeCapacity":         "pools listed or read with the caller's tenant, or granted to it (aggregate numbers only)",
 	"PoolGPUModels":            "a pool read with the caller's tenant, at admission",
 	"PoolLeaseAllocations":     "leases listed or read with the caller's tenant",
 	"ReservationsAgainstLease": "a lease locked with the caller's tenant; the pools of its nodes are its tenant's",
 	"PendingReservationLeases": "a reservation just cancelled with the caller's tenant",
+	// Another tenant, named by the caller.
+	"GranteeTenant": "pools/grant checks that the tenant it names exists and is active; only its id and status are read, and none is returned",
 	// Deployment-wide, and returning no tenant's rows.
 	"UsageBacklog": "how many usage records await aggregation, and the oldest's age: no tenant's data",
 }

@@ -3,9 +3,9 @@
 -- owner's own nominal quota is what the grants leave. Leases carry a priority and whether they
 -- borrow; the placer preempts borrowing leases for tenants within their nominal quota.
 --
--- Amounts of capacity (nominal, borrowing_limit) are the JSON of capacity.Resources, the
--- protojson of bettercompute.pools.v1.Resources: {"gpus": {"<model>": n}, "cpus": n,
--- "memoryBytes": n}.
+-- Amounts of capacity (nominal, borrowing_limit) are the JSON of capacity.Resources, with the
+-- field names of bettercompute.pools.v1.Resources and every amount a JSON number:
+-- {"gpus": {"<model>": n}, "cpus": n, "memoryBytes": n}.
 
 ALTER TABLE pools
     -- How long a preempted lease keeps its devices before they are freed.

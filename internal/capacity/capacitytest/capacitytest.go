@@ -17,6 +17,7 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/fleet"
 )
 
@@ -123,6 +124,44 @@ type LeaseSpec struct {
 	Spread      bool
 	Tolerations []fleet.Toleration
 	Reservation *uuid.UUID
+	Priority    int32
+}
+
+// Tenant creates a child tenant of the root tenant named name, for leases from granted pools.
+func Tenant(t testing.TB, pool *pgxpool.Pool, name string) uuid.UUID {
+	t.Helper()
+	root := RootTenant(t, pool)
+	id := uuid.Must(uuid.NewV7())
+	if _, err := pool.Exec(ctx, `INSERT INTO tenants (id, parent_id, name) VALUES ($1, $2, $3)`, id, root, name); err != nil {
+		t.Fatalf("create tenant: %v", err)
+	}
+	return id
+}
+
+// Grant grants poolID (of owner) to tenant with a nominal quota and a borrowing limit, and
+// returns the grant's id.
+func Grant(t testing.TB, pool *pgxpool.Pool, poolID, owner, tenant uuid.UUID, nominal, borrowingLimit capacity.Resources, weight int32) uuid.UUID {
+	t.Helper()
+	n, err := nominal.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := borrowingLimit.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.Must(uuid.NewV7())
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO pool_grants (id, pool_id, owner_tenant_id, tenant_id, nominal, borrowing_limit, weight)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, poolID, owner, tenant, n, b, max(weight, 1)); err != nil {
+		t.Fatalf("grant: %v", err)
+	}
+	return id
+}
+
+// GPUs is a capacity.Resources of n GPUs of model.
+func GPUs(model string, n int32) capacity.Resources {
+	return capacity.Resources{GPUs: map[string]int32{model: n}}
 }
 
 // Leases inserts n pending leases of tenant in poolID, in creation order, and returns their ids.
@@ -140,11 +179,11 @@ func Leases(t testing.TB, pool *pgxpool.Pool, tenant, poolID uuid.UUID, n int, s
 		ids[i] = uuid.Must(uuid.NewV7())
 	}
 	_, err := pool.Exec(ctx, `
-		INSERT INTO pool_leases (id, tenant_id, pool_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id)
-		SELECT u.id, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11
+		INSERT INTO pool_leases (id, tenant_id, pool_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id, priority)
+		SELECT u.id, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, $12
 		FROM unnest($1::uuid[]) WITH ORDINALITY AS u (id, n) ORDER BY u.n`,
 		ids, tenant, poolID, spec.GPUs, spec.Model, spec.CPUs, spec.MemoryBytes, spec.Spread, tol,
-		spec.Duration.Milliseconds(), spec.Reservation)
+		spec.Duration.Milliseconds(), spec.Reservation, spec.Priority)
 	if err != nil {
 		t.Fatalf("insert leases: %v", err)
 	}

@@ -113,6 +113,9 @@ func (s *Service) DeleteTenant(ctx context.Context, req *iamv1.DeleteTenantReque
 		if res.EndedLeases, err = endTenantLeases(ctx, tx, id, leases); err != nil {
 			return nil, err
 		}
+		if err := tx.Q.RevokeTenantGrants(ctx, id); err != nil {
+			return nil, fmt.Errorf("revoke grants of tenant %s: %w", id, err)
+		}
 		if err := tx.Q.RevokeTenantJoinTokens(ctx, id); err != nil {
 			return nil, fmt.Errorf("revoke join tokens of tenant %s: %w", id, err)
 		}
@@ -165,15 +168,16 @@ func (s *Service) revokeTenantNodes(ctx context.Context, tx *admission.Tx, tenan
 	return ids, nil
 }
 
-// endTenantLeases ends a deleted tenant's active leases as failed, freeing and metering what
-// they held, with a lease.failed event each.
+// endTenantLeases ends a deleted tenant's active leases, and other tenants' leases in its pools,
+// as failed, freeing and metering what they held, with a lease.failed event each to the lease's
+// tenant.
 func endTenantLeases(ctx context.Context, tx *admission.Tx, tenant uuid.UUID, ids []uuid.UUID) (int64, error) {
 	rows, err := capacity.EndLeases(ctx, tx.Q, ids, capacity.LeaseFailed, tenantDeletedReason, nil)
 	if err != nil {
 		return 0, fmt.Errorf("end leases of tenant %s: %w", tenant, err)
 	}
 	for _, r := range rows {
-		if err := tx.Emit(tenant, event.LeaseFailed{LeaseChange: event.LeaseChange{
+		if err := tx.Emit(r.TenantID, event.LeaseFailed{LeaseChange: event.LeaseChange{
 			ID: r.ID, PoolID: r.PoolID, State: string(capacity.LeaseFailed), Reason: tenantDeletedReason, EndTime: r.EndedAt,
 		}}); err != nil {
 			return 0, err

@@ -1,9 +1,11 @@
 // Package leases implements bettercompute.leases.v1.LeasesService: leases of capacity from
-// the pools of the caller's tenant (called pool leases in the code, after their table,
-// pool_leases). leases/create admits a lease in one transaction: the pool's members must be
-// able to hold it at all, and the tenant's pending and running leases in the pool must stay
-// within its quota; the placer (workers/placer) then binds it to nodes and devices. Other
-// tenants' leases are simply not found.
+// the pools of the caller's tenant and the pools granted to it (called pool leases in the code,
+// after their table, pool_leases). leases/create admits a lease in one transaction: the pool's
+// members must be able to hold it at all; in its own pool the tenant's pending and running leases
+// must stay within its quota, in a granted pool the lease must fit the grant's nominal quota and
+// borrowing limit together; the placer (workers/placer) then binds it to nodes and devices,
+// borrowing and preempting as the grants say. Other tenants' leases are simply not found, and a
+// lease is its tenant's even in another tenant's pool.
 package leases
 
 import (
@@ -123,6 +125,9 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 	case req.GetGpus() == 0 && req.GetGpuModel() != "":
 		return nil, apierr.InvalidArgument("gpu_model", "only goes with gpus")
 	}
+	if pr := req.GetPriority(); pr < capacity.MinPriority || pr > capacity.MaxPriority {
+		return nil, apierr.InvalidArgument("priority", "must be %d to %d, got %d", capacity.MinPriority, capacity.MaxPriority, pr)
+	}
 	d, err := duration("duration", req.GetDuration())
 	if err != nil {
 		return nil, err
@@ -141,15 +146,21 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 	}
 	p := auth.Caller(ctx)
 	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.CreateResponse, error) {
-		if _, err := tx.Q.GetPool(ctx, db.GetPoolParams{TenantID: p.TenantID, ID: poolID}); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil, apierr.FailedPreconditionField("pool_id", "the tenant has no pool %s", poolID)
-			}
+		grant, err := poolAccess(ctx, tx.Q, p.TenantID, poolID)
+		if err != nil {
 			return nil, err
 		}
 		model, err := s.admitShape(ctx, tx.Q, poolID, req)
 		if err != nil {
 			return nil, err
+		}
+		if grant != nil {
+			if resID != nil {
+				return nil, apierr.FailedPreconditionField("reservation_id", "reservations are for the pool's own tenant; pool %s is granted to the caller's", poolID)
+			}
+			if err := admitGrant(*grant, model, req); err != nil {
+				return nil, err
+			}
 		}
 		if resID != nil {
 			r, err := tx.Q.GetReservation(ctx, db.GetReservationParams{TenantID: p.TenantID, ID: *resID})
@@ -175,7 +186,7 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 		row, err := tx.Q.CreatePoolLease(ctx, db.CreatePoolLeaseParams{
 			ID: id, TenantID: p.TenantID, PoolID: poolID, PrincipalID: &p.ID, ReservationID: resID,
 			Gpus: req.GetGpus(), GpuModel: model, Cpus: req.GetCpus(), MemoryBytes: req.GetMemoryBytes(),
-			Spread: req.GetSpread(), Tolerations: tolJSON, DurationMs: d.Milliseconds(),
+			Spread: req.GetSpread(), Tolerations: tolJSON, DurationMs: d.Milliseconds(), Priority: req.GetPriority(),
 		})
 		if err != nil {
 			return nil, err
@@ -193,6 +204,49 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 	}
 	s.poke(ctx, poolID)
 	return res, nil
+}
+
+// poolAccess finds the pool a lease is asked of: a pool of the tenant (nil grant), or a pool
+// granted to it (its grant, share-locked until the transaction ends so that a revoke cannot slip
+// between this check and the lease's commit). Any other pool is not the tenant's to see.
+func poolAccess(ctx context.Context, q *db.Queries, tenant, poolID uuid.UUID) (*capacity.Grant, error) {
+	_, err := q.GetPool(ctx, db.GetPoolParams{TenantID: tenant, ID: poolID})
+	if err == nil {
+		return nil, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	row, err := q.ShareActiveGrant(ctx, db.ShareActiveGrantParams{PoolID: poolID, TenantID: tenant})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, apierr.FailedPreconditionField("pool_id", "the tenant has no pool %s, and none is granted to it", poolID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	g, err := capacity.GrantFromRow(row.ID, row.PoolID, row.OwnerTenantID, row.TenantID, row.Nominal, row.BorrowingLimit, row.Weight)
+	if err != nil {
+		return nil, err
+	}
+	return &g, nil
+}
+
+// admitGrant refuses a lease larger than its tenant's grant lets it hold at once (nominal quota
+// and borrowing limit together): such a lease could never be placed.
+func admitGrant(g capacity.Grant, model string, req *leasesv1.CreateRequest) error {
+	most := g.Most()
+	switch {
+	case req.GetGpus() > most.GPUs[model]:
+		return apierr.FailedPreconditionField("gpus", "the tenant's grant of the pool allows at most %d %q GPUs at once (nominal %d, borrowing limit %d)",
+			most.GPUs[model], model, g.Nominal.GPUs[model], g.BorrowingLimit.GPUs[model])
+	case req.GetCpus() > most.CPUs:
+		return apierr.FailedPreconditionField("cpus", "the tenant's grant of the pool allows at most %d CPUs at once (nominal %d, borrowing limit %d)",
+			most.CPUs, g.Nominal.CPUs, g.BorrowingLimit.CPUs)
+	case req.GetMemoryBytes() > most.MemoryBytes:
+		return apierr.FailedPreconditionField("memory_bytes", "the tenant's grant of the pool allows at most %d bytes of memory at once (nominal %d, borrowing limit %d)",
+			most.MemoryBytes, g.Nominal.MemoryBytes, g.BorrowingLimit.MemoryBytes)
+	}
+	return nil
 }
 
 // admitShape checks that the pool's members could hold the lease at all, and returns the GPU
@@ -411,7 +465,8 @@ func (s *Service) Extend(ctx context.Context, req *leasesv1.ExtendRequest) (*lea
 	})
 }
 
-// Release ends a lease now and frees what it holds.
+// Release ends a lease now and frees what it holds. A preempted lease within its grace period
+// frees what it holds early and stays preempted.
 func (s *Service) Release(ctx context.Context, req *leasesv1.ReleaseRequest) (*leasesv1.ReleaseResponse, error) {
 	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
@@ -432,7 +487,7 @@ func (s *Service) Release(ctx context.Context, req *leasesv1.ReleaseRequest) (*l
 		}
 		for _, r := range rows {
 			if err := tx.Emit(p.TenantID, event.LeaseReleased{LeaseChange: event.LeaseChange{
-				ID: id, PoolID: r.PoolID, State: string(capacity.LeaseReleased), PreviousState: string(l.State), EndTime: r.EndedAt,
+				ID: id, PoolID: r.PoolID, State: string(r.State), PreviousState: string(l.State), EndTime: r.EndedAt,
 			}}); err != nil {
 				return nil, err
 			}

@@ -76,6 +76,25 @@ func nodeToProto(n db.ListNodesRow, withInventory bool) (*nodesv1.Node, error) {
 	return out, nil
 }
 
+// reducedNode is what a tenant sees of another tenant's node its leases hold (nodes/get): its
+// id, hostname, state, whether it is online and connected, and of its inventory only the GPUs,
+// CPUs and memory; nothing else of the owner's (labels, spec, taints, pool, join token, gateway,
+// certificate, conditions, tenant).
+func reducedNode(n db.GetLeasedNodeRow) (*nodesv1.Node, error) {
+	out := &nodesv1.Node{
+		Id: n.ID.String(), Hostname: n.Hostname, State: string(n.State), Online: n.Online,
+		Connected: n.SessionGateway != nil, Reduced: true,
+	}
+	inv, err := decodeInventory(n.Inventory)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	if inv != nil {
+		out.Inventory = &nodesv1.Inventory{Gpus: inv.GetGpus(), Cpus: inv.GetCpus(), MemoryBytes: inv.GetMemoryBytes()}
+	}
+	return out, nil
+}
+
 // decodeInventory reads nodes.inventory, which the gateway writes as the protojson of the
 // daemon's bettercompute.daemon.v1.Inventory. Fields a newer daemon adds are ignored; an empty
 // inventory (before the first hello) is nil.

@@ -6,8 +6,10 @@ package nodes
 
 import (
 	"context"
+	"errors"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
@@ -101,15 +103,30 @@ func (s *Service) List(ctx context.Context, req *nodesv1.ListRequest) (*nodesv1.
 	return res, nil
 }
 
-// Get returns a node of the tenant with its inventory.
+// Get returns a node of the tenant with its inventory, or the reduced view of another tenant's
+// node on which a placed or at-risk lease of the tenant holds an allocation (in a pool granted
+// to it). Any other id is not found, with the same answer as an id that does not exist.
 func (s *Service) Get(ctx context.Context, req *nodesv1.GetRequest) (*nodesv1.GetResponse, error) {
 	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	n, err := db.New(s.pool).GetNodeWithSession(ctx, db.GetNodeWithSessionParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
+	tenant := auth.Caller(ctx).TenantID
+	q := db.New(s.pool)
+	n, err := q.GetNodeWithSession(ctx, db.GetNodeWithSessionParams{TenantID: tenant, ID: id})
+	if errors.Is(err, pgx.ErrNoRows) {
+		leased, err := q.GetLeasedNode(ctx, db.GetLeasedNodeParams{TenantID: tenant, ID: id})
+		if err != nil {
+			return nil, apierr.NotFoundIfNoRows(err, "node %s not found", id)
+		}
+		pn, err := reducedNode(leased)
+		if err != nil {
+			return nil, err
+		}
+		return &nodesv1.GetResponse{Node: pn}, nil
+	}
 	if err != nil {
-		return nil, apierr.NotFoundIfNoRows(err, "node %s not found", id)
+		return nil, err
 	}
 	pn, err := nodeToProto(db.ListNodesRow(n), true)
 	if err != nil {

@@ -1,7 +1,9 @@
 // Package pools implements bettercompute.pools.v1.PoolsService: the pools of the caller's
 // tenant, their membership (a label selector, explicit node ids, and the nodes that joined with
-// a join token naming the pool), their capacity computed from the members' inventories, and the
-// tenant's quota in each. Other tenants' pools are simply not found.
+// a join token naming the pool), their capacity computed from the members' inventories, the
+// tenant's quota in each, and their grants to other tenants (grants.go). A pool granted to the
+// caller's tenant is shown with the grant and without its membership; other tenants' pools are
+// simply not found.
 package pools
 
 import (
@@ -10,11 +12,14 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/better-compute/better-compute/gen/db"
@@ -106,6 +111,23 @@ func checkDescription(d string) error {
 	return nil
 }
 
+// preemptionGrace reads a pool's grace period, in the milliseconds pools store: whole
+// milliseconds from 0 to capacity.MaxPreemptionGrace.
+func preemptionGrace(d *durationpb.Duration) (int64, error) {
+	const field = "preemption_grace_period"
+	if err := d.CheckValid(); err != nil {
+		return 0, apierr.InvalidArgument(field, "%v", err)
+	}
+	v := d.AsDuration()
+	switch {
+	case v < 0 || v > capacity.MaxPreemptionGrace:
+		return 0, apierr.InvalidArgument(field, "must be 0s to %v, got %v", capacity.MaxPreemptionGrace, v)
+	case v%time.Millisecond != 0:
+		return 0, apierr.InvalidArgument(field, "must be whole milliseconds, got %v", v)
+	}
+	return v.Milliseconds(), nil
+}
+
 // Create makes a pool.
 func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*poolsv1.CreateResponse, error) {
 	if !poolName.MatchString(req.GetName()) {
@@ -121,6 +143,12 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 	if err != nil {
 		return nil, err
 	}
+	grace := capacity.DefaultPreemptionGrace.Milliseconds()
+	if req.GetPreemptionGracePeriod() != nil {
+		if grace, err = preemptionGrace(req.GetPreemptionGracePeriod()); err != nil {
+			return nil, err
+		}
+	}
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.CreateResponse, error) {
 		if err := checkMembers(ctx, tx.Q, p.TenantID, ids); err != nil {
@@ -133,6 +161,7 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 		row, err := tx.Q.CreatePool(ctx, db.CreatePoolParams{
 			ID: id, TenantID: p.TenantID, Name: req.GetName(), Description: req.GetDescription(),
 			NodeSelector: fleet.EncodeLabels(req.GetNodeSelector()), NodeIds: ids,
+			PreemptionGraceMs: &grace, PriorityPreemption: req.GetPriorityPreemption(),
 		})
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
@@ -145,7 +174,7 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 		if err := tx.Emit(p.TenantID, event.PoolCreated{PoolDefinition: eventData(row)}); err != nil {
 			return nil, err
 		}
-		out, err := describe(ctx, tx.Q, []db.Pool{row})
+		out, err := describe(ctx, tx.Q, p.TenantID, []db.Pool{row}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -153,42 +182,78 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 	})
 }
 
-// Get returns a pool of the caller's tenant with its capacity.
+// Get returns a pool of the caller's tenant with its capacity, or a pool granted to it with the
+// grant; any other id is not found.
 func (s *Service) Get(ctx context.Context, req *poolsv1.GetRequest) (*poolsv1.GetResponse, error) {
 	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
+	tenant := auth.Caller(ctx).TenantID
 	q := db.New(s.pool)
-	row, err := q.GetPool(ctx, db.GetPoolParams{TenantID: auth.Caller(ctx).TenantID, ID: id})
+	row, err := q.GetPool(ctx, db.GetPoolParams{TenantID: tenant, ID: id})
+	var grants map[uuid.UUID]db.PoolGrant
+	if errors.Is(err, pgx.ErrNoRows) {
+		var g db.GetGrantedPoolRow
+		g, err = q.GetGrantedPool(ctx, db.GetGrantedPoolParams{TenantID: tenant, ID: id})
+		row, grants = g.Pool, map[uuid.UUID]db.PoolGrant{id: g.PoolGrant}
+	}
 	if err != nil {
 		return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", id)
 	}
-	out, err := describe(ctx, q, []db.Pool{row})
+	out, err := describe(ctx, q, tenant, []db.Pool{row}, grants)
 	if err != nil {
 		return nil, err
 	}
 	return &poolsv1.GetResponse{Pool: out[0]}, nil
 }
 
-// List lists the pools of the caller's tenant, oldest first, with their capacity.
+// listKey is where a page of List starts: after pool ID among the caller's tenant's own pools,
+// or, once those are done (Granted), among the pools granted to it.
+type listKey struct {
+	Granted bool      `json:"g,omitempty"`
+	ID      uuid.UUID `json:"i"`
+}
+
+// List lists the pools of the caller's tenant, oldest first, with their capacity, then the pools
+// granted to it by id, with the grant.
 func (s *Service) List(ctx context.Context, req *poolsv1.ListRequest) (*poolsv1.ListResponse, error) {
-	size, after, err := page.Of(req.GetPageSize(), req.GetPageToken(), uuid.Nil)
+	size, after, err := page.Of(req.GetPageSize(), req.GetPageToken(), listKey{})
 	if err != nil {
 		return nil, err
 	}
+	tenant := auth.Caller(ctx).TenantID
 	q := db.New(s.pool)
-	rows, err := q.ListPools(ctx, db.ListPoolsParams{TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1})
-	if err != nil {
-		return nil, err
+	var rows []db.Pool
+	grants := map[uuid.UUID]db.PoolGrant{}
+	if !after.Granted {
+		if rows, err = q.ListPools(ctx, db.ListPoolsParams{TenantID: tenant, After: after.ID, Lim: size + 1}); err != nil {
+			return nil, err
+		}
+		after = listKey{Granted: true}
 	}
-	rows, next := page.Next(rows, size, func(p db.Pool) uuid.UUID { return p.ID })
-	out, err := describe(ctx, q, rows)
+	// Granted pools fill what the tenant's own leave of the page, and one more to tell whether
+	// another page follows.
+	if n := int32(len(rows)); n <= size {
+		granted, err := q.ListGrantedPools(ctx, db.ListGrantedPoolsParams{TenantID: tenant, After: after.ID, Lim: size - n + 1})
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range granted {
+			rows = append(rows, g.Pool)
+			grants[g.Pool.ID] = g.PoolGrant
+		}
+	}
+	rows, next := page.Next(rows, size, func(p db.Pool) listKey { return listKey{Granted: p.TenantID != tenant, ID: p.ID} })
+	out, err := describe(ctx, q, tenant, rows, grants)
 	if err != nil {
 		return nil, err
 	}
 	return &poolsv1.ListResponse{Pools: out, NextPageToken: next}, nil
 }
+
+// updatable lists the fields Update changes, for its errors.
+const updatable = "description, node_selector, node_ids, preemption_grace_period and priority_preemption"
 
 // Update changes the fields named in the mask; the placer then places pending leases on the
 // new members.
@@ -199,7 +264,7 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 	}
 	paths := req.GetUpdateMask().GetPaths()
 	if len(paths) == 0 {
-		return nil, apierr.InvalidArgument("update_mask", "name at least one of description, node_selector and node_ids")
+		return nil, apierr.InvalidArgument("update_mask", "name at least one of %s", updatable)
 	}
 	var params db.UpdatePoolParams
 	for _, path := range paths {
@@ -219,8 +284,20 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 			if params.NodeIds, err = nodeIDs(req.GetNodeIds()); err != nil {
 				return nil, err
 			}
+		case "preemption_grace_period":
+			if req.GetPreemptionGracePeriod() == nil {
+				return nil, apierr.InvalidArgument("preemption_grace_period", "is required when update_mask names it (0s frees a preempted lease's devices at once)")
+			}
+			grace, err := preemptionGrace(req.GetPreemptionGracePeriod())
+			if err != nil {
+				return nil, err
+			}
+			params.PreemptionGraceMs = &grace
+		case "priority_preemption":
+			v := req.GetPriorityPreemption()
+			params.PriorityPreemption = &v
 		default:
-			return nil, apierr.InvalidArgument("update_mask", "%q cannot be updated (description, node_selector or node_ids)", path)
+			return nil, apierr.InvalidArgument("update_mask", "%q cannot be updated (%s)", path, updatable)
 		}
 	}
 	p := auth.Caller(ctx)
@@ -243,7 +320,7 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 		if err := tx.Emit(p.TenantID, event.PoolUpdated{PoolDefinition: eventData(row)}); err != nil {
 			return nil, err
 		}
-		out, err := describe(ctx, tx.Q, []db.Pool{row})
+		out, err := describe(ctx, tx.Q, p.TenantID, []db.Pool{row}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -324,7 +401,7 @@ func (s *Service) SetQuota(ctx context.Context, req *poolsv1.SetQuotaRequest) (*
 		}}); err != nil {
 			return nil, err
 		}
-		out, err := describe(ctx, tx.Q, []db.Pool{row})
+		out, err := describe(ctx, tx.Q, p.TenantID, []db.Pool{row}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -346,17 +423,35 @@ func eventData(p db.Pool) event.PoolDefinition {
 	return event.PoolDefinition{ID: p.ID, Name: p.Name, NodeSelector: sel, NodeIDs: append([]uuid.UUID{}, p.NodeIds...)}
 }
 
-// describe turns pools into their API form with capacity and quota, in three statements
-// however many pools there are.
-func describe(ctx context.Context, q *db.Queries, rows []db.Pool) ([]*poolsv1.Pool, error) {
+// describe turns pools into their API form with capacity and quota, in a few statements however
+// many pools there are. grants holds, by pool id, the grants to tenant (the caller's) of the pools
+// of other tenants among rows: those are shown granted, with the grant, and without their
+// membership or quota.
+func describe(ctx context.Context, q *db.Queries, tenant uuid.UUID, rows []db.Pool, grants map[uuid.UUID]db.PoolGrant) ([]*poolsv1.Pool, error) {
 	out := make([]*poolsv1.Pool, len(rows))
 	if len(rows) == 0 {
 		return out, nil
 	}
 	ids := make([]uuid.UUID, len(rows))
+	var owned, grantIDs []uuid.UUID
+	var granted []db.PoolGrant
 	byID := make(map[uuid.UUID]*poolsv1.Pool, len(rows))
 	tenantOf := make(map[uuid.UUID]uuid.UUID, len(rows))
 	for i, r := range rows {
+		out[i] = &poolsv1.Pool{
+			Id: r.ID.String(), TenantId: r.TenantID.String(), Name: r.Name, Description: r.Description,
+			Capacity:   &poolsv1.Capacity{},
+			CreateTime: timestamppb.New(r.CreatedAt), UpdateTime: timestamppb.New(r.UpdatedAt),
+			PreemptionGracePeriod: durationpb.New(time.Duration(r.PreemptionGraceMs) * time.Millisecond),
+			PriorityPreemption:    r.PriorityPreemption,
+		}
+		ids[i], byID[r.ID], tenantOf[r.ID] = r.ID, out[i], r.TenantID
+		if g, ok := grants[r.ID]; ok && r.TenantID != tenant {
+			out[i].Granted = true
+			granted, grantIDs = append(granted, g), append(grantIDs, r.ID)
+			continue
+		}
+		owned = append(owned, r.ID)
 		sel, err := fleet.DecodeLabels(r.NodeSelector)
 		if err != nil {
 			return nil, err
@@ -365,12 +460,16 @@ func describe(ctx context.Context, q *db.Queries, rows []db.Pool) ([]*poolsv1.Po
 		for j, id := range r.NodeIds {
 			members[j] = id.String()
 		}
-		out[i] = &poolsv1.Pool{
-			Id: r.ID.String(), TenantId: r.TenantID.String(), Name: r.Name, Description: r.Description,
-			NodeSelector: sel, NodeIds: members, Capacity: &poolsv1.Capacity{},
-			CreateTime: timestamppb.New(r.CreatedAt), UpdateTime: timestamppb.New(r.UpdatedAt),
+		out[i].NodeSelector, out[i].NodeIds = sel, members
+	}
+	if len(granted) > 0 {
+		gs, err := describeGrants(ctx, q, tenant, granted)
+		if err != nil {
+			return nil, err
 		}
-		ids[i], byID[r.ID], tenantOf[r.ID] = r.ID, out[i], r.TenantID
+		for i, g := range gs {
+			byID[grantIDs[i]].Grant = g
+		}
 	}
 	gpus, err := q.PoolGPUCapacity(ctx, ids)
 	if err != nil {
@@ -392,7 +491,10 @@ func describe(ctx context.Context, q *db.Queries, rows []db.Pool) ([]*poolsv1.Po
 		c.Nodes, c.SchedulableNodes = int32(n.Nodes), int32(n.SchedulableNodes)
 		c.Cpus, c.CpusAllocated, c.MemoryBytes, c.MemoryAllocatedBytes = n.Cpus, n.CpusUsed, n.MemoryBytes, n.MemoryUsed
 	}
-	quotas, err := q.ListPoolQuotas(ctx, ids)
+	if len(owned) == 0 {
+		return out, nil
+	}
+	quotas, err := q.ListPoolQuotas(ctx, owned)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
-// Package usage implements bettercompute.usage.v1.UsageService: the caller's tenant's metered
-// usage, from the hourly totals that the usage job (workers/usage) adds up from the metering
-// records.
+// Package usage implements bettercompute.usage.v1.UsageService: metered usage, from the hourly
+// totals that the usage job (workers/usage) adds up from the metering records. By default a
+// tenant reads its own leases' usage, in whichever pools it leased from; with the owned-pools
+// scope, a pool's owner reads every tenant's usage of its pools, by tenant, to charge grantees
+// back. Query returns amounts in quantity-seconds; Export returns hours, for billing systems.
 package usage
 
 import (
@@ -36,55 +38,77 @@ var _ usagev1connect.UsageServiceHandler = (*Service)(nil)
 // New returns the service.
 func New(pool *pgxpool.Pool) *Service { return &Service{pool: pool} }
 
-// Query returns the usage of the hours that start in the period.
-func (s *Service) Query(ctx context.Context, req *usagev1.QueryRequest) (*usagev1.QueryResponse, error) {
-	if req.GetStartTime() == nil {
-		return nil, apierr.InvalidArgument("start_time", "is required")
+// filter is what Query and Export read the same way: the period, the pool and the scope.
+type filter struct {
+	start, end time.Time
+	poolID     *uuid.UUID
+	// ownedPools is SCOPE_OWNED_POOLS: every tenant's usage in the caller's tenant's pools,
+	// instead of the caller's tenant's own usage.
+	ownedPools bool
+}
+
+// readFilter validates the fields Query and Export share.
+func readFilter(start, end *timestamppb.Timestamp, poolID string, scope usagev1.Scope) (filter, error) {
+	var f filter
+	if start == nil {
+		return f, apierr.InvalidArgument("start_time", "is required")
 	}
-	if req.GetEndTime() == nil {
-		return nil, apierr.InvalidArgument("end_time", "is required")
+	if end == nil {
+		return f, apierr.InvalidArgument("end_time", "is required")
 	}
-	if err := req.GetStartTime().CheckValid(); err != nil {
-		return nil, apierr.InvalidArgument("start_time", "%v", err)
+	if err := start.CheckValid(); err != nil {
+		return f, apierr.InvalidArgument("start_time", "%v", err)
 	}
-	if err := req.GetEndTime().CheckValid(); err != nil {
-		return nil, apierr.InvalidArgument("end_time", "%v", err)
+	if err := end.CheckValid(); err != nil {
+		return f, apierr.InvalidArgument("end_time", "%v", err)
 	}
-	start, end := req.GetStartTime().AsTime(), req.GetEndTime().AsTime()
+	f.start, f.end = start.AsTime(), end.AsTime()
 	switch {
-	case !end.After(start):
-		return nil, apierr.InvalidArgument("end_time", "must be after start_time")
-	case end.Sub(start) > MaxPeriod:
-		return nil, apierr.InvalidArgument("end_time", "the period must be at most %v", MaxPeriod)
+	case !f.end.After(f.start):
+		return f, apierr.InvalidArgument("end_time", "must be after start_time")
+	case f.end.Sub(f.start) > MaxPeriod:
+		return f, apierr.InvalidArgument("end_time", "the period must be at most %v", MaxPeriod)
 	}
-	var poolID *uuid.UUID
-	if req.GetPoolId() != "" {
-		id, err := uuid.Parse(req.GetPoolId())
+	switch scope {
+	case usagev1.Scope_SCOPE_UNSPECIFIED:
+	case usagev1.Scope_SCOPE_OWNED_POOLS:
+		f.ownedPools = true
+	default:
+		return f, apierr.InvalidArgument("scope", "must be SCOPE_UNSPECIFIED or SCOPE_OWNED_POOLS, got %d", scope)
+	}
+	if poolID != "" {
+		id, err := uuid.Parse(poolID)
 		if err != nil {
-			return nil, apierr.InvalidArgument("pool_id", "must be a UUID, got %q", req.GetPoolId())
+			return f, apierr.InvalidArgument("pool_id", "must be a UUID, got %q", poolID)
 		}
-		poolID = &id
+		f.poolID = &id
 	}
-	p := auth.Caller(ctx)
-	q := db.New(s.pool)
-	res := &usagev1.QueryResponse{}
-	totals, err := q.QueryUsageTotals(ctx, db.QueryUsageTotalsParams{TenantID: p.TenantID, StartsAt: start, EndsAt: end, PoolID: poolID})
+	return f, nil
+}
+
+// Query returns the usage of the hours that start in the period.
+//
+// With the default scope it is the caller's tenant's own leases' usage, in its pools and in
+// pools granted to it; a pool_id filter narrows that, so a grantee filtering by the owner's
+// pool sees only its own usage there. With SCOPE_OWNED_POOLS it is every tenant's usage (the
+// owner's and its grantees') in the pools the caller's tenant owns now, by tenant: usage
+// metered in a pool deleted since is kept, but no longer attributable to an owner, so it is not
+// in this scope (each tenant still reads its own with the default scope).
+func (s *Service) Query(ctx context.Context, req *usagev1.QueryRequest) (*usagev1.QueryResponse, error) {
+	f, err := readFilter(req.GetStartTime(), req.GetEndTime(), req.GetPoolId(), req.GetScope())
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range totals {
-		res.Totals = append(res.Totals, &usagev1.Usage{PoolId: t.PoolID.String(), Resource: t.Resource, Model: t.Model, Amount: t.Amount})
+	tenant := auth.Caller(ctx).TenantID
+	q := db.New(s.pool)
+	res := &usagev1.QueryResponse{}
+	if f.ownedPools {
+		err = ownedPoolsUsage(ctx, q, tenant, f, req.GetHourly(), res)
+	} else {
+		err = ownUsage(ctx, q, tenant, f, req.GetHourly(), res)
 	}
-	if req.GetHourly() {
-		hours, err := q.QueryUsageHourly(ctx, db.QueryUsageHourlyParams{TenantID: p.TenantID, StartsAt: start, EndsAt: end, PoolID: poolID, Lim: maxHourRows})
-		if err != nil {
-			return nil, err
-		}
-		for _, h := range hours {
-			res.Hours = append(res.Hours, &usagev1.Usage{
-				PoolId: h.PoolID.String(), Resource: h.Resource, Model: h.Model, Amount: h.Amount, Hour: timestamppb.New(h.Hour),
-			})
-		}
+	if err != nil {
+		return nil, err
 	}
 	n, lag, err := capacity.UsageBacklog(ctx, s.pool)
 	if err != nil {
@@ -92,4 +116,60 @@ func (s *Service) Query(ctx context.Context, req *usagev1.QueryRequest) (*usagev
 	}
 	res.UnaggregatedRecords, res.AggregationLag = n, durationpb.New(lag)
 	return res, nil
+}
+
+// ownUsage fills res with the tenant's own leases' usage.
+func ownUsage(ctx context.Context, q *db.Queries, tenant uuid.UUID, f filter, hourly bool, res *usagev1.QueryResponse) error {
+	totals, err := q.QueryUsageTotals(ctx, db.QueryUsageTotalsParams{TenantID: tenant, StartsAt: f.start, EndsAt: f.end, PoolID: f.poolID})
+	if err != nil {
+		return err
+	}
+	for _, t := range totals {
+		res.Totals = append(res.Totals, &usagev1.Usage{
+			TenantId: tenant.String(), PoolId: t.PoolID.String(), Resource: t.Resource, Model: t.Model, Amount: t.Amount,
+		})
+	}
+	if !hourly {
+		return nil
+	}
+	hours, err := q.QueryUsageHourly(ctx, db.QueryUsageHourlyParams{TenantID: tenant, StartsAt: f.start, EndsAt: f.end, PoolID: f.poolID, Lim: maxHourRows})
+	if err != nil {
+		return err
+	}
+	for _, h := range hours {
+		res.Hours = append(res.Hours, &usagev1.Usage{
+			TenantId: tenant.String(), PoolId: h.PoolID.String(), Resource: h.Resource, Model: h.Model, Amount: h.Amount,
+			Hour: timestamppb.New(h.Hour),
+		})
+	}
+	return nil
+}
+
+// ownedPoolsUsage fills res with every tenant's usage in the pools the tenant owns.
+func ownedPoolsUsage(ctx context.Context, q *db.Queries, owner uuid.UUID, f filter, hourly bool, res *usagev1.QueryResponse) error {
+	totals, err := q.QueryOwnedPoolsUsageTotals(ctx, db.QueryOwnedPoolsUsageTotalsParams{TenantID: owner, StartsAt: f.start, EndsAt: f.end, PoolID: f.poolID})
+	if err != nil {
+		return err
+	}
+	for _, t := range totals {
+		res.Totals = append(res.Totals, &usagev1.Usage{
+			TenantId: t.TenantID.String(), PoolId: t.PoolID.String(), Resource: t.Resource, Model: t.Model, Amount: t.Amount,
+		})
+	}
+	if !hourly {
+		return nil
+	}
+	hours, err := q.QueryOwnedPoolsUsageHourly(ctx, db.QueryOwnedPoolsUsageHourlyParams{
+		TenantID: owner, StartsAt: f.start, EndsAt: f.end, PoolID: f.poolID, Lim: maxHourRows,
+	})
+	if err != nil {
+		return err
+	}
+	for _, h := range hours {
+		res.Hours = append(res.Hours, &usagev1.Usage{
+			TenantId: h.TenantID.String(), PoolId: h.PoolID.String(), Resource: h.Resource, Model: h.Model, Amount: h.Amount,
+			Hour: timestamppb.New(h.Hour),
+		})
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package placer_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -120,4 +121,78 @@ func BenchmarkPlacementRuntime(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(placed)/elapsed.Seconds(), "placements/s")
+}
+
+// BenchmarkPlacementShared is BenchmarkPlacement in a pool shared by ten grantees, with
+// borrowing and preemption: the 2,000-node pool is granted to ten tenants (nominal 1,000 GPUs
+// each) and to a borrower (nominal 0, borrowing up to the whole pool) whose 12,000 leases,
+// placed before the clock starts, hold three quarters of the pool on borrowed capacity. The
+// ten grantees then ask for their nominal shares, 10,000 one-GPU leases: 4,000 fit what is
+// free, and 6,000 of the borrower's leases are preempted (no grace period) to place the rest.
+// The clock runs over the reconciles it takes to place all 10,000.
+func BenchmarkPlacementShared(b *testing.B) {
+	const (
+		grantees  = 10
+		borrowed  = 12000
+		perTenant = benchLeases / grantees
+	)
+	var placed, preempted int
+	var elapsed time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		pool := dbtest.Pool(b)
+		owner := capacitytest.RootTenant(b, pool)
+		sel := map[string]string{"gpu": "h100"}
+		capacitytest.Nodes(b, pool, owner, benchNodes, capacitytest.NodeSpec{GPUs: benchGPUs, Model: "H100", CPUs: 128, MemoryBytes: 1 << 40, Labels: sel})
+		pid := capacitytest.Pool(b, pool, owner, "h100", sel)
+		if _, err := pool.Exec(context.Background(), `UPDATE pools SET preemption_grace_ms = 0 WHERE id = $1`, pid); err != nil {
+			b.Fatal(err)
+		}
+		borrower := capacitytest.Tenant(b, pool, "borrower")
+		capacitytest.Grant(b, pool, pid, owner, borrower, capacity.Resources{}, capacitytest.GPUs("H100", benchNodes*benchGPUs), 1)
+		var tenants []uuid.UUID
+		for i := range grantees {
+			t := capacitytest.Tenant(b, pool, fmt.Sprintf("grantee-%d", i))
+			capacitytest.Grant(b, pool, pid, owner, t, capacitytest.GPUs("H100", perTenant), capacitytest.GPUs("H100", perTenant), int32(1+i%3))
+			tenants = append(tenants, t)
+		}
+		for prio := range int32(4) {
+			capacitytest.Leases(b, pool, borrower, pid, borrowed/4, capacitytest.LeaseSpec{GPUs: 1, Model: "H100", Duration: time.Hour, Priority: prio})
+		}
+		p := placer.New(pool, placer.Options{})
+		if res, err := p.ReconcilePool(context.Background(), pid.String()); err != nil || res.Placed != borrowed {
+			b.Fatalf("placing the borrower's leases: %+v, %v", res, err)
+		}
+		for _, t := range tenants {
+			capacitytest.Leases(b, pool, t, pid, perTenant, capacitytest.LeaseSpec{GPUs: 1, Model: "H100", Duration: time.Hour})
+		}
+		if _, err := pool.Exec(context.Background(), "VACUUM ANALYZE"); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		got := placer.Result{}
+		for range 5 {
+			res, err := p.ReconcilePool(context.Background(), pid.String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			got.Placed += res.Placed
+			got.Preempted += res.Preempted
+			if got.Placed == benchLeases {
+				break
+			}
+		}
+		elapsed += time.Since(start)
+		b.StopTimer()
+		if got.Placed != benchLeases || got.Preempted != benchLeases-(benchNodes*benchGPUs-borrowed) {
+			b.Fatalf("placed %d and preempted %d, want %d and %d", got.Placed, got.Preempted, benchLeases, benchLeases-(benchNodes*benchGPUs-borrowed))
+		}
+		placed += got.Placed
+		preempted += got.Preempted
+		capacitytest.AssertNoOvercommit(b, pool)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(placed)/elapsed.Seconds(), "placements/s")
+	b.ReportMetric(float64(preempted)/elapsed.Seconds(), "preemptions/s")
 }

@@ -129,7 +129,7 @@ func (p *Placer) now(ctx context.Context, q *db.Queries) (time.Time, error) {
 
 // Result is what one reconcile of a pool did.
 type Result struct {
-	Expired, Placed, Failed int
+	Expired, Placed, Failed, Preempted int
 	// More is true when pending leases were left for the next reconcile (out of time).
 	More bool
 }
@@ -185,6 +185,9 @@ func (p *Placer) expire(ctx context.Context, pl db.PlacerPoolRow, now time.Time)
 			}
 			var ev event.Batch
 			for _, r := range rows {
+				if r.State == capacity.LeasePreempted {
+					continue // its grace period is over; lease.preempted said when it would end
+				}
 				if err := ev.Add(r.TenantID, event.LeaseExpired{LeaseChange: event.LeaseChange{
 					ID: r.ID, PoolID: r.PoolID, State: string(capacity.LeaseExpired), EndTime: r.EndedAt,
 				}}); err != nil {
@@ -203,11 +206,13 @@ func (p *Placer) expire(ctx context.Context, pl db.PlacerPoolRow, now time.Time)
 	}
 }
 
-// snapshot reads the pool's members as one consistent view.
-func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*Planner, time.Time, error) {
+// snapshot reads the pool's members, grants and running leases as one consistent view, and
+// returns the running leases whose borrowing the planner counted differently from the database.
+func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*Planner, []Recount, error) {
 	var (
-		planner *Planner
-		now     time.Time
+		planner  *Planner
+		now      time.Time
+		recounts []Recount
 	)
 	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		q := db.New(tx)
@@ -267,16 +272,84 @@ func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*Planner, t
 			own[i] = Window{ID: r.ID, Start: r.StartsAt, End: r.EndsAt}
 		}
 		planner = NewPlanner(now, nodes, own)
+		sharing, err := readSharing(ctx, q, pl)
+		if err != nil {
+			return err
+		}
+		recounts = planner.Share(sharing)
 		return nil
 	})
-	return planner, now, err
+	return planner, recounts, err
+}
+
+// readSharing reads the pool's grants and the leases that hold anything in it, with what they
+// hold, for Planner.Share.
+func readSharing(ctx context.Context, q *db.Queries, pl db.PlacerPoolRow) (Sharing, error) {
+	s := Sharing{Owner: pl.TenantID, PriorityPreemption: pl.PriorityPreemption}
+	grants, err := q.PlacerGrants(ctx, pl.ID)
+	if err != nil {
+		return s, fmt.Errorf("read grants: %w", err)
+	}
+	for _, g := range grants {
+		grant, err := capacity.GrantFromRow(uuid.Nil, pl.ID, pl.TenantID, g.TenantID, g.Nominal, g.BorrowingLimit, g.Weight)
+		if err != nil {
+			return s, err
+		}
+		a := &Account{Tenant: g.TenantID, Nominal: amountsOf(grant.Nominal), Limit: amountsOf(grant.Most()), Weight: int64(g.Weight)}
+		s.Grants = append(s.Grants, a)
+	}
+	leases, err := q.PlacerHoldingLeases(ctx, pl.ID)
+	if err != nil {
+		return s, fmt.Errorf("read running leases: %w", err)
+	}
+	byID := make(map[uuid.UUID]*Running, len(leases))
+	for _, l := range leases {
+		r := NewRunning(l.ID, l.TenantID, derefSeq(l.Seq), l.Priority, l.Gpus, l.GpuModel, l.Cpus, l.MemoryBytes, l.Borrowing, l.State == capacity.LeasePreempted)
+		s.Running = append(s.Running, r)
+		byID[l.ID] = r
+	}
+	allocs, err := q.PlacerHoldingAllocations(ctx, pl.ID)
+	if err != nil {
+		return s, fmt.Errorf("read allocations: %w", err)
+	}
+	for _, a := range allocs {
+		if r := byID[a.LeaseID]; r != nil {
+			r.Holds = append(r.Holds, Held{Node: a.NodeID, Device: a.DeviceID, Model: a.Model, CPUs: a.Cpus, Memory: a.MemoryBytes})
+		}
+	}
+	return s, nil
+}
+
+// amountsOf is r in the planner's terms.
+func amountsOf(r capacity.Resources) amounts {
+	a := amounts{}
+	for m, n := range r.GPUs {
+		a[gpuKey(m)] = int64(n)
+	}
+	if r.CPUs > 0 {
+		a[cpuKey] = int64(r.CPUs)
+	}
+	if r.MemoryBytes > 0 {
+		a[memoryKey] = r.MemoryBytes
+	}
+	return a
+}
+
+func derefSeq(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // place places the pool's pending leases, a batch per transaction.
 func (p *Placer) place(ctx context.Context, pl db.PlacerPoolRow, res *Result) error {
 	q := db.New(p.pool)
-	var afterSeq int64
-	var planner *Planner
+	var (
+		afterSeq int64
+		planner  *Planner
+		recounts []Recount
+	)
 	for {
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 5*time.Second {
 			res.More = true
@@ -287,10 +360,13 @@ func (p *Placer) place(ctx context.Context, pl db.PlacerPoolRow, res *Result) er
 			return fmt.Errorf("read pending leases: %w", err)
 		}
 		if len(rows) == 0 {
+			// Nothing to place. Borrowing flags of running leases wait for the next round
+			// with pending leases to be recounted: only planning depends on them, and it
+			// recounts.
 			return nil
 		}
 		if planner == nil {
-			if planner, _, err = p.snapshot(ctx, pl); err != nil {
+			if planner, recounts, err = p.snapshot(ctx, pl); err != nil {
 				return err
 			}
 		}
@@ -299,34 +375,52 @@ func (p *Placer) place(ctx context.Context, pl db.PlacerPoolRow, res *Result) er
 			l := &Lease{
 				ID: r.ID, Tenant: r.TenantID, GPUs: r.Gpus, Model: r.GpuModel, CPUs: r.Cpus, Memory: r.MemoryBytes,
 				Spread: r.Spread, Duration: time.Duration(r.DurationMs) * time.Millisecond, Reservation: r.ReservationID,
+				Priority: r.Priority, Seq: derefSeq(r.Seq),
 			}
 			if err := json.Unmarshal(r.Tolerations, &l.Tolerations); err != nil {
 				p.log.Warn("lease tolerations unreadable; placing as if none", "lease", r.ID, "err", err)
 			}
 			leases[i] = l
-			if r.Seq != nil {
-				afterSeq = *r.Seq
-			}
+			afterSeq = l.Seq
 		}
-		placed, failed := planner.Plan(leases)
-		if len(placed)+len(failed) > 0 {
-			n, f, err := p.write(ctx, pl, placed, failed)
-			if err != nil {
+		var b batch
+		b.placed, b.failed, b.preempted = planner.Plan(leases)
+		b.recounts, recounts = recounts, nil
+		if !b.empty() {
+			if err := p.write(ctx, pl, b, res); err != nil {
 				return err
 			}
-			res.Placed += n
-			res.Failed += f
 		}
-		if len(rows) < p.opts.Batch || planner.Exhausted() {
+		if len(b.preempted) > 0 && pl.PreemptionGraceMs == 0 {
+			res.More = true // what they held is free now: place again at once
+		}
+		if len(rows) < p.opts.Batch || (planner.Exhausted() && !planner.MayPreempt()) {
 			return nil
 		}
 	}
 }
 
-// write commits one batch: the placed leases with their allocations, the failed ones, and their
-// events. Leases no longer pending (released meanwhile) are left out.
-func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, placed []Placement, failed []Failure) (nPlaced, nFailed int, err error) {
-	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+// batch is what one planned batch of pending leases changes.
+type batch struct {
+	placed    []Placement
+	failed    []Failure
+	preempted []Preemption
+	recounts  []Recount
+}
+
+func (b batch) empty() bool {
+	return len(b.placed)+len(b.failed)+len(b.preempted)+len(b.recounts) == 0
+}
+
+// write commits one batch: the placed leases with their allocations, the failed ones, the
+// preempted ones, the running leases whose borrowing was recounted, and the events. Leases no
+// longer pending (released meanwhile) are left out of placing, and leases no longer running out
+// of preempting.
+func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, b batch, res *Result) error {
+	placed, failed := b.placed, b.failed
+	var nPlaced, nFailed, nPreempted int
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		nPlaced, nFailed, nPreempted = 0, 0, 0
 		q := db.New(tx)
 		now, err := p.now(ctx, q)
 		if err != nil {
@@ -335,10 +429,14 @@ func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, placed []Placem
 		var ev event.Batch
 		if len(placed) > 0 {
 			ids := make([]uuid.UUID, len(placed))
+			var borrowing []uuid.UUID
 			for i, pc := range placed {
 				ids[i] = pc.Lease.ID
+				if pc.Borrowing {
+					borrowing = append(borrowing, pc.Lease.ID)
+				}
 			}
-			rows, err := q.MarkPoolLeasesPlaced(ctx, db.MarkPoolLeasesPlacedParams{Now: now, Ids: ids})
+			rows, err := q.MarkPoolLeasesPlaced(ctx, db.MarkPoolLeasesPlacedParams{Now: now, Ids: ids, BorrowingIds: borrowing})
 			if err != nil {
 				return fmt.Errorf("mark leases placed: %w", err)
 			}
@@ -408,12 +506,96 @@ func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, placed []Placem
 				nFailed++
 			}
 		}
+		if nPreempted, err = p.preempt(ctx, q, pl, now, b.preempted, &ev); err != nil {
+			return err
+		}
+		if err := recount(ctx, q, b.recounts); err != nil {
+			return err
+		}
 		return ev.Emit(ctx, q)
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("write placements: %w", err)
+		return fmt.Errorf("write placements: %w", err)
 	}
-	return nPlaced, nFailed, nil
+	res.Placed += nPlaced
+	res.Failed += nFailed
+	res.Preempted += nPreempted
+	return nil
+}
+
+// preempt marks the preempted leases that are still running preempted, with their events; with
+// no grace period it ends them at once, freeing and metering what they held.
+func (p *Placer) preempt(ctx context.Context, q *db.Queries, pl db.PlacerPoolRow, now time.Time, preempted []Preemption, ev *event.Batch) (int, error) {
+	if len(preempted) == 0 {
+		return 0, nil
+	}
+	byReason := map[string][]uuid.UUID{}
+	forLease := make(map[uuid.UUID]uuid.UUID, len(preempted))
+	for _, pe := range preempted {
+		reason := "preempted: its capacity was reclaimed for a tenant within its nominal quota in the pool"
+		if !pe.Reclaim {
+			reason = "preempted for a higher-priority lease of the same tenant"
+		}
+		byReason[reason] = append(byReason[reason], pe.Lease.ID)
+		forLease[pe.Lease.ID] = pe.For.ID
+	}
+	var ended []uuid.UUID
+	n := 0
+	for reason, ids := range byReason {
+		rows, err := q.PreemptPoolLeases(ctx, db.PreemptPoolLeasesParams{Now: now, Reason: reason, GraceMs: pl.PreemptionGraceMs, Ids: ids})
+		if err != nil {
+			return 0, fmt.Errorf("preempt leases: %w", err)
+		}
+		for _, r := range rows {
+			e := event.LeasePreempted{
+				LeaseChange: event.LeaseChange{
+					ID: r.ID, PoolID: r.PoolID, State: string(capacity.LeasePreempted), PreviousState: string(capacity.LeasePlaced),
+					Reason: reason, EndTime: r.EndsAt,
+				},
+				TenantID: r.TenantID, Priority: r.Priority, Borrowing: r.Borrowing, ForLeaseID: forLease[r.ID],
+			}
+			if err := ev.Add(r.TenantID, e); err != nil {
+				return 0, err
+			}
+			if r.TenantID != pl.TenantID {
+				if err := ev.Add(pl.TenantID, e); err != nil {
+					return 0, err
+				}
+			}
+			if r.EndsAt != nil && !r.EndsAt.After(now) {
+				ended = append(ended, r.ID)
+			}
+			n++
+		}
+	}
+	if _, err := capacity.EndLeases(ctx, q, ended, capacity.LeasePreempted, "", &now); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// recount records which running leases borrow, as the planner counted them.
+func recount(ctx context.Context, q *db.Queries, recounts []Recount) error {
+	var on, off []uuid.UUID
+	for _, r := range recounts {
+		if r.Borrowing {
+			on = append(on, r.ID)
+		} else {
+			off = append(off, r.ID)
+		}
+	}
+	for _, set := range []struct {
+		ids []uuid.UUID
+		to  bool
+	}{{on, true}, {off, false}} {
+		if len(set.ids) == 0 {
+			continue
+		}
+		if err := q.SetPoolLeasesBorrowing(ctx, db.SetPoolLeasesBorrowingParams{Borrowing: set.to, Ids: set.ids}); err != nil {
+			return fmt.Errorf("record borrowing: %w", err)
+		}
+	}
+	return nil
 }
 
 // schedule makes the pool's key due again at its next lease end or reservation boundary, or at

@@ -56,7 +56,14 @@ type Lease struct {
 	Tolerations []fleet.Toleration
 	Duration    time.Duration
 	Reservation *uuid.UUID
+	// Priority orders leases within nominal quota and among a tenant's borrowing leases;
+	// higher first.
+	Priority int32
+	// Seq is the creation order.
+	Seq int64
 }
+
+func (l *Lease) size() amounts { return sizeOf(l.GPUs, l.Model, l.CPUs, l.Memory) }
 
 // Held is one GPU, or CPUs and memory on a node, chosen for a lease.
 type Held struct {
@@ -71,6 +78,8 @@ type Held struct {
 type Placement struct {
 	Lease *Lease
 	Holds []Held
+	// Borrowing is true when the lease runs beyond its tenant's nominal quota.
+	Borrowing bool
 }
 
 // Failure is a lease that can never be placed.
@@ -91,6 +100,8 @@ type Planner struct {
 	maxCPUs      int32
 	maxMemory    int64
 	reservations map[uuid.UUID]Window // the pool's own active reservations
+	byID         map[uuid.UUID]*nstate
+	share        *share // nil: one tenant, nothing to share
 }
 
 // nstate is a node and what is free on it.
@@ -141,7 +152,7 @@ func (b *bucketIndex) remove(n *nstate) {
 func NewPlanner(now time.Time, nodes []*Node, reservations []Window) *Planner {
 	p := &Planner{
 		now: now, plain: map[string]*bucketIndex{}, total: map[string]int32{}, maxPerNode: map[string]int32{},
-		reservations: map[uuid.UUID]Window{},
+		reservations: map[uuid.UUID]Window{}, byID: make(map[uuid.UUID]*nstate, len(nodes)),
 	}
 	for _, w := range reservations {
 		p.reservations[w.ID] = w
@@ -163,6 +174,7 @@ func NewPlanner(now time.Time, nodes []*Node, reservations []Window) *Planner {
 		p.maxMemory = max(p.maxMemory, n.Memory)
 		s.cpusFree, s.memFree = max(n.CPUs-n.CPUsUsed, 0), max(n.Memory-n.MemoryUsed, 0)
 		p.nodes = append(p.nodes, s)
+		p.byID[n.ID] = s
 		if !n.Schedulable {
 			continue
 		}
@@ -223,37 +235,56 @@ func (p *Planner) Exhausted() bool {
 	return true
 }
 
-// Plan places leases in order; a lease that does not fit now waits (later, smaller leases may
-// still be placed), one that can never fit fails. What it places is taken from the snapshot.
-func (p *Planner) Plan(leases []*Lease) (placed []Placement, failed []Failure) {
+// Plan places leases: in order, or, once Share was called, by nominal quota, priority and fair
+// share (see Share). A lease that does not fit now waits (later, smaller leases may still be
+// placed), one that can never fit fails. What it places is taken from the snapshot; what it
+// preempts is marked preempted in it.
+func (p *Planner) Plan(leases []*Lease) (placed []Placement, failed []Failure, preempted []Preemption) {
+	if p.share != nil {
+		return p.planShared(leases)
+	}
 	for _, l := range leases {
-		end := p.now.Add(l.Duration)
-		if l.Reservation != nil {
-			w, ok := p.reservations[*l.Reservation]
-			if !ok {
-				failed = append(failed, Failure{l, "the lease's reservation was cancelled or is over"})
-				continue
-			}
-			if p.now.Before(w.Start) {
-				continue // waits for the window
-			}
-			end = minTime(end, w.End)
-		}
-		if reason := p.never(l); reason != "" {
+		end, reason, ok := p.prepare(l)
+		if reason != "" {
 			failed = append(failed, Failure{l, reason})
 			continue
 		}
-		var holds []Held
-		if l.GPUs > 0 {
-			holds = p.placeGPUs(l, end)
-		} else {
-			holds = p.placeResources(l, end)
+		if !ok {
+			continue
 		}
-		if holds != nil {
+		if holds := p.placeOne(l, end); holds != nil {
 			placed = append(placed, Placement{Lease: l, Holds: holds})
 		}
 	}
-	return placed, failed
+	return placed, failed, nil
+}
+
+// prepare says when a lease placed now would end, or why it can never be placed (reason), or
+// that it must wait for its reservation's window (!ok).
+func (p *Planner) prepare(l *Lease) (end time.Time, reason string, ok bool) {
+	end = p.now.Add(l.Duration)
+	if l.Reservation != nil {
+		w, found := p.reservations[*l.Reservation]
+		if !found {
+			return end, "the lease's reservation was cancelled or is over", false
+		}
+		if p.now.Before(w.Start) {
+			return end, "", false // waits for the window
+		}
+		end = minTime(end, w.End)
+	}
+	if reason := p.never(l); reason != "" {
+		return end, reason, false
+	}
+	return end, "", true
+}
+
+// placeOne places a lease running until end, or returns nil when it does not fit now.
+func (p *Planner) placeOne(l *Lease, end time.Time) []Held {
+	if l.GPUs > 0 {
+		return p.placeGPUs(l, end)
+	}
+	return p.placeResources(l, end)
 }
 
 // never says why a lease can never fit the pool's members (cordoned, draining and offline ones

@@ -216,7 +216,9 @@ type Lease struct {
 	// Higher goes first; -1000 to 1000.
 	Priority int32 `protobuf:"varint,18,opt,name=priority,proto3" json:"priority,omitempty"`
 	// Whether the lease runs beyond its tenant's nominal quota in the pool, on borrowed capacity,
-	// and so may be preempted when a tenant within its nominal quota needs it back.
+	// and so may be preempted when a tenant within its nominal quota needs it back; as the placer
+	// counted it when it last placed leases in the pool (a tenant's leases, by priority then age,
+	// are within nominal quota while they fit there together).
 	Borrowing bool `protobuf:"varint,19,opt,name=borrowing,proto3" json:"borrowing,omitempty"`
 	// When it was preempted; unset unless preempted.
 	PreemptTime   *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=preempt_time,json=preemptTime,proto3" json:"preempt_time,omitempty"`

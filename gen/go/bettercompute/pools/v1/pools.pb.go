@@ -1313,7 +1313,7 @@ type GrantRequest struct {
 	// The grantee; not the caller's tenant.
 	TenantId string `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// Every GPU model must be one the pool has; the amounts may add up to more than the pool holds
-	// (doctor reports it), but each must be at most 1,000,000.
+	// (doctor reports it), but each must be at most 1,000,000 (memory: 1,000,000 GiB).
 	Nominal        *Resources `protobuf:"bytes,3,opt,name=nominal,proto3" json:"nominal,omitempty"`
 	BorrowingLimit *Resources `protobuf:"bytes,4,opt,name=borrowing_limit,json=borrowingLimit,proto3" json:"borrowing_limit,omitempty"`
 	// 0 means 1; at most 1000.

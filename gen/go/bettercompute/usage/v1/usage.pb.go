@@ -8,6 +8,7 @@
 // by model (GPU-seconds), CPUs (CPU-seconds) and memory (MiB-seconds), recorded when an
 // allocation ends and, while it runs, at every hour boundary; a job adds the records up into
 // hourly totals. Totals are exact: a lease of 2 GPUs that ran 90 minutes is 10,800 GPU-seconds.
+// Usage belongs to the tenant whose lease used it, also in a pool granted to it.
 
 package usagev1
 

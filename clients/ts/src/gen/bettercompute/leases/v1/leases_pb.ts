@@ -186,7 +186,9 @@ export type Lease = Message<"bettercompute.leases.v1.Lease"> & {
 
   /**
    * Whether the lease runs beyond its tenant's nominal quota in the pool, on borrowed capacity,
-   * and so may be preempted when a tenant within its nominal quota needs it back.
+   * and so may be preempted when a tenant within its nominal quota needs it back; as the placer
+   * counted it when it last placed leases in the pool (a tenant's leases, by priority then age,
+   * are within nominal quota while they fit there together).
    *
    * @generated from field: bool borrowing = 19;
    */

@@ -726,7 +726,7 @@ export type GrantRequest = Message<"bettercompute.pools.v1.GrantRequest"> & {
 
   /**
    * Every GPU model must be one the pool has; the amounts may add up to more than the pool holds
-   * (doctor reports it), but each must be at most 1,000,000.
+   * (doctor reports it), but each must be at most 1,000,000 (memory: 1,000,000 GiB).
    *
    * @generated from field: bettercompute.pools.v1.Resources nominal = 3;
    */

@@ -6,6 +6,7 @@
 // by model (GPU-seconds), CPUs (CPU-seconds) and memory (MiB-seconds), recorded when an
 // allocation ends and, while it runs, at every hour boundary; a job adds the records up into
 // hourly totals. Totals are exact: a lease of 2 GPUs that ran 90 minutes is 10,800 GPU-seconds.
+// Usage belongs to the tenant whose lease used it, also in a pool granted to it.
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
@@ -298,7 +299,8 @@ export const ExportFormatSchema: GenEnum<ExportFormat> = /*@__PURE__*/
   enumDesc(file_bettercompute_usage_v1_usage, 1);
 
 /**
- * UsageService reports the caller's tenant's usage.
+ * UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
+ * an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
  *
  * @generated from service bettercompute.usage.v1.UsageService
  */

@@ -39,7 +39,8 @@ _GZIP_COMPRESSION = GzipCompression()
 
 class UsageService(Protocol):
     """
-    UsageService reports the caller's tenant's usage.
+    UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
+    an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
     """
     async def query(self, request: QueryRequest, ctx: RequestContext[QueryRequest, QueryResponse], /) -> QueryResponse:
         """
@@ -107,7 +108,8 @@ class UsageServiceASGIApplication(ConnectASGIApplication[UsageService]):
 
 class UsageServiceClient(ConnectClient):
     """
-    UsageService reports the caller's tenant's usage.
+    UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
+    an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
     """
     def __init__(
         self,
@@ -189,7 +191,8 @@ class UsageServiceClient(ConnectClient):
 
 class UsageServiceSync(Protocol):
     """
-    UsageService reports the caller's tenant's usage.
+    UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
+    an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
     """
     def query(self, request: QueryRequest, ctx: RequestContext[QueryRequest, QueryResponse], /) -> QueryResponse:
         """
@@ -255,7 +258,8 @@ class UsageServiceWSGIApplication(ConnectWSGIApplication):
 
 class UsageServiceClientSync(ConnectClientSync):
     """
-    UsageService reports the caller's tenant's usage.
+    UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
+    an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
     """
     def __init__(
         self,
