@@ -17,6 +17,9 @@ WHERE tenant_id = sqlc.arg(tenant_id) AND revoked_at IS NULL AND state <> 'retir
 SELECT count(*) FROM join_tokens
 WHERE tenant_id = sqlc.arg(tenant_id) AND revoked_at IS NULL AND expires_at > now() AND uses < max_uses;
 
+-- name: CountTenantPendingLeases :one
+SELECT count(*) FROM pool_leases WHERE tenant_id = sqlc.arg(tenant_id) AND state = 'pending';
+
 -- name: CountTenantPools :one
 SELECT count(*) FROM pools WHERE tenant_id = sqlc.arg(tenant_id);
 

@@ -50,6 +50,17 @@ func (q *Queries) CountTenantNodes(ctx context.Context, tenantID uuid.UUID) (int
 	return count, err
 }
 
+const countTenantPendingLeases = `-- name: CountTenantPendingLeases :one
+SELECT count(*) FROM pool_leases WHERE tenant_id = $1 AND state = 'pending'
+`
+
+func (q *Queries) CountTenantPendingLeases(ctx context.Context, tenantID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, countTenantPendingLeases, tenantID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const countTenantPools = `-- name: CountTenantPools :one
 SELECT count(*) FROM pools WHERE tenant_id = $1
 `

@@ -60,6 +60,7 @@ type Querier interface {
 	CountTenantLiveNodes(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	// Nodes that count: neither revoked nor retired.
 	CountTenantNodes(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	CountTenantPendingLeases(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CountTenantPools(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CountTenantPrincipals(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	// Commands the tenant created in the last minute, and in whole seconds (at least 1) when the

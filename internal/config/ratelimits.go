@@ -57,6 +57,8 @@ type TenantLimits struct {
 	Webhooks int `yaml:"webhooks"`
 	// CommandsPerMinute caps the commands created in any minute. Default 6000.
 	CommandsPerMinute int `yaml:"commandsPerMinute"`
+	// PendingLeases caps the leases waiting to be placed, in every pool. Default 10000.
+	PendingLeases int `yaml:"pendingLeases"`
 }
 
 // Bounds of the rate limit keys.
@@ -82,6 +84,7 @@ func defaultRateLimits() RateLimits {
 			APIKeys:           quota.DefaultAPIKeys,
 			Webhooks:          quota.DefaultWebhooks,
 			CommandsPerMinute: quota.DefaultCommandsPerMinute,
+			PendingLeases:     quota.DefaultPendingLeases,
 		},
 	}
 }
@@ -135,6 +138,7 @@ func (c *Config) checkRateLimits(ps *problems) {
 		{"rateLimits.tenant.apiKeys", t.APIKeys},
 		{"rateLimits.tenant.webhooks", t.Webhooks},
 		{"rateLimits.tenant.commandsPerMinute", t.CommandsPerMinute},
+		{"rateLimits.tenant.pendingLeases", t.PendingLeases},
 	} {
 		if l.v < 1 || l.v > maxTenantLimit {
 			ps.add(l.key, "must be from 1 to %d, got %d", maxTenantLimit, l.v)

@@ -18,6 +18,7 @@ func rateLimits(c config.RateLimits) guard.RateLimits {
 		Tenant: quota.Limits{
 			Nodes: t.Nodes, JoinTokens: t.JoinTokens, Pools: t.Pools, Principals: t.Principals,
 			APIKeys: t.APIKeys, Webhooks: t.Webhooks, CommandsPerMinute: t.CommandsPerMinute,
+			PendingLeases: t.PendingLeases,
 		},
 	}
 }

@@ -1,5 +1,5 @@
 // Package quota holds the per-tenant caps on what a tenant can create: live nodes, usable join
-// tokens, pools, principals, working API keys, webhooks, and commands a minute. The caps are
+// tokens, pools, principals, working API keys, webhooks, pending leases, and commands a minute. The caps are
 // deployment defaults from the configuration (rateLimits.tenant.*), the same for every tenant.
 //
 // A create checks its cap inside the transaction that inserts the row: Check takes a
@@ -34,6 +34,7 @@ const (
 	APIKeys           Limit = "apiKeys"
 	Webhooks          Limit = "webhooks"
 	CommandsPerMinute Limit = "commandsPerMinute"
+	PendingLeases     Limit = "pendingLeases"
 )
 
 // Key is the cap's configuration key, which refusals name.
@@ -49,6 +50,7 @@ const (
 	DefaultAPIKeys           = 1_000
 	DefaultWebhooks          = 20
 	DefaultCommandsPerMinute = 6_000
+	DefaultPendingLeases     = 10_000
 )
 
 // Limits are the caps of every tenant. A zero (or negative) field takes its default.
@@ -69,6 +71,9 @@ type Limits struct {
 	// CommandsPerMinute caps the commands the tenant created in the last minute, counting the
 	// ones a create would add (a selector may address many nodes).
 	CommandsPerMinute int
+	// PendingLeases caps the tenant's leases waiting to be placed, in every pool it leases from
+	// (its own and those granted to it).
+	PendingLeases int
 }
 
 // Of returns the cap named by limit, its default when the field is zero.
@@ -89,6 +94,8 @@ func (l Limits) Of(limit Limit) int {
 		v, def = l.Webhooks, DefaultWebhooks
 	case CommandsPerMinute:
 		v, def = l.CommandsPerMinute, DefaultCommandsPerMinute
+	case PendingLeases:
+		v, def = l.PendingLeases, DefaultPendingLeases
 	default:
 		panic(fmt.Sprintf("quota: unknown cap %q", string(limit)))
 	}
@@ -155,6 +162,8 @@ func count(ctx context.Context, q *db.Queries, tenant uuid.UUID, limit Limit) (i
 		return q.CountTenantAPIKeys(ctx, tenant)
 	case Webhooks:
 		return q.CountWebhooks(ctx, tenant)
+	case PendingLeases:
+		return q.CountTenantPendingLeases(ctx, tenant)
 	}
 	return 0, errors.New("unknown cap")
 }
@@ -212,6 +221,8 @@ func noun(l Limit) string {
 		return "unexpired API keys"
 	case Webhooks:
 		return "webhooks"
+	case PendingLeases:
+		return "pending leases"
 	}
 	return string(l)
 }

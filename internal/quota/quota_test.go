@@ -9,9 +9,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/better-compute/better-compute/gen/db"
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
@@ -21,9 +23,12 @@ import (
 	jointokensv1 "github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
 	poolsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1"
+	leasesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1/leasesv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1/poolsv1connect"
 	webhooksv1 "github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
+	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/server"
@@ -201,5 +206,38 @@ func TestPoolCapHoldsUnderConcurrentCreates(t *testing.T) {
 	}
 	if n := rows(t, env, "pools"); n != limit {
 		t.Errorf("%d pools, want %d", n, limit)
+	}
+}
+
+// TestPendingLeasesCap: a tenant may have so many leases waiting, across every pool; a placed or
+// released one no longer counts.
+func TestPendingLeasesCap(t *testing.T) {
+	t.Parallel()
+	env := start(t, quota.Limits{PendingLeases: 2})
+	tenant := capacitytest.RootTenant(t, env.Pool)
+	capacitytest.Nodes(t, env.Pool, tenant, 1, capacitytest.NodeSpec{GPUs: 1, Model: "H100", Labels: map[string]string{"gpu": "h100"}})
+	pool, err := poolsv1connect.NewPoolsServiceClient(env.HTTPClient(env.AdminKey), env.URL).Create(ctx, &poolsv1.CreateRequest{Name: "h100", NodeSelector: map[string]string{"gpu": "h100"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := leasesv1connect.NewLeasesServiceClient(env.HTTPClient(env.AdminKey), env.URL)
+	req := &leasesv1.CreateRequest{PoolId: pool.GetPool().GetId(), Gpus: 1, Duration: durationpb.New(time.Hour)}
+	var first string
+	for i := range 2 {
+		res, err := c.Create(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = res.GetLease().GetId()
+		}
+	}
+	_, err = c.Create(ctx, req)
+	refused(t, "lease", err, quota.PendingLeases)
+	if _, err := c.Release(ctx, &leasesv1.ReleaseRequest{Id: first}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx, req); err != nil {
+		t.Fatalf("a lease once one pending lease was released: %v", err)
 	}
 }

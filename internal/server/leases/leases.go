@@ -31,6 +31,7 @@ import (
 	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/fleet"
+	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/server/admission"
 	"github.com/better-compute/better-compute/internal/server/page"
 )
@@ -176,6 +177,9 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 			}
 		}
 		if err := checkQuota(ctx, tx.Q, p.TenantID, poolID, req); err != nil {
+			return nil, err
+		}
+		if err := quota.Check(ctx, tx.Q, p.TenantID, quota.PendingLeases, 1); err != nil {
 			return nil, err
 		}
 		tolJSON, err := encodeTolerations(tols)
