@@ -255,3 +255,24 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// PlaceOn marks a pending GPU lease placed on a node, holding free GPUs of its model there, as
+// the placer would: for tests of what a placed lease shows without running the placer.
+func PlaceOn(t testing.TB, pool *pgxpool.Pool, lease, node uuid.UUID) {
+	t.Helper()
+	tag, err := pool.Exec(ctx, `
+		WITH l AS (
+			UPDATE pool_leases SET state = 'placed', placed_at = now(), ends_at = now() + interval '1 hour', updated_at = now()
+			WHERE id = $1 AND state = 'pending'
+			RETURNING id, gpus, gpu_model)
+		INSERT INTO allocations (lease_id, node_id, device_id, model, started_at, metered_until)
+		SELECT l.id, d.node_id, d.id, d.model, now(), now()
+		FROM l CROSS JOIN LATERAL (
+			SELECT d.id, d.node_id, d.model FROM devices d
+			WHERE d.node_id = $2 AND d.model = l.gpu_model AND d.present
+			  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL)
+			ORDER BY d.idx LIMIT l.gpus) d`, lease, node)
+	if err != nil || tag.RowsAffected() == 0 {
+		t.Fatalf("place lease %s: %v (%d allocations)", lease, err, tag.RowsAffected())
+	}
+}

@@ -30,26 +30,6 @@ func wantHidden(t *testing.T, what string, c nodesv1connect.NodesServiceClient, 
 	}
 }
 
-// placeOn marks a pending GPU lease placed on a node, holding free GPUs of its model there, as
-// the placer would.
-func placeOn(t *testing.T, env *servertest.Env, lease, node uuid.UUID) {
-	t.Helper()
-	tag, err := env.Pool.Exec(ctx, `
-		WITH l AS (
-			UPDATE pool_leases SET state = 'placed', placed_at = now(), ends_at = now() + interval '1 hour', updated_at = now()
-			WHERE id = $1 AND state = 'pending'
-			RETURNING id, gpus, gpu_model)
-		INSERT INTO allocations (lease_id, node_id, device_id, model, started_at, metered_until)
-		SELECT l.id, d.node_id, d.id, d.model, now(), now()
-		FROM l CROSS JOIN LATERAL (
-			SELECT d.id, d.node_id, d.model FROM devices d
-			WHERE d.node_id = $2 AND d.model = l.gpu_model AND d.present
-			  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL)
-			ORDER BY d.idx LIMIT l.gpus) d`, lease, node)
-	if err != nil || tag.RowsAffected() == 0 {
-		t.Fatalf("place lease %s: %v (%d allocations)", lease, err, tag.RowsAffected())
-	}
-}
 
 // TestReducedViewOfLeasedNode: a tenant whose placed lease (in a pool granted to it) holds
 // devices on another tenant's node gets the node's reduced view, only while the lease holds it.
@@ -85,7 +65,7 @@ func TestReducedViewOfLeasedNode(t *testing.T) {
 	wantHidden(t, "without a lease", acmeC, leased)
 	lease := capacitytest.Leases(t, env.Pool, acme, pool, 1, capacitytest.LeaseSpec{GPUs: 1, Model: "H100"})[0]
 	wantHidden(t, "with a pending lease", acmeC, leased)
-	placeOn(t, env, lease, leased)
+	capacitytest.PlaceOn(t, env.Pool, lease, leased)
 
 	full, err := client(env, env.AdminKey).Get(ctx, &nodesv1.GetRequest{Id: leased.String()})
 	if err != nil {

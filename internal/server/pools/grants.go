@@ -161,6 +161,15 @@ func describeGrants(ctx context.Context, q *db.Queries, tenant uuid.UUID, rows [
 	return out, nil
 }
 
+// describeGrant is describeGrants of one grant.
+func describeGrant(ctx context.Context, q *db.Queries, tenant uuid.UUID, g db.PoolGrant) (*poolsv1.Grant, error) {
+	out, err := describeGrants(ctx, q, tenant, []db.PoolGrant{g})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
 // grantEvent is the payload of a grant's events.
 func grantEvent(g db.PoolGrant) event.PoolGrantChange {
 	return event.PoolGrantChange{
@@ -233,11 +242,11 @@ func (s *Service) Grant(ctx context.Context, req *poolsv1.GrantRequest) (*poolsv
 		if err := capacity.EnqueuePlacer(ctx, tx.Q, poolID); err != nil {
 			return nil, err
 		}
-		out, err := describeGrants(ctx, tx.Q, p.TenantID, []db.PoolGrant{row})
+		g, err := describeGrant(ctx, tx.Q, p.TenantID, row)
 		if err != nil {
 			return nil, err
 		}
-		return &poolsv1.GrantResponse{Grant: out[0]}, nil
+		return &poolsv1.GrantResponse{Grant: g}, nil
 	})
 	if err == nil {
 		s.wake()
@@ -267,11 +276,11 @@ func (s *Service) RevokeGrant(ctx context.Context, req *poolsv1.RevokeGrantReque
 				return nil, apierr.NotFoundIfNoRows(err, "pool %s has no grant to tenant %s", poolID, grantee)
 			}
 			tx.Target("grant", row.ID)
-			out, err := describeGrants(ctx, tx.Q, p.TenantID, []db.PoolGrant{row})
+			g, err := describeGrant(ctx, tx.Q, p.TenantID, row)
 			if err != nil {
 				return nil, err
 			}
-			return &poolsv1.RevokeGrantResponse{Grant: out[0]}, nil
+			return &poolsv1.RevokeGrantResponse{Grant: g}, nil
 		}
 		if err != nil {
 			return nil, err
@@ -304,11 +313,11 @@ func (s *Service) RevokeGrant(ctx context.Context, req *poolsv1.RevokeGrantReque
 		if err := capacity.EnqueuePlacer(ctx, tx.Q, poolID); err != nil {
 			return nil, err
 		}
-		out, err := describeGrants(ctx, tx.Q, p.TenantID, []db.PoolGrant{row})
+		g, err := describeGrant(ctx, tx.Q, p.TenantID, row)
 		if err != nil {
 			return nil, err
 		}
-		return &poolsv1.RevokeGrantResponse{Grant: out[0]}, nil
+		return &poolsv1.RevokeGrantResponse{Grant: g}, nil
 	})
 	if err == nil {
 		s.wake()

@@ -64,27 +64,6 @@ func count(t *testing.T, env *servertest.Env, sql string, args ...any) int {
 	return n
 }
 
-// place marks a pending GPU lease placed on a node, holding free GPUs of its model there, as the
-// placer would.
-func place(t *testing.T, env *servertest.Env, lease, node uuid.UUID) {
-	t.Helper()
-	tag, err := env.Pool.Exec(ctx, `
-		WITH l AS (
-			UPDATE pool_leases SET state = 'placed', placed_at = now(), ends_at = now() + interval '1 hour', updated_at = now()
-			WHERE id = $1 AND state = 'pending'
-			RETURNING id, gpus, gpu_model)
-		INSERT INTO allocations (lease_id, node_id, device_id, model, started_at, metered_until)
-		SELECT l.id, d.node_id, d.id, d.model, now(), now()
-		FROM l CROSS JOIN LATERAL (
-			SELECT d.id, d.node_id, d.model FROM devices d
-			WHERE d.node_id = $2 AND d.model = l.gpu_model AND d.present
-			  AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL)
-			ORDER BY d.idx LIMIT l.gpus) d`, lease, node)
-	if err != nil || tag.RowsAffected() == 0 {
-		t.Fatalf("place lease %s: %v (%d allocations)", lease, err, tag.RowsAffected())
-	}
-}
-
 // preempt marks a pending lease as placed, then preempted at at and ended.
 func preempt(t *testing.T, env *servertest.Env, lease uuid.UUID, at time.Time) {
 	t.Helper()
@@ -282,7 +261,7 @@ func TestRevokeFailsPendingLeases(t *testing.T) {
 	spec := capacitytest.LeaseSpec{GPUs: 1, Model: "H100"}
 	pending := capacitytest.Leases(t, env.Pool, acme, poolID, 2, spec)
 	running := capacitytest.Leases(t, env.Pool, acme, poolID, 1, spec)
-	place(t, env, running[0], nodes[0])
+	capacitytest.PlaceOn(t, env.Pool, running[0], nodes[0])
 	others := append(capacitytest.Leases(t, env.Pool, globex, poolID, 1, spec), capacitytest.Leases(t, env.Pool, root, poolID, 1, spec)...)
 
 	if _, err := c.RevokeGrant(ctx, &poolsv1.RevokeGrantRequest{PoolId: poolStr, TenantId: acme.String()}); err != nil {
@@ -328,7 +307,7 @@ func TestListGrants(t *testing.T) {
 	// acme holds 3 H100 in pool one (1 beyond its nominal 2), and has a pending lease too.
 	p1 := uuid.MustParse(p1Str)
 	for _, l := range capacitytest.Leases(t, env.Pool, acme, p1, 3, capacitytest.LeaseSpec{GPUs: 1, Model: "H100"}) {
-		place(t, env, l, nodes[0])
+		capacitytest.PlaceOn(t, env.Pool, l, nodes[0])
 	}
 	capacitytest.Leases(t, env.Pool, acme, p1, 1, capacitytest.LeaseSpec{GPUs: 4, Model: "H100"})
 
