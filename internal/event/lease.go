@@ -78,8 +78,10 @@ type LeasePreempted struct {
 	Priority int32 `json:"priority"`
 	// Borrowing is whether the lease ran beyond its tenant's nominal quota.
 	Borrowing bool `json:"borrowing"`
-	// ForLeaseID is the pending lease the capacity was taken back for.
-	ForLeaseID uuid.UUID `json:"forLeaseId"`
+	// ForLeaseID is the pending lease the capacity was taken back for: in the pool owner's
+	// event, and in the lease tenant's when the lease is its own; another tenant's lease ids
+	// are never shown to a grantee.
+	ForLeaseID *uuid.UUID `json:"forLeaseId,omitempty"`
 }
 
 // Type is "lease.preempted".

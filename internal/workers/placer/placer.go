@@ -530,14 +530,14 @@ func (p *Placer) preempt(ctx context.Context, q *db.Queries, pl db.PlacerPoolRow
 		return 0, nil
 	}
 	byReason := map[string][]uuid.UUID{}
-	forLease := make(map[uuid.UUID]uuid.UUID, len(preempted))
+	forLease := make(map[uuid.UUID]*Lease, len(preempted))
 	for _, pe := range preempted {
 		reason := "preempted: its capacity was reclaimed for a tenant within its nominal quota in the pool"
 		if !pe.Reclaim {
 			reason = "preempted for a higher-priority lease of the same tenant"
 		}
 		byReason[reason] = append(byReason[reason], pe.Lease.ID)
-		forLease[pe.Lease.ID] = pe.For.ID
+		forLease[pe.Lease.ID] = pe.For
 	}
 	var ended []uuid.UUID
 	n := 0
@@ -552,13 +552,21 @@ func (p *Placer) preempt(ctx context.Context, q *db.Queries, pl db.PlacerPoolRow
 					ID: r.ID, PoolID: r.PoolID, State: string(capacity.LeasePreempted), PreviousState: string(capacity.LeasePlaced),
 					Reason: reason, EndTime: r.EndsAt,
 				},
-				TenantID: r.TenantID, Priority: r.Priority, Borrowing: r.Borrowing, ForLeaseID: forLease[r.ID],
+				TenantID: r.TenantID, Priority: r.Priority, Borrowing: r.Borrowing,
+			}
+			// The owner sees which lease the capacity went to; the lease's tenant only when
+			// that lease is its own.
+			forID := forLease[r.ID].ID
+			owners := e
+			owners.ForLeaseID = &forID
+			if forLease[r.ID].Tenant == r.TenantID || r.TenantID == pl.TenantID {
+				e.ForLeaseID = &forID
 			}
 			if err := ev.Add(r.TenantID, e); err != nil {
 				return 0, err
 			}
 			if r.TenantID != pl.TenantID {
-				if err := ev.Add(pl.TenantID, e); err != nil {
+				if err := ev.Add(pl.TenantID, owners); err != nil {
 					return 0, err
 				}
 			}
