@@ -177,13 +177,15 @@ WHERE l.pool_id = sqlc.arg(pool_id) AND l.placed_at IS NOT NULL AND l.ended_at I
 
 -- name: PreemptPoolLeases :many
 -- placed or at_risk -> preempted: the leases keep what they hold until grace_ms from now (or
--- their own end, if sooner), when the placer ends them.
+-- their own end, if sooner), when the placer ends them; with no grace period they end now, and
+-- EndAllocations must then free what they held in the same transaction.
 UPDATE pool_leases
 SET state = 'preempted', preempted_at = sqlc.arg(now)::timestamptz, reason = sqlc.arg(reason)::text,
     ends_at = LEAST(ends_at, sqlc.arg(now)::timestamptz + sqlc.arg(grace_ms)::bigint * interval '1 millisecond'),
+    ended_at = CASE WHEN sqlc.arg(grace_ms)::bigint = 0 THEN GREATEST(placed_at, LEAST(ends_at, sqlc.arg(now)::timestamptz)) END,
     updated_at = now()
 WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND state IN ('placed', 'at_risk')
-RETURNING id, tenant_id, pool_id, state, ends_at, priority, borrowing;
+RETURNING id, tenant_id, pool_id, state, ends_at, ended_at, priority, borrowing;
 
 -- name: SetPoolLeasesBorrowing :exec
 -- Records whether running leases borrow, as the placer last counted them.

@@ -1252,9 +1252,10 @@ const preemptPoolLeases = `-- name: PreemptPoolLeases :many
 UPDATE pool_leases
 SET state = 'preempted', preempted_at = $1::timestamptz, reason = $2::text,
     ends_at = LEAST(ends_at, $1::timestamptz + $3::bigint * interval '1 millisecond'),
+    ended_at = CASE WHEN $3::bigint = 0 THEN GREATEST(placed_at, LEAST(ends_at, $1::timestamptz)) END,
     updated_at = now()
 WHERE id = ANY($4::uuid[]) AND state IN ('placed', 'at_risk')
-RETURNING id, tenant_id, pool_id, state, ends_at, priority, borrowing
+RETURNING id, tenant_id, pool_id, state, ends_at, ended_at, priority, borrowing
 `
 
 type PreemptPoolLeasesParams struct {
@@ -1270,12 +1271,14 @@ type PreemptPoolLeasesRow struct {
 	PoolID    uuid.UUID
 	State     LeaseState
 	EndsAt    *time.Time
+	EndedAt   *time.Time
 	Priority  int32
 	Borrowing bool
 }
 
 // placed or at_risk -> preempted: the leases keep what they hold until grace_ms from now (or
-// their own end, if sooner), when the placer ends them.
+// their own end, if sooner), when the placer ends them; with no grace period they end now, and
+// EndAllocations must then free what they held in the same transaction.
 func (q *Queries) PreemptPoolLeases(ctx context.Context, arg PreemptPoolLeasesParams) ([]PreemptPoolLeasesRow, error) {
 	rows, err := q.db.Query(ctx, preemptPoolLeases,
 		arg.Now,
@@ -1296,6 +1299,7 @@ func (q *Queries) PreemptPoolLeases(ctx context.Context, arg PreemptPoolLeasesPa
 			&i.PoolID,
 			&i.State,
 			&i.EndsAt,
+			&i.EndedAt,
 			&i.Priority,
 			&i.Borrowing,
 		); err != nil {

@@ -460,7 +460,8 @@ type Querier interface {
 	// The pools the nodes are members of.
 	PoolsOfNodes(ctx context.Context, nodeIds []uuid.UUID) ([]uuid.UUID, error)
 	// placed or at_risk -> preempted: the leases keep what they hold until grace_ms from now (or
-	// their own end, if sooner), when the placer ends them.
+	// their own end, if sooner), when the placer ends them; with no grace period they end now, and
+	// EndAllocations must then free what they held in the same transaction.
 	PreemptPoolLeases(ctx context.Context, arg PreemptPoolLeasesParams) ([]PreemptPoolLeasesRow, error)
 	PrincipalRoles(ctx context.Context, arg PrincipalRolesParams) ([]string, error)
 	// Retention: pruning old rows in bounded batches. Each statement deletes at most lim rows and

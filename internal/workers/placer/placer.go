@@ -285,7 +285,7 @@ func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*Planner, [
 // readSharing reads the pool's grants and the leases that hold anything in it, with what they
 // hold, for Planner.Share.
 func readSharing(ctx context.Context, q *db.Queries, pl db.PlacerPoolRow) (Sharing, error) {
-	s := Sharing{Owner: pl.TenantID, PriorityPreemption: pl.PriorityPreemption}
+	s := Sharing{Owner: pl.TenantID, PriorityPreemption: pl.PriorityPreemption, NoGrace: pl.PreemptionGraceMs == 0}
 	grants, err := q.PlacerGrants(ctx, pl.ID)
 	if err != nil {
 		return s, fmt.Errorf("read grants: %w", err)
@@ -391,9 +391,6 @@ func (p *Placer) place(ctx context.Context, pl db.PlacerPoolRow, res *Result) er
 				return err
 			}
 		}
-		if len(b.preempted) > 0 && pl.PreemptionGraceMs == 0 {
-			res.More = true // what they held is free now: place again at once
-		}
 		if len(rows) < p.opts.Batch || (planner.Exhausted() && !planner.MayPreempt()) {
 			return nil
 		}
@@ -427,6 +424,10 @@ func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, b batch, res *R
 			return err
 		}
 		var ev event.Batch
+		// Preemptions first: with no grace period what they free is placed below.
+		if nPreempted, err = p.preempt(ctx, q, pl, now, b.preempted, &ev); err != nil {
+			return err
+		}
 		if len(placed) > 0 {
 			ids := make([]uuid.UUID, len(placed))
 			var borrowing []uuid.UUID
@@ -506,9 +507,6 @@ func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, b batch, res *R
 				nFailed++
 			}
 		}
-		if nPreempted, err = p.preempt(ctx, q, pl, now, b.preempted, &ev); err != nil {
-			return err
-		}
 		if err := recount(ctx, q, b.recounts); err != nil {
 			return err
 		}
@@ -570,14 +568,16 @@ func (p *Placer) preempt(ctx context.Context, q *db.Queries, pl db.PlacerPoolRow
 					return 0, err
 				}
 			}
-			if r.EndsAt != nil && !r.EndsAt.After(now) {
+			if r.EndedAt != nil {
 				ended = append(ended, r.ID)
 			}
 			n++
 		}
 	}
-	if _, err := capacity.EndLeases(ctx, q, ended, capacity.LeasePreempted, "", &now); err != nil {
-		return 0, err
+	if len(ended) > 0 {
+		if err := q.EndAllocations(ctx, ended); err != nil {
+			return 0, fmt.Errorf("end allocations of preempted leases: %w", err)
+		}
 	}
 	return n, nil
 }

@@ -1,6 +1,7 @@
 package placer
 
 import (
+	"slices"
 	"time"
 )
 
@@ -62,11 +63,51 @@ func (p *Planner) reclaim(l *Lease, end time.Time, nominal bool) []Preemption {
 		if r.borrowing {
 			sh.borrowing--
 		}
-		sh.incoming = append(sh.incoming, r.Holds...)
+		if sh.noGrace {
+			for _, h := range r.Holds {
+				p.release(h)
+			}
+		} else {
+			sh.incoming = append(sh.incoming, r.Holds...)
+		}
 		out = append(out, Preemption{Lease: r, For: l, Reclaim: r.Tenant != l.Tenant})
 	}
-	sh.claim(f, fit)
+	if !sh.noGrace {
+		sh.claim(f, fit)
+	}
 	return out
+}
+
+// release frees a hold of a lease preempted with no grace period: it is free in the
+// transaction that writes the preemption.
+func (p *Planner) release(h Held) {
+	s := p.byID[h.Node]
+	if s == nil {
+		return
+	}
+	if h.Device == 0 {
+		s.cpusFree += h.CPUs
+		s.memFree += h.Memory
+		return
+	}
+	for i := range s.node.Devices {
+		d := &s.node.Devices[i]
+		if d.ID != h.Device || !d.Held {
+			continue
+		}
+		_, indexed := s.slot[d.Model] // a plain node is in a model's buckets once it had one free
+		if indexed {
+			p.bucket(d.Model).remove(s)
+		}
+		d.Held = false
+		free := s.free[d.Model]
+		at, _ := slices.BinarySearch(free, int32(i))
+		s.free[d.Model] = slices.Insert(free, at, int32(i))
+		if s.plain {
+			p.bucket(d.Model).add(s)
+		}
+		return
+	}
 }
 
 // victimOf reports whether the running lease r may be preempted for the pending lease l.

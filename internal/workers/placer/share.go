@@ -113,6 +113,9 @@ type Sharing struct {
 	Running []*Running
 	// PriorityPreemption lets a lease preempt lower-priority leases of its own tenant.
 	PriorityPreemption bool
+	// NoGrace is true when the pool's grace period is 0: a preempted lease frees what it holds
+	// in the transaction that preempts it, so the lease it was preempted for is placed at once.
+	NoGrace bool
 }
 
 // Preemption is a running lease whose capacity is taken back for a pending one.
@@ -137,6 +140,7 @@ type share struct {
 	running    []*Running
 	capacity   amounts // the pool's members, schedulable or not
 	priorityOK bool
+	noGrace    bool
 	grantees   map[uuid.UUID]bool
 	// victims are the running leases that may be preempted, in the order they would be:
 	// lowest priority first, then newest.
@@ -154,7 +158,7 @@ type share struct {
 func (p *Planner) Share(s Sharing) []Recount {
 	sh := &share{
 		owner: s.Owner, accounts: map[uuid.UUID]*Account{}, grantees: map[uuid.UUID]bool{},
-		running: s.Running, capacity: p.capacity(), priorityOK: s.PriorityPreemption,
+		running: s.Running, capacity: p.capacity(), priorityOK: s.PriorityPreemption, noGrace: s.NoGrace,
 	}
 	ownerNominal := amounts{}
 	ownerNominal.add(sh.capacity, 1)
@@ -302,7 +306,15 @@ func (p *Planner) planShared(leases []*Lease) (placed []Placement, failed []Fail
 			placed = append(placed, Placement{Lease: l, Holds: holds})
 			continue
 		}
-		preempted = append(preempted, p.reclaim(l, ends[l], true)...)
+		victims := p.reclaim(l, ends[l], true)
+		preempted = append(preempted, victims...)
+		if len(victims) > 0 && sh.noGrace {
+			if holds := p.placeOne(l, ends[l]); holds != nil {
+				a.used.add(size, 1)
+				placed = append(placed, Placement{Lease: l, Holds: holds})
+				continue
+			}
+		}
 		for k := range size {
 			blocked[k] = true
 		}
@@ -344,8 +356,16 @@ func (p *Planner) planShared(leases []*Lease) (placed []Placement, failed []Fail
 			placed = append(placed, Placement{Lease: l, Holds: holds, Borrowing: true})
 			continue
 		}
-		if sh.priorityOK {
-			preempted = append(preempted, p.reclaim(l, ends[l], false)...)
+		if !sh.priorityOK {
+			continue
+		}
+		victims := p.reclaim(l, ends[l], false)
+		preempted = append(preempted, victims...)
+		if len(victims) > 0 && sh.noGrace {
+			if holds := p.placeOne(l, ends[l]); holds != nil {
+				a.used.add(size, 1)
+				placed = append(placed, Placement{Lease: l, Holds: holds, Borrowing: true})
+			}
 		}
 	}
 	return placed, failed, preempted

@@ -156,14 +156,10 @@ func TestBorrowingStopsAtTheLimitAndWaitsForNominalDemand(t *testing.T) {
 		t.Fatalf("a's leases %v, want 3 waiting at the borrowing limit", s)
 	}
 	// The owner (nominal: the 4 the grants leave) fills the pool; its fourth lease reclaims
-	// one of a's borrowed leases.
+	// one of a's borrowed leases and, with no grace period, is placed on what it freed at once.
 	own := capacitytest.Leases(t, b.pool, b.owner, b.pid, 4, one(0))
-	res := place(t, b.p, b.pid)
-	if res.Placed != 3 || res.Preempted != 1 {
-		t.Fatalf("result %+v, want 3 of the owner's placed and 1 of a's preempted", res)
-	}
-	if res := place(t, b.p, b.pid); res.Placed != 1 {
-		t.Fatalf("result %+v, want the owner's last lease placed on what the preemption freed", res)
+	if res := place(t, b.p, b.pid); res.Placed != 4 || res.Preempted != 1 {
+		t.Fatalf("result %+v, want the owner's 4 placed and 1 of a's preempted", res)
 	}
 	if s := capacitytest.States(t, b.pool, own); s[capacity.LeasePlaced] != 4 {
 		t.Fatalf("owner's leases %v, want placed", s)
@@ -192,7 +188,6 @@ func TestPriorityPreemptionWithinATenantOnlyWhereAllowed(t *testing.T) {
 		if s := capacitytest.States(t, b.pool, low[7:]); s[capacity.LeasePreempted] != 1 {
 			t.Fatalf("newest low-priority lease %v, want preempted", s)
 		}
-		place(t, b.p, b.pid)
 		if s := capacitytest.States(t, b.pool, high); s[capacity.LeasePlaced] != 1 {
 			t.Fatalf("high-priority lease %v, want placed", s)
 		}
