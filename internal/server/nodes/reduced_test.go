@@ -30,7 +30,6 @@ func wantHidden(t *testing.T, what string, c nodesv1connect.NodesServiceClient, 
 	}
 }
 
-
 // TestReducedViewOfLeasedNode: a tenant whose placed lease (in a pool granted to it) holds
 // devices on another tenant's node gets the node's reduced view, only while the lease holds it.
 func TestReducedViewOfLeasedNode(t *testing.T) {
