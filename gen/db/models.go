@@ -490,6 +490,7 @@ type Pool struct {
 	UpdatedAt          time.Time
 	PreemptionGraceMs  int64
 	PriorityPreemption bool
+	TunnelPorts        []int32
 }
 
 type PoolGrant struct {
@@ -623,6 +624,27 @@ type Tenant struct {
 	CreatedAt   time.Time
 	SuspendedAt *time.Time
 	DeletedAt   *time.Time
+}
+
+type Tunnel struct {
+	ID               uuid.UUID
+	TenantID         uuid.UUID
+	NodeID           uuid.UUID
+	Port             int32
+	LeaseID          *uuid.UUID
+	PrincipalID      *uuid.UUID
+	TicketHash       []byte
+	CreatedAt        time.Time
+	ExpiresAt        time.Time
+	OpenedAt         *time.Time
+	ApiInstance      string
+	GatewayID        string
+	CloseRequestedAt *time.Time
+	ClosedAt         *time.Time
+	CloseCode        *int32
+	CloseReason      string
+	BytesToNode      int64
+	BytesFromNode    int64
 }
 
 type UsageHourly struct {

@@ -28,7 +28,7 @@ INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, pr
 VALUES ($1, $2, $3, $4, $5,
         $6::uuid[], COALESCE($7::bigint, 30000),
         $8)
-RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption
+RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports
 `
 
 type CreatePoolParams struct {
@@ -74,6 +74,7 @@ func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, e
 		&i.UpdatedAt,
 		&i.PreemptionGraceMs,
 		&i.PriorityPreemption,
+		&i.TunnelPorts,
 	)
 	return i, err
 }
@@ -110,7 +111,7 @@ func (q *Queries) DeletePoolQuota(ctx context.Context, arg DeletePoolQuotaParams
 }
 
 const getPool = `-- name: GetPool :one
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption FROM pools WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports FROM pools WHERE tenant_id = $1 AND id = $2
 `
 
 type GetPoolParams struct {
@@ -132,6 +133,7 @@ func (q *Queries) GetPool(ctx context.Context, arg GetPoolParams) (Pool, error) 
 		&i.UpdatedAt,
 		&i.PreemptionGraceMs,
 		&i.PriorityPreemption,
+		&i.TunnelPorts,
 	)
 	return i, err
 }
@@ -218,7 +220,7 @@ func (q *Queries) ListPoolQuotas(ctx context.Context, poolIds []uuid.UUID) ([]Po
 }
 
 const listPools = `-- name: ListPools :many
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption FROM pools
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports FROM pools
 WHERE tenant_id = $1 AND id > $2
 ORDER BY id
 LIMIT $3
@@ -250,6 +252,7 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 			&i.UpdatedAt,
 			&i.PreemptionGraceMs,
 			&i.PriorityPreemption,
+			&i.TunnelPorts,
 		); err != nil {
 			return nil, err
 		}
@@ -262,7 +265,7 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 }
 
 const lockPool = `-- name: LockPool :one
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption FROM pools WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports FROM pools WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockPoolParams struct {
@@ -285,6 +288,7 @@ func (q *Queries) LockPool(ctx context.Context, arg LockPoolParams) (Pool, error
 		&i.UpdatedAt,
 		&i.PreemptionGraceMs,
 		&i.PriorityPreemption,
+		&i.TunnelPorts,
 	)
 	return i, err
 }
@@ -506,7 +510,7 @@ SET description = COALESCE($1, description),
     priority_preemption = COALESCE($5::boolean, priority_preemption),
     updated_at = now()
 WHERE tenant_id = $6 AND id = $7
-RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption
+RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports
 `
 
 type UpdatePoolParams struct {
@@ -542,6 +546,7 @@ func (q *Queries) UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, e
 		&i.UpdatedAt,
 		&i.PreemptionGraceMs,
 		&i.PriorityPreemption,
+		&i.TunnelPorts,
 	)
 	return i, err
 }

@@ -497,6 +497,7 @@ type SessionResponse struct {
 	//	*SessionResponse_Welcome
 	//	*SessionResponse_Command
 	//	*SessionResponse_Goodbye
+	//	*SessionResponse_TunnelOpen
 	Msg           isSessionResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -566,6 +567,15 @@ func (x *SessionResponse) GetGoodbye() *Goodbye {
 	return nil
 }
 
+func (x *SessionResponse) GetTunnelOpen() *TunnelOpen {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionResponse_TunnelOpen); ok {
+			return x.TunnelOpen
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Msg interface {
 	isSessionResponse_Msg()
 }
@@ -582,11 +592,75 @@ type SessionResponse_Goodbye struct {
 	Goodbye *Goodbye `protobuf:"bytes,3,opt,name=goodbye,proto3,oneof"`
 }
 
+type SessionResponse_TunnelOpen struct {
+	TunnelOpen *TunnelOpen `protobuf:"bytes,4,opt,name=tunnel_open,json=tunnelOpen,proto3,oneof"`
+}
+
 func (*SessionResponse_Welcome) isSessionResponse_Msg() {}
 
 func (*SessionResponse_Command) isSessionResponse_Msg() {}
 
 func (*SessionResponse_Goodbye) isSessionResponse_Msg() {}
+
+func (*SessionResponse_TunnelOpen) isSessionResponse_Msg() {}
+
+// TunnelOpen asks the daemon to open a tunnel to a port on its loopback: it dials
+// 127.0.0.1:port (if its local allow list has the port) and streams the tunnel to its gateway
+// on a data-plane HTTP/2 stream of its own (POST /bettercompute.tunnel.v1/node/{tunnel_id}, with
+// its node certificate), in the frames of internal/tunnel. A refusal is that stream with one
+// abort frame (4003 port refused, 4005 nothing listens). A daemon that does not know the
+// message ignores it, and the gateway gives up after 10 seconds (4004).
+type TunnelOpen struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TunnelId      string                 `protobuf:"bytes,1,opt,name=tunnel_id,json=tunnelId,proto3" json:"tunnel_id,omitempty"`
+	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TunnelOpen) Reset() {
+	*x = TunnelOpen{}
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TunnelOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TunnelOpen) ProtoMessage() {}
+
+func (x *TunnelOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TunnelOpen.ProtoReflect.Descriptor instead.
+func (*TunnelOpen) Descriptor() ([]byte, []int) {
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TunnelOpen) GetTunnelId() string {
+	if x != nil {
+		return x.TunnelId
+	}
+	return ""
+}
+
+func (x *TunnelOpen) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
 
 // Hello opens a session.
 type Hello struct {
@@ -601,7 +675,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +687,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[8]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +700,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Hello) GetDaemonVersion() string {
@@ -668,7 +742,7 @@ type Inventory struct {
 
 func (x *Inventory) Reset() {
 	*x = Inventory{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +754,7 @@ func (x *Inventory) String() string {
 func (*Inventory) ProtoMessage() {}
 
 func (x *Inventory) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[9]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +767,7 @@ func (x *Inventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inventory.ProtoReflect.Descriptor instead.
 func (*Inventory) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Inventory) GetHostname() string {
@@ -772,7 +846,7 @@ type Gpu struct {
 
 func (x *Gpu) Reset() {
 	*x = Gpu{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +858,7 @@ func (x *Gpu) String() string {
 func (*Gpu) ProtoMessage() {}
 
 func (x *Gpu) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[10]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +871,7 @@ func (x *Gpu) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gpu.ProtoReflect.Descriptor instead.
 func (*Gpu) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Gpu) GetIndex() int32 {
@@ -840,7 +914,7 @@ type Disk struct {
 
 func (x *Disk) Reset() {
 	*x = Disk{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +926,7 @@ func (x *Disk) String() string {
 func (*Disk) ProtoMessage() {}
 
 func (x *Disk) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[11]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +939,7 @@ func (x *Disk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disk.ProtoReflect.Descriptor instead.
 func (*Disk) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{11}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Disk) GetName() string {
@@ -901,7 +975,7 @@ type Nic struct {
 
 func (x *Nic) Reset() {
 	*x = Nic{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +987,7 @@ func (x *Nic) String() string {
 func (*Nic) ProtoMessage() {}
 
 func (x *Nic) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1000,7 @@ func (x *Nic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nic.ProtoReflect.Descriptor instead.
 func (*Nic) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Nic) GetName() string {
@@ -960,7 +1034,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1046,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1059,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
@@ -1005,7 +1079,7 @@ type CommandAck struct {
 
 func (x *CommandAck) Reset() {
 	*x = CommandAck{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1091,7 @@ func (x *CommandAck) String() string {
 func (*CommandAck) ProtoMessage() {}
 
 func (x *CommandAck) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1104,7 @@ func (x *CommandAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAck.ProtoReflect.Descriptor instead.
 func (*CommandAck) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CommandAck) GetCommandId() string {
@@ -1055,7 +1129,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1141,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1154,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CommandResult) GetCommandId() string {
@@ -1123,7 +1197,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1209,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1222,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Event) GetType() string {
@@ -1185,7 +1259,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1271,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1284,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Welcome) GetNodeId() string {
@@ -1263,7 +1337,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1349,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1362,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Command) GetId() string {
@@ -1453,7 +1527,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1539,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1552,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -1518,12 +1592,18 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x03ack\x18\x03 \x01(\v2#.bettercompute.daemon.v1.CommandAckH\x00R\x03ack\x12@\n" +
 	"\x06result\x18\x04 \x01(\v2&.bettercompute.daemon.v1.CommandResultH\x00R\x06result\x126\n" +
 	"\x05event\x18\x05 \x01(\v2\x1e.bettercompute.daemon.v1.EventH\x00R\x05eventB\x05\n" +
-	"\x03msg\"\xd2\x01\n" +
+	"\x03msg\"\x9a\x02\n" +
 	"\x0fSessionResponse\x12<\n" +
 	"\awelcome\x18\x01 \x01(\v2 .bettercompute.daemon.v1.WelcomeH\x00R\awelcome\x12<\n" +
 	"\acommand\x18\x02 \x01(\v2 .bettercompute.daemon.v1.CommandH\x00R\acommand\x12<\n" +
-	"\agoodbye\x18\x03 \x01(\v2 .bettercompute.daemon.v1.GoodbyeH\x00R\agoodbyeB\x05\n" +
-	"\x03msg\"\xa0\x01\n" +
+	"\agoodbye\x18\x03 \x01(\v2 .bettercompute.daemon.v1.GoodbyeH\x00R\agoodbye\x12F\n" +
+	"\vtunnel_open\x18\x04 \x01(\v2#.bettercompute.daemon.v1.TunnelOpenH\x00R\n" +
+	"tunnelOpenB\x05\n" +
+	"\x03msg\"=\n" +
+	"\n" +
+	"TunnelOpen\x12\x1b\n" +
+	"\ttunnel_id\x18\x01 \x01(\tR\btunnelId\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\"\xa0\x01\n" +
 	"\x05Hello\x12%\n" +
 	"\x0edaemon_version\x18\x01 \x01(\tR\rdaemonVersion\x12@\n" +
 	"\tinventory\x18\x02 \x01(\v2\".bettercompute.daemon.v1.InventoryR\tinventory\x12.\n" +
@@ -1608,7 +1688,7 @@ func file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 	return file_bettercompute_daemon_v1_daemon_proto_rawDescData
 }
 
-var file_bettercompute_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_bettercompute_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_bettercompute_daemon_v1_daemon_proto_goTypes = []any{
 	(*JoinRequest)(nil),             // 0: bettercompute.daemon.v1.JoinRequest
 	(*JoinResponse)(nil),            // 1: bettercompute.daemon.v1.JoinResponse
@@ -1618,72 +1698,74 @@ var file_bettercompute_daemon_v1_daemon_proto_goTypes = []any{
 	(*SecretResponse)(nil),          // 5: bettercompute.daemon.v1.SecretResponse
 	(*SessionRequest)(nil),          // 6: bettercompute.daemon.v1.SessionRequest
 	(*SessionResponse)(nil),         // 7: bettercompute.daemon.v1.SessionResponse
-	(*Hello)(nil),                   // 8: bettercompute.daemon.v1.Hello
-	(*Inventory)(nil),               // 9: bettercompute.daemon.v1.Inventory
-	(*Gpu)(nil),                     // 10: bettercompute.daemon.v1.Gpu
-	(*Disk)(nil),                    // 11: bettercompute.daemon.v1.Disk
-	(*Nic)(nil),                     // 12: bettercompute.daemon.v1.Nic
-	(*Heartbeat)(nil),               // 13: bettercompute.daemon.v1.Heartbeat
-	(*CommandAck)(nil),              // 14: bettercompute.daemon.v1.CommandAck
-	(*CommandResult)(nil),           // 15: bettercompute.daemon.v1.CommandResult
-	(*Event)(nil),                   // 16: bettercompute.daemon.v1.Event
-	(*Welcome)(nil),                 // 17: bettercompute.daemon.v1.Welcome
-	(*Command)(nil),                 // 18: bettercompute.daemon.v1.Command
-	(*Goodbye)(nil),                 // 19: bettercompute.daemon.v1.Goodbye
-	(*timestamppb.Timestamp)(nil),   // 20: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),         // 21: google.protobuf.Struct
-	(*ExecPayload)(nil),             // 22: bettercompute.daemon.v1.ExecPayload
-	(*DrainPayload)(nil),            // 23: bettercompute.daemon.v1.DrainPayload
-	(*UndrainPayload)(nil),          // 24: bettercompute.daemon.v1.UndrainPayload
-	(*UpgradePayload)(nil),          // 25: bettercompute.daemon.v1.UpgradePayload
-	(*ConfigurePayload)(nil),        // 26: bettercompute.daemon.v1.ConfigurePayload
-	(*RebootPayload)(nil),           // 27: bettercompute.daemon.v1.RebootPayload
-	(*CollectInventoryPayload)(nil), // 28: bettercompute.daemon.v1.CollectInventoryPayload
-	(*EchoPayload)(nil),             // 29: bettercompute.daemon.v1.EchoPayload
+	(*TunnelOpen)(nil),              // 8: bettercompute.daemon.v1.TunnelOpen
+	(*Hello)(nil),                   // 9: bettercompute.daemon.v1.Hello
+	(*Inventory)(nil),               // 10: bettercompute.daemon.v1.Inventory
+	(*Gpu)(nil),                     // 11: bettercompute.daemon.v1.Gpu
+	(*Disk)(nil),                    // 12: bettercompute.daemon.v1.Disk
+	(*Nic)(nil),                     // 13: bettercompute.daemon.v1.Nic
+	(*Heartbeat)(nil),               // 14: bettercompute.daemon.v1.Heartbeat
+	(*CommandAck)(nil),              // 15: bettercompute.daemon.v1.CommandAck
+	(*CommandResult)(nil),           // 16: bettercompute.daemon.v1.CommandResult
+	(*Event)(nil),                   // 17: bettercompute.daemon.v1.Event
+	(*Welcome)(nil),                 // 18: bettercompute.daemon.v1.Welcome
+	(*Command)(nil),                 // 19: bettercompute.daemon.v1.Command
+	(*Goodbye)(nil),                 // 20: bettercompute.daemon.v1.Goodbye
+	(*timestamppb.Timestamp)(nil),   // 21: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),         // 22: google.protobuf.Struct
+	(*ExecPayload)(nil),             // 23: bettercompute.daemon.v1.ExecPayload
+	(*DrainPayload)(nil),            // 24: bettercompute.daemon.v1.DrainPayload
+	(*UndrainPayload)(nil),          // 25: bettercompute.daemon.v1.UndrainPayload
+	(*UpgradePayload)(nil),          // 26: bettercompute.daemon.v1.UpgradePayload
+	(*ConfigurePayload)(nil),        // 27: bettercompute.daemon.v1.ConfigurePayload
+	(*RebootPayload)(nil),           // 28: bettercompute.daemon.v1.RebootPayload
+	(*CollectInventoryPayload)(nil), // 29: bettercompute.daemon.v1.CollectInventoryPayload
+	(*EchoPayload)(nil),             // 30: bettercompute.daemon.v1.EchoPayload
 }
 var file_bettercompute_daemon_v1_daemon_proto_depIdxs = []int32{
-	20, // 0: bettercompute.daemon.v1.JoinResponse.not_after:type_name -> google.protobuf.Timestamp
-	20, // 1: bettercompute.daemon.v1.RenewResponse.not_after:type_name -> google.protobuf.Timestamp
-	8,  // 2: bettercompute.daemon.v1.SessionRequest.hello:type_name -> bettercompute.daemon.v1.Hello
-	13, // 3: bettercompute.daemon.v1.SessionRequest.heartbeat:type_name -> bettercompute.daemon.v1.Heartbeat
-	14, // 4: bettercompute.daemon.v1.SessionRequest.ack:type_name -> bettercompute.daemon.v1.CommandAck
-	15, // 5: bettercompute.daemon.v1.SessionRequest.result:type_name -> bettercompute.daemon.v1.CommandResult
-	16, // 6: bettercompute.daemon.v1.SessionRequest.event:type_name -> bettercompute.daemon.v1.Event
-	17, // 7: bettercompute.daemon.v1.SessionResponse.welcome:type_name -> bettercompute.daemon.v1.Welcome
-	18, // 8: bettercompute.daemon.v1.SessionResponse.command:type_name -> bettercompute.daemon.v1.Command
-	19, // 9: bettercompute.daemon.v1.SessionResponse.goodbye:type_name -> bettercompute.daemon.v1.Goodbye
-	9,  // 10: bettercompute.daemon.v1.Hello.inventory:type_name -> bettercompute.daemon.v1.Inventory
-	20, // 11: bettercompute.daemon.v1.Hello.time:type_name -> google.protobuf.Timestamp
-	10, // 12: bettercompute.daemon.v1.Inventory.gpus:type_name -> bettercompute.daemon.v1.Gpu
-	11, // 13: bettercompute.daemon.v1.Inventory.disks:type_name -> bettercompute.daemon.v1.Disk
-	12, // 14: bettercompute.daemon.v1.Inventory.nics:type_name -> bettercompute.daemon.v1.Nic
-	20, // 15: bettercompute.daemon.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	21, // 16: bettercompute.daemon.v1.CommandResult.result:type_name -> google.protobuf.Struct
-	21, // 17: bettercompute.daemon.v1.Event.data:type_name -> google.protobuf.Struct
-	20, // 18: bettercompute.daemon.v1.Event.time:type_name -> google.protobuf.Timestamp
-	20, // 19: bettercompute.daemon.v1.Welcome.server_time:type_name -> google.protobuf.Timestamp
-	20, // 20: bettercompute.daemon.v1.Command.deadline:type_name -> google.protobuf.Timestamp
-	22, // 21: bettercompute.daemon.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
-	23, // 22: bettercompute.daemon.v1.Command.drain:type_name -> bettercompute.daemon.v1.DrainPayload
-	24, // 23: bettercompute.daemon.v1.Command.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
-	25, // 24: bettercompute.daemon.v1.Command.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
-	26, // 25: bettercompute.daemon.v1.Command.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
-	27, // 26: bettercompute.daemon.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
-	28, // 27: bettercompute.daemon.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
-	29, // 28: bettercompute.daemon.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
-	0,  // 29: bettercompute.daemon.v1.DaemonService.Join:input_type -> bettercompute.daemon.v1.JoinRequest
-	2,  // 30: bettercompute.daemon.v1.DaemonService.Renew:input_type -> bettercompute.daemon.v1.RenewRequest
-	4,  // 31: bettercompute.daemon.v1.DaemonService.Secret:input_type -> bettercompute.daemon.v1.SecretRequest
-	6,  // 32: bettercompute.daemon.v1.DaemonService.Session:input_type -> bettercompute.daemon.v1.SessionRequest
-	1,  // 33: bettercompute.daemon.v1.DaemonService.Join:output_type -> bettercompute.daemon.v1.JoinResponse
-	3,  // 34: bettercompute.daemon.v1.DaemonService.Renew:output_type -> bettercompute.daemon.v1.RenewResponse
-	5,  // 35: bettercompute.daemon.v1.DaemonService.Secret:output_type -> bettercompute.daemon.v1.SecretResponse
-	7,  // 36: bettercompute.daemon.v1.DaemonService.Session:output_type -> bettercompute.daemon.v1.SessionResponse
-	33, // [33:37] is the sub-list for method output_type
-	29, // [29:33] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	21, // 0: bettercompute.daemon.v1.JoinResponse.not_after:type_name -> google.protobuf.Timestamp
+	21, // 1: bettercompute.daemon.v1.RenewResponse.not_after:type_name -> google.protobuf.Timestamp
+	9,  // 2: bettercompute.daemon.v1.SessionRequest.hello:type_name -> bettercompute.daemon.v1.Hello
+	14, // 3: bettercompute.daemon.v1.SessionRequest.heartbeat:type_name -> bettercompute.daemon.v1.Heartbeat
+	15, // 4: bettercompute.daemon.v1.SessionRequest.ack:type_name -> bettercompute.daemon.v1.CommandAck
+	16, // 5: bettercompute.daemon.v1.SessionRequest.result:type_name -> bettercompute.daemon.v1.CommandResult
+	17, // 6: bettercompute.daemon.v1.SessionRequest.event:type_name -> bettercompute.daemon.v1.Event
+	18, // 7: bettercompute.daemon.v1.SessionResponse.welcome:type_name -> bettercompute.daemon.v1.Welcome
+	19, // 8: bettercompute.daemon.v1.SessionResponse.command:type_name -> bettercompute.daemon.v1.Command
+	20, // 9: bettercompute.daemon.v1.SessionResponse.goodbye:type_name -> bettercompute.daemon.v1.Goodbye
+	8,  // 10: bettercompute.daemon.v1.SessionResponse.tunnel_open:type_name -> bettercompute.daemon.v1.TunnelOpen
+	10, // 11: bettercompute.daemon.v1.Hello.inventory:type_name -> bettercompute.daemon.v1.Inventory
+	21, // 12: bettercompute.daemon.v1.Hello.time:type_name -> google.protobuf.Timestamp
+	11, // 13: bettercompute.daemon.v1.Inventory.gpus:type_name -> bettercompute.daemon.v1.Gpu
+	12, // 14: bettercompute.daemon.v1.Inventory.disks:type_name -> bettercompute.daemon.v1.Disk
+	13, // 15: bettercompute.daemon.v1.Inventory.nics:type_name -> bettercompute.daemon.v1.Nic
+	21, // 16: bettercompute.daemon.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	22, // 17: bettercompute.daemon.v1.CommandResult.result:type_name -> google.protobuf.Struct
+	22, // 18: bettercompute.daemon.v1.Event.data:type_name -> google.protobuf.Struct
+	21, // 19: bettercompute.daemon.v1.Event.time:type_name -> google.protobuf.Timestamp
+	21, // 20: bettercompute.daemon.v1.Welcome.server_time:type_name -> google.protobuf.Timestamp
+	21, // 21: bettercompute.daemon.v1.Command.deadline:type_name -> google.protobuf.Timestamp
+	23, // 22: bettercompute.daemon.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
+	24, // 23: bettercompute.daemon.v1.Command.drain:type_name -> bettercompute.daemon.v1.DrainPayload
+	25, // 24: bettercompute.daemon.v1.Command.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
+	26, // 25: bettercompute.daemon.v1.Command.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
+	27, // 26: bettercompute.daemon.v1.Command.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
+	28, // 27: bettercompute.daemon.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
+	29, // 28: bettercompute.daemon.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
+	30, // 29: bettercompute.daemon.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
+	0,  // 30: bettercompute.daemon.v1.DaemonService.Join:input_type -> bettercompute.daemon.v1.JoinRequest
+	2,  // 31: bettercompute.daemon.v1.DaemonService.Renew:input_type -> bettercompute.daemon.v1.RenewRequest
+	4,  // 32: bettercompute.daemon.v1.DaemonService.Secret:input_type -> bettercompute.daemon.v1.SecretRequest
+	6,  // 33: bettercompute.daemon.v1.DaemonService.Session:input_type -> bettercompute.daemon.v1.SessionRequest
+	1,  // 34: bettercompute.daemon.v1.DaemonService.Join:output_type -> bettercompute.daemon.v1.JoinResponse
+	3,  // 35: bettercompute.daemon.v1.DaemonService.Renew:output_type -> bettercompute.daemon.v1.RenewResponse
+	5,  // 36: bettercompute.daemon.v1.DaemonService.Secret:output_type -> bettercompute.daemon.v1.SecretResponse
+	7,  // 37: bettercompute.daemon.v1.DaemonService.Session:output_type -> bettercompute.daemon.v1.SessionResponse
+	34, // [34:38] is the sub-list for method output_type
+	30, // [30:34] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_daemon_v1_daemon_proto_init() }
@@ -1703,8 +1785,9 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 		(*SessionResponse_Welcome)(nil),
 		(*SessionResponse_Command)(nil),
 		(*SessionResponse_Goodbye)(nil),
+		(*SessionResponse_TunnelOpen)(nil),
 	}
-	file_bettercompute_daemon_v1_daemon_proto_msgTypes[18].OneofWrappers = []any{
+	file_bettercompute_daemon_v1_daemon_proto_msgTypes[19].OneofWrappers = []any{
 		(*Command_Exec)(nil),
 		(*Command_Drain)(nil),
 		(*Command_Undrain)(nil),
@@ -1720,7 +1803,7 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_daemon_v1_daemon_proto_rawDesc), len(file_bettercompute_daemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

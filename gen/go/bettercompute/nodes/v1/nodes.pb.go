@@ -409,7 +409,11 @@ type NodeSpec struct {
 	// bytes, which the node's daemon must allow (bcd run --allow-upgrade --upgrade-source).
 	DaemonUrl string `protobuf:"bytes,6,opt,name=daemon_url,json=daemonUrl,proto3" json:"daemon_url,omitempty"`
 	// The SHA-256 of the binary at daemon_url, 64 hex digits.
-	DaemonSha256  string `protobuf:"bytes,7,opt,name=daemon_sha256,json=daemonSha256,proto3" json:"daemon_sha256,omitempty"`
+	DaemonSha256 string `protobuf:"bytes,7,opt,name=daemon_sha256,json=daemonSha256,proto3" json:"daemon_sha256,omitempty"`
+	// Ports on the node's loopback that principals of the node's own tenant may open tunnels to
+	// (tunnels/create); at most 64, each 1 to 65535. The daemon allows only ports on its own local
+	// list as well (bcd run --tunnel-port).
+	TunnelPorts   []int32 `protobuf:"varint,8,rep,packed,name=tunnel_ports,json=tunnelPorts,proto3" json:"tunnel_ports,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -491,6 +495,13 @@ func (x *NodeSpec) GetDaemonSha256() string {
 		return x.DaemonSha256
 	}
 	return ""
+}
+
+func (x *NodeSpec) GetTunnelPorts() []int32 {
+	if x != nil {
+		return x.TunnelPorts
+	}
+	return nil
 }
 
 // LabelSet is a set of labels that may be empty, as opposed to absent.
@@ -2020,7 +2031,7 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\x05Taint\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
-	"\x06effect\x18\x03 \x01(\tR\x06effect\"\xb1\x02\n" +
+	"\x06effect\x18\x03 \x01(\tR\x06effect\"\xd4\x02\n" +
 	"\bNodeSpec\x128\n" +
 	"\x06labels\x18\x01 \x01(\v2 .bettercompute.nodes.v1.LabelSetR\x06labels\x125\n" +
 	"\x06taints\x18\x02 \x03(\v2\x1d.bettercompute.nodes.v1.TaintR\x06taints\x12%\n" +
@@ -2029,7 +2040,8 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\asecrets\x18\x05 \x03(\tR\asecrets\x12\x1d\n" +
 	"\n" +
 	"daemon_url\x18\x06 \x01(\tR\tdaemonUrl\x12#\n" +
-	"\rdaemon_sha256\x18\a \x01(\tR\fdaemonSha256\"\x8b\x01\n" +
+	"\rdaemon_sha256\x18\a \x01(\tR\fdaemonSha256\x12!\n" +
+	"\ftunnel_ports\x18\b \x03(\x05R\vtunnelPorts\"\x8b\x01\n" +
 	"\bLabelSet\x12D\n" +
 	"\x06values\x18\x01 \x03(\v2,.bettercompute.nodes.v1.LabelSet.ValuesEntryR\x06values\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +

@@ -68,7 +68,10 @@ type Pool struct {
 	// and node_ids are then empty, and grant is the caller's grant.
 	Granted bool `protobuf:"varint,13,opt,name=granted,proto3" json:"granted,omitempty"`
 	// The caller's grant, for a granted pool.
-	Grant         *Grant `protobuf:"bytes,14,opt,name=grant,proto3" json:"grant,omitempty"`
+	Grant *Grant `protobuf:"bytes,14,opt,name=grant,proto3" json:"grant,omitempty"`
+	// Ports grantees may open tunnels to on a member they hold a placed lease on; at most 64,
+	// each 1 to 65535.
+	TunnelPorts   []int32 `protobuf:"varint,15,rep,packed,name=tunnel_ports,json=tunnelPorts,proto3" json:"tunnel_ports,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -197,6 +200,13 @@ func (x *Pool) GetGranted() bool {
 func (x *Pool) GetGrant() *Grant {
 	if x != nil {
 		return x.Grant
+	}
+	return nil
+}
+
+func (x *Pool) GetTunnelPorts() []int32 {
+	if x != nil {
+		return x.TunnelPorts
 	}
 	return nil
 }
@@ -665,6 +675,7 @@ type CreateRequest struct {
 	// Unset means 30s; 0 to 1h.
 	PreemptionGracePeriod *durationpb.Duration `protobuf:"bytes,5,opt,name=preemption_grace_period,json=preemptionGracePeriod,proto3" json:"preemption_grace_period,omitempty"`
 	PriorityPreemption    bool                 `protobuf:"varint,6,opt,name=priority_preemption,json=priorityPreemption,proto3" json:"priority_preemption,omitempty"`
+	TunnelPorts           []int32              `protobuf:"varint,7,rep,packed,name=tunnel_ports,json=tunnelPorts,proto3" json:"tunnel_ports,omitempty"`
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -739,6 +750,13 @@ func (x *CreateRequest) GetPriorityPreemption() bool {
 		return x.PriorityPreemption
 	}
 	return false
+}
+
+func (x *CreateRequest) GetTunnelPorts() []int32 {
+	if x != nil {
+		return x.TunnelPorts
+	}
+	return nil
 }
 
 // CreateResponse carries the pool.
@@ -991,11 +1009,12 @@ type UpdateRequest struct {
 	Description  string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	NodeSelector map[string]string      `protobuf:"bytes,3,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	NodeIds      []string               `protobuf:"bytes,4,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
-	// Which of description, node_selector, node_ids, preemption_grace_period and
-	// priority_preemption to change; at least one.
+	// Which of description, node_selector, node_ids, preemption_grace_period,
+	// priority_preemption and tunnel_ports to change; at least one.
 	UpdateMask            *fieldmaskpb.FieldMask `protobuf:"bytes,5,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	PreemptionGracePeriod *durationpb.Duration   `protobuf:"bytes,6,opt,name=preemption_grace_period,json=preemptionGracePeriod,proto3" json:"preemption_grace_period,omitempty"`
 	PriorityPreemption    bool                   `protobuf:"varint,7,opt,name=priority_preemption,json=priorityPreemption,proto3" json:"priority_preemption,omitempty"`
+	TunnelPorts           []int32                `protobuf:"varint,8,rep,packed,name=tunnel_ports,json=tunnelPorts,proto3" json:"tunnel_ports,omitempty"`
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -1077,6 +1096,13 @@ func (x *UpdateRequest) GetPriorityPreemption() bool {
 		return x.PriorityPreemption
 	}
 	return false
+}
+
+func (x *UpdateRequest) GetTunnelPorts() []int32 {
+	if x != nil {
+		return x.TunnelPorts
+	}
+	return nil
 }
 
 // UpdateResponse carries the pool.
@@ -1905,7 +1931,7 @@ var File_bettercompute_pools_v1_pools_proto protoreflect.FileDescriptor
 
 const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/pools/v1/pools.proto\x12\x16bettercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xda\x05\n" +
+	"\"bettercompute/pools/v1/pools.proto\x12\x16bettercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfd\x05\n" +
 	"\x04Pool\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x12\n" +
@@ -1923,7 +1949,8 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\x17preemption_grace_period\x18\v \x01(\v2\x19.google.protobuf.DurationR\x15preemptionGracePeriod\x12/\n" +
 	"\x13priority_preemption\x18\f \x01(\bR\x12priorityPreemption\x12\x18\n" +
 	"\agranted\x18\r \x01(\bR\agranted\x123\n" +
-	"\x05grant\x18\x0e \x01(\v2\x1d.bettercompute.pools.v1.GrantR\x05grant\x1a?\n" +
+	"\x05grant\x18\x0e \x01(\v2\x1d.bettercompute.pools.v1.GrantR\x05grant\x12!\n" +
+	"\ftunnel_ports\x18\x0f \x03(\x05R\vtunnelPorts\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x01\n" +
@@ -1976,14 +2003,15 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\t_max_gpusB\v\n" +
 	"\t_max_cpusB\x13\n" +
 	"\x11_max_memory_bytesB\r\n" +
-	"\v_max_leases\"\x83\x03\n" +
+	"\v_max_leases\"\xa6\x03\n" +
 	"\rCreateRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\\\n" +
 	"\rnode_selector\x18\x03 \x03(\v27.bettercompute.pools.v1.CreateRequest.NodeSelectorEntryR\fnodeSelector\x12\x19\n" +
 	"\bnode_ids\x18\x04 \x03(\tR\anodeIds\x12Q\n" +
 	"\x17preemption_grace_period\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x15preemptionGracePeriod\x12/\n" +
-	"\x13priority_preemption\x18\x06 \x01(\bR\x12priorityPreemption\x1a?\n" +
+	"\x13priority_preemption\x18\x06 \x01(\bR\x12priorityPreemption\x12!\n" +
+	"\ftunnel_ports\x18\a \x03(\x05R\vtunnelPorts\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
@@ -2000,7 +2028,7 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"j\n" +
 	"\fListResponse\x122\n" +
 	"\x05pools\x18\x01 \x03(\v2\x1c.bettercompute.pools.v1.PoolR\x05pools\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbc\x03\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xdf\x03\n" +
 	"\rUpdateRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\\\n" +
@@ -2009,7 +2037,8 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\vupdate_mask\x18\x05 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
 	"updateMask\x12Q\n" +
 	"\x17preemption_grace_period\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x15preemptionGracePeriod\x12/\n" +
-	"\x13priority_preemption\x18\a \x01(\bR\x12priorityPreemption\x1a?\n" +
+	"\x13priority_preemption\x18\a \x01(\bR\x12priorityPreemption\x12!\n" +
+	"\ftunnel_ports\x18\b \x03(\x05R\vtunnelPorts\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +

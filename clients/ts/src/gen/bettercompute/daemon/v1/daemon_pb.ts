@@ -17,7 +17,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/daemon/v1/daemon.proto.
  */
 export const file_bettercompute_daemon_v1_daemon: GenFile = /*@__PURE__*/
-  fileDesc("CiRiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9kYWVtb24ucHJvdG8SF2JldHRlcmNvbXB1dGUuZGFlbW9uLnYxIjsKC0pvaW5SZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgsKA2NzchgCIAEoDBIQCghob3N0bmFtZRgDIAEoCSKQAQoMSm9pblJlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSGQoRY2VydGlmaWNhdGVfY2hhaW4YAiABKAwSDwoHcm9vdF9jYRgDIAEoDBIUCgx0cnVzdF9kb21haW4YBCABKAkSLQoJbm90X2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIbCgxSZW5ld1JlcXVlc3QSCwoDY3NyGAEgASgMIlkKDVJlbmV3UmVzcG9uc2USGQoRY2VydGlmaWNhdGVfY2hhaW4YASABKAwSLQoJbm90X2FmdGVyGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIdCg1TZWNyZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkiHwoOU2VjcmV0UmVzcG9uc2USDQoFdmFsdWUYASABKAwioAIKDlNlc3Npb25SZXF1ZXN0Ei8KBWhlbGxvGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSGVsbG9IABI3CgloZWFydGJlYXQYAiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5IZWFydGJlYXRIABIyCgNhY2sYAyABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kQWNrSAASOAoGcmVzdWx0GAQgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZFJlc3VsdEgAEi8KBWV2ZW50GAUgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXZlbnRIAEIFCgNtc2citwEKD1Nlc3Npb25SZXNwb25zZRIzCgd3ZWxjb21lGAEgASgLMiAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuV2VsY29tZUgAEjMKB2NvbW1hbmQYAiABKAsyIC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kSAASMwoHZ29vZGJ5ZRgDIAEoCzIgLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdvb2RieWVIAEIFCgNtc2cigAEKBUhlbGxvEhYKDmRhZW1vbl92ZXJzaW9uGAEgASgJEjUKCWludmVudG9yeRgCIAEoCzIiLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkludmVudG9yeRIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL2AQoJSW52ZW50b3J5EhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEg4KBmtlcm5lbBgDIAEoCRIRCgljcHVfbW9kZWwYBCABKAkSDAoEY3B1cxgFIAEoBRIUCgxtZW1vcnlfYnl0ZXMYBiABKAMSKgoEZ3B1cxgHIAMoCzIcLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdwdRIsCgVkaXNrcxgIIAMoCzIdLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRpc2sSKgoEbmljcxgJIAMoCzIcLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLk5pYyJHCgNHcHUSDQoFaW5kZXgYASABKAUSDQoFbW9kZWwYAiABKAkSFAoMbWVtb3J5X2J5dGVzGAMgASgDEgwKBHV1aWQYBCABKAkiNwoERGlzaxIMCgRuYW1lGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMSDQoFbW9kZWwYAyABKAkiNAoDTmljEgwKBG5hbWUYASABKAkSCwoDbWFjGAIgASgJEhIKCnNwZWVkX21icHMYAyABKAMiNQoJSGVhcnRiZWF0EigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiAKCkNvbW1hbmRBY2sSEgoKY29tbWFuZF9pZBgBIAEoCSJsCg1Db21tYW5kUmVzdWx0EhIKCmNvbW1hbmRfaWQYASABKAkSDwoHc3VjY2VzcxgCIAEoCBInCgZyZXN1bHQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBWVycm9yGAQgASgJImYKBUV2ZW50EgwKBHR5cGUYASABKAkSJQoEZGF0YRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAibwoHV2VsY29tZRIPCgdub2RlX2lkGAEgASgJEiIKGmhlYXJ0YmVhdF9pbnRlcnZhbF9zZWNvbmRzGAIgASgFEi8KC3NlcnZlcl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLeBAoHQ29tbWFuZBIKCgJpZBgBIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSLAoIZGVhZGxpbmUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKBGV4ZWMYBiABKAsyJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FeGVjUGF5bG9hZEgAEjYKBWRyYWluGAcgASgLMiUuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRHJhaW5QYXlsb2FkSAASOgoHdW5kcmFpbhgIIAEoCzInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlVuZHJhaW5QYXlsb2FkSAASOgoHdXBncmFkZRgJIAEoCzInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlVwZ3JhZGVQYXlsb2FkSAASPgoJY29uZmlndXJlGAogASgLMikuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29uZmlndXJlUGF5bG9hZEgAEjgKBnJlYm9vdBgLIAEoCzImLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlYm9vdFBheWxvYWRIABJNChFjb2xsZWN0X2ludmVudG9yeRgMIAEoCzIwLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkNvbGxlY3RJbnZlbnRvcnlQYXlsb2FkSAASNAoEZWNobxgNIAEoCzIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkVjaG9QYXlsb2FkSABCCQoHcGF5bG9hZEoECAIQA0oECAMQBFIEdHlwZSIZCgdHb29kYnllEg4KBnJlYXNvbhgBIAEoCTL5AgoNRGFlbW9uU2VydmljZRJTCgRKb2luEiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSm9pblJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Kb2luUmVzcG9uc2USVgoFUmVuZXcSJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5SZW5ld1JlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5SZW5ld1Jlc3BvbnNlElkKBlNlY3JldBImLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlY3JldFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZWNyZXRSZXNwb25zZRJgCgdTZXNzaW9uEicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2Vzc2lvblJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZXNzaW9uUmVzcG9uc2UoATABQlJaUGdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvZGFlbW9uL3YxO2RhZW1vbnYxYgZwcm90bzM", [file_bettercompute_daemon_v1_commands, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiRiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9kYWVtb24ucHJvdG8SF2JldHRlcmNvbXB1dGUuZGFlbW9uLnYxIjsKC0pvaW5SZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgsKA2NzchgCIAEoDBIQCghob3N0bmFtZRgDIAEoCSKQAQoMSm9pblJlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSGQoRY2VydGlmaWNhdGVfY2hhaW4YAiABKAwSDwoHcm9vdF9jYRgDIAEoDBIUCgx0cnVzdF9kb21haW4YBCABKAkSLQoJbm90X2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIbCgxSZW5ld1JlcXVlc3QSCwoDY3NyGAEgASgMIlkKDVJlbmV3UmVzcG9uc2USGQoRY2VydGlmaWNhdGVfY2hhaW4YASABKAwSLQoJbm90X2FmdGVyGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIdCg1TZWNyZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkiHwoOU2VjcmV0UmVzcG9uc2USDQoFdmFsdWUYASABKAwioAIKDlNlc3Npb25SZXF1ZXN0Ei8KBWhlbGxvGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSGVsbG9IABI3CgloZWFydGJlYXQYAiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5IZWFydGJlYXRIABIyCgNhY2sYAyABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kQWNrSAASOAoGcmVzdWx0GAQgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZFJlc3VsdEgAEi8KBWV2ZW50GAUgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXZlbnRIAEIFCgNtc2ci8wEKD1Nlc3Npb25SZXNwb25zZRIzCgd3ZWxjb21lGAEgASgLMiAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuV2VsY29tZUgAEjMKB2NvbW1hbmQYAiABKAsyIC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kSAASMwoHZ29vZGJ5ZRgDIAEoCzIgLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdvb2RieWVIABI6Cgt0dW5uZWxfb3BlbhgEIAEoCzIjLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlR1bm5lbE9wZW5IAEIFCgNtc2ciLQoKVHVubmVsT3BlbhIRCgl0dW5uZWxfaWQYASABKAkSDAoEcG9ydBgCIAEoBSKAAQoFSGVsbG8SFgoOZGFlbW9uX3ZlcnNpb24YASABKAkSNQoJaW52ZW50b3J5GAIgASgLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSW52ZW50b3J5EigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIvYBCglJbnZlbnRvcnkSEAoIaG9zdG5hbWUYASABKAkSCgoCb3MYAiABKAkSDgoGa2VybmVsGAMgASgJEhEKCWNwdV9tb2RlbBgEIAEoCRIMCgRjcHVzGAUgASgFEhQKDG1lbW9yeV9ieXRlcxgGIAEoAxIqCgRncHVzGAcgAygLMhwuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1EiwKBWRpc2tzGAggAygLMh0uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRGlzaxIqCgRuaWNzGAkgAygLMhwuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuTmljIkcKA0dwdRINCgVpbmRleBgBIAEoBRINCgVtb2RlbBgCIAEoCRIUCgxtZW1vcnlfYnl0ZXMYAyABKAMSDAoEdXVpZBgEIAEoCSI3CgREaXNrEgwKBG5hbWUYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoAxINCgVtb2RlbBgDIAEoCSI0CgNOaWMSDAoEbmFtZRgBIAEoCRILCgNtYWMYAiABKAkSEgoKc3BlZWRfbWJwcxgDIAEoAyI1CglIZWFydGJlYXQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiIAoKQ29tbWFuZEFjaxISCgpjb21tYW5kX2lkGAEgASgJImwKDUNvbW1hbmRSZXN1bHQSEgoKY29tbWFuZF9pZBgBIAEoCRIPCgdzdWNjZXNzGAIgASgIEicKBnJlc3VsdBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFZXJyb3IYBCABKAkiZgoFRXZlbnQSDAoEdHlwZRgBIAEoCRIlCgRkYXRhGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJvCgdXZWxjb21lEg8KB25vZGVfaWQYASABKAkSIgoaaGVhcnRiZWF0X2ludGVydmFsX3NlY29uZHMYAiABKAUSLwoLc2VydmVyX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIt4ECgdDb21tYW5kEgoKAmlkGAEgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCRIsCghkZWFkbGluZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoEZXhlYxgGIAEoCzIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkV4ZWNQYXlsb2FkSAASNgoFZHJhaW4YByABKAsyJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5EcmFpblBheWxvYWRIABI6Cgd1bmRyYWluGAggASgLMicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuVW5kcmFpblBheWxvYWRIABI6Cgd1cGdyYWRlGAkgASgLMicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuVXBncmFkZVBheWxvYWRIABI+Cgljb25maWd1cmUYCiABKAsyKS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db25maWd1cmVQYXlsb2FkSAASOAoGcmVib290GAsgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuUmVib290UGF5bG9hZEgAEk0KEWNvbGxlY3RfaW52ZW50b3J5GAwgASgLMjAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29sbGVjdEludmVudG9yeVBheWxvYWRIABI0CgRlY2hvGA0gASgLMiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRWNob1BheWxvYWRIAEIJCgdwYXlsb2FkSgQIAhADSgQIAxAEUgR0eXBlIhkKB0dvb2RieWUSDgoGcmVhc29uGAEgASgJMvkCCg1EYWVtb25TZXJ2aWNlElMKBEpvaW4SJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Kb2luUmVxdWVzdBolLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkpvaW5SZXNwb25zZRJWCgVSZW5ldxIlLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlbmV3UmVxdWVzdBomLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlbmV3UmVzcG9uc2USWQoGU2VjcmV0EiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2VjcmV0UmVxdWVzdBonLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlY3JldFJlc3BvbnNlEmAKB1Nlc3Npb24SJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZXNzaW9uUmVxdWVzdBooLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlc3Npb25SZXNwb25zZSgBMAFCUlpQZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9kYWVtb24vdjE7ZGFlbW9udjFiBnByb3RvMw", [file_bettercompute_daemon_v1_commands, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * JoinRequest carries the single-use secret and the node's key.
@@ -255,6 +255,12 @@ export type SessionResponse = Message<"bettercompute.daemon.v1.SessionResponse">
      */
     value: Goodbye;
     case: "goodbye";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.TunnelOpen tunnel_open = 4;
+     */
+    value: TunnelOpen;
+    case: "tunnelOpen";
   } | { case: undefined; value?: undefined };
 };
 
@@ -264,6 +270,35 @@ export type SessionResponse = Message<"bettercompute.daemon.v1.SessionResponse">
  */
 export const SessionResponseSchema: GenMessage<SessionResponse> = /*@__PURE__*/
   messageDesc(file_bettercompute_daemon_v1_daemon, 7);
+
+/**
+ * TunnelOpen asks the daemon to open a tunnel to a port on its loopback: it dials
+ * 127.0.0.1:port (if its local allow list has the port) and streams the tunnel to its gateway
+ * on a data-plane HTTP/2 stream of its own (POST /bettercompute.tunnel.v1/node/{tunnel_id}, with
+ * its node certificate), in the frames of internal/tunnel. A refusal is that stream with one
+ * abort frame (4003 port refused, 4005 nothing listens). A daemon that does not know the
+ * message ignores it, and the gateway gives up after 10 seconds (4004).
+ *
+ * @generated from message bettercompute.daemon.v1.TunnelOpen
+ */
+export type TunnelOpen = Message<"bettercompute.daemon.v1.TunnelOpen"> & {
+  /**
+   * @generated from field: string tunnel_id = 1;
+   */
+  tunnelId: string;
+
+  /**
+   * @generated from field: int32 port = 2;
+   */
+  port: number;
+};
+
+/**
+ * Describes the message bettercompute.daemon.v1.TunnelOpen.
+ * Use `create(TunnelOpenSchema)` to create a new message.
+ */
+export const TunnelOpenSchema: GenMessage<TunnelOpen> = /*@__PURE__*/
+  messageDesc(file_bettercompute_daemon_v1_daemon, 8);
 
 /**
  * Hello opens a session.
@@ -294,7 +329,7 @@ export type Hello = Message<"bettercompute.daemon.v1.Hello"> & {
  * Use `create(HelloSchema)` to create a new message.
  */
 export const HelloSchema: GenMessage<Hello> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 8);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 9);
 
 /**
  * Inventory is what the node has.
@@ -353,7 +388,7 @@ export type Inventory = Message<"bettercompute.daemon.v1.Inventory"> & {
  * Use `create(InventorySchema)` to create a new message.
  */
 export const InventorySchema: GenMessage<Inventory> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 9);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 10);
 
 /**
  * Gpu is one accelerator.
@@ -387,7 +422,7 @@ export type Gpu = Message<"bettercompute.daemon.v1.Gpu"> & {
  * Use `create(GpuSchema)` to create a new message.
  */
 export const GpuSchema: GenMessage<Gpu> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 10);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 11);
 
 /**
  * Disk is one block device.
@@ -416,7 +451,7 @@ export type Disk = Message<"bettercompute.daemon.v1.Disk"> & {
  * Use `create(DiskSchema)` to create a new message.
  */
 export const DiskSchema: GenMessage<Disk> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 11);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 12);
 
 /**
  * Nic is one network interface.
@@ -445,7 +480,7 @@ export type Nic = Message<"bettercompute.daemon.v1.Nic"> & {
  * Use `create(NicSchema)` to create a new message.
  */
 export const NicSchema: GenMessage<Nic> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 12);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 13);
 
 /**
  * Heartbeat says the daemon is alive.
@@ -464,7 +499,7 @@ export type Heartbeat = Message<"bettercompute.daemon.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 13);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 14);
 
 /**
  * CommandAck says the daemon received a command and will run it.
@@ -483,7 +518,7 @@ export type CommandAck = Message<"bettercompute.daemon.v1.CommandAck"> & {
  * Use `create(CommandAckSchema)` to create a new message.
  */
 export const CommandAckSchema: GenMessage<CommandAck> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 14);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 15);
 
 /**
  * CommandResult reports a finished command.
@@ -521,7 +556,7 @@ export type CommandResult = Message<"bettercompute.daemon.v1.CommandResult"> & {
  * Use `create(CommandResultSchema)` to create a new message.
  */
 export const CommandResultSchema: GenMessage<CommandResult> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 15);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 16);
 
 /**
  * Event is something the daemon observed, for the outbox.
@@ -550,7 +585,7 @@ export type Event = Message<"bettercompute.daemon.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 16);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 17);
 
 /**
  * Welcome accepts a session.
@@ -581,7 +616,7 @@ export type Welcome = Message<"bettercompute.daemon.v1.Welcome"> & {
  * Use `create(WelcomeSchema)` to create a new message.
  */
 export const WelcomeSchema: GenMessage<Welcome> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 17);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 18);
 
 /**
  * Command is work for the node. A command may be delivered more than once (after a reconnect);
@@ -669,7 +704,7 @@ export type Command = Message<"bettercompute.daemon.v1.Command"> & {
  * Use `create(CommandSchema)` to create a new message.
  */
 export const CommandSchema: GenMessage<Command> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 18);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 19);
 
 /**
  * Goodbye ends a session: superseded by a newer one, or the node was revoked.
@@ -688,7 +723,7 @@ export type Goodbye = Message<"bettercompute.daemon.v1.Goodbye"> & {
  * Use `create(GoodbyeSchema)` to create a new message.
  */
 export const GoodbyeSchema: GenMessage<Goodbye> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 19);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 20);
 
 /**
  * DaemonService is served by gateways to daemons. Join is the only call accepted without a

@@ -76,14 +76,24 @@ class SessionRequest(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ("welcome", "command", "goodbye")
+    __slots__ = ("welcome", "command", "goodbye", "tunnel_open")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     GOODBYE_FIELD_NUMBER: _ClassVar[int]
+    TUNNEL_OPEN_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     command: Command
     goodbye: Goodbye
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., command: _Optional[_Union[Command, _Mapping]] = ..., goodbye: _Optional[_Union[Goodbye, _Mapping]] = ...) -> None: ...
+    tunnel_open: TunnelOpen
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., command: _Optional[_Union[Command, _Mapping]] = ..., goodbye: _Optional[_Union[Goodbye, _Mapping]] = ..., tunnel_open: _Optional[_Union[TunnelOpen, _Mapping]] = ...) -> None: ...
+
+class TunnelOpen(_message.Message):
+    __slots__ = ("tunnel_id", "port")
+    TUNNEL_ID_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    tunnel_id: str
+    port: int
+    def __init__(self, tunnel_id: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ("daemon_version", "inventory", "time")

@@ -13,7 +13,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Pool(_message.Message):
-    __slots__ = ("id", "tenant_id", "name", "description", "node_selector", "node_ids", "capacity", "quota", "create_time", "update_time", "preemption_grace_period", "priority_preemption", "granted", "grant")
+    __slots__ = ("id", "tenant_id", "name", "description", "node_selector", "node_ids", "capacity", "quota", "create_time", "update_time", "preemption_grace_period", "priority_preemption", "granted", "grant", "tunnel_ports")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,7 @@ class Pool(_message.Message):
     PRIORITY_PREEMPTION_FIELD_NUMBER: _ClassVar[int]
     GRANTED_FIELD_NUMBER: _ClassVar[int]
     GRANT_FIELD_NUMBER: _ClassVar[int]
+    TUNNEL_PORTS_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     name: str
@@ -49,7 +50,8 @@ class Pool(_message.Message):
     priority_preemption: bool
     granted: bool
     grant: Grant
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., granted: _Optional[bool] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ...) -> None: ...
+    tunnel_ports: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., granted: _Optional[bool] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., tunnel_ports: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Resources(_message.Message):
     __slots__ = ("gpus", "cpus", "memory_bytes")
@@ -141,7 +143,7 @@ class Quota(_message.Message):
     def __init__(self, max_gpus: _Optional[int] = ..., max_cpus: _Optional[int] = ..., max_memory_bytes: _Optional[int] = ..., max_leases: _Optional[int] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("name", "description", "node_selector", "node_ids", "preemption_grace_period", "priority_preemption")
+    __slots__ = ("name", "description", "node_selector", "node_ids", "preemption_grace_period", "priority_preemption", "tunnel_ports")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -155,13 +157,15 @@ class CreateRequest(_message.Message):
     NODE_IDS_FIELD_NUMBER: _ClassVar[int]
     PREEMPTION_GRACE_PERIOD_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_PREEMPTION_FIELD_NUMBER: _ClassVar[int]
+    TUNNEL_PORTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     node_selector: _containers.ScalarMap[str, str]
     node_ids: _containers.RepeatedScalarFieldContainer[str]
     preemption_grace_period: _duration_pb2.Duration
     priority_preemption: bool
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ...) -> None: ...
+    tunnel_ports: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., tunnel_ports: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
     __slots__ = ("pool",)
@@ -198,7 +202,7 @@ class ListResponse(_message.Message):
     def __init__(self, pools: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class UpdateRequest(_message.Message):
-    __slots__ = ("id", "description", "node_selector", "node_ids", "update_mask", "preemption_grace_period", "priority_preemption")
+    __slots__ = ("id", "description", "node_selector", "node_ids", "update_mask", "preemption_grace_period", "priority_preemption", "tunnel_ports")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -213,6 +217,7 @@ class UpdateRequest(_message.Message):
     UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
     PREEMPTION_GRACE_PERIOD_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_PREEMPTION_FIELD_NUMBER: _ClassVar[int]
+    TUNNEL_PORTS_FIELD_NUMBER: _ClassVar[int]
     id: str
     description: str
     node_selector: _containers.ScalarMap[str, str]
@@ -220,7 +225,8 @@ class UpdateRequest(_message.Message):
     update_mask: _field_mask_pb2.FieldMask
     preemption_grace_period: _duration_pb2.Duration
     priority_preemption: bool
-    def __init__(self, id: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ...) -> None: ...
+    tunnel_ports: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, id: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., tunnel_ports: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class UpdateResponse(_message.Message):
     __slots__ = ("pool",)

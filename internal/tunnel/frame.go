@@ -1,0 +1,115 @@
+package tunnel
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"unicode/utf8"
+)
+
+// FrameType says what a frame carries.
+type FrameType byte
+
+// The frame types.
+const (
+	// Data carries bytes of the stream.
+	Data FrameType = 0
+	// CloseWrite says its sender sends no more data; the other direction keeps flowing.
+	CloseWrite FrameType = 1
+	// Abort ends the tunnel at once, both directions, with a Code and a reason (AbortPayload).
+	Abort FrameType = 2
+)
+
+// MaxPayload bounds a frame's payload; a longer one is a protocol error.
+const MaxPayload = 64 << 10
+
+// headerLen is the length of a frame's header on a byte stream: type, then length (uint32 big
+// endian). On a WebSocket a binary message is one frame: the type byte, then the payload.
+const headerLen = 5
+
+// Frame is one unit of a tunnel's stream. Payload is valid until the next read.
+type Frame struct {
+	Type    FrameType
+	Payload []byte
+}
+
+// ErrProtocol is a malformed frame.
+var ErrProtocol = errors.New("tunnel: protocol error")
+
+// FrameReader reads frames from a byte stream (an HTTP/2 body), with one buffer of MaxPayload.
+type FrameReader struct {
+	r   io.Reader
+	buf []byte
+}
+
+// NewFrameReader reads frames from r.
+func NewFrameReader(r io.Reader) *FrameReader {
+	return &FrameReader{r: r, buf: make([]byte, headerLen+MaxPayload)}
+}
+
+// Read returns the next frame; io.EOF at a clean end between frames.
+func (fr *FrameReader) Read() (Frame, error) {
+	if _, err := io.ReadFull(fr.r, fr.buf[:headerLen]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return Frame{}, fmt.Errorf("%w: stream ended inside a frame header", ErrProtocol)
+		}
+		return Frame{}, err
+	}
+	t, n := FrameType(fr.buf[0]), binary.BigEndian.Uint32(fr.buf[1:headerLen])
+	if t > Abort || n > MaxPayload {
+		return Frame{}, fmt.Errorf("%w: frame type %d, length %d", ErrProtocol, t, n)
+	}
+	p := fr.buf[headerLen : headerLen+int(n)]
+	if _, err := io.ReadFull(fr.r, p); err != nil {
+		return Frame{}, fmt.Errorf("%w: stream ended inside a frame: %v", ErrProtocol, err)
+	}
+	return Frame{Type: t, Payload: p}, nil
+}
+
+// AppendFrame appends f as it goes on a byte stream.
+func AppendFrame(b []byte, f Frame) []byte {
+	b = append(b, byte(f.Type))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(f.Payload)))
+	return append(b, f.Payload...)
+}
+
+// ParseMessage reads a WebSocket message as a frame.
+func ParseMessage(msg []byte) (Frame, error) {
+	if len(msg) == 0 || FrameType(msg[0]) > Abort || len(msg)-1 > MaxPayload {
+		return Frame{}, fmt.Errorf("%w: WebSocket message of %d bytes", ErrProtocol, len(msg))
+	}
+	return Frame{Type: FrameType(msg[0]), Payload: msg[1:]}, nil
+}
+
+// AppendMessage appends f as a WebSocket message.
+func AppendMessage(b []byte, f Frame) []byte {
+	return append(append(b, byte(f.Type)), f.Payload...)
+}
+
+// AbortPayload is an Abort frame's payload: the code (uint16 big endian), then the reason in
+// UTF-8, at most 123 bytes (what a WebSocket close frame can carry).
+func AbortPayload(code Code, reason string) []byte {
+	reason = truncate(reason, maxReason)
+	return append(binary.BigEndian.AppendUint16(nil, uint16(code)), reason...)
+}
+
+// ParseAbort reads an Abort frame's payload.
+func ParseAbort(p []byte) (Code, string) {
+	if len(p) < 2 {
+		return CodeProtocol, "abort frame without a code"
+	}
+	return Code(binary.BigEndian.Uint16(p)), string(p[2:])
+}
+
+const maxReason = 123
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
