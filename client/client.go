@@ -27,6 +27,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1/reservationsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1/secretsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/system/v1/systemv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1/tunnelsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/usage/v1/usagev1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
 )
@@ -55,6 +56,11 @@ type Client struct {
 	Reservations reservationsv1connect.ReservationsServiceClient
 	Usage        usagev1connect.UsageServiceClient
 	Secrets      secretsv1connect.SecretsServiceClient
+	Tunnels      tunnelsv1connect.TunnelsServiceClient
+
+	// What Tunnel needs to open the WebSocket itself: the key and the HTTP client of the calls.
+	apiKey     string
+	httpClient connect.HTTPClient
 }
 
 // Option configures New.
@@ -112,5 +118,8 @@ func New(baseURL string, opts ...Option) *Client {
 		Reservations: reservationsv1connect.NewReservationsServiceClient(h, baseURL, copts...),
 		Usage:        usagev1connect.NewUsageServiceClient(h, baseURL, copts...),
 		Secrets:      secretsv1connect.NewSecretsServiceClient(h, baseURL, copts...),
+		Tunnels:      tunnelsv1connect.NewTunnelsServiceClient(h, baseURL, copts...),
+		apiKey:       o.apiKey,
+		httpClient:   h,
 	}
 }

@@ -29,8 +29,8 @@ func TestREADMEShowsTheExamples(t *testing.T) {
 		examples.Write(b)
 	}
 	blocks := codeBlocks(string(readme), "go")
-	if len(blocks) < 9 {
-		t.Fatalf("README.md has %d Go blocks, want at least 9 (the client, 4 examples, 4 of sharing a pool)", len(blocks))
+	if len(blocks) < 10 {
+		t.Fatalf("README.md has %d Go blocks, want at least 10 (the client, 5 examples, 4 of sharing a pool)", len(blocks))
 	}
 	for _, b := range blocks[1:] {
 		if !strings.Contains(examples.String(), indent(b, "\t")) {

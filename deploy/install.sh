@@ -117,6 +117,8 @@ if [ ! -e "$root/etc/default/bcd" ]; then
 # BCD_ARGS="--allow-exec /usr/bin/nvidia-smi --allow-reboot"
 # Never allow a shell, an interpreter or systemctl: exec runs as root. Upgrades need
 # --allow-upgrade --upgrade-source https://releases.example.com/bcd/
+# Tunnels reach only the ports of 127.0.0.1 listed with --tunnel-port (none by default), e.g.
+# --tunnel-port 22
 BCD_ARGS=""
 EOF
 fi

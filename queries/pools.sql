@@ -8,11 +8,13 @@
 -- membership calls.
 
 -- name: CreatePool :one
--- A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace).
-INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption)
+-- A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace);
+-- null tunnel_ports are none.
+INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption,
+                   tunnel_ports)
 VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(name), sqlc.arg(description), sqlc.arg(node_selector),
         sqlc.arg(node_ids)::uuid[], COALESCE(sqlc.narg(preemption_grace_ms)::bigint, 30000),
-        sqlc.arg(priority_preemption))
+        sqlc.arg(priority_preemption), COALESCE(sqlc.narg(tunnel_ports)::integer[], '{}'))
 RETURNING *;
 
 -- name: GetPool :one
@@ -36,6 +38,7 @@ SET description = COALESCE(sqlc.narg(description), description),
     node_ids = COALESCE(sqlc.narg(node_ids)::uuid[], node_ids),
     preemption_grace_ms = COALESCE(sqlc.narg(preemption_grace_ms)::bigint, preemption_grace_ms),
     priority_preemption = COALESCE(sqlc.narg(priority_preemption)::boolean, priority_preemption),
+    tunnel_ports = COALESCE(sqlc.narg(tunnel_ports)::integer[], tunnel_ports),
     updated_at = now()
 WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id)
 RETURNING *;

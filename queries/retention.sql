@@ -25,6 +25,21 @@ WHERE id = ANY(ARRAY(
     LIMIT sqlc.arg(lim)
 ));
 
+-- name: PruneTunnels :execrows
+-- Deletes up to lim tunnels closed more than keep_ms ago, and rows never closed whose ticket or
+-- relay lease (expires_at) lapsed more than keep_ms ago: unused tickets, and tunnels whose API
+-- went away.
+DELETE FROM tunnels
+WHERE id = ANY(ARRAY(
+    (SELECT t.id FROM tunnels t
+     WHERE t.closed_at IS NOT NULL AND t.closed_at < now() - sqlc.arg(keep_ms)::bigint * interval '1 millisecond'
+     LIMIT sqlc.arg(lim))
+    UNION ALL
+    (SELECT t.id FROM tunnels t
+     WHERE t.closed_at IS NULL AND t.expires_at < now() - sqlc.arg(keep_ms)::bigint * interval '1 millisecond'
+     LIMIT sqlc.arg(lim))
+));
+
 -- name: PruneOutbox :execrows
 -- Deletes outbox rows older than keep_ms among the lim first in the sinks' read order (tx_id,
 -- id), windowed as PruneAuditEvents is, keeping every row some healthy sink has not delivered

@@ -142,6 +142,9 @@ it resolves to through symlinks must be listed too). A program starts with PATH=
 and only the LANG, LANGUAGE, NO_COLOR, TZ and LC_* variables its command sets; nothing of
 bcd's own environment. reboot needs --allow-reboot.
 
+A tunnel reaches only a port of 127.0.0.1 on --tunnel-port (repeatable, at most 64; none by
+default): the control plane may allow a port, but bcd dials it only when its own list has it.
+
 upgrade needs --allow-upgrade and at least one --upgrade-source, a URL prefix (https, or http
 to a loopback IP address) that every download and redirect must be under, compared by scheme,
 host and whole path segments; the binary is put in place only when its SHA-256 is the one the
@@ -166,6 +169,7 @@ command names. A draining node refuses upgrade and exec.`,
 	cmd.Flags().StringSliceVar(&o.UpgradeSources, "upgrade-source", nil, "URL prefix upgrades may fetch from, e.g. https://releases.example.com/bcd/ (comma separated or repeated; needs --allow-upgrade)")
 	cmd.Flags().StringVar(&o.Gateway, "gateway", "", "gateway host:port; default the one joined through")
 	cmd.Flags().DurationVar(&o.MaxBackoff, "max-backoff", 30*time.Second, "longest wait between reconnection attempts")
+	cmd.Flags().IntSliceVar(&o.TunnelPorts, "tunnel-port", nil, "port of 127.0.0.1 tunnels may reach, e.g. 22 (comma separated or repeated; default none)")
 	return cmd
 }
 

@@ -39,7 +39,7 @@ then BETTER_COMPUTE_* environment variables, then flags.`,
 	}
 	root.PersistentFlags().StringVar(&g.configPath, "config", os.Getenv("BETTER_COMPUTE_CONFIG"),
 		"configuration file, better-compute.yaml (env BETTER_COMPUTE_CONFIG)")
-	root.AddCommand(newVersionCommand(), newMigrateCommand(g), newServeCommand(g), newDevCommand(g), newIAMCommand(g), newPKICommand(g), newDoctorCommand(g), newSimCommand(g))
+	root.AddCommand(newVersionCommand(), newMigrateCommand(g), newServeCommand(g), newDevCommand(g), newIAMCommand(g), newPKICommand(g), newDoctorCommand(g), newSimCommand(g), newTunnelCommand())
 	return root
 }
 
@@ -269,6 +269,7 @@ private cluster.`,
 	cmd.Flags().StringVar(&opts.ClusterDir, "data-dir", "", "private PostgreSQL directory (default under the user cache directory)")
 	cmd.Flags().BoolVar(&opts.Fresh, "fresh", false, "delete the private PostgreSQL first")
 	cmd.Flags().IntVar(&opts.Sim, "sim", 0, "run N simulated machines that join and hold sessions; prints \"Simulated machines: N joined\"")
+	cmd.Flags().IntSliceVar(&opts.SimTunnelPorts, "sim-tunnel-ports", nil, "ports of 127.0.0.1 on this machine the simulated machines open tunnels to, comma separated or repeated (default none)")
 	return cmd
 }
 

@@ -24,10 +24,11 @@ func (q *Queries) CountActivePoolLeases(ctx context.Context, poolID uuid.UUID) (
 
 const createPool = `-- name: CreatePool :one
 
-INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption)
+INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption,
+                   tunnel_ports)
 VALUES ($1, $2, $3, $4, $5,
         $6::uuid[], COALESCE($7::bigint, 30000),
-        $8)
+        $8, COALESCE($9::integer[], '{}'))
 RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports
 `
 
@@ -40,6 +41,7 @@ type CreatePoolParams struct {
 	NodeIds            []uuid.UUID
 	PreemptionGraceMs  *int64
 	PriorityPreemption bool
+	TunnelPorts        []int32
 }
 
 // Pools: a tenant's groups of nodes that leases draw capacity from, and their quotas. API
@@ -50,7 +52,8 @@ type CreatePoolParams struct {
 // the pool's name as its pool (from its join token). That predicate is the SQL function
 // pool_member (migrations/0016_pool_membership.sql), which every statement that needs
 // membership calls.
-// A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace).
+// A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace);
+// null tunnel_ports are none.
 func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, error) {
 	row := q.db.QueryRow(ctx, createPool,
 		arg.ID,
@@ -61,6 +64,7 @@ func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, e
 		arg.NodeIds,
 		arg.PreemptionGraceMs,
 		arg.PriorityPreemption,
+		arg.TunnelPorts,
 	)
 	var i Pool
 	err := row.Scan(
@@ -508,8 +512,9 @@ SET description = COALESCE($1, description),
     node_ids = COALESCE($3::uuid[], node_ids),
     preemption_grace_ms = COALESCE($4::bigint, preemption_grace_ms),
     priority_preemption = COALESCE($5::boolean, priority_preemption),
+    tunnel_ports = COALESCE($6::integer[], tunnel_ports),
     updated_at = now()
-WHERE tenant_id = $6 AND id = $7
+WHERE tenant_id = $7 AND id = $8
 RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports
 `
 
@@ -519,6 +524,7 @@ type UpdatePoolParams struct {
 	NodeIds            []uuid.UUID
 	PreemptionGraceMs  *int64
 	PriorityPreemption *bool
+	TunnelPorts        []int32
 	TenantID           uuid.UUID
 	ID                 uuid.UUID
 }
@@ -531,6 +537,7 @@ func (q *Queries) UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, e
 		arg.NodeIds,
 		arg.PreemptionGraceMs,
 		arg.PriorityPreemption,
+		arg.TunnelPorts,
 		arg.TenantID,
 		arg.ID,
 	)

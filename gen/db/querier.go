@@ -36,6 +36,12 @@ type Querier interface {
 	// pending | sent | acked -> cancelled.
 	CancelCommand(ctx context.Context, arg CancelCommandParams) (Command, error)
 	CancelReservation(ctx context.Context, arg CancelReservationParams) (CancelReservationRow, error)
+	// What opening a just-spent tunnel of the tenant depends on: whether it is still allowed (the node
+	// is neither revoked nor retired; the node's spec allows the port, for a node of the tenant; the
+	// lease is placed or at risk, holds an allocation on the node and its pool allows the port, for
+	// another tenant's node), the control URL of the live gateway holding the node's session (empty
+	// when there is none), and the open tunnels on the node and of the tenant, this one included.
+	CheckTunnelOpen(ctx context.Context, arg CheckTunnelOpenParams) (CheckTunnelOpenRow, error)
 	// Stored responses of idempotent calls, keyed by the caller and its Idempotency-Key.
 	// Takes the key for this transaction. A concurrent call with the same key waits here until the
 	// first commits (then finds its row) or rolls back (then claims the key itself).
@@ -105,7 +111,8 @@ type Querier interface {
 	// the pool's name as its pool (from its join token). That predicate is the SQL function
 	// pool_member (migrations/0016_pool_membership.sql), which every statement that needs
 	// membership calls.
-	// A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace).
+	// A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace);
+	// null tunnel_ports are none.
 	CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, error)
 	// Pool leases (the API's "leases"), their allocations of devices and node resources, and the
 	// statements of the capacity placer. Named pool_lease/allocation so as not to be confused with
@@ -122,6 +129,14 @@ type Querier interface {
 	// No row when the tenant already has a secret of that name.
 	CreateSecret(ctx context.Context, arg CreateSecretParams) (CreateSecretRow, error)
 	CreateTenant(ctx context.Context, arg CreateTenantParams) (Tenant, error)
+	// Tunnels (internal/server/tunnels): one row is a ticket from tunnels/create until the upgrade
+	// that spends it sets opened_at, then an open tunnel until closed_at. API statements take the
+	// caller's tenant id, but for the few the allow list of internal/server/tenantscope_test.go names.
+	//
+	// expires_at is the ticket's expiry while opened_at is null. Once opened it is the relaying API
+	// process's lease on the tunnel, renewed by its watcher while it relays: an open tunnel whose
+	// lease lapsed lost its API (a crash), counts against no cap, and is shown closed.
+	CreateTunnel(ctx context.Context, arg CreateTunnelParams) (Tunnel, error)
 	CreateWebhook(ctx context.Context, arg CreateWebhookParams) (Webhook, error)
 	// Which of a gateway's sessions are still the newest of their node.
 	CurrentSessions(ctx context.Context, nodeIds []uuid.UUID) ([]CurrentSessionsRow, error)
@@ -238,6 +253,10 @@ type Querier interface {
 	GetSinkCursor(ctx context.Context, sink string) (GetSinkCursorRow, error)
 	// A tenant is visible to its own principals and to those of its parent.
 	GetTenant(ctx context.Context, arg GetTenantParams) (Tenant, error)
+	GetTunnel(ctx context.Context, arg GetTunnelParams) (Tunnel, error)
+	// Why a ticket could not be spent: whose it is and its state, whatever its tenant (only the
+	// tenant's id is read, to refuse another tenant's ticket distinctly, and none of it is returned).
+	GetTunnelTicket(ctx context.Context, ticketHash []byte) (GetTunnelTicketRow, error)
 	GetWebhook(ctx context.Context, arg GetWebhookParams) (GetWebhookRow, error)
 	// Grants: a pool's owner shares the pool with other tenants (pools/grant), each grant with a
 	// nominal quota, a borrowing limit and a weight (migrations/0019_shared_capacity.sql); and the
@@ -312,6 +331,9 @@ type Querier interface {
 	// Names and times only, by name.
 	ListSecrets(ctx context.Context, arg ListSecretsParams) ([]ListSecretsRow, error)
 	ListTenants(ctx context.Context, arg ListTenantsParams) ([]Tenant, error)
+	// The tenant's tunnels, newest first (ids are UUIDv7), after the cursor: only the open ones
+	// unless include_closed, which adds closed tunnels and tickets.
+	ListTunnels(ctx context.Context, arg ListTunnelsParams) ([]Tunnel, error)
 	// Every tenant's webhooks, for the sinks role's supervisor.
 	ListWebhookSinks(ctx context.Context) ([]ListWebhookSinksRow, error)
 	ListWebhooks(ctx context.Context, arg ListWebhooksParams) ([]ListWebhooksRow, error)
@@ -360,6 +382,10 @@ type Querier interface {
 	// only sealed, and only to the gateway (GetSecretForNode).
 	// Serialises secret creation in a tenant, so the per-tenant limit holds.
 	LockTenantSecrets(ctx context.Context, tenantID uuid.UUID) error
+	// The caps' locks of a tunnel being opened, the tenant's then the node's, held until the
+	// transaction ends: openings that count against one cap run one after the other, so two cannot
+	// both pass (see limits.sql).
+	LockTunnelCaps(ctx context.Context, arg LockTunnelCapsParams) error
 	// WebhookState, locked until the transaction ends, so parking a webhook's events and
 	// webhooks/replayDeadLetters take turns.
 	LockWebhookState(ctx context.Context, id uuid.UUID) (LockWebhookStateRow, error)
@@ -489,6 +515,10 @@ type Querier interface {
 	// horizon of its creation and never reads older rows (EnsureSinkCursor), so only existing
 	// cursors count.
 	PruneOutbox(ctx context.Context, arg PruneOutboxParams) (int64, error)
+	// Deletes up to lim tunnels closed more than keep_ms ago, and rows never closed whose ticket or
+	// relay lease (expires_at) lapsed more than keep_ms ago: unused tickets, and tunnels whose API
+	// went away.
+	PruneTunnels(ctx context.Context, arg PruneTunnelsParams) (int64, error)
 	// Every tenant's usage in the pools the caller's tenant owns: joined with pools by the caller's
 	// tenant, so the usage of a pool deleted since is no longer read this way.
 	QueryOwnedPoolsUsageHourly(ctx context.Context, arg QueryOwnedPoolsUsageHourlyParams) ([]QueryOwnedPoolsUsageHourlyRow, error)
@@ -533,11 +563,19 @@ type Querier interface {
 	// how long (by the database's clock) the run has lasted: the retry schedule gives up on a
 	// webhook's events once it exceeds webhooks.retry.giveUpAfter. No row: the cursor is gone.
 	RecordSinkError(ctx context.Context, arg RecordSinkErrorParams) (int64, error)
+	// How an open tunnel of the tenant ended, written by the API that relayed it.
+	RecordTunnelClosed(ctx context.Context, arg RecordTunnelClosedParams) error
 	ReleaseLocks(ctx context.Context, arg ReleaseLocksParams) error
 	ReleaseMigrationLock(ctx context.Context, lockKey int64) error
 	// Extends the holder's unexpired locks among the names; those not returned are lost.
 	RenewLocks(ctx context.Context, arg RenewLocksParams) ([]Lock, error)
 	RenewNodeCert(ctx context.Context, arg RenewNodeCertParams) error
+	// Renews this API process's relay lease on the open tunnels it relays (ids).
+	RenewTunnelRelays(ctx context.Context, arg RenewTunnelRelaysParams) error
+	// tunnels/close: asks the relaying API to end an open tunnel of the tenant, or closes an unused
+	// ticket at once (close_code, close_reason). Nothing happens to a closed tunnel or one asked to
+	// close before (no row).
+	RequestTunnelClose(ctx context.Context, arg RequestTunnelCloseParams) (Tunnel, error)
 	// The sweeper: sent -> pending, for up to lim commands sent longer than ack_timeout ago and not
 	// acked, so the gateway sends them again. Overdue ones are left to ExpireOverdueCommands.
 	RequeueUnackedCommands(ctx context.Context, arg RequeueUnackedCommandsParams) (int64, error)
@@ -596,6 +634,10 @@ type Querier interface {
 	// Spends one use, if the token still has one: the last statement of a join, so concurrent joins
 	// wait on the token's row lock only for each other's commit.
 	SpendJoinToken(ctx context.Context, id string) (int32, error)
+	// Spends a ticket of the tenant that is unused, not closed and not expired, at most once however
+	// many upgrades race: it becomes an open tunnel relayed by api_instance, with a relay lease of
+	// lease_ms, through the gateway holding the node's session now (if any).
+	SpendTunnelTicket(ctx context.Context, arg SpendTunnelTicketParams) (Tunnel, error)
 	// The leases that have not ended of a tenant, and of other tenants in the tenant's pools.
 	TenantActiveLeaseIDs(ctx context.Context, tenantID uuid.UUID) ([]uuid.UUID, error)
 	// Which of ids are nodes of the tenant.
@@ -607,6 +649,14 @@ type Querier interface {
 	TouchNodes(ctx context.Context, arg TouchNodesParams) error
 	// Keeps a webhook's newest max_rows parked events and deletes the older ones.
 	TrimDeadLetters(ctx context.Context, arg TrimDeadLettersParams) (int64, error)
+	// The tenant's placed or at-risk leases that hold an allocation on another tenant's node (in a
+	// pool granted to it), with the ports their pools allow tunnels to: what tunnels/create allows a
+	// grantee.
+	TunnelLeasesOnNode(ctx context.Context, arg TunnelLeasesOnNodeParams) ([]TunnelLeasesOnNodeRow, error)
+	// The watcher's query: which of the open tunnels this API process relays (ids) must end, and
+	// why. For a tunnel to another tenant's node (through a lease), lease_ended when the lease is no
+	// longer placed or at risk (or gone), not_held when it no longer holds an allocation on the node.
+	TunnelsToEnd(ctx context.Context, arg TunnelsToEndParams) ([]TunnelsToEndRow, error)
 	// Webhooks whose dispatcher lock nobody holds: no process of the sinks role delivers them.
 	UndispatchedWebhooks(ctx context.Context) ([]uuid.UUID, error)
 	// The retry schedule ran out while replaying: queued events are parked again.

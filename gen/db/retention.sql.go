@@ -96,3 +96,32 @@ func (q *Queries) PruneOutbox(ctx context.Context, arg PruneOutboxParams) (int64
 	}
 	return result.RowsAffected(), nil
 }
+
+const pruneTunnels = `-- name: PruneTunnels :execrows
+DELETE FROM tunnels
+WHERE id = ANY(ARRAY(
+    (SELECT t.id FROM tunnels t
+     WHERE t.closed_at IS NOT NULL AND t.closed_at < now() - $1::bigint * interval '1 millisecond'
+     LIMIT $2)
+    UNION ALL
+    (SELECT t.id FROM tunnels t
+     WHERE t.closed_at IS NULL AND t.expires_at < now() - $1::bigint * interval '1 millisecond'
+     LIMIT $2)
+))
+`
+
+type PruneTunnelsParams struct {
+	KeepMs int64
+	Lim    int32
+}
+
+// Deletes up to lim tunnels closed more than keep_ms ago, and rows never closed whose ticket or
+// relay lease (expires_at) lapsed more than keep_ms ago: unused tickets, and tunnels whose API
+// went away.
+func (q *Queries) PruneTunnels(ctx context.Context, arg PruneTunnelsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, pruneTunnels, arg.KeepMs, arg.Lim)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}

@@ -92,6 +92,9 @@ type Config struct {
 
 	// RateLimits bound call rates and what each tenant may create (see ratelimits.go).
 	RateLimits RateLimits `yaml:"rateLimits"`
+
+	// Tunnels bound the tunnels the API relays (see tunnels.go).
+	Tunnels Tunnels `yaml:"tunnels"`
 }
 
 // Database says where the PostgreSQL database is.
@@ -119,6 +122,9 @@ type Retention struct {
 	Commands time.Duration `yaml:"commands"`
 	// Audit keeps audit rows this long (default 8760h, a year).
 	Audit time.Duration `yaml:"audit"`
+	// Tunnels keeps closed tunnels, and tickets never used, this long after they closed or
+	// expired (default 720h).
+	Tunnels time.Duration `yaml:"tunnels"`
 }
 
 // Gateway configures the daemon gateway.
@@ -186,11 +192,13 @@ func Default() *Config {
 			Outbox:   7 * 24 * time.Hour,
 			Commands: 30 * 24 * time.Hour,
 			Audit:    365 * 24 * time.Hour,
+			Tunnels:  30 * 24 * time.Hour,
 		},
 		Limits:   defaultLimits(),
 		Webhooks: Webhooks{Retry: defaultWebhookRetry()},
 
 		RateLimits: defaultRateLimits(),
+		Tunnels:    defaultTunnels(),
 	}
 }
 

@@ -165,6 +165,7 @@ otel:
 				Limits:      Default().Limits,
 				RateLimits:  Default().RateLimits,
 				Webhooks:    Default().Webhooks,
+				Tunnels:     Default().Tunnels,
 			}
 			if !reflect.DeepEqual(c, want) {
 				return fmt.Errorf("got %s\nwant %s", c, want)

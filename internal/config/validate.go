@@ -61,6 +61,7 @@ func (c *Config) problems() problems {
 	c.checkRoles(&ps)
 	for key, d := range map[string]time.Duration{
 		"retention.outbox": c.Retention.Outbox, "retention.commands": c.Retention.Commands, "retention.audit": c.Retention.Audit,
+		"retention.tunnels": c.Retention.Tunnels,
 	} {
 		if d <= 0 {
 			ps.add(key, "must be a positive duration, got %s", d)
@@ -86,6 +87,7 @@ func (c *Config) problems() problems {
 	c.checkLimits(&ps)
 	c.checkRateLimits(&ps)
 	c.checkWebhookRetry(&ps)
+	c.checkTunnels(&ps)
 	return ps
 }
 

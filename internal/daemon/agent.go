@@ -21,6 +21,7 @@ import (
 	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/pki/spiffeid"
 	"github.com/better-compute/better-compute/internal/scrub"
+	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
 // Handler runs one type of command: it reads the command's typed payload (c.GetExec() for an
@@ -54,6 +55,14 @@ type Options struct {
 	// queued for the gateway; not for a repeat answered from the record. bcd restarts itself
 	// here after an upgrade, and reboots after a reboot, so that the result is never lost.
 	AfterResult func(c *daemonv1.Command, r *daemonv1.CommandResult)
+	// TunnelPorts is the daemon's own allow list of tunnels (bcd run --tunnel-port): the ports
+	// of 127.0.0.1 a TunnelOpen may reach, at most MaxTunnelPorts, each 1 to 65535. Empty by
+	// default, which refuses every tunnel (tunnel.CodePortRefused), whatever the control plane
+	// allows.
+	TunnelPorts []int
+	// MaxTunnels bounds the tunnels open at once (tunnel.DefaultPerNode by default); one more
+	// is refused (tunnel.CodeReset).
+	MaxTunnels int
 }
 
 // Recorder keeps an agent's idempotency record: the agent calls Started before it runs a
@@ -94,6 +103,12 @@ type Agent struct {
 	results map[string]*record
 	// send queues a message on the current session; nil between sessions.
 	send func(*daemonv1.SessionRequest)
+	// dataPlane carries tunnels, on connections of its own (see Dialer.dataPlane); replaced
+	// with the certificate, like the session's client.
+	dataPlane          *http.Client
+	dataPlaneTransport *http.Transport
+
+	tunnels tunnels
 }
 
 type record struct {
@@ -120,7 +135,14 @@ func NewAgent(opts Options) (*Agent, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if err := ValidateTunnelPorts(opts.TunnelPorts); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	if opts.MaxTunnels <= 0 {
+		opts.MaxTunnels = tunnel.DefaultPerNode
+	}
 	a := &Agent{opts: opts, log: opts.Logger.With("node_id", opts.Identity.NodeID), results: map[string]*record{}}
+	a.tunnels.init(opts.TunnelPorts, opts.MaxTunnels)
 	if err := a.setIdentity(opts.Identity); err != nil {
 		return nil, err
 	}
@@ -146,13 +168,17 @@ func (a *Agent) setIdentity(id *Identity) error {
 		return fmt.Errorf("daemon: node certificate: %w", err)
 	}
 	client, tr := a.opts.Dialer.client(id.RootPEM, &cert, id.TrustDomain, nil)
+	dataPlane, dataTr := a.opts.Dialer.dataPlane(id.RootPEM, &cert, id.TrustDomain)
 	a.mu.Lock()
-	old := a.transport
+	old, oldData := a.transport, a.dataPlaneTransport
 	a.identity, a.notAfter, a.client, a.transport, a.certAt = id, notAfter, client, tr, time.Now()
+	a.dataPlane, a.dataPlaneTransport = dataPlane, dataTr
 	a.mu.Unlock()
 	if old != nil {
-		// The connection made with the previous certificate would otherwise stay open.
+		// The connection made with the previous certificate would otherwise stay open; one
+		// that still carries tunnels closes after them, by the idle timeout.
 		old.CloseIdleConnections()
+		oldData.CloseIdleConnections()
 	}
 	return nil
 }
@@ -165,24 +191,33 @@ type Status struct {
 	Sessions  int
 	LastError error
 	NotAfter  time.Time
+	// Tunnels counts the tunnels open now (dialling their port or carrying data).
+	Tunnels int
 }
 
 // Status reports the connection state.
 func (a *Agent) Status() Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return Status{NodeID: a.identity.NodeID, Connected: a.connected, Sessions: a.sessions, LastError: a.lastErr, NotAfter: a.notAfter}
+	return Status{
+		NodeID: a.identity.NodeID, Connected: a.connected, Sessions: a.sessions, LastError: a.lastErr, NotAfter: a.notAfter,
+		Tunnels: int(a.tunnels.count.Load()),
+	}
 }
 
 // Run holds a session until ctx ends: it reconnects after every loss with exponential backoff
 // and jitter, and meanwhile renews the certificate once two thirds of its remaining lifetime
-// have passed. When it returns, the agent's connection is closed.
+// have passed. A tunnel is not bound to the session that opened it (its gateway decides whether
+// it outlives the session) but to Run: when Run returns, every tunnel is closed, and so are the
+// agent's connections.
 func (a *Agent) Run(ctx context.Context) error {
 	defer func() {
+		a.tunnels.wait()
 		a.mu.Lock()
-		tr := a.transport
+		tr, dataTr := a.transport, a.dataPlaneTransport
 		a.mu.Unlock()
 		tr.CloseIdleConnections()
+		dataTr.CloseIdleConnections()
 	}()
 	renewing := make(chan struct{})
 	go func() { defer close(renewing); a.renewLoop(ctx) }()
@@ -407,6 +442,9 @@ func (a *Agent) session(ctx context.Context) error {
 		switch m := msg.Msg.(type) {
 		case *daemonv1.SessionResponse_Command:
 			a.command(sctx, m.Command, send)
+		case *daemonv1.SessionResponse_TunnelOpen:
+			// On Run's context: the tunnel's stream is not the session's.
+			a.openTunnel(ctx, m.TunnelOpen)
 		case *daemonv1.SessionResponse_Goodbye:
 			return fmt.Errorf("%w: %s", ErrGoodbye, m.Goodbye.GetReason())
 		}

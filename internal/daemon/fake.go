@@ -20,7 +20,8 @@ const FakeVersion = "fake-0.1.0"
 
 // Fake is a FakeDaemon: an Agent that speaks the real protocol (real key, CSR, mTLS and stream)
 // with a configurable inventory and scripted command handlers, for tests, dev and the
-// simulator.
+// simulator. It opens tunnels exactly as bcd does (the Agent's code), to the ports of its
+// allow list on the machine it runs on.
 type Fake struct {
 	*Agent
 	// Runs counts handler executions per command type (a re-delivered command answered from
@@ -58,6 +59,9 @@ type FakeOptions struct {
 	Handlers  map[string]Handler
 	ClockSkew time.Duration
 	Logger    *slog.Logger
+	// TunnelPorts is the FakeDaemon's tunnel allow list (Options.TunnelPorts): it opens tunnels
+	// as bcd does, to those ports of 127.0.0.1 on the machine it runs on. None by default.
+	TunnelPorts []int
 }
 
 // JoinFake joins with token and returns a FakeDaemon ready to Run.
@@ -97,7 +101,7 @@ func NewFake(id *Identity, opts FakeOptions) (*Fake, error) {
 	a, err := NewAgent(Options{
 		Dialer: opts.Dialer, Identity: id, Version: FakeVersion, Handlers: handlers,
 		Inventory: func(context.Context) (*daemonv1.Inventory, error) { return f.inventory.Load(), nil },
-		ClockSkew: opts.ClockSkew, Logger: opts.Logger,
+		ClockSkew: opts.ClockSkew, Logger: opts.Logger, TunnelPorts: opts.TunnelPorts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fake daemon: %w", err)

@@ -1,10 +1,11 @@
 // Package daemon is the node side of the daemon protocol: joining with a token and a CSR (the
 // private key never leaves the node), holding the Session stream with reconnects, backoff and
-// jitter, renewing the certificate before it expires, and running commands through handlers that
-// honour idempotency keys. It talks only to gateways: a server's certificate must chain to the
-// root CA and carry spiffe://<trust domain>/gateway/<region>/<id> of the node's trust domain.
-// The real node agent (cmd/bcd) and the FakeDaemon used by tests, dev and the simulator are both
-// an Agent; they differ in their handlers, inventory and state store.
+// jitter, renewing the certificate before it expires, running commands through handlers that
+// honour idempotency keys, and opening tunnels to the loopback ports of its own allow list
+// (tunnel.go). It talks only to gateways: a server's certificate must chain to the root CA and
+// carry spiffe://<trust domain>/gateway/<region>/<id> of the node's trust domain. The real node
+// agent (cmd/bcd) and the FakeDaemon used by tests, dev and the simulator are both an Agent;
+// they differ in their handlers, inventory and state store.
 package daemon
 
 import (
@@ -28,6 +29,7 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
 	"github.com/better-compute/better-compute/internal/pki/spiffeid"
+	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
 // Identity is what a node keeps after joining.
@@ -88,6 +90,9 @@ type Dialer struct {
 	// DialContext, when set, opens the TCP connections (TLS is added over them), so the
 	// simulator can inject latency and break connections. Default: a plain net.Dialer.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// TunnelDialContext, when set, opens the TCP connections that carry tunnels' data-plane
+	// streams instead of DialContext, so the simulator can delay the data plane alone.
+	TunnelDialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Join spends a join token for a new identity. rootPEM verifies the gateway (for example the
@@ -132,6 +137,53 @@ const idleTimeout = 90 * time.Second
 // gateway of trustDomain (any trust domain when empty): see verifyGateway. seen, when set, is
 // told every gateway the transport connects to.
 func (d Dialer) client(rootPEM []byte, cert *tls.Certificate, trustDomain string, seen func(spiffeid.Gateway)) (daemonv1connect.DaemonServiceClient, *http.Transport) {
+	tr := &http.Transport{
+		TLSClientConfig: d.tlsConfig(rootPEM, cert, trustDomain, seen),
+		Protocols:       new(http.Protocols),
+		// Find a dead gateway without waiting for TCP: the session is otherwise quiet between
+		// heartbeats.
+		HTTP2:       &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+		DialContext: d.DialContext,
+		// A connection left without streams (the join's, or one whose certificate was renewed)
+		// is closed rather than kept alive by pings forever.
+		IdleConnTimeout: idleTimeout,
+	}
+	tr.Protocols.SetHTTP2(true)
+	return daemonv1connect.NewDaemonServiceClient(&http.Client{Transport: tr}, d.baseURL(), connect.WithGRPC()), tr
+}
+
+// dataPlane returns the HTTP/2 client of tunnels' data-plane streams and its transport: the
+// same gateway, trust check and client certificate as the session's, on connections of its
+// own with the tunnel windows (tunnel.StreamWindow, tunnel.ConnWindow), so bulk data never
+// shares the session's connection or flow-control window.
+func (d Dialer) dataPlane(rootPEM []byte, cert *tls.Certificate, trustDomain string) (*http.Client, *http.Transport) {
+	dial := d.TunnelDialContext
+	if dial == nil {
+		dial = d.DialContext
+	}
+	tr := &http.Transport{
+		TLSClientConfig:   d.tlsConfig(rootPEM, cert, trustDomain, nil),
+		Protocols:         new(http.Protocols),
+		ForceAttemptHTTP2: true,
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerStream:     tunnel.StreamWindow,
+			MaxReceiveBufferPerConnection: tunnel.ConnWindow,
+			// A tunnel may be quiet for its whole idle timeout: find a dead gateway anyway.
+			SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second,
+		},
+		DialContext:     dial,
+		IdleConnTimeout: idleTimeout,
+	}
+	tr.Protocols.SetHTTP2(true)
+	return &http.Client{Transport: tr}, tr
+}
+
+// baseURL is the gateway's URL, which the session and the data plane share.
+func (d Dialer) baseURL() string { return "https://" + d.Gateway }
+
+// tlsConfig is how a daemon's connections to a gateway are secured: TLS 1.3, HTTP/2, the
+// gateway checked against the root and trustDomain, cert presented when given.
+func (d Dialer) tlsConfig(rootPEM []byte, cert *tls.Certificate, trustDomain string, seen func(spiffeid.Gateway)) *tls.Config {
 	roots := d.RootCAs
 	if roots == nil {
 		roots = x509.NewCertPool()
@@ -144,19 +196,7 @@ func (d Dialer) client(rootPEM []byte, cert *tls.Certificate, trustDomain string
 	if cert != nil {
 		cfg.Certificates = []tls.Certificate{*cert}
 	}
-	tr := &http.Transport{
-		TLSClientConfig: cfg,
-		Protocols:       new(http.Protocols),
-		// Find a dead gateway without waiting for TCP: the session is otherwise quiet between
-		// heartbeats.
-		HTTP2:       &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
-		DialContext: d.DialContext,
-		// A connection left without streams (the join's, or one whose certificate was renewed)
-		// is closed rather than kept alive by pings forever.
-		IdleConnTimeout: idleTimeout,
-	}
-	tr.Protocols.SetHTTP2(true)
-	return daemonv1connect.NewDaemonServiceClient(&http.Client{Transport: tr}, "https://"+d.Gateway, connect.WithGRPC()), tr
+	return cfg
 }
 
 // ErrNotGateway is the error of a handshake with a server whose certificate chains to the

@@ -22,6 +22,7 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/config"
+	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/migrate"
 	"github.com/better-compute/better-compute/internal/pgcluster"
@@ -42,6 +43,9 @@ type Options struct {
 	// Sim is the number of simulated machines to run against the gateway (0 for none); they keep
 	// their identities beside the private cluster, so the next run reconnects them.
 	Sim int
+	// SimTunnelPorts is the simulated machines' tunnel allow list (sim.Options.TunnelPorts): their
+	// daemons open tunnels to these ports of 127.0.0.1 on this machine. None by default.
+	SimTunnelPorts []int
 	// Out receives the lines scripts read: "API key: <key>", then "API: <url>", and with Sim,
 	// "Simulated machines: <n> joined" once they all hold sessions.
 	Out    io.Writer
@@ -57,6 +61,9 @@ const adminName = "dev-admin"
 // Run starts everything and blocks until ctx ends, then stops it all in order.
 func Run(ctx context.Context, opts Options) error {
 	cfg, log := *opts.Config, opts.Logger
+	if err := daemon.ValidateTunnelPorts(opts.SimTunnelPorts); err != nil {
+		return fmt.Errorf("--sim-tunnel-ports: %w", err)
+	}
 	if cfg.Database.URL == "" {
 		cluster, err := startCluster(ctx, opts)
 		if err != nil {
@@ -140,7 +147,7 @@ func simulate(ctx context.Context, pool *pgxpool.Pool, addr, rootCA string, opts
 	gateway, serverName := dialAddr(addr)
 	fleet, err := sim.New(sim.Options{
 		Gateway: gateway, ServerName: serverName, RootPEM: root, Token: token, N: opts.Sim,
-		StateDir: dir + ".sim", Logger: opts.Logger,
+		StateDir: dir + ".sim", Logger: opts.Logger, TunnelPorts: opts.SimTunnelPorts,
 	})
 	if err != nil {
 		return err

@@ -25,6 +25,9 @@ type Spec struct {
 	// Secrets are the names of the tenant's secrets the node may fetch from its gateway (which
 	// reads them from nodes.spec), sorted and without duplicates.
 	Secrets []string `json:"secrets,omitempty"`
+	// TunnelPorts are the ports on the node's loopback that principals of the node's tenant may
+	// open tunnels to (tunnels/create), sorted and without duplicates (ValidateTunnelPorts).
+	TunnelPorts []int32 `json:"tunnelPorts,omitempty"`
 }
 
 // DecodeSpec reads a stored spec; an empty one is the zero Spec.

@@ -19,12 +19,15 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/pki"
+	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
 // The internal control API lets the API accelerate a gateway right after a commit: poke it to
 // dispatch a node's new commands now, or end a revoked node's session now. It is an accelerator
 // only: without it the gateway's loops converge within a second or two. It speaks JSON over
-// HTTPS with mutual TLS from the internal CA, and accepts only internal identities.
+// HTTPS with mutual TLS from the internal CA, and accepts only internal identities. It also
+// carries tunnels: the API streams each one to the gateway holding the node's session (POST
+// tunnel.ControlPath, serveTunnel).
 const (
 	controlPoke   = "/internal/v1/poke"
 	controlRevoke = "/internal/v1/revoke"
@@ -45,10 +48,10 @@ type controlRequest struct {
 	NodeIDs []uuid.UUID `json:"nodeIds"`
 }
 
-// ControlHandler serves the control API's routes.
+// ControlHandler serves the control API's routes, to internal identities only.
 func (g *Gateway) ControlHandler(trustDomain string) http.Handler {
 	mux := http.NewServeMux()
-	handle := func(path string, act func(...uuid.UUID)) {
+	internal := func(path string, h http.HandlerFunc) {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
 			if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
 				http.Error(w, "client certificate required", http.StatusUnauthorized)
@@ -58,6 +61,11 @@ func (g *Gateway) ControlHandler(trustDomain string) http.Handler {
 				http.Error(w, "not an internal identity", http.StatusForbidden)
 				return
 			}
+			h(w, r)
+		})
+	}
+	handle := func(path string, act func(...uuid.UUID)) {
+		internal(path, func(w http.ResponseWriter, r *http.Request) {
 			var req controlRequest
 			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, controlBodyBytes)).Decode(&req); err != nil {
 				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -73,6 +81,7 @@ func (g *Gateway) ControlHandler(trustDomain string) http.Handler {
 	}
 	handle(controlPoke, g.Poke)
 	handle(controlRevoke, g.Revoke)
+	internal(tunnel.ControlPath, g.serveTunnel)
 	return mux
 }
 
@@ -89,19 +98,29 @@ func (g *Gateway) ServeControl(ctx context.Context, ln net.Listener, ia Internal
 			MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert},
 			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ia.InternalCAPool(),
 		},
-		// Every route is a small unary call: bound its headers, its body (ControlHandler) and
-		// the time it may take to arrive.
+		// Every route but the tunnels' is a small unary call: bound its headers, its body
+		// (ControlHandler) and the time it may take to arrive. A tunnel lifts the read timeout
+		// for its own stream (serveTunnel); pings find a dead API, and the receive windows are
+		// the tunnels' (tunnel.StreamWindow, ConnWindow).
 		ReadHeaderTimeout: min(5*time.Second, g.opts.Limits.ReadHeaderTimeout),
 		ReadTimeout:       10 * time.Second,
 		IdleTimeout:       g.opts.Limits.IdleTimeout,
 		MaxHeaderBytes:    g.opts.Limits.HeaderBytes,
-		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout:               30 * time.Second,
+			PingTimeout:                   15 * time.Second,
+			MaxReceiveBufferPerStream:     tunnel.StreamWindow,
+			MaxReceiveBufferPerConnection: tunnel.ConnWindow,
+		},
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
+		// Open tunnels would hold Shutdown: end them first, as going away.
+		g.closeTunnels(tunnel.CodeGoingAway, "the gateway is shutting down")
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)

@@ -2,7 +2,8 @@
 // connections and serves DaemonService. It holds one Session stream per connected node, writes
 // liveness in batches, delivers pending commands (from a 1-second loop, or at once when the API
 // pokes it through the internal control API), records acks, results and events, and ends the
-// sessions of revoked or superseded nodes.
+// sessions of revoked or superseded nodes. It relays tunnels between the API and the daemons
+// (tunnel.go).
 //
 // PostgreSQL is the only source of truth: a gateway keeps nothing that another gateway could not
 // rebuild from the database when a node reconnects there.
@@ -18,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -29,6 +31,7 @@ import (
 	"github.com/better-compute/better-compute/internal/limit"
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/secret"
+	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
 // Authority is what the gateway needs of the machine PKI (*pki.Bundle provides it).
@@ -70,6 +73,9 @@ type Options struct {
 	// TenantNodes caps each tenant's live nodes, checked at join (config
 	// rateLimits.tenant.nodes); quota.DefaultNodes when zero.
 	TenantNodes int
+	// TunnelOpenTimeout bounds the wait for a daemon's stream after a TunnelOpen
+	// (tunnel.OpenTimeout when zero; tests shorten it).
+	TunnelOpenTimeout time.Duration
 }
 
 // Gateway serves daemons.
@@ -85,6 +91,14 @@ type Gateway struct {
 	beats   map[uuid.UUID]time.Time // liveness not yet written
 
 	pokes chan []uuid.UUID
+
+	// Tunnels pending or relayed here, by tunnel id (tunnel.go); tunnelsClosing is closed, and
+	// tunnelsClosed set, when the gateway stops taking them.
+	tunnelsMu      sync.Mutex
+	tunnels        map[uuid.UUID]*pendingTunnel
+	tunnelsClosed  bool
+	tunnelsClosing chan struct{}
+	openTunnels    atomic.Int64
 }
 
 // New returns a gateway; Serve runs it.
@@ -98,6 +112,9 @@ func New(opts Options) *Gateway {
 	if opts.CertTTL == 0 {
 		opts.CertTTL = 24 * time.Hour
 	}
+	if opts.TunnelOpenTimeout == 0 {
+		opts.TunnelOpenTimeout = tunnel.OpenTimeout
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -109,8 +126,12 @@ func New(opts Options) *Gateway {
 		sessions: map[uuid.UUID]*session{},
 		beats:    map[uuid.UUID]time.Time{},
 		pokes:    make(chan []uuid.UUID, 1024),
+
+		tunnels:        map[uuid.UUID]*pendingTunnel{},
+		tunnelsClosing: make(chan struct{}),
 	}
 	g.metrics.CountSessions(g.Sessions)
+	g.metrics.CountTunnels(g.Tunnels)
 	return g
 }
 
@@ -139,7 +160,9 @@ func (g *Gateway) TLSConfig() *tls.Config {
 // Handler serves DaemonService, with the caller's node identity taken from its certificate.
 // The unary calls (Join, Renew, Secret) read one small message from a body bounded to it; the
 // session stream reads messages of at most the largest session limit each, and holds each kind
-// to its own limit once read.
+// to its own limit once read. It also serves the daemons' tunnel streams (POST
+// tunnel.DataPlanePath + tunnel id, serveDataPlane), whose bodies are flow-controlled byte
+// streams with no bound on their length.
 func (g *Gateway) Handler() http.Handler {
 	l := g.opts.Limits
 	svc := &service{g: g}
@@ -150,6 +173,7 @@ func (g *Gateway) Handler() http.Handler {
 	_, session := daemonv1connect.NewDaemonServiceHandler(svc, append(limit.HandlerOptions(l.sessionMessageBytes()),
 		connect.WithInterceptors(errorLog{g.log}))...)
 	mux.Handle(daemonv1connect.DaemonServiceSessionProcedure, g.identify(session))
+	mux.Handle("POST "+tunnel.DataPlanePath+"{id}", g.identify(http.HandlerFunc(g.serveDataPlane)))
 	return mux
 }
 
@@ -168,11 +192,16 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: g.opts.Limits.ReadHeaderTimeout,
 		IdleTimeout:       g.opts.Limits.IdleTimeout,
 		MaxHeaderBytes:    g.opts.Limits.HeaderBytes,
-		// No read or write timeouts: they would cut the long-lived session streams. HTTP/2
-		// pings find dead peers instead; the bodies of the unary calls are bounded in Handler.
+		// No read or write timeouts: they would cut the long-lived session and tunnel streams.
+		// HTTP/2 pings find dead peers instead; the bodies of the unary calls are bounded in
+		// Handler. The receive windows are the tunnels' (tunnel.StreamWindow, ConnWindow): a
+		// window is what a peer may send before it is read, so they also bound what any stream
+		// may make the gateway buffer.
 		HTTP2: &http.HTTP2Config{
-			SendPingTimeout: 30 * time.Second,
-			PingTimeout:     15 * time.Second,
+			SendPingTimeout:               30 * time.Second,
+			PingTimeout:                   15 * time.Second,
+			MaxReceiveBufferPerStream:     tunnel.StreamWindow,
+			MaxReceiveBufferPerConnection: tunnel.ConnWindow,
 		},
 		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
@@ -192,8 +221,11 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	// Refuse new connections and new streams first (Shutdown closes the listener and sends
 	// every connection an HTTP/2 GOAWAY), so the daemons whose sessions end here reconnect to
-	// another gateway rather than to this one again; ending the sessions lets Shutdown drain.
+	// another gateway rather than to this one again; ending the sessions and the tunnels lets
+	// Shutdown drain. The tunnels end first, so that they end as going away rather than as
+	// their sessions'.
 	_ = ln.Close()
+	g.closeTunnels(tunnel.CodeGoingAway, "the gateway is shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	drained := make(chan struct{})

@@ -65,13 +65,15 @@ func (a *API) Observe(group, name, code string, d time.Duration) {
 	s.latency.ObserveDuration(d)
 }
 
-// Gateway records a gateway's sessions (bc_gateway_sessions) and the latency of command
-// dispatch (bc_gateway_dispatch_latency_seconds). A nil *Gateway records nothing.
+// Gateway records a gateway's sessions (bc_gateway_sessions), its open tunnels
+// (bc_gateway_tunnels) and the latency of command dispatch (bc_gateway_dispatch_latency_seconds).
+// A nil *Gateway records nothing.
 type Gateway struct {
 	dispatch *Histogram
 
 	mu       sync.Mutex
 	sessions []func() int
+	tunnels  []func() int
 }
 
 // DispatchBuckets are the dispatch latency buckets in seconds: a poked dispatch takes
@@ -89,27 +91,40 @@ func NewGateway(r *Registry) *Gateway {
 			dispatch: r.Histogram("bc_gateway_dispatch_latency_seconds",
 				"Time from a command's creation to its dispatch to the node's session (both database clock).", DispatchBuckets).With(),
 		}
-		r.GaugeFunc("bc_gateway_sessions", "Daemon sessions this process's gateway holds.", func() float64 {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			n := 0
-			for _, f := range g.sessions {
-				n += f()
-			}
-			return float64(n)
-		})
+		r.GaugeFunc("bc_gateway_sessions", "Daemon sessions this process's gateway holds.", func() float64 { return g.sum(&g.sessions) })
+		r.GaugeFunc("bc_gateway_tunnels", "Tunnels this process's gateway relays.", func() float64 { return g.sum(&g.tunnels) })
 		return g
 	})
 }
 
 // CountSessions adds a gateway's session count to bc_gateway_sessions.
 func (g *Gateway) CountSessions(f func() int) {
-	if g == nil {
-		return
+	if g != nil {
+		g.add(&g.sessions, f)
 	}
+}
+
+// CountTunnels adds a gateway's open tunnel count to bc_gateway_tunnels.
+func (g *Gateway) CountTunnels(f func() int) {
+	if g != nil {
+		g.add(&g.tunnels, f)
+	}
+}
+
+func (g *Gateway) add(to *[]func() int, f func() int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.sessions = append(g.sessions, f)
+	*to = append(*to, f)
+}
+
+func (g *Gateway) sum(of *[]func() int) float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, f := range *of {
+		n += f()
+	}
+	return float64(n)
 }
 
 // ObserveDispatch records the latency of one dispatched command.

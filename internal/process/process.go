@@ -28,7 +28,9 @@ import (
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/secret"
 	"github.com/better-compute/better-compute/internal/server"
+	"github.com/better-compute/better-compute/internal/server/tunnels"
 	"github.com/better-compute/better-compute/internal/tracing"
+	"github.com/better-compute/better-compute/internal/tunnel"
 	"github.com/better-compute/better-compute/internal/webhook"
 	"github.com/better-compute/better-compute/internal/workers"
 	"github.com/better-compute/better-compute/internal/workers/commandsweep"
@@ -115,6 +117,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	var apiURL, gatewayAddr string
+	var api *server.Server
 
 	if roles[config.RoleGateway] {
 		gw, ln, control, err := newGateway(cfg, opts.Pool, bundle, reg, log)
@@ -152,8 +155,7 @@ func Run(ctx context.Context, opts Options) error {
 		if notifier != nil {
 			n = notifier
 		}
-		api, err := newAPI(cfg, opts.Pool, bundle, n, waker, reg, log)
-		if err != nil {
+		if api, err = newAPI(cfg, opts.Pool, bundle, n, waker, reg, log, instance); err != nil {
 			return err
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
@@ -177,6 +179,12 @@ func Run(ctx context.Context, opts Options) error {
 		opts.OnListen(apiURL, gatewayAddr)
 	}
 	<-ctx.Done()
+	if api != nil {
+		// WebSockets are hijacked connections, which the API's drain does not cover.
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		api.CloseTunnels(sctx)
+		cancel()
+	}
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -203,21 +211,30 @@ func metricsHandler(reg *metrics.Registry) http.Handler {
 	return mux
 }
 
-func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier server.Notifier, waker server.Waker, reg *metrics.Registry, log *slog.Logger) (*server.Server, error) {
+func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier server.Notifier, waker server.Waker, reg *metrics.Registry, log *slog.Logger, instance string) (*server.Server, error) {
 	var gateways []string
 	if cfg.Gateway.PublicEndpoint != "" {
 		gateways = []string{cfg.Gateway.PublicEndpoint}
 	}
 	trustDomain := cfg.TrustDomain
+	tunnelOpts := tunnels.Options{Instance: instance, IdleTimeout: cfg.Tunnels.IdleTimeout, PerNode: cfg.Tunnels.PerNode, PerTenant: cfg.Tunnels.PerTenant}
 	if bundle != nil {
 		trustDomain = bundle.TrustDomain()
+		// Tunnels stream to the gateways' control API with a client certificate of the internal
+		// CA, as the notifier pokes it.
+		dialer, err := tunnel.NewDialer(bundle)
+		if err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
+		tunnelOpts.Dialer = dialer
 	}
 	return server.New(server.Options{
 		Pool: pool, Secret: cfg.Secret, BasePath: cfg.BasePath, BaseURL: cfg.BaseURL,
 		TrustDomain: trustDomain, GatewayEndpoints: gateways, Logger: log, Notifier: notifier,
 		WebhooksAllowPrivate: cfg.Webhooks.AllowPrivate, Metrics: reg, Waker: waker,
 		MetricsElsewhere: cfg.Metrics.Listen != "", MaxRequestBytes: cfg.Limits.RequestBytes, RateLimits: rateLimits(cfg.RateLimits),
-		CORS: server.CORSOptions{AllowedOrigins: cfg.CORS.AllowedOrigins, AllowCredentials: cfg.CORS.AllowCredentials},
+		CORS:    server.CORSOptions{AllowedOrigins: cfg.CORS.AllowedOrigins, AllowCredentials: cfg.CORS.AllowCredentials},
+		Tunnels: tunnelOpts,
 	})
 }
 

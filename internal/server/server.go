@@ -3,10 +3,12 @@
 // browsers) and at its native procedure path (for generated clients and buf curl), behind the
 // guard (CSRF header, IAM, error mapping, audit of failures, metrics), plus the health endpoints,
 // the discovery document, the Prometheus metrics at GET /metrics (unless a listener of their own
-// serves them) and the web dashboard at GET /dashboard/.
+// serves them), the web dashboard at GET /dashboard/, and the tunnel endpoint GET
+// {basePath}/tunnels/{ticket} (package tunnels).
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,6 +31,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1/reservationsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1/secretsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/system/v1/systemv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1/tunnelsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/usage/v1/usagev1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
 	"github.com/better-compute/better-compute/internal/auth"
@@ -51,6 +54,7 @@ import (
 	"github.com/better-compute/better-compute/internal/server/reservations"
 	"github.com/better-compute/better-compute/internal/server/secrets"
 	"github.com/better-compute/better-compute/internal/server/system"
+	"github.com/better-compute/better-compute/internal/server/tunnels"
 	"github.com/better-compute/better-compute/internal/server/usage"
 	"github.com/better-compute/better-compute/internal/server/webhooks"
 	"github.com/better-compute/better-compute/internal/tracing"
@@ -103,6 +107,10 @@ type Options struct {
 	// zero, as in tests; the configuration always sets them) and the per-tenant caps (their
 	// defaults when zero).
 	RateLimits guard.RateLimits
+	// Tunnels configure the tunnel endpoint, GET {basePath}/tunnels/{ticket}: the dialer to the
+	// gateways (none: every upgrade is refused with 503), this process's instance name, the idle
+	// timeout and the caps. Its BaseURL, BasePath, Logger and Metrics are these options'.
+	Tunnels tunnels.Options
 }
 
 // Notifier is the API's link to gateways (gateway.Notifier).
@@ -122,6 +130,8 @@ type Server struct {
 	basePath string
 	registry *registry.Registry
 	api      *http.ServeMux // native procedure paths, below the base path
+	apiRoot  http.Handler   // everything below the base path
+	tunnels  *tunnels.Service
 	handler  http.Handler
 	log      *slog.Logger
 }
@@ -169,8 +179,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.NewRegistry()
 	}
-	interceptors := []connect.Interceptor{guard.New(reg, bridge, opts.Pool, s.log).WithMetrics(metrics.NewAPI(opts.Metrics)).
-		WithRefusals(metrics.NewRefusals(opts.Metrics)).WithRateLimits(opts.RateLimits)}
+	g := guard.New(reg, bridge, opts.Pool, s.log).WithMetrics(metrics.NewAPI(opts.Metrics)).
+		WithRefusals(metrics.NewRefusals(opts.Metrics)).WithRateLimits(opts.RateLimits)
+	interceptors := []connect.Interceptor{g}
 	if tp := tracing.Provider(); tp != nil {
 		// Outermost, so the guard's own statements (authentication, audit) are in the call's span.
 		// Callers' trace context is linked, not adopted: the API faces the outside world.
@@ -209,6 +220,11 @@ func New(opts Options) (*Server, error) {
 	mount(leasesv1connect.NewLeasesServiceHandler(leases.New(opts.Pool, admit, opts.Waker), handlerOpts...))
 	mount(reservationsv1connect.NewReservationsServiceHandler(reservations.New(opts.Pool, admit, opts.Waker), handlerOpts...))
 	mount(usagev1connect.NewUsageServiceHandler(usage.New(opts.Pool), handlerOpts...))
+	tunnelOpts := opts.Tunnels
+	tunnelOpts.BaseURL, tunnelOpts.BasePath, tunnelOpts.Logger, tunnelOpts.Metrics = opts.BaseURL, s.basePath, s.log, opts.Metrics
+	s.tunnels = tunnels.New(opts.Pool, admit, g, tunnelOpts)
+	tunnelsPath, tunnelsHandler := tunnelsv1connect.NewTunnelsServiceHandler(s.tunnels, handlerOpts...)
+	mount(tunnelsPath, tunnels.WithOrigin(tunnelsHandler))
 
 	for _, m := range reg.Methods() {
 		svc := m.Procedure[:strings.LastIndex(m.Procedure, "/")+1]
@@ -219,7 +235,9 @@ func New(opts Options) (*Server, error) {
 	root := http.NewServeMux()
 	// Every API route is unary: its body is one message, so a longer body is cut off as it is
 	// read, on the short routes and the native paths alike.
-	root.Handle(s.basePath+"/", limit.Body(maxRequest, http.StripPrefix(s.basePath, http.HandlerFunc(s.serveAPI))))
+	s.apiRoot = limit.Body(maxRequest, http.StripPrefix(s.basePath, http.HandlerFunc(s.serveAPI)))
+	root.Handle(s.basePath+"/", s.apiRoot)
+	root.HandleFunc("GET "+s.basePath+"/tunnels/{ticket}", s.serveTunnel)
 	root.HandleFunc("GET /healthz", s.healthz)
 	root.HandleFunc("GET /readyz", s.readyz)
 	root.HandleFunc("GET /.well-known/better-compute", s.wellKnown)
@@ -239,6 +257,21 @@ func (s *Server) BasePath() string { return s.basePath }
 
 // ServeHTTP serves the API and the health endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// serveTunnel serves the tunnel endpoint, GET {basePath}/tunnels/{ticket}, but for the short
+// routes of the tunnels group's methods (a Connect GET of tunnels/list), which go to the API.
+func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.registry.ByRoute("/tunnels/" + r.PathValue("ticket")); ok {
+		s.apiRoot.ServeHTTP(w, r)
+		return
+	}
+	s.tunnels.ServeHTTP(w, r)
+}
+
+// CloseTunnels ends the tunnels this process relays (close code 1001) and refuses new ones, and
+// waits until their ends are recorded or ctx ends: call it when the API stops, since the HTTP
+// server's drain does not cover WebSockets.
+func (s *Server) CloseTunnels(ctx context.Context) { s.tunnels.CloseAll(ctx) }
 
 // serveAPI receives paths below the base path: a short route is rewritten to its procedure path,
 // and either way the Connect handlers answer.

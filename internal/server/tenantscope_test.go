@@ -43,6 +43,11 @@ var unscopedAllowed = map[string]string{
 	"GranteeTenant": "pools/grant checks that the tenant it names exists and is active; only its id and status are read, and none is returned",
 	// Deployment-wide, and returning no tenant's rows.
 	"UsageBacklog": "how many usage records await aggregation, and the oldest's age: no tenant's data",
+	// A tunnel ticket presented by its hash, whatever its tenant.
+	"GetTunnelTicket": "the tunnel upgrade tells another tenant's ticket (403) from an unknown one (404) after the tenant-scoped spend failed; only the ticket's tenant id and state are read, and none is returned",
+	// The tunnels this API process relays, by the ids it holds.
+	"TunnelsToEnd":      "the tunnels watcher's check of the tunnels this process relays (its instance name and the ids it opened with the callers' tenants); returns only ids and why they end",
+	"RenewTunnelRelays": "the tunnels watcher renews the relay lease of the tunnels this process relays (its instance name and the ids it opened with the callers' tenants)",
 }
 
 // TestHandlerQueriesTakeTheTenant checks that every sqlc query the API's handlers use (a gen/db

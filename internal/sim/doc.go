@@ -48,6 +48,14 @@
 // Skew supports no after, every or for: a machine's clock is off from its first hello. Random
 // choices come from the seed, so a scenario replays the same way.
 //
+// # Tunnels
+//
+// With Options.TunnelPorts the machines open tunnels as bcd does, to those ports of 127.0.0.1 on
+// the machine the simulator runs on (`better-compute dev --sim N --sim-tunnel-ports 22,8888`).
+// Options.TunnelRTT adds a round trip to their tunnel data plane alone (DelayConn: half of it
+// each way, without lowering throughput below what the flow-control windows allow), so a
+// benchmark on loopback measures a tunnel as it would cross a real network.
+//
 // # Command load
 //
 // Load creates commands through the API (commands/create) at a fixed rate across the connected

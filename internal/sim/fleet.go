@@ -41,6 +41,14 @@ type Options struct {
 	Scenario        Scenario
 	// Handlers add to (and override) the FakeDaemon's command handlers (echo, collectInventory).
 	Handlers map[string]daemon.Handler
+	// TunnelPorts is every machine's tunnel allow list (daemon.FakeOptions.TunnelPorts): the
+	// FakeDaemons open tunnels to these ports of 127.0.0.1 on the machine the simulator runs on.
+	// None by default.
+	TunnelPorts []int
+	// TunnelRTT, when positive, adds this round trip to the machines' tunnel data plane (half
+	// each way, see DelayConn), so tunnel benchmarks measure at a real network's latency; the
+	// sessions are left alone.
+	TunnelRTT time.Duration
 	// StateDir, when set, keeps each machine's identity (key and certificate), so a fleet
 	// restarted with the same directory reconnects as the same nodes instead of joining new ones.
 	StateDir string
@@ -95,6 +103,12 @@ func New(opts Options) (*Fleet, error) {
 	}
 	if err := opts.Scenario.Validate(); err != nil {
 		return nil, err
+	}
+	if err := daemon.ValidateTunnelPorts(opts.TunnelPorts); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	if opts.TunnelRTT < 0 {
+		return nil, errors.New("sim: the tunnel round trip must not be negative")
 	}
 	if opts.Prefix == "" {
 		opts.Prefix = "sim"
@@ -341,7 +355,8 @@ type MachineStatus struct {
 	Up, Crashed bool
 	Connected   bool
 	Sessions    int
-	// Conns is the machine's open TCP connections (one while it holds a session).
+	// Conns is the machine's open TCP connections: one while it holds a session, and those of
+	// its tunnel data plane while tunnels are open (and idle for a while after).
 	Conns     int
 	Commands  int64
 	Skew      time.Duration

@@ -43,9 +43,19 @@ func (m *machine) setIdentity(id *daemon.Identity) {
 }
 
 // dialerFor is how the machine reaches the gateway: its own TCP connections, tracked so faults
-// can break them.
+// can break them, and those of the tunnel data plane delayed by the fleet's TunnelRTT.
 func (m *machine) dialerFor() daemon.Dialer {
-	return daemon.Dialer{Gateway: m.f.opts.Gateway, ServerName: m.f.opts.ServerName, RootCAs: m.f.roots, DialContext: m.dial}
+	d := daemon.Dialer{Gateway: m.f.opts.Gateway, ServerName: m.f.opts.ServerName, RootCAs: m.f.roots, DialContext: m.dial}
+	if rtt := m.f.opts.TunnelRTT; rtt > 0 {
+		d.TunnelDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := m.dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return DelayConn(c, rtt/2), nil
+		}
+	}
+	return d
 }
 
 func (m *machine) dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -70,6 +80,7 @@ func (m *machine) start(ctx context.Context) error {
 	}
 	fake, err := daemon.NewFake(id, daemon.FakeOptions{
 		Dialer: m.dialerFor(), Inventory: m.inv, Handlers: m.f.opts.Handlers, ClockSkew: m.skew, Logger: m.f.agentLog,
+		TunnelPorts: m.f.opts.TunnelPorts,
 	})
 	if err != nil {
 		return err

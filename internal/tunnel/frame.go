@@ -62,7 +62,7 @@ func (fr *FrameReader) Read() (Frame, error) {
 	}
 	p := fr.buf[headerLen : headerLen+int(n)]
 	if _, err := io.ReadFull(fr.r, p); err != nil {
-		return Frame{}, fmt.Errorf("%w: stream ended inside a frame: %v", ErrProtocol, err)
+		return Frame{}, fmt.Errorf("%w: stream ended inside a frame: %w", ErrProtocol, err)
 	}
 	return Frame{Type: t, Payload: p}, nil
 }

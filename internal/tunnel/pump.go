@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 )
 
 // Stream is one end of a tunnel's frame stream: a WebSocket (WebSocketStream) or an HTTP/2
@@ -63,10 +64,21 @@ func Pump(conn Conn, s Stream) error {
 					ae.Code = CodeProtocol
 				}
 			}
-			// Tell the peer why, if the stream still works; then tear both ends down.
-			_ = s.WriteFrame(Frame{Type: Abort, Payload: AbortPayload(ae.Code, ae.Reason)})
+			// Tell the peer why, if the stream still works, but do not wait on a peer that
+			// stopped reading (its window is full) for longer than abortWait; closing the
+			// stream unblocks the write.
+			wrote := make(chan struct{})
+			go func() {
+				defer close(wrote)
+				_ = s.WriteFrame(Frame{Type: Abort, Payload: AbortPayload(ae.Code, ae.Reason)})
+			}()
+			select {
+			case <-wrote:
+			case <-time.After(abortWait):
+			}
 			_ = s.Close()
 			_ = conn.Close()
+			<-wrote
 		})
 	}
 	wg.Go(func() { // conn → stream

@@ -28,6 +28,10 @@ type Relay struct {
 	last       atomic.Int64
 }
 
+// abortWait bounds how long an abort waits for its Abort frames to be written before it closes
+// the streams.
+const abortWait = 2 * time.Second
+
 // NewRelay relays between a and b; a stream that breaks is reported as lostA or lostB.
 func NewRelay(a, b Stream, lostA, lostB Code) *Relay {
 	r := &Relay{a: a, b: b, lostA: lostA, lostB: lostB, done: make(chan struct{})}
@@ -39,8 +43,8 @@ func NewRelay(a, b Stream, lostA, lostB Code) *Relay {
 // the code and reason it ended with. Both streams are closed when it returns.
 func (r *Relay) Run() (Code, string) {
 	var wg sync.WaitGroup
-	wg.Go(func() { r.pipe(r.a, r.b, r.lostA, &r.AToB) })
-	wg.Go(func() { r.pipe(r.b, r.a, r.lostB, &r.BToA) })
+	wg.Go(func() { r.pipe(r.a, r.b, r.lostA, r.lostB, &r.AToB) })
+	wg.Go(func() { r.pipe(r.b, r.a, r.lostB, r.lostA, &r.BToA) })
 	wg.Wait()
 	r.end(CodeNormal, "")
 	return r.code, r.reason
@@ -60,18 +64,38 @@ func (r *Relay) Idle() time.Duration { return time.Since(time.Unix(0, r.last.Loa
 func (r *Relay) end(code Code, reason string) {
 	r.once.Do(func() {
 		r.code, r.reason = code, reason
-		if code != CodeNormal {
-			p := AbortPayload(code, reason)
-			_ = r.a.WriteFrame(Frame{Type: Abort, Payload: p})
-			_ = r.b.WriteFrame(Frame{Type: Abort, Payload: p})
+		if code == CodeNormal {
+			closeWith(r.a, code, reason)
+			closeWith(r.b, code, reason)
+			close(r.done)
+			return
+		}
+		// Tell both ends why, each on its own: an end that stopped reading holds its stream's
+		// writer on flow control, and must not keep the other end from hearing. After
+		// abortWait the streams are closed, which unblocks what still waits; the writes are
+		// waited for either way, so none outlives the relay (an HTTP handler's writer must
+		// not be used once it returns).
+		p := AbortPayload(code, reason)
+		var wg sync.WaitGroup
+		for _, s := range []Stream{r.a, r.b} {
+			wg.Go(func() { _ = s.WriteFrame(Frame{Type: Abort, Payload: p}) })
+		}
+		waited := make(chan struct{})
+		go func() { wg.Wait(); close(waited) }()
+		select {
+		case <-waited:
+		case <-time.After(abortWait):
 		}
 		closeWith(r.a, code, reason)
 		closeWith(r.b, code, reason)
+		<-waited
 		close(r.done)
 	})
 }
 
-func (r *Relay) pipe(from, to Stream, lost Code, n *atomic.Int64) {
+// pipe copies frames from one stream to the other; a stream that breaks ends the tunnel with
+// its lost code: lostFrom when reading fails, lostTo when writing does.
+func (r *Relay) pipe(from, to Stream, lostFrom, lostTo Code, n *atomic.Int64) {
 	for {
 		f, err := from.ReadFrame()
 		if err != nil {
@@ -82,9 +106,9 @@ func (r *Relay) pipe(from, to Stream, lost Code, n *atomic.Int64) {
 			case errors.Is(err, ErrProtocol):
 				r.end(CodeProtocol, err.Error())
 			case errors.Is(err, io.EOF):
-				r.end(lost, "the stream ended without closing")
+				r.end(lostFrom, "the stream ended without closing")
 			default:
-				r.end(lost, err.Error())
+				r.end(lostFrom, err.Error())
 			}
 			return
 		}
@@ -93,12 +117,12 @@ func (r *Relay) pipe(from, to Stream, lost Code, n *atomic.Int64) {
 		case Data:
 			n.Add(int64(len(f.Payload)))
 			if err := to.WriteFrame(f); err != nil {
-				r.end(lost, err.Error())
+				r.end(lostTo, err.Error())
 				return
 			}
 		case CloseWrite:
 			if err := to.WriteFrame(f); err != nil {
-				r.end(lost, err.Error())
+				r.end(lostTo, err.Error())
 				return
 			}
 			_ = to.CloseSend()

@@ -35,5 +35,7 @@ CREATE INDEX tunnels_tenant ON tunnels (tenant_id, id);
 CREATE INDEX tunnels_open_node ON tunnels (node_id) WHERE opened_at IS NOT NULL AND closed_at IS NULL;
 CREATE INDEX tunnels_open_tenant ON tunnels (tenant_id) WHERE opened_at IS NOT NULL AND closed_at IS NULL;
 CREATE INDEX tunnels_open_api ON tunnels (api_instance) WHERE opened_at IS NOT NULL AND closed_at IS NULL;
--- Unused tickets, for retention.
-CREATE INDEX tunnels_unused ON tunnels (expires_at) WHERE opened_at IS NULL;
+-- For retention: tickets never used and relays whose API went away (by expiry), closed
+-- tunnels (by their close).
+CREATE INDEX tunnels_unclosed_expiry ON tunnels (expires_at) WHERE closed_at IS NULL;
+CREATE INDEX tunnels_closed ON tunnels (closed_at) WHERE closed_at IS NOT NULL;

@@ -20,10 +20,12 @@ import { NodesService } from "./gen/bettercompute/nodes/v1/nodes_pb.js";
 import { PoolsService } from "./gen/bettercompute/pools/v1/pools_pb.js";
 import { ReservationsService } from "./gen/bettercompute/reservations/v1/reservations_pb.js";
 import { SystemService } from "./gen/bettercompute/system/v1/system_pb.js";
+import { TunnelsService } from "./gen/bettercompute/tunnels/v1/tunnels_pb.js";
 import { UsageService } from "./gen/bettercompute/usage/v1/usage_pb.js";
 import { SecretsService } from "./gen/bettercompute/secrets/v1/secrets_pb.js";
 import { WebhooksService } from "./gen/bettercompute/webhooks/v1/webhooks_pb.js";
 import { BadRequestSchema } from "./gen/google/rpc/error_details_pb.js";
+import { rememberApiKey } from "./keys.js";
 
 // Every API service by name. Their messages are in one namespace per package (nodesv1.Node,
 // poolsv1.ListRequest, ...): message names repeat across packages. SystemService's messages are
@@ -39,6 +41,7 @@ export {
   PoolsService,
   ReservationsService,
   SystemService,
+  TunnelsService,
   UsageService,
   SecretsService,
   WebhooksService,
@@ -56,6 +59,8 @@ export * as nodesv1 from "./gen/bettercompute/nodes/v1/nodes_pb.js";
 export * as poolsv1 from "./gen/bettercompute/pools/v1/pools_pb.js";
 export * as reservationsv1 from "./gen/bettercompute/reservations/v1/reservations_pb.js";
 export * as systemv1 from "./gen/bettercompute/system/v1/system_pb.js";
+// Tunnels: tunnels.create returns the ticket; @better-compute/client/tunnel opens it on Node.
+export * as tunnelsv1 from "./gen/bettercompute/tunnels/v1/tunnels_pb.js";
 export * as usagev1 from "./gen/bettercompute/usage/v1/usage_pb.js";
 export * as secretsv1 from "./gen/bettercompute/secrets/v1/secrets_pb.js";
 export * as webhooksv1 from "./gen/bettercompute/webhooks/v1/webhooks_pb.js";
@@ -131,6 +136,7 @@ export interface BetterCompute {
   reservations: Client<typeof ReservationsService>;
   usage: Client<typeof UsageService>;
   secrets: Client<typeof SecretsService>;
+  tunnels: Client<typeof TunnelsService>;
 }
 
 /**
@@ -154,7 +160,7 @@ export function createClient<T extends DescService>(
     return createConnectClient(serviceOrOptions as T, createTransport(options));
   }
   const transport = createTransport(serviceOrOptions as ClientOptions);
-  return {
+  const bc: BetterCompute = {
     transport,
     system: createConnectClient(SystemService, transport),
     iam: createConnectClient(IamService, transport),
@@ -169,7 +175,10 @@ export function createClient<T extends DescService>(
     reservations: createConnectClient(ReservationsService, transport),
     usage: createConnectClient(UsageService, transport),
     secrets: createConnectClient(SecretsService, transport),
+    tunnels: createConnectClient(TunnelsService, transport),
   };
+  rememberApiKey(bc, (serviceOrOptions as ClientOptions).apiKey);
+  return bc;
 }
 
 /**

@@ -101,6 +101,9 @@ type RunOptions struct {
 	Reboot func() error
 	// NvidiaSMI is Inventory.NvidiaSMI.
 	NvidiaSMI string
+	// TunnelPorts is the local allow list of tunnels (daemon.Options.TunnelPorts): the ports of
+	// 127.0.0.1 the control plane may open tunnels to. None by default.
+	TunnelPorts []int
 	// MaxBackoff bounds the reconnect delay (daemon.Options.MaxBackoff).
 	MaxBackoff time.Duration
 	Logger     *slog.Logger
@@ -113,6 +116,10 @@ func Run(ctx context.Context, opts RunOptions) error {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	// A bad flag is named before anything else is checked.
+	if err := daemon.ValidateTunnelPorts(opts.TunnelPorts); err != nil {
+		return fmt.Errorf("--tunnel-port: %w", err)
 	}
 	dir, err := state.New(opts.StateDir)
 	if err != nil {
@@ -158,7 +165,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 			return nil
 		},
 		Record: dir.Record(), AfterResult: cmds.AfterResult,
-		MaxBackoff: opts.MaxBackoff, Logger: log,
+		MaxBackoff: opts.MaxBackoff, Logger: log, TunnelPorts: opts.TunnelPorts,
 	})
 	if err != nil {
 		return err
@@ -171,7 +178,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 			Running: true, PID: os.Getpid(), Version: opts.Version, StartedAt: started, StateDir: dir.Path,
 			NodeID: s.NodeID, TrustDomain: node.TrustDomain, Gateway: node.Gateway, Connected: s.Connected,
 			Sessions: s.Sessions, CertNotAfter: s.NotAfter.UTC(), Draining: draining,
-			AllowExec: policy.Allow, AllowReboot: opts.AllowReboot,
+			AllowExec: policy.Allow, AllowReboot: opts.AllowReboot, TunnelPorts: opts.TunnelPorts, Tunnels: s.Tunnels,
 		}
 		if upgrader != nil {
 			st.AllowUpgrade, st.UpgradeSources = true, opts.UpgradeSources
@@ -188,7 +195,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	defer health()
 	log.Info("bcd running", "node_id", id.NodeID, "gateway", node.Gateway, "version", opts.Version,
 		"state_dir", dir.Path, "allow_exec", policy.Allow, "allow_reboot", opts.AllowReboot,
-		"allow_upgrade", upgrader != nil, "upgrade_sources", opts.UpgradeSources)
+		"allow_upgrade", upgrader != nil, "upgrade_sources", opts.UpgradeSources, "tunnel_ports", opts.TunnelPorts)
 	if notAfter, err := id.NotAfter(); err == nil && time.Until(notAfter) < time.Hour {
 		log.Warn("the node certificate expires soon; it is renewed once connected", "not_after", notAfter)
 	}

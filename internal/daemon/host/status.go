@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +40,9 @@ type Status struct {
 	// AllowUpgrade says upgrades are allowed, from under UpgradeSources only.
 	AllowUpgrade   bool     `json:"allowUpgrade"`
 	UpgradeSources []string `json:"upgradeSources,omitempty"`
+	// TunnelPorts is the tunnel allow list (bcd run --tunnel-port); Tunnels the tunnels open now.
+	TunnelPorts []int `json:"tunnelPorts,omitempty"`
+	Tunnels     int   `json:"tunnels"`
 	// StateError, when no daemon answers, is what is wrong with the state directory (the
 	// error bcd run would refuse to start with); empty when it is sound.
 	StateError string `json:"stateError,omitempty"`
@@ -148,6 +152,15 @@ func (s Status) Format(w io.Writer) {
 			upgrade = "allowed from " + strings.Join(s.UpgradeSources, ", ")
 		}
 		row("Upgrade", upgrade)
+		tunnels := "not allowed"
+		if len(s.TunnelPorts) > 0 {
+			ports := make([]string, len(s.TunnelPorts))
+			for i, p := range s.TunnelPorts {
+				ports[i] = strconv.Itoa(p)
+			}
+			tunnels = fmt.Sprintf("to 127.0.0.1 ports %s; %d open", strings.Join(ports, ", "), s.Tunnels)
+		}
+		row("Tunnels", tunnels)
 	}
 	if s.LastError != "" {
 		row("Last error", s.LastError)

@@ -63,6 +63,8 @@ type Gateway struct {
 	*gateway.Gateway
 	// Addr is where it listens, "127.0.0.1:port".
 	Addr string
+	// ControlURL is its internal control API, "https://127.0.0.1:port".
+	ControlURL string
 	// Stop stops it and waits (the test's cleanup does too; more calls do nothing).
 	Stop func()
 }
@@ -114,7 +116,7 @@ func (e *Env) StartGateway(id string, configure func(*gateway.Options)) *Gateway
 	})
 	stop := sync.OnceFunc(func() { cancel(); wg.Wait() })
 	e.T.Cleanup(stop)
-	return &Gateway{Gateway: g, Addr: ln.Addr().String(), Stop: stop}
+	return &Gateway{Gateway: g, Addr: ln.Addr().String(), ControlURL: "https://" + control.Addr().String(), Stop: stop}
 }
 
 // Token makes a join token of the root tenant with labels {"zone": "a"}.

@@ -151,6 +151,9 @@ func specFromProto(prefix string, p *nodesv1.NodeSpec) (fleet.Spec, error) {
 		return spec, err
 	}
 	spec.Secrets = secrets
+	if spec.TunnelPorts, err = fleet.ValidateTunnelPorts(prefix+".tunnel_ports", p.GetTunnelPorts()); err != nil {
+		return spec, err
+	}
 	return spec, nil
 }
 
@@ -213,7 +216,7 @@ func taintsToProto(ts []fleet.Taint) []*nodesv1.Taint {
 
 func specToProto(s fleet.Spec) (*nodesv1.NodeSpec, error) {
 	out := &nodesv1.NodeSpec{Taints: taintsToProto(s.Taints), DaemonVersion: s.DaemonVersion, Secrets: s.Secrets,
-		DaemonUrl: s.DaemonURL, DaemonSha256: s.DaemonSHA256}
+		DaemonUrl: s.DaemonURL, DaemonSha256: s.DaemonSHA256, TunnelPorts: s.TunnelPorts}
 	if s.Labels != nil {
 		out.Labels = &nodesv1.LabelSet{Values: s.Labels}
 	}

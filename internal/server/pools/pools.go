@@ -149,6 +149,10 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 			return nil, err
 		}
 	}
+	ports, err := fleet.ValidateTunnelPorts("tunnel_ports", req.GetTunnelPorts())
+	if err != nil {
+		return nil, err
+	}
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.CreateResponse, error) {
 		if err := checkMembers(ctx, tx.Q, p.TenantID, ids); err != nil {
@@ -161,7 +165,7 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 		row, err := tx.Q.CreatePool(ctx, db.CreatePoolParams{
 			ID: id, TenantID: p.TenantID, Name: req.GetName(), Description: req.GetDescription(),
 			NodeSelector: fleet.EncodeLabels(req.GetNodeSelector()), NodeIds: ids,
-			PreemptionGraceMs: &grace, PriorityPreemption: req.GetPriorityPreemption(),
+			PreemptionGraceMs: &grace, PriorityPreemption: req.GetPriorityPreemption(), TunnelPorts: ports,
 		})
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
@@ -253,7 +257,7 @@ func (s *Service) List(ctx context.Context, req *poolsv1.ListRequest) (*poolsv1.
 }
 
 // updatable lists the fields Update changes, for its errors.
-const updatable = "description, node_selector, node_ids, preemption_grace_period and priority_preemption"
+const updatable = "description, node_selector, node_ids, preemption_grace_period, priority_preemption and tunnel_ports"
 
 // Update changes the fields named in the mask; the placer then places pending leases on the
 // new members.
@@ -296,6 +300,15 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 		case "priority_preemption":
 			v := req.GetPriorityPreemption()
 			params.PriorityPreemption = &v
+		case "tunnel_ports":
+			ports, err := fleet.ValidateTunnelPorts("tunnel_ports", req.GetTunnelPorts())
+			if err != nil {
+				return nil, err
+			}
+			if ports == nil {
+				ports = []int32{} // none, rather than unchanged
+			}
+			params.TunnelPorts = ports
 		default:
 			return nil, apierr.InvalidArgument("update_mask", "%q cannot be updated (%s)", path, updatable)
 		}
@@ -444,6 +457,7 @@ func describe(ctx context.Context, q *db.Queries, tenant uuid.UUID, rows []db.Po
 			CreateTime: timestamppb.New(r.CreatedAt), UpdateTime: timestamppb.New(r.UpdatedAt),
 			PreemptionGracePeriod: durationpb.New(time.Duration(r.PreemptionGraceMs) * time.Millisecond),
 			PriorityPreemption:    r.PriorityPreemption,
+			TunnelPorts:           r.TunnelPorts,
 		}
 		ids[i], byID[r.ID], tenantOf[r.ID] = r.ID, out[i], r.TenantID
 		if g, ok := grants[r.ID]; ok && r.TenantID != tenant {

@@ -57,6 +57,9 @@ func (o Options) withDefaults() Options {
 	if o.Retention.Outbox <= 0 {
 		o.Retention.Outbox = def.Outbox
 	}
+	if o.Retention.Tunnels <= 0 {
+		o.Retention.Tunnels = def.Tunnels
+	}
 	if o.Interval <= 0 {
 		o.Interval = DefaultInterval
 	}
@@ -82,7 +85,7 @@ func Job(pool *pgxpool.Pool, opts Options) locks.Job {
 
 // Pruned counts the rows one Prune deleted.
 type Pruned struct {
-	Audit, Commands, Outbox int64
+	Audit, Commands, Outbox, Tunnels int64
 }
 
 // Prune deletes every row past its retention under the lease l, batch by batch, and returns
@@ -109,6 +112,9 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, l locks.Lock, opts Options) 
 		}},
 		{"outbox", &n.Outbox, true, func(q *db.Queries) (int64, error) {
 			return q.PruneOutbox(ctx, db.PruneOutboxParams{KeepMs: opts.Retention.Outbox.Milliseconds(), Lim: opts.Batch})
+		}},
+		{"tunnels", &n.Tunnels, false, func(q *db.Queries) (int64, error) {
+			return q.PruneTunnels(ctx, db.PruneTunnelsParams{KeepMs: opts.Retention.Tunnels.Milliseconds(), Lim: opts.Batch})
 		}},
 	} {
 		for {

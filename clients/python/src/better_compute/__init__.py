@@ -3,8 +3,9 @@
 :class:`BetterCompute` (sync) and :class:`AsyncBetterCompute` hold a client for every service;
 failed calls raise a :class:`BetterComputeError` subclass named after the Connect code
 (:class:`UnauthenticatedError`, :class:`NotFoundError`, ...), whose ``field_violations`` list
-the request fields an :class:`InvalidArgumentError` refused. The messages of each API package
-are in a module named after it (``nodesv1.ListRequest``, ``leasesv1.CreateRequest``, ...), the
+the request fields an :class:`InvalidArgumentError` refused. :func:`open_tunnel` opens a tunnel
+to a port on a node (:mod:`better_compute.tunnel`). The messages of each API package are in a
+module named after it (``nodesv1.ListRequest``, ``leasesv1.CreateRequest``, ...), the
 generated code being the top-level package ``bettercompute``
 (``bettercompute.nodes.v1.nodes_pb2``), which this distribution installs next to
 ``better_compute``. The generated clients (``NodesServiceClientSync``, ...) are exported too;
@@ -31,6 +32,7 @@ from bettercompute.pools.v1 import pools_pb2 as poolsv1
 from bettercompute.reservations.v1 import reservations_pb2 as reservationsv1
 from bettercompute.system.v1 import system_pb2 as systemv1
 from bettercompute.secrets.v1 import secrets_pb2 as secretsv1
+from bettercompute.tunnels.v1 import tunnels_pb2 as tunnelsv1
 from bettercompute.usage.v1 import usage_pb2 as usagev1
 from bettercompute.webhooks.v1 import webhooks_pb2 as webhooksv1
 from bettercompute.audit.v1.audit_connect import AuditServiceClient, AuditServiceClientSync
@@ -44,6 +46,7 @@ from bettercompute.pools.v1.pools_connect import PoolsServiceClient, PoolsServic
 from bettercompute.reservations.v1.reservations_connect import ReservationsServiceClient, ReservationsServiceClientSync
 from bettercompute.system.v1.system_connect import SystemServiceClient, SystemServiceClientSync
 from bettercompute.secrets.v1.secrets_connect import SecretsServiceClient, SecretsServiceClientSync
+from bettercompute.tunnels.v1.tunnels_connect import TunnelsServiceClient, TunnelsServiceClientSync
 from bettercompute.usage.v1.usage_connect import UsageServiceClient, UsageServiceClientSync
 from bettercompute.webhooks.v1.webhooks_connect import WebhooksServiceClient, WebhooksServiceClientSync
 from bettercompute.system.v1.system_pb2 import InfoRequest, InfoResponse
@@ -76,6 +79,7 @@ from .errors import (
 )
 from .headers import CLIENT_HEADER, BetterComputeHeaders
 from .pagination import apaginate, paginate
+from .tunnel import Tunnel, TunnelAbortError, TunnelRefusedError, connect_tunnel, open_tunnel
 
 __all__ = [
     "AbortedError",
@@ -121,6 +125,11 @@ __all__ = [
     "ResourceExhaustedError",
     "SystemServiceClient",
     "SystemServiceClientSync",
+    "Tunnel",
+    "TunnelAbortError",
+    "TunnelRefusedError",
+    "TunnelsServiceClient",
+    "TunnelsServiceClientSync",
     "UnauthenticatedError",
     "UnavailableError",
     "UnimplementedError",
@@ -134,6 +143,7 @@ __all__ = [
     "apaginate",
     "auditv1",
     "commandsv1",
+    "connect_tunnel",
     "daemonv1",
     "error_from",
     "eventsv1",
@@ -142,11 +152,13 @@ __all__ = [
     "jointokensv1",
     "leasesv1",
     "nodesv1",
+    "open_tunnel",
     "paginate",
     "poolsv1",
     "reservationsv1",
     "systemv1",
     "secretsv1",
+    "tunnelsv1",
     "usagev1",
     "webhooksv1",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Self
 
+from connectrpc.client import ConnectClient, ConnectClientSync
 from connectrpc.compat import google_protobuf_json_codec
 
 from bettercompute.audit.v1.audit_connect import AuditServiceClient, AuditServiceClientSync
@@ -28,6 +29,7 @@ from bettercompute.pools.v1.pools_connect import PoolsServiceClient, PoolsServic
 from bettercompute.reservations.v1.reservations_connect import ReservationsServiceClient, ReservationsServiceClientSync
 from bettercompute.system.v1.system_connect import SystemServiceClient, SystemServiceClientSync
 from bettercompute.secrets.v1.secrets_connect import SecretsServiceClient, SecretsServiceClientSync
+from bettercompute.tunnels.v1.tunnels_connect import TunnelsServiceClient, TunnelsServiceClientSync
 from bettercompute.usage.v1.usage_connect import UsageServiceClient, UsageServiceClientSync
 from bettercompute.webhooks.v1.webhooks_connect import WebhooksServiceClient, WebhooksServiceClientSync
 
@@ -93,6 +95,9 @@ class BetterCompute:
         self.reservations: ReservationsServiceClientSync = ReservationsServiceClientSync(url, **kw)
         self.usage: UsageServiceClientSync = UsageServiceClientSync(url, **kw)
         self.secrets: SecretsServiceClientSync = SecretsServiceClientSync(url, **kw)
+        self.tunnels: TunnelsServiceClientSync = TunnelsServiceClientSync(url, **kw)
+        # For open_tunnel, which opens a WebSocket itself.
+        self._api_key = api_key
 
     def _clients(self) -> list[Any]:
         return [v for k, v in vars(self).items() if not k.startswith("_")]
@@ -100,7 +105,9 @@ class BetterCompute:
     def close(self) -> None:
         """Closes every service client."""
         for c in self._clients():
-            c.close()
+            # The base class's close: a service's own close() may be a method of the API
+            # (tunnels.close).
+            ConnectClientSync.close(c)
 
     def __enter__(self) -> Self:
         return self
@@ -141,6 +148,7 @@ class AsyncBetterCompute:
         self.reservations: ReservationsServiceClient = ReservationsServiceClient(url, **kw)
         self.usage: UsageServiceClient = UsageServiceClient(url, **kw)
         self.secrets: SecretsServiceClient = SecretsServiceClient(url, **kw)
+        self.tunnels: TunnelsServiceClient = TunnelsServiceClient(url, **kw)
 
     def _clients(self) -> list[Any]:
         return [v for k, v in vars(self).items() if not k.startswith("_")]
@@ -148,7 +156,7 @@ class AsyncBetterCompute:
     async def close(self) -> None:
         """Closes every service client."""
         for c in self._clients():
-            await c.close()
+            await ConnectClient.close(c)  # not a service's close(), which may be the API's
 
     async def __aenter__(self) -> Self:
         return self

@@ -443,28 +443,28 @@ func (x *ListResponse) GetNextPageToken() string {
 	return ""
 }
 
-// CloseRequest names a tunnel.
-type CloseRequest struct {
+// CloseTunnelRequest names a tunnel.
+type CloseTunnelRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CloseRequest) Reset() {
-	*x = CloseRequest{}
+func (x *CloseTunnelRequest) Reset() {
+	*x = CloseTunnelRequest{}
 	mi := &file_bettercompute_tunnels_v1_tunnels_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CloseRequest) String() string {
+func (x *CloseTunnelRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CloseRequest) ProtoMessage() {}
+func (*CloseTunnelRequest) ProtoMessage() {}
 
-func (x *CloseRequest) ProtoReflect() protoreflect.Message {
+func (x *CloseTunnelRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_bettercompute_tunnels_v1_tunnels_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -476,40 +476,40 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
-func (*CloseRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use CloseTunnelRequest.ProtoReflect.Descriptor instead.
+func (*CloseTunnelRequest) Descriptor() ([]byte, []int) {
 	return file_bettercompute_tunnels_v1_tunnels_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *CloseRequest) GetId() string {
+func (x *CloseTunnelRequest) GetId() string {
 	if x != nil {
 		return x.Id
 	}
 	return ""
 }
 
-// CloseResponse carries the tunnel.
-type CloseResponse struct {
+// CloseTunnelResponse carries the tunnel.
+type CloseTunnelResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tunnel        *Tunnel                `protobuf:"bytes,1,opt,name=tunnel,proto3" json:"tunnel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CloseResponse) Reset() {
-	*x = CloseResponse{}
+func (x *CloseTunnelResponse) Reset() {
+	*x = CloseTunnelResponse{}
 	mi := &file_bettercompute_tunnels_v1_tunnels_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CloseResponse) String() string {
+func (x *CloseTunnelResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CloseResponse) ProtoMessage() {}
+func (*CloseTunnelResponse) ProtoMessage() {}
 
-func (x *CloseResponse) ProtoReflect() protoreflect.Message {
+func (x *CloseTunnelResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_bettercompute_tunnels_v1_tunnels_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -521,12 +521,12 @@ func (x *CloseResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CloseResponse.ProtoReflect.Descriptor instead.
-func (*CloseResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use CloseTunnelResponse.ProtoReflect.Descriptor instead.
+func (*CloseTunnelResponse) Descriptor() ([]byte, []int) {
 	return file_bettercompute_tunnels_v1_tunnels_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *CloseResponse) GetTunnel() *Tunnel {
+func (x *CloseTunnelResponse) GetTunnel() *Tunnel {
 	if x != nil {
 		return x.Tunnel
 	}
@@ -575,17 +575,17 @@ const file_bettercompute_tunnels_v1_tunnels_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\"r\n" +
 	"\fListResponse\x12:\n" +
 	"\atunnels\x18\x01 \x03(\v2 .bettercompute.tunnels.v1.TunnelR\atunnels\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1e\n" +
-	"\fCloseRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"I\n" +
-	"\rCloseResponse\x128\n" +
-	"\x06tunnel\x18\x01 \x01(\v2 .bettercompute.tunnels.v1.TunnelR\x06tunnel2\x98\x03\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"$\n" +
+	"\x12CloseTunnelRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"O\n" +
+	"\x13CloseTunnelResponse\x128\n" +
+	"\x06tunnel\x18\x01 \x01(\v2 .bettercompute.tunnels.v1.TunnelR\x06tunnel2\xaa\x03\n" +
 	"\x0eTunnelsService\x12\x84\x01\n" +
 	"\x06Create\x12'.bettercompute.tunnels.v1.CreateRequest\x1a(.bettercompute.tunnels.v1.CreateResponse\"'\u00a0\x19#\n" +
 	"\atunnels\x12\x06create\x1a\x0etunnels.create0\x01\x12{\n" +
 	"\x04List\x12%.bettercompute.tunnels.v1.ListRequest\x1a&.bettercompute.tunnels.v1.ListResponse\"$\u00a0\x19\x1d\n" +
-	"\atunnels\x12\x04list\x1a\ftunnels.read\x90\x02\x01\x12\x81\x01\n" +
-	"\x05Close\x12&.bettercompute.tunnels.v1.CloseRequest\x1a'.bettercompute.tunnels.v1.CloseResponse\"'\u00a0\x19#\n" +
+	"\atunnels\x12\x04list\x1a\ftunnels.read\x90\x02\x01\x12\x93\x01\n" +
+	"\vCloseTunnel\x12,.bettercompute.tunnels.v1.CloseTunnelRequest\x1a-.bettercompute.tunnels.v1.CloseTunnelResponse\"'\u00a0\x19#\n" +
 	"\atunnels\x12\x05close\x1a\x0ftunnels.operate0\x01BTZRgithub.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1;tunnelsv1b\x06proto3"
 
 var (
@@ -607,8 +607,8 @@ var file_bettercompute_tunnels_v1_tunnels_proto_goTypes = []any{
 	(*CreateResponse)(nil),        // 2: bettercompute.tunnels.v1.CreateResponse
 	(*ListRequest)(nil),           // 3: bettercompute.tunnels.v1.ListRequest
 	(*ListResponse)(nil),          // 4: bettercompute.tunnels.v1.ListResponse
-	(*CloseRequest)(nil),          // 5: bettercompute.tunnels.v1.CloseRequest
-	(*CloseResponse)(nil),         // 6: bettercompute.tunnels.v1.CloseResponse
+	(*CloseTunnelRequest)(nil),    // 5: bettercompute.tunnels.v1.CloseTunnelRequest
+	(*CloseTunnelResponse)(nil),   // 6: bettercompute.tunnels.v1.CloseTunnelResponse
 	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_bettercompute_tunnels_v1_tunnels_proto_depIdxs = []int32{
@@ -619,13 +619,13 @@ var file_bettercompute_tunnels_v1_tunnels_proto_depIdxs = []int32{
 	7,  // 4: bettercompute.tunnels.v1.CreateResponse.expire_time:type_name -> google.protobuf.Timestamp
 	0,  // 5: bettercompute.tunnels.v1.CreateResponse.tunnel:type_name -> bettercompute.tunnels.v1.Tunnel
 	0,  // 6: bettercompute.tunnels.v1.ListResponse.tunnels:type_name -> bettercompute.tunnels.v1.Tunnel
-	0,  // 7: bettercompute.tunnels.v1.CloseResponse.tunnel:type_name -> bettercompute.tunnels.v1.Tunnel
+	0,  // 7: bettercompute.tunnels.v1.CloseTunnelResponse.tunnel:type_name -> bettercompute.tunnels.v1.Tunnel
 	1,  // 8: bettercompute.tunnels.v1.TunnelsService.Create:input_type -> bettercompute.tunnels.v1.CreateRequest
 	3,  // 9: bettercompute.tunnels.v1.TunnelsService.List:input_type -> bettercompute.tunnels.v1.ListRequest
-	5,  // 10: bettercompute.tunnels.v1.TunnelsService.Close:input_type -> bettercompute.tunnels.v1.CloseRequest
+	5,  // 10: bettercompute.tunnels.v1.TunnelsService.CloseTunnel:input_type -> bettercompute.tunnels.v1.CloseTunnelRequest
 	2,  // 11: bettercompute.tunnels.v1.TunnelsService.Create:output_type -> bettercompute.tunnels.v1.CreateResponse
 	4,  // 12: bettercompute.tunnels.v1.TunnelsService.List:output_type -> bettercompute.tunnels.v1.ListResponse
-	6,  // 13: bettercompute.tunnels.v1.TunnelsService.Close:output_type -> bettercompute.tunnels.v1.CloseResponse
+	6,  // 13: bettercompute.tunnels.v1.TunnelsService.CloseTunnel:output_type -> bettercompute.tunnels.v1.CloseTunnelResponse
 	11, // [11:14] is the sub-list for method output_type
 	8,  // [8:11] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name

@@ -50,8 +50,9 @@ const (
 	TunnelsServiceCreateProcedure = "/bettercompute.tunnels.v1.TunnelsService/Create"
 	// TunnelsServiceListProcedure is the fully-qualified name of the TunnelsService's List RPC.
 	TunnelsServiceListProcedure = "/bettercompute.tunnels.v1.TunnelsService/List"
-	// TunnelsServiceCloseProcedure is the fully-qualified name of the TunnelsService's Close RPC.
-	TunnelsServiceCloseProcedure = "/bettercompute.tunnels.v1.TunnelsService/Close"
+	// TunnelsServiceCloseTunnelProcedure is the fully-qualified name of the TunnelsService's
+	// CloseTunnel RPC.
+	TunnelsServiceCloseTunnelProcedure = "/bettercompute.tunnels.v1.TunnelsService/CloseTunnel"
 )
 
 // TunnelsServiceClient is a client for the bettercompute.tunnels.v1.TunnelsService service.
@@ -64,9 +65,10 @@ type TunnelsServiceClient interface {
 	// List lists the caller's tenant's tunnels, newest first: open ones, and closed ones when
 	// asked.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
-	// Close closes an open tunnel of the caller's tenant (close code 4008) within about two
-	// seconds. Closing a closed tunnel changes nothing.
-	Close(context.Context, *v1.CloseRequest) (*v1.CloseResponse, error)
+	// CloseTunnel (tunnels/close) closes an open tunnel of the caller's tenant (close code 4008)
+	// within about two seconds. Closing a closed tunnel changes nothing. (Named so that generated
+	// clients' close(), which ends the client, keeps its meaning.)
+	CloseTunnel(context.Context, *v1.CloseTunnelRequest) (*v1.CloseTunnelResponse, error)
 }
 
 // NewTunnelsServiceClient constructs a client for the bettercompute.tunnels.v1.TunnelsService
@@ -93,10 +95,10 @@ func NewTunnelsServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
-		close: connect.NewClient[v1.CloseRequest, v1.CloseResponse](
+		closeTunnel: connect.NewClient[v1.CloseTunnelRequest, v1.CloseTunnelResponse](
 			httpClient,
-			baseURL+TunnelsServiceCloseProcedure,
-			connect.WithSchema(tunnelsServiceMethods.ByName("Close")),
+			baseURL+TunnelsServiceCloseTunnelProcedure,
+			connect.WithSchema(tunnelsServiceMethods.ByName("CloseTunnel")),
 			connect.WithClientOptions(opts...),
 		),
 	}
@@ -104,9 +106,9 @@ func NewTunnelsServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 
 // tunnelsServiceClient implements TunnelsServiceClient.
 type tunnelsServiceClient struct {
-	create *connect.Client[v1.CreateRequest, v1.CreateResponse]
-	list   *connect.Client[v1.ListRequest, v1.ListResponse]
-	close  *connect.Client[v1.CloseRequest, v1.CloseResponse]
+	create      *connect.Client[v1.CreateRequest, v1.CreateResponse]
+	list        *connect.Client[v1.ListRequest, v1.ListResponse]
+	closeTunnel *connect.Client[v1.CloseTunnelRequest, v1.CloseTunnelResponse]
 }
 
 // Create calls bettercompute.tunnels.v1.TunnelsService.Create.
@@ -127,9 +129,9 @@ func (c *tunnelsServiceClient) List(ctx context.Context, req *v1.ListRequest) (*
 	return nil, err
 }
 
-// Close calls bettercompute.tunnels.v1.TunnelsService.Close.
-func (c *tunnelsServiceClient) Close(ctx context.Context, req *v1.CloseRequest) (*v1.CloseResponse, error) {
-	response, err := c.close.CallUnary(ctx, connect.NewRequest(req))
+// CloseTunnel calls bettercompute.tunnels.v1.TunnelsService.CloseTunnel.
+func (c *tunnelsServiceClient) CloseTunnel(ctx context.Context, req *v1.CloseTunnelRequest) (*v1.CloseTunnelResponse, error) {
+	response, err := c.closeTunnel.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -147,9 +149,10 @@ type TunnelsServiceHandler interface {
 	// List lists the caller's tenant's tunnels, newest first: open ones, and closed ones when
 	// asked.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
-	// Close closes an open tunnel of the caller's tenant (close code 4008) within about two
-	// seconds. Closing a closed tunnel changes nothing.
-	Close(context.Context, *v1.CloseRequest) (*v1.CloseResponse, error)
+	// CloseTunnel (tunnels/close) closes an open tunnel of the caller's tenant (close code 4008)
+	// within about two seconds. Closing a closed tunnel changes nothing. (Named so that generated
+	// clients' close(), which ends the client, keeps its meaning.)
+	CloseTunnel(context.Context, *v1.CloseTunnelRequest) (*v1.CloseTunnelResponse, error)
 }
 
 // NewTunnelsServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -172,10 +175,10 @@ func NewTunnelsServiceHandler(svc TunnelsServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
-	tunnelsServiceCloseHandler := connect.NewUnaryHandlerSimple(
-		TunnelsServiceCloseProcedure,
-		svc.Close,
-		connect.WithSchema(tunnelsServiceMethods.ByName("Close")),
+	tunnelsServiceCloseTunnelHandler := connect.NewUnaryHandlerSimple(
+		TunnelsServiceCloseTunnelProcedure,
+		svc.CloseTunnel,
+		connect.WithSchema(tunnelsServiceMethods.ByName("CloseTunnel")),
 		connect.WithHandlerOptions(opts...),
 	)
 	return "/bettercompute.tunnels.v1.TunnelsService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -184,8 +187,8 @@ func NewTunnelsServiceHandler(svc TunnelsServiceHandler, opts ...connect.Handler
 			tunnelsServiceCreateHandler.ServeHTTP(w, r)
 		case TunnelsServiceListProcedure:
 			tunnelsServiceListHandler.ServeHTTP(w, r)
-		case TunnelsServiceCloseProcedure:
-			tunnelsServiceCloseHandler.ServeHTTP(w, r)
+		case TunnelsServiceCloseTunnelProcedure:
+			tunnelsServiceCloseTunnelHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -203,6 +206,6 @@ func (UnimplementedTunnelsServiceHandler) List(context.Context, *v1.ListRequest)
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.tunnels.v1.TunnelsService.List is not implemented"))
 }
 
-func (UnimplementedTunnelsServiceHandler) Close(context.Context, *v1.CloseRequest) (*v1.CloseResponse, error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.tunnels.v1.TunnelsService.Close is not implemented"))
+func (UnimplementedTunnelsServiceHandler) CloseTunnel(context.Context, *v1.CloseTunnelRequest) (*v1.CloseTunnelResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.tunnels.v1.TunnelsService.CloseTunnel is not implemented"))
 }

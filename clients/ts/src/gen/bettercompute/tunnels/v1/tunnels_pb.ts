@@ -27,7 +27,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/tunnels/v1/tunnels.proto.
  */
 export const file_bettercompute_tunnels_v1_tunnels: GenFile = /*@__PURE__*/
-  fileDesc("CiZiZXR0ZXJjb21wdXRlL3R1bm5lbHMvdjEvdHVubmVscy5wcm90bxIYYmV0dGVyY29tcHV0ZS50dW5uZWxzLnYxIokDCgZUdW5uZWwSCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB25vZGVfaWQYAyABKAkSDAoEcG9ydBgEIAEoBRIQCghsZWFzZV9pZBgFIAEoCRIUCgxwcmluY2lwYWxfaWQYBiABKAkSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglvcGVuX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNsb3NlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNsb3NlX2NvZGUYCyABKAUSFAoMY2xvc2VfcmVhc29uGAwgASgJEhUKDWJ5dGVzX3RvX25vZGUYDSABKAMSFwoPYnl0ZXNfZnJvbV9ub2RlGA4gASgDIi4KDUNyZWF0ZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRwb3J0GAIgASgFIpABCg5DcmVhdGVSZXNwb25zZRIOCgZ0aWNrZXQYASABKAkSCwoDdXJsGAIgASgJEi8KC2V4cGlyZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgZ0dW5uZWwYBCABKAsyIC5iZXR0ZXJjb21wdXRlLnR1bm5lbHMudjEuVHVubmVsIl0KC0xpc3RSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSFgoOaW5jbHVkZV9jbG9zZWQYAiABKAgSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiWgoMTGlzdFJlc3BvbnNlEjEKB3R1bm5lbHMYASADKAsyIC5iZXR0ZXJjb21wdXRlLnR1bm5lbHMudjEuVHVubmVsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIaCgxDbG9zZVJlcXVlc3QSCgoCaWQYASABKAkiQQoNQ2xvc2VSZXNwb25zZRIwCgZ0dW5uZWwYASABKAsyIC5iZXR0ZXJjb21wdXRlLnR1bm5lbHMudjEuVHVubmVsMpgDCg5UdW5uZWxzU2VydmljZRKEAQoGQ3JlYXRlEicuYmV0dGVyY29tcHV0ZS50dW5uZWxzLnYxLkNyZWF0ZVJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLnR1bm5lbHMudjEuQ3JlYXRlUmVzcG9uc2UiJ8KgGSMKB3R1bm5lbHMSBmNyZWF0ZRoOdHVubmVscy5jcmVhdGUwARJ7CgRMaXN0EiUuYmV0dGVyY29tcHV0ZS50dW5uZWxzLnYxLkxpc3RSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS50dW5uZWxzLnYxLkxpc3RSZXNwb25zZSIkkAIBwqAZHQoHdHVubmVscxIEbGlzdBoMdHVubmVscy5yZWFkEoEBCgVDbG9zZRImLmJldHRlcmNvbXB1dGUudHVubmVscy52MS5DbG9zZVJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLnR1bm5lbHMudjEuQ2xvc2VSZXNwb25zZSInwqAZIwoHdHVubmVscxIFY2xvc2UaD3R1bm5lbHMub3BlcmF0ZTABQlRaUmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvdHVubmVscy92MTt0dW5uZWxzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("CiZiZXR0ZXJjb21wdXRlL3R1bm5lbHMvdjEvdHVubmVscy5wcm90bxIYYmV0dGVyY29tcHV0ZS50dW5uZWxzLnYxIokDCgZUdW5uZWwSCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB25vZGVfaWQYAyABKAkSDAoEcG9ydBgEIAEoBRIQCghsZWFzZV9pZBgFIAEoCRIUCgxwcmluY2lwYWxfaWQYBiABKAkSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglvcGVuX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNsb3NlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNsb3NlX2NvZGUYCyABKAUSFAoMY2xvc2VfcmVhc29uGAwgASgJEhUKDWJ5dGVzX3RvX25vZGUYDSABKAMSFwoPYnl0ZXNfZnJvbV9ub2RlGA4gASgDIi4KDUNyZWF0ZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRwb3J0GAIgASgFIpABCg5DcmVhdGVSZXNwb25zZRIOCgZ0aWNrZXQYASABKAkSCwoDdXJsGAIgASgJEi8KC2V4cGlyZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgZ0dW5uZWwYBCABKAsyIC5iZXR0ZXJjb21wdXRlLnR1bm5lbHMudjEuVHVubmVsIl0KC0xpc3RSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSFgoOaW5jbHVkZV9jbG9zZWQYAiABKAgSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiWgoMTGlzdFJlc3BvbnNlEjEKB3R1bm5lbHMYASADKAsyIC5iZXR0ZXJjb21wdXRlLnR1bm5lbHMudjEuVHVubmVsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIgChJDbG9zZVR1bm5lbFJlcXVlc3QSCgoCaWQYASABKAkiRwoTQ2xvc2VUdW5uZWxSZXNwb25zZRIwCgZ0dW5uZWwYASABKAsyIC5iZXR0ZXJjb21wdXRlLnR1bm5lbHMudjEuVHVubmVsMqoDCg5UdW5uZWxzU2VydmljZRKEAQoGQ3JlYXRlEicuYmV0dGVyY29tcHV0ZS50dW5uZWxzLnYxLkNyZWF0ZVJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLnR1bm5lbHMudjEuQ3JlYXRlUmVzcG9uc2UiJ8KgGSMKB3R1bm5lbHMSBmNyZWF0ZRoOdHVubmVscy5jcmVhdGUwARJ7CgRMaXN0EiUuYmV0dGVyY29tcHV0ZS50dW5uZWxzLnYxLkxpc3RSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS50dW5uZWxzLnYxLkxpc3RSZXNwb25zZSIkkAIBwqAZHQoHdHVubmVscxIEbGlzdBoMdHVubmVscy5yZWFkEpMBCgtDbG9zZVR1bm5lbBIsLmJldHRlcmNvbXB1dGUudHVubmVscy52MS5DbG9zZVR1bm5lbFJlcXVlc3QaLS5iZXR0ZXJjb21wdXRlLnR1bm5lbHMudjEuQ2xvc2VUdW5uZWxSZXNwb25zZSInwqAZIwoHdHVubmVscxIFY2xvc2UaD3R1bm5lbHMub3BlcmF0ZTABQlRaUmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvdHVubmVscy92MTt0dW5uZWxzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * Tunnel is one ticket and, once it was used, the tunnel it opened.
@@ -256,11 +256,11 @@ export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
   messageDesc(file_bettercompute_tunnels_v1_tunnels, 4);
 
 /**
- * CloseRequest names a tunnel.
+ * CloseTunnelRequest names a tunnel.
  *
- * @generated from message bettercompute.tunnels.v1.CloseRequest
+ * @generated from message bettercompute.tunnels.v1.CloseTunnelRequest
  */
-export type CloseRequest = Message<"bettercompute.tunnels.v1.CloseRequest"> & {
+export type CloseTunnelRequest = Message<"bettercompute.tunnels.v1.CloseTunnelRequest"> & {
   /**
    * @generated from field: string id = 1;
    */
@@ -268,18 +268,18 @@ export type CloseRequest = Message<"bettercompute.tunnels.v1.CloseRequest"> & {
 };
 
 /**
- * Describes the message bettercompute.tunnels.v1.CloseRequest.
- * Use `create(CloseRequestSchema)` to create a new message.
+ * Describes the message bettercompute.tunnels.v1.CloseTunnelRequest.
+ * Use `create(CloseTunnelRequestSchema)` to create a new message.
  */
-export const CloseRequestSchema: GenMessage<CloseRequest> = /*@__PURE__*/
+export const CloseTunnelRequestSchema: GenMessage<CloseTunnelRequest> = /*@__PURE__*/
   messageDesc(file_bettercompute_tunnels_v1_tunnels, 5);
 
 /**
- * CloseResponse carries the tunnel.
+ * CloseTunnelResponse carries the tunnel.
  *
- * @generated from message bettercompute.tunnels.v1.CloseResponse
+ * @generated from message bettercompute.tunnels.v1.CloseTunnelResponse
  */
-export type CloseResponse = Message<"bettercompute.tunnels.v1.CloseResponse"> & {
+export type CloseTunnelResponse = Message<"bettercompute.tunnels.v1.CloseTunnelResponse"> & {
   /**
    * @generated from field: bettercompute.tunnels.v1.Tunnel tunnel = 1;
    */
@@ -287,10 +287,10 @@ export type CloseResponse = Message<"bettercompute.tunnels.v1.CloseResponse"> & 
 };
 
 /**
- * Describes the message bettercompute.tunnels.v1.CloseResponse.
- * Use `create(CloseResponseSchema)` to create a new message.
+ * Describes the message bettercompute.tunnels.v1.CloseTunnelResponse.
+ * Use `create(CloseTunnelResponseSchema)` to create a new message.
  */
-export const CloseResponseSchema: GenMessage<CloseResponse> = /*@__PURE__*/
+export const CloseTunnelResponseSchema: GenMessage<CloseTunnelResponse> = /*@__PURE__*/
   messageDesc(file_bettercompute_tunnels_v1_tunnels, 6);
 
 /**
@@ -324,15 +324,16 @@ export const TunnelsService: GenService<{
     output: typeof ListResponseSchema;
   },
   /**
-   * Close closes an open tunnel of the caller's tenant (close code 4008) within about two
-   * seconds. Closing a closed tunnel changes nothing.
+   * CloseTunnel (tunnels/close) closes an open tunnel of the caller's tenant (close code 4008)
+   * within about two seconds. Closing a closed tunnel changes nothing. (Named so that generated
+   * clients' close(), which ends the client, keeps its meaning.)
    *
-   * @generated from rpc bettercompute.tunnels.v1.TunnelsService.Close
+   * @generated from rpc bettercompute.tunnels.v1.TunnelsService.CloseTunnel
    */
-  close: {
+  closeTunnel: {
     methodKind: "unary";
-    input: typeof CloseRequestSchema;
-    output: typeof CloseResponseSchema;
+    input: typeof CloseTunnelRequestSchema;
+    output: typeof CloseTunnelResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_bettercompute_tunnels_v1_tunnels, 0);

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .tunnels_pb2 import CloseRequest, CloseResponse, CreateRequest, CreateResponse, ListRequest, ListResponse
+from .tunnels_pb2 import CloseTunnelRequest, CloseTunnelResponse, CreateRequest, CreateResponse, ListRequest, ListResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -57,10 +57,11 @@ class TunnelsService(Protocol):
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
-    async def close(self, request: CloseRequest, ctx: RequestContext[CloseRequest, CloseResponse], /) -> CloseResponse:
+    async def close_tunnel(self, request: CloseTunnelRequest, ctx: RequestContext[CloseTunnelRequest, CloseTunnelResponse], /) -> CloseTunnelResponse:
         """
-        Close closes an open tunnel of the caller's tenant (close code 4008) within about two
-        seconds. Closing a closed tunnel changes nothing.
+        CloseTunnel (tunnels/close) closes an open tunnel of the caller's tenant (close code 4008)
+        within about two seconds. Closing a closed tunnel changes nothing. (Named so that generated
+        clients' close(), which ends the client, keeps its meaning.)
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -100,16 +101,16 @@ class TunnelsServiceASGIApplication(ConnectASGIApplication[TunnelsService]):
                     ),
                     function=svc.list,
                 ),
-                "/bettercompute.tunnels.v1.TunnelsService/Close": Endpoint.unary(
+                "/bettercompute.tunnels.v1.TunnelsService/CloseTunnel": Endpoint.unary(
                     method=MethodInfo(
-                        name="Close",
+                        name="CloseTunnel",
                         service_name="bettercompute.tunnels.v1.TunnelsService",
-                        input=CloseRequest,
-                        output=CloseResponse,
+                        input=CloseTunnelRequest,
+                        output=CloseTunnelResponse,
                         idempotency_level=IdempotencyLevel.UNKNOWN,
                         stream_type=StreamType.UNARY,
                     ),
-                    function=svc.close,
+                    function=svc.close_tunnel,
                 ),
             },
             interceptors=interceptors,
@@ -204,24 +205,25 @@ class TunnelsServiceClient(ConnectClient):
             timeout_ms=timeout_ms,
             use_get=use_get,
         )
-    async def close(
+    async def close_tunnel(
         self,
-        request: CloseRequest,
+        request: CloseTunnelRequest,
         *,
         headers: Headers | Mapping[str, str] | None = None, 
         timeout_ms: int | None = None,
-    ) -> CloseResponse:
+    ) -> CloseTunnelResponse:
         """
-        Close closes an open tunnel of the caller's tenant (close code 4008) within about two
-        seconds. Closing a closed tunnel changes nothing.
+        CloseTunnel (tunnels/close) closes an open tunnel of the caller's tenant (close code 4008)
+        within about two seconds. Closing a closed tunnel changes nothing. (Named so that generated
+        clients' close(), which ends the client, keeps its meaning.)
         """
         return await self.execute_unary(
             request=request,
             method=MethodInfo(
-                name="Close",
+                name="CloseTunnel",
                 service_name="bettercompute.tunnels.v1.TunnelsService",
-                input=CloseRequest,
-                output=CloseResponse,
+                input=CloseTunnelRequest,
+                output=CloseTunnelResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),
@@ -249,10 +251,11 @@ class TunnelsServiceSync(Protocol):
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
-    def close(self, request: CloseRequest, ctx: RequestContext[CloseRequest, CloseResponse], /) -> CloseResponse:
+    def close_tunnel(self, request: CloseTunnelRequest, ctx: RequestContext[CloseTunnelRequest, CloseTunnelResponse], /) -> CloseTunnelResponse:
         """
-        Close closes an open tunnel of the caller's tenant (close code 4008) within about two
-        seconds. Closing a closed tunnel changes nothing.
+        CloseTunnel (tunnels/close) closes an open tunnel of the caller's tenant (close code 4008)
+        within about two seconds. Closing a closed tunnel changes nothing. (Named so that generated
+        clients' close(), which ends the client, keeps its meaning.)
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -290,16 +293,16 @@ class TunnelsServiceWSGIApplication(ConnectWSGIApplication):
                     ),
                     function=service.list,
                 ),
-                "/bettercompute.tunnels.v1.TunnelsService/Close": EndpointSync.unary(
+                "/bettercompute.tunnels.v1.TunnelsService/CloseTunnel": EndpointSync.unary(
                     method=MethodInfo(
-                        name="Close",
+                        name="CloseTunnel",
                         service_name="bettercompute.tunnels.v1.TunnelsService",
-                        input=CloseRequest,
-                        output=CloseResponse,
+                        input=CloseTunnelRequest,
+                        output=CloseTunnelResponse,
                         idempotency_level=IdempotencyLevel.UNKNOWN,
                         stream_type=StreamType.UNARY,
                     ),
-                    function=service.close,
+                    function=service.close_tunnel,
                 ),
             },
             interceptors=interceptors,
@@ -394,24 +397,25 @@ class TunnelsServiceClientSync(ConnectClientSync):
             timeout_ms=timeout_ms,
             use_get=use_get,
         )
-    def close(
+    def close_tunnel(
         self,
-        request: CloseRequest,
+        request: CloseTunnelRequest,
         *,
         headers: Headers | Mapping[str, str] | None = None, 
         timeout_ms: int | None = None,
-    ) -> CloseResponse:
+    ) -> CloseTunnelResponse:
         """
-        Close closes an open tunnel of the caller's tenant (close code 4008) within about two
-        seconds. Closing a closed tunnel changes nothing.
+        CloseTunnel (tunnels/close) closes an open tunnel of the caller's tenant (close code 4008)
+        within about two seconds. Closing a closed tunnel changes nothing. (Named so that generated
+        clients' close(), which ends the client, keeps its meaning.)
         """
         return self.execute_unary(
             request=request,
             method=MethodInfo(
-                name="Close",
+                name="CloseTunnel",
                 service_name="bettercompute.tunnels.v1.TunnelsService",
-                input=CloseRequest,
-                output=CloseResponse,
+                input=CloseTunnelRequest,
+                output=CloseTunnelResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

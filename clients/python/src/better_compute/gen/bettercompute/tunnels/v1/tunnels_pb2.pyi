@@ -82,13 +82,13 @@ class ListResponse(_message.Message):
     next_page_token: str
     def __init__(self, tunnels: _Optional[_Iterable[_Union[Tunnel, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
-class CloseRequest(_message.Message):
+class CloseTunnelRequest(_message.Message):
     __slots__ = ("id",)
     ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
-class CloseResponse(_message.Message):
+class CloseTunnelResponse(_message.Message):
     __slots__ = ("tunnel",)
     TUNNEL_FIELD_NUMBER: _ClassVar[int]
     tunnel: Tunnel
