@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnel/tunneltest"
 )
 
 // tunnelEnv is a gateway and the API's client of its control API (an internal certificate), to
@@ -205,30 +206,6 @@ func (n *tunnelNode) answer(ctx context.Context, o *daemonv1.TunnelOpen, allowed
 	return tunnel.Pump(conn.(*net.TCPConn), s)
 }
 
-// echoServer is a port on the node: each connection is echoed until its EOF, then it says
-// "bye" and closes.
-func echoServer(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-				_, _ = c.Write([]byte("bye"))
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // readData reads Data frames until a CloseWrite, and returns their bytes.
 func readData(s tunnel.Stream) ([]byte, error) {
@@ -269,7 +246,7 @@ func TestTunnelRoundTrip(t *testing.T) {
 	t.Parallel()
 	te := newTunnelEnv(t, 0)
 	n := te.tunnelNode()
-	port := echoServer(t)
+	port := tunneltest.EchoPort(t, "bye")
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second) // nothing hangs
 	defer cancel()
 
@@ -382,7 +359,7 @@ func TestTunnelRefusals(t *testing.T) {
 	}
 
 	a, b := te.tunnelNode(), te.tunnelNode()
-	port := echoServer(t)
+	port := tunneltest.EchoPort(t, "bye")
 	id := uuid.New()
 	type opened struct {
 		status int
@@ -508,7 +485,7 @@ func TestTunnelLifetimes(t *testing.T) {
 	t.Parallel()
 	te := newTunnelEnv(t, 0)
 	n := te.tunnelNode()
-	port := echoServer(t)
+	port := tunneltest.EchoPort(t, "bye")
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second) // a hang fails the reads below
 	defer cancel()
 

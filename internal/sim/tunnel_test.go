@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/sim"
 	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnel/tunneltest"
 )
 
 // TestFleetTunnel streams tunnels to a simulated machine through a real gateway, as the API
@@ -23,24 +23,7 @@ func TestFleetTunnel(t *testing.T) {
 	const rtt = 60 * time.Millisecond
 	e := gatewaytest.New(t)
 	gw := e.StartGateway("gw1", nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := tunneltest.EchoPort(t, "")
 	f := runFleet(t, sim.Options{
 		Gateway: gw.Addr, RootPEM: e.Bundle.RootPEM(), Token: e.Token(1, time.Now().Add(time.Hour)), N: 1,
 		TunnelPorts: []int{port}, TunnelRTT: rtt,
