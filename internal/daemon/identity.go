@@ -168,6 +168,7 @@ func (d Dialer) dataPlane(rootPEM []byte, cert *tls.Certificate, trustDomain str
 		HTTP2: &http.HTTP2Config{
 			MaxReceiveBufferPerStream:     tunnel.StreamWindow,
 			MaxReceiveBufferPerConnection: tunnel.ConnWindow,
+			MaxReadFrameSize:              tunnel.MaxFrameSize,
 			// A tunnel may be quiet for its whole idle timeout: find a dead gateway anyway.
 			SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second,
 		},

@@ -111,6 +111,7 @@ func (g *Gateway) ServeControl(ctx context.Context, ln net.Listener, ia Internal
 			PingTimeout:                   15 * time.Second,
 			MaxReceiveBufferPerStream:     tunnel.StreamWindow,
 			MaxReceiveBufferPerConnection: tunnel.ConnWindow,
+			MaxReadFrameSize:              tunnel.MaxFrameSize,
 		},
 		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}

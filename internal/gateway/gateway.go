@@ -202,6 +202,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 			PingTimeout:                   15 * time.Second,
 			MaxReceiveBufferPerStream:     tunnel.StreamWindow,
 			MaxReceiveBufferPerConnection: tunnel.ConnWindow,
+			MaxReadFrameSize:              tunnel.MaxFrameSize,
 		},
 		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}

@@ -206,7 +206,6 @@ func (n *tunnelNode) answer(ctx context.Context, o *daemonv1.TunnelOpen, allowed
 	return tunnel.Pump(conn.(*net.TCPConn), s)
 }
 
-
 // readData reads Data frames until a CloseWrite, and returns their bytes.
 func readData(s tunnel.Stream) ([]byte, error) {
 	var got []byte

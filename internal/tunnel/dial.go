@@ -68,6 +68,7 @@ func NewDialerTLS(cfg *tls.Config) *Dialer {
 		HTTP2: &http.HTTP2Config{
 			MaxReceiveBufferPerStream:     StreamWindow,
 			MaxReceiveBufferPerConnection: ConnWindow,
+			MaxReadFrameSize:              MaxFrameSize,
 			// A gateway that vanished without closing its connections is found by pings, so
 			// its tunnels end (CodeGatewayLost) instead of hanging.
 			SendPingTimeout: 15 * time.Second,
