@@ -103,6 +103,8 @@ type Agent struct {
 	results map[string]*record
 	// send queues a message on the current session; nil between sessions.
 	send func(*daemonv1.SessionRequest)
+	// limits are what the gateway of the current (or last) session accepts.
+	limits gatewayLimits
 	// dataPlane carries tunnels, on connections of its own (see Dialer.dataPlane); replaced
 	// with the certificate, like the session's client.
 	dataPlane          *http.Client
@@ -375,6 +377,8 @@ func (a *Agent) session(ctx context.Context) error {
 	a.mu.Lock()
 	a.connected, a.lastErr = true, nil
 	a.sessions++
+	limits := limitsOf(welcome)
+	a.limits = limits
 	a.mu.Unlock()
 	a.log.Info("session open")
 
@@ -397,6 +401,12 @@ func (a *Agent) session(ctx context.Context) error {
 		}
 	}()
 	send := func(m *daemonv1.SessionRequest) {
+		// An event over the gateway's limit would end the session; it is dropped instead.
+		if e := m.GetEvent(); e != nil && !eventFits(e, limits.eventBytes) {
+			a.log.Warn("dropped an event over the gateway's limit (limits.daemonEventBytes)",
+				"type", e.GetType(), "bytes", proto.Size(e), "limit", limits.eventBytes)
+			return
+		}
 		select {
 		case out <- m:
 		case <-sctx.Done():
@@ -411,8 +421,8 @@ func (a *Agent) session(ctx context.Context) error {
 		a.mu.Unlock()
 	}()
 	// Report recent results again: the previous gateway may have died before recording them.
-	for _, r := range a.recentResults() {
-		send(&daemonv1.SessionRequest{Msg: &daemonv1.SessionRequest_Result{Result: r}})
+	for key, r := range a.recentResults() {
+		send(&daemonv1.SessionRequest{Msg: &daemonv1.SessionRequest_Result{Result: a.fitResult(key, r)}})
 	}
 	interval := time.Duration(max(welcome.GetHeartbeatIntervalSeconds(), 1)) * time.Second
 	go func() {
@@ -480,10 +490,11 @@ func (a *Agent) command(ctx context.Context, c *daemonv1.Command, send func(*dae
 		rec = &record{running: true}
 		a.results[key] = rec
 	}
+	running := rec.running
 	a.mu.Unlock()
 	if seen {
-		if !rec.running {
-			send(&daemonv1.SessionRequest{Msg: &daemonv1.SessionRequest_Result{Result: rec.result}})
+		if !running {
+			send(&daemonv1.SessionRequest{Msg: &daemonv1.SessionRequest_Result{Result: a.fitResult(key, rec)}})
 		}
 		return // still running: its result goes out when it finishes
 	}
@@ -494,6 +505,15 @@ func (a *Agent) command(ctx context.Context, c *daemonv1.Command, send func(*dae
 	}
 	go func() {
 		res := a.run(ctx, c)
+		// Capped before it is recorded, so that a re-delivery answers with what was sent.
+		a.mu.Lock()
+		lim := a.limits.resultBytes
+		a.mu.Unlock()
+		if capped, over := capResult(res, lim); over {
+			a.log.Warn("a command result is over the gateway's limit; reporting the command failed",
+				"command_id", c.GetId(), "bytes", proto.Size(res), "limit", lim)
+			res = capped
+		}
 		if a.opts.Record != nil {
 			if err := a.opts.Record.Finished(key, res); err != nil {
 				a.log.Warn("record command result", "command_id", c.GetId(), "err", err)
@@ -507,7 +527,7 @@ func (a *Agent) command(ctx context.Context, c *daemonv1.Command, send func(*dae
 		// Report on the session open now, which may not be the one the command came on; with
 		// none open, the next session reports it.
 		if current != nil {
-			current(&daemonv1.SessionRequest{Msg: &daemonv1.SessionRequest_Result{Result: res}})
+			current(&daemonv1.SessionRequest{Msg: &daemonv1.SessionRequest_Result{Result: a.fitResult(key, rec)}})
 		}
 		if a.opts.AfterResult != nil {
 			a.opts.AfterResult(c, res)
@@ -544,16 +564,42 @@ func (a *Agent) run(ctx context.Context, c *daemonv1.Command) *daemonv1.CommandR
 	return res
 }
 
-func (a *Agent) recentResults() []*daemonv1.CommandResult {
+// recentResults are the finished records of the last resultMemory, by idempotency key.
+func (a *Agent) recentResults() map[string]*record {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []*daemonv1.CommandResult
-	for _, r := range a.results {
+	out := map[string]*record{}
+	for k, r := range a.results {
 		if !r.running && time.Since(r.finished) < resultMemory {
-			out = append(out, r.result)
+			out[k] = r
 		}
 	}
 	return out
+}
+
+// fitResult is the result of the finished record rec (idempotency key key) to send on the
+// current session. One over the gateway's limit (finished while no gateway had said, recorded
+// before a gateway with a lower limit, or by an older daemon) is replaced by a failed result
+// that says so, in memory and in the Recorder, so that it is never sent again.
+func (a *Agent) fitResult(key string, rec *record) *daemonv1.CommandResult {
+	a.mu.Lock()
+	res, lim := rec.result, a.limits.resultBytes
+	capped, over := capResult(res, lim)
+	if over {
+		rec.result = capped
+	}
+	a.mu.Unlock()
+	if !over {
+		return res
+	}
+	a.log.Warn("a recorded command result is over the gateway's limit; reporting the command failed",
+		"command_id", res.GetCommandId(), "bytes", proto.Size(res), "limit", lim)
+	if a.opts.Record != nil {
+		if err := a.opts.Record.Finished(key, capped); err != nil {
+			a.log.Warn("record command result", "command_id", res.GetCommandId(), "err", err)
+		}
+	}
+	return capped
 }
 
 // forgetOld drops results past resultMemory; a.mu is held.

@@ -20,8 +20,9 @@ type Limits struct {
 	RequestBytes int
 	// HelloBytes, ResultBytes and EventBytes bound one session message of each kind
 	// (limits.daemonHelloBytes, limits.daemonResultBytes, limits.daemonEventBytes); EventBytes
-	// also bounds heartbeats and acks. A node that sends a larger one is told why and its
-	// session ends.
+	// also bounds heartbeats and acks. The Welcome announces ResultBytes and EventBytes, so that
+	// the daemon keeps within them (it reports a larger result as a failure and drops a larger
+	// event); a node that sends a larger message anyway is told why and its session ends.
 	HelloBytes, ResultBytes, EventBytes int
 	// HeaderBytes bounds request headers (limits.headerBytes).
 	HeaderBytes int

@@ -6,16 +6,17 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
@@ -158,25 +159,118 @@ func TestOversizedHelloIsRefused(t *testing.T) {
 	}
 }
 
-// TestOversizedResultEndsSession: a command result over the session's limits ends the session
-// with a goodbye that says why, and is not recorded.
-func TestOversizedResultEndsSession(t *testing.T) {
+// TestOversizedResultFailsTheCommand: the gateway announces limits.daemonResultBytes in its
+// welcome, and a daemon whose command returns more reports the command failed, saying so,
+// instead of sending a result that would end its session and be resent after every reconnect.
+// The session stays up and carries the next command.
+func TestOversizedResultFailsTheCommand(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	addr := e.startLimitedGateway("gw-result")
 	f := e.runFake(addr, daemon.FakeOptions{Handlers: map[string]daemon.Handler{
-		command.Echo: func(context.Context, *daemonv1.Command) (*structpb.Struct, error) {
-			return structpb.NewStruct(map[string]any{"output": strings.Repeat("x", 8<<10)})
+		command.Echo: func(_ context.Context, c *daemonv1.Command) (*structpb.Struct, error) {
+			n := int(c.GetEcho().GetData().GetFields()["bytes"].GetNumberValue())
+			return structpb.NewStruct(map[string]any{"output": strings.Repeat("x", n)})
 		},
 	}})
 	poll.Until(t, 10*time.Second, "the daemon connects", func() bool { return f.Status().Connected })
-	cmd := e.command(f.Status().NodeID, command.Echo, `{}`, "big-1")
-	err := lastError(t, f, "larger than the gateway's limit", "limits.daemon")
-	if !errors.Is(err, daemon.ErrGoodbye) {
-		t.Errorf("error %v, want a goodbye", err)
+	big := e.command(f.Status().NodeID, command.Echo, `{"data": {"bytes": 8192}}`, "big-1")
+	poll.Until(t, 15*time.Second, "the oversized command finishes", func() bool {
+		state, _ := e.commandState(big)
+		return state == "failed" || state == "succeeded"
+	})
+	var state, errText string
+	if err := e.pool.QueryRow(ctx, "SELECT state, error FROM commands WHERE id = $1", big).Scan(&state, &errText); err != nil {
+		t.Fatal(err)
 	}
-	if state, _ := e.commandState(cmd); state == "succeeded" || state == "failed" {
-		t.Errorf("command %s, want the oversized result unrecorded", state)
+	want := "is over the gateway's limit of 4096 (limits.daemonResultBytes)"
+	if state != "failed" || !strings.HasPrefix(errText, "result of ") || !strings.Contains(errText, want) {
+		t.Errorf("command %s with error %q, want failed with %q", state, errText, want)
+	}
+	small := e.command(f.Status().NodeID, command.Echo, `{"data": {"bytes": 10}}`, "small-1")
+	poll.Until(t, 15*time.Second, "the next command succeeds", func() bool {
+		state, _ := e.commandState(small)
+		return state == "succeeded"
+	})
+	if st := f.Status(); st.Sessions != 1 || !st.Connected || st.LastError != nil {
+		t.Errorf("daemon %d sessions, connected %v, last error %v; want the first session still up", st.Sessions, st.Connected, st.LastError)
+	}
+}
+
+// memRecord is an in-memory daemon.Recorder that starts with the results given and keeps what
+// the agent records.
+type memRecord struct {
+	mu       sync.Mutex
+	results  map[string]*daemonv1.CommandResult
+	finished int
+}
+
+func (r *memRecord) Load(time.Time) ([]daemon.Recorded, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []daemon.Recorded
+	for k, res := range r.results {
+		out = append(out, daemon.Recorded{Key: k, Result: res, Finished: time.Now()})
+	}
+	return out, nil
+}
+
+func (r *memRecord) Started(string, *daemonv1.Command) error { return nil }
+
+func (r *memRecord) Finished(key string, res *daemonv1.CommandResult) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.results[key], r.finished = res, r.finished+1
+	return nil
+}
+
+func (r *memRecord) get(key string) (*daemonv1.CommandResult, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.results[key], r.finished
+}
+
+// TestOversizedRecordedResultIsReplaced: a result recorded before the daemon knew the gateway's
+// limit (by an older daemon, or for a gateway with a larger one), which it reports again on
+// connecting, is sent as a failure that says so, and replaced in the record, so that it never
+// ends a session.
+func TestOversizedRecordedResultIsReplaced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	addr := e.startLimitedGateway("gw-recorded")
+	dialer := daemon.Dialer{Gateway: addr}
+	id, err := dialer.Join(ctx, e.bundle.RootPEM(), e.token(1, time.Now().Add(time.Hour)), "recorded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := sentCommand(t, e.pool, e.tenant, uuid.MustParse(id.NodeID), command.Echo)
+	out, _ := structpb.NewStruct(map[string]any{"output": strings.Repeat("x", 8192)})
+	rec := &memRecord{results: map[string]*daemonv1.CommandResult{
+		cmd.String(): {CommandId: cmd.String(), Success: true, Result: out},
+	}}
+	a, err := daemon.NewAgent(daemon.Options{Dialer: dialer, Identity: id, Version: "test", Record: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(actx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	poll.Until(t, 15*time.Second, "the recorded command finishes", func() bool {
+		state, _ := e.commandState(cmd)
+		return state == "failed" || state == "succeeded"
+	})
+	if state, _ := e.commandState(cmd); state != "failed" {
+		t.Errorf("command %s, want failed", state)
+	}
+	got, finished := rec.get(cmd.String())
+	if finished != 1 || got.GetSuccess() || got.GetResult() != nil || got.GetCommandId() != cmd.String() ||
+		!strings.Contains(got.GetError(), "(limits.daemonResultBytes)") {
+		t.Errorf("recorded %d times, now %v; want it replaced once by the failure", finished, got)
+	}
+	if st := a.Status(); st.Sessions != 1 || !st.Connected || st.LastError != nil {
+		t.Errorf("daemon %d sessions, connected %v, last error %v; want the first session still up", st.Sessions, st.Connected, st.LastError)
 	}
 }
 
@@ -217,8 +311,13 @@ func TestOversizedEventEndsSession(t *testing.T) {
 		if err := stream.Send(&daemonv1.SessionRequest{Msg: &daemonv1.SessionRequest_Hello{Hello: &daemonv1.Hello{DaemonVersion: "raw"}}}); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := stream.Receive(); err != nil || res.GetWelcome() == nil {
+		res, err := stream.Receive()
+		if err != nil || res.GetWelcome() == nil {
 			t.Fatalf("%s: want a welcome, got %v, %v", tc.name, res, err)
+		}
+		if w := res.GetWelcome(); int(w.GetMaxResultBytes()) != sessionLimits.ResultBytes || int(w.GetMaxEventBytes()) != sessionLimits.EventBytes {
+			t.Errorf("%s: welcome announces results of %d and events of %d bytes, want %d and %d", tc.name,
+				w.GetMaxResultBytes(), w.GetMaxEventBytes(), sessionLimits.ResultBytes, sessionLimits.EventBytes)
 		}
 		data, _ := structpb.NewStruct(map[string]any{"blob": strings.Repeat("x", tc.payload)})
 		if err := stream.Send(&daemonv1.SessionRequest{Msg: &daemonv1.SessionRequest_Event{Event: &daemonv1.Event{Type: "big", Data: data}}}); err != nil {

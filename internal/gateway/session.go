@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -112,7 +113,9 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 
 	if err := stream.Send(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Welcome{Welcome: &daemonv1.Welcome{
 		NodeId: nodeID.String(), HeartbeatIntervalSeconds: int32(g.opts.HeartbeatInterval / time.Second),
-		ServerTime: timestamppb.Now(),
+		ServerTime:     timestamppb.Now(),
+		MaxResultBytes: int32(min(g.opts.Limits.ResultBytes, math.MaxInt32)),
+		MaxEventBytes:  int32(min(g.opts.Limits.EventBytes, math.MaxInt32)),
 	}}}); err != nil {
 		return fmt.Errorf("send welcome: %w", err)
 	}

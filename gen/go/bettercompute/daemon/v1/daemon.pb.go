@@ -1253,8 +1253,15 @@ type Welcome struct {
 	// How often to send heartbeats.
 	HeartbeatIntervalSeconds int32                  `protobuf:"varint,2,opt,name=heartbeat_interval_seconds,json=heartbeatIntervalSeconds,proto3" json:"heartbeat_interval_seconds,omitempty"`
 	ServerTime               *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// The most bytes the gateway accepts in one CommandResult (limits.daemonResultBytes), as
+	// protobuf encodes it; 0 from a gateway that does not say. A larger result ends the session, so
+	// the daemon sends a failed result that says so instead.
+	MaxResultBytes int32 `protobuf:"varint,4,opt,name=max_result_bytes,json=maxResultBytes,proto3" json:"max_result_bytes,omitempty"`
+	// The most bytes the gateway accepts in one Event (limits.daemonEventBytes); 0 from a gateway
+	// that does not say. The daemon drops a larger event, and logs it.
+	MaxEventBytes int32 `protobuf:"varint,5,opt,name=max_event_bytes,json=maxEventBytes,proto3" json:"max_event_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -1306,6 +1313,20 @@ func (x *Welcome) GetServerTime() *timestamppb.Timestamp {
 		return x.ServerTime
 	}
 	return nil
+}
+
+func (x *Welcome) GetMaxResultBytes() int32 {
+	if x != nil {
+		return x.MaxResultBytes
+	}
+	return 0
+}
+
+func (x *Welcome) GetMaxEventBytes() int32 {
+	if x != nil {
+		return x.MaxEventBytes
+	}
+	return 0
 }
 
 // Command is work for the node. A command may be delivered more than once (after a reconnect);
@@ -1648,12 +1669,14 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x05Event\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12+\n" +
 	"\x04data\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x04data\x12.\n" +
-	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x9d\x01\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xef\x01\n" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x02 \x01(\x05R\x18heartbeatIntervalSeconds\x12;\n" +
 	"\vserver_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime\"\xc6\x05\n" +
+	"serverTime\x12(\n" +
+	"\x10max_result_bytes\x18\x04 \x01(\x05R\x0emaxResultBytes\x12&\n" +
+	"\x0fmax_event_bytes\x18\x05 \x01(\x05R\rmaxEventBytes\"\xc6\x05\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x126\n" +

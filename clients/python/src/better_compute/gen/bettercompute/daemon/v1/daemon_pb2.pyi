@@ -194,14 +194,18 @@ class Event(_message.Message):
     def __init__(self, type: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("node_id", "heartbeat_interval_seconds", "server_time")
+    __slots__ = ("node_id", "heartbeat_interval_seconds", "server_time", "max_result_bytes", "max_event_bytes")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SERVER_TIME_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESULT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_EVENT_BYTES_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     heartbeat_interval_seconds: int
     server_time: _timestamp_pb2.Timestamp
-    def __init__(self, node_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[int] = ..., server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    max_result_bytes: int
+    max_event_bytes: int
+    def __init__(self, node_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[int] = ..., server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_result_bytes: _Optional[int] = ..., max_event_bytes: _Optional[int] = ...) -> None: ...
 
 class Command(_message.Message):
     __slots__ = ("id", "idempotency_key", "deadline", "exec", "drain", "undrain", "upgrade", "configure", "reboot", "collect_inventory", "echo")
