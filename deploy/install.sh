@@ -1,6 +1,7 @@
 #!/bin/sh
 # Install bcd, the Better Compute node daemon, and its systemd unit.
 #
+#   install.sh --release-url https://releases.example.com/bc --version v1.2.3 --pubkey minisign.pub
 #   install.sh --binary ./bcd [--sha256 HEX]
 #   install.sh --url https://releases.example.com/bcd-v1.2.3-linux-amd64 --sha256 HEX
 #
@@ -8,13 +9,21 @@
 #
 #   ... --token bcj_… --gateway gw.example.com:443 [--ca-file root-ca.pem]
 #
-# The binary comes from a local file or from the URL you give, and is installed only when its
-# SHA-256 matches (required for a URL; checked for a file when given) and it runs. Nothing is
-# ever fetched from anywhere else (in particular not from this repository's CI). The binary goes
-# to PREFIX/bin/bcd (atomically, by rename), the unit to /etc/systemd/system/bcd.service, and
-# the state directory /var/lib/bcd is created 0700.
+# From a release (made by `better-compute release build`, see docs/operations.md) it downloads
+# BASE/VERSION/SHA256SUMS and SHA256SUMS.minisig, verifies the signature with the operator's public
+# key using minisign (which must be installed: apt-get install minisign) and that it signs this
+# version, then downloads BASE/VERSION/bcd_VERSION_linux_ARCH for this host's architecture and
+# checks it against SHA256SUMS. Otherwise the binary comes from a local file or from the URL you
+# give, and is installed only when its SHA-256 matches (required for a URL; checked for a file when
+# given). Every binary must also run and say it is bcd. Nothing is ever fetched from anywhere else
+# (in particular not from this repository's CI). The binary goes to PREFIX/bin/bcd (atomically, by
+# rename), the unit to /etc/systemd/system/bcd.service, and the state directory /var/lib/bcd is
+# created 0700.
 #
 # Options:
+#   --release-url BASE the release base URL: the release is the directory BASE/VERSION/
+#   --version V        the release to install (with --release-url)
+#   --pubkey FILE|KEY  the release signing public key: a minisign.pub file or its base64 line
 #   --binary FILE      install this file
 #   --url URL          download the binary from URL (needs --sha256)
 #   --sha256 HEX       the binary's SHA-256
@@ -27,7 +36,7 @@
 #   --ca-file FILE     the deployment's root CA, to verify the gateway when joining
 set -eu
 
-binary= url= sha= unit= prefix=/usr/local root= systemctl=yes token=${BCD_JOIN_TOKEN:-} gateway= cafile=
+release= version= pubkey= binary= url= sha= unit= prefix=/usr/local root= systemctl=yes token=${BCD_JOIN_TOKEN:-} gateway= cafile=
 here=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "install.sh: $*" >&2; exit 1; }
@@ -35,6 +44,9 @@ need() { [ $# -ge 2 ] || die "$1 needs a value"; }
 
 while [ $# -gt 0 ]; do
 	case $1 in
+	--release-url) need "$@"; release=${2%/}; shift 2 ;;
+	--version) need "$@"; version=$2; shift 2 ;;
+	--pubkey) need "$@"; pubkey=$2; shift 2 ;;
 	--binary) need "$@"; binary=$2; shift 2 ;;
 	--url) need "$@"; url=$2; shift 2 ;;
 	--sha256) need "$@"; sha=$(printf %s "$2" | tr 'A-F' 'a-f'); shift 2 ;;
@@ -50,8 +62,29 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-if [ -n "$binary" ] && [ -n "$url" ]; then die "give --binary or --url, not both"; fi
-if [ -z "$binary" ] && [ -z "$url" ]; then die "give the binary: --binary FILE or --url URL --sha256 HEX"; fi
+if [ -n "$release" ]; then
+	if [ -n "$binary" ] || [ -n "$url" ] || [ -n "$sha" ]; then die "give --release-url or --binary/--url/--sha256, not both"; fi
+	[ -n "$version" ] || die "--release-url needs --version"
+	[ -n "$pubkey" ] || die "--release-url needs --pubkey: a release is installed only when its signature verifies"
+	printf %s "$version" | grep -Eq '^[A-Za-z0-9][A-Za-z0-9.+-]{0,63}$' || die "--version $version is not a release version (e.g. v1.2.3)"
+	case $release in https://*|http://*) ;; *) die "--release-url must be an http(s) URL" ;; esac
+	if [ -f "$pubkey" ]; then keyflag=-p
+	elif printf %s "$pubkey" | grep -Eq '^[A-Za-z0-9+/]{56}$'; then keyflag=-P
+	else die "--pubkey $pubkey is neither a file nor a minisign public key"
+	fi
+	command -v minisign >/dev/null 2>&1 || die "minisign is not installed; it verifies the release signature (apt-get install minisign); nothing installed"
+	[ "$(uname -s)" = Linux ] || die "releases carry Linux binaries only; this is $(uname -s)"
+	case $(uname -m) in
+	x86_64|amd64) arch=amd64 ;;
+	aarch64|arm64) arch=arm64 ;;
+	*) die "no release binary for this architecture ($(uname -m))" ;;
+	esac
+elif [ -n "$version" ] || [ -n "$pubkey" ]; then
+	die "--version and --pubkey go with --release-url"
+else
+	if [ -n "$binary" ] && [ -n "$url" ]; then die "give --binary or --url, not both"; fi
+	if [ -z "$binary" ] && [ -z "$url" ]; then die "give the binary: --release-url BASE --version V --pubkey KEY, --binary FILE or --url URL --sha256 HEX"; fi
+fi
 if [ -n "$url" ] && [ -z "$sha" ]; then die "--url needs --sha256: a downloaded binary is installed only when its checksum matches"; fi
 if [ -n "$sha" ]; then
 	printf %s "$sha" | grep -Eq '^[0-9a-f]{64}$' || die "--sha256 must be 64 hex digits"
@@ -70,21 +103,41 @@ sha256() {
 	fi
 }
 
+# download URL FILE
+download() {
+	echo "Downloading $1"
+	if command -v curl >/dev/null 2>&1; then
+		curl -fsSL --proto '=https,http' -o "$2" "$1" || die "download of $1 failed; nothing installed"
+	elif command -v wget >/dev/null 2>&1; then
+		wget -q -O "$2" "$1" || die "download of $1 failed; nothing installed"
+	else
+		die "neither curl nor wget is installed"
+	fi
+}
+
 bindir=$root$prefix/bin
 mkdir -p "$bindir"
 # The new binary is prepared beside the old one, so the final rename is atomic.
 tmp=$(mktemp "$bindir/.bcd.install.XXXXXX")
-trap 'rm -f "$tmp"' EXIT INT TERM
+sums=
+trap 'rm -f "$tmp"; [ -z "$sums" ] || rm -rf "$sums"' EXIT INT TERM
 
-if [ -n "$url" ]; then
-	echo "Downloading $url"
-	if command -v curl >/dev/null 2>&1; then
-		curl -fsSL --proto '=https,http' -o "$tmp" "$url" || die "download of $url failed"
-	elif command -v wget >/dev/null 2>&1; then
-		wget -q -O "$tmp" "$url" || die "download of $url failed"
-	else
-		die "neither curl nor wget is installed"
-	fi
+if [ -n "$release" ]; then
+	# The signature is checked before anything else is trusted: SHA256SUMS names the checksum.
+	sums=$(mktemp -d)
+	download "$release/$version/SHA256SUMS" "$sums/SHA256SUMS"
+	download "$release/$version/SHA256SUMS.minisig" "$sums/SHA256SUMS.minisig"
+	comment=$(minisign -Q -V -m "$sums/SHA256SUMS" -x "$sums/SHA256SUMS.minisig" "$keyflag" "$pubkey" 2>&1) ||
+		die "the signature of $release/$version/SHA256SUMS does not verify with the given public key ($comment); nothing installed"
+	[ "$comment" = "better-compute release $version file:SHA256SUMS" ] ||
+		die "SHA256SUMS is signed for another release (its trusted comment is: $comment); nothing installed"
+	echo "Verified the signature of SHA256SUMS: $comment"
+	name=bcd_${version}_linux_$arch
+	sha=$(awk -v n="$name" '$2 == n { print $1 }' "$sums/SHA256SUMS")
+	printf %s "$sha" | grep -Eq '^[0-9a-f]{64}$' || die "SHA256SUMS has no single checksum for $name; nothing installed"
+	download "$release/$version/$name" "$tmp"
+elif [ -n "$url" ]; then
+	download "$url" "$tmp"
 else
 	[ -f "$binary" ] || die "no file at $binary"
 	cp "$binary" "$tmp"
@@ -97,6 +150,7 @@ chmod 0755 "$tmp"
 version=$("$tmp" version 2>&1) || die "the binary does not run here ($version); nothing installed"
 case $version in "bcd "*) ;; *) die "this is not bcd (its version command says: $version); nothing installed" ;; esac
 mv -f "$tmp" "$bindir/bcd"
+[ -z "$sums" ] || rm -rf "$sums"
 trap - EXIT INT TERM
 echo "Installed $version to $bindir/bcd"
 

@@ -9,9 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/better-compute/better-compute/internal/release"
 )
 
 // fakeBcd is a stand-in for a bcd release: its "version" command answers like bcd's.
@@ -37,7 +41,15 @@ func writeFile(t *testing.T, data []byte) string {
 // returns its output and whether it succeeded.
 func install(t *testing.T, root string, args ...string) (string, bool) {
 	t.Helper()
-	out, err := exec.Command("./install.sh", append([]string{"--root", root}, args...)...).CombinedOutput()
+	return installEnv(t, nil, root, args...)
+}
+
+// installEnv is install with extra environment variables.
+func installEnv(t *testing.T, env []string, root string, args ...string) (string, bool) {
+	t.Helper()
+	cmd := exec.Command("./install.sh", append([]string{"--root", root}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) {
 			t.Fatal(err)
@@ -209,5 +221,162 @@ func TestExamplesAllowNoRootShell(t *testing.T) {
 		if seen == 0 {
 			t.Errorf("%s: no example --allow-exec", path)
 		}
+	}
+}
+
+// releaseServer serves release directories from memory and counts requests per path.
+type releaseServer struct {
+	mu    sync.Mutex
+	files map[string][]byte
+	hits  map[string]int
+}
+
+func (s *releaseServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hits[r.URL.Path]++
+	b, ok := s.files[r.URL.Path]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	w.Write(b)
+}
+
+func (s *releaseServer) hitsOf(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hits[path]
+}
+
+// addRelease publishes a release of a fake bcd under /VERSION/ the way `better-compute release
+// build` lays it out, letting the caller spoil it: change the signed checksums, the signature or
+// the binary served.
+func (s *releaseServer) addRelease(t *testing.T, key *release.SecretKey, version, comment string, spoil func(sums, sig, bin []byte) ([]byte, []byte, []byte)) string {
+	t.Helper()
+	name := release.ArtifactName("bcd", version, "linux", runtime.GOARCH)
+	bin := fakeBcd(version)
+	sums := release.FormatChecksums(map[string]string{name: sum(bin), "manifest.json": sum([]byte("{}"))})
+	sig, err := release.Sign(key, sums, comment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spoil != nil {
+		sums, sig, bin = spoil(sums, sig, bin)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.files["/"+version+"/SHA256SUMS"] = sums
+	s.files["/"+version+"/SHA256SUMS.minisig"] = sig
+	s.files["/"+version+"/"+name] = bin
+	return "/" + version + "/" + name
+}
+
+func TestInstallFromSignedRelease(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
+		t.Skip("releases carry linux/amd64 and linux/arm64 binaries")
+	}
+	if _, err := exec.LookPath("minisign"); err != nil {
+		t.Skip("minisign is not installed (scripts/setup installs it)")
+	}
+	pub, key, err := release.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, otherKey, err := release.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubFile := filepath.Join(t.TempDir(), "minisign.pub")
+	if err := os.WriteFile(pubFile, pub.Encode(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs := &releaseServer{files: map[string][]byte{}, hits: map[string]int{}}
+	srv := httptest.NewServer(rs)
+	defer srv.Close()
+	rel := func(v string) string { return release.TrustedComment(v) }
+	rs.addRelease(t, key, "v1.0.0", rel("v1.0.0"), nil)
+	rs.addRelease(t, key, "v2.0.0", rel("v2.0.0"), nil)
+	// A signature that was changed after signing.
+	badSig := rs.addRelease(t, key, "v1.0.1", rel("v1.0.1"), func(sums, sig, bin []byte) ([]byte, []byte, []byte) {
+		return append(sums, "0000000000000000000000000000000000000000000000000000000000000000  extra\n"...), sig, bin
+	})
+	// A binary that is not the one the signed SHA256SUMS names.
+	rs.addRelease(t, key, "v1.0.2", rel("v1.0.2"), func(sums, sig, _ []byte) ([]byte, []byte, []byte) {
+		return sums, sig, fakeBcd("v6.6.6")
+	})
+	// Signed by another key; and a genuine signature of another release's checksums.
+	otherSig := rs.addRelease(t, otherKey, "v1.0.3", rel("v1.0.3"), nil)
+	rs.addRelease(t, key, "v1.0.4", rel("v1.0.0"), nil)
+
+	root := t.TempDir()
+	bin := filepath.Join(root, "usr/local/bin/bcd")
+	base := srv.URL + "/"
+	scratch := t.TempDir() // install.sh's TMPDIR, to check that it cleans up
+	install := func(t *testing.T, root string, args ...string) (string, bool) {
+		t.Helper()
+		return installEnv(t, []string{"TMPDIR=" + scratch}, root, args...)
+	}
+	out, ok := install(t, root, "--release-url", base, "--version", "v1.0.0", "--pubkey", pubFile)
+	if !ok || !strings.Contains(out, "Verified the signature") {
+		t.Fatalf("install from a release: %s", out)
+	}
+	if got, _ := os.ReadFile(bin); string(got) != string(fakeBcd("v1.0.0")) {
+		t.Fatal("binary not installed")
+	}
+	// The key can also be given as its base64 line.
+	if out, ok := install(t, root, "--release-url", srv.URL, "--version", "v2.0.0", "--pubkey", pub.String()); !ok || !strings.Contains(out, "bcd v2.0.0") {
+		t.Fatalf("upgrade with a base64 key: %s", out)
+	}
+
+	noMinisign := t.TempDir() // a PATH with what install.sh needs before it looks for minisign
+	for _, tool := range []string{"dirname", "grep"} {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(p, filepath.Join(noMinisign, tool)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"tampered signature", nil, []string{"--version", "v1.0.1", "--pubkey", pubFile}, "does not verify"},
+		{"wrong checksum", nil, []string{"--version", "v1.0.2", "--pubkey", pubFile}, "checksum mismatch"},
+		{"another key", nil, []string{"--version", "v1.0.3", "--pubkey", pubFile}, "does not verify"},
+		{"another release's signature", nil, []string{"--version", "v1.0.4", "--pubkey", pubFile}, "signed for another release"},
+		{"missing release", nil, []string{"--version", "v9.9.9", "--pubkey", pubFile}, "download"},
+		{"no key", nil, []string{"--version", "v1.0.0"}, "needs --pubkey"},
+		{"bad key", nil, []string{"--version", "v1.0.0", "--pubkey", "not-a-key"}, "neither a file nor"},
+		{"no version", nil, []string{"--pubkey", pubFile}, "needs --version"},
+		{"bad version", nil, []string{"--version", "../v1", "--pubkey", pubFile}, "not a release version"},
+		{"with --sha256", nil, []string{"--version", "v1.0.0", "--pubkey", pubFile, "--sha256", sum([]byte("x"))}, "not both"},
+		{"no minisign", []string{"PATH=" + noMinisign}, []string{"--version", "v1.0.0", "--pubkey", pubFile}, "minisign is not installed"},
+	} {
+		out, ok := installEnv(t, append([]string{"TMPDIR=" + scratch}, tc.env...), root, append([]string{"--release-url", base}, tc.args...)...)
+		if ok || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: ok=%v %s; want %q", tc.name, ok, out, tc.want)
+		}
+		if got, _ := os.ReadFile(bin); string(got) != string(fakeBcd("v2.0.0")) {
+			t.Fatalf("%s: the installed binary changed", tc.name)
+		}
+	}
+	// Nothing is downloaded beyond the checksums until their signature verifies.
+	for _, p := range []string{badSig, otherSig} {
+		if n := rs.hitsOf(p); n != 0 {
+			t.Errorf("%s downloaded %d times despite a bad signature", p, n)
+		}
+	}
+	if out, ok := install(t, root, "--version", "v1.0.0"); ok || !strings.Contains(out, "go with --release-url") {
+		t.Errorf("--version without --release-url: %s", out)
+	}
+	left, _ := filepath.Glob(filepath.Join(root, "usr/local/bin/.*"))
+	if more, _ := filepath.Glob(filepath.Join(scratch, "*")); len(left)+len(more) > 0 {
+		t.Errorf("temporary files left: %v %v", left, more)
 	}
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // Version is the release version, set at link time with
-// -ldflags "-X github.com/better-compute/better-compute/buildinfo.Version=v0.1.0".
+// -ldflags "-X github.com/better-compute/better-compute/internal/buildinfo.Version=v0.1.0".
 var Version = "devel"
 
 // Build describes the build: the VCS revision (with "+dirty" when the tree was modified) when
