@@ -30,6 +30,18 @@ func String(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, Replacement), "\x00", Replacement)
 }
 
+// Truncate returns at most the first n bytes of s, cut at a rune boundary, so that a valid
+// UTF-8 string stays valid (PostgreSQL refuses half a rune in text columns).
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
 // Message scrubs every string in m, in place: singular and repeated fields, map keys and
 // values, and nested messages (so the keys and string values of a google.protobuf.Struct too).
 // Bytes fields are left alone. It reports whether anything changed; m may be nil.

@@ -73,3 +73,23 @@ func protojsonClean(m proto.Message) bool {
 	b, err := protojson.Marshal(m)
 	return err == nil && !strings.Contains(string(b), `\u0000`)
 }
+
+func TestTruncate(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"hello", 10, "hello"},
+		{"hello", 5, "hello"},
+		{"hello", 3, "hel"},
+		{"héllo", 2, "h"}, // é is two bytes: never cut in half
+		{"héllo", 3, "hé"},
+		{"€", 2, ""},
+	} {
+		if got := scrub.Truncate(c.s, c.n); got != c.want {
+			t.Errorf("Truncate(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/better-compute/better-compute/internal/scrub"
 )
 
 // The API's side of the control hop: it streams a tunnel to the gateway that holds the node's
@@ -173,7 +175,7 @@ func (b *sentBody) Close() error {
 // firstLine is the first line of a refusal's text body, bounded, or def.
 func firstLine(s, def string) string {
 	s, _, _ = strings.Cut(s, "\n")
-	s = truncate(strings.TrimSpace(s), 200)
+	s = scrub.Truncate(strings.TrimSpace(s), 200)
 	if s == "" {
 		return def
 	}

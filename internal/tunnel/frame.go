@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"unicode/utf8"
+
+	"github.com/better-compute/better-compute/internal/scrub"
 )
 
 // FrameType says what a frame carries.
@@ -90,7 +91,7 @@ func AppendMessage(b []byte, f Frame) []byte {
 // AbortPayload is an Abort frame's payload: the code (uint16 big endian), then the reason in
 // UTF-8, at most 123 bytes (what a WebSocket close frame can carry).
 func AbortPayload(code Code, reason string) []byte {
-	reason = truncate(reason, maxReason)
+	reason = scrub.Truncate(reason, maxReason)
 	return append(binary.BigEndian.AppendUint16(nil, uint16(code)), reason...)
 }
 
@@ -103,13 +104,3 @@ func ParseAbort(p []byte) (Code, string) {
 }
 
 const maxReason = 123
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"connectrpc.com/connect"
 	"github.com/coder/websocket"
@@ -20,6 +19,7 @@ import (
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/requestid"
+	"github.com/better-compute/better-compute/internal/scrub"
 	"github.com/better-compute/better-compute/internal/server/guard"
 	"github.com/better-compute/better-compute/internal/tunnel"
 )
@@ -378,7 +378,7 @@ func (s *Service) finish(ctx context.Context, p *auth.Principal, l *liveTunnel, 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	if err := db.New(s.pool).RecordTunnelClosed(rctx, db.RecordTunnelClosedParams{
-		TenantID: row.TenantID, ID: row.ID, CloseCode: &c, CloseReason: clip(reason, 200),
+		TenantID: row.TenantID, ID: row.ID, CloseCode: &c, CloseReason: scrub.Truncate(reason, 200),
 		BytesToNode: toNode, BytesFromNode: fromNode,
 	}); err != nil {
 		s.log.ErrorContext(ctx, "record a tunnel's end", "request_id", requestid.From(ctx), "tunnel_id", row.ID, "err", err)
@@ -393,17 +393,6 @@ func logArgs(r *http.Request, p *auth.Principal, kv ...any) []any {
 		args = append(args, "principal_id", p.ID, "tenant_id", p.TenantID)
 	}
 	return append(args, kv...)
-}
-
-// clip bounds s to n bytes of valid UTF-8.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // clientStream is the client's WebSocket as the relay's stream. Once the client half-closed it

@@ -35,6 +35,7 @@ import (
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/metrics"
+	"github.com/better-compute/better-compute/internal/scrub"
 	"github.com/better-compute/better-compute/internal/server/admission"
 	"github.com/better-compute/better-compute/internal/server/page"
 	"github.com/better-compute/better-compute/internal/tunnel"
@@ -263,7 +264,7 @@ func (s *Service) CloseTunnel(ctx context.Context, req *tunnelsv1.CloseTunnelReq
 	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*tunnelsv1.CloseTunnelResponse, error) {
 		tx.Target("tunnel", id)
 		row, err := tx.Q.RequestTunnelClose(ctx, db.RequestTunnelCloseParams{
-			TenantID: p.TenantID, ID: id, CloseCode: int32(tunnel.CodeTunnelsClosed), CloseReason: clip("closed by "+p.Name, 200),
+			TenantID: p.TenantID, ID: id, CloseCode: int32(tunnel.CodeTunnelsClosed), CloseReason: scrub.Truncate("closed by "+p.Name, 200),
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			row, err = tx.Q.GetTunnel(ctx, db.GetTunnelParams{TenantID: p.TenantID, ID: id})

@@ -345,7 +345,7 @@ func (p *Planner) planShared(leases []*Lease) (placed []Placement, failed []Fail
 		}
 		a := sh.account(l.Tenant)
 		size := l.size()
-		if slices.ContainsFunc(keysOf(size), func(k string) bool { return blocked[k] }) {
+		if size.any(blocked) {
 			continue // someone within nominal quota waits for this resource
 		}
 		if a.Limit != nil && !a.used.fits(size, a.Limit) {
@@ -371,12 +371,14 @@ func (p *Planner) planShared(leases []*Lease) (placed []Placement, failed []Fail
 	return placed, failed, preempted
 }
 
-func keysOf(a amounts) []string {
-	out := make([]string, 0, len(a))
+// any reports whether a has any of the resources set holds.
+func (a amounts) any(set map[string]bool) bool {
 	for k := range a {
-		out = append(out, k)
+		if set[k] {
+			return true
+		}
 	}
-	return out
+	return false
 }
 
 // MayPreempt reports whether planning more leases could still preempt or count on preempted

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/scrub"
 	"github.com/better-compute/better-compute/internal/workers/locks"
 	"github.com/better-compute/better-compute/internal/workers/shard"
 )
@@ -246,7 +247,7 @@ func (rt *Runtime) reconcileBatch(ctx context.Context, reg Registration, claimed
 	for _, f := range failed {
 		delay := Backoff(int(f.row.Attempts) + 1)
 		log.Info("reconcile failed; will retry", "key", f.row.Key, "attempt", f.row.Attempts+1, "retry_in", delay, "err", f.err)
-		msg := truncate(f.err.Error(), 2000)
+		msg := scrub.Truncate(f.err.Error(), 2000)
 		if err := q.RetryReconcile(rctx, db.RetryReconcileParams{
 			Kind: kind, Key: f.row.Key, LastError: &msg, DelayMs: delay.Milliseconds(),
 		}); err != nil {
@@ -296,11 +297,4 @@ func (rt *Runtime) resyncJob(reg Registration) locks.Job {
 			}
 		}
 	}}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

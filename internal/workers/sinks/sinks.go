@@ -65,6 +65,7 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/config"
+	"github.com/better-compute/better-compute/internal/scrub"
 	"github.com/better-compute/better-compute/internal/seal"
 	"github.com/better-compute/better-compute/internal/webhook"
 	"github.com/better-compute/better-compute/internal/workers/locks"
@@ -649,9 +650,10 @@ func (d *dispatcher) save(ctx context.Context) error {
 	return nil
 }
 
+// truncate bounds s to n bytes, at a rune boundary, marking a cut with an ellipsis.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return scrub.Truncate(s, n) + "…"
 }
