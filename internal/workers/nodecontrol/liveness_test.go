@@ -225,26 +225,30 @@ func TestLivenessJob(t *testing.T) {
 	beat := func() error {
 		return db.New(f.Pool).TouchNodes(ctx, db.TouchNodesParams{Ids: []uuid.UUID{id}, Seen: []time.Time{time.Now()}})
 	}
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-				if err := beat(); err != nil {
-					t.Error(err)
+	// beating sends heartbeats every 100 ms until the returned stop is called.
+	beating := func() (stop func()) {
+		done, stopped := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stopped)
+			for {
+				select {
+				case <-done:
+					return
+				case <-time.After(100 * time.Millisecond):
+					if err := beat(); err != nil {
+						t.Error(err)
+					}
 				}
 			}
-		}
-	}()
+		}()
+		return func() { close(done); <-stopped }
+	}
+	stopBeats := beating()
 	poll.Until(t, 20*time.Second, "the node comes online and is schedulable", func() bool {
 		c := condition(t, node(t, f.Pool, id), fleet.ConditionSchedulable)
 		return node(t, f.Pool, id).Online && c.Status == fleet.StatusTrue && c.Reason == "Ready"
 	})
-	close(stop)
-	<-stopped
+	stopBeats()
 	// Heartbeats stop.
 	took := poll.Until(t, 10*time.Second, "the silent node goes offline", func() bool {
 		c := condition(t, node(t, f.Pool, id), fleet.ConditionSchedulable)
@@ -254,13 +258,13 @@ func TestLivenessJob(t *testing.T) {
 	if got := flatten(h.calls(false)); !slices.Equal(got, []uuid.UUID{id}) {
 		t.Errorf("OnOffline got %v", got)
 	}
-	// They resume.
-	if err := beat(); err != nil {
-		t.Fatal(err)
-	}
+	// They resume, and keep coming: one lone heartbeat would let the node go offline again a
+	// threshold later, before a slow machine's reconciler marks it schedulable.
+	stopBeats = beating()
 	poll.Until(t, 10*time.Second, "the node is back", func() bool {
 		return node(t, f.Pool, id).Online && condition(t, node(t, f.Pool, id), fleet.ConditionSchedulable).Status == fleet.StatusTrue
 	})
+	stopBeats()
 	if len(h.calls(true)) != 2 { // the first hello, and now
 		t.Errorf("OnOnline calls %v, want 2", h.calls(true))
 	}
