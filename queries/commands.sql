@@ -68,13 +68,22 @@ RETURNING *;
 -- name: FinishCommand :one
 -- sent | acked -> succeeded | failed, with what the node reported (a result can overtake an ack
 -- that was lost with a gateway). A repeated result finds the command finished and changes
--- nothing, so a result is recorded once.
-UPDATE commands
-SET state = sqlc.arg(state)::command_state, result = sqlc.narg(result), error = sqlc.arg(error),
-    finished_at = now(), updated_at = now()
-WHERE node_id = sqlc.arg(node_id) AND id = sqlc.arg(id) AND state IN ('sent', 'acked')
-  AND sqlc.arg(state)::command_state IN ('succeeded', 'failed')
-RETURNING *;
+-- nothing, so a result is recorded once. A workflow waiting for the command is woken.
+WITH finished AS (
+    UPDATE commands
+    SET state = sqlc.arg(state)::command_state, result = sqlc.narg(result), error = sqlc.arg(error),
+        finished_at = now(), updated_at = now()
+    WHERE commands.node_id = sqlc.arg(node_id) AND commands.id = sqlc.arg(id) AND commands.state IN ('sent', 'acked')
+      AND sqlc.arg(state)::command_state IN ('succeeded', 'failed')
+    RETURNING *
+), wake AS (
+    INSERT INTO reconcile_queue (kind, key)
+    SELECT 'workflow', w.workflow_id::text FROM workflow_nodes w JOIN finished f ON w.command_id = f.id
+    WHERE w.open
+    ON CONFLICT (kind, key) DO UPDATE
+    SET due_at = LEAST(reconcile_queue.due_at, now()), generation = reconcile_queue.generation + 1, enqueued_at = now()
+)
+SELECT * FROM finished;
 
 -- name: ExpireOverdueCommands :execrows
 -- The sweeper: pending | sent | acked -> expired, for up to lim commands whose deadline passed.

@@ -61,6 +61,15 @@ WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id)
 RETURNING *;
 
 -- name: NodeHello :exec
+-- Also wakes the workflow controller for the node's open workflow, which may be waiting for the
+-- daemon to come back (after a reboot) or to report a new version.
+WITH wake AS (
+    INSERT INTO reconcile_queue (kind, key)
+    SELECT 'workflow', w.workflow_id::text FROM workflow_nodes w
+    WHERE w.node_id = sqlc.arg(id) AND w.open AND w.step IN ('act', 'verify', 'uncordon')
+    ON CONFLICT (kind, key) DO UPDATE
+    SET due_at = LEAST(reconcile_queue.due_at, now()), generation = reconcile_queue.generation + 1, enqueued_at = now()
+)
 UPDATE nodes
 SET daemon_version = sqlc.arg(daemon_version), inventory = sqlc.arg(inventory), last_seen_at = now(),
     state = CASE WHEN state = 'joining' THEN 'ready' ELSE state END, updated_at = now()

@@ -175,12 +175,21 @@ func (q *Queries) ExpireOverdueCommands(ctx context.Context, lim int32) (int64, 
 }
 
 const finishCommand = `-- name: FinishCommand :one
-UPDATE commands
-SET state = $1::command_state, result = $2, error = $3,
-    finished_at = now(), updated_at = now()
-WHERE node_id = $4 AND id = $5 AND state IN ('sent', 'acked')
-  AND $1::command_state IN ('succeeded', 'failed')
-RETURNING id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at
+WITH finished AS (
+    UPDATE commands
+    SET state = $1::command_state, result = $2, error = $3,
+        finished_at = now(), updated_at = now()
+    WHERE commands.node_id = $4 AND commands.id = $5 AND commands.state IN ('sent', 'acked')
+      AND $1::command_state IN ('succeeded', 'failed')
+    RETURNING id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at
+), wake AS (
+    INSERT INTO reconcile_queue (kind, key)
+    SELECT 'workflow', w.workflow_id::text FROM workflow_nodes w JOIN finished f ON w.command_id = f.id
+    WHERE w.open
+    ON CONFLICT (kind, key) DO UPDATE
+    SET due_at = LEAST(reconcile_queue.due_at, now()), generation = reconcile_queue.generation + 1, enqueued_at = now()
+)
+SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at FROM finished
 `
 
 type FinishCommandParams struct {
@@ -191,10 +200,29 @@ type FinishCommandParams struct {
 	ID     uuid.UUID
 }
 
+type FinishCommandRow struct {
+	ID             uuid.UUID
+	TenantID       uuid.UUID
+	NodeID         uuid.UUID
+	Type           string
+	Payload        []byte
+	State          CommandState
+	IdempotencyKey string
+	Deadline       time.Time
+	Attempts       int32
+	Result         []byte
+	Error          string
+	CreatedAt      time.Time
+	SentAt         *time.Time
+	AckedAt        *time.Time
+	FinishedAt     *time.Time
+	UpdatedAt      time.Time
+}
+
 // sent | acked -> succeeded | failed, with what the node reported (a result can overtake an ack
 // that was lost with a gateway). A repeated result finds the command finished and changes
-// nothing, so a result is recorded once.
-func (q *Queries) FinishCommand(ctx context.Context, arg FinishCommandParams) (Command, error) {
+// nothing, so a result is recorded once. A workflow waiting for the command is woken.
+func (q *Queries) FinishCommand(ctx context.Context, arg FinishCommandParams) (FinishCommandRow, error) {
 	row := q.db.QueryRow(ctx, finishCommand,
 		arg.State,
 		arg.Result,
@@ -202,7 +230,7 @@ func (q *Queries) FinishCommand(ctx context.Context, arg FinishCommandParams) (C
 		arg.NodeID,
 		arg.ID,
 	)
-	var i Command
+	var i FinishCommandRow
 	err := row.Scan(
 		&i.ID,
 		&i.TenantID,

@@ -287,6 +287,152 @@ func AllReservationStateValues() []ReservationState {
 	}
 }
 
+type WorkflowState string
+
+const (
+	WorkflowStateRunning   WorkflowState = "running"
+	WorkflowStatePaused    WorkflowState = "paused"
+	WorkflowStateSucceeded WorkflowState = "succeeded"
+	WorkflowStateFailed    WorkflowState = "failed"
+	WorkflowStateCancelled WorkflowState = "cancelled"
+)
+
+func (e *WorkflowState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = WorkflowState(s)
+	case string:
+		*e = WorkflowState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for WorkflowState: %T", src)
+	}
+	return nil
+}
+
+type NullWorkflowState struct {
+	WorkflowState WorkflowState
+	Valid         bool // Valid is true if WorkflowState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullWorkflowState) Scan(value interface{}) error {
+	if value == nil {
+		ns.WorkflowState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.WorkflowState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullWorkflowState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.WorkflowState), nil
+}
+
+func (e WorkflowState) Valid() bool {
+	switch e {
+	case WorkflowStateRunning,
+		WorkflowStatePaused,
+		WorkflowStateSucceeded,
+		WorkflowStateFailed,
+		WorkflowStateCancelled:
+		return true
+	}
+	return false
+}
+
+func AllWorkflowStateValues() []WorkflowState {
+	return []WorkflowState{
+		WorkflowStateRunning,
+		WorkflowStatePaused,
+		WorkflowStateSucceeded,
+		WorkflowStateFailed,
+		WorkflowStateCancelled,
+	}
+}
+
+type WorkflowStep string
+
+const (
+	WorkflowStepPending   WorkflowStep = "pending"
+	WorkflowStepCordon    WorkflowStep = "cordon"
+	WorkflowStepDrain     WorkflowStep = "drain"
+	WorkflowStepAct       WorkflowStep = "act"
+	WorkflowStepVerify    WorkflowStep = "verify"
+	WorkflowStepUncordon  WorkflowStep = "uncordon"
+	WorkflowStepSucceeded WorkflowStep = "succeeded"
+	WorkflowStepFailed    WorkflowStep = "failed"
+	WorkflowStepSkipped   WorkflowStep = "skipped"
+)
+
+func (e *WorkflowStep) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = WorkflowStep(s)
+	case string:
+		*e = WorkflowStep(s)
+	default:
+		return fmt.Errorf("unsupported scan type for WorkflowStep: %T", src)
+	}
+	return nil
+}
+
+type NullWorkflowStep struct {
+	WorkflowStep WorkflowStep
+	Valid        bool // Valid is true if WorkflowStep is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullWorkflowStep) Scan(value interface{}) error {
+	if value == nil {
+		ns.WorkflowStep, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.WorkflowStep.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullWorkflowStep) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.WorkflowStep), nil
+}
+
+func (e WorkflowStep) Valid() bool {
+	switch e {
+	case WorkflowStepPending,
+		WorkflowStepCordon,
+		WorkflowStepDrain,
+		WorkflowStepAct,
+		WorkflowStepVerify,
+		WorkflowStepUncordon,
+		WorkflowStepSucceeded,
+		WorkflowStepFailed,
+		WorkflowStepSkipped:
+		return true
+	}
+	return false
+}
+
+func AllWorkflowStepValues() []WorkflowStep {
+	return []WorkflowStep{
+		WorkflowStepPending,
+		WorkflowStepCordon,
+		WorkflowStepDrain,
+		WorkflowStepAct,
+		WorkflowStepVerify,
+		WorkflowStepUncordon,
+		WorkflowStepSucceeded,
+		WorkflowStepFailed,
+		WorkflowStepSkipped,
+	}
+}
+
 type Allocation struct {
 	ID           int64
 	LeaseID      uuid.UUID
@@ -697,4 +843,44 @@ type WebhookDeadLetter struct {
 	ParkedAt  time.Time
 	Error     string
 	Replay    bool
+}
+
+type Workflow struct {
+	ID              uuid.UUID
+	TenantID        uuid.UUID
+	Name            string
+	ActionType      string
+	Action          []byte
+	Target          []byte
+	Version         string
+	MaxParallel     int32
+	MaxFailures     int32
+	MinHealthyMs    int64
+	DrainDeadlineMs int64
+	StepTimeoutMs   int64
+	State           WorkflowState
+	Reason          string
+	Origin          string
+	CreatedBy       string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	FinishedAt      *time.Time
+}
+
+type WorkflowNode struct {
+	WorkflowID   uuid.UUID
+	NodeID       uuid.UUID
+	TenantID     uuid.UUID
+	Position     int32
+	Step         WorkflowStep
+	Attempt      int32
+	CommandID    *uuid.UUID
+	Cordoned     bool
+	Message      string
+	AdmittedAt   *time.Time
+	StepAt       *time.Time
+	ActAt        *time.Time
+	HealthySince *time.Time
+	FinishedAt   *time.Time
+	Open         bool
 }

@@ -585,6 +585,13 @@ func (q *Queries) LiveGateways(ctx context.Context) ([]Gateway, error) {
 }
 
 const nodeHello = `-- name: NodeHello :exec
+WITH wake AS (
+    INSERT INTO reconcile_queue (kind, key)
+    SELECT 'workflow', w.workflow_id::text FROM workflow_nodes w
+    WHERE w.node_id = $3 AND w.open AND w.step IN ('act', 'verify', 'uncordon')
+    ON CONFLICT (kind, key) DO UPDATE
+    SET due_at = LEAST(reconcile_queue.due_at, now()), generation = reconcile_queue.generation + 1, enqueued_at = now()
+)
 UPDATE nodes
 SET daemon_version = $1, inventory = $2, last_seen_at = now(),
     state = CASE WHEN state = 'joining' THEN 'ready' ELSE state END, updated_at = now()
@@ -597,6 +604,8 @@ type NodeHelloParams struct {
 	ID            uuid.UUID
 }
 
+// Also wakes the workflow controller for the node's open workflow, which may be waiting for the
+// daemon to come back (after a reboot) or to report a new version.
 func (q *Queries) NodeHello(ctx context.Context, arg NodeHelloParams) error {
 	_, err := q.db.Exec(ctx, nodeHello, arg.DaemonVersion, arg.Inventory, arg.ID)
 	return err

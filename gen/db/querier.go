@@ -24,6 +24,9 @@ type Querier interface {
 	AcquireMigrationLock(ctx context.Context, lockKey int64) error
 	// What the tenant's pending and running leases in a pool ask for, against its quota.
 	ActivePoolLeaseTotals(ctx context.Context, arg ActivePoolLeaseTotalsParams) (ActivePoolLeaseTotalsRow, error)
+	// Appends nodes to a workflow after its last position, in the order given. A node already in an
+	// open workflow violates workflow_nodes_open_node; the caller names it (OpenWorkflowOfNodes).
+	AddWorkflowNodes(ctx context.Context, arg AddWorkflowNodesParams) ([]uuid.UUID, error)
 	// Moves a cursor forward, never back, and clears its error. Run after lease.Fence in the same
 	// transaction. No row: the sink's cursor was deleted (its webhook was).
 	AdvanceSinkCursor(ctx context.Context, arg AdvanceSinkCursorParams) (int64, error)
@@ -75,6 +78,8 @@ type Querier interface {
 	// database's), so the scan reads a short range of the (tenant_id, id) index rather than every
 	// command the tenant keeps.
 	CountTenantRecentCommands(ctx context.Context, arg CountTenantRecentCommandsParams) (CountTenantRecentCommandsRow, error)
+	// The tenant's running or paused workflows made by workflows/create (its cap).
+	CountUnfinishedWorkflows(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	// Keys that still let an owner in: of a principal with the owner role, not expired, other than
 	// the key and the principal being removed (either may be null). Removing the last one would
 	// lock the tenant's owners out.
@@ -138,6 +143,8 @@ type Querier interface {
 	// lease lapsed lost its API (a crash), counts against no cap, and is shown closed.
 	CreateTunnel(ctx context.Context, arg CreateTunnelParams) (Tunnel, error)
 	CreateWebhook(ctx context.Context, arg CreateWebhookParams) (Webhook, error)
+	// Workflows (workflows/* in the API, the "workflow" reconciler in the controllers role).
+	CreateWorkflow(ctx context.Context, arg CreateWorkflowParams) (Workflow, error)
 	// Which of a gateway's sessions are still the newest of their node.
 	CurrentSessions(ctx context.Context, nodeIds []uuid.UUID) ([]CurrentSessionsRow, error)
 	DaemonVersions(ctx context.Context) ([]DaemonVersionsRow, error)
@@ -218,10 +225,12 @@ type Querier interface {
 	// Inside a transaction: holds the lock row share-locked, so it cannot change hands before the
 	// transaction ends, and reports whether the token is still the current, unexpired one.
 	FenceLock(ctx context.Context, arg FenceLockParams) (bool, error)
+	// The tenant's unfinished spec-made upgrade workflow to version, if any.
+	FindSpecWorkflow(ctx context.Context, arg FindSpecWorkflowParams) (Workflow, error)
 	// sent | acked -> succeeded | failed, with what the node reported (a result can overtake an ack
 	// that was lost with a gateway). A repeated result finds the command finished and changes
-	// nothing, so a result is recorded once.
-	FinishCommand(ctx context.Context, arg FinishCommandParams) (Command, error)
+	// nothing, so a result is recorded once. A workflow waiting for the command is woken.
+	FinishCommand(ctx context.Context, arg FinishCommandParams) (FinishCommandRow, error)
 	GatewaySessions(ctx context.Context) ([]GatewaySessionsRow, error)
 	GetAPIKey(ctx context.Context, arg GetAPIKeyParams) (ApiKey, error)
 	GetCommand(ctx context.Context, arg GetCommandParams) (Command, error)
@@ -258,6 +267,7 @@ type Querier interface {
 	// tenant's id is read, to refuse another tenant's ticket distinctly, and none of it is returned).
 	GetTunnelTicket(ctx context.Context, ticketHash []byte) (GetTunnelTicketRow, error)
 	GetWebhook(ctx context.Context, arg GetWebhookParams) (GetWebhookRow, error)
+	GetWorkflow(ctx context.Context, arg GetWorkflowParams) (Workflow, error)
 	// Grants: a pool's owner shares the pool with other tenants (pools/grant), each grant with a
 	// nominal quota, a borrowing limit and a weight (migrations/0019_shared_capacity.sql); and the
 	// preemptions in an owner's pools. API statements take the caller's tenant id, as the owner
@@ -337,6 +347,10 @@ type Querier interface {
 	// Every tenant's webhooks, for the sinks role's supervisor.
 	ListWebhookSinks(ctx context.Context) ([]ListWebhookSinksRow, error)
 	ListWebhooks(ctx context.Context, arg ListWebhooksParams) ([]ListWebhooksRow, error)
+	// A workflow's nodes in order, with their hostnames.
+	ListWorkflowNodes(ctx context.Context, arg ListWorkflowNodesParams) ([]ListWorkflowNodesRow, error)
+	// A page of the tenant's workflows, newest first (ids are UUIDv7), after the page token's id.
+	ListWorkflows(ctx context.Context, arg ListWorkflowsParams) ([]Workflow, error)
 	ListenReconcile(ctx context.Context) error
 	LiveGateways(ctx context.Context) ([]Gateway, error)
 	LiveMembers(ctx context.Context, arg LiveMembersParams) ([]string, error)
@@ -389,6 +403,9 @@ type Querier interface {
 	// WebhookState, locked until the transaction ends, so parking a webhook's events and
 	// webhooks/replayDeadLetters take turns.
 	LockWebhookState(ctx context.Context, id uuid.UUID) (LockWebhookStateRow, error)
+	// The controller's read of a workflow, locked until the transaction ends.
+	LockWorkflow(ctx context.Context, id uuid.UUID) (Workflow, error)
+	LockWorkflowOfTenant(ctx context.Context, arg LockWorkflowOfTenantParams) (Workflow, error)
 	// pending -> sent, for the commands of one node about to go out on its session; returns those
 	// that moved (the others were cancelled, expired or sent by someone else meanwhile).
 	MarkCommandsSent(ctx context.Context, arg MarkCommandsSentParams) ([]Command, error)
@@ -422,8 +439,17 @@ type Querier interface {
 	// running lease, or the next start or end of a reservation of the tenant (reservations of other
 	// pools may cover the pool's nodes). Unix seconds; 0 when nothing is due.
 	NextPoolWake(ctx context.Context, arg NextPoolWakeParams) (float64, error)
+	// The leases holding anything on a node.
+	NodeActiveLeaseIDs(ctx context.Context, nodeID uuid.UUID) ([]uuid.UUID, error)
+	// Also wakes the workflow controller for the node's open workflow, which may be waiting for the
+	// daemon to come back (after a reboot) or to report a new version.
 	NodeHello(ctx context.Context, arg NodeHelloParams) error
+	// The newest workflow a node is or was in, with its step there: what the NodeSpec reconciler
+	// reports.
+	NodeWorkflowProgress(ctx context.Context, nodeID uuid.UUID) (NodeWorkflowProgressRow, error)
 	NotifyReconcile(ctx context.Context, kind string) error
+	// Which of the nodes are in an open workflow, and which.
+	OpenWorkflowOfNodes(ctx context.Context, arg OpenWorkflowOfNodesParams) ([]OpenWorkflowOfNodesRow, error)
 	// Outbox delivery: the sinks role reads the outbox in a commit-safe order and keeps one cursor per
 	// sink. xid8 values cross the wire as bigint (a full transaction id fits in 63 bits).
 	// The oldest transaction that may still be running: every transaction below it has committed or
@@ -447,6 +473,8 @@ type Querier interface {
 	// The pool's pending leases in creation order, after seq.
 	PendingPoolLeases(ctx context.Context, arg PendingPoolLeasesParams) ([]PendingPoolLeasesRow, error)
 	PendingReservationLeases(ctx context.Context, reservationID *uuid.UUID) ([]uuid.UUID, error)
+	// The next nodes to admit, in order, with their nodes' state.
+	PendingWorkflowNodes(ctx context.Context, arg PendingWorkflowNodesParams) ([]PendingWorkflowNodesRow, error)
 	// The present devices of the pool's members, and whether an allocation holds each.
 	PlacerDevices(ctx context.Context, poolID uuid.UUID) ([]PlacerDevicesRow, error)
 	// The pool's active grants: each grantee's nominal quota, borrowing limit and weight.
@@ -567,6 +595,8 @@ type Querier interface {
 	RecordTunnelClosed(ctx context.Context, arg RecordTunnelClosedParams) error
 	ReleaseLocks(ctx context.Context, arg ReleaseLocksParams) error
 	ReleaseMigrationLock(ctx context.Context, lockKey int64) error
+	// A finished workflow lets go of its nodes.
+	ReleaseWorkflowNodes(ctx context.Context, workflowID uuid.UUID) error
 	// Extends the holder's unexpired locks among the names; those not returned are lost.
 	RenewLocks(ctx context.Context, arg RenewLocksParams) ([]Lock, error)
 	RenewNodeCert(ctx context.Context, arg RenewNodeCertParams) error
@@ -585,6 +615,8 @@ type Querier interface {
 	// Ends, at the latest at until, the acceptance of every authority of the kind: the issuer and
 	// rotated-out ones whose overlap would last longer.
 	RetirePKIAuthorities(ctx context.Context, arg RetirePKIAuthoritiesParams) error
+	// Failed nodes start over: pending again, with the next attempt.
+	RetryFailedWorkflowNodes(ctx context.Context, workflowID uuid.UUID) (int64, error)
 	RetryReconcile(ctx context.Context, arg RetryReconcileParams) error
 	RevokeJoinToken(ctx context.Context, arg RevokeJoinTokenParams) (JoinToken, error)
 	// On promotion to owner: the principal's keys that a non-owner minted (or that predate the
@@ -619,6 +651,14 @@ type Querier interface {
 	SetPoolLeasesBorrowing(ctx context.Context, arg SetPoolLeasesBorrowingParams) error
 	// Suspends (suspended true) or resumes a tenant; suspending a suspended tenant keeps the time.
 	SetTenantSuspended(ctx context.Context, arg SetTenantSuspendedParams) (Tenant, error)
+	SetWorkflowMaxFailures(ctx context.Context, arg SetWorkflowMaxFailuresParams) error
+	// Records a node's step and what the controller knows of it. Entering a step stamps step_at (and
+	// admitted_at, act_at, finished_at where they start); staying in it keeps them.
+	SetWorkflowNodeStep(ctx context.Context, arg SetWorkflowNodeStepParams) error
+	// Moves a workflow to state with reason; a final state sets finished_at and lets go of the
+	// workflow's nodes only when release is true (the controller releases them once it has cleaned
+	// up after a cancel).
+	SetWorkflowState(ctx context.Context, arg SetWorkflowStateParams) (Workflow, error)
 	// The tenant's active grant of a pool, for leases/create from a granted pool. Shared-locked until
 	// the transaction ends, so a concurrent revoke (which updates the row) waits for the lease to
 	// commit and then fails it as pending, or runs first and the lease is refused.
@@ -628,6 +668,7 @@ type Querier interface {
 	// Whether the sink is in a run of failures. Read after LockWebhookState, in the same
 	// transaction, it sees a replay that committed while the lock was awaited.
 	SinkRetrying(ctx context.Context, sink string) (bool, error)
+	SkipPendingWorkflowNodes(ctx context.Context, arg SkipPendingWorkflowNodesParams) (int64, error)
 	// The NodeSpec reconciler's resync: live nodes whose spec is not observed, or whose state
 	// differs from it.
 	SpecDriftNodeKeys(ctx context.Context) ([]string, error)
@@ -676,6 +717,19 @@ type Querier interface {
 	UsageBacklog(ctx context.Context) (UsageBacklogRow, error)
 	// A webhook's state ('healthy' or 'failing') and, when failing, why. No row: it was deleted.
 	WebhookState(ctx context.Context, id uuid.UUID) (WebhookStateRow, error)
+	// The controller's view of a workflow's admitted, unfinished nodes: each with its node and the
+	// act step's command.
+	WorkflowNodesInFlight(ctx context.Context, workflowID uuid.UUID) ([]WorkflowNodesInFlightRow, error)
+	// How many nodes of each workflow are at each step.
+	WorkflowStepCounts(ctx context.Context, arg WorkflowStepCountsParams) ([]WorkflowStepCountsRow, error)
+	// The live nodes of the tenant among ids (neither retired nor revoked), in no order.
+	WorkflowTargetIDs(ctx context.Context, arg WorkflowTargetIDsParams) ([]uuid.UUID, error)
+	// The members of a pool of the tenant, oldest first; at most lim.
+	WorkflowTargetPool(ctx context.Context, arg WorkflowTargetPoolParams) ([]uuid.UUID, error)
+	// The live nodes of the tenant whose labels include selector, oldest first; at most lim.
+	WorkflowTargetSelector(ctx context.Context, arg WorkflowTargetSelectorParams) ([]uuid.UUID, error)
+	// Unfinished workflows, and finished ones still holding nodes.
+	WorkflowsToResync(ctx context.Context) ([]string, error)
 }
 
 var _ Querier = (*Queries)(nil)

@@ -1,10 +1,8 @@
 package command
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"strings"
 
@@ -13,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/release"
 )
 
 // Bounds of the typed payloads. Validate enforces them where a payload enters (commands/create,
@@ -29,10 +28,6 @@ const (
 	MaxExecPath = 4096
 	// MaxExecOutput is the most of each of stdout and stderr an exec may ask to keep.
 	MaxExecOutput = 1 << 20
-	// MaxVersion bounds the version an upgrade names.
-	MaxVersion = 128
-	// MaxUpgradeURL bounds the URL an upgrade fetches from.
-	MaxUpgradeURL = 2048
 	// MaxStructBytes bounds a configure's config and an echo's data, as JSON.
 	MaxStructBytes = 64 << 10
 )
@@ -162,7 +157,7 @@ func Validate(p proto.Message) error {
 	case *daemonv1.ExecPayload:
 		return validateExec(p)
 	case *daemonv1.UpgradePayload:
-		return ValidateUpgrade(p.GetVersion(), p.GetUrl(), p.GetSha256())
+		return ValidateUpgrade(p.GetVersion())
 	case *daemonv1.ConfigurePayload:
 		if p.GetConfig() == nil {
 			return bad("config", "required (a JSON object; {} for an empty configuration)")
@@ -219,24 +214,14 @@ func validateExec(p *daemonv1.ExecPayload) error {
 	return nil
 }
 
-// ValidateUpgrade checks what an upgrade carries (a commands/create upgrade, a NodeSpec's
-// daemon version, URL and checksum): url and sha256 are required, version may be empty.
-func ValidateUpgrade(version, rawURL, sum string) error {
-	if len(version) > MaxVersion || strings.ContainsFunc(version, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-		return bad("version", "at most %d bytes, without spaces or control characters", MaxVersion)
+// ValidateUpgrade checks the release version an upgrade names (a commands/create upgrade, a
+// workflow's, a NodeSpec's daemon version): required, and a valid release version.
+func ValidateUpgrade(version string) error {
+	if version == "" {
+		return bad("version", "required: the release version to upgrade to")
 	}
-	if rawURL == "" {
-		return bad("url", "required: where the daemon fetches the binary")
-	}
-	if len(rawURL) > MaxUpgradeURL {
-		return bad("url", "at most %d bytes", MaxUpgradeURL)
-	}
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.Fragment != "" {
-		return bad("url", "must be an http or https URL with a host, and without user or fragment")
-	}
-	if b, err := hex.DecodeString(sum); err != nil || len(b) != 32 {
-		return bad("sha256", "must be the binary's SHA-256, 64 hex digits")
+	if err := release.ValidateVersion(version); err != nil {
+		return bad("version", "%v", err)
 	}
 	return nil
 }

@@ -13,12 +13,10 @@ type Spec struct {
 	Labels map[string]string `json:"labels,omitzero"`
 	// Taints, when not nil, are exactly the taints the node should have.
 	Taints []Taint `json:"taints,omitzero"`
-	// DaemonVersion is the version the node's daemon should report; empty for any.
+	// DaemonVersion is the release version the node's daemon should report; empty for any. An
+	// upgrade workflow (origin "spec") brings nodes to it. (Specs stored before releases were
+	// signed may still hold daemonUrl and daemonSha256; they are ignored.)
 	DaemonVersion string `json:"daemonVersion,omitempty"`
-	// DaemonURL and DaemonSHA256 say where the daemon of DaemonVersion is fetched from and its
-	// checksum: what the upgrade command carries. Set exactly when DaemonVersion is.
-	DaemonURL    string `json:"daemonUrl,omitempty"`
-	DaemonSHA256 string `json:"daemonSha256,omitempty"`
 	// Config is the daemon configuration (a JSON object) the node should have applied; nil for
 	// none managed.
 	Config json.RawMessage `json:"config,omitempty"`

@@ -266,8 +266,6 @@ func TestUpdateSpec(t *testing.T) {
 		Labels:        &nodesv1.LabelSet{},
 		Taints:        []*nodesv1.Taint{{Key: "dedicated", Value: "ml", Effect: "NoSchedule"}, {Key: "maintenance", Effect: "NoExecute"}},
 		DaemonVersion: "2.1.0",
-		DaemonUrl:     "https://releases.example.com/bcd-2.1.0",
-		DaemonSha256:  "abababababababababababababababababababababababababababababababab",
 		Config:        config,
 	}
 	res, err := c.UpdateSpec(ctx, &nodesv1.UpdateSpecRequest{Id: id.String(), Spec: spec, ExpectedGeneration: 1})
@@ -276,7 +274,6 @@ func TestUpdateSpec(t *testing.T) {
 	}
 	n := res.GetNode()
 	if n.GetSpecGeneration() != 2 || n.GetSpec().GetDaemonVersion() != "2.1.0" || len(n.GetSpec().GetTaints()) != 2 ||
-		n.GetSpec().GetDaemonUrl() != "https://releases.example.com/bcd-2.1.0" || n.GetSpec().GetDaemonSha256() != "abababababababababababababababababababababababababababababababab" ||
 		n.GetSpec().GetLabels() == nil || len(n.GetSpec().GetLabels().GetValues()) != 0 ||
 		n.GetSpec().GetConfig().GetFields()["limits"].GetStructValue().GetFields()["pids"].GetNumberValue() != 4096 {
 		t.Fatalf("updated spec %v at generation %d", n.GetSpec(), n.GetSpecGeneration())
@@ -306,11 +303,6 @@ func TestUpdateSpec(t *testing.T) {
 		{&nodesv1.NodeSpec{Taints: []*nodesv1.Taint{{Key: "a", Value: "b c", Effect: "NoSchedule"}}}, "spec.taints[0].value"},
 		{&nodesv1.NodeSpec{Taints: []*nodesv1.Taint{{Key: "a", Effect: "NoSchedule"}, {Key: "a", Value: "x", Effect: "NoSchedule"}}}, "spec.taints[1]"},
 		{&nodesv1.NodeSpec{DaemonVersion: "1.0 beta"}, "spec.daemon_version"},
-		{&nodesv1.NodeSpec{DaemonVersion: "1.0", DaemonSha256: "abababababababababababababababababababababababababababababababab"}, "spec.daemon_url"},
-		{&nodesv1.NodeSpec{DaemonVersion: "1.0", DaemonUrl: "ftp://x/bcd", DaemonSha256: "abababababababababababababababababababababababababababababababab"}, "spec.daemon_url"},
-		{&nodesv1.NodeSpec{DaemonVersion: "1.0", DaemonUrl: "https://x/bcd", DaemonSha256: "abc"}, "spec.daemon_sha256"},
-		{&nodesv1.NodeSpec{DaemonUrl: "https://x/bcd"}, "spec.daemon_url"},
-		{&nodesv1.NodeSpec{DaemonSha256: "abababababababababababababababababababababababababababababababab"}, "spec.daemon_sha256"},
 	} {
 		_, err := c.UpdateSpec(ctx, &nodesv1.UpdateSpecRequest{Id: id.String(), Spec: tc.spec})
 		wantCode(t, err, connect.CodeInvalidArgument)

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -32,7 +30,6 @@ const (
 	MaxSecrets = 64
 )
 
-var daemonVersion = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
 
 // UpdateSpec replaces a node's spec. The generation grows only when the spec changes; the
 // NodeSpec reconciler is enqueued in the same transaction.
@@ -113,29 +110,12 @@ func specFromProto(prefix string, p *nodesv1.NodeSpec) (fleet.Spec, error) {
 		return spec, err
 	}
 	spec.Taints = taints
-	if v := p.GetDaemonVersion(); v != "" && !daemonVersion.MatchString(v) {
-		return spec, apierr.InvalidArgument(prefix+".daemon_version", "%q must be 1 to 64 letters, digits, '.', '_', '+' and '-', starting with a letter or digit", v)
+	if v := p.GetDaemonVersion(); v != "" {
+		if err := command.ValidateUpgrade(v); err != nil {
+			return spec, apierr.InvalidArgument(prefix+".daemon_version", "%q is not a release version: letters, digits, '.', '+' and '-', at most 64", v)
+		}
 	}
 	spec.DaemonVersion = p.GetDaemonVersion()
-	// The upgrade a daemon version becomes carries where to fetch it and its checksum: all three
-	// or none.
-	if spec.DaemonVersion == "" {
-		if p.GetDaemonUrl() != "" {
-			return spec, apierr.InvalidArgument(prefix+".daemon_url", "set only with daemon_version")
-		}
-		if p.GetDaemonSha256() != "" {
-			return spec, apierr.InvalidArgument(prefix+".daemon_sha256", "set only with daemon_version")
-		}
-	} else {
-		if err := command.ValidateUpgrade(spec.DaemonVersion, p.GetDaemonUrl(), p.GetDaemonSha256()); err != nil {
-			var fe *command.FieldError
-			if errors.As(err, &fe) {
-				return spec, apierr.InvalidArgument(prefix+".daemon_"+fe.Field, "%s", fe.Msg)
-			}
-			return spec, apierr.InvalidArgument(prefix+".daemon_version", "%v", err)
-		}
-		spec.DaemonURL, spec.DaemonSHA256 = p.GetDaemonUrl(), strings.ToLower(p.GetDaemonSha256())
-	}
 	if p.GetConfig() != nil {
 		b, err := protojson.Marshal(p.GetConfig())
 		if err != nil {
@@ -216,7 +196,7 @@ func taintsToProto(ts []fleet.Taint) []*nodesv1.Taint {
 
 func specToProto(s fleet.Spec) (*nodesv1.NodeSpec, error) {
 	out := &nodesv1.NodeSpec{Taints: taintsToProto(s.Taints), DaemonVersion: s.DaemonVersion, Secrets: s.Secrets,
-		DaemonUrl: s.DaemonURL, DaemonSha256: s.DaemonSHA256, TunnelPorts: s.TunnelPorts}
+		TunnelPorts: s.TunnelPorts}
 	if s.Labels != nil {
 		out.Labels = &nodesv1.LabelSet{Values: s.Labels}
 	}

@@ -193,7 +193,7 @@ func messages(steps []step) string {
 // upgrade command with the spec's version, URL and checksum.
 func (r *specReconciler) upgrade(ctx context.Context, q *db.Queries, n db.Node, spec fleet.Spec) (step, bool, error) {
 	want := spec.DaemonVersion
-	payload, err := command.Encode(&daemonv1.UpgradePayload{Version: want, Url: spec.DaemonURL, Sha256: spec.DaemonSHA256})
+	payload, err := command.Encode(&daemonv1.UpgradePayload{Version: want})
 	if err != nil {
 		return step{}, false, fmt.Errorf("node %s: %w", n.ID, err)
 	}

@@ -190,16 +190,15 @@ func (*UndrainPayload) Descriptor() ([]byte, []int) {
 	return file_bettercompute_daemon_v1_commands_proto_rawDescGZIP(), []int{2}
 }
 
-// UpgradePayload replaces the daemon's binary and restarts it, on daemons run with
-// --allow-upgrade and an --upgrade-source the url is under.
+// UpgradePayload moves the daemon to a release version, on daemons run with a release source
+// and release keys (bcd run --release-url --release-key). The daemon fetches the release's
+// SHA256SUMS and its minisign signature from its own source, verifies the signature against the
+// keys it was installed with and the binary against the checksum, and only then replaces itself;
+// a new binary that holds no session within a deadline is rolled back. Nothing unverified runs.
 type UpgradePayload struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The version the new binary must report; at most 128 bytes; empty for any.
-	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
-	// Where to fetch the binary: an http or https URL of at most 2,048 bytes.
-	Url string `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
-	// The binary's SHA-256, 64 hex digits; other bytes are never put in place.
-	Sha256        string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// The release version: letters, digits, ".", "+" and "-", at most 64 bytes; required.
+	Version       string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -237,20 +236,6 @@ func (*UpgradePayload) Descriptor() ([]byte, []int) {
 func (x *UpgradePayload) GetVersion() string {
 	if x != nil {
 		return x.Version
-	}
-	return ""
-}
-
-func (x *UpgradePayload) GetUrl() string {
-	if x != nil {
-		return x.Url
-	}
-	return ""
-}
-
-func (x *UpgradePayload) GetSha256() string {
-	if x != nil {
-		return x.Sha256
 	}
 	return ""
 }
@@ -441,11 +426,9 @@ const file_bettercompute_daemon_v1_commands_proto_rawDesc = "" +
 	"\x10_timeout_secondsB\x13\n" +
 	"\x11_max_output_bytes\"\x0e\n" +
 	"\fDrainPayload\"\x10\n" +
-	"\x0eUndrainPayload\"T\n" +
+	"\x0eUndrainPayload\"C\n" +
 	"\x0eUpgradePayload\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\tR\aversion\x12\x10\n" +
-	"\x03url\x18\x02 \x01(\tR\x03url\x12\x16\n" +
-	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"C\n" +
+	"\aversion\x18\x01 \x01(\tR\aversionJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\x03urlR\x06sha256\"C\n" +
 	"\x10ConfigurePayload\x12/\n" +
 	"\x06config\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06config\"\x0f\n" +
 	"\rRebootPayload\"\x19\n" +

@@ -393,9 +393,10 @@ type NodeSpec struct {
 	Labels *LabelSet `protobuf:"bytes,1,opt,name=labels,proto3" json:"labels,omitempty"`
 	// The node's taints become exactly these.
 	Taints []*Taint `protobuf:"bytes,2,rep,name=taints,proto3" json:"taints,omitempty"`
-	// The daemon version the node should run; empty for any. A node reporting another version is
-	// sent an "upgrade" command with this version, daemon_url and daemon_sha256, which are
-	// required with it (and refused without it).
+	// The daemon release version the node should run; empty for any. A node reporting another
+	// version is upgraded by a workflow (origin "spec"): one running upgrade workflow to this
+	// version is reused for every node whose spec asks for it, else one is created, with one node
+	// at a time.
 	DaemonVersion string `protobuf:"bytes,3,opt,name=daemon_version,json=daemonVersion,proto3" json:"daemon_version,omitempty"`
 	// The daemon's configuration; unset for none managed. A node that has not yet applied this
 	// config is sent a "configure" command carrying it.
@@ -405,11 +406,6 @@ type NodeSpec struct {
 	// a secret that does not exist, or that its spec does not name, is told it is not found.
 	// Stored as a sorted set: duplicates are dropped.
 	Secrets []string `protobuf:"bytes,5,rep,name=secrets,proto3" json:"secrets,omitempty"`
-	// Where the daemon of daemon_version is fetched from: an http or https URL of at most 2,048
-	// bytes, which the node's daemon must allow (bcd run --allow-upgrade --upgrade-source).
-	DaemonUrl string `protobuf:"bytes,6,opt,name=daemon_url,json=daemonUrl,proto3" json:"daemon_url,omitempty"`
-	// The SHA-256 of the binary at daemon_url, 64 hex digits.
-	DaemonSha256 string `protobuf:"bytes,7,opt,name=daemon_sha256,json=daemonSha256,proto3" json:"daemon_sha256,omitempty"`
 	// Ports on the node's loopback that principals of the node's own tenant may open tunnels to
 	// (tunnels/create); at most 64, each 1 to 65535. The daemon allows only ports on its own local
 	// list as well (bcd run --tunnel-port).
@@ -481,20 +477,6 @@ func (x *NodeSpec) GetSecrets() []string {
 		return x.Secrets
 	}
 	return nil
-}
-
-func (x *NodeSpec) GetDaemonUrl() string {
-	if x != nil {
-		return x.DaemonUrl
-	}
-	return ""
-}
-
-func (x *NodeSpec) GetDaemonSha256() string {
-	if x != nil {
-		return x.DaemonSha256
-	}
-	return ""
 }
 
 func (x *NodeSpec) GetTunnelPorts() []int32 {
@@ -2031,17 +2013,15 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\x05Taint\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
-	"\x06effect\x18\x03 \x01(\tR\x06effect\"\xd4\x02\n" +
+	"\x06effect\x18\x03 \x01(\tR\x06effect\"\xb7\x02\n" +
 	"\bNodeSpec\x128\n" +
 	"\x06labels\x18\x01 \x01(\v2 .bettercompute.nodes.v1.LabelSetR\x06labels\x125\n" +
 	"\x06taints\x18\x02 \x03(\v2\x1d.bettercompute.nodes.v1.TaintR\x06taints\x12%\n" +
 	"\x0edaemon_version\x18\x03 \x01(\tR\rdaemonVersion\x12/\n" +
 	"\x06config\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06config\x12\x18\n" +
-	"\asecrets\x18\x05 \x03(\tR\asecrets\x12\x1d\n" +
-	"\n" +
-	"daemon_url\x18\x06 \x01(\tR\tdaemonUrl\x12#\n" +
-	"\rdaemon_sha256\x18\a \x01(\tR\fdaemonSha256\x12!\n" +
-	"\ftunnel_ports\x18\b \x03(\x05R\vtunnelPorts\"\x8b\x01\n" +
+	"\asecrets\x18\x05 \x03(\tR\asecrets\x12!\n" +
+	"\ftunnel_ports\x18\b \x03(\x05R\vtunnelPortsJ\x04\b\x06\x10\aJ\x04\b\a\x10\bR\n" +
+	"daemon_urlR\rdaemon_sha256\"\x8b\x01\n" +
 	"\bLabelSet\x12D\n" +
 	"\x06values\x18\x01 \x03(\v2,.bettercompute.nodes.v1.LabelSet.ValuesEntryR\x06values\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +

@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/daemon/v1/commands.proto.
  */
 export const file_bettercompute_daemon_v1_commands: GenFile = /*@__PURE__*/
-  fileDesc("CiZiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9jb21tYW5kcy5wcm90bxIXYmV0dGVyY29tcHV0ZS5kYWVtb24udjEihAIKC0V4ZWNQYXlsb2FkEgwKBHBhdGgYASABKAkSDAoEYXJncxgCIAMoCRI6CgNlbnYYAyADKAsyLS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FeGVjUGF5bG9hZC5FbnZFbnRyeRILCgNkaXIYBCABKAkSHAoPdGltZW91dF9zZWNvbmRzGAUgASgBSACIAQESHQoQbWF4X291dHB1dF9ieXRlcxgGIAEoBUgBiAEBGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEgoQX3RpbWVvdXRfc2Vjb25kc0ITChFfbWF4X291dHB1dF9ieXRlcyIOCgxEcmFpblBheWxvYWQiEAoOVW5kcmFpblBheWxvYWQiPgoOVXBncmFkZVBheWxvYWQSDwoHdmVyc2lvbhgBIAEoCRILCgN1cmwYAiABKAkSDgoGc2hhMjU2GAMgASgJIjsKEENvbmZpZ3VyZVBheWxvYWQSJwoGY29uZmlnGAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIPCg1SZWJvb3RQYXlsb2FkIhkKF0NvbGxlY3RJbnZlbnRvcnlQYXlsb2FkIjQKC0VjaG9QYXlsb2FkEiUKBGRhdGEYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QlJaUGdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvZGFlbW9uL3YxO2RhZW1vbnYxYgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("CiZiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9jb21tYW5kcy5wcm90bxIXYmV0dGVyY29tcHV0ZS5kYWVtb24udjEihAIKC0V4ZWNQYXlsb2FkEgwKBHBhdGgYASABKAkSDAoEYXJncxgCIAMoCRI6CgNlbnYYAyADKAsyLS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FeGVjUGF5bG9hZC5FbnZFbnRyeRILCgNkaXIYBCABKAkSHAoPdGltZW91dF9zZWNvbmRzGAUgASgBSACIAQESHQoQbWF4X291dHB1dF9ieXRlcxgGIAEoBUgBiAEBGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEgoQX3RpbWVvdXRfc2Vjb25kc0ITChFfbWF4X291dHB1dF9ieXRlcyIOCgxEcmFpblBheWxvYWQiEAoOVW5kcmFpblBheWxvYWQiOgoOVXBncmFkZVBheWxvYWQSDwoHdmVyc2lvbhgBIAEoCUoECAIQA0oECAMQBFIDdXJsUgZzaGEyNTYiOwoQQ29uZmlndXJlUGF5bG9hZBInCgZjb25maWcYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ig8KDVJlYm9vdFBheWxvYWQiGQoXQ29sbGVjdEludmVudG9yeVBheWxvYWQiNAoLRWNob1BheWxvYWQSJQoEZGF0YRgBIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCUlpQZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9kYWVtb24vdjE7ZGFlbW9udjFiBnByb3RvMw", [file_google_protobuf_struct]);
 
 /**
  * ExecPayload runs a program the node's exec allow list names (bcd run --allow-exec), from a
@@ -103,32 +103,21 @@ export const UndrainPayloadSchema: GenMessage<UndrainPayload> = /*@__PURE__*/
   messageDesc(file_bettercompute_daemon_v1_commands, 2);
 
 /**
- * UpgradePayload replaces the daemon's binary and restarts it, on daemons run with
- * --allow-upgrade and an --upgrade-source the url is under.
+ * UpgradePayload moves the daemon to a release version, on daemons run with a release source
+ * and release keys (bcd run --release-url --release-key). The daemon fetches the release's
+ * SHA256SUMS and its minisign signature from its own source, verifies the signature against the
+ * keys it was installed with and the binary against the checksum, and only then replaces itself;
+ * a new binary that holds no session within a deadline is rolled back. Nothing unverified runs.
  *
  * @generated from message bettercompute.daemon.v1.UpgradePayload
  */
 export type UpgradePayload = Message<"bettercompute.daemon.v1.UpgradePayload"> & {
   /**
-   * The version the new binary must report; at most 128 bytes; empty for any.
+   * The release version: letters, digits, ".", "+" and "-", at most 64 bytes; required.
    *
    * @generated from field: string version = 1;
    */
   version: string;
-
-  /**
-   * Where to fetch the binary: an http or https URL of at most 2,048 bytes.
-   *
-   * @generated from field: string url = 2;
-   */
-  url: string;
-
-  /**
-   * The binary's SHA-256, 64 hex digits; other bytes are never put in place.
-   *
-   * @generated from field: string sha256 = 3;
-   */
-  sha256: string;
 };
 
 /**

@@ -39,14 +39,10 @@ class UndrainPayload(_message.Message):
     def __init__(self) -> None: ...
 
 class UpgradePayload(_message.Message):
-    __slots__ = ("version", "url", "sha256")
+    __slots__ = ("version",)
     VERSION_FIELD_NUMBER: _ClassVar[int]
-    URL_FIELD_NUMBER: _ClassVar[int]
-    SHA256_FIELD_NUMBER: _ClassVar[int]
     version: str
-    url: str
-    sha256: str
-    def __init__(self, version: _Optional[str] = ..., url: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
+    def __init__(self, version: _Optional[str] = ...) -> None: ...
 
 class ConfigurePayload(_message.Message):
     __slots__ = ("config",)

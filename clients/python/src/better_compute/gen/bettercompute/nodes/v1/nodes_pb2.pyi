@@ -87,24 +87,20 @@ class Taint(_message.Message):
     def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
 
 class NodeSpec(_message.Message):
-    __slots__ = ("labels", "taints", "daemon_version", "config", "secrets", "daemon_url", "daemon_sha256", "tunnel_ports")
+    __slots__ = ("labels", "taints", "daemon_version", "config", "secrets", "tunnel_ports")
     LABELS_FIELD_NUMBER: _ClassVar[int]
     TAINTS_FIELD_NUMBER: _ClassVar[int]
     DAEMON_VERSION_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     SECRETS_FIELD_NUMBER: _ClassVar[int]
-    DAEMON_URL_FIELD_NUMBER: _ClassVar[int]
-    DAEMON_SHA256_FIELD_NUMBER: _ClassVar[int]
     TUNNEL_PORTS_FIELD_NUMBER: _ClassVar[int]
     labels: LabelSet
     taints: _containers.RepeatedCompositeFieldContainer[Taint]
     daemon_version: str
     config: _struct_pb2.Struct
     secrets: _containers.RepeatedScalarFieldContainer[str]
-    daemon_url: str
-    daemon_sha256: str
     tunnel_ports: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, labels: _Optional[_Union[LabelSet, _Mapping]] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ..., daemon_version: _Optional[str] = ..., config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secrets: _Optional[_Iterable[str]] = ..., daemon_url: _Optional[str] = ..., daemon_sha256: _Optional[str] = ..., tunnel_ports: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, labels: _Optional[_Union[LabelSet, _Mapping]] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ..., daemon_version: _Optional[str] = ..., config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., secrets: _Optional[_Iterable[str]] = ..., tunnel_ports: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LabelSet(_message.Message):
     __slots__ = ("values",)
