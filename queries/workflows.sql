@@ -11,6 +11,7 @@ RETURNING *;
 -- name: AddWorkflowNodes :many
 -- Appends nodes to a workflow after its last position, in the order given. A node already in an
 -- open workflow violates workflow_nodes_open_node; the caller names it (OpenWorkflowOfNodes).
+-- Two concurrent appends may give the same positions: order is by position, then node id.
 INSERT INTO workflow_nodes (workflow_id, node_id, tenant_id, position)
 SELECT sqlc.arg(workflow_id), n.id, sqlc.arg(tenant_id),
        (SELECT coalesce(max(position) + 1, 0) FROM workflow_nodes WHERE workflow_id = sqlc.arg(workflow_id)) + n.ord - 1
@@ -50,11 +51,12 @@ SELECT count(*) FROM workflows WHERE tenant_id = sqlc.arg(tenant_id) AND finishe
 SELECT * FROM workflows WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id);
 
 -- name: LockWorkflowOfTenant :one
-SELECT * FROM workflows WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) FOR UPDATE;
+SELECT * FROM workflows WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) FOR NO KEY UPDATE;
 
 -- name: LockWorkflow :one
--- The controller's read of a workflow, locked until the transaction ends.
-SELECT * FROM workflows WHERE id = sqlc.arg(id) FOR UPDATE;
+-- The controller's read of a workflow, locked until the transaction ends. NO KEY UPDATE leaves
+-- the key share of inserts into workflow_nodes free, so adding nodes never waits for a run.
+SELECT * FROM workflows WHERE id = sqlc.arg(id) FOR NO KEY UPDATE;
 
 -- name: ListWorkflows :many
 -- A page of the tenant's workflows, newest first (ids are UUIDv7), after the page token's id.
@@ -76,7 +78,7 @@ GROUP BY workflow_id, step;
 SELECT w.*, n.hostname
 FROM workflow_nodes w JOIN nodes n ON n.id = w.node_id
 WHERE w.tenant_id = sqlc.arg(tenant_id) AND w.workflow_id = sqlc.arg(workflow_id)
-ORDER BY w.position
+ORDER BY w.position, w.node_id
 LIMIT sqlc.arg(lim);
 
 -- name: SetWorkflowState :one
@@ -117,14 +119,14 @@ JOIN nodes n ON n.id = w.node_id
 LEFT JOIN node_sessions s ON s.node_id = w.node_id
 LEFT JOIN commands c ON c.id = w.command_id AND c.node_id = w.node_id
 WHERE w.workflow_id = sqlc.arg(workflow_id) AND w.step IN ('cordon', 'drain', 'act', 'verify', 'uncordon')
-ORDER BY w.position;
+ORDER BY w.position, w.node_id;
 
 -- name: PendingWorkflowNodes :many
 -- The next nodes to admit, in order, with their nodes' state.
-SELECT w.node_id, w.attempt, n.state AS node_state, n.revoked_at
+SELECT w.node_id, w.attempt, w.cordoned, n.state AS node_state, n.revoked_at, n.hostname
 FROM workflow_nodes w JOIN nodes n ON n.id = w.node_id
 WHERE w.workflow_id = sqlc.arg(workflow_id) AND w.step = 'pending'
-ORDER BY w.position
+ORDER BY w.position, w.node_id
 LIMIT sqlc.arg(lim);
 
 -- name: SetWorkflowNodeStep :exec
@@ -137,7 +139,7 @@ SET message = sqlc.arg(message),
     healthy_since = sqlc.narg(healthy_since),
     admitted_at = CASE WHEN sqlc.arg(step)::workflow_step NOT IN ('pending', 'skipped') THEN coalesce(admitted_at, now()) ELSE admitted_at END,
     step_at = CASE WHEN step = sqlc.arg(step)::workflow_step THEN step_at ELSE now() END,
-    act_at = CASE WHEN sqlc.arg(step)::workflow_step = 'act' AND step <> 'act' THEN now() ELSE act_at END,
+    act_at = CASE WHEN act_at IS NULL AND sqlc.arg(step)::workflow_step IN ('act', 'verify', 'uncordon') THEN now() ELSE act_at END,
     finished_at = CASE WHEN sqlc.arg(step)::workflow_step IN ('succeeded', 'failed', 'skipped') THEN coalesce(finished_at, now()) END,
     step = sqlc.arg(step)
 WHERE workflow_id = sqlc.arg(workflow_id) AND node_id = sqlc.arg(node_id);
@@ -155,8 +157,7 @@ SELECT DISTINCT lease_id FROM allocations WHERE node_id = sqlc.arg(node_id) AND 
 SELECT * FROM workflows
 WHERE tenant_id = sqlc.arg(tenant_id) AND finished_at IS NULL AND origin = 'spec' AND version = sqlc.arg(version)
 ORDER BY id DESC
-LIMIT 1
-FOR UPDATE;
+LIMIT 1;
 
 -- name: NodeWorkflowProgress :one
 -- The newest workflow a node is or was in, with its step there: what the NodeSpec reconciler

@@ -26,6 +26,7 @@ type Querier interface {
 	ActivePoolLeaseTotals(ctx context.Context, arg ActivePoolLeaseTotalsParams) (ActivePoolLeaseTotalsRow, error)
 	// Appends nodes to a workflow after its last position, in the order given. A node already in an
 	// open workflow violates workflow_nodes_open_node; the caller names it (OpenWorkflowOfNodes).
+	// Two concurrent appends may give the same positions: order is by position, then node id.
 	AddWorkflowNodes(ctx context.Context, arg AddWorkflowNodesParams) ([]uuid.UUID, error)
 	// Moves a cursor forward, never back, and clears its error. Run after lease.Fence in the same
 	// transaction. No row: the sink's cursor was deleted (its webhook was).
@@ -403,7 +404,8 @@ type Querier interface {
 	// WebhookState, locked until the transaction ends, so parking a webhook's events and
 	// webhooks/replayDeadLetters take turns.
 	LockWebhookState(ctx context.Context, id uuid.UUID) (LockWebhookStateRow, error)
-	// The controller's read of a workflow, locked until the transaction ends.
+	// The controller's read of a workflow, locked until the transaction ends. NO KEY UPDATE leaves
+	// the key share of inserts into workflow_nodes free, so adding nodes never waits for a run.
 	LockWorkflow(ctx context.Context, id uuid.UUID) (Workflow, error)
 	LockWorkflowOfTenant(ctx context.Context, arg LockWorkflowOfTenantParams) (Workflow, error)
 	// pending -> sent, for the commands of one node about to go out on its session; returns those

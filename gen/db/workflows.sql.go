@@ -28,6 +28,7 @@ type AddWorkflowNodesParams struct {
 
 // Appends nodes to a workflow after its last position, in the order given. A node already in an
 // open workflow violates workflow_nodes_open_node; the caller names it (OpenWorkflowOfNodes).
+// Two concurrent appends may give the same positions: order is by position, then node id.
 func (q *Queries) AddWorkflowNodes(ctx context.Context, arg AddWorkflowNodesParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, addWorkflowNodes, arg.WorkflowID, arg.TenantID, arg.NodeIds)
 	if err != nil {
@@ -137,7 +138,6 @@ SELECT id, tenant_id, name, action_type, action, target, version, max_parallel, 
 WHERE tenant_id = $1 AND finished_at IS NULL AND origin = 'spec' AND version = $2
 ORDER BY id DESC
 LIMIT 1
-FOR UPDATE
 `
 
 type FindSpecWorkflowParams struct {
@@ -213,7 +213,7 @@ const listWorkflowNodes = `-- name: ListWorkflowNodes :many
 SELECT w.workflow_id, w.node_id, w.tenant_id, w.position, w.step, w.attempt, w.command_id, w.cordoned, w.message, w.admitted_at, w.step_at, w.act_at, w.healthy_since, w.finished_at, w.open, n.hostname
 FROM workflow_nodes w JOIN nodes n ON n.id = w.node_id
 WHERE w.tenant_id = $1 AND w.workflow_id = $2
-ORDER BY w.position
+ORDER BY w.position, w.node_id
 LIMIT $3
 `
 
@@ -343,10 +343,11 @@ func (q *Queries) ListWorkflows(ctx context.Context, arg ListWorkflowsParams) ([
 }
 
 const lockWorkflow = `-- name: LockWorkflow :one
-SELECT id, tenant_id, name, action_type, action, target, version, max_parallel, max_failures, min_healthy_ms, drain_deadline_ms, step_timeout_ms, state, reason, origin, created_by, created_at, updated_at, finished_at FROM workflows WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, name, action_type, action, target, version, max_parallel, max_failures, min_healthy_ms, drain_deadline_ms, step_timeout_ms, state, reason, origin, created_by, created_at, updated_at, finished_at FROM workflows WHERE id = $1 FOR NO KEY UPDATE
 `
 
-// The controller's read of a workflow, locked until the transaction ends.
+// The controller's read of a workflow, locked until the transaction ends. NO KEY UPDATE leaves
+// the key share of inserts into workflow_nodes free, so adding nodes never waits for a run.
 func (q *Queries) LockWorkflow(ctx context.Context, id uuid.UUID) (Workflow, error) {
 	row := q.db.QueryRow(ctx, lockWorkflow, id)
 	var i Workflow
@@ -375,7 +376,7 @@ func (q *Queries) LockWorkflow(ctx context.Context, id uuid.UUID) (Workflow, err
 }
 
 const lockWorkflowOfTenant = `-- name: LockWorkflowOfTenant :one
-SELECT id, tenant_id, name, action_type, action, target, version, max_parallel, max_failures, min_healthy_ms, drain_deadline_ms, step_timeout_ms, state, reason, origin, created_by, created_at, updated_at, finished_at FROM workflows WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, name, action_type, action, target, version, max_parallel, max_failures, min_healthy_ms, drain_deadline_ms, step_timeout_ms, state, reason, origin, created_by, created_at, updated_at, finished_at FROM workflows WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE
 `
 
 type LockWorkflowOfTenantParams struct {
@@ -508,10 +509,10 @@ func (q *Queries) OpenWorkflowOfNodes(ctx context.Context, arg OpenWorkflowOfNod
 }
 
 const pendingWorkflowNodes = `-- name: PendingWorkflowNodes :many
-SELECT w.node_id, w.attempt, n.state AS node_state, n.revoked_at
+SELECT w.node_id, w.attempt, w.cordoned, n.state AS node_state, n.revoked_at, n.hostname
 FROM workflow_nodes w JOIN nodes n ON n.id = w.node_id
 WHERE w.workflow_id = $1 AND w.step = 'pending'
-ORDER BY w.position
+ORDER BY w.position, w.node_id
 LIMIT $2
 `
 
@@ -523,8 +524,10 @@ type PendingWorkflowNodesParams struct {
 type PendingWorkflowNodesRow struct {
 	NodeID    uuid.UUID
 	Attempt   int32
+	Cordoned  bool
 	NodeState NodeState
 	RevokedAt *time.Time
+	Hostname  string
 }
 
 // The next nodes to admit, in order, with their nodes' state.
@@ -540,8 +543,10 @@ func (q *Queries) PendingWorkflowNodes(ctx context.Context, arg PendingWorkflowN
 		if err := rows.Scan(
 			&i.NodeID,
 			&i.Attempt,
+			&i.Cordoned,
 			&i.NodeState,
 			&i.RevokedAt,
+			&i.Hostname,
 		); err != nil {
 			return nil, err
 		}
@@ -601,7 +606,7 @@ SET message = $1,
     healthy_since = $4,
     admitted_at = CASE WHEN $5::workflow_step NOT IN ('pending', 'skipped') THEN coalesce(admitted_at, now()) ELSE admitted_at END,
     step_at = CASE WHEN step = $5::workflow_step THEN step_at ELSE now() END,
-    act_at = CASE WHEN $5::workflow_step = 'act' AND step <> 'act' THEN now() ELSE act_at END,
+    act_at = CASE WHEN act_at IS NULL AND $5::workflow_step IN ('act', 'verify', 'uncordon') THEN now() ELSE act_at END,
     finished_at = CASE WHEN $5::workflow_step IN ('succeeded', 'failed', 'skipped') THEN coalesce(finished_at, now()) END,
     step = $5
 WHERE workflow_id = $6 AND node_id = $7
@@ -706,7 +711,7 @@ JOIN nodes n ON n.id = w.node_id
 LEFT JOIN node_sessions s ON s.node_id = w.node_id
 LEFT JOIN commands c ON c.id = w.command_id AND c.node_id = w.node_id
 WHERE w.workflow_id = $1 AND w.step IN ('cordon', 'drain', 'act', 'verify', 'uncordon')
-ORDER BY w.position
+ORDER BY w.position, w.node_id
 `
 
 type WorkflowNodesInFlightRow struct {

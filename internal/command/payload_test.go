@@ -76,7 +76,6 @@ func TestSetPayloadRoundTrip(t *testing.T) {
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	big, _ := structpb.NewStruct(map[string]any{"x": strings.Repeat("a", command.MaxStructBytes)})
-	sum := strings.Repeat("ab", 32)
 	ptr := func(f float64) *float64 { return &f }
 	for _, c := range []struct {
 		p     proto.Message
@@ -90,11 +89,12 @@ func TestValidate(t *testing.T) {
 		{&daemonv1.ExecPayload{Path: "/bin/x", Args: make([]string, command.MaxExecArgs)}, "args"},
 		{&daemonv1.ExecPayload{Path: "/bin/x", Dir: "tmp"}, "dir"},
 		{&daemonv1.ExecPayload{Path: "/bin/x", TimeoutSeconds: ptr(0)}, "timeout_seconds"},
-		{&daemonv1.UpgradePayload{Version: "v1.2.3", Url: "https://releases.example.com/bcd", Sha256: sum}, ""},
-		{&daemonv1.UpgradePayload{Version: "v1.2.3"}, "url"},
-		{&daemonv1.UpgradePayload{Url: "ftp://x/bcd", Sha256: sum}, "url"},
-		{&daemonv1.UpgradePayload{Url: "https://x/bcd", Sha256: "abc"}, "sha256"},
-		{&daemonv1.UpgradePayload{Version: "v 1", Url: "https://x/bcd", Sha256: sum}, "version"},
+		{&daemonv1.UpgradePayload{Version: "v1.2.3"}, ""},
+		{&daemonv1.UpgradePayload{Version: "v1.3.0-rc.1+build.7"}, ""},
+		{&daemonv1.UpgradePayload{}, "version"},
+		{&daemonv1.UpgradePayload{Version: "v 1"}, "version"},
+		{&daemonv1.UpgradePayload{Version: "../v1"}, "version"},
+		{&daemonv1.UpgradePayload{Version: strings.Repeat("v", 65)}, "version"},
 		{&daemonv1.ConfigurePayload{}, "config"},
 		{&daemonv1.ConfigurePayload{Config: &structpb.Struct{}}, ""},
 		{&daemonv1.ConfigurePayload{Config: big}, "config"},

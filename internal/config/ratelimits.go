@@ -59,6 +59,8 @@ type TenantLimits struct {
 	CommandsPerMinute int `yaml:"commandsPerMinute"`
 	// PendingLeases caps the leases waiting to be placed, in every pool. Default 10000.
 	PendingLeases int `yaml:"pendingLeases"`
+	// Workflows caps the running or paused workflows made by workflows/create. Default 16.
+	Workflows int `yaml:"workflows"`
 }
 
 // Bounds of the rate limit keys.
@@ -85,6 +87,7 @@ func defaultRateLimits() RateLimits {
 			Webhooks:          quota.DefaultWebhooks,
 			CommandsPerMinute: quota.DefaultCommandsPerMinute,
 			PendingLeases:     quota.DefaultPendingLeases,
+			Workflows:         quota.DefaultWorkflows,
 		},
 	}
 }
@@ -139,6 +142,7 @@ func (c *Config) checkRateLimits(ps *problems) {
 		{"rateLimits.tenant.webhooks", t.Webhooks},
 		{"rateLimits.tenant.commandsPerMinute", t.CommandsPerMinute},
 		{"rateLimits.tenant.pendingLeases", t.PendingLeases},
+		{"rateLimits.tenant.workflows", t.Workflows},
 	} {
 		if l.v < 1 || l.v > maxTenantLimit {
 			ps.add(l.key, "must be from 1 to %d, got %d", maxTenantLimit, l.v)

@@ -51,6 +51,8 @@ var all = []Event{
 	TenantCreated{}, TenantSuspended{}, TenantResumed{}, TenantDeleted{},
 	SecretCreated{}, SecretUpdated{}, SecretDeleted{},
 	WebhookCreated{}, WebhookDeleted{}, WebhookReplayed{}, WebhookFailing{}, WebhookTest{},
+	WorkflowCreated{}, WorkflowPaused{}, WorkflowResumed{}, WorkflowSucceeded{}, WorkflowFailed{}, WorkflowCancelled{},
+	WorkflowNodeStarted{}, WorkflowNodeSucceeded{}, WorkflowNodeFailed{},
 }
 
 // catalog is all described.

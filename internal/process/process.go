@@ -39,6 +39,7 @@ import (
 	"github.com/better-compute/better-compute/internal/workers/metering"
 	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
 	"github.com/better-compute/better-compute/internal/workers/placer"
+	"github.com/better-compute/better-compute/internal/workers/workflows"
 	"github.com/better-compute/better-compute/internal/workers/reconcile"
 	"github.com/better-compute/better-compute/internal/workers/retention"
 	"github.com/better-compute/better-compute/internal/workers/sinks"
@@ -287,8 +288,8 @@ func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg 
 	return gw, ln, control, nil
 }
 
-// reconcilers are the domain's reconcilers: node life cycle and NodeSpec (controllers), and the
-// capacity placer (scheduler).
+// reconcilers are the domain's reconcilers: node life cycle, NodeSpec and workflows
+// (controllers), and the capacity placer (scheduler).
 func reconcilers(pool *pgxpool.Pool, notifier *gateway.Notifier, log *slog.Logger) []reconcile.Registration {
 	opts := nodecontrol.Options{
 		ActiveLeases: func(ctx context.Context, node uuid.UUID) (int, error) { return placer.ActiveLeases(ctx, pool, node) },
@@ -297,7 +298,13 @@ func reconcilers(pool *pgxpool.Pool, notifier *gateway.Notifier, log *slog.Logge
 	if notifier != nil {
 		opts.Notifier = notifier
 	}
-	return append(nodecontrol.Reconcilers(pool, opts), placer.Registration(pool, placer.Options{Logger: log}))
+	wopts := workflows.Options{Logger: log}
+	if notifier != nil {
+		wopts.Notifier = notifier
+	}
+	return append(nodecontrol.Reconcilers(pool, opts),
+		placer.Registration(pool, placer.Options{Logger: log}),
+		workflows.Reconciler(pool, wopts))
 }
 
 // jobs are the singleton jobs of the worker roles.

@@ -19,6 +19,7 @@ func rateLimits(c config.RateLimits) guard.RateLimits {
 			Nodes: t.Nodes, JoinTokens: t.JoinTokens, Pools: t.Pools, Principals: t.Principals,
 			APIKeys: t.APIKeys, Webhooks: t.Webhooks, CommandsPerMinute: t.CommandsPerMinute,
 			PendingLeases: t.PendingLeases,
+			Workflows:     t.Workflows,
 		},
 	}
 }

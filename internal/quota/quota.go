@@ -35,6 +35,7 @@ const (
 	Webhooks          Limit = "webhooks"
 	CommandsPerMinute Limit = "commandsPerMinute"
 	PendingLeases     Limit = "pendingLeases"
+	Workflows         Limit = "workflows"
 )
 
 // Key is the cap's configuration key, which refusals name.
@@ -51,6 +52,7 @@ const (
 	DefaultWebhooks          = 20
 	DefaultCommandsPerMinute = 6_000
 	DefaultPendingLeases     = 10_000
+	DefaultWorkflows         = 16
 )
 
 // Limits are the caps of every tenant. A zero (or negative) field takes its default.
@@ -74,6 +76,8 @@ type Limits struct {
 	// PendingLeases caps the tenant's leases waiting to be placed, in every pool it leases from
 	// (its own and those granted to it).
 	PendingLeases int
+	// Workflows caps the tenant's running or paused workflows made by workflows/create.
+	Workflows int
 }
 
 // Of returns the cap named by limit, its default when the field is zero.
@@ -96,6 +100,8 @@ func (l Limits) Of(limit Limit) int {
 		v, def = l.CommandsPerMinute, DefaultCommandsPerMinute
 	case PendingLeases:
 		v, def = l.PendingLeases, DefaultPendingLeases
+	case Workflows:
+		v, def = l.Workflows, DefaultWorkflows
 	default:
 		panic(fmt.Sprintf("quota: unknown cap %q", string(limit)))
 	}
@@ -164,6 +170,8 @@ func count(ctx context.Context, q *db.Queries, tenant uuid.UUID, limit Limit) (i
 		return q.CountWebhooks(ctx, tenant)
 	case PendingLeases:
 		return q.CountTenantPendingLeases(ctx, tenant)
+	case Workflows:
+		return q.CountUnfinishedWorkflows(ctx, tenant)
 	}
 	return 0, errors.New("unknown cap")
 }
@@ -223,6 +231,8 @@ func noun(l Limit) string {
 		return "webhooks"
 	case PendingLeases:
 		return "pending leases"
+	case Workflows:
+		return "running or paused workflows"
 	}
 	return string(l)
 }

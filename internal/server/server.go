@@ -34,6 +34,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1/tunnelsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/usage/v1/usagev1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1/workflowsv1connect"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/limit"
 	"github.com/better-compute/better-compute/internal/metrics"
@@ -57,6 +58,7 @@ import (
 	"github.com/better-compute/better-compute/internal/server/tunnels"
 	"github.com/better-compute/better-compute/internal/server/usage"
 	"github.com/better-compute/better-compute/internal/server/webhooks"
+	"github.com/better-compute/better-compute/internal/server/workflows"
 	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/internal/webhook"
 )
@@ -220,6 +222,7 @@ func New(opts Options) (*Server, error) {
 	mount(leasesv1connect.NewLeasesServiceHandler(leases.New(opts.Pool, admit, opts.Waker), handlerOpts...))
 	mount(reservationsv1connect.NewReservationsServiceHandler(reservations.New(opts.Pool, admit, opts.Waker), handlerOpts...))
 	mount(usagev1connect.NewUsageServiceHandler(usage.New(opts.Pool), handlerOpts...))
+	mount(workflowsv1connect.NewWorkflowsServiceHandler(workflows.New(opts.Pool, admit, opts.Waker), handlerOpts...))
 	tunnelOpts := opts.Tunnels
 	tunnelOpts.BaseURL, tunnelOpts.BasePath, tunnelOpts.Logger, tunnelOpts.Metrics = opts.BaseURL, s.basePath, s.log, opts.Metrics
 	s.tunnels = tunnels.New(opts.Pool, admit, g, tunnelOpts)

@@ -40,7 +40,8 @@ CREATE TABLE workflow_nodes (
     workflow_id   uuid          NOT NULL REFERENCES workflows (id) ON DELETE CASCADE,
     node_id       uuid          NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
     tenant_id     uuid          NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
-    -- The node's place in the workflow's order.
+    -- The node's place in the workflow's order (then node_id: nodes added to a workflow at the
+    -- same moment may share a position).
     position      integer       NOT NULL CHECK (position >= 0),
     step          workflow_step NOT NULL DEFAULT 'pending',
     -- Attempt n sends its commands with idempotency keys naming n, so each attempt sends each
@@ -62,8 +63,7 @@ CREATE TABLE workflow_nodes (
     -- True until the workflow finished and let go of the node: a node is in at most one open
     -- workflow at a time.
     open          boolean       NOT NULL DEFAULT true,
-    PRIMARY KEY (workflow_id, node_id),
-    UNIQUE (workflow_id, position)
+    PRIMARY KEY (workflow_id, node_id)
 );
 CREATE UNIQUE INDEX workflow_nodes_open_node ON workflow_nodes (node_id) WHERE open;
 CREATE INDEX workflow_nodes_command ON workflow_nodes (command_id) WHERE command_id IS NOT NULL AND open;

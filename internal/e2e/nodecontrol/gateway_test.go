@@ -117,7 +117,6 @@ func TestWithGatewayAndDaemon(t *testing.T) {
 	config, _ := structpb.NewStruct(map[string]any{"logLevel": "debug"})
 	res, err := f.nodes.UpdateSpec(ctx, &nodesv1.UpdateSpecRequest{Id: id.String(), Spec: &nodesv1.NodeSpec{
 		DaemonVersion: daemon.FakeVersion, Config: config,
-		DaemonUrl: "https://releases.example.com/bcd", DaemonSha256: "abababababababababababababababababababababababababababababababab",
 	}})
 	if err != nil {
 		t.Fatal(err)

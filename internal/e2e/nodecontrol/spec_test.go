@@ -2,6 +2,7 @@ package nodecontrol_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/better-compute/better-compute/gen/db"
@@ -30,8 +33,6 @@ func TestSpecBecomesCommandsAndIsObserved(t *testing.T) {
 		Labels:        &nodesv1.LabelSet{Values: map[string]string{"tier": "gold"}},
 		Taints:        []*nodesv1.Taint{{Key: "dedicated", Value: "ml", Effect: "NoSchedule"}},
 		DaemonVersion: "2.0.0",
-		DaemonUrl:     "https://releases.example.com/bcd-2.0.0",
-		DaemonSha256:  "abababababababababababababababababababababababababababababababab",
 		Config:        config,
 	}
 	res, err := f.nodes.UpdateSpec(ctx, &nodesv1.UpdateSpecRequest{Id: id.String(), Spec: spec})
@@ -40,13 +41,14 @@ func TestSpecBecomesCommandsAndIsObserved(t *testing.T) {
 	}
 	gen := res.GetNode().GetSpecGeneration()
 
-	// Labels and taints are applied at once; the version and config become commands.
-	poll.Until(t, 20*time.Second, "the spec reconciler sends the commands", func() bool {
-		return len(commands(t, f.Pool, id, nodecontrol.CommandUpgrade)) == 1 && len(commands(t, f.Pool, id, nodecontrol.CommandConfigure)) == 1
+	// Labels and taints are applied at once; the config becomes a command, the version an
+	// upgrade workflow made for node specs.
+	poll.Until(t, 20*time.Second, "the spec reconciler sends the config and puts the node in an upgrade workflow", func() bool {
+		return len(commands(t, f.Pool, id, nodecontrol.CommandConfigure)) == 1 && specWorkflow(t, f, id) != ""
 	})
-	upgrade, configure := commands(t, f.Pool, id, nodecontrol.CommandUpgrade)[0], commands(t, f.Pool, id, nodecontrol.CommandConfigure)[0]
-	if upgrade.Key != fmt.Sprintf("upgrade-%d", gen) || !sameJSON(upgrade.Payload, `{"version": "2.0.0", "url": "https://releases.example.com/bcd-2.0.0", "sha256": "abababababababababababababababababababababababababababababababab"}`) {
-		t.Errorf("upgrade command %+v", upgrade)
+	configure := commands(t, f.Pool, id, nodecontrol.CommandConfigure)[0]
+	if got := specWorkflow(t, f, id); got != "2.0.0" {
+		t.Errorf("the node is in a spec workflow to %q, want 2.0.0", got)
 	}
 	if configure.Key != fmt.Sprintf("configure-%d", gen) || !sameJSON(configure.Payload, `{"config": {"x": 1}}`) {
 		t.Errorf("configure command %+v", configure)
@@ -66,9 +68,8 @@ func TestSpecBecomesCommandsAndIsObserved(t *testing.T) {
 	poll.Until(t, 10*time.Second, "the config is recorded as applied", func() bool {
 		return sameJSON(string(node(t, f.Pool, id).AppliedConfig), `{"x": 1}`)
 	})
-	finish(t, f.Pool, upgrade.ID, "succeeded", "")
-	poll.Until(t, 10*time.Second, "waiting for the daemon to report its version", func() bool {
-		return condition(t, node(t, f.Pool, id), fleet.ConditionSpecApplied).Reason == "AwaitingDaemonVersion"
+	poll.Until(t, 10*time.Second, "the upgrade is in progress in its workflow", func() bool {
+		return condition(t, node(t, f.Pool, id), fleet.ConditionSpecApplied).Reason == "Upgrading"
 	})
 	if n := node(t, f.Pool, id); n.ObservedGeneration >= gen {
 		t.Errorf("observed generation %d before the daemon reports its version", n.ObservedGeneration)
@@ -125,8 +126,8 @@ func TestSpecBecomesCommandsAndIsObserved(t *testing.T) {
 	if got := specEvents(t, f, "node.spec.applied", gen); got != 1 {
 		t.Errorf("%d node.spec.applied events for generation %d, want 1", got, gen)
 	}
-	if got := len(commands(t, f.Pool, id, nodecontrol.CommandUpgrade)); got != 1 {
-		t.Errorf("%d upgrade commands, want 1", got)
+	if got := len(commands(t, f.Pool, id, nodecontrol.CommandUpgrade)); got != 0 {
+		t.Errorf("%d upgrade commands from the spec reconciler, want none (the workflow sends it)", got)
 	}
 
 	// The resync lists nodes that differ from their spec: not this one, until its labels are
@@ -152,7 +153,6 @@ func TestSpecOfRevokedNode(t *testing.T) {
 	}
 	res, err := f.nodes.UpdateSpec(ctx, &nodesv1.UpdateSpecRequest{Id: id.String(), Spec: &nodesv1.NodeSpec{
 		Labels: &nodesv1.LabelSet{Values: map[string]string{"a": "b"}}, DaemonVersion: "2.0.0",
-		DaemonUrl: "https://releases.example.com/bcd-2.0.0", DaemonSha256: "abababababababababababababababababababababababababababababababab",
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -166,13 +166,25 @@ func TestSpecOfRevokedNode(t *testing.T) {
 	if labels, _ := decodeMap(n.Labels); !maps.Equal(labels, map[string]string{"a": "b"}) {
 		t.Errorf("labels %s not applied", n.Labels)
 	}
-	if got := len(commands(t, f.Pool, id, nodecontrol.CommandUpgrade)); got != 0 {
-		t.Errorf("%d upgrade commands for a revoked node", got)
+	if got := specWorkflow(t, f, id); got != "" {
+		t.Errorf("a revoked node was put in an upgrade workflow to %s", got)
 	}
 	// The lifecycle reconciler, queued by the revoke, records why the node is unschedulable.
 	poll.Until(t, 20*time.Second, "Schedulable says the node is revoked", func() bool {
 		return condition(t, node(t, f.Pool, id), fleet.ConditionSchedulable).Reason == "Revoked"
 	})
+}
+
+// specWorkflow is the version of the spec-made upgrade workflow the node is in, or "".
+func specWorkflow(t *testing.T, f *env, id uuid.UUID) string {
+	t.Helper()
+	var v string
+	err := f.Pool.QueryRow(ctx, `SELECT w.version FROM workflow_nodes wn JOIN workflows w ON w.id = wn.workflow_id
+		WHERE wn.node_id = $1 AND wn.open AND w.origin = 'spec'`, id).Scan(&v)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatal(err)
+	}
+	return v
 }
 
 func specEvents(t *testing.T, f *env, typ string, gen int64) int {

@@ -73,7 +73,7 @@ func TestCreateRefusesUnknownTypes(t *testing.T) {
 		case *daemonv1.ExecPayload:
 			p.Path = "/bin/true"
 		case *daemonv1.UpgradePayload:
-			p.Url, p.Sha256 = "https://releases.example.com/bcd", strings.Repeat("0", 64)
+			p.Version = "v1.2.3"
 		case *daemonv1.ConfigurePayload:
 			p.Config = &structpb.Struct{}
 		}

@@ -48,10 +48,12 @@ func TestSQLTransitionsMatchGo(t *testing.T) {
 			return one(f.q.AckCommand(ctx, db.AckCommandParams{NodeID: c.NodeID, ID: c.ID}))
 		}},
 		{"FinishCommand succeeded", command.Succeeded, func(c db.Command) (bool, error) {
-			return one(f.q.FinishCommand(ctx, db.FinishCommandParams{NodeID: c.NodeID, ID: c.ID, State: "succeeded", Result: []byte(`{"ok":true}`)}))
+			_, err := f.q.FinishCommand(ctx, db.FinishCommandParams{NodeID: c.NodeID, ID: c.ID, State: "succeeded", Result: []byte(`{"ok":true}`)})
+			return one(db.Command{}, err)
 		}},
 		{"FinishCommand failed", command.Failed, func(c db.Command) (bool, error) {
-			return one(f.q.FinishCommand(ctx, db.FinishCommandParams{NodeID: c.NodeID, ID: c.ID, State: "failed", Error: "boom"}))
+			_, err := f.q.FinishCommand(ctx, db.FinishCommandParams{NodeID: c.NodeID, ID: c.ID, State: "failed", Error: "boom"})
+			return one(db.Command{}, err)
 		}},
 		{"CancelCommand", command.Cancelled, func(c db.Command) (bool, error) {
 			return one(f.q.CancelCommand(ctx, db.CancelCommandParams{TenantID: c.TenantID, ID: c.ID}))

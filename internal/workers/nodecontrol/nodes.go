@@ -29,7 +29,6 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/command"
-	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/workers/reconcile"
 )
 
@@ -153,22 +152,9 @@ func lookAgain(ctx context.Context, pool *pgxpool.Pool, kind, key string, d time
 	return nil
 }
 
-// newCommand creates a command for node n with an idempotency key, or returns the one that key
-// already created; a new command gets a command.created event, as commands/create gives.
+// newCommand creates a command for node n (command.Create).
 func newCommand(ctx context.Context, q *db.Queries, n db.Node, typ, key string, payload []byte, timeout time.Duration) (db.Command, bool, error) {
-	id := uuid.Must(uuid.NewV7())
-	c, err := q.CreateCommand(ctx, db.CreateCommandParams{
-		ID: id, TenantID: n.TenantID, NodeID: n.ID, Type: typ, Payload: payload,
-		IdempotencyKey: key, Deadline: time.Now().Add(timeout),
-	})
-	if err != nil {
-		return db.Command{}, false, fmt.Errorf("create %s command for node %s: %w", typ, n.ID, err)
-	}
-	if c.ID != id {
-		return c, false, nil
-	}
-	err = event.Emit(ctx, q, n.TenantID, event.CommandCreated{CommandRef: event.CommandRef{ID: c.ID, NodeID: n.ID, Type: string(c.Type)}})
-	return c, true, err
+	return command.Create(ctx, q, n.TenantID, n.ID, typ, key, payload, timeout)
 }
 
 // lockNode reads node id for update in tx; ok is false when it does not exist.

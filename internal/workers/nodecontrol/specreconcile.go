@@ -17,9 +17,11 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	workflowsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1"
 	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/fleet"
+	"github.com/better-compute/better-compute/internal/workflow"
 )
 
 // specReconciler brings a node to its NodeSpec. Labels and taints are written to the node row
@@ -189,36 +191,48 @@ func messages(steps []step) string {
 	return strings.Join(ms, "; ")
 }
 
-// upgrade is the step for a node whose daemon reports another version than the spec's: an
-// upgrade command with the spec's version, URL and checksum.
+// upgrade is the step for a node whose daemon reports another version than the spec's: the node
+// goes into the tenant's upgrade workflow of that version (origin "spec", one node at a time,
+// pausing at the first failure), made when there is none, and the step follows its progress
+// there. A node in another unfinished workflow waits for it to finish.
 func (r *specReconciler) upgrade(ctx context.Context, q *db.Queries, n db.Node, spec fleet.Spec) (step, bool, error) {
 	want := spec.DaemonVersion
-	payload, err := command.Encode(&daemonv1.UpgradePayload{Version: want})
-	if err != nil {
-		return step{}, false, fmt.Errorf("node %s: %w", n.ID, err)
-	}
 	if why := unreachable(n); why != "" {
 		return step{state: stepFailed, reason: "NodeUnreachable", message: fmt.Sprintf("cannot upgrade the daemon to %s: %s", want, why)}, false, nil
 	}
-	c, isNew, err := r.command(ctx, q, n, CommandUpgrade, payload, r.opts.UpgradeTimeout)
-	if err != nil {
-		return step{}, false, err
-	}
-	switch c.state {
-	case stepWaiting:
+	p, err := q.NodeWorkflowProgress(ctx, n.ID)
+	switch {
+	case isNoRows(err):
+	case err != nil:
+		return step{}, false, fmt.Errorf("read the workflow of node %s: %w", n.ID, err)
+	case p.Open && (p.Origin != workflow.OriginSpec || p.Version != want):
+		return step{state: stepWaiting, reason: "InWorkflow", again: r.opts.CommandPoll,
+			message: fmt.Sprintf("waiting for workflow %s to finish before upgrading the daemon to %s", p.ID, want)}, false, nil
+	case p.Open && p.Step == workflow.StepFailed:
+		return step{state: stepFailed, reason: "UpgradeFailed",
+			message: fmt.Sprintf("upgrade to %s failed in workflow %s (%s): %s; resume it with retry_failed", want, p.ID, p.State, p.Message)}, false, nil
+	case p.Open:
 		return step{state: stepWaiting, reason: "Upgrading", again: r.opts.CommandPoll,
-			message: fmt.Sprintf("upgrading the daemon from %s to %s (command %s is %s)", orNone(n.DaemonVersion), want, c.id, c.cmdState)}, isNew, nil
-	case stepFailed:
-		return step{state: stepFailed, reason: "UpgradeFailed", again: c.retryIn,
-			message: fmt.Sprintf("upgrade to %s: command %s %s: %s", want, c.id, c.cmdState, orNone(c.err))}, isNew, nil
+			message: fmt.Sprintf("upgrading the daemon from %s to %s in workflow %s (step %s)", orNone(n.DaemonVersion), want, p.ID, p.Step)}, false, nil
 	}
-	// The command succeeded: the daemon restarts and reports the version in its next hello.
-	if left := r.opts.VersionReportTimeout - c.finishedAgo; left > 0 {
-		return step{state: stepWaiting, reason: "AwaitingDaemonVersion", again: min(r.opts.CommandPoll, left),
-			message: fmt.Sprintf("upgrade command %s succeeded; waiting for the daemon to report version %s (it reports %s)", c.id, want, orNone(n.DaemonVersion))}, isNew, nil
+	w, err := q.FindSpecWorkflow(ctx, db.FindSpecWorkflowParams{TenantID: n.TenantID, Version: want})
+	switch {
+	case isNoRows(err):
+		w, err = workflow.Create(ctx, q, workflow.New{
+			TenantID: n.TenantID, Name: "daemon " + want + " (node specs)",
+			Action:   &workflowsv1.Action{Kind: &workflowsv1.Action_Upgrade{Upgrade: &workflowsv1.UpgradeAction{Version: want}}},
+			Target:   &workflowsv1.Target{NodeIds: []string{n.ID.String()}},
+			Policy: workflow.Policy{MaxParallel: 1, DrainDeadline: workflow.DefaultDrainDeadline, StepTimeout: r.opts.UpgradeTimeout},
+			Origin: workflow.OriginSpec, CreatedBy: "node spec", NodeIDs: []uuid.UUID{n.ID},
+		})
+	case err == nil:
+		err = workflow.AddNodes(ctx, q, w, []uuid.UUID{n.ID})
 	}
-	return step{state: stepFailed, reason: "VersionMismatch",
-		message: fmt.Sprintf("upgrade command %s succeeded but the daemon reports version %s, not %s", c.id, orNone(n.DaemonVersion), want)}, isNew, nil
+	if err != nil {
+		return step{}, false, fmt.Errorf("node %s: upgrade workflow to %s: %w", n.ID, want, err)
+	}
+	return step{state: stepWaiting, reason: "Upgrading", again: r.opts.CommandPoll,
+		message: fmt.Sprintf("upgrading the daemon from %s to %s in workflow %s", orNone(n.DaemonVersion), want, w.ID)}, false, nil
 }
 
 // configure is the step for a node that has not applied the spec's config.
