@@ -82,17 +82,16 @@ ORDER BY w.position, w.node_id
 LIMIT sqlc.arg(lim);
 
 -- name: SetWorkflowState :one
--- Moves a workflow to state with reason; a final state sets finished_at and lets go of the
--- workflow's nodes only when release is true (the controller releases them once it has cleaned
--- up after a cancel).
+-- Moves a workflow to state with reason; a final state sets finished_at. The nodes stay the
+-- workflow's until ReleaseWorkflowNodes (the controller lets go of them once it has cleaned up).
 UPDATE workflows
 SET state = sqlc.arg(state), reason = sqlc.arg(reason), updated_at = now(),
     finished_at = CASE WHEN sqlc.arg(state)::workflow_state IN ('succeeded', 'failed', 'cancelled') THEN coalesce(finished_at, now()) END
-WHERE id = sqlc.arg(id)
+WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id)
 RETURNING *;
 
 -- name: SetWorkflowMaxFailures :exec
-UPDATE workflows SET max_failures = sqlc.arg(max_failures), updated_at = now() WHERE id = sqlc.arg(id);
+UPDATE workflows SET max_failures = sqlc.arg(max_failures), updated_at = now() WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id);
 
 -- name: ReleaseWorkflowNodes :exec
 -- A finished workflow lets go of its nodes.
@@ -103,7 +102,7 @@ UPDATE workflow_nodes SET open = false WHERE workflow_id = sqlc.arg(workflow_id)
 UPDATE workflow_nodes
 SET step = 'pending', attempt = attempt + 1, command_id = NULL, message = 'retrying: ' || left(message, 900),
     admitted_at = NULL, step_at = NULL, act_at = NULL, healthy_since = NULL, finished_at = NULL
-WHERE workflow_id = sqlc.arg(workflow_id) AND step = 'failed';
+WHERE tenant_id = sqlc.arg(tenant_id) AND workflow_id = sqlc.arg(workflow_id) AND step = 'failed';
 
 -- name: WorkflowNodesInFlight :many
 -- The controller's view of a workflow's admitted, unfinished nodes: each with its node and the

@@ -618,7 +618,7 @@ type Querier interface {
 	// rotated-out ones whose overlap would last longer.
 	RetirePKIAuthorities(ctx context.Context, arg RetirePKIAuthoritiesParams) error
 	// Failed nodes start over: pending again, with the next attempt.
-	RetryFailedWorkflowNodes(ctx context.Context, workflowID uuid.UUID) (int64, error)
+	RetryFailedWorkflowNodes(ctx context.Context, arg RetryFailedWorkflowNodesParams) (int64, error)
 	RetryReconcile(ctx context.Context, arg RetryReconcileParams) error
 	RevokeJoinToken(ctx context.Context, arg RevokeJoinTokenParams) (JoinToken, error)
 	// On promotion to owner: the principal's keys that a non-owner minted (or that predate the
@@ -657,9 +657,8 @@ type Querier interface {
 	// Records a node's step and what the controller knows of it. Entering a step stamps step_at (and
 	// admitted_at, act_at, finished_at where they start); staying in it keeps them.
 	SetWorkflowNodeStep(ctx context.Context, arg SetWorkflowNodeStepParams) error
-	// Moves a workflow to state with reason; a final state sets finished_at and lets go of the
-	// workflow's nodes only when release is true (the controller releases them once it has cleaned
-	// up after a cancel).
+	// Moves a workflow to state with reason; a final state sets finished_at. The nodes stay the
+	// workflow's until ReleaseWorkflowNodes (the controller lets go of them once it has cleaned up).
 	SetWorkflowState(ctx context.Context, arg SetWorkflowStateParams) (Workflow, error)
 	// The tenant's active grant of a pool, for leases/create from a granted pool. Shared-locked until
 	// the transaction ends, so a concurrent revoke (which updates the row) waits for the lease to

@@ -572,12 +572,17 @@ const retryFailedWorkflowNodes = `-- name: RetryFailedWorkflowNodes :execrows
 UPDATE workflow_nodes
 SET step = 'pending', attempt = attempt + 1, command_id = NULL, message = 'retrying: ' || left(message, 900),
     admitted_at = NULL, step_at = NULL, act_at = NULL, healthy_since = NULL, finished_at = NULL
-WHERE workflow_id = $1 AND step = 'failed'
+WHERE tenant_id = $1 AND workflow_id = $2 AND step = 'failed'
 `
 
+type RetryFailedWorkflowNodesParams struct {
+	TenantID   uuid.UUID
+	WorkflowID uuid.UUID
+}
+
 // Failed nodes start over: pending again, with the next attempt.
-func (q *Queries) RetryFailedWorkflowNodes(ctx context.Context, workflowID uuid.UUID) (int64, error) {
-	result, err := q.db.Exec(ctx, retryFailedWorkflowNodes, workflowID)
+func (q *Queries) RetryFailedWorkflowNodes(ctx context.Context, arg RetryFailedWorkflowNodesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, retryFailedWorkflowNodes, arg.TenantID, arg.WorkflowID)
 	if err != nil {
 		return 0, err
 	}
@@ -585,16 +590,17 @@ func (q *Queries) RetryFailedWorkflowNodes(ctx context.Context, workflowID uuid.
 }
 
 const setWorkflowMaxFailures = `-- name: SetWorkflowMaxFailures :exec
-UPDATE workflows SET max_failures = $1, updated_at = now() WHERE id = $2
+UPDATE workflows SET max_failures = $1, updated_at = now() WHERE tenant_id = $2 AND id = $3
 `
 
 type SetWorkflowMaxFailuresParams struct {
 	MaxFailures int32
+	TenantID    uuid.UUID
 	ID          uuid.UUID
 }
 
 func (q *Queries) SetWorkflowMaxFailures(ctx context.Context, arg SetWorkflowMaxFailuresParams) error {
-	_, err := q.db.Exec(ctx, setWorkflowMaxFailures, arg.MaxFailures, arg.ID)
+	_, err := q.db.Exec(ctx, setWorkflowMaxFailures, arg.MaxFailures, arg.TenantID, arg.ID)
 	return err
 }
 
@@ -641,21 +647,26 @@ const setWorkflowState = `-- name: SetWorkflowState :one
 UPDATE workflows
 SET state = $1, reason = $2, updated_at = now(),
     finished_at = CASE WHEN $1::workflow_state IN ('succeeded', 'failed', 'cancelled') THEN coalesce(finished_at, now()) END
-WHERE id = $3
+WHERE tenant_id = $3 AND id = $4
 RETURNING id, tenant_id, name, action_type, action, target, version, max_parallel, max_failures, min_healthy_ms, drain_deadline_ms, step_timeout_ms, state, reason, origin, created_by, created_at, updated_at, finished_at
 `
 
 type SetWorkflowStateParams struct {
-	State  WorkflowState
-	Reason string
-	ID     uuid.UUID
+	State    WorkflowState
+	Reason   string
+	TenantID uuid.UUID
+	ID       uuid.UUID
 }
 
-// Moves a workflow to state with reason; a final state sets finished_at and lets go of the
-// workflow's nodes only when release is true (the controller releases them once it has cleaned
-// up after a cancel).
+// Moves a workflow to state with reason; a final state sets finished_at. The nodes stay the
+// workflow's until ReleaseWorkflowNodes (the controller lets go of them once it has cleaned up).
 func (q *Queries) SetWorkflowState(ctx context.Context, arg SetWorkflowStateParams) (Workflow, error) {
-	row := q.db.QueryRow(ctx, setWorkflowState, arg.State, arg.Reason, arg.ID)
+	row := q.db.QueryRow(ctx, setWorkflowState,
+		arg.State,
+		arg.Reason,
+		arg.TenantID,
+		arg.ID,
+	)
 	var i Workflow
 	err := row.Scan(
 		&i.ID,

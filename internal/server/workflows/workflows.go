@@ -177,7 +177,7 @@ func (s *Service) Pause(ctx context.Context, req *workflowsv1.PauseRequest) (*wo
 		if w.State == workflow.Paused {
 			return w, nil, nil
 		}
-		w, err := tx.Q.SetWorkflowState(ctx, db.SetWorkflowStateParams{ID: w.ID, State: workflow.Paused, Reason: reason})
+		w, err := tx.Q.SetWorkflowState(ctx, db.SetWorkflowStateParams{TenantID: w.TenantID, ID: w.ID, State: workflow.Paused, Reason: reason})
 		return w, event.WorkflowPaused{WorkflowChange: workflow.Change(w, 0, 0)}, err
 	})
 	if err != nil {
@@ -194,13 +194,13 @@ func (s *Service) Resume(ctx context.Context, req *workflowsv1.ResumeRequest) (*
 	w, err := s.steer(ctx, req, req.GetId(), func(ctx context.Context, tx *admission.Tx, w db.Workflow) (db.Workflow, event.Event, error) {
 		changed := w.State != workflow.Running
 		if req.MaxFailures != nil && req.GetMaxFailures() != w.MaxFailures {
-			if err := tx.Q.SetWorkflowMaxFailures(ctx, db.SetWorkflowMaxFailuresParams{ID: w.ID, MaxFailures: req.GetMaxFailures()}); err != nil {
+			if err := tx.Q.SetWorkflowMaxFailures(ctx, db.SetWorkflowMaxFailuresParams{TenantID: w.TenantID, ID: w.ID, MaxFailures: req.GetMaxFailures()}); err != nil {
 				return w, nil, fmt.Errorf("set max_failures of workflow %s: %w", w.ID, err)
 			}
 			changed = true
 		}
 		if req.GetRetryFailed() {
-			n, err := tx.Q.RetryFailedWorkflowNodes(ctx, w.ID)
+			n, err := tx.Q.RetryFailedWorkflowNodes(ctx, db.RetryFailedWorkflowNodesParams{TenantID: w.TenantID, WorkflowID: w.ID})
 			if err != nil {
 				return w, nil, fmt.Errorf("retry failed nodes of workflow %s: %w", w.ID, err)
 			}
@@ -209,7 +209,7 @@ func (s *Service) Resume(ctx context.Context, req *workflowsv1.ResumeRequest) (*
 		if !changed {
 			return w, nil, nil
 		}
-		w, err := tx.Q.SetWorkflowState(ctx, db.SetWorkflowStateParams{ID: w.ID, State: workflow.Running, Reason: ""})
+		w, err := tx.Q.SetWorkflowState(ctx, db.SetWorkflowStateParams{TenantID: w.TenantID, ID: w.ID, State: workflow.Running, Reason: ""})
 		return w, event.WorkflowResumed{WorkflowChange: workflow.Change(w, 0, 0)}, err
 	})
 	if err != nil {
@@ -228,7 +228,7 @@ func (s *Service) Cancel(ctx context.Context, req *workflowsv1.CancelRequest) (*
 		reason = "cancelled by " + auth.Caller(ctx).Name
 	}
 	w, err := s.steer(ctx, req, req.GetId(), func(ctx context.Context, tx *admission.Tx, w db.Workflow) (db.Workflow, event.Event, error) {
-		w, err := tx.Q.SetWorkflowState(ctx, db.SetWorkflowStateParams{ID: w.ID, State: workflow.Cancelled, Reason: reason})
+		w, err := tx.Q.SetWorkflowState(ctx, db.SetWorkflowStateParams{TenantID: w.TenantID, ID: w.ID, State: workflow.Cancelled, Reason: reason})
 		return w, event.WorkflowCancelled{WorkflowChange: workflow.Change(w, 0, 0)}, err
 	})
 	if err != nil {

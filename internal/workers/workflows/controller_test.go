@@ -257,7 +257,7 @@ func TestFailurePausesUntilResumed(t *testing.T) {
 
 	// Resumed with retry_failed, the failed node starts over with a new attempt (a new command).
 	b.exec(t, `UPDATE workflows SET state = 'running', reason = '' WHERE id = $1`, id)
-	if _, err := db.New(b.pool).RetryFailedWorkflowNodes(ctx, id); err != nil {
+	if _, err := db.New(b.pool).RetryFailedWorkflowNodes(ctx, db.RetryFailedWorkflowNodesParams{TenantID: b.tenant, WorkflowID: id}); err != nil {
 		t.Fatal(err)
 	}
 	w = b.run(t, id, nil, func() {})

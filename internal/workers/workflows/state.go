@@ -15,7 +15,7 @@ import (
 
 // setState moves the workflow to state with its event.
 func (r *run) setState(ctx context.Context, state db.WorkflowState, reason string, c workflow.Counts) error {
-	w, err := r.q.SetWorkflowState(ctx, db.SetWorkflowStateParams{ID: r.w.ID, State: state, Reason: reason})
+	w, err := r.q.SetWorkflowState(ctx, db.SetWorkflowStateParams{TenantID: r.w.TenantID, ID: r.w.ID, State: state, Reason: reason})
 	if err != nil {
 		return fmt.Errorf("move workflow %s to %s: %w", r.w.ID, state, err)
 	}
