@@ -39,10 +39,10 @@ import (
 	"github.com/better-compute/better-compute/internal/workers/metering"
 	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
 	"github.com/better-compute/better-compute/internal/workers/placer"
-	"github.com/better-compute/better-compute/internal/workers/workflows"
 	"github.com/better-compute/better-compute/internal/workers/reconcile"
 	"github.com/better-compute/better-compute/internal/workers/retention"
 	"github.com/better-compute/better-compute/internal/workers/sinks"
+	"github.com/better-compute/better-compute/internal/workers/workflows"
 )
 
 // Options configure a process.

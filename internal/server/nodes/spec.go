@@ -30,7 +30,6 @@ const (
 	MaxSecrets = 64
 )
 
-
 // UpdateSpec replaces a node's spec. The generation grows only when the spec changes; the
 // NodeSpec reconciler is enqueued in the same transaction.
 func (s *Service) UpdateSpec(ctx context.Context, req *nodesv1.UpdateSpecRequest) (*nodesv1.UpdateSpecResponse, error) {

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -24,7 +25,7 @@ func validateAction(a *workflowsv1.Action) error {
 		return apierr.InvalidArgument("action", "required: one of upgrade, reboot, drain, configure and exec")
 	}
 	if err := workflow.ValidateAction(a); err != nil {
-		if fe, ok := err.(*command.FieldError); ok {
+		if fe, ok := errors.AsType[*command.FieldError](err); ok {
 			return apierr.InvalidArgument("action."+fe.Field, "%s", fe.Msg)
 		}
 		return apierr.InvalidArgument("action", "%v", err)

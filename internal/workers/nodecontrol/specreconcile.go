@@ -220,8 +220,8 @@ func (r *specReconciler) upgrade(ctx context.Context, q *db.Queries, n db.Node, 
 	case isNoRows(err):
 		w, err = workflow.Create(ctx, q, workflow.New{
 			TenantID: n.TenantID, Name: "daemon " + want + " (node specs)",
-			Action:   &workflowsv1.Action{Kind: &workflowsv1.Action_Upgrade{Upgrade: &workflowsv1.UpgradeAction{Version: want}}},
-			Target:   &workflowsv1.Target{NodeIds: []string{n.ID.String()}},
+			Action: &workflowsv1.Action{Kind: &workflowsv1.Action_Upgrade{Upgrade: &workflowsv1.UpgradeAction{Version: want}}},
+			Target: &workflowsv1.Target{NodeIds: []string{n.ID.String()}},
 			Policy: workflow.Policy{MaxParallel: 1, DrainDeadline: workflow.DefaultDrainDeadline, StepTimeout: r.opts.UpgradeTimeout},
 			Origin: workflow.OriginSpec, CreatedBy: "node spec", NodeIDs: []uuid.UUID{n.ID},
 		})
