@@ -30,6 +30,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1/tunnelsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/usage/v1/usagev1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1/workflowsv1connect"
 )
 
 // Header names the client sends.
@@ -57,6 +58,7 @@ type Client struct {
 	Usage        usagev1connect.UsageServiceClient
 	Secrets      secretsv1connect.SecretsServiceClient
 	Tunnels      tunnelsv1connect.TunnelsServiceClient
+	Workflows    workflowsv1connect.WorkflowsServiceClient
 
 	// What Tunnel needs to open the WebSocket itself: the key and the HTTP client of the calls.
 	apiKey     string
@@ -119,6 +121,7 @@ func New(baseURL string, opts ...Option) *Client {
 		Usage:        usagev1connect.NewUsageServiceClient(h, baseURL, copts...),
 		Secrets:      secretsv1connect.NewSecretsServiceClient(h, baseURL, copts...),
 		Tunnels:      tunnelsv1connect.NewTunnelsServiceClient(h, baseURL, copts...),
+		Workflows:    workflowsv1connect.NewWorkflowsServiceClient(h, baseURL, copts...),
 		apiKey:       o.apiKey,
 		httpClient:   h,
 	}

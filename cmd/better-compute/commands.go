@@ -11,6 +11,7 @@ import (
 
 	"github.com/better-compute/better-compute/internal/buildinfo"
 	"github.com/better-compute/better-compute/internal/config"
+	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/devmode"
 	"github.com/better-compute/better-compute/internal/migrate"
@@ -39,7 +40,7 @@ then BETTER_COMPUTE_* environment variables, then flags.`,
 	}
 	root.PersistentFlags().StringVar(&g.configPath, "config", os.Getenv("BETTER_COMPUTE_CONFIG"),
 		"configuration file, better-compute.yaml (env BETTER_COMPUTE_CONFIG)")
-	root.AddCommand(newVersionCommand(), newMigrateCommand(g), newServeCommand(g), newDevCommand(g), newIAMCommand(g), newPKICommand(g), newDoctorCommand(g), newSimCommand(g), newTunnelCommand(), newReleaseCommand())
+	root.AddCommand(newVersionCommand(), newMigrateCommand(g), newServeCommand(g), newDevCommand(g), newIAMCommand(g), newPKICommand(g), newDoctorCommand(g), newSimCommand(g), newTunnelCommand(), newReleaseCommand(), newWorkflowCommand())
 	return root
 }
 
@@ -270,6 +271,8 @@ private cluster.`,
 	cmd.Flags().BoolVar(&opts.Fresh, "fresh", false, "delete the private PostgreSQL first")
 	cmd.Flags().IntVar(&opts.Sim, "sim", 0, "run N simulated machines that join and hold sessions; prints \"Simulated machines: N joined\"")
 	cmd.Flags().IntSliceVar(&opts.SimTunnelPorts, "sim-tunnel-ports", nil, "ports of 127.0.0.1 on this machine the simulated machines open tunnels to, comma separated or repeated (default none)")
+	cmd.Flags().Float64Var(&opts.SimFailRate, "sim-fail-rate", 0, "share (0 to 1) of the simulated machines' upgrade, reboot, configure and exec commands that fail")
+	cmd.Flags().DurationVar(&opts.SimRebootDowntime, "sim-reboot-downtime", daemon.DefaultRebootDowntime, "how long a reboot command keeps a simulated machine away")
 	return cmd
 }
 

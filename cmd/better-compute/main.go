@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -18,6 +19,10 @@ func main() {
 	if err != nil {
 		// One line, whatever the error: drivers report each address tried on a line of its own.
 		fmt.Fprintln(os.Stderr, "better-compute:", strings.Join(strings.Fields(err.Error()), " "))
-		os.Exit(1)
+		code := 1
+		if ee := (*exitError)(nil); errors.As(err, &ee) {
+			code = ee.code
+		}
+		os.Exit(code)
 	}
 }

@@ -1,4 +1,5 @@
-// The dashboard: sign in with an API key, then pages of nodes, pools, leases, usage and activity.
+// The dashboard: sign in with an API key, then pages of nodes, pools, leases, workflows, usage and
+// activity.
 import "./style.css";
 
 import { Code, ConnectError, type BetterCompute, type iamv1 } from "@better-compute/client";
@@ -149,7 +150,7 @@ function showApp(session: Session, bc: BetterCompute, principal: string, tenant:
   let rendering: Promise<void> | null = null;
   let again = false;
   const current = () => {
-    const id = location.hash.replace(/^#\/?/, "");
+    const id = location.hash.replace(/^#\/?/, "").split("/")[0]; // #/workflows/<id> is the workflows page
     return id in pages ? id : "nodes";
   };
   const ctx: PageContext = {

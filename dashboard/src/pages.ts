@@ -15,6 +15,7 @@ import {
 
 import { lineChart, type Series } from "./chart.js";
 import { badge, bytes, h, meter, shortId, table, when } from "./dom.js";
+import { workflowsPage } from "./workflows.js";
 
 export interface PageContext {
   bc: BetterCompute;
@@ -800,6 +801,7 @@ export const pages: Record<string, Page> = {
   nodes: nodesPage,
   pools: poolsPage,
   leases: leasesPage,
+  workflows: workflowsPage,
   usage: usagePage,
   activity: activityPage,
 };

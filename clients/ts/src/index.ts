@@ -24,6 +24,7 @@ import { TunnelsService } from "./gen/bettercompute/tunnels/v1/tunnels_pb.js";
 import { UsageService } from "./gen/bettercompute/usage/v1/usage_pb.js";
 import { SecretsService } from "./gen/bettercompute/secrets/v1/secrets_pb.js";
 import { WebhooksService } from "./gen/bettercompute/webhooks/v1/webhooks_pb.js";
+import { WorkflowsService } from "./gen/bettercompute/workflows/v1/workflows_pb.js";
 import { BadRequestSchema } from "./gen/google/rpc/error_details_pb.js";
 import { rememberApiKey } from "./keys.js";
 
@@ -45,6 +46,7 @@ export {
   UsageService,
   SecretsService,
   WebhooksService,
+  WorkflowsService,
 };
 export * from "./gen/bettercompute/system/v1/system_pb.js";
 export * as auditv1 from "./gen/bettercompute/audit/v1/audit_pb.js";
@@ -64,6 +66,7 @@ export * as tunnelsv1 from "./gen/bettercompute/tunnels/v1/tunnels_pb.js";
 export * as usagev1 from "./gen/bettercompute/usage/v1/usage_pb.js";
 export * as secretsv1 from "./gen/bettercompute/secrets/v1/secrets_pb.js";
 export * as webhooksv1 from "./gen/bettercompute/webhooks/v1/webhooks_pb.js";
+export * as workflowsv1 from "./gen/bettercompute/workflows/v1/workflows_pb.js";
 // google.rpc error details (BadRequest, ...), which @bufbuild/protobuf does not ship.
 export * as rpc from "./gen/google/rpc/error_details_pb.js";
 export { Code, ConnectError } from "@connectrpc/connect";
@@ -137,6 +140,7 @@ export interface BetterCompute {
   usage: Client<typeof UsageService>;
   secrets: Client<typeof SecretsService>;
   tunnels: Client<typeof TunnelsService>;
+  workflows: Client<typeof WorkflowsService>;
 }
 
 /**
@@ -176,6 +180,7 @@ export function createClient<T extends DescService>(
     usage: createConnectClient(UsageService, transport),
     secrets: createConnectClient(SecretsService, transport),
     tunnels: createConnectClient(TunnelsService, transport),
+    workflows: createConnectClient(WorkflowsService, transport),
   };
   rememberApiKey(bc, (serviceOrOptions as ClientOptions).apiKey);
   return bc;

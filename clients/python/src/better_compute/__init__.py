@@ -35,6 +35,7 @@ from bettercompute.secrets.v1 import secrets_pb2 as secretsv1
 from bettercompute.tunnels.v1 import tunnels_pb2 as tunnelsv1
 from bettercompute.usage.v1 import usage_pb2 as usagev1
 from bettercompute.webhooks.v1 import webhooks_pb2 as webhooksv1
+from bettercompute.workflows.v1 import workflows_pb2 as workflowsv1
 from bettercompute.audit.v1.audit_connect import AuditServiceClient, AuditServiceClientSync
 from bettercompute.commands.v1.commands_connect import CommandsServiceClient, CommandsServiceClientSync
 from bettercompute.events.v1.events_connect import EventsServiceClient, EventsServiceClientSync
@@ -49,6 +50,7 @@ from bettercompute.secrets.v1.secrets_connect import SecretsServiceClient, Secre
 from bettercompute.tunnels.v1.tunnels_connect import TunnelsServiceClient, TunnelsServiceClientSync
 from bettercompute.usage.v1.usage_connect import UsageServiceClient, UsageServiceClientSync
 from bettercompute.webhooks.v1.webhooks_connect import WebhooksServiceClient, WebhooksServiceClientSync
+from bettercompute.workflows.v1.workflows_connect import WorkflowsServiceClient, WorkflowsServiceClientSync
 from bettercompute.system.v1.system_pb2 import InfoRequest, InfoResponse
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
@@ -140,6 +142,8 @@ __all__ = [
     "UsageServiceClientSync",
     "WebhooksServiceClient",
     "WebhooksServiceClientSync",
+    "WorkflowsServiceClient",
+    "WorkflowsServiceClientSync",
     "apaginate",
     "auditv1",
     "commandsv1",
@@ -161,6 +165,7 @@ __all__ = [
     "tunnelsv1",
     "usagev1",
     "webhooksv1",
+    "workflowsv1",
 ]
 
 __version__ = "0.1.0"

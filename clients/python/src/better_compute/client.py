@@ -32,6 +32,7 @@ from bettercompute.secrets.v1.secrets_connect import SecretsServiceClient, Secre
 from bettercompute.tunnels.v1.tunnels_connect import TunnelsServiceClient, TunnelsServiceClientSync
 from bettercompute.usage.v1.usage_connect import UsageServiceClient, UsageServiceClientSync
 from bettercompute.webhooks.v1.webhooks_connect import WebhooksServiceClient, WebhooksServiceClientSync
+from bettercompute.workflows.v1.workflows_connect import WorkflowsServiceClient, WorkflowsServiceClientSync
 
 from .errors import MapErrors
 from .headers import BetterComputeHeaders
@@ -96,6 +97,7 @@ class BetterCompute:
         self.usage: UsageServiceClientSync = UsageServiceClientSync(url, **kw)
         self.secrets: SecretsServiceClientSync = SecretsServiceClientSync(url, **kw)
         self.tunnels: TunnelsServiceClientSync = TunnelsServiceClientSync(url, **kw)
+        self.workflows: WorkflowsServiceClientSync = WorkflowsServiceClientSync(url, **kw)
         # For open_tunnel, which opens a WebSocket itself.
         self._api_key = api_key
 
@@ -149,6 +151,7 @@ class AsyncBetterCompute:
         self.usage: UsageServiceClient = UsageServiceClient(url, **kw)
         self.secrets: SecretsServiceClient = SecretsServiceClient(url, **kw)
         self.tunnels: TunnelsServiceClient = TunnelsServiceClient(url, **kw)
+        self.workflows: WorkflowsServiceClient = WorkflowsServiceClient(url, **kw)
 
     def _clients(self) -> list[Any]:
         return [v for k, v in vars(self).items() if not k.startswith("_")]
