@@ -20,6 +20,11 @@
 # rename), the unit to /etc/systemd/system/bcd.service, and the state directory /var/lib/bcd is
 # created 0700.
 #
+# Installed from a release, the node also upgrades itself from that release URL: the public key
+# is copied to /etc/bcd/release.pub and the drop-in /etc/systemd/system/bcd.service.d/release.conf
+# starts bcd with --release-url BASE --release-key /etc/bcd/release.pub (the unit keeps
+# Restart=always, which brings the old binary back if a new one fails).
+#
 # Options:
 #   --release-url BASE the release base URL: the release is the directory BASE/VERSION/
 #   --version V        the release to install (with --release-url)
@@ -68,6 +73,8 @@ if [ -n "$release" ]; then
 	[ -n "$pubkey" ] || die "--release-url needs --pubkey: a release is installed only when its signature verifies"
 	printf %s "$version" | grep -Eq '^[A-Za-z0-9][A-Za-z0-9.+-]{0,63}$' || die "--version $version is not a release version (e.g. v1.2.3)"
 	case $release in https://*|http://*) ;; *) die "--release-url must be an http(s) URL" ;; esac
+	# The URL goes on the unit's command line: nothing systemd or a shell would read as syntax.
+	case $release in *[!A-Za-z0-9._~:/@+=,%-]*) die "--release-url $release has characters bcd's unit cannot carry (spaces, quotes, \$, ...)" ;; esac
 	if [ -f "$pubkey" ]; then keyflag=-p
 	elif printf %s "$pubkey" | grep -Eq '^[A-Za-z0-9+/]{56}$'; then keyflag=-P
 	else die "--pubkey $pubkey is neither a file nor a minisign public key"
@@ -161,6 +168,28 @@ chmod 0644 "$unitdir/.bcd.service.tmp"
 mv -f "$unitdir/.bcd.service.tmp" "$unitdir/bcd.service"
 echo "Installed the unit to $unitdir/bcd.service"
 
+if [ -n "$release" ]; then
+	# The key the node verifies its own upgrades with, and the flags that let it upgrade.
+	mkdir -p "$root/etc/bcd"
+	if [ -f "$pubkey" ]; then cp "$pubkey" "$root/etc/bcd/.release.pub.tmp"
+	else printf 'untrusted comment: minisign public key (installed by install.sh)\n%s\n' "$pubkey" > "$root/etc/bcd/.release.pub.tmp"
+	fi
+	chmod 0644 "$root/etc/bcd/.release.pub.tmp"
+	mv -f "$root/etc/bcd/.release.pub.tmp" "$root/etc/bcd/release.pub"
+	mkdir -p "$unitdir/bcd.service.d"
+	cat > "$unitdir/bcd.service.d/.release.conf.tmp" <<EOF
+# Written by install.sh --release-url: bcd upgrades itself to releases from this URL signed by
+# /etc/bcd/release.pub (see docs/operations.md, "Fleet upgrades"). Flags of your own go in
+# /etc/default/bcd (BCD_ARGS).
+[Service]
+ExecStart=
+ExecStart=$prefix/bin/bcd run --release-url $(printf %s "$release" | sed 's/%/%%/g') --release-key /etc/bcd/release.pub \$BCD_ARGS
+EOF
+	chmod 0644 "$unitdir/bcd.service.d/.release.conf.tmp"
+	mv -f "$unitdir/bcd.service.d/.release.conf.tmp" "$unitdir/bcd.service.d/release.conf"
+	echo "Installed the release key to /etc/bcd/release.pub; bcd upgrades itself from $release"
+fi
+
 mkdir -p "$root/var/lib"
 [ -d "$root/var/lib/bcd" ] || mkdir -m 0700 "$root/var/lib/bcd"
 chmod 0700 "$root/var/lib/bcd"
@@ -170,7 +199,8 @@ if [ ! -e "$root/etc/default/bcd" ]; then
 # Flags for `bcd run` (see bcd run --help), for example:
 # BCD_ARGS="--allow-exec /usr/bin/nvidia-smi --allow-reboot"
 # Never allow a shell, an interpreter or systemctl: exec runs as root. Upgrades need
-# --allow-upgrade --upgrade-source https://releases.example.com/bcd/
+# --release-url https://releases.example.com/bc --release-key /etc/bcd/release.pub
+# (install.sh --release-url ... --pubkey ... sets both in bcd.service.d/release.conf)
 # Tunnels reach only the ports of 127.0.0.1 listed with --tunnel-port (none by default), e.g.
 # --tunnel-port 22
 BCD_ARGS=""

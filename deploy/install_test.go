@@ -326,8 +326,22 @@ func TestInstallFromSignedRelease(t *testing.T) {
 		t.Fatal("binary not installed")
 	}
 	// The key can also be given as its base64 line.
+	// The node upgrades itself from the same release URL, verified with the same key.
+	if got, _ := os.ReadFile(filepath.Join(root, "etc/bcd/release.pub")); string(got) != string(pub.Encode()) {
+		t.Errorf("etc/bcd/release.pub = %q", got)
+	}
+	dropIn := filepath.Join(root, "etc/systemd/system/bcd.service.d/release.conf")
+	want := "ExecStart=\nExecStart=/usr/local/bin/bcd run --release-url " + srv.URL + " --release-key /etc/bcd/release.pub $BCD_ARGS\n"
+	if got, _ := os.ReadFile(dropIn); !strings.Contains(string(got), want) {
+		t.Errorf("%s:\n%s\nwant it to hold:\n%s", dropIn, got, want)
+	}
 	if out, ok := install(t, root, "--release-url", srv.URL, "--version", "v2.0.0", "--pubkey", pub.String()); !ok || !strings.Contains(out, "bcd v2.0.0") {
 		t.Fatalf("upgrade with a base64 key: %s", out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "etc/bcd/release.pub")); !strings.HasSuffix(string(got), "\n"+pub.String()+"\n") {
+		t.Errorf("etc/bcd/release.pub from a base64 key = %q", got)
+	} else if k, err := release.ParsePublicKey(got); err != nil || k.ID != pub.ID {
+		t.Errorf("etc/bcd/release.pub from a base64 key: %v, %v", k, err)
 	}
 
 	noMinisign := t.TempDir() // a PATH with what install.sh needs before it looks for minisign
@@ -355,6 +369,7 @@ func TestInstallFromSignedRelease(t *testing.T) {
 		{"bad key", nil, []string{"--version", "v1.0.0", "--pubkey", "not-a-key"}, "neither a file nor"},
 		{"no version", nil, []string{"--pubkey", pubFile}, "needs --version"},
 		{"bad version", nil, []string{"--version", "../v1", "--pubkey", pubFile}, "not a release version"},
+		{"a URL the unit cannot carry", nil, []string{"--version", "v1.0.0", "--pubkey", pubFile, "--release-url", srv.URL + "/a b"}, "cannot carry"},
 		{"with --sha256", nil, []string{"--version", "v1.0.0", "--pubkey", pubFile, "--sha256", sum([]byte("x"))}, "not both"},
 		{"no minisign", []string{"PATH=" + noMinisign}, []string{"--version", "v1.0.0", "--pubkey", pubFile}, "minisign is not installed"},
 	} {

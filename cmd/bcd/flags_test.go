@@ -51,3 +51,54 @@ func TestTunnelPortFlag(t *testing.T) {
 		t.Errorf("bcd run --tunnel-port 22,70000: %v", err)
 	}
 }
+
+// TestReleaseFlags: bcd run takes --release-url, --release-key (repeated, a path with a comma
+// kept whole) and --upgrade-deadline (2m by default), all in its help; either release flag
+// without the other, or a deadline out of range, stops it before it reads the state directory,
+// naming the flag. --allow-upgrade and --upgrade-source are gone.
+func TestReleaseFlags(t *testing.T) {
+	t.Parallel()
+	cmd := newRunCommand(&globals{})
+	if err := cmd.ParseFlags([]string{"--release-key", "/etc/bcd/a,b.pub", "--release-key=/etc/bcd/c.pub"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := cmd.Flags().GetStringArray("release-key"); !slices.Equal(got, []string{"/etc/bcd/a,b.pub", "/etc/bcd/c.pub"}) {
+		t.Errorf("release keys %q", got)
+	}
+	if d, _ := cmd.Flags().GetDuration("upgrade-deadline"); d.String() != "2m0s" {
+		t.Errorf("default --upgrade-deadline %v", d)
+	}
+	for _, gone := range []string{"--allow-upgrade", "--upgrade-source=https://x/"} {
+		if err := newRunCommand(&globals{}).ParseFlags([]string{gone}); err == nil {
+			t.Errorf("%s is still accepted", gone)
+		}
+	}
+
+	var help bytes.Buffer
+	root := newRootCommand()
+	root.SetOut(&help)
+	root.SetArgs([]string{"run", "--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--release-url", "--release-key", "--upgrade-deadline", "SHA256SUMS.minisig", "refuses exec only"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("bcd run --help does not mention %s:\n%s", want, help.String())
+		}
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--release-url", "https://releases.example.com/bc"}, "--release-url needs at least one --release-key"},
+		{[]string{"--release-key", "/etc/bcd/release.pub"}, "--release-key needs --release-url"},
+		{[]string{"--upgrade-deadline", "10ms"}, "--upgrade-deadline 10ms"},
+	} {
+		root := newRootCommand()
+		root.SetArgs(append([]string{"--state-dir", t.TempDir(), "--log-level", "error", "run"}, tc.args...))
+		if err := root.ExecuteContext(t.Context()); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("bcd run %q: %v; want %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -1,9 +1,7 @@
 package main_test
 
 import (
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -27,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/poll"
+	"github.com/better-compute/better-compute/internal/release"
 	"github.com/better-compute/better-compute/internal/server"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
@@ -50,11 +49,11 @@ func joinBcd(t *testing.T, bcd, work string, env *gatewaytest.Env, addr string) 
 }
 
 // TestNodeCommandsCannotBecomeRoot runs the real bcd and sends it, through the API, what would
-// turn the operator role into a root shell: an upgrade without --allow-upgrade, from outside
-// --upgrade-source, with a checksum that does not match, or while draining; an exec through a
-// symlink to an unlisted program; an exec setting LD_PRELOAD. All are refused and nothing runs,
-// and an exec'd program sees only the fixed PATH and the variables its command may set, though
-// bcd itself runs with LD_PRELOAD and BASH_ENV set.
+// turn the operator role into a root shell: an upgrade without --release-url, or to a release
+// its --release-key did not sign; an exec through a symlink to an unlisted program; an exec
+// setting LD_PRELOAD; an exec while draining. All are refused and nothing runs, and an exec'd
+// program sees only the fixed PATH and the variables its command may set, though bcd itself
+// runs with LD_PRELOAD and BASH_ENV set. (TestUpgradeEndToEnd covers the other refused upgrades.)
 func TestNodeCommandsCannotBecomeRoot(t *testing.T) {
 	t.Parallel()
 	bcd := buildBcd(t, "e2e-1")[0]
@@ -72,17 +71,31 @@ func TestNodeCommandsCannotBecomeRoot(t *testing.T) {
 	work := t.TempDir()
 	stateDir, nodeID := joinBcd(t, bcd, work, env, gw.addr)
 
-	release := []byte("#!/bin/sh\necho 'bcd e2e-9 (test)'\n")
-	good := sha256.Sum256(release)
-	var hits atomic.Int64
-	releases := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		w.Write(release)
-	}))
-	defer releases.Close()
-	upgrade := func(path string, sum [32]byte) map[string]any {
-		return map[string]any{"url": releases.URL + path, "sha256": hex.EncodeToString(sum[:])}
+	// Releases signed by a key the node does not trust.
+	pub, _, err := release.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	_, otherKey, err := release.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(work, "release.pub")
+	if err := os.WriteFile(keyFile, pub.Encode(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	releases := newReleases(t)
+	releases.publish(t, otherKey, "e2e-9", []byte("#!/bin/sh\necho 'bcd e2e-9 (test)'\n"), nil)
+	fetched := func() int {
+		releases.mu.Lock()
+		defer releases.mu.Unlock()
+		n := 0
+		for _, h := range releases.hits {
+			n += h
+		}
+		return n
+	}
+	upgrade := map[string]any{"version": "e2e-9"}
 	original, err := os.ReadFile(bcd)
 	if err != nil {
 		t.Fatal(err)
@@ -120,11 +133,11 @@ func TestNodeCommandsCannotBecomeRoot(t *testing.T) {
 		"run", "--state-dir", stateDir, "--allow-exec", "/usr/bin/env,"+link, "--max-backoff", "1s")
 	connected(d)
 
-	refused(runCommand(t, commands, nodeID, "upgrade", upgrade("/releases/bcd", good), "", d), "without --allow-upgrade")
-	if hits.Load() != 0 {
-		t.Fatal("fetched an upgrade without --allow-upgrade")
+	refused(runCommand(t, commands, nodeID, "upgrade", upgrade, "", d), "without --release-url and --release-key")
+	if fetched() != 0 {
+		t.Fatal("fetched an upgrade without --release-url")
 	}
-	untouched("upgrade without --allow-upgrade")
+	untouched("upgrade without --release-url")
 
 	refused(runCommand(t, commands, nodeID, "exec", map[string]any{"argv": []any{link, marker}}, "", d), "symlink to /usr/bin/touch")
 	if _, err := os.Stat(marker); err == nil {
@@ -144,41 +157,35 @@ func TestNodeCommandsCannotBecomeRoot(t *testing.T) {
 		t.Errorf("bcd run exited %d", code)
 	}
 
-	// Half of the upgrade flags is refused at start.
-	out := runBcd(t, bcd, 1, "run", "--state-dir", stateDir, "--allow-upgrade")
-	if !strings.Contains(out, "--allow-upgrade needs at least one --upgrade-source") {
-		t.Errorf("--allow-upgrade alone: %s", out)
+	// Half of the upgrade flags is refused at start, naming the flag.
+	out := runBcd(t, bcd, 1, "run", "--state-dir", stateDir, "--release-url", releases.URL+"/bc")
+	if !strings.Contains(out, "--release-url needs at least one --release-key") {
+		t.Errorf("--release-url alone: %s", out)
 	}
-	out = runBcd(t, bcd, 1, "run", "--state-dir", stateDir, "--allow-upgrade", "--upgrade-source", "http://releases.example.com/")
-	if !strings.Contains(out, "plain http is only for a loopback IP address") {
-		t.Errorf("an http source: %s", out)
+	out = runBcd(t, bcd, 1, "run", "--state-dir", stateDir, "--release-key", keyFile)
+	if !strings.Contains(out, "--release-key needs --release-url") {
+		t.Errorf("--release-key alone: %s", out)
+	}
+	out = runBcd(t, bcd, 1, "run", "--state-dir", stateDir, "--release-url", "file:///srv/releases", "--release-key", keyFile)
+	if !strings.Contains(out, `--release-url "file:///srv/releases": not an http(s) URL`) {
+		t.Errorf("a file release URL: %s", out)
 	}
 
-	d = startBcd(t, bcd, work, "run", "--state-dir", stateDir, "--max-backoff", "1s",
-		"--allow-upgrade", "--upgrade-source", releases.URL+"/releases/")
+	d = startBcd(t, bcd, work, "run", "--state-dir", stateDir, "--max-backoff", "1s", "--allow-exec", "/usr/bin/env",
+		"--release-url", releases.URL+"/bc", "--release-key", keyFile)
 	connected(d)
-	for _, path := range []string{"/other/bcd", "/releases/../other/bcd", "/releases/%2e%2e/other/bcd", "/releases%2F..%2Fother/bcd"} {
-		refused(runCommand(t, commands, nodeID, "upgrade", upgrade(path, good), "", d), "nothing fetched")
+	refused(runCommand(t, commands, nodeID, "upgrade", upgrade, "", d), "none of this node's release keys ("+pub.ID.String()+")")
+	if n := releases.hitsOf("e2e-9"); n != 0 {
+		t.Fatalf("fetched the binary of a release signed by another key %d times", n)
 	}
-	if hits.Load() != 0 {
-		t.Fatal("fetched an upgrade from outside --upgrade-source")
-	}
-	untouched("upgrade from outside the source")
+	untouched("upgrade signed by another key")
 
-	refused(runCommand(t, commands, nodeID, "upgrade", upgrade("/releases/bcd", sha256.Sum256([]byte("another binary"))), "", d), "checksum mismatch")
-	untouched("upgrade with a checksum mismatch")
-
-	hits.Store(0)
 	if c := runCommand(t, commands, nodeID, "drain", map[string]any{}, "", d); c.GetState() != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED {
 		t.Fatalf("drain: %v", c)
 	}
-	refused(runCommand(t, commands, nodeID, "upgrade", upgrade("/releases/bcd", good), "", d), "draining")
-	if hits.Load() != 0 {
-		t.Error("fetched an upgrade while draining")
-	}
-	untouched("upgrade while draining")
+	refused(runCommand(t, commands, nodeID, "exec", map[string]any{"argv": []any{"/usr/bin/env"}}, "", d), "draining")
 	st := status(t, bcd, stateDir, 0)
-	if !st.Draining || !st.AllowUpgrade || strings.Join(st.UpgradeSources, ",") != releases.URL+"/releases/" {
+	if !st.Draining || !st.AllowUpgrade || st.ReleaseURL != releases.URL+"/bc" || strings.Join(st.ReleaseKeys, ",") != pub.ID.String() {
 		t.Errorf("bcd status: %+v", st)
 	}
 }

@@ -145,10 +145,18 @@ bcd's own environment. reboot needs --allow-reboot.
 A tunnel reaches only a port of 127.0.0.1 on --tunnel-port (repeatable, at most 64; none by
 default): the control plane may allow a port, but bcd dials it only when its own list has it.
 
-upgrade needs --allow-upgrade and at least one --upgrade-source, a URL prefix (https, or http
-to a loopback IP address) that every download and redirect must be under, compared by scheme,
-host and whole path segments; the binary is put in place only when its SHA-256 is the one the
-command names. A draining node refuses upgrade and exec.`,
+upgrade needs --release-url and at least one --release-key. An upgrade names a release version
+only: bcd fetches RELEASE-URL/VERSION/SHA256SUMS and its signature SHA256SUMS.minisig, which must
+verify with one of the keys and name that very version in its trusted comment, then
+bcd_VERSION_linux_ARCH, whose SHA-256 must be the one SHA256SUMS lists; downloads and redirects
+stay under the release URL. The new binary waits beside the old one as BINARY.next and is
+exec'd in place (same PID) on trial: only once it holds a session within --upgrade-deadline
+does it replace BINARY and report the upgrade succeeded. If it holds none in time it execs the
+old binary again, and if it exits, systemd (Restart=always) starts BINARY, the old one; either
+way the old binary reports the upgrade failed and why. An upgrade to the running version
+succeeds at once.
+
+A draining node refuses exec only; upgrade, reboot and configure are what a drain is for.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()
@@ -165,8 +173,9 @@ command names. A draining node refuses upgrade and exec.`,
 	}
 	cmd.Flags().StringSliceVar(&o.AllowExec, "allow-exec", nil, "programs exec may run, absolute paths, comma separated or repeated (adds to the state directory's allow-exec file)")
 	cmd.Flags().BoolVar(&o.AllowReboot, "allow-reboot", false, "let reboot commands reboot this host")
-	cmd.Flags().BoolVar(&o.AllowUpgrade, "allow-upgrade", false, "let upgrade commands replace bcd's binary, fetched only from under --upgrade-source")
-	cmd.Flags().StringSliceVar(&o.UpgradeSources, "upgrade-source", nil, "URL prefix upgrades may fetch from, e.g. https://releases.example.com/bcd/ (comma separated or repeated; needs --allow-upgrade)")
+	cmd.Flags().StringVar(&o.ReleaseURL, "release-url", "", "base URL of releases, e.g. https://releases.example.com/bc (release VERSION is BASE/VERSION/); with --release-key, lets upgrade commands replace bcd")
+	cmd.Flags().StringArrayVar(&o.ReleaseKeys, "release-key", nil, fmt.Sprintf("minisign.pub file of a key releases are signed with (repeatable, at most %d; needs --release-url)", host.MaxReleaseKeys))
+	cmd.Flags().DurationVar(&o.UpgradeDeadline, "upgrade-deadline", host.DefaultUpgradeDeadline, "how long a new binary has to hold a session before it is rolled back")
 	cmd.Flags().StringVar(&o.Gateway, "gateway", "", "gateway host:port; default the one joined through")
 	cmd.Flags().DurationVar(&o.MaxBackoff, "max-backoff", 30*time.Second, "longest wait between reconnection attempts")
 	cmd.Flags().IntSliceVar(&o.TunnelPorts, "tunnel-port", nil, "port of 127.0.0.1 tunnels may reach, e.g. 22 (comma separated or repeated; default none)")

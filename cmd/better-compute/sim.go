@@ -49,7 +49,13 @@ Faults, as a scenario file (YAML or JSON) or repeated --fault flags:
   {"faults":[{"kind":"disconnect","fraction":0.1,"every":"30s"}]}
   --fault disconnect,fraction=0.1,every=30s --fault skew,count=5,skew=-90s
 Kinds: disconnect, flap, crash, latency, skew; keys: fraction, count, after, every, for, delay,
-skew.`,
+skew.
+
+The machines run every workflow command (drain, upgrade, reboot, configure, exec, undrain) as
+bcd would, without touching anything: an upgrade restarts a machine's daemon as the new version,
+a reboot takes it away for --reboot-downtime. --fail-rate makes that share of upgrade, reboot,
+configure and exec commands fail (drawn from --seed): an upgrade rolls back, a reboot comes back
+ten times later, configure and exec fail.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
@@ -155,12 +161,14 @@ skew.`,
 	f.StringVar(&caFile, "ca-file", "", "root CA of the deployment's PKI, PEM (dev prints it as \"Root CA:\") (required)")
 	f.StringVar(&opts.Token, "token", "", "join token with a use for every machine (default: create one through --api)")
 	f.IntVarP(&opts.N, "machines", "n", 100, "number of machines")
-	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the inventories and of the faults' choices")
+	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the inventories, of the faults' choices and of the failed commands")
 	f.StringVar(&opts.Prefix, "prefix", "sim", "machine hostnames are <prefix>-0001 and up")
 	f.IntVar(&opts.JoinConcurrency, "join-concurrency", sim.DefaultJoinConcurrency, "joins in flight at most")
 	f.StringVar(&opts.StateDir, "state-dir", "", "keep the machines' identities here and reuse them on the next run")
 	f.StringVar(&scenarioFile, "scenario", "", "scenario file of faults, YAML or JSON")
 	f.StringArrayVar(&faults, "fault", nil, "a fault, kind,key=value,... (repeatable)")
+	f.Float64Var(&opts.FailRate, "fail-rate", 0, "share (0 to 1) of upgrade, reboot, configure and exec commands that fail")
+	f.DurationVar(&opts.RebootDowntime, "reboot-downtime", daemon.DefaultRebootDowntime, "how long a reboot command keeps a machine away")
 	f.DurationVar(&every, "metrics-every", 10*time.Second, "interval of the progress lines")
 	f.DurationVar(&duration, "duration", 0, "stop after this long (default: run until Ctrl-C)")
 	f.StringVar(&apiURL, "api", "", "API URL with its base path, as dev prints it (\"API:\")")

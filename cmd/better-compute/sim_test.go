@@ -15,12 +15,13 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
+	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/sim"
 )
 
 // TestDevSim starts `dev --sim 5` on a fresh data directory, as a developer would, finds the
-// five simulated machines as ready, connected nodes through the API, runs a command on one, and
-// stops dev with SIGINT.
+// five simulated machines as ready, connected nodes through the API, runs a command on one,
+// upgrades another (its node reports the new version), and stops dev with SIGINT.
 func TestDevSim(t *testing.T) {
 	t.Parallel()
 	// Not t.TempDir: its parent is private, and PostgreSQL may run as the postgres user.
@@ -32,7 +33,8 @@ func TestDevSim(t *testing.T) {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "dev", "--sim", "5", "--port", "0", "--data-dir", filepath.Join(tmp, "pg"))
+	cmd := exec.Command(os.Args[0], "dev", "--sim", "5", "--port", "0", "--data-dir", filepath.Join(tmp, "pg"),
+		"--sim-fail-rate", "0", "--sim-reboot-downtime", "200ms")
 	cmd.Env = append(os.Environ(), "BETTER_COMPUTE_RUN_MAIN=1", "BETTER_COMPUTE_DATABASE_URL=", "BETTER_COMPUTE_SECRET=", "BETTER_COMPUTE_CONFIG=")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -106,18 +108,35 @@ func TestDevSim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := created.GetCommands()[0].GetId()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		got, err := commands.Get(ctx, &commandsv1.GetRequest{Id: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.GetCommand().GetState() == commandsv1.CommandState_COMMAND_STATE_SUCCEEDED {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("command %s: %v", id, got.GetCommand())
-		}
+	succeeds := func(id string) {
+		t.Helper()
+		poll.Until(t, 30*time.Second, "command "+id+" succeeds", func() bool {
+			got, err := commands.Get(ctx, &commandsv1.GetRequest{Id: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := got.GetCommand().GetState(); s != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED && s != commandsv1.CommandState_COMMAND_STATE_PENDING &&
+				s != commandsv1.CommandState_COMMAND_STATE_SENT && s != commandsv1.CommandState_COMMAND_STATE_ACKED {
+				t.Fatalf("command %s: %v", id, got.GetCommand())
+			}
+			return got.GetCommand().GetState() == commandsv1.CommandState_COMMAND_STATE_SUCCEEDED
+		}, poll.Every(50*time.Millisecond))
+	}
+	succeeds(created.GetCommands()[0].GetId())
+
+	// A simulated machine upgrades: it comes back as the new version.
+	node := res.GetNodes()[1].GetId()
+	created, err = commands.Create(ctx, &commandsv1.CreateRequest{NodeId: node, Payload: &commandsv1.CreateRequest_Upgrade{Upgrade: &daemonv1.UpgradePayload{Version: "v9.9.9"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	succeeds(created.GetCommands()[0].GetId())
+	got, err := client.Get(ctx, &nodesv1.GetRequest{Id: node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := got.GetNode().GetDaemonVersion(); v != "v9.9.9" {
+		t.Errorf("node %s reports version %q after the upgrade, want v9.9.9", node, v)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -130,5 +149,14 @@ func TestDevSim(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatalf("dev did not stop within a minute of SIGINT")
+	}
+}
+
+// TestDevSimRefusesABadFailRate: dev checks --sim-fail-rate before it starts anything.
+func TestDevSimRefusesABadFailRate(t *testing.T) {
+	t.Parallel()
+	_, stderr, code := runMain(t, "dev", "--sim", "1", "--sim-fail-rate", "1.5", "--data-dir", filepath.Join(t.TempDir(), "pg"))
+	if code == 0 || !strings.Contains(stderr, "--sim-fail-rate") {
+		t.Fatalf("exit code %d, stderr %q", code, stderr)
 	}
 }

@@ -716,7 +716,7 @@ SELECT w.node_id, w.position, w.step, w.attempt, w.command_id, w.cordoned, w.mes
        n.state AS node_state, n.online, n.daemon_version, n.revoked_at, n.hostname, n.tenant_id AS node_tenant_id,
        n.state_generation,
        s.connected_at AS session_connected_at,
-       c.state AS command_state, c.error AS command_error, c.finished_at AS command_finished_at
+       c.state AS command_state, c.error AS command_error, c.finished_at AS command_finished_at, c.sent_at AS command_sent_at
 FROM workflow_nodes w
 JOIN nodes n ON n.id = w.node_id
 LEFT JOIN node_sessions s ON s.node_id = w.node_id
@@ -747,6 +747,7 @@ type WorkflowNodesInFlightRow struct {
 	CommandState       *CommandState
 	CommandError       *string
 	CommandFinishedAt  *time.Time
+	CommandSentAt      *time.Time
 }
 
 // The controller's view of a workflow's admitted, unfinished nodes: each with its node and the
@@ -782,6 +783,7 @@ func (q *Queries) WorkflowNodesInFlight(ctx context.Context, workflowID uuid.UUI
 			&i.CommandState,
 			&i.CommandError,
 			&i.CommandFinishedAt,
+			&i.CommandSentAt,
 		); err != nil {
 			return nil, err
 		}

@@ -52,9 +52,13 @@ type Options struct {
 	// restart (bcd keeps it in its state directory); without it the record is in memory only.
 	Record Recorder
 	// AfterResult, when set, is called once a command has run and its result is recorded and
-	// queued for the gateway; not for a repeat answered from the record. bcd restarts itself
-	// here after an upgrade, and reboots after a reboot, so that the result is never lost.
+	// queued for the gateway; not for a repeat answered from the record. bcd reboots here after
+	// a reboot command, so that the result is never lost.
 	AfterResult func(c *daemonv1.Command, r *daemonv1.CommandResult)
+	// OnSession, when set, is called each time a session is held: the gateway's Welcome
+	// received, and the results of earlier sessions queued on it. bcd commits an upgrade under
+	// trial here.
+	OnSession func()
 	// TunnelPorts is the daemon's own allow list of tunnels (bcd run --tunnel-port): the ports
 	// of 127.0.0.1 a TunnelOpen may reach, at most MaxTunnelPorts, each 1 to 65535. Empty by
 	// default, which refuses every tunnel (tunnel.CodePortRefused), whatever the control plane
@@ -70,7 +74,8 @@ type Options struct {
 type Recorder interface {
 	// Load returns the results finished since `since`. A command that started but never
 	// finished (the process died while it ran) must come back as a failed result, so that a
-	// re-delivery is answered instead of run again.
+	// re-delivery is answered instead of run again, unless it is known to finish later
+	// (Recorded.Running).
 	Load(since time.Time) ([]Recorded, error)
 	Started(key string, c *daemonv1.Command) error
 	Finished(key string, r *daemonv1.CommandResult) error
@@ -81,6 +86,10 @@ type Recorded struct {
 	Key      string
 	Result   *daemonv1.CommandResult
 	Finished time.Time
+	// Running says the command has no result yet and is not to be run again: it outlived the
+	// process that started it (an upgrade's new binary is on trial), and Agent.Finish reports
+	// its result. A re-delivery is acked and answered then.
+	Running bool
 }
 
 // Agent holds a node's session with the gateways.
@@ -154,7 +163,7 @@ func NewAgent(opts Options) (*Agent, error) {
 			return nil, fmt.Errorf("daemon: read the command record: %w", err)
 		}
 		for _, r := range recorded {
-			a.results[r.Key] = &record{result: r.Result, finished: r.Finished}
+			a.results[r.Key] = &record{result: r.Result, finished: r.Finished, running: r.Running}
 		}
 	}
 	return a, nil
@@ -421,8 +430,12 @@ func (a *Agent) session(ctx context.Context) error {
 		a.mu.Unlock()
 	}()
 	// Report recent results again: the previous gateway may have died before recording them.
+	// Those recorded by an earlier process (before a restart or an exec) go out here too.
 	for key, r := range a.recentResults() {
 		send(&daemonv1.SessionRequest{Msg: &daemonv1.SessionRequest_Result{Result: a.fitResult(key, r)}})
+	}
+	if a.opts.OnSession != nil {
+		a.opts.OnSession()
 	}
 	interval := time.Duration(max(welcome.GetHeartbeatIntervalSeconds(), 1)) * time.Second
 	go func() {
@@ -479,10 +492,7 @@ func (a *Agent) inventory(ctx context.Context) (*daemonv1.Inventory, error) {
 // command acks and runs a command, or answers it from the record when its idempotency key was
 // seen before.
 func (a *Agent) command(ctx context.Context, c *daemonv1.Command, send func(*daemonv1.SessionRequest)) {
-	key := c.GetIdempotencyKey()
-	if key == "" {
-		key = c.GetId()
-	}
+	key := KeyOf(c)
 	send(&daemonv1.SessionRequest{Msg: &daemonv1.SessionRequest_Ack{Ack: &daemonv1.CommandAck{CommandId: c.GetId()}}})
 	a.mu.Lock()
 	rec, seen := a.results[key]
@@ -504,35 +514,65 @@ func (a *Agent) command(ctx context.Context, c *daemonv1.Command, send func(*dae
 		}
 	}
 	go func() {
-		res := a.run(ctx, c)
-		// Capped before it is recorded, so that a re-delivery answers with what was sent.
-		a.mu.Lock()
-		lim := a.limits.resultBytes
-		a.mu.Unlock()
-		if capped, over := capResult(res, lim); over {
-			a.log.Warn("a command result is over the gateway's limit; reporting the command failed",
-				"command_id", c.GetId(), "bytes", proto.Size(res), "limit", lim)
-			res = capped
-		}
-		if a.opts.Record != nil {
-			if err := a.opts.Record.Finished(key, res); err != nil {
-				a.log.Warn("record command result", "command_id", c.GetId(), "err", err)
-			}
-		}
-		a.mu.Lock()
-		rec.result, rec.finished, rec.running = res, time.Now(), false
-		a.forgetOld()
-		current := a.send
-		a.mu.Unlock()
-		// Report on the session open now, which may not be the one the command came on; with
-		// none open, the next session reports it.
-		if current != nil {
-			current(&daemonv1.SessionRequest{Msg: &daemonv1.SessionRequest_Result{Result: a.fitResult(key, rec)}})
-		}
+		res := a.finish(key, rec, a.run(ctx, c))
 		if a.opts.AfterResult != nil {
 			a.opts.AfterResult(c, res)
 		}
 	}()
+}
+
+// KeyOf is the key a command is recorded under: its idempotency key, or its id without one.
+func KeyOf(c *daemonv1.Command) string {
+	if k := c.GetIdempotencyKey(); k != "" {
+		return k
+	}
+	return c.GetId()
+}
+
+// Finish reports the result of a command that finished outside a handler, under its key (see
+// KeyOf): one that outlived the process that received it, as an upgrade does when the new
+// binary it exec'd holds a session. The result is recorded, answers any re-delivery from now
+// on, and is sent on the current session, or on the next one when none is open. AfterResult is
+// not called.
+func (a *Agent) Finish(key string, res *daemonv1.CommandResult) {
+	a.mu.Lock()
+	rec, ok := a.results[key]
+	if !ok {
+		rec = &record{running: true}
+		a.results[key] = rec
+	}
+	a.mu.Unlock()
+	a.finish(key, rec, res)
+}
+
+// finish records res as rec's result (key's), capped to the gateway's limit, and reports it on
+// the current session; it returns what was recorded.
+func (a *Agent) finish(key string, rec *record, res *daemonv1.CommandResult) *daemonv1.CommandResult {
+	// Capped before it is recorded, so that a re-delivery answers with what was sent.
+	a.mu.Lock()
+	lim := a.limits.resultBytes
+	a.mu.Unlock()
+	if capped, over := capResult(res, lim); over {
+		a.log.Warn("a command result is over the gateway's limit; reporting the command failed",
+			"command_id", res.GetCommandId(), "bytes", proto.Size(res), "limit", lim)
+		res = capped
+	}
+	if a.opts.Record != nil {
+		if err := a.opts.Record.Finished(key, res); err != nil {
+			a.log.Warn("record command result", "command_id", res.GetCommandId(), "err", err)
+		}
+	}
+	a.mu.Lock()
+	rec.result, rec.finished, rec.running = res, time.Now(), false
+	a.forgetOld()
+	current := a.send
+	a.mu.Unlock()
+	// Report on the session open now, which may not be the one the command came on; with none
+	// open, the next session reports it.
+	if current != nil {
+		current(&daemonv1.SessionRequest{Msg: &daemonv1.SessionRequest_Result{Result: a.fitResult(key, rec)}})
+	}
+	return res
 }
 
 func (a *Agent) run(ctx context.Context, c *daemonv1.Command) *daemonv1.CommandResult {

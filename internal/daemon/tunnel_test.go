@@ -185,7 +185,7 @@ func startTunnelEnv(t *testing.T, fake bool, ports []int, maxTunnels int) *tunne
 		if err != nil {
 			t.Fatal(err)
 		}
-		a = f.Agent
+		a = f.Agent()
 	} else {
 		var err error
 		a, err = daemon.NewAgent(daemon.Options{Dialer: dialer, Identity: id, Logger: logger, TunnelPorts: ports, MaxTunnels: maxTunnels})

@@ -46,6 +46,11 @@ type Options struct {
 	// SimTunnelPorts is the simulated machines' tunnel allow list (sim.Options.TunnelPorts): their
 	// daemons open tunnels to these ports of 127.0.0.1 on this machine. None by default.
 	SimTunnelPorts []int
+	// SimFailRate (0 to 1) is the share of the simulated machines' upgrade, reboot, configure and
+	// exec commands that fail (sim.Options.FailRate); SimRebootDowntime how long a reboot keeps
+	// one away (sim.Options.RebootDowntime).
+	SimFailRate       float64
+	SimRebootDowntime time.Duration
 	// Out receives the lines scripts read: "API key: <key>", then "API: <url>", and with Sim,
 	// "Simulated machines: <n> joined" once they all hold sessions.
 	Out    io.Writer
@@ -63,6 +68,9 @@ func Run(ctx context.Context, opts Options) error {
 	cfg, log := *opts.Config, opts.Logger
 	if err := daemon.ValidateTunnelPorts(opts.SimTunnelPorts); err != nil {
 		return fmt.Errorf("--sim-tunnel-ports: %w", err)
+	}
+	if err := (daemon.FakeOptions{FailRate: opts.SimFailRate, RebootDowntime: opts.SimRebootDowntime}).Validate(); err != nil {
+		return fmt.Errorf("--sim-fail-rate, --sim-reboot-downtime: %w", err)
 	}
 	if cfg.Database.URL == "" {
 		cluster, err := startCluster(ctx, opts)
@@ -148,6 +156,7 @@ func simulate(ctx context.Context, pool *pgxpool.Pool, addr, rootCA string, opts
 	fleet, err := sim.New(sim.Options{
 		Gateway: gateway, ServerName: serverName, RootPEM: root, Token: token, N: opts.Sim,
 		StateDir: dir + ".sim", Logger: opts.Logger, TunnelPorts: opts.SimTunnelPorts,
+		FailRate: opts.SimFailRate, RebootDowntime: opts.SimRebootDowntime,
 	})
 	if err != nil {
 		return err

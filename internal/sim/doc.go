@@ -34,7 +34,8 @@
 //   - kind: disconnect (break the TCP connection; the daemon sees its session fail and reconnects
 //     with its backoff), flap (disconnect the same machines again and again), crash (stop the
 //     daemon and kill its connection without a word to the gateway, then after the downtime start
-//     a new daemon with the same identity), latency (delay every write on the machine's
+//     it again with the same identity and what it kept: version, drain flag, configuration and
+//     command record), latency (delay every write on the machine's
 //     connections), skew (the machine's clock, as reported in hellos and heartbeats, is off).
 //   - fraction (0 to 1) or count: how many machines each round hits (fraction wins). Each round
 //     of disconnect, crash and latency picks machines afresh (among running ones); flap keeps
@@ -47,6 +48,19 @@
 //
 // Skew supports no after, every or for: a machine's clock is off from its first hello. Random
 // choices come from the seed, so a scenario replays the same way.
+//
+// # Workflow commands and failures
+//
+// The machines run every command a workflow sends, as bcd does but without touching anything
+// (daemon.Fake): drain and undrain set a drain flag (exec is refused while it is set), configure
+// keeps the configuration, exec runs nothing, upgrade restarts the daemon as the new version
+// (reported in its next hello, the result after it), and reboot takes it away for
+// Options.RebootDowntime before it comes back with a new session. Options.FailRate makes that
+// share of upgrade, reboot, configure and exec commands fail, drawn from the seed: an upgrade is
+// rolled back (the daemon comes back as the old version and reports it failed), a reboot comes
+// back ten times later (or never, with Options.StuckReboots, until a crash restarts it), and
+// configure and exec fail with an error (`better-compute sim --fail-rate 0.1 --reboot-downtime
+// 5s`, `better-compute dev --sim N --sim-fail-rate 0.1`).
 //
 // # Tunnels
 //

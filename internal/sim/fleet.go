@@ -39,8 +39,18 @@ type Options struct {
 	// JoinConcurrency bounds the joins in flight (32 by default).
 	JoinConcurrency int
 	Scenario        Scenario
-	// Handlers add to (and override) the FakeDaemon's command handlers (echo, collectInventory).
+	// Handlers add to (and override) the FakeDaemon's command handlers (see daemon.Fake).
 	Handlers map[string]daemon.Handler
+	// FailRate (0 to 1) is the share of the machines' upgrade, reboot, configure and exec
+	// commands (FailTypes, when set) that fail, each machine drawing from Seed and its hostname
+	// (daemon.FakeOptions.FailRate). Zero by default.
+	FailRate  float64
+	FailTypes []string
+	// RebootDowntime is how long a reboot keeps a machine away (daemon.DefaultRebootDowntime
+	// when zero); a failed reboot keeps it away ten times as long, or for good with
+	// StuckReboots (until a crash fault restarts it).
+	RebootDowntime time.Duration
+	StuckReboots   bool
 	// TunnelPorts is every machine's tunnel allow list (daemon.FakeOptions.TunnelPorts): the
 	// FakeDaemons open tunnels to these ports of 127.0.0.1 on the machine the simulator runs on.
 	// None by default.
@@ -104,7 +114,9 @@ func New(opts Options) (*Fleet, error) {
 	if err := opts.Scenario.Validate(); err != nil {
 		return nil, err
 	}
-	if err := daemon.ValidateTunnelPorts(opts.TunnelPorts); err != nil {
+	if err := (daemon.FakeOptions{
+		TunnelPorts: opts.TunnelPorts, FailRate: opts.FailRate, FailTypes: opts.FailTypes, RebootDowntime: opts.RebootDowntime,
+	}).Validate(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	if opts.TunnelRTT < 0 {
@@ -357,8 +369,12 @@ type MachineStatus struct {
 	Sessions    int
 	// Conns is the machine's open TCP connections: one while it holds a session, and those of
 	// its tunnel data plane while tunnels are open (and idle for a while after).
-	Conns     int
-	Commands  int64
+	Conns    int
+	Commands int64
+	// Version is the daemon version the machine reports (daemon.FakeVersion until an upgrade);
+	// Draining, whether a drain command told it to take no new work.
+	Version   string
+	Draining  bool
 	Skew      time.Duration
 	LastError error
 	Inventory *daemonv1.Inventory

@@ -23,17 +23,17 @@ type machine struct {
 	// latency delays every write on the machine's connections, in nanoseconds.
 	latency atomic.Int64
 
-	mu    sync.Mutex
-	id    *daemon.Identity
+	mu sync.Mutex
+	id *daemon.Identity
+	// fake is the machine's daemon, made at its first start; a crash stops its Run and the
+	// restart runs it again, so what it keeps (version, drain flag, configuration, command
+	// record) survives as bcd's state directory would.
 	fake  *daemon.Fake
-	stop  context.CancelFunc
+	stop  context.CancelFunc // nil while the machine is down
 	done  chan struct{}
 	conns []*conn
 	// crashed is set from a crash to the restart.
 	crashed bool
-	// What the machine's earlier daemons did before they crashed.
-	prevSessions int
-	prevCommands int64
 }
 
 func (m *machine) setIdentity(id *daemon.Identity) {
@@ -70,30 +70,39 @@ func (m *machine) dial(ctx context.Context, network, addr string) (net.Conn, err
 	return wc, nil
 }
 
-// start runs a daemon for the machine's identity, unless one runs already.
+// start runs the machine's daemon, unless it runs already.
 func (m *machine) start(ctx context.Context) error {
 	m.mu.Lock()
-	id, running := m.id, m.fake != nil
+	id, fake, running := m.id, m.fake, m.stop != nil
 	m.mu.Unlock()
 	if running {
 		return nil
 	}
-	fake, err := daemon.NewFake(id, daemon.FakeOptions{
-		Dialer: m.dialerFor(), Inventory: m.inv, Handlers: m.f.opts.Handlers, ClockSkew: m.skew, Logger: m.f.agentLog,
-		TunnelPorts: m.f.opts.TunnelPorts,
-	})
-	if err != nil {
-		return err
+	if fake == nil {
+		o := m.f.opts
+		var err error
+		fake, err = daemon.NewFake(id, daemon.FakeOptions{
+			Dialer: m.dialerFor(), Inventory: m.inv, Handlers: o.Handlers, ClockSkew: m.skew, Logger: m.f.agentLog,
+			TunnelPorts: o.TunnelPorts, RebootDowntime: o.RebootDowntime, StuckReboots: o.StuckReboots,
+			FailRate: o.FailRate, FailTypes: o.FailTypes, Seed: o.Seed,
+		})
+		if err != nil {
+			return err
+		}
 	}
 	actx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	m.mu.Lock()
-	if m.fake != nil { // started meanwhile
+	if m.stop != nil { // started meanwhile
 		m.mu.Unlock()
 		cancel()
 		return nil
 	}
-	m.fake, m.stop, m.done, m.crashed = fake, cancel, done, false
+	if m.fake == nil {
+		m.fake = fake
+	}
+	fake = m.fake
+	m.stop, m.done, m.crashed = cancel, done, false
 	m.mu.Unlock()
 	go func() {
 		defer close(done)
@@ -106,20 +115,17 @@ func (m *machine) start(ctx context.Context) error {
 // whether a daemon was running.
 func (m *machine) halt() bool {
 	m.mu.Lock()
-	fake, stop, done := m.fake, m.stop, m.done
-	m.fake, m.stop, m.done = nil, nil, nil
+	stop, done := m.stop, m.done
+	m.stop, m.done = nil, nil
 	m.mu.Unlock()
-	if fake == nil {
+	if stop == nil {
 		return false
 	}
 	stop()
 	m.disconnect()
 	<-done
-	st := fake.Status()
 	m.mu.Lock()
-	m.prevSessions += st.Sessions
-	m.prevCommands += commands(fake)
-	m.crashed = m.fake == nil
+	m.crashed = m.stop == nil
 	m.mu.Unlock()
 	return true
 }
@@ -138,15 +144,14 @@ func (m *machine) disconnect() bool {
 func (m *machine) running() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.fake != nil
+	return m.stop != nil
 }
 
 func (m *machine) status() MachineStatus {
 	m.mu.Lock()
 	fake, id := m.fake, m.id
 	st := MachineStatus{
-		Hostname: m.hostname, Up: fake != nil, Crashed: m.crashed, Sessions: m.prevSessions, Conns: len(m.conns),
-		Commands: m.prevCommands, Skew: m.skew, Inventory: m.inv,
+		Hostname: m.hostname, Up: m.stop != nil, Crashed: m.crashed, Conns: len(m.conns), Skew: m.skew, Inventory: m.inv,
 	}
 	m.mu.Unlock()
 	if id != nil {
@@ -154,9 +159,9 @@ func (m *machine) status() MachineStatus {
 	}
 	if fake != nil {
 		s := fake.Status()
-		st.Connected, st.LastError = s.Connected, s.LastError
-		st.Sessions += s.Sessions
-		st.Commands += commands(fake)
+		st.Connected, st.LastError, st.Sessions = s.Connected, s.LastError, s.Sessions
+		st.Commands = commands(fake)
+		st.Version, st.Draining = fake.Version(), fake.Draining()
 	}
 	return st
 }

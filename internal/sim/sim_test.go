@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -367,4 +368,80 @@ func TestRenewalLeavesOneConnection(t *testing.T) {
 		m := f.Machine(0)
 		return m.Connected && m.Sessions == 2 && m.Conns == 1
 	})
+}
+
+// TestWorkflowCommands: the machines run a workflow's commands, an upgrade survives a crash,
+// a reboot brings a new session, and FailRate fails the chosen types.
+func TestWorkflowCommands(t *testing.T) {
+	t.Parallel()
+	e := gatewaytest.New(t)
+	gw := e.StartGateway("gw1", nil)
+	f := runFleet(t, sim.Options{
+		Gateway: gw.Addr, RootPEM: e.Bundle.RootPEM(), Token: e.Token(3, time.Now().Add(time.Hour)), N: 3,
+		RebootDowntime: 100 * time.Millisecond, FailRate: 1, FailTypes: []string{command.Configure},
+	})
+	waitConnected(t, f)
+	run := func(i int, typ, payload string) (state, errMsg string) {
+		t.Helper()
+		node := uuid.MustParse(f.Machine(i).NodeID)
+		c, err := db.New(e.Pool).CreateCommand(ctx, db.CreateCommandParams{
+			ID: uuid.Must(uuid.NewV7()), TenantID: e.Tenant, NodeID: node, Type: typ, Payload: []byte(payload),
+			IdempotencyKey: uuid.NewString(), Deadline: time.Now().Add(time.Minute),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw.Poke(node)
+		poll.Until(t, 20*time.Second, typ+" finishes", func() bool {
+			_ = e.Pool.QueryRow(ctx, "SELECT state, error FROM commands WHERE id = $1", c.ID).Scan(&state, &errMsg)
+			return state == "succeeded" || state == "failed"
+		})
+		return state, errMsg
+	}
+	version := func(i int) string {
+		t.Helper()
+		var v string
+		if err := e.Pool.QueryRow(ctx, "SELECT daemon_version FROM nodes WHERE id = $1", f.Machine(i).NodeID).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	if s, msg := run(0, "upgrade", `{"version": "v2.0.0"}`); s != "succeeded" || version(0) != "v2.0.0" || f.Machine(0).Version != "v2.0.0" {
+		t.Fatalf("upgrade: %s %q; version %q, machine %+v", s, msg, version(0), f.Machine(0))
+	}
+	// The upgraded binary is what the machine runs after a crash.
+	if !f.Crash(0) {
+		t.Fatal("machine 0 was not up")
+	}
+	if err := f.Restart(0); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 15*time.Second, "the crashed machine is back", func() bool {
+		m := f.Machine(0)
+		return m.Connected && m.Sessions == 3
+	})
+	if v := version(0); v != "v2.0.0" {
+		t.Errorf("after the crash: version %q", v)
+	}
+
+	if s, msg := run(1, "drain", `{}`); s != "succeeded" || !f.Machine(1).Draining {
+		t.Errorf("drain: %s %q", s, msg)
+	}
+	if s, msg := run(1, "reboot", `{}`); s != "succeeded" {
+		t.Errorf("reboot: %s %q", s, msg)
+	}
+	poll.Until(t, 15*time.Second, "the rebooted machine is back", func() bool {
+		m := f.Machine(1)
+		return m.Connected && m.Sessions == 2
+	})
+	if s, msg := run(2, "configure", `{"config": {"a": 1}}`); s != "failed" || !strings.Contains(msg, "injected failure") {
+		t.Errorf("configure: %s %q", s, msg)
+	}
+	if s, msg := run(2, "exec", `{"path": "/bin/true"}`); s != "succeeded" {
+		t.Errorf("exec: %s %q", s, msg)
+	}
+	if st := f.Stats(); st.Reconnects != 3 || st.Commands != 5 {
+		t.Errorf("stats %+v", st)
+	}
 }

@@ -40,13 +40,12 @@ const (
 )
 
 // maintenance are the commands a draining node still runs: reading it (collectInventory),
-// changing the drain itself, configure (which only records the desired configuration), and
-// reboot (behind --allow-reboot), the maintenance a drain makes way for. A draining node runs
-// nothing new: no exec, and no upgrade, which would put new code on a node taken out of service
-// where nothing would see it fail; undrain first.
+// changing the drain itself, and upgrade, reboot and configure, the maintenance a node is
+// drained for (each behind its own flags). A draining node refuses only exec, the work it was
+// taken out of service not to run; undrain first.
 var maintenance = map[string]bool{
 	CommandCollectInventory: true, CommandDrain: true, CommandUndrain: true, CommandReboot: true,
-	CommandConfigure: true,
+	CommandConfigure: true, CommandUpgrade: true,
 }
 
 // ConfigStore keeps the configuration a configure command applied (the state directory does).
@@ -68,7 +67,7 @@ type Commands struct {
 	Drain     DrainState
 	// Config keeps what configure applies; without it configure fails.
 	Config ConfigStore
-	// Upgrader runs upgrade commands; nil (bcd run without --allow-upgrade) refuses them.
+	// Upgrader runs upgrade commands (see Upgrader.Upgrade); nil refuses them.
 	Upgrader *Upgrader
 	// AllowReboot lets the reboot command reboot the host (bcd run --allow-reboot); without it
 	// the command fails and nothing happens.
@@ -81,9 +80,8 @@ type Commands struct {
 	rebootPlease bool
 }
 
-// Handlers returns the handlers by command type. While the node is draining, only
-// collectInventory, drain, undrain, configure and reboot run; anything else (exec, upgrade)
-// fails with "draining".
+// Handlers returns the handlers by command type. While the node is draining, exec fails with
+// "draining"; everything else runs.
 func (c *Commands) Handlers() map[string]daemon.Handler {
 	hs := map[string]daemon.Handler{
 		CommandExec: func(ctx context.Context, cmd *daemonv1.Command) (*structpb.Struct, error) {
@@ -122,34 +120,27 @@ func (c *Commands) gate(h daemon.Handler) daemon.Handler {
 	}
 }
 
-// AfterResult does what must wait until a command's result is recorded: the restart after an
-// upgrade and the reboot. It is daemon.Options.AfterResult.
+// AfterResult does what must wait until a command's result is recorded: the reboot. It is
+// daemon.Options.AfterResult. (An upgrade needs nothing here: its new binary reports the result
+// itself, see Upgrader.)
 func (c *Commands) AfterResult(cmd *daemonv1.Command, res *daemonv1.CommandResult) {
-	if !res.GetSuccess() {
+	if typ, _ := command.PayloadOf(cmd); !res.GetSuccess() || typ != CommandReboot {
 		return
 	}
-	typ, _ := command.PayloadOf(cmd)
-	switch typ {
-	case CommandUpgrade:
-		if c.Upgrader != nil {
-			c.Upgrader.Restart()
-		}
-	case CommandReboot:
-		c.mu.Lock()
-		due := c.rebootPlease
-		c.rebootPlease = false
-		c.mu.Unlock()
-		if !due {
-			return
-		}
-		reboot := c.Reboot
-		if reboot == nil {
-			reboot = RebootHost
-		}
-		c.logger().Warn("rebooting the host, as a reboot command asked")
-		if err := reboot(); err != nil {
-			c.logger().Error("reboot", "err", err)
-		}
+	c.mu.Lock()
+	due := c.rebootPlease
+	c.rebootPlease = false
+	c.mu.Unlock()
+	if !due {
+		return
+	}
+	reboot := c.Reboot
+	if reboot == nil {
+		reboot = RebootHost
+	}
+	c.logger().Warn("rebooting the host, as a reboot command asked")
+	if err := reboot(); err != nil {
+		c.logger().Error("reboot", "err", err)
 	}
 }
 
@@ -189,15 +180,15 @@ func (c *Commands) undrain(_ context.Context, _ *daemonv1.Command) (*structpb.St
 	return structpb.NewStruct(map[string]any{"draining": false})
 }
 
-// ErrUpgradeNotAllowed is the error of an upgrade on a node whose daemon runs without
-// --allow-upgrade.
-var ErrUpgradeNotAllowed = errors.New("upgrade: not allowed on this node (bcd runs without --allow-upgrade and --upgrade-source); nothing fetched")
+// ErrUpgradeNotAllowed is the error of an upgrade to another version on a node whose daemon runs
+// without --release-url and --release-key.
+var ErrUpgradeNotAllowed = errors.New("upgrade: not allowed on this node (bcd runs without --release-url and --release-key); nothing fetched")
 
 func (c *Commands) upgrade(ctx context.Context, cmd *daemonv1.Command) (*structpb.Struct, error) {
 	if c.Upgrader == nil {
 		return nil, ErrUpgradeNotAllowed
 	}
-	return c.Upgrader.Upgrade(ctx, cmd.GetUpgrade())
+	return c.Upgrader.Upgrade(ctx, cmd)
 }
 
 // configure applies a configuration: it writes the payload's config, as JSON with sorted keys,

@@ -2,19 +2,14 @@ package host_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"maps"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,19 +44,6 @@ func execPayload(t *testing.T, m map[string]any) *daemonv1.ExecPayload {
 	t.Helper()
 	p, err := execFrom(m)
 	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func upgradePayload(t *testing.T, m map[string]any) *daemonv1.UpgradePayload {
-	t.Helper()
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &daemonv1.UpgradePayload{}
-	if err := protojson.Unmarshal(b, p); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -294,153 +276,6 @@ func TestReboot(t *testing.T) {
 	allowed.AfterResult(cmd, &daemonv1.CommandResult{CommandId: "r1", Success: true, Result: out})
 	if reboots != 1 {
 		t.Errorf("%d reboots, want 1", reboots)
-	}
-}
-
-// newBinary writes a stand-in for a bcd release: a script whose "version" prints version.
-func newBinary(version string) []byte {
-	return []byte("#!/bin/sh\nif [ \"$1\" = version ]; then echo \"bcd " + version + " (test)\"; exit 0; fi\nexit 1\n")
-}
-
-func sum(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
-func TestUpgrade(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	good, broken := newBinary("v2.0.0"), []byte("#!/bin/sh\nexit 1\n")
-	big := make([]byte, 4096)
-	var outside atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/releases/bcd-v2":
-			w.Write(good)
-		case "/releases/broken":
-			w.Write(broken)
-		case "/releases/big":
-			w.Write(big)
-		case "/releases/redirect":
-			http.Redirect(w, r, "/elsewhere/bcd-v2", http.StatusFound)
-		case "/releases/redirect-in":
-			http.Redirect(w, r, "/releases/bcd-v2", http.StatusFound)
-		default:
-			if !strings.HasPrefix(r.URL.Path, "/releases/") {
-				outside.Add(1)
-			}
-			http.NotFound(w, r)
-		}
-	}))
-	defer srv.Close()
-	rel := srv.URL + "/releases/"
-	sources, err := host.ParseUpgradeSources([]string{rel})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	dir := t.TempDir()
-	path := filepath.Join(dir, "bcd")
-	old := []byte("#!/bin/sh\necho old\n")
-	if err := os.WriteFile(path, old, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	type execCall struct {
-		path string
-		args []string
-	}
-	var calls []execCall
-	u := &host.Upgrader{Path: path, Sources: sources, MaxBytes: 1024, Args: []string{path, "run"}, Env: []string{"A=1"}, Exec: func(p string, args, _ []string) error {
-		calls = append(calls, execCall{p, args})
-		return nil
-	}}
-	drain := &memDrain{}
-	c := &host.Commands{Upgrader: u, Drain: drain}
-	up := c.Handlers()[host.CommandUpgrade]
-	cmd := cmdOf(t, "u1", &daemonv1.UpgradePayload{})
-	unchanged := func(what string) {
-		t.Helper()
-		if got, _ := os.ReadFile(path); string(got) != string(old) {
-			t.Fatalf("%s: the binary was replaced", what)
-		}
-		if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) > 0 {
-			t.Errorf("%s: left %v", what, left)
-		}
-		if outside.Load() != 0 {
-			t.Fatalf("%s: fetched from outside the upgrade source", what)
-		}
-	}
-
-	for _, tc := range []struct {
-		name string
-		p    map[string]any
-		want string
-	}{
-		{"checksum mismatch", map[string]any{"url": rel + "bcd-v2", "sha256": sum(broken)}, "checksum mismatch"},
-		{"not found", map[string]any{"url": rel + "missing", "sha256": sum(good)}, "404"},
-		{"does not run", map[string]any{"url": rel + "broken", "sha256": sum(broken)}, "does not run"},
-		{"other version", map[string]any{"url": rel + "bcd-v2", "sha256": sum(good), "version": "v3.0.0"}, `version "v2.0.0", not "v3.0.0"`},
-		{"version only", map[string]any{"version": "v2.0.0"}, "needs \"url\" and \"sha256\""},
-		{"bad checksum", map[string]any{"url": rel + "bcd-v2", "sha256": "abc"}, "64 hex digits"},
-		{"not http", map[string]any{"url": "file:///etc/passwd", "sha256": sum(good)}, "not an http(s) URL"},
-		{"outside the source", map[string]any{"url": srv.URL + "/elsewhere/bcd-v2", "sha256": sum(good)}, "not under any of this node's upgrade sources"},
-		{"dot-dot out of the source", map[string]any{"url": rel + "../elsewhere/bcd-v2", "sha256": sum(good)}, `".." segment`},
-		{"escaped dot-dot", map[string]any{"url": rel + "%2e%2e/elsewhere/bcd-v2", "sha256": sum(good)}, `".." segment`},
-		{"redirected outside", map[string]any{"url": rel + "redirect", "sha256": sum(good)}, "redirected to"},
-		{"too big", map[string]any{"url": rel + "big", "sha256": sum(big)}, "larger than 1024"},
-	} {
-		_, err := up(ctx, cmdOf(t, "u1", upgradePayload(t, tc.p)))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v; want %q", tc.name, err, tc.want)
-		}
-		c.AfterResult(cmd, &daemonv1.CommandResult{CommandId: "u1"})
-		unchanged(tc.name)
-	}
-	if len(calls) != 0 {
-		t.Fatalf("restarted after failed upgrades: %v", calls)
-	}
-
-	// Refused while draining, and without --allow-upgrade, with nothing fetched.
-	okPayload := cmdOf(t, "u1", upgradePayload(t, map[string]any{"url": rel + "redirect-in", "sha256": strings.ToUpper(sum(good)), "version": "v2.0.0"}))
-	if err := drain.SetDraining(true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := up(ctx, okPayload); !errors.Is(err, host.ErrDraining) {
-		t.Errorf("upgrade while draining: %v", err)
-	}
-	unchanged("draining")
-	if err := drain.SetDraining(false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := (&host.Commands{}).Handlers()[host.CommandUpgrade](ctx, okPayload); !errors.Is(err, host.ErrUpgradeNotAllowed) {
-		t.Errorf("upgrade without an upgrader: %v", err)
-	}
-	unchanged("not allowed")
-
-	out, err := up(ctx, okPayload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(path); string(got) != string(good) {
-		t.Fatal("the binary was not replaced")
-	}
-	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o755 {
-		t.Errorf("new binary mode %v", fi.Mode().Perm())
-	}
-	if field(out, "version").GetStringValue() != "v2.0.0" || field(out, "sha256").GetStringValue() != sum(good) || !field(out, "restarting").GetBoolValue() {
-		t.Errorf("result %v", out)
-	}
-	if len(calls) != 0 {
-		t.Fatal("restarted before the result was recorded")
-	}
-	c.AfterResult(cmd, &daemonv1.CommandResult{CommandId: "u1", Success: true, Result: out})
-	if len(calls) != 1 || calls[0].path != path || strings.Join(calls[0].args, " ") != path+" run" {
-		t.Fatalf("restart calls %v", calls)
-	}
-	// Another command's success does not restart again.
-	c.AfterResult(cmd, &daemonv1.CommandResult{CommandId: "u1", Success: true, Result: out})
-	if len(calls) != 1 {
-		t.Errorf("restarted %d times", len(calls))
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/better-compute/better-compute/internal/daemon"
@@ -88,14 +90,18 @@ type RunOptions struct {
 	AllowExec []string
 	// AllowReboot lets reboot commands reboot the host.
 	AllowReboot bool
-	// AllowUpgrade lets upgrade commands replace bcd's binary, fetched only from under
-	// UpgradeSources (at least one, at most MaxUpgradeSources; see UpgradeSource). Each needs
-	// the other.
-	AllowUpgrade   bool
-	UpgradeSources []string
+	// ReleaseURL and ReleaseKeys (minisign.pub files, at most MaxReleaseKeys) let upgrade
+	// commands replace bcd's binary with a release from under ReleaseURL signed by one of the
+	// keys (see Upgrader). Each needs the other.
+	ReleaseURL  string
+	ReleaseKeys []string
+	// UpgradeDeadline is how long a new binary has to hold a session before it is rolled back
+	// (DefaultUpgradeDeadline when 0).
+	UpgradeDeadline time.Duration
 	// Version is the daemon version reported in the hello.
 	Version string
-	// Executable is the binary an upgrade replaces; the running one when empty.
+	// Executable is the binary an upgrade replaces; the running one when empty (with
+	// NextSuffix removed: a new binary on trial runs as BINARY.next).
 	Executable string
 	// Reboot replaces RebootHost (tests).
 	Reboot func() error
@@ -125,6 +131,10 @@ func Run(ctx context.Context, opts RunOptions) error {
 	if err != nil {
 		return err
 	}
+	upgrader, err := newUpgrader(opts, dir, log)
+	if err != nil {
+		return err
+	}
 	id, node, err := dir.Load()
 	if err != nil {
 		return err
@@ -145,10 +155,16 @@ func Run(ctx context.Context, opts RunOptions) error {
 	if err != nil {
 		return err
 	}
-	upgrader, err := newUpgrader(opts, log)
+	// An upgrade that exec'd this binary, or failed to, is settled before the record is read.
+	record := dir.Record()
+	trial, err := upgrader.Resume(record)
 	if err != nil {
 		return err
 	}
+	if trial != nil {
+		record.Hold(trial.Key())
+	}
+	held := make(chan struct{}, 1)
 	inv := &Inventory{NvidiaSMI: opts.NvidiaSMI, Logger: log}
 	cmds := &Commands{
 		Exec: policy, Inventory: inv.Collect, Drain: dir, Config: dir, AllowReboot: opts.AllowReboot, Reboot: opts.Reboot,
@@ -164,7 +180,13 @@ func Run(ctx context.Context, opts RunOptions) error {
 			}
 			return nil
 		},
-		Record: dir.Record(), AfterResult: cmds.AfterResult,
+		Record: record, AfterResult: cmds.AfterResult,
+		OnSession: func() {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+		},
 		MaxBackoff: opts.MaxBackoff, Logger: log, TunnelPorts: opts.TunnelPorts,
 	})
 	if err != nil {
@@ -180,9 +202,13 @@ func Run(ctx context.Context, opts RunOptions) error {
 			Sessions: s.Sessions, CertNotAfter: s.NotAfter.UTC(), Draining: draining,
 			AllowExec: policy.Allow, AllowReboot: opts.AllowReboot, TunnelPorts: opts.TunnelPorts, Tunnels: s.Tunnels,
 		}
-		if upgrader != nil {
-			st.AllowUpgrade, st.UpgradeSources = true, opts.UpgradeSources
+		if upgrader.Release != nil {
+			st.AllowUpgrade, st.ReleaseURL, st.UpgradeDeadline = true, upgrader.Release.String(), upgrader.deadline().String()
+			for _, k := range upgrader.Keys {
+				st.ReleaseKeys = append(st.ReleaseKeys, k.ID.String())
+			}
 		}
+		st.Upgrade, _ = dir.Upgrade()
 		if s.LastError != nil {
 			st.LastError = s.LastError.Error()
 		}
@@ -195,31 +221,45 @@ func Run(ctx context.Context, opts RunOptions) error {
 	defer health()
 	log.Info("bcd running", "node_id", id.NodeID, "gateway", node.Gateway, "version", opts.Version,
 		"state_dir", dir.Path, "allow_exec", policy.Allow, "allow_reboot", opts.AllowReboot,
-		"allow_upgrade", upgrader != nil, "upgrade_sources", opts.UpgradeSources, "tunnel_ports", opts.TunnelPorts)
+		"allow_upgrade", upgrader.Release != nil, "release_url", opts.ReleaseURL, "tunnel_ports", opts.TunnelPorts)
 	if notAfter, err := id.NotAfter(); err == nil && time.Until(notAfter) < time.Hour {
 		log.Warn("the node certificate expires soon; it is renewed once connected", "not_after", notAfter)
 	}
-	err = agent.Run(ctx)
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	var watching sync.WaitGroup
+	if trial != nil {
+		// A roll back that could not exec the old binary ends the process instead, so that
+		// systemd starts the old binary.
+		watching.Go(func() {
+			if err := trial.Watch(runCtx, held, agent.Finish); err != nil {
+				stop(err)
+			}
+		})
+	}
+	err = agent.Run(runCtx)
+	stop(nil)
+	watching.Wait()
+	if cause := context.Cause(runCtx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
 	log.Info("bcd stopped", "node_id", id.NodeID)
 	return err
 }
 
-// newUpgrader returns the upgrader of --allow-upgrade with its --upgrade-source prefixes, or nil
-// without them; either flag without the other is an error, so a half-configured node says so
-// at start instead of refusing upgrades later.
-func newUpgrader(opts RunOptions, log *slog.Logger) (*Upgrader, error) {
-	if !opts.AllowUpgrade {
-		if len(opts.UpgradeSources) > 0 {
-			return nil, errors.New("--upgrade-source needs --allow-upgrade")
-		}
-		return nil, nil
-	}
-	if len(opts.UpgradeSources) == 0 {
-		return nil, errors.New("--allow-upgrade needs at least one --upgrade-source, the URL prefix releases are fetched from")
-	}
-	sources, err := ParseUpgradeSources(opts.UpgradeSources)
-	if err != nil {
-		return nil, err
+// newUpgrader returns the upgrader: with --release-url and its --release-key files, it upgrades;
+// without them, it still settles an upgrade that was under way (Resume) and answers an upgrade
+// to the running version, and refuses any other. Either flag without the other is an error, so
+// that a half-configured node says so at start instead of refusing upgrades later.
+func newUpgrader(opts RunOptions, dir *state.Dir, log *slog.Logger) (*Upgrader, error) {
+	u := &Upgrader{Version: opts.Version, State: dir, Deadline: opts.UpgradeDeadline, Logger: log}
+	switch {
+	case opts.ReleaseURL != "" && len(opts.ReleaseKeys) == 0:
+		return nil, errors.New("--release-url needs at least one --release-key, the minisign.pub releases are signed with")
+	case opts.ReleaseURL == "" && len(opts.ReleaseKeys) > 0:
+		return nil, errors.New("--release-key needs --release-url, where releases are fetched from")
+	case opts.UpgradeDeadline != 0 && (opts.UpgradeDeadline < time.Second || opts.UpgradeDeadline > 24*time.Hour):
+		return nil, fmt.Errorf("--upgrade-deadline %v: want a duration between 1s and 24h", opts.UpgradeDeadline)
 	}
 	exe := opts.Executable
 	if exe == "" {
@@ -227,11 +267,24 @@ func newUpgrader(opts RunOptions, log *slog.Logger) (*Upgrader, error) {
 		if exe, err = os.Executable(); err == nil {
 			exe, err = filepath.EvalSymlinks(exe)
 		}
-		if err != nil {
+		if err != nil && opts.ReleaseURL != "" {
 			return nil, fmt.Errorf("find the running binary (for upgrades): %w", err)
 		}
 	}
-	return &Upgrader{Path: exe, Sources: sources, Logger: log}, nil
+	// A new binary on trial runs as BINARY.next; what it replaces, and what upgrades after it
+	// replace, is BINARY.
+	u.Path = strings.TrimSuffix(exe, NextSuffix)
+	if opts.ReleaseURL == "" {
+		return u, nil
+	}
+	var err error
+	if u.Release, err = ParseReleaseSource(opts.ReleaseURL); err != nil {
+		return nil, err
+	}
+	if u.Keys, err = LoadReleaseKeys(opts.ReleaseKeys); err != nil {
+		return nil, err
+	}
+	return u, nil
 }
 
 // serveHealth answers GET /status (JSON) and GET /healthz on a unix socket at path, until the

@@ -37,9 +37,16 @@ type Status struct {
 	Draining     bool      `json:"draining"`
 	AllowExec    []string  `json:"allowExec,omitempty"`
 	AllowReboot  bool      `json:"allowReboot"`
-	// AllowUpgrade says upgrades are allowed, from under UpgradeSources only.
-	AllowUpgrade   bool     `json:"allowUpgrade"`
-	UpgradeSources []string `json:"upgradeSources,omitempty"`
+	// AllowUpgrade says upgrades are allowed: releases from under ReleaseURL, signed by one of
+	// ReleaseKeys (minisign key ids), their new binary rolled back unless it holds a session
+	// within UpgradeDeadline.
+	AllowUpgrade    bool     `json:"allowUpgrade"`
+	ReleaseURL      string   `json:"releaseUrl,omitempty"`
+	ReleaseKeys     []string `json:"releaseKeys,omitempty"`
+	UpgradeDeadline string   `json:"upgradeDeadline,omitempty"`
+	// Upgrade is the last upgrade's marker: one on trial, done, or rolled back and not yet
+	// reported.
+	Upgrade *state.Upgrade `json:"upgrade,omitempty"`
 	// TunnelPorts is the tunnel allow list (bcd run --tunnel-port); Tunnels the tunnels open now.
 	TunnelPorts []int `json:"tunnelPorts,omitempty"`
 	Tunnels     int   `json:"tunnels"`
@@ -78,6 +85,7 @@ func ReadStatus(ctx context.Context, stateDir string) (Status, error) {
 	if allow, err := dir.AllowExec(); err == nil {
 		s.AllowExec = allow
 	}
+	s.Upgrade, _ = dir.Upgrade()
 	return s, nil
 }
 
@@ -147,9 +155,10 @@ func (s Status) Format(w io.Writer) {
 	row("Exec allows", allow)
 	if s.Running {
 		row("Reboot", map[bool]string{true: "allowed", false: "not allowed"}[s.AllowReboot])
-		upgrade := "not allowed"
+		upgrade := "not allowed (no --release-url and --release-key)"
 		if s.AllowUpgrade {
-			upgrade = "allowed from " + strings.Join(s.UpgradeSources, ", ")
+			upgrade = fmt.Sprintf("releases from %s signed by key %s; a new binary must hold a session within %s",
+				s.ReleaseURL, strings.Join(s.ReleaseKeys, ", "), s.UpgradeDeadline)
 		}
 		row("Upgrade", upgrade)
 		tunnels := "not allowed"
@@ -161,6 +170,18 @@ func (s Status) Format(w io.Writer) {
 			tunnels = fmt.Sprintf("to 127.0.0.1 ports %s; %d open", strings.Join(ports, ", "), s.Tunnels)
 		}
 		row("Tunnels", tunnels)
+	}
+	if u := s.Upgrade; u != nil {
+		last := fmt.Sprintf("%s to %s (command %s): %s", u.From, u.To, u.CommandID, u.State)
+		switch {
+		case u.Reason != "":
+			last += ": " + u.Reason
+		case u.State == state.UpgradeTrying:
+			last += ", until " + u.Deadline.Format(time.RFC3339)
+		case !u.FinishedAt.IsZero():
+			last += " at " + u.FinishedAt.Format(time.RFC3339)
+		}
+		row("Last upgrade", last)
 	}
 	if s.LastError != "" {
 		row("Last error", s.LastError)

@@ -1,20 +1,12 @@
 package host
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,243 +15,125 @@ import (
 
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/command"
+	"github.com/better-compute/better-compute/internal/daemon"
+	"github.com/better-compute/better-compute/internal/daemon/state"
+	"github.com/better-compute/better-compute/internal/release"
 )
 
-// Upgrade limits.
+// Upgrade limits and defaults.
 const (
 	// DefaultMaxBinary bounds the size of a binary an upgrade downloads.
 	DefaultMaxBinary = 512 << 20
-	// DefaultUpgradeTimeout bounds an upgrade's download, redirects included (the command's
-	// deadline bounds it too).
+	// DefaultUpgradeTimeout bounds an upgrade's downloads, redirects included (the command's
+	// deadline bounds them too).
 	DefaultUpgradeTimeout = 5 * time.Minute
-	// maxUpgradeRedirects bounds the redirects a download follows, each under a source too.
-	maxUpgradeRedirects = 5
-	// maxVersion bounds the version an upgrade's payload names.
-	maxVersion = command.MaxVersion
+	// DefaultUpgradeDeadline is how long a new binary has to hold a session before it is rolled
+	// back (bcd run --upgrade-deadline).
+	DefaultUpgradeDeadline = 2 * time.Minute
+	// NextSuffix names the new binary beside the installed one while it is on trial:
+	// /usr/local/bin/bcd.next.
+	NextSuffix = ".next"
 )
 
-// Upgrader replaces the daemon's binary and restarts it: the "upgrade" command, which bcd has
-// only when run with --allow-upgrade. Until releases are signed, what it trusts is where a
-// binary comes from: it fetches only from Sources, and puts in place only bytes that match the
-// payload's SHA-256.
+// Upgrader runs the "upgrade" command, which bcd has only when run with --release-url and
+// --release-key, and carries an upgrade across the exec into the new binary.
+//
+// An upgrade names a release version only. Its binary is trusted because the release's
+// SHA256SUMS is signed by one of Keys for that very version, and its bytes match SHA256SUMS. The
+// new binary is staged beside the installed one (Path + NextSuffix) and exec'd in place, on
+// trial: Path stays as it was, so a crash of the new binary brings the old one back (systemd
+// restarts Path). Only once the new binary holds a session does it rename itself over Path and
+// report the upgrade succeeded; see Resume and Trial.
 type Upgrader struct {
-	// Path is the binary to replace; bcd passes its own executable. Its directory must be
-	// writable: the new binary is written beside it and renamed over it.
+	// Path is the installed binary an upgrade replaces; its directory must be writable.
 	Path string
-	// Sources are the URL prefixes an upgrade may fetch from (and be redirected to); with none,
-	// every upgrade is refused.
-	Sources []UpgradeSource
-	// Client fetches binaries; http.DefaultClient's settings when nil. Its CheckRedirect is
-	// replaced by one that follows only redirects under Sources.
+	// Version is the running binary's version.
+	Version string
+	// Release is where releases are fetched from; nil refuses every upgrade.
+	Release *ReleaseSource
+	// Keys verify a release's SHA256SUMS.minisig; a signature by any of them is accepted.
+	Keys []*release.PublicKey
+	// State holds the upgrade marker and the command record.
+	State *state.Dir
+	// Deadline is how long the new binary has to hold a session (DefaultUpgradeDeadline when 0).
+	Deadline time.Duration
+	// Client fetches releases; http.DefaultClient's settings when nil. Its CheckRedirect is
+	// replaced by one that follows only redirects under Release.
 	Client *http.Client
-	// MaxBytes bounds a download; DefaultMaxBinary when 0.
+	// MaxBytes bounds the binary's download; DefaultMaxBinary when 0.
 	MaxBytes int64
-	// Timeout bounds a download; DefaultUpgradeTimeout when 0.
+	// Timeout bounds the downloads of an upgrade; DefaultUpgradeTimeout when 0.
 	Timeout time.Duration
-	// Args and Env are what the new binary is started with; the running process's when nil.
+	// Args and Env are what a binary is exec'd with; the running process's when nil.
 	Args, Env []string
-	// Exec replaces the running process with the binary at path (syscall.Exec when nil). Tests
-	// record the call instead.
+	// Exec replaces the running process with the binary at path (syscall.Exec when nil), and
+	// returns only when that fails. Tests record the call and return nil instead.
 	Exec   func(path string, args, env []string) error
 	Logger *slog.Logger
 
-	mu      sync.Mutex
-	replace bool // a binary was replaced and the restart is due
+	mu     sync.Mutex // one upgrade at a time
+	trying string     // the version on trial in this process, until it is committed
 }
 
-// Upgrade downloads a binary and, when it matches its checksum and runs, renames it over Path.
-// The payload is (as JSON)
+// ErrHandedOver is what Upgrade returns when Exec returned nil, which only a test's stand-in
+// does: the new binary has the upgrade now and reports its result.
+var ErrHandedOver = errors.New("upgrade: handed over to the new binary, which reports the result")
+
+// Upgrade upgrades to the release version the payload names, as the command cmd asks.
 //
-//	{"url": "https://releases.example.com/bcd-v1.2.3-linux-amd64", "sha256": "<64 hex digits>",
-//	 "version": "v1.2.3"}
-//
-// with version optional: when given, the new binary's "version" output must name it. The url
-// must be under one of Sources. The download (at most MaxBytes, within Timeout) goes to a
-// private temporary file beside Path, and only bytes whose SHA-256 matches are made executable,
-// synced, run with "version" and renamed over Path. The restart happens in Restart, once the
-// result is recorded, so that a re-delivery of the command after the restart is answered from
-// the record instead of upgrading again.
-func (u *Upgrader) Upgrade(ctx context.Context, payload *daemonv1.UpgradePayload) (*structpb.Struct, error) {
-	rawURL, sum, version := payload.GetUrl(), strings.ToLower(payload.GetSha256()), payload.GetVersion()
-	if rawURL == "" || sum == "" {
-		msg := `upgrade: the payload needs "url" and "sha256" (the binary to fetch and its SHA-256)`
-		if version != "" && len(version) <= maxVersion {
-			msg += fmt.Sprintf("; it names only version %q, and this daemon does not know where to fetch that", version)
-		}
-		return nil, errors.New(msg)
+// The running version succeeds at once with {"version", "previousVersion"} both that version.
+// Any other is fetched and verified (see stage); anything that does not verify fails the
+// command saying what, with nothing replaced and nothing run. A verified binary is staged as
+// Path + NextSuffix, an upgrade marker (state "trying", with the command, both versions and the
+// deadline) is saved, and the new binary is exec'd in this process with the same arguments and
+// environment. Upgrade does not return then: the new binary reports the command's result once
+// it holds a session, or the old one reports it failed (see Resume).
+func (u *Upgrader) Upgrade(ctx context.Context, cmd *daemonv1.Command) (*structpb.Struct, error) {
+	version := cmd.GetUpgrade().GetVersion()
+	if err := command.ValidateUpgrade(version); err != nil {
+		return nil, fmt.Errorf("upgrade: %w", err)
 	}
-	if b, err := hex.DecodeString(sum); err != nil || len(b) != sha256.Size {
-		return nil, errors.New("upgrade: sha256 is not 64 hex digits")
+	if version == u.Version {
+		u.logger().Info("upgrade: already running this version; nothing to do", "version", version)
+		return versionResult(version, version)
 	}
-	if len(version) > maxVersion {
-		return nil, fmt.Errorf("upgrade: version is longer than %d bytes", maxVersion)
+	if u.Release == nil || len(u.Keys) == 0 {
+		return nil, ErrUpgradeNotAllowed
 	}
-	if len(rawURL) > MaxUpgradeURL {
-		return nil, fmt.Errorf("upgrade: url is longer than %d bytes; nothing fetched", MaxUpgradeURL)
+	if u.Path == "" || u.State == nil {
+		return nil, errors.New("upgrade: this daemon does not know its own binary or state directory; nothing fetched")
 	}
-	pu, err := url.Parse(rawURL)
-	if err == nil {
-		err = checkUpgradeURL(pu, u.Sources)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("upgrade: url %q: %w; nothing fetched", rawURL, err)
-	}
-	if u.Path == "" {
-		return nil, errors.New("upgrade: this daemon does not know its own binary")
-	}
-	u.mu.Lock() // one upgrade at a time
-	defer u.mu.Unlock()
-
-	tmp, n, err := u.fetch(ctx, rawURL, sum)
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(tmp) // after the rename there is nothing left to remove
-	reported, err := u.check(ctx, tmp, version)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, u.Path); err != nil {
-		return nil, fmt.Errorf("upgrade: replace %s: %w", u.Path, err)
-	}
-	if d, err := os.Open(filepath.Dir(u.Path)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	u.replace = true
-	u.logger().Info("upgrade: replaced the daemon binary; restarting once the result is recorded",
-		"path", u.Path, "sha256", sum, "version", reported)
-	return structpb.NewStruct(map[string]any{
-		"path": u.Path, "sha256": sum, "bytes": float64(n), "version": reported, "restarting": true,
-	})
-}
-
-// fetch downloads url beside Path, checking its size and SHA-256; it returns the temporary
-// file, executable only once its checksum matched.
-func (u *Upgrader) fetch(ctx context.Context, rawURL, sum string) (string, int64, error) {
-	client := &http.Client{}
-	if u.Client != nil {
-		*client = *u.Client
-	}
-	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if len(via) > maxUpgradeRedirects {
-			return fmt.Errorf("more than %d redirects", maxUpgradeRedirects)
-		}
-		if err := checkUpgradeURL(req.URL, u.Sources); err != nil {
-			return fmt.Errorf("redirected to %s: %w", req.URL.Redacted(), err)
-		}
-		return nil
-	}
-	timeout := u.Timeout
-	if timeout <= 0 {
-		timeout = DefaultUpgradeTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	max := u.MaxBytes
-	if max <= 0 {
-		max = DefaultMaxBinary
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
-	if err != nil {
-		return "", 0, fmt.Errorf("upgrade: %w", err)
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		return "", 0, fmt.Errorf("upgrade: fetch: %w; nothing replaced", err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return "", 0, fmt.Errorf("upgrade: fetch %s: %s; nothing replaced", rawURL, res.Status)
-	}
-	if res.ContentLength > max {
-		return "", 0, fmt.Errorf("upgrade: %s is %d bytes, larger than %d; nothing replaced", rawURL, res.ContentLength, max)
-	}
-	// CreateTemp makes the file 0600: nothing runs it before the checksum matched.
-	f, err := os.CreateTemp(filepath.Dir(u.Path), "."+filepath.Base(u.Path)+".upgrade-*")
-	if err != nil {
-		return "", 0, fmt.Errorf("upgrade: %w", err)
-	}
-	keep := false
-	defer func() {
-		if !keep {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(res.Body, max+1))
-	if err != nil {
-		return "", 0, fmt.Errorf("upgrade: fetch %s: %w", rawURL, err)
-	}
-	if n > max {
-		return "", 0, fmt.Errorf("upgrade: %s is larger than %d bytes", rawURL, max)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-		return "", 0, fmt.Errorf("upgrade: checksum mismatch for %s: got sha256 %s, want %s; nothing replaced", rawURL, got, sum)
-	}
-	if err := f.Chmod(0o755); err != nil {
-		return "", 0, fmt.Errorf("upgrade: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return "", 0, fmt.Errorf("upgrade: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return "", 0, fmt.Errorf("upgrade: %w", err)
-	}
-	keep = true
-	return f.Name(), n, nil
-}
-
-// check runs the new binary's "version" command, which must succeed (and name version, when
-// given), so that a binary for another platform or a broken one is never put in place.
-func (u *Upgrader) check(ctx context.Context, path, version string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	for attempt := 1; ; attempt++ {
-		out.Reset()
-		cmd := exec.CommandContext(ctx, path, "version")
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.Env = []string{"PATH=" + ExecPath} // nothing of the daemon's environment
-		cmd.WaitDelay = time.Second
-		err := cmd.Run()
-		if err == nil {
-			break
-		}
-		// A process forked elsewhere in the daemon while the file was open for writing holds it
-		// until that child execs: "text file busy" passes.
-		if errors.Is(err, syscall.ETXTBSY) && attempt < 5 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
-			}
-			continue
-		}
-		return "", fmt.Errorf("upgrade: the new binary does not run (%w): %s; nothing replaced", err, strings.TrimSpace(firstLine(out.String())))
-	}
-	line := strings.TrimSpace(firstLine(out.String()))
-	// "bcd v1.2.3 (build)": the version is the second word.
-	reported := line
-	if f := strings.Fields(line); len(f) >= 2 {
-		reported = f[1]
-	}
-	if version != "" && reported != version {
-		return "", fmt.Errorf("upgrade: the new binary is version %q, not %q; nothing replaced", reported, version)
-	}
-	return reported, nil
-}
-
-// Restart replaces the process with the new binary when an upgrade replaced it. It returns
-// only if that fails.
-func (u *Upgrader) Restart() {
 	u.mu.Lock()
-	due := u.replace
-	u.replace = false
-	u.mu.Unlock()
-	if !due {
-		return
+	defer u.mu.Unlock()
+	if u.trying != "" {
+		return nil, fmt.Errorf("upgrade: version %s is on trial in this process until it holds a session; nothing fetched", u.trying)
 	}
+	next, reported, err := u.stage(ctx, version)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC()
+	marker := state.Upgrade{
+		CommandID: cmd.GetId(), IdempotencyKey: daemon.KeyOf(cmd), From: u.Version, To: version, Binary: u.Path,
+		Deadline: now.Add(u.deadline()), State: state.UpgradeTrying, StartedAt: now,
+	}
+	if err := u.State.SaveUpgrade(marker); err != nil {
+		_ = os.Remove(next)
+		return nil, fmt.Errorf("upgrade: %w; nothing replaced", err)
+	}
+	u.logger().Info("upgrade: verified the new binary; exec'ing it on trial",
+		"from", u.Version, "to", reported, "binary", next, "deadline", marker.Deadline)
+	if err := u.exec(next); err != nil {
+		_ = u.State.ClearUpgrade()
+		_ = os.Remove(next)
+		return nil, fmt.Errorf("upgrade: exec the new binary %s: %w; still running %s, nothing replaced", next, err, u.Version)
+	}
+	return nil, ErrHandedOver
+}
+
+// exec replaces the process with the binary at path, with the process's arguments and
+// environment.
+func (u *Upgrader) exec(path string) error {
 	args, env, run := u.Args, u.Env, u.Exec
 	if args == nil {
 		args = os.Args
@@ -270,10 +144,19 @@ func (u *Upgrader) Restart() {
 	if run == nil {
 		run = syscall.Exec
 	}
-	u.logger().Info("upgrade: restarting with the new binary", "path", u.Path)
-	if err := run(u.Path, args, env); err != nil {
-		u.logger().Error("upgrade: restart with the new binary; the old one keeps running until bcd restarts", "path", u.Path, "err", err)
+	return run(path, args, env)
+}
+
+func (u *Upgrader) deadline() time.Duration {
+	if u.Deadline <= 0 {
+		return DefaultUpgradeDeadline
 	}
+	return u.Deadline
+}
+
+// versionResult is a successful upgrade's result.
+func versionResult(version, previous string) (*structpb.Struct, error) {
+	return structpb.NewStruct(map[string]any{"version": version, "previousVersion": previous})
 }
 
 func (u *Upgrader) logger() *slog.Logger {

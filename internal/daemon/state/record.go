@@ -33,6 +33,7 @@ type Record struct {
 
 	mu        sync.Mutex
 	lastPrune time.Time
+	held      map[string]bool
 }
 
 // Record returns the directory's command record.
@@ -56,7 +57,8 @@ var _ daemon.Recorder = (*Record)(nil)
 const Interrupted = "interrupted: bcd stopped while this command ran; it is not run again under the same idempotency key"
 
 // Load returns the results recorded since `since`, turning commands that started but never
-// finished into failed ones, and deletes older entries.
+// finished into failed ones (except those Hold names, which come back as running), and deletes
+// older entries.
 func (r *Record) Load(since time.Time) ([]daemon.Recorded, error) {
 	if err := r.ensureDir(); err != nil {
 		return nil, err
@@ -75,6 +77,10 @@ func (r *Record) Load(since time.Time) ([]daemon.Recorded, error) {
 		e, err := readEntry(path)
 		if err != nil {
 			return nil, err
+		}
+		if e.FinishedAt.IsZero() && r.isHeld(e.Key) {
+			out = append(out, daemon.Recorded{Key: e.Key, Running: true})
+			continue
 		}
 		if e.FinishedAt.IsZero() {
 			res := &daemonv1.CommandResult{CommandId: e.CommandID, Error: Interrupted}
@@ -98,6 +104,24 @@ func (r *Record) Load(since time.Time) ([]daemon.Recorded, error) {
 		out = append(out, daemon.Recorded{Key: e.Key, Result: res, Finished: e.FinishedAt})
 	}
 	return out, nil
+}
+
+// Hold makes Load return the unfinished entry of key as still running instead of interrupted:
+// its command outlived the process that started it and is finished by this one through
+// daemon.Agent.Finish (an upgrade whose new binary reports the result once it holds a session).
+func (r *Record) Hold(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held == nil {
+		r.held = map[string]bool{}
+	}
+	r.held[key] = true
+}
+
+func (r *Record) isHeld(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held[key]
 }
 
 // Started records that a command is about to run.

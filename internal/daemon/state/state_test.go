@@ -371,3 +371,86 @@ func TestCreateLeavesOpenDirectories(t *testing.T) {
 		t.Errorf("new directory mode %v", fi.Mode().Perm())
 	}
 }
+
+// TestRecordHold: a held command that started but never finished is loaded as running, not
+// interrupted, and its result, once finished, is loaded like any other.
+func TestRecordHold(t *testing.T) {
+	t.Parallel()
+	d, _, _ := joined(t)
+	r := d.Record()
+	up := &daemonv1.Command{Id: "u1", IdempotencyKey: "k-up", Payload: &daemonv1.Command_Upgrade{Upgrade: &daemonv1.UpgradePayload{Version: "v2"}}}
+	if err := r.Started("k-up", up); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Started("k-other", &daemonv1.Command{Id: "c2"}); err != nil {
+		t.Fatal(err)
+	}
+	held := d.Record()
+	held.Hold("k-up")
+	got, err := held.Load(time.Now().Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]daemon.Recorded{}
+	for _, g := range got {
+		byKey[g.Key] = g
+	}
+	if g := byKey["k-up"]; !g.Running || g.Result != nil {
+		t.Errorf("held: %+v; want running", g)
+	}
+	if g := byKey["k-other"]; g.Running || g.Result.GetError() != state.Interrupted {
+		t.Errorf("not held: %+v; want interrupted", g)
+	}
+	if err := held.Finished("k-up", &daemonv1.CommandResult{CommandId: "u1", Success: true}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = held.Load(time.Now().Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range got {
+		if g.Key == "k-up" && (g.Running || !g.Result.GetSuccess()) {
+			t.Errorf("after Finished: %+v", g)
+		}
+	}
+}
+
+// TestUpgradeMarker: the marker round-trips, is private like the rest of the directory, and
+// clearing it twice is not an error.
+func TestUpgradeMarker(t *testing.T) {
+	t.Parallel()
+	d, _, _ := joined(t)
+	if m, err := d.Upgrade(); m != nil || err != nil {
+		t.Fatalf("no marker: %v, %v", m, err)
+	}
+	now := time.Now().UTC()
+	want := state.Upgrade{CommandID: "u1", IdempotencyKey: "k", From: "v1", To: "v2", Binary: "/usr/local/bin/bcd",
+		Deadline: now.Add(2 * time.Minute), State: state.UpgradeTrying, StartedAt: now}
+	if err := d.SaveUpgrade(want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Upgrade()
+	if err != nil || got == nil || got.To != "v2" || !got.Deadline.Equal(want.Deadline) || got.State != state.UpgradeTrying {
+		t.Fatalf("marker %+v, %v", got, err)
+	}
+	if fi, _ := os.Stat(d.File(state.UpgradeFile)); fi.Mode().Perm() != 0o600 {
+		t.Errorf("marker mode %v", fi.Mode().Perm())
+	}
+	chmod(t, d.File(state.UpgradeFile), 0o644)
+	if _, err := d.Upgrade(); err == nil || !strings.Contains(err.Error(), "permissions 0644") {
+		t.Errorf("a marker others can read: %v", err)
+	}
+	write(t, d.File(state.UpgradeFile), []byte(`{"to": "v2"}`))
+	chmod(t, d.File(state.UpgradeFile), 0o600)
+	if _, err := d.Upgrade(); err == nil || !strings.Contains(err.Error(), "names no command") {
+		t.Errorf("an incomplete marker: %v", err)
+	}
+	for range 2 {
+		if err := d.ClearUpgrade(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m, err := d.Upgrade(); m != nil || err != nil {
+		t.Errorf("after clearing: %v, %v", m, err)
+	}
+}

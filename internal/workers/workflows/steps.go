@@ -140,7 +140,7 @@ func (r *run) act(ctx context.Context, n *node) error {
 	if isNew {
 		r.commanded = append(r.commanded, n.NodeID)
 	}
-	n.CommandID, n.CommandState, n.CommandError, n.CommandFinishedAt = &c.ID, &c.State, &c.Error, c.FinishedAt
+	n.CommandID, n.CommandState, n.CommandError, n.CommandFinishedAt, n.CommandSentAt = &c.ID, &c.State, &c.Error, c.FinishedAt, c.SentAt
 	n.Step, n.Message = workflow.StepVerify, fmt.Sprintf("sent %s command %s", typ, c.ID)
 	return nil
 }
@@ -182,7 +182,9 @@ func (r *run) verify(n *node) {
 			return
 		}
 	case workflow.ActionReboot:
-		if !r.connected(n) || n.CommandFinishedAt == nil || !n.SessionConnectedAt.After(*n.CommandFinishedAt) {
+		// The session must have started after the command was last sent: the daemon took it in
+		// the session before the reboot (its result may come before or after it is back).
+		if !r.connected(n) || n.CommandSentAt == nil || !n.SessionConnectedAt.After(*n.CommandSentAt) {
 			n.Message = "waiting for the node to come back after the reboot"
 			r.wait(min(r.poll, r.untilTimeout(n, 0)))
 			return
