@@ -8,8 +8,6 @@ package host
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -199,27 +197,10 @@ func (c *Commands) configure(_ context.Context, cmd *daemonv1.Command) (*structp
 	if c.Config == nil {
 		return nil, errors.New("configure: no state directory on this daemon")
 	}
-	cfg := cmd.GetConfigure().GetConfig()
-	if cfg == nil {
-		return nil, errors.New("configure: the payload has no config")
-	}
-	raw, err := protojson.Marshal(cfg)
+	data, err := daemon.ConfigJSON(cmd.GetConfigure().GetConfig())
 	if err != nil {
-		return nil, fmt.Errorf("configure: %w", err)
+		return nil, err
 	}
-	if len(raw) > command.MaxStructBytes {
-		return nil, fmt.Errorf("configure: the config is %d bytes as JSON; at most %d", len(raw), command.MaxStructBytes)
-	}
-	// encoding/json sorts object keys: the same configuration is the same bytes.
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Errorf("configure: %w", err)
-	}
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("configure: %w", err)
-	}
-	data = append(data, '\n')
 	old, err := c.Config.Config()
 	if err != nil {
 		return nil, fmt.Errorf("configure: %w", err)
@@ -230,10 +211,10 @@ func (c *Commands) configure(_ context.Context, cmd *daemonv1.Command) (*structp
 			return nil, fmt.Errorf("configure: %w", err)
 		}
 	}
-	sum := sha256.Sum256(data)
-	c.logger().Info("configure: applied the configuration", "sha256", hex.EncodeToString(sum[:]), "changed", changed)
+	sum := daemon.ConfigSHA256(data)
+	c.logger().Info("configure: applied the configuration", "sha256", sum, "changed", changed)
 	return structpb.NewStruct(map[string]any{
-		"path": state.ConfigFile, "sha256": hex.EncodeToString(sum[:]), "bytes": float64(len(data)), "changed": changed,
+		"path": state.ConfigFile, "sha256": sum, "bytes": float64(len(data)), "changed": changed,
 	})
 }
 
