@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
@@ -15,9 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
+	workflowsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1/workflowsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
 	"github.com/better-compute/better-compute/internal/daemon/host"
 	"github.com/better-compute/better-compute/internal/daemon/state"
@@ -27,9 +32,14 @@ import (
 	"github.com/better-compute/better-compute/internal/release"
 	"github.com/better-compute/better-compute/internal/server"
 	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/internal/workers"
+	"github.com/better-compute/better-compute/internal/workers/locks"
+	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
+	"github.com/better-compute/better-compute/internal/workers/workflows"
 )
 
-// TestUpgradeEndToEnd upgrades the real bcd through commands/create, from signed releases served
+// TestUpgradeEndToEnd upgrades the real bcd (through commands/create, then an upgrade workflow),
+// from signed releases served
 // on loopback, under a supervisor that restarts it whenever it exits (as systemd's
 // Restart=always does):
 //
@@ -38,8 +48,9 @@ import (
 //   - a release whose signed SHA256SUMS does not match its binary fails with a checksum mismatch;
 //   - a release whose binary answers "version" but exits at once otherwise is exec'd, exits,
 //     and the old binary, started again, reports the command failed with the reason;
-//   - a good release is exec'd in place (same PID), holds a session, replaces the binary on
-//     disk and reports the command succeeded; the node reports the new version.
+//   - a good release, rolled out by an upgrade workflow, is exec'd in place (same PID), holds a
+//     session, replaces the binary on disk and reports the command succeeded; the node reports
+//     the new version and is back in service.
 func TestUpgradeEndToEnd(t *testing.T) {
 	t.Parallel()
 	bins := buildBcd(t, "up-1", "up-2")
@@ -144,8 +155,36 @@ func TestUpgradeEndToEnd(t *testing.T) {
 	runsVersion("up-1")
 	untouched("a new binary that exits")
 
+	// The good release goes out as an operator rolls out a fleet: an upgrade workflow, run by the
+	// workflow controller (with the node controllers and the liveness job, as the controllers
+	// role runs them), cordons the node, sends the command, waits for the new version and puts
+	// the node back in service.
 	pid, starts := sup.pid(), sup.starts()
-	c = upgrade("up-2")
+	runControllers(t, env.Pool)
+	flows := workflowsv1connect.NewWorkflowsServiceClient(client, api.URL)
+	wf, err := flows.Create(ctx, &workflowsv1.CreateRequest{
+		Action: &workflowsv1.Action{Kind: &workflowsv1.Action_Upgrade{Upgrade: &workflowsv1.UpgradeAction{Version: "up-2"}}},
+		Target: &workflowsv1.Target{NodeIds: []string{nodeID}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress *workflowsv1.GetResponse
+	poll.Until(t, 60*time.Second, "the upgrade workflow succeeds", func() bool {
+		progress, err = flows.Get(ctx, &workflowsv1.GetRequest{Id: wf.GetWorkflow().GetId()})
+		if err == nil && progress.GetWorkflow().GetState() == "paused" {
+			t.Fatalf("the workflow paused: %v", progress.GetNodes())
+		}
+		return err == nil && progress.GetWorkflow().GetState() == "succeeded"
+	}, poll.Every(50*time.Millisecond), logs.logReport())
+	got, err := commands.Get(ctx, &commandsv1.GetRequest{Id: progress.GetNodes()[0].GetCommandId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = got.GetCommand()
+	if n, err := nodes.Get(ctx, &nodesv1.GetRequest{Id: nodeID}); err != nil || n.GetNode().GetState() != "ready" {
+		t.Errorf("after the workflow the node is %s (%v), want ready", n.GetNode().GetState(), err)
+	}
 	if c.GetState() != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED || c.GetResult().GetFields()["version"].GetStringValue() != "up-2" ||
 		c.GetResult().GetFields()["previousVersion"].GetStringValue() != "up-1" {
 		t.Fatalf("upgrade to up-2: %v", c)
@@ -169,6 +208,23 @@ func TestUpgradeEndToEnd(t *testing.T) {
 	if c := upgrade("up-2"); c.GetState() != commandsv1.CommandState_COMMAND_STATE_SUCCEEDED {
 		t.Errorf("upgrade to the running version: %v", c)
 	}
+}
+
+// runControllers runs the controllers role's node controllers, liveness job and workflow
+// controller until the test ends.
+func runControllers(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	regs := append(nodecontrol.Reconcilers(pool, nodecontrol.Options{}), workflows.Reconciler(pool, workflows.Options{Poll: 100 * time.Millisecond}))
+	rt := workers.New(workers.Options{
+		Pool: pool, Roles: map[string]bool{workers.RoleControllers: true}, Reconcilers: regs,
+		Jobs: map[string][]locks.Job{workers.RoleControllers: {
+			nodecontrol.LivenessJob(pool, nodecontrol.LivenessOptions{Interval: 100 * time.Millisecond, Threshold: 10 * time.Second}),
+		}},
+	})
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rt.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 }
 
 // buildQuitter builds a program that answers "version" as bcd of version does, and exits 1
