@@ -89,7 +89,7 @@ func TestPayloadsRoundTrip(t *testing.T) {
 // idOf is the id a payload's subject names.
 func idOf(t *testing.T, m map[string]any) string {
 	t.Helper()
-	for _, k := range []string{"id", "webhookId"} {
+	for _, k := range []string{"id", "webhookId", "workflowId"} {
 		if s, ok := m[k].(string); ok {
 			return s
 		}

@@ -19,9 +19,9 @@ type WorkflowChange struct {
 	// Reason says why it paused, failed or was cancelled.
 	Reason string `json:"reason,omitempty"`
 	// Nodes is how many nodes it took.
-	Nodes int `json:"nodes"`
+	Nodes int32 `json:"nodes"`
 	// Failed is how many of them failed so far.
-	Failed int `json:"failed"`
+	Failed int32 `json:"failed"`
 }
 
 // Subject is "workflow/<id>".

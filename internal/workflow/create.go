@@ -54,7 +54,7 @@ func Create(ctx context.Context, q *db.Queries, n New) (db.Workflow, error) {
 	if err := AddNodes(ctx, q, w, n.NodeIDs); err != nil {
 		return db.Workflow{}, err
 	}
-	if err := event.Emit(ctx, q, w.TenantID, event.WorkflowCreated{WorkflowChange: Change(w, len(n.NodeIDs), 0)}); err != nil {
+	if err := event.Emit(ctx, q, w.TenantID, event.WorkflowCreated{WorkflowChange: Change(w, int32(len(n.NodeIDs)), 0)}); err != nil {
 		return db.Workflow{}, err
 	}
 	return w, nil
@@ -80,7 +80,7 @@ func Enqueue(ctx context.Context, q *db.Queries, id uuid.UUID) error {
 }
 
 // Change is the payload of a workflow's events.
-func Change(w db.Workflow, nodes, failed int) event.WorkflowChange {
+func Change(w db.Workflow, nodes, failed int32) event.WorkflowChange {
 	return event.WorkflowChange{
 		ID: w.ID, Name: w.Name, Action: w.ActionType, State: string(w.State), Reason: w.Reason, Nodes: nodes, Failed: failed,
 	}

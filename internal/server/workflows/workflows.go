@@ -292,7 +292,7 @@ func (s *Service) steer(ctx context.Context, req proto.Message, rawID string,
 // withCounts fills the node counts of a workflow event.
 func withCounts(ev event.Event, c workflow.Counts) event.Event {
 	set := func(ch event.WorkflowChange) event.WorkflowChange {
-		ch.Nodes, ch.Failed = int(c.Total), int(c.Failed)
+		ch.Nodes, ch.Failed = c.Total, c.Failed
 		return ch
 	}
 	switch e := ev.(type) {

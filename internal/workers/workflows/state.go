@@ -20,7 +20,7 @@ func (r *run) setState(ctx context.Context, state db.WorkflowState, reason strin
 		return fmt.Errorf("move workflow %s to %s: %w", r.w.ID, state, err)
 	}
 	r.w = w
-	change := workflow.Change(w, int(c.Total), int(c.Failed))
+	change := workflow.Change(w, c.Total, c.Failed)
 	var ev event.Event
 	switch state {
 	case workflow.Paused:
