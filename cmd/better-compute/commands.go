@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/devmode"
 	"github.com/better-compute/better-compute/internal/migrate"
+	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/process"
 	"github.com/better-compute/better-compute/internal/server/iam"
 )
@@ -22,10 +24,21 @@ import (
 // globals are the flags every command shares.
 type globals struct {
 	configPath string
+	// modules are the binary's modules (main's list).
+	modules module.Registry
+}
+
+// enable enables the modules cfg names; an unknown module or a bad section is an error naming
+// its key (modules[i], modules[i].config.<key>).
+func (g *globals) enable(cfg *config.Config) (module.Set, error) {
+	if err := g.modules.Validate(); err != nil {
+		return nil, err
+	}
+	return g.modules.Enable(cfg.Modules)
 }
 
 func newRootCommand() *cobra.Command {
-	g := &globals{}
+	g := &globals{modules: modules}
 	root := &cobra.Command{
 		Use:   "better-compute",
 		Short: "The Better Compute control plane",
@@ -143,7 +156,19 @@ several processes can run it at once. --status lists every migration and whether
 			if len(applied) == 0 {
 				fmt.Fprintln(out, "schema is current; nothing to apply")
 			}
-			return nil
+			// The enabled modules' migrations follow the core's (with --config only).
+			if g.configPath == "" {
+				return nil
+			}
+			cfg, err := config.Load(g.configPath, os.Environ())
+			if err != nil {
+				return err
+			}
+			set, err := g.enable(cfg)
+			if err != nil {
+				return err
+			}
+			return migrate.ApplyAll(ctx, pool, process.NewLogger(config.Log{Level: "info", Format: "text"}, out), set.Migrations())
 		},
 	}
 	databaseURLFlag(cmd, &url)
@@ -200,6 +225,10 @@ stops.`,
 			if err := cfg.RequireDatabase(); err != nil {
 				return err
 			}
+			set, err := g.enable(cfg)
+			if err != nil {
+				return err
+			}
 			log := process.NewLogger(cfg.Log, cmd.ErrOrStderr())
 			ctx := cmd.Context()
 			pool, err := database.Open(ctx, cfg.Database.URL)
@@ -207,6 +236,9 @@ stops.`,
 				return err
 			}
 			defer pool.Close()
+			if len(set) > 0 {
+				log.Info("modules enabled", "modules", strings.Join(set.Names(), ","))
+			}
 			if noMigrate {
 				m, err := migrate.New(pool)
 				if err != nil {
@@ -217,10 +249,10 @@ stops.`,
 				} else if !current {
 					log.Warn("the schema has pending migrations; /readyz will fail until `better-compute migrate` runs")
 				}
-			} else if err := migrate.Apply(ctx, pool, log); err != nil {
+			} else if err := migrate.ApplyAll(ctx, pool, log, set.Migrations()); err != nil {
 				return err
 			}
-			return process.Run(ctx, process.Options{Config: cfg, Pool: pool, Logger: log})
+			return process.Run(ctx, process.Options{Config: cfg, Pool: pool, Logger: log, Modules: set})
 		},
 	}
 	lf.add(cmd, "0.0.0.0")

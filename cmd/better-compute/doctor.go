@@ -12,6 +12,7 @@ import (
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/doctor"
+	"github.com/better-compute/better-compute/internal/module"
 )
 
 func newDoctorCommand(g *globals) *cobra.Command {
@@ -31,19 +32,25 @@ expiring node certificates. Exits non-zero on errors, and on warnings with --str
 				return err
 			}
 			secret := os.Getenv("BETTER_COMPUTE_SECRET")
+			var set module.Set
 			if g.configPath != "" {
 				cfg, err := config.Load(g.configPath, os.Environ())
 				if err != nil {
 					return err
 				}
 				secret = cfg.Secret
+				if set, err = g.enable(cfg); err != nil {
+					return err
+				}
 			}
 			pool, err := database.Open(cmd.Context(), url)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			findings, err := doctor.Run(cmd.Context(), doctor.Options{Pool: pool, Secret: secret})
+			findings, err := doctor.Run(cmd.Context(), doctor.Options{
+				Pool: pool, Secret: secret, ModuleFiles: set.Files(), Checks: set.Checks(pool),
+			})
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,13 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/better-compute/better-compute/internal/module"
 )
+
+// modules are the modules compiled into this binary, which a configuration's modules key may
+// enable. A module is in the binary exactly when this list names it.
+var modules = module.Registry{}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

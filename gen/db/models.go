@@ -548,6 +548,14 @@ type Lock struct {
 	RenewedAt    time.Time
 }
 
+type ModuleMigration struct {
+	Module    string
+	Version   int64
+	Name      string
+	Checksum  string
+	AppliedAt time.Time
+}
+
 type Node struct {
 	ID                 uuid.UUID
 	TenantID           uuid.UUID

@@ -306,6 +306,7 @@ type Querier interface {
 	// Every pool, for the placer's resync.
 	ListAllPoolIDs(ctx context.Context) ([]uuid.UUID, error)
 	ListAppliedMigrations(ctx context.Context) ([]SchemaMigration, error)
+	ListAppliedModuleMigrations(ctx context.Context, module string) ([]ListAppliedModuleMigrationsRow, error)
 	// Newest first; the cursor is the last id seen.
 	ListAuditEvents(ctx context.Context, arg ListAuditEventsParams) ([]AuditEvent, error)
 	ListCommands(ctx context.Context, arg ListCommandsParams) ([]Command, error)
@@ -437,6 +438,9 @@ type Querier interface {
 	// lease's end if that comes first (the placer may not have expired the lease yet): one usage
 	// record per lease, resource, model and UTC hour. Returns how many allocations it metered.
 	MeterHeldAllocations(ctx context.Context, arg MeterHeldAllocationsParams) (int64, error)
+	// Bookkeeping of module migrations (package migrate): module_migrations holds, per module, what
+	// schema_migrations holds for the core. The lock is the core's (queries/migrate.sql).
+	ModuleMigrationsExists(ctx context.Context) (bool, error)
 	// When the placer next has something to do for the pool without being told: the first end of a
 	// running lease, or the next start or end of a reservation of the tenant (reservations of other
 	// pools may cover the pool's nodes). Unix seconds; 0 when nothing is due.
@@ -576,6 +580,7 @@ type Querier interface {
 	// When each background job last ran (internal/workers/jobrun writes, doctor reads).
 	RecordJobRun(ctx context.Context, arg RecordJobRunParams) error
 	RecordMigration(ctx context.Context, arg RecordMigrationParams) error
+	RecordModuleMigration(ctx context.Context, arg RecordModuleMigrationParams) error
 	// The gateway's record of a hello, in one statement: the daemon version and inventory, liveness,
 	// joining -> ready (with a node.ready event), and, only when the inventory differs from the
 	// stored one, a history row and a node.inventory.changed event. Returns whether the inventory

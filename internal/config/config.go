@@ -65,8 +65,8 @@ type Config struct {
 	// Roles is "all" or a comma-separated list of roles (see Roles) this process runs; see
 	// RoleSet for what "all" expands to.
 	Roles string `yaml:"roles"`
-	// Modules names the optional modules to enable. Default none.
-	Modules []string `yaml:"modules"`
+	// Modules are the optional modules to enable, each a name or {name, config}. Default none.
+	Modules []ModuleConfig `yaml:"modules"`
 	// Gateway configures the daemon gateway; it runs only when Gateway.Listen is set.
 	Gateway Gateway `yaml:"gateway"`
 	// CORS says which browser origins may call the API.
@@ -267,7 +267,7 @@ func (e *Error) Error() string {
 // to print or serialise. The copy shares no memory with c.
 func (c *Config) Redacted() *Config {
 	r := *c
-	r.Modules = cloneStrings(c.Modules)
+	r.Modules = append([]ModuleConfig(nil), c.Modules...)
 	r.CORS.AllowedOrigins = cloneStrings(c.CORS.AllowedOrigins)
 	r.RateLimits.TrustedProxies = cloneStrings(c.RateLimits.TrustedProxies)
 	if r.Secret != "" {

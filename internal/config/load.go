@@ -157,11 +157,14 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, key string) {
 	if _, ok := d.env[envName(key)]; ok {
 		return // the environment overrides this key; its file value does not matter
 	}
-	if v.Kind() == reflect.Slice {
+	switch {
+	case v.Type() == moduleConfigsType:
+		d.modules(n, v, key)
+	case v.Kind() == reflect.Slice:
 		d.list(n, v, key)
-		return
+	default:
+		d.scalar(n, v, key)
 	}
-	d.scalar(n, v, key)
 }
 
 func (d *decoder) mapping(n *yaml.Node, v reflect.Value, key string) {
@@ -236,6 +239,14 @@ func applyEnv(c *Config, env map[string]string, ps *problems) {
 			continue
 		}
 		fv := v.FieldByIndex(f.index)
+		if fv.Type() == moduleConfigsType {
+			var ms []ModuleConfig
+			for _, name := range splitList(s) {
+				ms = append(ms, ModuleConfig{Name: name, env: env})
+			}
+			fv.Set(reflect.ValueOf(ms))
+			continue
+		}
 		if fv.Kind() == reflect.Slice {
 			fv.Set(reflect.ValueOf(splitList(s)))
 			continue

@@ -16,7 +16,7 @@ func TestRateLimitsDefaults(t *testing.T) {
 	}
 	want := RateLimits{
 		PerAddress: RateBucket{Rate: 100, Burst: 200}, PerKey: RateBucket{Rate: 50, Burst: 100}, MaxBuckets: 100000,
-		Tenant: TenantLimits{Nodes: 10000, JoinTokens: 1000, Pools: 1000, Principals: 1000, APIKeys: 1000, Webhooks: 20, CommandsPerMinute: 6000, PendingLeases: 10000},
+		Tenant: TenantLimits{Nodes: 10000, JoinTokens: 1000, Pools: 1000, Principals: 1000, APIKeys: 1000, Webhooks: 20, CommandsPerMinute: 6000, PendingLeases: 10000, Workflows: 16},
 	}
 	if !reflect.DeepEqual(c.RateLimits, want) {
 		t.Errorf("rateLimits = %+v, want %+v", c.RateLimits, want)

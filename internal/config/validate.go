@@ -67,11 +67,7 @@ func (c *Config) problems() problems {
 			ps.add(key, "must be a positive duration, got %s", d)
 		}
 	}
-	for i, m := range c.Modules {
-		if strings.TrimSpace(m) == "" {
-			ps.add(fmt.Sprintf("modules[%d]", i), "must not be empty")
-		}
-	}
+	c.checkModules(&ps)
 	c.checkGateway(&ps)
 	c.checkCORS(&ps)
 	if c.TrustDomain != "" && (!isDNSName(c.TrustDomain) || strings.ToLower(c.TrustDomain) != c.TrustDomain) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/capacity"
@@ -58,6 +59,20 @@ type Options struct {
 	// LagAfter is how old an undelivered event or an unaggregated usage record may be before it
 	// is reported (a minute by default).
 	LagAfter time.Duration
+	// ModuleFiles are the enabled modules' API files, checked with the core's in the method
+	// registry.
+	ModuleFiles []protoreflect.FileDescriptor
+	// Checks are the enabled modules' checks, run once the schema is current; each finding's
+	// Check is "module.<module>.<check>".
+	Checks []Check
+}
+
+// Check is a module's check (internal/module): Run says how it stands, and a check that cannot
+// run says so in its finding.
+type Check struct {
+	// Name is "module.<module>.<check>".
+	Name string
+	Run  func(ctx context.Context) Finding
 }
 
 // Limits the running checks warn at.
@@ -94,7 +109,7 @@ func Run(ctx context.Context, opts Options) ([]Finding, error) {
 	add := func(f Finding) { out = append(out, f) }
 
 	add(clock(dbNow, opts.Now()))
-	add(methodRegistry())
+	add(methodRegistry(opts.ModuleFiles))
 	schema, migrated := schemaCurrent(ctx, opts.Pool)
 	add(schema)
 	if !migrated {
@@ -102,6 +117,11 @@ func Run(ctx context.Context, opts Options) ([]Finding, error) {
 	}
 	out = append(out, pkiChecks(ctx, opts)...)
 	out = append(out, running(ctx, opts)...)
+	for _, c := range opts.Checks {
+		f := c.Run(ctx)
+		f.Check = c.Name
+		add(f)
+	}
 	return out, nil
 }
 
@@ -117,8 +137,8 @@ func clock(dbNow, local time.Time) Finding {
 	return f
 }
 
-func methodRegistry() Finding {
-	reg, err := registry.FromGlobal()
+func methodRegistry(modules []protoreflect.FileDescriptor) Finding {
+	reg, err := registry.FromGlobal(modules...)
 	if err != nil {
 		return Finding{Check: "method registry", Severity: Error, Cause: err.Error(), Fix: "fix the (bettercompute.api.v1.method) options in proto/ and regenerate"}
 	}

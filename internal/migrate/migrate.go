@@ -1,4 +1,5 @@
-// Package migrate applies the schema migrations in queries/migrations.
+// Package migrate applies the schema migrations in queries/migrations, and those of the enabled
+// modules.
 //
 // Migrations are plain SQL files named NNNN_name.sql, forward only. Each pending migration runs
 // in its own transaction together with the row that records it, so a failing migration leaves
@@ -6,9 +7,28 @@
 // starting at once) take turns; the second finds the work done. The checksum of each applied
 // migration is kept, and a migration edited after it was applied stops the migrator.
 //
+// # Modules
+//
+// A module (internal/module) may bring migrations of its own: NNNN_name.sql files at the root of
+// an fs.FS, numbered from its own 0001, since a module's versions are its own. They follow the
+// core's rules, recorded per module in module_migrations (a core migration) instead of
+// schema_migrations:
+//
+//   - ApplyAll applies the core's pending migrations first and then each module's, in the order
+//     given, so a module's migration may use the core's tables; the core's never use a module's.
+//   - Every migrator takes the same advisory lock, so core and modules never migrate at once.
+//   - A module's applied migration whose file has changed stops the migrator, and so does a
+//     recorded migration of the module that the binary does not know (the database is newer);
+//     the error names the module.
+//   - A module that is not passed (not enabled) is not touched: its recorded rows and its tables
+//     stay, and nothing of it is checked. Enabling it later applies what it lacks; disabling it
+//     drops nothing.
+//   - A module's name is 1 to 32 of a-z, 0-9 and '-', and its tables should carry its name as
+//     a prefix (events_…), since all share one schema.
+//
 // This small migrator is ours rather than goose or golang-migrate because it reads the same
 // embedded files sqlc reads as the schema, with no up/down annotations, and checks checksums,
-// which neither does, in about two hundred lines.
+// which neither does, in a few hundred lines.
 package migrate
 
 import (
@@ -52,10 +72,11 @@ type State struct {
 	AppliedAt time.Time
 }
 
-// Migrator applies a set of migrations to one database.
+// Migrator applies a set of migrations to one database: the core's or one module's.
 type Migrator struct {
 	pool       *pgxpool.Pool
 	migrations []Migration
+	ledger     ledger
 }
 
 // New returns a migrator for the migrations built into the binary.
@@ -148,7 +169,7 @@ func (m *Migrator) Up(ctx context.Context) ([]Migration, error) {
 	defer conn.Release()
 	q := db.New(conn)
 	if err := q.AcquireMigrationLock(ctx, lockKey); err != nil {
-		return nil, fmt.Errorf("migrate: take the migration lock: %w", err)
+		return nil, fmt.Errorf("migrate: %stake the migration lock: %w", m.ledger.scope(), err)
 	}
 	defer func() {
 		// Unlock on a fresh context: ctx may be the reason we are leaving. If even that fails
@@ -164,9 +185,15 @@ func (m *Migrator) Up(ctx context.Context) ([]Migration, error) {
 	if err != nil {
 		return nil, err
 	}
+	pending := pendingOf(states)
+	if len(pending) > 0 {
+		if err := m.ledger.ready(ctx, q); err != nil {
+			return nil, err
+		}
+	}
 	var applied []Migration
-	for _, mig := range pendingOf(states) {
-		if err := apply(ctx, conn.Conn(), mig); err != nil {
+	for _, mig := range pending {
+		if err := m.apply(ctx, conn.Conn(), mig); err != nil {
 			return applied, err
 		}
 		applied = append(applied, mig)
@@ -174,23 +201,22 @@ func (m *Migrator) Up(ctx context.Context) ([]Migration, error) {
 	return applied, nil
 }
 
-func apply(ctx context.Context, conn *pgx.Conn, mig Migration) error {
+func (m *Migrator) apply(ctx context.Context, conn *pgx.Conn, mig Migration) error {
+	scope := m.ledger.scope()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("migration %s: begin: %w", mig, err)
+		return fmt.Errorf("%smigration %s: begin: %w", scope, mig, err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 	// With no arguments pgx uses the simple protocol, which runs a file of many statements.
 	if _, err := tx.Exec(ctx, mig.SQL); err != nil {
-		return fmt.Errorf("migration %s: %w (rolled back)", mig, err)
+		return fmt.Errorf("%smigration %s: %w (rolled back)", scope, mig, err)
 	}
-	if err := db.New(tx).RecordMigration(ctx, db.RecordMigrationParams{
-		Version: mig.Version, Name: mig.Name, Checksum: mig.Checksum,
-	}); err != nil {
-		return fmt.Errorf("migration %s: record: %w (rolled back)", mig, err)
+	if err := m.ledger.record(ctx, db.New(tx), mig); err != nil {
+		return fmt.Errorf("%smigration %s: record: %w (rolled back)", scope, mig, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("migration %s: commit: %w", mig, err)
+		return fmt.Errorf("%smigration %s: commit: %w", scope, mig, err)
 	}
 	return nil
 }
@@ -198,15 +224,9 @@ func apply(ctx context.Context, conn *pgx.Conn, mig Migration) error {
 // status pairs the known migrations with the database's record. allowNewer skips recorded
 // migrations past the newest known one instead of failing on them.
 func (m *Migrator) status(ctx context.Context, q *db.Queries, allowNewer bool) ([]State, error) {
-	exists, err := q.SchemaMigrationsExists(ctx)
+	rows, err := m.ledger.read(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: read schema version: %w", err)
-	}
-	var rows []db.SchemaMigration
-	if exists {
-		if rows, err = q.ListAppliedMigrations(ctx); err != nil {
-			return nil, fmt.Errorf("migrate: read applied migrations: %w", err)
-		}
+		return nil, err
 	}
 	known := make(map[int64]Migration, len(m.migrations))
 	var newest int64
@@ -221,10 +241,10 @@ func (m *Migrator) status(ctx context.Context, q *db.Queries, allowNewer bool) (
 			continue
 		}
 		if !ok {
-			return nil, fmt.Errorf("migrate: the database has migration %04d_%s, which this binary does not know: it is older than the schema; run a newer release", r.Version, r.Name)
+			return nil, fmt.Errorf("migrate: %sthe database has migration %04d_%s, which this binary does not know: it is older than the schema; run a newer release", m.ledger.scope(), r.Version, r.Name)
 		}
 		if mig.Checksum != r.Checksum {
-			return nil, fmt.Errorf("migrate: migration %s was changed after it was applied (checksum %.12s, database has %.12s); write a new migration instead", mig, mig.Checksum, r.Checksum)
+			return nil, fmt.Errorf("migrate: %smigration %s was changed after it was applied (checksum %.12s, database has %.12s); write a new migration instead", m.ledger.scope(), mig, mig.Checksum, r.Checksum)
 		}
 		applied[r.Version] = r
 	}

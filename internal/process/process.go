@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/metrics"
+	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/secret"
 	"github.com/better-compute/better-compute/internal/server"
@@ -58,6 +59,9 @@ type Options struct {
 	OnListen func(apiURL, gatewayAddr string)
 	// Metrics is the process's metrics registry; one is made when nil.
 	Metrics *metrics.Registry
+	// Modules are the enabled modules (module.Registry.Enable of the configuration's modules),
+	// whose migrations the caller has applied.
+	Modules module.Set
 }
 
 // Run starts the configured roles and blocks until ctx ends and they have all stopped. If a role
@@ -139,11 +143,19 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	var local *reconcile.Runtime
 	if workerRoles := workerRoles(roles); len(workerRoles) > 0 {
+		mw, err := opts.Modules.Workers(module.Worker{Pool: opts.Pool, Logger: log, Metrics: reg})
+		if err != nil {
+			return err
+		}
+		js := jobs(cfg, opts.Pool, log)
+		for role, more := range mw.Jobs {
+			js[role] = append(js[role], more...)
+		}
 		rt := workers.New(workers.Options{
 			Pool: opts.Pool, Roles: workerRoles, Logger: log, HolderID: instance,
-			Reconcilers: append(reconcilers(opts.Pool, notifier, log), opts.Reconcilers...),
-			Jobs:        jobs(cfg, opts.Pool, log),
-			Loops:       loops(cfg, opts.Pool, log),
+			Reconcilers: slices.Concat(reconcilers(opts.Pool, notifier, log), opts.Reconcilers, mw.Reconcilers),
+			Jobs:        js,
+			Loops:       loops(cfg, opts.Pool, mw.Sinks, log),
 		})
 		local = rt.Reconcilers()
 		log.Info("worker roles starting", "roles", strings.Join(keys(workerRoles), ","), "holder", rt.Holder().ID)
@@ -156,7 +168,7 @@ func Run(ctx context.Context, opts Options) error {
 		if notifier != nil {
 			n = notifier
 		}
-		if api, err = newAPI(cfg, opts.Pool, bundle, n, waker, reg, log, instance); err != nil {
+		if api, err = newAPI(cfg, opts.Pool, bundle, n, waker, reg, log, instance, opts.Modules.Services()); err != nil {
 			return err
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
@@ -212,7 +224,7 @@ func metricsHandler(reg *metrics.Registry) http.Handler {
 	return mux
 }
 
-func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier server.Notifier, waker server.Waker, reg *metrics.Registry, log *slog.Logger, instance string) (*server.Server, error) {
+func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier server.Notifier, waker server.Waker, reg *metrics.Registry, log *slog.Logger, instance string, services []server.Service) (*server.Server, error) {
 	var gateways []string
 	if cfg.Gateway.PublicEndpoint != "" {
 		gateways = []string{cfg.Gateway.PublicEndpoint}
@@ -235,7 +247,7 @@ func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier
 		WebhooksAllowPrivate: cfg.Webhooks.AllowPrivate, Metrics: reg, Waker: waker,
 		MetricsElsewhere: cfg.Metrics.Listen != "", MaxRequestBytes: cfg.Limits.RequestBytes, RateLimits: rateLimits(cfg.RateLimits),
 		CORS:    server.CORSOptions{AllowedOrigins: cfg.CORS.AllowedOrigins, AllowCredentials: cfg.CORS.AllowCredentials},
-		Tunnels: tunnelOpts,
+		Tunnels: tunnelOpts, Services: services,
 	})
 }
 
@@ -323,13 +335,13 @@ func jobs(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) map[string][
 }
 
 // loops are the worker roles' long-running parts that manage their own leases.
-func loops(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) map[string][]func(context.Context, *locks.Holder) {
+func loops(cfg *config.Config, pool *pgxpool.Pool, moduleSinks []sinks.Sink, log *slog.Logger) map[string][]func(context.Context, *locks.Holder) {
 	return map[string][]func(context.Context, *locks.Holder){
 		workers.RoleSinks: {func(ctx context.Context, h *locks.Holder) {
 			sealer, err := webhook.NewSealer(cfg.Secret)
 			if err == nil {
 				r := cfg.Webhooks.Retry
-				err = sinks.Run(ctx, h, pool, sinks.Options{Sealer: sealer, AllowPrivate: cfg.Webhooks.AllowPrivate, Logger: log,
+				err = sinks.Run(ctx, h, pool, sinks.Options{Sealer: sealer, AllowPrivate: cfg.Webhooks.AllowPrivate, Logger: log, Sinks: moduleSinks,
 					MinBackoff: r.MinBackoff, MaxBackoff: r.MaxBackoff, GiveUpAfter: r.GiveUpAfter, MaxDeadLetters: r.MaxDeadLetters})
 			}
 			if err != nil {

@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/otelconnect"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/better-compute/better-compute/dashboard"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/audit/v1/auditv1connect"
@@ -87,6 +88,8 @@ type Options struct {
 	// Notifier pokes gateways after commits (commands created, nodes revoked); when nil the
 	// gateways' own loops pick the changes up within a second or two.
 	Notifier Notifier
+	// Services are the enabled modules' API services.
+	Services []Service
 	// Waker wakes reconcilers after commits that enqueue work (reconcile.Waker); when nil they
 	// find the work by polling.
 	Waker Waker
@@ -121,6 +124,25 @@ type Notifier interface {
 	nodes.RevocationNotifier
 }
 
+// Service is an API service a module adds (internal/module): the methods File declares enter the
+// method registry like the core's, with their permissions, audit and idempotency, and Mount
+// returns its handler (from the generated New<Name>Handler with opts, which carry the guard).
+// A module that is not enabled passes none, so its routes do not exist.
+type Service struct {
+	File  protoreflect.FileDescriptor
+	Mount func(deps ServiceDeps, opts ...connect.HandlerOption) (path string, h http.Handler, err error)
+}
+
+// ServiceDeps are what a module's service is built with.
+type ServiceDeps struct {
+	Pool *pgxpool.Pool
+	// Admitter runs changes as the core's do: the change, the audit row, the outbox events and
+	// the idempotent response in one transaction (admission.Do).
+	Admitter *admission.Admitter
+	Logger   *slog.Logger
+	Metrics  *metrics.Registry
+}
+
 // Waker wakes the reconcilers of a kind (reconcile.Waker).
 type Waker interface {
 	Wake(kind string)
@@ -148,7 +170,11 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	reg, err := registry.FromGlobal()
+	files := make([]protoreflect.FileDescriptor, len(opts.Services))
+	for i, svc := range opts.Services {
+		files[i] = svc.File
+	}
+	reg, err := registry.FromGlobal(files...)
 	if err != nil {
 		return nil, err
 	}
@@ -228,6 +254,13 @@ func New(opts Options) (*Server, error) {
 	s.tunnels = tunnels.New(opts.Pool, admit, g, tunnelOpts)
 	tunnelsPath, tunnelsHandler := tunnelsv1connect.NewTunnelsServiceHandler(s.tunnels, handlerOpts...)
 	mount(tunnelsPath, tunnels.WithOrigin(tunnelsHandler))
+	for _, svc := range opts.Services {
+		path, h, err := svc.Mount(ServiceDeps{Pool: opts.Pool, Admitter: admit, Logger: s.log, Metrics: opts.Metrics}, handlerOpts...)
+		if err != nil {
+			return nil, fmt.Errorf("api: %s: %w", svc.File.Path(), err)
+		}
+		mount(path, h)
+	}
 
 	for _, m := range reg.Methods() {
 		svc := m.Procedure[:strings.LastIndex(m.Procedure, "/")+1]

@@ -53,20 +53,25 @@ var segment = regexp.MustCompile(`^[a-z][a-zA-Z0-9]*$`)
 
 var permission = regexp.MustCompile(`^[a-z][a-zA-Z0-9]*\.[a-z][a-zA-Z0-9]*$`)
 
-// FromGlobal builds the registry from every file linked into the binary.
-func FromGlobal() (*Registry, error) { return Build(protoregistry.GlobalFiles) }
+// modulePackage matches the packages of modules' API services
+// (bettercompute.modules.<module>.v<n>): they enter a registry only when their module is enabled.
+var modulePackage = regexp.MustCompile(`^bettercompute\.modules\.[a-z][a-z0-9]*\.v[0-9]+$`)
 
-// Build collects the API methods of files. It fails on a method without options, a route or
+// FromGlobal builds the registry from every core file linked into the binary, and the files of
+// the enabled modules' services.
+func FromGlobal(modules ...protoreflect.FileDescriptor) (*Registry, error) {
+	return Build(protoregistry.GlobalFiles, modules...)
+}
+
+// Build collects the API methods of the core files among files, and of modules: files of module
+// packages, which files may also hold (they are skipped there, so a module compiled into the
+// binary but not enabled has no methods). It fails on a method without options, a route or
 // procedure used twice, a malformed group, name or permission, or a non-public method without
 // a permission, so a mistake in a .proto stops the server at start rather than opening a hole.
-func Build(files *protoregistry.Files) (*Registry, error) {
+func Build(files *protoregistry.Files, modules ...protoreflect.FileDescriptor) (*Registry, error) {
 	r := &Registry{byProcedure: map[string]*Method{}, byRoute: map[string]*Method{}}
 	var errs []string
-	files.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
-		pkg := string(fd.Package())
-		if !apiPackage.MatchString(pkg) || pkg == "bettercompute.api.v1" || strings.HasPrefix(pkg, "bettercompute.daemon.") {
-			return true
-		}
+	add := func(fd protoreflect.FileDescriptor) {
 		svcs := fd.Services()
 		for i := range svcs.Len() {
 			sd := svcs.Get(i)
@@ -86,8 +91,21 @@ func Build(files *protoregistry.Files) (*Registry, error) {
 				r.methods = append(r.methods, m)
 			}
 		}
+	}
+	files.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
+		pkg := string(fd.Package())
+		if apiPackage.MatchString(pkg) && pkg != "bettercompute.api.v1" && !strings.HasPrefix(pkg, "bettercompute.daemon.") {
+			add(fd)
+		}
 		return true
 	})
+	for _, fd := range modules {
+		if !modulePackage.MatchString(string(fd.Package())) {
+			errs = append(errs, fmt.Sprintf("%s: a module's services must be in a package bettercompute.modules.<module>.v<n>, not %s", fd.Path(), fd.Package()))
+			continue
+		}
+		add(fd)
+	}
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return nil, fmt.Errorf("method registry: %s", strings.Join(errs, "; "))

@@ -2,6 +2,7 @@ package locks
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -107,7 +108,7 @@ func start(ctx context.Context, job Job, l Lock, log *slog.Logger) *running {
 	r := &running{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		if err := job.Run(jctx, l); err != nil && jctx.Err() == nil {
+		if err := runJob(jctx, job, l); err != nil && jctx.Err() == nil {
 			log.Error("job failed", "err", err)
 		}
 	}()
@@ -132,4 +133,15 @@ func (r *running) finished() bool {
 // jitter spreads d by ±10%, so processes started together do not renew in lockstep.
 func jitter(d time.Duration) time.Duration {
 	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
+}
+
+// runJob runs a job, turning a panic (in a module's job, say) into an error: the job gives up
+// its lock and is started again later, and the process goes on.
+func runJob(ctx context.Context, job Job, l Lock) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("job %s panicked: %v", job.Name, p)
+		}
+	}()
+	return job.Run(ctx, l)
 }

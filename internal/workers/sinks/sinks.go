@@ -113,6 +113,9 @@ type Options struct {
 	AllowPrivate bool
 	// Log enables the log sink, which writes every event of every tenant to Logger.
 	Log bool
+	// Sinks are more sinks to dispatch, the enabled modules' (module.Workers.Sinks): each under
+	// its own lease, like a webhook, with its own cursor.
+	Sinks []Sink
 	// Logger receives the log sink's events and the role's own logs.
 	Logger *slog.Logger
 	// Refresh is how often the supervisor reads the webhooks to start and stop their
@@ -183,7 +186,7 @@ func JobName(sink string) string { return "outbox-dispatch:" + sink }
 const LogSinkName = "log"
 
 // Run is the sinks role: until ctx ends it keeps one dispatcher per sink (the log sink when
-// enabled, and every webhook of every tenant) running under holder, each under its own lease, so
+// enabled, Options.Sinks, and every webhook of every tenant) running under holder, each under its own lease, so
 // every sink is dispatched by exactly one process of those running the role. It reads the webhooks
 // every Options.Refresh, starting dispatchers for new ones and stopping those of deleted ones.
 func Run(ctx context.Context, holder *locks.Holder, pool *pgxpool.Pool, opts Options) error {
@@ -239,6 +242,12 @@ func Run(ctx context.Context, holder *locks.Holder, pool *pgxpool.Pool, opts Opt
 			want[LogSinkName] = true
 			if runs[LogSinkName] == nil {
 				start("", NewLogSink(opts.Logger), 1)
+			}
+		}
+		for _, s := range opts.Sinks {
+			want[s.Name()] = true
+			if runs[s.Name()] == nil {
+				start("", s, opts.Concurrency)
 			}
 		}
 		hooks, err := db.New(pool).ListWebhookSinks(ctx)
@@ -599,7 +608,7 @@ func (d *dispatcher) deliver(ctx context.Context, events []Event) ([]int64, erro
 			var mine []int64
 			for chain := range work {
 				for _, e := range chain {
-					if err := d.sink.Deliver(ctx, e); err != nil {
+					if err := deliver(ctx, d.sink, e); err != nil {
 						mu.Lock()
 						if firstErr == nil {
 							firstErr = fmt.Errorf("event %s: %w", e.MessageID(), err)
@@ -656,4 +665,15 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return scrub.Truncate(s, n) + "…"
+}
+
+// deliver hands one event to a sink, turning a panic in the sink (a module's, say) into a failed
+// delivery that is retried, so one bad sink cannot stop the process.
+func deliver(ctx context.Context, s Sink, e Event) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("sink %s panicked: %v", s.Name(), p)
+		}
+	}()
+	return s.Deliver(ctx, e)
 }

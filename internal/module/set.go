@@ -1,0 +1,106 @@
+package module
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/better-compute/better-compute/internal/doctor"
+	"github.com/better-compute/better-compute/internal/migrate"
+	"github.com/better-compute/better-compute/internal/server"
+	"github.com/better-compute/better-compute/internal/workers/locks"
+)
+
+// Set is the enabled modules of a process, configured, in the configuration's order.
+type Set []Module
+
+// Names lists the enabled modules.
+func (s Set) Names() []string {
+	out := make([]string, len(s))
+	for i, m := range s {
+		out[i] = m.Name()
+	}
+	return out
+}
+
+// Migrations are the enabled modules' migrations, for migrate.ApplyAll.
+func (s Set) Migrations() []migrate.ModuleMigrations {
+	var out []migrate.ModuleMigrations
+	for _, m := range s {
+		if mm, ok := m.(Migrator); ok {
+			out = append(out, migrate.ModuleMigrations{Name: m.Name(), FS: mm.Migrations()})
+		}
+	}
+	return out
+}
+
+// Services are the enabled modules' API services, for server.Options.Services.
+func (s Set) Services() []server.Service {
+	var out []server.Service
+	for _, m := range s {
+		if ap, ok := m.(APIProvider); ok {
+			out = append(out, ap.Services()...)
+		}
+	}
+	return out
+}
+
+// Files are the proto files of the enabled modules' services, for doctor's registry check.
+func (s Set) Files() []protoreflect.FileDescriptor {
+	var out []protoreflect.FileDescriptor
+	for _, svc := range s.Services() {
+		out = append(out, svc.File)
+	}
+	return out
+}
+
+// Workers collects the enabled modules' worker parts. A sink whose name does not start with its
+// module's name and a colon is refused, so no module can take another's (or a webhook's) cursor.
+func (s Set) Workers(w Worker) (Workers, error) {
+	all := Workers{Jobs: map[string][]locks.Job{}}
+	if w.Logger == nil {
+		w.Logger = slog.New(slog.DiscardHandler)
+	}
+	for _, m := range s {
+		wp, ok := m.(WorkerProvider)
+		if !ok {
+			continue
+		}
+		mw, err := wp.Workers(Worker{Pool: w.Pool, Logger: w.Logger.With("module", m.Name()), Metrics: w.Metrics})
+		if err != nil {
+			return Workers{}, fmt.Errorf("module %s: %w", m.Name(), err)
+		}
+		all.Reconcilers = append(all.Reconcilers, mw.Reconcilers...)
+		for role, jobs := range mw.Jobs {
+			for _, j := range jobs {
+				j.Name = "module:" + m.Name() + ":" + j.Name
+				all.Jobs[role] = append(all.Jobs[role], j)
+			}
+		}
+		for _, sk := range mw.Sinks {
+			if !strings.HasPrefix(sk.Name(), m.Name()+":") {
+				return Workers{}, fmt.Errorf("module %s: sink %q must be named %s:<name>", m.Name(), sk.Name(), m.Name())
+			}
+			all.Sinks = append(all.Sinks, sk)
+		}
+	}
+	return all, nil
+}
+
+// Checks are the enabled modules' doctor checks, named module.<module>.<check>.
+func (s Set) Checks(pool *pgxpool.Pool) []doctor.Check {
+	var out []doctor.Check
+	for _, m := range s {
+		c, ok := m.(Checker)
+		if !ok {
+			continue
+		}
+		for _, ch := range c.Checks(pool) {
+			out = append(out, doctor.Check{Name: "module." + m.Name() + "." + ch.Name, Run: ch.Run})
+		}
+	}
+	return out
+}
