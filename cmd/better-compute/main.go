@@ -12,11 +12,12 @@ import (
 	"syscall"
 
 	"github.com/better-compute/better-compute/internal/module"
+	"github.com/better-compute/better-compute/internal/modules/events"
 )
 
 // modules are the modules compiled into this binary, which a configuration's modules key may
 // enable. A module is in the binary exactly when this list names it.
-var modules = module.Registry{}
+var modules = module.Registry{events.Info()}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

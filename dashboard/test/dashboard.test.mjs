@@ -200,6 +200,30 @@ test("same origin: sign in, see the 3 nodes, drain one", { timeout: 120_000 }, a
   assert.equal(await page.innerText(`tr[data-lease-id="${lease.id}"] td.priority`), "0", "the lease shows its priority");
   assert.doesNotMatch(leaseRow, /borrowing/, "a lease in an ungranted pool does not borrow");
 
+  // Workflows: one made paused through the API is listed, its nodes shown, and it can be resumed
+  // and paused again from the page.
+  const wf = (
+    await call("workflows/create", {
+      name: "e2e upgrade",
+      action: { upgrade: { version: "sim-2" } },
+      target: { labelSelector: { simulated: "true" } },
+      policy: { maxParallel: 1 },
+      paused: true,
+    })
+  ).workflow;
+  await page.click('a[data-page="workflows"]');
+  await pageLoaded(page, "workflows");
+  assert.match(await page.innerText(`tr[data-workflow-id="${wf.id}"]`), /e2e upgrade[\s\S]*paused/);
+  await page.click(`tr[data-workflow-id="${wf.id}"] a`);
+  await page.waitForSelector(`h1[data-workflow-id="${wf.id}"]`);
+  assert.equal(await page.locator("tr[data-step]").count(), 3, "the workflow shows its three nodes");
+  await page.click("#workflow-resume");
+  await page.waitForFunction(() => document.getElementById("workflow-pause") !== null, null, { timeout: 30_000 });
+  await page.click("#workflow-pause");
+  await page.waitForFunction(() => document.getElementById("workflow-resume") !== null, null, { timeout: 30_000 });
+  await page.screenshot({ path: join(output, "dashboard-workflow.png"), fullPage: true });
+  await call("workflows/cancel", { id: wf.id });
+
   // Usage: the caller's own, then every tenant's in its pools, each with a tenant column; the
   // CSV export is saved as a file.
   await page.click('a[data-page="usage"]');
