@@ -139,7 +139,7 @@ func (e *env) startFake(o fakeOptions) *node {
 	stop := sync.OnceFunc(func() { cancel(); <-done })
 	e.t.Cleanup(stop)
 	n := &node{id: f.Status().NodeID, fake: f, stop: stop}
-	poll.Until(e.t, 10*time.Second, "the daemon connects", func() bool { return f.Status().Connected })
+	poll.Until(e.t, 60*time.Second, "the daemon connects", func() bool { return f.Status().Connected })
 	return n
 }
 

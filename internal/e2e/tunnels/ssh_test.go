@@ -53,7 +53,7 @@ func TestSSHThroughStdio(t *testing.T) {
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("tunnels opened to the node: %v (%v), want one", ids, err)
 	}
-	poll.Until(t, 10*time.Second, "the tunnel's end is recorded", func() bool { return e.row(ids[0]).closed })
+	poll.Until(t, 60*time.Second, "the tunnel's end is recorded", func() bool { return e.row(ids[0]).closed })
 	t.Logf("the tunnel ended with close code %d", e.row(ids[0]).code)
 }
 
@@ -138,7 +138,7 @@ func startSSHD(t testing.TB) *sshd {
 		stop := sync.OnceFunc(func() { _ = cmd.Process.Kill(); <-exited })
 		t.Cleanup(stop)
 		listening := false
-		poll.Until(t, 10*time.Second, "sshd listens or exits", func() bool {
+		poll.Until(t, 60*time.Second, "sshd listens or exits", func() bool {
 			select {
 			case <-exited:
 				return true

@@ -46,7 +46,7 @@ func TestTransfer(t *testing.T) {
 		t.Errorf("close after both sides closed: %v", err)
 	}
 	id := conn.Info().GetId()
-	poll.Until(t, 10*time.Second, "the tunnel's end is recorded", func() bool { return e.row(id).closed })
+	poll.Until(t, 60*time.Second, "the tunnel's end is recorded", func() bool { return e.row(id).closed })
 	if r := e.row(id); r.code != int32(tunnel.CodeNormal) {
 		t.Errorf("the tunnel ended with %d, want %d", r.code, tunnel.CodeNormal)
 	}
@@ -157,7 +157,7 @@ func TestRefusals(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Code != tunnel.CodePortRefused {
 		t.Fatalf("a port the daemon does not allow: %v, want close code %d", err, tunnel.CodePortRefused)
 	}
-	poll.Until(t, 10*time.Second, "the refused tunnel's end is recorded", func() bool { return e.row(conn.Info().GetId()).closed })
+	poll.Until(t, 60*time.Second, "the refused tunnel's end is recorded", func() bool { return e.row(conn.Info().GetId()).closed })
 	if r := e.row(conn.Info().GetId()); r.code != int32(tunnel.CodePortRefused) {
 		t.Fatalf("the refused tunnel's row: %+v", r)
 	}
@@ -180,7 +180,7 @@ func TestRefusals(t *testing.T) {
 
 	// Offline: the daemon stopped, its session ended; the ticket is refused with 503.
 	n.stop()
-	poll.Until(t, 10*time.Second, "the node shows disconnected", func() bool {
+	poll.Until(t, 60*time.Second, "the node shows disconnected", func() bool {
 		res, err := e.admin.Nodes.Get(ctx, &nodesv1.GetRequest{Id: n.id})
 		return err == nil && !res.GetNode().GetConnected()
 	})
@@ -271,7 +271,7 @@ func TestGatewayKilledMidTransfer(t *testing.T) {
 			}
 		}
 	}()
-	poll.Until(t, 10*time.Second, "8 MiB are echoed", func() bool { return echoed.Load() > 8<<20 })
+	poll.Until(t, 60*time.Second, "8 MiB are echoed", func() bool { return echoed.Load() > 8<<20 })
 	killed := time.Now()
 	e.killGateway()
 
@@ -295,7 +295,7 @@ func TestGatewayKilledMidTransfer(t *testing.T) {
 		t.Fatal("the client's write did not end")
 	}
 	id := conn.Info().GetId()
-	poll.Until(t, 10*time.Second, "the tunnel's end is recorded", func() bool { return e.row(id).closed })
+	poll.Until(t, 60*time.Second, "the tunnel's end is recorded", func() bool { return e.row(id).closed })
 	if r := e.row(id); r.code != int32(tunnel.CodeGatewayLost) {
 		t.Errorf("the row records close code %d, want %d", r.code, tunnel.CodeGatewayLost)
 	}
