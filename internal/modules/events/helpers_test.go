@@ -118,7 +118,7 @@ func (n *natsServer) start(port int) {
 		n.t.Fatal(err)
 	}
 	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	if !srv.ReadyForConnections(60 * time.Second) {
 		n.t.Fatal("nats: not ready within 10s")
 	}
 	n.srv, n.port = srv, srv.Addr().(*net.TCPAddr).Port
@@ -216,7 +216,7 @@ func checkStream(t testing.TB, n *natsServer, cfg *Config, want int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, cfg.Stream)
 	if err != nil {

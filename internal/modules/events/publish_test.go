@@ -54,7 +54,7 @@ func runSinks(t *testing.T, pool *pgxpool.Pool, m *Module) *Sink {
 // waitAll waits until the stream holds want messages.
 func waitAll(t *testing.T, n *natsServer, cfg *Config, want int64) {
 	t.Helper()
-	poll.Until(t, 45*time.Second, "every event in the stream", func() bool { return n.messages(cfg.Stream) >= want },
+	poll.Until(t, 120*time.Second, "every event in the stream", func() bool { return n.messages(cfg.Stream) >= want },
 		poll.Every(50*time.Millisecond), poll.Report(func() string { return "the stream holds " + strconv.FormatInt(n.messages(cfg.Stream), 10) }))
 }
 
@@ -73,7 +73,7 @@ func TestBurstArrivesInOrder(t *testing.T) {
 	if got := sink.in.published.Value(); got != burstSize {
 		t.Fatalf("published metric %v", got)
 	}
-	poll.Until(t, 10*time.Second, "the status row counting every event", func() bool {
+	poll.Until(t, 60*time.Second, "the status row counting every event", func() bool {
 		st, err := eventsdb.New(pool).GetNatsStatus(context.Background(), SinkName)
 		return err == nil && st.Published == burstSize && st.LastError == "" && st.LastStreamSeq == burstSize && st.Stream == "BC_EVENTS"
 	})
@@ -110,7 +110,7 @@ func TestKilledSinksProcessLosesAndRepeatsNothing(t *testing.T) {
 	burst(t, pool, newTenants(5), 400, burstSize)
 	// Killed inside a batch of the dispatcher's (1,000 events), before it stores its cursor: the
 	// next process publishes the batch's first events again, and the stream drops them.
-	poll.Until(t, 45*time.Second, "the first process inside its fourth batch", func() bool {
+	poll.Until(t, 120*time.Second, "the first process inside its fourth batch", func() bool {
 		c := n.messages(cfg.Stream)
 		return c > 3000 && c%1000 != 0
 	}, poll.Every(2*time.Millisecond))
@@ -138,9 +138,9 @@ func TestNATSRestartIsSurvived(t *testing.T) {
 	sink := runSinks(t, pool, m)
 
 	burst(t, pool, newTenants(3), 300, burstSize)
-	poll.Until(t, 45*time.Second, "publishing under way", func() bool { return n.messages(m.cfg.Stream) >= 3000 }, poll.Every(5*time.Millisecond))
+	poll.Until(t, 120*time.Second, "publishing under way", func() bool { return n.messages(m.cfg.Stream) >= 3000 }, poll.Every(5*time.Millisecond))
 	n.stop()
-	poll.Until(t, 10*time.Second, "a publish failing while NATS is down", func() bool { return sink.in.failures.Value() > 0 })
+	poll.Until(t, 60*time.Second, "a publish failing while NATS is down", func() bool { return sink.in.failures.Value() > 0 })
 	n.start(n.port)
 	waitAll(t, n, &m.cfg, burstSize)
 	checkStream(t, n, &m.cfg, burstSize)

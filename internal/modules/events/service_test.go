@@ -67,7 +67,7 @@ func TestStatusAPI(t *testing.T) {
 		return webhook.EventID(id)
 	}
 	var got *eventsmodulev1.GetStatusResponse
-	poll.Until(t, 30*time.Second, "the root tenant's events published", func() bool {
+	poll.Until(t, 60*time.Second, "the root tenant's events published", func() bool {
 		got = status(env.AdminKey)
 		return got.GetLastEventId() == newest(root) && got.GetPublished() >= 100
 	}, poll.Every(50*time.Millisecond))
