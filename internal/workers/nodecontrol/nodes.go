@@ -3,7 +3,7 @@
 //   - the node.lifecycle reconciler moves draining nodes to drained once they have no active
 //     leases (sending their daemon a "drain" command) and keeps the Schedulable condition;
 //   - the node.spec reconciler brings a node to its NodeSpec (labels and taints on the node row,
-//     an "upgrade" command for a different daemon version, a "configure" command for a new
+//     an upgrade workflow for a different daemon version, a "configure" command for a new
 //     config), records the observed generation and keeps the SpecApplied condition;
 //   - the node-liveness job marks nodes offline when their heartbeats stop and online when they
 //     resume, in batches, with events, and lets the lead's hooks mark their leases at risk.
@@ -68,13 +68,12 @@ type CommandNotifier interface {
 
 // Defaults of Options.
 const (
-	DefaultDrainPoll            = 5 * time.Second
-	DefaultCommandPoll          = 2 * time.Second
-	DefaultRetryFailedAfter     = 5 * time.Minute
-	DefaultVersionReportTimeout = 5 * time.Minute
-	DefaultDrainTimeout         = 10 * time.Minute
-	DefaultUpgradeTimeout       = 15 * time.Minute
-	DefaultConfigureTimeout     = 5 * time.Minute
+	DefaultDrainPoll        = 5 * time.Second
+	DefaultCommandPoll      = 2 * time.Second
+	DefaultRetryFailedAfter = 5 * time.Minute
+	DefaultDrainTimeout     = 10 * time.Minute
+	DefaultUpgradeTimeout   = 15 * time.Minute
+	DefaultConfigureTimeout = 5 * time.Minute
 )
 
 // Options configure the reconcilers; zero values take the defaults.
@@ -94,9 +93,6 @@ type Options struct {
 	// RetryFailedAfter is how long after a failed (or expired) upgrade or configure command a
 	// new one is sent for the same spec.
 	RetryFailedAfter time.Duration
-	// VersionReportTimeout is how long, after an upgrade command succeeded, the daemon has to
-	// report the new version in a hello before SpecApplied turns False.
-	VersionReportTimeout time.Duration
 	// Deadlines of the commands the reconcilers send.
 	DrainTimeout, UpgradeTimeout, ConfigureTimeout time.Duration
 	// ResyncEvery is how often every node that needs it is enqueued again (draining nodes, nodes
@@ -115,7 +111,6 @@ func (o Options) withDefaults() Options {
 	set(&o.DrainPoll, DefaultDrainPoll)
 	set(&o.CommandPoll, DefaultCommandPoll)
 	set(&o.RetryFailedAfter, DefaultRetryFailedAfter)
-	set(&o.VersionReportTimeout, DefaultVersionReportTimeout)
 	set(&o.DrainTimeout, DefaultDrainTimeout)
 	set(&o.UpgradeTimeout, DefaultUpgradeTimeout)
 	set(&o.ConfigureTimeout, DefaultConfigureTimeout)

@@ -25,10 +25,9 @@ import (
 )
 
 // specReconciler brings a node to its NodeSpec. Labels and taints are written to the node row
-// at once. A daemon version other than the one the node reports becomes an "upgrade" command
-// (with the spec's version, URL and checksum), done when the daemon reports the version; a
-// config the node has not applied becomes a "configure" command carrying it, done when it
-// succeeds. Commands carry the idempotency key
+// at once. A daemon version other than the one the node reports puts the node into the tenant's
+// upgrade workflow for that version (done when the daemon reports it); a config the node has not
+// applied becomes a "configure" command carrying it, done when it succeeds. Commands carry the idempotency key
 // "<type>-<spec generation>", so a spec generation sends each command once; a failed one is
 // sent again (key "<type>-<generation>-retry-<failed command id>") after RetryFailedAfter.
 //
