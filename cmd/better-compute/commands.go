@@ -231,7 +231,7 @@ stops.`,
 			}
 			log := process.NewLogger(cfg.Log, cmd.ErrOrStderr())
 			ctx := cmd.Context()
-			pool, err := database.Open(ctx, cfg.Database.URL)
+			pool, err := database.OpenPool(ctx, cfg.Database.URL, database.PoolOptions{MaxConns: cfg.Database.MaxConns})
 			if err != nil {
 				return err
 			}

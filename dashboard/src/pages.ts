@@ -9,12 +9,12 @@ import {
   usagev1,
   type BetterCompute,
   type Duration,
-  type nodesv1,
   type poolsv1,
 } from "@better-compute/client";
 
 import { lineChart, type Series } from "./chart.js";
 import { badge, bytes, h, meter, shortId, table, when } from "./dom.js";
+import { nodesPage } from "./nodes.js";
 import { workflowsPage } from "./workflows.js";
 
 export interface PageContext {
@@ -41,102 +41,9 @@ async function collect<T>(it: AsyncIterable<T>, max: number): Promise<T[]> {
   return out;
 }
 
-/** Maps with at most limit calls in flight. */
-async function mapLimit<T, R>(xs: T[], limit: number, f: (x: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(xs.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < xs.length) {
-      const i = next++;
-      out[i] = await f(xs[i]);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, xs.length) }, worker));
-  return out;
-}
-
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
-
-function gpuSummary(inv: nodesv1.Inventory | undefined): string {
-  if (!inv) return "—";
-  if (inv.gpus.length === 0) return "none";
-  const byModel = new Map<string, number>();
-  for (const g of inv.gpus) byModel.set(g.model, (byModel.get(g.model) ?? 0) + 1);
-  return [...byModel].map(([m, n]) => `${n} × ${m}`).join(", ");
-}
-
-const canCordon = (s: string) => s === "joining" || s === "ready";
-const canUncordon = (s: string) => s === "cordoned" || s === "draining" || s === "drained";
-const canDrain = (s: string) => s === "joining" || s === "ready" || s === "cordoned";
-
-export const nodesPage: Page = {
-  title: "Nodes",
-  async render(ctx, root) {
-    const nodes = await collect(
-      paginate((pageToken) => ctx.bc.nodes.list({ pageSize: 100, pageToken }), (r) => r.nodes),
-      500,
-    );
-    // List leaves inventories out; Get has them.
-    const inventories = await mapLimit(nodes, 6, (n) =>
-      ctx.bc.nodes.get({ id: n.id }).then(
-        (r) => r.node?.inventory,
-        () => undefined,
-      ),
-    );
-    const act = (verb: "cordon" | "uncordon" | "drain", n: nodesv1.Node) => async (e: Event) => {
-      (e.currentTarget as HTMLButtonElement).disabled = true;
-      try {
-        const res = await ctx.bc.nodes[verb]({ id: n.id });
-        ctx.flash(`${n.hostname}: ${verb} done, now ${res.node?.state ?? "?"}`, "ok");
-      } catch (err) {
-        ctx.flash(`${n.hostname}: ${verb} failed: ${errorText(err)}`, "error");
-      }
-      await ctx.refresh();
-    };
-    const rows = nodes.map((n, i) => {
-      const inv = inventories[i];
-      return h(
-        "tr",
-        { "data-node-id": n.id, "data-hostname": n.hostname },
-        h("td", null, h("strong", null, n.hostname), h("div", { class: "sub" }, shortId(n.id))),
-        h("td", { class: "state" }, badge(n.state)),
-        h("td", null, badge(n.online ? "online" : "offline"), n.connected ? null : h("div", { class: "sub" }, "no session")),
-        h("td", null, n.pool || "—"),
-        h("td", { class: "wrap" }, inv ? `${inv.cpus} CPUs` : "—", inv?.cpuModel && h("div", { class: "sub" }, inv.cpuModel)),
-        h("td", null, inv ? bytes(inv.memoryBytes) : "—"),
-        h("td", { class: "gpus" }, gpuSummary(inv)),
-        h("td", null, inv ? `${inv.os} ${inv.kernel}`.trim() || "—" : "—"),
-        h("td", null, n.daemonVersion || "—"),
-        h("td", null, when(n.lastSeenTime)),
-        h(
-          "td",
-          null,
-          h(
-            "div",
-            { class: "actions" },
-            canCordon(n.state) && h("button", { type: "button", onclick: act("cordon", n) }, "Cordon"),
-            canUncordon(n.state) && h("button", { type: "button", onclick: act("uncordon", n) }, "Uncordon"),
-            canDrain(n.state) && h("button", { type: "button", class: "warn", onclick: act("drain", n) }, "Drain"),
-          ),
-        ),
-      );
-    });
-    const gpus = inventories.reduce((s, inv) => s + (inv?.gpus.length ?? 0), 0);
-    const ready = nodes.filter((n) => n.state === "ready").length;
-    const online = nodes.filter((n) => n.online).length;
-    root.replaceChildren(
-      h("h1", null, "Nodes"),
-      h("p", { class: "summary" }, `${nodes.length} nodes: ${ready} ready, ${online} online, ${gpus} GPUs`),
-      table(
-        ["Node", "State", "Status", "Pool", "CPU", "Memory", "GPUs", "OS", "Daemon", "Last seen", ""],
-        rows,
-        "No nodes yet. Create a join token and start bcd on a host.",
-      ),
-    );
-  },
-};
 
 const PERIODS: Record<string, number> = { "24h": 24 * 3600_000, "7d": 7 * 86400_000, "30d": 30 * 86400_000 };
 let period = "24h";

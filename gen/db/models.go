@@ -686,6 +686,16 @@ type PoolLease struct {
 	PreemptedAt   *time.Time
 }
 
+type PoolLeaseUsage struct {
+	TenantID    uuid.UUID
+	PoolID      uuid.UUID
+	Added       bool
+	Leases      int64
+	Gpus        int64
+	Cpus        int64
+	MemoryBytes int64
+}
+
 type PoolQuota struct {
 	TenantID       uuid.UUID
 	PoolID         uuid.UUID
@@ -778,6 +788,12 @@ type Tenant struct {
 	CreatedAt   time.Time
 	SuspendedAt *time.Time
 	DeletedAt   *time.Time
+}
+
+type TenantLeaseUsage struct {
+	TenantID uuid.UUID
+	Added    bool
+	Pending  int64
 }
 
 type Tunnel struct {

@@ -50,6 +50,12 @@ type Querier interface {
 	// Takes the key for this transaction. A concurrent call with the same key waits here until the
 	// first commits (then finds its row) or rolls back (then claims the key itself).
 	ClaimIdempotencyKey(ctx context.Context, arg ClaimIdempotencyKeyParams) (int64, error)
+	// Gateway dispatch (issue 18): a round's commands claimed in one statement.
+	// pending -> sent for the pending, not yet overdue commands of the nodes, oldest first and at
+	// most rooms[i] of node_ids[i] (what its session's queue has room for) and lim in all;
+	// returns those that moved. The outer state check skips commands cancelled, expired or sent by another gateway
+	// since the subquery's snapshot.
+	ClaimPendingCommands(ctx context.Context, arg ClaimPendingCommandsParams) ([]Command, error)
 	ClaimReconcile(ctx context.Context, arg ClaimReconcileParams) ([]ClaimReconcileRow, error)
 	ClaimSession(ctx context.Context, arg ClaimSessionParams) error
 	// Ends the sink's run of failures: a round delivered everything it tried, or a replay restarts
@@ -298,6 +304,11 @@ type Querier interface {
 	LatestNodeCommand(ctx context.Context, arg LatestNodeCommandParams) (LatestNodeCommandRow, error)
 	// The owner's latest grant of a pool to a tenant, revoked or not.
 	LatestPoolGrant(ctx context.Context, arg LatestPoolGrantParams) (PoolGrant, error)
+	// Admission of leases against the usage counters (migration 0023_lease_usage), whose added rows
+	// the lease's own insert has just bumped and locked.
+	// What the tenant's pending and running leases in the pool hold and its pending leases in every
+	// pool, the new lease included, with the tenant's quota in the pool (null limits: none).
+	LeaseAdmissionUsage(ctx context.Context, arg LeaseAdmissionUsageParams) (LeaseAdmissionUsageRow, error)
 	LeaveMembership(ctx context.Context, arg LeaveMembershipParams) error
 	// The lifecycle reconciler's resync: nodes waiting to become drained, and nodes without a
 	// Schedulable condition yet (for example nodes that joined before the reconciler ran).
@@ -326,6 +337,11 @@ type Querier interface {
 	// A node's inventory history, newest first, before the id of the previous page's last record.
 	ListNodeInventoryHistory(ctx context.Context, arg ListNodeInventoryHistoryParams) ([]ListNodeInventoryHistoryRow, error)
 	ListNodes(ctx context.Context, arg ListNodesParams) ([]ListNodesRow, error)
+	// Views of a large fleet (nodes/list filters, nodes/summary). The two statements share one
+	// filter; keep their WHERE clauses the same so a summary's totals count exactly what the list
+	// pages through. An empty filter value matches every node. The GPU model filter is written on the
+	// expression that the index nodes_gpu_models (migration 0024) holds.
+	ListNodesFiltered(ctx context.Context, arg ListNodesFilteredParams) ([]ListNodesFilteredRow, error)
 	// Every authority: root, node, internal, join; issuers first, then newest first within a kind.
 	ListPKIAuthorities(ctx context.Context) ([]PkiAuthority, error)
 	// Grants the tenant sees, by id: those of its pools (it owns them) and its own (it is the
@@ -639,6 +655,11 @@ type Querier interface {
 	// Revokes every node of a tenant being deleted: renewal, secrets and sessions stop.
 	RevokeTenantNodes(ctx context.Context, tenantID uuid.UUID) ([]RevokeTenantNodesRow, error)
 	RevokedAmong(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error)
+	// Set-based checks of a gateway's watch loop: they name the gateway, not every node it holds,
+	// so their cost does not grow with an array of every connected node id each second.
+	// The nodes holding a session on this gateway that have been revoked (nodes_revoked keeps the
+	// revoked ones few to scan).
+	RevokedSessionsOf(ctx context.Context, gatewayID string) ([]uuid.UUID, error)
 	// From inside a reconcile of key: makes the key due again after delay_ms (by the database's
 	// clock). The runtime hides a key it works on by pushing due_at into the future; an enqueue
 	// meanwhile pulls it back to now, and is kept. The generation moves on, so the runtime keeps the
@@ -649,6 +670,12 @@ type Querier interface {
 	SelectNodeIDs(ctx context.Context, arg SelectNodeIDsParams) ([]uuid.UUID, error)
 	// Where to poke: the control API of the gateway holding each node's session.
 	SessionGateways(ctx context.Context, nodeIds []uuid.UUID) ([]SessionGatewaysRow, error)
+	// Sessions that other gateways claimed within the last window_seconds, by the database's
+	// clock: those of them whose node has a session here supersede it.
+	SessionsClaimedElsewhere(ctx context.Context, arg SessionsClaimedElsewhereParams) ([]SessionsClaimedElsewhereRow, error)
+	// The session rows that name this gateway: one whose session is not the one the gateway holds
+	// for the node was claimed over it.
+	SessionsOfGateway(ctx context.Context, gatewayID string) ([]SessionsOfGatewayRow, error)
 	SetNodeConditions(ctx context.Context, arg SetNodeConditionsParams) error
 	SetNodeLabels(ctx context.Context, arg SetNodeLabelsParams) error
 	// Moves a node from one of from_states to state; no row when it is in another state. from_states
@@ -685,6 +712,11 @@ type Querier interface {
 	// many upgrades race: it becomes an open tunnel relayed by api_instance, with a relay lease of
 	// lease_ms, through the gateway holding the node's session now (if any).
 	SpendTunnelTicket(ctx context.Context, arg SpendTunnelTicketParams) (Tunnel, error)
+	// Matching nodes grouped by state, online, the models of their GPUs (in inventory order; a GPU
+	// reported without a model has none) and their number of GPUs. A fleet has few such groups, so
+	// one hashed pass over the nodes counts everything nodes/summary reports, without expanding
+	// every GPU into a row of its own.
+	SummarizeNodes(ctx context.Context, arg SummarizeNodesParams) ([]SummarizeNodesRow, error)
 	// The leases that have not ended of a tenant, and of other tenants in the tenant's pools.
 	TenantActiveLeaseIDs(ctx context.Context, tenantID uuid.UUID) ([]uuid.UUID, error)
 	// Which of ids are nodes of the tenant.

@@ -102,6 +102,22 @@ type Database struct {
 	// URL is a PostgreSQL URL (postgres://user:password@host:port/db) or key=value connection
 	// string. Empty is allowed at load, for dev mode; RequireDatabase insists on it.
 	URL string `yaml:"url"`
+	// MaxConns caps the connections of the process's main pool: the API's requests, and
+	// start-up and migrations. 0, the default, takes pool_max_conns from the URL, or else
+	// database.DefaultMaxConns (16): pgx's own default of four on a small machine made every
+	// role queue behind the others.
+	MaxConns int `yaml:"maxConns"`
+	// GatewayMaxConns caps the gateway role's own pool (dispatch, liveness, the sessions' acks
+	// and results), apart from the API's so that a surge of API calls cannot starve command
+	// delivery. 0, the default, means 8.
+	GatewayMaxConns int `yaml:"gatewayMaxConns"`
+	// WorkersMaxConns caps the worker roles' own pool (jobs, reconcilers, sinks, their locks).
+	// 0, the default, means 8.
+	WorkersMaxConns int `yaml:"workersMaxConns"`
+	// NotifierMaxConns caps the notifier's own pool, with which the API finds the gateways to
+	// poke after a commit; kept apart so the pokes never wait behind the requests that caused
+	// them. 0, the default, means 2.
+	NotifierMaxConns int `yaml:"notifierMaxConns"`
 }
 
 // Webhooks configure the webhooks tenants register for their events.

@@ -52,6 +52,14 @@ func (c *Config) problems() problems {
 	if msg := checkDatabaseURL(c.Database.URL); msg != "" {
 		ps.add("database.url", "not a PostgreSQL URL (postgres://user:password@host:port/database) or key=value connection string: %s", msg)
 	}
+	for key, n := range map[string]int{
+		"database.maxConns": c.Database.MaxConns, "database.gatewayMaxConns": c.Database.GatewayMaxConns,
+		"database.workersMaxConns": c.Database.WorkersMaxConns, "database.notifierMaxConns": c.Database.NotifierMaxConns,
+	} {
+		if n < 0 {
+			ps.add(key, "must be 0 (the default) or more, got %d", n)
+		}
+	}
 	if !validHost(c.Host) {
 		ps.add("host", "must be an IP address or host name, got %q", c.Host)
 	}

@@ -60,13 +60,20 @@ func (id *Identity) leaf() (*x509.Certificate, error) {
 	return x509.ParseCertificate(block.Bytes)
 }
 
-// Certificate is the identity as a TLS client certificate.
+// Certificate is the identity as a TLS client certificate: the leaf alone. Gateways trust the
+// node CAs themselves, so sending the node CA too would only make every gateway parse and keep
+// a copy of it for each connection.
 func (id *Identity) Certificate() (tls.Certificate, error) {
 	keyDER, err := x509.MarshalECPrivateKey(id.Key)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	return tls.X509KeyPair(id.ChainPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	cert, err := tls.X509KeyPair(id.ChainPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	cert.Certificate = cert.Certificate[:1]
+	return cert, nil
 }
 
 // NewKey generates a node key (ECDSA P-256).

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,10 +22,31 @@ var ErrNoURL = errors.New("no database URL: set BETTER_COMPUTE_DATABASE_URL or -
 // fails in seconds instead of hanging.
 const connectTimeout = 10 * time.Second
 
-// Open parses url, connects, and checks the server answers. Errors name the host and database
-// but never the password. Statements run inside a span become child spans once tracing is on
-// (tracing.QueryTracer); while it is off the tracer costs an atomic load per statement.
+// DefaultMaxConns is a pool's size when neither the configuration (database.maxConns) nor the
+// URL (pool_max_conns) sets one. pgx's own default, four on a two-core machine, made a process's
+// API requests, gateway and workers queue behind each other for a connection; PostgreSQL's
+// default of 100 connections leaves room for several processes of this size.
+const DefaultMaxConns = 16
+
+// PoolOptions shape a pool beyond what its URL says.
+type PoolOptions struct {
+	// MaxConns caps the pool's connections; 0 keeps pool_max_conns of the URL, or else
+	// DefaultMaxConns.
+	MaxConns int
+	// Name is appended to the application_name of the connections ("better-compute-<Name>"),
+	// so pg_stat_activity tells the pools apart; the URL's own application_name wins.
+	Name string
+}
+
+// Open parses url, connects, and checks the server answers, with the default PoolOptions.
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	return OpenPool(ctx, url, PoolOptions{})
+}
+
+// OpenPool parses url, connects, and checks the server answers. Errors name the host and
+// database but never the password. Statements run inside a span become child spans once tracing
+// is on (tracing.QueryTracer); while it is off the tracer costs an atomic load per statement.
+func OpenPool(ctx context.Context, url string, opts PoolOptions) (*pgxpool.Pool, error) {
 	if url == "" {
 		return nil, ErrNoURL
 	}
@@ -36,7 +59,18 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
-		cfg.ConnConfig.RuntimeParams["application_name"] = "better-compute"
+		name := "better-compute"
+		if opts.Name != "" {
+			name += "-" + opts.Name
+		}
+		cfg.ConnConfig.RuntimeParams["application_name"] = name
+	}
+	// ParseConfig consumes pool_max_conns, so the URL itself says whether it set one.
+	switch {
+	case opts.MaxConns > 0:
+		cfg.MaxConns = int32(min(opts.MaxConns, math.MaxInt32))
+	case !strings.Contains(url, "pool_max_conns"):
+		cfg.MaxConns = DefaultMaxConns
 	}
 	cfg.AfterConnect = encodeUUIDs
 	if cfg.ConnConfig.Tracer == nil {

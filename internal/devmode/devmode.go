@@ -90,7 +90,7 @@ func Run(ctx context.Context, opts Options) error {
 		fmt.Fprintf(opts.Out, "PostgreSQL: 127.0.0.1:%d database %s user postgres (password in %s/password)\n",
 			cluster.Port(), databaseName, cluster.Dir())
 	}
-	pool, err := database.Open(ctx, cfg.Database.URL)
+	pool, err := database.OpenPool(ctx, cfg.Database.URL, database.PoolOptions{MaxConns: cfg.Database.MaxConns})
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,13 +10,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/tunnel"
 )
@@ -145,93 +141,4 @@ func internalCertificate(ia InternalAuthority, name, host string) (tls.Certifica
 		return tls.Certificate{}, fmt.Errorf("issue internal certificate for %s: %w", name, err)
 	}
 	return tls.X509KeyPair(certPEM, keyPEM)
-}
-
-// Notifier is the API's side of the control API: after a commit it pokes the gateways that hold
-// the affected nodes' sessions. Every call is best effort and returns at once.
-type Notifier struct {
-	pool   *pgxpool.Pool
-	client *http.Client
-	log    *slog.Logger
-	wg     sync.WaitGroup
-}
-
-// NewNotifier returns a notifier with a client certificate from the internal CA.
-func NewNotifier(pool *pgxpool.Pool, ia InternalAuthority, log *slog.Logger) (*Notifier, error) {
-	cert, err := internalCertificate(ia, "api", "")
-	if err != nil {
-		return nil, err
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	tr := &http.Transport{
-		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, RootCAs: ia.InternalCAPool()},
-		ForceAttemptHTTP2:   true,
-		MaxIdleConnsPerHost: 4,
-	}
-	return &Notifier{pool: pool, client: &http.Client{Transport: tr, Timeout: 2 * time.Second}, log: log}, nil
-}
-
-// CommandsCreated pokes the gateways of the nodes to dispatch now.
-func (n *Notifier) CommandsCreated(ctx context.Context, nodeIDs []uuid.UUID) {
-	n.notify(ctx, controlPoke, nodeIDs, false)
-}
-
-// NodesRevoked tells every live gateway to end the nodes' sessions now.
-func (n *Notifier) NodesRevoked(ctx context.Context, nodeIDs []uuid.UUID) {
-	n.notify(ctx, controlRevoke, nodeIDs, true)
-}
-
-// Wait waits for notifications in flight, for tests and shutdown.
-func (n *Notifier) Wait() { n.wg.Wait() }
-
-func (n *Notifier) notify(ctx context.Context, path string, nodeIDs []uuid.UUID, everyGateway bool) {
-	if len(nodeIDs) == 0 {
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	n.wg.Go(func() {
-		q := db.New(n.pool)
-		targets := map[string][]uuid.UUID{}
-		if everyGateway {
-			gws, err := q.LiveGateways(ctx)
-			if err != nil {
-				n.log.Warn("find gateways to notify", "err", err)
-				return
-			}
-			for _, gw := range gws {
-				if gw.ControlUrl != "" {
-					targets[gw.ControlUrl] = nodeIDs
-				}
-			}
-		} else {
-			rows, err := q.SessionGateways(ctx, nodeIDs)
-			if err != nil {
-				n.log.Warn("find gateways to notify", "err", err)
-				return
-			}
-			for _, r := range rows {
-				targets[r.ControlUrl] = append(targets[r.ControlUrl], r.NodeID)
-			}
-		}
-		for url, ids := range targets {
-			body, _ := json.Marshal(controlRequest{NodeIDs: ids})
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+path, bytes.NewReader(body))
-			if err != nil {
-				n.log.Warn("notify gateway", "url", url, "err", err)
-				continue
-			}
-			req.Header.Set("Content-Type", "application/json")
-			res, err := n.client.Do(req)
-			if err != nil {
-				n.log.Info("notify gateway failed; its loop will catch up", "url", url, "err", err)
-				continue
-			}
-			res.Body.Close()
-			if res.StatusCode != http.StatusNoContent {
-				n.log.Warn("gateway refused notification", "url", url, "status", res.StatusCode)
-			}
-		}
-	})
 }

@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -23,7 +25,7 @@ import (
 const dispatchBatch = 1000
 
 // dispatchLoop sends pending commands of connected nodes every DispatchInterval, and at once
-// for nodes the API pokes.
+// for the nodes poked since the last round (due.go).
 func (g *Gateway) dispatchLoop(ctx context.Context) {
 	tick := time.NewTicker(g.opts.DispatchInterval)
 	defer tick.Stop()
@@ -34,16 +36,8 @@ func (g *Gateway) dispatchLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 			nodes = g.connected()
-		case nodes = <-g.pokes:
-			// Gather pokes that arrived together into one round.
-			for more := true; more; {
-				select {
-				case n := <-g.pokes:
-					nodes = append(nodes, n...)
-				default:
-					more = false
-				}
-			}
+		case <-g.due.wake:
+			nodes = g.due.take()
 		}
 		if err := g.dispatch(ctx, nodes); err != nil && ctx.Err() == nil {
 			g.log.Warn("dispatch commands", "err", err)
@@ -51,42 +45,22 @@ func (g *Gateway) dispatchLoop(ctx context.Context) {
 	}
 }
 
-// dispatch moves the nodes' pending commands to sent and queues them on their sessions. A
-// command that cannot be queued (the session ended, its queue is full) goes back to pending
-// through the CommandSweeper's ack timeout, so nothing is lost.
+// dispatch moves the nodes' pending commands to sent, in one statement for the whole round, and
+// queues them on their sessions, at most what each session's queue has room for. A command
+// that cannot be queued all the same (the session ended meanwhile) goes back to pending through
+// the CommandSweeper's ack timeout, so nothing is lost.
 //
 // With tracing on, a round that finds commands is a span (gateway.dispatch) with a child span
-// per command (gateway.dispatch_command); the round's statements are its children too. A round
-// that finds nothing records no span, so the 1-second loop does not flood the collector.
-func (g *Gateway) dispatch(ctx context.Context, nodes []uuid.UUID) (err error) {
-	nodes = slices.DeleteFunc(nodes, func(id uuid.UUID) bool { return g.lookup(id) == nil })
-	if len(nodes) == 0 {
-		return nil
-	}
-	q := db.New(g.opts.Pool)
-	pending, err := q.PendingCommands(ctx, db.PendingCommandsParams{NodeIds: nodes, Lim: dispatchBatch})
-	if err != nil || len(pending) == 0 {
-		return err
-	}
-	if tracing.Enabled() {
-		var span trace.Span
-		ctx, span = tracing.Tracer().Start(ctx, "gateway.dispatch", trace.WithAttributes(
-			attribute.String("better_compute.gateway", g.opts.ID),
-			attribute.Int("better_compute.commands.pending", len(pending))))
-		defer func() {
-			if err != nil {
-				span.RecordError(err)
-				span.SetStatus(codes.Error, err.Error())
-			}
-			span.End()
-		}()
-	}
-	byNode := map[uuid.UUID][]uuid.UUID{}
-	for _, c := range pending {
-		byNode[c.NodeID] = append(byNode[c.NodeID], c.ID)
-	}
-	for node, ids := range byNode {
-		s := g.lookup(node)
+// for its statement and one per command (gateway.dispatch_command). A round that finds nothing
+// records no span, so the 1-second loop does not flood the collector: the spans of the round
+// and of its statement are made once the statement has returned commands, back-dated to when
+// they started.
+func (g *Gateway) dispatch(ctx context.Context, nodes []uuid.UUID) error {
+	sessions := make(map[uuid.UUID]*session, len(nodes))
+	ids := make([]uuid.UUID, 0, len(nodes))
+	rooms := make([]int32, 0, len(nodes))
+	for _, id := range nodes {
+		s := g.lookup(id)
 		if s == nil {
 			continue
 		}
@@ -94,13 +68,35 @@ func (g *Gateway) dispatch(ctx context.Context, nodes []uuid.UUID) (err error) {
 		if room <= 0 {
 			continue
 		}
-		sent, err := q.MarkCommandsSent(ctx, db.MarkCommandsSentParams{NodeID: node, Ids: ids[:min(len(ids), room)]})
-		if err != nil {
-			return err
-		}
-		for _, c := range sent {
-			g.send(ctx, s, c)
-		}
+		sessions[id] = s
+		ids, rooms = append(ids, id), append(rooms, int32(room))
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	start := time.Now()
+	sent, err := db.New(g.opts.Pool).ClaimPendingCommands(ctx, db.ClaimPendingCommandsParams{NodeIds: ids, Rooms: rooms, Lim: dispatchBatch})
+	claimed := time.Now()
+	if err != nil {
+		return fmt.Errorf("claim pending commands: %w", err)
+	}
+	if len(sent) == 0 {
+		return nil
+	}
+	if tracing.Enabled() {
+		var span trace.Span
+		ctx, span = tracing.Tracer().Start(ctx, "gateway.dispatch", trace.WithTimestamp(start), trace.WithAttributes(
+			attribute.String("better_compute.gateway", g.opts.ID),
+			attribute.Int("better_compute.commands.sent", len(sent))))
+		defer span.End()
+		_, stmt := tracing.Tracer().Start(ctx, "ClaimPendingCommands", trace.WithTimestamp(start),
+			trace.WithSpanKind(trace.SpanKindClient))
+		stmt.End(trace.WithTimestamp(claimed))
+	}
+	// A node's commands go out in the order they were created (UUIDv7 ids).
+	slices.SortFunc(sent, func(a, b db.Command) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	for _, c := range sent {
+		g.send(ctx, sessions[c.NodeID], c)
 	}
 	return nil
 }
@@ -133,6 +129,7 @@ func (g *Gateway) send(ctx context.Context, s *session, c db.Command) {
 	}
 	select {
 	case s.send <- msg:
+		s.wake()
 		sentAt := time.Now()
 		if c.SentAt != nil {
 			sentAt = *c.SentAt
@@ -203,34 +200,18 @@ func (g *Gateway) flushBeats(ctx context.Context) {
 }
 
 // watchLoop, every second, ends sessions of revoked nodes and sessions that a newer one on
-// another gateway superseded, and keeps the gateway's registration fresh.
+// another gateway superseded, and keeps the gateway's registration fresh. Its statements name
+// this gateway, not each node it holds (watch.go).
 func (g *Gateway) watchLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	q := db.New(g.opts.Pool)
 	for round := 0; ; round++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		nodes := g.connected()
-		if len(nodes) > 0 {
-			revoked, err := q.RevokedAmong(ctx, nodes)
-			if err != nil {
-				g.log.Warn("check revocations", "err", err)
-			}
-			g.Revoke(revoked...)
-			current, err := q.CurrentSessions(ctx, nodes)
-			if err != nil {
-				g.log.Warn("check sessions", "err", err)
-			}
-			for _, c := range current {
-				if s := g.lookup(c.NodeID); s != nil && s.id != c.SessionID {
-					g.end(c.NodeID, s.id, "superseded by a session on another gateway")
-				}
-			}
-		}
+		g.watch(ctx, round%fullWatchEvery == 0)
 		if round%10 == 0 {
 			if err := g.register(ctx); err != nil {
 				g.log.Warn("refresh registration", "err", err)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 
@@ -14,6 +15,10 @@ import (
 
 type nodeKey struct{}
 
+// bodyKey holds the request body (an io.Closer) of a node's request, so that a session can end
+// its own wait for the daemon's next message by closing it.
+type bodyKey struct{}
+
 // identify puts the node named by the verified client certificate in the request context. The
 // TLS layer has already checked the chain against the node CAs; a certificate from another
 // trust domain or without a node SPIFFE ID carries no identity.
@@ -23,7 +28,8 @@ func (g *Gateway) identify(next http.Handler) http.Handler {
 			leaf := r.TLS.VerifiedChains[0][0]
 			if id, err := pki.NodeID(leaf, g.opts.Authority.TrustDomain()); err == nil {
 				if nodeID, err := uuid.Parse(id); err == nil {
-					r = r.WithContext(context.WithValue(r.Context(), nodeKey{}, nodeID))
+					ctx := context.WithValue(r.Context(), nodeKey{}, nodeID)
+					r = r.WithContext(context.WithValue(ctx, bodyKey{}, io.Closer(r.Body)))
 				}
 			}
 		}

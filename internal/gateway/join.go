@@ -63,7 +63,7 @@ func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (*daemonv
 		return nil, apierr.Unauthenticated("join token %s has been used up (%d of %d)", token.ID, t.Uses, t.MaxUses)
 	}
 	nodeID := uuid.Must(uuid.NewV7())
-	chain, notAfter, err := g.opts.Authority.IssueNode(req.GetCsr(), nodeID.String(), g.opts.CertTTL)
+	chain, notAfter, err := g.opts.Authority.IssueNodeChecked(csr, nodeID.String(), g.opts.CertTTL)
 	if err != nil {
 		return nil, apierr.InvalidArgument("csr", "%v", err)
 	}

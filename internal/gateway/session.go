@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sync"
 	"time"
@@ -24,19 +25,81 @@ import (
 	"github.com/better-compute/better-compute/internal/scrub"
 )
 
-// session is one node's live stream on this gateway.
+// session is one node's live stream on this gateway. Its handler goroutine receives; what the
+// gateway sends (commands, tunnel opens) is queued on send and written by a goroutine that runs
+// only while the queue has messages (wake), so an idle session costs one goroutine of its own.
 type session struct {
 	node   uuid.UUID
 	tenant uuid.UUID
 	id     string
-	send   chan *daemonv1.SessionResponse
+	// send is the queue of messages to the daemon; whoever puts a message on it calls wake.
+	send chan *daemonv1.SessionResponse
 	// end closes the session with a goodbye reason; it is safe to call more than once.
 	end   func(reason string)
 	once  sync.Once
 	ended chan struct{}
 
-	mu     sync.Mutex
-	reason string // why the session ended
+	mu       sync.Mutex
+	reason   string // why the session ended
+	draining bool   // a goroutine is writing the queue out
+
+	// writeMu makes the stream's writes one at a time; out is nil once the handler has
+	// returned, when the stream must not be written any more.
+	writeMu sync.Mutex
+	out     func(*daemonv1.SessionResponse) error
+}
+
+// errSessionClosed is a write after the session's handler returned.
+var errSessionClosed = errors.New("the session's stream is closed")
+
+// write sends one message on the stream, unless the handler has returned.
+func (s *session) write(msg *daemonv1.SessionResponse) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.out == nil {
+		return errSessionClosed
+	}
+	return s.out(msg)
+}
+
+// close stops every later write, after the one in progress.
+func (s *session) close() {
+	s.writeMu.Lock()
+	s.out = nil
+	s.writeMu.Unlock()
+}
+
+// wake starts the queue's writer unless it runs already. Call it after putting a message on
+// send.
+func (s *session) wake() {
+	s.mu.Lock()
+	start := !s.draining
+	s.draining = true
+	s.mu.Unlock()
+	if start {
+		go s.drain()
+	}
+}
+
+// drain writes the queue out and returns once it is empty. The emptiness is checked again under
+// mu, which wake takes after its message is queued, so no message is left without a writer.
+func (s *session) drain() {
+	for {
+		select {
+		case msg := <-s.send:
+			if err := s.write(msg); err != nil {
+				s.end("send failed")
+			}
+		default:
+			s.mu.Lock()
+			if len(s.send) == 0 {
+				s.draining = false
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Unlock()
+		}
+	}
 }
 
 // why is the reason the session ended, "" while it has not.
@@ -47,8 +110,9 @@ func (s *session) why() string {
 }
 
 // sendQueue bounds the messages waiting for a slow daemon; past it, commands wait for the next
-// dispatch round.
-const sendQueue = 256
+// dispatch round. The writer empties it as fast as the connection takes messages, so it need
+// not hold more than a burst of commands for one node; every slot is memory in every session.
+const sendQueue = 32
 
 // Session serves a node's stream until the node goes away, a newer session supersedes it, the
 // node is revoked or the gateway stops.
@@ -87,10 +151,21 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 	if err := g.recordHello(ctx, q, nodeID, hello); err != nil {
 		return fmt.Errorf("record hello of node %s: %w", nodeID, err)
 	}
-	sess := &session{node: nodeID, tenant: node.TenantID, id: newSessionID(), send: make(chan *daemonv1.SessionResponse, sendQueue), ended: make(chan struct{})}
+	sess := &session{
+		node: nodeID, tenant: node.TenantID, id: newSessionID(), send: make(chan *daemonv1.SessionResponse, sendQueue),
+		ended: make(chan struct{}), out: stream.Send,
+	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sess.end = onceReason(sess, cancel)
+	// Ending the session (on purpose, or with the daemon's connection) closes the request body,
+	// which is what ends this goroutine's wait in Receive.
+	if body, ok := ctx.Value(bodyKey{}).(io.Closer); ok {
+		stop := context.AfterFunc(sctx, func() { _ = body.Close() })
+		defer stop()
+	}
+	// After the handler returns, the stream is not to be written: wait for a write in progress.
+	defer sess.close()
 	if err := q.ClaimSession(ctx, db.ClaimSessionParams{NodeID: nodeID, GatewayID: g.opts.ID, SessionID: sess.id}); err != nil {
 		return fmt.Errorf("claim session of node %s: %w", nodeID, err)
 	}
@@ -111,7 +186,7 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 		log.Info("session ended", "reason", sess.why())
 	}()
 
-	if err := stream.Send(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Welcome{Welcome: &daemonv1.Welcome{
+	if err := sess.write(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Welcome{Welcome: &daemonv1.Welcome{
 		NodeId: nodeID.String(), HeartbeatIntervalSeconds: int32(g.opts.HeartbeatInterval / time.Second),
 		ServerTime:     timestamppb.Now(),
 		MaxResultBytes: int32(min(g.opts.Limits.ResultBytes, math.MaxInt32)),
@@ -122,39 +197,30 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 	g.beat(nodeID, time.Now())
 	g.Poke(nodeID)
 
-	// One goroutine receives; this one sends, so the stream has a single writer. Ending the
-	// session returns from here, which closes the stream and stops the receiver.
-	received := make(chan error, 1)
-	go func() { received <- g.receive(sctx, sess, stream) }()
-	for {
-		select {
-		case msg := <-sess.send:
-			if err := stream.Send(msg); err != nil {
-				sess.end("send failed")
-				return nil
-			}
-		case err := <-received:
-			if connect.CodeOf(err) == connect.CodeResourceExhausted {
-				// A message over its limit: tell the node why before ending its session.
-				sess.end(reasonOf(err))
-				_ = stream.Send(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Goodbye{Goodbye: &daemonv1.Goodbye{Reason: sess.why()}}})
-				return err
-			}
-			if err != nil && !errors.Is(err, context.Canceled) {
-				sess.end("receive failed")
-				return err
-			}
-			sess.end("daemon closed the session")
-			return nil
-		case <-sctx.Done():
-			// The stream's context ends with the daemon's connection; a session ended on purpose
-			// keeps its reason.
-			sess.end("the daemon's connection closed")
-			// Say goodbye if we can; the daemon reconnects (or, revoked, is refused).
-			_ = stream.Send(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Goodbye{Goodbye: &daemonv1.Goodbye{Reason: sess.why()}}})
-			return nil
-		}
+	// This goroutine receives; the queue's writer sends (wake). Returning closes the stream.
+	goodbye := func() {
+		_ = sess.write(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Goodbye{Goodbye: &daemonv1.Goodbye{Reason: sess.why()}}})
 	}
+	err = g.receive(sctx, sess, stream)
+	switch {
+	case connect.CodeOf(err) == connect.CodeResourceExhausted:
+		// A message over its limit: tell the node why before ending its session.
+		sess.end(reasonOf(err))
+		goodbye()
+		return err
+	case sctx.Err() != nil:
+		// Ended on purpose (revoked, superseded, the gateway stopping), which keeps its reason, or
+		// with the daemon's connection. Say goodbye if we can; the daemon reconnects (or,
+		// revoked, is refused).
+		sess.end("the daemon's connection closed")
+		goodbye()
+		return nil
+	case err != nil && !errors.Is(err, context.Canceled):
+		sess.end("receive failed")
+		return err
+	}
+	sess.end("daemon closed the session")
+	return nil
 }
 
 // receive handles the daemon's messages until the stream ends.

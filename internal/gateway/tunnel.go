@@ -278,9 +278,10 @@ func (g *Gateway) awaitNode(ctx context.Context, sess *session, t *pendingTunnel
 	open := &daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_TunnelOpen{TunnelOpen: &daemonv1.TunnelOpen{
 		TunnelId: t.id.String(), Port: int32(t.port),
 	}}}
-	// The session's own loop is the stream's single writer: queue the message for it.
+	// The session's queue has the stream's single writer: queue the message for it.
 	select {
 	case sess.send <- open:
+		sess.wake()
 	case <-sess.ended:
 		return gone()
 	case <-timer.C:

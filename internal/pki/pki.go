@@ -149,6 +149,24 @@ func (b *Bundle) NodeCAPool() *x509.CertPool {
 	return p
 }
 
+// NodeCAPoolUntil is NodeCAPool with the moment it next changes, by the bundle's clock: when
+// the overlap of a rotated-out node CA ends (zero when none will). A gateway keeps the pool, and
+// the TLS configuration it builds from it, until then rather than building one per handshake.
+func (b *Bundle) NodeCAPoolUntil() (*x509.CertPool, time.Time) {
+	now := b.now()
+	p := x509.NewCertPool()
+	var until time.Time
+	for _, a := range b.nodeCAs {
+		if a.retiredAt == nil || now.Before(*a.retiredAt) {
+			p.AddCert(a.cert)
+			if a.retiredAt != nil && (until.IsZero() || a.retiredAt.Before(until)) {
+				until = *a.retiredAt
+			}
+		}
+	}
+	return p, until
+}
+
 // InternalCAPool holds the internal CA, for both sides of the internal control API's mTLS.
 func (b *Bundle) InternalCAPool() *x509.CertPool {
 	p := x509.NewCertPool()

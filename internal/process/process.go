@@ -125,7 +125,12 @@ func Run(ctx context.Context, opts Options) error {
 	var api *server.Server
 
 	if roles[config.RoleGateway] {
-		gw, ln, control, err := newGateway(cfg, opts.Pool, bundle, reg, log)
+		gpool, err := rolePool(ctx, cfg, opts.Pool, "gateway", cfg.Database.GatewayMaxConns, defaultGatewayConns)
+		if err != nil {
+			return err
+		}
+		defer closeOwn(gpool, opts.Pool)
+		gw, ln, control, err := newGateway(cfg, gpool, bundle, reg, log)
 		if err != nil {
 			return err
 		}
@@ -133,29 +138,40 @@ func Run(ctx context.Context, opts Options) error {
 		wg.Go(func() { fail("gateway", gw.Serve(ctx, ln)) })
 		wg.Go(func() { fail("gateway control API", gw.ServeControl(ctx, control, bundle, hostOf(control.Addr()))) })
 	}
-	// The notifier lets the API and the reconcilers poke gateways after a commit.
+	// The notifier lets the API and the reconcilers poke gateways after a commit, with a pool of
+	// its own (pools.go).
 	var notifier *gateway.Notifier
 	if bundle != nil {
-		if notifier, err = gateway.NewNotifier(opts.Pool, bundle, log); err != nil {
+		npool, err := rolePool(ctx, cfg, opts.Pool, "notifier", cfg.Database.NotifierMaxConns, defaultNotifierConns)
+		if err != nil {
+			return err
+		}
+		defer closeOwn(npool, opts.Pool)
+		if notifier, err = gateway.NewNotifier(npool, bundle, log); err != nil {
 			return err
 		}
 		defer notifier.Wait()
 	}
 	var local *reconcile.Runtime
 	if workerRoles := workerRoles(roles); len(workerRoles) > 0 {
-		mw, err := opts.Modules.Workers(module.Worker{Pool: opts.Pool, Logger: log, Metrics: reg})
+		wpool, err := rolePool(ctx, cfg, opts.Pool, "workers", cfg.Database.WorkersMaxConns, defaultWorkersConns)
 		if err != nil {
 			return err
 		}
-		js := jobs(cfg, opts.Pool, log)
+		defer closeOwn(wpool, opts.Pool)
+		mw, err := opts.Modules.Workers(module.Worker{Pool: wpool, Logger: log, Metrics: reg})
+		if err != nil {
+			return err
+		}
+		js := jobs(cfg, wpool, log)
 		for role, more := range mw.Jobs {
 			js[role] = append(js[role], more...)
 		}
 		rt := workers.New(workers.Options{
-			Pool: opts.Pool, Roles: workerRoles, Logger: log, HolderID: instance,
-			Reconcilers: slices.Concat(reconcilers(opts.Pool, notifier, log), opts.Reconcilers, mw.Reconcilers),
+			Pool: wpool, Roles: workerRoles, Logger: log, HolderID: instance,
+			Reconcilers: slices.Concat(reconcilers(wpool, notifier, log), opts.Reconcilers, mw.Reconcilers),
 			Jobs:        js,
-			Loops:       loops(cfg, opts.Pool, mw.Sinks, log),
+			Loops:       loops(cfg, wpool, mw.Sinks, log),
 		})
 		local = rt.Reconcilers()
 		log.Info("worker roles starting", "roles", strings.Join(keys(workerRoles), ","), "holder", rt.Holder().ID)

@@ -5,7 +5,8 @@
 // A create checks its cap inside the transaction that inserts the row: Check takes a
 // transaction-scoped advisory lock on (cap, tenant), then counts, so concurrent creates in one
 // tenant queue on the lock and the second one counts the first one's row; two of them can never
-// both pass. A refusal is ResourceExhausted naming the configuration key of the cap.
+// both pass. Pending leases are counted by counters the lease's own insert keeps (Counted). A
+// refusal is ResourceExhausted naming the configuration key of the cap.
 package quota
 
 import (
@@ -147,7 +148,21 @@ func CheckMax(ctx context.Context, q *db.Queries, tenant uuid.UUID, limit Limit,
 	if err != nil {
 		return fmt.Errorf("count for tenant cap %s: %w", limit, err)
 	}
-	if n+int64(adding) > int64(most) {
+	return over(limit, int64(most), n, int64(adding))
+}
+
+// Counted refuses, like Check, a create that takes tenant over the cap that ctx carries for
+// limit, for a create whose transaction keeps the count itself: total is the tenant's count with
+// the create's own adding rows already in it, read from a counter row that the create's insert
+// updated and holds locked until it ends (as the lease usage counters of leases/create). That
+// lock serialises concurrent creates as Check's advisory lock does, without counting rows; the
+// caller rolls back on a refusal.
+func Counted(ctx context.Context, limit Limit, total, adding int64) error {
+	return over(limit, int64(LimitsFrom(ctx).Of(limit)), total-adding, adding)
+}
+
+func over(limit Limit, most, n, adding int64) error {
+	if n+adding > most {
 		return &apierr.Error{Code: connect.CodeResourceExhausted, Msg: fmt.Sprintf(
 			"%s: the tenant has %d %s and may have at most %d; remove some first", limit.Key(), n, noun(limit), most)}
 	}

@@ -144,8 +144,8 @@ func TestObservability(t *testing.T) {
 	}
 	kids := childrenOf(round)
 	t.Logf("gateway.dispatch: %v", kids)
-	if !slices.Contains(kids, "MarkCommandsSent") || !slices.Contains(kids, "gateway.dispatch_command") {
-		t.Errorf("gateway.dispatch children %v, want MarkCommandsSent and gateway.dispatch_command", kids)
+	if !slices.Contains(kids, "ClaimPendingCommands") || !slices.Contains(kids, "gateway.dispatch_command") {
+		t.Errorf("gateway.dispatch children %v, want ClaimPendingCommands and gateway.dispatch_command", kids)
 	}
 
 	stopFake()

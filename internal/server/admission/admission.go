@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
 
@@ -27,7 +26,7 @@ import (
 type Tx struct {
 	// Q runs the generated queries inside the transaction.
 	Q      *db.Queries
-	tx     pgx.Tx
+	tx     *pipeTx
 	target string
 	events event.Batch
 }
@@ -59,12 +58,12 @@ func Do[Res proto.Message](ctx context.Context, a *Admitter, req proto.Message, 
 	if !ok || call.Method == nil || call.Principal == nil {
 		return zero, fmt.Errorf("admission: no authenticated call in context")
 	}
-	pgtx, err := a.pool.Begin(ctx)
+	ptx, err := beginPipe(ctx, a.pool)
 	if err != nil {
 		return zero, fmt.Errorf("admission: begin: %w", err)
 	}
-	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	tx := &Tx{Q: db.New(pgtx), tx: pgtx}
+	defer ptx.end(ctx)
+	tx := &Tx{Q: db.New(ptx), tx: ptx}
 
 	var reqHash []byte
 	if call.IdempotencyKey != "" {
@@ -101,12 +100,11 @@ func Do[Res proto.Message](ctx context.Context, a *Admitter, req proto.Message, 
 		}
 		rec.IdempotencyKey, rec.Response = call.IdempotencyKey, a.sealer.Seal(b, reqHash)
 	}
-	// The audit row, the outbox events and the stored response go in one round trip.
+	// The audit row, the outbox events and the stored response go in one statement, sent
+	// together with COMMIT: one round trip.
+	ptx.commitNext = true
 	if err := tx.Q.RecordAdmission(ctx, rec); err != nil {
-		return zero, fmt.Errorf("admission: record audit, events and response: %w", err)
-	}
-	if err := pgtx.Commit(ctx); err != nil {
-		return zero, fmt.Errorf("admission: commit: %w", err)
+		return zero, fmt.Errorf("admission: record audit, events and response, and commit: %w", err)
 	}
 	call.Admitted = true
 	return res, nil

@@ -52,6 +52,7 @@ type Service struct {
 	pool  *pgxpool.Pool
 	admit *admission.Admitter
 	waker Waker
+	pokes pokes
 }
 
 var _ leasesv1connect.LeasesServiceHandler = (*Service)(nil)
@@ -176,12 +177,6 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 				return nil, apierr.FailedPreconditionField("reservation_id", "reservation %s ended at %s", *resID, r.EndsAt.UTC().Format(time.RFC3339))
 			}
 		}
-		if err := checkQuota(ctx, tx.Q, p.TenantID, poolID, req); err != nil {
-			return nil, err
-		}
-		if err := quota.Check(ctx, tx.Q, p.TenantID, quota.PendingLeases, 1); err != nil {
-			return nil, err
-		}
 		tolJSON, err := encodeTolerations(tols)
 		if err != nil {
 			return nil, err
@@ -195,6 +190,9 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 		if err != nil {
 			return nil, err
 		}
+		if err := admitUsage(ctx, tx.Q, p.TenantID, poolID, req); err != nil {
+			return nil, err
+		}
 		tx.Target("lease", id)
 		if err := tx.Emit(p.TenantID, event.LeaseCreated{LeaseChange: event.LeaseChange{
 			ID: id, PoolID: poolID, State: string(capacity.LeasePending),
@@ -206,7 +204,7 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 	if err != nil {
 		return nil, err
 	}
-	s.poke(ctx, poolID)
+	s.pokes.run(ctx, poolID, s.poke)
 	return res, nil
 }
 
@@ -300,33 +298,34 @@ func (s *Service) admitShape(ctx context.Context, q *db.Queries, poolID uuid.UUI
 	return model, nil
 }
 
-// checkQuota refuses a lease that would take the tenant's pending and running leases in the
-// pool past its quota. The quota row stays locked until the transaction ends, so concurrent
-// admissions against one quota cannot both slip under it.
-func checkQuota(ctx context.Context, q *db.Queries, tenant, poolID uuid.UUID, req *leasesv1.CreateRequest) error {
-	qt, err := q.LockPoolQuota(ctx, db.LockPoolQuotaParams{TenantID: tenant, PoolID: poolID})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
+// admitUsage refuses a lease, just inserted, that takes the tenant's pending and running leases
+// in the pool past its quota, or its pending leases past the pendingLeases cap. It runs after
+// the insert on purpose: the insert's trigger bumped the tenant's and the pool's usage counters
+// (migration 0023_lease_usage) and holds them locked until the transaction ends, so concurrent
+// admissions of one tenant queue there from the insert to the commit (a few statements, none of
+// which grows with the leases), and each one reads counts with every earlier admission's lease in
+// them. The caller's rollback of a refusal takes the lease and its counts out again. The quota is
+// read, not locked: a concurrent pools/setQuota applies from the next admission.
+func admitUsage(ctx context.Context, q *db.Queries, tenant, poolID uuid.UUID, req *leasesv1.CreateRequest) error {
+	u, err := q.LeaseAdmissionUsage(ctx, db.LeaseAdmissionUsageParams{TenantID: tenant, PoolID: poolID})
 	if err != nil {
-		return err
+		return fmt.Errorf("read lease usage: %w", err)
 	}
-	used, err := q.ActivePoolLeaseTotals(ctx, db.ActivePoolLeaseTotalsParams{TenantID: tenant, PoolID: poolID})
-	if err != nil {
-		return err
-	}
-	over := func(field, what string, limit *int64, inUse, asked int64) error {
-		if limit != nil && inUse+asked > *limit {
-			return apierr.FailedPreconditionField(field, "the tenant's quota in the pool is %d %s; %d are pending or running, and this lease asks for %d", *limit, what, inUse, asked)
+	over := func(field, what string, limit *int64, total, asked int64) error {
+		if limit != nil && total > *limit {
+			return apierr.FailedPreconditionField(field, "the tenant's quota in the pool is %d %s; %d are pending or running, and this lease asks for %d", *limit, what, total-asked, asked)
 		}
 		return nil
 	}
-	return errors.Join(
-		over("pool_id", "leases", widen(qt.MaxLeases), used.Leases, 1),
-		over("gpus", "GPUs", widen(qt.MaxGpus), used.Gpus, int64(req.GetGpus())),
-		over("cpus", "CPUs", widen(qt.MaxCpus), used.Cpus, int64(req.GetCpus())),
-		over("memory_bytes", "bytes of memory", qt.MaxMemoryBytes, used.MemoryBytes, req.GetMemoryBytes()),
-	)
+	if err := errors.Join(
+		over("pool_id", "leases", widen(u.MaxLeases), u.Leases, 1),
+		over("gpus", "GPUs", widen(u.MaxGpus), u.Gpus, int64(req.GetGpus())),
+		over("cpus", "CPUs", widen(u.MaxCpus), u.Cpus, int64(req.GetCpus())),
+		over("memory_bytes", "bytes of memory", u.MaxMemoryBytes, u.MemoryBytes, req.GetMemoryBytes()),
+	); err != nil {
+		return err
+	}
+	return quota.Counted(ctx, quota.PendingLeases, u.Pending, 1)
 }
 
 func widen(v *int32) *int64 {
@@ -508,7 +507,7 @@ func (s *Service) Release(ctx context.Context, req *leasesv1.ReleaseRequest) (*l
 	if err != nil {
 		return nil, err
 	}
-	s.poke(ctx, poolID) // what it held is free: pending leases may fit now
+	s.pokes.run(ctx, poolID, s.poke) // what it held is free: pending leases may fit now
 	return res, nil
 }
 

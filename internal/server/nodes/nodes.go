@@ -7,6 +7,7 @@ package nodes
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -74,27 +75,28 @@ func (s *Service) nodeInTx(ctx context.Context, tx *admission.Tx, id uuid.UUID) 
 	return nodeToProto(db.ListNodesRow(n), false)
 }
 
-// List lists the tenant's nodes, optionally only those whose labels include the selector's.
+// List lists the tenant's nodes matching the request's filters, ordered by id.
 func (s *Service) List(ctx context.Context, req *nodesv1.ListRequest) (*nodesv1.ListResponse, error) {
-	if err := fleet.ValidateLabels("label_selector", req.GetLabelSelector()); err != nil {
+	f, err := parseFilter(req, req.Online)
+	if err != nil {
 		return nil, err
 	}
 	size, after, err := page.Of(req.GetPageSize(), req.GetPageToken(), uuid.Nil)
 	if err != nil {
 		return nil, err
 	}
-	params := db.ListNodesParams{TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1}
-	if len(req.GetLabelSelector()) > 0 {
-		params.Selector = fleet.EncodeLabels(req.GetLabelSelector())
-	}
-	rows, err := db.New(s.pool).ListNodes(ctx, params)
+	rows, err := db.New(s.pool).ListNodesFiltered(ctx, db.ListNodesFilteredParams{
+		TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1,
+		Selector: f.selector, States: f.states, Online: f.online,
+		GpuModel: f.gpuModel, Pool: f.pool, HostnamePrefix: f.hostnamePrefix,
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	rows, next := page.Next(rows, size, func(n db.ListNodesRow) uuid.UUID { return n.ID })
-	res := &nodesv1.ListResponse{NextPageToken: next}
+	rows, next := page.Next(rows, size, func(n db.ListNodesFilteredRow) uuid.UUID { return n.ID })
+	res := &nodesv1.ListResponse{NextPageToken: next, Nodes: make([]*nodesv1.Node, 0, len(rows))}
 	for _, n := range rows {
-		pn, err := nodeToProto(n, false)
+		pn, err := nodeToProto(db.ListNodesRow(n), req.GetIncludeInventory())
 		if err != nil {
 			return nil, err
 		}

@@ -60,7 +60,7 @@ func wantField(t *testing.T, err error, field string) {
 	}
 }
 
-func tenantOf(t *testing.T, env *servertest.Env, key string) uuid.UUID {
+func tenantOf(t testing.TB, env *servertest.Env, key string) uuid.UUID {
 	t.Helper()
 	who, err := env.IAM(key).WhoAmI(ctx, &iamv1.WhoAmIRequest{})
 	if err != nil {

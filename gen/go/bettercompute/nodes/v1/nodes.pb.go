@@ -74,8 +74,8 @@ type Node struct {
 	JoinTokenId string                 `protobuf:"bytes,15,opt,name=join_token_id,json=joinTokenId,proto3" json:"join_token_id,omitempty"`
 	CreateTime  *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	UpdateTime  *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	// What the node has, from its daemon's last hello. Only Get returns it; unset before the
-	// first hello.
+	// What the node has, from its daemon's last hello. Get returns it, and List when asked
+	// (include_inventory); unset before the first hello.
 	Inventory *Inventory `protobuf:"bytes,18,opt,name=inventory,proto3" json:"inventory,omitempty"`
 	// Whether the node's heartbeats arrive; false from the liveness threshold after the last one.
 	Online bool `protobuf:"varint,19,opt,name=online,proto3" json:"online,omitempty"`
@@ -975,17 +975,33 @@ func (x *Nic) GetSpeedMbps() int64 {
 	return 0
 }
 
-// ListRequest filters and pages nodes.
+// ListRequest filters and pages nodes. Filters combine: a node is listed when it matches all
+// that are set.
 type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only nodes that have all these labels with these values. Keys and values follow the syntax
 	// of labels (see bettercompute.jointokens.v1.CreateRequest.labels).
 	LabelSelector map[string]string `protobuf:"bytes,1,rep,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// At most 500; 0 means 50.
-	PageSize      int32  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PageSize  int32  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only nodes in one of these lifecycle states (see Node.state); empty for any.
+	States []string `protobuf:"bytes,4,rep,name=states,proto3" json:"states,omitempty"`
+	// Only online nodes when true, only offline ones when false; unset for both.
+	Online *bool `protobuf:"varint,5,opt,name=online,proto3,oneof" json:"online,omitempty"`
+	// Only nodes with at least one GPU of exactly this model, as their daemons report it (see
+	// SummaryResponse.gpu_models); empty for any. At most 256 characters.
+	GpuModel string `protobuf:"bytes,6,opt,name=gpu_model,json=gpuModel,proto3" json:"gpu_model,omitempty"`
+	// Only nodes in this pool (Node.pool); empty for any. At most 256 characters.
+	Pool string `protobuf:"bytes,7,opt,name=pool,proto3" json:"pool,omitempty"`
+	// Only nodes whose hostname starts with this, case-sensitively; empty for any. At most 256
+	// characters.
+	HostnamePrefix string `protobuf:"bytes,8,opt,name=hostname_prefix,json=hostnamePrefix,proto3" json:"hostname_prefix,omitempty"`
+	// When true, each node comes with its inventory, as Get returns it, so a view of a page of
+	// nodes needs no Get per node.
+	IncludeInventory bool `protobuf:"varint,9,opt,name=include_inventory,json=includeInventory,proto3" json:"include_inventory,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
@@ -1037,6 +1053,48 @@ func (x *ListRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListRequest) GetStates() []string {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *ListRequest) GetOnline() bool {
+	if x != nil && x.Online != nil {
+		return *x.Online
+	}
+	return false
+}
+
+func (x *ListRequest) GetGpuModel() string {
+	if x != nil {
+		return x.GpuModel
+	}
+	return ""
+}
+
+func (x *ListRequest) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *ListRequest) GetHostnamePrefix() string {
+	if x != nil {
+		return x.HostnamePrefix
+	}
+	return ""
+}
+
+func (x *ListRequest) GetIncludeInventory() bool {
+	if x != nil {
+		return x.IncludeInventory
+	}
+	return false
 }
 
 // ListResponse is one page of nodes, ordered by id.
@@ -1093,6 +1151,243 @@ func (x *ListResponse) GetNextPageToken() string {
 	return ""
 }
 
+// SummaryRequest filters the nodes to count; its fields mean what ListRequest's fields of the
+// same names mean.
+type SummaryRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	LabelSelector  map[string]string      `protobuf:"bytes,1,rep,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	States         []string               `protobuf:"bytes,2,rep,name=states,proto3" json:"states,omitempty"`
+	Online         *bool                  `protobuf:"varint,3,opt,name=online,proto3,oneof" json:"online,omitempty"`
+	GpuModel       string                 `protobuf:"bytes,4,opt,name=gpu_model,json=gpuModel,proto3" json:"gpu_model,omitempty"`
+	Pool           string                 `protobuf:"bytes,5,opt,name=pool,proto3" json:"pool,omitempty"`
+	HostnamePrefix string                 `protobuf:"bytes,6,opt,name=hostname_prefix,json=hostnamePrefix,proto3" json:"hostname_prefix,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SummaryRequest) Reset() {
+	*x = SummaryRequest{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummaryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummaryRequest) ProtoMessage() {}
+
+func (x *SummaryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummaryRequest.ProtoReflect.Descriptor instead.
+func (*SummaryRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SummaryRequest) GetLabelSelector() map[string]string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return nil
+}
+
+func (x *SummaryRequest) GetStates() []string {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *SummaryRequest) GetOnline() bool {
+	if x != nil && x.Online != nil {
+		return *x.Online
+	}
+	return false
+}
+
+func (x *SummaryRequest) GetGpuModel() string {
+	if x != nil {
+		return x.GpuModel
+	}
+	return ""
+}
+
+func (x *SummaryRequest) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *SummaryRequest) GetHostnamePrefix() string {
+	if x != nil {
+		return x.HostnamePrefix
+	}
+	return ""
+}
+
+// SummaryResponse counts the matching nodes, exactly (revoked ones included, as List lists them).
+type SummaryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The number of matching nodes.
+	Total int64 `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
+	// Matching nodes by lifecycle state; states without nodes are left out.
+	States map[string]int64 `protobuf:"bytes,2,rep,name=states,proto3" json:"states,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Matching nodes that are online, and that are offline; the two add up to total.
+	Online  int64 `protobuf:"varint,3,opt,name=online,proto3" json:"online,omitempty"`
+	Offline int64 `protobuf:"varint,4,opt,name=offline,proto3" json:"offline,omitempty"`
+	// The GPUs of the matching nodes, from their inventories.
+	Gpus int64 `protobuf:"varint,5,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	// The same GPUs by model, ordered by model.
+	GpuModels     []*GpuModelCount `protobuf:"bytes,6,rep,name=gpu_models,json=gpuModels,proto3" json:"gpu_models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummaryResponse) Reset() {
+	*x = SummaryResponse{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummaryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummaryResponse) ProtoMessage() {}
+
+func (x *SummaryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummaryResponse.ProtoReflect.Descriptor instead.
+func (*SummaryResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SummaryResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *SummaryResponse) GetStates() map[string]int64 {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *SummaryResponse) GetOnline() int64 {
+	if x != nil {
+		return x.Online
+	}
+	return 0
+}
+
+func (x *SummaryResponse) GetOffline() int64 {
+	if x != nil {
+		return x.Offline
+	}
+	return 0
+}
+
+func (x *SummaryResponse) GetGpus() int64 {
+	if x != nil {
+		return x.Gpus
+	}
+	return 0
+}
+
+func (x *SummaryResponse) GetGpuModels() []*GpuModelCount {
+	if x != nil {
+		return x.GpuModels
+	}
+	return nil
+}
+
+// GpuModelCount counts the GPUs of one model, and the nodes having at least one of them.
+type GpuModelCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Gpus          int64                  `protobuf:"varint,2,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	Nodes         int64                  `protobuf:"varint,3,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuModelCount) Reset() {
+	*x = GpuModelCount{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuModelCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuModelCount) ProtoMessage() {}
+
+func (x *GpuModelCount) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuModelCount.ProtoReflect.Descriptor instead.
+func (*GpuModelCount) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GpuModelCount) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *GpuModelCount) GetGpus() int64 {
+	if x != nil {
+		return x.Gpus
+	}
+	return 0
+}
+
+func (x *GpuModelCount) GetNodes() int64 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
 // GetRequest names a node.
 type GetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1103,7 +1398,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[12]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1410,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[12]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1423,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetRequest) GetId() string {
@@ -1148,7 +1443,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[13]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1455,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[13]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1468,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetResponse) GetNode() *Node {
@@ -1193,7 +1488,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[14]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1500,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[14]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1513,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RevokeRequest) GetId() string {
@@ -1238,7 +1533,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[15]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1545,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[15]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1558,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RevokeResponse) GetNode() *Node {
@@ -1283,7 +1578,7 @@ type CordonRequest struct {
 
 func (x *CordonRequest) Reset() {
 	*x = CordonRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[16]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1590,7 @@ func (x *CordonRequest) String() string {
 func (*CordonRequest) ProtoMessage() {}
 
 func (x *CordonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[16]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1603,7 @@ func (x *CordonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonRequest.ProtoReflect.Descriptor instead.
 func (*CordonRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{16}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CordonRequest) GetId() string {
@@ -1328,7 +1623,7 @@ type CordonResponse struct {
 
 func (x *CordonResponse) Reset() {
 	*x = CordonResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[17]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1635,7 @@ func (x *CordonResponse) String() string {
 func (*CordonResponse) ProtoMessage() {}
 
 func (x *CordonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[17]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1648,7 @@ func (x *CordonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonResponse.ProtoReflect.Descriptor instead.
 func (*CordonResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{17}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CordonResponse) GetNode() *Node {
@@ -1373,7 +1668,7 @@ type UncordonRequest struct {
 
 func (x *UncordonRequest) Reset() {
 	*x = UncordonRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[18]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1680,7 @@ func (x *UncordonRequest) String() string {
 func (*UncordonRequest) ProtoMessage() {}
 
 func (x *UncordonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[18]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1693,7 @@ func (x *UncordonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonRequest.ProtoReflect.Descriptor instead.
 func (*UncordonRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{18}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UncordonRequest) GetId() string {
@@ -1418,7 +1713,7 @@ type UncordonResponse struct {
 
 func (x *UncordonResponse) Reset() {
 	*x = UncordonResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[19]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1725,7 @@ func (x *UncordonResponse) String() string {
 func (*UncordonResponse) ProtoMessage() {}
 
 func (x *UncordonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[19]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1738,7 @@ func (x *UncordonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonResponse.ProtoReflect.Descriptor instead.
 func (*UncordonResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{19}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UncordonResponse) GetNode() *Node {
@@ -1463,7 +1758,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[20]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1770,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[20]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1783,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{20}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DrainRequest) GetId() string {
@@ -1508,7 +1803,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[21]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1815,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[21]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1828,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{21}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DrainResponse) GetNode() *Node {
@@ -1553,7 +1848,7 @@ type RetireRequest struct {
 
 func (x *RetireRequest) Reset() {
 	*x = RetireRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[22]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1860,7 @@ func (x *RetireRequest) String() string {
 func (*RetireRequest) ProtoMessage() {}
 
 func (x *RetireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[22]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1873,7 @@ func (x *RetireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireRequest.ProtoReflect.Descriptor instead.
 func (*RetireRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{22}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RetireRequest) GetId() string {
@@ -1598,7 +1893,7 @@ type RetireResponse struct {
 
 func (x *RetireResponse) Reset() {
 	*x = RetireResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[23]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1905,7 @@ func (x *RetireResponse) String() string {
 func (*RetireResponse) ProtoMessage() {}
 
 func (x *RetireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[23]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1918,7 @@ func (x *RetireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireResponse.ProtoReflect.Descriptor instead.
 func (*RetireResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{23}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RetireResponse) GetNode() *Node {
@@ -1648,7 +1943,7 @@ type LabelRequest struct {
 
 func (x *LabelRequest) Reset() {
 	*x = LabelRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[24]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1955,7 @@ func (x *LabelRequest) String() string {
 func (*LabelRequest) ProtoMessage() {}
 
 func (x *LabelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[24]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1968,7 @@ func (x *LabelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelRequest.ProtoReflect.Descriptor instead.
 func (*LabelRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{24}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LabelRequest) GetId() string {
@@ -1707,7 +2002,7 @@ type LabelResponse struct {
 
 func (x *LabelResponse) Reset() {
 	*x = LabelResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[25]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +2014,7 @@ func (x *LabelResponse) String() string {
 func (*LabelResponse) ProtoMessage() {}
 
 func (x *LabelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[25]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +2027,7 @@ func (x *LabelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelResponse.ProtoReflect.Descriptor instead.
 func (*LabelResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{25}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LabelResponse) GetNode() *Node {
@@ -1756,7 +2051,7 @@ type UpdateSpecRequest struct {
 
 func (x *UpdateSpecRequest) Reset() {
 	*x = UpdateSpecRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[26]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +2063,7 @@ func (x *UpdateSpecRequest) String() string {
 func (*UpdateSpecRequest) ProtoMessage() {}
 
 func (x *UpdateSpecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[26]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +2076,7 @@ func (x *UpdateSpecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSpecRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSpecRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{26}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UpdateSpecRequest) GetId() string {
@@ -1815,7 +2110,7 @@ type UpdateSpecResponse struct {
 
 func (x *UpdateSpecResponse) Reset() {
 	*x = UpdateSpecResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[27]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1827,7 +2122,7 @@ func (x *UpdateSpecResponse) String() string {
 func (*UpdateSpecResponse) ProtoMessage() {}
 
 func (x *UpdateSpecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[27]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1840,7 +2135,7 @@ func (x *UpdateSpecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSpecResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSpecResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{27}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UpdateSpecResponse) GetNode() *Node {
@@ -1863,7 +2158,7 @@ type InventoryHistoryRequest struct {
 
 func (x *InventoryHistoryRequest) Reset() {
 	*x = InventoryHistoryRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[28]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +2170,7 @@ func (x *InventoryHistoryRequest) String() string {
 func (*InventoryHistoryRequest) ProtoMessage() {}
 
 func (x *InventoryHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[28]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +2183,7 @@ func (x *InventoryHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InventoryHistoryRequest.ProtoReflect.Descriptor instead.
 func (*InventoryHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{28}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *InventoryHistoryRequest) GetId() string {
@@ -1924,7 +2219,7 @@ type InventoryHistoryResponse struct {
 
 func (x *InventoryHistoryResponse) Reset() {
 	*x = InventoryHistoryResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[29]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2231,7 @@ func (x *InventoryHistoryResponse) String() string {
 func (*InventoryHistoryResponse) ProtoMessage() {}
 
 func (x *InventoryHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[29]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2244,7 @@ func (x *InventoryHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InventoryHistoryResponse.ProtoReflect.Descriptor instead.
 func (*InventoryHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{29}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *InventoryHistoryResponse) GetRecords() []*InventoryRecord {
@@ -2062,18 +2357,51 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03mac\x18\x02 \x01(\tR\x03mac\x12\x1d\n" +
 	"\n" +
-	"speed_mbps\x18\x03 \x01(\x03R\tspeedMbps\"\xea\x01\n" +
+	"speed_mbps\x18\x03 \x01(\x03R\tspeedMbps\"\xb1\x03\n" +
 	"\vListRequest\x12]\n" +
 	"\x0elabel_selector\x18\x01 \x03(\v26.bettercompute.nodes.v1.ListRequest.LabelSelectorEntryR\rlabelSelector\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\x1a@\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x16\n" +
+	"\x06states\x18\x04 \x03(\tR\x06states\x12\x1b\n" +
+	"\x06online\x18\x05 \x01(\bH\x00R\x06online\x88\x01\x01\x12\x1b\n" +
+	"\tgpu_model\x18\x06 \x01(\tR\bgpuModel\x12\x12\n" +
+	"\x04pool\x18\a \x01(\tR\x04pool\x12'\n" +
+	"\x0fhostname_prefix\x18\b \x01(\tR\x0ehostnamePrefix\x12+\n" +
+	"\x11include_inventory\x18\t \x01(\bR\x10includeInventory\x1a@\n" +
 	"\x12LabelSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"j\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\t\n" +
+	"\a_online\"j\n" +
 	"\fListResponse\x122\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1c.bettercompute.nodes.v1.NodeR\x05nodes\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1c\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xce\x02\n" +
+	"\x0eSummaryRequest\x12`\n" +
+	"\x0elabel_selector\x18\x01 \x03(\v29.bettercompute.nodes.v1.SummaryRequest.LabelSelectorEntryR\rlabelSelector\x12\x16\n" +
+	"\x06states\x18\x02 \x03(\tR\x06states\x12\x1b\n" +
+	"\x06online\x18\x03 \x01(\bH\x00R\x06online\x88\x01\x01\x12\x1b\n" +
+	"\tgpu_model\x18\x04 \x01(\tR\bgpuModel\x12\x12\n" +
+	"\x04pool\x18\x05 \x01(\tR\x04pool\x12'\n" +
+	"\x0fhostname_prefix\x18\x06 \x01(\tR\x0ehostnamePrefix\x1a@\n" +
+	"\x12LabelSelectorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\t\n" +
+	"\a_online\"\xbb\x02\n" +
+	"\x0fSummaryResponse\x12\x14\n" +
+	"\x05total\x18\x01 \x01(\x03R\x05total\x12K\n" +
+	"\x06states\x18\x02 \x03(\v23.bettercompute.nodes.v1.SummaryResponse.StatesEntryR\x06states\x12\x16\n" +
+	"\x06online\x18\x03 \x01(\x03R\x06online\x12\x18\n" +
+	"\aoffline\x18\x04 \x01(\x03R\aoffline\x12\x12\n" +
+	"\x04gpus\x18\x05 \x01(\x03R\x04gpus\x12D\n" +
+	"\n" +
+	"gpu_models\x18\x06 \x03(\v2%.bettercompute.nodes.v1.GpuModelCountR\tgpuModels\x1a9\n" +
+	"\vStatesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"O\n" +
+	"\rGpuModelCount\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n" +
+	"\x04gpus\x18\x02 \x01(\x03R\x04gpus\x12\x14\n" +
+	"\x05nodes\x18\x03 \x01(\x03R\x05nodes\"\x1c\n" +
 	"\n" +
 	"GetRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"?\n" +
@@ -2121,11 +2449,13 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"\x85\x01\n" +
 	"\x18InventoryHistoryResponse\x12A\n" +
 	"\arecords\x18\x01 \x03(\v2'.bettercompute.nodes.v1.InventoryRecordR\arecords\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\x9f\n" +
-	"\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xa0\v\n" +
 	"\fNodesService\x12s\n" +
 	"\x04List\x12#.bettercompute.nodes.v1.ListRequest\x1a$.bettercompute.nodes.v1.ListResponse\" \u00a0\x19\x19\n" +
 	"\x05nodes\x12\x04list\x1a\n" +
+	"nodes.read\x90\x02\x01\x12\x7f\n" +
+	"\aSummary\x12&.bettercompute.nodes.v1.SummaryRequest\x1a'.bettercompute.nodes.v1.SummaryResponse\"#\u00a0\x19\x1c\n" +
+	"\x05nodes\x12\asummary\x1a\n" +
 	"nodes.read\x90\x02\x01\x12o\n" +
 	"\x03Get\x12\".bettercompute.nodes.v1.GetRequest\x1a#.bettercompute.nodes.v1.GetResponse\"\x1f\u00a0\x19\x18\n" +
 	"\x05nodes\x12\x03get\x1a\n" +
@@ -2162,7 +2492,7 @@ func file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP() []byte {
 	return file_bettercompute_nodes_v1_nodes_proto_rawDescData
 }
 
-var file_bettercompute_nodes_v1_nodes_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_bettercompute_nodes_v1_nodes_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_bettercompute_nodes_v1_nodes_proto_goTypes = []any{
 	(*Node)(nil),                     // 0: bettercompute.nodes.v1.Node
 	(*Taint)(nil),                    // 1: bettercompute.nodes.v1.Taint
@@ -2176,93 +2506,103 @@ var file_bettercompute_nodes_v1_nodes_proto_goTypes = []any{
 	(*Nic)(nil),                      // 9: bettercompute.nodes.v1.Nic
 	(*ListRequest)(nil),              // 10: bettercompute.nodes.v1.ListRequest
 	(*ListResponse)(nil),             // 11: bettercompute.nodes.v1.ListResponse
-	(*GetRequest)(nil),               // 12: bettercompute.nodes.v1.GetRequest
-	(*GetResponse)(nil),              // 13: bettercompute.nodes.v1.GetResponse
-	(*RevokeRequest)(nil),            // 14: bettercompute.nodes.v1.RevokeRequest
-	(*RevokeResponse)(nil),           // 15: bettercompute.nodes.v1.RevokeResponse
-	(*CordonRequest)(nil),            // 16: bettercompute.nodes.v1.CordonRequest
-	(*CordonResponse)(nil),           // 17: bettercompute.nodes.v1.CordonResponse
-	(*UncordonRequest)(nil),          // 18: bettercompute.nodes.v1.UncordonRequest
-	(*UncordonResponse)(nil),         // 19: bettercompute.nodes.v1.UncordonResponse
-	(*DrainRequest)(nil),             // 20: bettercompute.nodes.v1.DrainRequest
-	(*DrainResponse)(nil),            // 21: bettercompute.nodes.v1.DrainResponse
-	(*RetireRequest)(nil),            // 22: bettercompute.nodes.v1.RetireRequest
-	(*RetireResponse)(nil),           // 23: bettercompute.nodes.v1.RetireResponse
-	(*LabelRequest)(nil),             // 24: bettercompute.nodes.v1.LabelRequest
-	(*LabelResponse)(nil),            // 25: bettercompute.nodes.v1.LabelResponse
-	(*UpdateSpecRequest)(nil),        // 26: bettercompute.nodes.v1.UpdateSpecRequest
-	(*UpdateSpecResponse)(nil),       // 27: bettercompute.nodes.v1.UpdateSpecResponse
-	(*InventoryHistoryRequest)(nil),  // 28: bettercompute.nodes.v1.InventoryHistoryRequest
-	(*InventoryHistoryResponse)(nil), // 29: bettercompute.nodes.v1.InventoryHistoryResponse
-	nil,                              // 30: bettercompute.nodes.v1.Node.LabelsEntry
-	nil,                              // 31: bettercompute.nodes.v1.LabelSet.ValuesEntry
-	nil,                              // 32: bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
-	nil,                              // 33: bettercompute.nodes.v1.LabelRequest.SetEntry
-	(*timestamppb.Timestamp)(nil),    // 34: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),          // 35: google.protobuf.Struct
+	(*SummaryRequest)(nil),           // 12: bettercompute.nodes.v1.SummaryRequest
+	(*SummaryResponse)(nil),          // 13: bettercompute.nodes.v1.SummaryResponse
+	(*GpuModelCount)(nil),            // 14: bettercompute.nodes.v1.GpuModelCount
+	(*GetRequest)(nil),               // 15: bettercompute.nodes.v1.GetRequest
+	(*GetResponse)(nil),              // 16: bettercompute.nodes.v1.GetResponse
+	(*RevokeRequest)(nil),            // 17: bettercompute.nodes.v1.RevokeRequest
+	(*RevokeResponse)(nil),           // 18: bettercompute.nodes.v1.RevokeResponse
+	(*CordonRequest)(nil),            // 19: bettercompute.nodes.v1.CordonRequest
+	(*CordonResponse)(nil),           // 20: bettercompute.nodes.v1.CordonResponse
+	(*UncordonRequest)(nil),          // 21: bettercompute.nodes.v1.UncordonRequest
+	(*UncordonResponse)(nil),         // 22: bettercompute.nodes.v1.UncordonResponse
+	(*DrainRequest)(nil),             // 23: bettercompute.nodes.v1.DrainRequest
+	(*DrainResponse)(nil),            // 24: bettercompute.nodes.v1.DrainResponse
+	(*RetireRequest)(nil),            // 25: bettercompute.nodes.v1.RetireRequest
+	(*RetireResponse)(nil),           // 26: bettercompute.nodes.v1.RetireResponse
+	(*LabelRequest)(nil),             // 27: bettercompute.nodes.v1.LabelRequest
+	(*LabelResponse)(nil),            // 28: bettercompute.nodes.v1.LabelResponse
+	(*UpdateSpecRequest)(nil),        // 29: bettercompute.nodes.v1.UpdateSpecRequest
+	(*UpdateSpecResponse)(nil),       // 30: bettercompute.nodes.v1.UpdateSpecResponse
+	(*InventoryHistoryRequest)(nil),  // 31: bettercompute.nodes.v1.InventoryHistoryRequest
+	(*InventoryHistoryResponse)(nil), // 32: bettercompute.nodes.v1.InventoryHistoryResponse
+	nil,                              // 33: bettercompute.nodes.v1.Node.LabelsEntry
+	nil,                              // 34: bettercompute.nodes.v1.LabelSet.ValuesEntry
+	nil,                              // 35: bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
+	nil,                              // 36: bettercompute.nodes.v1.SummaryRequest.LabelSelectorEntry
+	nil,                              // 37: bettercompute.nodes.v1.SummaryResponse.StatesEntry
+	nil,                              // 38: bettercompute.nodes.v1.LabelRequest.SetEntry
+	(*timestamppb.Timestamp)(nil),    // 39: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 40: google.protobuf.Struct
 }
 var file_bettercompute_nodes_v1_nodes_proto_depIdxs = []int32{
-	30, // 0: bettercompute.nodes.v1.Node.labels:type_name -> bettercompute.nodes.v1.Node.LabelsEntry
-	34, // 1: bettercompute.nodes.v1.Node.connect_time:type_name -> google.protobuf.Timestamp
-	34, // 2: bettercompute.nodes.v1.Node.last_seen_time:type_name -> google.protobuf.Timestamp
-	34, // 3: bettercompute.nodes.v1.Node.cert_expire_time:type_name -> google.protobuf.Timestamp
-	34, // 4: bettercompute.nodes.v1.Node.revoke_time:type_name -> google.protobuf.Timestamp
-	34, // 5: bettercompute.nodes.v1.Node.create_time:type_name -> google.protobuf.Timestamp
-	34, // 6: bettercompute.nodes.v1.Node.update_time:type_name -> google.protobuf.Timestamp
+	33, // 0: bettercompute.nodes.v1.Node.labels:type_name -> bettercompute.nodes.v1.Node.LabelsEntry
+	39, // 1: bettercompute.nodes.v1.Node.connect_time:type_name -> google.protobuf.Timestamp
+	39, // 2: bettercompute.nodes.v1.Node.last_seen_time:type_name -> google.protobuf.Timestamp
+	39, // 3: bettercompute.nodes.v1.Node.cert_expire_time:type_name -> google.protobuf.Timestamp
+	39, // 4: bettercompute.nodes.v1.Node.revoke_time:type_name -> google.protobuf.Timestamp
+	39, // 5: bettercompute.nodes.v1.Node.create_time:type_name -> google.protobuf.Timestamp
+	39, // 6: bettercompute.nodes.v1.Node.update_time:type_name -> google.protobuf.Timestamp
 	6,  // 7: bettercompute.nodes.v1.Node.inventory:type_name -> bettercompute.nodes.v1.Inventory
-	34, // 8: bettercompute.nodes.v1.Node.online_change_time:type_name -> google.protobuf.Timestamp
+	39, // 8: bettercompute.nodes.v1.Node.online_change_time:type_name -> google.protobuf.Timestamp
 	1,  // 9: bettercompute.nodes.v1.Node.taints:type_name -> bettercompute.nodes.v1.Taint
 	2,  // 10: bettercompute.nodes.v1.Node.spec:type_name -> bettercompute.nodes.v1.NodeSpec
 	4,  // 11: bettercompute.nodes.v1.Node.conditions:type_name -> bettercompute.nodes.v1.Condition
-	34, // 12: bettercompute.nodes.v1.Node.state_change_time:type_name -> google.protobuf.Timestamp
+	39, // 12: bettercompute.nodes.v1.Node.state_change_time:type_name -> google.protobuf.Timestamp
 	3,  // 13: bettercompute.nodes.v1.NodeSpec.labels:type_name -> bettercompute.nodes.v1.LabelSet
 	1,  // 14: bettercompute.nodes.v1.NodeSpec.taints:type_name -> bettercompute.nodes.v1.Taint
-	35, // 15: bettercompute.nodes.v1.NodeSpec.config:type_name -> google.protobuf.Struct
-	31, // 16: bettercompute.nodes.v1.LabelSet.values:type_name -> bettercompute.nodes.v1.LabelSet.ValuesEntry
-	34, // 17: bettercompute.nodes.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	40, // 15: bettercompute.nodes.v1.NodeSpec.config:type_name -> google.protobuf.Struct
+	34, // 16: bettercompute.nodes.v1.LabelSet.values:type_name -> bettercompute.nodes.v1.LabelSet.ValuesEntry
+	39, // 17: bettercompute.nodes.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	6,  // 18: bettercompute.nodes.v1.InventoryRecord.inventory:type_name -> bettercompute.nodes.v1.Inventory
-	34, // 19: bettercompute.nodes.v1.InventoryRecord.record_time:type_name -> google.protobuf.Timestamp
+	39, // 19: bettercompute.nodes.v1.InventoryRecord.record_time:type_name -> google.protobuf.Timestamp
 	7,  // 20: bettercompute.nodes.v1.Inventory.gpus:type_name -> bettercompute.nodes.v1.Gpu
 	8,  // 21: bettercompute.nodes.v1.Inventory.disks:type_name -> bettercompute.nodes.v1.Disk
 	9,  // 22: bettercompute.nodes.v1.Inventory.nics:type_name -> bettercompute.nodes.v1.Nic
-	32, // 23: bettercompute.nodes.v1.ListRequest.label_selector:type_name -> bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
+	35, // 23: bettercompute.nodes.v1.ListRequest.label_selector:type_name -> bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
 	0,  // 24: bettercompute.nodes.v1.ListResponse.nodes:type_name -> bettercompute.nodes.v1.Node
-	0,  // 25: bettercompute.nodes.v1.GetResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 26: bettercompute.nodes.v1.RevokeResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 27: bettercompute.nodes.v1.CordonResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 28: bettercompute.nodes.v1.UncordonResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 29: bettercompute.nodes.v1.DrainResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 30: bettercompute.nodes.v1.RetireResponse.node:type_name -> bettercompute.nodes.v1.Node
-	33, // 31: bettercompute.nodes.v1.LabelRequest.set:type_name -> bettercompute.nodes.v1.LabelRequest.SetEntry
-	0,  // 32: bettercompute.nodes.v1.LabelResponse.node:type_name -> bettercompute.nodes.v1.Node
-	2,  // 33: bettercompute.nodes.v1.UpdateSpecRequest.spec:type_name -> bettercompute.nodes.v1.NodeSpec
-	0,  // 34: bettercompute.nodes.v1.UpdateSpecResponse.node:type_name -> bettercompute.nodes.v1.Node
-	5,  // 35: bettercompute.nodes.v1.InventoryHistoryResponse.records:type_name -> bettercompute.nodes.v1.InventoryRecord
-	10, // 36: bettercompute.nodes.v1.NodesService.List:input_type -> bettercompute.nodes.v1.ListRequest
-	12, // 37: bettercompute.nodes.v1.NodesService.Get:input_type -> bettercompute.nodes.v1.GetRequest
-	14, // 38: bettercompute.nodes.v1.NodesService.Revoke:input_type -> bettercompute.nodes.v1.RevokeRequest
-	16, // 39: bettercompute.nodes.v1.NodesService.Cordon:input_type -> bettercompute.nodes.v1.CordonRequest
-	18, // 40: bettercompute.nodes.v1.NodesService.Uncordon:input_type -> bettercompute.nodes.v1.UncordonRequest
-	20, // 41: bettercompute.nodes.v1.NodesService.Drain:input_type -> bettercompute.nodes.v1.DrainRequest
-	22, // 42: bettercompute.nodes.v1.NodesService.Retire:input_type -> bettercompute.nodes.v1.RetireRequest
-	24, // 43: bettercompute.nodes.v1.NodesService.Label:input_type -> bettercompute.nodes.v1.LabelRequest
-	26, // 44: bettercompute.nodes.v1.NodesService.UpdateSpec:input_type -> bettercompute.nodes.v1.UpdateSpecRequest
-	28, // 45: bettercompute.nodes.v1.NodesService.InventoryHistory:input_type -> bettercompute.nodes.v1.InventoryHistoryRequest
-	11, // 46: bettercompute.nodes.v1.NodesService.List:output_type -> bettercompute.nodes.v1.ListResponse
-	13, // 47: bettercompute.nodes.v1.NodesService.Get:output_type -> bettercompute.nodes.v1.GetResponse
-	15, // 48: bettercompute.nodes.v1.NodesService.Revoke:output_type -> bettercompute.nodes.v1.RevokeResponse
-	17, // 49: bettercompute.nodes.v1.NodesService.Cordon:output_type -> bettercompute.nodes.v1.CordonResponse
-	19, // 50: bettercompute.nodes.v1.NodesService.Uncordon:output_type -> bettercompute.nodes.v1.UncordonResponse
-	21, // 51: bettercompute.nodes.v1.NodesService.Drain:output_type -> bettercompute.nodes.v1.DrainResponse
-	23, // 52: bettercompute.nodes.v1.NodesService.Retire:output_type -> bettercompute.nodes.v1.RetireResponse
-	25, // 53: bettercompute.nodes.v1.NodesService.Label:output_type -> bettercompute.nodes.v1.LabelResponse
-	27, // 54: bettercompute.nodes.v1.NodesService.UpdateSpec:output_type -> bettercompute.nodes.v1.UpdateSpecResponse
-	29, // 55: bettercompute.nodes.v1.NodesService.InventoryHistory:output_type -> bettercompute.nodes.v1.InventoryHistoryResponse
-	46, // [46:56] is the sub-list for method output_type
-	36, // [36:46] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	36, // 25: bettercompute.nodes.v1.SummaryRequest.label_selector:type_name -> bettercompute.nodes.v1.SummaryRequest.LabelSelectorEntry
+	37, // 26: bettercompute.nodes.v1.SummaryResponse.states:type_name -> bettercompute.nodes.v1.SummaryResponse.StatesEntry
+	14, // 27: bettercompute.nodes.v1.SummaryResponse.gpu_models:type_name -> bettercompute.nodes.v1.GpuModelCount
+	0,  // 28: bettercompute.nodes.v1.GetResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 29: bettercompute.nodes.v1.RevokeResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 30: bettercompute.nodes.v1.CordonResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 31: bettercompute.nodes.v1.UncordonResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 32: bettercompute.nodes.v1.DrainResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 33: bettercompute.nodes.v1.RetireResponse.node:type_name -> bettercompute.nodes.v1.Node
+	38, // 34: bettercompute.nodes.v1.LabelRequest.set:type_name -> bettercompute.nodes.v1.LabelRequest.SetEntry
+	0,  // 35: bettercompute.nodes.v1.LabelResponse.node:type_name -> bettercompute.nodes.v1.Node
+	2,  // 36: bettercompute.nodes.v1.UpdateSpecRequest.spec:type_name -> bettercompute.nodes.v1.NodeSpec
+	0,  // 37: bettercompute.nodes.v1.UpdateSpecResponse.node:type_name -> bettercompute.nodes.v1.Node
+	5,  // 38: bettercompute.nodes.v1.InventoryHistoryResponse.records:type_name -> bettercompute.nodes.v1.InventoryRecord
+	10, // 39: bettercompute.nodes.v1.NodesService.List:input_type -> bettercompute.nodes.v1.ListRequest
+	12, // 40: bettercompute.nodes.v1.NodesService.Summary:input_type -> bettercompute.nodes.v1.SummaryRequest
+	15, // 41: bettercompute.nodes.v1.NodesService.Get:input_type -> bettercompute.nodes.v1.GetRequest
+	17, // 42: bettercompute.nodes.v1.NodesService.Revoke:input_type -> bettercompute.nodes.v1.RevokeRequest
+	19, // 43: bettercompute.nodes.v1.NodesService.Cordon:input_type -> bettercompute.nodes.v1.CordonRequest
+	21, // 44: bettercompute.nodes.v1.NodesService.Uncordon:input_type -> bettercompute.nodes.v1.UncordonRequest
+	23, // 45: bettercompute.nodes.v1.NodesService.Drain:input_type -> bettercompute.nodes.v1.DrainRequest
+	25, // 46: bettercompute.nodes.v1.NodesService.Retire:input_type -> bettercompute.nodes.v1.RetireRequest
+	27, // 47: bettercompute.nodes.v1.NodesService.Label:input_type -> bettercompute.nodes.v1.LabelRequest
+	29, // 48: bettercompute.nodes.v1.NodesService.UpdateSpec:input_type -> bettercompute.nodes.v1.UpdateSpecRequest
+	31, // 49: bettercompute.nodes.v1.NodesService.InventoryHistory:input_type -> bettercompute.nodes.v1.InventoryHistoryRequest
+	11, // 50: bettercompute.nodes.v1.NodesService.List:output_type -> bettercompute.nodes.v1.ListResponse
+	13, // 51: bettercompute.nodes.v1.NodesService.Summary:output_type -> bettercompute.nodes.v1.SummaryResponse
+	16, // 52: bettercompute.nodes.v1.NodesService.Get:output_type -> bettercompute.nodes.v1.GetResponse
+	18, // 53: bettercompute.nodes.v1.NodesService.Revoke:output_type -> bettercompute.nodes.v1.RevokeResponse
+	20, // 54: bettercompute.nodes.v1.NodesService.Cordon:output_type -> bettercompute.nodes.v1.CordonResponse
+	22, // 55: bettercompute.nodes.v1.NodesService.Uncordon:output_type -> bettercompute.nodes.v1.UncordonResponse
+	24, // 56: bettercompute.nodes.v1.NodesService.Drain:output_type -> bettercompute.nodes.v1.DrainResponse
+	26, // 57: bettercompute.nodes.v1.NodesService.Retire:output_type -> bettercompute.nodes.v1.RetireResponse
+	28, // 58: bettercompute.nodes.v1.NodesService.Label:output_type -> bettercompute.nodes.v1.LabelResponse
+	30, // 59: bettercompute.nodes.v1.NodesService.UpdateSpec:output_type -> bettercompute.nodes.v1.UpdateSpecResponse
+	32, // 60: bettercompute.nodes.v1.NodesService.InventoryHistory:output_type -> bettercompute.nodes.v1.InventoryHistoryResponse
+	50, // [50:61] is the sub-list for method output_type
+	39, // [39:50] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_nodes_v1_nodes_proto_init() }
@@ -2270,13 +2610,15 @@ func file_bettercompute_nodes_v1_nodes_proto_init() {
 	if File_bettercompute_nodes_v1_nodes_proto != nil {
 		return
 	}
+	file_bettercompute_nodes_v1_nodes_proto_msgTypes[10].OneofWrappers = []any{}
+	file_bettercompute_nodes_v1_nodes_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_nodes_v1_nodes_proto_rawDesc), len(file_bettercompute_nodes_v1_nodes_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

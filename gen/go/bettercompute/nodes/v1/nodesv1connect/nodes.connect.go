@@ -52,6 +52,8 @@ const (
 const (
 	// NodesServiceListProcedure is the fully-qualified name of the NodesService's List RPC.
 	NodesServiceListProcedure = "/bettercompute.nodes.v1.NodesService/List"
+	// NodesServiceSummaryProcedure is the fully-qualified name of the NodesService's Summary RPC.
+	NodesServiceSummaryProcedure = "/bettercompute.nodes.v1.NodesService/Summary"
 	// NodesServiceGetProcedure is the fully-qualified name of the NodesService's Get RPC.
 	NodesServiceGetProcedure = "/bettercompute.nodes.v1.NodesService/Get"
 	// NodesServiceRevokeProcedure is the fully-qualified name of the NodesService's Revoke RPC.
@@ -75,9 +77,13 @@ const (
 
 // NodesServiceClient is a client for the bettercompute.nodes.v1.NodesService service.
 type NodesServiceClient interface {
-	// List lists the nodes of the caller's tenant, optionally only those with given labels.
-	// Inventories are left out; Get returns them.
+	// List lists the nodes of the caller's tenant, optionally only those matching filters (labels,
+	// states, online, GPU model, pool, hostname prefix). Inventories are left out unless asked for.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
+	// Summary counts the nodes of the caller's tenant matching the same filters as List, exactly:
+	// in all, by lifecycle state and by online status, with their GPUs by model. A view of a large
+	// fleet shows true totals from it without paging through every node.
+	Summary(context.Context, *v1.SummaryRequest) (*v1.SummaryResponse, error)
 	// Get returns a node of the caller's tenant with its inventory, or, reduced, a node of another
 	// tenant on which the caller's tenant holds a placed lease.
 	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
@@ -128,6 +134,13 @@ func NewNodesServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			httpClient,
 			baseURL+NodesServiceListProcedure,
 			connect.WithSchema(nodesServiceMethods.ByName("List")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		summary: connect.NewClient[v1.SummaryRequest, v1.SummaryResponse](
+			httpClient,
+			baseURL+NodesServiceSummaryProcedure,
+			connect.WithSchema(nodesServiceMethods.ByName("Summary")),
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
@@ -193,6 +206,7 @@ func NewNodesServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 // nodesServiceClient implements NodesServiceClient.
 type nodesServiceClient struct {
 	list             *connect.Client[v1.ListRequest, v1.ListResponse]
+	summary          *connect.Client[v1.SummaryRequest, v1.SummaryResponse]
 	get              *connect.Client[v1.GetRequest, v1.GetResponse]
 	revoke           *connect.Client[v1.RevokeRequest, v1.RevokeResponse]
 	cordon           *connect.Client[v1.CordonRequest, v1.CordonResponse]
@@ -207,6 +221,15 @@ type nodesServiceClient struct {
 // List calls bettercompute.nodes.v1.NodesService.List.
 func (c *nodesServiceClient) List(ctx context.Context, req *v1.ListRequest) (*v1.ListResponse, error) {
 	response, err := c.list.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// Summary calls bettercompute.nodes.v1.NodesService.Summary.
+func (c *nodesServiceClient) Summary(ctx context.Context, req *v1.SummaryRequest) (*v1.SummaryResponse, error) {
+	response, err := c.summary.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -296,9 +319,13 @@ func (c *nodesServiceClient) InventoryHistory(ctx context.Context, req *v1.Inven
 
 // NodesServiceHandler is an implementation of the bettercompute.nodes.v1.NodesService service.
 type NodesServiceHandler interface {
-	// List lists the nodes of the caller's tenant, optionally only those with given labels.
-	// Inventories are left out; Get returns them.
+	// List lists the nodes of the caller's tenant, optionally only those matching filters (labels,
+	// states, online, GPU model, pool, hostname prefix). Inventories are left out unless asked for.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
+	// Summary counts the nodes of the caller's tenant matching the same filters as List, exactly:
+	// in all, by lifecycle state and by online status, with their GPUs by model. A view of a large
+	// fleet shows true totals from it without paging through every node.
+	Summary(context.Context, *v1.SummaryRequest) (*v1.SummaryResponse, error)
 	// Get returns a node of the caller's tenant with its inventory, or, reduced, a node of another
 	// tenant on which the caller's tenant holds a placed lease.
 	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
@@ -345,6 +372,13 @@ func NewNodesServiceHandler(svc NodesServiceHandler, opts ...connect.HandlerOpti
 		NodesServiceListProcedure,
 		svc.List,
 		connect.WithSchema(nodesServiceMethods.ByName("List")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	nodesServiceSummaryHandler := connect.NewUnaryHandlerSimple(
+		NodesServiceSummaryProcedure,
+		svc.Summary,
+		connect.WithSchema(nodesServiceMethods.ByName("Summary")),
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
@@ -408,6 +442,8 @@ func NewNodesServiceHandler(svc NodesServiceHandler, opts ...connect.HandlerOpti
 		switch r.URL.Path {
 		case NodesServiceListProcedure:
 			nodesServiceListHandler.ServeHTTP(w, r)
+		case NodesServiceSummaryProcedure:
+			nodesServiceSummaryHandler.ServeHTTP(w, r)
 		case NodesServiceGetProcedure:
 			nodesServiceGetHandler.ServeHTTP(w, r)
 		case NodesServiceRevokeProcedure:
@@ -437,6 +473,10 @@ type UnimplementedNodesServiceHandler struct{}
 
 func (UnimplementedNodesServiceHandler) List(context.Context, *v1.ListRequest) (*v1.ListResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.nodes.v1.NodesService.List is not implemented"))
+}
+
+func (UnimplementedNodesServiceHandler) Summary(context.Context, *v1.SummaryRequest) (*v1.SummaryResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.nodes.v1.NodesService.Summary is not implemented"))
 }
 
 func (UnimplementedNodesServiceHandler) Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error) {

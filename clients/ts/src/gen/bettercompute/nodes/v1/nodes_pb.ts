@@ -31,7 +31,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/nodes/v1/nodes.proto.
  */
 export const file_bettercompute_nodes_v1_nodes: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL25vZGVzL3YxL25vZGVzLnByb3RvEhZiZXR0ZXJjb21wdXRlLm5vZGVzLnYxIuUHCgROb2RlEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIQCghob3N0bmFtZRgDIAEoCRIMCgRwb29sGAQgASgJEjgKBmxhYmVscxgFIAMoCzIoLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZS5MYWJlbHNFbnRyeRINCgVzdGF0ZRgGIAEoCRIWCg5kYWVtb25fdmVyc2lvbhgHIAEoCRIRCgljb25uZWN0ZWQYCCABKAgSEgoKZ2F0ZXdheV9pZBgJIAEoCRIwCgxjb25uZWN0X3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDmxhc3Rfc2Vlbl90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBjZXJ0X2V4cGlyZV90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdyZXZva2VkGA0gASgIEi8KC3Jldm9rZV90aW1lGA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1qb2luX3Rva2VuX2lkGA8gASgJEi8KC2NyZWF0ZV90aW1lGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoJaW52ZW50b3J5GBIgASgLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnkSDgoGb25saW5lGBMgASgIEjYKEm9ubGluZV9jaGFuZ2VfdGltZRgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoGdGFpbnRzGBUgAygLMh0uYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5UYWludBIuCgRzcGVjGBYgASgLMiAuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlU3BlYxIXCg9zcGVjX2dlbmVyYXRpb24YFyABKAMSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgYIAEoAxI1Cgpjb25kaXRpb25zGBkgAygLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Db25kaXRpb24SNQoRc3RhdGVfY2hhbmdlX3RpbWUYGiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3JlZHVjZWQYGyABKAgaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIzCgVUYWludBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAkSDgoGZWZmZWN0GAMgASgJIvoBCghOb2RlU3BlYxIwCgZsYWJlbHMYASABKAsyIC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsU2V0Ei0KBnRhaW50cxgCIAMoCzIdLmJldHRlcmNvbXB1dGUubm9kZXMudjEuVGFpbnQSFgoOZGFlbW9uX3ZlcnNpb24YAyABKAkSJwoGY29uZmlnGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdzZWNyZXRzGAUgAygJEhQKDHR1bm5lbF9wb3J0cxgIIAMoBUoECAYQB0oECAcQCFIKZGFlbW9uX3VybFINZGFlbW9uX3NoYTI1NiJ3CghMYWJlbFNldBI8CgZ2YWx1ZXMYASADKAsyLC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsU2V0LlZhbHVlc0VudHJ5Gi0KC1ZhbHVlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEioQEKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCRI4ChRsYXN0X3RyYW5zaXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgGIAEoAyJ4Cg9JbnZlbnRvcnlSZWNvcmQSNAoJaW52ZW50b3J5GAEgASgLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnkSLwoLcmVjb3JkX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIvMBCglJbnZlbnRvcnkSEAoIaG9zdG5hbWUYASABKAkSCgoCb3MYAiABKAkSDgoGa2VybmVsGAMgASgJEhEKCWNwdV9tb2RlbBgEIAEoCRIMCgRjcHVzGAUgASgFEhQKDG1lbW9yeV9ieXRlcxgGIAEoAxIpCgRncHVzGAcgAygLMhsuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5HcHUSKwoFZGlza3MYCCADKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkRpc2sSKQoEbmljcxgJIAMoCzIbLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTmljIkcKA0dwdRINCgVpbmRleBgBIAEoBRINCgVtb2RlbBgCIAEoCRIUCgxtZW1vcnlfYnl0ZXMYAyABKAMSDAoEdXVpZBgEIAEoCSI3CgREaXNrEgwKBG5hbWUYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoAxINCgVtb2RlbBgDIAEoCSI0CgNOaWMSDAoEbmFtZRgBIAEoCRILCgNtYWMYAiABKAkSEgoKc3BlZWRfbWJwcxgDIAEoAyK6AQoLTGlzdFJlcXVlc3QSTgoObGFiZWxfc2VsZWN0b3IYASADKAsyNi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxpc3RSZXF1ZXN0LkxhYmVsU2VsZWN0b3JFbnRyeRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRo0ChJMYWJlbFNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJUCgxMaXN0UmVzcG9uc2USKwoFbm9kZXMYASADKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIhgKCkdldFJlcXVlc3QSCgoCaWQYASABKAkiOQoLR2V0UmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSIbCg1SZXZva2VSZXF1ZXN0EgoKAmlkGAEgASgJIjwKDlJldm9rZVJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiGwoNQ29yZG9uUmVxdWVzdBIKCgJpZBgBIAEoCSI8Cg5Db3Jkb25SZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIh0KD1VuY29yZG9uUmVxdWVzdBIKCgJpZBgBIAEoCSI+ChBVbmNvcmRvblJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiGgoMRHJhaW5SZXF1ZXN0EgoKAmlkGAEgASgJIjsKDURyYWluUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSIbCg1SZXRpcmVSZXF1ZXN0EgoKAmlkGAEgASgJIjwKDlJldGlyZVJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUikgEKDExhYmVsUmVxdWVzdBIKCgJpZBgBIAEoCRI6CgNzZXQYAiADKAsyLS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsUmVxdWVzdC5TZXRFbnRyeRIOCgZyZW1vdmUYAyADKAkaKgoIU2V0RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI7Cg1MYWJlbFJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUibAoRVXBkYXRlU3BlY1JlcXVlc3QSCgoCaWQYASABKAkSLgoEc3BlYxgCIAEoCzIgLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZVNwZWMSGwoTZXhwZWN0ZWRfZ2VuZXJhdGlvbhgDIAEoAyJAChJVcGRhdGVTcGVjUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSJMChdJbnZlbnRvcnlIaXN0b3J5UmVxdWVzdBIKCgJpZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJtChhJbnZlbnRvcnlIaXN0b3J5UmVzcG9uc2USOAoHcmVjb3JkcxgBIAMoCzInLmJldHRlcmNvbXB1dGUubm9kZXMudjEuSW52ZW50b3J5UmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTKfCgoMTm9kZXNTZXJ2aWNlEnMKBExpc3QSIy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxpc3RSZXF1ZXN0GiQuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MaXN0UmVzcG9uc2UiIJACAcKgGRkKBW5vZGVzEgRsaXN0Ggpub2Rlcy5yZWFkEm8KA0dldBIiLmJldHRlcmNvbXB1dGUubm9kZXMudjEuR2V0UmVxdWVzdBojLmJldHRlcmNvbXB1dGUubm9kZXMudjEuR2V0UmVzcG9uc2UiH5ACAcKgGRgKBW5vZGVzEgNnZXQaCm5vZGVzLnJlYWQSfAoGUmV2b2tlEiUuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5SZXZva2VSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5SZXZva2VSZXNwb25zZSIjwqAZHwoFbm9kZXMSBnJldm9rZRoMbm9kZXMuZGVsZXRlMAESfQoGQ29yZG9uEiUuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Db3Jkb25SZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Db3Jkb25SZXNwb25zZSIkwqAZIAoFbm9kZXMSBmNvcmRvbhoNbm9kZXMub3BlcmF0ZTABEoUBCghVbmNvcmRvbhInLmJldHRlcmNvbXB1dGUubm9kZXMudjEuVW5jb3Jkb25SZXF1ZXN0GiguYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5VbmNvcmRvblJlc3BvbnNlIibCoBkiCgVub2RlcxIIdW5jb3Jkb24aDW5vZGVzLm9wZXJhdGUwARJ5CgVEcmFpbhIkLmJldHRlcmNvbXB1dGUubm9kZXMudjEuRHJhaW5SZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5EcmFpblJlc3BvbnNlIiPCoBkfCgVub2RlcxIFZHJhaW4aDW5vZGVzLm9wZXJhdGUwARJ8CgZSZXRpcmUSJS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlJldGlyZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlJldGlyZVJlc3BvbnNlIiPCoBkfCgVub2RlcxIGcmV0aXJlGgxub2Rlcy5kZWxldGUwARJ3CgVMYWJlbBIkLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGFiZWxSZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MYWJlbFJlc3BvbnNlIiHCoBkdCgVub2RlcxIFbGFiZWwaC25vZGVzLndyaXRlMAESiwEKClVwZGF0ZVNwZWMSKS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlVwZGF0ZVNwZWNSZXF1ZXN0GiouYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5VcGRhdGVTcGVjUmVzcG9uc2UiJsKgGSIKBW5vZGVzEgp1cGRhdGVTcGVjGgtub2Rlcy53cml0ZTABEqMBChBJbnZlbnRvcnlIaXN0b3J5Ei8uYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnlIaXN0b3J5UmVxdWVzdBowLmJldHRlcmNvbXB1dGUubm9kZXMudjEuSW52ZW50b3J5SGlzdG9yeVJlc3BvbnNlIiyQAgHCoBklCgVub2RlcxIQaW52ZW50b3J5SGlzdG9yeRoKbm9kZXMucmVhZEJQWk5naXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL25vZGVzL3YxO25vZGVzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL25vZGVzL3YxL25vZGVzLnByb3RvEhZiZXR0ZXJjb21wdXRlLm5vZGVzLnYxIuUHCgROb2RlEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIQCghob3N0bmFtZRgDIAEoCRIMCgRwb29sGAQgASgJEjgKBmxhYmVscxgFIAMoCzIoLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZS5MYWJlbHNFbnRyeRINCgVzdGF0ZRgGIAEoCRIWCg5kYWVtb25fdmVyc2lvbhgHIAEoCRIRCgljb25uZWN0ZWQYCCABKAgSEgoKZ2F0ZXdheV9pZBgJIAEoCRIwCgxjb25uZWN0X3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDmxhc3Rfc2Vlbl90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBjZXJ0X2V4cGlyZV90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdyZXZva2VkGA0gASgIEi8KC3Jldm9rZV90aW1lGA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1qb2luX3Rva2VuX2lkGA8gASgJEi8KC2NyZWF0ZV90aW1lGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoJaW52ZW50b3J5GBIgASgLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnkSDgoGb25saW5lGBMgASgIEjYKEm9ubGluZV9jaGFuZ2VfdGltZRgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoGdGFpbnRzGBUgAygLMh0uYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5UYWludBIuCgRzcGVjGBYgASgLMiAuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlU3BlYxIXCg9zcGVjX2dlbmVyYXRpb24YFyABKAMSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgYIAEoAxI1Cgpjb25kaXRpb25zGBkgAygLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Db25kaXRpb24SNQoRc3RhdGVfY2hhbmdlX3RpbWUYGiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3JlZHVjZWQYGyABKAgaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIzCgVUYWludBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAkSDgoGZWZmZWN0GAMgASgJIvoBCghOb2RlU3BlYxIwCgZsYWJlbHMYASABKAsyIC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsU2V0Ei0KBnRhaW50cxgCIAMoCzIdLmJldHRlcmNvbXB1dGUubm9kZXMudjEuVGFpbnQSFgoOZGFlbW9uX3ZlcnNpb24YAyABKAkSJwoGY29uZmlnGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdzZWNyZXRzGAUgAygJEhQKDHR1bm5lbF9wb3J0cxgIIAMoBUoECAYQB0oECAcQCFIKZGFlbW9uX3VybFINZGFlbW9uX3NoYTI1NiJ3CghMYWJlbFNldBI8CgZ2YWx1ZXMYASADKAsyLC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsU2V0LlZhbHVlc0VudHJ5Gi0KC1ZhbHVlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEioQEKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCRI4ChRsYXN0X3RyYW5zaXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgGIAEoAyJ4Cg9JbnZlbnRvcnlSZWNvcmQSNAoJaW52ZW50b3J5GAEgASgLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnkSLwoLcmVjb3JkX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIvMBCglJbnZlbnRvcnkSEAoIaG9zdG5hbWUYASABKAkSCgoCb3MYAiABKAkSDgoGa2VybmVsGAMgASgJEhEKCWNwdV9tb2RlbBgEIAEoCRIMCgRjcHVzGAUgASgFEhQKDG1lbW9yeV9ieXRlcxgGIAEoAxIpCgRncHVzGAcgAygLMhsuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5HcHUSKwoFZGlza3MYCCADKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkRpc2sSKQoEbmljcxgJIAMoCzIbLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTmljIkcKA0dwdRINCgVpbmRleBgBIAEoBRINCgVtb2RlbBgCIAEoCRIUCgxtZW1vcnlfYnl0ZXMYAyABKAMSDAoEdXVpZBgEIAEoCSI3CgREaXNrEgwKBG5hbWUYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoAxINCgVtb2RlbBgDIAEoCSI0CgNOaWMSDAoEbmFtZRgBIAEoCRILCgNtYWMYAiABKAkSEgoKc3BlZWRfbWJwcxgDIAEoAyK/AgoLTGlzdFJlcXVlc3QSTgoObGFiZWxfc2VsZWN0b3IYASADKAsyNi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxpc3RSZXF1ZXN0LkxhYmVsU2VsZWN0b3JFbnRyeRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIOCgZzdGF0ZXMYBCADKAkSEwoGb25saW5lGAUgASgISACIAQESEQoJZ3B1X21vZGVsGAYgASgJEgwKBHBvb2wYByABKAkSFwoPaG9zdG5hbWVfcHJlZml4GAggASgJEhkKEWluY2x1ZGVfaW52ZW50b3J5GAkgASgIGjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB19vbmxpbmUiVAoMTGlzdFJlc3BvbnNlEisKBW5vZGVzGAEgAygLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKDAgoOU3VtbWFyeVJlcXVlc3QSUQoObGFiZWxfc2VsZWN0b3IYASADKAsyOS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlN1bW1hcnlSZXF1ZXN0LkxhYmVsU2VsZWN0b3JFbnRyeRIOCgZzdGF0ZXMYAiADKAkSEwoGb25saW5lGAMgASgISACIAQESEQoJZ3B1X21vZGVsGAQgASgJEgwKBHBvb2wYBSABKAkSFwoPaG9zdG5hbWVfcHJlZml4GAYgASgJGjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB19vbmxpbmUi/gEKD1N1bW1hcnlSZXNwb25zZRINCgV0b3RhbBgBIAEoAxJDCgZzdGF0ZXMYAiADKAsyMy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlN1bW1hcnlSZXNwb25zZS5TdGF0ZXNFbnRyeRIOCgZvbmxpbmUYAyABKAMSDwoHb2ZmbGluZRgEIAEoAxIMCgRncHVzGAUgASgDEjkKCmdwdV9tb2RlbHMYBiADKAsyJS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkdwdU1vZGVsQ291bnQaLQoLU3RhdGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ASI7Cg1HcHVNb2RlbENvdW50Eg0KBW1vZGVsGAEgASgJEgwKBGdwdXMYAiABKAMSDQoFbm9kZXMYAyABKAMiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI5CgtHZXRSZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIhsKDVJldm9rZVJlcXVlc3QSCgoCaWQYASABKAkiPAoOUmV2b2tlUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSIbCg1Db3Jkb25SZXF1ZXN0EgoKAmlkGAEgASgJIjwKDkNvcmRvblJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiHQoPVW5jb3Jkb25SZXF1ZXN0EgoKAmlkGAEgASgJIj4KEFVuY29yZG9uUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSIaCgxEcmFpblJlcXVlc3QSCgoCaWQYASABKAkiOwoNRHJhaW5SZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIhsKDVJldGlyZVJlcXVlc3QSCgoCaWQYASABKAkiPAoOUmV0aXJlUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSKSAQoMTGFiZWxSZXF1ZXN0EgoKAmlkGAEgASgJEjoKA3NldBgCIAMoCzItLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGFiZWxSZXF1ZXN0LlNldEVudHJ5Eg4KBnJlbW92ZRgDIAMoCRoqCghTZXRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjsKDUxhYmVsUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSJsChFVcGRhdGVTcGVjUmVxdWVzdBIKCgJpZBgBIAEoCRIuCgRzcGVjGAIgASgLMiAuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlU3BlYxIbChNleHBlY3RlZF9nZW5lcmF0aW9uGAMgASgDIkAKElVwZGF0ZVNwZWNSZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIkwKF0ludmVudG9yeUhpc3RvcnlSZXF1ZXN0EgoKAmlkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIm0KGEludmVudG9yeUhpc3RvcnlSZXNwb25zZRI4CgdyZWNvcmRzGAEgAygLMicuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnlSZWNvcmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJMqALCgxOb2Rlc1NlcnZpY2UScwoETGlzdBIjLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGlzdFJlcXVlc3QaJC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxpc3RSZXNwb25zZSIgkAIBwqAZGQoFbm9kZXMSBGxpc3QaCm5vZGVzLnJlYWQSfwoHU3VtbWFyeRImLmJldHRlcmNvbXB1dGUubm9kZXMudjEuU3VtbWFyeVJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlN1bW1hcnlSZXNwb25zZSIjkAIBwqAZHAoFbm9kZXMSB3N1bW1hcnkaCm5vZGVzLnJlYWQSbwoDR2V0EiIuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5HZXRSZXF1ZXN0GiMuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5HZXRSZXNwb25zZSIfkAIBwqAZGAoFbm9kZXMSA2dldBoKbm9kZXMucmVhZBJ8CgZSZXZva2USJS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlJldm9rZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlJldm9rZVJlc3BvbnNlIiPCoBkfCgVub2RlcxIGcmV2b2tlGgxub2Rlcy5kZWxldGUwARJ9CgZDb3Jkb24SJS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkNvcmRvblJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkNvcmRvblJlc3BvbnNlIiTCoBkgCgVub2RlcxIGY29yZG9uGg1ub2Rlcy5vcGVyYXRlMAEShQEKCFVuY29yZG9uEicuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5VbmNvcmRvblJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlVuY29yZG9uUmVzcG9uc2UiJsKgGSIKBW5vZGVzEgh1bmNvcmRvbhoNbm9kZXMub3BlcmF0ZTABEnkKBURyYWluEiQuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5EcmFpblJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkRyYWluUmVzcG9uc2UiI8KgGR8KBW5vZGVzEgVkcmFpbhoNbm9kZXMub3BlcmF0ZTABEnwKBlJldGlyZRIlLmJldHRlcmNvbXB1dGUubm9kZXMudjEuUmV0aXJlUmVxdWVzdBomLmJldHRlcmNvbXB1dGUubm9kZXMudjEuUmV0aXJlUmVzcG9uc2UiI8KgGR8KBW5vZGVzEgZyZXRpcmUaDG5vZGVzLmRlbGV0ZTABEncKBUxhYmVsEiQuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MYWJlbFJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsUmVzcG9uc2UiIcKgGR0KBW5vZGVzEgVsYWJlbBoLbm9kZXMud3JpdGUwARKLAQoKVXBkYXRlU3BlYxIpLmJldHRlcmNvbXB1dGUubm9kZXMudjEuVXBkYXRlU3BlY1JlcXVlc3QaKi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlVwZGF0ZVNwZWNSZXNwb25zZSImwqAZIgoFbm9kZXMSCnVwZGF0ZVNwZWMaC25vZGVzLndyaXRlMAESowEKEEludmVudG9yeUhpc3RvcnkSLy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkludmVudG9yeUhpc3RvcnlSZXF1ZXN0GjAuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnlIaXN0b3J5UmVzcG9uc2UiLJACAcKgGSUKBW5vZGVzEhBpbnZlbnRvcnlIaXN0b3J5Ggpub2Rlcy5yZWFkQlBaTmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvbm9kZXMvdjE7bm9kZXN2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Node is a host whose daemon joined the tenant.
@@ -148,8 +148,8 @@ export type Node = Message<"bettercompute.nodes.v1.Node"> & {
   updateTime?: Timestamp | undefined;
 
   /**
-   * What the node has, from its daemon's last hello. Only Get returns it; unset before the
-   * first hello.
+   * What the node has, from its daemon's last hello. Get returns it, and List when asked
+   * (include_inventory); unset before the first hello.
    *
    * @generated from field: bettercompute.nodes.v1.Inventory inventory = 18;
    */
@@ -581,7 +581,8 @@ export const NicSchema: GenMessage<Nic> = /*@__PURE__*/
   messageDesc(file_bettercompute_nodes_v1_nodes, 9);
 
 /**
- * ListRequest filters and pages nodes.
+ * ListRequest filters and pages nodes. Filters combine: a node is listed when it matches all
+ * that are set.
  *
  * @generated from message bettercompute.nodes.v1.ListRequest
  */
@@ -605,6 +606,51 @@ export type ListRequest = Message<"bettercompute.nodes.v1.ListRequest"> & {
    * @generated from field: string page_token = 3;
    */
   pageToken: string;
+
+  /**
+   * Only nodes in one of these lifecycle states (see Node.state); empty for any.
+   *
+   * @generated from field: repeated string states = 4;
+   */
+  states: string[];
+
+  /**
+   * Only online nodes when true, only offline ones when false; unset for both.
+   *
+   * @generated from field: optional bool online = 5;
+   */
+  online?: boolean | undefined;
+
+  /**
+   * Only nodes with at least one GPU of exactly this model, as their daemons report it (see
+   * SummaryResponse.gpu_models); empty for any. At most 256 characters.
+   *
+   * @generated from field: string gpu_model = 6;
+   */
+  gpuModel: string;
+
+  /**
+   * Only nodes in this pool (Node.pool); empty for any. At most 256 characters.
+   *
+   * @generated from field: string pool = 7;
+   */
+  pool: string;
+
+  /**
+   * Only nodes whose hostname starts with this, case-sensitively; empty for any. At most 256
+   * characters.
+   *
+   * @generated from field: string hostname_prefix = 8;
+   */
+  hostnamePrefix: string;
+
+  /**
+   * When true, each node comes with its inventory, as Get returns it, so a view of a page of
+   * nodes needs no Get per node.
+   *
+   * @generated from field: bool include_inventory = 9;
+   */
+  includeInventory: boolean;
 };
 
 /**
@@ -641,6 +687,134 @@ export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
   messageDesc(file_bettercompute_nodes_v1_nodes, 11);
 
 /**
+ * SummaryRequest filters the nodes to count; its fields mean what ListRequest's fields of the
+ * same names mean.
+ *
+ * @generated from message bettercompute.nodes.v1.SummaryRequest
+ */
+export type SummaryRequest = Message<"bettercompute.nodes.v1.SummaryRequest"> & {
+  /**
+   * @generated from field: map<string, string> label_selector = 1;
+   */
+  labelSelector: { [key: string]: string };
+
+  /**
+   * @generated from field: repeated string states = 2;
+   */
+  states: string[];
+
+  /**
+   * @generated from field: optional bool online = 3;
+   */
+  online?: boolean | undefined;
+
+  /**
+   * @generated from field: string gpu_model = 4;
+   */
+  gpuModel: string;
+
+  /**
+   * @generated from field: string pool = 5;
+   */
+  pool: string;
+
+  /**
+   * @generated from field: string hostname_prefix = 6;
+   */
+  hostnamePrefix: string;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.SummaryRequest.
+ * Use `create(SummaryRequestSchema)` to create a new message.
+ */
+export const SummaryRequestSchema: GenMessage<SummaryRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 12);
+
+/**
+ * SummaryResponse counts the matching nodes, exactly (revoked ones included, as List lists them).
+ *
+ * @generated from message bettercompute.nodes.v1.SummaryResponse
+ */
+export type SummaryResponse = Message<"bettercompute.nodes.v1.SummaryResponse"> & {
+  /**
+   * The number of matching nodes.
+   *
+   * @generated from field: int64 total = 1;
+   */
+  total: bigint;
+
+  /**
+   * Matching nodes by lifecycle state; states without nodes are left out.
+   *
+   * @generated from field: map<string, int64> states = 2;
+   */
+  states: { [key: string]: bigint };
+
+  /**
+   * Matching nodes that are online, and that are offline; the two add up to total.
+   *
+   * @generated from field: int64 online = 3;
+   */
+  online: bigint;
+
+  /**
+   * @generated from field: int64 offline = 4;
+   */
+  offline: bigint;
+
+  /**
+   * The GPUs of the matching nodes, from their inventories.
+   *
+   * @generated from field: int64 gpus = 5;
+   */
+  gpus: bigint;
+
+  /**
+   * The same GPUs by model, ordered by model.
+   *
+   * @generated from field: repeated bettercompute.nodes.v1.GpuModelCount gpu_models = 6;
+   */
+  gpuModels: GpuModelCount[];
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.SummaryResponse.
+ * Use `create(SummaryResponseSchema)` to create a new message.
+ */
+export const SummaryResponseSchema: GenMessage<SummaryResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 13);
+
+/**
+ * GpuModelCount counts the GPUs of one model, and the nodes having at least one of them.
+ *
+ * @generated from message bettercompute.nodes.v1.GpuModelCount
+ */
+export type GpuModelCount = Message<"bettercompute.nodes.v1.GpuModelCount"> & {
+  /**
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * @generated from field: int64 gpus = 2;
+   */
+  gpus: bigint;
+
+  /**
+   * @generated from field: int64 nodes = 3;
+   */
+  nodes: bigint;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.GpuModelCount.
+ * Use `create(GpuModelCountSchema)` to create a new message.
+ */
+export const GpuModelCountSchema: GenMessage<GpuModelCount> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 14);
+
+/**
  * GetRequest names a node.
  *
  * @generated from message bettercompute.nodes.v1.GetRequest
@@ -657,7 +831,7 @@ export type GetRequest = Message<"bettercompute.nodes.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 12);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 15);
 
 /**
  * GetResponse carries the node with its inventory.
@@ -676,7 +850,7 @@ export type GetResponse = Message<"bettercompute.nodes.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 13);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 16);
 
 /**
  * RevokeRequest names the node to revoke.
@@ -695,7 +869,7 @@ export type RevokeRequest = Message<"bettercompute.nodes.v1.RevokeRequest"> & {
  * Use `create(RevokeRequestSchema)` to create a new message.
  */
 export const RevokeRequestSchema: GenMessage<RevokeRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 14);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 17);
 
 /**
  * RevokeResponse carries the revoked node.
@@ -714,7 +888,7 @@ export type RevokeResponse = Message<"bettercompute.nodes.v1.RevokeResponse"> & 
  * Use `create(RevokeResponseSchema)` to create a new message.
  */
 export const RevokeResponseSchema: GenMessage<RevokeResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 15);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 18);
 
 /**
  * CordonRequest names the node to cordon.
@@ -733,7 +907,7 @@ export type CordonRequest = Message<"bettercompute.nodes.v1.CordonRequest"> & {
  * Use `create(CordonRequestSchema)` to create a new message.
  */
 export const CordonRequestSchema: GenMessage<CordonRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 16);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 19);
 
 /**
  * CordonResponse carries the node.
@@ -752,7 +926,7 @@ export type CordonResponse = Message<"bettercompute.nodes.v1.CordonResponse"> & 
  * Use `create(CordonResponseSchema)` to create a new message.
  */
 export const CordonResponseSchema: GenMessage<CordonResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 17);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 20);
 
 /**
  * UncordonRequest names the node to uncordon.
@@ -771,7 +945,7 @@ export type UncordonRequest = Message<"bettercompute.nodes.v1.UncordonRequest"> 
  * Use `create(UncordonRequestSchema)` to create a new message.
  */
 export const UncordonRequestSchema: GenMessage<UncordonRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 18);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 21);
 
 /**
  * UncordonResponse carries the node.
@@ -790,7 +964,7 @@ export type UncordonResponse = Message<"bettercompute.nodes.v1.UncordonResponse"
  * Use `create(UncordonResponseSchema)` to create a new message.
  */
 export const UncordonResponseSchema: GenMessage<UncordonResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 19);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 22);
 
 /**
  * DrainRequest names the node to drain.
@@ -809,7 +983,7 @@ export type DrainRequest = Message<"bettercompute.nodes.v1.DrainRequest"> & {
  * Use `create(DrainRequestSchema)` to create a new message.
  */
 export const DrainRequestSchema: GenMessage<DrainRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 20);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 23);
 
 /**
  * DrainResponse carries the node, draining (or drained already).
@@ -828,7 +1002,7 @@ export type DrainResponse = Message<"bettercompute.nodes.v1.DrainResponse"> & {
  * Use `create(DrainResponseSchema)` to create a new message.
  */
 export const DrainResponseSchema: GenMessage<DrainResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 21);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 24);
 
 /**
  * RetireRequest names the node to retire.
@@ -847,7 +1021,7 @@ export type RetireRequest = Message<"bettercompute.nodes.v1.RetireRequest"> & {
  * Use `create(RetireRequestSchema)` to create a new message.
  */
 export const RetireRequestSchema: GenMessage<RetireRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 22);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 25);
 
 /**
  * RetireResponse carries the node.
@@ -866,7 +1040,7 @@ export type RetireResponse = Message<"bettercompute.nodes.v1.RetireResponse"> & 
  * Use `create(RetireResponseSchema)` to create a new message.
  */
 export const RetireResponseSchema: GenMessage<RetireResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 23);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 26);
 
 /**
  * LabelRequest changes a node's labels.
@@ -900,7 +1074,7 @@ export type LabelRequest = Message<"bettercompute.nodes.v1.LabelRequest"> & {
  * Use `create(LabelRequestSchema)` to create a new message.
  */
 export const LabelRequestSchema: GenMessage<LabelRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 24);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 27);
 
 /**
  * LabelResponse carries the node with its new labels.
@@ -919,7 +1093,7 @@ export type LabelResponse = Message<"bettercompute.nodes.v1.LabelResponse"> & {
  * Use `create(LabelResponseSchema)` to create a new message.
  */
 export const LabelResponseSchema: GenMessage<LabelResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 25);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 28);
 
 /**
  * UpdateSpecRequest replaces a node's spec.
@@ -951,7 +1125,7 @@ export type UpdateSpecRequest = Message<"bettercompute.nodes.v1.UpdateSpecReques
  * Use `create(UpdateSpecRequestSchema)` to create a new message.
  */
 export const UpdateSpecRequestSchema: GenMessage<UpdateSpecRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 26);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 29);
 
 /**
  * UpdateSpecResponse carries the node with its spec and generations.
@@ -970,7 +1144,7 @@ export type UpdateSpecResponse = Message<"bettercompute.nodes.v1.UpdateSpecRespo
  * Use `create(UpdateSpecResponseSchema)` to create a new message.
  */
 export const UpdateSpecResponseSchema: GenMessage<UpdateSpecResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 27);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 30);
 
 /**
  * InventoryHistoryRequest pages through a node's inventory history.
@@ -1001,7 +1175,7 @@ export type InventoryHistoryRequest = Message<"bettercompute.nodes.v1.InventoryH
  * Use `create(InventoryHistoryRequestSchema)` to create a new message.
  */
 export const InventoryHistoryRequestSchema: GenMessage<InventoryHistoryRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 28);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 31);
 
 /**
  * InventoryHistoryResponse is one page of inventory records, newest first.
@@ -1027,7 +1201,7 @@ export type InventoryHistoryResponse = Message<"bettercompute.nodes.v1.Inventory
  * Use `create(InventoryHistoryResponseSchema)` to create a new message.
  */
 export const InventoryHistoryResponseSchema: GenMessage<InventoryHistoryResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 29);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 32);
 
 /**
  * NodesService manages the nodes of the caller's tenant.
@@ -1036,8 +1210,8 @@ export const InventoryHistoryResponseSchema: GenMessage<InventoryHistoryResponse
  */
 export const NodesService: GenService<{
   /**
-   * List lists the nodes of the caller's tenant, optionally only those with given labels.
-   * Inventories are left out; Get returns them.
+   * List lists the nodes of the caller's tenant, optionally only those matching filters (labels,
+   * states, online, GPU model, pool, hostname prefix). Inventories are left out unless asked for.
    *
    * @generated from rpc bettercompute.nodes.v1.NodesService.List
    */
@@ -1045,6 +1219,18 @@ export const NodesService: GenService<{
     methodKind: "unary";
     input: typeof ListRequestSchema;
     output: typeof ListResponseSchema;
+  },
+  /**
+   * Summary counts the nodes of the caller's tenant matching the same filters as List, exactly:
+   * in all, by lifecycle state and by online status, with their GPUs by model. A view of a large
+   * fleet shows true totals from it without paging through every node.
+   *
+   * @generated from rpc bettercompute.nodes.v1.NodesService.Summary
+   */
+  summary: {
+    methodKind: "unary";
+    input: typeof SummaryRequestSchema;
+    output: typeof SummaryResponseSchema;
   },
   /**
    * Get returns a node of the caller's tenant with its inventory, or, reduced, a node of another

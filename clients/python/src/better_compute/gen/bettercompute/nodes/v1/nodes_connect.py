@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .nodes_pb2 import CordonRequest, CordonResponse, DrainRequest, DrainResponse, GetRequest, GetResponse, InventoryHistoryRequest, InventoryHistoryResponse, LabelRequest, LabelResponse, ListRequest, ListResponse, RetireRequest, RetireResponse, RevokeRequest, RevokeResponse, UncordonRequest, UncordonResponse, UpdateSpecRequest, UpdateSpecResponse
+from .nodes_pb2 import CordonRequest, CordonResponse, DrainRequest, DrainResponse, GetRequest, GetResponse, InventoryHistoryRequest, InventoryHistoryResponse, LabelRequest, LabelResponse, ListRequest, ListResponse, RetireRequest, RetireResponse, RevokeRequest, RevokeResponse, SummaryRequest, SummaryResponse, UncordonRequest, UncordonResponse, UpdateSpecRequest, UpdateSpecResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -43,8 +43,16 @@ class NodesService(Protocol):
     """
     async def list(self, request: ListRequest, ctx: RequestContext[ListRequest, ListResponse], /) -> ListResponse:
         """
-        List lists the nodes of the caller's tenant, optionally only those with given labels.
-        Inventories are left out; Get returns them.
+        List lists the nodes of the caller's tenant, optionally only those matching filters (labels,
+        states, online, GPU model, pool, hostname prefix). Inventories are left out unless asked for.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def summary(self, request: SummaryRequest, ctx: RequestContext[SummaryRequest, SummaryResponse], /) -> SummaryResponse:
+        """
+        Summary counts the nodes of the caller's tenant matching the same filters as List, exactly:
+        in all, by lifecycle state and by online status, with their GPUs by model. A view of a large
+        fleet shows true totals from it without paging through every node.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -141,6 +149,17 @@ class NodesServiceASGIApplication(ConnectASGIApplication[NodesService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.list,
+                ),
+                "/bettercompute.nodes.v1.NodesService/Summary": Endpoint.unary(
+                    method=MethodInfo(
+                        name="Summary",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=SummaryRequest,
+                        output=SummaryResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.summary,
                 ),
                 "/bettercompute.nodes.v1.NodesService/Get": Endpoint.unary(
                     method=MethodInfo(
@@ -291,8 +310,8 @@ class NodesServiceClient(ConnectClient):
         use_get: bool = False,
     ) -> ListResponse:
         """
-        List lists the nodes of the caller's tenant, optionally only those with given labels.
-        Inventories are left out; Get returns them.
+        List lists the nodes of the caller's tenant, optionally only those matching filters (labels,
+        states, online, GPU model, pool, hostname prefix). Inventories are left out unless asked for.
         """
         return await self.execute_unary(
             request=request,
@@ -301,6 +320,33 @@ class NodesServiceClient(ConnectClient):
                 service_name="bettercompute.nodes.v1.NodesService",
                 input=ListRequest,
                 output=ListResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
+    async def summary(
+        self,
+        request: SummaryRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> SummaryResponse:
+        """
+        Summary counts the nodes of the caller's tenant matching the same filters as List, exactly:
+        in all, by lifecycle state and by online status, with their GPUs by model. A view of a large
+        fleet shows true totals from it without paging through every node.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Summary",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=SummaryRequest,
+                output=SummaryResponse,
                 idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
                 stream_type=StreamType.UNARY,
             ),
@@ -541,8 +587,16 @@ class NodesServiceSync(Protocol):
     """
     def list(self, request: ListRequest, ctx: RequestContext[ListRequest, ListResponse], /) -> ListResponse:
         """
-        List lists the nodes of the caller's tenant, optionally only those with given labels.
-        Inventories are left out; Get returns them.
+        List lists the nodes of the caller's tenant, optionally only those matching filters (labels,
+        states, online, GPU model, pool, hostname prefix). Inventories are left out unless asked for.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def summary(self, request: SummaryRequest, ctx: RequestContext[SummaryRequest, SummaryResponse], /) -> SummaryResponse:
+        """
+        Summary counts the nodes of the caller's tenant matching the same filters as List, exactly:
+        in all, by lifecycle state and by online status, with their GPUs by model. A view of a large
+        fleet shows true totals from it without paging through every node.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -637,6 +691,17 @@ class NodesServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.list,
+                ),
+                "/bettercompute.nodes.v1.NodesService/Summary": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="Summary",
+                        service_name="bettercompute.nodes.v1.NodesService",
+                        input=SummaryRequest,
+                        output=SummaryResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.summary,
                 ),
                 "/bettercompute.nodes.v1.NodesService/Get": EndpointSync.unary(
                     method=MethodInfo(
@@ -787,8 +852,8 @@ class NodesServiceClientSync(ConnectClientSync):
         use_get: bool = False,
     ) -> ListResponse:
         """
-        List lists the nodes of the caller's tenant, optionally only those with given labels.
-        Inventories are left out; Get returns them.
+        List lists the nodes of the caller's tenant, optionally only those matching filters (labels,
+        states, online, GPU model, pool, hostname prefix). Inventories are left out unless asked for.
         """
         return self.execute_unary(
             request=request,
@@ -797,6 +862,33 @@ class NodesServiceClientSync(ConnectClientSync):
                 service_name="bettercompute.nodes.v1.NodesService",
                 input=ListRequest,
                 output=ListResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
+    def summary(
+        self,
+        request: SummaryRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> SummaryResponse:
+        """
+        Summary counts the nodes of the caller's tenant matching the same filters as List, exactly:
+        in all, by lifecycle state and by online status, with their GPUs by model. A view of a large
+        fleet shows true totals from it without paging through every node.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Summary",
+                service_name="bettercompute.nodes.v1.NodesService",
+                input=SummaryRequest,
+                output=SummaryResponse,
                 idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
                 stream_type=StreamType.UNARY,
             ),

@@ -194,7 +194,7 @@ class Nic(_message.Message):
     def __init__(self, name: _Optional[str] = ..., mac: _Optional[str] = ..., speed_mbps: _Optional[int] = ...) -> None: ...
 
 class ListRequest(_message.Message):
-    __slots__ = ("label_selector", "page_size", "page_token")
+    __slots__ = ("label_selector", "page_size", "page_token", "states", "online", "gpu_model", "pool", "hostname_prefix", "include_inventory")
     class LabelSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -205,10 +205,22 @@ class ListRequest(_message.Message):
     LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    ONLINE_FIELD_NUMBER: _ClassVar[int]
+    GPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_INVENTORY_FIELD_NUMBER: _ClassVar[int]
     label_selector: _containers.ScalarMap[str, str]
     page_size: int
     page_token: str
-    def __init__(self, label_selector: _Optional[_Mapping[str, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    states: _containers.RepeatedScalarFieldContainer[str]
+    online: bool
+    gpu_model: str
+    pool: str
+    hostname_prefix: str
+    include_inventory: bool
+    def __init__(self, label_selector: _Optional[_Mapping[str, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ..., online: _Optional[bool] = ..., gpu_model: _Optional[str] = ..., pool: _Optional[str] = ..., hostname_prefix: _Optional[str] = ..., include_inventory: _Optional[bool] = ...) -> None: ...
 
 class ListResponse(_message.Message):
     __slots__ = ("nodes", "next_page_token")
@@ -217,6 +229,62 @@ class ListResponse(_message.Message):
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     next_page_token: str
     def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class SummaryRequest(_message.Message):
+    __slots__ = ("label_selector", "states", "online", "gpu_model", "pool", "hostname_prefix")
+    class LabelSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    ONLINE_FIELD_NUMBER: _ClassVar[int]
+    GPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    label_selector: _containers.ScalarMap[str, str]
+    states: _containers.RepeatedScalarFieldContainer[str]
+    online: bool
+    gpu_model: str
+    pool: str
+    hostname_prefix: str
+    def __init__(self, label_selector: _Optional[_Mapping[str, str]] = ..., states: _Optional[_Iterable[str]] = ..., online: _Optional[bool] = ..., gpu_model: _Optional[str] = ..., pool: _Optional[str] = ..., hostname_prefix: _Optional[str] = ...) -> None: ...
+
+class SummaryResponse(_message.Message):
+    __slots__ = ("total", "states", "online", "offline", "gpus", "gpu_models")
+    class StatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    ONLINE_FIELD_NUMBER: _ClassVar[int]
+    OFFLINE_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPU_MODELS_FIELD_NUMBER: _ClassVar[int]
+    total: int
+    states: _containers.ScalarMap[str, int]
+    online: int
+    offline: int
+    gpus: int
+    gpu_models: _containers.RepeatedCompositeFieldContainer[GpuModelCount]
+    def __init__(self, total: _Optional[int] = ..., states: _Optional[_Mapping[str, int]] = ..., online: _Optional[int] = ..., offline: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_models: _Optional[_Iterable[_Union[GpuModelCount, _Mapping]]] = ...) -> None: ...
+
+class GpuModelCount(_message.Message):
+    __slots__ = ("model", "gpus", "nodes")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    gpus: int
+    nodes: int
+    def __init__(self, model: _Optional[str] = ..., gpus: _Optional[int] = ..., nodes: _Optional[int] = ...) -> None: ...
 
 class GetRequest(_message.Message):
     __slots__ = ("id",)
