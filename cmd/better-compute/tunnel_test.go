@@ -12,11 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/better-compute/better-compute/client/tunneltest"
 	tunnelsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1"
-	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
@@ -148,8 +146,18 @@ func TestTunnelLocal(t *testing.T) {
 // TestTunnelLocalInterrupted: Ctrl-C resets the open tunnels (close code 4009 at the far end).
 func TestTunnelLocalInterrupted(t *testing.T) {
 	t.Parallel()
-	ended := make(chan error, 1)
-	srv := tunneltest.New(t, func(s *tunnel.WebSocketStream, _ *tunnelsv1.CreateRequest) { ended <- tunneltest.Drain(s) })
+	// The far end signals once a byte came through: the tunnel is open at both ends, and its
+	// pump runs. (The server counts a tunnel opened before the client's handshake is done; an
+	// interrupt then would abandon the handshake, not reset a tunnel.)
+	through, ended := make(chan error, 1), make(chan error, 1)
+	srv := tunneltest.New(t, func(s *tunnel.WebSocketStream, _ *tunnelsv1.CreateRequest) {
+		f, err := s.ReadFrame()
+		if err == nil && f.Type != tunnel.Data {
+			err = fmt.Errorf("first frame of type %v, want data", f.Type)
+		}
+		through <- err
+		ended <- tunneltest.Drain(s)
+	})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	addr, done := startLocal(ctx, t, srv)
@@ -158,7 +166,12 @@ func TestTunnelLocalInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	poll.Until(t, 10*time.Second, "the tunnel is open", func() bool { return srv.Opened() == 1 })
+	if _, err := conn.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-through; err != nil {
+		t.Fatalf("the far end read %v", err)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("tunnel --local after Ctrl-C: %v", err)

@@ -31,6 +31,10 @@ type Limits struct {
 	DaemonResultBytes int `yaml:"daemonResultBytes"`
 	// DaemonEventBytes is the largest event, heartbeat or ack a session carries. Default 65536.
 	DaemonEventBytes int `yaml:"daemonEventBytes"`
+	// GatewaySessions is the most sessions one gateway process holds; a node past it is refused
+	// (resource_exhausted) and reconnects later, to this gateway or another. It also sizes the
+	// gateway's default memory limit (GOMEMLIMIT). Default 20000.
+	GatewaySessions int `yaml:"gatewaySessions"`
 }
 
 // defaultLimits are the limits when neither the file nor the environment sets them.
@@ -45,6 +49,7 @@ func defaultLimits() Limits {
 		DaemonHelloBytes:   limit.DefaultDaemonHelloBytes,
 		DaemonResultBytes:  limit.DefaultDaemonResultBytes,
 		DaemonEventBytes:   limit.DefaultDaemonEventBytes,
+		GatewaySessions:    limit.DefaultGatewaySessions,
 	}
 }
 
@@ -56,6 +61,8 @@ const (
 	minHeaderBytes = 4 << 10
 	maxHeaderBytes = 16 << 20
 	maxLimitTime   = time.Hour
+	// maxGatewaySessions is far past what one process can hold (about 100 KiB each).
+	maxGatewaySessions = 1_000_000
 )
 
 func (c *Config) checkLimits(ps *problems) {
@@ -87,6 +94,9 @@ func (c *Config) checkLimits(ps *problems) {
 		if d.v <= 0 || d.v > maxLimitTime {
 			ps.add(d.key, "must be a positive duration of at most %s, got %s", maxLimitTime, d.v)
 		}
+	}
+	if l.GatewaySessions < 1 || l.GatewaySessions > maxGatewaySessions {
+		ps.add("limits.gatewaySessions", "must be from 1 to %d, got %d", maxGatewaySessions, l.GatewaySessions)
 	}
 	if l.ReadTimeout > 0 && l.ReadTimeout < l.ReadHeaderTimeout {
 		ps.add("limits.readTimeout", "must be at least limits.readHeaderTimeout (%s), got %s", l.ReadHeaderTimeout, l.ReadTimeout)

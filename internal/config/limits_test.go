@@ -17,6 +17,7 @@ func TestLimitsDefaults(t *testing.T) {
 		RequestBytes: 4 << 20, HeaderBytes: 64 << 10,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
 		DaemonRequestBytes: 64 << 10, DaemonHelloBytes: 1 << 20, DaemonResultBytes: 4 << 20, DaemonEventBytes: 64 << 10,
+		GatewaySessions: 20_000,
 	}
 	if c.Limits != want {
 		t.Errorf("limits = %+v, want %+v", c.Limits, want)
@@ -41,7 +42,7 @@ func TestLimitsFromFileAndEnv(t *testing.T) {
 		"BETTER_COMPUTE_LIMITS_READ_HEADER_TIMEOUT", "BETTER_COMPUTE_LIMITS_READ_TIMEOUT",
 		"BETTER_COMPUTE_LIMITS_IDLE_TIMEOUT", "BETTER_COMPUTE_LIMITS_DAEMON_REQUEST_BYTES",
 		"BETTER_COMPUTE_LIMITS_DAEMON_HELLO_BYTES", "BETTER_COMPUTE_LIMITS_DAEMON_RESULT_BYTES",
-		"BETTER_COMPUTE_LIMITS_DAEMON_EVENT_BYTES",
+		"BETTER_COMPUTE_LIMITS_DAEMON_EVENT_BYTES", "BETTER_COMPUTE_LIMITS_GATEWAY_SESSIONS",
 	} {
 		if !slices.Contains(vars, name) {
 			t.Errorf("EnvVars() lacks %s", name)
@@ -57,6 +58,7 @@ func TestLimitsValidation(t *testing.T) {
 		key, want  string
 	}{
 		{"request zero", "limits: {requestBytes: 0}", nil, "limits.requestBytes", "must be from 1024 to 268435456 bytes, got 0"},
+		{"sessions zero", "limits: {gatewaySessions: 0}", nil, "limits.gatewaySessions", "must be from 1 to 1000000, got 0"},
 		{"request huge", "", []string{"BETTER_COMPUTE_LIMITS_REQUEST_BYTES=1073741824"}, "limits.requestBytes", "got 1073741824"},
 		{"request not a number", "", []string{"BETTER_COMPUTE_LIMITS_REQUEST_BYTES=4MiB"}, "limits.requestBytes", "must be an integer"},
 		{"header small", "limits: {headerBytes: 100}", nil, "limits.headerBytes", "must be from 4096"},

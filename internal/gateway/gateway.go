@@ -104,6 +104,8 @@ type Gateway struct {
 	tunnelsClosed  bool
 	tunnelsClosing chan struct{}
 	openTunnels    atomic.Int64
+
+	seats atomic.Int64 // sessions opening or held (seats.go)
 }
 
 // New returns a gateway; Serve runs it.

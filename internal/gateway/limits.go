@@ -30,6 +30,10 @@ type Limits struct {
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout closes connections with no stream open this long (limits.idleTimeout).
 	IdleTimeout time.Duration
+	// Sessions bounds the sessions this gateway holds at once (limits.gatewaySessions): a node
+	// past it is refused with resource_exhausted before anything is read or written for it,
+	// unless it already holds a session here, which its new one supersedes.
+	Sessions int
 }
 
 // withDefaults fills the zero fields.
@@ -41,6 +45,7 @@ func (l Limits) withDefaults() Limits {
 	l.HeaderBytes = limit.Or(l.HeaderBytes, limit.DefaultHeaderBytes)
 	l.ReadHeaderTimeout = limit.Or(l.ReadHeaderTimeout, limit.DefaultReadHeaderTimeout)
 	l.IdleTimeout = limit.Or(l.IdleTimeout, limit.DefaultIdleTimeout)
+	l.Sessions = limit.Or(l.Sessions, limit.DefaultGatewaySessions)
 	return l
 }
 

@@ -126,6 +126,11 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 	if err != nil {
 		return err
 	}
+	release, err := g.seat(nodeID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	q := db.New(g.opts.Pool)
 	node, err := q.GetNodeForGateway(ctx, nodeID)
 	if err != nil {

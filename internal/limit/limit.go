@@ -38,6 +38,9 @@ const (
 	// DefaultDaemonEventBytes bounds one event, heartbeat or ack on a session
 	// (limits.daemonEventBytes).
 	DefaultDaemonEventBytes = 64 << 10
+	// DefaultGatewaySessions bounds the sessions one gateway holds (limits.gatewaySessions): a
+	// 10,000-node fleet fits one gateway twice over.
+	DefaultGatewaySessions = 20_000
 )
 
 // Or returns v, or def when v is zero or negative: how servers apply a limit their options may

@@ -69,6 +69,7 @@ type Options struct {
 func Run(ctx context.Context, opts Options) error {
 	cfg, log := opts.Config, opts.Logger
 	roles := cfg.RoleSet()
+	setMemoryLimit(cfg, roles, log)
 	if _, err := auth.EnsureRootTenant(ctx, opts.Pool); err != nil {
 		return err
 	}
@@ -310,7 +311,7 @@ func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg 
 			RequestBytes: cfg.Limits.DaemonRequestBytes, HelloBytes: cfg.Limits.DaemonHelloBytes,
 			ResultBytes: cfg.Limits.DaemonResultBytes, EventBytes: cfg.Limits.DaemonEventBytes,
 			HeaderBytes: cfg.Limits.HeaderBytes, ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
-			IdleTimeout: cfg.Limits.IdleTimeout,
+			IdleTimeout: cfg.Limits.IdleTimeout, Sessions: cfg.Limits.GatewaySessions,
 		},
 	})
 	return gw, ln, control, nil

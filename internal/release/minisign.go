@@ -61,12 +61,13 @@ var ErrInvalidSignature = errors.New("release: invalid signature")
 var ErrWrongKey = errors.New("release: signed by another key")
 
 // KeyID identifies a key pair; signatures carry it so a verifier can tell "wrong key" from
-// "tampered". minisign prints it as 16 upper-case hex digits of its little-endian value.
+// "tampered". minisign prints it as upper-case hex digits of its little-endian value.
 type KeyID [keyIDBytes]byte
 
 // String formats the id as minisign does ("minisign public key ADA35C7798A552DE").
 func (id KeyID) String() string {
-	return fmt.Sprintf("%016X", binary.LittleEndian.Uint64(id[:]))
+	// As minisign prints it (%PRIX64): without leading zeros, so the two name a key alike.
+	return fmt.Sprintf("%X", binary.LittleEndian.Uint64(id[:]))
 }
 
 // PublicKey verifies release signatures. It is safe to publish and to log.
