@@ -13,8 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -53,6 +51,8 @@ type Service struct {
 	admit *admission.Admitter
 	waker Waker
 	pokes pokes
+	// shapes keeps what each pool's members offer, for admission (shape.go).
+	shapes shapes
 }
 
 var _ leasesv1connect.LeasesServiceHandler = (*Service)(nil)
@@ -249,53 +249,6 @@ func admitGrant(g capacity.Grant, model string, req *leasesv1.CreateRequest) err
 			most.MemoryBytes, g.Nominal.MemoryBytes, g.BorrowingLimit.MemoryBytes)
 	}
 	return nil
-}
-
-// admitShape checks that the pool's members could hold the lease at all, and returns the GPU
-// model it will run on (the pool's only model when the request names none).
-func (s *Service) admitShape(ctx context.Context, q *db.Queries, poolID uuid.UUID, req *leasesv1.CreateRequest) (string, error) {
-	if req.GetGpus() == 0 {
-		caps, err := q.PoolNodeCapacity(ctx, []uuid.UUID{poolID})
-		if err != nil {
-			return "", err
-		}
-		var c db.PoolNodeCapacityRow
-		if len(caps) == 1 {
-			c = caps[0]
-		}
-		if int64(req.GetCpus()) > c.MaxNodeCpus {
-			return "", apierr.FailedPreconditionField("cpus", "no node of the pool has %d CPUs (the most is %d)", req.GetCpus(), c.MaxNodeCpus)
-		}
-		if req.GetMemoryBytes() > c.MaxNodeMemoryBytes {
-			return "", apierr.FailedPreconditionField("memory_bytes", "no node of the pool has %d bytes of memory (the most is %d)", req.GetMemoryBytes(), c.MaxNodeMemoryBytes)
-		}
-		return "", nil
-	}
-	models, err := q.PoolGPUModels(ctx, poolID)
-	if err != nil {
-		return "", err
-	}
-	names := make([]string, len(models))
-	for i, m := range models {
-		names[i] = fmt.Sprintf("%q", m.Model)
-	}
-	model := req.GetGpuModel()
-	switch {
-	case len(models) == 0:
-		return "", apierr.FailedPreconditionField("gpus", "the pool has no GPUs")
-	case model == "" && len(models) > 1:
-		return "", apierr.InvalidArgument("gpu_model", "is required: the pool has %s", strings.Join(names, ", "))
-	case model == "":
-		model = models[0].Model
-	}
-	i := slices.IndexFunc(models, func(m db.PoolGPUModelsRow) bool { return m.Model == model })
-	if i < 0 {
-		return "", apierr.FailedPreconditionField("gpu_model", "the pool has no %q GPUs (it has %s)", model, strings.Join(names, ", "))
-	}
-	if int64(req.GetGpus()) > models[i].Total {
-		return "", apierr.FailedPreconditionField("gpus", "the pool has only %d %q GPUs", models[i].Total, model)
-	}
-	return model, nil
 }
 
 // admitUsage refuses a lease, just inserted, that takes the tenant's pending and running leases
