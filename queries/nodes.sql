@@ -22,8 +22,8 @@ RETURNING *;
 SELECT * FROM join_tokens WHERE id = sqlc.arg(id);
 
 -- name: SpendJoinToken :one
--- Spends one use, if the token still has one: the last statement of a join, so concurrent joins
--- wait on the token's row lock only for each other's commit.
+-- Spends one use, if the token still has one, as joins did before join_admit (migration 0025)
+-- took it into the join's one round trip; BenchmarkJoinTransaction runs it as its baseline.
 UPDATE join_tokens SET uses = uses + 1
 WHERE id = sqlc.arg(id) AND uses < max_uses AND revoked_at IS NULL AND expires_at > now()
 RETURNING uses;

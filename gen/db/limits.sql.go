@@ -37,19 +37,6 @@ func (q *Queries) CountTenantJoinTokens(ctx context.Context, tenantID uuid.UUID)
 	return count, err
 }
 
-const countTenantNodes = `-- name: CountTenantNodes :one
-SELECT count(*) FROM nodes
-WHERE tenant_id = $1 AND revoked_at IS NULL AND state <> 'retired'
-`
-
-// Nodes that count: neither revoked nor retired.
-func (q *Queries) CountTenantNodes(ctx context.Context, tenantID uuid.UUID) (int64, error) {
-	row := q.db.QueryRow(ctx, countTenantNodes, tenantID)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
-}
-
 const countTenantPendingLeases = `-- name: CountTenantPendingLeases :one
 SELECT count(*) FROM pool_leases WHERE tenant_id = $1 AND state = 'pending'
 `
@@ -81,35 +68,6 @@ func (q *Queries) CountTenantPrincipals(ctx context.Context, tenantID uuid.UUID)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
-}
-
-const countTenantRecentCommands = `-- name: CountTenantRecentCommands :one
-SELECT count(*) AS n,
-       greatest(1, ceil(extract(epoch FROM coalesce(min(created_at), now()) + interval '1 minute' - now())))::integer AS retry_after_seconds
-FROM commands
-WHERE tenant_id = $1 AND id >= $2::uuid AND created_at > now() - interval '1 minute'
-`
-
-type CountTenantRecentCommandsParams struct {
-	TenantID uuid.UUID
-	SinceID  uuid.UUID
-}
-
-type CountTenantRecentCommandsRow struct {
-	N                 int64
-	RetryAfterSeconds int32
-}
-
-// Commands the tenant created in the last minute, and in whole seconds (at least 1) when the
-// oldest of them leaves that minute. Command ids are UUIDv7, ordered by creation time: since_id
-// is the smallest id of a moment safely before the minute (the API's clock may differ from the
-// database's), so the scan reads a short range of the (tenant_id, id) index rather than every
-// command the tenant keeps.
-func (q *Queries) CountTenantRecentCommands(ctx context.Context, arg CountTenantRecentCommandsParams) (CountTenantRecentCommandsRow, error) {
-	row := q.db.QueryRow(ctx, countTenantRecentCommands, arg.TenantID, arg.SinceID)
-	var i CountTenantRecentCommandsRow
-	err := row.Scan(&i.N, &i.RetryAfterSeconds)
-	return i, err
 }
 
 const lockTenantLimit = `-- name: LockTenantLimit :exec

@@ -790,10 +790,23 @@ type Tenant struct {
 	DeletedAt   *time.Time
 }
 
+type TenantCommandSecond struct {
+	TenantID uuid.UUID
+	Second   time.Time
+	Backend  int32
+	Commands int64
+}
+
 type TenantLeaseUsage struct {
 	TenantID uuid.UUID
 	Added    bool
 	Pending  int64
+}
+
+type TenantNodeCount struct {
+	TenantID uuid.UUID
+	Added    bool
+	Nodes    int64
 }
 
 type Tunnel struct {

@@ -795,8 +795,8 @@ WHERE id = $1 AND uses < max_uses AND revoked_at IS NULL AND expires_at > now()
 RETURNING uses
 `
 
-// Spends one use, if the token still has one: the last statement of a join, so concurrent joins
-// wait on the token's row lock only for each other's commit.
+// Spends one use, if the token still has one, as joins did before join_admit (migration 0025)
+// took it into the join's one round trip; BenchmarkJoinTransaction runs it as its baseline.
 func (q *Queries) SpendJoinToken(ctx context.Context, id string) (int32, error) {
 	row := q.db.QueryRow(ctx, spendJoinToken, id)
 	var uses int32

@@ -28,6 +28,13 @@ type Querier interface {
 	// open workflow violates workflow_nodes_open_node; the caller names it (OpenWorkflowOfNodes).
 	// Two concurrent appends may give the same positions: order is by position, then node id.
 	AddWorkflowNodes(ctx context.Context, arg AddWorkflowNodesParams) ([]uuid.UUID, error)
+	// The last statement of commands/create before its audit row and COMMIT, after its inserts:
+	// refuses the create, by raising, when the tenant's commands of the last minute are over
+	// max_commands.
+	AdmitCommands(ctx context.Context, arg AdmitCommandsParams) error
+	// The last statement of a join, after the node's insert: spends a use of the token and refuses
+	// the join, by raising, when the token has none left or the tenant's nodes are over max_nodes.
+	AdmitJoin(ctx context.Context, arg AdmitJoinParams) error
 	// Moves a cursor forward, never back, and clears its error. Run after lease.Fence in the same
 	// transaction. No row: the sink's cursor was deleted (its webhook was).
 	AdvanceSinkCursor(ctx context.Context, arg AdvanceSinkCursorParams) (int64, error)
@@ -74,17 +81,9 @@ type Querier interface {
 	// Join tokens that can still be used: not revoked, not expired, not used up.
 	CountTenantJoinTokens(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CountTenantLiveNodes(ctx context.Context, tenantID uuid.UUID) (int64, error)
-	// Nodes that count: neither revoked nor retired.
-	CountTenantNodes(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CountTenantPendingLeases(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CountTenantPools(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CountTenantPrincipals(ctx context.Context, tenantID uuid.UUID) (int64, error)
-	// Commands the tenant created in the last minute, and in whole seconds (at least 1) when the
-	// oldest of them leaves that minute. Command ids are UUIDv7, ordered by creation time: since_id
-	// is the smallest id of a moment safely before the minute (the API's clock may differ from the
-	// database's), so the scan reads a short range of the (tenant_id, id) index rather than every
-	// command the tenant keeps.
-	CountTenantRecentCommands(ctx context.Context, arg CountTenantRecentCommandsParams) (CountTenantRecentCommandsRow, error)
 	// The tenant's running or paused workflows made by workflows/create (its cap).
 	CountUnfinishedWorkflows(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	// Keys that still let an owner in: of a principal with the owner role, not expired, other than
@@ -289,6 +288,11 @@ type Querier interface {
 	// The audit log: written by the admission layer, read by audit/list.
 	InsertAuditEvent(ctx context.Context, arg InsertAuditEventParams) error
 	InsertDeviceAllocations(ctx context.Context, arg InsertDeviceAllocationsParams) error
+	// Per-tenant counters that the creates' own inserts keep (migration 0025_tenant_counters), read
+	// by the caps' checks (internal/quota) instead of counting rows.
+	// CreateNode for a join, whose result the join does not need: it rides in one round trip with
+	// the join's other statements. Its trigger bumps the tenant's node counter and holds it locked.
+	InsertJoinedNode(ctx context.Context, arg InsertJoinedNodeParams) error
 	// The outbox: events written in the same transaction as the change they announce.
 	InsertOutboxEvent(ctx context.Context, arg InsertOutboxEventParams) error
 	// Many events in one statement, for workers (API calls emit through admission).
@@ -705,8 +709,8 @@ type Querier interface {
 	// The NodeSpec reconciler's resync: live nodes whose spec is not observed, or whose state
 	// differs from it.
 	SpecDriftNodeKeys(ctx context.Context) ([]string, error)
-	// Spends one use, if the token still has one: the last statement of a join, so concurrent joins
-	// wait on the token's row lock only for each other's commit.
+	// Spends one use, if the token still has one, as joins did before join_admit (migration 0025)
+	// took it into the join's one round trip; BenchmarkJoinTransaction runs it as its baseline.
 	SpendJoinToken(ctx context.Context, id string) (int32, error)
 	// Spends a ticket of the tenant that is unused, not closed and not expired, at most once however
 	// many upgrades race: it becomes an open tunnel relayed by api_instance, with a relay lease of
@@ -719,6 +723,8 @@ type Querier interface {
 	SummarizeNodes(ctx context.Context, arg SummarizeNodesParams) ([]SummarizeNodesRow, error)
 	// The leases that have not ended of a tenant, and of other tenants in the tenant's pools.
 	TenantActiveLeaseIDs(ctx context.Context, tenantID uuid.UUID) ([]uuid.UUID, error)
+	// The tenant's nodes that count against its cap: neither revoked nor retired.
+	TenantNodeCount(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	// Which of ids are nodes of the tenant.
 	TenantNodesAmong(ctx context.Context, arg TenantNodesAmongParams) ([]uuid.UUID, error)
 	TombstoneTenant(ctx context.Context, id uuid.UUID) (Tenant, error)

@@ -16,8 +16,6 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
-	"github.com/better-compute/better-compute/internal/event"
-	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/secret"
 )
 
@@ -46,9 +44,9 @@ func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (*daemonv
 		return nil, apierr.InvalidArgument("csr", "signature does not match its key: %v", err)
 	}
 	g := s.g
-	// Check the token without a lock, sign the certificate, then create the node and spend the
-	// token in one short transaction: the spend is conditional, so a token used up meanwhile
-	// refuses the join and rolls the node back.
+	// Check the token without a lock and sign the certificate, then create the node and spend
+	// the token in one short transaction (admitJoin): the spend is conditional, so a token used
+	// up meanwhile refuses the join and rolls the node back.
 	t, err := db.New(g.opts.Pool).GetJoinToken(ctx, token.ID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) || (err == nil && !token.Matches(t.SecretHash)):
@@ -67,28 +65,7 @@ func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (*daemonv
 	if err != nil {
 		return nil, apierr.InvalidArgument("csr", "%v", err)
 	}
-	err = pgx.BeginFunc(ctx, g.opts.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
-		if err := quota.CheckMax(ctx, q, t.TenantID, quota.Nodes, g.opts.TenantNodes, 1); err != nil {
-			return err
-		}
-		if _, err := q.CreateNode(ctx, db.CreateNodeParams{
-			ID: nodeID, TenantID: t.TenantID, Hostname: req.GetHostname(), Pool: t.Pool, Labels: t.Labels,
-			JoinTokenID: &t.ID, CertNotAfter: &notAfter,
-		}); err != nil {
-			return fmt.Errorf("create node: %w", err)
-		}
-		if err := event.Emit(ctx, q, t.TenantID, event.NodeJoined{ID: nodeID, Hostname: req.GetHostname()}); err != nil {
-			return err
-		}
-		if _, err := q.SpendJoinToken(ctx, t.ID); errors.Is(err, pgx.ErrNoRows) {
-			return apierr.Unauthenticated("join token %s has been used up, revoked or expired", token.ID)
-		} else if err != nil {
-			return fmt.Errorf("spend join token %s: %w", token.ID, err)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := g.admitJoin(ctx, t, nodeID, req.GetHostname(), notAfter); err != nil {
 		return nil, err
 	}
 	res := &daemonv1.JoinResponse{

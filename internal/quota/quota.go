@@ -2,19 +2,32 @@
 // tokens, pools, principals, working API keys, webhooks, pending leases, and commands a minute. The caps are
 // deployment defaults from the configuration (rateLimits.tenant.*), the same for every tenant.
 //
-// A create checks its cap inside the transaction that inserts the row: Check takes a
+// Most caps are checked by counting, inside the transaction that inserts the row: Check takes a
 // transaction-scoped advisory lock on (cap, tenant), then counts, so concurrent creates in one
 // tenant queue on the lock and the second one counts the first one's row; two of them can never
-// both pass. Pending leases are counted by counters the lease's own insert keeps (Counted). A
-// refusal is ResourceExhausted naming the configuration key of the cap.
+// both pass.
+//
+// The caps checked on hot paths read counters instead, which the rows' own inserts keep (by
+// triggers, in the inserting transaction), so nothing under a lock grows with what the tenant
+// holds:
+//   - pending leases (Counted) and live nodes (JoinRefusal): the insert bumps the tenant's
+//     counter row and holds it locked until commit, which serialises concurrent creates; the
+//     create then reads the counter, its own rows included, and rolls back if over. A join does
+//     the read in the database (join_admit, migration 0025), which raises on a refusal so that
+//     the join's statements and COMMIT go in one round trip.
+//   - commands a minute (AdmitCommands, CommandsRefusal): every command inserted bumps a
+//     per-second row of the tenant; after its inserts, the create takes the advisory lock and
+//     reads the minute's rows, sent with its last statements and COMMIT, so the serial part of a
+//     create is that read and its COMMIT. The lock, not the rows, makes the check exact across
+//     seconds: creates in different seconds bump different rows.
+//
+// A refusal is ResourceExhausted naming the configuration key of the cap.
 package quota
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
@@ -128,7 +141,8 @@ func LimitsFrom(ctx context.Context) Limits {
 
 // Check refuses, with ResourceExhausted, a create in tenant that would take it over the cap
 // that ctx carries (see WithLimits) for limit; adding is how many the create makes. q must run
-// in the create's transaction, before its insert.
+// in the create's transaction, before its insert. Commands a minute are checked by
+// AdmitCommands instead.
 func Check(ctx context.Context, q *db.Queries, tenant uuid.UUID, limit Limit, adding int) error {
 	return CheckMax(ctx, q, tenant, limit, LimitsFrom(ctx).Of(limit), adding)
 }
@@ -140,9 +154,6 @@ func CheckMax(ctx context.Context, q *db.Queries, tenant uuid.UUID, limit Limit,
 	}
 	if err := q.LockTenantLimit(ctx, db.LockTenantLimitParams{LimitName: string(limit), TenantID: tenant}); err != nil {
 		return fmt.Errorf("lock tenant cap %s: %w", limit, err)
-	}
-	if limit == CommandsPerMinute {
-		return checkCommands(ctx, q, tenant, most, adding)
 	}
 	n, err := count(ctx, q, tenant, limit)
 	if err != nil {
@@ -172,7 +183,7 @@ func over(limit Limit, most, n, adding int64) error {
 func count(ctx context.Context, q *db.Queries, tenant uuid.UUID, limit Limit) (int64, error) {
 	switch limit {
 	case Nodes:
-		return q.CountTenantNodes(ctx, tenant)
+		return q.TenantNodeCount(ctx, tenant)
 	case JoinTokens:
 		return q.CountTenantJoinTokens(ctx, tenant)
 	case Pools:
@@ -189,45 +200,6 @@ func count(ctx context.Context, q *db.Queries, tenant uuid.UUID, limit Limit) (i
 		return q.CountUnfinishedWorkflows(ctx, tenant)
 	}
 	return 0, errors.New("unknown cap")
-}
-
-// clockSlack widens the command window's id bound: ids carry the API's clock, the window the
-// database's.
-const clockSlack = time.Minute
-
-// checkCommands refuses commands over the per-minute cap, telling the caller in Retry-After
-// when the oldest command of the window leaves it.
-func checkCommands(ctx context.Context, q *db.Queries, tenant uuid.UUID, most, adding int) error {
-	row, err := q.CountTenantRecentCommands(ctx, db.CountTenantRecentCommandsParams{
-		TenantID: tenant, SinceID: uuidV7Floor(time.Now().Add(-time.Minute - clockSlack)),
-	})
-	if err != nil {
-		return fmt.Errorf("count for tenant cap %s: %w", CommandsPerMinute, err)
-	}
-	if row.N+int64(adding) <= int64(most) {
-		return nil
-	}
-	msg := fmt.Sprintf("%s: the tenant created %d commands in the last minute and this call adds %d; at most %d a minute",
-		CommandsPerMinute.Key(), row.N, adding, most)
-	if adding > most {
-		return &apierr.Error{Code: connect.CodeResourceExhausted, Msg: msg + "; address fewer nodes"}
-	}
-	cerr := connect.NewError(connect.CodeResourceExhausted, errors.New(msg))
-	cerr.Meta().Set("Retry-After", strconv.Itoa(max(1, int(row.RetryAfterSeconds))))
-	return cerr
-}
-
-// uuidV7Floor is the smallest UUIDv7 of the millisecond t: every id made at t or later sorts
-// at or after it.
-func uuidV7Floor(t time.Time) uuid.UUID {
-	var u uuid.UUID
-	ms := uint64(t.UnixMilli())
-	for i := range 6 {
-		u[i] = byte(ms >> (40 - 8*i))
-	}
-	u[6] = 0x70 // version 7, zero random bits
-	u[8] = 0x80 // RFC 4122 variant
-	return u
 }
 
 func noun(l Limit) string {

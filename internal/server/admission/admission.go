@@ -17,6 +17,7 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/apierr"
+	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/seal"
 	"github.com/better-compute/better-compute/internal/server/guard"
@@ -26,13 +27,19 @@ import (
 type Tx struct {
 	// Q runs the generated queries inside the transaction.
 	Q      *db.Queries
-	tx     *pipeTx
+	tx     *database.PipeTx
 	target string
 	events event.Batch
 }
 
 // Target records what the call acted on ("principal/<id>") for its audit row.
 func (t *Tx) Target(kind string, id any) { t.target = fmt.Sprintf("%s/%v", kind, id) }
+
+// Deferred runs generated :exec queries in the call's transaction after the handler's other
+// statements, sent with its audit row and COMMIT in one round trip; their errors are the call's
+// (see database.PipeTx.Deferred). A check that serialises concurrent calls belongs here: its
+// lock is then held only until that round trip ends.
+func (t *Tx) Deferred() *db.Queries { return db.New(t.tx.Deferred()) }
 
 // Emit writes ev, an event of tenant, to the outbox in the call's transaction (with its audit
 // row, in one statement). Events of one subject are delivered in the order they were emitted.
@@ -58,11 +65,11 @@ func Do[Res proto.Message](ctx context.Context, a *Admitter, req proto.Message, 
 	if !ok || call.Method == nil || call.Principal == nil {
 		return zero, fmt.Errorf("admission: no authenticated call in context")
 	}
-	ptx, err := beginPipe(ctx, a.pool)
+	ptx, err := database.BeginPipe(ctx, a.pool)
 	if err != nil {
 		return zero, fmt.Errorf("admission: begin: %w", err)
 	}
-	defer ptx.end(ctx)
+	defer ptx.End(ctx)
 	tx := &Tx{Q: db.New(ptx), tx: ptx}
 
 	var reqHash []byte
@@ -102,7 +109,7 @@ func Do[Res proto.Message](ctx context.Context, a *Admitter, req proto.Message, 
 	}
 	// The audit row, the outbox events and the stored response go in one statement, sent
 	// together with COMMIT: one round trip.
-	ptx.commitNext = true
+	ptx.CommitNext()
 	if err := tx.Q.RecordAdmission(ctx, rec); err != nil {
 		return zero, fmt.Errorf("admission: record audit, events and response, and commit: %w", err)
 	}

@@ -100,6 +100,7 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 	}
 	tid := auth.Caller(ctx).TenantID
 	var targets []uuid.UUID
+	added := 0 // commands new to the database: a replay of an idempotency key adds none
 	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*commandsv1.CreateResponse, error) {
 		if selector == nil {
 			n, err := tx.Q.GetNode(ctx, db.GetNodeParams{TenantID: tid, ID: nodeID})
@@ -127,18 +128,19 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 			targets = ids
 			tx.Target("selector", string(selector))
 		}
-		if err := quota.Check(ctx, tx.Q, tid, quota.CommandsPerMinute, len(targets)); err != nil {
-			return nil, err
-		}
 		out := &commandsv1.CreateResponse{}
 		deadline := time.Now().Add(timeout)
 		for _, node := range targets {
+			id := uuid.Must(uuid.NewV7())
 			c, err := tx.Q.CreateCommand(ctx, db.CreateCommandParams{
-				ID: uuid.Must(uuid.NewV7()), TenantID: tid, NodeID: node, Type: typ,
+				ID: id, TenantID: tid, NodeID: node, Type: typ,
 				Payload: payload, IdempotencyKey: key, Deadline: deadline,
 			})
 			if err != nil {
 				return nil, fmt.Errorf("create command for node %s: %w", node, err)
+			}
+			if c.ID == id {
+				added++
 			}
 			if err := tx.Emit(tid, event.CommandCreated{CommandRef: event.CommandRef{ID: c.ID, NodeID: node, Type: string(c.Type)}}); err != nil {
 				return nil, err
@@ -149,8 +151,19 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 			}
 			out.Commands = append(out.Commands, pc)
 		}
+		// After the inserts, which bumped the tenant's count of commands a second, and sent
+		// with the audit row and COMMIT: the check serialises the tenant's creates for that
+		// round trip only.
+		if added > 0 {
+			if err := quota.AdmitCommands(ctx, tx.Deferred(), tid); err != nil {
+				return nil, err
+			}
+		}
 		return out, nil
 	})
+	if refusal, ok := quota.CommandsRefusal(ctx, err, added); ok {
+		return nil, refusal
+	}
 	if err == nil && s.notifier != nil && len(targets) > 0 {
 		s.notifier.CommandsCreated(ctx, targets)
 	}
