@@ -17,8 +17,8 @@ SELECT join_admit(sqlc.arg(token_id)::text, sqlc.arg(tenant_id)::uuid, sqlc.arg(
 -- The tenant's nodes that count against its cap: neither revoked nor retired.
 SELECT COALESCE(sum(nodes), 0)::bigint FROM tenant_node_counts WHERE tenant_id = sqlc.arg(tenant_id);
 
--- name: AdmitCommands :exec
--- The last statement of commands/create before its audit row and COMMIT, after its inserts:
--- refuses the create, by raising, when the tenant's commands of the last minute are over
--- max_commands.
-SELECT commands_admit(sqlc.arg(tenant_id)::uuid, sqlc.arg(max_commands)::bigint);
+-- name: ReserveCommands :exec
+-- commands/create's reservation of its commands against max_commands a minute, before its own
+-- transaction and in one of its own (an implicit one: this is its only statement): refuses, by
+-- raising, when the tenant's commands of the last minute would be over it.
+SELECT commands_reserve(sqlc.arg(tenant_id)::uuid, sqlc.arg(commands)::bigint, sqlc.arg(max_commands)::bigint);

@@ -12,23 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const admitCommands = `-- name: AdmitCommands :exec
-SELECT commands_admit($1::uuid, $2::bigint)
-`
-
-type AdmitCommandsParams struct {
-	TenantID    uuid.UUID
-	MaxCommands int64
-}
-
-// The last statement of commands/create before its audit row and COMMIT, after its inserts:
-// refuses the create, by raising, when the tenant's commands of the last minute are over
-// max_commands.
-func (q *Queries) AdmitCommands(ctx context.Context, arg AdmitCommandsParams) error {
-	_, err := q.db.Exec(ctx, admitCommands, arg.TenantID, arg.MaxCommands)
-	return err
-}
-
 const admitJoin = `-- name: AdmitJoin :exec
 SELECT join_admit($1::text, $2::uuid, $3::bigint)
 `
@@ -77,6 +60,24 @@ func (q *Queries) InsertJoinedNode(ctx context.Context, arg InsertJoinedNodePara
 		arg.JoinTokenID,
 		arg.CertNotAfter,
 	)
+	return err
+}
+
+const reserveCommands = `-- name: ReserveCommands :exec
+SELECT commands_reserve($1::uuid, $2::bigint, $3::bigint)
+`
+
+type ReserveCommandsParams struct {
+	TenantID    uuid.UUID
+	Commands    int64
+	MaxCommands int64
+}
+
+// commands/create's reservation of its commands against max_commands a minute, before its own
+// transaction and in one of its own (an implicit one: this is its only statement): refuses, by
+// raising, when the tenant's commands of the last minute would be over it.
+func (q *Queries) ReserveCommands(ctx context.Context, arg ReserveCommandsParams) error {
+	_, err := q.db.Exec(ctx, reserveCommands, arg.TenantID, arg.Commands, arg.MaxCommands)
 	return err
 }
 

@@ -793,7 +793,6 @@ type Tenant struct {
 type TenantCommandSecond struct {
 	TenantID uuid.UUID
 	Second   time.Time
-	Backend  int32
 	Commands int64
 }
 

@@ -28,10 +28,6 @@ type Querier interface {
 	// open workflow violates workflow_nodes_open_node; the caller names it (OpenWorkflowOfNodes).
 	// Two concurrent appends may give the same positions: order is by position, then node id.
 	AddWorkflowNodes(ctx context.Context, arg AddWorkflowNodesParams) ([]uuid.UUID, error)
-	// The last statement of commands/create before its audit row and COMMIT, after its inserts:
-	// refuses the create, by raising, when the tenant's commands of the last minute are over
-	// max_commands.
-	AdmitCommands(ctx context.Context, arg AdmitCommandsParams) error
 	// The last statement of a join, after the node's insert: spends a use of the token and refuses
 	// the join, by raising, when the token has none left or the tenant's nodes are over max_nodes.
 	AdmitJoin(ctx context.Context, arg AdmitJoinParams) error
@@ -639,6 +635,10 @@ type Querier interface {
 	// Active reservations, other than the lease's own, of any pool that contains a node the lease
 	// holds, whose window overlaps [starts_at, ends_at): an extension must not run into them.
 	ReservationsAgainstLease(ctx context.Context, arg ReservationsAgainstLeaseParams) ([]ReservationsAgainstLeaseRow, error)
+	// commands/create's reservation of its commands against max_commands a minute, before its own
+	// transaction and in one of its own (an implicit one: this is its only statement): refuses, by
+	// raising, when the tenant's commands of the last minute would be over it.
+	ReserveCommands(ctx context.Context, arg ReserveCommandsParams) error
 	// Ends, at the latest at until, the acceptance of every authority of the kind: the issuer and
 	// rotated-out ones whose overlap would last longer.
 	RetirePKIAuthorities(ctx context.Context, arg RetirePKIAuthoritiesParams) error

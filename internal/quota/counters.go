@@ -15,24 +15,23 @@ import (
 	"github.com/better-compute/better-compute/internal/apierr"
 )
 
-// AdmitCommands queues, on deferred, the check of the commands a create has just inserted in
-// tenant's transaction against the commandsPerMinute cap that ctx carries: deferred runs its
-// statements with the transaction's last one and COMMIT (database.PipeTx.Deferred). Every
-// command insert bumps the tenant's count of its second (migration 0025_tenant_counters); the
-// check (commands_admit) then takes the tenant's advisory lock, held until the transaction ends,
-// and reads the last minute's counts, so concurrent creates queue only for that read and their
-// COMMIT, and each reads counts with every earlier create's commands in them. A refusal aborts
-// the transaction: CommandsRefusal turns its error into the cap's. A create that added no
-// command (an idempotent replay) needs no check.
-func AdmitCommands(ctx context.Context, deferred *db.Queries, tenant uuid.UUID) error {
-	return deferred.AdmitCommands(ctx, db.AdmitCommandsParams{
-		TenantID: tenant, MaxCommands: int64(LimitsFrom(ctx).Of(CommandsPerMinute)),
+// ReserveCommands reserves n commands of tenant against the commandsPerMinute cap that ctx
+// carries, before the create's own transaction, in a short one of its own on q's pool
+// (commands_reserve, migration 0025_tenant_counters): it takes the tenant's lock, reads the last
+// minute's reservations, and adds these or refuses, committing without waiting for the disk, so
+// the lock is held for microseconds and concurrent creates of a tenant never queue behind each
+// other's durable commits. A refusal is the database's error: CommandsRefusal turns it into the
+// cap's. Reserved commands count even if the create then fails or is a replay of its
+// idempotency key, which errs towards refusing.
+func ReserveCommands(ctx context.Context, q *db.Queries, tenant uuid.UUID, n int) error {
+	return q.ReserveCommands(ctx, db.ReserveCommandsParams{
+		TenantID: tenant, Commands: int64(n), MaxCommands: int64(LimitsFrom(ctx).Of(CommandsPerMinute)),
 	})
 }
 
-// CommandsRefusal turns the refusal of AdmitCommands into ResourceExhausted naming the cap that
+// CommandsRefusal turns the refusal of ReserveCommands into ResourceExhausted naming the cap that
 // ctx carries, with Retry-After saying when the oldest second of the minute leaves it (unless
-// the create alone is over the cap); added is how many commands the create made. ok is false
+// the create alone is over the cap); added is how many commands the create reserved. ok is false
 // for any other error, which the caller handles.
 func CommandsRefusal(ctx context.Context, err error, added int) (refusal error, ok bool) {
 	d, ok := guardDetail(err, CommandsPerMinute, 2)

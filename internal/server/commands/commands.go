@@ -99,35 +99,20 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 		key = uuid.NewString()
 	}
 	tid := auth.Caller(ctx).TenantID
-	var targets []uuid.UUID
-	added := 0 // commands new to the database: a replay of an idempotency key adds none
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*commandsv1.CreateResponse, error) {
-		if selector == nil {
-			n, err := tx.Q.GetNode(ctx, db.GetNodeParams{TenantID: tid, ID: nodeID})
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil, apierr.NotFound("node %s not found", nodeID)
-			} else if err != nil {
-				return nil, err
-			}
-			if n.RevokedAt != nil {
-				return nil, apierr.FailedPrecondition("node %s is revoked", nodeID)
-			}
-			targets = []uuid.UUID{nodeID}
-			tx.Target("node", nodeID)
-		} else {
-			ids, err := tx.Q.SelectNodeIDs(ctx, db.SelectNodeIDsParams{TenantID: tid, Selector: selector, Lim: MaxSelected + 1})
-			if err != nil {
-				return nil, err
-			}
-			switch {
-			case len(ids) == 0:
-				return nil, apierr.FailedPrecondition("no live node matches the selector")
-			case len(ids) > MaxSelected:
-				return nil, apierr.InvalidArgument("label_selector", "matches more than %d nodes; narrow it", MaxSelected)
-			}
-			targets = ids
-			tx.Target("selector", string(selector))
+	targets, what, err := s.targets(ctx, tid, nodeID, selector)
+	if err != nil {
+		return nil, err
+	}
+	// Reserved before the transaction, in a short one of its own: concurrent creates of the
+	// tenant queue on the cap's lock for microseconds, not for each other's commits.
+	if err := quota.ReserveCommands(ctx, db.New(s.pool), tid, len(targets)); err != nil {
+		if refusal, ok := quota.CommandsRefusal(ctx, err, len(targets)); ok {
+			return nil, refusal
 		}
+		return nil, fmt.Errorf("reserve %d commands: %w", len(targets), err)
+	}
+	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*commandsv1.CreateResponse, error) {
+		tx.Target(what[0], what[1])
 		out := &commandsv1.CreateResponse{}
 		deadline := time.Now().Add(timeout)
 		for _, node := range targets {
@@ -139,9 +124,6 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 			if err != nil {
 				return nil, fmt.Errorf("create command for node %s: %w", node, err)
 			}
-			if c.ID == id {
-				added++
-			}
 			if err := tx.Emit(tid, event.CommandCreated{CommandRef: event.CommandRef{ID: c.ID, NodeID: node, Type: string(c.Type)}}); err != nil {
 				return nil, err
 			}
@@ -151,23 +133,43 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 			}
 			out.Commands = append(out.Commands, pc)
 		}
-		// After the inserts, which bumped the tenant's count of commands a second, and sent
-		// with the audit row and COMMIT: the check serialises the tenant's creates for that
-		// round trip only.
-		if added > 0 {
-			if err := quota.AdmitCommands(ctx, tx.Deferred(), tid); err != nil {
-				return nil, err
-			}
-		}
 		return out, nil
 	})
-	if refusal, ok := quota.CommandsRefusal(ctx, err, added); ok {
-		return nil, refusal
-	}
 	if err == nil && s.notifier != nil && len(targets) > 0 {
 		s.notifier.CommandsCreated(ctx, targets)
 	}
 	return res, err
+}
+
+// targets resolves the nodes a create addresses, before its transaction (the reservation of its
+// commands needs their number): the node, if it is the tenant's and not revoked, or the live
+// nodes the selector matches. what names them for the audit row. A node revoked after this
+// read gets a command that is never delivered and expires.
+func (s *Service) targets(ctx context.Context, tid, nodeID uuid.UUID, selector []byte) (nodes []uuid.UUID, what [2]string, err error) {
+	q := db.New(s.pool)
+	if selector == nil {
+		n, err := q.GetNode(ctx, db.GetNodeParams{TenantID: tid, ID: nodeID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, what, apierr.NotFound("node %s not found", nodeID)
+		} else if err != nil {
+			return nil, what, err
+		}
+		if n.RevokedAt != nil {
+			return nil, what, apierr.FailedPrecondition("node %s is revoked", nodeID)
+		}
+		return []uuid.UUID{nodeID}, [2]string{"node", nodeID.String()}, nil
+	}
+	ids, err := q.SelectNodeIDs(ctx, db.SelectNodeIDsParams{TenantID: tid, Selector: selector, Lim: MaxSelected + 1})
+	if err != nil {
+		return nil, what, err
+	}
+	switch {
+	case len(ids) == 0:
+		return nil, what, apierr.FailedPrecondition("no live node matches the selector")
+	case len(ids) > MaxSelected:
+		return nil, what, apierr.InvalidArgument("label_selector", "matches more than %d nodes; narrow it", MaxSelected)
+	}
+	return ids, [2]string{"selector", string(selector)}, nil
 }
 
 // Get returns a command of the caller's tenant.

@@ -22,23 +22,28 @@ import (
 )
 
 // TestConcurrentCreatesNeverPassTheCommandsCap races commands/create at a tenant with room for
-// a few commands this minute, some of it taken by commands a worker made (command.Create, as
-// workflows and node control do): exactly the room is created, every refusal says when to retry,
-// and the per-second counts equal the commands.
+// a few commands this minute, some of it taken already: exactly the room is created, every
+// refusal says when to retry, and the reservations equal the commands. Commands a worker makes
+// (command.Create, as workflows and node control do) are not the tenant's calls and do not count.
 func TestConcurrentCreatesNeverPassTheCommandsCap(t *testing.T) {
 	t.Parallel()
-	const limit, byWorkers, racers = 8, 2, 20
+	const limit, before, racers = 8, 2, 20
 	env := servertest.Start(t, dbtest.Pool(t), func(o *server.Options) {
 		o.RateLimits = guard.RateLimits{Tenant: quota.Limits{CommandsPerMinute: limit}}
 	})
 	tenant := tenantOf(t, env, env.AdminKey)
 	n := node(t, env, tenant)
-	for i := range byWorkers {
-		if _, _, err := worker.Create(ctx, db.New(env.Pool), tenant, n, "echo", fmt.Sprintf("worker-%d", i), []byte(`{}`), time.Minute); err != nil {
+	c := client(env, env.AdminKey)
+	for i := range before {
+		if _, err := c.Create(ctx, &commandsv1.CreateRequest{
+			NodeId: n.String(), Payload: &commandsv1.CreateRequest_Echo{Echo: echo}, IdempotencyKey: fmt.Sprintf("before-%d", i),
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c := client(env, env.AdminKey)
+	if _, _, err := worker.Create(ctx, db.New(env.Pool), tenant, n, "echo", "worker", []byte(`{}`), time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	codes := map[connect.Code]int{}
 	var wg sync.WaitGroup
@@ -65,8 +70,8 @@ func TestConcurrentCreatesNeverPassTheCommandsCap(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if ok := racers - codes[connect.CodeResourceExhausted]; ok != limit-byWorkers {
-		t.Errorf("%d concurrent creates succeeded (codes %v), want %d", ok, codes, limit-byWorkers)
+	if ok := racers - codes[connect.CodeResourceExhausted]; ok != limit-before {
+		t.Errorf("%d concurrent creates succeeded (codes %v), want %d", ok, codes, limit-before)
 	}
 	var commands, counted int
 	if err := env.Pool.QueryRow(ctx, `
@@ -74,19 +79,10 @@ func TestConcurrentCreatesNeverPassTheCommandsCap(t *testing.T) {
 		       (SELECT COALESCE(sum(commands), 0) FROM tenant_command_seconds WHERE tenant_id = $1)`, tenant).Scan(&commands, &counted); err != nil {
 		t.Fatal(err)
 	}
-	if commands != limit || counted != limit {
-		t.Errorf("%d commands, %d counted, want %d", commands, counted, limit)
+	if commands != limit+1 || counted != limit {
+		t.Errorf("%d commands (the worker's included), %d reserved, want %d and %d", commands, counted, limit+1, limit)
 	}
-	// A worker's commands count even at the cap (workers are not refused), and a replay of a
-	// create adds nothing, so it passes.
-	if _, _, err := worker.Create(ctx, db.New(env.Pool), tenant, n, "echo", "worker-over", []byte(`{}`), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.Create(ctx, &commandsv1.CreateRequest{NodeId: n.String(), Payload: &commandsv1.CreateRequest_Echo{Echo: echo}, IdempotencyKey: "worker-0"})
-	if err != nil {
-		t.Errorf("replay of a worker's command at the cap: %v", err)
-	}
-	_, err = c.Create(ctx, &commandsv1.CreateRequest{NodeId: n.String(), Payload: &commandsv1.CreateRequest_Echo{Echo: echo}, IdempotencyKey: uuid.NewString()})
+	_, err := c.Create(ctx, &commandsv1.CreateRequest{NodeId: n.String(), Payload: &commandsv1.CreateRequest_Echo{Echo: echo}, IdempotencyKey: uuid.NewString()})
 	wantCode(t, err, connect.CodeResourceExhausted)
 }
 
@@ -100,25 +96,26 @@ func TestCommandsWindowSlides(t *testing.T) {
 	})
 	tenant := tenantOf(t, env, env.AdminKey)
 	n := node(t, env, tenant)
-	// Five commands 50 seconds ago fill the minute; a hundred five minutes ago count no more.
-	if _, err := env.Pool.Exec(ctx, `INSERT INTO tenant_command_seconds (tenant_id, second, backend, commands)
-		VALUES ($1, date_trunc('second', now()) - interval '50 seconds', 0, 5),
-		       ($1, date_trunc('second', now()) - interval '5 minutes', 0, 100)`, tenant); err != nil {
+	// Four commands 50 seconds ago leave room for one; a hundred five minutes ago count no more.
+	if _, err := env.Pool.Exec(ctx, `INSERT INTO tenant_command_seconds (tenant_id, second, commands)
+		VALUES ($1, date_trunc('second', now()) - interval '50 seconds', 4),
+		       ($1, date_trunc('second', now()) - interval '5 minutes', 100)`, tenant); err != nil {
 		t.Fatal(err)
 	}
-	_, err := client(env, env.AdminKey).Create(ctx, &commandsv1.CreateRequest{NodeId: n.String(), Payload: &commandsv1.CreateRequest_Echo{Echo: echo}})
+	c := client(env, env.AdminKey)
+	if _, err := c.Create(ctx, &commandsv1.CreateRequest{NodeId: n.String(), Payload: &commandsv1.CreateRequest_Echo{Echo: echo}}); err != nil {
+		t.Fatalf("create with room for one: %v", err)
+	}
+	var old int
+	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM tenant_command_seconds WHERE tenant_id = $1 AND second < now() - interval '2 minutes'`, tenant).Scan(&old); err != nil || old != 0 {
+		t.Errorf("%d seconds long gone left (%v), want them pruned", old, err)
+	}
+	_, err := c.Create(ctx, &commandsv1.CreateRequest{NodeId: n.String(), Payload: &commandsv1.CreateRequest_Echo{Echo: echo}})
 	var cerr *connect.Error
 	if !errors.As(err, &cerr) || cerr.Code() != connect.CodeResourceExhausted {
 		t.Fatalf("create in a full minute: %v, want resource_exhausted", err)
 	}
 	if s, err := strconv.Atoi(cerr.Meta().Get(guard.RetryAfterHeader)); err != nil || s < 9 || s > 11 {
 		t.Errorf("Retry-After %q, want about 10 seconds", cerr.Meta().Get(guard.RetryAfterHeader))
-	}
-	if _, _, err := worker.Create(ctx, db.New(env.Pool), tenant, n, "echo", "worker", []byte(`{}`), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	var old int
-	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM tenant_command_seconds WHERE tenant_id = $1 AND second < now() - interval '2 minutes'`, tenant).Scan(&old); err != nil || old != 0 {
-		t.Errorf("%d seconds long gone left (%v), want them pruned", old, err)
 	}
 }
