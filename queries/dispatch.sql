@@ -20,3 +20,12 @@ FROM (
 ) due
 WHERE c.id = due.id AND c.state = 'pending'
 RETURNING c.*;
+
+-- name: AckCommands :exec
+-- sent -> acked for the acks a gateway received in the last few milliseconds, in one statement
+-- (AckCommand's transition for many commands): node_ids[i] acked ids[i]. An ack that a result
+-- overtook finds its command finished and changes nothing.
+UPDATE commands c
+SET state = 'acked', acked_at = now(), updated_at = now()
+FROM (SELECT unnest(sqlc.arg(node_ids)::uuid[]) AS node_id, unnest(sqlc.arg(ids)::uuid[]) AS id) a
+WHERE c.node_id = a.node_id AND c.id = a.id AND c.state = 'sent';

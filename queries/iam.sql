@@ -181,3 +181,25 @@ DELETE FROM api_keys WHERE tenant_id = sqlc.arg(tenant_id);
 -- name: DeleteTenantPrincipals :execrows
 -- With their role bindings (ON DELETE CASCADE); audit rows keep the principals' ids.
 DELETE FROM principals WHERE tenant_id = sqlc.arg(tenant_id);
+
+-- name: CreateTenantWithOwner :one
+-- A tenant, its owner service account, the account's owner role binding and its API key, in one
+-- statement: tenants/create's writes in one round trip instead of four. The tenant's name is
+-- the only unique value a caller chooses.
+WITH t AS (
+    INSERT INTO tenants (id, parent_id, name, display_name)
+    VALUES (sqlc.arg(id), sqlc.arg(parent_id), sqlc.arg(name), sqlc.arg(display_name))
+    RETURNING *
+), p AS (
+    INSERT INTO principals (id, tenant_id, kind, name)
+    SELECT sqlc.arg(owner_id), t.id, 'service_account', sqlc.arg(owner_name) FROM t
+    RETURNING *
+), b AS (
+    INSERT INTO role_bindings (id, tenant_id, principal_id, role)
+    SELECT sqlc.arg(binding_id), p.tenant_id, p.id, 'owner' FROM p
+), k AS (
+    INSERT INTO api_keys (id, tenant_id, principal_id, name, secret_hash, created_by_owner)
+    SELECT sqlc.arg(key_id), p.tenant_id, p.id, p.name, sqlc.arg(secret_hash), true FROM p
+)
+SELECT sqlc.embed(tenants), sqlc.embed(principals)
+FROM t AS tenants, p AS principals;

@@ -11,6 +11,26 @@ import (
 	"github.com/google/uuid"
 )
 
+const ackCommands = `-- name: AckCommands :exec
+UPDATE commands c
+SET state = 'acked', acked_at = now(), updated_at = now()
+FROM (SELECT unnest($1::uuid[]) AS node_id, unnest($2::uuid[]) AS id) a
+WHERE c.node_id = a.node_id AND c.id = a.id AND c.state = 'sent'
+`
+
+type AckCommandsParams struct {
+	NodeIds []uuid.UUID
+	Ids     []uuid.UUID
+}
+
+// sent -> acked for the acks a gateway received in the last few milliseconds, in one statement
+// (AckCommand's transition for many commands): node_ids[i] acked ids[i]. An ack that a result
+// overtook finds its command finished and changes nothing.
+func (q *Queries) AckCommands(ctx context.Context, arg AckCommandsParams) error {
+	_, err := q.db.Exec(ctx, ackCommands, arg.NodeIds, arg.Ids)
+	return err
+}
+
 const claimPendingCommands = `-- name: ClaimPendingCommands :many
 
 UPDATE commands c

@@ -255,6 +255,78 @@ func (q *Queries) CreateTenant(ctx context.Context, arg CreateTenantParams) (Ten
 	return i, err
 }
 
+const createTenantWithOwner = `-- name: CreateTenantWithOwner :one
+WITH t AS (
+    INSERT INTO tenants (id, parent_id, name, display_name)
+    VALUES ($1, $2, $3, $4)
+    RETURNING id, parent_id, name, display_name, is_root, created_at, suspended_at, deleted_at
+), p AS (
+    INSERT INTO principals (id, tenant_id, kind, name)
+    SELECT $5, t.id, 'service_account', $6 FROM t
+    RETURNING id, tenant_id, kind, name, email, created_at
+), b AS (
+    INSERT INTO role_bindings (id, tenant_id, principal_id, role)
+    SELECT $7, p.tenant_id, p.id, 'owner' FROM p
+), k AS (
+    INSERT INTO api_keys (id, tenant_id, principal_id, name, secret_hash, created_by_owner)
+    SELECT $8, p.tenant_id, p.id, p.name, $9, true FROM p
+)
+SELECT tenants.id, tenants.parent_id, tenants.name, tenants.display_name, tenants.is_root, tenants.created_at, tenants.suspended_at, tenants.deleted_at, principals.id, principals.tenant_id, principals.kind, principals.name, principals.email, principals.created_at
+FROM t AS tenants, p AS principals
+`
+
+type CreateTenantWithOwnerParams struct {
+	ID          uuid.UUID
+	ParentID    *uuid.UUID
+	Name        string
+	DisplayName string
+	OwnerID     uuid.UUID
+	OwnerName   string
+	BindingID   uuid.UUID
+	KeyID       string
+	SecretHash  []byte
+}
+
+type CreateTenantWithOwnerRow struct {
+	Tenant    Tenant
+	Principal Principal
+}
+
+// A tenant, its owner service account, the account's owner role binding and its API key, in one
+// statement: tenants/create's writes in one round trip instead of four. The tenant's name is
+// the only unique value a caller chooses.
+func (q *Queries) CreateTenantWithOwner(ctx context.Context, arg CreateTenantWithOwnerParams) (CreateTenantWithOwnerRow, error) {
+	row := q.db.QueryRow(ctx, createTenantWithOwner,
+		arg.ID,
+		arg.ParentID,
+		arg.Name,
+		arg.DisplayName,
+		arg.OwnerID,
+		arg.OwnerName,
+		arg.BindingID,
+		arg.KeyID,
+		arg.SecretHash,
+	)
+	var i CreateTenantWithOwnerRow
+	err := row.Scan(
+		&i.Tenant.ID,
+		&i.Tenant.ParentID,
+		&i.Tenant.Name,
+		&i.Tenant.DisplayName,
+		&i.Tenant.IsRoot,
+		&i.Tenant.CreatedAt,
+		&i.Tenant.SuspendedAt,
+		&i.Tenant.DeletedAt,
+		&i.Principal.ID,
+		&i.Principal.TenantID,
+		&i.Principal.Kind,
+		&i.Principal.Name,
+		&i.Principal.Email,
+		&i.Principal.CreatedAt,
+	)
+	return i, err
+}
+
 const deleteAPIKey = `-- name: DeleteAPIKey :execrows
 DELETE FROM api_keys WHERE tenant_id = $1 AND id = $2
 `

@@ -14,6 +14,10 @@ import (
 type Querier interface {
 	// sent -> acked: the node has the command and has started it.
 	AckCommand(ctx context.Context, arg AckCommandParams) (Command, error)
+	// sent -> acked for the acks a gateway received in the last few milliseconds, in one statement
+	// (AckCommand's transition for many commands): node_ids[i] acked ids[i]. An ack that a result
+	// overtook finds its command finished and changes nothing.
+	AckCommands(ctx context.Context, arg AckCommandsParams) error
 	// Locks: the workers' single-writer work (internal/workers/locks). A lock is taken when free or
 	// expired, renewed by its holder before it expires, and released by expiring it (the row stays,
 	// so fencing tokens only grow). Not to be confused with a tenant's leases (capacity.sql).
@@ -136,6 +140,10 @@ type Querier interface {
 	// No row when the tenant already has a secret of that name.
 	CreateSecret(ctx context.Context, arg CreateSecretParams) (CreateSecretRow, error)
 	CreateTenant(ctx context.Context, arg CreateTenantParams) (Tenant, error)
+	// A tenant, its owner service account, the account's owner role binding and its API key, in one
+	// statement: tenants/create's writes in one round trip instead of four. The tenant's name is
+	// the only unique value a caller chooses.
+	CreateTenantWithOwner(ctx context.Context, arg CreateTenantWithOwnerParams) (CreateTenantWithOwnerRow, error)
 	// Tunnels (internal/server/tunnels): one row is a ticket from tunnels/create until the upgrade
 	// that spends it sets opened_at, then an open tunnel until closed_at. API statements take the
 	// caller's tenant id, but for the few the allow list of internal/server/tenantscope_test.go names.

@@ -93,6 +93,10 @@ type Gateway struct {
 	beatsMu sync.Mutex
 	beats   map[uuid.UUID]time.Time // liveness not yet written
 
+	acksMu   sync.Mutex
+	acks     []ackRef      // acks not yet written (acks.go)
+	acksFull chan struct{} // wakes ackLoop when ackFlushAt wait
+
 	due *dueNodes // nodes to dispatch for at once (due.go)
 
 	handshake atomic.Pointer[handshake] // built by handshakeConfig
@@ -132,6 +136,7 @@ func New(opts Options) *Gateway {
 		metrics:  metrics.NewGateway(opts.Metrics),
 		sessions: map[uuid.UUID]*session{},
 		beats:    map[uuid.UUID]time.Time{},
+		acksFull: make(chan struct{}, 1),
 		due:      newDueNodes(),
 
 		tunnels:        map[uuid.UUID]*pendingTunnel{},
@@ -241,6 +246,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { g.dispatchLoop(loopsCtx) })
 	wg.Go(func() { g.livenessLoop(loopsCtx) })
+	wg.Go(func() { g.ackLoop(loopsCtx) })
 	wg.Go(func() { g.watchLoop(loopsCtx) })
 
 	errc := make(chan error, 1)

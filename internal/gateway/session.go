@@ -13,7 +13,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -21,6 +20,7 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/command"
+	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/scrub"
 )
@@ -254,8 +254,8 @@ func (g *Gateway) receive(ctx context.Context, sess *session, stream *connect.Bi
 		case *daemonv1.SessionRequest_Heartbeat:
 			g.beat(sess.node, time.Now())
 		case *daemonv1.SessionRequest_Ack:
-			if err := g.ack(ctx, q, sess, m.Ack); err != nil {
-				return err
+			if id, err := uuid.Parse(m.Ack.GetCommandId()); err == nil { // else not one of ours
+				g.ack(sess.node, id)
 			}
 		case *daemonv1.SessionRequest_Result:
 			if err := g.finish(ctx, sess, m.Result); err != nil {
@@ -295,17 +295,6 @@ func (g *Gateway) recordHello(ctx context.Context, q *db.Queries, node uuid.UUID
 	return err
 }
 
-func (g *Gateway) ack(ctx context.Context, q *db.Queries, sess *session, a *daemonv1.CommandAck) error {
-	id, err := uuid.Parse(a.GetCommandId())
-	if err != nil {
-		return nil // not one of ours; nothing to record
-	}
-	if _, err := q.AckCommand(ctx, db.AckCommandParams{NodeID: sess.node, ID: id}); err != nil && !isNoRows(err) {
-		return fmt.Errorf("ack command %s: %w", id, err)
-	}
-	return nil
-}
-
 // finish records a result once: a result repeated after a reconnect finds the command finished
 // and changes nothing. Its text is scrubbed first, and a result whose content still cannot be
 // encoded or stored is recorded as a failure that says so: an error here would end the session,
@@ -339,28 +328,36 @@ func (g *Gateway) recordResult(ctx context.Context, sess *session, id uuid.UUID,
 		state = command.Succeeded
 	}
 	// The result and its event commit together: a crash between them would lose the event for
-	// good, since the repeated result then finds the command finished.
-	return pgx.BeginFunc(ctx, g.opts.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
-		c, err := q.FinishCommand(ctx, db.FinishCommandParams{NodeID: sess.node, ID: id, State: state, Result: result, Error: errText})
-		if isNoRows(err) {
-			return nil
+	// good, since the repeated result then finds the command finished. Two round trips: BEGIN
+	// with the result, the event with COMMIT.
+	tx, err := database.BeginPipe(ctx, g.opts.Pool)
+	if err != nil {
+		return fmt.Errorf("finish command %s: %w", id, err)
+	}
+	defer tx.End(ctx)
+	q := db.New(tx)
+	c, err := q.FinishCommand(ctx, db.FinishCommandParams{NodeID: sess.node, ID: id, State: state, Result: result, Error: errText})
+	if isNoRows(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("finish command %s: %w", id, err)
+	}
+	if success && c.Type == command.CollectInventory {
+		if err := g.recordInventory(ctx, q, sess.node, result); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("finish command %s: %w", id, err)
-		}
-		if success && c.Type == command.CollectInventory {
-			if err := g.recordInventory(ctx, q, sess.node, result); err != nil {
-				return err
-			}
-		}
-		ref := event.CommandRef{ID: id, NodeID: sess.node, Type: string(c.Type)}
-		var ev event.Event = event.CommandFailed{CommandRef: ref}
-		if success {
-			ev = event.CommandSucceeded{CommandRef: ref}
-		}
-		return event.Emit(ctx, q, c.TenantID, ev)
-	})
+	}
+	ref := event.CommandRef{ID: id, NodeID: sess.node, Type: string(c.Type)}
+	var ev event.Event = event.CommandFailed{CommandRef: ref}
+	if success {
+		ev = event.CommandSucceeded{CommandRef: ref}
+	}
+	tx.CommitNext()
+	if err := event.Emit(ctx, q, c.TenantID, ev); err != nil {
+		return fmt.Errorf("finish command %s: %w", id, err)
+	}
+	return nil
 }
 
 // recordInventory stores the inventory a collectInventory command returned, in the transaction

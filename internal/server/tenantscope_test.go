@@ -20,12 +20,12 @@ import (
 // tenant_id can read or change every tenant's rows.
 var unscopedAllowed = map[string]string{
 	// Keyed by the caller itself.
-	"ClaimIdempotencyKey": "keyed by the calling principal's id (auth.Caller), and a principal is in one tenant",
-	"GetIdempotencyKey":   "keyed by the calling principal's id (auth.Caller), and a principal is in one tenant",
-	"LockTenant":          "locks the caller's own tenant row, by auth.Caller's TenantID",
-	"CreateTenant":        "creates a child tenant whose parent_id is the caller's tenant",
-	"LockChildTenant":     "a tenant whose parent_id is the caller's tenant",
-	"EnsureRootTenant":    "bootstrap: creates the root tenant on first start, before any caller",
+	"ClaimIdempotencyKey":   "keyed by the calling principal's id (auth.Caller), and a principal is in one tenant",
+	"GetIdempotencyKey":     "keyed by the calling principal's id (auth.Caller), and a principal is in one tenant",
+	"LockTenant":            "locks the caller's own tenant row, by auth.Caller's TenantID",
+	"CreateTenantWithOwner": "creates a child tenant whose parent_id is the caller's tenant, with its owner inside it",
+	"LockChildTenant":       "a tenant whose parent_id is the caller's tenant",
+	"EnsureRootTenant":      "bootstrap: creates the root tenant on first start, before any caller",
 	// By the id of a row the handler has just read or locked with the caller's tenant id.
 	"SetTenantSuspended":       "a child tenant locked by LockChildTenant first",
 	"TombstoneTenant":          "a child tenant locked by LockChildTenant first",

@@ -84,19 +84,21 @@ func (s *Service) CreateTenant(ctx context.Context, req *iamv1.CreateTenantReque
 	}
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*iamv1.CreateTenantResponse, error) {
-		t, err := tx.Q.CreateTenant(ctx, db.CreateTenantParams{
+		// The tenant and its owner (service account, owner binding, API key) in one statement,
+		// as createOwner makes them for the root tenant.
+		key := auth.NewKey()
+		row, err := tx.Q.CreateTenantWithOwner(ctx, db.CreateTenantWithOwnerParams{
 			ID: uuid.Must(uuid.NewV7()), ParentID: &p.TenantID, Name: req.GetName(), DisplayName: req.GetDisplayName(),
+			OwnerID: uuid.Must(uuid.NewV7()), OwnerName: "owner", BindingID: uuid.Must(uuid.NewV7()),
+			KeyID: key.ID, SecretHash: key.Hash(),
 		})
 		if err != nil {
 			if isUnique(err) {
 				return nil, apierr.AlreadyExists("a tenant named %q already exists", req.GetName())
 			}
-			return nil, err
+			return nil, fmt.Errorf("create tenant %q with its owner: %w", req.GetName(), err)
 		}
-		owner, key, err := createOwner(ctx, tx.Q, t.ID, "owner")
-		if err != nil {
-			return nil, err
-		}
+		t, owner := row.Tenant, row.Principal
 		tx.Target("tenant", t.ID)
 		if err := tx.Emit(p.TenantID, event.TenantCreated{TenantRef: event.TenantRef{ID: t.ID, Name: t.Name}}); err != nil {
 			return nil, err
