@@ -29,3 +29,27 @@ UPDATE commands c
 SET state = 'acked', acked_at = now(), updated_at = now()
 FROM (SELECT unnest(sqlc.arg(node_ids)::uuid[]) AS node_id, unnest(sqlc.arg(ids)::uuid[]) AS id) a
 WHERE c.node_id = a.node_id AND c.id = a.id AND c.state = 'sent';
+
+-- name: FinishCommands :many
+-- FinishCommand for the results a gateway received in the last few milliseconds, in one
+-- statement: node_ids[i] reported states[i] (succeeded or failed) for ids[i], with results[i]
+-- (protojson, '' for none) and errors[i]. A repeated result finds its command finished and
+-- changes nothing; the workflows waiting for any of the commands are woken.
+WITH r AS (
+    SELECT unnest(sqlc.arg(node_ids)::uuid[]) AS node_id, unnest(sqlc.arg(ids)::uuid[]) AS id,
+           unnest(sqlc.arg(states)::command_state[]) AS state, unnest(sqlc.arg(results)::text[]) AS result,
+           unnest(sqlc.arg(errors)::text[]) AS error
+), finished AS (
+    UPDATE commands c
+    SET state = r.state, result = NULLIF(r.result, '')::jsonb, error = r.error, finished_at = now(), updated_at = now()
+    FROM r
+    WHERE c.node_id = r.node_id AND c.id = r.id AND c.state IN ('sent', 'acked') AND r.state IN ('succeeded', 'failed')
+    RETURNING c.*
+), wake AS (
+    INSERT INTO reconcile_queue (kind, key)
+    SELECT DISTINCT 'workflow', w.workflow_id::text FROM workflow_nodes w JOIN finished f ON w.command_id = f.id
+    WHERE w.open
+    ON CONFLICT (kind, key) DO UPDATE
+    SET due_at = LEAST(reconcile_queue.due_at, now()), generation = reconcile_queue.generation + 1, enqueued_at = now()
+)
+SELECT * FROM finished;

@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -70,6 +71,101 @@ func (q *Queries) ClaimPendingCommands(ctx context.Context, arg ClaimPendingComm
 	items := []Command{}
 	for rows.Next() {
 		var i Command
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.NodeID,
+			&i.Type,
+			&i.Payload,
+			&i.State,
+			&i.IdempotencyKey,
+			&i.Deadline,
+			&i.Attempts,
+			&i.Result,
+			&i.Error,
+			&i.CreatedAt,
+			&i.SentAt,
+			&i.AckedAt,
+			&i.FinishedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const finishCommands = `-- name: FinishCommands :many
+WITH r AS (
+    SELECT unnest($1::uuid[]) AS node_id, unnest($2::uuid[]) AS id,
+           unnest($3::command_state[]) AS state, unnest($4::text[]) AS result,
+           unnest($5::text[]) AS error
+), finished AS (
+    UPDATE commands c
+    SET state = r.state, result = NULLIF(r.result, '')::jsonb, error = r.error, finished_at = now(), updated_at = now()
+    FROM r
+    WHERE c.node_id = r.node_id AND c.id = r.id AND c.state IN ('sent', 'acked') AND r.state IN ('succeeded', 'failed')
+    RETURNING c.id, c.tenant_id, c.node_id, c.type, c.payload, c.state, c.idempotency_key, c.deadline, c.attempts, c.result, c.error, c.created_at, c.sent_at, c.acked_at, c.finished_at, c.updated_at
+), wake AS (
+    INSERT INTO reconcile_queue (kind, key)
+    SELECT DISTINCT 'workflow', w.workflow_id::text FROM workflow_nodes w JOIN finished f ON w.command_id = f.id
+    WHERE w.open
+    ON CONFLICT (kind, key) DO UPDATE
+    SET due_at = LEAST(reconcile_queue.due_at, now()), generation = reconcile_queue.generation + 1, enqueued_at = now()
+)
+SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at FROM finished
+`
+
+type FinishCommandsParams struct {
+	NodeIds []uuid.UUID
+	Ids     []uuid.UUID
+	States  []CommandState
+	Results []string
+	Errors  []string
+}
+
+type FinishCommandsRow struct {
+	ID             uuid.UUID
+	TenantID       uuid.UUID
+	NodeID         uuid.UUID
+	Type           string
+	Payload        []byte
+	State          CommandState
+	IdempotencyKey string
+	Deadline       time.Time
+	Attempts       int32
+	Result         []byte
+	Error          string
+	CreatedAt      time.Time
+	SentAt         *time.Time
+	AckedAt        *time.Time
+	FinishedAt     *time.Time
+	UpdatedAt      time.Time
+}
+
+// FinishCommand for the results a gateway received in the last few milliseconds, in one
+// statement: node_ids[i] reported states[i] (succeeded or failed) for ids[i], with results[i]
+// (protojson, ” for none) and errors[i]. A repeated result finds its command finished and
+// changes nothing; the workflows waiting for any of the commands are woken.
+func (q *Queries) FinishCommands(ctx context.Context, arg FinishCommandsParams) ([]FinishCommandsRow, error) {
+	rows, err := q.db.Query(ctx, finishCommands,
+		arg.NodeIds,
+		arg.Ids,
+		arg.States,
+		arg.Results,
+		arg.Errors,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []FinishCommandsRow{}
+	for rows.Next() {
+		var i FinishCommandsRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.TenantID,

@@ -241,6 +241,11 @@ type Querier interface {
 	// that was lost with a gateway). A repeated result finds the command finished and changes
 	// nothing, so a result is recorded once. A workflow waiting for the command is woken.
 	FinishCommand(ctx context.Context, arg FinishCommandParams) (FinishCommandRow, error)
+	// FinishCommand for the results a gateway received in the last few milliseconds, in one
+	// statement: node_ids[i] reported states[i] (succeeded or failed) for ids[i], with results[i]
+	// (protojson, '' for none) and errors[i]. A repeated result finds its command finished and
+	// changes nothing; the workflows waiting for any of the commands are woken.
+	FinishCommands(ctx context.Context, arg FinishCommandsParams) ([]FinishCommandsRow, error)
 	GatewaySessions(ctx context.Context) ([]GatewaySessionsRow, error)
 	GetAPIKey(ctx context.Context, arg GetAPIKeyParams) (ApiKey, error)
 	GetCommand(ctx context.Context, arg GetCommandParams) (Command, error)

@@ -97,6 +97,8 @@ type Gateway struct {
 	acks     []ackRef      // acks not yet written (acks.go)
 	acksFull chan struct{} // wakes ackLoop when ackFlushAt wait
 
+	results chan pendingResult // results not yet written (results.go)
+
 	due *dueNodes // nodes to dispatch for at once (due.go)
 
 	handshake atomic.Pointer[handshake] // built by handshakeConfig
@@ -137,6 +139,7 @@ func New(opts Options) *Gateway {
 		sessions: map[uuid.UUID]*session{},
 		beats:    map[uuid.UUID]time.Time{},
 		acksFull: make(chan struct{}, 1),
+		results:  make(chan pendingResult, resultQueue),
 		due:      newDueNodes(),
 
 		tunnels:        map[uuid.UUID]*pendingTunnel{},
@@ -247,6 +250,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	wg.Go(func() { g.dispatchLoop(loopsCtx) })
 	wg.Go(func() { g.livenessLoop(loopsCtx) })
 	wg.Go(func() { g.ackLoop(loopsCtx) })
+	wg.Go(func() { g.resultLoop(loopsCtx) })
 	wg.Go(func() { g.watchLoop(loopsCtx) })
 
 	errc := make(chan error, 1)

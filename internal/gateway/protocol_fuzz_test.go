@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/url"
@@ -29,6 +30,7 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
+	"github.com/better-compute/better-compute/internal/poll"
 )
 
 // FuzzJoin sends Join requests with arbitrary CSRs and hostnames (and, when token is not empty,
@@ -168,9 +170,11 @@ func FuzzSessionMessage(f *testing.F) {
 		if cmd == uuid.Nil || decoded.GetResult().GetCommandId() != cmd.String() {
 			return // not a result, or its body swallowed the command id
 		}
-		if st := commandState(t, e, cmd); st != "succeeded" && st != "failed" {
-			t.Fatalf("a result that decodes left its command %s (%x)", st, body)
-		}
+		// The gateway writes results in batches, a few milliseconds after it read them.
+		poll.Until(t, 10*time.Second, fmt.Sprintf("a result that decodes finishes its command (%x)", body), func() bool {
+			st := commandState(t, e, cmd)
+			return st == "succeeded" || st == "failed"
+		})
 	})
 }
 

@@ -295,28 +295,33 @@ func (g *Gateway) recordHello(ctx context.Context, q *db.Queries, node uuid.UUID
 	return err
 }
 
-// finish records a result once: a result repeated after a reconnect finds the command finished
-// and changes nothing. Its text is scrubbed first, and a result whose content still cannot be
-// encoded or stored is recorded as a failure that says so: an error here would end the session,
-// and the daemon resends its recent results after every reconnect.
+// finish queues a result for resultLoop (results.go), which records it once: a result repeated
+// after a reconnect finds the command finished and changes nothing. Its text is scrubbed first,
+// and a result whose content cannot be encoded or stored is recorded as a failure that says so.
+// It returns an error only when ctx ended while the queue was full.
 func (g *Gateway) finish(ctx context.Context, sess *session, r *daemonv1.CommandResult) error {
 	id, err := uuid.Parse(r.GetCommandId())
 	if err != nil {
 		return nil
 	}
 	scrub.Message(r)
-	success, errText := r.GetSuccess(), r.GetError()
-	var result []byte
+	pr := pendingResult{sess: sess, id: id, success: r.GetSuccess(), errText: r.GetError()}
 	if r.GetResult() != nil {
-		if result, err = protojson.Marshal(r.GetResult()); err != nil {
+		if pr.result, err = protojson.Marshal(r.GetResult()); err != nil {
 			g.log.Warn("a command result cannot be encoded; recording the command as failed", "node_id", sess.node, "command_id", id, "err", err)
-			success, result, errText = false, nil, "the daemon's result cannot be stored: "+err.Error()
+			pr.success, pr.result, pr.errText = false, nil, "the daemon's result cannot be stored: "+err.Error()
 		}
 	}
-	err = g.recordResult(ctx, sess, id, success, result, errText)
+	return g.queueResult(ctx, pr)
+}
+
+// recordOne records a result alone (a batch of results.go that the database refused), and a
+// result whose content PostgreSQL refuses as a failure that says so.
+func (g *Gateway) recordOne(ctx context.Context, r pendingResult) error {
+	err := g.recordResult(ctx, r.sess, r.id, r.success, r.result, r.errText)
 	if unstorable(err) {
-		g.log.Warn("a command result cannot be stored; recording the command as failed", "node_id", sess.node, "command_id", id, "err", err)
-		err = g.recordResult(ctx, sess, id, false, nil, "the daemon's result cannot be stored (PostgreSQL refused it, SQLSTATE "+sqlState(err)+")")
+		g.log.Warn("a command result cannot be stored; recording the command as failed", "node_id", r.sess.node, "command_id", r.id, "err", err)
+		err = g.recordResult(ctx, r.sess, r.id, false, nil, "the daemon's result cannot be stored (PostgreSQL refused it, SQLSTATE "+sqlState(err)+")")
 	}
 	return err
 }
