@@ -37,7 +37,7 @@ WHERE c.node_id = a.node_id AND c.id = a.id AND c.state = 'sent';
 -- changes nothing; the workflows waiting for any of the commands are woken.
 WITH r AS (
     SELECT unnest(sqlc.arg(node_ids)::uuid[]) AS node_id, unnest(sqlc.arg(ids)::uuid[]) AS id,
-           unnest(sqlc.arg(states)::command_state[]) AS state, unnest(sqlc.arg(results)::text[]) AS result,
+           unnest(sqlc.arg(states)::text[])::command_state AS state, unnest(sqlc.arg(results)::text[]) AS result,
            unnest(sqlc.arg(errors)::text[]) AS error
 ), finished AS (
     UPDATE commands c

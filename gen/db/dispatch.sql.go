@@ -102,7 +102,7 @@ func (q *Queries) ClaimPendingCommands(ctx context.Context, arg ClaimPendingComm
 const finishCommands = `-- name: FinishCommands :many
 WITH r AS (
     SELECT unnest($1::uuid[]) AS node_id, unnest($2::uuid[]) AS id,
-           unnest($3::command_state[]) AS state, unnest($4::text[]) AS result,
+           unnest($3::text[])::command_state AS state, unnest($4::text[]) AS result,
            unnest($5::text[]) AS error
 ), finished AS (
     UPDATE commands c
@@ -123,7 +123,7 @@ SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, 
 type FinishCommandsParams struct {
 	NodeIds []uuid.UUID
 	Ids     []uuid.UUID
-	States  []CommandState
+	States  []string
 	Results []string
 	Errors  []string
 }

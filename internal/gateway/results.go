@@ -113,13 +113,13 @@ func (g *Gateway) writeResults(ctx context.Context, batch []pendingResult) {
 func (g *Gateway) recordResults(ctx context.Context, batch []pendingResult) error {
 	p := db.FinishCommandsParams{
 		NodeIds: make([]uuid.UUID, len(batch)), Ids: make([]uuid.UUID, len(batch)),
-		States: make([]db.CommandState, len(batch)), Results: make([]string, len(batch)), Errors: make([]string, len(batch)),
+		States: make([]string, len(batch)), Results: make([]string, len(batch)), Errors: make([]string, len(batch)),
 	}
 	for i, r := range batch {
 		p.NodeIds[i], p.Ids[i], p.Results[i], p.Errors[i] = r.sess.node, r.id, string(r.result), r.errText
-		p.States[i] = db.CommandState(command.Failed)
+		p.States[i] = string(command.Failed)
 		if r.success {
-			p.States[i] = db.CommandState(command.Succeeded)
+			p.States[i] = string(command.Succeeded)
 		}
 	}
 	tx, err := database.BeginPipe(ctx, g.opts.Pool)
