@@ -250,7 +250,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	wg.Go(func() { g.dispatchLoop(loopsCtx) })
 	wg.Go(func() { g.livenessLoop(loopsCtx) })
 	wg.Go(func() { g.ackLoop(loopsCtx) })
-	wg.Go(func() { g.resultLoop(loopsCtx) })
+	for range resultWriters {
+		wg.Go(func() { g.resultLoop(loopsCtx) })
+	}
 	wg.Go(func() { g.watchLoop(loopsCtx) })
 
 	errc := make(chan error, 1)

@@ -27,6 +27,9 @@ const (
 	// resultQueue bounds the results waiting: past it, the sessions' receive loops wait, and
 	// so do their daemons.
 	resultQueue = 8192
+	// resultWriters is how many batches are written at once, so that one slow commit does not
+	// hold every result back.
+	resultWriters = 4
 )
 
 // pendingResult is a result received, encoded for the database.
@@ -49,7 +52,7 @@ func (g *Gateway) queueResult(ctx context.Context, r pendingResult) error {
 }
 
 // resultLoop writes the queued results every resultFlushEvery, in batches of resultBatch, and
-// the last ones when ctx ends.
+// the last ones when ctx ends. resultWriters of them run.
 func (g *Gateway) resultLoop(ctx context.Context) {
 	tick := time.NewTicker(resultFlushEvery)
 	defer tick.Stop()
