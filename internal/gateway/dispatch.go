@@ -122,7 +122,8 @@ func (g *Gateway) send(ctx context.Context, s *session, c db.Command) {
 		// does not decode): fail it now rather than let it wait for its deadline.
 		g.log.Error("encode command; recording it as failed", "command_id", c.ID, "err", err)
 		span.SetStatus(codes.Error, "encode command: "+err.Error())
-		if err := g.recordResult(ctx, s, c.ID, false, nil, "the gateway cannot send this command: "+err.Error()); err != nil {
+		unsendable := pendingResult{sess: s, id: c.ID, errText: "the gateway cannot send this command: " + err.Error()}
+		if err := g.recordResults(ctx, []pendingResult{unsendable}); err != nil {
 			g.log.Warn("record an unsendable command as failed", "command_id", c.ID, "err", err)
 		}
 		return

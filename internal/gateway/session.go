@@ -19,8 +19,6 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/apierr"
-	"github.com/better-compute/better-compute/internal/command"
-	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/scrub"
 )
@@ -318,51 +316,13 @@ func (g *Gateway) finish(ctx context.Context, sess *session, r *daemonv1.Command
 // recordOne records a result alone (a batch of results.go that the database refused), and a
 // result whose content PostgreSQL refuses as a failure that says so.
 func (g *Gateway) recordOne(ctx context.Context, r pendingResult) error {
-	err := g.recordResult(ctx, r.sess, r.id, r.success, r.result, r.errText)
+	err := g.recordResults(ctx, []pendingResult{r})
 	if unstorable(err) {
 		g.log.Warn("a command result cannot be stored; recording the command as failed", "node_id", r.sess.node, "command_id", r.id, "err", err)
-		err = g.recordResult(ctx, r.sess, r.id, false, nil, "the daemon's result cannot be stored (PostgreSQL refused it, SQLSTATE "+sqlState(err)+")")
+		failed := pendingResult{sess: r.sess, id: r.id, errText: "the daemon's result cannot be stored (PostgreSQL refused it, SQLSTATE " + sqlState(err) + ")"}
+		err = g.recordResults(ctx, []pendingResult{failed})
 	}
 	return err
-}
-
-// recordResult finishes a command with its event.
-func (g *Gateway) recordResult(ctx context.Context, sess *session, id uuid.UUID, success bool, result []byte, errText string) error {
-	state := command.Failed
-	if success {
-		state = command.Succeeded
-	}
-	// The result and its event commit together: a crash between them would lose the event for
-	// good, since the repeated result then finds the command finished. Two round trips: BEGIN
-	// with the result, the event with COMMIT.
-	tx, err := database.BeginPipe(ctx, g.opts.Pool)
-	if err != nil {
-		return fmt.Errorf("finish command %s: %w", id, err)
-	}
-	defer tx.End(ctx)
-	q := db.New(tx)
-	c, err := q.FinishCommand(ctx, db.FinishCommandParams{NodeID: sess.node, ID: id, State: state, Result: result, Error: errText})
-	if isNoRows(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("finish command %s: %w", id, err)
-	}
-	if success && c.Type == command.CollectInventory {
-		if err := g.recordInventory(ctx, q, sess.node, result); err != nil {
-			return err
-		}
-	}
-	ref := event.CommandRef{ID: id, NodeID: sess.node, Type: string(c.Type)}
-	var ev event.Event = event.CommandFailed{CommandRef: ref}
-	if success {
-		ev = event.CommandSucceeded{CommandRef: ref}
-	}
-	tx.CommitNext()
-	if err := event.Emit(ctx, q, c.TenantID, ev); err != nil {
-		return fmt.Errorf("finish command %s: %w", id, err)
-	}
-	return nil
 }
 
 // recordInventory stores the inventory a collectInventory command returned, in the transaction

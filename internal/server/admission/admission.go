@@ -35,12 +35,6 @@ type Tx struct {
 // Target records what the call acted on ("principal/<id>") for its audit row.
 func (t *Tx) Target(kind string, id any) { t.target = fmt.Sprintf("%s/%v", kind, id) }
 
-// Deferred runs generated :exec queries in the call's transaction after the handler's other
-// statements, sent with its audit row and COMMIT in one round trip; their errors are the call's
-// (see database.PipeTx.Deferred). A check that serialises concurrent calls belongs here: its
-// lock is then held only until that round trip ends.
-func (t *Tx) Deferred() *db.Queries { return db.New(t.tx.Deferred()) }
-
 // Emit writes ev, an event of tenant, to the outbox in the call's transaction (with its audit
 // row, in one statement). Events of one subject are delivered in the order they were emitted.
 func (t *Tx) Emit(tenant uuid.UUID, ev event.Event) error { return t.events.Add(tenant, ev) }
