@@ -119,6 +119,52 @@ func (x *Method) GetAudit() bool {
 	return false
 }
 
+// Table says how a command line shows a list of a resource message.
+type Table struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The columns, as protojson field paths ("id", "state", "inventory.gpuCount"), in order.
+	Columns       []string `protobuf:"bytes,1,rep,name=columns,proto3" json:"columns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Table) Reset() {
+	*x = Table{}
+	mi := &file_bettercompute_api_v1_options_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Table) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Table) ProtoMessage() {}
+
+func (x *Table) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_api_v1_options_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Table.ProtoReflect.Descriptor instead.
+func (*Table) Descriptor() ([]byte, []int) {
+	return file_bettercompute_api_v1_options_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Table) GetColumns() []string {
+	if x != nil {
+		return x.Columns
+	}
+	return nil
+}
+
 var file_bettercompute_api_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
@@ -126,6 +172,14 @@ var file_bettercompute_api_v1_options_proto_extTypes = []protoimpl.ExtensionInfo
 		Field:         51720,
 		Name:          "bettercompute.api.v1.method",
 		Tag:           "bytes,51720,opt,name=method",
+		Filename:      "bettercompute/api/v1/options.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.MessageOptions)(nil),
+		ExtensionType: (*Table)(nil),
+		Field:         51721,
+		Name:          "bettercompute.api.v1.table",
+		Tag:           "bytes,51721,opt,name=table",
 		Filename:      "bettercompute/api/v1/options.proto",
 	},
 }
@@ -136,6 +190,15 @@ var (
 	//
 	// optional bettercompute.api.v1.Method method = 51720;
 	E_Method = &file_bettercompute_api_v1_options_proto_extTypes[0]
+)
+
+// Extension fields to descriptorpb.MessageOptions.
+var (
+	// How the CLI shows a list of this message as a table; without it, the CLI picks the scalar
+	// fields.
+	//
+	// optional bettercompute.api.v1.Table table = 51721;
+	E_Table = &file_bettercompute_api_v1_options_proto_extTypes[1]
 )
 
 var File_bettercompute_api_v1_options_proto protoreflect.FileDescriptor
@@ -153,8 +216,11 @@ const file_bettercompute_api_v1_options_proto_rawDesc = "" +
 	"\n" +
 	"idempotent\x18\x05 \x01(\bR\n" +
 	"idempotent\x12\x14\n" +
-	"\x05audit\x18\x06 \x01(\bR\x05audit:V\n" +
-	"\x06method\x12\x1e.google.protobuf.MethodOptions\x18\x88\x94\x03 \x01(\v2\x1c.bettercompute.api.v1.MethodR\x06methodBLZJgithub.com/better-compute/better-compute/gen/go/bettercompute/api/v1;apiv1b\x06proto3"
+	"\x05audit\x18\x06 \x01(\bR\x05audit\"!\n" +
+	"\x05Table\x12\x18\n" +
+	"\acolumns\x18\x01 \x03(\tR\acolumns:V\n" +
+	"\x06method\x12\x1e.google.protobuf.MethodOptions\x18\x88\x94\x03 \x01(\v2\x1c.bettercompute.api.v1.MethodR\x06method:T\n" +
+	"\x05table\x12\x1f.google.protobuf.MessageOptions\x18\x89\x94\x03 \x01(\v2\x1b.bettercompute.api.v1.TableR\x05tableBLZJgithub.com/better-compute/better-compute/gen/go/bettercompute/api/v1;apiv1b\x06proto3"
 
 var (
 	file_bettercompute_api_v1_options_proto_rawDescOnce sync.Once
@@ -168,18 +234,22 @@ func file_bettercompute_api_v1_options_proto_rawDescGZIP() []byte {
 	return file_bettercompute_api_v1_options_proto_rawDescData
 }
 
-var file_bettercompute_api_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_bettercompute_api_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_bettercompute_api_v1_options_proto_goTypes = []any{
-	(*Method)(nil),                     // 0: bettercompute.api.v1.Method
-	(*descriptorpb.MethodOptions)(nil), // 1: google.protobuf.MethodOptions
+	(*Method)(nil),                      // 0: bettercompute.api.v1.Method
+	(*Table)(nil),                       // 1: bettercompute.api.v1.Table
+	(*descriptorpb.MethodOptions)(nil),  // 2: google.protobuf.MethodOptions
+	(*descriptorpb.MessageOptions)(nil), // 3: google.protobuf.MessageOptions
 }
 var file_bettercompute_api_v1_options_proto_depIdxs = []int32{
-	1, // 0: bettercompute.api.v1.method:extendee -> google.protobuf.MethodOptions
-	0, // 1: bettercompute.api.v1.method:type_name -> bettercompute.api.v1.Method
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	1, // [1:2] is the sub-list for extension type_name
-	0, // [0:1] is the sub-list for extension extendee
+	2, // 0: bettercompute.api.v1.method:extendee -> google.protobuf.MethodOptions
+	3, // 1: bettercompute.api.v1.table:extendee -> google.protobuf.MessageOptions
+	0, // 2: bettercompute.api.v1.method:type_name -> bettercompute.api.v1.Method
+	1, // 3: bettercompute.api.v1.table:type_name -> bettercompute.api.v1.Table
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	2, // [2:4] is the sub-list for extension type_name
+	0, // [0:2] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
 }
 
@@ -194,8 +264,8 @@ func file_bettercompute_api_v1_options_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_api_v1_options_proto_rawDesc), len(file_bettercompute_api_v1_options_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
-			NumExtensions: 1,
+			NumMessages:   2,
+			NumExtensions: 2,
 			NumServices:   0,
 		},
 		GoTypes:           file_bettercompute_api_v1_options_proto_goTypes,

@@ -7,7 +7,7 @@
 
 import type { GenExtension, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { extDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { MethodOptions } from "@bufbuild/protobuf/wkt";
+import type { MessageOptions, MethodOptions } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/api/v1/options.proto.
  */
 export const file_bettercompute_api_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL2FwaS92MS9vcHRpb25zLnByb3RvEhRiZXR0ZXJjb21wdXRlLmFwaS52MSJsCgZNZXRob2QSDQoFZ3JvdXAYASABKAkSDAoEbmFtZRgCIAEoCRISCgpwZXJtaXNzaW9uGAMgASgJEg4KBnB1YmxpYxgEIAEoCBISCgppZGVtcG90ZW50GAUgASgIEg0KBWF1ZGl0GAYgASgIOlYKBm1ldGhvZBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGIiUAyABKAsyHC5iZXR0ZXJjb21wdXRlLmFwaS52MS5NZXRob2RSBm1ldGhvZEJMWkpnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL2FwaS92MTthcGl2MWIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL2FwaS92MS9vcHRpb25zLnByb3RvEhRiZXR0ZXJjb21wdXRlLmFwaS52MSJsCgZNZXRob2QSDQoFZ3JvdXAYASABKAkSDAoEbmFtZRgCIAEoCRISCgpwZXJtaXNzaW9uGAMgASgJEg4KBnB1YmxpYxgEIAEoCBISCgppZGVtcG90ZW50GAUgASgIEg0KBWF1ZGl0GAYgASgIIhgKBVRhYmxlEg8KB2NvbHVtbnMYASADKAk6VgoGbWV0aG9kEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYiJQDIAEoCzIcLmJldHRlcmNvbXB1dGUuYXBpLnYxLk1ldGhvZFIGbWV0aG9kOlQKBXRhYmxlEh8uZ29vZ2xlLnByb3RvYnVmLk1lc3NhZ2VPcHRpb25zGImUAyABKAsyGy5iZXR0ZXJjb21wdXRlLmFwaS52MS5UYWJsZVIFdGFibGVCTFpKZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9hcGkvdjE7YXBpdjFiBnByb3RvMw", [file_google_protobuf_descriptor]);
 
 /**
  * Method describes how the API exposes and guards one RPC.
@@ -77,10 +77,40 @@ export const MethodSchema: GenMessage<Method> = /*@__PURE__*/
   messageDesc(file_bettercompute_api_v1_options, 0);
 
 /**
+ * Table says how a command line shows a list of a resource message.
+ *
+ * @generated from message bettercompute.api.v1.Table
+ */
+export type Table = Message<"bettercompute.api.v1.Table"> & {
+  /**
+   * The columns, as protojson field paths ("id", "state", "inventory.gpuCount"), in order.
+   *
+   * @generated from field: repeated string columns = 1;
+   */
+  columns: string[];
+};
+
+/**
+ * Describes the message bettercompute.api.v1.Table.
+ * Use `create(TableSchema)` to create a new message.
+ */
+export const TableSchema: GenMessage<Table> = /*@__PURE__*/
+  messageDesc(file_bettercompute_api_v1_options, 1);
+
+/**
  * The Better Compute options of an RPC. Every RPC of an API service must set it.
  *
  * @generated from extension: bettercompute.api.v1.Method method = 51720;
  */
 export const method: GenExtension<MethodOptions, Method> = /*@__PURE__*/
   extDesc(file_bettercompute_api_v1_options, 0);
+
+/**
+ * How the CLI shows a list of this message as a table; without it, the CLI picks the scalar
+ * fields.
+ *
+ * @generated from extension: bettercompute.api.v1.Table table = 51721;
+ */
+export const table: GenExtension<MessageOptions, Table> = /*@__PURE__*/
+  extDesc(file_bettercompute_api_v1_options, 1);
 
