@@ -39,6 +39,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/doctor"
@@ -148,6 +149,16 @@ func (r Registry) Names() []string {
 		out[i] = in.Name
 	}
 	return out
+}
+
+// Files are the proto files of every registered module's API services, enabled or not: what the
+// CLI can call and the API reference describes. The instances made to ask are not configured.
+func (r Registry) Files() []protoreflect.FileDescriptor {
+	set := make(Set, len(r))
+	for i, in := range r {
+		set[i] = in.New()
+	}
+	return set.Files()
 }
 
 // Enable makes and configures the modules cfgs names, in order. Every problem is reported at

@@ -89,3 +89,31 @@ func record(h http.Handler, method, path string, header http.Header) recorded {
 	h.ServeHTTP(rec, req)
 	return recorded{code: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 }
+
+// TestOpenAPIServed checks that the API serves its OpenAPI document below the base path, to
+// anyone, describing the methods this server answers at its base path.
+func TestOpenAPIServed(t *testing.T) {
+	t.Parallel()
+	api, err := server.New(server.Options{Pool: dbtest.Pool(t), Secret: servertest.Secret, BasePath: "/v1/api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record(api, http.MethodGet, "/v1/api/openapi.json", nil)
+	var doc struct {
+		OpenAPI string                     `json:"openapi"`
+		Servers []struct{ URL string }     `json:"servers"`
+		Paths   map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(rec.body, &doc); err != nil || rec.code != http.StatusOK {
+		t.Fatalf("openapi.json: %d %.200s %v", rec.code, rec.body, err)
+	}
+	if doc.OpenAPI != "3.1.0" || len(doc.Servers) != 1 || doc.Servers[0].URL != "/v1/api" {
+		t.Errorf("openapi %q, servers %+v", doc.OpenAPI, doc.Servers)
+	}
+	if len(doc.Paths) != len(api.Registry().Methods()) || doc.Paths["/nodes/list"] == nil {
+		t.Errorf("%d paths for %d methods", len(doc.Paths), len(api.Registry().Methods()))
+	}
+	if _, ok := doc.Paths["/eventStream/status"]; ok {
+		t.Error("a module that is not enabled is in the document")
+	}
+}

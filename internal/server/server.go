@@ -36,6 +36,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/usage/v1/usagev1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1/workflowsv1connect"
+	"github.com/better-compute/better-compute/internal/apispec"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/limit"
 	"github.com/better-compute/better-compute/internal/metrics"
@@ -274,6 +275,7 @@ func New(opts Options) (*Server, error) {
 	s.apiRoot = limit.Body(maxRequest, http.StripPrefix(s.basePath, http.HandlerFunc(s.serveAPI)))
 	root.Handle(s.basePath+"/", s.apiRoot)
 	root.HandleFunc("GET "+s.basePath+"/tunnels/{ticket}", s.serveTunnel)
+	root.Handle("GET "+s.basePath+"/openapi.json", apispec.Handler(reg, s.basePath))
 	root.HandleFunc("GET /healthz", s.healthz)
 	root.HandleFunc("GET /readyz", s.readyz)
 	root.HandleFunc("GET /.well-known/better-compute", s.wellKnown)
