@@ -20,6 +20,8 @@ give them ``interceptors=[BetterComputeHeaders(api_key), MapErrors()]``.
 
 from __future__ import annotations
 
+from importlib import metadata as _metadata
+
 from bettercompute.audit.v1 import audit_pb2 as auditv1
 from bettercompute.commands.v1 import commands_pb2 as commandsv1
 from bettercompute.daemon.v1 import commands_pb2 as daemonv1
@@ -168,4 +170,8 @@ __all__ = [
     "workflowsv1",
 ]
 
-__version__ = "0.1.0"
+try:
+    # The installed distribution's version: pyproject.toml's, which is the SDKs' clients/VERSION.
+    __version__ = _metadata.version("better-compute")
+except _metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
