@@ -5,14 +5,14 @@ package apispec
 
 // Document is an OpenAPI 3.1 document.
 type Document struct {
-	OpenAPI           string               `json:"openapi"`
-	Info              Info                 `json:"info"`
-	JSONSchemaDialect string               `json:"jsonSchemaDialect,omitempty"`
-	Servers           []Server             `json:"servers"`
+	OpenAPI           string                `json:"openapi"`
+	Info              Info                  `json:"info"`
+	JSONSchemaDialect string                `json:"jsonSchemaDialect,omitempty"`
+	Servers           []Server              `json:"servers"`
 	Security          []SecurityRequirement `json:"security"`
-	Tags              []Tag                `json:"tags"`
-	Paths             map[string]*PathItem `json:"paths"`
-	Components        Components           `json:"components"`
+	Tags              []Tag                 `json:"tags"`
+	Paths             map[string]*PathItem  `json:"paths"`
+	Components        Components            `json:"components"`
 }
 
 // Info describes the API.
@@ -80,6 +80,7 @@ type Operation struct {
 type OperationExample struct {
 	Body   string `json:"body"`
 	Status int    `json:"status"`
+	Note   string `json:"note,omitempty"`
 }
 
 // Parameter is a header an operation reads, or a reference to one in components.

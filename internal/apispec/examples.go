@@ -10,6 +10,8 @@ type Example struct {
 	Body string
 	// Status is the HTTP status the call gets in dev; 0 means 200.
 	Status int
+	// Note says why, when Status is not 200.
+	Note string
 }
 
 func (e Example) status() int {
@@ -21,12 +23,14 @@ func (e Example) status() int {
 
 // Examples holds every method's example, by route.
 var Examples = map[string]Example{
-	"/audit/list":                 {Body: `{"pageSize": 20}`},
-	"/commands/cancel":            {Body: `{"id": "$COMMAND_ID"}`},
-	"/commands/create":            {Body: `{"nodeId": "$NODE_ID", "echo": {"data": {"hello": "world"}}, "timeout": "60s"}`},
-	"/commands/get":               {Body: `{"id": "$COMMAND_ID"}`},
-	"/commands/list":              {Body: `{"nodeId": "$NODE_ID", "pageSize": 20}`},
-	"/eventStream/status":         {Body: `{}`, Status: 404},
+	"/audit/list": {Body: `{"pageSize": 20}`},
+	"/commands/cancel": {Body: `{"id": "$COMMAND_ID"}`, Status: 400,
+		Note: "The simulated machine ran the command as soon as it was created, and a finished command cannot be cancelled (failed_precondition)."},
+	"/commands/create": {Body: `{"nodeId": "$NODE_ID", "echo": {"data": {"hello": "world"}}, "timeout": "60s"}`},
+	"/commands/get":    {Body: `{"id": "$COMMAND_ID"}`},
+	"/commands/list":   {Body: `{"nodeId": "$NODE_ID", "pageSize": 20}`},
+	"/eventStream/status": {Body: `{}`, Status: 404,
+		Note: "dev does not enable the events module, so the method is not served (not_found)."},
 	"/events/list":                {Body: `{"type": "node.joined", "pageSize": 20}`},
 	"/iam/createApiKey":           {Body: `{"principalId": "$PRINCIPAL_ID", "name": "ci", "expireTime": "2030-01-01T00:00:00Z"}`},
 	"/iam/createPrincipal":        {Body: `{"kind": "PRINCIPAL_KIND_SERVICE_ACCOUNT", "name": "deployer"}`},
@@ -59,7 +63,7 @@ var Examples = map[string]Example{
 	"/nodes/inventoryHistory":     {Body: `{"id": "$NODE_ID", "pageSize": 5}`},
 	"/nodes/label":                {Body: `{"id": "$NODE_ID", "set": {"rack": "12"}}`},
 	"/nodes/list":                 {Body: `{"online": true, "pageSize": 50}`},
-	"/nodes/retire":               {Body: `{"id": "$SPARE_NODE_ID"}`},
+	"/nodes/retire":               {Body: `{"id": "$DRAINED_NODE_ID"}`},
 	"/nodes/revoke":               {Body: `{"id": "$SPARE_NODE_ID"}`},
 	"/nodes/summary":              {Body: `{}`},
 	"/nodes/uncordon":             {Body: `{"id": "$NODE_ID"}`},
@@ -67,7 +71,7 @@ var Examples = map[string]Example{
 	"/pools/create":               {Body: `{"name": "a100", "description": "A100 nodes", "nodeSelector": {"simulated": "true"}}`},
 	"/pools/delete":               {Body: `{"id": "$POOL_ID"}`},
 	"/pools/get":                  {Body: `{"id": "$POOL_ID"}`},
-	"/pools/grant":                {Body: `{"poolId": "$POOL_ID", "tenantId": "$TENANT_ID", "nominal": {"gpus": {"": 2}}, "weight": 1}`},
+	"/pools/grant":                {Body: `{"poolId": "$POOL_ID", "tenantId": "$TENANT_ID", "nominal": {"gpus": {"NVIDIA A100-SXM4-80GB": 2}}, "weight": 1}`},
 	"/pools/list":                 {Body: `{"pageSize": 20}`},
 	"/pools/listGrants":           {Body: `{"poolId": "$POOL_ID"}`},
 	"/pools/listPreemptions":      {Body: `{"poolId": "$POOL_ID"}`},

@@ -119,7 +119,11 @@ func writeOperation(b *bytes.Buffer, doc *Document, route string) {
 	}
 	fmt.Fprintf(b, "<!-- example %s %d -->\n```bash\n", route, op.Example.Status)
 	b.WriteString(curl(route, op))
-	fmt.Fprintf(b, "```\n\nAnswers %d %s in dev.\n", op.Example.Status, http.StatusText(op.Example.Status))
+	fmt.Fprintf(b, "```\n\nAnswers %d %s in dev.", op.Example.Status, http.StatusText(op.Example.Status))
+	if op.Example.Note != "" {
+		b.WriteString(" " + op.Example.Note)
+	}
+	b.WriteString("\n")
 }
 
 // curl is the example's command line. A body that reads variables comes from a here-document,

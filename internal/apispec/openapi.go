@@ -99,7 +99,7 @@ func Build(reg *registry.Registry, docs *Docs, opts Options) (*Document, error) 
 				return nil, fmt.Errorf("apispec: the example of %s: %w", m.Route(), err)
 			}
 			op.RequestBody.Content["application/json"].Example = body
-			op.Example = &OperationExample{Body: ex.Body, Status: ex.status()}
+			op.Example = &OperationExample{Body: ex.Body, Status: ex.status(), Note: ex.Note}
 		}
 		doc.Paths["/"+m.Group+"/"+m.Name] = &PathItem{Post: op}
 		if !tags[m.Group] {
@@ -179,7 +179,7 @@ func connectError() *Schema {
 		Description: "The body of every error response (the Connect protocol's error). `code` is the error's class; `details` carry typed details, such as `google.rpc.BadRequest` with the fields a request got wrong (with `debug`, their JSON form).",
 		Required:    []string{"code"},
 		Properties: map[string]*Schema{
-			"code": {Type: "string", Enum: codeNames()},
+			"code":    {Type: "string", Enum: codeNames()},
 			"message": {Type: "string", Description: "What went wrong, for people."},
 			"details": {Type: "array", Items: &Schema{
 				Type:     "object",

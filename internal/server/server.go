@@ -158,6 +158,7 @@ type Server struct {
 	apiRoot  http.Handler   // everything below the base path
 	tunnels  *tunnels.Service
 	handler  http.Handler
+	errors   *connect.ErrorWriter // writes errors in the protocol of the request
 	log      *slog.Logger
 }
 
@@ -283,6 +284,7 @@ func New(opts Options) (*Server, error) {
 		root.Handle("GET /metrics", opts.Metrics.Handler())
 	}
 	dashboard.Mount(root, "/dashboard")
+	s.errors = connect.NewErrorWriter(handlerOpts...)
 	s.handler = requestid.Middleware(opts.CORS.handler(root))
 	return s, nil
 }
@@ -317,6 +319,11 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if m, ok := s.registry.ByRoute(r.URL.Path); ok {
 		r.URL.Path = m.Procedure
 		r.URL.RawPath = ""
+	} else if _, pattern := s.api.Handler(r); pattern == "" && s.errors.IsSupported(r) {
+		// No such method (or its module is not enabled): a Connect error a client can read,
+		// rather than the mux's plain text.
+		_ = s.errors.Write(w, r, connect.NewError(connect.CodeNotFound, fmt.Errorf("no API method at %s%s", s.basePath, r.URL.Path)))
+		return
 	}
 	s.api.ServeHTTP(w, r)
 }
