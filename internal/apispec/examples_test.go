@@ -211,11 +211,11 @@ func checkBody(t *testing.T, spec *openapi3.T, route string, status int, body []
 // and admin key once both machines hold sessions.
 func startDev(t *testing.T) (url, key string) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "apispec-dev-")
+	// Not t.TempDir: its parent is private, and PostgreSQL may run as the postgres user.
+	dir, err := os.MkdirTemp("", "apispec-dev-") //nolint:usetesting // see above
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The private PostgreSQL may run as the postgres user, which must reach its directory.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
