@@ -91,6 +91,9 @@ func WithConnectOptions(opts ...connect.ClientOption) Option {
 	return func(o *options) { o.connect = append(o.connect, opts...) }
 }
 
+// defaultHTTPClient is the HTTP client of clients made without WithHTTPClient.
+func defaultHTTPClient() *http.Client { return &http.Client{Timeout: 60 * time.Second} }
+
 // New returns clients for the API at baseURL, the URL including the base path, for example
 // "https://compute.example.com/api" (what `better-compute dev` prints as "API:").
 func New(baseURL string, opts ...Option) *Client {
@@ -99,7 +102,7 @@ func New(baseURL string, opts ...Option) *Client {
 		opt(&o)
 	}
 	if o.httpClient == nil {
-		o.httpClient = &http.Client{Timeout: 60 * time.Second}
+		o.httpClient = defaultHTTPClient()
 	}
 	baseURL = strings.TrimSuffix(baseURL, "/")
 	copts := append([]connect.ClientOption{

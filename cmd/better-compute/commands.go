@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/better-compute/better-compute/internal/buildinfo"
+	"github.com/better-compute/better-compute/internal/cli"
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/database"
@@ -47,13 +48,26 @@ own PostgreSQL; tenants lease capacity through its API; a daemon on every host d
 a gateway and does what it is told.
 
 Every command reads one configuration: the file named by --config (or BETTER_COMPUTE_CONFIG),
-then BETTER_COMPUTE_* environment variables, then flags.`,
+then BETTER_COMPUTE_* environment variables, then flags.
+
+` + cli.Help,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.configPath, "config", os.Getenv("BETTER_COMPUTE_CONFIG"),
 		"configuration file, better-compute.yaml (env BETTER_COMPUTE_CONFIG)")
-	root.AddCommand(newVersionCommand(), newMigrateCommand(g), newServeCommand(g), newDevCommand(g), newIAMCommand(g), newPKICommand(g), newDoctorCommand(g), newSimCommand(g), newTunnelCommand(), newReleaseCommand(), newWorkflowCommand())
+	api := &cli.Resolver{}
+	api.AddFlags(root.PersistentFlags())
+	root.AddCommand(newVersionCommand(), newMigrateCommand(g), newServeCommand(g), newDevCommand(g), newIAMCommand(g), newPKICommand(g), newDoctorCommand(g), newSimCommand(g), newTunnelCommand(api), newReleaseCommand(), newWorkflowCommand(api), newReferenceCommand(g))
+	// The API's commands: a registry that does not build is a programming error every command
+	// then reports, as the server would refuse to start.
+	reg, err := apiRegistry(g.modules)
+	if err == nil {
+		err = cli.Attach(root, reg, cli.Options{Resolver: api})
+	}
+	if err != nil {
+		root.PersistentPreRunE = func(*cobra.Command, []string) error { return err }
+	}
 	return root
 }
 

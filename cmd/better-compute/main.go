@@ -4,15 +4,14 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
+	"github.com/better-compute/better-compute/internal/cli"
 	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/modules/events"
+	"github.com/better-compute/better-compute/internal/server/registry"
 )
 
 // modules are the modules compiled into this binary, which a configuration's modules key may
@@ -24,12 +23,17 @@ func main() {
 	err := newRootCommand().ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		// One line, whatever the error: drivers report each address tried on a line of its own.
-		fmt.Fprintln(os.Stderr, "better-compute:", strings.Join(strings.Fields(err.Error()), " "))
-		code := 1
-		if ee := (*exitError)(nil); errors.As(err, &ee) {
-			code = ee.code
-		}
-		os.Exit(code)
+		cli.PrintError(os.Stderr, err)
+		os.Exit(cli.ExitCode(err))
 	}
+}
+
+// apiRegistry is the method registry of every API this binary can serve: the core's and every
+// compiled-in module's, enabled or not, so the CLI has a command for each.
+func apiRegistry(infos module.Registry) (*registry.Registry, error) {
+	set := make(module.Set, 0, len(infos))
+	for _, in := range infos {
+		set = append(set, in.New())
+	}
+	return registry.FromGlobal(set.Files()...)
 }

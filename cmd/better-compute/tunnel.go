@@ -7,22 +7,22 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/better-compute/better-compute/client"
+	"github.com/better-compute/better-compute/internal/cli"
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/process"
 	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
-func newTunnelCommand() *cobra.Command {
+func newTunnelCommand(api *cli.Resolver) *cobra.Command {
 	var (
-		apiURL, apiKey, nodeID, local string
-		port                          int
-		stdio                         bool
+		nodeID, local string
+		port          int
+		stdio         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "tunnel",
@@ -41,13 +41,14 @@ daemon must allow it (bcd run --tunnel-port P). A tunnel that ends otherwise tha
 sides closing prints its close code and reason (docs/tunnels.md) and, with --stdio, exits 1.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if apiURL == "" || apiKey == "" {
-				return errors.New("the API is needed: set --api and --api-key (or BETTER_COMPUTE_URL and BETTER_COMPUTE_API_KEY)")
+			t, err := api.Resolve()
+			if err != nil {
+				return err
 			}
 			if port < 1 || port > 65535 {
 				return fmt.Errorf("--port must be 1 to 65535, got %d", port)
 			}
-			c := client.New(apiURL, client.WithAPIKey(apiKey))
+			c := client.New(t.URL, client.WithAPIKey(t.APIKey))
 			if stdio {
 				return tunnelStdio(cmd.Context(), c, nodeID, port, cmd.InOrStdin(), cmd.OutOrStdout())
 			}
@@ -60,8 +61,6 @@ sides closing prints its close code and reason (docs/tunnels.md) and, with --std
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&apiURL, "api", os.Getenv("BETTER_COMPUTE_URL"), "API URL with its base path, as dev prints it (\"API:\") (env BETTER_COMPUTE_URL)")
-	f.StringVar(&apiKey, "api-key", os.Getenv("BETTER_COMPUTE_API_KEY"), "API key (env BETTER_COMPUTE_API_KEY)")
 	f.StringVar(&nodeID, "node", "", "node id (required)")
 	f.IntVar(&port, "port", 0, "port on the node's loopback, 1 to 65535 (required)")
 	f.StringVar(&local, "local", "", "listen on this address, host:port, and forward each connection")

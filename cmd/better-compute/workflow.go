@@ -1,34 +1,21 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/better-compute/better-compute/client"
+	"github.com/better-compute/better-compute/internal/cli"
 )
-
-// Exit codes of the workflow commands that follow a workflow, besides 0 (it succeeded) and 1
-// (it failed or was cancelled, or the command failed).
-const exitPaused = 3
-
-// exitError ends the command with code instead of 1; main prints it as any other error.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
 
 // workflowFlags are the flags every workflow command shares: where the API is and how to print.
 type workflowFlags struct {
-	apiURL, apiKey, output string
+	api    *cli.Resolver
+	output string
 }
 
 // check refuses an --output other than table and json; every command calls it before anything
@@ -43,10 +30,11 @@ func (f *workflowFlags) check() error {
 func (f *workflowFlags) json() bool { return f.output == "json" }
 
 func (f *workflowFlags) client() (*client.Client, error) {
-	if f.apiURL == "" || f.apiKey == "" {
-		return nil, errors.New("the API is needed: set --api and --api-key (or BETTER_COMPUTE_URL and BETTER_COMPUTE_API_KEY)")
+	t, err := f.api.Resolve()
+	if err != nil {
+		return nil, err
 	}
-	return client.New(f.apiURL, client.WithAPIKey(f.apiKey)), nil
+	return client.New(t.URL, client.WithAPIKey(t.APIKey)), nil
 }
 
 // printJSON writes m as indented protojson, proto field names in camelCase as the API's JSON.
@@ -59,8 +47,8 @@ func printJSON(w io.Writer, m proto.Message) error {
 	return err
 }
 
-func newWorkflowCommand() *cobra.Command {
-	f := &workflowFlags{}
+func newWorkflowCommand(api *cli.Resolver) *cobra.Command {
+	f := &workflowFlags{api: api}
 	cmd := &cobra.Command{
 		Use:   "workflow",
 		Short: "Run rolling operations over many nodes: upgrade, reboot, drain, configure, exec",
@@ -76,8 +64,6 @@ succeeded, 1 when it failed or was cancelled, and 3 when it paused for failures;
 following, not the workflow.`,
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&f.apiURL, "api", os.Getenv("BETTER_COMPUTE_URL"), "API URL with its base path, as dev prints it (\"API:\") (env BETTER_COMPUTE_URL)")
-	pf.StringVar(&f.apiKey, "api-key", os.Getenv("BETTER_COMPUTE_API_KEY"), "API key (env BETTER_COMPUTE_API_KEY)")
 	pf.StringVarP(&f.output, "output", "o", "table", "table, or json: the API's response as protojson")
 	cmd.AddCommand(
 		newWorkflowRunCommand(f),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/better-compute/better-compute/client"
 	workflowsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1"
+	"github.com/better-compute/better-compute/internal/cli"
 	"github.com/better-compute/better-compute/internal/workflow"
 )
 
@@ -94,10 +95,10 @@ func outcome(w *workflowsv1.Workflow) error {
 	case w.GetState() == string(workflow.Succeeded):
 		return nil
 	case pausedForFailures(w):
-		return &exitError{code: exitPaused, err: fmt.Errorf("workflow %s paused: %s; resume it with `better-compute workflow resume %s --retry-failed` (or a larger --max-failures), or cancel it",
+		return &cli.ExitError{Code: cli.ExitPaused, Err: fmt.Errorf("workflow %s paused: %s; resume it with `better-compute workflow resume %s --retry-failed` (or a larger --max-failures), or cancel it",
 			id, orDash(w.GetReason()), id)}
 	}
-	return &exitError{code: 1, err: fmt.Errorf("workflow %s %s: %s", id, w.GetState(), orDash(w.GetReason()))}
+	return &cli.ExitError{Code: 1, Err: fmt.Errorf("workflow %s %s: %s", id, w.GetState(), orDash(w.GetReason()))}
 }
 
 func orDash(s string) string {

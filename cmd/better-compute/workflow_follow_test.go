@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/better-compute/better-compute/internal/cli"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -93,8 +94,8 @@ func TestWorkflowRunFollowsUntilPausedForFailures(t *testing.T) {
 	t.Parallel()
 	f := &fakeWorkflows{answers: []*workflowsv1.GetResponse{answer("running", 0, 1, 0), answer("running", 0, 1, 0), answer("paused", 0, 0, 1)}}
 	stdout, _, err := runWorkflowAgainst(t, serveFake(t, f), "run", "--reboot", "--pool", "p")
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != exitPaused || !strings.Contains(err.Error(), "workflow resume w1 --retry-failed") {
+	var ee *cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != cli.ExitPaused || !strings.Contains(err.Error(), "workflow resume w1 --retry-failed") {
 		t.Fatalf("error %v, want exit code 3 saying how to resume", err)
 	}
 	if !proto.Equal(f.created.GetTarget(), &workflowsv1.Target{PoolId: "p"}) {

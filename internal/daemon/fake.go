@@ -37,7 +37,9 @@ const DefaultRebootDowntime = 2 * time.Second
 //     and configure run.
 //   - configure keeps the config (Config): {"sha256": of its canonical form (ConfigJSON),
 //     "bytes", "changed"}, as bcd reports it (without bcd's "path").
-//   - exec runs nothing: {"exitCode": 0, "stdout": "", "stderr": ""}.
+//   - exec answers well-known programs (nvidia-smi, uname, hostname, …; SimulatedPrograms)
+//     with output made from the inventory, /bin/false with exit code 1, and any other program
+//     with exit code 0 and no output; every result says "simulated": true.
 //   - upgrade checks the version (command.ValidateUpgrade). To the running version it succeeds
 //     at once with {"version", "previousVersion"}. To another, it restarts the daemon as that
 //     version, as bcd execs the new binary: the session ends, the new process says hello with

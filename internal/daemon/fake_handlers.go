@@ -117,7 +117,12 @@ func (f *Fake) exec(_ context.Context, c *daemonv1.Command) (*structpb.Struct, e
 		}
 		return out, fmt.Errorf("exec %s: exit status 1", path)
 	}
-	return structpb.NewStruct(map[string]any{"exitCode": 0, "stdout": "", "stderr": ""})
+	stdout, stderr, code := simulateExec(f.inventory.Load(), path, c.GetExec().GetArgs())
+	out, err := structpb.NewStruct(map[string]any{"exitCode": code, "stdout": stdout, "stderr": stderr, "simulated": true})
+	if err != nil || code == 0 {
+		return out, err
+	}
+	return out, fmt.Errorf("exec %s: exit status %d", path, code)
 }
 
 // upgrade hands the command over to the next process, as bcd execs the new binary: the record

@@ -286,7 +286,7 @@ var File_bettercompute_audit_v1_audit_proto protoreflect.FileDescriptor
 
 const file_bettercompute_audit_v1_audit_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/audit/v1/audit.proto\x12\x16bettercompute.audit.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfd\x01\n" +
+	"\"bettercompute/audit/v1/audit.proto\x12\x16bettercompute.audit.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb9\x02\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12!\n" +
@@ -297,6 +297,13 @@ const file_bettercompute_audit_v1_audit_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\a \x01(\tR\trequestId\x12;\n" +
 	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime::ʠ\x196\n" +
+	"\x02id\n" +
+	"\x06method\n" +
+	"\x06target\n" +
+	"\aoutcome\n" +
+	"\vprincipalId\n" +
+	"\n" +
 	"createTime\"\x90\x02\n" +
 	"\vListRequest\x12!\n" +
 	"\fprincipal_id\x18\x01 \x01(\tR\vprincipalId\x12\x16\n" +

@@ -990,7 +990,8 @@ var File_bettercompute_commands_v1_commands_proto protoreflect.FileDescriptor
 
 const file_bettercompute_commands_v1_commands_proto_rawDesc = "" +
 	"\n" +
-	"(bettercompute/commands/v1/commands.proto\x12\x19bettercompute.commands.v1\x1a\"bettercompute/api/v1/options.proto\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\t\n" +
+	"(bettercompute/commands/v1/commands.proto\x12\x19bettercompute.commands.v1\x1a\"bettercompute/api/v1/options.proto\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\n" +
+	"\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -1018,7 +1019,16 @@ const file_bettercompute_commands_v1_commands_proto_rawDesc = "" +
 	"\vfinish_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishTime\x12;\n" +
 	"\vupdate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTimeB\t\n" +
+	"updateTime:?ʠ\x19;\n" +
+	"\x02id\n" +
+	"\x06nodeId\n" +
+	"\x04type\n" +
+	"\x05state\n" +
+	"\battempts\n" +
+	"\n" +
+	"createTime\n" +
+	"\n" +
+	"finishTimeB\t\n" +
 	"\apayloadJ\x04\b\x05\x10\x06\"\x1c\n" +
 	"\n" +
 	"GetRequest\x12\x0e\n" +

@@ -247,7 +247,7 @@ var File_bettercompute_events_v1_events_proto protoreflect.FileDescriptor
 
 const file_bettercompute_events_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"$bettercompute/events/v1/events.proto\x12\x17bettercompute.events.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcb\x01\n" +
+	"$bettercompute/events/v1/events.proto\x12\x17bettercompute.events.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf0\x01\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x12\n" +
@@ -255,6 +255,11 @@ const file_bettercompute_events_v1_events_proto_rawDesc = "" +
 	"\asubject\x18\x04 \x01(\tR\asubject\x12*\n" +
 	"\x04data\x18\x05 \x01(\v2\x16.google.protobuf.ValueR\x04data\x12;\n" +
 	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime:#ʠ\x19\x1f\n" +
+	"\x02id\n" +
+	"\x04type\n" +
+	"\asubject\n" +
+	"\n" +
 	"createTime\"w\n" +
 	"\vListRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +

@@ -2250,7 +2250,7 @@ var File_bettercompute_iam_v1_iam_proto protoreflect.FileDescriptor
 
 const file_bettercompute_iam_v1_iam_proto_rawDesc = "" +
 	"\n" +
-	"\x1ebettercompute/iam/v1/iam.proto\x12\x14bettercompute.iam.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb9\x02\n" +
+	"\x1ebettercompute/iam/v1/iam.proto\x12\x14bettercompute.iam.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\x02\n" +
 	"\x06Tenant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
@@ -2261,7 +2261,14 @@ const file_bettercompute_iam_v1_iam_proto_rawDesc = "" +
 	"createTime\x12=\n" +
 	"\fsuspend_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vsuspendTime\x12;\n" +
 	"\vdelete_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"deleteTime\"\xd8\x01\n" +
+	"deleteTime:>ʠ\x19:\n" +
+	"\x02id\n" +
+	"\x04name\n" +
+	"\vdisplayName\n" +
+	"\bparentId\n" +
+	"\vsuspendTime\n" +
+	"\n" +
+	"createTime\"\x81\x02\n" +
 	"\tPrincipal\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x127\n" +
@@ -2269,7 +2276,13 @@ const file_bettercompute_iam_v1_iam_proto_rawDesc = "" +
 	"\x04name\x18\x04 \x01(\tR\x04name\x12\x14\n" +
 	"\x05email\x18\x05 \x01(\tR\x05email\x12;\n" +
 	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\x84\x03\n" +
+	"createTime:'ʠ\x19#\n" +
+	"\x02id\n" +
+	"\x04kind\n" +
+	"\x04name\n" +
+	"\x05email\n" +
+	"\n" +
+	"createTime\"\xc7\x03\n" +
 	"\x06ApiKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12!\n" +
@@ -2281,13 +2294,26 @@ const file_bettercompute_iam_v1_iam_proto_rawDesc = "" +
 	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x120\n" +
 	"\x14creator_principal_id\x18\b \x01(\tR\x12creatorPrincipalId\x12(\n" +
-	"\x10created_by_owner\x18\t \x01(\bR\x0ecreatedByOwner\"\xca\x01\n" +
+	"\x10created_by_owner\x18\t \x01(\bR\x0ecreatedByOwner:Aʠ\x19=\n" +
+	"\x02id\n" +
+	"\x04name\n" +
+	"\vprincipalId\n" +
+	"\n" +
+	"expireTime\n" +
+	"\flastUsedTime\n" +
+	"\n" +
+	"createTime\"\xf3\x01\n" +
 	"\vRoleBinding\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12!\n" +
 	"\fprincipal_id\x18\x03 \x01(\tR\vprincipalId\x12.\n" +
 	"\x04role\x18\x04 \x01(\x0e2\x1a.bettercompute.iam.v1.RoleR\x04role\x12;\n" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime:'ʠ\x19#\n" +
+	"\x02id\n" +
+	"\vprincipalId\n" +
+	"\x04role\n" +
+	"\n" +
 	"createTime\"\x0f\n" +
 	"\rWhoAmIRequest\"\xd5\x01\n" +
 	"\x0eWhoAmIResponse\x12=\n" +

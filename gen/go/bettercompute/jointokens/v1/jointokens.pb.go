@@ -510,7 +510,7 @@ var File_bettercompute_jointokens_v1_jointokens_proto protoreflect.FileDescripto
 
 const file_bettercompute_jointokens_v1_jointokens_proto_rawDesc = "" +
 	"\n" +
-	",bettercompute/jointokens/v1/jointokens.proto\x12\x1bbettercompute.jointokens.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x04\n" +
+	",bettercompute/jointokens/v1/jointokens.proto\x12\x1bbettercompute.jointokens.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd0\x04\n" +
 	"\tJoinToken\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12 \n" +
@@ -530,7 +530,15 @@ const file_bettercompute_jointokens_v1_jointokens_proto_rawDesc = "" +
 	"createTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01:?ʠ\x19;\n" +
+	"\x02id\n" +
+	"\vdescription\n" +
+	"\x04pool\n" +
+	"\x04uses\n" +
+	"\amaxUses\n" +
+	"\n" +
+	"expireTime\n" +
+	"\arevoked\"\xa8\x02\n" +
 	"\rCreateRequest\x12 \n" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x12\x12\n" +
 	"\x04pool\x18\x02 \x01(\tR\x04pool\x12N\n" +

@@ -1091,7 +1091,7 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n" +
-	"\x06effect\x18\x04 \x01(\tR\x06effect\"\xb4\x06\n" +
+	"\x06effect\x18\x04 \x01(\tR\x06effect\"\x82\a\n" +
 	"\x05Lease\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -1115,7 +1115,17 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\bend_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1a\n" +
 	"\bpriority\x18\x12 \x01(\x05R\bpriority\x12\x1c\n" +
 	"\tborrowing\x18\x13 \x01(\bR\tborrowing\x12=\n" +
-	"\fpreempt_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\vpreemptTime\"\xbf\x02\n" +
+	"\fpreempt_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\vpreemptTime:Lʠ\x19H\n" +
+	"\x02id\n" +
+	"\x06poolId\n" +
+	"\x05state\n" +
+	"\x04gpus\n" +
+	"\bgpuModel\n" +
+	"\x04cpus\n" +
+	"\bpriority\n" +
+	"\n" +
+	"createTime\n" +
+	"\aendTime\"\xbf\x02\n" +
 	"\n" +
 	"Allocation\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n" +

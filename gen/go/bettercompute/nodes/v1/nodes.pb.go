@@ -2265,7 +2265,7 @@ var File_bettercompute_nodes_v1_nodes_proto protoreflect.FileDescriptor
 
 const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/nodes/v1/nodes.proto\x12\x16bettercompute.nodes.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\n" +
+	"\"bettercompute/nodes/v1/nodes.proto\x12\x16bettercompute.nodes.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\n" +
 	"\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -2304,7 +2304,14 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\areduced\x18\x1b \x01(\bR\areduced\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"G\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01:Dʠ\x19@\n" +
+	"\x02id\n" +
+	"\bhostname\n" +
+	"\x04pool\n" +
+	"\x05state\n" +
+	"\x06online\n" +
+	"\rdaemonVersion\n" +
+	"\flastSeenTime\"G\n" +
 	"\x05Taint\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
@@ -2328,11 +2335,17 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12L\n" +
 	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12/\n" +
-	"\x13observed_generation\x18\x06 \x01(\x03R\x12observedGeneration\"\x8f\x01\n" +
+	"\x13observed_generation\x18\x06 \x01(\x03R\x12observedGeneration\"\xee\x01\n" +
 	"\x0fInventoryRecord\x12?\n" +
 	"\tinventory\x18\x01 \x01(\v2!.bettercompute.nodes.v1.InventoryR\tinventory\x12;\n" +
 	"\vrecord_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"recordTime\"\xb9\x02\n" +
+	"recordTime:]ʠ\x19Y\n" +
+	"\n" +
+	"recordTime\n" +
+	"\x12inventory.hostname\n" +
+	"\x0einventory.cpus\n" +
+	"\x15inventory.memoryBytes\n" +
+	"\x10inventory.kernel\"\xb9\x02\n" +
 	"\tInventory\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x0e\n" +
 	"\x02os\x18\x02 \x01(\tR\x02os\x12\x16\n" +

@@ -1931,7 +1931,7 @@ var File_bettercompute_pools_v1_pools_proto protoreflect.FileDescriptor
 
 const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/pools/v1/pools.proto\x12\x16bettercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfd\x05\n" +
+	"\"bettercompute/pools/v1/pools.proto\x12\x16bettercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc3\x06\n" +
 	"\x04Pool\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x12\n" +
@@ -1953,14 +1953,21 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\ftunnel_ports\x18\x0f \x03(\x05R\vtunnelPorts\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01:Dʠ\x19@\n" +
+	"\x02id\n" +
+	"\x04name\n" +
+	"\vdescription\n" +
+	"\agranted\n" +
+	"\x12priorityPreemption\n" +
+	"\n" +
+	"createTime\"\xbc\x01\n" +
 	"\tResources\x12?\n" +
 	"\x04gpus\x18\x01 \x03(\v2+.bettercompute.pools.v1.Resources.GpusEntryR\x04gpus\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x05R\x04cpus\x12!\n" +
 	"\fmemory_bytes\x18\x03 \x01(\x03R\vmemoryBytes\x1a7\n" +
 	"\tGpusEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xde\x04\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xa3\x05\n" +
 	"\x05Grant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\apool_id\x18\x02 \x01(\tR\x06poolId\x12\x1b\n" +
@@ -1979,6 +1986,15 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12;\n" +
 	"\vrevoke_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"revokeTime:Cʠ\x19?\n" +
+	"\x02id\n" +
+	"\x06poolId\n" +
+	"\btenantId\n" +
+	"\x06weight\n" +
+	"\anominal\n" +
+	"\n" +
+	"createTime\n" +
+	"\n" +
 	"revokeTime\"\x9a\x02\n" +
 	"\bCapacity\x12\x14\n" +
 	"\x05nodes\x18\x01 \x01(\x05R\x05nodes\x12+\n" +
@@ -2080,7 +2096,7 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"since_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tsinceTime\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"\xb8\x02\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\x80\x03\n" +
 	"\n" +
 	"Preemption\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x17\n" +
@@ -2093,7 +2109,14 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\bpriority\x18\b \x01(\x05R\bpriority\x12\x16\n" +
 	"\x06reason\x18\t \x01(\tR\x06reason\x12=\n" +
 	"\fpreempt_time\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\vpreemptTime\"\x87\x01\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\vpreemptTime:Fʠ\x19B\n" +
+	"\aleaseId\n" +
+	"\btenantId\n" +
+	"\x04gpus\n" +
+	"\bgpuModel\n" +
+	"\bpriority\n" +
+	"\x06reason\n" +
+	"\vpreemptTime\"\x87\x01\n" +
 	"\x17ListPreemptionsResponse\x12D\n" +
 	"\vpreemptions\x18\x01 \x03(\v2\".bettercompute.pools.v1.PreemptionR\vpreemptions\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xb2\n" +

@@ -614,7 +614,7 @@ var File_bettercompute_reservations_v1_reservations_proto protoreflect.FileDescr
 
 const file_bettercompute_reservations_v1_reservations_proto_rawDesc = "" +
 	"\n" +
-	"0bettercompute/reservations/v1/reservations.proto\x12\x1dbettercompute.reservations.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\x03\n" +
+	"0bettercompute/reservations/v1/reservations.proto\x12\x1dbettercompute.reservations.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe2\x03\n" +
 	"\vReservation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -627,7 +627,13 @@ const file_bettercompute_reservations_v1_reservations_proto_rawDesc = "" +
 	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vcancel_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"cancelTime\"\xbc\x01\n" +
+	"cancelTime:8ʠ\x194\n" +
+	"\x02id\n" +
+	"\x06poolId\n" +
+	"\x05state\n" +
+	"\tstartTime\n" +
+	"\aendTime\n" +
+	"\vdescription\"\xbc\x01\n" +
 	"\rCreateRequest\x12\x17\n" +
 	"\apool_id\x18\x01 \x01(\tR\x06poolId\x129\n" +
 	"\n" +

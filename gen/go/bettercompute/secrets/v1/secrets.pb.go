@@ -502,7 +502,7 @@ var File_bettercompute_secrets_v1_secrets_proto protoreflect.FileDescriptor
 
 const file_bettercompute_secrets_v1_secrets_proto_rawDesc = "" +
 	"\n" +
-	"&bettercompute/secrets/v1/secrets.proto\x12\x18bettercompute.secrets.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc3\x01\n" +
+	"&bettercompute/secrets/v1/secrets.proto\x12\x18bettercompute.secrets.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x01\n" +
 	"\x06Secret\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x12\n" +
@@ -510,6 +510,12 @@ const file_bettercompute_secrets_v1_secrets_proto_rawDesc = "" +
 	"\vcreate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime:&ʠ\x19\"\n" +
+	"\x02id\n" +
+	"\x04name\n" +
+	"\n" +
+	"createTime\n" +
+	"\n" +
 	"updateTime\"9\n" +
 	"\rCreateRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +

@@ -537,7 +537,7 @@ var File_bettercompute_tunnels_v1_tunnels_proto protoreflect.FileDescriptor
 
 const file_bettercompute_tunnels_v1_tunnels_proto_rawDesc = "" +
 	"\n" +
-	"&bettercompute/tunnels/v1/tunnels.proto\x12\x18bettercompute.tunnels.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9c\x04\n" +
+	"&bettercompute/tunnels/v1/tunnels.proto\x12\x18bettercompute.tunnels.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe1\x04\n" +
 	"\x06Tunnel\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -557,7 +557,14 @@ const file_bettercompute_tunnels_v1_tunnels_proto_rawDesc = "" +
 	"close_code\x18\v \x01(\x05R\tcloseCode\x12!\n" +
 	"\fclose_reason\x18\f \x01(\tR\vcloseReason\x12\"\n" +
 	"\rbytes_to_node\x18\r \x01(\x03R\vbytesToNode\x12&\n" +
-	"\x0fbytes_from_node\x18\x0e \x01(\x03R\rbytesFromNode\"<\n" +
+	"\x0fbytes_from_node\x18\x0e \x01(\x03R\rbytesFromNode:Cʠ\x19?\n" +
+	"\x02id\n" +
+	"\x06nodeId\n" +
+	"\x04port\n" +
+	"\vprincipalId\n" +
+	"\bopenTime\n" +
+	"\tcloseTime\n" +
+	"\tcloseCode\"<\n" +
 	"\rCreateRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\"\xb1\x01\n" +

@@ -540,14 +540,20 @@ const file_bettercompute_usage_v1_usage_proto_rawDesc = "" +
 	"\bend_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x17\n" +
 	"\apool_id\x18\x03 \x01(\tR\x06poolId\x12\x16\n" +
 	"\x06hourly\x18\x04 \x01(\bR\x06hourly\x123\n" +
-	"\x05scope\x18\x05 \x01(\x0e2\x1d.bettercompute.usage.v1.ScopeR\x05scope\"\xb7\x01\n" +
+	"\x05scope\x18\x05 \x01(\x0e2\x1d.bettercompute.usage.v1.ScopeR\x05scope\"\xee\x01\n" +
 	"\x05Usage\x12\x17\n" +
 	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x1a\n" +
 	"\bresource\x18\x02 \x01(\tR\bresource\x12\x14\n" +
 	"\x05model\x18\x03 \x01(\tR\x05model\x12\x16\n" +
 	"\x06amount\x18\x04 \x01(\x01R\x06amount\x12.\n" +
 	"\x04hour\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04hour\x12\x1b\n" +
-	"\ttenant_id\x18\x06 \x01(\tR\btenantId\"\xf2\x01\n" +
+	"\ttenant_id\x18\x06 \x01(\tR\btenantId:5ʠ\x191\n" +
+	"\x04hour\n" +
+	"\x06poolId\n" +
+	"\btenantId\n" +
+	"\bresource\n" +
+	"\x05model\n" +
+	"\x06amount\"\xf2\x01\n" +
 	"\rQueryResponse\x125\n" +
 	"\x06totals\x18\x01 \x03(\v2\x1d.bettercompute.usage.v1.UsageR\x06totals\x123\n" +
 	"\x05hours\x18\x02 \x03(\v2\x1d.bettercompute.usage.v1.UsageR\x05hours\x121\n" +

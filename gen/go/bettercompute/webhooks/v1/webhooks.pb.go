@@ -1079,7 +1079,7 @@ var File_bettercompute_webhooks_v1_webhooks_proto protoreflect.FileDescriptor
 
 const file_bettercompute_webhooks_v1_webhooks_proto_rawDesc = "" +
 	"\n" +
-	"(bettercompute/webhooks/v1/webhooks.proto\x12\x19bettercompute.webhooks.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\x04\n" +
+	"(bettercompute/webhooks/v1/webhooks.proto\x12\x19bettercompute.webhooks.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xed\x04\n" +
 	"\aWebhook\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x10\n" +
@@ -1097,7 +1097,16 @@ const file_bettercompute_webhooks_v1_webhooks_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\x10failingSinceTime\x12\x18\n" +
 	"\afailure\x18\v \x01(\tR\afailure\x12!\n" +
 	"\fdead_letters\x18\f \x01(\x03R\vdeadLetters\x120\n" +
-	"\x14dead_letters_dropped\x18\r \x01(\x03R\x12deadLettersDropped\"\xa5\x02\n" +
+	"\x14dead_letters_dropped\x18\r \x01(\x03R\x12deadLettersDropped:Hʠ\x19D\n" +
+	"\x02id\n" +
+	"\x03url\n" +
+	"\x05state\n" +
+	"\n" +
+	"eventTypes\n" +
+	"\vdeadLetters\n" +
+	"\rlastErrorTime\n" +
+	"\n" +
+	"createTime\"\xd4\x02\n" +
 	"\n" +
 	"DeadLetter\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
@@ -1108,7 +1117,12 @@ const file_bettercompute_webhooks_v1_webhooks_proto_rawDesc = "" +
 	"createTime\x127\n" +
 	"\tpark_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bparkTime\x12\x14\n" +
 	"\x05error\x18\a \x01(\tR\x05error\x12\x16\n" +
-	"\x06queued\x18\b \x01(\bR\x06queued\"d\n" +
+	"\x06queued\x18\b \x01(\bR\x06queued:-ʠ\x19)\n" +
+	"\aeventId\n" +
+	"\x04type\n" +
+	"\asubject\n" +
+	"\bparkTime\n" +
+	"\x05error\"d\n" +
 	"\rCreateRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n" +
 	"\vevent_types\x18\x02 \x03(\tR\n" +

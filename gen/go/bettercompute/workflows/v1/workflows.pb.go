@@ -1486,7 +1486,7 @@ const file_bettercompute_workflows_v1_workflows_proto_rawDesc = "" +
 	"\vmin_healthy\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"minHealthy\x12@\n" +
 	"\x0edrain_deadline\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\rdrainDeadline\x12<\n" +
-	"\fstep_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vstepTimeout\"\xd7\x04\n" +
+	"\fstep_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vstepTimeout\"\xb5\x05\n" +
 	"\bWorkflow\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x12\n" +
@@ -1506,6 +1506,16 @@ const file_bettercompute_workflows_v1_workflows_proto_rawDesc = "" +
 	"\vupdate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12;\n" +
 	"\vfinish_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishTime:\\ʠ\x19X\n" +
+	"\x02id\n" +
+	"\x04name\n" +
+	"\x05state\n" +
+	"\fcounts.total\n" +
+	"\x10counts.succeeded\n" +
+	"\rcounts.failed\n" +
+	"\n" +
+	"createTime\n" +
+	"\n" +
 	"finishTime\"\xa9\x01\n" +
 	"\x06Counts\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\x05R\x05total\x12\x18\n" +
@@ -1514,7 +1524,7 @@ const file_bettercompute_workflows_v1_workflows_proto_rawDesc = "" +
 	"inProgress\x12\x1c\n" +
 	"\tsucceeded\x18\x04 \x01(\x05R\tsucceeded\x12\x16\n" +
 	"\x06failed\x18\x05 \x01(\x05R\x06failed\x12\x18\n" +
-	"\askipped\x18\x06 \x01(\x05R\askipped\"\xf7\x02\n" +
+	"\askipped\x18\x06 \x01(\x05R\askipped\"\xb1\x03\n" +
 	"\fNodeProgress\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n" +
 	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\x1a\n" +
@@ -1529,7 +1539,13 @@ const file_bettercompute_workflows_v1_workflows_proto_rawDesc = "" +
 	"\tstep_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bstepTime\x12;\n" +
 	"\vfinish_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"finishTime\"\xef\x01\n" +
+	"finishTime:8ʠ\x194\n" +
+	"\bposition\n" +
+	"\x06nodeId\n" +
+	"\bhostname\n" +
+	"\x04step\n" +
+	"\aattempt\n" +
+	"\amessage\"\xef\x01\n" +
 	"\rCreateRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
 	"\x06action\x18\x02 \x01(\v2\".bettercompute.workflows.v1.ActionR\x06action\x12:\n" +

@@ -26,7 +26,7 @@ from bettercompute.api.v1 import options_pb2 as bettercompute_dot_api_dot_v1_dot
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"bettercompute/audit/v1/audit.proto\x12\x16\x62\x65ttercompute.audit.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfd\x01\n\x05\x45vent\x12\x0e\n\x02id\x18\x01 \x01(\x03R\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12!\n\x0cprincipal_id\x18\x03 \x01(\tR\x0bprincipalId\x12\x16\n\x06method\x18\x04 \x01(\tR\x06method\x12\x16\n\x06target\x18\x05 \x01(\tR\x06target\x12\x18\n\x07outcome\x18\x06 \x01(\tR\x07outcome\x12\x1d\n\nrequest_id\x18\x07 \x01(\tR\trequestId\x12;\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\"\x90\x02\n\x0bListRequest\x12!\n\x0cprincipal_id\x18\x01 \x01(\tR\x0bprincipalId\x12\x16\n\x06method\x18\x02 \x01(\tR\x06method\x12\x18\n\x07outcome\x18\x03 \x01(\tR\x07outcome\x12\x39\n\nstart_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12\x1b\n\tpage_size\x18\x06 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x07 \x01(\tR\tpageToken\"m\n\x0cListResponse\x12\x35\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1d.bettercompute.audit.v1.EventR\x06\x65vents\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\x83\x01\n\x0c\x41uditService\x12s\n\x04List\x12#.bettercompute.audit.v1.ListRequest\x1a$.bettercompute.audit.v1.ListResponse\" \x90\x02\x01\xc2\xa0\x19\x19\n\x05\x61udit\x12\x04list\x1a\naudit.readBPZNgithub.com/better-compute/better-compute/gen/go/bettercompute/audit/v1;auditv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"bettercompute/audit/v1/audit.proto\x12\x16\x62\x65ttercompute.audit.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb9\x02\n\x05\x45vent\x12\x0e\n\x02id\x18\x01 \x01(\x03R\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12!\n\x0cprincipal_id\x18\x03 \x01(\tR\x0bprincipalId\x12\x16\n\x06method\x18\x04 \x01(\tR\x06method\x12\x16\n\x06target\x18\x05 \x01(\tR\x06target\x12\x18\n\x07outcome\x18\x06 \x01(\tR\x07outcome\x12\x1d\n\nrequest_id\x18\x07 \x01(\tR\trequestId\x12;\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime::\xca\xa0\x19\x36\n\x02id\n\x06method\n\x06target\n\x07outcome\n\x0bprincipalId\n\ncreateTime\"\x90\x02\n\x0bListRequest\x12!\n\x0cprincipal_id\x18\x01 \x01(\tR\x0bprincipalId\x12\x16\n\x06method\x18\x02 \x01(\tR\x06method\x12\x18\n\x07outcome\x18\x03 \x01(\tR\x07outcome\x12\x39\n\nstart_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12\x1b\n\tpage_size\x18\x06 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x07 \x01(\tR\tpageToken\"m\n\x0cListResponse\x12\x35\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1d.bettercompute.audit.v1.EventR\x06\x65vents\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\x83\x01\n\x0c\x41uditService\x12s\n\x04List\x12#.bettercompute.audit.v1.ListRequest\x1a$.bettercompute.audit.v1.ListResponse\" \x90\x02\x01\xc2\xa0\x19\x19\n\x05\x61udit\x12\x04list\x1a\naudit.readBPZNgithub.com/better-compute/better-compute/gen/go/bettercompute/audit/v1;auditv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,14 +34,16 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'bettercompute.audit.v1.audi
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZNgithub.com/better-compute/better-compute/gen/go/bettercompute/audit/v1;auditv1'
+  _globals['_EVENT']._loaded_options = None
+  _globals['_EVENT']._serialized_options = b'\312\240\0316\n\002id\n\006method\n\006target\n\007outcome\n\013principalId\n\ncreateTime'
   _globals['_AUDITSERVICE'].methods_by_name['List']._loaded_options = None
   _globals['_AUDITSERVICE'].methods_by_name['List']._serialized_options = b'\220\002\001\302\240\031\031\n\005audit\022\004list\032\naudit.read'
   _globals['_EVENT']._serialized_start=132
-  _globals['_EVENT']._serialized_end=385
-  _globals['_LISTREQUEST']._serialized_start=388
-  _globals['_LISTREQUEST']._serialized_end=660
-  _globals['_LISTRESPONSE']._serialized_start=662
-  _globals['_LISTRESPONSE']._serialized_end=771
-  _globals['_AUDITSERVICE']._serialized_start=774
-  _globals['_AUDITSERVICE']._serialized_end=905
+  _globals['_EVENT']._serialized_end=445
+  _globals['_LISTREQUEST']._serialized_start=448
+  _globals['_LISTREQUEST']._serialized_end=720
+  _globals['_LISTRESPONSE']._serialized_start=722
+  _globals['_LISTRESPONSE']._serialized_end=831
+  _globals['_AUDITSERVICE']._serialized_start=834
+  _globals['_AUDITSERVICE']._serialized_end=965
 # @@protoc_insertion_point(module_scope)

@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$bettercompute/events/v1/events.proto\x12\x17\x62\x65ttercompute.events.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcb\x01\n\x05\x45vent\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x12\n\x04type\x18\x03 \x01(\tR\x04type\x12\x18\n\x07subject\x18\x04 \x01(\tR\x07subject\x12*\n\x04\x64\x61ta\x18\x05 \x01(\x0b\x32\x16.google.protobuf.ValueR\x04\x64\x61ta\x12;\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\"w\n\x0bListRequest\x12\x12\n\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n\x07subject\x18\x02 \x01(\tR\x07subject\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"n\n\x0cListResponse\x12\x36\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1e.bettercompute.events.v1.EventR\x06\x65vents\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\x88\x01\n\rEventsService\x12w\n\x04List\x12$.bettercompute.events.v1.ListRequest\x1a%.bettercompute.events.v1.ListResponse\"\"\x90\x02\x01\xc2\xa0\x19\x1b\n\x06\x65vents\x12\x04list\x1a\x0b\x65vents.readBRZPgithub.com/better-compute/better-compute/gen/go/bettercompute/events/v1;eventsv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$bettercompute/events/v1/events.proto\x12\x17\x62\x65ttercompute.events.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf0\x01\n\x05\x45vent\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x12\n\x04type\x18\x03 \x01(\tR\x04type\x12\x18\n\x07subject\x18\x04 \x01(\tR\x07subject\x12*\n\x04\x64\x61ta\x18\x05 \x01(\x0b\x32\x16.google.protobuf.ValueR\x04\x64\x61ta\x12;\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime:#\xca\xa0\x19\x1f\n\x02id\n\x04type\n\x07subject\n\ncreateTime\"w\n\x0bListRequest\x12\x12\n\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n\x07subject\x18\x02 \x01(\tR\x07subject\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"n\n\x0cListResponse\x12\x36\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1e.bettercompute.events.v1.EventR\x06\x65vents\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\x88\x01\n\rEventsService\x12w\n\x04List\x12$.bettercompute.events.v1.ListRequest\x1a%.bettercompute.events.v1.ListResponse\"\"\x90\x02\x01\xc2\xa0\x19\x1b\n\x06\x65vents\x12\x04list\x1a\x0b\x65vents.readBRZPgithub.com/better-compute/better-compute/gen/go/bettercompute/events/v1;eventsv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,14 +35,16 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'bettercompute.events.v1.eve
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZPgithub.com/better-compute/better-compute/gen/go/bettercompute/events/v1;eventsv1'
+  _globals['_EVENT']._loaded_options = None
+  _globals['_EVENT']._serialized_options = b'\312\240\031\037\n\002id\n\004type\n\007subject\n\ncreateTime'
   _globals['_EVENTSSERVICE'].methods_by_name['List']._loaded_options = None
   _globals['_EVENTSSERVICE'].methods_by_name['List']._serialized_options = b'\220\002\001\302\240\031\033\n\006events\022\004list\032\013events.read'
   _globals['_EVENT']._serialized_start=165
-  _globals['_EVENT']._serialized_end=368
-  _globals['_LISTREQUEST']._serialized_start=370
-  _globals['_LISTREQUEST']._serialized_end=489
-  _globals['_LISTRESPONSE']._serialized_start=491
-  _globals['_LISTRESPONSE']._serialized_end=601
-  _globals['_EVENTSSERVICE']._serialized_start=604
-  _globals['_EVENTSSERVICE']._serialized_end=740
+  _globals['_EVENT']._serialized_end=405
+  _globals['_LISTREQUEST']._serialized_start=407
+  _globals['_LISTREQUEST']._serialized_end=526
+  _globals['_LISTRESPONSE']._serialized_start=528
+  _globals['_LISTRESPONSE']._serialized_end=638
+  _globals['_EVENTSSERVICE']._serialized_start=641
+  _globals['_EVENTSSERVICE']._serialized_end=777
 # @@protoc_insertion_point(module_scope)

@@ -26,7 +26,7 @@ from bettercompute.api.v1 import options_pb2 as bettercompute_dot_api_dot_v1_dot
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,bettercompute/jointokens/v1/jointokens.proto\x12\x1b\x62\x65ttercompute.jointokens.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x04\n\tJoinToken\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12 \n\x0b\x64\x65scription\x18\x03 \x01(\tR\x0b\x64\x65scription\x12\x12\n\x04pool\x18\x04 \x01(\tR\x04pool\x12J\n\x06labels\x18\x05 \x03(\x0b\x32\x32.bettercompute.jointokens.v1.JoinToken.LabelsEntryR\x06labels\x12\x19\n\x08max_uses\x18\x06 \x01(\x05R\x07maxUses\x12\x12\n\x04uses\x18\x07 \x01(\x05R\x04uses\x12;\n\x0b\x65xpire_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nexpireTime\x12\x18\n\x07\x65xpired\x18\t \x01(\x08R\x07\x65xpired\x12\x18\n\x07revoked\x18\n \x01(\x08R\x07revoked\x12;\n\x0brevoke_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nrevokeTime\x12;\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\xa8\x02\n\rCreateRequest\x12 \n\x0b\x64\x65scription\x18\x01 \x01(\tR\x0b\x64\x65scription\x12\x12\n\x04pool\x18\x02 \x01(\tR\x04pool\x12N\n\x06labels\x18\x03 \x03(\x0b\x32\x36.bettercompute.jointokens.v1.CreateRequest.LabelsEntryR\x06labels\x12\x19\n\x08max_uses\x18\x04 \x01(\x05R\x07maxUses\x12;\n\x0b\x65xpire_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nexpireTime\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"m\n\x0e\x43reateResponse\x12\x45\n\njoin_token\x18\x01 \x01(\x0b\x32&.bettercompute.jointokens.v1.JoinTokenR\tjoinToken\x12\x14\n\x05token\x18\x02 \x01(\tR\x05token\"I\n\x0bListRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"\x7f\n\x0cListResponse\x12G\n\x0bjoin_tokens\x18\x01 \x03(\x0b\x32&.bettercompute.jointokens.v1.JoinTokenR\njoinTokens\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1f\n\rRevokeRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"W\n\x0eRevokeResponse\x12\x45\n\njoin_token\x18\x01 \x01(\x0b\x32&.bettercompute.jointokens.v1.JoinTokenR\tjoinToken2\xb6\x03\n\x11JoinTokensService\x12\x8d\x01\n\x06\x43reate\x12*.bettercompute.jointokens.v1.CreateRequest\x1a+.bettercompute.jointokens.v1.CreateResponse\"*\xc2\xa0\x19&\n\njoinTokens\x12\x06\x63reate\x1a\x0cnodes.create(\x01\x30\x01\x12\x82\x01\n\x04List\x12(.bettercompute.jointokens.v1.ListRequest\x1a).bettercompute.jointokens.v1.ListResponse\"%\x90\x02\x01\xc2\xa0\x19\x1e\n\njoinTokens\x12\x04list\x1a\nnodes.read\x12\x8b\x01\n\x06Revoke\x12*.bettercompute.jointokens.v1.RevokeRequest\x1a+.bettercompute.jointokens.v1.RevokeResponse\"(\xc2\xa0\x19$\n\njoinTokens\x12\x06revoke\x1a\x0cnodes.delete0\x01\x42ZZXgithub.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1;jointokensv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,bettercompute/jointokens/v1/jointokens.proto\x12\x1b\x62\x65ttercompute.jointokens.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd0\x04\n\tJoinToken\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12 \n\x0b\x64\x65scription\x18\x03 \x01(\tR\x0b\x64\x65scription\x12\x12\n\x04pool\x18\x04 \x01(\tR\x04pool\x12J\n\x06labels\x18\x05 \x03(\x0b\x32\x32.bettercompute.jointokens.v1.JoinToken.LabelsEntryR\x06labels\x12\x19\n\x08max_uses\x18\x06 \x01(\x05R\x07maxUses\x12\x12\n\x04uses\x18\x07 \x01(\x05R\x04uses\x12;\n\x0b\x65xpire_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nexpireTime\x12\x18\n\x07\x65xpired\x18\t \x01(\x08R\x07\x65xpired\x12\x18\n\x07revoked\x18\n \x01(\x08R\x07revoked\x12;\n\x0brevoke_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nrevokeTime\x12;\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01:?\xca\xa0\x19;\n\x02id\n\x0b\x64\x65scription\n\x04pool\n\x04uses\n\x07maxUses\n\nexpireTime\n\x07revoked\"\xa8\x02\n\rCreateRequest\x12 \n\x0b\x64\x65scription\x18\x01 \x01(\tR\x0b\x64\x65scription\x12\x12\n\x04pool\x18\x02 \x01(\tR\x04pool\x12N\n\x06labels\x18\x03 \x03(\x0b\x32\x36.bettercompute.jointokens.v1.CreateRequest.LabelsEntryR\x06labels\x12\x19\n\x08max_uses\x18\x04 \x01(\x05R\x07maxUses\x12;\n\x0b\x65xpire_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nexpireTime\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"m\n\x0e\x43reateResponse\x12\x45\n\njoin_token\x18\x01 \x01(\x0b\x32&.bettercompute.jointokens.v1.JoinTokenR\tjoinToken\x12\x14\n\x05token\x18\x02 \x01(\tR\x05token\"I\n\x0bListRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"\x7f\n\x0cListResponse\x12G\n\x0bjoin_tokens\x18\x01 \x03(\x0b\x32&.bettercompute.jointokens.v1.JoinTokenR\njoinTokens\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1f\n\rRevokeRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"W\n\x0eRevokeResponse\x12\x45\n\njoin_token\x18\x01 \x01(\x0b\x32&.bettercompute.jointokens.v1.JoinTokenR\tjoinToken2\xb6\x03\n\x11JoinTokensService\x12\x8d\x01\n\x06\x43reate\x12*.bettercompute.jointokens.v1.CreateRequest\x1a+.bettercompute.jointokens.v1.CreateResponse\"*\xc2\xa0\x19&\n\njoinTokens\x12\x06\x63reate\x1a\x0cnodes.create(\x01\x30\x01\x12\x82\x01\n\x04List\x12(.bettercompute.jointokens.v1.ListRequest\x1a).bettercompute.jointokens.v1.ListResponse\"%\x90\x02\x01\xc2\xa0\x19\x1e\n\njoinTokens\x12\x04list\x1a\nnodes.read\x12\x8b\x01\n\x06Revoke\x12*.bettercompute.jointokens.v1.RevokeRequest\x1a+.bettercompute.jointokens.v1.RevokeResponse\"(\xc2\xa0\x19$\n\njoinTokens\x12\x06revoke\x1a\x0cnodes.delete0\x01\x42ZZXgithub.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1;jointokensv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,6 +36,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'ZXgithub.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1;jointokensv1'
   _globals['_JOINTOKEN_LABELSENTRY']._loaded_options = None
   _globals['_JOINTOKEN_LABELSENTRY']._serialized_options = b'8\001'
+  _globals['_JOINTOKEN']._loaded_options = None
+  _globals['_JOINTOKEN']._serialized_options = b'\312\240\031;\n\002id\n\013description\n\004pool\n\004uses\n\007maxUses\n\nexpireTime\n\007revoked'
   _globals['_CREATEREQUEST_LABELSENTRY']._loaded_options = None
   _globals['_CREATEREQUEST_LABELSENTRY']._serialized_options = b'8\001'
   _globals['_JOINTOKENSSERVICE'].methods_by_name['Create']._loaded_options = None
@@ -45,23 +47,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_JOINTOKENSSERVICE'].methods_by_name['Revoke']._loaded_options = None
   _globals['_JOINTOKENSSERVICE'].methods_by_name['Revoke']._serialized_options = b'\302\240\031$\n\njoinTokens\022\006revoke\032\014nodes.delete0\001'
   _globals['_JOINTOKEN']._serialized_start=147
-  _globals['_JOINTOKEN']._serialized_end=674
+  _globals['_JOINTOKEN']._serialized_end=739
   _globals['_JOINTOKEN_LABELSENTRY']._serialized_start=617
   _globals['_JOINTOKEN_LABELSENTRY']._serialized_end=674
-  _globals['_CREATEREQUEST']._serialized_start=677
-  _globals['_CREATEREQUEST']._serialized_end=973
+  _globals['_CREATEREQUEST']._serialized_start=742
+  _globals['_CREATEREQUEST']._serialized_end=1038
   _globals['_CREATEREQUEST_LABELSENTRY']._serialized_start=617
   _globals['_CREATEREQUEST_LABELSENTRY']._serialized_end=674
-  _globals['_CREATERESPONSE']._serialized_start=975
-  _globals['_CREATERESPONSE']._serialized_end=1084
-  _globals['_LISTREQUEST']._serialized_start=1086
-  _globals['_LISTREQUEST']._serialized_end=1159
-  _globals['_LISTRESPONSE']._serialized_start=1161
-  _globals['_LISTRESPONSE']._serialized_end=1288
-  _globals['_REVOKEREQUEST']._serialized_start=1290
-  _globals['_REVOKEREQUEST']._serialized_end=1321
-  _globals['_REVOKERESPONSE']._serialized_start=1323
-  _globals['_REVOKERESPONSE']._serialized_end=1410
-  _globals['_JOINTOKENSSERVICE']._serialized_start=1413
-  _globals['_JOINTOKENSSERVICE']._serialized_end=1851
+  _globals['_CREATERESPONSE']._serialized_start=1040
+  _globals['_CREATERESPONSE']._serialized_end=1149
+  _globals['_LISTREQUEST']._serialized_start=1151
+  _globals['_LISTREQUEST']._serialized_end=1224
+  _globals['_LISTRESPONSE']._serialized_start=1226
+  _globals['_LISTRESPONSE']._serialized_end=1353
+  _globals['_REVOKEREQUEST']._serialized_start=1355
+  _globals['_REVOKEREQUEST']._serialized_end=1386
+  _globals['_REVOKERESPONSE']._serialized_start=1388
+  _globals['_REVOKERESPONSE']._serialized_end=1475
+  _globals['_JOINTOKENSSERVICE']._serialized_start=1478
+  _globals['_JOINTOKENSSERVICE']._serialized_end=1916
 # @@protoc_insertion_point(module_scope)

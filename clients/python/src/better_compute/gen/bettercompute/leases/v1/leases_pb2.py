@@ -27,7 +27,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$bettercompute/leases/v1/leases.proto\x12\x17\x62\x65ttercompute.leases.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"h\n\nToleration\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n\x08operator\x18\x02 \x01(\tR\x08operator\x12\x14\n\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n\x06\x65\x66\x66\x65\x63t\x18\x04 \x01(\tR\x06\x65\x66\x66\x65\x63t\"\xb4\x06\n\x05Lease\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x17\n\x07pool_id\x18\x03 \x01(\tR\x06poolId\x12\x12\n\x04gpus\x18\x04 \x01(\x05R\x04gpus\x12\x1b\n\tgpu_model\x18\x05 \x01(\tR\x08gpuModel\x12\x12\n\x04\x63pus\x18\x06 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x07 \x01(\x03R\x0bmemoryBytes\x12\x16\n\x06spread\x18\x08 \x01(\x08R\x06spread\x12\x45\n\x0btolerations\x18\t \x03(\x0b\x32#.bettercompute.leases.v1.TolerationR\x0btolerations\x12%\n\x0ereservation_id\x18\n \x01(\tR\rreservationId\x12\x35\n\x08\x64uration\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12\x39\n\x05state\x18\x0c \x01(\x0e\x32#.bettercompute.leases.v1.LeaseStateR\x05state\x12\x16\n\x06reason\x18\r \x01(\tR\x06reason\x12\x45\n\x0b\x61llocations\x18\x0e \x03(\x0b\x32#.bettercompute.leases.v1.AllocationR\x0b\x61llocations\x12;\n\x0b\x63reate_time\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12\x39\n\nplace_time\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tplaceTime\x12\x35\n\x08\x65nd_time\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12\x1a\n\x08priority\x18\x12 \x01(\x05R\x08priority\x12\x1c\n\tborrowing\x18\x13 \x01(\x08R\tborrowing\x12=\n\x0cpreempt_time\x18\x14 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0bpreemptTime\"\xbf\x02\n\nAllocation\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n\x08hostname\x18\x02 \x01(\tR\x08hostname\x12\x1b\n\tgpu_index\x18\x03 \x01(\x05R\x08gpuIndex\x12\x19\n\x08gpu_uuid\x18\x04 \x01(\tR\x07gpuUuid\x12\x1b\n\tgpu_model\x18\x05 \x01(\tR\x08gpuModel\x12\x12\n\x04\x63pus\x18\x06 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x07 \x01(\x03R\x0bmemoryBytes\x12\x39\n\nstart_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\"\xe9\x02\n\rCreateRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x12\n\x04gpus\x18\x02 \x01(\x05R\x04gpus\x12\x1b\n\tgpu_model\x18\x03 \x01(\tR\x08gpuModel\x12\x12\n\x04\x63pus\x18\x04 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x05 \x01(\x03R\x0bmemoryBytes\x12\x35\n\x08\x64uration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12\x16\n\x06spread\x18\x07 \x01(\x08R\x06spread\x12\x45\n\x0btolerations\x18\x08 \x03(\x0b\x32#.bettercompute.leases.v1.TolerationR\x0btolerations\x12%\n\x0ereservation_id\x18\t \x01(\tR\rreservationId\x12\x1a\n\x08priority\x18\n \x01(\x05R\x08priority\"F\n\x0e\x43reateResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease\"\x1c\n\nGetRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"C\n\x0bGetResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease\"\x9d\x01\n\x0bListRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x39\n\x05state\x18\x02 \x01(\x0e\x32#.bettercompute.leases.v1.LeaseStateR\x05state\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"n\n\x0cListResponse\x12\x36\n\x06leases\x18\x01 \x03(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x06leases\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"J\n\rExtendRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12)\n\x02\x62y\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x02\x62y\"F\n\x0e\x45xtendResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease\" \n\x0eReleaseRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"G\n\x0fReleaseResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease*\xd9\x01\n\nLeaseState\x12\x1b\n\x17LEASE_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13LEASE_STATE_PENDING\x10\x01\x12\x16\n\x12LEASE_STATE_PLACED\x10\x02\x12\x17\n\x13LEASE_STATE_AT_RISK\x10\x03\x12\x18\n\x14LEASE_STATE_RELEASED\x10\x04\x12\x17\n\x13LEASE_STATE_EXPIRED\x10\x05\x12\x16\n\x12LEASE_STATE_FAILED\x10\x06\x12\x19\n\x15LEASE_STATE_PREEMPTED\x10\x07\x32\x8c\x05\n\rLeasesService\x12\x82\x01\n\x06\x43reate\x12&.bettercompute.leases.v1.CreateRequest\x1a\'.bettercompute.leases.v1.CreateResponse\"\'\xc2\xa0\x19#\n\x06leases\x12\x06\x63reate\x1a\rleases.create(\x01\x30\x01\x12s\n\x03Get\x12#.bettercompute.leases.v1.GetRequest\x1a$.bettercompute.leases.v1.GetResponse\"!\x90\x02\x01\xc2\xa0\x19\x1a\n\x06leases\x12\x03get\x1a\x0bleases.read\x12w\n\x04List\x12$.bettercompute.leases.v1.ListRequest\x1a%.bettercompute.leases.v1.ListResponse\"\"\x90\x02\x01\xc2\xa0\x19\x1b\n\x06leases\x12\x04list\x1a\x0bleases.read\x12\x81\x01\n\x06\x45xtend\x12&.bettercompute.leases.v1.ExtendRequest\x1a\'.bettercompute.leases.v1.ExtendResponse\"&\xc2\xa0\x19\"\n\x06leases\x12\x06\x65xtend\x1a\x0cleases.write(\x01\x30\x01\x12\x83\x01\n\x07Release\x12\'.bettercompute.leases.v1.ReleaseRequest\x1a(.bettercompute.leases.v1.ReleaseResponse\"%\xc2\xa0\x19!\n\x06leases\x12\x07release\x1a\x0cleases.write0\x01\x42RZPgithub.com/better-compute/better-compute/gen/go/bettercompute/leases/v1;leasesv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$bettercompute/leases/v1/leases.proto\x12\x17\x62\x65ttercompute.leases.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"h\n\nToleration\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n\x08operator\x18\x02 \x01(\tR\x08operator\x12\x14\n\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n\x06\x65\x66\x66\x65\x63t\x18\x04 \x01(\tR\x06\x65\x66\x66\x65\x63t\"\x82\x07\n\x05Lease\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x17\n\x07pool_id\x18\x03 \x01(\tR\x06poolId\x12\x12\n\x04gpus\x18\x04 \x01(\x05R\x04gpus\x12\x1b\n\tgpu_model\x18\x05 \x01(\tR\x08gpuModel\x12\x12\n\x04\x63pus\x18\x06 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x07 \x01(\x03R\x0bmemoryBytes\x12\x16\n\x06spread\x18\x08 \x01(\x08R\x06spread\x12\x45\n\x0btolerations\x18\t \x03(\x0b\x32#.bettercompute.leases.v1.TolerationR\x0btolerations\x12%\n\x0ereservation_id\x18\n \x01(\tR\rreservationId\x12\x35\n\x08\x64uration\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12\x39\n\x05state\x18\x0c \x01(\x0e\x32#.bettercompute.leases.v1.LeaseStateR\x05state\x12\x16\n\x06reason\x18\r \x01(\tR\x06reason\x12\x45\n\x0b\x61llocations\x18\x0e \x03(\x0b\x32#.bettercompute.leases.v1.AllocationR\x0b\x61llocations\x12;\n\x0b\x63reate_time\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12\x39\n\nplace_time\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tplaceTime\x12\x35\n\x08\x65nd_time\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12\x1a\n\x08priority\x18\x12 \x01(\x05R\x08priority\x12\x1c\n\tborrowing\x18\x13 \x01(\x08R\tborrowing\x12=\n\x0cpreempt_time\x18\x14 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0bpreemptTime:L\xca\xa0\x19H\n\x02id\n\x06poolId\n\x05state\n\x04gpus\n\x08gpuModel\n\x04\x63pus\n\x08priority\n\ncreateTime\n\x07\x65ndTime\"\xbf\x02\n\nAllocation\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n\x08hostname\x18\x02 \x01(\tR\x08hostname\x12\x1b\n\tgpu_index\x18\x03 \x01(\x05R\x08gpuIndex\x12\x19\n\x08gpu_uuid\x18\x04 \x01(\tR\x07gpuUuid\x12\x1b\n\tgpu_model\x18\x05 \x01(\tR\x08gpuModel\x12\x12\n\x04\x63pus\x18\x06 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x07 \x01(\x03R\x0bmemoryBytes\x12\x39\n\nstart_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\"\xe9\x02\n\rCreateRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x12\n\x04gpus\x18\x02 \x01(\x05R\x04gpus\x12\x1b\n\tgpu_model\x18\x03 \x01(\tR\x08gpuModel\x12\x12\n\x04\x63pus\x18\x04 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x05 \x01(\x03R\x0bmemoryBytes\x12\x35\n\x08\x64uration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12\x16\n\x06spread\x18\x07 \x01(\x08R\x06spread\x12\x45\n\x0btolerations\x18\x08 \x03(\x0b\x32#.bettercompute.leases.v1.TolerationR\x0btolerations\x12%\n\x0ereservation_id\x18\t \x01(\tR\rreservationId\x12\x1a\n\x08priority\x18\n \x01(\x05R\x08priority\"F\n\x0e\x43reateResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease\"\x1c\n\nGetRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"C\n\x0bGetResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease\"\x9d\x01\n\x0bListRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x39\n\x05state\x18\x02 \x01(\x0e\x32#.bettercompute.leases.v1.LeaseStateR\x05state\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"n\n\x0cListResponse\x12\x36\n\x06leases\x18\x01 \x03(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x06leases\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"J\n\rExtendRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12)\n\x02\x62y\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x02\x62y\"F\n\x0e\x45xtendResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease\" \n\x0eReleaseRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"G\n\x0fReleaseResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease*\xd9\x01\n\nLeaseState\x12\x1b\n\x17LEASE_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13LEASE_STATE_PENDING\x10\x01\x12\x16\n\x12LEASE_STATE_PLACED\x10\x02\x12\x17\n\x13LEASE_STATE_AT_RISK\x10\x03\x12\x18\n\x14LEASE_STATE_RELEASED\x10\x04\x12\x17\n\x13LEASE_STATE_EXPIRED\x10\x05\x12\x16\n\x12LEASE_STATE_FAILED\x10\x06\x12\x19\n\x15LEASE_STATE_PREEMPTED\x10\x07\x32\x8c\x05\n\rLeasesService\x12\x82\x01\n\x06\x43reate\x12&.bettercompute.leases.v1.CreateRequest\x1a\'.bettercompute.leases.v1.CreateResponse\"\'\xc2\xa0\x19#\n\x06leases\x12\x06\x63reate\x1a\rleases.create(\x01\x30\x01\x12s\n\x03Get\x12#.bettercompute.leases.v1.GetRequest\x1a$.bettercompute.leases.v1.GetResponse\"!\x90\x02\x01\xc2\xa0\x19\x1a\n\x06leases\x12\x03get\x1a\x0bleases.read\x12w\n\x04List\x12$.bettercompute.leases.v1.ListRequest\x1a%.bettercompute.leases.v1.ListResponse\"\"\x90\x02\x01\xc2\xa0\x19\x1b\n\x06leases\x12\x04list\x1a\x0bleases.read\x12\x81\x01\n\x06\x45xtend\x12&.bettercompute.leases.v1.ExtendRequest\x1a\'.bettercompute.leases.v1.ExtendResponse\"&\xc2\xa0\x19\"\n\x06leases\x12\x06\x65xtend\x1a\x0cleases.write(\x01\x30\x01\x12\x83\x01\n\x07Release\x12\'.bettercompute.leases.v1.ReleaseRequest\x1a(.bettercompute.leases.v1.ReleaseResponse\"%\xc2\xa0\x19!\n\x06leases\x12\x07release\x1a\x0cleases.write0\x01\x42RZPgithub.com/better-compute/better-compute/gen/go/bettercompute/leases/v1;leasesv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,6 +35,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'bettercompute.leases.v1.lea
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZPgithub.com/better-compute/better-compute/gen/go/bettercompute/leases/v1;leasesv1'
+  _globals['_LEASE']._loaded_options = None
+  _globals['_LEASE']._serialized_options = b'\312\240\031H\n\002id\n\006poolId\n\005state\n\004gpus\n\010gpuModel\n\004cpus\n\010priority\n\ncreateTime\n\007endTime'
   _globals['_LEASESSERVICE'].methods_by_name['Create']._loaded_options = None
   _globals['_LEASESSERVICE'].methods_by_name['Create']._serialized_options = b'\302\240\031#\n\006leases\022\006create\032\rleases.create(\0010\001'
   _globals['_LEASESSERVICE'].methods_by_name['Get']._loaded_options = None
@@ -45,34 +47,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LEASESSERVICE'].methods_by_name['Extend']._serialized_options = b'\302\240\031\"\n\006leases\022\006extend\032\014leases.write(\0010\001'
   _globals['_LEASESSERVICE'].methods_by_name['Release']._loaded_options = None
   _globals['_LEASESSERVICE'].methods_by_name['Release']._serialized_options = b'\302\240\031!\n\006leases\022\007release\032\014leases.write0\001'
-  _globals['_LEASESTATE']._serialized_start=2480
-  _globals['_LEASESTATE']._serialized_end=2697
+  _globals['_LEASESTATE']._serialized_start=2558
+  _globals['_LEASESTATE']._serialized_end=2775
   _globals['_TOLERATION']._serialized_start=166
   _globals['_TOLERATION']._serialized_end=270
   _globals['_LEASE']._serialized_start=273
-  _globals['_LEASE']._serialized_end=1093
-  _globals['_ALLOCATION']._serialized_start=1096
-  _globals['_ALLOCATION']._serialized_end=1415
-  _globals['_CREATEREQUEST']._serialized_start=1418
-  _globals['_CREATEREQUEST']._serialized_end=1779
-  _globals['_CREATERESPONSE']._serialized_start=1781
-  _globals['_CREATERESPONSE']._serialized_end=1851
-  _globals['_GETREQUEST']._serialized_start=1853
-  _globals['_GETREQUEST']._serialized_end=1881
-  _globals['_GETRESPONSE']._serialized_start=1883
-  _globals['_GETRESPONSE']._serialized_end=1950
-  _globals['_LISTREQUEST']._serialized_start=1953
-  _globals['_LISTREQUEST']._serialized_end=2110
-  _globals['_LISTRESPONSE']._serialized_start=2112
-  _globals['_LISTRESPONSE']._serialized_end=2222
-  _globals['_EXTENDREQUEST']._serialized_start=2224
-  _globals['_EXTENDREQUEST']._serialized_end=2298
-  _globals['_EXTENDRESPONSE']._serialized_start=2300
-  _globals['_EXTENDRESPONSE']._serialized_end=2370
-  _globals['_RELEASEREQUEST']._serialized_start=2372
-  _globals['_RELEASEREQUEST']._serialized_end=2404
-  _globals['_RELEASERESPONSE']._serialized_start=2406
-  _globals['_RELEASERESPONSE']._serialized_end=2477
-  _globals['_LEASESSERVICE']._serialized_start=2700
-  _globals['_LEASESSERVICE']._serialized_end=3352
+  _globals['_LEASE']._serialized_end=1171
+  _globals['_ALLOCATION']._serialized_start=1174
+  _globals['_ALLOCATION']._serialized_end=1493
+  _globals['_CREATEREQUEST']._serialized_start=1496
+  _globals['_CREATEREQUEST']._serialized_end=1857
+  _globals['_CREATERESPONSE']._serialized_start=1859
+  _globals['_CREATERESPONSE']._serialized_end=1929
+  _globals['_GETREQUEST']._serialized_start=1931
+  _globals['_GETREQUEST']._serialized_end=1959
+  _globals['_GETRESPONSE']._serialized_start=1961
+  _globals['_GETRESPONSE']._serialized_end=2028
+  _globals['_LISTREQUEST']._serialized_start=2031
+  _globals['_LISTREQUEST']._serialized_end=2188
+  _globals['_LISTRESPONSE']._serialized_start=2190
+  _globals['_LISTRESPONSE']._serialized_end=2300
+  _globals['_EXTENDREQUEST']._serialized_start=2302
+  _globals['_EXTENDREQUEST']._serialized_end=2376
+  _globals['_EXTENDRESPONSE']._serialized_start=2378
+  _globals['_EXTENDRESPONSE']._serialized_end=2448
+  _globals['_RELEASEREQUEST']._serialized_start=2450
+  _globals['_RELEASEREQUEST']._serialized_end=2482
+  _globals['_RELEASERESPONSE']._serialized_start=2484
+  _globals['_RELEASERESPONSE']._serialized_end=2555
+  _globals['_LEASESSERVICE']._serialized_start=2778
+  _globals['_LEASESSERVICE']._serialized_end=3430
 # @@protoc_insertion_point(module_scope)

@@ -26,7 +26,7 @@ from bettercompute.api.v1 import options_pb2 as bettercompute_dot_api_dot_v1_dot
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n0bettercompute/reservations/v1/reservations.proto\x12\x1d\x62\x65ttercompute.reservations.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\x03\n\x0bReservation\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x17\n\x07pool_id\x18\x03 \x01(\tR\x06poolId\x12\x39\n\nstart_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12 \n\x0b\x64\x65scription\x18\x06 \x01(\tR\x0b\x64\x65scription\x12\x45\n\x05state\x18\x07 \x01(\x0e\x32/.bettercompute.reservations.v1.ReservationStateR\x05state\x12;\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0b\x63\x61ncel_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncancelTime\"\xbc\x01\n\rCreateRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x39\n\nstart_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12 \n\x0b\x64\x65scription\x18\x04 \x01(\tR\x0b\x64\x65scription\"^\n\x0e\x43reateResponse\x12L\n\x0breservation\x18\x01 \x01(\x0b\x32*.bettercompute.reservations.v1.ReservationR\x0breservation\"\x1c\n\nGetRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"[\n\x0bGetResponse\x12L\n\x0breservation\x18\x01 \x01(\x0b\x32*.bettercompute.reservations.v1.ReservationR\x0breservation\"\x8f\x01\n\x0bListRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12+\n\x11include_cancelled\x18\x02 \x01(\x08R\x10includeCancelled\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"\x86\x01\n\x0cListResponse\x12N\n\x0creservations\x18\x01 \x03(\x0b\x32*.bettercompute.reservations.v1.ReservationR\x0creservations\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1f\n\rCancelRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"^\n\x0e\x43\x61ncelResponse\x12L\n\x0breservation\x18\x01 \x01(\x0b\x32*.bettercompute.reservations.v1.ReservationR\x0breservation*t\n\x10ReservationState\x12!\n\x1dRESERVATION_STATE_UNSPECIFIED\x10\x00\x12\x1c\n\x18RESERVATION_STATE_ACTIVE\x10\x01\x12\x1f\n\x1bRESERVATION_STATE_CANCELLED\x10\x02\x32\xec\x04\n\x13ReservationsService\x12\x9a\x01\n\x06\x43reate\x12,.bettercompute.reservations.v1.CreateRequest\x1a-.bettercompute.reservations.v1.CreateResponse\"3\xc2\xa0\x19/\n\x0creservations\x12\x06\x63reate\x1a\x13reservations.create(\x01\x30\x01\x12\x8b\x01\n\x03Get\x12).bettercompute.reservations.v1.GetRequest\x1a*.bettercompute.reservations.v1.GetResponse\"-\x90\x02\x01\xc2\xa0\x19&\n\x0creservations\x12\x03get\x1a\x11reservations.read\x12\x8f\x01\n\x04List\x12*.bettercompute.reservations.v1.ListRequest\x1a+.bettercompute.reservations.v1.ListResponse\".\x90\x02\x01\xc2\xa0\x19\'\n\x0creservations\x12\x04list\x1a\x11reservations.read\x12\x97\x01\n\x06\x43\x61ncel\x12,.bettercompute.reservations.v1.CancelRequest\x1a-.bettercompute.reservations.v1.CancelResponse\"0\xc2\xa0\x19,\n\x0creservations\x12\x06\x63\x61ncel\x1a\x12reservations.write0\x01\x42^Z\\github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1;reservationsv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n0bettercompute/reservations/v1/reservations.proto\x12\x1d\x62\x65ttercompute.reservations.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe2\x03\n\x0bReservation\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x17\n\x07pool_id\x18\x03 \x01(\tR\x06poolId\x12\x39\n\nstart_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12 \n\x0b\x64\x65scription\x18\x06 \x01(\tR\x0b\x64\x65scription\x12\x45\n\x05state\x18\x07 \x01(\x0e\x32/.bettercompute.reservations.v1.ReservationStateR\x05state\x12;\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0b\x63\x61ncel_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncancelTime:8\xca\xa0\x19\x34\n\x02id\n\x06poolId\n\x05state\n\tstartTime\n\x07\x65ndTime\n\x0b\x64\x65scription\"\xbc\x01\n\rCreateRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x39\n\nstart_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12 \n\x0b\x64\x65scription\x18\x04 \x01(\tR\x0b\x64\x65scription\"^\n\x0e\x43reateResponse\x12L\n\x0breservation\x18\x01 \x01(\x0b\x32*.bettercompute.reservations.v1.ReservationR\x0breservation\"\x1c\n\nGetRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"[\n\x0bGetResponse\x12L\n\x0breservation\x18\x01 \x01(\x0b\x32*.bettercompute.reservations.v1.ReservationR\x0breservation\"\x8f\x01\n\x0bListRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12+\n\x11include_cancelled\x18\x02 \x01(\x08R\x10includeCancelled\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"\x86\x01\n\x0cListResponse\x12N\n\x0creservations\x18\x01 \x03(\x0b\x32*.bettercompute.reservations.v1.ReservationR\x0creservations\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1f\n\rCancelRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"^\n\x0e\x43\x61ncelResponse\x12L\n\x0breservation\x18\x01 \x01(\x0b\x32*.bettercompute.reservations.v1.ReservationR\x0breservation*t\n\x10ReservationState\x12!\n\x1dRESERVATION_STATE_UNSPECIFIED\x10\x00\x12\x1c\n\x18RESERVATION_STATE_ACTIVE\x10\x01\x12\x1f\n\x1bRESERVATION_STATE_CANCELLED\x10\x02\x32\xec\x04\n\x13ReservationsService\x12\x9a\x01\n\x06\x43reate\x12,.bettercompute.reservations.v1.CreateRequest\x1a-.bettercompute.reservations.v1.CreateResponse\"3\xc2\xa0\x19/\n\x0creservations\x12\x06\x63reate\x1a\x13reservations.create(\x01\x30\x01\x12\x8b\x01\n\x03Get\x12).bettercompute.reservations.v1.GetRequest\x1a*.bettercompute.reservations.v1.GetResponse\"-\x90\x02\x01\xc2\xa0\x19&\n\x0creservations\x12\x03get\x1a\x11reservations.read\x12\x8f\x01\n\x04List\x12*.bettercompute.reservations.v1.ListRequest\x1a+.bettercompute.reservations.v1.ListResponse\".\x90\x02\x01\xc2\xa0\x19\'\n\x0creservations\x12\x04list\x1a\x11reservations.read\x12\x97\x01\n\x06\x43\x61ncel\x12,.bettercompute.reservations.v1.CancelRequest\x1a-.bettercompute.reservations.v1.CancelResponse\"0\xc2\xa0\x19,\n\x0creservations\x12\x06\x63\x61ncel\x1a\x12reservations.write0\x01\x42^Z\\github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1;reservationsv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,6 +34,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'bettercompute.reservations.
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z\\github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1;reservationsv1'
+  _globals['_RESERVATION']._loaded_options = None
+  _globals['_RESERVATION']._serialized_options = b'\312\240\0314\n\002id\n\006poolId\n\005state\n\tstartTime\n\007endTime\n\013description'
   _globals['_RESERVATIONSSERVICE'].methods_by_name['Create']._loaded_options = None
   _globals['_RESERVATIONSSERVICE'].methods_by_name['Create']._serialized_options = b'\302\240\031/\n\014reservations\022\006create\032\023reservations.create(\0010\001'
   _globals['_RESERVATIONSSERVICE'].methods_by_name['Get']._loaded_options = None
@@ -42,26 +44,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RESERVATIONSSERVICE'].methods_by_name['List']._serialized_options = b'\220\002\001\302\240\031\'\n\014reservations\022\004list\032\021reservations.read'
   _globals['_RESERVATIONSSERVICE'].methods_by_name['Cancel']._loaded_options = None
   _globals['_RESERVATIONSSERVICE'].methods_by_name['Cancel']._serialized_options = b'\302\240\031,\n\014reservations\022\006cancel\032\022reservations.write0\001'
-  _globals['_RESERVATIONSTATE']._serialized_start=1401
-  _globals['_RESERVATIONSTATE']._serialized_end=1517
+  _globals['_RESERVATIONSTATE']._serialized_start=1459
+  _globals['_RESERVATIONSTATE']._serialized_end=1575
   _globals['_RESERVATION']._serialized_start=153
-  _globals['_RESERVATION']._serialized_end=577
-  _globals['_CREATEREQUEST']._serialized_start=580
-  _globals['_CREATEREQUEST']._serialized_end=768
-  _globals['_CREATERESPONSE']._serialized_start=770
-  _globals['_CREATERESPONSE']._serialized_end=864
-  _globals['_GETREQUEST']._serialized_start=866
-  _globals['_GETREQUEST']._serialized_end=894
-  _globals['_GETRESPONSE']._serialized_start=896
-  _globals['_GETRESPONSE']._serialized_end=987
-  _globals['_LISTREQUEST']._serialized_start=990
-  _globals['_LISTREQUEST']._serialized_end=1133
-  _globals['_LISTRESPONSE']._serialized_start=1136
-  _globals['_LISTRESPONSE']._serialized_end=1270
-  _globals['_CANCELREQUEST']._serialized_start=1272
-  _globals['_CANCELREQUEST']._serialized_end=1303
-  _globals['_CANCELRESPONSE']._serialized_start=1305
-  _globals['_CANCELRESPONSE']._serialized_end=1399
-  _globals['_RESERVATIONSSERVICE']._serialized_start=1520
-  _globals['_RESERVATIONSSERVICE']._serialized_end=2140
+  _globals['_RESERVATION']._serialized_end=635
+  _globals['_CREATEREQUEST']._serialized_start=638
+  _globals['_CREATEREQUEST']._serialized_end=826
+  _globals['_CREATERESPONSE']._serialized_start=828
+  _globals['_CREATERESPONSE']._serialized_end=922
+  _globals['_GETREQUEST']._serialized_start=924
+  _globals['_GETREQUEST']._serialized_end=952
+  _globals['_GETRESPONSE']._serialized_start=954
+  _globals['_GETRESPONSE']._serialized_end=1045
+  _globals['_LISTREQUEST']._serialized_start=1048
+  _globals['_LISTREQUEST']._serialized_end=1191
+  _globals['_LISTRESPONSE']._serialized_start=1194
+  _globals['_LISTRESPONSE']._serialized_end=1328
+  _globals['_CANCELREQUEST']._serialized_start=1330
+  _globals['_CANCELREQUEST']._serialized_end=1361
+  _globals['_CANCELRESPONSE']._serialized_start=1363
+  _globals['_CANCELRESPONSE']._serialized_end=1457
+  _globals['_RESERVATIONSSERVICE']._serialized_start=1578
+  _globals['_RESERVATIONSSERVICE']._serialized_end=2198
 # @@protoc_insertion_point(module_scope)

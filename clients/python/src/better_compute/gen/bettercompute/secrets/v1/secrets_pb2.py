@@ -26,7 +26,7 @@ from bettercompute.api.v1 import options_pb2 as bettercompute_dot_api_dot_v1_dot
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&bettercompute/secrets/v1/secrets.proto\x12\x18\x62\x65ttercompute.secrets.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc3\x01\n\x06Secret\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x12\n\x04name\x18\x03 \x01(\tR\x04name\x12;\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0bupdate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime\"9\n\rCreateRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x05value\x18\x02 \x01(\x0cR\x05value\"J\n\x0e\x43reateResponse\x12\x38\n\x06secret\x18\x01 \x01(\x0b\x32 .bettercompute.secrets.v1.SecretR\x06secret\"I\n\x0bListRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"r\n\x0cListResponse\x12:\n\x07secrets\x18\x01 \x03(\x0b\x32 .bettercompute.secrets.v1.SecretR\x07secrets\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"9\n\rUpdateRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x05value\x18\x02 \x01(\x0cR\x05value\"J\n\x0eUpdateResponse\x12\x38\n\x06secret\x18\x01 \x01(\x0b\x32 .bettercompute.secrets.v1.SecretR\x06secret\"#\n\rDeleteRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"\x10\n\x0e\x44\x65leteResponse2\xa3\x04\n\x0eSecretsService\x12\x86\x01\n\x06\x43reate\x12\'.bettercompute.secrets.v1.CreateRequest\x1a(.bettercompute.secrets.v1.CreateResponse\")\xc2\xa0\x19%\n\x07secrets\x12\x06\x63reate\x1a\x0esecrets.create(\x01\x30\x01\x12{\n\x04List\x12%.bettercompute.secrets.v1.ListRequest\x1a&.bettercompute.secrets.v1.ListResponse\"$\x90\x02\x01\xc2\xa0\x19\x1d\n\x07secrets\x12\x04list\x1a\x0csecrets.read\x12\x83\x01\n\x06Update\x12\'.bettercompute.secrets.v1.UpdateRequest\x1a(.bettercompute.secrets.v1.UpdateResponse\"&\xc2\xa0\x19\"\n\x07secrets\x12\x06update\x1a\rsecrets.write0\x01\x12\x84\x01\n\x06\x44\x65lete\x12\'.bettercompute.secrets.v1.DeleteRequest\x1a(.bettercompute.secrets.v1.DeleteResponse\"\'\xc2\xa0\x19#\n\x07secrets\x12\x06\x64\x65lete\x1a\x0esecrets.delete0\x01\x42TZRgithub.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1;secretsv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&bettercompute/secrets/v1/secrets.proto\x12\x18\x62\x65ttercompute.secrets.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x01\n\x06Secret\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x12\n\x04name\x18\x03 \x01(\tR\x04name\x12;\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0bupdate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime:&\xca\xa0\x19\"\n\x02id\n\x04name\n\ncreateTime\n\nupdateTime\"9\n\rCreateRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x05value\x18\x02 \x01(\x0cR\x05value\"J\n\x0e\x43reateResponse\x12\x38\n\x06secret\x18\x01 \x01(\x0b\x32 .bettercompute.secrets.v1.SecretR\x06secret\"I\n\x0bListRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"r\n\x0cListResponse\x12:\n\x07secrets\x18\x01 \x03(\x0b\x32 .bettercompute.secrets.v1.SecretR\x07secrets\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"9\n\rUpdateRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x05value\x18\x02 \x01(\x0cR\x05value\"J\n\x0eUpdateResponse\x12\x38\n\x06secret\x18\x01 \x01(\x0b\x32 .bettercompute.secrets.v1.SecretR\x06secret\"#\n\rDeleteRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"\x10\n\x0e\x44\x65leteResponse2\xa3\x04\n\x0eSecretsService\x12\x86\x01\n\x06\x43reate\x12\'.bettercompute.secrets.v1.CreateRequest\x1a(.bettercompute.secrets.v1.CreateResponse\")\xc2\xa0\x19%\n\x07secrets\x12\x06\x63reate\x1a\x0esecrets.create(\x01\x30\x01\x12{\n\x04List\x12%.bettercompute.secrets.v1.ListRequest\x1a&.bettercompute.secrets.v1.ListResponse\"$\x90\x02\x01\xc2\xa0\x19\x1d\n\x07secrets\x12\x04list\x1a\x0csecrets.read\x12\x83\x01\n\x06Update\x12\'.bettercompute.secrets.v1.UpdateRequest\x1a(.bettercompute.secrets.v1.UpdateResponse\"&\xc2\xa0\x19\"\n\x07secrets\x12\x06update\x1a\rsecrets.write0\x01\x12\x84\x01\n\x06\x44\x65lete\x12\'.bettercompute.secrets.v1.DeleteRequest\x1a(.bettercompute.secrets.v1.DeleteResponse\"\'\xc2\xa0\x19#\n\x07secrets\x12\x06\x64\x65lete\x1a\x0esecrets.delete0\x01\x42TZRgithub.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1;secretsv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,6 +34,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'bettercompute.secrets.v1.se
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZRgithub.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1;secretsv1'
+  _globals['_SECRET']._loaded_options = None
+  _globals['_SECRET']._serialized_options = b'\312\240\031\"\n\002id\n\004name\n\ncreateTime\n\nupdateTime'
   _globals['_SECRETSSERVICE'].methods_by_name['Create']._loaded_options = None
   _globals['_SECRETSSERVICE'].methods_by_name['Create']._serialized_options = b'\302\240\031%\n\007secrets\022\006create\032\016secrets.create(\0010\001'
   _globals['_SECRETSSERVICE'].methods_by_name['List']._loaded_options = None
@@ -43,23 +45,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SECRETSSERVICE'].methods_by_name['Delete']._loaded_options = None
   _globals['_SECRETSSERVICE'].methods_by_name['Delete']._serialized_options = b'\302\240\031#\n\007secrets\022\006delete\032\016secrets.delete0\001'
   _globals['_SECRET']._serialized_start=138
-  _globals['_SECRET']._serialized_end=333
-  _globals['_CREATEREQUEST']._serialized_start=335
-  _globals['_CREATEREQUEST']._serialized_end=392
-  _globals['_CREATERESPONSE']._serialized_start=394
-  _globals['_CREATERESPONSE']._serialized_end=468
-  _globals['_LISTREQUEST']._serialized_start=470
-  _globals['_LISTREQUEST']._serialized_end=543
-  _globals['_LISTRESPONSE']._serialized_start=545
-  _globals['_LISTRESPONSE']._serialized_end=659
-  _globals['_UPDATEREQUEST']._serialized_start=661
-  _globals['_UPDATEREQUEST']._serialized_end=718
-  _globals['_UPDATERESPONSE']._serialized_start=720
-  _globals['_UPDATERESPONSE']._serialized_end=794
-  _globals['_DELETEREQUEST']._serialized_start=796
-  _globals['_DELETEREQUEST']._serialized_end=831
-  _globals['_DELETERESPONSE']._serialized_start=833
-  _globals['_DELETERESPONSE']._serialized_end=849
-  _globals['_SECRETSSERVICE']._serialized_start=852
-  _globals['_SECRETSSERVICE']._serialized_end=1399
+  _globals['_SECRET']._serialized_end=373
+  _globals['_CREATEREQUEST']._serialized_start=375
+  _globals['_CREATEREQUEST']._serialized_end=432
+  _globals['_CREATERESPONSE']._serialized_start=434
+  _globals['_CREATERESPONSE']._serialized_end=508
+  _globals['_LISTREQUEST']._serialized_start=510
+  _globals['_LISTREQUEST']._serialized_end=583
+  _globals['_LISTRESPONSE']._serialized_start=585
+  _globals['_LISTRESPONSE']._serialized_end=699
+  _globals['_UPDATEREQUEST']._serialized_start=701
+  _globals['_UPDATEREQUEST']._serialized_end=758
+  _globals['_UPDATERESPONSE']._serialized_start=760
+  _globals['_UPDATERESPONSE']._serialized_end=834
+  _globals['_DELETEREQUEST']._serialized_start=836
+  _globals['_DELETEREQUEST']._serialized_end=871
+  _globals['_DELETERESPONSE']._serialized_start=873
+  _globals['_DELETERESPONSE']._serialized_end=889
+  _globals['_SECRETSSERVICE']._serialized_start=892
+  _globals['_SECRETSSERVICE']._serialized_end=1439
 # @@protoc_insertion_point(module_scope)

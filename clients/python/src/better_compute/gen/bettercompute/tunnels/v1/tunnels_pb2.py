@@ -26,7 +26,7 @@ from bettercompute.api.v1 import options_pb2 as bettercompute_dot_api_dot_v1_dot
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&bettercompute/tunnels/v1/tunnels.proto\x12\x18\x62\x65ttercompute.tunnels.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9c\x04\n\x06Tunnel\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x17\n\x07node_id\x18\x03 \x01(\tR\x06nodeId\x12\x12\n\x04port\x18\x04 \x01(\x05R\x04port\x12\x19\n\x08lease_id\x18\x05 \x01(\tR\x07leaseId\x12!\n\x0cprincipal_id\x18\x06 \x01(\tR\x0bprincipalId\x12;\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0b\x65xpire_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nexpireTime\x12\x37\n\topen_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08openTime\x12\x39\n\nclose_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcloseTime\x12\x1d\n\nclose_code\x18\x0b \x01(\x05R\tcloseCode\x12!\n\x0c\x63lose_reason\x18\x0c \x01(\tR\x0b\x63loseReason\x12\"\n\rbytes_to_node\x18\r \x01(\x03R\x0b\x62ytesToNode\x12&\n\x0f\x62ytes_from_node\x18\x0e \x01(\x03R\rbytesFromNode\"<\n\rCreateRequest\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n\x04port\x18\x02 \x01(\x05R\x04port\"\xb1\x01\n\x0e\x43reateResponse\x12\x16\n\x06ticket\x18\x01 \x01(\tR\x06ticket\x12\x10\n\x03url\x18\x02 \x01(\tR\x03url\x12;\n\x0b\x65xpire_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nexpireTime\x12\x38\n\x06tunnel\x18\x04 \x01(\x0b\x32 .bettercompute.tunnels.v1.TunnelR\x06tunnel\"\x89\x01\n\x0bListRequest\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12%\n\x0einclude_closed\x18\x02 \x01(\x08R\rincludeClosed\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"r\n\x0cListResponse\x12:\n\x07tunnels\x18\x01 \x03(\x0b\x32 .bettercompute.tunnels.v1.TunnelR\x07tunnels\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"$\n\x12\x43loseTunnelRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"O\n\x13\x43loseTunnelResponse\x12\x38\n\x06tunnel\x18\x01 \x01(\x0b\x32 .bettercompute.tunnels.v1.TunnelR\x06tunnel2\xaa\x03\n\x0eTunnelsService\x12\x84\x01\n\x06\x43reate\x12\'.bettercompute.tunnels.v1.CreateRequest\x1a(.bettercompute.tunnels.v1.CreateResponse\"\'\xc2\xa0\x19#\n\x07tunnels\x12\x06\x63reate\x1a\x0etunnels.create0\x01\x12{\n\x04List\x12%.bettercompute.tunnels.v1.ListRequest\x1a&.bettercompute.tunnels.v1.ListResponse\"$\x90\x02\x01\xc2\xa0\x19\x1d\n\x07tunnels\x12\x04list\x1a\x0ctunnels.read\x12\x93\x01\n\x0b\x43loseTunnel\x12,.bettercompute.tunnels.v1.CloseTunnelRequest\x1a-.bettercompute.tunnels.v1.CloseTunnelResponse\"\'\xc2\xa0\x19#\n\x07tunnels\x12\x05\x63lose\x1a\x0ftunnels.operate0\x01\x42TZRgithub.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1;tunnelsv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&bettercompute/tunnels/v1/tunnels.proto\x12\x18\x62\x65ttercompute.tunnels.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe1\x04\n\x06Tunnel\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x17\n\x07node_id\x18\x03 \x01(\tR\x06nodeId\x12\x12\n\x04port\x18\x04 \x01(\x05R\x04port\x12\x19\n\x08lease_id\x18\x05 \x01(\tR\x07leaseId\x12!\n\x0cprincipal_id\x18\x06 \x01(\tR\x0bprincipalId\x12;\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0b\x65xpire_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nexpireTime\x12\x37\n\topen_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08openTime\x12\x39\n\nclose_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcloseTime\x12\x1d\n\nclose_code\x18\x0b \x01(\x05R\tcloseCode\x12!\n\x0c\x63lose_reason\x18\x0c \x01(\tR\x0b\x63loseReason\x12\"\n\rbytes_to_node\x18\r \x01(\x03R\x0b\x62ytesToNode\x12&\n\x0f\x62ytes_from_node\x18\x0e \x01(\x03R\rbytesFromNode:C\xca\xa0\x19?\n\x02id\n\x06nodeId\n\x04port\n\x0bprincipalId\n\x08openTime\n\tcloseTime\n\tcloseCode\"<\n\rCreateRequest\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n\x04port\x18\x02 \x01(\x05R\x04port\"\xb1\x01\n\x0e\x43reateResponse\x12\x16\n\x06ticket\x18\x01 \x01(\tR\x06ticket\x12\x10\n\x03url\x18\x02 \x01(\tR\x03url\x12;\n\x0b\x65xpire_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nexpireTime\x12\x38\n\x06tunnel\x18\x04 \x01(\x0b\x32 .bettercompute.tunnels.v1.TunnelR\x06tunnel\"\x89\x01\n\x0bListRequest\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12%\n\x0einclude_closed\x18\x02 \x01(\x08R\rincludeClosed\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"r\n\x0cListResponse\x12:\n\x07tunnels\x18\x01 \x03(\x0b\x32 .bettercompute.tunnels.v1.TunnelR\x07tunnels\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"$\n\x12\x43loseTunnelRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"O\n\x13\x43loseTunnelResponse\x12\x38\n\x06tunnel\x18\x01 \x01(\x0b\x32 .bettercompute.tunnels.v1.TunnelR\x06tunnel2\xaa\x03\n\x0eTunnelsService\x12\x84\x01\n\x06\x43reate\x12\'.bettercompute.tunnels.v1.CreateRequest\x1a(.bettercompute.tunnels.v1.CreateResponse\"\'\xc2\xa0\x19#\n\x07tunnels\x12\x06\x63reate\x1a\x0etunnels.create0\x01\x12{\n\x04List\x12%.bettercompute.tunnels.v1.ListRequest\x1a&.bettercompute.tunnels.v1.ListResponse\"$\x90\x02\x01\xc2\xa0\x19\x1d\n\x07tunnels\x12\x04list\x1a\x0ctunnels.read\x12\x93\x01\n\x0b\x43loseTunnel\x12,.bettercompute.tunnels.v1.CloseTunnelRequest\x1a-.bettercompute.tunnels.v1.CloseTunnelResponse\"\'\xc2\xa0\x19#\n\x07tunnels\x12\x05\x63lose\x1a\x0ftunnels.operate0\x01\x42TZRgithub.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1;tunnelsv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,6 +34,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'bettercompute.tunnels.v1.tu
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZRgithub.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1;tunnelsv1'
+  _globals['_TUNNEL']._loaded_options = None
+  _globals['_TUNNEL']._serialized_options = b'\312\240\031?\n\002id\n\006nodeId\n\004port\n\013principalId\n\010openTime\n\tcloseTime\n\tcloseCode'
   _globals['_TUNNELSSERVICE'].methods_by_name['Create']._loaded_options = None
   _globals['_TUNNELSSERVICE'].methods_by_name['Create']._serialized_options = b'\302\240\031#\n\007tunnels\022\006create\032\016tunnels.create0\001'
   _globals['_TUNNELSSERVICE'].methods_by_name['List']._loaded_options = None
@@ -41,19 +43,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TUNNELSSERVICE'].methods_by_name['CloseTunnel']._loaded_options = None
   _globals['_TUNNELSSERVICE'].methods_by_name['CloseTunnel']._serialized_options = b'\302\240\031#\n\007tunnels\022\005close\032\017tunnels.operate0\001'
   _globals['_TUNNEL']._serialized_start=138
-  _globals['_TUNNEL']._serialized_end=678
-  _globals['_CREATEREQUEST']._serialized_start=680
-  _globals['_CREATEREQUEST']._serialized_end=740
-  _globals['_CREATERESPONSE']._serialized_start=743
-  _globals['_CREATERESPONSE']._serialized_end=920
-  _globals['_LISTREQUEST']._serialized_start=923
-  _globals['_LISTREQUEST']._serialized_end=1060
-  _globals['_LISTRESPONSE']._serialized_start=1062
-  _globals['_LISTRESPONSE']._serialized_end=1176
-  _globals['_CLOSETUNNELREQUEST']._serialized_start=1178
-  _globals['_CLOSETUNNELREQUEST']._serialized_end=1214
-  _globals['_CLOSETUNNELRESPONSE']._serialized_start=1216
-  _globals['_CLOSETUNNELRESPONSE']._serialized_end=1295
-  _globals['_TUNNELSSERVICE']._serialized_start=1298
-  _globals['_TUNNELSSERVICE']._serialized_end=1724
+  _globals['_TUNNEL']._serialized_end=747
+  _globals['_CREATEREQUEST']._serialized_start=749
+  _globals['_CREATEREQUEST']._serialized_end=809
+  _globals['_CREATERESPONSE']._serialized_start=812
+  _globals['_CREATERESPONSE']._serialized_end=989
+  _globals['_LISTREQUEST']._serialized_start=992
+  _globals['_LISTREQUEST']._serialized_end=1129
+  _globals['_LISTRESPONSE']._serialized_start=1131
+  _globals['_LISTRESPONSE']._serialized_end=1245
+  _globals['_CLOSETUNNELREQUEST']._serialized_start=1247
+  _globals['_CLOSETUNNELREQUEST']._serialized_end=1283
+  _globals['_CLOSETUNNELRESPONSE']._serialized_start=1285
+  _globals['_CLOSETUNNELRESPONSE']._serialized_end=1364
+  _globals['_TUNNELSSERVICE']._serialized_start=1367
+  _globals['_TUNNELSSERVICE']._serialized_end=1793
 # @@protoc_insertion_point(module_scope)

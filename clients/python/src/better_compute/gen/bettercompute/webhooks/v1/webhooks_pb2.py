@@ -28,7 +28,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(bettercompute/webhooks/v1/webhooks.proto\x12\x19\x62\x65ttercompute.webhooks.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\x04\n\x07Webhook\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x10\n\x03url\x18\x03 \x01(\tR\x03url\x12\x1f\n\x0b\x65vent_types\x18\x04 \x03(\tR\neventTypes\x12 \n\x0b\x64\x65scription\x18\x05 \x01(\tR\x0b\x64\x65scription\x12;\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12\x1d\n\nlast_error\x18\x07 \x01(\tR\tlastError\x12\x42\n\x0flast_error_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\rlastErrorTime\x12=\n\x05state\x18\t \x01(\x0e\x32\'.bettercompute.webhooks.v1.WebhookStateR\x05state\x12H\n\x12\x66\x61iling_since_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x10\x66\x61ilingSinceTime\x12\x18\n\x07\x66\x61ilure\x18\x0b \x01(\tR\x07\x66\x61ilure\x12!\n\x0c\x64\x65\x61\x64_letters\x18\x0c \x01(\x03R\x0b\x64\x65\x61\x64Letters\x12\x30\n\x14\x64\x65\x61\x64_letters_dropped\x18\r \x01(\x03R\x12\x64\x65\x61\x64LettersDropped\"\xa5\x02\n\nDeadLetter\x12\x19\n\x08\x65vent_id\x18\x01 \x01(\tR\x07\x65ventId\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n\x07subject\x18\x03 \x01(\tR\x07subject\x12*\n\x04\x64\x61ta\x18\x04 \x01(\x0b\x32\x16.google.protobuf.ValueR\x04\x64\x61ta\x12;\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12\x37\n\tpark_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08parkTime\x12\x14\n\x05\x65rror\x18\x07 \x01(\tR\x05\x65rror\x12\x16\n\x06queued\x18\x08 \x01(\x08R\x06queued\"d\n\rCreateRequest\x12\x10\n\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n\x0b\x65vent_types\x18\x02 \x03(\tR\neventTypes\x12 \n\x0b\x64\x65scription\x18\x03 \x01(\tR\x0b\x64\x65scription\"f\n\x0e\x43reateResponse\x12<\n\x07webhook\x18\x01 \x01(\x0b\x32\".bettercompute.webhooks.v1.WebhookR\x07webhook\x12\x16\n\x06secret\x18\x02 \x01(\tR\x06secret\"\x1c\n\nGetRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"K\n\x0bGetResponse\x12<\n\x07webhook\x18\x01 \x01(\x0b\x32\".bettercompute.webhooks.v1.WebhookR\x07webhook\"I\n\x0bListRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"v\n\x0cListResponse\x12>\n\x08webhooks\x18\x01 \x03(\x0b\x32\".bettercompute.webhooks.v1.WebhookR\x08webhooks\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1f\n\rDeleteRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"\x10\n\x0e\x44\x65leteResponse\"\x1d\n\x0bTestRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"\x95\x01\n\x0cTestResponse\x12\x19\n\x08\x65vent_id\x18\x01 \x01(\tR\x07\x65ventId\x12\x1f\n\x0bstatus_code\x18\x02 \x01(\x05R\nstatusCode\x12\x33\n\x07latency\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07latency\x12\x14\n\x05\x65rror\x18\x04 \x01(\tR\x05\x65rror\"d\n\x16ListDeadLettersRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\"\x8b\x01\n\x17ListDeadLettersResponse\x12H\n\x0c\x64\x65\x61\x64_letters\x18\x01 \x03(\x0b\x32%.bettercompute.webhooks.v1.DeadLetterR\x0b\x64\x65\x61\x64Letters\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"*\n\x18ReplayDeadLettersRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"3\n\x19ReplayDeadLettersResponse\x12\x16\n\x06queued\x18\x01 \x01(\x03R\x06queued*c\n\x0cWebhookState\x12\x1d\n\x19WEBHOOK_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15WEBHOOK_STATE_HEALTHY\x10\x01\x12\x19\n\x15WEBHOOK_STATE_FAILING\x10\x02\x32\x8c\x08\n\x0fWebhooksService\x12\x8a\x01\n\x06\x43reate\x12(.bettercompute.webhooks.v1.CreateRequest\x1a).bettercompute.webhooks.v1.CreateResponse\"+\xc2\xa0\x19\'\n\x08webhooks\x12\x06\x63reate\x1a\x0fwebhooks.create(\x01\x30\x01\x12{\n\x03Get\x12%.bettercompute.webhooks.v1.GetRequest\x1a&.bettercompute.webhooks.v1.GetResponse\"%\x90\x02\x01\xc2\xa0\x19\x1e\n\x08webhooks\x12\x03get\x1a\rwebhooks.read\x12\x7f\n\x04List\x12&.bettercompute.webhooks.v1.ListRequest\x1a\'.bettercompute.webhooks.v1.ListResponse\"&\x90\x02\x01\xc2\xa0\x19\x1f\n\x08webhooks\x12\x04list\x1a\rwebhooks.read\x12\x88\x01\n\x06\x44\x65lete\x12(.bettercompute.webhooks.v1.DeleteRequest\x1a).bettercompute.webhooks.v1.DeleteResponse\")\xc2\xa0\x19%\n\x08webhooks\x12\x06\x64\x65lete\x1a\x0fwebhooks.delete0\x01\x12\x7f\n\x04Test\x12&.bettercompute.webhooks.v1.TestRequest\x1a\'.bettercompute.webhooks.v1.TestResponse\"&\xc2\xa0\x19\"\n\x08webhooks\x12\x04test\x1a\x0ewebhooks.write0\x01\x12\xab\x01\n\x0fListDeadLetters\x12\x31.bettercompute.webhooks.v1.ListDeadLettersRequest\x1a\x32.bettercompute.webhooks.v1.ListDeadLettersResponse\"1\x90\x02\x01\xc2\xa0\x19*\n\x08webhooks\x12\x0flistDeadLetters\x1a\rwebhooks.read\x12\xb3\x01\n\x11ReplayDeadLetters\x12\x33.bettercompute.webhooks.v1.ReplayDeadLettersRequest\x1a\x34.bettercompute.webhooks.v1.ReplayDeadLettersResponse\"3\xc2\xa0\x19/\n\x08webhooks\x12\x11replayDeadLetters\x1a\x0ewebhooks.write0\x01\x42VZTgithub.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1;webhooksv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(bettercompute/webhooks/v1/webhooks.proto\x12\x19\x62\x65ttercompute.webhooks.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xed\x04\n\x07Webhook\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x10\n\x03url\x18\x03 \x01(\tR\x03url\x12\x1f\n\x0b\x65vent_types\x18\x04 \x03(\tR\neventTypes\x12 \n\x0b\x64\x65scription\x18\x05 \x01(\tR\x0b\x64\x65scription\x12;\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12\x1d\n\nlast_error\x18\x07 \x01(\tR\tlastError\x12\x42\n\x0flast_error_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\rlastErrorTime\x12=\n\x05state\x18\t \x01(\x0e\x32\'.bettercompute.webhooks.v1.WebhookStateR\x05state\x12H\n\x12\x66\x61iling_since_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x10\x66\x61ilingSinceTime\x12\x18\n\x07\x66\x61ilure\x18\x0b \x01(\tR\x07\x66\x61ilure\x12!\n\x0c\x64\x65\x61\x64_letters\x18\x0c \x01(\x03R\x0b\x64\x65\x61\x64Letters\x12\x30\n\x14\x64\x65\x61\x64_letters_dropped\x18\r \x01(\x03R\x12\x64\x65\x61\x64LettersDropped:H\xca\xa0\x19\x44\n\x02id\n\x03url\n\x05state\n\neventTypes\n\x0b\x64\x65\x61\x64Letters\n\rlastErrorTime\n\ncreateTime\"\xd4\x02\n\nDeadLetter\x12\x19\n\x08\x65vent_id\x18\x01 \x01(\tR\x07\x65ventId\x12\x12\n\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n\x07subject\x18\x03 \x01(\tR\x07subject\x12*\n\x04\x64\x61ta\x18\x04 \x01(\x0b\x32\x16.google.protobuf.ValueR\x04\x64\x61ta\x12;\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12\x37\n\tpark_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08parkTime\x12\x14\n\x05\x65rror\x18\x07 \x01(\tR\x05\x65rror\x12\x16\n\x06queued\x18\x08 \x01(\x08R\x06queued:-\xca\xa0\x19)\n\x07\x65ventId\n\x04type\n\x07subject\n\x08parkTime\n\x05\x65rror\"d\n\rCreateRequest\x12\x10\n\x03url\x18\x01 \x01(\tR\x03url\x12\x1f\n\x0b\x65vent_types\x18\x02 \x03(\tR\neventTypes\x12 \n\x0b\x64\x65scription\x18\x03 \x01(\tR\x0b\x64\x65scription\"f\n\x0e\x43reateResponse\x12<\n\x07webhook\x18\x01 \x01(\x0b\x32\".bettercompute.webhooks.v1.WebhookR\x07webhook\x12\x16\n\x06secret\x18\x02 \x01(\tR\x06secret\"\x1c\n\nGetRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"K\n\x0bGetResponse\x12<\n\x07webhook\x18\x01 \x01(\x0b\x32\".bettercompute.webhooks.v1.WebhookR\x07webhook\"I\n\x0bListRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"v\n\x0cListResponse\x12>\n\x08webhooks\x18\x01 \x03(\x0b\x32\".bettercompute.webhooks.v1.WebhookR\x08webhooks\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1f\n\rDeleteRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"\x10\n\x0e\x44\x65leteResponse\"\x1d\n\x0bTestRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"\x95\x01\n\x0cTestResponse\x12\x19\n\x08\x65vent_id\x18\x01 \x01(\tR\x07\x65ventId\x12\x1f\n\x0bstatus_code\x18\x02 \x01(\x05R\nstatusCode\x12\x33\n\x07latency\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07latency\x12\x14\n\x05\x65rror\x18\x04 \x01(\tR\x05\x65rror\"d\n\x16ListDeadLettersRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\"\x8b\x01\n\x17ListDeadLettersResponse\x12H\n\x0c\x64\x65\x61\x64_letters\x18\x01 \x03(\x0b\x32%.bettercompute.webhooks.v1.DeadLetterR\x0b\x64\x65\x61\x64Letters\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"*\n\x18ReplayDeadLettersRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"3\n\x19ReplayDeadLettersResponse\x12\x16\n\x06queued\x18\x01 \x01(\x03R\x06queued*c\n\x0cWebhookState\x12\x1d\n\x19WEBHOOK_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15WEBHOOK_STATE_HEALTHY\x10\x01\x12\x19\n\x15WEBHOOK_STATE_FAILING\x10\x02\x32\x8c\x08\n\x0fWebhooksService\x12\x8a\x01\n\x06\x43reate\x12(.bettercompute.webhooks.v1.CreateRequest\x1a).bettercompute.webhooks.v1.CreateResponse\"+\xc2\xa0\x19\'\n\x08webhooks\x12\x06\x63reate\x1a\x0fwebhooks.create(\x01\x30\x01\x12{\n\x03Get\x12%.bettercompute.webhooks.v1.GetRequest\x1a&.bettercompute.webhooks.v1.GetResponse\"%\x90\x02\x01\xc2\xa0\x19\x1e\n\x08webhooks\x12\x03get\x1a\rwebhooks.read\x12\x7f\n\x04List\x12&.bettercompute.webhooks.v1.ListRequest\x1a\'.bettercompute.webhooks.v1.ListResponse\"&\x90\x02\x01\xc2\xa0\x19\x1f\n\x08webhooks\x12\x04list\x1a\rwebhooks.read\x12\x88\x01\n\x06\x44\x65lete\x12(.bettercompute.webhooks.v1.DeleteRequest\x1a).bettercompute.webhooks.v1.DeleteResponse\")\xc2\xa0\x19%\n\x08webhooks\x12\x06\x64\x65lete\x1a\x0fwebhooks.delete0\x01\x12\x7f\n\x04Test\x12&.bettercompute.webhooks.v1.TestRequest\x1a\'.bettercompute.webhooks.v1.TestResponse\"&\xc2\xa0\x19\"\n\x08webhooks\x12\x04test\x1a\x0ewebhooks.write0\x01\x12\xab\x01\n\x0fListDeadLetters\x12\x31.bettercompute.webhooks.v1.ListDeadLettersRequest\x1a\x32.bettercompute.webhooks.v1.ListDeadLettersResponse\"1\x90\x02\x01\xc2\xa0\x19*\n\x08webhooks\x12\x0flistDeadLetters\x1a\rwebhooks.read\x12\xb3\x01\n\x11ReplayDeadLetters\x12\x33.bettercompute.webhooks.v1.ReplayDeadLettersRequest\x1a\x34.bettercompute.webhooks.v1.ReplayDeadLettersResponse\"3\xc2\xa0\x19/\n\x08webhooks\x12\x11replayDeadLetters\x1a\x0ewebhooks.write0\x01\x42VZTgithub.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1;webhooksv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,6 +36,10 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'bettercompute.webhooks.v1.w
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZTgithub.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1;webhooksv1'
+  _globals['_WEBHOOK']._loaded_options = None
+  _globals['_WEBHOOK']._serialized_options = b'\312\240\031D\n\002id\n\003url\n\005state\n\neventTypes\n\013deadLetters\n\rlastErrorTime\n\ncreateTime'
+  _globals['_DEADLETTER']._loaded_options = None
+  _globals['_DEADLETTER']._serialized_options = b'\312\240\031)\n\007eventId\n\004type\n\007subject\n\010parkTime\n\005error'
   _globals['_WEBHOOKSSERVICE'].methods_by_name['Create']._loaded_options = None
   _globals['_WEBHOOKSSERVICE'].methods_by_name['Create']._serialized_options = b'\302\240\031\'\n\010webhooks\022\006create\032\017webhooks.create(\0010\001'
   _globals['_WEBHOOKSSERVICE'].methods_by_name['Get']._loaded_options = None
@@ -50,40 +54,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WEBHOOKSSERVICE'].methods_by_name['ListDeadLetters']._serialized_options = b'\220\002\001\302\240\031*\n\010webhooks\022\017listDeadLetters\032\rwebhooks.read'
   _globals['_WEBHOOKSSERVICE'].methods_by_name['ReplayDeadLetters']._loaded_options = None
   _globals['_WEBHOOKSSERVICE'].methods_by_name['ReplayDeadLetters']._serialized_options = b'\302\240\031/\n\010webhooks\022\021replayDeadLetters\032\016webhooks.write0\001'
-  _globals['_WEBHOOKSTATE']._serialized_start=2131
-  _globals['_WEBHOOKSTATE']._serialized_end=2230
+  _globals['_WEBHOOKSTATE']._serialized_start=2252
+  _globals['_WEBHOOKSTATE']._serialized_end=2351
   _globals['_WEBHOOK']._serialized_start=203
-  _globals['_WEBHOOK']._serialized_end=750
-  _globals['_DEADLETTER']._serialized_start=753
-  _globals['_DEADLETTER']._serialized_end=1046
-  _globals['_CREATEREQUEST']._serialized_start=1048
-  _globals['_CREATEREQUEST']._serialized_end=1148
-  _globals['_CREATERESPONSE']._serialized_start=1150
-  _globals['_CREATERESPONSE']._serialized_end=1252
-  _globals['_GETREQUEST']._serialized_start=1254
-  _globals['_GETREQUEST']._serialized_end=1282
-  _globals['_GETRESPONSE']._serialized_start=1284
-  _globals['_GETRESPONSE']._serialized_end=1359
-  _globals['_LISTREQUEST']._serialized_start=1361
-  _globals['_LISTREQUEST']._serialized_end=1434
-  _globals['_LISTRESPONSE']._serialized_start=1436
-  _globals['_LISTRESPONSE']._serialized_end=1554
-  _globals['_DELETEREQUEST']._serialized_start=1556
-  _globals['_DELETEREQUEST']._serialized_end=1587
-  _globals['_DELETERESPONSE']._serialized_start=1589
-  _globals['_DELETERESPONSE']._serialized_end=1605
-  _globals['_TESTREQUEST']._serialized_start=1607
-  _globals['_TESTREQUEST']._serialized_end=1636
-  _globals['_TESTRESPONSE']._serialized_start=1639
-  _globals['_TESTRESPONSE']._serialized_end=1788
-  _globals['_LISTDEADLETTERSREQUEST']._serialized_start=1790
-  _globals['_LISTDEADLETTERSREQUEST']._serialized_end=1890
-  _globals['_LISTDEADLETTERSRESPONSE']._serialized_start=1893
-  _globals['_LISTDEADLETTERSRESPONSE']._serialized_end=2032
-  _globals['_REPLAYDEADLETTERSREQUEST']._serialized_start=2034
-  _globals['_REPLAYDEADLETTERSREQUEST']._serialized_end=2076
-  _globals['_REPLAYDEADLETTERSRESPONSE']._serialized_start=2078
-  _globals['_REPLAYDEADLETTERSRESPONSE']._serialized_end=2129
-  _globals['_WEBHOOKSSERVICE']._serialized_start=2233
-  _globals['_WEBHOOKSSERVICE']._serialized_end=3269
+  _globals['_WEBHOOK']._serialized_end=824
+  _globals['_DEADLETTER']._serialized_start=827
+  _globals['_DEADLETTER']._serialized_end=1167
+  _globals['_CREATEREQUEST']._serialized_start=1169
+  _globals['_CREATEREQUEST']._serialized_end=1269
+  _globals['_CREATERESPONSE']._serialized_start=1271
+  _globals['_CREATERESPONSE']._serialized_end=1373
+  _globals['_GETREQUEST']._serialized_start=1375
+  _globals['_GETREQUEST']._serialized_end=1403
+  _globals['_GETRESPONSE']._serialized_start=1405
+  _globals['_GETRESPONSE']._serialized_end=1480
+  _globals['_LISTREQUEST']._serialized_start=1482
+  _globals['_LISTREQUEST']._serialized_end=1555
+  _globals['_LISTRESPONSE']._serialized_start=1557
+  _globals['_LISTRESPONSE']._serialized_end=1675
+  _globals['_DELETEREQUEST']._serialized_start=1677
+  _globals['_DELETEREQUEST']._serialized_end=1708
+  _globals['_DELETERESPONSE']._serialized_start=1710
+  _globals['_DELETERESPONSE']._serialized_end=1726
+  _globals['_TESTREQUEST']._serialized_start=1728
+  _globals['_TESTREQUEST']._serialized_end=1757
+  _globals['_TESTRESPONSE']._serialized_start=1760
+  _globals['_TESTRESPONSE']._serialized_end=1909
+  _globals['_LISTDEADLETTERSREQUEST']._serialized_start=1911
+  _globals['_LISTDEADLETTERSREQUEST']._serialized_end=2011
+  _globals['_LISTDEADLETTERSRESPONSE']._serialized_start=2014
+  _globals['_LISTDEADLETTERSRESPONSE']._serialized_end=2153
+  _globals['_REPLAYDEADLETTERSREQUEST']._serialized_start=2155
+  _globals['_REPLAYDEADLETTERSREQUEST']._serialized_end=2197
+  _globals['_REPLAYDEADLETTERSRESPONSE']._serialized_start=2199
+  _globals['_REPLAYDEADLETTERSRESPONSE']._serialized_end=2250
+  _globals['_WEBHOOKSSERVICE']._serialized_start=2354
+  _globals['_WEBHOOKSSERVICE']._serialized_end=3390
 # @@protoc_insertion_point(module_scope)
