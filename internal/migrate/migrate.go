@@ -40,6 +40,7 @@ import (
 	"log/slog"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -60,7 +61,15 @@ type Migration struct {
 	Name     string
 	SQL      string
 	Checksum string
+	// Replaces are the checksums of earlier texts of this migration that a database may hold:
+	// a file amended so that it also applies on a newer PostgreSQL, to the same schema, names
+	// them on lines "-- replaces checksum <sha256>", and a database that applied the earlier
+	// text is not refused for it.
+	Replaces []string
 }
+
+// replacesLine names an earlier text of a migration (Migration.Replaces).
+var replacesLine = regexp.MustCompile(`(?m)^-- replaces checksum ([0-9a-f]{64})$`)
 
 // String names the migration as its file does, without the extension.
 func (m Migration) String() string { return fmt.Sprintf("%04d_%s", m.Version, m.Name) }
@@ -123,7 +132,11 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
 		}
 		sum := sha256.Sum256(b)
-		ms = append(ms, Migration{Version: v, Name: m[2], SQL: string(b), Checksum: hex.EncodeToString(sum[:])})
+		mig := Migration{Version: v, Name: m[2], SQL: string(b), Checksum: hex.EncodeToString(sum[:])}
+		for _, r := range replacesLine.FindAllStringSubmatch(mig.SQL, -1) {
+			mig.Replaces = append(mig.Replaces, r[1])
+		}
+		ms = append(ms, mig)
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
 	return ms, nil
@@ -243,7 +256,7 @@ func (m *Migrator) status(ctx context.Context, q *db.Queries, allowNewer bool) (
 		if !ok {
 			return nil, fmt.Errorf("migrate: %sthe database has migration %04d_%s, which this binary does not know: it is older than the schema; run a newer release", m.ledger.scope(), r.Version, r.Name)
 		}
-		if mig.Checksum != r.Checksum {
+		if mig.Checksum != r.Checksum && !slices.Contains(mig.Replaces, r.Checksum) {
 			return nil, fmt.Errorf("migrate: %smigration %s was changed after it was applied (checksum %.12s, database has %.12s); write a new migration instead", m.ledger.scope(), mig, mig.Checksum, r.Checksum)
 		}
 		applied[r.Version] = r

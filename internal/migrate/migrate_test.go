@@ -134,6 +134,39 @@ func TestEditedMigrationIsRefused(t *testing.T) {
 	}
 }
 
+// TestAmendedMigrationIsAccepted checks that a migration amended with a "replaces checksum"
+// line is accepted by a database that applied the earlier text, and only that text.
+func TestAmendedMigrationIsAccepted(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.Pool(t) // migrated with the files as they are
+	ms, err := migrate.Load(queries.Migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var amended migrate.Migration
+	for _, m := range ms {
+		if m.Version == 16 {
+			amended = m
+		}
+	}
+	if len(amended.Replaces) != 1 {
+		t.Fatalf("0016 replaces %v, want the checksum of its earlier text", amended.Replaces)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE schema_migrations SET checksum = $1 WHERE version = 16`, amended.Replaces[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrate.NewWith(pool, ms).Status(ctx); err != nil {
+		t.Fatalf("a database that applied the earlier 0016: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE schema_migrations SET checksum = 'feed' WHERE version = 16`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrate.NewWith(pool, ms).Status(ctx); err == nil || !strings.Contains(err.Error(), "changed after it was applied") {
+		t.Fatalf("another earlier text = %v", err)
+	}
+}
+
 func TestLoadRejectsBadNames(t *testing.T) {
 	t.Parallel()
 	for name, fsys := range map[string]fstest.MapFS{
