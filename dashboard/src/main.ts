@@ -1,9 +1,10 @@
-// The dashboard: sign in with an API key, then pages of nodes, pools, leases, workflows, usage and
-// activity.
+// The dashboard: sign in with an API key, then pages of nodes, pools, leases, workflows, usage,
+// activity and the API reference; the reference also opens without a key.
 import "./style.css";
 
 import { Code, ConnectError, type BetterCompute, type iamv1 } from "@better-compute/client";
 
+import { renderReference } from "./api.js";
 import { h } from "./dom.js";
 import { pages, type PageContext } from "./pages.js";
 import {
@@ -76,6 +77,7 @@ async function showSignIn(opts: { apiUrl?: string; message?: string } = {}): Pro
   urlInput.addEventListener("input", updateTrust);
   updateTrust();
   const button = h("button", { type: "submit", id: "sign-in" }, "Sign in");
+  const reference = h("a", { href: "#/api", id: "api-reference-link" }, "API reference");
   const form = h(
     "form",
     { class: "signin", novalidate: true },
@@ -89,7 +91,19 @@ async function showSignIn(opts: { apiUrl?: string; message?: string } = {}): Pro
     button,
     error,
     h("p", { class: "sub" }, "The key stays in this tab (sessionStorage) and is sent only to the API URL above."),
+    h("p", { class: "sub" }, reference, " of the API URL above, no key needed."),
   );
+  reference.addEventListener("click", (e) => {
+    e.preventDefault();
+    let url = apiUrl;
+    try {
+      url = normalizeApiUrl(urlInput.value);
+    } catch {
+      // The default, then.
+    }
+    location.hash = "#/api";
+    showReference(url);
+  });
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     error.textContent = "";
@@ -155,6 +169,7 @@ function showApp(session: Session, bc: BetterCompute, principal: string, tenant:
   };
   const ctx: PageContext = {
     bc,
+    apiUrl: session.apiUrl,
     tenant,
     flash(message, kind = "ok") {
       flash.replaceChildren(h("p", { class: kind }, message));
@@ -211,6 +226,54 @@ function showApp(session: Session, bc: BetterCompute, principal: string, tenant:
   onHash();
 }
 
+const onReference = () => /^#\/?api(\/|$)/.test(location.hash);
+
+/**
+ * The API reference without signing in: the document is public, fetched without a key. Leaving
+ * #/api, or Sign in, goes to the sign-in form.
+ */
+function showReference(apiUrl: string): void {
+  const view = h("main", { id: "view" });
+  const flash = h("div", { id: "flash", role: "status" });
+  const signIn = h("button", { type: "button", class: "link", id: "reference-sign-in" }, "Sign in");
+  app.replaceChildren(
+    h(
+      "header",
+      null,
+      h("span", { class: "brand" }, "Better Compute"),
+      h("nav", null, h("a", { href: "#/api", "data-page": "api", class: "active" }, "API")),
+      h("span", { class: "who", title: apiUrl }, `not signed in @ ${new URL(apiUrl).host}`),
+      signIn,
+    ),
+    flash,
+    view,
+  );
+  document.title = "API · Better Compute";
+  const render = () => {
+    if (!onReference()) {
+      leave();
+      return;
+    }
+    renderReference(apiUrl, view)
+      .catch((err: unknown) => {
+        view.replaceChildren();
+        flash.replaceChildren(h("p", { class: "error" }, err instanceof Error ? err.message : String(err)));
+      })
+      .finally(() => (view.dataset.loaded = "api"));
+  };
+  const leave = () => {
+    window.removeEventListener("hashchange", render);
+    void showSignIn({ apiUrl });
+  };
+  window.addEventListener("hashchange", render);
+  signIn.addEventListener("click", () => {
+    history.replaceState(null, "", location.pathname + location.search);
+    leave();
+  });
+  view.replaceChildren(h("p", { class: "loading" }, "Loading…"));
+  render();
+}
+
 async function boot(): Promise<void> {
   const session = loadSession();
   const linked = linkedApi();
@@ -232,6 +295,7 @@ async function boot(): Promise<void> {
       message: `This link opens the API at ${linked}. Your key for ${new URL(session.apiUrl).origin} is not sent there: enter a key for this API to continue.`,
     });
   }
+  if (onReference()) return showReference(linked ?? (await defaultApiUrl()));
   return showSignIn({ apiUrl: linked ?? undefined });
 }
 

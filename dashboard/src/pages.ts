@@ -12,6 +12,7 @@ import {
   type poolsv1,
 } from "@better-compute/client";
 
+import { apiPage } from "./api.js";
 import { lineChart, type Series } from "./chart.js";
 import { badge, bytes, h, meter, shortId, table, when } from "./dom.js";
 import { nodesPage } from "./nodes.js";
@@ -19,6 +20,8 @@ import { workflowsPage } from "./workflows.js";
 
 export interface PageContext {
   bc: BetterCompute;
+  /** The API the session is signed in to, for example "https://compute.example.com/api". */
+  apiUrl: string;
   /** The caller's tenant, from iam/whoAmI. */
   tenant: { id: string; name: string };
   /** Shows a message above the page. */
@@ -711,4 +714,5 @@ export const pages: Record<string, Page> = {
   workflows: workflowsPage,
   usage: usagePage,
   activity: activityPage,
+  api: apiPage,
 };

@@ -262,6 +262,71 @@ test("same origin: sign in, see the 3 nodes, drain one", { timeout: 120_000 }, a
   await page.close();
 });
 
+test("the API page: the reference from openapi.json, signed in and signed out", { timeout: 120_000 }, async () => {
+  const { page, keyed } = await newPage();
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: apiOrigin });
+  await page.goto(`${apiOrigin}/dashboard/`);
+  await signIn(page);
+  await pageLoaded(page, "nodes");
+  await page.click('a[data-page="api"]');
+  await pageLoaded(page, "api");
+  assert.match(await page.innerText("#api-overview"), /Authorization: Bearer/, "the overview is info.description");
+  const list = page.locator('details[data-route="nodes/list"]');
+  assert.match(await list.locator("summary").innerText(), /nodes\/list[\s\S]*nodes\.read/, "nodes/list shows its permission");
+  assert.match(await page.innerText('details[data-route="system/info"] summary'), /public/);
+
+  // The filter keeps the methods whose name matches.
+  await page.fill("#api-filter", "leases/cre");
+  assert.equal(await list.isVisible(), false, "the filter hides nodes/list");
+  const create = page.locator('details[data-route="leases/create"]');
+  assert.equal(await create.isVisible(), true);
+  assert.match(await create.locator("summary").innerText(), /leases\.create[\s\S]*idempotent[\s\S]*audited/);
+  await create.locator("summary").click();
+  const poolId = create.locator('tr[data-field="poolId"]').first();
+  assert.match(await poolId.innerText(), /poolId\s+string\s+A pool of the caller's tenant/);
+  assert.match(await create.locator(".api-route").innerText(), new RegExp(`POST ${new URL(apiUrl).pathname}/leases/create`));
+  const curl = await create.locator("pre.api-curl").innerText();
+  assert.ok(curl.startsWith(`curl -sS -X POST '${apiUrl}/leases/create'`), curl);
+  assert.match(curl, /Authorization: Bearer \$BETTER_COMPUTE_API_KEY/);
+  assert.match(curl, /"poolId": "\$POOL_ID"/);
+  await create.locator("button.api-copy").click();
+  await page.waitForFunction(() => /Copied|Select/.test(document.querySelector('[data-route="leases/create"] .api-copied')?.textContent ?? ""));
+  if ((await create.locator(".api-copied").innerText()) === "Copied.") {
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), curl, "Copy puts the command on the clipboard");
+  }
+  // A message type expands below its row, and an enum in it shows its values.
+  await create.locator('button[data-type="bettercompute.leases.v1.Lease"]').first().click();
+  const lease = create.locator('.api-type[data-type="bettercompute.leases.v1.Lease"]');
+  await lease.locator('button[data-type="bettercompute.leases.v1.LeaseState"]').first().click();
+  assert.match(await lease.locator('tr[data-enum-value="LEASE_STATE_PLACED"]').innerText(), /Holding its devices/);
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: join(output, "dashboard-api.png"), fullPage: true });
+
+  // The filter and the open method outlive the app's refresh; a link to a method opens it.
+  await page.click('a[data-page="nodes"]');
+  await pageLoaded(page, "nodes");
+  await page.goto(`${apiOrigin}/dashboard/#/api/nodes/drain`);
+  await pageLoaded(page, "api");
+  await page.waitForFunction(() => document.querySelector('details[data-route="nodes/drain"]')?.open === true);
+  assert.match(await page.innerText('details[data-route="nodes/drain"]'), /Permission: nodes\.operate/);
+  await page.close();
+
+  // Signed out: the sign-in form links to the reference, read without a key.
+  const out = await newPage();
+  await out.page.goto(`${apiOrigin}/dashboard/`);
+  await out.page.click("#api-reference-link");
+  await pageLoaded(out.page, "api");
+  assert.match(await out.page.innerText('details[data-route="nodes/list"] summary'), /nodes\.read/);
+  assert.match(await out.page.innerText("header"), /not signed in/);
+  await out.page.click('details[data-route="leases/create"] summary');
+  assert.match(await out.page.innerText('details[data-route="leases/create"] tr[data-field="poolId"]'), /poolId/);
+  await out.page.click("#reference-sign-in");
+  await out.page.waitForSelector("#api-key");
+  assert.deepEqual(out.keyed, [], "no key was sent");
+  assert.deepEqual(keyed.filter((o) => o !== apiOrigin), [], "the signed-in tab sent the key to the API only");
+  await out.page.close();
+});
+
 test("another origin listed in cors.allowedOrigins: the preflight passes and the dashboard works", { timeout: 120_000 }, async () => {
   // The preflight a browser sends for the dashboard's calls, by hand.
   const preflight = (origin) =>

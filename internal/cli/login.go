@@ -67,11 +67,7 @@ func logoutCommand(o *Options) *cobra.Command {
 		Long:  `Remove the context --context (default the current one) from contexts.yaml.`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := o.Resolver.Dir()
-			if err != nil {
-				return err
-			}
-			cs, err := LoadContexts(dir)
+			dir, cs, err := o.Resolver.contexts()
 			if err != nil {
 				return err
 			}
@@ -101,11 +97,7 @@ func contextCommand(o *Options) *cobra.Command {
 		Short: "List the saved contexts; * marks the current one",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := o.Resolver.Dir()
-			if err != nil {
-				return err
-			}
-			cs, err := LoadContexts(dir)
+			_, cs, err := o.Resolver.contexts()
 			if err != nil {
 				return err
 			}
@@ -126,11 +118,7 @@ func contextCommand(o *Options) *cobra.Command {
 		Short: "Make a saved context the current one",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := o.Resolver.Dir()
-			if err != nil {
-				return err
-			}
-			cs, err := LoadContexts(dir)
+			dir, cs, err := o.Resolver.contexts()
 			if err != nil {
 				return err
 			}

@@ -51,6 +51,16 @@ func (r *Resolver) Dir() (string, error) {
 	return filepath.Join(dir, "better-compute"), nil
 }
 
+// contexts reads the saved contexts and says where they live.
+func (r *Resolver) contexts() (string, *Contexts, error) {
+	dir, err := r.Dir()
+	if err != nil {
+		return "", nil, err
+	}
+	cs, err := LoadContexts(dir)
+	return dir, cs, err
+}
+
 func (r *Resolver) getenv(name string) string {
 	if r.Getenv != nil {
 		return r.Getenv(name)
