@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,7 +52,8 @@ type Options struct {
 	// one away (sim.Options.RebootDowntime).
 	SimFailRate       float64
 	SimRebootDowntime time.Duration
-	// Out receives the lines scripts read: "API key: <key>", then "API: <url>", and with Sim,
+	// Out receives the lines scripts read: "API key: <key>", then "API: <url>" and
+	// "Dashboard: <url>", and with Sim,
 	// "Simulated machines: <n> joined" once they all hold sessions.
 	Out    io.Writer
 	Logger *slog.Logger
@@ -87,6 +89,7 @@ func Run(ctx context.Context, opts Options) error {
 		if cfg.Database.URL, err = createDatabase(ctx, cluster); err != nil {
 			return err
 		}
+		fmt.Fprintln(opts.Out, cluster.Binaries())
 		fmt.Fprintf(opts.Out, "PostgreSQL: 127.0.0.1:%d database %s user postgres (password in %s/password)\n",
 			cluster.Port(), databaseName, cluster.Dir())
 	}
@@ -123,7 +126,7 @@ func Run(ctx context.Context, opts Options) error {
 			if gatewayAddr != "" {
 				fmt.Fprintf(opts.Out, "Gateway: %s\nRoot CA: %s\n", gatewayAddr, rootCA)
 			}
-			fmt.Fprintf(opts.Out, "API key: %s\nAPI: %s\n", key, apiURL)
+			fmt.Fprintf(opts.Out, "API key: %s\nAPI: %s\nDashboard: %s/dashboard/\n", key, apiURL, strings.TrimSuffix(apiURL, cfg.BasePath))
 			if opts.Sim > 0 {
 				simulating.Go(func() {
 					if err := simulate(simCtx, pool, gatewayAddr, rootCA, opts); err != nil && simCtx.Err() == nil {

@@ -36,6 +36,10 @@ const (
 	KindLifecycle = "node.lifecycle"
 	// KindSpec brings a node to its NodeSpec and keeps the SpecApplied condition.
 	KindSpec = "node.spec"
+	// KindLiveness is not a reconciler but the wake-up of the liveness job: a gateway sends it
+	// when a node says hello, so the node is online as its session starts rather than at the
+	// job's next round.
+	KindLiveness = "node.liveness"
 )
 
 // Enqueue queues nodes for a reconciler kind; run it with q bound to the transaction of the

@@ -79,6 +79,10 @@ type Options struct {
 	// TunnelOpenTimeout bounds the wait for a daemon's stream after a TunnelOpen
 	// (tunnel.OpenTimeout when zero; tests shorten it).
 	TunnelOpenTimeout time.Duration
+	// Wake, when set, wakes the workers of a kind in every process (a reconcile.Waker's Wake):
+	// the gateway wakes fleet.KindLiveness at each session's hello, so the node is online as
+	// its session starts.
+	Wake func(kind string)
 }
 
 // Gateway serves daemons.

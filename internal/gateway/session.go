@@ -20,6 +20,7 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/scrub"
 )
 
@@ -153,6 +154,9 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 	}
 	if err := g.recordHello(ctx, q, nodeID, hello); err != nil {
 		return fmt.Errorf("record hello of node %s: %w", nodeID, err)
+	}
+	if g.opts.Wake != nil {
+		g.opts.Wake(fleet.KindLiveness)
 	}
 	sess := &session{
 		node: nodeID, tenant: node.TenantID, id: newSessionID(), send: make(chan *daemonv1.SessionResponse, sendQueue),

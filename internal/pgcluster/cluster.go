@@ -1,11 +1,13 @@
-// Package pgcluster runs a private PostgreSQL server from the binaries installed on the machine,
-// so that `better-compute dev` and the tests need no database set up by hand.
+// Package pgcluster runs a private PostgreSQL server, from the machine's PostgreSQL 16+ or else
+// from a pinned PostgreSQL 17 build it downloads once into a cache (see Find), so that
+// `better-compute dev` and the tests need no database set up by hand.
 //
 // A cluster lives in one directory: data/ (the data directory, which also holds the unix
 // socket), password (the superuser's password, 0600) and postgres.log. It listens on the unix
 // socket and on a free loopback port, and it accepts only password authentication, so other
 // local users cannot reach it. PostgreSQL refuses to run as root; when the caller is root the
-// server runs as the unprivileged `postgres` system user, which then owns the directory.
+// server runs as the unprivileged `postgres` system user, or `nobody` where there is none (a
+// machine without a PostgreSQL package), which then owns the directory.
 package pgcluster
 
 import (
@@ -34,14 +36,26 @@ import (
 type Options struct {
 	// Dir is the cluster directory. Empty means DefaultDir().
 	Dir string
-	// BinDir holds initdb and postgres. Empty means FindBinaries searches the usual places.
+	// BinDir holds initdb and postgres. Empty means Find searches the usual places.
 	BinDir string
+	// Source selects system binaries, the pinned build, or either; empty means
+	// BETTER_COMPUTE_POSTGRES, then SourceAuto.
+	Source Source
+	// CacheDir holds fetched builds; empty means DefaultCacheDir().
+	CacheDir string
 	// Ephemeral trades durability for speed (fsync, full-page writes and synchronous commit
 	// off). For tests only: a crash can corrupt an ephemeral cluster.
 	Ephemeral bool
 	// Logger receives progress messages. Nil discards them.
 	Logger *slog.Logger
+
+	// accounts are the system users a root caller runs the server as, the first that exists;
+	// nil means defaultAccounts. For tests.
+	accounts []string
 }
+
+// defaultAccounts are the unprivileged users the server runs as when the caller is root.
+var defaultAccounts = []string{"postgres", "nobody"}
 
 // Cluster is a running private PostgreSQL server.
 type Cluster struct {
@@ -53,6 +67,7 @@ type Cluster struct {
 	exited   chan struct{}
 	waitErr  error
 	log      *slog.Logger
+	bins     Binaries
 }
 
 // superuser is the role initdb creates; the cluster is private, so one role is enough.
@@ -78,7 +93,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	bins, err := FindBinaries(opts.BinDir)
+	bins, err := Find(ctx, FindOptions{BinDir: opts.BinDir, Source: opts.Source, CacheDir: opts.CacheDir, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -91,18 +106,34 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, fmt.Errorf("cluster directory: %w", err)
 	}
-	owner, err := serverUser()
+	accounts := opts.accounts
+	if accounts == nil {
+		accounts = defaultAccounts
+	}
+	owner, err := serverUser(accounts)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{dir: dir, dataDir: filepath.Join(dir, "data"), log: log}
+	if owner != nil {
+		if err := reachableByOthers(bins.Dir); err != nil {
+			return nil, fmt.Errorf("the server's account cannot run the PostgreSQL binaries: %w", err)
+		}
+	}
+	c := &Cluster{dir: dir, dataDir: filepath.Join(dir, "data"), log: log, bins: bins}
 	if err := c.prepare(owner); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+	made, err := os.ReadFile(filepath.Join(c.dataDir, "PG_VERSION"))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		if err := c.initdb(ctx, bins, owner, opts.Ephemeral); err != nil {
 			return nil, err
 		}
+	case err != nil:
+		return nil, fmt.Errorf("read the cluster's version: %w", err)
+	case strings.TrimSpace(string(made)) != strconv.Itoa(bins.Major):
+		return nil, fmt.Errorf("the cluster in %s was made by PostgreSQL %s, which %s cannot run: remove the directory to start over (dev: --fresh; its data is lost), or set %s to PostgreSQL %s's bin directory",
+			dir, strings.TrimSpace(string(made)), bins, EnvBinDir, strings.TrimSpace(string(made)))
 	}
 	stopStale(c.dataDir)
 	// A free port can be taken between our probe and the server's bind; try a few.
@@ -140,6 +171,9 @@ func (c *Cluster) Port() int { return c.port }
 // Dir is the cluster directory.
 func (c *Cluster) Dir() string { return c.dir }
 
+// Binaries are the server programs the cluster runs, and where they came from.
+func (c *Cluster) Binaries() Binaries { return c.bins }
+
 // Stop shuts the server down (fast shutdown: open transactions roll back, committed data is
 // kept) and waits for it to exit, killing it if ctx ends first.
 func (c *Cluster) Stop(ctx context.Context) error {
@@ -163,19 +197,49 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	}
 }
 
-// serverUser is the account the server runs as: the caller, or the postgres system user when
-// the caller is root. Nil means the caller.
-func serverUser() (*syscall.Credential, error) {
+// serverUser is the account the server runs as: the caller, or when the caller is root the
+// first of accounts that exists. Nil means the caller.
+func serverUser(accounts []string) (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("PostgreSQL refuses to run as root and there is no postgres system user to run it as (%w); create one (useradd --system postgres) or run as an unprivileged user", err)
+	return lookupAccount(accounts)
+}
+
+func lookupAccount(accounts []string) (*syscall.Credential, error) {
+	for _, name := range accounts {
+		u, err := user.Lookup(name)
+		if err != nil {
+			continue
+		}
+		uid, err := strconv.ParseUint(u.Uid, 10, 32)
+		if err != nil || uid == 0 {
+			continue
+		}
+		gid, err := strconv.ParseUint(u.Gid, 10, 32)
+		if err != nil {
+			continue
+		}
+		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 	}
-	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
-	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	return nil, fmt.Errorf("PostgreSQL refuses to run as root and none of the accounts %s exists to run it as; create one (useradd --system postgres) or run as an unprivileged user", strings.Join(accounts, ", "))
+}
+
+// reachableByOthers fails when a directory above path is not searchable by other users, who
+// then cannot reach path.
+func reachableByOthers(path string) error {
+	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("parent %s of %s: %w", d, path, err)
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("%s is not searchable by other users, so they cannot reach %s (chmod o+x %s, or choose another directory)", d, path, d)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }
 
 // prepare creates the cluster directory and the password, and makes both reachable by the
@@ -206,20 +270,12 @@ func (c *Cluster) prepare(owner *syscall.Credential) error {
 	// The server's account owns the cluster directory (but not the password file, which only
 	// the caller reads) and must be able to walk down to it.
 	if err := os.Chown(c.dir, int(owner.Uid), int(owner.Gid)); err != nil {
-		return fmt.Errorf("give %s to the postgres user: %w", c.dir, err)
+		return fmt.Errorf("give %s to the server's account (uid %d): %w", c.dir, owner.Uid, err)
 	}
-	for d := filepath.Dir(c.dir); ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil {
-			return fmt.Errorf("cluster directory parent %s: %w", d, err)
-		}
-		if fi.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("the postgres user cannot reach %s: its parent %s is not searchable by others (chmod o+x %s, or choose another directory)", c.dir, d, d)
-		}
-		if d == filepath.Dir(d) {
-			return nil
-		}
+	if err := reachableByOthers(c.dir); err != nil {
+		return fmt.Errorf("the server's account cannot reach the cluster directory: %w", err)
 	}
+	return nil
 }
 
 func (c *Cluster) initdb(ctx context.Context, bins Binaries, owner *syscall.Credential, ephemeral bool) error {
@@ -230,7 +286,7 @@ func (c *Cluster) initdb(ctx context.Context, bins Binaries, owner *syscall.Cred
 	defer os.Remove(pwFile)
 	if owner != nil {
 		if err := os.Chown(pwFile, int(owner.Uid), int(owner.Gid)); err != nil {
-			return fmt.Errorf("give %s to the postgres user: %w", pwFile, err)
+			return fmt.Errorf("give %s to the server's account (uid %d): %w", pwFile, owner.Uid, err)
 		}
 	}
 	args := []string{"-D", c.dataDir, "-U", superuser, "-A", "scram-sha-256", "--pwfile", pwFile,

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/config"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/module"
@@ -124,6 +126,14 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	var apiURL, gatewayAddr string
 	var api *server.Server
+	// The waker is made once the worker runtime it pokes in-process exists; a gateway made
+	// before it reaches it through this (a hello before then waits for the liveness round).
+	var wakerRef atomic.Pointer[reconcile.Waker]
+	wake := func(kind string) {
+		if w := wakerRef.Load(); w != nil {
+			w.Wake(kind)
+		}
+	}
 
 	if roles[config.RoleGateway] {
 		gpool, err := rolePool(ctx, cfg, opts.Pool, "gateway", cfg.Database.GatewayMaxConns, defaultGatewayConns)
@@ -131,7 +141,7 @@ func Run(ctx context.Context, opts Options) error {
 			return err
 		}
 		defer closeOwn(gpool, opts.Pool)
-		gw, ln, control, err := newGateway(cfg, gpool, bundle, reg, log)
+		gw, ln, control, err := newGateway(cfg, gpool, bundle, reg, wake, log)
 		if err != nil {
 			return err
 		}
@@ -164,7 +174,8 @@ func Run(ctx context.Context, opts Options) error {
 		if err != nil {
 			return err
 		}
-		js := jobs(cfg, wpool, log)
+		livenessWoken := make(chan struct{}, 1)
+		js := jobs(cfg, wpool, livenessWoken, log)
 		for role, more := range mw.Jobs {
 			js[role] = append(js[role], more...)
 		}
@@ -175,10 +186,12 @@ func Run(ctx context.Context, opts Options) error {
 			Loops:       loops(cfg, wpool, mw.Sinks, log),
 		})
 		local = rt.Reconcilers()
+		local.Subscribe(fleet.KindLiveness, livenessWoken)
 		log.Info("worker roles starting", "roles", strings.Join(keys(workerRoles), ","), "holder", rt.Holder().ID)
 		wg.Go(func() { rt.Run(ctx) })
 	}
 	waker := reconcile.NewWaker(opts.Pool, local, log)
+	wakerRef.Store(waker)
 	wg.Go(func() { waker.Run(ctx) })
 	if roles[config.RoleAPI] {
 		var n server.Notifier
@@ -270,7 +283,7 @@ func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier
 
 // newGateway prepares the gateway role: its listeners, and a serving certificate issued from the
 // PKI for the gateway's names (every process holds the deployment secret, so it can).
-func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg *metrics.Registry, log *slog.Logger) (*gateway.Gateway, net.Listener, net.Listener, error) {
+func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg *metrics.Registry, wake func(kind string), log *slog.Logger) (*gateway.Gateway, net.Listener, net.Listener, error) {
 	secretSealer, err := secret.NewSealer(cfg.Secret)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("gateway: %w", err)
@@ -305,7 +318,7 @@ func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg 
 	gw := gateway.New(gateway.Options{
 		Pool: pool, Authority: bundle, ID: id, Region: cfg.Gateway.Region, Certificate: tlsCert, Secrets: secretSealer,
 		ControlURL: "https://" + net.JoinHostPort(hostOf(control.Addr()), strconv.Itoa(control.Addr().(*net.TCPAddr).Port)),
-		Logger:     log, Metrics: reg,
+		Logger:     log, Metrics: reg, Wake: wake,
 		TenantNodes: cfg.RateLimits.Tenant.Nodes,
 		Limits: gateway.Limits{
 			RequestBytes: cfg.Limits.DaemonRequestBytes, HelloBytes: cfg.Limits.DaemonHelloBytes,
@@ -337,14 +350,14 @@ func reconcilers(pool *pgxpool.Pool, notifier *gateway.Notifier, log *slog.Logge
 }
 
 // jobs are the singleton jobs of the worker roles.
-func jobs(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) map[string][]locks.Job {
+func jobs(cfg *config.Config, pool *pgxpool.Pool, livenessWoken <-chan struct{}, log *slog.Logger) map[string][]locks.Job {
 	return map[string][]locks.Job{
 		workers.RoleControllers: {
 			commandsweep.Sweeper(pool, commandsweep.SweeperOptions{Logger: log}),
 			retention.Job(pool, retention.Options{Retention: cfg.Retention, Logger: log}),
 			// A node that goes silent puts its leases at risk; they are placed again when it
-			// returns.
-			nodecontrol.LivenessJob(pool, nodecontrol.LivenessOptions{OnOffline: placer.MarkAtRisk, OnOnline: placer.MarkPlaced, Logger: log}),
+			// returns. A gateway's wake-up at a node's hello starts a round at once.
+			nodecontrol.LivenessJob(pool, nodecontrol.LivenessOptions{OnOffline: placer.MarkAtRisk, OnOnline: placer.MarkPlaced, Woken: livenessWoken, Logger: log}),
 			metering.Job(pool, metering.Options{Logger: log}),
 		},
 		workers.RoleIAM: iamjobs.Jobs(pool, iamjobs.Options{Logger: log}),

@@ -57,17 +57,34 @@ func List(ctx context.Context, q db.DBTX) ([]Run, error) {
 // its lock lost (locks.ErrStale) ends the loop with that error, since the lock's new holder
 // now does the work. Every returns nil when ctx ends.
 func Every(ctx context.Context, q db.DBTX, name string, interval time.Duration, log *slog.Logger, fn func(context.Context) error) error {
+	return EveryOrWoken(ctx, q, name, interval, nil, log, fn)
+}
+
+// MinWokenGap is the least time between two runs that wake-ups start, so a burst of them (a
+// fleet reconnecting) costs a few runs a second, not one each.
+const MinWokenGap = 100 * time.Millisecond
+
+// EveryOrWoken is Every, but a receive on wake also starts a run, MinWokenGap after the last
+// one at the earliest. A nil wake never fires.
+func EveryOrWoken(ctx context.Context, q db.DBTX, name string, interval time.Duration, wake <-chan struct{}, log *slog.Logger, fn func(context.Context) error) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-wake:
+			if gap := MinWokenGap - time.Since(last); gap > 0 {
+				t.Reset(min(gap, interval))
+				continue
+			}
 		}
+		last = time.Now()
 		err := fn(ctx)
 		if ctx.Err() != nil {
 			return nil // stopped mid-run: not a result worth recording

@@ -56,3 +56,52 @@ func TestEveryRecordsRuns(t *testing.T) {
 		t.Errorf("cancelled Every = %v", err)
 	}
 }
+
+// TestEveryOrWokenRunsWhenWoken checks that a wake-up starts a run long before the interval,
+// and that wake-ups in a burst are not each a run.
+func TestEveryOrWokenRunsWhenWoken(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	pool := dbtest.Pool(t)
+	wake := make(chan struct{}, 1)
+	runs := make(chan time.Time, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- jobrun.EveryOrWoken(ctx, pool, "woken-job", time.Hour, wake, nil, func(context.Context) error {
+			runs <- time.Now()
+			return nil
+		})
+	}()
+	<-runs // the first run, at once
+	start := time.Now()
+	for range 50 {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case <-runs:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a wake-up started no run (the interval is an hour)")
+	}
+	// The burst made at most a run now and one after the gap, not fifty.
+	deadline := time.After(3 * jobrun.MinWokenGap)
+	extra := 0
+	for wait := true; wait; {
+		select {
+		case <-runs:
+			extra++
+		case <-deadline:
+			wait = false
+		}
+	}
+	if extra > 1 {
+		t.Errorf("50 wake-ups within %v made %d more runs", time.Since(start), extra+1)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("EveryOrWoken = %v", err)
+	}
+}

@@ -47,7 +47,10 @@ type LivenessOptions struct {
 	OnOffline, OnOnline LivenessHook
 	// Wake, when set, is called after commit with fleet.KindLifecycle when nodes were enqueued (for
 	// example a reconcile.Waker's Wake or a reconcile.Runtime's Poke).
-	Wake   func(kind string)
+	Wake func(kind string)
+	// Woken, when set, starts a round when it receives (fleet.KindLiveness: a node said hello),
+	// so a node is online as its session starts.
+	Woken  <-chan struct{}
 	Logger *slog.Logger
 }
 
@@ -79,7 +82,7 @@ func LivenessJob(pool *pgxpool.Pool, opts LivenessOptions) locks.Job {
 	return locks.Job{
 		Name: LivenessJobName,
 		Run: func(ctx context.Context, l locks.Lock) error {
-			return jobrun.Every(ctx, pool, LivenessJobName, opts.Interval, opts.Logger, func(ctx context.Context) error {
+			return jobrun.EveryOrWoken(ctx, pool, LivenessJobName, opts.Interval, opts.Woken, opts.Logger, func(ctx context.Context) error {
 				for {
 					n, err := CheckLiveness(ctx, pool, l, opts)
 					if err != nil || (len(n.Offline) < int(opts.Batch) && len(n.Online) < int(opts.Batch)) {

@@ -132,6 +132,14 @@ func (rt *Runtime) Run(ctx context.Context, members map[string]*shard.Member) {
 	wg.Wait()
 }
 
+// Subscribe makes ch receive (without blocking) whenever kind is poked or notified: how a job
+// that is not a reconciler, such as the liveness job, is woken. Call it before Run.
+func (rt *Runtime) Subscribe(kind string, ch chan struct{}) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.wake[kind] = ch
+}
+
 // Poke wakes the local workers of kind, as a notification would.
 func (rt *Runtime) Poke(kind string) {
 	rt.mu.Lock()
