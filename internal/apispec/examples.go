@@ -30,7 +30,7 @@ var Examples = map[string]Example{
 	"/commands/get":    {Body: `{"id": "$COMMAND_ID"}`},
 	"/commands/list":   {Body: `{"nodeId": "$NODE_ID", "pageSize": 20}`},
 	"/eventStream/status": {Body: `{}`, Status: 404,
-		Note: "dev does not enable the events module, so the method is not served (not_found)."},
+		Note: "dev does not enable the events module, so the method is not served (unimplemented)."},
 	"/events/list":                {Body: `{"type": "node.joined", "pageSize": 20}`},
 	"/iam/createApiKey":           {Body: `{"principalId": "$PRINCIPAL_ID", "name": "ci", "expireTime": "2030-01-01T00:00:00Z"}`},
 	"/iam/createPrincipal":        {Body: `{"kind": "PRINCIPAL_KIND_SERVICE_ACCOUNT", "name": "deployer"}`},

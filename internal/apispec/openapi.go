@@ -156,7 +156,7 @@ func errorResponses() map[string]*Response {
 		"400": "invalid_argument, failed_precondition or out_of_range: the request was refused and changed nothing; `details` name the fields.",
 		"401": "unauthenticated: no credential, or one that is unknown, expired or revoked.",
 		"403": "permission_denied: the caller's roles do not grant the method's permission.",
-		"404": "not_found: no such resource in the caller's tenant.",
+		"404": "not_found: no such resource in the caller's tenant; or unimplemented: this server does not serve the method (its module is not enabled).",
 		"409": "already_exists or aborted: a conflict with the current state; read it again and retry.",
 		"429": "resource_exhausted: a rate limit or quota; retry after the time in the message.",
 		"500": "internal or unknown: a fault on the server's side.",

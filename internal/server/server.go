@@ -9,6 +9,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -142,6 +143,12 @@ type ServiceDeps struct {
 	Admitter *admission.Admitter
 	Logger   *slog.Logger
 	Metrics  *metrics.Registry
+	// Secret is the deployment secret, for a module that seals what it stores (seal.New with a
+	// purpose of its own).
+	Secret string
+	// Waker wakes reconcilers after a commit that enqueued work; nil when they find it by
+	// polling.
+	Waker Waker
 }
 
 // Waker wakes the reconcilers of a kind (reconcile.Waker).
@@ -158,7 +165,6 @@ type Server struct {
 	apiRoot  http.Handler   // everything below the base path
 	tunnels  *tunnels.Service
 	handler  http.Handler
-	errors   *connect.ErrorWriter // writes errors in the protocol of the request
 	log      *slog.Logger
 }
 
@@ -257,7 +263,9 @@ func New(opts Options) (*Server, error) {
 	tunnelsPath, tunnelsHandler := tunnelsv1connect.NewTunnelsServiceHandler(s.tunnels, handlerOpts...)
 	mount(tunnelsPath, tunnels.WithOrigin(tunnelsHandler))
 	for _, svc := range opts.Services {
-		path, h, err := svc.Mount(ServiceDeps{Pool: opts.Pool, Admitter: admit, Logger: s.log, Metrics: opts.Metrics}, handlerOpts...)
+		path, h, err := svc.Mount(ServiceDeps{
+			Pool: opts.Pool, Admitter: admit, Logger: s.log, Metrics: opts.Metrics, Secret: opts.Secret, Waker: opts.Waker,
+		}, handlerOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("api: %s: %w", svc.File.Path(), err)
 		}
@@ -284,7 +292,6 @@ func New(opts Options) (*Server, error) {
 		root.Handle("GET /metrics", opts.Metrics.Handler())
 	}
 	dashboard.Mount(root, "/dashboard")
-	s.errors = connect.NewErrorWriter(handlerOpts...)
 	s.handler = requestid.Middleware(opts.CORS.handler(root))
 	return s, nil
 }
@@ -294,6 +301,12 @@ func (s *Server) Registry() *registry.Registry { return s.registry }
 
 // BasePath is where the API is mounted.
 func (s *Server) BasePath() string { return s.basePath }
+
+// unknownMethod is the Connect error body of a JSON call to a route no method has.
+type unknownMethod struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
 
 // ServeHTTP serves the API and the health endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
@@ -319,10 +332,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if m, ok := s.registry.ByRoute(r.URL.Path); ok {
 		r.URL.Path = m.Procedure
 		r.URL.RawPath = ""
-	} else if _, pattern := s.api.Handler(r); pattern == "" && s.errors.IsSupported(r) {
-		// No such method (or its module is not enabled): a Connect error a client can read,
-		// rather than the mux's plain text.
-		_ = s.errors.Write(w, r, connect.NewError(connect.CodeNotFound, fmt.Errorf("no API method at %s%s", s.basePath, r.URL.Path)))
+	} else if _, pattern := s.api.Handler(r); pattern == "" && strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		// No such method (or its module is not enabled): 404, which Connect clients read as
+		// unimplemented, with a Connect error body that says so to a person with curl rather
+		// than the mux's plain text.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(unknownMethod{Code: connect.CodeUnimplemented.String(), Message: "no API method at " + s.basePath + r.URL.Path})
 		return
 	}
 	s.api.ServeHTTP(w, r)
