@@ -18,13 +18,17 @@ import (
 
 // PinnedVersion is the PostgreSQL build fetched when the machine has no PostgreSQL MinMajor+:
 // zonky's embedded-postgres-binaries, relocatable builds with contrib, from Maven Central.
-const PinnedVersion = "17.12.0"
+const PinnedVersion = "17.11.0"
 
 // pinnedSHA256 is the SHA-256 of each platform's jar of PinnedVersion. A download is used only
 // when it hashes to this value; the registry's own .sha256 files are never trusted at run time.
-// A platform missing here cannot fetch and needs PostgreSQL MinMajor+ installed.
+// A platform missing here cannot fetch and needs PostgreSQL MinMajor+ installed. (17.11.0 is the
+// newest 17 built for all four; 17.12.0 exists for linux-amd64 only.)
 var pinnedSHA256 = map[string]string{
-	"linux-amd64": "7a8951dc117490f2d4161600836c8b1055306aff86e0a472aad55457651e5cbd",
+	"linux-amd64":    "0dd7b72b6f335b8ecfb355fa24c5781e8a93edd09880bb77eb52ebbf29b3e96d",
+	"linux-arm64v8":  "8b042e0ea418b1927d95399207950da0734d27fe01e29503ade3bdc464ad4c2b",
+	"darwin-amd64":   "d464ff178e9860ba204662ac23fa547504b7fd392392ff2fb92e3fd73b5bdb64",
+	"darwin-arm64v8": "a1c2786acb0c398f9b2d76806fc52f5dc8b222cbc8e9383a9b9702084daaf3a5",
 }
 
 const (
