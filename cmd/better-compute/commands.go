@@ -319,6 +319,7 @@ private cluster.`,
 	cmd.Flags().IntSliceVar(&opts.SimTunnelPorts, "sim-tunnel-ports", nil, "ports of 127.0.0.1 on this machine the simulated machines open tunnels to, comma separated or repeated (default none)")
 	cmd.Flags().Float64Var(&opts.SimFailRate, "sim-fail-rate", 0, "share (0 to 1) of the simulated machines' upgrade, reboot, configure and exec commands that fail")
 	cmd.Flags().DurationVar(&opts.SimRebootDowntime, "sim-reboot-downtime", daemon.DefaultRebootDowntime, "how long a reboot command keeps a simulated machine away")
+	cmd.Flags().DurationVar(&opts.SimProviderDelay, "sim-provider-delay", 0, "enable the provision module with the sim provider and a machine class \"sim\" whose machines boot after this delay (default off)")
 	return cmd
 }
 

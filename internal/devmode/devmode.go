@@ -26,6 +26,7 @@ import (
 	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/migrate"
+	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/pgcluster"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/process"
@@ -52,6 +53,10 @@ type Options struct {
 	// one away (sim.Options.RebootDowntime).
 	SimFailRate       float64
 	SimRebootDowntime time.Duration
+	// SimProviderDelay, when positive, enables the provision module with the sim provider and
+	// a machine class "sim" of the root tenant whose machines boot after this delay, and prints
+	// "Sim provider: class sim, boot delay <d>".
+	SimProviderDelay time.Duration
 	// Out receives the lines scripts read: "API key: <key>", then "API: <url>" and
 	// "Dashboard: <url>", and with Sim,
 	// "Simulated machines: <n> joined" once they all hold sessions.
@@ -98,8 +103,21 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer pool.Close()
-	if err := migrate.Apply(ctx, pool, log); err != nil {
+	var modules module.Set
+	if opts.SimProviderDelay > 0 {
+		m, err := simProvisioning(&cfg)
+		if err != nil {
+			return err
+		}
+		modules = append(modules, m)
+	}
+	if err := migrate.ApplyAll(ctx, pool, log, modules.Migrations()); err != nil {
 		return err
+	}
+	if opts.SimProviderDelay > 0 {
+		if err := ensureSimClass(ctx, pool, opts.SimProviderDelay); err != nil {
+			return err
+		}
 	}
 	key, err := iam.MintAdminKey(ctx, pool, adminName)
 	if err != nil {
@@ -121,12 +139,15 @@ func Run(ctx context.Context, opts Options) error {
 	defer simulating.Wait()
 	defer stopSim()
 	return process.Run(ctx, process.Options{
-		Config: &cfg, Pool: pool, Logger: log,
+		Config: &cfg, Pool: pool, Logger: log, Modules: modules,
 		OnListen: func(apiURL, gatewayAddr string) {
 			if gatewayAddr != "" {
 				fmt.Fprintf(opts.Out, "Gateway: %s\nRoot CA: %s\n", gatewayAddr, rootCA)
 			}
 			fmt.Fprintf(opts.Out, "API key: %s\nAPI: %s\nDashboard: %s/dashboard/\n", key, apiURL, strings.TrimSuffix(apiURL, cfg.BasePath))
+			if opts.SimProviderDelay > 0 {
+				fmt.Fprintf(opts.Out, "Sim provider: class %s, boot delay %s\n", simClass, opts.SimProviderDelay)
+			}
 			if opts.Sim > 0 {
 				simulating.Go(func() {
 					if err := simulate(simCtx, pool, gatewayAddr, rootCA, opts); err != nil && simCtx.Err() == nil {

@@ -104,6 +104,12 @@ type Worker struct {
 	Pool    *pgxpool.Pool
 	Logger  *slog.Logger
 	Metrics *metrics.Registry
+	// Secret is the deployment secret, for a module that opens what it sealed (seal.New with a
+	// purpose of its own) or loads the machine PKI.
+	Secret string
+	// GatewayEndpoint is where daemons dial in (config gateway.publicEndpoint), empty when not
+	// configured.
+	GatewayEndpoint string
 }
 
 // Workers are a module's contributions to the worker roles.

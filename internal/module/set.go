@@ -69,7 +69,10 @@ func (s Set) Workers(w Worker) (Workers, error) {
 		if !ok {
 			continue
 		}
-		mw, err := wp.Workers(Worker{Pool: w.Pool, Logger: w.Logger.With("module", m.Name()), Metrics: w.Metrics})
+		mw, err := wp.Workers(Worker{
+			Pool: w.Pool, Logger: w.Logger.With("module", m.Name()), Metrics: w.Metrics,
+			Secret: w.Secret, GatewayEndpoint: w.GatewayEndpoint,
+		})
 		if err != nil {
 			return Workers{}, fmt.Errorf("module %s: %w", m.Name(), err)
 		}

@@ -170,7 +170,9 @@ func Run(ctx context.Context, opts Options) error {
 			return err
 		}
 		defer closeOwn(wpool, opts.Pool)
-		mw, err := opts.Modules.Workers(module.Worker{Pool: wpool, Logger: log, Metrics: reg})
+		mw, err := opts.Modules.Workers(module.Worker{
+			Pool: wpool, Logger: log, Metrics: reg, Secret: cfg.Secret, GatewayEndpoint: cfg.Gateway.PublicEndpoint,
+		})
 		if err != nil {
 			return err
 		}

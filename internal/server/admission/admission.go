@@ -39,6 +39,10 @@ func (t *Tx) Target(kind string, id any) { t.target = fmt.Sprintf("%s/%v", kind,
 // row, in one statement). Events of one subject are delivered in the order they were emitted.
 func (t *Tx) Emit(tenant uuid.UUID, ev event.Event) error { return t.events.Add(tenant, ev) }
 
+// DB is the call's transaction, for a module's generated queries (its own sqlc package's New):
+// what they write commits or rolls back with the call.
+func (t *Tx) DB() db.DBTX { return t.tx }
+
 // Admitter runs calls' transactions on one database.
 type Admitter struct {
 	pool *pgxpool.Pool

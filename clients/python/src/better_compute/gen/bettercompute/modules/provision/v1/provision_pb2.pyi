@@ -1,0 +1,209 @@
+import datetime
+
+from bettercompute.api.v1 import options_pb2 as _options_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class MachineState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MACHINE_STATE_UNSPECIFIED: _ClassVar[MachineState]
+    MACHINE_STATE_REQUESTED: _ClassVar[MachineState]
+    MACHINE_STATE_PROVISIONING: _ClassVar[MachineState]
+    MACHINE_STATE_BOOTING: _ClassVar[MachineState]
+    MACHINE_STATE_JOINED: _ClassVar[MachineState]
+    MACHINE_STATE_READY: _ClassVar[MachineState]
+    MACHINE_STATE_DELETING: _ClassVar[MachineState]
+    MACHINE_STATE_DRAINING: _ClassVar[MachineState]
+    MACHINE_STATE_DESTROYING: _ClassVar[MachineState]
+    MACHINE_STATE_GONE: _ClassVar[MachineState]
+    MACHINE_STATE_FAILED: _ClassVar[MachineState]
+MACHINE_STATE_UNSPECIFIED: MachineState
+MACHINE_STATE_REQUESTED: MachineState
+MACHINE_STATE_PROVISIONING: MachineState
+MACHINE_STATE_BOOTING: MachineState
+MACHINE_STATE_JOINED: MachineState
+MACHINE_STATE_READY: MachineState
+MACHINE_STATE_DELETING: MachineState
+MACHINE_STATE_DRAINING: MachineState
+MACHINE_STATE_DESTROYING: MachineState
+MACHINE_STATE_GONE: MachineState
+MACHINE_STATE_FAILED: MachineState
+
+class MachineClass(_message.Message):
+    __slots__ = ("name", "tenant_id", "provider", "params", "has_credentials", "create_time")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    HAS_CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    tenant_id: str
+    provider: str
+    params: _struct_pb2.Struct
+    has_credentials: bool
+    create_time: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., tenant_id: _Optional[str] = ..., provider: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., has_credentials: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class MachineStep(_message.Message):
+    __slots__ = ("state", "time", "detail")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    state: MachineState
+    time: _timestamp_pb2.Timestamp
+    detail: str
+    def __init__(self, state: _Optional[_Union[MachineState, str]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class Machine(_message.Message):
+    __slots__ = ("id", "tenant_id", "name", "state", "reason", "provider_id", "node_id", "steps", "create_time", "update_time")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLASS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    tenant_id: str
+    name: str
+    state: MachineState
+    reason: str
+    provider_id: str
+    node_id: str
+    steps: _containers.RepeatedCompositeFieldContainer[MachineStep]
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[MachineState, str]] = ..., reason: _Optional[str] = ..., provider_id: _Optional[str] = ..., node_id: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[MachineStep, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., **kwargs) -> None: ...
+
+class CreateClassRequest(_message.Message):
+    __slots__ = ("name", "provider", "params", "credentials")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    provider: str
+    params: _struct_pb2.Struct
+    credentials: bytes
+    def __init__(self, name: _Optional[str] = ..., provider: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., credentials: _Optional[bytes] = ...) -> None: ...
+
+class CreateClassResponse(_message.Message):
+    __slots__ = ()
+    CLASS_FIELD_NUMBER: _ClassVar[int]
+    def __init__(self, **kwargs) -> None: ...
+
+class GetClassRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetClassResponse(_message.Message):
+    __slots__ = ()
+    CLASS_FIELD_NUMBER: _ClassVar[int]
+    def __init__(self, **kwargs) -> None: ...
+
+class ListClassesRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListClassesResponse(_message.Message):
+    __slots__ = ("classes", "next_page_token")
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    classes: _containers.RepeatedCompositeFieldContainer[MachineClass]
+    next_page_token: str
+    def __init__(self, classes: _Optional[_Iterable[_Union[MachineClass, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DeleteClassRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteClassResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CreateMachineRequest(_message.Message):
+    __slots__ = ("name",)
+    CLASS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ..., **kwargs) -> None: ...
+
+class CreateMachineResponse(_message.Message):
+    __slots__ = ("machine",)
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    machine: Machine
+    def __init__(self, machine: _Optional[_Union[Machine, _Mapping]] = ...) -> None: ...
+
+class GetMachineRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class GetMachineResponse(_message.Message):
+    __slots__ = ("machine",)
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    machine: Machine
+    def __init__(self, machine: _Optional[_Union[Machine, _Mapping]] = ...) -> None: ...
+
+class ListMachinesRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CLASS_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., **kwargs) -> None: ...
+
+class ListMachinesResponse(_message.Message):
+    __slots__ = ("machines", "next_page_token")
+    MACHINES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    machines: _containers.RepeatedCompositeFieldContainer[Machine]
+    next_page_token: str
+    def __init__(self, machines: _Optional[_Iterable[_Union[Machine, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DeleteMachineRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DeleteMachineResponse(_message.Message):
+    __slots__ = ("machine",)
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    machine: Machine
+    def __init__(self, machine: _Optional[_Union[Machine, _Mapping]] = ...) -> None: ...
+
+class PowerCycleMachineRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class PowerCycleMachineResponse(_message.Message):
+    __slots__ = ("machine",)
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    machine: Machine
+    def __init__(self, machine: _Optional[_Union[Machine, _Mapping]] = ...) -> None: ...

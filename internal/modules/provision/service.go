@@ -1,0 +1,57 @@
+package provision
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	provisionmodulev1 "github.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1/provisionmodulev1connect"
+	"github.com/better-compute/better-compute/internal/server"
+	"github.com/better-compute/better-compute/internal/server/admission"
+)
+
+// service answers ProvisionModuleService calls.
+type service struct {
+	pool  *pgxpool.Pool
+	admit *admission.Admitter
+	open  opener
+	cfg   *Config
+	wake  func(kind string)
+	log   *slog.Logger
+}
+
+var _ provisionmodulev1connect.ProvisionModuleServiceHandler = (*service)(nil)
+
+// services is the module's API: ProvisionModuleService, guarded like the core's.
+func (m *Module) services() []server.Service {
+	return []server.Service{{
+		File: provisionmodulev1.File_bettercompute_modules_provision_v1_provision_proto,
+		Mount: func(deps server.ServiceDeps, opts ...connect.HandlerOption) (string, http.Handler, error) {
+			s, err := sealersFor(deps.Secret)
+			if err != nil {
+				return "", nil, err
+			}
+			svc := &service{
+				pool: deps.Pool, admit: deps.Admitter, open: opener{providers: m.enabled(), seal: s}, cfg: &m.cfg,
+				wake: func(string) {}, log: deps.Logger,
+			}
+			if deps.Waker != nil {
+				svc.wake = deps.Waker.Wake
+			}
+			path, h := provisionmodulev1connect.NewProvisionModuleServiceHandler(svc, opts...)
+			return path, h, nil
+		},
+	}}
+}
+
+func sealersFor(secret string) (sealers, error) {
+	s, err := newSealers(secret)
+	if err != nil {
+		return sealers{}, fmt.Errorf("provision module: %w", err)
+	}
+	return s, nil
+}
