@@ -9,11 +9,11 @@ package capacity
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/google/uuid"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/enqueue"
 )
 
 // PlacerKind is the reconciler kind of the pool-lease placer (internal/workers/placer); its keys
@@ -25,15 +25,5 @@ const PlacerKind = "capacity.placer"
 // when it commits, then wake PlacerKind after commit if you can. Without the wake the placer
 // finds them within a second.
 func EnqueuePlacer(ctx context.Context, q *db.Queries, poolIDs ...uuid.UUID) error {
-	if len(poolIDs) == 0 {
-		return nil
-	}
-	keys := make([]string, len(poolIDs))
-	for i, id := range poolIDs {
-		keys[i] = id.String()
-	}
-	if err := q.EnqueueReconcile(ctx, db.EnqueueReconcileParams{Kind: PlacerKind, Keys: keys}); err != nil {
-		return fmt.Errorf("enqueue %s: %w", PlacerKind, err)
-	}
-	return nil
+	return enqueue.IDs(ctx, q, PlacerKind, poolIDs...)
 }

@@ -7,11 +7,11 @@ package fleet
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/google/uuid"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/enqueue"
 )
 
 // State is a node's life-cycle state. It is the database's node_state enum, as sqlc generates it
@@ -46,15 +46,5 @@ const (
 // change, so the nodes are queued exactly when it commits, then wake the kind after commit if
 // you can.
 func Enqueue(ctx context.Context, q *db.Queries, kind string, ids ...uuid.UUID) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = id.String()
-	}
-	if err := q.EnqueueReconcile(ctx, db.EnqueueReconcileParams{Kind: kind, Keys: keys}); err != nil {
-		return fmt.Errorf("enqueue %s: %w", kind, err)
-	}
-	return nil
+	return enqueue.IDs(ctx, q, kind, ids...)
 }

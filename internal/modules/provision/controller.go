@@ -13,6 +13,7 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
+	"github.com/better-compute/better-compute/internal/enqueue"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/provision"
 	"github.com/better-compute/better-compute/internal/workers/reconcile"
@@ -82,11 +83,7 @@ func (c *Controller) Registration() reconcile.Registration {
 			if err != nil {
 				return nil, err
 			}
-			keys := make([]string, len(ids))
-			for i, id := range ids {
-				keys[i] = id.String()
-			}
-			return keys, nil
+			return enqueue.Keys(ids), nil
 		},
 	}
 }

@@ -36,6 +36,7 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/capacity"
+	"github.com/better-compute/better-compute/internal/enqueue"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/workers/reconcile"
@@ -108,11 +109,7 @@ func (p *Placer) resync(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = id.String()
-	}
-	return keys, nil
+	return enqueue.Keys(ids), nil
 }
 
 // now reads the placer's clock: the injected one, or the database's.
