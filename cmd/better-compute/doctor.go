@@ -49,7 +49,7 @@ expiring node certificates. Exits non-zero on errors, and on warnings with --str
 			}
 			defer pool.Close()
 			findings, err := doctor.Run(cmd.Context(), doctor.Options{
-				Pool: pool, Secret: secret, ModuleFiles: set.Files(), Checks: set.Checks(pool),
+				Pool: pool, Secret: secret, ModuleFiles: set.Files(), Checks: set.Checks(module.CheckDeps{Pool: pool, Secret: secret}),
 			})
 			if err != nil {
 				return err

@@ -12,13 +12,19 @@ import (
 	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/modules/events"
 	"github.com/better-compute/better-compute/internal/modules/provision"
+	"github.com/better-compute/better-compute/internal/provision/metal"
 	"github.com/better-compute/better-compute/internal/provision/simprovider"
+	"github.com/better-compute/better-compute/internal/provision/vps"
 	"github.com/better-compute/better-compute/internal/server/registry"
 )
 
 // modules are the modules compiled into this binary, which a configuration's modules key may
 // enable. A module is in the binary exactly when this list names it.
-var modules = module.Registry{events.Info(), provision.Info(provision.Providers{simprovider.Kind: simprovider.Default().Factory})}
+var modules = module.Registry{events.Info(), provision.Info(provision.Providers{
+	simprovider.Kind: simprovider.Default().Factory,
+	metal.Kind:       metal.Factory,
+	vps.Kind:         vps.Factory,
+})}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

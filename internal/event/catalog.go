@@ -46,6 +46,7 @@ var all = []Event{
 	NodeOnline{}, NodeOffline{}, NodeInventoryChanged{}, NodeReported{},
 	CommandCreated{}, CommandSucceeded{}, CommandFailed{}, CommandCancelled{},
 	PoolCreated{}, PoolUpdated{}, PoolDeleted{}, PoolQuotaSet{}, PoolGranted{}, PoolGrantRevoked{},
+	PoolScaledUp{}, PoolScaledDown{}, PoolScaleBlocked{},
 	LeaseCreated{}, LeasePlaced{}, LeaseAtRisk{}, LeaseExtended{}, LeaseReleased{}, LeaseExpired{}, LeasePreempted{}, LeaseFailed{},
 	ReservationCreated{}, ReservationCancelled{},
 	TenantCreated{}, TenantSuspended{}, TenantResumed{}, TenantDeleted{},

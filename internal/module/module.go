@@ -110,6 +110,9 @@ type Worker struct {
 	// GatewayEndpoint is where daemons dial in (config gateway.publicEndpoint), empty when not
 	// configured.
 	GatewayEndpoint string
+	// APIURL is the API's public URL with its base path (config baseURL + basePath), empty when
+	// baseURL is not configured: where machines fetch what the deployment serves them.
+	APIURL string
 }
 
 // Workers are a module's contributions to the worker roles.
@@ -133,7 +136,15 @@ type WorkerProvider interface {
 type Checker interface {
 	Module
 	// Checks returns the checks; each is reported as module.<name>.<check name>.
-	Checks(pool *pgxpool.Pool) []Check
+	Checks(CheckDeps) []Check
+}
+
+// CheckDeps is what a module's doctor checks are built with.
+type CheckDeps struct {
+	Pool *pgxpool.Pool
+	// Secret is the deployment secret, for checks that open what the module sealed (a
+	// provider's credentials); empty when doctor runs without a configuration.
+	Secret string
 }
 
 // Check is one doctor check of a module.

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/better-compute/better-compute/internal/doctor"
@@ -71,7 +70,7 @@ func (s Set) Workers(w Worker) (Workers, error) {
 		}
 		mw, err := wp.Workers(Worker{
 			Pool: w.Pool, Logger: w.Logger.With("module", m.Name()), Metrics: w.Metrics,
-			Secret: w.Secret, GatewayEndpoint: w.GatewayEndpoint,
+			Secret: w.Secret, GatewayEndpoint: w.GatewayEndpoint, APIURL: w.APIURL,
 		})
 		if err != nil {
 			return Workers{}, fmt.Errorf("module %s: %w", m.Name(), err)
@@ -94,14 +93,14 @@ func (s Set) Workers(w Worker) (Workers, error) {
 }
 
 // Checks are the enabled modules' doctor checks, named module.<module>.<check>.
-func (s Set) Checks(pool *pgxpool.Pool) []doctor.Check {
+func (s Set) Checks(deps CheckDeps) []doctor.Check {
 	var out []doctor.Check
 	for _, m := range s {
 		c, ok := m.(Checker)
 		if !ok {
 			continue
 		}
-		for _, ch := range c.Checks(pool) {
+		for _, ch := range c.Checks(deps) {
 			out = append(out, doctor.Check{Name: "module." + m.Name() + "." + ch.Name, Run: ch.Run})
 		}
 	}

@@ -172,6 +172,7 @@ func Run(ctx context.Context, opts Options) error {
 		defer closeOwn(wpool, opts.Pool)
 		mw, err := opts.Modules.Workers(module.Worker{
 			Pool: wpool, Logger: log, Metrics: reg, Secret: cfg.Secret, GatewayEndpoint: cfg.Gateway.PublicEndpoint,
+			APIURL: publicAPIURL(cfg),
 		})
 		if err != nil {
 			return err
@@ -442,4 +443,12 @@ func endpointHost(endpoint string) string {
 		return endpoint
 	}
 	return h
+}
+
+// publicAPIURL is the API's public URL with its base path, empty when baseURL is not set.
+func publicAPIURL(cfg *config.Config) string {
+	if cfg.BaseURL == "" {
+		return ""
+	}
+	return strings.TrimSuffix(cfg.BaseURL, "/") + cfg.BasePath
 }

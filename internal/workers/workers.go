@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -42,6 +43,9 @@ type Options struct {
 	Loops map[string][]func(ctx context.Context, holder *locks.Holder)
 	// HolderID names this process in the locks table; a unique one is made when empty.
 	HolderID string
+	// ShardTTL is how long a dead process's shards stay unserved (shard.DefaultTTL when zero);
+	// tests that kill processes shorten it.
+	ShardTTL time.Duration
 	Logger   *slog.Logger
 }
 
@@ -73,7 +77,7 @@ func New(opts Options) *Runtime {
 	}
 	for _, role := range []string{RoleControllers, RoleScheduler} {
 		if opts.Roles[role] {
-			rt.members[role] = shard.NewMember(opts.Pool, holder, role, 0, opts.Logger)
+			rt.members[role] = shard.NewMember(opts.Pool, holder, role, opts.ShardTTL, opts.Logger)
 		}
 	}
 	return rt

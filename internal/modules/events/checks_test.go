@@ -45,7 +45,7 @@ func TestChecks(t *testing.T) {
 	if err := m.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	checks := m.Checks(pool)
+	checks := m.Checks(module.CheckDeps{Pool: pool})
 	got := runChecks(t, checks)
 	wantFinding(t, got["reachable"], doctor.OK, "connected to "+n.url())
 	wantFinding(t, got["stream"], doctor.Error, "stream BC_EVENTS does not exist")

@@ -22,8 +22,6 @@ package events
 import (
 	"io/fs"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/modules/events/migrations"
 	"github.com/better-compute/better-compute/internal/server"
@@ -72,7 +70,7 @@ func (m *Module) Workers(w module.Worker) (module.Workers, error) {
 }
 
 // Checks are reachable, stream and lag.
-func (m *Module) Checks(pool *pgxpool.Pool) []module.Check { return m.checks(pool) }
+func (m *Module) Checks(d module.CheckDeps) []module.Check { return m.checks(d.Pool) }
 
 // Services is EventsModuleService.
 func (m *Module) Services() []server.Service { return m.services() }

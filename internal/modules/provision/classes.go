@@ -59,7 +59,10 @@ func (s *service) CreateClass(ctx context.Context, req *provisionmodulev1.Create
 	if len(creds) > MaxCredentialsBytes {
 		return nil, apierr.InvalidArgument("credentials", "must be at most %d bytes", MaxCredentialsBytes)
 	}
-	if _, err := f(params, creds); err != nil {
+	if _, _, err := classShape(req.GetProvider(), params); err != nil {
+		return nil, apierr.InvalidArgument("params.shape", "%v", err)
+	}
+	if _, err := f(providerParams(params), creds); err != nil {
 		return nil, apierr.InvalidArgument("params", "the %s provider refuses them: %v", req.GetProvider(), err)
 	}
 	p := auth.Caller(ctx)

@@ -27,11 +27,16 @@ type Config struct {
 	// PollInterval is how often the controller looks again at a machine waiting for its node
 	// (to join, become ready, drain).
 	PollInterval time.Duration `yaml:"pollInterval"`
+	// Autoscaling bounds and paces autoscaling pools.
+	Autoscaling AutoscalingConfig `yaml:"autoscaling"`
 }
 
 // DefaultConfig is the configuration before the section is decoded: no provider enabled.
 func DefaultConfig() Config {
-	return Config{BootTimeout: 30 * time.Minute, MaxMachinesPerTenant: 100, PollInterval: 2 * time.Second}
+	return Config{
+		BootTimeout: 30 * time.Minute, MaxMachinesPerTenant: 100, PollInterval: 2 * time.Second,
+		Autoscaling: defaultAutoscaling,
+	}
 }
 
 // Validate checks the section against the provider kinds the binary has; each problem is a
@@ -66,6 +71,7 @@ func (c *Config) Validate(have []string) error {
 	if c.PollInterval < 100*time.Millisecond || c.PollInterval > time.Minute {
 		bad("pollInterval", "must be 100ms to 1m")
 	}
+	errs = append(errs, c.Autoscaling.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -35,6 +35,10 @@ type ControllerOptions struct {
 	// GatewayEndpoint is the deployment's gateway.publicEndpoint, used when the module's
 	// configuration names no gatewayEndpoint.
 	GatewayEndpoint string
+	// APIURL is the API's public URL with its base path (config baseURL and basePath), at which
+	// machines fetch their boot configuration; empty when baseURL is not set, and then providers
+	// get no boot configuration URL.
+	APIURL string
 }
 
 // Controller moves machines through their lifecycle, one step at a time, each recorded before
@@ -47,6 +51,7 @@ type Controller struct {
 	seal    sealers
 	secret  string
 	gateway string
+	apiURL  string
 }
 
 // NewController returns the controller; it fails when no gateway endpoint is configured, as
@@ -69,7 +74,7 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 	}
 	return &Controller{
 		pool: opts.Pool, log: log, cfg: opts.Config, open: opener{providers: opts.Providers, seal: s},
-		seal: s, secret: opts.Secret, gateway: gw,
+		seal: s, secret: opts.Secret, gateway: gw, apiURL: opts.APIURL,
 	}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -33,7 +34,12 @@ import (
 	"github.com/better-compute/better-compute/internal/workers/reconcile"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(killChildEnv) != "" { // the controller's process of TestKilledControllerAtEveryStep
+		os.Exit(runKillChild())
+	}
+	dbtest.Main(m)
+}
 
 // env is the API with the module's service on a fresh database, with the module's migrations,
 // a sim cloud and a client of the root tenant's admin.

@@ -18,18 +18,22 @@ import (
 // tokenGrace is how much longer than the boot timeout a machine's join token stays valid.
 const tokenGrace = 5 * time.Minute
 
-// mint (requested → provisioning) mints the machine's single-use join token and records it,
-// sealed, with the step, so that whichever process creates the machine hands the provider this
-// token and no other.
+// mint (requested → provisioning) mints the machine's single-use join token and its boot ticket
+// and records them, sealed, with the step, so that whichever process creates the machine hands
+// the provider this token and this boot configuration URL and no other.
 func (c *Controller) mint(ctx context.Context, m provisiondb.ProvisionMachine) (outcome, error) {
 	k := auth.NewJoinToken()
+	expires := time.Now().Add(c.cfg.BootTimeout + tokenGrace)
 	_, err := c.move(ctx, m, StateProvisioning, "join token "+k.ID, func(q *provisiondb.Queries, cq *db.Queries) error {
 		if _, err := cq.CreateJoinToken(ctx, db.CreateJoinTokenParams{
-			ID: k.ID, TenantID: m.TenantID, Description: "machine " + m.Name + " (" + m.ID.String() + ")",
+			ID: k.ID, TenantID: m.TenantID, Description: "machine " + m.Name + " (" + m.ID.String() + ")", Pool: m.Pool,
 			Labels:     fleet.EncodeLabels(map[string]string{"machine": m.Name, "machine-class": m.Class}),
-			SecretHash: k.Hash(), MaxUses: 1, ExpiresAt: time.Now().Add(c.cfg.BootTimeout + tokenGrace),
+			SecretHash: k.Hash(), MaxUses: 1, ExpiresAt: expires,
 		}); err != nil {
 			return fmt.Errorf("mint the machine's join token: %w", err)
+		}
+		if err := c.mintTicket(ctx, q, m.ID, expires); err != nil {
+			return err
 		}
 		return q.SetMachineJoinToken(ctx, provisiondb.SetMachineJoinTokenParams{
 			ID: m.ID, JoinTokenID: &k.ID, JoinTokenSealed: c.seal.tokens.Seal([]byte(k.String()), []byte(m.ID.String())),
@@ -49,6 +53,9 @@ func (c *Controller) create(ctx context.Context, m provisiondb.ProvisionMachine)
 	}
 	join, deployment, err := c.join(ctx, m)
 	if err != nil {
+		return stop, err
+	}
+	if join, err = c.withBootConfig(ctx, m.ID, join); err != nil {
 		return stop, err
 	}
 	pm, err := p.Create(ctx, provision.CreateRequest{

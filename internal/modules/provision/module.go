@@ -78,16 +78,18 @@ func (m *Module) Migrations() fs.FS { return migrations.FS }
 // Services is ProvisionModuleService.
 func (m *Module) Services() []server.Service { return m.services() }
 
-// Workers is the lifecycle controller, in the controllers role.
+// Workers are the lifecycle controller and the autoscaler, in the controllers role.
 func (m *Module) Workers(w module.Worker) (module.Workers, error) {
 	c, err := NewController(ControllerOptions{
 		Pool: w.Pool, Logger: w.Logger, Secret: w.Secret, Config: m.cfg, Providers: m.enabled(),
-		GatewayEndpoint: w.GatewayEndpoint,
+		GatewayEndpoint: w.GatewayEndpoint, APIURL: w.APIURL,
 	})
 	if err != nil {
 		return module.Workers{}, err
 	}
-	return module.Workers{Reconcilers: []reconcile.Registration{c.Registration()}}, nil
+	return module.Workers{Reconcilers: []reconcile.Registration{
+		c.Registration(), NewAutoscaler(w.Pool, w.Logger, m.cfg).Registration(),
+	}}, nil
 }
 
 // enabled are the factories of the kinds the configuration enables.

@@ -28,7 +28,7 @@ func (o opener) open(c provisiondb.ProvisionClass) (provision.Provider, error) {
 			return nil, provision.Permanent(fmt.Errorf("class %s: open its credentials: %w", c.Name, err))
 		}
 	}
-	p, err := f(c.Params, creds)
+	p, err := f(providerParams(c.Params), creds)
 	if err != nil {
 		return nil, provision.Permanent(fmt.Errorf("class %s: %w", c.Name, err))
 	}

@@ -15,6 +15,8 @@ type sealers struct {
 	credentials *seal.Sealer
 	// tokens seals a machine's join token until it joined, bound to the machine's id.
 	tokens *seal.Sealer
+	// boot seals a machine's boot ticket and boot configuration, bound to the machine's id.
+	boot *seal.Sealer
 }
 
 func newSealers(secret string) (sealers, error) {
@@ -26,7 +28,11 @@ func newSealers(secret string) (sealers, error) {
 	if err != nil {
 		return sealers{}, fmt.Errorf("provision: %w", err)
 	}
-	return sealers{credentials: creds, tokens: tokens}, nil
+	boot, err := seal.New(secret, "provision-boot-config")
+	if err != nil {
+		return sealers{}, fmt.Errorf("provision: %w", err)
+	}
+	return sealers{credentials: creds, tokens: tokens, boot: boot}, nil
 }
 
 // classAAD binds a class's sealed credentials to the class, so they cannot be moved to another.

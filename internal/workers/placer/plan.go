@@ -99,6 +99,7 @@ type Planner struct {
 	maxPerNode   map[string]int32        // model -> most devices of the model on one member
 	maxCPUs      int32
 	maxMemory    int64
+	known        int                  // members that reported what they have (devices, CPUs or memory)
 	reservations map[uuid.UUID]Window // the pool's own active reservations
 	byID         map[uuid.UUID]*nstate
 	share        *share // nil: one tenant, nothing to share
@@ -169,6 +170,9 @@ func NewPlanner(now time.Time, nodes []*Node, reservations []Window) *Planner {
 		for m, c := range perNode {
 			p.total[m] += c
 			p.maxPerNode[m] = max(p.maxPerNode[m], c)
+		}
+		if len(n.Devices) > 0 || n.CPUs > 0 || n.Memory > 0 {
+			p.known++
 		}
 		p.maxCPUs = max(p.maxCPUs, n.CPUs)
 		p.maxMemory = max(p.maxMemory, n.Memory)
@@ -289,9 +293,10 @@ func (p *Planner) placeOne(l *Lease, end time.Time) []Held {
 
 // never says why a lease can never fit the pool's members (cordoned, draining and offline ones
 // included: they may come back), or "". A pool without members fails nothing: its membership is
-// being changed, or its nodes have yet to join.
+// being changed, or its nodes have yet to join; nor does one whose members have yet to report
+// their inventory (just joined, as a provisioned machine's node does).
 func (p *Planner) never(l *Lease) string {
-	if len(p.nodes) == 0 {
+	if p.known == 0 {
 		return ""
 	}
 	if l.GPUs > 0 {

@@ -50,7 +50,7 @@ const createMachine = `-- name: CreateMachine :one
 INSERT INTO provision_machines (id, tenant_id, class, name)
 VALUES ($1, $2, $3, $4)
 ON CONFLICT (tenant_id, name) WHERE state <> 'gone' DO NOTHING
-RETURNING id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at
+RETURNING id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at, pool_id, pool
 `
 
 type CreateMachineParams struct {
@@ -84,12 +84,14 @@ func (q *Queries) CreateMachine(ctx context.Context, arg CreateMachineParams) (P
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.StateChangedAt,
+		&i.PoolID,
+		&i.Pool,
 	)
 	return i, err
 }
 
 const getMachine = `-- name: GetMachine :one
-SELECT id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at FROM provision_machines WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at, pool_id, pool FROM provision_machines WHERE tenant_id = $1 AND id = $2
 `
 
 type GetMachineParams struct {
@@ -114,12 +116,14 @@ func (q *Queries) GetMachine(ctx context.Context, arg GetMachineParams) (Provisi
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.StateChangedAt,
+		&i.PoolID,
+		&i.Pool,
 	)
 	return i, err
 }
 
 const getMachineByID = `-- name: GetMachineByID :one
-SELECT id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at FROM provision_machines WHERE id = $1
+SELECT id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at, pool_id, pool FROM provision_machines WHERE id = $1
 `
 
 // The controller's read of a machine, any tenant's.
@@ -140,6 +144,8 @@ func (q *Queries) GetMachineByID(ctx context.Context, id uuid.UUID) (ProvisionMa
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.StateChangedAt,
+		&i.PoolID,
+		&i.Pool,
 	)
 	return i, err
 }
@@ -225,7 +231,7 @@ func (q *Queries) ListMachineSteps(ctx context.Context, machineID uuid.UUID) ([]
 }
 
 const listMachines = `-- name: ListMachines :many
-SELECT id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at FROM provision_machines
+SELECT id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at, pool_id, pool FROM provision_machines
 WHERE tenant_id = $1 AND id > $2
   AND ($3::text = '' OR class = $3::text)
 ORDER BY id
@@ -268,6 +274,8 @@ func (q *Queries) ListMachines(ctx context.Context, arg ListMachinesParams) ([]P
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.StateChangedAt,
+			&i.PoolID,
+			&i.Pool,
 		); err != nil {
 			return nil, err
 		}
@@ -280,7 +288,7 @@ func (q *Queries) ListMachines(ctx context.Context, arg ListMachinesParams) ([]P
 }
 
 const lockMachine = `-- name: LockMachine :one
-SELECT id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at FROM provision_machines WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at, pool_id, pool FROM provision_machines WHERE id = $1 FOR UPDATE
 `
 
 // The controller's read of a machine, locked until the transaction ends.
@@ -301,12 +309,14 @@ func (q *Queries) LockMachine(ctx context.Context, id uuid.UUID) (ProvisionMachi
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.StateChangedAt,
+		&i.PoolID,
+		&i.Pool,
 	)
 	return i, err
 }
 
 const lockMachineOfTenant = `-- name: LockMachineOfTenant :one
-SELECT id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at FROM provision_machines WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at, pool_id, pool FROM provision_machines WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockMachineOfTenantParams struct {
@@ -331,6 +341,8 @@ func (q *Queries) LockMachineOfTenant(ctx context.Context, arg LockMachineOfTena
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.StateChangedAt,
+		&i.PoolID,
+		&i.Pool,
 	)
 	return i, err
 }
@@ -430,7 +442,7 @@ UPDATE provision_machines
 SET state = $1, reason = left($2::text, 1024),
     updated_at = now(), state_changed_at = now()
 WHERE id = $3 AND state = $4
-RETURNING id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at
+RETURNING id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at, pool_id, pool
 `
 
 type SetMachineStateParams struct {
@@ -464,6 +476,8 @@ func (q *Queries) SetMachineState(ctx context.Context, arg SetMachineStateParams
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.StateChangedAt,
+		&i.PoolID,
+		&i.Pool,
 	)
 	return i, err
 }

@@ -82,6 +82,16 @@ func AllNodeStateValues() []NodeState {
 	}
 }
 
+type ProvisionBootTicket struct {
+	MachineID    uuid.UUID
+	SecretHash   []byte
+	TicketSealed []byte
+	ConfigSealed []byte
+	ExpiresAt    time.Time
+	UsedAt       *time.Time
+	CreatedAt    time.Time
+}
+
 type ProvisionClass struct {
 	TenantID    uuid.UUID
 	Name        string
@@ -105,4 +115,29 @@ type ProvisionMachine struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	StateChangedAt  time.Time
+	PoolID          *uuid.UUID
+	Pool            string
+}
+
+type ProvisionPoolScaling struct {
+	PoolID          uuid.UUID
+	TenantID        uuid.UUID
+	Class           string
+	MinMachines     int32
+	MaxMachines     int32
+	ScaleUpDelayMs  int64
+	ScaleDownIdleMs int64
+	Blocked         string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+type ProvisionScalingDecision struct {
+	ID         int64
+	PoolID     uuid.UUID
+	Action     string
+	Count      int32
+	MachineIds []uuid.UUID
+	Reason     string
+	At         time.Time
 }

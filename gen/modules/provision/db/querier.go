@@ -12,37 +12,86 @@ import (
 
 type Querier interface {
 	AddMachineStep(ctx context.Context, arg AddMachineStepParams) error
+	// Records a decision and keeps the pool's latest 100.
+	AddScalingDecision(ctx context.Context, arg AddScalingDecisionParams) error
 	// The provision module's machines and their steps (provision_machines, provision_machine_steps),
 	// for the API and the lifecycle controller.
 	// The tenant's machines that are not gone, for its cap, under a lock of the tenant's machines
 	// held until the transaction ends, so concurrent creates cannot both pass the cap.
 	CountLiveMachines(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	// How many machines each of the pools has that are neither gone nor failed.
+	CountPoolLiveMachines(ctx context.Context, poolIds []uuid.UUID) ([]CountPoolLiveMachinesRow, error)
+	// The tenant's scaled pools, for its limit, under a lock of the tenant's scalings held until the
+	// transaction ends, so concurrent sets cannot both pass the limit.
+	CountPoolScalings(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	// A machine's single-use boot ticket (machines/bootConfig).
+	// Records the machine's ticket; a machine keeps the first it was given.
+	CreateBootTicket(ctx context.Context, arg CreateBootTicketParams) error
 	// The provision module's machine classes (provision_classes).
 	// Creates a class; no row when the tenant has one of that name.
 	CreateClass(ctx context.Context, arg CreateClassParams) (ProvisionClass, error)
 	// Creates a requested machine; no row when the tenant has a machine of that name that is not
 	// gone.
 	CreateMachine(ctx context.Context, arg CreateMachineParams) (ProvisionMachine, error)
+	// Creates a requested machine of a scaled pool; no row when the tenant has a machine of that
+	// name that is not gone.
+	CreatePoolMachine(ctx context.Context, arg CreatePoolMachineParams) (ProvisionMachine, error)
 	// Deletes a class no machine that is not gone uses, with the gone machines that name it (their
 	// rows are only history). 0 rows: no such class, or one in use.
 	DeleteClass(ctx context.Context, arg DeleteClassParams) (int64, error)
+	DeletePoolScaling(ctx context.Context, arg DeletePoolScalingParams) (int64, error)
+	GetBootTicket(ctx context.Context, machineID uuid.UUID) (ProvisionBootTicket, error)
 	GetClass(ctx context.Context, arg GetClassParams) (ProvisionClass, error)
 	GetMachine(ctx context.Context, arg GetMachineParams) (ProvisionMachine, error)
 	// The controller's read of a machine, any tenant's.
 	GetMachineByID(ctx context.Context, id uuid.UUID) (ProvisionMachine, error)
 	GetNodeState(ctx context.Context, id uuid.UUID) (GetNodeStateRow, error)
+	GetPoolScaling(ctx context.Context, arg GetPoolScalingParams) (ProvisionPoolScaling, error)
+	// The provision module's autoscaling pools (provision_pool_scaling, provision_scaling_decisions
+	// and the machines scaled pools own), for the poolScaling API and the autoscaler.
+	// A pool of the tenant, for the API's checks.
+	GetTenantPool(ctx context.Context, arg GetTenantPoolParams) (GetTenantPoolRow, error)
+	// The provision module's doctor checks: they read every tenant's rows, as an operator would.
+	// Every class of every tenant, for the providers and orphans checks.
+	ListAllClasses(ctx context.Context, lim int32) ([]ProvisionClass, error)
 	// A page of the tenant's classes by name, after the name after.
 	ListClasses(ctx context.Context, arg ListClassesParams) ([]ProvisionClass, error)
 	// The machines the controller may still have to move, for its resync.
 	ListLiveMachineIDs(ctx context.Context) ([]uuid.UUID, error)
+	// The ids of a class's machines that are not gone: the ones the provider may hold.
+	ListMachineIDsOfClass(ctx context.Context, arg ListMachineIDsOfClassParams) ([]uuid.UUID, error)
 	ListMachineSteps(ctx context.Context, machineID uuid.UUID) ([]ListMachineStepsRow, error)
 	// A page of the tenant's machines by id, of one class when class is not empty.
 	ListMachines(ctx context.Context, arg ListMachinesParams) ([]ProvisionMachine, error)
+	// The machines of a scaled pool that are not gone, for poolScaling/get.
+	ListPoolMachines(ctx context.Context, arg ListPoolMachinesParams) ([]ProvisionMachine, error)
+	// A page of the tenant's scaled pools by pool id, after after.
+	ListPoolScalings(ctx context.Context, arg ListPoolScalingsParams) ([]ProvisionPoolScaling, error)
+	// Every scaled pool, for the autoscaler's resync.
+	ListScaledPoolIDs(ctx context.Context) ([]uuid.UUID, error)
+	// A pool's latest decisions, newest first.
+	ListScalingDecisions(ctx context.Context, arg ListScalingDecisionsParams) ([]ProvisionScalingDecision, error)
+	// The ticket of a machine with the machine's state, locked until the transaction ends.
+	LockBootTicket(ctx context.Context, machineID uuid.UUID) (LockBootTicketRow, error)
 	// The controller's read of a machine, locked until the transaction ends.
 	LockMachine(ctx context.Context, id uuid.UUID) (ProvisionMachine, error)
 	LockMachineOfTenant(ctx context.Context, arg LockMachineOfTenantParams) (ProvisionMachine, error)
+	// The autoscaler's read of a scaled pool with the pool's name, locked until the transaction ends
+	// so one decision is made at a time.
+	LockScaledPool(ctx context.Context, poolID uuid.UUID) (LockScaledPoolRow, error)
+	// Whether an allocation holds anything on the node now; run it after locking the node.
+	NodeHoldsAllocations(ctx context.Context, nodeID uuid.UUID) (bool, error)
 	// The node that joined with a join token (a machine's token is single use: one at most).
 	NodeOfJoinToken(ctx context.Context, arg NodeOfJoinTokenParams) (NodeOfJoinTokenRow, error)
+	// The machines of a scaled pool that are not gone, with their node (the one linked, or else the
+	// one their join token made, which the lifecycle controller links at its next look), the
+	// node's state, whether an allocation holds anything on it, and since when it has been idle: the
+	// later of the machine's last step and the end of the node's last allocation.
+	PoolMachines(ctx context.Context, poolID *uuid.UUID) ([]PoolMachinesRow, error)
+	// A scaled pool's pending leases in creation order, with when each was created.
+	ScalePendingLeases(ctx context.Context, arg ScalePendingLeasesParams) ([]ScalePendingLeasesRow, error)
+	// Records the sealed boot configuration of a ticket not yet used.
+	SetBootConfig(ctx context.Context, arg SetBootConfigParams) error
 	SetMachineJoinToken(ctx context.Context, arg SetMachineJoinTokenParams) error
 	// Links the node the machine joined as, and forgets its join token's secret, spent.
 	SetMachineNode(ctx context.Context, arg SetMachineNodeParams) error
@@ -52,6 +101,13 @@ type Querier interface {
 	// Moves a machine from the state from to state, with the reason (cut to 1024 characters); no
 	// row when it is in another state.
 	SetMachineState(ctx context.Context, arg SetMachineStateParams) (ProvisionMachine, error)
+	SetScalingBlocked(ctx context.Context, arg SetScalingBlockedParams) error
+	// Marks the ticket used and forgets the configuration it served.
+	SpendBootTicket(ctx context.Context, machineID uuid.UUID) error
+	// Machines in a step that should pass (neither ready, gone nor failed) for longer than the
+	// threshold, oldest first.
+	StuckMachines(ctx context.Context, arg StuckMachinesParams) ([]StuckMachinesRow, error)
+	UpsertPoolScaling(ctx context.Context, arg UpsertPoolScalingParams) (ProvisionPoolScaling, error)
 }
 
 var _ Querier = (*Queries)(nil)

@@ -1285,6 +1285,758 @@ func (x *PowerCycleMachineResponse) GetMachine() *Machine {
 	return nil
 }
 
+// BootConfigRequest carries a machine's boot ticket, the "ticket" parameter of the boot
+// configuration URL (bcb_<machine id>_<secret>).
+type BootConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ticket        string                 `protobuf:"bytes,1,opt,name=ticket,proto3" json:"ticket,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BootConfigRequest) Reset() {
+	*x = BootConfigRequest{}
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BootConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BootConfigRequest) ProtoMessage() {}
+
+func (x *BootConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BootConfigRequest.ProtoReflect.Descriptor instead.
+func (*BootConfigRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_modules_provision_v1_provision_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *BootConfigRequest) GetTicket() string {
+	if x != nil {
+		return x.Ticket
+	}
+	return ""
+}
+
+// BootConfigResponse is what the machine's daemon joins with.
+type BootConfigResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The machine's id.
+	MachineId string `protobuf:"bytes,1,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
+	// The machine's name, its hostname.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The single-use join token minted for this machine alone (bcj_…).
+	JoinToken string `protobuf:"bytes,3,opt,name=join_token,json=joinToken,proto3" json:"join_token,omitempty"`
+	// Where the daemon dials in, host:port.
+	GatewayEndpoint string `protobuf:"bytes,4,opt,name=gateway_endpoint,json=gatewayEndpoint,proto3" json:"gateway_endpoint,omitempty"`
+	// The PEM of the deployment's root CA, which the daemon pins.
+	RootCaPem     string `protobuf:"bytes,5,opt,name=root_ca_pem,json=rootCaPem,proto3" json:"root_ca_pem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BootConfigResponse) Reset() {
+	*x = BootConfigResponse{}
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BootConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BootConfigResponse) ProtoMessage() {}
+
+func (x *BootConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BootConfigResponse.ProtoReflect.Descriptor instead.
+func (*BootConfigResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_modules_provision_v1_provision_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *BootConfigResponse) GetMachineId() string {
+	if x != nil {
+		return x.MachineId
+	}
+	return ""
+}
+
+func (x *BootConfigResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BootConfigResponse) GetJoinToken() string {
+	if x != nil {
+		return x.JoinToken
+	}
+	return ""
+}
+
+func (x *BootConfigResponse) GetGatewayEndpoint() string {
+	if x != nil {
+		return x.GatewayEndpoint
+	}
+	return ""
+}
+
+func (x *BootConfigResponse) GetRootCaPem() string {
+	if x != nil {
+		return x.RootCaPem
+	}
+	return ""
+}
+
+// PoolScaling is how a pool autoscales with machines of a class.
+type PoolScaling struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	PoolId string                 `protobuf:"bytes,1,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	// The machine class of the pool's tenant whose machines join the pool.
+	Class string `protobuf:"bytes,2,opt,name=class,proto3" json:"class,omitempty"`
+	// The fewest machines the pool keeps.
+	Min int32 `protobuf:"varint,3,opt,name=min,proto3" json:"min,omitempty"`
+	// The most machines the pool has at once.
+	Max int32 `protobuf:"varint,4,opt,name=max,proto3" json:"max,omitempty"`
+	// How long a pending lease waits for capacity before machines are provisioned for it, in
+	// milliseconds.
+	ScaleUpDelayMs int64 `protobuf:"varint,5,opt,name=scale_up_delay_ms,json=scaleUpDelayMs,proto3" json:"scale_up_delay_ms,omitempty"`
+	// How long a machine's node holds no lease before it is deleted (above min), in milliseconds.
+	ScaleDownIdleMs int64 `protobuf:"varint,6,opt,name=scale_down_idle_ms,json=scaleDownIdleMs,proto3" json:"scale_down_idle_ms,omitempty"`
+	// The pool's machines that are not gone nor failed (GetPoolScaling and ListPoolScaling).
+	Machines      int32                  `protobuf:"varint,7,opt,name=machines,proto3" json:"machines,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolScaling) Reset() {
+	*x = PoolScaling{}
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolScaling) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolScaling) ProtoMessage() {}
+
+func (x *PoolScaling) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolScaling.ProtoReflect.Descriptor instead.
+func (*PoolScaling) Descriptor() ([]byte, []int) {
+	return file_bettercompute_modules_provision_v1_provision_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PoolScaling) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+func (x *PoolScaling) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *PoolScaling) GetMin() int32 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
+}
+
+func (x *PoolScaling) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *PoolScaling) GetScaleUpDelayMs() int64 {
+	if x != nil {
+		return x.ScaleUpDelayMs
+	}
+	return 0
+}
+
+func (x *PoolScaling) GetScaleDownIdleMs() int64 {
+	if x != nil {
+		return x.ScaleDownIdleMs
+	}
+	return 0
+}
+
+func (x *PoolScaling) GetMachines() int32 {
+	if x != nil {
+		return x.Machines
+	}
+	return 0
+}
+
+func (x *PoolScaling) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *PoolScaling) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+// ScalingDecision is one decision of the autoscaler, recorded before it acted.
+type ScalingDecision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "scale_up", "scale_down", "replace_failed" or "blocked".
+	Action string `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	// How many machines it created or deleted.
+	Count int32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// The machines it created or deleted.
+	MachineIds []string `protobuf:"bytes,3,rep,name=machine_ids,json=machineIds,proto3" json:"machine_ids,omitempty"`
+	// Why: the leases it provisions for, the idle time, the limit in the way.
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScalingDecision) Reset() {
+	*x = ScalingDecision{}
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScalingDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScalingDecision) ProtoMessage() {}
+
+func (x *ScalingDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScalingDecision.ProtoReflect.Descriptor instead.
+func (*ScalingDecision) Descriptor() ([]byte, []int) {
+	return file_bettercompute_modules_provision_v1_provision_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ScalingDecision) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *ScalingDecision) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ScalingDecision) GetMachineIds() []string {
+	if x != nil {
+		return x.MachineIds
+	}
+	return nil
+}
+
+func (x *ScalingDecision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ScalingDecision) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+// SetPoolScalingRequest sets a pool's scaling.
+type SetPoolScalingRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	PoolId string                 `protobuf:"bytes,1,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	Class  string                 `protobuf:"bytes,2,opt,name=class,proto3" json:"class,omitempty"`
+	Min    int32                  `protobuf:"varint,3,opt,name=min,proto3" json:"min,omitempty"`
+	Max    int32                  `protobuf:"varint,4,opt,name=max,proto3" json:"max,omitempty"`
+	// 0 to 1 hour.
+	ScaleUpDelayMs int64 `protobuf:"varint,5,opt,name=scale_up_delay_ms,json=scaleUpDelayMs,proto3" json:"scale_up_delay_ms,omitempty"`
+	// 1 second to 7 days.
+	ScaleDownIdleMs int64 `protobuf:"varint,6,opt,name=scale_down_idle_ms,json=scaleDownIdleMs,proto3" json:"scale_down_idle_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SetPoolScalingRequest) Reset() {
+	*x = SetPoolScalingRequest{}
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPoolScalingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPoolScalingRequest) ProtoMessage() {}
+
+func (x *SetPoolScalingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPoolScalingRequest.ProtoReflect.Descriptor instead.
+func (*SetPoolScalingRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_modules_provision_v1_provision_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SetPoolScalingRequest) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+func (x *SetPoolScalingRequest) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *SetPoolScalingRequest) GetMin() int32 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
+}
+
+func (x *SetPoolScalingRequest) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *SetPoolScalingRequest) GetScaleUpDelayMs() int64 {
+	if x != nil {
+		return x.ScaleUpDelayMs
+	}
+	return 0
+}
+
+func (x *SetPoolScalingRequest) GetScaleDownIdleMs() int64 {
+	if x != nil {
+		return x.ScaleDownIdleMs
+	}
+	return 0
+}
+
+// SetPoolScalingResponse is the pool's scaling as set.
+type SetPoolScalingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scaling       *PoolScaling           `protobuf:"bytes,1,opt,name=scaling,proto3" json:"scaling,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPoolScalingResponse) Reset() {
+	*x = SetPoolScalingResponse{}
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPoolScalingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPoolScalingResponse) ProtoMessage() {}
+
+func (x *SetPoolScalingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPoolScalingResponse.ProtoReflect.Descriptor instead.
+func (*SetPoolScalingResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_modules_provision_v1_provision_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SetPoolScalingResponse) GetScaling() *PoolScaling {
+	if x != nil {
+		return x.Scaling
+	}
+	return nil
+}
+
+// GetPoolScalingRequest names a pool of the caller's tenant.
+type GetPoolScalingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PoolId        string                 `protobuf:"bytes,1,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPoolScalingRequest) Reset() {
+	*x = GetPoolScalingRequest{}
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPoolScalingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPoolScalingRequest) ProtoMessage() {}
+
+func (x *GetPoolScalingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPoolScalingRequest.ProtoReflect.Descriptor instead.
+func (*GetPoolScalingRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_modules_provision_v1_provision_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GetPoolScalingRequest) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+// GetPoolScalingResponse is the pool's scaling, its machines and the latest decisions, newest
+// first.
+type GetPoolScalingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scaling       *PoolScaling           `protobuf:"bytes,1,opt,name=scaling,proto3" json:"scaling,omitempty"`
+	Machines      []*Machine             `protobuf:"bytes,2,rep,name=machines,proto3" json:"machines,omitempty"`
+	Decisions     []*ScalingDecision     `protobuf:"bytes,3,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPoolScalingResponse) Reset() {
+	*x = GetPoolScalingResponse{}
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPoolScalingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPoolScalingResponse) ProtoMessage() {}
+
+func (x *GetPoolScalingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPoolScalingResponse.ProtoReflect.Descriptor instead.
+func (*GetPoolScalingResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_modules_provision_v1_provision_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetPoolScalingResponse) GetScaling() *PoolScaling {
+	if x != nil {
+		return x.Scaling
+	}
+	return nil
+}
+
+func (x *GetPoolScalingResponse) GetMachines() []*Machine {
+	if x != nil {
+		return x.Machines
+	}
+	return nil
+}
+
+func (x *GetPoolScalingResponse) GetDecisions() []*ScalingDecision {
+	if x != nil {
+		return x.Decisions
+	}
+	return nil
+}
+
+// ListPoolScalingRequest pages through the caller tenant's scaled pools.
+type ListPoolScalingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PageSize      int32                  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string                 `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoolScalingRequest) Reset() {
+	*x = ListPoolScalingRequest{}
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoolScalingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoolScalingRequest) ProtoMessage() {}
+
+func (x *ListPoolScalingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoolScalingRequest.ProtoReflect.Descriptor instead.
+func (*ListPoolScalingRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_modules_provision_v1_provision_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListPoolScalingRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListPoolScalingRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListPoolScalingResponse is a page of scaled pools.
+type ListPoolScalingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scalings      []*PoolScaling         `protobuf:"bytes,1,rep,name=scalings,proto3" json:"scalings,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoolScalingResponse) Reset() {
+	*x = ListPoolScalingResponse{}
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoolScalingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoolScalingResponse) ProtoMessage() {}
+
+func (x *ListPoolScalingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoolScalingResponse.ProtoReflect.Descriptor instead.
+func (*ListPoolScalingResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_modules_provision_v1_provision_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListPoolScalingResponse) GetScalings() []*PoolScaling {
+	if x != nil {
+		return x.Scalings
+	}
+	return nil
+}
+
+func (x *ListPoolScalingResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// DeletePoolScalingRequest names a pool of the caller's tenant.
+type DeletePoolScalingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PoolId        string                 `protobuf:"bytes,1,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePoolScalingRequest) Reset() {
+	*x = DeletePoolScalingRequest{}
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePoolScalingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePoolScalingRequest) ProtoMessage() {}
+
+func (x *DeletePoolScalingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePoolScalingRequest.ProtoReflect.Descriptor instead.
+func (*DeletePoolScalingRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_modules_provision_v1_provision_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *DeletePoolScalingRequest) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+// DeletePoolScalingResponse has no fields.
+type DeletePoolScalingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePoolScalingResponse) Reset() {
+	*x = DeletePoolScalingResponse{}
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePoolScalingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePoolScalingResponse) ProtoMessage() {}
+
+func (x *DeletePoolScalingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_modules_provision_v1_provision_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePoolScalingResponse.ProtoReflect.Descriptor instead.
+func (*DeletePoolScalingResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_modules_provision_v1_provision_proto_rawDescGZIP(), []int{32}
+}
+
 var File_bettercompute_modules_provision_v1_provision_proto protoreflect.FileDescriptor
 
 const file_bettercompute_modules_provision_v1_provision_proto_rawDesc = "" +
@@ -1374,7 +2126,66 @@ const file_bettercompute_modules_provision_v1_provision_proto_rawDesc = "" +
 	"\x18PowerCycleMachineRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"b\n" +
 	"\x19PowerCycleMachineResponse\x12E\n" +
-	"\amachine\x18\x01 \x01(\v2+.bettercompute.modules.provision.v1.MachineR\amachine*\xc0\x02\n" +
+	"\amachine\x18\x01 \x01(\v2+.bettercompute.modules.provision.v1.MachineR\amachine\"+\n" +
+	"\x11BootConfigRequest\x12\x16\n" +
+	"\x06ticket\x18\x01 \x01(\tR\x06ticket\"\xb1\x01\n" +
+	"\x12BootConfigResponse\x12\x1d\n" +
+	"\n" +
+	"machine_id\x18\x01 \x01(\tR\tmachineId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"join_token\x18\x03 \x01(\tR\tjoinToken\x12)\n" +
+	"\x10gateway_endpoint\x18\x04 \x01(\tR\x0fgatewayEndpoint\x12\x1e\n" +
+	"\vroot_ca_pem\x18\x05 \x01(\tR\trootCaPem\"\xf7\x02\n" +
+	"\vPoolScaling\x12\x17\n" +
+	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x14\n" +
+	"\x05class\x18\x02 \x01(\tR\x05class\x12\x10\n" +
+	"\x03min\x18\x03 \x01(\x05R\x03min\x12\x10\n" +
+	"\x03max\x18\x04 \x01(\x05R\x03max\x12)\n" +
+	"\x11scale_up_delay_ms\x18\x05 \x01(\x03R\x0escaleUpDelayMs\x12+\n" +
+	"\x12scale_down_idle_ms\x18\x06 \x01(\x03R\x0fscaleDownIdleMs\x12\x1a\n" +
+	"\bmachines\x18\a \x01(\x05R\bmachines\x12;\n" +
+	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime:'ʠ\x19#\n" +
+	"\x06poolId\n" +
+	"\x05class\n" +
+	"\x03min\n" +
+	"\x03max\n" +
+	"\bmachines\"\xa8\x01\n" +
+	"\x0fScalingDecision\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x1f\n" +
+	"\vmachine_ids\x18\x03 \x03(\tR\n" +
+	"machineIds\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12.\n" +
+	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xc2\x01\n" +
+	"\x15SetPoolScalingRequest\x12\x17\n" +
+	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x14\n" +
+	"\x05class\x18\x02 \x01(\tR\x05class\x12\x10\n" +
+	"\x03min\x18\x03 \x01(\x05R\x03min\x12\x10\n" +
+	"\x03max\x18\x04 \x01(\x05R\x03max\x12)\n" +
+	"\x11scale_up_delay_ms\x18\x05 \x01(\x03R\x0escaleUpDelayMs\x12+\n" +
+	"\x12scale_down_idle_ms\x18\x06 \x01(\x03R\x0fscaleDownIdleMs\"c\n" +
+	"\x16SetPoolScalingResponse\x12I\n" +
+	"\ascaling\x18\x01 \x01(\v2/.bettercompute.modules.provision.v1.PoolScalingR\ascaling\"0\n" +
+	"\x15GetPoolScalingRequest\x12\x17\n" +
+	"\apool_id\x18\x01 \x01(\tR\x06poolId\"\xff\x01\n" +
+	"\x16GetPoolScalingResponse\x12I\n" +
+	"\ascaling\x18\x01 \x01(\v2/.bettercompute.modules.provision.v1.PoolScalingR\ascaling\x12G\n" +
+	"\bmachines\x18\x02 \x03(\v2+.bettercompute.modules.provision.v1.MachineR\bmachines\x12Q\n" +
+	"\tdecisions\x18\x03 \x03(\v23.bettercompute.modules.provision.v1.ScalingDecisionR\tdecisions\"T\n" +
+	"\x16ListPoolScalingRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x8e\x01\n" +
+	"\x17ListPoolScalingResponse\x12K\n" +
+	"\bscalings\x18\x01 \x03(\v2/.bettercompute.modules.provision.v1.PoolScalingR\bscalings\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"3\n" +
+	"\x18DeletePoolScalingRequest\x12\x17\n" +
+	"\apool_id\x18\x01 \x01(\tR\x06poolId\"\x1b\n" +
+	"\x19DeletePoolScalingResponse*\xc0\x02\n" +
 	"\fMachineState\x12\x1d\n" +
 	"\x19MACHINE_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MACHINE_STATE_REQUESTED\x10\x01\x12\x1e\n" +
@@ -1387,7 +2198,7 @@ const file_bettercompute_modules_provision_v1_provision_proto_rawDesc = "" +
 	"\x18MACHINE_STATE_DESTROYING\x10\b\x12\x16\n" +
 	"\x12MACHINE_STATE_GONE\x10\t\x12\x18\n" +
 	"\x14MACHINE_STATE_FAILED\x10\n" +
-	"2\xe4\f\n" +
+	"2\xf0\x13\n" +
 	"\x16ProvisionModuleService\x12\xb7\x01\n" +
 	"\vCreateClass\x126.bettercompute.modules.provision.v1.CreateClassRequest\x1a7.bettercompute.modules.provision.v1.CreateClassResponse\"7\u00a0\x193\n" +
 	"\x0emachineClasses\x12\x06create\x1a\x15machineClasses.create(\x010\x01\x12\xa8\x01\n" +
@@ -1408,7 +2219,19 @@ const file_bettercompute_modules_provision_v1_provision_proto_rawDesc = "" +
 	"\bmachines\x12\x06delete\x1a\x0fmachines.delete0\x01\x12\xc0\x01\n" +
 	"\x11PowerCycleMachine\x12<.bettercompute.modules.provision.v1.PowerCycleMachineRequest\x1a=.bettercompute.modules.provision.v1.PowerCycleMachineResponse\".\u00a0\x19*\n" +
 	"\bmachines\x12\n" +
-	"powerCycle\x1a\x10machines.operate0\x01BfZdgithub.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1;provisionmodulev1b\x06proto3"
+	"powerCycle\x1a\x10machines.operate0\x01\x12\x99\x01\n" +
+	"\n" +
+	"BootConfig\x125.bettercompute.modules.provision.v1.BootConfigRequest\x1a6.bettercompute.modules.provision.v1.BootConfigResponse\"\x1c\u00a0\x19\x18\n" +
+	"\bmachines\x12\n" +
+	"bootConfig \x01\x12\xb7\x01\n" +
+	"\x0eSetPoolScaling\x129.bettercompute.modules.provision.v1.SetPoolScalingRequest\x1a:.bettercompute.modules.provision.v1.SetPoolScalingResponse\".\u00a0\x19*\n" +
+	"\vpoolScaling\x12\x03set\x1a\x12poolScaling.update(\x010\x01\x12\xb4\x01\n" +
+	"\x0eGetPoolScaling\x129.bettercompute.modules.provision.v1.GetPoolScalingRequest\x1a:.bettercompute.modules.provision.v1.GetPoolScalingResponse\"+\u00a0\x19$\n" +
+	"\vpoolScaling\x12\x03get\x1a\x10poolScaling.read\x90\x02\x01\x12\xb8\x01\n" +
+	"\x0fListPoolScaling\x12:.bettercompute.modules.provision.v1.ListPoolScalingRequest\x1a;.bettercompute.modules.provision.v1.ListPoolScalingResponse\",\u00a0\x19%\n" +
+	"\vpoolScaling\x12\x04list\x1a\x10poolScaling.read\x90\x02\x01\x12\xc1\x01\n" +
+	"\x11DeletePoolScaling\x12<.bettercompute.modules.provision.v1.DeletePoolScalingRequest\x1a=.bettercompute.modules.provision.v1.DeletePoolScalingResponse\"/\u00a0\x19+\n" +
+	"\vpoolScaling\x12\x06delete\x1a\x12poolScaling.update0\x01BfZdgithub.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1;provisionmodulev1b\x06proto3"
 
 var (
 	file_bettercompute_modules_provision_v1_provision_proto_rawDescOnce sync.Once
@@ -1423,7 +2246,7 @@ func file_bettercompute_modules_provision_v1_provision_proto_rawDescGZIP() []byt
 }
 
 var file_bettercompute_modules_provision_v1_provision_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bettercompute_modules_provision_v1_provision_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_bettercompute_modules_provision_v1_provision_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_bettercompute_modules_provision_v1_provision_proto_goTypes = []any{
 	(MachineState)(0),                 // 0: bettercompute.modules.provision.v1.MachineState
 	(*MachineClass)(nil),              // 1: bettercompute.modules.provision.v1.MachineClass
@@ -1447,19 +2270,31 @@ var file_bettercompute_modules_provision_v1_provision_proto_goTypes = []any{
 	(*DeleteMachineResponse)(nil),     // 19: bettercompute.modules.provision.v1.DeleteMachineResponse
 	(*PowerCycleMachineRequest)(nil),  // 20: bettercompute.modules.provision.v1.PowerCycleMachineRequest
 	(*PowerCycleMachineResponse)(nil), // 21: bettercompute.modules.provision.v1.PowerCycleMachineResponse
-	(*structpb.Struct)(nil),           // 22: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),     // 23: google.protobuf.Timestamp
+	(*BootConfigRequest)(nil),         // 22: bettercompute.modules.provision.v1.BootConfigRequest
+	(*BootConfigResponse)(nil),        // 23: bettercompute.modules.provision.v1.BootConfigResponse
+	(*PoolScaling)(nil),               // 24: bettercompute.modules.provision.v1.PoolScaling
+	(*ScalingDecision)(nil),           // 25: bettercompute.modules.provision.v1.ScalingDecision
+	(*SetPoolScalingRequest)(nil),     // 26: bettercompute.modules.provision.v1.SetPoolScalingRequest
+	(*SetPoolScalingResponse)(nil),    // 27: bettercompute.modules.provision.v1.SetPoolScalingResponse
+	(*GetPoolScalingRequest)(nil),     // 28: bettercompute.modules.provision.v1.GetPoolScalingRequest
+	(*GetPoolScalingResponse)(nil),    // 29: bettercompute.modules.provision.v1.GetPoolScalingResponse
+	(*ListPoolScalingRequest)(nil),    // 30: bettercompute.modules.provision.v1.ListPoolScalingRequest
+	(*ListPoolScalingResponse)(nil),   // 31: bettercompute.modules.provision.v1.ListPoolScalingResponse
+	(*DeletePoolScalingRequest)(nil),  // 32: bettercompute.modules.provision.v1.DeletePoolScalingRequest
+	(*DeletePoolScalingResponse)(nil), // 33: bettercompute.modules.provision.v1.DeletePoolScalingResponse
+	(*structpb.Struct)(nil),           // 34: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),     // 35: google.protobuf.Timestamp
 }
 var file_bettercompute_modules_provision_v1_provision_proto_depIdxs = []int32{
-	22, // 0: bettercompute.modules.provision.v1.MachineClass.params:type_name -> google.protobuf.Struct
-	23, // 1: bettercompute.modules.provision.v1.MachineClass.create_time:type_name -> google.protobuf.Timestamp
+	34, // 0: bettercompute.modules.provision.v1.MachineClass.params:type_name -> google.protobuf.Struct
+	35, // 1: bettercompute.modules.provision.v1.MachineClass.create_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: bettercompute.modules.provision.v1.MachineStep.state:type_name -> bettercompute.modules.provision.v1.MachineState
-	23, // 3: bettercompute.modules.provision.v1.MachineStep.time:type_name -> google.protobuf.Timestamp
+	35, // 3: bettercompute.modules.provision.v1.MachineStep.time:type_name -> google.protobuf.Timestamp
 	0,  // 4: bettercompute.modules.provision.v1.Machine.state:type_name -> bettercompute.modules.provision.v1.MachineState
 	2,  // 5: bettercompute.modules.provision.v1.Machine.steps:type_name -> bettercompute.modules.provision.v1.MachineStep
-	23, // 6: bettercompute.modules.provision.v1.Machine.create_time:type_name -> google.protobuf.Timestamp
-	23, // 7: bettercompute.modules.provision.v1.Machine.update_time:type_name -> google.protobuf.Timestamp
-	22, // 8: bettercompute.modules.provision.v1.CreateClassRequest.params:type_name -> google.protobuf.Struct
+	35, // 6: bettercompute.modules.provision.v1.Machine.create_time:type_name -> google.protobuf.Timestamp
+	35, // 7: bettercompute.modules.provision.v1.Machine.update_time:type_name -> google.protobuf.Timestamp
+	34, // 8: bettercompute.modules.provision.v1.CreateClassRequest.params:type_name -> google.protobuf.Struct
 	1,  // 9: bettercompute.modules.provision.v1.CreateClassResponse.class:type_name -> bettercompute.modules.provision.v1.MachineClass
 	1,  // 10: bettercompute.modules.provision.v1.GetClassResponse.class:type_name -> bettercompute.modules.provision.v1.MachineClass
 	1,  // 11: bettercompute.modules.provision.v1.ListClassesResponse.classes:type_name -> bettercompute.modules.provision.v1.MachineClass
@@ -1468,29 +2303,47 @@ var file_bettercompute_modules_provision_v1_provision_proto_depIdxs = []int32{
 	3,  // 14: bettercompute.modules.provision.v1.ListMachinesResponse.machines:type_name -> bettercompute.modules.provision.v1.Machine
 	3,  // 15: bettercompute.modules.provision.v1.DeleteMachineResponse.machine:type_name -> bettercompute.modules.provision.v1.Machine
 	3,  // 16: bettercompute.modules.provision.v1.PowerCycleMachineResponse.machine:type_name -> bettercompute.modules.provision.v1.Machine
-	4,  // 17: bettercompute.modules.provision.v1.ProvisionModuleService.CreateClass:input_type -> bettercompute.modules.provision.v1.CreateClassRequest
-	6,  // 18: bettercompute.modules.provision.v1.ProvisionModuleService.GetClass:input_type -> bettercompute.modules.provision.v1.GetClassRequest
-	8,  // 19: bettercompute.modules.provision.v1.ProvisionModuleService.ListClasses:input_type -> bettercompute.modules.provision.v1.ListClassesRequest
-	10, // 20: bettercompute.modules.provision.v1.ProvisionModuleService.DeleteClass:input_type -> bettercompute.modules.provision.v1.DeleteClassRequest
-	12, // 21: bettercompute.modules.provision.v1.ProvisionModuleService.CreateMachine:input_type -> bettercompute.modules.provision.v1.CreateMachineRequest
-	14, // 22: bettercompute.modules.provision.v1.ProvisionModuleService.GetMachine:input_type -> bettercompute.modules.provision.v1.GetMachineRequest
-	16, // 23: bettercompute.modules.provision.v1.ProvisionModuleService.ListMachines:input_type -> bettercompute.modules.provision.v1.ListMachinesRequest
-	18, // 24: bettercompute.modules.provision.v1.ProvisionModuleService.DeleteMachine:input_type -> bettercompute.modules.provision.v1.DeleteMachineRequest
-	20, // 25: bettercompute.modules.provision.v1.ProvisionModuleService.PowerCycleMachine:input_type -> bettercompute.modules.provision.v1.PowerCycleMachineRequest
-	5,  // 26: bettercompute.modules.provision.v1.ProvisionModuleService.CreateClass:output_type -> bettercompute.modules.provision.v1.CreateClassResponse
-	7,  // 27: bettercompute.modules.provision.v1.ProvisionModuleService.GetClass:output_type -> bettercompute.modules.provision.v1.GetClassResponse
-	9,  // 28: bettercompute.modules.provision.v1.ProvisionModuleService.ListClasses:output_type -> bettercompute.modules.provision.v1.ListClassesResponse
-	11, // 29: bettercompute.modules.provision.v1.ProvisionModuleService.DeleteClass:output_type -> bettercompute.modules.provision.v1.DeleteClassResponse
-	13, // 30: bettercompute.modules.provision.v1.ProvisionModuleService.CreateMachine:output_type -> bettercompute.modules.provision.v1.CreateMachineResponse
-	15, // 31: bettercompute.modules.provision.v1.ProvisionModuleService.GetMachine:output_type -> bettercompute.modules.provision.v1.GetMachineResponse
-	17, // 32: bettercompute.modules.provision.v1.ProvisionModuleService.ListMachines:output_type -> bettercompute.modules.provision.v1.ListMachinesResponse
-	19, // 33: bettercompute.modules.provision.v1.ProvisionModuleService.DeleteMachine:output_type -> bettercompute.modules.provision.v1.DeleteMachineResponse
-	21, // 34: bettercompute.modules.provision.v1.ProvisionModuleService.PowerCycleMachine:output_type -> bettercompute.modules.provision.v1.PowerCycleMachineResponse
-	26, // [26:35] is the sub-list for method output_type
-	17, // [17:26] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	35, // 17: bettercompute.modules.provision.v1.PoolScaling.create_time:type_name -> google.protobuf.Timestamp
+	35, // 18: bettercompute.modules.provision.v1.PoolScaling.update_time:type_name -> google.protobuf.Timestamp
+	35, // 19: bettercompute.modules.provision.v1.ScalingDecision.time:type_name -> google.protobuf.Timestamp
+	24, // 20: bettercompute.modules.provision.v1.SetPoolScalingResponse.scaling:type_name -> bettercompute.modules.provision.v1.PoolScaling
+	24, // 21: bettercompute.modules.provision.v1.GetPoolScalingResponse.scaling:type_name -> bettercompute.modules.provision.v1.PoolScaling
+	3,  // 22: bettercompute.modules.provision.v1.GetPoolScalingResponse.machines:type_name -> bettercompute.modules.provision.v1.Machine
+	25, // 23: bettercompute.modules.provision.v1.GetPoolScalingResponse.decisions:type_name -> bettercompute.modules.provision.v1.ScalingDecision
+	24, // 24: bettercompute.modules.provision.v1.ListPoolScalingResponse.scalings:type_name -> bettercompute.modules.provision.v1.PoolScaling
+	4,  // 25: bettercompute.modules.provision.v1.ProvisionModuleService.CreateClass:input_type -> bettercompute.modules.provision.v1.CreateClassRequest
+	6,  // 26: bettercompute.modules.provision.v1.ProvisionModuleService.GetClass:input_type -> bettercompute.modules.provision.v1.GetClassRequest
+	8,  // 27: bettercompute.modules.provision.v1.ProvisionModuleService.ListClasses:input_type -> bettercompute.modules.provision.v1.ListClassesRequest
+	10, // 28: bettercompute.modules.provision.v1.ProvisionModuleService.DeleteClass:input_type -> bettercompute.modules.provision.v1.DeleteClassRequest
+	12, // 29: bettercompute.modules.provision.v1.ProvisionModuleService.CreateMachine:input_type -> bettercompute.modules.provision.v1.CreateMachineRequest
+	14, // 30: bettercompute.modules.provision.v1.ProvisionModuleService.GetMachine:input_type -> bettercompute.modules.provision.v1.GetMachineRequest
+	16, // 31: bettercompute.modules.provision.v1.ProvisionModuleService.ListMachines:input_type -> bettercompute.modules.provision.v1.ListMachinesRequest
+	18, // 32: bettercompute.modules.provision.v1.ProvisionModuleService.DeleteMachine:input_type -> bettercompute.modules.provision.v1.DeleteMachineRequest
+	20, // 33: bettercompute.modules.provision.v1.ProvisionModuleService.PowerCycleMachine:input_type -> bettercompute.modules.provision.v1.PowerCycleMachineRequest
+	22, // 34: bettercompute.modules.provision.v1.ProvisionModuleService.BootConfig:input_type -> bettercompute.modules.provision.v1.BootConfigRequest
+	26, // 35: bettercompute.modules.provision.v1.ProvisionModuleService.SetPoolScaling:input_type -> bettercompute.modules.provision.v1.SetPoolScalingRequest
+	28, // 36: bettercompute.modules.provision.v1.ProvisionModuleService.GetPoolScaling:input_type -> bettercompute.modules.provision.v1.GetPoolScalingRequest
+	30, // 37: bettercompute.modules.provision.v1.ProvisionModuleService.ListPoolScaling:input_type -> bettercompute.modules.provision.v1.ListPoolScalingRequest
+	32, // 38: bettercompute.modules.provision.v1.ProvisionModuleService.DeletePoolScaling:input_type -> bettercompute.modules.provision.v1.DeletePoolScalingRequest
+	5,  // 39: bettercompute.modules.provision.v1.ProvisionModuleService.CreateClass:output_type -> bettercompute.modules.provision.v1.CreateClassResponse
+	7,  // 40: bettercompute.modules.provision.v1.ProvisionModuleService.GetClass:output_type -> bettercompute.modules.provision.v1.GetClassResponse
+	9,  // 41: bettercompute.modules.provision.v1.ProvisionModuleService.ListClasses:output_type -> bettercompute.modules.provision.v1.ListClassesResponse
+	11, // 42: bettercompute.modules.provision.v1.ProvisionModuleService.DeleteClass:output_type -> bettercompute.modules.provision.v1.DeleteClassResponse
+	13, // 43: bettercompute.modules.provision.v1.ProvisionModuleService.CreateMachine:output_type -> bettercompute.modules.provision.v1.CreateMachineResponse
+	15, // 44: bettercompute.modules.provision.v1.ProvisionModuleService.GetMachine:output_type -> bettercompute.modules.provision.v1.GetMachineResponse
+	17, // 45: bettercompute.modules.provision.v1.ProvisionModuleService.ListMachines:output_type -> bettercompute.modules.provision.v1.ListMachinesResponse
+	19, // 46: bettercompute.modules.provision.v1.ProvisionModuleService.DeleteMachine:output_type -> bettercompute.modules.provision.v1.DeleteMachineResponse
+	21, // 47: bettercompute.modules.provision.v1.ProvisionModuleService.PowerCycleMachine:output_type -> bettercompute.modules.provision.v1.PowerCycleMachineResponse
+	23, // 48: bettercompute.modules.provision.v1.ProvisionModuleService.BootConfig:output_type -> bettercompute.modules.provision.v1.BootConfigResponse
+	27, // 49: bettercompute.modules.provision.v1.ProvisionModuleService.SetPoolScaling:output_type -> bettercompute.modules.provision.v1.SetPoolScalingResponse
+	29, // 50: bettercompute.modules.provision.v1.ProvisionModuleService.GetPoolScaling:output_type -> bettercompute.modules.provision.v1.GetPoolScalingResponse
+	31, // 51: bettercompute.modules.provision.v1.ProvisionModuleService.ListPoolScaling:output_type -> bettercompute.modules.provision.v1.ListPoolScalingResponse
+	33, // 52: bettercompute.modules.provision.v1.ProvisionModuleService.DeletePoolScaling:output_type -> bettercompute.modules.provision.v1.DeletePoolScalingResponse
+	39, // [39:53] is the sub-list for method output_type
+	25, // [25:39] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_modules_provision_v1_provision_proto_init() }
@@ -1504,7 +2357,7 @@ func file_bettercompute_modules_provision_v1_provision_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_modules_provision_v1_provision_proto_rawDesc), len(file_bettercompute_modules_provision_v1_provision_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -68,6 +68,21 @@ const (
 	// ProvisionModuleServicePowerCycleMachineProcedure is the fully-qualified name of the
 	// ProvisionModuleService's PowerCycleMachine RPC.
 	ProvisionModuleServicePowerCycleMachineProcedure = "/bettercompute.modules.provision.v1.ProvisionModuleService/PowerCycleMachine"
+	// ProvisionModuleServiceBootConfigProcedure is the fully-qualified name of the
+	// ProvisionModuleService's BootConfig RPC.
+	ProvisionModuleServiceBootConfigProcedure = "/bettercompute.modules.provision.v1.ProvisionModuleService/BootConfig"
+	// ProvisionModuleServiceSetPoolScalingProcedure is the fully-qualified name of the
+	// ProvisionModuleService's SetPoolScaling RPC.
+	ProvisionModuleServiceSetPoolScalingProcedure = "/bettercompute.modules.provision.v1.ProvisionModuleService/SetPoolScaling"
+	// ProvisionModuleServiceGetPoolScalingProcedure is the fully-qualified name of the
+	// ProvisionModuleService's GetPoolScaling RPC.
+	ProvisionModuleServiceGetPoolScalingProcedure = "/bettercompute.modules.provision.v1.ProvisionModuleService/GetPoolScaling"
+	// ProvisionModuleServiceListPoolScalingProcedure is the fully-qualified name of the
+	// ProvisionModuleService's ListPoolScaling RPC.
+	ProvisionModuleServiceListPoolScalingProcedure = "/bettercompute.modules.provision.v1.ProvisionModuleService/ListPoolScaling"
+	// ProvisionModuleServiceDeletePoolScalingProcedure is the fully-qualified name of the
+	// ProvisionModuleService's DeletePoolScaling RPC.
+	ProvisionModuleServiceDeletePoolScalingProcedure = "/bettercompute.modules.provision.v1.ProvisionModuleService/DeletePoolScaling"
 )
 
 // ProvisionModuleServiceClient is a client for the
@@ -97,6 +112,25 @@ type ProvisionModuleServiceClient interface {
 	// PowerCycleMachine resets a machine through its provider (a hard reset, as a power button
 	// would). The machine must be at its provider: booting, joined or ready.
 	PowerCycleMachine(context.Context, *v1.PowerCycleMachineRequest) (*v1.PowerCycleMachineResponse, error)
+	// BootConfig returns, once, what a booting machine needs to join as the node it is meant to
+	// become: its join token, the gateway endpoint and the deployment's root CA. It is public: the
+	// ticket, minted for one machine and carried in the boot configuration URL its provider hands
+	// the machine, is the credential. A ticket works for the first fetch only, and not after the
+	// machine's join token expires or once the machine is no longer booting.
+	BootConfig(context.Context, *v1.BootConfigRequest) (*v1.BootConfigResponse, error)
+	// SetPoolScaling makes a pool of the caller's tenant autoscale with machines of a class of
+	// the tenant, or changes how: at least min machines, at most max; pending leases that cannot
+	// fit for longer than the scale-up delay provision the fewest machines that make them fit;
+	// machines idle for the scale-down idle time are deleted down to min.
+	SetPoolScaling(context.Context, *v1.SetPoolScalingRequest) (*v1.SetPoolScalingResponse, error)
+	// GetPoolScaling returns a pool's scaling settings, its machines by state and the
+	// autoscaler's latest decisions.
+	GetPoolScaling(context.Context, *v1.GetPoolScalingRequest) (*v1.GetPoolScalingResponse, error)
+	// ListPoolScaling lists the caller tenant's scaled pools by pool id.
+	ListPoolScaling(context.Context, *v1.ListPoolScalingRequest) (*v1.ListPoolScalingResponse, error)
+	// DeletePoolScaling stops autoscaling a pool. Its machines stay as they are; delete them with
+	// machines/delete.
+	DeletePoolScaling(context.Context, *v1.DeletePoolScalingRequest) (*v1.DeletePoolScalingResponse, error)
 }
 
 // NewProvisionModuleServiceClient constructs a client for the
@@ -169,6 +203,38 @@ func NewProvisionModuleServiceClient(httpClient connect.HTTPClient, baseURL stri
 			connect.WithSchema(provisionModuleServiceMethods.ByName("PowerCycleMachine")),
 			connect.WithClientOptions(opts...),
 		),
+		bootConfig: connect.NewClient[v1.BootConfigRequest, v1.BootConfigResponse](
+			httpClient,
+			baseURL+ProvisionModuleServiceBootConfigProcedure,
+			connect.WithSchema(provisionModuleServiceMethods.ByName("BootConfig")),
+			connect.WithClientOptions(opts...),
+		),
+		setPoolScaling: connect.NewClient[v1.SetPoolScalingRequest, v1.SetPoolScalingResponse](
+			httpClient,
+			baseURL+ProvisionModuleServiceSetPoolScalingProcedure,
+			connect.WithSchema(provisionModuleServiceMethods.ByName("SetPoolScaling")),
+			connect.WithClientOptions(opts...),
+		),
+		getPoolScaling: connect.NewClient[v1.GetPoolScalingRequest, v1.GetPoolScalingResponse](
+			httpClient,
+			baseURL+ProvisionModuleServiceGetPoolScalingProcedure,
+			connect.WithSchema(provisionModuleServiceMethods.ByName("GetPoolScaling")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		listPoolScaling: connect.NewClient[v1.ListPoolScalingRequest, v1.ListPoolScalingResponse](
+			httpClient,
+			baseURL+ProvisionModuleServiceListPoolScalingProcedure,
+			connect.WithSchema(provisionModuleServiceMethods.ByName("ListPoolScaling")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		deletePoolScaling: connect.NewClient[v1.DeletePoolScalingRequest, v1.DeletePoolScalingResponse](
+			httpClient,
+			baseURL+ProvisionModuleServiceDeletePoolScalingProcedure,
+			connect.WithSchema(provisionModuleServiceMethods.ByName("DeletePoolScaling")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -183,6 +249,11 @@ type provisionModuleServiceClient struct {
 	listMachines      *connect.Client[v1.ListMachinesRequest, v1.ListMachinesResponse]
 	deleteMachine     *connect.Client[v1.DeleteMachineRequest, v1.DeleteMachineResponse]
 	powerCycleMachine *connect.Client[v1.PowerCycleMachineRequest, v1.PowerCycleMachineResponse]
+	bootConfig        *connect.Client[v1.BootConfigRequest, v1.BootConfigResponse]
+	setPoolScaling    *connect.Client[v1.SetPoolScalingRequest, v1.SetPoolScalingResponse]
+	getPoolScaling    *connect.Client[v1.GetPoolScalingRequest, v1.GetPoolScalingResponse]
+	listPoolScaling   *connect.Client[v1.ListPoolScalingRequest, v1.ListPoolScalingResponse]
+	deletePoolScaling *connect.Client[v1.DeletePoolScalingRequest, v1.DeletePoolScalingResponse]
 }
 
 // CreateClass calls bettercompute.modules.provision.v1.ProvisionModuleService.CreateClass.
@@ -267,6 +338,52 @@ func (c *provisionModuleServiceClient) PowerCycleMachine(ctx context.Context, re
 	return nil, err
 }
 
+// BootConfig calls bettercompute.modules.provision.v1.ProvisionModuleService.BootConfig.
+func (c *provisionModuleServiceClient) BootConfig(ctx context.Context, req *v1.BootConfigRequest) (*v1.BootConfigResponse, error) {
+	response, err := c.bootConfig.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// SetPoolScaling calls bettercompute.modules.provision.v1.ProvisionModuleService.SetPoolScaling.
+func (c *provisionModuleServiceClient) SetPoolScaling(ctx context.Context, req *v1.SetPoolScalingRequest) (*v1.SetPoolScalingResponse, error) {
+	response, err := c.setPoolScaling.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// GetPoolScaling calls bettercompute.modules.provision.v1.ProvisionModuleService.GetPoolScaling.
+func (c *provisionModuleServiceClient) GetPoolScaling(ctx context.Context, req *v1.GetPoolScalingRequest) (*v1.GetPoolScalingResponse, error) {
+	response, err := c.getPoolScaling.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListPoolScaling calls bettercompute.modules.provision.v1.ProvisionModuleService.ListPoolScaling.
+func (c *provisionModuleServiceClient) ListPoolScaling(ctx context.Context, req *v1.ListPoolScalingRequest) (*v1.ListPoolScalingResponse, error) {
+	response, err := c.listPoolScaling.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// DeletePoolScaling calls
+// bettercompute.modules.provision.v1.ProvisionModuleService.DeletePoolScaling.
+func (c *provisionModuleServiceClient) DeletePoolScaling(ctx context.Context, req *v1.DeletePoolScalingRequest) (*v1.DeletePoolScalingResponse, error) {
+	response, err := c.deletePoolScaling.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // ProvisionModuleServiceHandler is an implementation of the
 // bettercompute.modules.provision.v1.ProvisionModuleService service.
 type ProvisionModuleServiceHandler interface {
@@ -294,6 +411,25 @@ type ProvisionModuleServiceHandler interface {
 	// PowerCycleMachine resets a machine through its provider (a hard reset, as a power button
 	// would). The machine must be at its provider: booting, joined or ready.
 	PowerCycleMachine(context.Context, *v1.PowerCycleMachineRequest) (*v1.PowerCycleMachineResponse, error)
+	// BootConfig returns, once, what a booting machine needs to join as the node it is meant to
+	// become: its join token, the gateway endpoint and the deployment's root CA. It is public: the
+	// ticket, minted for one machine and carried in the boot configuration URL its provider hands
+	// the machine, is the credential. A ticket works for the first fetch only, and not after the
+	// machine's join token expires or once the machine is no longer booting.
+	BootConfig(context.Context, *v1.BootConfigRequest) (*v1.BootConfigResponse, error)
+	// SetPoolScaling makes a pool of the caller's tenant autoscale with machines of a class of
+	// the tenant, or changes how: at least min machines, at most max; pending leases that cannot
+	// fit for longer than the scale-up delay provision the fewest machines that make them fit;
+	// machines idle for the scale-down idle time are deleted down to min.
+	SetPoolScaling(context.Context, *v1.SetPoolScalingRequest) (*v1.SetPoolScalingResponse, error)
+	// GetPoolScaling returns a pool's scaling settings, its machines by state and the
+	// autoscaler's latest decisions.
+	GetPoolScaling(context.Context, *v1.GetPoolScalingRequest) (*v1.GetPoolScalingResponse, error)
+	// ListPoolScaling lists the caller tenant's scaled pools by pool id.
+	ListPoolScaling(context.Context, *v1.ListPoolScalingRequest) (*v1.ListPoolScalingResponse, error)
+	// DeletePoolScaling stops autoscaling a pool. Its machines stay as they are; delete them with
+	// machines/delete.
+	DeletePoolScaling(context.Context, *v1.DeletePoolScalingRequest) (*v1.DeletePoolScalingResponse, error)
 }
 
 // NewProvisionModuleServiceHandler builds an HTTP handler from the service implementation. It
@@ -361,6 +497,38 @@ func NewProvisionModuleServiceHandler(svc ProvisionModuleServiceHandler, opts ..
 		connect.WithSchema(provisionModuleServiceMethods.ByName("PowerCycleMachine")),
 		connect.WithHandlerOptions(opts...),
 	)
+	provisionModuleServiceBootConfigHandler := connect.NewUnaryHandlerSimple(
+		ProvisionModuleServiceBootConfigProcedure,
+		svc.BootConfig,
+		connect.WithSchema(provisionModuleServiceMethods.ByName("BootConfig")),
+		connect.WithHandlerOptions(opts...),
+	)
+	provisionModuleServiceSetPoolScalingHandler := connect.NewUnaryHandlerSimple(
+		ProvisionModuleServiceSetPoolScalingProcedure,
+		svc.SetPoolScaling,
+		connect.WithSchema(provisionModuleServiceMethods.ByName("SetPoolScaling")),
+		connect.WithHandlerOptions(opts...),
+	)
+	provisionModuleServiceGetPoolScalingHandler := connect.NewUnaryHandlerSimple(
+		ProvisionModuleServiceGetPoolScalingProcedure,
+		svc.GetPoolScaling,
+		connect.WithSchema(provisionModuleServiceMethods.ByName("GetPoolScaling")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	provisionModuleServiceListPoolScalingHandler := connect.NewUnaryHandlerSimple(
+		ProvisionModuleServiceListPoolScalingProcedure,
+		svc.ListPoolScaling,
+		connect.WithSchema(provisionModuleServiceMethods.ByName("ListPoolScaling")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	provisionModuleServiceDeletePoolScalingHandler := connect.NewUnaryHandlerSimple(
+		ProvisionModuleServiceDeletePoolScalingProcedure,
+		svc.DeletePoolScaling,
+		connect.WithSchema(provisionModuleServiceMethods.ByName("DeletePoolScaling")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/bettercompute.modules.provision.v1.ProvisionModuleService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ProvisionModuleServiceCreateClassProcedure:
@@ -381,6 +549,16 @@ func NewProvisionModuleServiceHandler(svc ProvisionModuleServiceHandler, opts ..
 			provisionModuleServiceDeleteMachineHandler.ServeHTTP(w, r)
 		case ProvisionModuleServicePowerCycleMachineProcedure:
 			provisionModuleServicePowerCycleMachineHandler.ServeHTTP(w, r)
+		case ProvisionModuleServiceBootConfigProcedure:
+			provisionModuleServiceBootConfigHandler.ServeHTTP(w, r)
+		case ProvisionModuleServiceSetPoolScalingProcedure:
+			provisionModuleServiceSetPoolScalingHandler.ServeHTTP(w, r)
+		case ProvisionModuleServiceGetPoolScalingProcedure:
+			provisionModuleServiceGetPoolScalingHandler.ServeHTTP(w, r)
+		case ProvisionModuleServiceListPoolScalingProcedure:
+			provisionModuleServiceListPoolScalingHandler.ServeHTTP(w, r)
+		case ProvisionModuleServiceDeletePoolScalingProcedure:
+			provisionModuleServiceDeletePoolScalingHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -424,4 +602,24 @@ func (UnimplementedProvisionModuleServiceHandler) DeleteMachine(context.Context,
 
 func (UnimplementedProvisionModuleServiceHandler) PowerCycleMachine(context.Context, *v1.PowerCycleMachineRequest) (*v1.PowerCycleMachineResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.modules.provision.v1.ProvisionModuleService.PowerCycleMachine is not implemented"))
+}
+
+func (UnimplementedProvisionModuleServiceHandler) BootConfig(context.Context, *v1.BootConfigRequest) (*v1.BootConfigResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.modules.provision.v1.ProvisionModuleService.BootConfig is not implemented"))
+}
+
+func (UnimplementedProvisionModuleServiceHandler) SetPoolScaling(context.Context, *v1.SetPoolScalingRequest) (*v1.SetPoolScalingResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.modules.provision.v1.ProvisionModuleService.SetPoolScaling is not implemented"))
+}
+
+func (UnimplementedProvisionModuleServiceHandler) GetPoolScaling(context.Context, *v1.GetPoolScalingRequest) (*v1.GetPoolScalingResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.modules.provision.v1.ProvisionModuleService.GetPoolScaling is not implemented"))
+}
+
+func (UnimplementedProvisionModuleServiceHandler) ListPoolScaling(context.Context, *v1.ListPoolScalingRequest) (*v1.ListPoolScalingResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.modules.provision.v1.ProvisionModuleService.ListPoolScaling is not implemented"))
+}
+
+func (UnimplementedProvisionModuleServiceHandler) DeletePoolScaling(context.Context, *v1.DeletePoolScalingRequest) (*v1.DeletePoolScalingResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.modules.provision.v1.ProvisionModuleService.DeletePoolScaling is not implemented"))
 }

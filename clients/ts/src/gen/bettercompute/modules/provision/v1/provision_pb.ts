@@ -22,7 +22,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/modules/provision/v1/provision.proto.
  */
 export const file_bettercompute_modules_provision_v1_provision: GenFile = /*@__PURE__*/
-  fileDesc("CjJiZXR0ZXJjb21wdXRlL21vZHVsZXMvcHJvdmlzaW9uL3YxL3Byb3Zpc2lvbi5wcm90bxIiYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MSLmAQoMTWFjaGluZUNsYXNzEgwKBG5hbWUYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhAKCHByb3ZpZGVyGAMgASgJEicKBnBhcmFtcxgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPaGFzX2NyZWRlbnRpYWxzGAUgASgIEi8KC2NyZWF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDowyqAZLAoEbmFtZQoIcHJvdmlkZXIKDmhhc0NyZWRlbnRpYWxzCgpjcmVhdGVUaW1lIogBCgtNYWNoaW5lU3RlcBI/CgVzdGF0ZRgBIAEoDjIwLmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuTWFjaGluZVN0YXRlEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmRldGFpbBgDIAEoCSKMAwoHTWFjaGluZRIKCgJpZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSDQoFY2xhc3MYAyABKAkSDAoEbmFtZRgEIAEoCRI/CgVzdGF0ZRgFIAEoDjIwLmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuTWFjaGluZVN0YXRlEg4KBnJlYXNvbhgGIAEoCRITCgtwcm92aWRlcl9pZBgHIAEoCRIPCgdub2RlX2lkGAggASgJEj4KBXN0ZXBzGAkgAygLMi8uYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5NYWNoaW5lU3RlcBIvCgtjcmVhdGVfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wOizKoBkoCgJpZAoEbmFtZQoFY2xhc3MKBXN0YXRlCgZub2RlSWQKBnJlYXNvbiJyChJDcmVhdGVDbGFzc1JlcXVlc3QSDAoEbmFtZRgBIAEoCRIQCghwcm92aWRlchgCIAEoCRInCgZwYXJhbXMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhMKC2NyZWRlbnRpYWxzGAQgASgMIlYKE0NyZWF0ZUNsYXNzUmVzcG9uc2USPwoFY2xhc3MYASABKAsyMC5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLk1hY2hpbmVDbGFzcyIfCg9HZXRDbGFzc1JlcXVlc3QSDAoEbmFtZRgBIAEoCSJTChBHZXRDbGFzc1Jlc3BvbnNlEj8KBWNsYXNzGAEgASgLMjAuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5NYWNoaW5lQ2xhc3MiOwoSTGlzdENsYXNzZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJInEKE0xpc3RDbGFzc2VzUmVzcG9uc2USQQoHY2xhc3NlcxgBIAMoCzIwLmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuTWFjaGluZUNsYXNzEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIiChJEZWxldGVDbGFzc1JlcXVlc3QSDAoEbmFtZRgBIAEoCSIVChNEZWxldGVDbGFzc1Jlc3BvbnNlIjMKFENyZWF0ZU1hY2hpbmVSZXF1ZXN0Eg0KBWNsYXNzGAEgASgJEgwKBG5hbWUYAiABKAkiVQoVQ3JlYXRlTWFjaGluZVJlc3BvbnNlEjwKB21hY2hpbmUYASABKAsyKy5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLk1hY2hpbmUiHwoRR2V0TWFjaGluZVJlcXVlc3QSCgoCaWQYASABKAkiUgoSR2V0TWFjaGluZVJlc3BvbnNlEjwKB21hY2hpbmUYASABKAsyKy5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLk1hY2hpbmUiSwoTTGlzdE1hY2hpbmVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRINCgVjbGFzcxgDIAEoCSJuChRMaXN0TWFjaGluZXNSZXNwb25zZRI9CghtYWNoaW5lcxgBIAMoCzIrLmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuTWFjaGluZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIgoURGVsZXRlTWFjaGluZVJlcXVlc3QSCgoCaWQYASABKAkiVQoVRGVsZXRlTWFjaGluZVJlc3BvbnNlEjwKB21hY2hpbmUYASABKAsyKy5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLk1hY2hpbmUiJgoYUG93ZXJDeWNsZU1hY2hpbmVSZXF1ZXN0EgoKAmlkGAEgASgJIlkKGVBvd2VyQ3ljbGVNYWNoaW5lUmVzcG9uc2USPAoHbWFjaGluZRgBIAEoCzIrLmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuTWFjaGluZSrAAgoMTWFjaGluZVN0YXRlEh0KGU1BQ0hJTkVfU1RBVEVfVU5TUEVDSUZJRUQQABIbChdNQUNISU5FX1NUQVRFX1JFUVVFU1RFRBABEh4KGk1BQ0hJTkVfU1RBVEVfUFJPVklTSU9OSU5HEAISGQoVTUFDSElORV9TVEFURV9CT09USU5HEAMSGAoUTUFDSElORV9TVEFURV9KT0lORUQQBBIXChNNQUNISU5FX1NUQVRFX1JFQURZEAUSGgoWTUFDSElORV9TVEFURV9ERUxFVElORxAGEhoKFk1BQ0hJTkVfU1RBVEVfRFJBSU5JTkcQBxIcChhNQUNISU5FX1NUQVRFX0RFU1RST1lJTkcQCBIWChJNQUNISU5FX1NUQVRFX0dPTkUQCRIYChRNQUNISU5FX1NUQVRFX0ZBSUxFRBAKMuQMChZQcm92aXNpb25Nb2R1bGVTZXJ2aWNlErcBCgtDcmVhdGVDbGFzcxI2LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuQ3JlYXRlQ2xhc3NSZXF1ZXN0GjcuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5DcmVhdGVDbGFzc1Jlc3BvbnNlIjfCoBkzCg5tYWNoaW5lQ2xhc3NlcxIGY3JlYXRlGhVtYWNoaW5lQ2xhc3Nlcy5jcmVhdGUoATABEqgBCghHZXRDbGFzcxIzLmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuR2V0Q2xhc3NSZXF1ZXN0GjQuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5HZXRDbGFzc1Jlc3BvbnNlIjGQAgHCoBkqCg5tYWNoaW5lQ2xhc3NlcxIDZ2V0GhNtYWNoaW5lQ2xhc3Nlcy5yZWFkErIBCgtMaXN0Q2xhc3NlcxI2LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuTGlzdENsYXNzZXNSZXF1ZXN0GjcuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5MaXN0Q2xhc3Nlc1Jlc3BvbnNlIjKQAgHCoBkrCg5tYWNoaW5lQ2xhc3NlcxIEbGlzdBoTbWFjaGluZUNsYXNzZXMucmVhZBK1AQoLRGVsZXRlQ2xhc3MSNi5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLkRlbGV0ZUNsYXNzUmVxdWVzdBo3LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuRGVsZXRlQ2xhc3NSZXNwb25zZSI1wqAZMQoObWFjaGluZUNsYXNzZXMSBmRlbGV0ZRoVbWFjaGluZUNsYXNzZXMuZGVsZXRlMAESsQEKDUNyZWF0ZU1hY2hpbmUSOC5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLkNyZWF0ZU1hY2hpbmVSZXF1ZXN0GjkuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5DcmVhdGVNYWNoaW5lUmVzcG9uc2UiK8KgGScKCG1hY2hpbmVzEgZjcmVhdGUaD21hY2hpbmVzLmNyZWF0ZSgBMAESogEKCkdldE1hY2hpbmUSNS5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLkdldE1hY2hpbmVSZXF1ZXN0GjYuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5HZXRNYWNoaW5lUmVzcG9uc2UiJZACAcKgGR4KCG1hY2hpbmVzEgNnZXQaDW1hY2hpbmVzLnJlYWQSqQEKDExpc3RNYWNoaW5lcxI3LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuTGlzdE1hY2hpbmVzUmVxdWVzdBo4LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuTGlzdE1hY2hpbmVzUmVzcG9uc2UiJpACAcKgGR8KCG1hY2hpbmVzEgRsaXN0Gg1tYWNoaW5lcy5yZWFkEq8BCg1EZWxldGVNYWNoaW5lEjguYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5EZWxldGVNYWNoaW5lUmVxdWVzdBo5LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuRGVsZXRlTWFjaGluZVJlc3BvbnNlIinCoBklCghtYWNoaW5lcxIGZGVsZXRlGg9tYWNoaW5lcy5kZWxldGUwARLAAQoRUG93ZXJDeWNsZU1hY2hpbmUSPC5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLlBvd2VyQ3ljbGVNYWNoaW5lUmVxdWVzdBo9LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuUG93ZXJDeWNsZU1hY2hpbmVSZXNwb25zZSIuwqAZKgoIbWFjaGluZXMSCnBvd2VyQ3ljbGUaEG1hY2hpbmVzLm9wZXJhdGUwAUJmWmRnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL21vZHVsZXMvcHJvdmlzaW9uL3YxO3Byb3Zpc2lvbm1vZHVsZXYxYgZwcm90bzM", [file_bettercompute_api_v1_options, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CjJiZXR0ZXJjb21wdXRlL21vZHVsZXMvcHJvdmlzaW9uL3YxL3Byb3Zpc2lvbi5wcm90bxIiYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MSLmAQoMTWFjaGluZUNsYXNzEgwKBG5hbWUYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhAKCHByb3ZpZGVyGAMgASgJEicKBnBhcmFtcxgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPaGFzX2NyZWRlbnRpYWxzGAUgASgIEi8KC2NyZWF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDowyqAZLAoEbmFtZQoIcHJvdmlkZXIKDmhhc0NyZWRlbnRpYWxzCgpjcmVhdGVUaW1lIogBCgtNYWNoaW5lU3RlcBI/CgVzdGF0ZRgBIAEoDjIwLmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuTWFjaGluZVN0YXRlEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmRldGFpbBgDIAEoCSKMAwoHTWFjaGluZRIKCgJpZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSDQoFY2xhc3MYAyABKAkSDAoEbmFtZRgEIAEoCRI/CgVzdGF0ZRgFIAEoDjIwLmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuTWFjaGluZVN0YXRlEg4KBnJlYXNvbhgGIAEoCRITCgtwcm92aWRlcl9pZBgHIAEoCRIPCgdub2RlX2lkGAggASgJEj4KBXN0ZXBzGAkgAygLMi8uYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5NYWNoaW5lU3RlcBIvCgtjcmVhdGVfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wOizKoBkoCgJpZAoEbmFtZQoFY2xhc3MKBXN0YXRlCgZub2RlSWQKBnJlYXNvbiJyChJDcmVhdGVDbGFzc1JlcXVlc3QSDAoEbmFtZRgBIAEoCRIQCghwcm92aWRlchgCIAEoCRInCgZwYXJhbXMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhMKC2NyZWRlbnRpYWxzGAQgASgMIlYKE0NyZWF0ZUNsYXNzUmVzcG9uc2USPwoFY2xhc3MYASABKAsyMC5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLk1hY2hpbmVDbGFzcyIfCg9HZXRDbGFzc1JlcXVlc3QSDAoEbmFtZRgBIAEoCSJTChBHZXRDbGFzc1Jlc3BvbnNlEj8KBWNsYXNzGAEgASgLMjAuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5NYWNoaW5lQ2xhc3MiOwoSTGlzdENsYXNzZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJInEKE0xpc3RDbGFzc2VzUmVzcG9uc2USQQoHY2xhc3NlcxgBIAMoCzIwLmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuTWFjaGluZUNsYXNzEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIiChJEZWxldGVDbGFzc1JlcXVlc3QSDAoEbmFtZRgBIAEoCSIVChNEZWxldGVDbGFzc1Jlc3BvbnNlIjMKFENyZWF0ZU1hY2hpbmVSZXF1ZXN0Eg0KBWNsYXNzGAEgASgJEgwKBG5hbWUYAiABKAkiVQoVQ3JlYXRlTWFjaGluZVJlc3BvbnNlEjwKB21hY2hpbmUYASABKAsyKy5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLk1hY2hpbmUiHwoRR2V0TWFjaGluZVJlcXVlc3QSCgoCaWQYASABKAkiUgoSR2V0TWFjaGluZVJlc3BvbnNlEjwKB21hY2hpbmUYASABKAsyKy5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLk1hY2hpbmUiSwoTTGlzdE1hY2hpbmVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRINCgVjbGFzcxgDIAEoCSJuChRMaXN0TWFjaGluZXNSZXNwb25zZRI9CghtYWNoaW5lcxgBIAMoCzIrLmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuTWFjaGluZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIgoURGVsZXRlTWFjaGluZVJlcXVlc3QSCgoCaWQYASABKAkiVQoVRGVsZXRlTWFjaGluZVJlc3BvbnNlEjwKB21hY2hpbmUYASABKAsyKy5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLk1hY2hpbmUiJgoYUG93ZXJDeWNsZU1hY2hpbmVSZXF1ZXN0EgoKAmlkGAEgASgJIlkKGVBvd2VyQ3ljbGVNYWNoaW5lUmVzcG9uc2USPAoHbWFjaGluZRgBIAEoCzIrLmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuTWFjaGluZSIjChFCb290Q29uZmlnUmVxdWVzdBIOCgZ0aWNrZXQYASABKAkieQoSQm9vdENvbmZpZ1Jlc3BvbnNlEhIKCm1hY2hpbmVfaWQYASABKAkSDAoEbmFtZRgCIAEoCRISCgpqb2luX3Rva2VuGAMgASgJEhgKEGdhdGV3YXlfZW5kcG9pbnQYBCABKAkSEwoLcm9vdF9jYV9wZW0YBSABKAkimwIKC1Bvb2xTY2FsaW5nEg8KB3Bvb2xfaWQYASABKAkSDQoFY2xhc3MYAiABKAkSCwoDbWluGAMgASgFEgsKA21heBgEIAEoBRIZChFzY2FsZV91cF9kZWxheV9tcxgFIAEoAxIaChJzY2FsZV9kb3duX2lkbGVfbXMYBiABKAMSEAoIbWFjaGluZXMYByABKAUSLwoLY3JlYXRlX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDonyqAZIwoGcG9vbElkCgVjbGFzcwoDbWluCgNtYXgKCG1hY2hpbmVzIn8KD1NjYWxpbmdEZWNpc2lvbhIOCgZhY3Rpb24YASABKAkSDQoFY291bnQYAiABKAUSEwoLbWFjaGluZV9pZHMYAyADKAkSDgoGcmVhc29uGAQgASgJEigKBHRpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIogBChVTZXRQb29sU2NhbGluZ1JlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRINCgVjbGFzcxgCIAEoCRILCgNtaW4YAyABKAUSCwoDbWF4GAQgASgFEhkKEXNjYWxlX3VwX2RlbGF5X21zGAUgASgDEhoKEnNjYWxlX2Rvd25faWRsZV9tcxgGIAEoAyJaChZTZXRQb29sU2NhbGluZ1Jlc3BvbnNlEkAKB3NjYWxpbmcYASABKAsyLy5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLlBvb2xTY2FsaW5nIigKFUdldFBvb2xTY2FsaW5nUmVxdWVzdBIPCgdwb29sX2lkGAEgASgJIuEBChZHZXRQb29sU2NhbGluZ1Jlc3BvbnNlEkAKB3NjYWxpbmcYASABKAsyLy5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLlBvb2xTY2FsaW5nEj0KCG1hY2hpbmVzGAIgAygLMisuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5NYWNoaW5lEkYKCWRlY2lzaW9ucxgDIAMoCzIzLmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuU2NhbGluZ0RlY2lzaW9uIj8KFkxpc3RQb29sU2NhbGluZ1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkidQoXTGlzdFBvb2xTY2FsaW5nUmVzcG9uc2USQQoIc2NhbGluZ3MYASADKAsyLy5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLlBvb2xTY2FsaW5nEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIrChhEZWxldGVQb29sU2NhbGluZ1JlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCSIbChlEZWxldGVQb29sU2NhbGluZ1Jlc3BvbnNlKsACCgxNYWNoaW5lU3RhdGUSHQoZTUFDSElORV9TVEFURV9VTlNQRUNJRklFRBAAEhsKF01BQ0hJTkVfU1RBVEVfUkVRVUVTVEVEEAESHgoaTUFDSElORV9TVEFURV9QUk9WSVNJT05JTkcQAhIZChVNQUNISU5FX1NUQVRFX0JPT1RJTkcQAxIYChRNQUNISU5FX1NUQVRFX0pPSU5FRBAEEhcKE01BQ0hJTkVfU1RBVEVfUkVBRFkQBRIaChZNQUNISU5FX1NUQVRFX0RFTEVUSU5HEAYSGgoWTUFDSElORV9TVEFURV9EUkFJTklORxAHEhwKGE1BQ0hJTkVfU1RBVEVfREVTVFJPWUlORxAIEhYKEk1BQ0hJTkVfU1RBVEVfR09ORRAJEhgKFE1BQ0hJTkVfU1RBVEVfRkFJTEVEEAoy8BMKFlByb3Zpc2lvbk1vZHVsZVNlcnZpY2UStwEKC0NyZWF0ZUNsYXNzEjYuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5DcmVhdGVDbGFzc1JlcXVlc3QaNy5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLkNyZWF0ZUNsYXNzUmVzcG9uc2UiN8KgGTMKDm1hY2hpbmVDbGFzc2VzEgZjcmVhdGUaFW1hY2hpbmVDbGFzc2VzLmNyZWF0ZSgBMAESqAEKCEdldENsYXNzEjMuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5HZXRDbGFzc1JlcXVlc3QaNC5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLkdldENsYXNzUmVzcG9uc2UiMZACAcKgGSoKDm1hY2hpbmVDbGFzc2VzEgNnZXQaE21hY2hpbmVDbGFzc2VzLnJlYWQSsgEKC0xpc3RDbGFzc2VzEjYuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5MaXN0Q2xhc3Nlc1JlcXVlc3QaNy5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLkxpc3RDbGFzc2VzUmVzcG9uc2UiMpACAcKgGSsKDm1hY2hpbmVDbGFzc2VzEgRsaXN0GhNtYWNoaW5lQ2xhc3Nlcy5yZWFkErUBCgtEZWxldGVDbGFzcxI2LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuRGVsZXRlQ2xhc3NSZXF1ZXN0GjcuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5EZWxldGVDbGFzc1Jlc3BvbnNlIjXCoBkxCg5tYWNoaW5lQ2xhc3NlcxIGZGVsZXRlGhVtYWNoaW5lQ2xhc3Nlcy5kZWxldGUwARKxAQoNQ3JlYXRlTWFjaGluZRI4LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuQ3JlYXRlTWFjaGluZVJlcXVlc3QaOS5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLkNyZWF0ZU1hY2hpbmVSZXNwb25zZSIrwqAZJwoIbWFjaGluZXMSBmNyZWF0ZRoPbWFjaGluZXMuY3JlYXRlKAEwARKiAQoKR2V0TWFjaGluZRI1LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuR2V0TWFjaGluZVJlcXVlc3QaNi5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLkdldE1hY2hpbmVSZXNwb25zZSIlkAIBwqAZHgoIbWFjaGluZXMSA2dldBoNbWFjaGluZXMucmVhZBKpAQoMTGlzdE1hY2hpbmVzEjcuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5MaXN0TWFjaGluZXNSZXF1ZXN0GjguYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5MaXN0TWFjaGluZXNSZXNwb25zZSImkAIBwqAZHwoIbWFjaGluZXMSBGxpc3QaDW1hY2hpbmVzLnJlYWQSrwEKDURlbGV0ZU1hY2hpbmUSOC5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLkRlbGV0ZU1hY2hpbmVSZXF1ZXN0GjkuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5EZWxldGVNYWNoaW5lUmVzcG9uc2UiKcKgGSUKCG1hY2hpbmVzEgZkZWxldGUaD21hY2hpbmVzLmRlbGV0ZTABEsABChFQb3dlckN5Y2xlTWFjaGluZRI8LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuUG93ZXJDeWNsZU1hY2hpbmVSZXF1ZXN0Gj0uYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5Qb3dlckN5Y2xlTWFjaGluZVJlc3BvbnNlIi7CoBkqCghtYWNoaW5lcxIKcG93ZXJDeWNsZRoQbWFjaGluZXMub3BlcmF0ZTABEpkBCgpCb290Q29uZmlnEjUuYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5Cb290Q29uZmlnUmVxdWVzdBo2LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuQm9vdENvbmZpZ1Jlc3BvbnNlIhzCoBkYCghtYWNoaW5lcxIKYm9vdENvbmZpZyABErcBCg5TZXRQb29sU2NhbGluZxI5LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuU2V0UG9vbFNjYWxpbmdSZXF1ZXN0GjouYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5TZXRQb29sU2NhbGluZ1Jlc3BvbnNlIi7CoBkqCgtwb29sU2NhbGluZxIDc2V0GhJwb29sU2NhbGluZy51cGRhdGUoATABErQBCg5HZXRQb29sU2NhbGluZxI5LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuR2V0UG9vbFNjYWxpbmdSZXF1ZXN0GjouYmV0dGVyY29tcHV0ZS5tb2R1bGVzLnByb3Zpc2lvbi52MS5HZXRQb29sU2NhbGluZ1Jlc3BvbnNlIiuQAgHCoBkkCgtwb29sU2NhbGluZxIDZ2V0GhBwb29sU2NhbGluZy5yZWFkErgBCg9MaXN0UG9vbFNjYWxpbmcSOi5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLkxpc3RQb29sU2NhbGluZ1JlcXVlc3QaOy5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLkxpc3RQb29sU2NhbGluZ1Jlc3BvbnNlIiyQAgHCoBklCgtwb29sU2NhbGluZxIEbGlzdBoQcG9vbFNjYWxpbmcucmVhZBLBAQoRRGVsZXRlUG9vbFNjYWxpbmcSPC5iZXR0ZXJjb21wdXRlLm1vZHVsZXMucHJvdmlzaW9uLnYxLkRlbGV0ZVBvb2xTY2FsaW5nUmVxdWVzdBo9LmJldHRlcmNvbXB1dGUubW9kdWxlcy5wcm92aXNpb24udjEuRGVsZXRlUG9vbFNjYWxpbmdSZXNwb25zZSIvwqAZKwoLcG9vbFNjYWxpbmcSBmRlbGV0ZRoScG9vbFNjYWxpbmcudXBkYXRlMAFCZlpkZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9tb2R1bGVzL3Byb3Zpc2lvbi92MTtwcm92aXNpb25tb2R1bGV2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * MachineClass is a provider and its parameters: how the machines of the class are made.
@@ -590,6 +590,392 @@ export const PowerCycleMachineResponseSchema: GenMessage<PowerCycleMachineRespon
   messageDesc(file_bettercompute_modules_provision_v1_provision, 20);
 
 /**
+ * BootConfigRequest carries a machine's boot ticket, the "ticket" parameter of the boot
+ * configuration URL (bcb_<machine id>_<secret>).
+ *
+ * @generated from message bettercompute.modules.provision.v1.BootConfigRequest
+ */
+export type BootConfigRequest = Message<"bettercompute.modules.provision.v1.BootConfigRequest"> & {
+  /**
+   * @generated from field: string ticket = 1;
+   */
+  ticket: string;
+};
+
+/**
+ * Describes the message bettercompute.modules.provision.v1.BootConfigRequest.
+ * Use `create(BootConfigRequestSchema)` to create a new message.
+ */
+export const BootConfigRequestSchema: GenMessage<BootConfigRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_modules_provision_v1_provision, 21);
+
+/**
+ * BootConfigResponse is what the machine's daemon joins with.
+ *
+ * @generated from message bettercompute.modules.provision.v1.BootConfigResponse
+ */
+export type BootConfigResponse = Message<"bettercompute.modules.provision.v1.BootConfigResponse"> & {
+  /**
+   * The machine's id.
+   *
+   * @generated from field: string machine_id = 1;
+   */
+  machineId: string;
+
+  /**
+   * The machine's name, its hostname.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * The single-use join token minted for this machine alone (bcj_…).
+   *
+   * @generated from field: string join_token = 3;
+   */
+  joinToken: string;
+
+  /**
+   * Where the daemon dials in, host:port.
+   *
+   * @generated from field: string gateway_endpoint = 4;
+   */
+  gatewayEndpoint: string;
+
+  /**
+   * The PEM of the deployment's root CA, which the daemon pins.
+   *
+   * @generated from field: string root_ca_pem = 5;
+   */
+  rootCaPem: string;
+};
+
+/**
+ * Describes the message bettercompute.modules.provision.v1.BootConfigResponse.
+ * Use `create(BootConfigResponseSchema)` to create a new message.
+ */
+export const BootConfigResponseSchema: GenMessage<BootConfigResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_modules_provision_v1_provision, 22);
+
+/**
+ * PoolScaling is how a pool autoscales with machines of a class.
+ *
+ * @generated from message bettercompute.modules.provision.v1.PoolScaling
+ */
+export type PoolScaling = Message<"bettercompute.modules.provision.v1.PoolScaling"> & {
+  /**
+   * @generated from field: string pool_id = 1;
+   */
+  poolId: string;
+
+  /**
+   * The machine class of the pool's tenant whose machines join the pool.
+   *
+   * @generated from field: string class = 2;
+   */
+  class: string;
+
+  /**
+   * The fewest machines the pool keeps.
+   *
+   * @generated from field: int32 min = 3;
+   */
+  min: number;
+
+  /**
+   * The most machines the pool has at once.
+   *
+   * @generated from field: int32 max = 4;
+   */
+  max: number;
+
+  /**
+   * How long a pending lease waits for capacity before machines are provisioned for it, in
+   * milliseconds.
+   *
+   * @generated from field: int64 scale_up_delay_ms = 5;
+   */
+  scaleUpDelayMs: bigint;
+
+  /**
+   * How long a machine's node holds no lease before it is deleted (above min), in milliseconds.
+   *
+   * @generated from field: int64 scale_down_idle_ms = 6;
+   */
+  scaleDownIdleMs: bigint;
+
+  /**
+   * The pool's machines that are not gone nor failed (GetPoolScaling and ListPoolScaling).
+   *
+   * @generated from field: int32 machines = 7;
+   */
+  machines: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp create_time = 8;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp update_time = 9;
+   */
+  updateTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message bettercompute.modules.provision.v1.PoolScaling.
+ * Use `create(PoolScalingSchema)` to create a new message.
+ */
+export const PoolScalingSchema: GenMessage<PoolScaling> = /*@__PURE__*/
+  messageDesc(file_bettercompute_modules_provision_v1_provision, 23);
+
+/**
+ * ScalingDecision is one decision of the autoscaler, recorded before it acted.
+ *
+ * @generated from message bettercompute.modules.provision.v1.ScalingDecision
+ */
+export type ScalingDecision = Message<"bettercompute.modules.provision.v1.ScalingDecision"> & {
+  /**
+   * "scale_up", "scale_down", "replace_failed" or "blocked".
+   *
+   * @generated from field: string action = 1;
+   */
+  action: string;
+
+  /**
+   * How many machines it created or deleted.
+   *
+   * @generated from field: int32 count = 2;
+   */
+  count: number;
+
+  /**
+   * The machines it created or deleted.
+   *
+   * @generated from field: repeated string machine_ids = 3;
+   */
+  machineIds: string[];
+
+  /**
+   * Why: the leases it provisions for, the idle time, the limit in the way.
+   *
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp time = 5;
+   */
+  time?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message bettercompute.modules.provision.v1.ScalingDecision.
+ * Use `create(ScalingDecisionSchema)` to create a new message.
+ */
+export const ScalingDecisionSchema: GenMessage<ScalingDecision> = /*@__PURE__*/
+  messageDesc(file_bettercompute_modules_provision_v1_provision, 24);
+
+/**
+ * SetPoolScalingRequest sets a pool's scaling.
+ *
+ * @generated from message bettercompute.modules.provision.v1.SetPoolScalingRequest
+ */
+export type SetPoolScalingRequest = Message<"bettercompute.modules.provision.v1.SetPoolScalingRequest"> & {
+  /**
+   * @generated from field: string pool_id = 1;
+   */
+  poolId: string;
+
+  /**
+   * @generated from field: string class = 2;
+   */
+  class: string;
+
+  /**
+   * @generated from field: int32 min = 3;
+   */
+  min: number;
+
+  /**
+   * @generated from field: int32 max = 4;
+   */
+  max: number;
+
+  /**
+   * 0 to 1 hour.
+   *
+   * @generated from field: int64 scale_up_delay_ms = 5;
+   */
+  scaleUpDelayMs: bigint;
+
+  /**
+   * 1 second to 7 days.
+   *
+   * @generated from field: int64 scale_down_idle_ms = 6;
+   */
+  scaleDownIdleMs: bigint;
+};
+
+/**
+ * Describes the message bettercompute.modules.provision.v1.SetPoolScalingRequest.
+ * Use `create(SetPoolScalingRequestSchema)` to create a new message.
+ */
+export const SetPoolScalingRequestSchema: GenMessage<SetPoolScalingRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_modules_provision_v1_provision, 25);
+
+/**
+ * SetPoolScalingResponse is the pool's scaling as set.
+ *
+ * @generated from message bettercompute.modules.provision.v1.SetPoolScalingResponse
+ */
+export type SetPoolScalingResponse = Message<"bettercompute.modules.provision.v1.SetPoolScalingResponse"> & {
+  /**
+   * @generated from field: bettercompute.modules.provision.v1.PoolScaling scaling = 1;
+   */
+  scaling?: PoolScaling | undefined;
+};
+
+/**
+ * Describes the message bettercompute.modules.provision.v1.SetPoolScalingResponse.
+ * Use `create(SetPoolScalingResponseSchema)` to create a new message.
+ */
+export const SetPoolScalingResponseSchema: GenMessage<SetPoolScalingResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_modules_provision_v1_provision, 26);
+
+/**
+ * GetPoolScalingRequest names a pool of the caller's tenant.
+ *
+ * @generated from message bettercompute.modules.provision.v1.GetPoolScalingRequest
+ */
+export type GetPoolScalingRequest = Message<"bettercompute.modules.provision.v1.GetPoolScalingRequest"> & {
+  /**
+   * @generated from field: string pool_id = 1;
+   */
+  poolId: string;
+};
+
+/**
+ * Describes the message bettercompute.modules.provision.v1.GetPoolScalingRequest.
+ * Use `create(GetPoolScalingRequestSchema)` to create a new message.
+ */
+export const GetPoolScalingRequestSchema: GenMessage<GetPoolScalingRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_modules_provision_v1_provision, 27);
+
+/**
+ * GetPoolScalingResponse is the pool's scaling, its machines and the latest decisions, newest
+ * first.
+ *
+ * @generated from message bettercompute.modules.provision.v1.GetPoolScalingResponse
+ */
+export type GetPoolScalingResponse = Message<"bettercompute.modules.provision.v1.GetPoolScalingResponse"> & {
+  /**
+   * @generated from field: bettercompute.modules.provision.v1.PoolScaling scaling = 1;
+   */
+  scaling?: PoolScaling | undefined;
+
+  /**
+   * @generated from field: repeated bettercompute.modules.provision.v1.Machine machines = 2;
+   */
+  machines: Machine[];
+
+  /**
+   * @generated from field: repeated bettercompute.modules.provision.v1.ScalingDecision decisions = 3;
+   */
+  decisions: ScalingDecision[];
+};
+
+/**
+ * Describes the message bettercompute.modules.provision.v1.GetPoolScalingResponse.
+ * Use `create(GetPoolScalingResponseSchema)` to create a new message.
+ */
+export const GetPoolScalingResponseSchema: GenMessage<GetPoolScalingResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_modules_provision_v1_provision, 28);
+
+/**
+ * ListPoolScalingRequest pages through the caller tenant's scaled pools.
+ *
+ * @generated from message bettercompute.modules.provision.v1.ListPoolScalingRequest
+ */
+export type ListPoolScalingRequest = Message<"bettercompute.modules.provision.v1.ListPoolScalingRequest"> & {
+  /**
+   * @generated from field: int32 page_size = 1;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message bettercompute.modules.provision.v1.ListPoolScalingRequest.
+ * Use `create(ListPoolScalingRequestSchema)` to create a new message.
+ */
+export const ListPoolScalingRequestSchema: GenMessage<ListPoolScalingRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_modules_provision_v1_provision, 29);
+
+/**
+ * ListPoolScalingResponse is a page of scaled pools.
+ *
+ * @generated from message bettercompute.modules.provision.v1.ListPoolScalingResponse
+ */
+export type ListPoolScalingResponse = Message<"bettercompute.modules.provision.v1.ListPoolScalingResponse"> & {
+  /**
+   * @generated from field: repeated bettercompute.modules.provision.v1.PoolScaling scalings = 1;
+   */
+  scalings: PoolScaling[];
+
+  /**
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message bettercompute.modules.provision.v1.ListPoolScalingResponse.
+ * Use `create(ListPoolScalingResponseSchema)` to create a new message.
+ */
+export const ListPoolScalingResponseSchema: GenMessage<ListPoolScalingResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_modules_provision_v1_provision, 30);
+
+/**
+ * DeletePoolScalingRequest names a pool of the caller's tenant.
+ *
+ * @generated from message bettercompute.modules.provision.v1.DeletePoolScalingRequest
+ */
+export type DeletePoolScalingRequest = Message<"bettercompute.modules.provision.v1.DeletePoolScalingRequest"> & {
+  /**
+   * @generated from field: string pool_id = 1;
+   */
+  poolId: string;
+};
+
+/**
+ * Describes the message bettercompute.modules.provision.v1.DeletePoolScalingRequest.
+ * Use `create(DeletePoolScalingRequestSchema)` to create a new message.
+ */
+export const DeletePoolScalingRequestSchema: GenMessage<DeletePoolScalingRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_modules_provision_v1_provision, 31);
+
+/**
+ * DeletePoolScalingResponse has no fields.
+ *
+ * @generated from message bettercompute.modules.provision.v1.DeletePoolScalingResponse
+ */
+export type DeletePoolScalingResponse = Message<"bettercompute.modules.provision.v1.DeletePoolScalingResponse"> & {
+};
+
+/**
+ * Describes the message bettercompute.modules.provision.v1.DeletePoolScalingResponse.
+ * Use `create(DeletePoolScalingResponseSchema)` to create a new message.
+ */
+export const DeletePoolScalingResponseSchema: GenMessage<DeletePoolScalingResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_modules_provision_v1_provision, 32);
+
+/**
  * MachineState is where a machine is in its lifecycle.
  *
  * @generated from enum bettercompute.modules.provision.v1.MachineState
@@ -780,6 +1166,65 @@ export const ProvisionModuleService: GenService<{
     methodKind: "unary";
     input: typeof PowerCycleMachineRequestSchema;
     output: typeof PowerCycleMachineResponseSchema;
+  },
+  /**
+   * BootConfig returns, once, what a booting machine needs to join as the node it is meant to
+   * become: its join token, the gateway endpoint and the deployment's root CA. It is public: the
+   * ticket, minted for one machine and carried in the boot configuration URL its provider hands
+   * the machine, is the credential. A ticket works for the first fetch only, and not after the
+   * machine's join token expires or once the machine is no longer booting.
+   *
+   * @generated from rpc bettercompute.modules.provision.v1.ProvisionModuleService.BootConfig
+   */
+  bootConfig: {
+    methodKind: "unary";
+    input: typeof BootConfigRequestSchema;
+    output: typeof BootConfigResponseSchema;
+  },
+  /**
+   * SetPoolScaling makes a pool of the caller's tenant autoscale with machines of a class of
+   * the tenant, or changes how: at least min machines, at most max; pending leases that cannot
+   * fit for longer than the scale-up delay provision the fewest machines that make them fit;
+   * machines idle for the scale-down idle time are deleted down to min.
+   *
+   * @generated from rpc bettercompute.modules.provision.v1.ProvisionModuleService.SetPoolScaling
+   */
+  setPoolScaling: {
+    methodKind: "unary";
+    input: typeof SetPoolScalingRequestSchema;
+    output: typeof SetPoolScalingResponseSchema;
+  },
+  /**
+   * GetPoolScaling returns a pool's scaling settings, its machines by state and the
+   * autoscaler's latest decisions.
+   *
+   * @generated from rpc bettercompute.modules.provision.v1.ProvisionModuleService.GetPoolScaling
+   */
+  getPoolScaling: {
+    methodKind: "unary";
+    input: typeof GetPoolScalingRequestSchema;
+    output: typeof GetPoolScalingResponseSchema;
+  },
+  /**
+   * ListPoolScaling lists the caller tenant's scaled pools by pool id.
+   *
+   * @generated from rpc bettercompute.modules.provision.v1.ProvisionModuleService.ListPoolScaling
+   */
+  listPoolScaling: {
+    methodKind: "unary";
+    input: typeof ListPoolScalingRequestSchema;
+    output: typeof ListPoolScalingResponseSchema;
+  },
+  /**
+   * DeletePoolScaling stops autoscaling a pool. Its machines stay as they are; delete them with
+   * machines/delete.
+   *
+   * @generated from rpc bettercompute.modules.provision.v1.ProvisionModuleService.DeletePoolScaling
+   */
+  deletePoolScaling: {
+    methodKind: "unary";
+    input: typeof DeletePoolScalingRequestSchema;
+    output: typeof DeletePoolScalingResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_bettercompute_modules_provision_v1_provision, 0);

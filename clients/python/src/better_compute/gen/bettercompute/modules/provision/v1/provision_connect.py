@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .provision_pb2 import CreateClassRequest, CreateClassResponse, CreateMachineRequest, CreateMachineResponse, DeleteClassRequest, DeleteClassResponse, DeleteMachineRequest, DeleteMachineResponse, GetClassRequest, GetClassResponse, GetMachineRequest, GetMachineResponse, ListClassesRequest, ListClassesResponse, ListMachinesRequest, ListMachinesResponse, PowerCycleMachineRequest, PowerCycleMachineResponse
+from .provision_pb2 import BootConfigRequest, BootConfigResponse, CreateClassRequest, CreateClassResponse, CreateMachineRequest, CreateMachineResponse, DeleteClassRequest, DeleteClassResponse, DeleteMachineRequest, DeleteMachineResponse, DeletePoolScalingRequest, DeletePoolScalingResponse, GetClassRequest, GetClassResponse, GetMachineRequest, GetMachineResponse, GetPoolScalingRequest, GetPoolScalingResponse, ListClassesRequest, ListClassesResponse, ListMachinesRequest, ListMachinesResponse, ListPoolScalingRequest, ListPoolScalingResponse, PowerCycleMachineRequest, PowerCycleMachineResponse, SetPoolScalingRequest, SetPoolScalingResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -99,6 +99,45 @@ class ProvisionModuleService(Protocol):
         """
         PowerCycleMachine resets a machine through its provider (a hard reset, as a power button
         would). The machine must be at its provider: booting, joined or ready.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def boot_config(self, request: BootConfigRequest, ctx: RequestContext[BootConfigRequest, BootConfigResponse], /) -> BootConfigResponse:
+        """
+        BootConfig returns, once, what a booting machine needs to join as the node it is meant to
+        become: its join token, the gateway endpoint and the deployment's root CA. It is public: the
+        ticket, minted for one machine and carried in the boot configuration URL its provider hands
+        the machine, is the credential. A ticket works for the first fetch only, and not after the
+        machine's join token expires or once the machine is no longer booting.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def set_pool_scaling(self, request: SetPoolScalingRequest, ctx: RequestContext[SetPoolScalingRequest, SetPoolScalingResponse], /) -> SetPoolScalingResponse:
+        """
+        SetPoolScaling makes a pool of the caller's tenant autoscale with machines of a class of
+        the tenant, or changes how: at least min machines, at most max; pending leases that cannot
+        fit for longer than the scale-up delay provision the fewest machines that make them fit;
+        machines idle for the scale-down idle time are deleted down to min.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def get_pool_scaling(self, request: GetPoolScalingRequest, ctx: RequestContext[GetPoolScalingRequest, GetPoolScalingResponse], /) -> GetPoolScalingResponse:
+        """
+        GetPoolScaling returns a pool's scaling settings, its machines by state and the
+        autoscaler's latest decisions.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_pool_scaling(self, request: ListPoolScalingRequest, ctx: RequestContext[ListPoolScalingRequest, ListPoolScalingResponse], /) -> ListPoolScalingResponse:
+        """
+        ListPoolScaling lists the caller tenant's scaled pools by pool id.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def delete_pool_scaling(self, request: DeletePoolScalingRequest, ctx: RequestContext[DeletePoolScalingRequest, DeletePoolScalingResponse], /) -> DeletePoolScalingResponse:
+        """
+        DeletePoolScaling stops autoscaling a pool. Its machines stay as they are; delete them with
+        machines/delete.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -214,6 +253,61 @@ class ProvisionModuleServiceASGIApplication(ConnectASGIApplication[ProvisionModu
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.power_cycle_machine,
+                ),
+                "/bettercompute.modules.provision.v1.ProvisionModuleService/BootConfig": Endpoint.unary(
+                    method=MethodInfo(
+                        name="BootConfig",
+                        service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                        input=BootConfigRequest,
+                        output=BootConfigResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.boot_config,
+                ),
+                "/bettercompute.modules.provision.v1.ProvisionModuleService/SetPoolScaling": Endpoint.unary(
+                    method=MethodInfo(
+                        name="SetPoolScaling",
+                        service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                        input=SetPoolScalingRequest,
+                        output=SetPoolScalingResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.set_pool_scaling,
+                ),
+                "/bettercompute.modules.provision.v1.ProvisionModuleService/GetPoolScaling": Endpoint.unary(
+                    method=MethodInfo(
+                        name="GetPoolScaling",
+                        service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                        input=GetPoolScalingRequest,
+                        output=GetPoolScalingResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.get_pool_scaling,
+                ),
+                "/bettercompute.modules.provision.v1.ProvisionModuleService/ListPoolScaling": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListPoolScaling",
+                        service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                        input=ListPoolScalingRequest,
+                        output=ListPoolScalingResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_pool_scaling,
+                ),
+                "/bettercompute.modules.provision.v1.ProvisionModuleService/DeletePoolScaling": Endpoint.unary(
+                    method=MethodInfo(
+                        name="DeletePoolScaling",
+                        service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                        input=DeletePoolScalingRequest,
+                        output=DeletePoolScalingResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.delete_pool_scaling,
                 ),
             },
             interceptors=interceptors,
@@ -478,6 +572,134 @@ class ProvisionModuleServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def boot_config(
+        self,
+        request: BootConfigRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> BootConfigResponse:
+        """
+        BootConfig returns, once, what a booting machine needs to join as the node it is meant to
+        become: its join token, the gateway endpoint and the deployment's root CA. It is public: the
+        ticket, minted for one machine and carried in the boot configuration URL its provider hands
+        the machine, is the credential. A ticket works for the first fetch only, and not after the
+        machine's join token expires or once the machine is no longer booting.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="BootConfig",
+                service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                input=BootConfigRequest,
+                output=BootConfigResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def set_pool_scaling(
+        self,
+        request: SetPoolScalingRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> SetPoolScalingResponse:
+        """
+        SetPoolScaling makes a pool of the caller's tenant autoscale with machines of a class of
+        the tenant, or changes how: at least min machines, at most max; pending leases that cannot
+        fit for longer than the scale-up delay provision the fewest machines that make them fit;
+        machines idle for the scale-down idle time are deleted down to min.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="SetPoolScaling",
+                service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                input=SetPoolScalingRequest,
+                output=SetPoolScalingResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def get_pool_scaling(
+        self,
+        request: GetPoolScalingRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> GetPoolScalingResponse:
+        """
+        GetPoolScaling returns a pool's scaling settings, its machines by state and the
+        autoscaler's latest decisions.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetPoolScaling",
+                service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                input=GetPoolScalingRequest,
+                output=GetPoolScalingResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
+    async def list_pool_scaling(
+        self,
+        request: ListPoolScalingRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> ListPoolScalingResponse:
+        """
+        ListPoolScaling lists the caller tenant's scaled pools by pool id.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListPoolScaling",
+                service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                input=ListPoolScalingRequest,
+                output=ListPoolScalingResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
+    async def delete_pool_scaling(
+        self,
+        request: DeletePoolScalingRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DeletePoolScalingResponse:
+        """
+        DeletePoolScaling stops autoscaling a pool. Its machines stay as they are; delete them with
+        machines/delete.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeletePoolScaling",
+                service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                input=DeletePoolScalingRequest,
+                output=DeletePoolScalingResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class ProvisionModuleServiceSync(Protocol):
     """
@@ -541,6 +763,45 @@ class ProvisionModuleServiceSync(Protocol):
         """
         PowerCycleMachine resets a machine through its provider (a hard reset, as a power button
         would). The machine must be at its provider: booting, joined or ready.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def boot_config(self, request: BootConfigRequest, ctx: RequestContext[BootConfigRequest, BootConfigResponse], /) -> BootConfigResponse:
+        """
+        BootConfig returns, once, what a booting machine needs to join as the node it is meant to
+        become: its join token, the gateway endpoint and the deployment's root CA. It is public: the
+        ticket, minted for one machine and carried in the boot configuration URL its provider hands
+        the machine, is the credential. A ticket works for the first fetch only, and not after the
+        machine's join token expires or once the machine is no longer booting.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def set_pool_scaling(self, request: SetPoolScalingRequest, ctx: RequestContext[SetPoolScalingRequest, SetPoolScalingResponse], /) -> SetPoolScalingResponse:
+        """
+        SetPoolScaling makes a pool of the caller's tenant autoscale with machines of a class of
+        the tenant, or changes how: at least min machines, at most max; pending leases that cannot
+        fit for longer than the scale-up delay provision the fewest machines that make them fit;
+        machines idle for the scale-down idle time are deleted down to min.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def get_pool_scaling(self, request: GetPoolScalingRequest, ctx: RequestContext[GetPoolScalingRequest, GetPoolScalingResponse], /) -> GetPoolScalingResponse:
+        """
+        GetPoolScaling returns a pool's scaling settings, its machines by state and the
+        autoscaler's latest decisions.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_pool_scaling(self, request: ListPoolScalingRequest, ctx: RequestContext[ListPoolScalingRequest, ListPoolScalingResponse], /) -> ListPoolScalingResponse:
+        """
+        ListPoolScaling lists the caller tenant's scaled pools by pool id.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def delete_pool_scaling(self, request: DeletePoolScalingRequest, ctx: RequestContext[DeletePoolScalingRequest, DeletePoolScalingResponse], /) -> DeletePoolScalingResponse:
+        """
+        DeletePoolScaling stops autoscaling a pool. Its machines stay as they are; delete them with
+        machines/delete.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -654,6 +915,61 @@ class ProvisionModuleServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.power_cycle_machine,
+                ),
+                "/bettercompute.modules.provision.v1.ProvisionModuleService/BootConfig": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="BootConfig",
+                        service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                        input=BootConfigRequest,
+                        output=BootConfigResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.boot_config,
+                ),
+                "/bettercompute.modules.provision.v1.ProvisionModuleService/SetPoolScaling": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="SetPoolScaling",
+                        service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                        input=SetPoolScalingRequest,
+                        output=SetPoolScalingResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.set_pool_scaling,
+                ),
+                "/bettercompute.modules.provision.v1.ProvisionModuleService/GetPoolScaling": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="GetPoolScaling",
+                        service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                        input=GetPoolScalingRequest,
+                        output=GetPoolScalingResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.get_pool_scaling,
+                ),
+                "/bettercompute.modules.provision.v1.ProvisionModuleService/ListPoolScaling": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListPoolScaling",
+                        service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                        input=ListPoolScalingRequest,
+                        output=ListPoolScalingResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_pool_scaling,
+                ),
+                "/bettercompute.modules.provision.v1.ProvisionModuleService/DeletePoolScaling": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="DeletePoolScaling",
+                        service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                        input=DeletePoolScalingRequest,
+                        output=DeletePoolScalingResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.delete_pool_scaling,
                 ),
             },
             interceptors=interceptors,
@@ -912,6 +1228,134 @@ class ProvisionModuleServiceClientSync(ConnectClientSync):
                 service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
                 input=PowerCycleMachineRequest,
                 output=PowerCycleMachineResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def boot_config(
+        self,
+        request: BootConfigRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> BootConfigResponse:
+        """
+        BootConfig returns, once, what a booting machine needs to join as the node it is meant to
+        become: its join token, the gateway endpoint and the deployment's root CA. It is public: the
+        ticket, minted for one machine and carried in the boot configuration URL its provider hands
+        the machine, is the credential. A ticket works for the first fetch only, and not after the
+        machine's join token expires or once the machine is no longer booting.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="BootConfig",
+                service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                input=BootConfigRequest,
+                output=BootConfigResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def set_pool_scaling(
+        self,
+        request: SetPoolScalingRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> SetPoolScalingResponse:
+        """
+        SetPoolScaling makes a pool of the caller's tenant autoscale with machines of a class of
+        the tenant, or changes how: at least min machines, at most max; pending leases that cannot
+        fit for longer than the scale-up delay provision the fewest machines that make them fit;
+        machines idle for the scale-down idle time are deleted down to min.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="SetPoolScaling",
+                service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                input=SetPoolScalingRequest,
+                output=SetPoolScalingResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def get_pool_scaling(
+        self,
+        request: GetPoolScalingRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> GetPoolScalingResponse:
+        """
+        GetPoolScaling returns a pool's scaling settings, its machines by state and the
+        autoscaler's latest decisions.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetPoolScaling",
+                service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                input=GetPoolScalingRequest,
+                output=GetPoolScalingResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
+    def list_pool_scaling(
+        self,
+        request: ListPoolScalingRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> ListPoolScalingResponse:
+        """
+        ListPoolScaling lists the caller tenant's scaled pools by pool id.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListPoolScaling",
+                service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                input=ListPoolScalingRequest,
+                output=ListPoolScalingResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
+    def delete_pool_scaling(
+        self,
+        request: DeletePoolScalingRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> DeletePoolScalingResponse:
+        """
+        DeletePoolScaling stops autoscaling a pool. Its machines stay as they are; delete them with
+        machines/delete.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeletePoolScaling",
+                service_name="bettercompute.modules.provision.v1.ProvisionModuleService",
+                input=DeletePoolScalingRequest,
+                output=DeletePoolScalingResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

@@ -207,3 +207,121 @@ class PowerCycleMachineResponse(_message.Message):
     MACHINE_FIELD_NUMBER: _ClassVar[int]
     machine: Machine
     def __init__(self, machine: _Optional[_Union[Machine, _Mapping]] = ...) -> None: ...
+
+class BootConfigRequest(_message.Message):
+    __slots__ = ("ticket",)
+    TICKET_FIELD_NUMBER: _ClassVar[int]
+    ticket: str
+    def __init__(self, ticket: _Optional[str] = ...) -> None: ...
+
+class BootConfigResponse(_message.Message):
+    __slots__ = ("machine_id", "name", "join_token", "gateway_endpoint", "root_ca_pem")
+    MACHINE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    JOIN_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    GATEWAY_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    ROOT_CA_PEM_FIELD_NUMBER: _ClassVar[int]
+    machine_id: str
+    name: str
+    join_token: str
+    gateway_endpoint: str
+    root_ca_pem: str
+    def __init__(self, machine_id: _Optional[str] = ..., name: _Optional[str] = ..., join_token: _Optional[str] = ..., gateway_endpoint: _Optional[str] = ..., root_ca_pem: _Optional[str] = ...) -> None: ...
+
+class PoolScaling(_message.Message):
+    __slots__ = ("pool_id", "min", "max", "scale_up_delay_ms", "scale_down_idle_ms", "machines", "create_time", "update_time")
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    CLASS_FIELD_NUMBER: _ClassVar[int]
+    MIN_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    SCALE_UP_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    SCALE_DOWN_IDLE_MS_FIELD_NUMBER: _ClassVar[int]
+    MACHINES_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    pool_id: str
+    min: int
+    max: int
+    scale_up_delay_ms: int
+    scale_down_idle_ms: int
+    machines: int
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, pool_id: _Optional[str] = ..., min: _Optional[int] = ..., max: _Optional[int] = ..., scale_up_delay_ms: _Optional[int] = ..., scale_down_idle_ms: _Optional[int] = ..., machines: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., **kwargs) -> None: ...
+
+class ScalingDecision(_message.Message):
+    __slots__ = ("action", "count", "machine_ids", "reason", "time")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    MACHINE_IDS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    count: int
+    machine_ids: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, action: _Optional[str] = ..., count: _Optional[int] = ..., machine_ids: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SetPoolScalingRequest(_message.Message):
+    __slots__ = ("pool_id", "min", "max", "scale_up_delay_ms", "scale_down_idle_ms")
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    CLASS_FIELD_NUMBER: _ClassVar[int]
+    MIN_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    SCALE_UP_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    SCALE_DOWN_IDLE_MS_FIELD_NUMBER: _ClassVar[int]
+    pool_id: str
+    min: int
+    max: int
+    scale_up_delay_ms: int
+    scale_down_idle_ms: int
+    def __init__(self, pool_id: _Optional[str] = ..., min: _Optional[int] = ..., max: _Optional[int] = ..., scale_up_delay_ms: _Optional[int] = ..., scale_down_idle_ms: _Optional[int] = ..., **kwargs) -> None: ...
+
+class SetPoolScalingResponse(_message.Message):
+    __slots__ = ("scaling",)
+    SCALING_FIELD_NUMBER: _ClassVar[int]
+    scaling: PoolScaling
+    def __init__(self, scaling: _Optional[_Union[PoolScaling, _Mapping]] = ...) -> None: ...
+
+class GetPoolScalingRequest(_message.Message):
+    __slots__ = ("pool_id",)
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    pool_id: str
+    def __init__(self, pool_id: _Optional[str] = ...) -> None: ...
+
+class GetPoolScalingResponse(_message.Message):
+    __slots__ = ("scaling", "machines", "decisions")
+    SCALING_FIELD_NUMBER: _ClassVar[int]
+    MACHINES_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    scaling: PoolScaling
+    machines: _containers.RepeatedCompositeFieldContainer[Machine]
+    decisions: _containers.RepeatedCompositeFieldContainer[ScalingDecision]
+    def __init__(self, scaling: _Optional[_Union[PoolScaling, _Mapping]] = ..., machines: _Optional[_Iterable[_Union[Machine, _Mapping]]] = ..., decisions: _Optional[_Iterable[_Union[ScalingDecision, _Mapping]]] = ...) -> None: ...
+
+class ListPoolScalingRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListPoolScalingResponse(_message.Message):
+    __slots__ = ("scalings", "next_page_token")
+    SCALINGS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    scalings: _containers.RepeatedCompositeFieldContainer[PoolScaling]
+    next_page_token: str
+    def __init__(self, scalings: _Optional[_Iterable[_Union[PoolScaling, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DeletePoolScalingRequest(_message.Message):
+    __slots__ = ("pool_id",)
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    pool_id: str
+    def __init__(self, pool_id: _Optional[str] = ...) -> None: ...
+
+class DeletePoolScalingResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
