@@ -660,6 +660,16 @@ type PoolGrant struct {
 	RevokedAt      *time.Time
 }
 
+type PoolGrowth struct {
+	PoolID      uuid.UUID
+	GpuModel    string
+	Gpus        int32
+	Cpus        int32
+	MemoryBytes int64
+	Machines    int32
+	UpdatedAt   time.Time
+}
+
 type PoolLease struct {
 	ID            uuid.UUID
 	Seq           *int64

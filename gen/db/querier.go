@@ -170,6 +170,7 @@ type Querier interface {
 	DeleteDeadLetters(ctx context.Context, arg DeleteDeadLettersParams) error
 	DeleteGateway(ctx context.Context, id string) error
 	DeletePool(ctx context.Context, arg DeletePoolParams) (int64, error)
+	DeletePoolGrowth(ctx context.Context, poolID uuid.UUID) error
 	DeletePoolQuota(ctx context.Context, arg DeletePoolQuotaParams) error
 	DeletePrincipal(ctx context.Context, arg DeletePrincipalParams) (int64, error)
 	DeleteRoleBinding(ctx context.Context, arg DeleteRoleBindingParams) (int64, error)
@@ -263,6 +264,8 @@ type Querier interface {
 	GetNodeWithSession(ctx context.Context, arg GetNodeWithSessionParams) (GetNodeWithSessionRow, error)
 	GetPKISettings(ctx context.Context) (PkiSetting, error)
 	GetPool(ctx context.Context, arg GetPoolParams) (Pool, error)
+	// What the pool can grow by; no row when it cannot.
+	GetPoolGrowth(ctx context.Context, poolID uuid.UUID) (PoolGrowth, error)
 	GetPoolLease(ctx context.Context, arg GetPoolLeaseParams) (PoolLease, error)
 	GetPoolQuota(ctx context.Context, arg GetPoolQuotaParams) (PoolQuota, error)
 	GetPrincipal(ctx context.Context, arg GetPrincipalParams) (Principal, error)
@@ -698,6 +701,8 @@ type Querier interface {
 	// Moves a node from one of from_states to state; no row when it is in another state. from_states
 	// travels as text[]: pgx cannot encode an array of an enum it has not loaded.
 	SetNodeState(ctx context.Context, arg SetNodeStateParams) (Node, error)
+	// Records what the pool can grow by (the provision module, when a pool is scaled).
+	SetPoolGrowth(ctx context.Context, arg SetPoolGrowthParams) error
 	// Records whether running leases borrow, as the placer last counted them.
 	SetPoolLeasesBorrowing(ctx context.Context, arg SetPoolLeasesBorrowingParams) error
 	// Suspends (suspended true) or resumes a tenant; suspending a suspended tenant keeps the time.

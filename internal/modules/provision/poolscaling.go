@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/better-compute/better-compute/gen/db"
 	provisionmodulev1 "github.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1"
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
 	"github.com/better-compute/better-compute/internal/apierr"
@@ -71,7 +72,8 @@ func (s *service) SetPoolScaling(ctx context.Context, req *provisionmodulev1.Set
 		if err != nil {
 			return nil, err
 		}
-		if _, ok, err := classShape(c.Provider, c.Params); err != nil || !ok {
+		shape, ok, err := classShape(c.Provider, c.Params)
+		if err != nil || !ok {
 			return nil, apierr.InvalidArgument("class", "machine class %q has no machine shape: set params.shape {gpus, gpuModel, cpus, memoryBytes}", c.Name)
 		}
 		if _, err := q.GetPoolScaling(ctx, provisiondb.GetPoolScalingParams{TenantID: p.TenantID, PoolID: poolID}); errors.Is(err, pgx.ErrNoRows) {
@@ -92,6 +94,14 @@ func (s *service) SetPoolScaling(ctx context.Context, req *provisionmodulev1.Set
 		})
 		if err != nil {
 			return nil, fmt.Errorf("set the scaling of pool %s: %w", poolID, err)
+		}
+		// The pool can now grow by max machines of the class's shape: leases/create and the
+		// placer take leases its members cannot hold but such machines can.
+		if err := tx.Q.SetPoolGrowth(ctx, db.SetPoolGrowthParams{
+			PoolID: poolID, GpuModel: shape.GPUModel, Gpus: shape.GPUs, Cpus: shape.CPUs,
+			MemoryBytes: shape.MemoryBytes, Machines: req.GetMax(),
+		}); err != nil {
+			return nil, fmt.Errorf("set the growth of pool %s: %w", poolID, err)
 		}
 		if err := reconcile.Enqueue(ctx, tx.Q, AutoscalerKind, poolID.String()); err != nil {
 			return nil, err
@@ -189,6 +199,9 @@ func (s *service) DeletePoolScaling(ctx context.Context, req *provisionmodulev1.
 		}
 		if n == 0 {
 			return nil, apierr.NotFound("pool %s does not autoscale", poolID)
+		}
+		if err := tx.Q.DeletePoolGrowth(ctx, poolID); err != nil {
+			return nil, fmt.Errorf("delete the growth of pool %s: %w", poolID, err)
 		}
 		return &provisionmodulev1.DeletePoolScalingResponse{}, nil
 	})

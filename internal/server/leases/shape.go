@@ -2,6 +2,7 @@ package leases
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,10 +10,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/better-compute/better-compute/gen/db"
 	leasesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1"
 	"github.com/better-compute/better-compute/internal/apierr"
+	"github.com/better-compute/better-compute/internal/capacity"
 )
 
 // What the members of a pool offer, the most a lease can ask of it: its GPUs by model, and its
@@ -97,7 +100,22 @@ func (s *Service) admitShape(ctx context.Context, q *db.Queries, poolID uuid.UUI
 		}
 	}
 	s.shapes.put(poolID, fresh)
-	return fresh.admit(req)
+	model, err := fresh.admit(req)
+	if err == nil {
+		return model, nil
+	}
+	// The members cannot hold it; machines the pool can grow by may.
+	g, gerr := q.GetPoolGrowth(ctx, poolID)
+	switch {
+	case errors.Is(gerr, pgx.ErrNoRows):
+		return "", err
+	case gerr != nil:
+		return "", fmt.Errorf("read the pool's growth: %w", gerr)
+	}
+	if model, ok := capacity.GrowthFits(g, req.GetGpuModel(), req.GetGpus(), req.GetCpus(), req.GetMemoryBytes()); ok {
+		return model, nil
+	}
+	return "", err
 }
 
 // admit is admitShape's check against this shape, which has the side req needs.

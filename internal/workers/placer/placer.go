@@ -269,6 +269,12 @@ func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*Planner, [
 			own[i] = Window{ID: r.ID, Start: r.StartsAt, End: r.EndsAt}
 		}
 		planner = NewPlanner(now, nodes, own)
+		switch g, err := q.GetPoolGrowth(ctx, pl.ID); {
+		case err == nil:
+			planner.Grow(g)
+		case !errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("read the pool's growth: %w", err)
+		}
 		sharing, err := readSharing(ctx, q, pl)
 		if err != nil {
 			return err

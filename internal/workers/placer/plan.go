@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/fleet"
 )
 
@@ -100,6 +102,7 @@ type Planner struct {
 	maxCPUs      int32
 	maxMemory    int64
 	known        int                  // members that reported what they have (devices, CPUs or memory)
+	growth       *db.PoolGrowth       // what the pool can grow by, nil when it cannot
 	reservations map[uuid.UUID]Window // the pool's own active reservations
 	byID         map[uuid.UUID]*nstate
 	share        *share // nil: one tenant, nothing to share
@@ -291,6 +294,10 @@ func (p *Planner) placeOne(l *Lease, end time.Time) []Held {
 	return p.placeResources(l, end)
 }
 
+// Grow tells the planner what the pool can grow by (pool_growth): a lease its members cannot
+// hold but new machines could is not failed, it waits for them.
+func (p *Planner) Grow(g db.PoolGrowth) { p.growth = &g }
+
 // never says why a lease can never fit the pool's members (cordoned, draining and offline ones
 // included: they may come back), or "". A pool without members fails nothing: its membership is
 // being changed, or its nodes have yet to join; nor does one whose members have yet to report
@@ -298,6 +305,11 @@ func (p *Planner) placeOne(l *Lease, end time.Time) []Held {
 func (p *Planner) never(l *Lease) string {
 	if p.known == 0 {
 		return ""
+	}
+	if p.growth != nil {
+		if _, ok := capacity.GrowthFits(*p.growth, l.Model, l.GPUs, l.CPUs, l.Memory); ok {
+			return "" // the pool grows to hold it
+		}
 	}
 	if l.GPUs > 0 {
 		total := p.total[l.Model]
