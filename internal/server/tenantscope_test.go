@@ -36,6 +36,7 @@ var unscopedAllowed = map[string]string{
 	"PoolGPUCapacity":          "pools listed or read with the caller's tenant, or granted to it (aggregate numbers only)",
 	"PoolNodeCapacity":         "pools listed or read with the caller's tenant, or granted to it (aggregate numbers only)",
 	"PoolGPUModels":            "a pool read with the caller's tenant, at admission",
+	"GetPoolGrowth":            "a pool read with the caller's tenant (or granted to it), at admission; what it can grow by, aggregate numbers only",
 	"PoolLeaseAllocations":     "leases listed or read with the caller's tenant",
 	"ReservationsAgainstLease": "a lease locked with the caller's tenant; the pools of its nodes are its tenant's",
 	"PendingReservationLeases": "a reservation just cancelled with the caller's tenant",
