@@ -35,6 +35,8 @@ type Env struct {
 	Bundle *pki.Bundle
 	// Tenant is the root tenant's id.
 	Tenant uuid.UUID
+	// Secret is the deployment secret the PKI and node secrets are sealed under.
+	Secret string
 }
 
 // New makes an Env on a fresh database.
@@ -46,16 +48,23 @@ func New(t testing.TB) *Env {
 // NewOn makes an Env on a migrated database.
 func NewOn(t testing.TB, pool *pgxpool.Pool) *Env {
 	t.Helper()
+	return NewSealed(t, pool, Secret)
+}
+
+// NewSealed makes an Env on a migrated database whose PKI is sealed under secret, for tests
+// whose API server (servertest) opens the same PKI under its own deployment secret.
+func NewSealed(t testing.TB, pool *pgxpool.Pool, secret string) *Env {
+	t.Helper()
 	ctx := context.Background()
 	root, err := auth.EnsureRootTenant(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := pki.Init(ctx, pool, Secret, TrustDomain)
+	b, err := pki.Init(ctx, pool, secret, TrustDomain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Env{T: t, Pool: pool, Bundle: b, Tenant: root.ID}
+	return &Env{T: t, Pool: pool, Bundle: b, Tenant: root.ID, Secret: secret}
 }
 
 // Gateway is a gateway serving on a loopback port until the test ends.
@@ -89,7 +98,7 @@ func (e *Env) StartGateway(id string, configure func(*gateway.Options)) *Gateway
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	sealer, err := secret.NewSealer(Secret)
+	sealer, err := secret.NewSealer(e.Secret)
 	if err != nil {
 		e.T.Fatal(err)
 	}

@@ -2,10 +2,8 @@ package provision
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"log/slog"
-	"net"
 	"os"
 	"sync"
 	"testing"
@@ -20,9 +18,9 @@ import (
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/gateway"
+	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/migrate"
 	"github.com/better-compute/better-compute/internal/modules/provision/migrations"
-	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/provision"
 	"github.com/better-compute/better-compute/internal/provision/simprovider"
@@ -93,36 +91,13 @@ func (e *env) childTenant(t *testing.T, name string) provisionmodulev1connect.Pr
 // startGateway initialises the PKI and runs a gateway on loopback TLS until the test ends.
 func (e *env) startGateway(t *testing.T) {
 	t.Helper()
-	bundle, err := pki.Init(t.Context(), e.Pool, servertest.Secret, "test.local")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := bundle.IssueGateway("test", "gw1", nil, []net.IP{net.ParseIP("127.0.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := gateway.New(gateway.Options{
-		Pool: e.Pool, Authority: bundle, ID: "gw1", Region: "test", Certificate: cert,
-		HeartbeatInterval: time.Second, DispatchInterval: 100 * time.Millisecond,
+	gw := gatewaytest.NewSealed(t, e.Pool, servertest.Secret).StartGateway("gw1", func(o *gateway.Options) {
+		o.DispatchInterval = 100 * time.Millisecond
 	})
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := gw.Serve(ctx, ln); err != nil {
-			t.Errorf("gateway: %v", err)
-		}
-	})
-	// The sim machines stop before the gateway, so their daemons do not retry against it.
-	t.Cleanup(func() { e.cloud.Close(); stop(); wg.Wait() })
-	e.gateway = ln.Addr().String()
+	// The sim machines stop before the gateway (cleanups run last first), so their daemons do
+	// not retry against it.
+	t.Cleanup(e.cloud.Close)
+	e.gateway = gw.Addr
 }
 
 // controller is a lifecycle controller over the env's database and the given providers (the

@@ -2,12 +2,9 @@ package metal
 
 import (
 	"context"
-	"crypto/tls"
 	"log/slog"
-	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,10 +17,10 @@ import (
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/gateway"
+	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/migrate"
 	modprovision "github.com/better-compute/better-compute/internal/modules/provision"
 	"github.com/better-compute/better-compute/internal/modules/provision/migrations"
-	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/provision"
 	"github.com/better-compute/better-compute/internal/server"
@@ -159,33 +156,7 @@ func queryOf(t *testing.T, raw, key string) string {
 // until the test ends; it returns the gateway's address.
 func startGateway(t *testing.T, api *servertest.Env) string {
 	t.Helper()
-	bundle, err := pki.Init(t.Context(), api.Pool, servertest.Secret, "test.local")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := bundle.IssueGateway("test", "gw1", nil, []net.IP{net.ParseIP("127.0.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := gateway.New(gateway.Options{
-		Pool: api.Pool, Authority: bundle, ID: "gw1", Region: "test", Certificate: cert,
-		HeartbeatInterval: time.Second, DispatchInterval: 100 * time.Millisecond,
-	})
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := gw.Serve(ctx, ln); err != nil {
-			t.Errorf("gateway: %v", err)
-		}
-	})
-	t.Cleanup(func() { stop(); wg.Wait() })
-	return ln.Addr().String()
+	return gatewaytest.NewSealed(t, api.Pool, servertest.Secret).StartGateway("gw1", func(o *gateway.Options) {
+		o.DispatchInterval = 100 * time.Millisecond
+	}).Addr
 }
