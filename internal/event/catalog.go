@@ -47,6 +47,7 @@ var all = []Event{
 	CommandCreated{}, CommandSucceeded{}, CommandFailed{}, CommandCancelled{},
 	PoolCreated{}, PoolUpdated{}, PoolDeleted{}, PoolQuotaSet{}, PoolGranted{}, PoolGrantRevoked{},
 	PoolScaledUp{}, PoolScaledDown{}, PoolScaleBlocked{},
+	MachineOrphanFound{}, MachineOrphanRemoved{},
 	LeaseCreated{}, LeasePlaced{}, LeaseAtRisk{}, LeaseExtended{}, LeaseReleased{}, LeaseExpired{}, LeasePreempted{}, LeaseFailed{},
 	ReservationCreated{}, ReservationCancelled{},
 	TenantCreated{}, TenantSuspended{}, TenantResumed{}, TenantDeleted{},

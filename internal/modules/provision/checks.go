@@ -2,11 +2,11 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
@@ -31,7 +31,7 @@ var _ module.Checker = (*Module)(nil)
 // credentials), orphans (provider resources of this deployment that no machine names) and
 // stuck (machines in a step for more than 30 minutes).
 func (m *Module) Checks(d module.CheckDeps) []module.Check {
-	c := checker{pool: d.Pool, secret: d.Secret, providers: m.providers}
+	c := checker{pool: d.Pool, secret: d.Secret, providers: m.providers, orphans: m.cfg.Orphans.withDefaults()}
 	return []module.Check{
 		{Name: "providers", Run: c.providersCheck},
 		{Name: "orphans", Run: c.orphansCheck},
@@ -43,6 +43,7 @@ type checker struct {
 	pool      *pgxpool.Pool
 	secret    string
 	providers Providers
+	orphans   OrphansConfig
 }
 
 // classProviders opens every class's provider; a class whose provider cannot be opened is a
@@ -96,8 +97,9 @@ func (c checker) providersCheck(ctx context.Context) doctor.Finding {
 	return doctor.Finding{Severity: doctor.OK, Cause: fmt.Sprintf("%d classes' providers answered", len(ps))}
 }
 
-// orphansCheck finds what the providers hold for this deployment that no machine names: a
-// resource left by a crash before its id was recorded, or made by hand with the tags.
+// orphansCheck finds what the providers hold for this deployment that no machine names (as the
+// orphan sweep does, findOrphans): a resource left by a crash before its id was recorded, or
+// made by hand with the tags. It says whether the sweep removes them.
 func (c checker) orphansCheck(ctx context.Context) doctor.Finding {
 	classes, ps, _, err := c.classProviders(ctx)
 	if err != nil {
@@ -107,46 +109,31 @@ func (c checker) orphansCheck(ctx context.Context) doctor.Finding {
 	if err != nil {
 		return doctor.Finding{Severity: doctor.Warning, Cause: "cannot check for orphans: load the PKI: " + err.Error()}
 	}
-	deployment := b.TrustDomain()
 	q := provisiondb.New(c.pool)
 	var orphans []string
 	for i, p := range ps {
-		ids, err := q.ListMachineIDsOfClass(ctx, provisiondb.ListMachineIDsOfClassParams{TenantID: classes[i].TenantID, Class: classes[i].Name})
+		found, err := findOrphans(ctx, q, p, b.TrustDomain())
+		if errors.Is(err, errProviderList) {
+			continue // the providers check reports it
+		}
 		if err != nil {
 			return doctor.Finding{Severity: doctor.Warning, Cause: "cannot check for orphans: " + err.Error()}
 		}
-		known := make(map[string]bool, len(ids))
-		for _, id := range ids {
-			known[id.String()] = true
+		for _, o := range found {
+			orphans = append(orphans, fmt.Sprintf("%s in class %s (machine tag %q)", o.ProviderID, classes[i].Name, o.tag))
 		}
-		lctx, cancel := context.WithTimeout(ctx, checkProvider)
-		held, err := p.List(lctx)
-		cancel()
-		if err != nil {
-			continue // the providers check reports it
-		}
-		for _, pm := range held {
-			if pm.State == provision.ProviderGone || pm.Tags[provision.TagDeployment] != deployment {
-				continue
-			}
-			if id := pm.Tags[provision.TagMachine]; !known[id] && !known[normalized(id)] {
-				orphans = append(orphans, fmt.Sprintf("%s in class %s (machine tag %q)", pm.ProviderID, classes[i].Name, id))
-			}
-		}
+	}
+	removal := "orphan removal is off (modules.provision.orphans.remove)"
+	fix := "delete them at the provider if nothing else uses them, or set modules.provision.orphans.remove so that the orphan sweep deletes them"
+	if c.orphans.Remove {
+		removal = fmt.Sprintf("the orphan sweep removes orphans seen for %s", c.orphans.MinAge)
+		fix = fmt.Sprintf("nothing to do: the sweep deletes each once it has seen it for %s; to keep one, remove its %s tag at the provider", c.orphans.MinAge, provision.TagDeployment)
 	}
 	if len(orphans) > 0 {
-		return doctor.Finding{Severity: doctor.Warning, Cause: fmt.Sprintf("%d provider resources of this deployment have no machine: %s", len(orphans), strings.Join(orphans, ", ")),
-			Fix: "delete them at the provider if nothing else uses them; the controller removes those it made once their machine is deleted"}
+		return doctor.Finding{Severity: doctor.Warning, Cause: fmt.Sprintf("%d provider resources of this deployment have no machine: %s; %s", len(orphans), strings.Join(orphans, ", "), removal),
+			Fix: fix}
 	}
-	return doctor.Finding{Severity: doctor.OK, Cause: "every provider resource of this deployment has its machine"}
-}
-
-// normalized is a machine tag in uuid's canonical form, or the tag itself.
-func normalized(tag string) string {
-	if id, err := uuid.Parse(tag); err == nil {
-		return id.String()
-	}
-	return tag
+	return doctor.Finding{Severity: doctor.OK, Cause: "every provider resource of this deployment has its machine; " + removal}
 }
 
 // stuckCheck lists machines that stayed in a step that should pass for more than stuckAfter.

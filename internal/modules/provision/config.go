@@ -29,13 +29,16 @@ type Config struct {
 	PollInterval time.Duration `yaml:"pollInterval"`
 	// Autoscaling bounds and paces autoscaling pools.
 	Autoscaling AutoscalingConfig `yaml:"autoscaling"`
+	// Orphans says whether and how often the orphan sweep removes provider resources of this
+	// deployment that no machine names.
+	Orphans OrphansConfig `yaml:"orphans"`
 }
 
 // DefaultConfig is the configuration before the section is decoded: no provider enabled.
 func DefaultConfig() Config {
 	return Config{
 		BootTimeout: 30 * time.Minute, MaxMachinesPerTenant: 100, PollInterval: 2 * time.Second,
-		Autoscaling: defaultAutoscaling,
+		Autoscaling: defaultAutoscaling, Orphans: defaultOrphans,
 	}
 }
 
@@ -72,6 +75,7 @@ func (c *Config) Validate(have []string) error {
 		bad("pollInterval", "must be 100ms to 1m")
 	}
 	errs = append(errs, c.Autoscaling.validate()...)
+	errs = append(errs, c.Orphans.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -72,13 +72,15 @@ func (m *Module) Config() any { return &m.cfg }
 // Validate checks the decoded configuration against the binary's providers.
 func (m *Module) Validate() error { return m.cfg.Validate(slices.Sorted(maps.Keys(m.providers))) }
 
-// Migrations are the module's: provision_classes, provision_machines, provision_machine_steps.
+// Migrations are the module's: provision_classes, provision_machines, provision_machine_steps,
+// the autoscaling tables, boot tickets and provision_orphans.
 func (m *Module) Migrations() fs.FS { return migrations.FS }
 
 // Services is ProvisionModuleService.
 func (m *Module) Services() []server.Service { return m.services() }
 
-// Workers are the lifecycle controller and the autoscaler, in the controllers role.
+// Workers are the lifecycle controller, the autoscaler and the orphan sweep, in the controllers
+// role.
 func (m *Module) Workers(w module.Worker) (module.Workers, error) {
 	c, err := NewController(ControllerOptions{
 		Pool: w.Pool, Logger: w.Logger, Secret: w.Secret, Config: m.cfg, Providers: m.enabled(),
@@ -87,8 +89,14 @@ func (m *Module) Workers(w module.Worker) (module.Workers, error) {
 	if err != nil {
 		return module.Workers{}, err
 	}
+	s, err := NewOrphanSweeper(OrphanSweeperOptions{
+		Pool: w.Pool, Logger: w.Logger, Secret: w.Secret, Config: m.cfg, Providers: m.enabled(),
+	})
+	if err != nil {
+		return module.Workers{}, err
+	}
 	return module.Workers{Reconcilers: []reconcile.Registration{
-		c.Registration(), NewAutoscaler(w.Pool, w.Logger, m.cfg).Registration(),
+		c.Registration(), NewAutoscaler(w.Pool, w.Logger, m.cfg).Registration(), s.Registration(),
 	}}, nil
 }
 

@@ -46,37 +46,6 @@ func (q *Queries) ListAllClasses(ctx context.Context, lim int32) ([]ProvisionCla
 	return items, nil
 }
 
-const listMachineIDsOfClass = `-- name: ListMachineIDsOfClass :many
-SELECT id FROM provision_machines
-WHERE tenant_id = $1 AND class = $2 AND state <> 'gone'
-`
-
-type ListMachineIDsOfClassParams struct {
-	TenantID uuid.UUID
-	Class    string
-}
-
-// The ids of a class's machines that are not gone: the ones the provider may hold.
-func (q *Queries) ListMachineIDsOfClass(ctx context.Context, arg ListMachineIDsOfClassParams) ([]uuid.UUID, error) {
-	rows, err := q.db.Query(ctx, listMachineIDsOfClass, arg.TenantID, arg.Class)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []uuid.UUID{}
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const stuckMachines = `-- name: StuckMachines :many
 SELECT id, tenant_id, name, state, state_changed_at FROM provision_machines
 WHERE state NOT IN ('ready', 'gone', 'failed')

@@ -6,6 +6,7 @@ package provisiondb
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -40,6 +41,9 @@ type Querier interface {
 	// rows are only history). 0 rows: no such class, or one in use.
 	DeleteClass(ctx context.Context, arg DeleteClassParams) (int64, error)
 	DeletePoolScaling(ctx context.Context, arg DeletePoolScalingParams) (int64, error)
+	// Forgets the class's orphans its provider no longer lists, returning them, so that a Delete
+	// asked for whose outcome was not recorded is recorded now.
+	ForgetOrphans(ctx context.Context, arg ForgetOrphansParams) ([]ForgetOrphansRow, error)
 	GetBootTicket(ctx context.Context, machineID uuid.UUID) (ProvisionBootTicket, error)
 	GetClass(ctx context.Context, arg GetClassParams) (ProvisionClass, error)
 	GetMachine(ctx context.Context, arg GetMachineParams) (ProvisionMachine, error)
@@ -58,11 +62,11 @@ type Querier interface {
 	ListClasses(ctx context.Context, arg ListClassesParams) ([]ProvisionClass, error)
 	// The machines the controller may still have to move, for its resync.
 	ListLiveMachineIDs(ctx context.Context) ([]uuid.UUID, error)
-	// The ids of a class's machines that are not gone: the ones the provider may hold.
-	ListMachineIDsOfClass(ctx context.Context, arg ListMachineIDsOfClassParams) ([]uuid.UUID, error)
 	ListMachineSteps(ctx context.Context, machineID uuid.UUID) ([]ListMachineStepsRow, error)
 	// A page of the tenant's machines by id, of one class when class is not empty.
 	ListMachines(ctx context.Context, arg ListMachinesParams) ([]ProvisionMachine, error)
+	// Every class, for the sweep's resync.
+	ListOrphanClassKeys(ctx context.Context) ([]ListOrphanClassKeysRow, error)
 	// The machines of a scaled pool that are not gone, for poolScaling/get.
 	ListPoolMachines(ctx context.Context, arg ListPoolMachinesParams) ([]ProvisionMachine, error)
 	// A page of the tenant's scaled pools by pool id, after after.
@@ -71,6 +75,11 @@ type Querier interface {
 	ListScaledPoolIDs(ctx context.Context) ([]uuid.UUID, error)
 	// A pool's latest decisions, newest first.
 	ListScalingDecisions(ctx context.Context, arg ListScalingDecisionsParams) ([]ProvisionScalingDecision, error)
+	// The provision module's orphan sweep (provision_orphans): the resources of this deployment that
+	// a class's provider lists and no machine names, as every tenant's, for the sweep and doctor.
+	// Which of ids are machines, of any tenant and class, that are not gone: a resource tagged with
+	// one is its machine's, never an orphan (classes may share a provider's account).
+	LiveMachineIDsAmong(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error)
 	// The ticket of a machine with the machine's state, locked until the transaction ends.
 	LockBootTicket(ctx context.Context, machineID uuid.UUID) (LockBootTicketRow, error)
 	// The controller's read of a machine, locked until the transaction ends.
@@ -79,6 +88,10 @@ type Querier interface {
 	// The autoscaler's read of a scaled pool with the pool's name, locked until the transaction ends
 	// so one decision is made at a time.
 	LockScaledPool(ctx context.Context, poolID uuid.UUID) (LockScaledPoolRow, error)
+	// Records that the provider deleted the orphan; no row when that was recorded already.
+	MarkOrphanRemoved(ctx context.Context, arg MarkOrphanRemovedParams) (time.Time, error)
+	// Records that the sweep asks the provider to delete the orphan.
+	MarkOrphanRemoving(ctx context.Context, arg MarkOrphanRemovingParams) error
 	// Whether an allocation holds anything on the node now; run it after locking the node.
 	NodeHoldsAllocations(ctx context.Context, nodeID uuid.UUID) (bool, error)
 	// The node that joined with a join token (a machine's token is single use: one at most).
@@ -90,6 +103,8 @@ type Querier interface {
 	PoolMachines(ctx context.Context, poolID *uuid.UUID) ([]PoolMachinesRow, error)
 	// A scaled pool's pending leases in creation order, with when each was created.
 	ScalePendingLeases(ctx context.Context, arg ScalePendingLeasesParams) ([]ScalePendingLeasesRow, error)
+	// Records that the sweep saw an orphan now; inserted is true the first time.
+	SeeOrphan(ctx context.Context, arg SeeOrphanParams) (SeeOrphanRow, error)
 	// Records the sealed boot configuration of a ticket not yet used.
 	SetBootConfig(ctx context.Context, arg SetBootConfigParams) error
 	SetMachineJoinToken(ctx context.Context, arg SetMachineJoinTokenParams) error

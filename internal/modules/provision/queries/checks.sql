@@ -4,11 +4,6 @@
 -- Every class of every tenant, for the providers and orphans checks.
 SELECT * FROM provision_classes ORDER BY tenant_id, name LIMIT sqlc.arg(lim);
 
--- name: ListMachineIDsOfClass :many
--- The ids of a class's machines that are not gone: the ones the provider may hold.
-SELECT id FROM provision_machines
-WHERE tenant_id = sqlc.arg(tenant_id) AND class = sqlc.arg(class) AND state <> 'gone';
-
 -- name: StuckMachines :many
 -- Machines in a step that should pass (neither ready, gone nor failed) for longer than the
 -- threshold, oldest first.
