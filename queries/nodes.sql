@@ -41,7 +41,7 @@ SELECT * FROM nodes WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id);
 SELECT * FROM nodes WHERE id = sqlc.arg(id);
 
 -- name: ListNodes :many
-SELECT n.*, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
+SELECT n.*, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport
 FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
 WHERE n.tenant_id = sqlc.arg(tenant_id) AND n.id > sqlc.arg(after)
   AND (sqlc.narg(selector)::jsonb IS NULL OR n.labels @> sqlc.narg(selector))
@@ -95,8 +95,10 @@ ON CONFLICT (id) DO UPDATE SET region = excluded.region, control_url = excluded.
 DELETE FROM gateways WHERE id = sqlc.arg(id);
 
 -- name: ClaimSession :exec
-INSERT INTO node_sessions (node_id, gateway_id, session_id) VALUES (sqlc.arg(node_id), sqlc.arg(gateway_id), sqlc.arg(session_id))
-ON CONFLICT (node_id) DO UPDATE SET gateway_id = excluded.gateway_id, session_id = excluded.session_id, connected_at = now();
+INSERT INTO node_sessions (node_id, gateway_id, session_id, transport)
+VALUES (sqlc.arg(node_id), sqlc.arg(gateway_id), sqlc.arg(session_id), sqlc.arg(transport))
+ON CONFLICT (node_id) DO UPDATE SET gateway_id = excluded.gateway_id, session_id = excluded.session_id,
+    transport = excluded.transport, connected_at = now();
 
 -- name: EndSession :exec
 DELETE FROM node_sessions WHERE node_id = sqlc.arg(node_id) AND session_id = sqlc.arg(session_id);
@@ -119,7 +121,7 @@ SELECT * FROM gateways WHERE heartbeat_at > now() - interval '30 seconds' ORDER 
 
 -- name: GetNodeWithSession :one
 -- A node of the tenant with its live session, if any, for the API.
-SELECT n.*, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
+SELECT n.*, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport
 FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
 WHERE n.tenant_id = sqlc.arg(tenant_id) AND n.id = sqlc.arg(id);
 

@@ -16,7 +16,8 @@ import { apiPage } from "./api.js";
 import { lineChart, type Series } from "./chart.js";
 import { badge, bytes, h, meter, shortId, table, when } from "./dom.js";
 import { nodesPage } from "./nodes.js";
-import { workflowsPage } from "./workflows.js";
+import { scalingPanel } from "./scaling.js";
+import { liveRefresh, workflowsPage } from "./workflows.js";
 
 export interface PageContext {
   bc: BetterCompute;
@@ -139,7 +140,7 @@ function poolCard(ctx: PageContext, names: Map<string, string>, p: poolsv1.Pool,
   return h(
     "section",
     { class: "card", "data-pool-id": p.id, "data-granted": p.granted ? "true" : undefined },
-    h("h2", null, p.name, p.granted && badge("granted")),
+    h("h2", null, h("a", { href: poolHash(p.id), class: "pool-link" }, p.name), p.granted && badge("granted")),
     p.description && h("p", { class: "sub" }, p.description),
     p.granted && h("p", { class: "granted-by" }, "granted by ", tenantLabel(ctx, names, p.tenantId)),
     h("p", null, `${c?.nodes ?? 0} nodes, ${c?.schedulableNodes ?? 0} schedulable`),
@@ -437,9 +438,38 @@ function keepFocus(render: () => void): void {
   if (active instanceof HTMLElement && active !== document.activeElement && active.isConnected) active.focus();
 }
 
+/** The hash of a pool's page: #/pools/<id>. */
+const poolHash = (id: string) => `#/pools/${encodeURIComponent(id)}`;
+
+/** The pool id of #/pools/<id>, or "" on the list. */
+function poolPageId(): string {
+  const [, id = ""] = location.hash.replace(/^#\/?/, "").split("/");
+  return decodeURIComponent(id);
+}
+
+/**
+ * One pool's page: its card and, for a pool of the caller's tenant, its Scaling panel; rendered
+ * again every few seconds while the pool autoscales, so its decisions show as they are made.
+ */
+async function renderPool(ctx: PageContext, root: HTMLElement, id: string): Promise<void> {
+  const [res, names] = await Promise.all([ctx.bc.pools.get({ id }), tenantNames(ctx)]);
+  const p = res.pool;
+  if (!p) throw new Error(`pool ${id} not found`);
+  const scaling = p.granted ? { el: null, scaled: false } : await scalingPanel(ctx.bc, p.id);
+  root.replaceChildren(
+    h("p", { class: "crumbs" }, h("a", { href: "#/pools" }, "← Pools")),
+    h("h1", { "data-pool-page": p.id }, p.name, p.granted && badge("granted")),
+    h("div", { class: "cards" }, poolCard(ctx, names, p, null)),
+    ...(scaling.el ? [scaling.el] : []),
+  );
+  if (scaling.scaled) liveRefresh(ctx, root);
+}
+
 export const poolsPage: Page = {
   title: "Pools",
   async render(ctx, root) {
+    const id = poolPageId();
+    if (id) return renderPool(ctx, root, id);
     const pools = await collect(
       paginate((pageToken) => ctx.bc.pools.list({ pageSize: 100, pageToken }), (r) => r.pools),
       200,

@@ -27,7 +27,7 @@ function detailId(): string {
 }
 
 /** Renders the page again in LIVE_MS while it still shows what it showed (same hash, visible). */
-function liveRefresh(ctx: PageContext, root: HTMLElement): void {
+export function liveRefresh(ctx: PageContext, root: HTMLElement): void {
   clearTimeout(liveTimer);
   const hash = location.hash;
   liveTimer = setTimeout(() => {

@@ -604,6 +604,7 @@ type NodeSession struct {
 	GatewayID   string
 	SessionID   string
 	ConnectedAt time.Time
+	Transport   string
 }
 
 type Outbox struct {

@@ -13,18 +13,26 @@ import (
 )
 
 const claimSession = `-- name: ClaimSession :exec
-INSERT INTO node_sessions (node_id, gateway_id, session_id) VALUES ($1, $2, $3)
-ON CONFLICT (node_id) DO UPDATE SET gateway_id = excluded.gateway_id, session_id = excluded.session_id, connected_at = now()
+INSERT INTO node_sessions (node_id, gateway_id, session_id, transport)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (node_id) DO UPDATE SET gateway_id = excluded.gateway_id, session_id = excluded.session_id,
+    transport = excluded.transport, connected_at = now()
 `
 
 type ClaimSessionParams struct {
 	NodeID    uuid.UUID
 	GatewayID string
 	SessionID string
+	Transport string
 }
 
 func (q *Queries) ClaimSession(ctx context.Context, arg ClaimSessionParams) error {
-	_, err := q.db.Exec(ctx, claimSession, arg.NodeID, arg.GatewayID, arg.SessionID)
+	_, err := q.db.Exec(ctx, claimSession,
+		arg.NodeID,
+		arg.GatewayID,
+		arg.SessionID,
+		arg.Transport,
+	)
 	return err
 }
 
@@ -338,7 +346,7 @@ func (q *Queries) GetNodeForGateway(ctx context.Context, id uuid.UUID) (Node, er
 }
 
 const getNodeWithSession = `-- name: GetNodeWithSession :one
-SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, n.state_generation, n.state_changed_at, n.applied_config, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
+SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, n.state_generation, n.state_changed_at, n.applied_config, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport
 FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
 WHERE n.tenant_id = $1 AND n.id = $2
 `
@@ -375,6 +383,7 @@ type GetNodeWithSessionRow struct {
 	AppliedConfig      []byte
 	SessionGateway     *string
 	SessionConnectedAt *time.Time
+	SessionTransport   *string
 }
 
 // A node of the tenant with its live session, if any, for the API.
@@ -408,6 +417,7 @@ func (q *Queries) GetNodeWithSession(ctx context.Context, arg GetNodeWithSession
 		&i.AppliedConfig,
 		&i.SessionGateway,
 		&i.SessionConnectedAt,
+		&i.SessionTransport,
 	)
 	return i, err
 }
@@ -458,7 +468,7 @@ func (q *Queries) ListJoinTokens(ctx context.Context, arg ListJoinTokensParams) 
 }
 
 const listNodes = `-- name: ListNodes :many
-SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, n.state_generation, n.state_changed_at, n.applied_config, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
+SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, n.state_generation, n.state_changed_at, n.applied_config, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport
 FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
 WHERE n.tenant_id = $1 AND n.id > $2
   AND ($3::jsonb IS NULL OR n.labels @> $3)
@@ -500,6 +510,7 @@ type ListNodesRow struct {
 	AppliedConfig      []byte
 	SessionGateway     *string
 	SessionConnectedAt *time.Time
+	SessionTransport   *string
 }
 
 func (q *Queries) ListNodes(ctx context.Context, arg ListNodesParams) ([]ListNodesRow, error) {
@@ -543,6 +554,7 @@ func (q *Queries) ListNodes(ctx context.Context, arg ListNodesParams) ([]ListNod
 			&i.AppliedConfig,
 			&i.SessionGateway,
 			&i.SessionConnectedAt,
+			&i.SessionTransport,
 		); err != nil {
 			return nil, err
 		}

@@ -14,7 +14,7 @@ import (
 
 const listNodesFiltered = `-- name: ListNodesFiltered :many
 
-SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, n.state_generation, n.state_changed_at, n.applied_config, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at
+SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, n.state_generation, n.state_changed_at, n.applied_config, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport
 FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
 WHERE n.tenant_id = $1 AND n.id > $2
   AND ($3::jsonb IS NULL OR n.labels @> $3)
@@ -67,6 +67,7 @@ type ListNodesFilteredRow struct {
 	AppliedConfig      []byte
 	SessionGateway     *string
 	SessionConnectedAt *time.Time
+	SessionTransport   *string
 }
 
 // Views of a large fleet (nodes/list filters, nodes/summary). The two statements share one
@@ -119,6 +120,7 @@ func (q *Queries) ListNodesFiltered(ctx context.Context, arg ListNodesFilteredPa
 			&i.AppliedConfig,
 			&i.SessionGateway,
 			&i.SessionConnectedAt,
+			&i.SessionTransport,
 		); err != nil {
 			return nil, err
 		}

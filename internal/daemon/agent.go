@@ -19,6 +19,7 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
 	"github.com/better-compute/better-compute/internal/command"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/pki/spiffeid"
 	"github.com/better-compute/better-compute/internal/scrub"
 	"github.com/better-compute/better-compute/internal/tunnel"
@@ -152,6 +153,9 @@ func NewAgent(opts Options) (*Agent, error) {
 	if opts.MaxTunnels <= 0 {
 		opts.MaxTunnels = tunnel.DefaultPerNode
 	}
+	if opts.Dialer.Transport == TransportAuto && opts.Dialer.Choice == nil {
+		opts.Dialer.Choice = &Choice{}
+	}
 	a := &Agent{opts: opts, log: opts.Logger.With("node_id", opts.Identity.NodeID), results: map[string]*record{}}
 	a.tunnels.init(opts.TunnelPorts, opts.MaxTunnels)
 	if err := a.setIdentity(opts.Identity); err != nil {
@@ -204,6 +208,8 @@ type Status struct {
 	NotAfter  time.Time
 	// Tunnels counts the tunnels open now (dialling their port or carrying data).
 	Tunnels int
+	// Transport is how the agent's connections reach the gateway now.
+	Transport fleet.Transport
 }
 
 // Status reports the connection state.
@@ -212,7 +218,7 @@ func (a *Agent) Status() Status {
 	defer a.mu.Unlock()
 	return Status{
 		NodeID: a.identity.NodeID, Connected: a.connected, Sessions: a.sessions, LastError: a.lastErr, NotAfter: a.notAfter,
-		Tunnels: int(a.tunnels.count.Load()),
+		Tunnels: int(a.tunnels.count.Load()), Transport: a.via(),
 	}
 }
 
@@ -329,7 +335,7 @@ func (a *Agent) session(ctx context.Context) error {
 	a.mu.Lock()
 	client, tr := a.client, a.transport
 	a.mu.Unlock()
-	// A renewal during the session replaced the transport; its connection, busy with this
+	// A renewal (or retryDirect) during the session replaced the transport; its connection, busy with this
 	// session then, is closed once the session is over: at once if the stream is already gone,
 	// else a moment later (the HTTP/2 client forgets a closed stream asynchronously), else by
 	// the transport's idle timeout.
@@ -389,7 +395,10 @@ func (a *Agent) session(ctx context.Context) error {
 	limits := limitsOf(welcome)
 	a.limits = limits
 	a.mu.Unlock()
-	a.log.Info("session open")
+	a.log.Info("session open", "transport", a.via())
+	if a.opts.Dialer.Transport == TransportAuto {
+		go a.retryDirect(sctx, cancel)
+	}
 
 	// One writer for the stream.
 	out := make(chan *daemonv1.SessionRequest, 64)

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -100,6 +101,21 @@ type Dialer struct {
 	// TunnelDialContext, when set, opens the TCP connections that carry tunnels' data-plane
 	// streams instead of DialContext, so the simulator can delay the data plane alone.
 	TunnelDialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// Transport is how connections reach the gateway (transport.go); TransportH2 when empty.
+	Transport Transport
+	// WebSocketURL is the gateway's WebSocket listener (ws:// or wss://); by default wss:// on
+	// port 443 of Gateway's host, at wsnet.DefaultPath.
+	WebSocketURL string
+	// Proxy chooses the HTTP proxy of the WebSocket's upgrade; http.ProxyFromEnvironment
+	// (HTTPS_PROXY, HTTP_PROXY, NO_PROXY) when nil. The direct path never uses a proxy.
+	Proxy func(*http.Request) (*url.URL, error)
+	// WebSocketRootCAs verifies the WebSocket's outer TLS; by default the system's roots and the
+	// deployment's root.
+	WebSocketRootCAs *x509.CertPool
+	// Choice is what TransportAuto learns, shared by every connection of the daemon; without
+	// one, each connection tries the direct path first.
+	Choice *Choice
 }
 
 // Join spends a join token for a new identity. rootPEM verifies the gateway (for example the
@@ -144,13 +160,15 @@ const idleTimeout = 90 * time.Second
 // gateway of trustDomain (any trust domain when empty): see verifyGateway. seen, when set, is
 // told every gateway the transport connects to.
 func (d Dialer) client(rootPEM []byte, cert *tls.Certificate, trustDomain string, seen func(spiffeid.Gateway)) (daemonv1connect.DaemonServiceClient, *http.Transport) {
+	cfg := d.tlsConfig(rootPEM, cert, trustDomain, seen)
 	tr := &http.Transport{
-		TLSClientConfig: d.tlsConfig(rootPEM, cert, trustDomain, seen),
-		Protocols:       new(http.Protocols),
+		TLSClientConfig:   cfg,
+		Protocols:         new(http.Protocols),
+		ForceAttemptHTTP2: true,
 		// Find a dead gateway without waiting for TCP: the session is otherwise quiet between
 		// heartbeats.
-		HTTP2:       &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
-		DialContext: d.DialContext,
+		HTTP2:          &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+		DialTLSContext: d.dialTLS(cfg, rootPEM, d.DialContext),
 		// A connection left without streams (the join's, or one whose certificate was renewed)
 		// is closed rather than kept alive by pings forever.
 		IdleConnTimeout: idleTimeout,
@@ -168,8 +186,9 @@ func (d Dialer) dataPlane(rootPEM []byte, cert *tls.Certificate, trustDomain str
 	if dial == nil {
 		dial = d.DialContext
 	}
+	cfg := d.tlsConfig(rootPEM, cert, trustDomain, nil)
 	tr := &http.Transport{
-		TLSClientConfig:   d.tlsConfig(rootPEM, cert, trustDomain, nil),
+		TLSClientConfig:   cfg,
 		Protocols:         new(http.Protocols),
 		ForceAttemptHTTP2: true,
 		HTTP2: &http.HTTP2Config{
@@ -179,7 +198,7 @@ func (d Dialer) dataPlane(rootPEM []byte, cert *tls.Certificate, trustDomain str
 			// A tunnel may be quiet for its whole idle timeout: find a dead gateway anyway.
 			SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second,
 		},
-		DialContext:     dial,
+		DialTLSContext:  d.dialTLS(cfg, rootPEM, dial),
 		IdleConnTimeout: idleTimeout,
 	}
 	tr.Protocols.SetHTTP2(true)

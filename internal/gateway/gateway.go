@@ -32,6 +32,7 @@ import (
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/secret"
 	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/wsnet"
 )
 
 // Authority is what the gateway needs of the machine PKI (*pki.Bundle provides it).
@@ -83,6 +84,8 @@ type Options struct {
 	// the gateway wakes fleet.KindLiveness at each session's hello, so the node is online as
 	// its session starts.
 	Wake func(kind string)
+	// WebSocket, when set, also serves daemons over WebSockets (websocket.go).
+	WebSocket *WebSocket
 }
 
 // Gateway serves daemons.
@@ -247,7 +250,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 			MaxReceiveBufferPerConnection: tunnel.ConnWindow,
 			MaxReadFrameSize:              tunnel.MaxFrameSize,
 		},
-		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+		ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+		ConnContext: connTransport,
 	}
 	loopsCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -259,9 +263,20 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	wg.Go(func() { g.watchLoop(loopsCtx) })
 
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	g.log.Info("gateway serving daemons", "addr", ln.Addr().String(), "region", g.opts.Region)
+	// The WebSocket listener: its outer server upgrades, and the daemons' server serves the
+	// connections inside like the direct ones.
+	var wsOuter *http.Server
+	var wsConns *wsnet.Listener
+	if o := g.opts.WebSocket; o != nil {
+		wsConns = wsnet.NewListener(o.Listener.Addr(), 0)
+		wsOuter = g.webSocketServer(o, wsConns)
+		go func() { errc <- srv.ServeTLS(wsConns, "", "") }()
+		go func() { errc <- serveWebSocket(wsOuter, o.Listener) }()
+		g.log.Info("gateway serving daemons over WebSockets", "addr", o.Listener.Addr().String(), "outer_tls", o.TLS != nil)
+	}
 	var err error
 	select {
 	case err = <-errc:
@@ -273,6 +288,11 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	// Shutdown drain. The tunnels end first, so that they end as going away rather than as
 	// their sessions'.
 	_ = ln.Close()
+	if wsOuter != nil {
+		// Upgrades stop; the WebSockets already accepted are the daemons' server's to drain.
+		_ = wsConns.Close()
+		_ = wsOuter.Close()
+	}
 	g.closeTunnels(tunnel.CodeGoingAway, "the gateway is shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -280,6 +300,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { defer close(drained); _ = srv.Shutdown(sctx) }()
 	g.endAll("gateway shutting down")
 	<-drained
+	if wsConns != nil {
+		wsConns.Shutdown()
+	}
 	stopLoops()
 	wg.Wait()
 	g.flushBeats(sctx)

@@ -85,16 +85,29 @@ func (e *env) countNodes() int {
 // startFake joins through addr and runs the daemon until the test ends.
 func (e *env) startFake(addr, token string) *daemon.Fake {
 	e.t.Helper()
-	f, err := daemon.JoinFake(ctx, e.bundle.RootPEM(), token, "host-"+uuid.NewString()[:8], daemon.FakeOptions{Dialer: daemon.Dialer{Gateway: addr}})
+	return e.startFakeVia(daemon.Dialer{Gateway: addr}, token)
+}
+
+// startFakeVia joins with the dialer d, runs the daemon until the test ends and waits for its
+// session.
+func (e *env) startFakeVia(d daemon.Dialer, token string) *daemon.Fake {
+	e.t.Helper()
+	f, err := daemon.JoinFake(ctx, e.bundle.RootPEM(), token, "host-"+uuid.NewString()[:8], daemon.FakeOptions{Dialer: d})
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.keepRunning(f)
+	poll.Until(e.t, 10*time.Second, "the daemon connects", func() bool { return f.Status().Connected })
+	return f
+}
+
+// keepRunning runs a daemon that has joined until the test ends.
+func (e *env) keepRunning(f *daemon.Fake) {
+	e.t.Helper()
 	fctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = f.Run(fctx) }()
 	e.t.Cleanup(func() { cancel(); <-done })
-	poll.Until(e.t, 10*time.Second, "the daemon connects", func() bool { return f.Status().Connected })
-	return f
 }
 
 func (e *env) command(node string, typ, payload, key string) uuid.UUID {

@@ -113,10 +113,7 @@ func (e *env) runFake(addr string, opts daemon.FakeOptions) *daemon.Fake {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	fctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = f.Run(fctx) }()
-	e.t.Cleanup(func() { cancel(); <-done })
+	e.keepRunning(f)
 	return f
 }
 

@@ -173,11 +173,11 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 	}
 	// After the handler returns, the stream is not to be written: wait for a write in progress.
 	defer sess.close()
-	if err := q.ClaimSession(ctx, db.ClaimSessionParams{NodeID: nodeID, GatewayID: g.opts.ID, SessionID: sess.id}); err != nil {
+	if err := q.ClaimSession(ctx, db.ClaimSessionParams{NodeID: nodeID, GatewayID: g.opts.ID, SessionID: sess.id, Transport: string(transportOf(ctx))}); err != nil {
 		return fmt.Errorf("claim session of node %s: %w", nodeID, err)
 	}
 	g.add(sess)
-	log := g.log.With("node_id", nodeID, "session_id", sess.id)
+	log := g.log.With("node_id", nodeID, "session_id", sess.id, "transport", transportOf(ctx))
 	skew := clockSkew(hello, opened)
 	log.Info("session started", "daemon_version", hello.GetDaemonVersion(), "clock_skew", skew)
 	if skew > maxClockSkew || skew < -maxClockSkew {

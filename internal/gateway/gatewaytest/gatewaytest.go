@@ -20,6 +20,7 @@ import (
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/secret"
+	"github.com/better-compute/better-compute/internal/wsnet"
 )
 
 // Secret is the deployment secret the PKI and node secrets are sealed under.
@@ -74,6 +75,8 @@ type Gateway struct {
 	Addr string
 	// ControlURL is its internal control API, "https://127.0.0.1:port".
 	ControlURL string
+	// WebSocketURL is its WebSocket listener (ws:// or wss://), when configure gave it one.
+	WebSocketURL string
 	// Stop stops it and waits (the test's cleanup does too; more calls do nothing).
 	Stop func()
 }
@@ -125,7 +128,36 @@ func (e *Env) StartGateway(id string, configure func(*gateway.Options)) *Gateway
 	})
 	stop := sync.OnceFunc(func() { cancel(); wg.Wait() })
 	e.T.Cleanup(stop)
-	return &Gateway{Gateway: g, Addr: ln.Addr().String(), ControlURL: "https://" + control.Addr().String(), Stop: stop}
+	gw := &Gateway{Gateway: g, Addr: ln.Addr().String(), ControlURL: "https://" + control.Addr().String(), Stop: stop}
+	if ws := opts.WebSocket; ws != nil {
+		scheme, path := "ws://", ws.Path
+		if ws.TLS != nil {
+			scheme = "wss://"
+		}
+		if path == "" {
+			path = wsnet.DefaultPath
+		}
+		gw.WebSocketURL = scheme + ws.Listener.Addr().String() + path
+	}
+	return gw
+}
+
+// WebSocket configures a WebSocket listener on a loopback port, with the gateway's own
+// certificate as its outer TLS when outerTLS (else plain HTTP, as behind a proxy that
+// terminates TLS): pass it, or call it from, StartGateway's configure.
+func WebSocket(t testing.TB, outerTLS bool) func(*gateway.Options) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	return func(o *gateway.Options) {
+		o.WebSocket = &gateway.WebSocket{Listener: ln}
+		if outerTLS {
+			o.WebSocket.TLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{o.Certificate}}
+		}
+	}
 }
 
 // Token makes a join token of the root tenant with labels {"zone": "a"}.

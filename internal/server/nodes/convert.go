@@ -41,6 +41,9 @@ func nodeToProto(n db.ListNodesRow, withInventory bool) (*nodesv1.Node, error) {
 		out.Connected = true
 		out.GatewayId = *n.SessionGateway
 		out.ConnectTime = optionalTime(n.SessionConnectedAt)
+		if n.SessionTransport != nil {
+			out.Transport = *n.SessionTransport
+		}
 	}
 	out.Online = n.Online
 	out.OnlineChangeTime = optionalTime(n.OnlineChangedAt)

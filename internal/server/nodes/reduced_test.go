@@ -46,7 +46,7 @@ func TestReducedViewOfLeasedNode(t *testing.T) {
 	if err := q.UpsertGateway(ctx, db.UpsertGatewayParams{ID: "gw-1", Region: "eu"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.ClaimSession(ctx, db.ClaimSessionParams{NodeID: leased, GatewayID: "gw-1", SessionID: "s-1"}); err != nil {
+	if err := q.ClaimSession(ctx, db.ClaimSessionParams{NodeID: leased, GatewayID: "gw-1", SessionID: "s-1", Transport: "h2"}); err != nil {
 		t.Fatal(err)
 	}
 	pool := capacitytest.Pool(t, env.Pool, root, "gpus", nil, nodes...)

@@ -126,7 +126,7 @@ func (e *env) connect(t *testing.T, node uuid.UUID) {
 	if err := q.UpsertGateway(ctx, db.UpsertGatewayParams{ID: gatewayID, Region: "test", ControlUrl: e.gw.url}); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.ClaimSession(ctx, db.ClaimSessionParams{NodeID: node, GatewayID: gatewayID, SessionID: "s-" + node.String()}); err != nil {
+	if err := q.ClaimSession(ctx, db.ClaimSessionParams{NodeID: node, GatewayID: gatewayID, SessionID: "s-" + node.String(), Transport: "h2"}); err != nil {
 		t.Fatal(err)
 	}
 }

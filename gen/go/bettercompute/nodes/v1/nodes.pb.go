@@ -98,7 +98,11 @@ type Node struct {
 	// True when the node belongs to another tenant and the caller's tenant sees it only because it
 	// holds a placed lease on it (a pool granted to it): then only id, hostname, state, online,
 	// connected and the inventory's GPUs, CPUs and memory are set.
-	Reduced       bool `protobuf:"varint,27,opt,name=reduced,proto3" json:"reduced,omitempty"`
+	Reduced bool `protobuf:"varint,27,opt,name=reduced,proto3" json:"reduced,omitempty"`
+	// How the current session reaches its gateway: "h2" (HTTP/2 over mutual TLS, direct) or
+	// "websocket" (the same TLS session inside a WebSocket, through HTTP proxies); empty when not
+	// connected.
+	Transport     string `protobuf:"bytes,28,opt,name=transport,proto3" json:"transport,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -320,6 +324,13 @@ func (x *Node) GetReduced() bool {
 		return x.Reduced
 	}
 	return false
+}
+
+func (x *Node) GetTransport() string {
+	if x != nil {
+		return x.Transport
+	}
+	return ""
 }
 
 // Taint repels placements from a node, as Kubernetes taints do.
@@ -2265,8 +2276,7 @@ var File_bettercompute_nodes_v1_nodes_proto protoreflect.FileDescriptor
 
 const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/nodes/v1/nodes.proto\x12\x16bettercompute.nodes.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\n" +
-	"\n" +
+	"\"bettercompute/nodes/v1/nodes.proto\x12\x16bettercompute.nodes.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\v\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x1a\n" +
@@ -2301,7 +2311,8 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"conditions\x18\x19 \x03(\v2!.bettercompute.nodes.v1.ConditionR\n" +
 	"conditions\x12F\n" +
 	"\x11state_change_time\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\x0fstateChangeTime\x12\x18\n" +
-	"\areduced\x18\x1b \x01(\bR\areduced\x1a9\n" +
+	"\areduced\x18\x1b \x01(\bR\areduced\x12\x1c\n" +
+	"\ttransport\x18\x1c \x01(\tR\ttransport\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01:Dʠ\x19@\n" +

@@ -12,7 +12,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Node(_message.Message):
-    __slots__ = ("id", "tenant_id", "hostname", "pool", "labels", "state", "daemon_version", "connected", "gateway_id", "connect_time", "last_seen_time", "cert_expire_time", "revoked", "revoke_time", "join_token_id", "create_time", "update_time", "inventory", "online", "online_change_time", "taints", "spec", "spec_generation", "observed_generation", "conditions", "state_change_time", "reduced")
+    __slots__ = ("id", "tenant_id", "hostname", "pool", "labels", "state", "daemon_version", "connected", "gateway_id", "connect_time", "last_seen_time", "cert_expire_time", "revoked", "revoke_time", "join_token_id", "create_time", "update_time", "inventory", "online", "online_change_time", "taints", "spec", "spec_generation", "observed_generation", "conditions", "state_change_time", "reduced", "transport")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +47,7 @@ class Node(_message.Message):
     CONDITIONS_FIELD_NUMBER: _ClassVar[int]
     STATE_CHANGE_TIME_FIELD_NUMBER: _ClassVar[int]
     REDUCED_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     hostname: str
@@ -74,7 +75,8 @@ class Node(_message.Message):
     conditions: _containers.RepeatedCompositeFieldContainer[Condition]
     state_change_time: _timestamp_pb2.Timestamp
     reduced: bool
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., hostname: _Optional[str] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[str] = ..., daemon_version: _Optional[str] = ..., connected: _Optional[bool] = ..., gateway_id: _Optional[str] = ..., connect_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cert_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked: _Optional[bool] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., join_token_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., online: _Optional[bool] = ..., online_change_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ..., spec: _Optional[_Union[NodeSpec, _Mapping]] = ..., spec_generation: _Optional[int] = ..., observed_generation: _Optional[int] = ..., conditions: _Optional[_Iterable[_Union[Condition, _Mapping]]] = ..., state_change_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reduced: _Optional[bool] = ...) -> None: ...
+    transport: str
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., hostname: _Optional[str] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[str] = ..., daemon_version: _Optional[str] = ..., connected: _Optional[bool] = ..., gateway_id: _Optional[str] = ..., connect_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cert_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked: _Optional[bool] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., join_token_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., online: _Optional[bool] = ..., online_change_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ..., spec: _Optional[_Union[NodeSpec, _Mapping]] = ..., spec_generation: _Optional[int] = ..., observed_generation: _Optional[int] = ..., conditions: _Optional[_Iterable[_Union[Condition, _Mapping]]] = ..., state_change_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reduced: _Optional[bool] = ..., transport: _Optional[str] = ...) -> None: ...
 
 class Taint(_message.Message):
     __slots__ = ("key", "value", "effect")
