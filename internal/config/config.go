@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/better-compute/better-compute/internal/wsnet"
 )
 
 // Role names, as accepted by roles and BETTER_COMPUTE_ROLES.
@@ -156,6 +158,28 @@ type Gateway struct {
 	// PublicEndpoint is the host:port daemons are told to dial (e.g. gw.example.com:443), when it
 	// differs from Listen. Optional.
 	PublicEndpoint string `yaml:"publicEndpoint"`
+	// WebSocket is the daemons' way in through HTTP proxies. Used only when Listen is set.
+	WebSocket GatewayWebSocket `yaml:"websocket"`
+}
+
+// GatewayWebSocket configures the gateway's WebSocket listener: daemons whose direct path is
+// blocked (an HTTP proxy, a TLS-inspecting middlebox) carry their own TLS session, and so their
+// identity, inside a WebSocket to it (bcd run --transport websocket|auto).
+type GatewayWebSocket struct {
+	// Enabled turns the listener on. Default false.
+	Enabled bool `yaml:"enabled"`
+	// Listen is its host:port. Default :443.
+	Listen string `yaml:"listen"`
+	// Path is where upgrades are accepted. Default /bettercompute.daemon.v1/websocket.
+	Path string `yaml:"path"`
+	// Plain serves plain HTTP, for a load balancer or reverse proxy in front that terminates TLS
+	// and proxies the WebSocket. Default false: the listener serves TLS itself.
+	Plain bool `yaml:"plain"`
+	// CertFile and KeyFile are the outer TLS certificate (PEM), for example one that public CAs
+	// sign; by default the gateway's own serving certificate, which daemons trust through the
+	// deployment's root.
+	CertFile string `yaml:"certFile"`
+	KeyFile  string `yaml:"keyFile"`
 }
 
 // CORS says which browser origins may call the API.
@@ -201,7 +225,7 @@ func Default() *Config {
 		Host:     "0.0.0.0",
 		Port:     3000,
 		Roles:    RoleAll,
-		Gateway:  Gateway{Region: "default", ControlListen: ":8444"},
+		Gateway:  Gateway{Region: "default", ControlListen: ":8444", WebSocket: GatewayWebSocket{Listen: ":443", Path: wsnet.DefaultPath}},
 		Log:      Log{Level: "info", Format: "json"},
 		Otel:     Otel{SampleRatio: 1},
 		Retention: Retention{

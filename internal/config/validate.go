@@ -139,6 +139,31 @@ func (c *Config) checkGateway(ps *problems) {
 			ps.add("gateway.controlListen", "%s", msg)
 		}
 	}
+	c.checkGatewayWebSocket(ps)
+}
+
+// maxWebSocketPath bounds gateway.websocket.path.
+const maxWebSocketPath = 256
+
+func (c *Config) checkGatewayWebSocket(ps *problems) {
+	w := c.Gateway.WebSocket
+	if !w.Enabled {
+		return
+	}
+	if msg := checkHostPort(w.Listen, false); msg != "" {
+		ps.add("gateway.websocket.listen", "%s", msg)
+	} else if w.Listen == c.Gateway.Listen || w.Listen == c.Gateway.ControlListen {
+		ps.add("gateway.websocket.listen", "must differ from gateway.listen and gateway.controlListen")
+	}
+	if !strings.HasPrefix(w.Path, "/") || len(w.Path) > maxWebSocketPath || strings.ContainsAny(w.Path, " {}?#") {
+		ps.add("gateway.websocket.path", "must be an absolute path of at most %d characters without spaces, braces, ? or #, got %q", maxWebSocketPath, w.Path)
+	}
+	switch {
+	case (w.CertFile == "") != (w.KeyFile == ""):
+		ps.add("gateway.websocket.certFile", "certFile and keyFile go together")
+	case w.Plain && w.CertFile != "":
+		ps.add("gateway.websocket.certFile", "a plain listener serves no TLS: drop certFile and keyFile, or plain")
+	}
 }
 
 func (c *Config) checkObservability(ps *problems) {

@@ -140,7 +140,8 @@ func Run(ctx context.Context, opts Options) error {
 	defer stopSim()
 	return process.Run(ctx, process.Options{
 		Config: &cfg, Pool: pool, Logger: log, Modules: modules,
-		OnListen: func(apiURL, gatewayAddr string) {
+		OnListen: func(l process.Listening) {
+			apiURL, gatewayAddr := l.APIURL, l.Gateway
 			if gatewayAddr != "" {
 				fmt.Fprintf(opts.Out, "Gateway: %s\nRoot CA: %s\n", gatewayAddr, rootCA)
 			}

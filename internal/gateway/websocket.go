@@ -25,6 +25,23 @@ type WebSocket struct {
 	TLS *tls.Config
 }
 
+// WebSocketURL is where the WebSocket listener accepts daemons, with the listener's own address
+// (ws:// when plain, else wss://); "" without one.
+func (g *Gateway) WebSocketURL() string {
+	o := g.opts.WebSocket
+	if o == nil {
+		return ""
+	}
+	scheme, path := "wss://", o.Path
+	if o.TLS == nil {
+		scheme = "ws://"
+	}
+	if path == "" {
+		path = wsnet.DefaultPath
+	}
+	return scheme + o.Listener.Addr().String() + path
+}
+
 // transportKey holds a connection's fleet.Transport in its requests' contexts.
 type transportKey struct{}
 

@@ -30,7 +30,7 @@ func TestMetricsListenTakesMetricsOffTheAPI(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- Run(ctx, Options{Config: cfg, Pool: dbtest.Pool(t), Logger: log,
-			OnListen: func(apiURL, _ string) { listening <- apiURL }})
+			OnListen: func(l Listening) { listening <- l.APIURL }})
 	}()
 	defer func() {
 		cancel()

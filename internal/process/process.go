@@ -56,9 +56,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Reconcilers are the domain's reconcilers, run by the controllers and scheduler roles.
 	Reconcilers []reconcile.Registration
-	// OnListen, when set, is called once the API and the gateway accept connections, with the
-	// API's base URL and the gateway's address ("" when the role does not run).
-	OnListen func(apiURL, gatewayAddr string)
+	// OnListen, when set, is called once the API and the gateway accept connections, with
+	// where they listen.
+	OnListen func(Listening)
 	// Metrics is the process's metrics registry; one is made when nil.
 	Metrics *metrics.Registry
 	// Modules are the enabled modules (module.Registry.Enable of the configuration's modules),
@@ -124,7 +124,7 @@ func Run(ctx context.Context, opts Options) error {
 			cancel(fmt.Errorf("%s: %w", role, err))
 		}
 	}
-	var apiURL, gatewayAddr string
+	var listening Listening
 	var api *server.Server
 	// The waker is made once the worker runtime it pokes in-process exists; a gateway made
 	// before it reaches it through this (a hello before then waits for the liveness round).
@@ -145,7 +145,7 @@ func Run(ctx context.Context, opts Options) error {
 		if err != nil {
 			return err
 		}
-		gatewayAddr = ln.Addr().String()
+		listening.Gateway, listening.GatewayWebSocket = ln.Addr().String(), gw.WebSocketURL()
 		wg.Go(func() { fail("gateway", gw.Serve(ctx, ln)) })
 		wg.Go(func() { fail("gateway control API", gw.ServeControl(ctx, control, bundle, hostOf(control.Addr()))) })
 	}
@@ -208,8 +208,8 @@ func Run(ctx context.Context, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("api: listen: %w", err)
 		}
-		apiURL = "http://" + displayAddr(ln.Addr()) + api.BasePath()
-		log.Info("api listening", "url", apiURL, "methods", len(api.Registry().Methods()))
+		listening.APIURL = "http://" + displayAddr(ln.Addr()) + api.BasePath()
+		log.Info("api listening", "url", listening.APIURL, "methods", len(api.Registry().Methods()))
 		wg.Go(func() { fail("api", server.Serve(ctx, ln, api, log, httpLimits(cfg.Limits))) })
 	}
 	// With metrics.listen set, the metrics are served there only, off the API's port.
@@ -222,7 +222,7 @@ func Run(ctx context.Context, opts Options) error {
 		wg.Go(func() { fail("metrics", server.Serve(ctx, ln, metricsHandler(reg), log, httpLimits(cfg.Limits))) })
 	}
 	if opts.OnListen != nil {
-		opts.OnListen(apiURL, gatewayAddr)
+		opts.OnListen(listening)
 	}
 	<-ctx.Done()
 	if api != nil {
@@ -318,8 +318,15 @@ func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg 
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("gateway: serving certificate: %w", err)
 	}
+	ws, err := webSocketListener(cfg.Gateway.WebSocket, tlsCert)
+	if err != nil {
+		ln.Close()
+		control.Close()
+		return nil, nil, nil, err
+	}
 	gw := gateway.New(gateway.Options{
 		Pool: pool, Authority: bundle, ID: id, Region: cfg.Gateway.Region, Certificate: tlsCert, Secrets: secretSealer,
+		WebSocket: ws,
 		ControlURL: "https://" + net.JoinHostPort(hostOf(control.Addr()), strconv.Itoa(control.Addr().(*net.TCPAddr).Port)),
 		Logger:     log, Metrics: reg, Wake: wake,
 		TenantNodes: cfg.RateLimits.Tenant.Nodes,

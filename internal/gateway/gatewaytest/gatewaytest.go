@@ -20,7 +20,6 @@ import (
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/secret"
-	"github.com/better-compute/better-compute/internal/wsnet"
 )
 
 // Secret is the deployment secret the PKI and node secrets are sealed under.
@@ -128,18 +127,7 @@ func (e *Env) StartGateway(id string, configure func(*gateway.Options)) *Gateway
 	})
 	stop := sync.OnceFunc(func() { cancel(); wg.Wait() })
 	e.T.Cleanup(stop)
-	gw := &Gateway{Gateway: g, Addr: ln.Addr().String(), ControlURL: "https://" + control.Addr().String(), Stop: stop}
-	if ws := opts.WebSocket; ws != nil {
-		scheme, path := "ws://", ws.Path
-		if ws.TLS != nil {
-			scheme = "wss://"
-		}
-		if path == "" {
-			path = wsnet.DefaultPath
-		}
-		gw.WebSocketURL = scheme + ws.Listener.Addr().String() + path
-	}
-	return gw
+	return &Gateway{Gateway: g, Addr: ln.Addr().String(), ControlURL: "https://" + control.Addr().String(), WebSocketURL: g.WebSocketURL(), Stop: stop}
 }
 
 // WebSocket configures a WebSocket listener on a loopback port, with the gateway's own
