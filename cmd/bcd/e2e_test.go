@@ -523,9 +523,18 @@ func (d *daemonProc) terminate(t *testing.T) int {
 // runBcd runs a bcd command to its end, expecting exit code want, and returns its output.
 func runBcd(t *testing.T, bin string, want int, args ...string) string {
 	t.Helper()
+	return runBcdEnv(t, bin, want, nil, args...)
+}
+
+// runBcdEnv is runBcd with env added to the test's environment.
+func runBcdEnv(t *testing.T, bin string, want int, env []string, args ...string) string {
+	t.Helper()
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	code := 0

@@ -102,3 +102,29 @@ func TestReleaseFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestTransportFlags: join and run document --transport, --websocket-url and
+// --websocket-ca-file; a transport other than auto, h2 or websocket stops run before it reads
+// the state directory, naming the flag.
+func TestTransportFlags(t *testing.T) {
+	t.Parallel()
+	for _, sub := range []string{"join", "run"} {
+		var help bytes.Buffer
+		root := newRootCommand()
+		root.SetOut(&help)
+		root.SetArgs([]string{sub, "--help"})
+		if err := root.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		for _, flag := range []string{"--transport", "--websocket-url", "--websocket-ca-file", "HTTPS_PROXY"} {
+			if !strings.Contains(help.String(), flag) {
+				t.Errorf("bcd %s --help does not mention %s", sub, flag)
+			}
+		}
+	}
+	root := newRootCommand()
+	root.SetArgs([]string{"--state-dir", t.TempDir(), "--log-level", "error", "run", "--transport", "quic"})
+	if err := root.ExecuteContext(t.Context()); err == nil || !strings.Contains(err.Error(), `--transport: transport "quic"`) {
+		t.Errorf("bcd run --transport quic: %v", err)
+	}
+}

@@ -122,7 +122,16 @@ holds an identity is left alone: remove it to join as a new node.`,
 	cmd.Flags().StringVar(&o.CAFile, "ca-file", "", "root CA (PEM) to verify the gateway with; default the system's roots")
 	cmd.Flags().StringVar(&o.ServerName, "server-name", "", "name to verify the gateway's certificate against; default the gateway's host")
 	cmd.Flags().StringVar(&o.Hostname, "hostname", "", "host name to report; default this host's")
+	transportFlags(cmd, &o.TransportOptions, "h2")
 	return cmd
+}
+
+// transportFlags are join's and run's choice of how to reach the gateway; def is what an unset
+// --transport means.
+func transportFlags(cmd *cobra.Command, o *host.TransportOptions, def string) {
+	cmd.Flags().StringVar(&o.Transport, "transport", "", "how to reach the gateway: h2 (direct), websocket (through the HTTPS_PROXY/NO_PROXY of the environment), or auto (direct, falling back to websocket when a proxy blocks it; the direct path is tried again hourly); default "+def)
+	cmd.Flags().StringVar(&o.WebSocketURL, "websocket-url", "", "the gateway's WebSocket listener, wss://host/path; default wss://GATEWAY-HOST:443/bettercompute.daemon.v1/websocket")
+	cmd.Flags().StringVar(&o.WebSocketCAFile, "websocket-ca-file", "", "CA (PEM) of the WebSocket's outer TLS, when a proxy's or load balancer's certificate is signed by neither the system's roots nor the deployment's root")
 }
 
 func newRunCommand(g *globals) *cobra.Command {
@@ -179,6 +188,7 @@ A draining node refuses exec only; upgrade, reboot and configure are what a drai
 	cmd.Flags().StringVar(&o.Gateway, "gateway", "", "gateway host:port; default the one joined through")
 	cmd.Flags().DurationVar(&o.MaxBackoff, "max-backoff", 30*time.Second, "longest wait between reconnection attempts")
 	cmd.Flags().IntSliceVar(&o.TunnelPorts, "tunnel-port", nil, "port of 127.0.0.1 tunnels may reach, e.g. 22 (comma separated or repeated; default none)")
+	transportFlags(cmd, &o.TransportOptions, "the one joined with")
 	return cmd
 }
 

@@ -326,7 +326,7 @@ func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg 
 	}
 	gw := gateway.New(gateway.Options{
 		Pool: pool, Authority: bundle, ID: id, Region: cfg.Gateway.Region, Certificate: tlsCert, Secrets: secretSealer,
-		WebSocket: ws,
+		WebSocket:  ws,
 		ControlURL: "https://" + net.JoinHostPort(hostOf(control.Addr()), strconv.Itoa(control.Addr().(*net.TCPAddr).Port)),
 		Logger:     log, Metrics: reg, Wake: wake,
 		TenantNodes: cfg.RateLimits.Tenant.Nodes,

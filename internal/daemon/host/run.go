@@ -32,6 +32,7 @@ type JoinOptions struct {
 	CAFile string
 	// Hostname is reported to the control plane; the host's name when empty.
 	Hostname string
+	TransportOptions
 }
 
 // Join generates the node's key on this host, spends the join token at the gateway, and writes
@@ -48,7 +49,10 @@ func Join(ctx context.Context, opts JoinOptions) (state.Node, error) {
 	if err != nil {
 		return n, err
 	}
-	dialer := daemon.Dialer{Gateway: opts.Gateway, ServerName: opts.ServerName}
+	dialer, err := opts.dialer(daemon.Dialer{Gateway: opts.Gateway, ServerName: opts.ServerName}, state.Node{}, dir)
+	if err != nil {
+		return n, err
+	}
 	var rootPEM []byte
 	if opts.CAFile != "" {
 		if rootPEM, err = os.ReadFile(opts.CAFile); err != nil {
@@ -73,7 +77,10 @@ func Join(ctx context.Context, opts JoinOptions) (state.Node, error) {
 	if err != nil {
 		return n, err
 	}
-	n = state.Node{Gateway: opts.Gateway, ServerName: opts.ServerName, Hostname: hostname, JoinedAt: time.Now().UTC()}
+	n = state.Node{
+		Gateway: opts.Gateway, ServerName: opts.ServerName, Hostname: hostname, JoinedAt: time.Now().UTC(),
+		Transport: opts.Transport, WebSocketURL: opts.WebSocketURL,
+	}
 	if err := dir.SaveJoin(id, n); err != nil {
 		return n, fmt.Errorf("joined as node %s but could not save the identity: %w", id.NodeID, err)
 	}
@@ -113,6 +120,7 @@ type RunOptions struct {
 	// MaxBackoff bounds the reconnect delay (daemon.Options.MaxBackoff).
 	MaxBackoff time.Duration
 	Logger     *slog.Logger
+	TransportOptions
 }
 
 // Run checks the state directory, then holds the node's session until ctx ends: reconnecting
@@ -126,6 +134,9 @@ func Run(ctx context.Context, opts RunOptions) error {
 	// A bad flag is named before anything else is checked.
 	if err := daemon.ValidateTunnelPorts(opts.TunnelPorts); err != nil {
 		return fmt.Errorf("--tunnel-port: %w", err)
+	}
+	if _, err := daemon.ParseTransport(opts.Transport); err != nil {
+		return fmt.Errorf("--transport: %w", err)
 	}
 	dir, err := state.New(opts.StateDir)
 	if err != nil {
@@ -146,6 +157,10 @@ func Run(ctx context.Context, opts RunOptions) error {
 	defer unlock()
 	if opts.Gateway != "" {
 		node.Gateway = opts.Gateway
+	}
+	dialer, err := opts.dialer(daemon.Dialer{Gateway: node.Gateway, ServerName: node.ServerName}, node, dir)
+	if err != nil {
+		return err
 	}
 	fileAllow, err := dir.AllowExec()
 	if err != nil {
@@ -171,7 +186,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 		Upgrader: upgrader, Logger: log,
 	}
 	agent, err := daemon.NewAgent(daemon.Options{
-		Dialer:   daemon.Dialer{Gateway: node.Gateway, ServerName: node.ServerName},
+		Dialer:   dialer,
 		Identity: id, Version: opts.Version, Inventory: inv.Collect, Handlers: cmds.Handlers(),
 		OnRenew: func(id *daemon.Identity) error {
 			if err := dir.SaveChain(id.ChainPEM); err != nil {

@@ -55,6 +55,9 @@ const (
 	SocketFile = "bcd.sock"
 	// LockFile is locked by the running daemon, so two cannot share a state directory.
 	LockFile = "bcd.lock"
+	// TransportFile is what --transport auto learned: whether the direct path to the gateway
+	// failed, and since when (JSON, daemon.Choice).
+	TransportFile = "transport.json"
 )
 
 // Node is what a node joined as, and where its gateway is.
@@ -65,9 +68,13 @@ type Node struct {
 	Gateway string `json:"gateway"`
 	// ServerName, when set, is the name the gateway's certificate is checked against instead of
 	// the host of Gateway.
-	ServerName string    `json:"serverName,omitempty"`
-	Hostname   string    `json:"hostname,omitempty"`
-	JoinedAt   time.Time `json:"joinedAt"`
+	ServerName string `json:"serverName,omitempty"`
+	// Transport is how the node joined (bcd join --transport), what bcd run uses unless told
+	// otherwise; "" is h2. WebSocketURL is the gateway's WebSocket listener it was given.
+	Transport    string    `json:"transport,omitempty"`
+	WebSocketURL string    `json:"websocketUrl,omitempty"`
+	Hostname     string    `json:"hostname,omitempty"`
+	JoinedAt     time.Time `json:"joinedAt"`
 }
 
 // Dir is a state directory.
