@@ -39,9 +39,13 @@
 #   --token TOKEN      join with this token (or env BCD_JOIN_TOKEN), then start the service
 #   --gateway H:P      the gateway to join through
 #   --ca-file FILE     the deployment's root CA, to verify the gateway when joining
+#   --transport MODE   how bcd reaches the gateway: h2 (default), websocket or auto (bcd join
+#                      records it for bcd run); the WebSocket uses HTTPS_PROXY and NO_PROXY, from
+#                      this environment when joining and from /etc/default/bcd when running
+#   --websocket-url U  the gateway's WebSocket listener (default wss://GATEWAY-HOST:443/...)
 set -eu
 
-release= version= pubkey= binary= url= sha= unit= prefix=/usr/local root= systemctl=yes token=${BCD_JOIN_TOKEN:-} gateway= cafile=
+release= version= pubkey= binary= url= sha= unit= prefix=/usr/local root= systemctl=yes token=${BCD_JOIN_TOKEN:-} gateway= cafile= transport= wsurl=
 here=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "install.sh: $*" >&2; exit 1; }
@@ -62,6 +66,8 @@ while [ $# -gt 0 ]; do
 	--token) need "$@"; token=$2; shift 2 ;;
 	--gateway) need "$@"; gateway=$2; shift 2 ;;
 	--ca-file) need "$@"; cafile=$2; shift 2 ;;
+	--transport) need "$@"; transport=$2; shift 2 ;;
+	--websocket-url) need "$@"; wsurl=$2; shift 2 ;;
 	-h|--help) sed -n '2,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
@@ -98,6 +104,7 @@ if [ -n "$sha" ]; then
 fi
 case $url in ''|https://*|http://*) ;; *) die "--url must be an http(s) URL" ;; esac
 if [ -n "$token" ] && [ -z "$gateway" ]; then die "--token needs --gateway"; fi
+case $transport in ''|h2|websocket|auto) ;; *) die "--transport must be h2, websocket or auto" ;; esac
 [ -n "$unit" ] || unit=$here/bcd.service
 [ -f "$unit" ] || die "no unit file at $unit (give --unit)"
 [ "$root" = "" ] || [ -d "$root" ] || die "--root $root is not a directory"
@@ -204,6 +211,9 @@ if [ ! -e "$root/etc/default/bcd" ]; then
 # Tunnels reach only the ports of 127.0.0.1 listed with --tunnel-port (none by default), e.g.
 # --tunnel-port 22
 BCD_ARGS=""
+# Behind an HTTP proxy (bcd join/run --transport websocket or auto), the WebSocket goes through:
+# HTTPS_PROXY=http://proxy.example.com:3128
+# NO_PROXY=.internal.example.com
 EOF
 fi
 
@@ -217,6 +227,8 @@ systemctl enable bcd.service
 if [ -n "$token" ]; then
 	set -- join --state-dir /var/lib/bcd --gateway "$gateway"
 	[ -z "$cafile" ] || set -- "$@" --ca-file "$cafile"
+	[ -z "$transport" ] || set -- "$@" --transport "$transport"
+	[ -z "$wsurl" ] || set -- "$@" --websocket-url "$wsurl"
 	BCD_JOIN_TOKEN=$token "$bindir/bcd" "$@"
 fi
 if [ -e /var/lib/bcd/node.json ]; then
