@@ -61,19 +61,53 @@ type env struct {
 // (killGateway); the benchmarks use direct connections.
 func newEnv(t testing.TB, killable bool) *env {
 	t.Helper()
+	return newEnvWith(t, envOptions{killable: killable})
+}
+
+// envOptions configure newEnvWith.
+type envOptions struct {
+	// killable reaches the gateway through proxies (killGateway).
+	killable bool
+	// gateway, when set, adjusts the gateway's options (gatewaytest.WebSocket, for one).
+	gateway func(*gateway.Options)
+	// notifier gives the API a gateway.Notifier, so that commands and revocations reach the
+	// gateway at once rather than at its next loop.
+	notifier bool
+}
+
+// newEnvWith starts the API and a gateway as o says.
+func newEnvWith(t testing.TB, o envOptions) *env {
+	t.Helper()
 	e := &env{Env: gatewaytest.New(t), t: t}
 	dialer, err := tunnel.NewDialer(e.Bundle)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.api = servertest.Start(t, e.Pool, func(o *server.Options) { o.Tunnels = tunnels.Options{Dialer: dialer} })
-	var configure func(*gateway.Options)
-	if killable {
+	var notifier *gateway.Notifier
+	if o.notifier {
+		if notifier, err = gateway.NewNotifier(e.Pool, e.Bundle, nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(notifier.Wait)
+	}
+	e.api = servertest.Start(t, e.Pool, func(so *server.Options) {
+		so.Tunnels = tunnels.Options{Dialer: dialer}
+		if notifier != nil {
+			so.Notifier = notifier
+		}
+	})
+	configure := o.gateway
+	if o.killable {
 		e.controlNet = newProxy(t)
-		configure = func(o *gateway.Options) { o.ControlURL = "https://" + e.controlNet.addr() }
+		configure = func(g *gateway.Options) {
+			g.ControlURL = "https://" + e.controlNet.addr()
+			if o.gateway != nil {
+				o.gateway(g)
+			}
+		}
 	}
 	e.gw = e.StartGateway("gw1", configure)
-	if killable {
+	if o.killable {
 		e.controlNet.to(e.gw.ControlURL[len("https://"):])
 		e.daemonNet = newProxy(t)
 		e.daemonNet.to(e.gw.Addr)
@@ -104,6 +138,9 @@ type fakeOptions struct {
 	// tunnelDial, when set, opens the connections of the daemon's tunnel data plane (the
 	// benchmarks delay them with sim.DelayConn, as the simulator's TunnelRTT does).
 	tunnelDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// dialer, when set, adjusts the daemon's Dialer (its transport, WebSocket URL, proxy),
+	// for the join and the session alike.
+	dialer func(*daemon.Dialer)
 }
 
 // node is a FakeDaemon joined with a token of the root tenant, with two H100s in its inventory,
@@ -127,8 +164,12 @@ func (e *env) startFake(o fakeOptions) *node {
 	for i := range 2 {
 		inv.Gpus = append(inv.Gpus, &daemonv1.Gpu{Index: int32(i), Model: "H100", MemoryBytes: 80 << 30, Uuid: fmt.Sprintf("GPU-%s-%d", host, i)})
 	}
+	d := daemon.Dialer{Gateway: gw, TunnelDialContext: o.tunnelDial}
+	if o.dialer != nil {
+		o.dialer(&d)
+	}
 	f, err := daemon.JoinFake(ctx, e.Bundle.RootPEM(), e.Token(1, time.Now().Add(time.Hour)), host, daemon.FakeOptions{
-		Dialer: daemon.Dialer{Gateway: gw, TunnelDialContext: o.tunnelDial}, Inventory: inv, TunnelPorts: o.tunnelPorts,
+		Dialer: d, Inventory: inv, TunnelPorts: o.tunnelPorts,
 	})
 	if err != nil {
 		e.t.Fatal(err)
