@@ -145,10 +145,10 @@ func TestEndToEnd(t *testing.T) { //nolint:tparallel // the steps are one story,
 		}
 		t.Logf("inventory in nodes/get: %v", inv)
 		st := status(t, bcd, stateDir, 0)
-		if !st.Running || !st.Connected || st.NodeID != nodeID || st.PID != d.cmd.Process.Pid || strings.Join(st.AllowExec, ",") != "/bin/echo,"+counter {
+		if !st.Running || !st.Connected || st.Transport != "h2" || st.NodeID != nodeID || st.PID != d.cmd.Process.Pid || strings.Join(st.AllowExec, ",") != "/bin/echo,"+counter {
 			t.Errorf("bcd status: %+v", st)
 		}
-		if text := runBcd(t, bcd, 0, "status", "--state-dir", stateDir); !strings.Contains(text, nodeID) || !strings.Contains(text, "connected") {
+		if text := runBcd(t, bcd, 0, "status", "--state-dir", stateDir); !strings.Contains(text, nodeID) || !strings.Contains(text, "connected via h2") {
 			t.Errorf("bcd status:\n%s", text)
 		}
 	}) {

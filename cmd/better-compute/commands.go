@@ -276,6 +276,7 @@ stops.`,
 
 func newDevCommand(g *globals) *cobra.Command {
 	var lf listenFlags
+	var simTransport string
 	opts := devmode.Options{}
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -287,6 +288,10 @@ directory (--fresh starts over). It prints a fresh admin key and the API URL as 
 private cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if opts.SimTransport, err = daemon.ParseTransport(simTransport); err != nil {
+				return fmt.Errorf("--sim-transport: %w", err)
+			}
 			environ := os.Environ()
 			if g.configPath == "" && os.Getenv("BETTER_COMPUTE_SECRET") == "" {
 				secret, err := devmode.Secret(opts.ClusterDir)
@@ -319,6 +324,7 @@ private cluster.`,
 	cmd.Flags().IntSliceVar(&opts.SimTunnelPorts, "sim-tunnel-ports", nil, "ports of 127.0.0.1 on this machine the simulated machines open tunnels to, comma separated or repeated (default none)")
 	cmd.Flags().Float64Var(&opts.SimFailRate, "sim-fail-rate", 0, "share (0 to 1) of the simulated machines' upgrade, reboot, configure and exec commands that fail")
 	cmd.Flags().DurationVar(&opts.SimRebootDowntime, "sim-reboot-downtime", daemon.DefaultRebootDowntime, "how long a reboot command keeps a simulated machine away")
+	cmd.Flags().StringVar(&simTransport, "sim-transport", string(daemon.TransportH2), "how the simulated machines reach the gateway: h2 (direct), websocket or auto (direct, falling back to the WebSocket); websocket and auto open the gateway's WebSocket listener on loopback and print \"Gateway WebSocket: <url>\"")
 	cmd.Flags().DurationVar(&opts.SimProviderDelay, "sim-provider-delay", 0, "enable the provision module with the sim provider and a machine class \"sim\" whose machines boot after this delay (default off)")
 	return cmd
 }

@@ -24,7 +24,8 @@ func newDoctorCommand(g *globals) *cobra.Command {
 		Long: `Check the schema, the clock, the method registry, the PKI bundle, whether gateways can
 authenticate daemons and the API can reach them, and once migrated, running problems: overdue
 reconcile work, a stalled command sweeper, gateway headroom, silent nodes, old daemons and
-expiring node certificates. Exits non-zero on errors, and on warnings with --strict.`,
+expiring node certificates; it also reports the sessions by transport (direct h2 or WebSocket)
+per gateway. Exits non-zero on errors, and on warnings with --strict.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			url, err := g.databaseURL(url)

@@ -25,6 +25,7 @@ func newSimCommand(g *globals) *cobra.Command {
 	var (
 		opts                 sim.Options
 		caFile, scenarioFile string
+		transport            string
 		faults               []string
 		every, duration      time.Duration
 		apiURL, apiKey       string
@@ -60,6 +61,9 @@ ten times later, configure and exec fail.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
 			var err error
+			if opts.Transport, err = daemon.ParseTransport(transport); err != nil {
+				return fmt.Errorf("--transport: %w", err)
+			}
 			if opts.RootPEM, err = os.ReadFile(caFile); err != nil {
 				return fmt.Errorf("--ca-file: %w", err)
 			}
@@ -158,6 +162,8 @@ ten times later, configure and exec fail.`,
 	f := cmd.Flags()
 	f.StringVar(&opts.Gateway, "gateway", "", "gateway address host:port (required)")
 	f.StringVar(&opts.ServerName, "server-name", "", "name to check the gateway's certificate against (default: the host of --gateway)")
+	f.StringVar(&transport, "transport", string(daemon.TransportH2), "how the machines reach the gateway: h2 (direct), websocket, or auto (direct, falling back to the WebSocket), as bcd run --transport")
+	f.StringVar(&opts.WebSocketURL, "websocket-url", "", "the gateway's WebSocket listener, ws:// or wss:// (dev prints it as \"Gateway WebSocket:\"; default wss:// on port 443 of the --gateway host)")
 	f.StringVar(&caFile, "ca-file", "", "root CA of the deployment's PKI, PEM (dev prints it as \"Root CA:\") (required)")
 	f.StringVar(&opts.Token, "token", "", "join token with a use for every machine (default: create one through --api)")
 	f.IntVarP(&opts.N, "machines", "n", 100, "number of machines")

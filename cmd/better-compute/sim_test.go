@@ -160,3 +160,17 @@ func TestDevSimRefusesABadFailRate(t *testing.T) {
 		t.Fatalf("exit code %d, stderr %q", code, stderr)
 	}
 }
+
+// TestSimRefusesAnUnknownTransport: sim and dev check --transport and --sim-transport first.
+func TestSimRefusesAnUnknownTransport(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"sim", "--transport", "quic", "--gateway", "127.0.0.1:1", "--ca-file", "none.pem", "--token", "x"},
+		{"dev", "--sim", "1", "--sim-transport", "quic", "--data-dir", filepath.Join(t.TempDir(), "pg")},
+	} {
+		_, stderr, code := runMain(t, args...)
+		if code == 0 || !strings.Contains(stderr, "transport") {
+			t.Errorf("%v: exit code %d, stderr %q", args, code, stderr)
+		}
+	}
+}

@@ -130,6 +130,13 @@ function filterForm(
   return { form, restoreFocus };
 }
 
+/** How a node's session reaches its gateway: "via h2" or "via websocket", the gateway in the title. */
+function session(n: nodesv1.Node): HTMLElement {
+  if (!n.connected) return h("div", { class: "sub" }, "no session");
+  const via = n.transport || "h2";
+  return h("div", { class: "sub transport", title: `connected via ${via} to ${n.gatewayId}` }, `via ${via}`);
+}
+
 export const nodesPage: Page = {
   title: "Nodes",
   async render(ctx, root) {
@@ -167,7 +174,7 @@ export const nodesPage: Page = {
         { "data-node-id": n.id, "data-hostname": n.hostname },
         h("td", null, h("strong", null, n.hostname), h("div", { class: "sub" }, shortId(n.id))),
         h("td", { class: "state" }, badge(n.state)),
-        h("td", null, badge(n.online ? "online" : "offline"), n.connected ? null : h("div", { class: "sub" }, "no session")),
+        h("td", { class: "status" }, badge(n.online ? "online" : "offline"), session(n)),
         h("td", null, n.pool || "—"),
         h("td", { class: "wrap" }, inv ? `${inv.cpus} CPUs` : "—", inv?.cpuModel && h("div", { class: "sub" }, inv.cpuModel)),
         h("td", null, inv ? bytes(inv.memoryBytes) : "—"),

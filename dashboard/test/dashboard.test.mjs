@@ -151,6 +151,13 @@ test("same origin: sign in, see the 3 nodes, drain one", { timeout: 120_000 }, a
   assert.ok(texts.every((t) => /ready|joining/.test(t)), `nodes not ready: ${texts.join(" | ")}`);
   assert.ok(texts.every((t) => /\d CPUs/.test(t) && /[GT]iB/.test(t)), "every node shows its inventory");
   assert.match(await page.innerText(".summary"), /3 nodes/);
+  // Each connected node says how its session reaches the gateway: directly (h2) in dev.
+  const via = await page.locator("tr[data-node-id] td.status .transport").allInnerTexts();
+  assert.deepEqual(via, ["via h2", "via h2", "via h2"], "every simulated node is connected via h2");
+  assert.match(
+    (await page.locator("tr[data-node-id] td.status .transport").first().getAttribute("title")) ?? "",
+    /^connected via h2 to \S+/,
+  );
 
   const row = rows.filter({ has: page.locator("button", { hasText: "Drain" }) }).first();
   const id = await row.getAttribute("data-node-id");

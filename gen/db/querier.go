@@ -690,6 +690,9 @@ type Querier interface {
 	SelectNodeIDs(ctx context.Context, arg SelectNodeIDsParams) ([]uuid.UUID, error)
 	// Where to poke: the control API of the gateway holding each node's session.
 	SessionGateways(ctx context.Context, nodeIds []uuid.UUID) ([]SessionGatewaysRow, error)
+	// How the nodes' sessions reach their gateways (node_sessions.transport), for doctor: every
+	// gateway holding sessions, with its sessions direct (h2) and over WebSocket.
+	SessionTransports(ctx context.Context) ([]SessionTransportsRow, error)
 	// Sessions that other gateways claimed within the last window_seconds, by the database's
 	// clock: those of them whose node has a session here supersede it.
 	SessionsClaimedElsewhere(ctx context.Context, arg SessionsClaimedElsewhereParams) ([]SessionsClaimedElsewhereRow, error)

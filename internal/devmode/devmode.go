@@ -53,11 +53,17 @@ type Options struct {
 	// one away (sim.Options.RebootDowntime).
 	SimFailRate       float64
 	SimRebootDowntime time.Duration
+	// SimTransport is how the simulated machines reach the gateway (daemon.Dialer.Transport;
+	// h2 when empty). For websocket and auto, dev opens the gateway's WebSocket listener beside
+	// the gateway's (see webSocketFor) and the machines dial the URL it prints as
+	// "Gateway WebSocket: <url>".
+	SimTransport daemon.Transport
 	// SimProviderDelay, when positive, enables the provision module with the sim provider and
 	// a machine class "sim" of the root tenant whose machines boot after this delay, and prints
 	// "Sim provider: class sim, boot delay <d>".
 	SimProviderDelay time.Duration
-	// Out receives the lines scripts read: "API key: <key>", then "API: <url>" and
+	// Out receives the lines scripts read: "Gateway: <addr>" (and "Gateway WebSocket: <url>"
+	// when that listener is open), "API key: <key>", then "API: <url>" and
 	// "Dashboard: <url>", and with Sim,
 	// "Simulated machines: <n> joined" once they all hold sessions.
 	Out    io.Writer
@@ -75,6 +81,9 @@ func Run(ctx context.Context, opts Options) error {
 	cfg, log := *opts.Config, opts.Logger
 	if err := daemon.ValidateTunnelPorts(opts.SimTunnelPorts); err != nil {
 		return fmt.Errorf("--sim-tunnel-ports: %w", err)
+	}
+	if _, err := daemon.ParseTransport(string(opts.SimTransport)); err != nil {
+		return fmt.Errorf("--sim-transport: %w", err)
 	}
 	if err := (daemon.FakeOptions{FailRate: opts.SimFailRate, RebootDowntime: opts.SimRebootDowntime}).Validate(); err != nil {
 		return fmt.Errorf("--sim-fail-rate, --sim-reboot-downtime: %w", err)
@@ -130,6 +139,9 @@ func Run(ctx context.Context, opts Options) error {
 	if cfg.Gateway.Listen == "" { // dev runs a gateway on loopback unless configured otherwise
 		cfg.Gateway.Listen, cfg.Gateway.ControlListen = "127.0.0.1:0", "127.0.0.1:0"
 	}
+	if opts.Sim > 0 {
+		webSocketFor(&cfg.Gateway, opts.SimTransport)
+	}
 	if opts.Sim > 0 && !cfg.RoleSet()[config.RoleGateway] {
 		return errors.New("dev --sim needs the gateway role")
 	}
@@ -143,7 +155,11 @@ func Run(ctx context.Context, opts Options) error {
 		OnListen: func(l process.Listening) {
 			apiURL, gatewayAddr := l.APIURL, l.Gateway
 			if gatewayAddr != "" {
-				fmt.Fprintf(opts.Out, "Gateway: %s\nRoot CA: %s\n", gatewayAddr, rootCA)
+				fmt.Fprintf(opts.Out, "Gateway: %s\n", gatewayAddr)
+				if l.GatewayWebSocket != "" {
+					fmt.Fprintf(opts.Out, "Gateway WebSocket: %s\n", l.GatewayWebSocket)
+				}
+				fmt.Fprintf(opts.Out, "Root CA: %s\n", rootCA)
 			}
 			fmt.Fprintf(opts.Out, "API key: %s\nAPI: %s\nDashboard: %s/dashboard/\n", key, apiURL, strings.TrimSuffix(apiURL, cfg.BasePath))
 			if opts.SimProviderDelay > 0 {
@@ -151,7 +167,7 @@ func Run(ctx context.Context, opts Options) error {
 			}
 			if opts.Sim > 0 {
 				simulating.Go(func() {
-					if err := simulate(simCtx, pool, gatewayAddr, rootCA, opts); err != nil && simCtx.Err() == nil {
+					if err := simulate(simCtx, pool, l, rootCA, opts); err != nil && simCtx.Err() == nil {
 						log.Error("simulated machines", "err", err)
 						fmt.Fprintf(opts.Out, "Simulated machines: failed: %v\n", err)
 					}
@@ -161,10 +177,10 @@ func Run(ctx context.Context, opts Options) error {
 	})
 }
 
-// simulate runs opts.Sim simulated machines against the gateway at addr until ctx ends. They join
-// with a fresh multi-use token of the root tenant, labelled simulated=true, unless they kept an
-// identity from an earlier run.
-func simulate(ctx context.Context, pool *pgxpool.Pool, addr, rootCA string, opts Options) error {
+// simulate runs opts.Sim simulated machines against the gateway listening at l until ctx ends,
+// by opts.SimTransport. They join with a fresh multi-use token of the root tenant, labelled
+// simulated=true, unless they kept an identity from an earlier run.
+func simulate(ctx context.Context, pool *pgxpool.Pool, l process.Listening, rootCA string, opts Options) error {
 	root, err := os.ReadFile(rootCA)
 	if err != nil {
 		return err
@@ -177,9 +193,10 @@ func simulate(ctx context.Context, pool *pgxpool.Pool, addr, rootCA string, opts
 	if err != nil {
 		return err
 	}
-	gateway, serverName := dialAddr(addr)
+	gateway, serverName := dialAddr(l.Gateway)
 	fleet, err := sim.New(sim.Options{
 		Gateway: gateway, ServerName: serverName, RootPEM: root, Token: token, N: opts.Sim,
+		Transport: opts.SimTransport, WebSocketURL: webSocketDialURL(l.GatewayWebSocket),
 		StateDir: dir + ".sim", Logger: opts.Logger, TunnelPorts: opts.SimTunnelPorts,
 		FailRate: opts.SimFailRate, RebootDowntime: opts.SimRebootDowntime,
 	})

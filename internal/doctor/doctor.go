@@ -1,7 +1,7 @@
 // Package doctor diagnoses a deployment: whether it is set up right (schema, clock, method
 // registry, PKI, gateways reachable) and, once migrated, whether it is running well (overdue
 // reconcile work, a stalled command sweeper, silent nodes, old daemons, expiring certificates,
-// gateway headroom, pools granted beyond what they hold). Each finding says how bad it is, why,
+// gateway headroom, pools granted beyond what they hold; the sessions by transport). Each finding says how bad it is, why,
 // and what to do.
 package doctor
 
@@ -288,6 +288,7 @@ func running(ctx context.Context, opts Options) []Finding {
 		f = Finding{Severity: Warning, Cause: fmt.Sprintf("%d connected nodes silent for over %s", silent, opts.SilentAfter), Fix: "check those hosts' network and bcd logs"}
 	}
 	add("silent nodes", err, f)
+	add("session transports", nil, sessionTransports(ctx, q))
 
 	add("outbox delivery", nil, outbox(ctx, q, opts))
 	add("failing webhooks", nil, failingWebhooks(ctx, q))

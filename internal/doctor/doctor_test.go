@@ -77,6 +77,7 @@ func TestRunningChecks(t *testing.T) {
 		"schema": doctor.OK, "pki": doctor.OK, "gateway authenticates daemons": doctor.OK,
 		"api reaches gateways": doctor.Warning, "reconcile backlog": doctor.Warning,
 		"command sweeper": doctor.Warning, "clock": doctor.OK, "method registry": doctor.OK,
+		"session transports": doctor.OK,
 	} {
 		if f := find(t, fs, check); f.Severity != want {
 			t.Errorf("%s: %+v, want %s", check, f, want)

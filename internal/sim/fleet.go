@@ -25,6 +25,12 @@ type Options struct {
 	Gateway string
 	// ServerName overrides the name gateway certificates are checked against.
 	ServerName string
+	// Transport is how the machines reach the gateways (daemon.Dialer.Transport): directly
+	// (h2, the default), inside WebSockets, or directly with a fallback to them (auto).
+	Transport daemon.Transport
+	// WebSocketURL is the gateways' WebSocket listener (daemon.Dialer.WebSocketURL), for the
+	// websocket and auto transports. Its outer TLS is verified against RootPEM.
+	WebSocketURL string
 	// RootPEM is the PKI root CA that gateways' certificates chain to.
 	RootPEM []byte
 	// Token is a join token with a use for every machine that joins.
@@ -117,6 +123,9 @@ func New(opts Options) (*Fleet, error) {
 	if err := (daemon.FakeOptions{
 		TunnelPorts: opts.TunnelPorts, FailRate: opts.FailRate, FailTypes: opts.FailTypes, RebootDowntime: opts.RebootDowntime,
 	}).Validate(); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	if _, err := daemon.ParseTransport(string(opts.Transport)); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	if opts.TunnelRTT < 0 {

@@ -20,6 +20,9 @@ type machine struct {
 	hostname string
 	inv      *daemonv1.Inventory
 	skew     time.Duration
+	// choice is what the auto transport learned, shared by the machine's connections as
+	// bcd's are.
+	choice daemon.Choice
 	// latency delays every write on the machine's connections, in nanoseconds.
 	latency atomic.Int64
 
@@ -42,10 +45,15 @@ func (m *machine) setIdentity(id *daemon.Identity) {
 	m.mu.Unlock()
 }
 
-// dialerFor is how the machine reaches the gateway: its own TCP connections, tracked so faults
-// can break them, and those of the tunnel data plane delayed by the fleet's TunnelRTT.
+// dialerFor is how the machine reaches the gateway: by the fleet's transport, over its own TCP
+// connections, tracked so faults can break them, and those of the tunnel data plane delayed by
+// the fleet's TunnelRTT. The WebSocket's outer TLS trusts the fleet's root only.
 func (m *machine) dialerFor() daemon.Dialer {
-	d := daemon.Dialer{Gateway: m.f.opts.Gateway, ServerName: m.f.opts.ServerName, RootCAs: m.f.roots, DialContext: m.dial}
+	o := m.f.opts
+	d := daemon.Dialer{
+		Gateway: o.Gateway, ServerName: o.ServerName, RootCAs: m.f.roots, DialContext: m.dial,
+		Transport: o.Transport, WebSocketURL: o.WebSocketURL, WebSocketRootCAs: m.f.roots, Choice: &m.choice,
+	}
 	if rtt := m.f.opts.TunnelRTT; rtt > 0 {
 		d.TunnelDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := m.dial(ctx, network, addr)

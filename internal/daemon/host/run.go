@@ -214,7 +214,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 		st := Status{
 			Running: true, PID: os.Getpid(), Version: opts.Version, StartedAt: started, StateDir: dir.Path,
 			NodeID: s.NodeID, TrustDomain: node.TrustDomain, Gateway: node.Gateway, Connected: s.Connected,
-			Sessions: s.Sessions, CertNotAfter: s.NotAfter.UTC(), Draining: draining,
+			Sessions: s.Sessions, Transport: string(s.Transport), CertNotAfter: s.NotAfter.UTC(), Draining: draining,
 			AllowExec: policy.Allow, AllowReboot: opts.AllowReboot, TunnelPorts: opts.TunnelPorts, Tunnels: s.Tunnels,
 		}
 		if upgrader.Release != nil {

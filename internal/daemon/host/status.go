@@ -31,6 +31,9 @@ type Status struct {
 	// sessions it opened since it started.
 	Connected bool `json:"connected"`
 	Sessions  int  `json:"sessions"`
+	// Transport is how the daemon's connections reach the gateway now: h2 (direct) or
+	// websocket (bcd run --transport websocket, or auto after a fallback).
+	Transport string `json:"transport,omitempty"`
 	// LastError is why the last session ended or could not start.
 	LastError    string    `json:"lastError,omitempty"`
 	CertNotAfter time.Time `json:"certNotAfter,omitzero"`
@@ -133,6 +136,9 @@ func (s Status) Format(w io.Writer) {
 		conn := "not connected"
 		if s.Connected {
 			conn = "connected"
+			if s.Transport != "" {
+				conn += " via " + s.Transport
+			}
 		}
 		row("Daemon", fmt.Sprintf("running (pid %d, version %s, since %s), %s, %d sessions",
 			s.PID, s.Version, s.StartedAt.Format(time.RFC3339), conn, s.Sessions))

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/client"
+	"github.com/better-compute/better-compute/internal/daemon"
+	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/sim"
 )
@@ -38,7 +40,8 @@ const (
 //     new connection, opened untimed. raw-tcp connects to the port directly, ssh-L through
 //     OpenSSH's own forward (`ssh -N -L`) to a local sshd, tunnel through a tunnel, and
 //     tunnel-rtt50ms through a tunnel whose daemon's data plane has benchRTT of injected round
-//     trip (sim.DelayConn, the simulator's TunnelRTT).
+//     trip (sim.DelayConn, the simulator's TunnelRTT), and tunnel-websocket through a tunnel whose
+//     daemon reaches the gateway over its WebSocket listener (outer TLS, the gateway's own).
 //   - open/*: benchTunnels tunnels opened one after the other, each timed from tunnels/create to
 //     its first byte echoed by the node's port (create, upgrade, the gateway's TunnelOpen, the
 //     daemon's dial and data-plane stream, one round trip); reported as p50 and p99, and as
@@ -50,10 +53,15 @@ const (
 //     allocations' stacks (a memory profile at rate 1 while the tunnels open), logged and
 //     reported per hop.
 func BenchmarkTunnel(b *testing.B) {
-	e := newEnv(b, false)
+	e := newEnvWith(b, envOptions{gateway: gatewaytest.WebSocket(b, true)})
 	sinkPort, echoPort := listen(b, sink), listen(b, echo)
 	ports := []int{sinkPort.port, echoPort.port}
 	direct := e.startFake(fakeOptions{tunnelPorts: ports})
+	// The same daemon protocol inside a WebSocket with the gateway's own outer TLS: two TLS
+	// layers, as through a CONNECT proxy.
+	overWS := e.startFake(fakeOptions{tunnelPorts: ports, dialer: func(d *daemon.Dialer) {
+		d.Transport, d.WebSocketURL = daemon.TransportWebSocket, e.gw.WebSocketURL
+	}})
 	delayed := e.startFake(fakeOptions{tunnelPorts: ports, tunnelDial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		if err != nil {
@@ -62,6 +70,7 @@ func BenchmarkTunnel(b *testing.B) {
 		return sim.DelayConn(c, benchRTT/2), nil
 	}})
 	e.allow(direct, ports...)
+	e.allow(overWS, ports...)
 	e.allow(delayed, ports...)
 	sinkAddr := sinkPort.ln.Addr().String()
 	data := make([]byte, 1<<20)
@@ -95,8 +104,10 @@ func BenchmarkTunnel(b *testing.B) {
 		throughput(b, tcp(sshd.forward(b, sinkPort.port)), data)
 	})
 	b.Run("throughput=tunnel", func(b *testing.B) { throughput(b, through(direct), data) })
+	b.Run("throughput=tunnel-websocket", func(b *testing.B) { throughput(b, through(overWS), data) })
 	b.Run("throughput=tunnel-rtt50ms", func(b *testing.B) { throughput(b, through(delayed), data) })
 	b.Run("open=direct", func(b *testing.B) { opens(b, e, direct, echoPort.port) })
+	b.Run("open=websocket", func(b *testing.B) { opens(b, e, overWS, echoPort.port) })
 	b.Run("open=rtt50ms", func(b *testing.B) { opens(b, e, delayed, echoPort.port) })
 	b.Run("memory", func(b *testing.B) { memory(b, e, direct, echoPort.port) })
 }
