@@ -24,7 +24,8 @@ func newDoctorCommand(g *globals) *cobra.Command {
 		Long: `Check the schema, the clock, the method registry, the PKI bundle, whether gateways can
 authenticate daemons and the API can reach them, and once migrated, running problems: overdue
 reconcile work, a stalled command sweeper, gateway headroom, silent nodes, old daemons and
-expiring node certificates; it also reports the sessions by transport (direct h2 or WebSocket)
+expiring node certificates, auth methods whose identity provider's discovery document or keys
+do not answer; it also reports the sessions by transport (direct h2 or WebSocket)
 per gateway. Exits non-zero on errors, and on warnings with --strict.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -34,12 +35,14 @@ per gateway. Exits non-zero on errors, and on warnings with --strict.`,
 			}
 			secret := os.Getenv("BETTER_COMPUTE_SECRET")
 			var set module.Set
+			allowPrivateIssuers := false
 			if g.configPath != "" {
 				cfg, err := config.Load(g.configPath, os.Environ())
 				if err != nil {
 					return err
 				}
 				secret = cfg.Secret
+				allowPrivateIssuers = cfg.Auth.AllowPrivateIssuers
 				if set, err = g.enable(cfg); err != nil {
 					return err
 				}
@@ -50,7 +53,7 @@ per gateway. Exits non-zero on errors, and on warnings with --strict.`,
 			}
 			defer pool.Close()
 			findings, err := doctor.Run(cmd.Context(), doctor.Options{
-				Pool: pool, Secret: secret, ModuleFiles: set.Files(), Checks: set.Checks(module.CheckDeps{Pool: pool, Secret: secret}),
+				Pool: pool, Secret: secret, AllowPrivateIssuers: allowPrivateIssuers, ModuleFiles: set.Files(), Checks: set.Checks(module.CheckDeps{Pool: pool, Secret: secret}),
 			})
 			if err != nil {
 				return err

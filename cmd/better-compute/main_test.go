@@ -170,6 +170,14 @@ func TestServeWorkerRoles(t *testing.T) {
 		t.Fatalf("serve exited with %v:\n%s", err, stderr.String())
 	}
 	if n := held("shard:") + held("singleton:"); n != 0 {
-		t.Errorf("%d leases still held after a clean stop", n)
+		var names []string
+		rows, _ := pool.Query(context.Background(), "SELECT name || ' until ' || expires_at::text FROM locks WHERE expires_at > now()")
+		for rows.Next() {
+			var s string
+			_ = rows.Scan(&s)
+			names = append(names, s)
+		}
+		rows.Close()
+		t.Errorf("%d leases still held after a clean stop: %v\n%s", n, names, stderr.String())
 	}
 }

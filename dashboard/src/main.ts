@@ -1,8 +1,8 @@
-// The dashboard: sign in with an API key, then pages of nodes, pools, leases, workflows, usage,
+// The dashboard: sign in with an API key or through the identity provider, then pages of nodes, pools, leases, workflows, usage,
 // activity and the API reference; the reference also opens without a key.
 import "./style.css";
 
-import { Code, ConnectError, type BetterCompute, type iamv1 } from "@better-compute/client";
+import { Code, ConnectError, iamv1, type BetterCompute } from "@better-compute/client";
 
 import { renderReference } from "./api.js";
 import { h } from "./dom.js";
@@ -11,12 +11,24 @@ import {
   clearSession,
   clientFor,
   defaultApiUrl,
+  isKeySession,
   KeyRefusedError,
   loadSession,
   normalizeApiUrl,
   saveSession,
+  type KeySession,
   type Session,
 } from "./session.js";
+import {
+  cookieCapable,
+  currentPath,
+  loginMethods,
+  loginUrl,
+  rememberedTenant,
+  rememberTenant,
+  resumeCookieSession,
+  signOutCookie,
+} from "./sso.js";
 
 const app = document.getElementById("app")!;
 const REFRESH_MS = 10_000;
@@ -107,7 +119,7 @@ async function showSignIn(opts: { apiUrl?: string; message?: string } = {}): Pro
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     error.textContent = "";
-    let session: Session;
+    let session: KeySession;
     try {
       session = { apiUrl: normalizeApiUrl(urlInput.value), apiKey: keyInput.value.trim() };
     } catch (err) {
@@ -130,21 +142,97 @@ async function showSignIn(opts: { apiUrl?: string; message?: string } = {}): Pro
       const me = await bc.iam.whoAmI({});
       saveSession(session);
       if (linkedApi() !== null) history.replaceState(null, "", location.pathname + location.hash);
-      showApp(session, bc, me.principal?.name ?? "", tenantOf(me));
+      showApp(session, bc, me);
     } catch (err) {
       error.textContent = describe(err, session.apiUrl);
       button.disabled = false;
     }
   });
-  app.replaceChildren(form);
+  const sso = ssoForm(() => {
+    try {
+      return normalizeApiUrl(urlInput.value);
+    } catch {
+      return null;
+    }
+  });
+  urlInput.addEventListener("change", sso.reload);
+  app.replaceChildren(form, sso.form);
   (opts.apiUrl && !keyInput.value ? keyInput : urlInput).focus();
+}
+
+/**
+ * "Sign in with your identity provider": a tenant (remembered), its OIDC methods from
+ * auth/loginMethods, and a button per method that starts its sign-in, which returns to this page
+ * with the session cookie. apiUrl is the API the form above names (null while it is not a URL).
+ */
+function ssoForm(apiUrl: () => string | null): { form: HTMLFormElement; reload: () => void } {
+  const tenantInput = h("input", { id: "sso-tenant", name: "sso-tenant", type: "text", required: true, value: rememberedTenant(), autocomplete: "organization" });
+  const methods = h("div", { id: "sso-methods", class: "sso-methods" });
+  const status = h("p", { id: "sso-status", class: "sub", role: "status" });
+  let generation = 0;
+  const reload = async () => {
+    const gen = ++generation;
+    const api = apiUrl();
+    const tenant = tenantInput.value.trim();
+    methods.replaceChildren();
+    status.textContent = "";
+    if (!api || !tenant) {
+      status.textContent = api ? "Enter your tenant." : "Enter the API URL above.";
+      return;
+    }
+    if (!cookieCapable(api)) {
+      status.textContent = `Sign-in through an identity provider works where the API serves the dashboard: open ${new URL(api).origin}/dashboard/.`;
+      return;
+    }
+    status.textContent = "Loading…";
+    try {
+      const list = await loginMethods(api, tenant);
+      if (gen !== generation) return;
+      status.textContent = list.length === 0 ? `Tenant "${tenant}" has no identity provider to sign in with.` : "";
+      methods.replaceChildren(
+        ...list.map((m) => {
+          const b = h("button", { type: "button", class: "sso-method", "data-method": m.name }, `Sign in with ${m.displayName || m.name}`);
+          b.addEventListener("click", () => {
+            rememberTenant(tenant);
+            location.assign(loginUrl(api, tenant, m.name, currentPath()));
+          });
+          return b;
+        }),
+      );
+    } catch (err) {
+      if (gen === generation) status.textContent = describe(err, api);
+    }
+  };
+  const form = h(
+    "form",
+    { class: "signin", id: "sso-form", novalidate: true },
+    h("h2", null, "Sign in with your identity provider"),
+    h("label", { for: "sso-tenant" }, "Tenant"),
+    tenantInput,
+    methods,
+    status,
+  );
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    void reload();
+  });
+  tenantInput.addEventListener("change", () => void reload());
+  void reload();
+  return { form, reload: () => void reload() };
 }
 
 function tenantOf(me: iamv1.WhoAmIResponse): PageContext["tenant"] {
   return { id: me.tenant?.id ?? "", name: me.tenant?.displayName || me.tenant?.name || "" };
 }
 
-function showApp(session: Session, bc: BetterCompute, principal: string, tenant: PageContext["tenant"]): void {
+/** The roles of whoAmI as their lower-case names: "viewer, operator". */
+function roleNames(me: iamv1.WhoAmIResponse): string {
+  return me.roles.map((r) => (iamv1.Role[r] ?? String(r)).toLowerCase()).join(", ");
+}
+
+function showApp(session: Session, bc: BetterCompute, me: iamv1.WhoAmIResponse): void {
+  const principal = me.principal?.name ?? "";
+  const tenant = tenantOf(me);
   const view = h("main", { id: "view" });
   const flash = h("div", { id: "flash", role: "status" });
   const links = Object.entries(pages).map(([id, p]) => h("a", { href: `#/${id}`, "data-page": id }, p.title));
@@ -155,7 +243,17 @@ function showApp(session: Session, bc: BetterCompute, principal: string, tenant:
       null,
       h("span", { class: "brand" }, "Better Compute"),
       h("nav", null, links),
-      h("span", { class: "who", title: session.apiUrl }, `${principal} @ ${new URL(session.apiUrl).host}`),
+      h(
+        "span",
+        { class: "who", id: "who", title: session.apiUrl },
+        h("span", { id: "who-principal" }, principal),
+        " (",
+        h("span", { id: "who-roles" }, roleNames(me) || "no roles"),
+        ") in ",
+        h("span", { id: "who-tenant" }, tenant.name || tenant.id),
+        ` @ ${new URL(session.apiUrl).host}`,
+        isKeySession(session) ? "" : " · signed in with your identity provider",
+      ),
       signOut,
     ),
     flash,
@@ -188,7 +286,12 @@ function showApp(session: Session, bc: BetterCompute, principal: string, tenant:
           if (ConnectError.from(err).code === Code.Unauthenticated) {
             stop();
             clearSession();
-            void showSignIn({ apiUrl: session.apiUrl, message: "The API no longer accepts this key. Sign in again." });
+            void showSignIn({
+              apiUrl: session.apiUrl,
+              message: isKeySession(session)
+                ? "The API no longer accepts this key. Sign in again."
+                : "Your session ended (signed out, expired or revoked). Sign in again.",
+            });
             return;
           }
           ctx.flash(describe(err, session.apiUrl), "error");
@@ -218,10 +321,19 @@ function showApp(session: Session, bc: BetterCompute, principal: string, tenant:
     window.removeEventListener("hashchange", onHash);
   };
   window.addEventListener("hashchange", onHash);
-  signOut.addEventListener("click", () => {
+  signOut.addEventListener("click", async () => {
     stop();
     clearSession();
-    void showSignIn({ apiUrl: session.apiUrl });
+    let message: string | undefined;
+    if (!isKeySession(session)) {
+      signOut.disabled = true;
+      try {
+        await signOutCookie(session);
+      } catch (err) {
+        message = `Signing out at the API failed: ${describe(err, session.apiUrl)}`;
+      }
+    }
+    void showSignIn({ apiUrl: session.apiUrl, message });
   });
   onHash();
 }
@@ -280,8 +392,7 @@ async function boot(): Promise<void> {
   if (session && (linked === null || linked === session.apiUrl)) {
     try {
       const bc = clientFor(session);
-      const me = await bc.iam.whoAmI({});
-      showApp(session, bc, me.principal?.name ?? "", tenantOf(me));
+      showApp(session, bc, await bc.iam.whoAmI({}));
       return;
     } catch (err) {
       if (ConnectError.from(err).code === Code.Unauthenticated) clearSession();
@@ -295,8 +406,20 @@ async function boot(): Promise<void> {
       message: `This link opens the API at ${linked}. Your key for ${new URL(session.apiUrl).origin} is not sent there: enter a key for this API to continue.`,
     });
   }
-  if (onReference()) return showReference(linked ?? (await defaultApiUrl()));
-  return showSignIn({ apiUrl: linked ?? undefined });
+  // No key: the session cookie of a sign-in through the identity provider, if the API takes it.
+  const apiUrl = linked ?? (await defaultApiUrl());
+  let message: string | undefined;
+  try {
+    const c = await resumeCookieSession(apiUrl);
+    if (c) {
+      if (linked !== null) history.replaceState(null, "", location.pathname + location.hash);
+      return showApp(c.session, c.bc, c.me);
+    }
+  } catch (err) {
+    message = describe(err, apiUrl);
+  }
+  if (onReference()) return showReference(apiUrl);
+  return showSignIn({ apiUrl: linked ?? undefined, message });
 }
 
 void boot();

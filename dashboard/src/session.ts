@@ -1,15 +1,32 @@
-// The signed-in session: which API the user chose and the key they gave for it. Both live in
-// sessionStorage (gone with the tab), and the key goes only to the API the user configured: every
-// request passes through keyGuardedFetch, which refuses any other origin or path.
+// The signed-in session: which API the user chose and how calls authenticate there. A key session
+// keeps the API URL and the key the user gave in sessionStorage (gone with the tab); a cookie
+// session (signed in through the identity provider) keeps nothing here: the API holds it in an
+// HttpOnly cookie of its origin, which must be this page's. Either way every request passes
+// through keyGuardedFetch, which refuses any other origin or path.
 import { createClient, type BetterCompute } from "@better-compute/client";
 
 const STORAGE_KEY = "better-compute.session";
 
-export interface Session {
+/** A session authenticated by an API key the user pasted. */
+export interface KeySession {
   /** The API base URL, for example "https://compute.example.com/api" (no trailing slash). */
   apiUrl: string;
   apiKey: string;
 }
+
+/**
+ * A session signed in through the identity provider: the API's HttpOnly session cookie, which the
+ * browser sends with same-origin calls that carry X-Better-Compute (the API's CSRF guard).
+ */
+export interface CookieSession {
+  apiUrl: string;
+  cookie: true;
+}
+
+export type Session = KeySession | CookieSession;
+
+/** Whether the session authenticates with an API key (false: the session cookie). */
+export const isKeySession = (s: Session): s is KeySession => "apiKey" in s;
 
 /** Thrown instead of sending the key to an origin the user did not configure. */
 export class KeyRefusedError extends Error {
@@ -39,9 +56,9 @@ export function normalizeApiUrl(raw: string, base: string = location.href): stri
   return u.origin + u.pathname.replace(/\/+$/, "");
 }
 
-export function loadSession(): Session | null {
+export function loadSession(): KeySession | null {
   try {
-    const s = JSON.parse(sessionStorage.getItem(STORAGE_KEY) ?? "null") as Partial<Session> | null;
+    const s = JSON.parse(sessionStorage.getItem(STORAGE_KEY) ?? "null") as Partial<KeySession> | null;
     if (!s || typeof s.apiUrl !== "string" || typeof s.apiKey !== "string" || !s.apiKey) return null;
     return { apiUrl: normalizeApiUrl(s.apiUrl), apiKey: s.apiKey };
   } catch {
@@ -49,7 +66,7 @@ export function loadSession(): Session | null {
   }
 }
 
-export function saveSession(s: Session): void {
+export function saveSession(s: KeySession): void {
   sessionStorage.setItem(STORAGE_KEY, JSON.stringify(s));
 }
 
@@ -59,10 +76,15 @@ export function clearSession(): void {
 
 /**
  * A fetch that only reaches the configured API: the same origin as apiUrl and a path below it.
- * Anything else is refused before a byte is sent. It also never sends cookies, never follows a
- * redirect (which could carry the request elsewhere) and sends no Referer.
+ * Anything else is refused before a byte is sent. It never follows a redirect (which could carry
+ * the request elsewhere) and sends no Referer; it sends no cookies unless credentials says so
+ * ("same-origin" for a cookie session).
  */
-export function keyGuardedFetch(apiUrl: string, next: typeof fetch = (i, init) => fetch(i, init)): typeof fetch {
+export function keyGuardedFetch(
+  apiUrl: string,
+  next: typeof fetch = (i, init) => fetch(i, init),
+  credentials: RequestCredentials = "omit",
+): typeof fetch {
   const api = new URL(apiUrl);
   const prefix = api.pathname.replace(/\/+$/, "") + "/";
   return (input, init) => {
@@ -72,7 +94,7 @@ export function keyGuardedFetch(apiUrl: string, next: typeof fetch = (i, init) =
     }
     return next(input, {
       ...init,
-      credentials: "omit",
+      credentials,
       redirect: "error",
       referrerPolicy: "no-referrer",
       cache: "no-store",
@@ -80,9 +102,13 @@ export function keyGuardedFetch(apiUrl: string, next: typeof fetch = (i, init) =
   };
 }
 
-/** The SDK's clients for a session, every request going through keyGuardedFetch. */
+/**
+ * The SDK's clients for a session, every request going through keyGuardedFetch: with the key, or
+ * with no Authorization header and the same-origin session cookie.
+ */
 export function clientFor(s: Session): BetterCompute {
-  return createClient({ baseUrl: s.apiUrl, apiKey: s.apiKey, fetch: keyGuardedFetch(s.apiUrl) });
+  if (isKeySession(s)) return createClient({ baseUrl: s.apiUrl, apiKey: s.apiKey, fetch: keyGuardedFetch(s.apiUrl) });
+  return createClient({ baseUrl: s.apiUrl, fetch: keyGuardedFetch(s.apiUrl, undefined, "same-origin") });
 }
 
 /**

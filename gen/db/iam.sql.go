@@ -193,7 +193,7 @@ func (q *Queries) CreatePrincipal(ctx context.Context, arg CreatePrincipalParams
 const createRoleBinding = `-- name: CreateRoleBinding :one
 INSERT INTO role_bindings (id, tenant_id, principal_id, role)
 VALUES ($1, $2, $3, $4)
-RETURNING id, tenant_id, principal_id, role, created_at
+RETURNING id, tenant_id, principal_id, role, created_at, source
 `
 
 type CreateRoleBindingParams struct {
@@ -217,6 +217,7 @@ func (q *Queries) CreateRoleBinding(ctx context.Context, arg CreateRoleBindingPa
 		&i.PrincipalID,
 		&i.Role,
 		&i.CreatedAt,
+		&i.Source,
 	)
 	return i, err
 }
@@ -498,7 +499,7 @@ func (q *Queries) GetPrincipalByName(ctx context.Context, arg GetPrincipalByName
 }
 
 const getRoleBinding = `-- name: GetRoleBinding :one
-SELECT id, tenant_id, principal_id, role, created_at FROM role_bindings WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, principal_id, role, created_at, source FROM role_bindings WHERE tenant_id = $1 AND id = $2
 `
 
 type GetRoleBindingParams struct {
@@ -515,6 +516,7 @@ func (q *Queries) GetRoleBinding(ctx context.Context, arg GetRoleBindingParams) 
 		&i.PrincipalID,
 		&i.Role,
 		&i.CreatedAt,
+		&i.Source,
 	)
 	return i, err
 }
@@ -659,7 +661,7 @@ func (q *Queries) ListPrincipals(ctx context.Context, arg ListPrincipalsParams) 
 }
 
 const listRoleBindings = `-- name: ListRoleBindings :many
-SELECT id, tenant_id, principal_id, role, created_at FROM role_bindings
+SELECT id, tenant_id, principal_id, role, created_at, source FROM role_bindings
 WHERE tenant_id = $1
   AND ($2::uuid IS NULL OR principal_id = $2)
   AND id > $3
@@ -694,6 +696,7 @@ func (q *Queries) ListRoleBindings(ctx context.Context, arg ListRoleBindingsPara
 			&i.PrincipalID,
 			&i.Role,
 			&i.CreatedAt,
+			&i.Source,
 		); err != nil {
 			return nil, err
 		}

@@ -470,6 +470,38 @@ type AuditEvent struct {
 	CreatedAt   time.Time
 }
 
+type AuthFlow struct {
+	StateHash    []byte
+	AuthMethodID uuid.UUID
+	Kind         string
+	RedirectUri  string
+	Nonce        string
+	SecretSealed []byte
+	ReturnTo     string
+	CreatedAt    time.Time
+	ExpiresAt    time.Time
+	UsedAt       *time.Time
+}
+
+type AuthMethod struct {
+	ID                 uuid.UUID
+	TenantID           uuid.UUID
+	Name               string
+	DisplayName        string
+	Kind               string
+	Issuer             string
+	ClientID           string
+	ClientSecretSealed []byte
+	Scopes             []string
+	RedirectUris       []string
+	JwksUrl            string
+	Audiences          []string
+	ClaimPaths         []byte
+	Rules              []byte
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+}
+
 type Command struct {
 	ID             uuid.UUID
 	TenantID       uuid.UUID
@@ -726,6 +758,15 @@ type Principal struct {
 	CreatedAt time.Time
 }
 
+type PrincipalIdentity struct {
+	PrincipalID  uuid.UUID
+	TenantID     uuid.UUID
+	Issuer       string
+	Subject      string
+	AuthMethodID *uuid.UUID
+	LastLoginAt  time.Time
+}
+
 type ReconcileQueue struct {
 	Kind       string
 	Key        string
@@ -754,6 +795,7 @@ type RoleBinding struct {
 	PrincipalID uuid.UUID
 	Role        string
 	CreatedAt   time.Time
+	Source      string
 }
 
 type SchemaMigration struct {
@@ -770,6 +812,19 @@ type Secret struct {
 	ValueSealed []byte
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+}
+
+type Session struct {
+	ID           string
+	TenantID     uuid.UUID
+	PrincipalID  uuid.UUID
+	AuthMethodID *uuid.UUID
+	Kind         string
+	SecretHash   []byte
+	CreatedAt    time.Time
+	LastUsedAt   time.Time
+	ExpiresAt    time.Time
+	RevokedAt    *time.Time
 }
 
 type ShardMember struct {

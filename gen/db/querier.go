@@ -28,6 +28,8 @@ type Querier interface {
 	AcquireMigrationLock(ctx context.Context, lockKey int64) error
 	// What the tenant's pending and running leases in a pool ask for, against its quota.
 	ActivePoolLeaseTotals(ctx context.Context, arg ActivePoolLeaseTotalsParams) (ActivePoolLeaseTotalsRow, error)
+	// A role a rule grants; a manual binding of the same role stays as it is.
+	AddRuleBinding(ctx context.Context, arg AddRuleBindingParams) error
 	// Appends nodes to a workflow after its last position, in the order given. A node already in an
 	// open workflow violates workflow_nodes_open_node; the caller names it (OpenWorkflowOfNodes).
 	// Two concurrent appends may give the same positions: order is by position, then node id.
@@ -44,6 +46,9 @@ type Querier interface {
 	AggregateUsage(ctx context.Context, lim int32) (int64, error)
 	// Resolves a key id to its principal, tenant and roles in one round trip.
 	AuthenticateAPIKey(ctx context.Context, id string) (AuthenticateAPIKeyRow, error)
+	// Resolves a session id to its principal, tenant and roles in one round trip, as
+	// AuthenticateAPIKey does for keys.
+	AuthenticateSession(ctx context.Context, id string) (AuthenticateSessionRow, error)
 	// pending | sent | acked -> cancelled.
 	CancelCommand(ctx context.Context, arg CancelCommandParams) (Command, error)
 	CancelReservation(ctx context.Context, arg CancelReservationParams) (CancelReservationRow, error)
@@ -71,10 +76,18 @@ type Querier interface {
 	// Removes reconciled keys, unless they were enqueued again meanwhile (generation moved on).
 	CompleteReconcile(ctx context.Context, arg CompleteReconcileParams) error
 	CountActivePoolLeases(ctx context.Context, poolID uuid.UUID) (int64, error)
+	// A tenant's auth methods (issue 23) and the identities that link a provider's subject to a
+	// principal. Every statement the API's handlers run takes the caller's tenant id.
+	// Under LockTenant, for the cap on a tenant's methods.
+	CountAuthMethods(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CountDroppedDeadLetters(ctx context.Context, arg CountDroppedDeadLettersParams) error
 	// How many leases hold anything on a node.
 	CountNodeActiveLeases(ctx context.Context, nodeID uuid.UUID) (int64, error)
 	CountOwners(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	// How many of the given tenants a rule of a method of tenant_id may name: the method's tenant
+	// itself, and, when it is the root tenant (below_allowed), any tenant below it; deleted ones
+	// never.
+	CountRuleTenants(ctx context.Context, arg CountRuleTenantsParams) (int64, error)
 	CountSecrets(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	// API keys that still work: not expired (the IAM jobs delete expired keys later).
 	CountTenantAPIKeys(ctx context.Context, tenantID uuid.UUID) (int64, error)
@@ -95,6 +108,10 @@ type Querier interface {
 	// created_by is the calling principal (null for the CLI and tenant creation); created_by_owner
 	// says whether it was an owner, which decides whether the key survives a promotion to owner.
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
+	// Sign-in flows in progress (auth_flows): a code flow's state or a device flow's handle, by
+	// hash, spent once. They belong to no caller yet: the state (or handle) is the credential.
+	CreateAuthFlow(ctx context.Context, arg CreateAuthFlowParams) error
+	CreateAuthMethod(ctx context.Context, arg CreateAuthMethodParams) (AuthMethod, error)
 	// Commands to nodes. The API's statements take the caller's tenant id; the gateway's take the
 	// node id its session authenticated. Every state transition names the state it leaves in its
 	// WHERE clause, so a transition from a wrong state (a late ack, a result after a cancel, two
@@ -110,6 +127,9 @@ type Querier interface {
 	// existing row's lock, so a concurrent create with the same key waits and returns the winner's
 	// row rather than nothing.
 	CreateCommand(ctx context.Context, arg CreateCommandParams) (Command, error)
+	// Links a principal just created to the provider's subject; 0 rows when a concurrent sign-in of
+	// the same subject won the race.
+	CreateIdentity(ctx context.Context, arg CreateIdentityParams) (int64, error)
 	// Nodes, join tokens, gateways and sessions. API statements take the caller's tenant id; the
 	// gateway's take the node id from the node's certificate.
 	CreateJoinToken(ctx context.Context, arg CreateJoinTokenParams) (JoinToken, error)
@@ -139,6 +159,9 @@ type Querier interface {
 	CreateRoleBinding(ctx context.Context, arg CreateRoleBindingParams) (RoleBinding, error)
 	// No row when the tenant already has a secret of that name.
 	CreateSecret(ctx context.Context, arg CreateSecretParams) (CreateSecretRow, error)
+	// Sessions a sign-in started (issue 23): the dashboard's cookie or a bearer "bcs_<id>_<secret>".
+	// Every statement the API's handlers run takes the caller's tenant id.
+	CreateSession(ctx context.Context, arg CreateSessionParams) (Session, error)
 	CreateTenant(ctx context.Context, arg CreateTenantParams) (Tenant, error)
 	// A tenant, its owner service account, the account's owner role binding and its API key, in one
 	// statement: tenants/create's writes in one round trip instead of four. The tenant's name is
@@ -166,26 +189,40 @@ type Querier interface {
 	// a lease ending).
 	DeferReconcile(ctx context.Context, arg DeferReconcileParams) error
 	DeleteAPIKey(ctx context.Context, arg DeleteAPIKeyParams) (int64, error)
+	// Its sessions go with it (ON DELETE CASCADE), after EndAuthMethodSessions counted them.
+	DeleteAuthMethod(ctx context.Context, arg DeleteAuthMethodParams) (uuid.UUID, error)
 	// Queued events that were delivered.
 	DeleteDeadLetters(ctx context.Context, arg DeleteDeadLettersParams) error
+	// Retention: flows spent or expired an hour ago.
+	DeleteEndedAuthFlows(ctx context.Context) (int64, error)
 	DeleteGateway(ctx context.Context, id string) error
 	DeletePool(ctx context.Context, arg DeletePoolParams) (int64, error)
 	DeletePoolGrowth(ctx context.Context, poolID uuid.UUID) error
 	DeletePoolQuota(ctx context.Context, arg DeletePoolQuotaParams) error
 	DeletePrincipal(ctx context.Context, arg DeletePrincipalParams) (int64, error)
 	DeleteRoleBinding(ctx context.Context, arg DeleteRoleBindingParams) (int64, error)
+	// The bindings the rules gave at the last sign-in; those made through the API stay.
+	DeleteRuleBindings(ctx context.Context, arg DeleteRuleBindingsParams) error
 	DeleteSecret(ctx context.Context, arg DeleteSecretParams) (uuid.UUID, error)
 	DeleteTenantAPIKeys(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	// With their role bindings (ON DELETE CASCADE); audit rows keep the principals' ids.
 	DeleteTenantPrincipals(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	// Its cursor goes with it (ON DELETE CASCADE); its dispatcher stops at the supervisor's next look.
 	DeleteWebhook(ctx context.Context, arg DeleteWebhookParams) (int64, error)
+	// What `better-compute doctor` reads of the auth methods (issue 23), to check each provider.
+	// Every tenant's auth methods with what fetching their provider's discovery document and keys
+	// needs, by tenant and name.
+	DoctorAuthMethods(ctx context.Context) ([]DoctorAuthMethodsRow, error)
 	// The pool's holding leases whose end has come: placed ones at their time, preempted ones at the
 	// end of their grace period.
 	DuePoolLeases(ctx context.Context, arg DuePoolLeasesParams) ([]uuid.UUID, error)
 	// Ends the held allocations of leases that ended, at the lease's end, and meters them: one usage
 	// record per lease, resource, model and UTC hour, from where metering stopped to the end.
 	EndAllocations(ctx context.Context, leaseIds []uuid.UUID) error
+	// authMethods/delete: ends the method's sessions that had not ended, and counts them.
+	// The method is found in the caller's tenant; its sessions may be in tenants below it (rules of
+	// the root tenant's methods may sign principals in there).
+	EndAuthMethodSessions(ctx context.Context, arg EndAuthMethodSessionsParams) (int64, error)
 	EndGatewaySessions(ctx context.Context, gatewayID string) error
 	// Ends leases that have not ended, as state (released, expired or failed): a placed lease ends at
 	// its end or now, whichever comes first, a pending one now (now is the database's clock when
@@ -249,15 +286,26 @@ type Querier interface {
 	FinishCommands(ctx context.Context, arg FinishCommandsParams) ([]FinishCommandsRow, error)
 	GatewaySessions(ctx context.Context) ([]GatewaySessionsRow, error)
 	GetAPIKey(ctx context.Context, arg GetAPIKeyParams) (ApiKey, error)
+	// A flow's method (auth_flows.auth_method_id), at the callback; in the sign-in only, never for
+	// an API handler (it takes no tenant).
+	GetAuthMethodByID(ctx context.Context, id uuid.UUID) (AuthMethod, error)
+	GetAuthMethodByName(ctx context.Context, arg GetAuthMethodByNameParams) (AuthMethod, error)
 	GetCommand(ctx context.Context, arg GetCommandParams) (Command, error)
+	// A device flow still waiting for the user, for its poll (spent with SpendAuthFlow once approved).
+	GetDeviceFlow(ctx context.Context, stateHash []byte) (AuthFlow, error)
 	// A pool granted to the tenant (an active grant), with the grant.
 	GetGrantedPool(ctx context.Context, arg GetGrantedPoolParams) (GetGrantedPoolRow, error)
 	GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (IdempotencyKey, error)
+	// The principal a provider's subject signed in as before, locked for the sign-in.
+	GetIdentity(ctx context.Context, arg GetIdentityParams) (GetIdentityRow, error)
 	GetJoinToken(ctx context.Context, id string) (JoinToken, error)
 	// A node of another tenant that the tenant sees only because one of its placed or at-risk leases
 	// (in a pool granted to it) holds an allocation on the node that has not ended: only what the
 	// reduced view of nodes/get shows.
 	GetLeasedNode(ctx context.Context, arg GetLeasedNodeParams) (GetLeasedNodeRow, error)
+	// The sign-in's method (auth/startLogin, exchangeToken, GET /auth/login): by the tenant's id or
+	// name and the method's name; none for a deleted or suspended tenant.
+	GetLoginAuthMethod(ctx context.Context, arg GetLoginAuthMethodParams) (GetLoginAuthMethodRow, error)
 	GetNode(ctx context.Context, arg GetNodeParams) (Node, error)
 	GetNodeForGateway(ctx context.Context, id uuid.UUID) (Node, error)
 	// A node of the tenant with its live session, if any, for the API.
@@ -336,6 +384,7 @@ type Querier interface {
 	ListAppliedModuleMigrations(ctx context.Context, module string) ([]ListAppliedModuleMigrationsRow, error)
 	// Newest first; the cursor is the last id seen.
 	ListAuditEvents(ctx context.Context, arg ListAuditEventsParams) ([]AuditEvent, error)
+	ListAuthMethods(ctx context.Context, tenantID uuid.UUID) ([]AuthMethod, error)
 	ListCommands(ctx context.Context, arg ListCommandsParams) ([]Command, error)
 	// A page of a webhook's parked events, oldest first.
 	ListDeadLetters(ctx context.Context, arg ListDeadLettersParams) ([]ListDeadLettersRow, error)
@@ -350,6 +399,9 @@ type Querier interface {
 	// overlap has not ended.
 	ListLivePKIAuthorities(ctx context.Context, at time.Time) ([]PkiAuthority, error)
 	ListLocks(ctx context.Context, prefix string) ([]Lock, error)
+	// auth/loginMethods (public): a tenant's OIDC methods, the tenant named by id or name; none for
+	// an unknown, deleted or suspended tenant.
+	ListLoginMethods(ctx context.Context, arg ListLoginMethodsParams) ([]ListLoginMethodsRow, error)
 	// A node's inventory history, newest first, before the id of the previous page's last record.
 	ListNodeInventoryHistory(ctx context.Context, arg ListNodeInventoryHistoryParams) ([]ListNodeInventoryHistoryRow, error)
 	ListNodes(ctx context.Context, arg ListNodesParams) ([]ListNodesRow, error)
@@ -374,6 +426,9 @@ type Querier interface {
 	ListRoleBindings(ctx context.Context, arg ListRoleBindingsParams) ([]RoleBinding, error)
 	// Names and times only, by name.
 	ListSecrets(ctx context.Context, arg ListSecretsParams) ([]ListSecretsRow, error)
+	// sessions/list: the tenant's sessions that have not ended (the idle timeout is the caller's to
+	// apply: idle_after), newest first; the cursor is the last (created_at, id) seen.
+	ListSessions(ctx context.Context, arg ListSessionsParams) ([]ListSessionsRow, error)
 	ListTenants(ctx context.Context, arg ListTenantsParams) ([]Tenant, error)
 	// The tenant's tunnels, newest first (ids are UUIDv7), after the cursor: only the open ones
 	// unless include_closed, which adds closed tunnels and tickets.
@@ -388,6 +443,8 @@ type Querier interface {
 	ListenReconcile(ctx context.Context) error
 	LiveGateways(ctx context.Context) ([]Gateway, error)
 	LiveMembers(ctx context.Context, arg LiveMembersParams) ([]string, error)
+	// authMethods/update: the stored method, locked until the update commits.
+	LockAuthMethodByName(ctx context.Context, arg LockAuthMethodByNameParams) (AuthMethod, error)
 	// A tenant directly below parent, locked for a change of its status: it serialises with the
 	// tenant's own IAM changes, which lock the same row (LockTenant).
 	LockChildTenant(ctx context.Context, arg LockChildTenantParams) (Tenant, error)
@@ -565,6 +622,11 @@ type Querier interface {
 	// length), so the old rows are the lowest ids: looking at a window of the lowest ids finds them
 	// without an index on created_at, and costs one small index range scan when nothing is old.
 	PruneAuditEvents(ctx context.Context, arg PruneAuditEventsParams) (int64, error)
+	// Retention of sign-in sessions (issue 23): a session that ended, by its absolute expiry or by
+	// revocation, is kept a while for sessions/list and audit, then deleted by the retention job.
+	// Deletes up to lim sessions that expired or were revoked more than keep_ms ago. A session that
+	// ended by its idle timeout only is deleted once its absolute expiry is that old.
+	PruneEndedSessions(ctx context.Context, arg PruneEndedSessionsParams) (int64, error)
 	// Deletes up to lim commands that reached a final state more than keep_ms ago. Final states
 	// are never left, so nothing else writes these rows.
 	PruneFinishedCommands(ctx context.Context, arg PruneFinishedCommandsParams) (int64, error)
@@ -668,6 +730,8 @@ type Querier interface {
 	RevokeNode(ctx context.Context, arg RevokeNodeParams) (Node, error)
 	// Revokes the owner's active grant of a pool to a tenant.
 	RevokePoolGrant(ctx context.Context, arg RevokePoolGrantParams) (PoolGrant, error)
+	// sessions/revoke and auth/signOut: 0 rows for an unknown, another tenant's or an ended session.
+	RevokeSession(ctx context.Context, arg RevokeSessionParams) (int64, error)
 	// A deleted tenant's grants end: those of its pools and those it was given.
 	RevokeTenantGrants(ctx context.Context, tenantID uuid.UUID) error
 	// A deleted tenant's join tokens let no node join.
@@ -708,6 +772,7 @@ type Querier interface {
 	SetPoolGrowth(ctx context.Context, arg SetPoolGrowthParams) error
 	// Records whether running leases borrow, as the placer last counted them.
 	SetPoolLeasesBorrowing(ctx context.Context, arg SetPoolLeasesBorrowingParams) error
+	SetPrincipalEmail(ctx context.Context, arg SetPrincipalEmailParams) error
 	// Suspends (suspended true) or resumes a tenant; suspending a suspended tenant keeps the time.
 	SetTenantSuspended(ctx context.Context, arg SetTenantSuspendedParams) (Tenant, error)
 	SetWorkflowMaxFailures(ctx context.Context, arg SetWorkflowMaxFailuresParams) error
@@ -730,6 +795,9 @@ type Querier interface {
 	// The NodeSpec reconciler's resync: live nodes whose spec is not observed, or whose state
 	// differs from it.
 	SpecDriftNodeKeys(ctx context.Context) ([]string, error)
+	// Spends a flow of the kind: the first caller with its state gets it; a used, expired or unknown
+	// state, or one of another kind, none.
+	SpendAuthFlow(ctx context.Context, arg SpendAuthFlowParams) (AuthFlow, error)
 	// Spends one use, if the token still has one, as joins did before join_admit (migration 0025)
 	// took it into the join's one round trip; BenchmarkJoinTransaction runs it as its baseline.
 	SpendJoinToken(ctx context.Context, id string) (int32, error)
@@ -751,8 +819,11 @@ type Querier interface {
 	TombstoneTenant(ctx context.Context, id uuid.UUID) (Tenant, error)
 	// Records use at most once a minute per key, so authentication is not a write per request.
 	TouchAPIKey(ctx context.Context, id string) error
+	TouchIdentity(ctx context.Context, arg TouchIdentityParams) error
 	// Liveness from heartbeats, for many nodes in one statement.
 	TouchNodes(ctx context.Context, arg TouchNodesParams) error
+	// Records use at most once a minute per session; the idle timeout counts from it.
+	TouchSession(ctx context.Context, id string) error
 	// Keeps a webhook's newest max_rows parked events and deletes the older ones.
 	TrimDeadLetters(ctx context.Context, arg TrimDeadLettersParams) (int64, error)
 	// The tenant's placed or at-risk leases that hold an allocation on another tenant's node (in a
@@ -767,6 +838,7 @@ type Querier interface {
 	UndispatchedWebhooks(ctx context.Context) ([]uuid.UUID, error)
 	// The retry schedule ran out while replaying: queued events are parked again.
 	UnqueueDeadLetters(ctx context.Context, arg UnqueueDeadLettersParams) error
+	UpdateAuthMethod(ctx context.Context, arg UpdateAuthMethodParams) (AuthMethod, error)
 	// Replaces the spec and bumps its generation, only when it changes (jsonb equality ignores key
 	// order and formatting); no row when the spec is the same.
 	UpdateNodeSpec(ctx context.Context, arg UpdateNodeSpecParams) (Node, error)

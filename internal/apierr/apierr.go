@@ -105,6 +105,12 @@ func PermissionDenied(format string, args ...any) error {
 	return newf(connect.CodePermissionDenied, format, args...)
 }
 
+// Unavailable reports a dependency that cannot answer now (an identity provider, say); the
+// caller may retry later.
+func Unavailable(format string, args ...any) error {
+	return newf(connect.CodeUnavailable, format, args...)
+}
+
 // Unauthenticated reports a missing, malformed, unknown or expired credential.
 func Unauthenticated(format string, args ...any) error {
 	return newf(connect.CodeUnauthenticated, format, args...)

@@ -92,9 +92,10 @@ var fixtures = map[string]fixture{
 		settle:  &fixture{route: "/commands/get", body: `{"id": "$ID"}`, path: "command.state"},
 		pending: []string{"COMMAND_STATE_PENDING", "COMMAND_STATE_SENT", "COMMAND_STATE_ACKED"},
 	},
-	"RESERVATION_ID": {route: "/reservations/create", body: `{"poolId": "$POOL_ID", "startTime": "2031-01-01T08:00:00Z", "endTime": "2031-01-01T09:00:00Z"}`, path: "reservation.id"},
-	"SECRET_NAME":    {route: "/secrets/create", body: `{"name": "secret-$SEQ", "value": "c2VjcmV0"}`, path: "secret.name"},
-	"WEBHOOK_ID":     {route: "/webhooks/create", body: `{"url": "https://hooks.example.com/$SEQ", "eventTypes": ["node.joined"]}`, path: "webhook.id"},
+	"RESERVATION_ID":   {route: "/reservations/create", body: `{"poolId": "$POOL_ID", "startTime": "2031-01-01T08:00:00Z", "endTime": "2031-01-01T09:00:00Z"}`, path: "reservation.id"},
+	"SECRET_NAME":      {route: "/secrets/create", body: `{"name": "secret-$SEQ", "value": "c2VjcmV0"}`, path: "secret.name"},
+	"AUTH_METHOD_NAME": {route: "/authMethods/create", body: `{"authMethod": {"name": "ci-$SEQ", "kind": "AUTH_METHOD_KIND_JWT", "issuer": "https://token.actions.githubusercontent.com", "audiences": ["better-compute"]}}`, path: "authMethod.name"},
+	"WEBHOOK_ID":       {route: "/webhooks/create", body: `{"url": "https://hooks.example.com/$SEQ", "eventTypes": ["node.joined"]}`, path: "webhook.id"},
 	"WORKFLOW_ID": {
 		route: "/workflows/create", path: "workflow.id",
 		body: `{"name": "wf-$SEQ", "action": {"upgrade": {"version": "1.4.0"}}, "target": {"nodeIds": ["$NODE_ID"]}, "paused": true}`,

@@ -28,11 +28,13 @@ type Bridge interface {
 	Authorize(ctx context.Context, p *Principal, permission string) error
 }
 
-// Embedded is the built-in IAM: API keys and role bindings in the deployment's database.
+// Embedded is the built-in IAM: API keys, sessions and role bindings in the deployment's
+// database.
 type Embedded struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
-	now  func() time.Time
+	pool     *pgxpool.Pool
+	log      *slog.Logger
+	now      func() time.Time
+	sessions SessionLifetimes
 }
 
 var _ Bridge = (*Embedded)(nil)
@@ -45,19 +47,28 @@ func NewEmbedded(pool *pgxpool.Pool, log *slog.Logger) *Embedded {
 	return &Embedded{pool: pool, log: log, now: time.Now}
 }
 
-// Authenticate accepts "Authorization: Bearer bck_…". Keys of a suspended tenant are refused
-// with PermissionDenied, from the commit of the suspension on: the tenant's status is read with
-// the key, at every call.
+// Authenticate accepts "Authorization: Bearer bck_…" (an API key), "Authorization: Bearer
+// bcs_…" (a session token) and, only together with the X-Better-Compute header, the session
+// cookie; the Authorization header wins over the cookie. Credentials of a suspended tenant are
+// refused with PermissionDenied, from the commit of the suspension on: the tenant's status is
+// read with the key or session, at every call.
 func (e *Embedded) Authenticate(ctx context.Context, header http.Header) (*Principal, error) {
 	authz := header.Get("Authorization")
-	if authz == "" {
+	var bearer string
+	if authz != "" {
+		scheme, token, ok := strings.Cut(authz, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return nil, apierr.Unauthenticated("Authorization header: want \"Bearer <API key or session token>\"")
+		}
+		bearer = strings.TrimSpace(token)
+	}
+	if session, ok := sessionCredential(header, bearer); ok {
+		return e.authenticateSession(ctx, session)
+	}
+	if bearer == "" {
 		return nil, nil
 	}
-	scheme, token, ok := strings.Cut(authz, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return nil, apierr.Unauthenticated("Authorization header: want \"Bearer <API key>\"")
-	}
-	key, err := ParseKey(strings.TrimSpace(token))
+	key, err := ParseKey(bearer)
 	if err != nil {
 		return nil, apierr.Unauthenticated("Authorization header: %v", err)
 	}

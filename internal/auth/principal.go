@@ -24,6 +24,9 @@ type Principal struct {
 	Roles []Role
 	// KeyID is the API key the call used, if any.
 	KeyID string
+	// SessionID is the session the call used (a sign-in's bearer token or the dashboard's
+	// cookie), if any; then KeyID is empty.
+	SessionID string
 }
 
 // Can reports whether any of the principal's roles grants permission.

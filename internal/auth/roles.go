@@ -3,6 +3,8 @@ package auth
 import (
 	"fmt"
 	"strings"
+
+	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 )
 
 // Role is a named set of permissions a principal holds in its tenant.
@@ -52,4 +54,25 @@ func (r Role) Grants(permission string) bool {
 		}
 	}
 	return false
+}
+
+// roleProtos are the roles as the API names them.
+var roleProtos = map[Role]iamv1.Role{
+	RoleOwner:    iamv1.Role_ROLE_OWNER,
+	RoleAdmin:    iamv1.Role_ROLE_ADMIN,
+	RoleOperator: iamv1.Role_ROLE_OPERATOR,
+	RoleViewer:   iamv1.Role_ROLE_VIEWER,
+}
+
+// Proto is the role as the API names it.
+func (r Role) Proto() iamv1.Role { return roleProtos[r] }
+
+// RoleFromProto is the role the API names; false for an unspecified or unknown one.
+func RoleFromProto(p iamv1.Role) (Role, bool) {
+	for r, v := range roleProtos {
+		if v == p {
+			return r, true
+		}
+	}
+	return "", false
 }

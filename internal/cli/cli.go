@@ -25,6 +25,9 @@ type Options struct {
 	Resolver *Resolver
 	// HTTPClient makes the calls; nil means a default client (the deadline is --request-timeout).
 	HTTPClient connect.HTTPClient
+	// OpenBrowser opens a sign-in URL for login --sso; nil means the desktop's opener (xdg-open or
+	// open) where there is one. The URL is printed either way.
+	OpenBrowser func(url string) error
 }
 
 // Help is the section of the root command's help about the API commands.
@@ -32,7 +35,8 @@ const Help = `Every API method is a command, better-compute <group> <method>, fo
 "better-compute nodes list" or "better-compute join-tokens create --max-uses 5": scalar fields of
 the request are flags, anything else goes in --data '{…}' (protojson, or @file, @- for stdin).
 -o table|json|yaml chooses the output. "better-compute login --api URL --api-key KEY" saves a
-context; BETTER_COMPUTE_URL and BETTER_COMPUTE_API_KEY override it, --api and --api-key override
+context ("login --api URL --sso --tenant T" signs in through the tenant's identity provider
+instead); BETTER_COMPUTE_URL and BETTER_COMPUTE_API_KEY override it, --api and --api-key override
 both. See docs/cli.md.
 
 ` + ExitCodesHelp

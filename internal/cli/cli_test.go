@@ -40,6 +40,8 @@ type harness struct {
 	t   *testing.T
 	dir string
 	env map[string]string
+	// open receives the URLs login --sso would open in a browser; nil ignores them.
+	open func(url string) error
 }
 
 func newHarness(t *testing.T) *harness {
@@ -55,7 +57,11 @@ func (h *harness) root() *cobra.Command {
 	}
 	root := &cobra.Command{Use: "better-compute", SilenceUsage: true, SilenceErrors: true}
 	r := &cli.Resolver{ConfigDir: h.dir, Getenv: func(k string) string { return h.env[k] }}
-	if err := cli.Attach(root, reg, cli.Options{Resolver: r}); err != nil {
+	open := h.open
+	if open == nil {
+		open = func(string) error { return nil }
+	}
+	if err := cli.Attach(root, reg, cli.Options{Resolver: r, OpenBrowser: open}); err != nil {
 		h.t.Fatal(err)
 	}
 	return root

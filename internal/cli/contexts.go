@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -14,11 +15,30 @@ import (
 // contextsFile is the file, in the configuration directory, that holds the contexts.
 const contextsFile = "contexts.yaml"
 
-// Context is a named API and the key to call it with, saved by `better-compute login`.
+// Context is a named API and the credential to call it with, saved by `better-compute login`:
+// an API key, or the session token of a sign-in through an identity provider (login --sso).
 type Context struct {
 	Name   string `yaml:"name"`
 	API    string `yaml:"api"`
-	APIKey string `yaml:"apiKey"`
+	APIKey string `yaml:"apiKey,omitempty"`
+	// SessionToken is a session's bearer token ("bcs_…"), sent as an API key is; auth/signOut
+	// ends it at logout.
+	SessionToken string `yaml:"sessionToken,omitempty"`
+	// SessionExpires is when the session ends at the latest (its idle timeout may end it sooner).
+	SessionExpires *time.Time `yaml:"sessionExpires,omitempty"`
+}
+
+// credential is the bearer the context calls the API with: its session token, else its API key.
+func (c Context) credential() string {
+	if c.SessionToken != "" {
+		return c.SessionToken
+	}
+	return c.APIKey
+}
+
+// sessionEnded reports whether the context holds a session that has ended by now.
+func (c Context) sessionEnded(now time.Time) bool {
+	return c.SessionToken != "" && c.SessionExpires != nil && !now.Before(*c.SessionExpires)
 }
 
 // Contexts is the contexts file: every saved context and the one used without --context.
@@ -55,6 +75,19 @@ func (c *Contexts) Remove(name string) bool {
 	return len(c.Contexts) < n
 }
 
+// describeCredential says, for context list, what the context calls the API with.
+func (c Context) describeCredential(now time.Time) string {
+	switch {
+	case c.SessionToken == "":
+		return "api key"
+	case c.SessionExpires == nil:
+		return "session"
+	case c.sessionEnded(now):
+		return "session ended " + c.SessionExpires.Local().Format(time.RFC3339)
+	}
+	return "session until " + c.SessionExpires.Local().Format(time.RFC3339)
+}
+
 // LoadContexts reads dir's contexts file; a missing file is no contexts.
 func LoadContexts(dir string) (*Contexts, error) {
 	path := filepath.Join(dir, contextsFile)
@@ -73,7 +106,7 @@ func LoadContexts(dir string) (*Contexts, error) {
 }
 
 // SaveContexts writes c to dir's contexts file atomically (a temporary file renamed over it),
-// the directory 0700 and the file 0600: it holds API keys.
+// the directory 0700 and the file 0600: it holds API keys and session tokens.
 func SaveContexts(dir string, c *Contexts) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("contexts: %w", err)

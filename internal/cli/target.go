@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -79,7 +80,16 @@ func (r *Resolver) resolve(requireKey bool) (Target, error) {
 		if err != nil {
 			return Target{}, err
 		}
-		t = Target{URL: ctx.API, APIKey: ctx.APIKey}
+		t = Target{URL: ctx.API, APIKey: ctx.credential()}
+		if ctx.sessionEnded(time.Now()) {
+			// An ended session is no credential: public methods go without it, the others need
+			// a key from the environment or the flags, else a new sign-in.
+			t.APIKey = ""
+			if requireKey && r.apiKey == "" && r.getenv(EnvAPIKey) == "" {
+				return Target{}, &ExitError{Code: ExitAuth, Err: fmt.Errorf("the session of context %q ended at %s: sign in again with `better-compute login --sso`",
+					ctx.Name, ctx.SessionExpires.Local().Format(time.RFC3339))}
+			}
+		}
 	}
 	for _, v := range []struct {
 		dst        *string

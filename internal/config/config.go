@@ -86,6 +86,9 @@ type Config struct {
 	// Webhooks configure tenants' webhooks.
 	Webhooks Webhooks `yaml:"webhooks"`
 
+	// Auth configures sign-in through identity providers (see auth.go).
+	Auth Auth `yaml:"auth"`
+
 	// Retention says how long finished work is kept.
 	Retention Retention `yaml:"retention"`
 
@@ -236,6 +239,7 @@ func Default() *Config {
 		},
 		Limits:   defaultLimits(),
 		Webhooks: Webhooks{Retry: defaultWebhookRetry()},
+		Auth:     defaultAuth(),
 
 		RateLimits: defaultRateLimits(),
 		Tunnels:    defaultTunnels(),

@@ -168,6 +168,7 @@ otel:
 				Limits:      Default().Limits,
 				RateLimits:  Default().RateLimits,
 				Webhooks:    Default().Webhooks,
+				Auth:        Default().Auth,
 				Tunnels:     Default().Tunnels,
 			}
 			// Module entries carry their (absent) sections and the environment: compare names.

@@ -91,6 +91,7 @@ func (c *Config) problems() problems {
 	c.checkLimits(&ps)
 	c.checkRateLimits(&ps)
 	c.checkWebhookRetry(&ps)
+	c.checkAuth(&ps)
 	c.checkTunnels(&ps)
 	return ps
 }

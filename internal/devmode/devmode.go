@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -136,6 +137,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = listenBaseURL(cfg.Host, cfg.Port)
+	}
 	if cfg.Gateway.Listen == "" { // dev runs a gateway on loopback unless configured otherwise
 		cfg.Gateway.Listen, cfg.Gateway.ControlListen = "127.0.0.1:0", "127.0.0.1:0"
 	}
@@ -244,6 +248,20 @@ func dialAddr(addr string) (dial, serverName string) {
 		name = ""
 	}
 	return net.JoinHostPort("127.0.0.1", port), name
+}
+
+// listenBaseURL is the origin dev serves the API at on a fixed port, http://host:port (an
+// unspecified host as 127.0.0.1), so that what needs the public URL works without configuring
+// baseURL: the sign-in's callback, which the identity provider redirects the browser to. With
+// port 0 the port is known only once listening, after the API is built: "" (no baseURL).
+func listenBaseURL(host string, port int) string {
+	if port == 0 {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 // DevTrustDomain is the trust domain of a dev deployment whose configuration names none.

@@ -1,7 +1,8 @@
 // Package doctor diagnoses a deployment: whether it is set up right (schema, clock, method
 // registry, PKI, gateways reachable) and, once migrated, whether it is running well (overdue
 // reconcile work, a stalled command sweeper, silent nodes, old daemons, expiring certificates,
-// gateway headroom, pools granted beyond what they hold; the sessions by transport). Each finding says how bad it is, why,
+// gateway headroom, pools granted beyond what they hold, auth methods whose identity provider
+// does not answer; the sessions by transport). Each finding says how bad it is, why,
 // and what to do.
 package doctor
 
@@ -62,6 +63,11 @@ type Options struct {
 	// ModuleFiles are the enabled modules' API files, checked with the core's in the method
 	// registry.
 	ModuleFiles []protoreflect.FileDescriptor
+	// AllowPrivateIssuers lets the auth methods' providers live on loopback and private
+	// addresses, as the API's auth.allowPrivateIssuers does (else such a provider is reported).
+	AllowPrivateIssuers bool
+	// AuthTimeout bounds checking one auth method's provider (5 seconds by default).
+	AuthTimeout time.Duration
 	// Checks are the enabled modules' checks, run once the schema is current; each finding's
 	// Check is "module.<module>.<check>".
 	Checks []Check
@@ -117,6 +123,7 @@ func Run(ctx context.Context, opts Options) ([]Finding, error) {
 	}
 	out = append(out, pkiChecks(ctx, opts)...)
 	out = append(out, running(ctx, opts)...)
+	out = append(out, authMethods(ctx, opts)...)
 	for _, c := range opts.Checks {
 		f := c.Run(ctx)
 		f.Check = c.Name

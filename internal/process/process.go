@@ -278,6 +278,10 @@ func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier
 		Pool: pool, Secret: cfg.Secret, BasePath: cfg.BasePath, BaseURL: cfg.BaseURL,
 		TrustDomain: trustDomain, GatewayEndpoints: gateways, Logger: log, Notifier: notifier,
 		WebhooksAllowPrivate: cfg.Webhooks.AllowPrivate, Metrics: reg, Waker: waker,
+		Auth: server.AuthOptions{
+			Sessions: auth.SessionLifetimes{Idle: cfg.Auth.Sessions.IdleTimeout, Absolute: cfg.Auth.Sessions.AbsoluteTimeout},
+			TokenTTL: cfg.Auth.TokenTTL, JWKSCooldown: cfg.Auth.JWKSCooldown, AllowPrivateIssuers: cfg.Auth.AllowPrivateIssuers,
+		},
 		MetricsElsewhere: cfg.Metrics.Listen != "", MaxRequestBytes: cfg.Limits.RequestBytes, RateLimits: rateLimits(cfg.RateLimits),
 		CORS:    server.CORSOptions{AllowedOrigins: cfg.CORS.AllowedOrigins, AllowCredentials: cfg.CORS.AllowCredentials},
 		Tunnels: tunnelOpts, Services: services,

@@ -23,6 +23,7 @@ import (
 
 	"github.com/better-compute/better-compute/dashboard"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/audit/v1/auditv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/auth/v1/authv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/events/v1/eventsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
@@ -39,6 +40,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1/workflowsv1connect"
 	"github.com/better-compute/better-compute/internal/apispec"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/auth/sso"
 	"github.com/better-compute/better-compute/internal/limit"
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/requestid"
@@ -46,6 +48,7 @@ import (
 	"github.com/better-compute/better-compute/internal/secret"
 	"github.com/better-compute/better-compute/internal/server/admission"
 	"github.com/better-compute/better-compute/internal/server/audit"
+	"github.com/better-compute/better-compute/internal/server/authmethods"
 	"github.com/better-compute/better-compute/internal/server/commands"
 	"github.com/better-compute/better-compute/internal/server/events"
 	"github.com/better-compute/better-compute/internal/server/guard"
@@ -95,6 +98,8 @@ type Options struct {
 	// Waker wakes reconcilers after commits that enqueue work (reconcile.Waker); when nil they
 	// find the work by polling.
 	Waker Waker
+	// Auth configures sign-in through identity providers: auth methods and sessions.
+	Auth AuthOptions
 	// WebhooksAllowPrivate lets webhook URLs point at loopback, link-local and private
 	// addresses (config webhooks.allowPrivate).
 	WebhooksAllowPrivate bool
@@ -201,7 +206,7 @@ func New(opts Options) (*Server, error) {
 	}
 	bridge := opts.Bridge
 	if bridge == nil {
-		bridge = auth.NewEmbedded(opts.Pool, s.log)
+		bridge = auth.NewEmbedded(opts.Pool, s.log).WithSessionLifetimes(opts.Auth.Sessions)
 	}
 	admit := admission.New(opts.Pool, sealer)
 	webhookSealer, err := webhook.NewSealer(opts.Secret)
@@ -209,6 +214,10 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	secretSealer, err := secret.NewSealer(opts.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	clientSecretSealer, err := auth.NewClientSecretSealer(opts.Secret)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
@@ -243,6 +252,12 @@ func New(opts Options) (*Server, error) {
 	mount(iamv1connect.NewIamServiceHandler(iam.New(opts.Pool, admit, iam.WithRevocationNotifier(opts.Notifier)), handlerOpts...))
 	mount(auditv1connect.NewAuditServiceHandler(audit.New(opts.Pool), handlerOpts...))
 	mount(webhooksv1connect.NewWebhooksServiceHandler(webhooks.New(opts.Pool, admit, webhookSealer, opts.WebhooksAllowPrivate), handlerOpts...))
+	authSvc := authmethods.New(opts.Pool, admit, clientSecretSealer, authmethods.Options{
+		AllowPrivateIssuers: opts.Auth.AllowPrivateIssuers, Sessions: opts.Auth.Sessions, TokenTTL: opts.Auth.TokenTTL,
+		SSO:     sso.New(sso.Options{AllowPrivate: opts.Auth.AllowPrivateIssuers, Cooldown: opts.Auth.JWKSCooldown, Now: opts.Auth.Now, Logger: s.log}),
+		BaseURL: opts.BaseURL, BasePath: s.basePath, Limits: opts.RateLimits.Tenant, Logger: s.log,
+	})
+	mount(authv1connect.NewAuthServiceHandler(authSvc, handlerOpts...))
 	mount(secretsv1connect.NewSecretsServiceHandler(secrets.New(opts.Pool, admit, secretSealer), handlerOpts...))
 	mount(eventsv1connect.NewEventsServiceHandler(events.New(opts.Pool), handlerOpts...))
 	mount(commandsv1connect.NewCommandsServiceHandler(commands.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
@@ -284,6 +299,8 @@ func New(opts Options) (*Server, error) {
 	s.apiRoot = limit.Body(maxRequest, http.StripPrefix(s.basePath, http.HandlerFunc(s.serveAPI)))
 	root.Handle(s.basePath+"/", s.apiRoot)
 	root.HandleFunc("GET "+s.basePath+"/tunnels/{ticket}", s.serveTunnel)
+	root.HandleFunc("GET "+s.basePath+authmethods.LoginPath, authSvc.Login)
+	root.HandleFunc("GET "+s.basePath+authmethods.CallbackPath, authSvc.Callback)
 	root.Handle("GET "+s.basePath+"/openapi.json", apispec.Handler(reg, s.basePath))
 	root.HandleFunc("GET /healthz", s.healthz)
 	root.HandleFunc("GET /readyz", s.readyz)

@@ -46,6 +46,12 @@ var unscopedAllowed = map[string]string{
 	"UsageBacklog": "how many usage records await aggregation, and the oldest's age: no tenant's data",
 	// A tunnel ticket presented by its hash, whatever its tenant.
 	"GetTunnelTicket": "the tunnel upgrade tells another tenant's ticket (403) from an unknown one (404) after the tenant-scoped spend failed; only the ticket's tenant id and state are read, and none is returned",
+	// Public sign-ins: before them there is no caller, and a flow's random state (or device
+	// handle), returned once to whoever started it, is its only credential.
+	"CreateAuthFlow":    "records a public sign-in's flow for a method GetLoginAuthMethod read by its tenant and name; the flow is found again only by its state's hash",
+	"SpendAuthFlow":     "spends a sign-in flow by the hash of its state, the sign-in's credential; returns only that flow's row",
+	"GetDeviceFlow":     "reads a device sign-in by the hash of its handle, the sign-in's credential; returns only that flow's row",
+	"GetAuthMethodByID": "the method of a flow just spent by its state; the sign-in then acts only in that method's tenant (or the tenant below it its rules name)",
 	// The tunnels this API process relays, by the ids it holds.
 	"TunnelsToEnd":      "the tunnels watcher's check of the tunnels this process relays (its instance name and the ids it opened with the callers' tenants); returns only ids and why they end",
 	"RenewTunnelRelays": "the tunnels watcher renews the relay lease of the tunnels this process relays (its instance name and the ids it opened with the callers' tenants)",

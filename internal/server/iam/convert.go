@@ -10,22 +10,6 @@ import (
 	"github.com/better-compute/better-compute/internal/auth"
 )
 
-var roleToProto = map[auth.Role]iamv1.Role{
-	auth.RoleOwner:    iamv1.Role_ROLE_OWNER,
-	auth.RoleAdmin:    iamv1.Role_ROLE_ADMIN,
-	auth.RoleOperator: iamv1.Role_ROLE_OPERATOR,
-	auth.RoleViewer:   iamv1.Role_ROLE_VIEWER,
-}
-
-func roleFromProto(r iamv1.Role) (auth.Role, bool) {
-	for k, v := range roleToProto {
-		if v == r {
-			return k, true
-		}
-	}
-	return "", false
-}
-
 var kindToProto = map[string]iamv1.PrincipalKind{
 	"user":            iamv1.PrincipalKind_PRINCIPAL_KIND_USER,
 	"service_account": iamv1.PrincipalKind_PRINCIPAL_KIND_SERVICE_ACCOUNT,
@@ -80,6 +64,6 @@ func apiKeyToProto(k db.ApiKey) *iamv1.ApiKey {
 func roleBindingToProto(b db.RoleBinding) *iamv1.RoleBinding {
 	return &iamv1.RoleBinding{
 		Id: b.ID.String(), TenantId: b.TenantID.String(), PrincipalId: b.PrincipalID.String(),
-		Role: roleToProto[auth.Role(b.Role)], CreateTime: timestamppb.New(b.CreatedAt),
+		Role: auth.Role(b.Role).Proto(), CreateTime: timestamppb.New(b.CreatedAt),
 	}
 }

@@ -69,7 +69,7 @@ func (s *Service) WhoAmI(ctx context.Context, _ *iamv1.WhoAmIRequest) (*iamv1.Wh
 	}
 	res := &iamv1.WhoAmIResponse{Principal: principalToProto(pr), Tenant: tenantToProto(t), ApiKeyId: p.KeyID}
 	for _, r := range p.Roles {
-		res.Roles = append(res.Roles, roleToProto[r])
+		res.Roles = append(res.Roles, r.Proto())
 	}
 	return res, nil
 }
@@ -354,7 +354,7 @@ func (s *Service) CreateRoleBinding(ctx context.Context, req *iamv1.CreateRoleBi
 	if err != nil {
 		return nil, err
 	}
-	role, ok := roleFromProto(req.GetRole())
+	role, ok := auth.RoleFromProto(req.GetRole())
 	if !ok {
 		return nil, apierr.InvalidArgument("role", "must be ROLE_OWNER, ROLE_ADMIN, ROLE_OPERATOR or ROLE_VIEWER")
 	}

@@ -4,6 +4,7 @@ package servertest
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -38,18 +39,26 @@ func New(t testing.TB) *Env {
 }
 
 // Start starts the API on pool, with configure (if not nil) adjusting its options first, and
-// mints a root admin key.
+// mints a root admin key. The API's BaseURL is where it listens (http://127.0.0.1:port), unless
+// configure sets another.
 func Start(t testing.TB, pool *pgxpool.Pool, configure func(*server.Options)) *Env {
 	t.Helper()
-	opts := server.Options{Pool: pool, Secret: Secret}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := server.Options{Pool: pool, Secret: Secret, BaseURL: "http://" + ln.Addr().String()}
 	if configure != nil {
 		configure(&opts)
 	}
 	api, err := server.New(opts)
 	if err != nil {
+		ln.Close()
 		t.Fatal(err)
 	}
 	ts := httptest.NewUnstartedServer(api)
+	ts.Listener.Close()
+	ts.Listener = ln
 	ts.Config.Protocols = new(http.Protocols)
 	ts.Config.Protocols.SetHTTP1(true)
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)

@@ -2,7 +2,8 @@
 // retention.audit, finished commands older than retention.commands and outbox events older
 // than retention.outbox that every healthy event sink has delivered (an event after such a
 // sink's cursor stays, however old; failing webhooks park their events as dead letters and hold
-// nothing). It runs as the singleton job "retention" in the controllers role.
+// nothing), sign-in flows spent or expired an hour ago, and sign-in sessions that expired or
+// were revoked more than SessionsKeep ago. It runs as the singleton job "retention" in the controllers role.
 //
 // It deletes in bounded batches, each statement at most Batch rows in its own short
 // transaction fenced by the job's lease, so pruning a large backlog never holds many locks or
@@ -32,6 +33,9 @@ const Name = "retention"
 const (
 	DefaultInterval = 10 * time.Minute
 	DefaultBatch    = 1000
+	// SessionsKeep is how long an ended (expired or revoked) sign-in session stays listed
+	// (sessions/list shows it) before it is deleted.
+	SessionsKeep = 7 * 24 * time.Hour
 )
 
 // Options configure the job; zero values take the defaults.
@@ -86,6 +90,8 @@ func Job(pool *pgxpool.Pool, opts Options) locks.Job {
 // Pruned counts the rows one Prune deleted.
 type Pruned struct {
 	Audit, Commands, Outbox, Tunnels int64
+	// AuthFlows and Sessions are the sign-in flows and sessions deleted.
+	AuthFlows, Sessions int64
 }
 
 // Prune deletes every row past its retention under the lease l, batch by batch, and returns
@@ -115,6 +121,14 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, l locks.Lock, opts Options) 
 		}},
 		{"tunnels", &n.Tunnels, false, func(q *db.Queries) (int64, error) {
 			return q.PruneTunnels(ctx, db.PruneTunnelsParams{KeepMs: opts.Retention.Tunnels.Milliseconds(), Lim: opts.Batch})
+		}},
+		// Few rows (flows live ten minutes): one statement deletes them all, then one that
+		// deletes nothing ends the loop.
+		{"auth_flows", &n.AuthFlows, true, func(q *db.Queries) (int64, error) {
+			return q.DeleteEndedAuthFlows(ctx)
+		}},
+		{"sessions", &n.Sessions, false, func(q *db.Queries) (int64, error) {
+			return q.PruneEndedSessions(ctx, db.PruneEndedSessionsParams{KeepMs: SessionsKeep.Milliseconds(), Lim: opts.Batch})
 		}},
 	} {
 		for {

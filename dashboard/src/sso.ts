@@ -1,0 +1,77 @@
+// Sign-in through the identity provider: the tenant's OIDC methods (auth/loginMethods, public),
+// the browser route that starts a method's sign-in, and the cookie session it leaves behind. The
+// API sets that session as an HttpOnly cookie of its own origin, so it serves the dashboard only
+// when the API is this page's origin.
+import { Code, ConnectError, createClient, type BetterCompute, type iamv1 } from "@better-compute/client";
+
+// The SDK does not export the auth service yet: its generated descriptor, from the SDK's source.
+import { AuthService, type LoginMethod } from "../../clients/ts/src/gen/bettercompute/auth/v1/auth_pb.js";
+import { clientFor, keyGuardedFetch, type CookieSession } from "./session.js";
+
+const TENANT_KEY = "better-compute.sso-tenant";
+
+/** The tenant whose methods the sign-in form offers when the user has not chosen one. */
+export const DEFAULT_TENANT = "root";
+
+/** The tenant the user last signed in to (remembered across tabs), or DEFAULT_TENANT. */
+export function rememberedTenant(): string {
+  try {
+    return localStorage.getItem(TENANT_KEY) || DEFAULT_TENANT;
+  } catch {
+    return DEFAULT_TENANT;
+  }
+}
+
+export function rememberTenant(tenant: string): void {
+  try {
+    localStorage.setItem(TENANT_KEY, tenant);
+  } catch {
+    // Storage refused (private mode): the default next time.
+  }
+}
+
+/** Whether the API at apiUrl can hold this page's cookie session: it is this page's origin. */
+export const cookieCapable = (apiUrl: string): boolean => new URL(apiUrl).origin === location.origin;
+
+/** The OIDC methods the tenant's people may sign in with; none for an unknown tenant. */
+export async function loginMethods(apiUrl: string, tenant: string): Promise<LoginMethod[]> {
+  const auth = createClient(AuthService, { baseUrl: apiUrl, fetch: keyGuardedFetch(apiUrl) });
+  return (await auth.listLoginMethods({ tenant })).methods;
+}
+
+/**
+ * The browser route that starts a method's sign-in: the API redirects to the provider, and the
+ * provider back to the API, which sets the session cookie and returns to returnTo (a path and
+ * hash of this page).
+ */
+export function loginUrl(apiUrl: string, tenant: string, method: string, returnTo: string): string {
+  const q = new URLSearchParams({ tenant, method, return: returnTo });
+  return `${apiUrl}/auth/login?${q}`;
+}
+
+/** Where the sign-in should land: this page, its path and hash. */
+export const currentPath = (): string => location.pathname + location.hash;
+
+/**
+ * The cookie session at apiUrl, if the browser holds one the API accepts: the client and who it
+ * is. null when there is none (or the API is another origin); other failures are thrown.
+ */
+export async function resumeCookieSession(
+  apiUrl: string,
+): Promise<{ session: CookieSession; bc: BetterCompute; me: iamv1.WhoAmIResponse } | null> {
+  if (!cookieCapable(apiUrl)) return null;
+  const session: CookieSession = { apiUrl, cookie: true };
+  const bc = clientFor(session);
+  try {
+    return { session, bc, me: await bc.iam.whoAmI({}) };
+  } catch (err) {
+    if (ConnectError.from(err).code === Code.Unauthenticated) return null;
+    throw err;
+  }
+}
+
+/** Ends the cookie session at the API (auth/signOut); the cookie is then worthless. */
+export async function signOutCookie(session: CookieSession): Promise<void> {
+  const auth = createClient(AuthService, { baseUrl: session.apiUrl, fetch: keyGuardedFetch(session.apiUrl, undefined, "same-origin") });
+  await auth.signOut({});
+}

@@ -1,0 +1,155 @@
+package sso
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// Provider is what an identity provider's discovery document says that sign-in needs.
+type Provider struct {
+	Issuer                      string
+	AuthorizationEndpoint       string
+	TokenEndpoint               string
+	UserinfoEndpoint            string
+	DeviceAuthorizationEndpoint string
+	JWKSURI                     string
+	// TokenEndpointAuthMethods are the client authentication methods the token endpoint takes
+	// (client_secret_basic when the document names none, as OpenID Connect Discovery says).
+	TokenEndpointAuthMethods []string
+	// FetchedAt is when the document was fetched.
+	FetchedAt time.Time
+}
+
+// document is the part of an OpenID Connect Discovery document that Provider keeps.
+type document struct {
+	Issuer                      string   `json:"issuer"`
+	AuthorizationEndpoint       string   `json:"authorization_endpoint"`
+	TokenEndpoint               string   `json:"token_endpoint"`
+	UserinfoEndpoint            string   `json:"userinfo_endpoint"`
+	DeviceAuthorizationEndpoint string   `json:"device_authorization_endpoint"`
+	JWKSURI                     string   `json:"jwks_uri"`
+	TokenEndpointAuthMethods    []string `json:"token_endpoint_auth_methods_supported"`
+}
+
+// DiscoveryPath is where, below an issuer, its discovery document is.
+const DiscoveryPath = "/.well-known/openid-configuration"
+
+// Discovery caches providers' discovery documents by issuer: a document is fetched on first use,
+// again once it is older than Options.DiscoveryTTL or when Refresh asks, and at most
+// Options.MaxIssuers are kept (the least recently used go first). Concurrent lookups of one
+// issuer share one fetch. It is safe for concurrent use.
+type Discovery struct {
+	http *http.Client
+	opts Options
+
+	group   singleflight.Group
+	mu      sync.Mutex
+	entries map[string]*discoveryEntry
+}
+
+type discoveryEntry struct {
+	p    *Provider
+	used time.Time
+}
+
+// NewDiscovery returns an empty Discovery with opts' HTTP client, TTL, bound and clock.
+func NewDiscovery(opts Options) *Discovery {
+	opts = opts.withDefaults()
+	return newDiscovery(egressClient(opts.HTTPClient, opts.AllowPrivate, opts.Timeout), opts)
+}
+
+func newDiscovery(hc *http.Client, opts Options) *Discovery {
+	return &Discovery{http: hc, opts: opts, entries: map[string]*discoveryEntry{}}
+}
+
+// Provider returns issuer's provider, from the cache when its document is younger than the TTL.
+func (d *Discovery) Provider(ctx context.Context, issuer string) (*Provider, error) {
+	now := d.opts.Now()
+	d.mu.Lock()
+	if e, ok := d.entries[issuer]; ok && now.Sub(e.p.FetchedAt) < d.opts.DiscoveryTTL {
+		e.used = now
+		d.mu.Unlock()
+		return e.p, nil
+	}
+	d.mu.Unlock()
+	return d.Refresh(ctx, issuer)
+}
+
+// Refresh fetches issuer's discovery document now (sharing a fetch already under way) and caches
+// it. The document's issuer must be issuer exactly, and it must name a jwks_uri.
+func (d *Discovery) Refresh(ctx context.Context, issuer string) (*Provider, error) {
+	ch := d.group.DoChan(issuer, func() (any, error) {
+		p, err := d.fetch(context.WithoutCancel(ctx), issuer)
+		if err != nil {
+			d.opts.Logger.Warn("sso: discovery failed", slog.String("issuer", issuer), slog.Any("error", err))
+			return nil, err
+		}
+		d.store(p)
+		return p, nil
+	})
+	select {
+	case <-ctx.Done():
+		return nil, fmt.Errorf("discovery of %s: %w", issuer, ctx.Err())
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*Provider), nil
+	}
+}
+
+// Forget drops issuer's document, so that its next use fetches it.
+func (d *Discovery) Forget(issuer string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.entries, issuer)
+}
+
+func (d *Discovery) fetch(ctx context.Context, issuer string) (*Provider, error) {
+	if issuer == "" {
+		return nil, fmt.Errorf("%w: no issuer", ErrMethod)
+	}
+	var doc document
+	if err := getJSON(ctx, d.http, strings.TrimSuffix(issuer, "/")+DiscoveryPath, "", &doc); err != nil {
+		return nil, fmt.Errorf("%w: discovery of %s: %w", ErrProvider, issuer, err)
+	}
+	if doc.Issuer != issuer {
+		return nil, fmt.Errorf("%w: discovery of %s: the document's issuer is %q", ErrProvider, issuer, doc.Issuer)
+	}
+	if doc.JWKSURI == "" {
+		return nil, fmt.Errorf("%w: discovery of %s: the document has no jwks_uri", ErrProvider, issuer)
+	}
+	return &Provider{
+		Issuer:                      doc.Issuer,
+		AuthorizationEndpoint:       doc.AuthorizationEndpoint,
+		TokenEndpoint:               doc.TokenEndpoint,
+		UserinfoEndpoint:            doc.UserinfoEndpoint,
+		DeviceAuthorizationEndpoint: doc.DeviceAuthorizationEndpoint,
+		JWKSURI:                     doc.JWKSURI,
+		TokenEndpointAuthMethods:    doc.TokenEndpointAuthMethods,
+		FetchedAt:                   d.opts.Now(),
+	}, nil
+}
+
+func (d *Discovery) store(p *Provider) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.entries[p.Issuer]; !ok && len(d.entries) >= d.opts.MaxIssuers {
+		var oldest string
+		var at time.Time
+		for iss, e := range d.entries {
+			if oldest == "" || e.used.Before(at) {
+				oldest, at = iss, e.used
+			}
+		}
+		delete(d.entries, oldest)
+	}
+	d.entries[p.Issuer] = &discoveryEntry{p: p, used: p.FetchedAt}
+}

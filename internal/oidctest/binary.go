@@ -1,0 +1,69 @@
+package oidctest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Version is the release of github.com/zitadel/oidc whose example server the tests run;
+// scripts/setup installs the same one.
+const Version = "v3.52.0"
+
+// Environment variables that locate or require the server's binary.
+const (
+	// RequireEnv, set to 1, makes a missing binary fail the test instead of skipping it, so CI
+	// cannot pass by silently skipping the sign-in tests.
+	RequireEnv = "BETTER_COMPUTE_REQUIRE_OIDC"
+	// BinaryEnv names the example server's binary, replacing the search of the caches.
+	BinaryEnv = "BETTER_COMPUTE_OIDC_SERVER"
+)
+
+// setupHint says how to get the binary, for the skip or failure message.
+const setupHint = "run scripts/setup, which runs `GOBIN=<cache>/zitadel-oidc-" + Version +
+	"/bin go install github.com/zitadel/oidc/v3/example/server@" + Version + "`"
+
+// cacheDirs are where scripts/setup may have installed the binary, in the order looked at: the
+// user's cache (as a non-root setup installs it) and the system's (as a root setup does), the
+// same places internal/pgcluster keeps its fetched PostgreSQL builds.
+func cacheDirs() []string {
+	var dirs []string
+	if cache, err := os.UserCacheDir(); err == nil {
+		dirs = append(dirs, filepath.Join(cache, "better-compute"))
+	}
+	return append(dirs, "/var/cache/better-compute")
+}
+
+// findBinary returns the example server's binary: BinaryEnv's, else the first installed by
+// scripts/setup. A missing binary skips the test with how to install it, or fails it when
+// RequireEnv is set.
+func findBinary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv(BinaryEnv); p != "" {
+		if isExecutable(p) {
+			return p
+		}
+		t.Fatalf("oidctest: %s=%s is not an executable file", BinaryEnv, p)
+	}
+	var looked []string
+	for _, d := range cacheDirs() {
+		p := filepath.Join(d, "zitadel-oidc-"+Version, "bin", "server")
+		if isExecutable(p) {
+			return p
+		}
+		looked = append(looked, p)
+	}
+	msg := "the zitadel OpenID provider example is not installed (looked at " +
+		strings.Join(looked, ", ") + "): " + setupHint
+	if os.Getenv(RequireEnv) == "1" {
+		t.Fatalf("oidctest: %s (%s=1 requires it)", msg, RequireEnv)
+	}
+	t.Skip("oidctest: " + msg)
+	return ""
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+}

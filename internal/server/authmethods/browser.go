@@ -1,0 +1,159 @@
+package authmethods
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/better-compute/better-compute/internal/apierr"
+	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/quota"
+	"github.com/better-compute/better-compute/internal/requestid"
+	"github.com/better-compute/better-compute/internal/scrub"
+)
+
+// The dashboard's sign-in routes, below the API's base path.
+const (
+	// LoginPath starts a sign-in: GET {basePath}/auth/login?tenant=T&method=M&return=/dashboard/….
+	LoginPath = "/auth/login"
+	// CallbackPath is where the provider sends the browser back; the method must list
+	// {baseURL}{basePath}/auth/callback among its redirect URIs.
+	CallbackPath = "/auth/callback"
+)
+
+// loginCookie binds a browser's sign-in to the browser that started it: it holds the flow's
+// state, which the callback must carry too, so a state planted from another browser (login
+// CSRF) is refused.
+const loginCookie = "bc_login"
+
+// defaultReturn is where the dashboard's sign-in lands unless it asks for another page.
+const defaultReturn = "/dashboard/"
+
+// Login starts the dashboard's sign-in: it records a code flow with PKCE, state and nonce,
+// sets the login cookie and redirects the browser to the provider.
+func (s *Service) Login(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	m, err := s.loginMethod(ctx, q.Get("tenant"), q.Get("method"), "oidc")
+	if err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	callback, secure := s.callback(r)
+	if !redirectAllowed(m.row.RedirectUris, callback) {
+		s.refuse(w, r, apierr.FailedPrecondition("auth method %q does not list %s among its redirect URIs, where this deployment's sign-in returns", m.row.Name, callback))
+		return
+	}
+	authURL, state, _, err := s.beginCodeFlow(ctx, m, flowBrowser, callback, returnPath(q.Get("return")))
+	if err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: loginCookie, Value: state, Path: s.basePath + "/auth/", MaxAge: int(flowTTL / time.Second),
+		HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode,
+	})
+	http.Redirect(w, r, authURL, http.StatusFound)
+}
+
+// callback is where the provider returns the browser, and whether cookies are Secure: from the
+// deployment's base URL, or, when none is configured (dev on a port chosen at start), from the
+// request itself. A forged Host can only pick among the method's registered redirect URIs.
+func (s *Service) callback(r *http.Request) (url string, secure bool) {
+	if s.callbackURL != "" {
+		return s.callbackURL, s.secureCookies
+	}
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	return scheme + r.Host + s.basePath + CallbackPath, r.TLS != nil
+}
+
+// Callback finishes the dashboard's sign-in: the state must be the login cookie's and a flow's
+// not yet spent; then the code is redeemed and verified, the principal signed in, and the session
+// set as an HttpOnly cookie before the browser returns to the dashboard.
+func (s *Service) Callback(w http.ResponseWriter, r *http.Request) {
+	ctx := quota.WithLimits(r.Context(), s.limits)
+	q := r.URL.Query()
+	_, secure := s.callback(r)
+	clear := &http.Cookie{Name: loginCookie, Path: s.basePath + "/auth/", MaxAge: -1, HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode}
+	http.SetCookie(w, clear)
+	if e := q.Get("error"); e != "" {
+		s.refuse(w, r, apierr.PermissionDenied("the identity provider ended the sign-in: %s", scrub.Truncate(scrub.String(e), 64)))
+		return
+	}
+	state := q.Get("state")
+	c, err := r.Cookie(loginCookie)
+	if err != nil || state == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(state)) != 1 {
+		s.refuse(w, r, apierr.PermissionDenied("this sign-in was not started by this browser (its state does not match): start again"))
+		return
+	}
+	f, verifier, err := s.spendFlow(ctx, flowBrowser, state)
+	if err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	code := q.Get("code")
+	if code == "" || len(code) > 2048 {
+		s.refuse(w, r, apierr.InvalidArgument("code", "the provider's redirect carried no code"))
+		return
+	}
+	login, err := s.completeCodeFlow(ctx, f, verifier, code, auth.SessionBrowser)
+	if err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: auth.SessionCookie, Value: login.GetSessionToken(), Path: "/",
+		Expires: login.GetExpireTime().AsTime(), HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode,
+	})
+	http.Redirect(w, r, returnPath(f.ReturnTo), http.StatusSeeOther)
+}
+
+// returnPath is where a sign-in may land: a path of this deployment (never another host, so
+// the sign-in cannot be made an open redirect), the dashboard by default.
+func returnPath(p string) string {
+	if p == "" || len(p) > 512 || !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") {
+		return defaultReturn
+	}
+	return p
+}
+
+// refuse answers a failed browser sign-in with a short plain-text page: the status of the
+// error's Connect code and its message, or for an unexpected error a generic one with the
+// request id (logged in full).
+func (s *Service) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	cerr, internal := apierr.ToConnect(err, requestid.From(r.Context()))
+	if internal {
+		s.log.ErrorContext(r.Context(), "browser sign-in failed", "err", err)
+	}
+	status := httpStatus(cerr.Code())
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte("Sign-in failed: " + cerr.Message() + "\n"))
+}
+
+// httpStatus is the HTTP status of a Connect code, as the Connect protocol maps them.
+func httpStatus(c connect.Code) int {
+	switch c {
+	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeOutOfRange:
+		return http.StatusBadRequest
+	case connect.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case connect.CodePermissionDenied:
+		return http.StatusForbidden
+	case connect.CodeNotFound:
+		return http.StatusNotFound
+	case connect.CodeResourceExhausted:
+		return http.StatusTooManyRequests
+	case connect.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}

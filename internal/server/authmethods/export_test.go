@@ -1,0 +1,4 @@
+package authmethods
+
+// RedirectAllowed is redirectAllowed, for the tests.
+var RedirectAllowed = redirectAllowed

@@ -1,0 +1,23 @@
+package server
+
+import (
+	"time"
+
+	"github.com/better-compute/better-compute/internal/auth"
+)
+
+// AuthOptions configure sign-in through identity providers (config auth.*).
+type AuthOptions struct {
+	// Sessions bound the sessions sign-ins start; the embedded IAM checks their idle timeout.
+	Sessions auth.SessionLifetimes
+	// TokenTTL bounds the sessions of auth/exchangeToken (config auth.tokenTTL).
+	TokenTTL time.Duration
+	// JWKSCooldown is the least time between fetches of a provider's keys on an unknown key id
+	// (config auth.jwksCooldown).
+	JWKSCooldown time.Duration
+	// AllowPrivateIssuers lets auth methods' issuers and JWKS URLs be http and private
+	// addresses (config auth.allowPrivateIssuers).
+	AllowPrivateIssuers bool
+	// Now is the clock tokens are checked against (time.Now when nil); tests move it.
+	Now func() time.Time
+}
