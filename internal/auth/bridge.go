@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -86,8 +87,7 @@ func (e *Embedded) Authenticate(ctx context.Context, header http.Header) (*Princ
 		return nil, apierr.Unauthenticated("API key %s is not valid (deleted or never issued)", key.ID)
 	}
 	if row.SuspendedAt != nil {
-		return nil, apierr.PermissionDenied("tenant %s is suspended (since %s): its API keys are refused until the root tenant resumes it",
-			row.TenantName, row.SuspendedAt.UTC().Format(time.RFC3339))
+		return nil, suspended(row.TenantName, *row.SuspendedAt, "API keys")
 	}
 	now := e.now()
 	if row.ExpiresAt != nil && !now.Before(*row.ExpiresAt) {
@@ -99,18 +99,24 @@ func (e *Embedded) Authenticate(ctx context.Context, header http.Header) (*Princ
 			e.log.WarnContext(ctx, "record API key use", "api_key_id", key.ID, "err", err)
 		}
 	}
-	p := &Principal{
-		ID:         row.PrincipalID,
-		TenantID:   row.TenantID,
-		Kind:       row.Kind,
-		Name:       row.PrincipalName,
-		RootTenant: row.IsRoot,
-		KeyID:      key.ID,
-	}
-	for _, r := range row.Roles {
+	p := principalOf(row.PrincipalID, row.TenantID, row.Kind, row.PrincipalName, row.IsRoot, row.Roles)
+	p.KeyID = key.ID
+	return p, nil
+}
+
+// principalOf is the principal a credential (an API key, a session) authenticates.
+func principalOf(id, tenant uuid.UUID, kind, name string, root bool, roles []string) *Principal {
+	p := &Principal{ID: id, TenantID: tenant, Kind: kind, Name: name, RootTenant: root}
+	for _, r := range roles {
 		p.Roles = append(p.Roles, Role(r))
 	}
-	return p, nil
+	return p
+}
+
+// suspended refuses the credentials (what: "API keys", "sessions") of a suspended tenant.
+func suspended(tenant string, since time.Time, what string) error {
+	return apierr.PermissionDenied("tenant %s is suspended (since %s): its %s are refused until the root tenant resumes it",
+		tenant, since.UTC().Format(time.RFC3339), what)
 }
 
 // rootOnly are the permissions only principals of the root tenant hold, whatever their role:

@@ -167,8 +167,7 @@ func (e *Embedded) authenticateSession(ctx context.Context, token string) (*Prin
 		return nil, apierr.Unauthenticated("session %s has ended: sign in again", tok.ID)
 	}
 	if row.SuspendedAt != nil {
-		return nil, apierr.PermissionDenied("tenant %s is suspended (since %s): its sessions are refused until the root tenant resumes it",
-			row.TenantName, row.SuspendedAt.UTC().Format(time.RFC3339))
+		return nil, suspended(row.TenantName, *row.SuspendedAt, "sessions")
 	}
 	now := e.now()
 	if !now.Before(row.ExpiresAt) {
@@ -185,17 +184,8 @@ func (e *Embedded) authenticateSession(ctx context.Context, token string) (*Prin
 			e.log.WarnContext(ctx, "record session use", "session_id", tok.ID, "err", err)
 		}
 	}
-	p := &Principal{
-		ID:         row.PrincipalID,
-		TenantID:   row.TenantID,
-		Kind:       row.Kind,
-		Name:       row.PrincipalName,
-		RootTenant: row.IsRoot,
-		SessionID:  tok.ID,
-	}
-	for _, r := range row.Roles {
-		p.Roles = append(p.Roles, Role(r))
-	}
+	p := principalOf(row.PrincipalID, row.TenantID, row.Kind, row.PrincipalName, row.IsRoot, row.Roles)
+	p.SessionID = tok.ID
 	return p, nil
 }
 

@@ -19,6 +19,7 @@ package oidctest
 import (
 	"context"
 	"encoding/json"
+	"github.com/better-compute/better-compute/internal/childproc"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -86,7 +87,7 @@ type Provider struct {
 	port         int
 
 	mu   sync.Mutex
-	proc *process
+	proc *childproc.Process
 }
 
 // Start starts the provider until the test ends and returns once its discovery document
@@ -132,7 +133,7 @@ func (p *Provider) ClientSecret() string { return "secret" }
 
 // Log returns everything the provider has logged since Start, across restarts: the requests it
 // served and the errors it returned.
-func (p *Provider) Log() string { return logSince(p.logPath, 0) }
+func (p *Provider) Log() string { return childproc.LogSince(p.logPath, 0) }
 
 // SetUsers replaces the accounts that can sign in (none means DefaultUser). The provider reads
 // them when it starts, so they take effect at the next Restart.
@@ -177,8 +178,8 @@ func (p *Provider) Restart() {
 // It returns what the server logged when it exited, or "" once it serves.
 func (p *Provider) launch() string {
 	p.t.Helper()
-	offset := fileSize(p.logPath)
-	proc, err := startProcess(p.bin, []string{
+	offset := childproc.FileSize(p.logPath)
+	proc, err := childproc.Start(p.bin, nil, []string{
 		"PORT=" + strconv.Itoa(p.port),
 		"REDIRECT_URI=" + strings.Join(p.redirectURIs, ","),
 		"USERS_FILE=" + p.usersPath,
@@ -190,10 +191,10 @@ func (p *Provider) launch() string {
 	p.proc = proc
 	p.mu.Unlock()
 	poll.Until(p.t, startTimeout, "the OpenID provider on port "+strconv.Itoa(p.port)+" serves its discovery document or exits",
-		func() bool { return proc.done() || p.serving(offset) },
+		func() bool { return proc.Done() || p.serving(offset) },
 		poll.Report(p.Log))
-	if proc.done() {
-		if failed := logSince(p.logPath, offset); failed != "" {
+	if proc.Done() {
+		if failed := childproc.LogSince(p.logPath, offset); failed != "" {
 			return failed
 		}
 		return "(exited without logging)"
@@ -221,7 +222,7 @@ func (p *Provider) serving(offset int64) bool {
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&doc) != nil || doc.Issuer != p.Issuer() {
 		return false
 	}
-	return strings.Contains(logSince(p.logPath, offset), "path=/"+discoveryPath)
+	return strings.Contains(childproc.LogSince(p.logPath, offset), "path=/"+discoveryPath)
 }
 
 // stop stops the server and waits until it has exited. Stopping a stopped server does nothing.
@@ -230,6 +231,6 @@ func (p *Provider) stop() {
 	proc := p.proc
 	p.mu.Unlock()
 	if proc != nil {
-		proc.stop()
+		proc.Stop()
 	}
 }

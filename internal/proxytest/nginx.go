@@ -2,6 +2,7 @@ package proxytest
 
 import (
 	"fmt"
+	"github.com/better-compute/better-compute/internal/childproc"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,7 +33,7 @@ type Nginx struct {
 	port    int
 
 	mu   sync.Mutex
-	proc *process
+	proc *childproc.Process
 }
 
 // StartNginx starts nginx with o until the test ends. It skips the test when nginx is not
@@ -77,8 +78,8 @@ func StartNginx(t testing.TB, o NginxOptions) *Nginx {
 func (n *Nginx) start() string {
 	n.t.Helper()
 	dir := filepath.Dir(n.conf)
-	p, failed := launch(n.t, "nginx", n.Addr(), n.logPath, func() (*process, error) {
-		return startProcess(n.bin, []string{"-p", dir + "/", "-c", n.conf, "-e", n.logPath}, n.logPath)
+	p, failed := launch(n.t, "nginx", n.Addr(), n.logPath, func() (*childproc.Process, error) {
+		return childproc.Start(n.bin, []string{"-p", dir + "/", "-c", n.conf, "-e", n.logPath}, nil, n.logPath)
 	})
 	if p != nil {
 		n.mu.Lock()
@@ -102,7 +103,7 @@ func (n *Nginx) Stop() {
 	n.proc = nil
 	n.mu.Unlock()
 	if p != nil {
-		p.stop()
+		p.Stop()
 	}
 }
 
@@ -125,7 +126,7 @@ func (n *Nginx) Restart() {
 }
 
 // Log is nginx's error log since it was first started, for failure messages.
-func (n *Nginx) Log() string { return logSince(n.logPath, 0) }
+func (n *Nginx) Log() string { return childproc.LogSince(n.logPath, 0) }
 
 // nginxConf is nginx's configuration: one TLS server on port proxying o.Path to o.Upstream with
 // WebSocket upgrades passed through and no timeout or buffering in the way of a long-lived

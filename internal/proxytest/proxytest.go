@@ -25,9 +25,6 @@ const RequireEnv = "BETTER_COMPUTE_REQUIRE_PROXIES"
 // 2.5s before giving up).
 const startTimeout = 30 * time.Second
 
-// stopTimeout bounds how long a proxy may take to exit after SIGTERM before it is killed.
-const stopTimeout = 10 * time.Second
-
 // bindAttempts is how many ports a proxy is started on before a failed bind fails the test: the
 // port is chosen free, then bound by the proxy, and another process may take it in between.
 const bindAttempts = 3

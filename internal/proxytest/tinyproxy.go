@@ -2,6 +2,7 @@ package proxytest
 
 import (
 	"fmt"
+	"github.com/better-compute/better-compute/internal/childproc"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,7 @@ type Tinyproxy struct {
 	logPath string
 
 	mu   sync.Mutex
-	proc *process
+	proc *childproc.Process
 }
 
 // TinyproxyOptions adjusts StartTinyproxyWith.
@@ -54,8 +55,8 @@ func StartTinyproxyWith(t testing.TB, o TinyproxyOptions) *Tinyproxy {
 		if err := os.WriteFile(conf, []byte(tinyproxyConf(p.port, timeout, p.logPath)), 0o600); err != nil {
 			t.Fatalf("proxytest: writing tinyproxy.conf: %v", err)
 		}
-		proc, failed := launch(t, "tinyproxy", p.Addr(), p.logPath, func() (*process, error) {
-			return startProcess(bin, []string{"-d", "-c", conf}, p.logPath)
+		proc, failed := launch(t, "tinyproxy", p.Addr(), p.logPath, func() (*childproc.Process, error) {
+			return childproc.Start(bin, []string{"-d", "-c", conf}, nil, p.logPath)
 		})
 		if proc != nil {
 			p.mu.Lock()
@@ -82,13 +83,13 @@ func (p *Tinyproxy) Stop() {
 	p.proc = nil
 	p.mu.Unlock()
 	if proc != nil {
-		proc.stop()
+		proc.Stop()
 	}
 }
 
 // Log is tinyproxy's log (one line per connection and CONNECT), for failure messages and for
 // tests that check a connection went through the proxy.
-func (p *Tinyproxy) Log() string { return logSince(p.logPath, 0) }
+func (p *Tinyproxy) Log() string { return childproc.LogSince(p.logPath, 0) }
 
 // tinyproxyConf is tinyproxy's configuration: loopback clients only, and no ConnectPort line,
 // which lets CONNECT reach every port (tinyproxy.conf(5)).

@@ -84,11 +84,7 @@ func (s *Service) completeCodeFlow(ctx context.Context, f db.AuthFlow, verifier,
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.sso.Discovery().Provider(ctx, m.row.Issuer)
-	if err != nil {
-		return nil, refused("sign-in through "+m.row.Name, err)
-	}
-	secret, err := s.clientSecret(m)
+	p, secret, err := s.provider(ctx, m, "sign-in")
 	if err != nil {
 		return nil, err
 	}

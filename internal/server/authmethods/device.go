@@ -23,11 +23,7 @@ func (s *Service) StartDeviceLogin(ctx context.Context, req *authv1.StartDeviceL
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.sso.Discovery().Provider(ctx, m.row.Issuer)
-	if err != nil {
-		return nil, refused("device sign-in through "+m.row.Name, err)
-	}
-	secret, err := s.clientSecret(m)
+	p, secret, err := s.provider(ctx, m, "device sign-in")
 	if err != nil {
 		return nil, err
 	}
@@ -72,11 +68,7 @@ func (s *Service) PollDeviceLogin(ctx context.Context, req *authv1.PollDeviceLog
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.sso.Discovery().Provider(ctx, m.row.Issuer)
-	if err != nil {
-		return nil, refused("device sign-in through "+m.row.Name, err)
-	}
-	secret, err := s.clientSecret(m)
+	p, secret, err := s.provider(ctx, m, "device sign-in")
 	if err != nil {
 		return nil, err
 	}

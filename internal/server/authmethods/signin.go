@@ -212,6 +212,19 @@ func (s *Service) spendFlow(ctx context.Context, kind, state string) (db.AuthFlo
 	return f, string(secret), nil
 }
 
+// provider is the method's provider, from its discovery document, and its opened client secret.
+func (s *Service) provider(ctx context.Context, m *method, what string) (*sso.Provider, string, error) {
+	p, err := s.sso.Discovery().Provider(ctx, m.row.Issuer)
+	if err != nil {
+		return nil, "", refused(what+" through "+m.row.Name, err)
+	}
+	secret, err := s.clientSecret(m)
+	if err != nil {
+		return nil, "", err
+	}
+	return p, secret, nil
+}
+
 // clientSecret opens the method's client secret.
 func (s *Service) clientSecret(m *method) (string, error) {
 	if len(m.row.ClientSecretSealed) == 0 {
