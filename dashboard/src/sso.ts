@@ -2,10 +2,9 @@
 // the browser route that starts a method's sign-in, and the cookie session it leaves behind. The
 // API sets that session as an HttpOnly cookie of its own origin, so it serves the dashboard only
 // when the API is this page's origin.
-import { Code, ConnectError, createClient, type BetterCompute, type iamv1 } from "@better-compute/client";
+import { AuthService, Code, ConnectError, createClient, type authv1, type BetterCompute, type iamv1 } from "@better-compute/client";
 
 // The SDK does not export the auth service yet: its generated descriptor, from the SDK's source.
-import { AuthService, type LoginMethod } from "../../clients/ts/src/gen/bettercompute/auth/v1/auth_pb.js";
 import { clientFor, keyGuardedFetch, type CookieSession } from "./session.js";
 
 const TENANT_KEY = "better-compute.sso-tenant";
@@ -34,7 +33,7 @@ export function rememberTenant(tenant: string): void {
 export const cookieCapable = (apiUrl: string): boolean => new URL(apiUrl).origin === location.origin;
 
 /** The OIDC methods the tenant's people may sign in with; none for an unknown tenant. */
-export async function loginMethods(apiUrl: string, tenant: string): Promise<LoginMethod[]> {
+export async function loginMethods(apiUrl: string, tenant: string): Promise<authv1.LoginMethod[]> {
   const auth = createClient(AuthService, { baseUrl: apiUrl, fetch: keyGuardedFetch(apiUrl) });
   return (await auth.listLoginMethods({ tenant })).methods;
 }

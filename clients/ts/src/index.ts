@@ -11,6 +11,7 @@ import {
 import { createConnectTransport } from "@connectrpc/connect-web";
 
 import { AuditService } from "./gen/bettercompute/audit/v1/audit_pb.js";
+import { AuthService } from "./gen/bettercompute/auth/v1/auth_pb.js";
 import { CommandsService } from "./gen/bettercompute/commands/v1/commands_pb.js";
 import { EventsService } from "./gen/bettercompute/events/v1/events_pb.js";
 import { IamService } from "./gen/bettercompute/iam/v1/iam_pb.js";
@@ -33,6 +34,7 @@ import { rememberApiKey } from "./keys.js";
 // also exported at the top level, as they were first.
 export {
   AuditService,
+  AuthService,
   CommandsService,
   EventsService,
   IamService,
@@ -50,6 +52,7 @@ export {
 };
 export * from "./gen/bettercompute/system/v1/system_pb.js";
 export * as auditv1 from "./gen/bettercompute/audit/v1/audit_pb.js";
+export * as authv1 from "./gen/bettercompute/auth/v1/auth_pb.js";
 export * as commandsv1 from "./gen/bettercompute/commands/v1/commands_pb.js";
 // The typed command payloads (ExecPayload, UpgradePayload, ...) commands/create takes.
 export * as daemonv1 from "./gen/bettercompute/daemon/v1/commands_pb.js";
@@ -128,6 +131,7 @@ export interface BetterCompute {
   transport: Transport;
   system: Client<typeof SystemService>;
   iam: Client<typeof IamService>;
+  auth: Client<typeof AuthService>;
   audit: Client<typeof AuditService>;
   events: Client<typeof EventsService>;
   webhooks: Client<typeof WebhooksService>;
@@ -168,6 +172,7 @@ export function createClient<T extends DescService>(
     transport,
     system: createConnectClient(SystemService, transport),
     iam: createConnectClient(IamService, transport),
+    auth: createConnectClient(AuthService, transport),
     audit: createConnectClient(AuditService, transport),
     events: createConnectClient(EventsService, transport),
     webhooks: createConnectClient(WebhooksService, transport),

@@ -34,6 +34,7 @@ from bettercompute.pools.v1 import pools_pb2 as poolsv1
 from bettercompute.reservations.v1 import reservations_pb2 as reservationsv1
 from bettercompute.system.v1 import system_pb2 as systemv1
 from bettercompute.secrets.v1 import secrets_pb2 as secretsv1
+from bettercompute.auth.v1 import auth_pb2 as authv1
 from bettercompute.tunnels.v1 import tunnels_pb2 as tunnelsv1
 from bettercompute.usage.v1 import usage_pb2 as usagev1
 from bettercompute.webhooks.v1 import webhooks_pb2 as webhooksv1
@@ -49,6 +50,7 @@ from bettercompute.pools.v1.pools_connect import PoolsServiceClient, PoolsServic
 from bettercompute.reservations.v1.reservations_connect import ReservationsServiceClient, ReservationsServiceClientSync
 from bettercompute.system.v1.system_connect import SystemServiceClient, SystemServiceClientSync
 from bettercompute.secrets.v1.secrets_connect import SecretsServiceClient, SecretsServiceClientSync
+from bettercompute.auth.v1.auth_connect import AuthServiceClient, AuthServiceClientSync
 from bettercompute.tunnels.v1.tunnels_connect import TunnelsServiceClient, TunnelsServiceClientSync
 from bettercompute.usage.v1.usage_connect import UsageServiceClient, UsageServiceClientSync
 from bettercompute.webhooks.v1.webhooks_connect import WebhooksServiceClient, WebhooksServiceClientSync
@@ -140,6 +142,8 @@ __all__ = [
     "UnknownError",
     "SecretsServiceClient",
     "SecretsServiceClientSync",
+    "AuthServiceClient",
+    "AuthServiceClientSync",
     "UsageServiceClient",
     "UsageServiceClientSync",
     "WebhooksServiceClient",
@@ -164,6 +168,7 @@ __all__ = [
     "reservationsv1",
     "systemv1",
     "secretsv1",
+    "authv1",
     "tunnelsv1",
     "usagev1",
     "webhooksv1",

@@ -29,6 +29,7 @@ from bettercompute.pools.v1.pools_connect import PoolsServiceClient, PoolsServic
 from bettercompute.reservations.v1.reservations_connect import ReservationsServiceClient, ReservationsServiceClientSync
 from bettercompute.system.v1.system_connect import SystemServiceClient, SystemServiceClientSync
 from bettercompute.secrets.v1.secrets_connect import SecretsServiceClient, SecretsServiceClientSync
+from bettercompute.auth.v1.auth_connect import AuthServiceClient, AuthServiceClientSync
 from bettercompute.tunnels.v1.tunnels_connect import TunnelsServiceClient, TunnelsServiceClientSync
 from bettercompute.usage.v1.usage_connect import UsageServiceClient, UsageServiceClientSync
 from bettercompute.webhooks.v1.webhooks_connect import WebhooksServiceClient, WebhooksServiceClientSync
@@ -96,6 +97,7 @@ class BetterCompute:
         self.reservations: ReservationsServiceClientSync = ReservationsServiceClientSync(url, **kw)
         self.usage: UsageServiceClientSync = UsageServiceClientSync(url, **kw)
         self.secrets: SecretsServiceClientSync = SecretsServiceClientSync(url, **kw)
+        self.auth: AuthServiceClientSync = AuthServiceClientSync(url, **kw)
         self.tunnels: TunnelsServiceClientSync = TunnelsServiceClientSync(url, **kw)
         self.workflows: WorkflowsServiceClientSync = WorkflowsServiceClientSync(url, **kw)
         # For open_tunnel, which opens a WebSocket itself.
@@ -150,6 +152,7 @@ class AsyncBetterCompute:
         self.reservations: ReservationsServiceClient = ReservationsServiceClient(url, **kw)
         self.usage: UsageServiceClient = UsageServiceClient(url, **kw)
         self.secrets: SecretsServiceClient = SecretsServiceClient(url, **kw)
+        self.auth: AuthServiceClient = AuthServiceClient(url, **kw)
         self.tunnels: TunnelsServiceClient = TunnelsServiceClient(url, **kw)
         self.workflows: WorkflowsServiceClient = WorkflowsServiceClient(url, **kw)
 
