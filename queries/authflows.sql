@@ -1,10 +1,14 @@
 -- Sign-in flows in progress (auth_flows): a code flow's state or a device flow's handle, by
 -- hash, spent once. They belong to no caller yet: the state (or handle) is the credential.
 
--- name: CreateAuthFlow :exec
+-- name: CreateAuthFlow :execrows
+-- Records a flow unless the method already has max_open flows in progress (0 rows): starting a
+-- sign-in is public, and this bounds what anonymous callers can make the database hold.
 INSERT INTO auth_flows (state_hash, auth_method_id, kind, redirect_uri, nonce, secret_sealed, return_to, expires_at)
-VALUES (sqlc.arg(state_hash), sqlc.arg(auth_method_id), sqlc.arg(kind), sqlc.arg(redirect_uri), sqlc.arg(nonce),
-        sqlc.arg(secret_sealed), sqlc.arg(return_to), sqlc.arg(expires_at));
+SELECT sqlc.arg(state_hash), sqlc.arg(auth_method_id), sqlc.arg(kind), sqlc.arg(redirect_uri), sqlc.arg(nonce),
+       sqlc.arg(secret_sealed), sqlc.arg(return_to), sqlc.arg(expires_at)
+WHERE (SELECT count(*) FROM auth_flows f
+       WHERE f.auth_method_id = sqlc.arg(auth_method_id) AND f.used_at IS NULL AND f.expires_at > now()) < sqlc.arg(max_open)::bigint;
 
 -- name: SpendAuthFlow :one
 -- Spends a flow of the kind: the first caller with its state gets it; a used, expired or unknown

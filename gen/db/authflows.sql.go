@@ -12,11 +12,13 @@ import (
 	"github.com/google/uuid"
 )
 
-const createAuthFlow = `-- name: CreateAuthFlow :exec
+const createAuthFlow = `-- name: CreateAuthFlow :execrows
 
 INSERT INTO auth_flows (state_hash, auth_method_id, kind, redirect_uri, nonce, secret_sealed, return_to, expires_at)
-VALUES ($1, $2, $3, $4, $5,
-        $6, $7, $8)
+SELECT $1, $2, $3, $4, $5,
+       $6, $7, $8
+WHERE (SELECT count(*) FROM auth_flows f
+       WHERE f.auth_method_id = $2 AND f.used_at IS NULL AND f.expires_at > now()) < $9::bigint
 `
 
 type CreateAuthFlowParams struct {
@@ -28,12 +30,15 @@ type CreateAuthFlowParams struct {
 	SecretSealed []byte
 	ReturnTo     string
 	ExpiresAt    time.Time
+	MaxOpen      int64
 }
 
 // Sign-in flows in progress (auth_flows): a code flow's state or a device flow's handle, by
 // hash, spent once. They belong to no caller yet: the state (or handle) is the credential.
-func (q *Queries) CreateAuthFlow(ctx context.Context, arg CreateAuthFlowParams) error {
-	_, err := q.db.Exec(ctx, createAuthFlow,
+// Records a flow unless the method already has max_open flows in progress (0 rows): starting a
+// sign-in is public, and this bounds what anonymous callers can make the database hold.
+func (q *Queries) CreateAuthFlow(ctx context.Context, arg CreateAuthFlowParams) (int64, error) {
+	result, err := q.db.Exec(ctx, createAuthFlow,
 		arg.StateHash,
 		arg.AuthMethodID,
 		arg.Kind,
@@ -42,8 +47,12 @@ func (q *Queries) CreateAuthFlow(ctx context.Context, arg CreateAuthFlowParams) 
 		arg.SecretSealed,
 		arg.ReturnTo,
 		arg.ExpiresAt,
+		arg.MaxOpen,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const deleteEndedAuthFlows = `-- name: DeleteEndedAuthFlows :execrows

@@ -110,7 +110,9 @@ type Querier interface {
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
 	// Sign-in flows in progress (auth_flows): a code flow's state or a device flow's handle, by
 	// hash, spent once. They belong to no caller yet: the state (or handle) is the credential.
-	CreateAuthFlow(ctx context.Context, arg CreateAuthFlowParams) error
+	// Records a flow unless the method already has max_open flows in progress (0 rows): starting a
+	// sign-in is public, and this bounds what anonymous callers can make the database hold.
+	CreateAuthFlow(ctx context.Context, arg CreateAuthFlowParams) (int64, error)
 	CreateAuthMethod(ctx context.Context, arg CreateAuthMethodParams) (AuthMethod, error)
 	// Commands to nodes. The API's statements take the caller's tenant id; the gateway's take the
 	// node id its session authenticated. Every state transition names the state it leaves in its

@@ -105,6 +105,11 @@ func PermissionDenied(format string, args ...any) error {
 	return newf(connect.CodePermissionDenied, format, args...)
 }
 
+// ResourceExhausted reports a bound reached (a cap, a rate); the caller may retry later.
+func ResourceExhausted(format string, args ...any) error {
+	return newf(connect.CodeResourceExhausted, format, args...)
+}
+
 // Unavailable reports a dependency that cannot answer now (an identity provider, say); the
 // caller may retry later.
 func Unavailable(format string, args ...any) error {
