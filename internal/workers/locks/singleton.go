@@ -45,11 +45,13 @@ func (h *Holder) RunJob(ctx context.Context, job Job) {
 	defer func() {
 		if run != nil {
 			run.stop()
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := h.Release(rctx, name); err != nil {
-				log.Warn("release lock", "err", err)
-			}
+		}
+		// Released whether or not a job ran: an Acquire that the stop interrupted may have
+		// taken the lock in the database all the same, and would otherwise keep it for a TTL.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := h.Release(rctx, name); err != nil {
+			log.Warn("release lock", "err", err)
 		}
 	}()
 	for {
