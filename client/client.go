@@ -19,6 +19,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/audit/v1/auditv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/events/v1/eventsv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/auth/v1/authv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1/leasesv1connect"
@@ -46,6 +47,7 @@ const (
 type Client struct {
 	System       systemv1connect.SystemServiceClient
 	IAM          iamv1connect.IamServiceClient
+	Auth         authv1connect.AuthServiceClient
 	Audit        auditv1connect.AuditServiceClient
 	Events       eventsv1connect.EventsServiceClient
 	Webhooks     webhooksv1connect.WebhooksServiceClient
@@ -112,6 +114,7 @@ func New(baseURL string, opts ...Option) *Client {
 	return &Client{
 		System:       systemv1connect.NewSystemServiceClient(h, baseURL, copts...),
 		IAM:          iamv1connect.NewIamServiceClient(h, baseURL, copts...),
+		Auth:         authv1connect.NewAuthServiceClient(h, baseURL, copts...),
 		Audit:        auditv1connect.NewAuditServiceClient(h, baseURL, copts...),
 		Events:       eventsv1connect.NewEventsServiceClient(h, baseURL, copts...),
 		Webhooks:     webhooksv1connect.NewWebhooksServiceClient(h, baseURL, copts...),
