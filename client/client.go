@@ -17,9 +17,9 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/better-compute/better-compute/gen/go/bettercompute/audit/v1/auditv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/auth/v1/authv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/events/v1/eventsv1connect"
-	"github.com/better-compute/better-compute/gen/go/bettercompute/auth/v1/authv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1/leasesv1connect"
