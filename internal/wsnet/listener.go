@@ -147,7 +147,8 @@ func (l *Listener) Close() error {
 		for {
 			select {
 			case c := <-l.conns:
-				_ = c.Close()
+				// A WebSocket's close waits for the peer's answer (up to 5 s): not here.
+				go c.Close()
 			default:
 				return
 			}
