@@ -18,11 +18,29 @@ const (
 	RequireEnv = "BETTER_COMPUTE_REQUIRE_OIDC"
 	// BinaryEnv names the example server's binary, replacing the search of the caches.
 	BinaryEnv = "BETTER_COMPUTE_OIDC_SERVER"
+	// DeviceBinaryEnv names deviceop's binary (Options.Device), replacing the search of the caches.
+	DeviceBinaryEnv = "BETTER_COMPUTE_OIDC_DEVICE_SERVER"
+)
+
+// binary is one of the provider's builds that scripts/setup installs.
+type binary struct {
+	name string // the file's name in the cache's bin directory
+	env  string // the variable that names it instead
+	hint string // how to install it
+}
+
+var (
+	exampleBinary = binary{name: "server", env: BinaryEnv, hint: setupHint}
+	deviceBinary  = binary{name: "deviceop", env: DeviceBinaryEnv, hint: deviceSetupHint}
 )
 
 // setupHint says how to get the binary, for the skip or failure message.
 const setupHint = "run scripts/setup, which runs `GOBIN=<cache>/zitadel-oidc-" + Version +
 	"/bin go install github.com/zitadel/oidc/v3/example/server@" + Version + "`"
+
+// deviceSetupHint says how to get deviceop's binary.
+const deviceSetupHint = "run scripts/setup, which builds internal/oidctest/deviceop (a module of its own) into <cache>/zitadel-oidc-" +
+	Version + "/bin/deviceop"
 
 // cacheDirs are where scripts/setup may have installed the binary, in the order looked at: the
 // user's cache (as a non-root setup installs it) and the system's (as a root setup does), the
@@ -35,27 +53,27 @@ func cacheDirs() []string {
 	return append(dirs, "/var/cache/better-compute")
 }
 
-// findBinary returns the example server's binary: BinaryEnv's, else the first installed by
+// findBinary returns b's binary: the one its variable names, else the first installed by
 // scripts/setup. A missing binary skips the test with how to install it, or fails it when
 // RequireEnv is set.
-func findBinary(t testing.TB) string {
+func findBinary(t testing.TB, b binary) string {
 	t.Helper()
-	if p := os.Getenv(BinaryEnv); p != "" {
+	if p := os.Getenv(b.env); p != "" {
 		if isExecutable(p) {
 			return p
 		}
-		t.Fatalf("oidctest: %s=%s is not an executable file", BinaryEnv, p)
+		t.Fatalf("oidctest: %s=%s is not an executable file", b.env, p)
 	}
 	var looked []string
 	for _, d := range cacheDirs() {
-		p := filepath.Join(d, "zitadel-oidc-"+Version, "bin", "server")
+		p := filepath.Join(d, "zitadel-oidc-"+Version, "bin", b.name)
 		if isExecutable(p) {
 			return p
 		}
 		looked = append(looked, p)
 	}
-	msg := "the zitadel OpenID provider example is not installed (looked at " +
-		strings.Join(looked, ", ") + "): " + setupHint
+	msg := "the OpenID provider " + b.name + " is not installed (looked at " +
+		strings.Join(looked, ", ") + "): " + b.hint
 	if os.Getenv(RequireEnv) == "1" {
 		t.Fatalf("oidctest: %s (%s=1 requires it)", msg, RequireEnv)
 	}

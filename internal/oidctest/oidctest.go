@@ -10,7 +10,12 @@
 // token carries sub (the user's ID) but no profile or email claims, which userinfo returns
 // (name is "FirstName LastName"); there is no groups claim; every start signs with a new RSA key
 // under a new key id. Its discovery document names a device authorization endpoint, but none of
-// its clients may use the device flow (unauthorized_client), so it cannot test one.
+// its clients may use the device flow (unauthorized_client); Options.Device runs deviceop, the
+// same server with one more client, "device" (secret "secret", client_secret_basic), the only
+// one allowed the device flow; ApproveDevice plays the user's part. The example completes a device flow with
+// the username entered, not the user's ID: the tokens' subject is the Username, and the provider
+// then looks the user up by that subject as an ID, failing the token request (server_error,
+// "user not found") unless the user's ID is their Username. So only such a user can approve.
 //
 // A test is skipped when the binary is missing (scripts/setup installs it), unless
 // BETTER_COMPUTE_REQUIRE_OIDC=1 is set, as CI does, when it fails instead.
@@ -74,6 +79,10 @@ type Options struct {
 	RedirectURIs []string
 	// Users are the accounts that can sign in; none means DefaultUser.
 	Users []User
+	// Device runs deviceop instead of the example server: the same provider with one more
+	// client, DeviceClientID, that may use the device flow (see ApproveDevice; the approving
+	// user's ID must be their Username).
+	Device bool
 }
 
 // Provider is a running example OpenID provider. Restart, SetUsers and Login fail the test they
@@ -95,7 +104,11 @@ type Provider struct {
 // when the provider does not start.
 func Start(t testing.TB, o Options) *Provider {
 	t.Helper()
-	bin := findBinary(t)
+	b := exampleBinary
+	if o.Device {
+		b = deviceBinary
+	}
+	bin := findBinary(t, b)
 	dir := t.TempDir()
 	p := &Provider{
 		t:            t,
@@ -130,6 +143,13 @@ func (p *Provider) ClientID() string { return "web" }
 
 // ClientSecret is ClientID's secret, sent with HTTP basic authentication.
 func (p *Provider) ClientSecret() string { return "secret" }
+
+// DeviceClientID is the confidential client allowed the device flow (and only it), "device";
+// only a provider started with Options.Device has it.
+func (p *Provider) DeviceClientID() string { return "device" }
+
+// DeviceClientSecret is DeviceClientID's secret, sent with HTTP basic authentication.
+func (p *Provider) DeviceClientSecret() string { return "secret" }
 
 // Log returns everything the provider has logged since Start, across restarts: the requests it
 // served and the errors it returned.

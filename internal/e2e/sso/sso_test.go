@@ -38,11 +38,14 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 var ctx = context.Background()
 
 // The provider's people: Alice is an admin by her name and a viewer by her email's domain; Bob
-// a viewer; Carol matches no rule.
+// a viewer; Carol matches no rule; Dave an operator through the device method (TestDeviceSignIn).
 var (
 	alice = oidctest.User{ID: "id-alice", Username: "alice", Password: "alice-pw", FirstName: "Alice", LastName: "Admin", Email: "alice@corp.example"}
 	bob   = oidctest.User{ID: "id-bob", Username: "bob", Password: "bob-pw", FirstName: "Bob", LastName: "Builder", Email: "bob@corp.example"}
 	carol = oidctest.User{ID: "id-carol", Username: "carol", Password: "carol-pw", FirstName: "Carol", LastName: "Outsider", Email: "carol@elsewhere.example"}
+	// Dave signs in through the device flow, whose subject at this provider is the username and
+	// which only a user whose ID is their username can complete (see internal/oidctest).
+	dave = oidctest.User{ID: "dave", Username: "dave", Password: "dave-pw", FirstName: "Dave", LastName: "Device", Email: "dave@corp.example"}
 )
 
 // env is the API and a provider, with an OIDC auth method "corp" of the root tenant.
@@ -57,6 +60,13 @@ type env struct {
 
 func newEnv(t *testing.T, configure func(*server.Options)) *env {
 	t.Helper()
+	return startEnv(t, oidctest.Options{}, configure)
+}
+
+// startEnv is newEnv with a provider started with opts (its redirect URIs and users are the
+// env's).
+func startEnv(t *testing.T, opts oidctest.Options, configure func(*server.Options)) *env {
+	t.Helper()
 	api := servertest.Start(t, dbtest.Pool(t), func(o *server.Options) {
 		o.Auth.AllowPrivateIssuers = true
 		o.Auth.JWKSCooldown = 200 * time.Millisecond
@@ -65,10 +75,9 @@ func newEnv(t *testing.T, configure func(*server.Options)) *env {
 		}
 	})
 	e := &env{api: api, cliRedirect: "http://127.0.0.1:" + strconv.Itoa(freePort(t)) + "/callback"}
-	e.op = oidctest.Start(t, oidctest.Options{
-		RedirectURIs: []string{api.URL + "/auth/callback", e.cliRedirect},
-		Users:        []oidctest.User{alice, bob, carol},
-	})
+	opts.RedirectURIs = []string{api.URL + "/auth/callback", e.cliRedirect}
+	opts.Users = []oidctest.User{alice, bob, carol, dave}
+	e.op = oidctest.Start(t, opts)
 	e.admin = authv1connect.NewAuthServiceClient(api.HTTPClient(api.AdminKey), api.URL)
 	e.public = authv1connect.NewAuthServiceClient(http.DefaultClient, api.URL)
 	_, err := e.admin.CreateAuthMethod(ctx, &authv1.CreateAuthMethodRequest{AuthMethod: &authv1.AuthMethod{
@@ -476,4 +485,64 @@ func forge(t *testing.T, key *rsa.PrivateKey, kid, issuer, audience string) stri
 		t.Fatal(err)
 	}
 	return raw
+}
+
+// TestDeviceSignIn: the device flow (auth/startDeviceLogin, the user approving at the provider,
+// auth/pollDeviceLogin) through a method of the provider's device client: pending until Dave
+// approves, then a login whose token iam/whoAmI accepts; the spent handle is refused.
+func TestDeviceSignIn(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, oidctest.Options{Device: true}, nil)
+	_, err := e.admin.CreateAuthMethod(ctx, &authv1.CreateAuthMethodRequest{AuthMethod: &authv1.AuthMethod{
+		Name: "corp-device", DisplayName: "Corp SSO (device)", Kind: authv1.AuthMethodKind_AUTH_METHOD_KIND_OIDC,
+		Issuer: e.op.Issuer(), ClientId: e.op.DeviceClientID(), ClientSecret: e.op.DeviceClientSecret(),
+		// Required of an OIDC method; the provider's device client has none and never redirects.
+		RedirectUris: []string{e.api.URL + "/auth/callback", e.cliRedirect},
+		// The provider completes a device flow with the username entered, so the subject is
+		// Dave's username (here also his ID, which the provider needs to issue the tokens).
+		Rules: []*authv1.BindingRule{
+			{Priority: 10, Selectors: []*authv1.ClaimSelector{{Claim: "sub", Values: []string{dave.Username}}}, Roles: []iamv1.Role{iamv1.Role_ROLE_OPERATOR}},
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	methods, err := e.public.ListLoginMethods(ctx, &authv1.ListLoginMethodsRequest{Tenant: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed bool
+	for _, m := range methods.GetMethods() {
+		if m.GetName() == "corp-device" {
+			listed = m.GetDeviceFlow()
+		}
+	}
+	if !listed {
+		t.Fatalf("auth/loginMethods: %v, want corp-device with the device flow", methods.GetMethods())
+	}
+
+	start, err := e.public.StartDeviceLogin(ctx, &authv1.StartDeviceLoginRequest{Tenant: "root", Method: "corp-device"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if start.GetHandle() == "" || start.GetUserCode() == "" || start.GetVerificationUri() == "" {
+		t.Fatalf("startDeviceLogin: %v", start)
+	}
+	pending, err := e.public.PollDeviceLogin(ctx, &authv1.PollDeviceLoginRequest{Handle: start.GetHandle()})
+	if err != nil || !pending.GetPending() || pending.GetLogin() != nil {
+		t.Fatalf("poll before approval: %v, %v (want pending)", pending, err)
+	}
+
+	e.op.ApproveDevice(t, start.GetVerificationUri(), start.GetUserCode(), dave.Username, dave.Password)
+	done, err := e.public.PollDeviceLogin(ctx, &authv1.PollDeviceLoginRequest{Handle: start.GetHandle()})
+	if err != nil || done.GetPending() || done.GetLogin().GetSessionToken() == "" {
+		t.Fatalf("poll after approval: %v, %v\n%s", done, err, e.op.Log())
+	}
+	me, err := e.api.IAM(done.GetLogin().GetSessionToken()).WhoAmI(ctx, &iamv1.WhoAmIRequest{})
+	if err != nil || me.GetPrincipal().GetName() != "corp-device:dave" || me.GetTenant().GetName() != "root" || roles(me) != "ROLE_OPERATOR" {
+		t.Fatalf("whoAmI with the device's token: %v, roles %s, %v", me, roles(me), err)
+	}
+	if _, err := e.public.PollDeviceLogin(ctx, &authv1.PollDeviceLoginRequest{Handle: start.GetHandle()}); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Errorf("a second poll with the spent handle: %v, want permission_denied", err)
+	}
 }
