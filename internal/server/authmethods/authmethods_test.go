@@ -469,3 +469,24 @@ func iamv1connectWhoAmI(ctx context.Context, c *http.Client, url string) (string
 }
 
 func jsonDecode(res *http.Response, v any) error { return json.NewDecoder(res.Body).Decode(v) }
+
+// TestReturnPath: a sign-in lands on a path of this deployment, never on another host, however
+// the path tries (protocol-relative, backslashes, tabs and newlines that browsers drop).
+func TestReturnPath(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"":                      "/dashboard/",
+		"/dashboard/#/nodes":    "/dashboard/#/nodes",
+		"//evil.example/":       "/dashboard/",
+		"/\\evil.example/":      "/dashboard/",
+		"/\t/evil.example/":     "/dashboard/",
+		"/\n/evil.example/":     "/dashboard/",
+		"/ /evil.example":       "/dashboard/",
+		"https://evil.example/": "/dashboard/",
+		"dashboard":             "/dashboard/",
+	} {
+		if got := authmethods.ReturnPath(in); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}

@@ -117,7 +117,11 @@ func (s *Service) Callback(w http.ResponseWriter, r *http.Request) {
 // returnPath is where a sign-in may land: a path of this deployment (never another host, so
 // the sign-in cannot be made an open redirect), the dashboard by default.
 func returnPath(p string) string {
-	if p == "" || len(p) > 512 || !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") {
+	// Browsers drop tabs and newlines from a Location and read a backslash as a slash, so
+	// "/\t/evil.example" would leave the deployment: any control character, space or backslash
+	// is refused with the leading "//".
+	if p == "" || len(p) > 512 || !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") ||
+		strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '\\' }) {
 		return defaultReturn
 	}
 	return p
