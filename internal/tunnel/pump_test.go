@@ -123,16 +123,21 @@ func TestPumpHalfClose(t *testing.T) {
 func TestPumpReset(t *testing.T) {
 	t.Parallel()
 	origin := loopback(t)
+	// The reset waits for the dial to return: a reset that lands before it makes the dial
+	// itself fail (connect's pending error), which a loaded machine showed.
+	dialed := make(chan struct{})
 	go func() {
 		c, err := origin.Accept()
 		if err != nil {
 			return
 		}
+		<-dialed
 		_ = c.(*net.TCPConn).SetLinger(0) // close with a reset
 		c.Close()
 	}()
 	user, clientEnd := tcpPair(t)
 	nodeEnd, err := net.Dial("tcp", origin.Addr().String())
+	close(dialed)
 	if err != nil {
 		t.Fatal(err)
 	}
