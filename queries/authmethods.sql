@@ -59,22 +59,46 @@ SELECT count(*) FROM tenants x
 WHERE x.id = ANY(sqlc.arg(ids)::uuid[]) AND x.deleted_at IS NULL AND x.id IN (SELECT b.id FROM below b);
 
 -- name: GetIdentity :one
--- The principal a provider's subject signed in as before, locked for the sign-in.
+-- The principal a provider's subject signed in as before through this method, locked for the
+-- sign-in. Another method's identity of the same issuer and subject is never found (issue 31).
 SELECT i.principal_id, p.name AS principal_name
 FROM principal_identities i JOIN principals p ON p.id = i.principal_id
-WHERE i.tenant_id = sqlc.arg(tenant_id) AND i.issuer = sqlc.arg(issuer) AND i.subject = sqlc.arg(subject)
+WHERE i.tenant_id = sqlc.arg(tenant_id) AND i.auth_method_id = sqlc.arg(auth_method_id)::uuid
+  AND i.issuer = sqlc.arg(issuer) AND i.subject = sqlc.arg(subject)
 FOR UPDATE OF i;
 
 -- name: CreateIdentity :execrows
--- Links a principal just created to the provider's subject; 0 rows when a concurrent sign-in of
--- the same subject won the race.
+-- Links a principal just created to the provider's subject through the method; 0 rows when a
+-- concurrent sign-in of the same subject through the same method won the race.
 INSERT INTO principal_identities (principal_id, tenant_id, issuer, subject, auth_method_id)
-VALUES (sqlc.arg(principal_id), sqlc.arg(tenant_id), sqlc.arg(issuer), sqlc.arg(subject), sqlc.narg(auth_method_id))
-ON CONFLICT (tenant_id, issuer, subject) DO NOTHING;
+VALUES (sqlc.arg(principal_id), sqlc.arg(tenant_id), sqlc.arg(issuer), sqlc.arg(subject), sqlc.arg(auth_method_id)::uuid)
+ON CONFLICT (tenant_id, auth_method_id, issuer, subject) DO NOTHING;
 
 -- name: TouchIdentity :exec
-UPDATE principal_identities SET last_login_at = now(), auth_method_id = sqlc.narg(auth_method_id)
+UPDATE principal_identities SET last_login_at = now()
 WHERE tenant_id = sqlc.arg(tenant_id) AND principal_id = sqlc.arg(principal_id);
+
+-- name: CountIssuerConflicts :one
+-- authMethods/create and update: methods of the given tenants (the method's own and those its
+-- rules name) other than the method itself that name the issuer with other keys: a JWKS URL
+-- other than this one's (empty for both: both take the issuer's discovery document).
+SELECT count(*) FROM auth_methods
+WHERE tenant_id = ANY(sqlc.arg(tenant_ids)::uuid[]) AND issuer = sqlc.arg(issuer)
+  AND jwks_url <> sqlc.arg(jwks_url) AND id IS DISTINCT FROM sqlc.narg(except_id)::uuid;
+
+-- name: MethodIdentityTenants :many
+-- The tenants a method's identities are in: its own, and below it for the root tenant's.
+SELECT DISTINCT tenant_id FROM principal_identities WHERE auth_method_id = sqlc.arg(auth_method_id)::uuid;
+
+-- name: CountReachableOwners :one
+-- The owner check of authMethods/create and update: principals holding owner that the method
+-- could sign in as, that is whose identity is the method's (method_id; null on create), or is
+-- of the method's issuer in one of the given tenants (the method's own and those its rules
+-- name), whichever method made it.
+SELECT count(DISTINCT i.principal_id) FROM principal_identities i
+WHERE (i.auth_method_id = sqlc.narg(method_id)::uuid
+       OR (i.issuer = sqlc.arg(issuer) AND i.tenant_id = ANY(sqlc.arg(tenant_ids)::uuid[])))
+  AND EXISTS (SELECT 1 FROM role_bindings rb WHERE rb.principal_id = i.principal_id AND rb.role = 'owner');
 
 -- name: SetPrincipalEmail :exec
 UPDATE principals SET email = sqlc.arg(email) WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id);

@@ -50,6 +50,58 @@ func (q *Queries) CountAuthMethods(ctx context.Context, tenantID uuid.UUID) (int
 	return count, err
 }
 
+const countIssuerConflicts = `-- name: CountIssuerConflicts :one
+SELECT count(*) FROM auth_methods
+WHERE tenant_id = ANY($1::uuid[]) AND issuer = $2
+  AND jwks_url <> $3 AND id IS DISTINCT FROM $4::uuid
+`
+
+type CountIssuerConflictsParams struct {
+	TenantIds []uuid.UUID
+	Issuer    string
+	JwksUrl   string
+	ExceptID  *uuid.UUID
+}
+
+// authMethods/create and update: methods of the given tenants (the method's own and those its
+// rules name) other than the method itself that name the issuer with other keys: a JWKS URL
+// other than this one's (empty for both: both take the issuer's discovery document).
+func (q *Queries) CountIssuerConflicts(ctx context.Context, arg CountIssuerConflictsParams) (int64, error) {
+	row := q.db.QueryRow(ctx, countIssuerConflicts,
+		arg.TenantIds,
+		arg.Issuer,
+		arg.JwksUrl,
+		arg.ExceptID,
+	)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const countReachableOwners = `-- name: CountReachableOwners :one
+SELECT count(DISTINCT i.principal_id) FROM principal_identities i
+WHERE (i.auth_method_id = $1::uuid
+       OR (i.issuer = $2 AND i.tenant_id = ANY($3::uuid[])))
+  AND EXISTS (SELECT 1 FROM role_bindings rb WHERE rb.principal_id = i.principal_id AND rb.role = 'owner')
+`
+
+type CountReachableOwnersParams struct {
+	MethodID  *uuid.UUID
+	Issuer    string
+	TenantIds []uuid.UUID
+}
+
+// The owner check of authMethods/create and update: principals holding owner that the method
+// could sign in as, that is whose identity is the method's (method_id; null on create), or is
+// of the method's issuer in one of the given tenants (the method's own and those its rules
+// name), whichever method made it.
+func (q *Queries) CountReachableOwners(ctx context.Context, arg CountReachableOwnersParams) (int64, error) {
+	row := q.db.QueryRow(ctx, countReachableOwners, arg.MethodID, arg.Issuer, arg.TenantIds)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const countRuleTenants = `-- name: CountRuleTenants :one
 WITH RECURSIVE below AS (
     SELECT r.id FROM tenants r WHERE r.id = $2::uuid
@@ -143,8 +195,8 @@ func (q *Queries) CreateAuthMethod(ctx context.Context, arg CreateAuthMethodPara
 
 const createIdentity = `-- name: CreateIdentity :execrows
 INSERT INTO principal_identities (principal_id, tenant_id, issuer, subject, auth_method_id)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (tenant_id, issuer, subject) DO NOTHING
+VALUES ($1, $2, $3, $4, $5::uuid)
+ON CONFLICT (tenant_id, auth_method_id, issuer, subject) DO NOTHING
 `
 
 type CreateIdentityParams struct {
@@ -152,11 +204,11 @@ type CreateIdentityParams struct {
 	TenantID     uuid.UUID
 	Issuer       string
 	Subject      string
-	AuthMethodID *uuid.UUID
+	AuthMethodID uuid.UUID
 }
 
-// Links a principal just created to the provider's subject; 0 rows when a concurrent sign-in of
-// the same subject won the race.
+// Links a principal just created to the provider's subject through the method; 0 rows when a
+// concurrent sign-in of the same subject through the same method won the race.
 func (q *Queries) CreateIdentity(ctx context.Context, arg CreateIdentityParams) (int64, error) {
 	result, err := q.db.Exec(ctx, createIdentity,
 		arg.PrincipalID,
@@ -269,14 +321,16 @@ func (q *Queries) GetAuthMethodByName(ctx context.Context, arg GetAuthMethodByNa
 const getIdentity = `-- name: GetIdentity :one
 SELECT i.principal_id, p.name AS principal_name
 FROM principal_identities i JOIN principals p ON p.id = i.principal_id
-WHERE i.tenant_id = $1 AND i.issuer = $2 AND i.subject = $3
+WHERE i.tenant_id = $1 AND i.auth_method_id = $2::uuid
+  AND i.issuer = $3 AND i.subject = $4
 FOR UPDATE OF i
 `
 
 type GetIdentityParams struct {
-	TenantID uuid.UUID
-	Issuer   string
-	Subject  string
+	TenantID     uuid.UUID
+	AuthMethodID uuid.UUID
+	Issuer       string
+	Subject      string
 }
 
 type GetIdentityRow struct {
@@ -284,9 +338,15 @@ type GetIdentityRow struct {
 	PrincipalName string
 }
 
-// The principal a provider's subject signed in as before, locked for the sign-in.
+// The principal a provider's subject signed in as before through this method, locked for the
+// sign-in. Another method's identity of the same issuer and subject is never found (issue 31).
 func (q *Queries) GetIdentity(ctx context.Context, arg GetIdentityParams) (GetIdentityRow, error) {
-	row := q.db.QueryRow(ctx, getIdentity, arg.TenantID, arg.Issuer, arg.Subject)
+	row := q.db.QueryRow(ctx, getIdentity,
+		arg.TenantID,
+		arg.AuthMethodID,
+		arg.Issuer,
+		arg.Subject,
+	)
 	var i GetIdentityRow
 	err := row.Scan(&i.PrincipalID, &i.PrincipalName)
 	return i, err
@@ -455,6 +515,31 @@ func (q *Queries) LockAuthMethodByName(ctx context.Context, arg LockAuthMethodBy
 	return i, err
 }
 
+const methodIdentityTenants = `-- name: MethodIdentityTenants :many
+SELECT DISTINCT tenant_id FROM principal_identities WHERE auth_method_id = $1::uuid
+`
+
+// The tenants a method's identities are in: its own, and below it for the root tenant's.
+func (q *Queries) MethodIdentityTenants(ctx context.Context, authMethodID uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, methodIdentityTenants, authMethodID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var tenant_id uuid.UUID
+		if err := rows.Scan(&tenant_id); err != nil {
+			return nil, err
+		}
+		items = append(items, tenant_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const setPrincipalEmail = `-- name: SetPrincipalEmail :exec
 UPDATE principals SET email = $1 WHERE tenant_id = $2 AND id = $3
 `
@@ -471,18 +556,17 @@ func (q *Queries) SetPrincipalEmail(ctx context.Context, arg SetPrincipalEmailPa
 }
 
 const touchIdentity = `-- name: TouchIdentity :exec
-UPDATE principal_identities SET last_login_at = now(), auth_method_id = $1
-WHERE tenant_id = $2 AND principal_id = $3
+UPDATE principal_identities SET last_login_at = now()
+WHERE tenant_id = $1 AND principal_id = $2
 `
 
 type TouchIdentityParams struct {
-	AuthMethodID *uuid.UUID
-	TenantID     uuid.UUID
-	PrincipalID  uuid.UUID
+	TenantID    uuid.UUID
+	PrincipalID uuid.UUID
 }
 
 func (q *Queries) TouchIdentity(ctx context.Context, arg TouchIdentityParams) error {
-	_, err := q.db.Exec(ctx, touchIdentity, arg.AuthMethodID, arg.TenantID, arg.PrincipalID)
+	_, err := q.db.Exec(ctx, touchIdentity, arg.TenantID, arg.PrincipalID)
 	return err
 }
 

@@ -81,9 +81,18 @@ type Querier interface {
 	// Under LockTenant, for the cap on a tenant's methods.
 	CountAuthMethods(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CountDroppedDeadLetters(ctx context.Context, arg CountDroppedDeadLettersParams) error
+	// authMethods/create and update: methods of the given tenants (the method's own and those its
+	// rules name) other than the method itself that name the issuer with other keys: a JWKS URL
+	// other than this one's (empty for both: both take the issuer's discovery document).
+	CountIssuerConflicts(ctx context.Context, arg CountIssuerConflictsParams) (int64, error)
 	// How many leases hold anything on a node.
 	CountNodeActiveLeases(ctx context.Context, nodeID uuid.UUID) (int64, error)
 	CountOwners(ctx context.Context, tenantID uuid.UUID) (int64, error)
+	// The owner check of authMethods/create and update: principals holding owner that the method
+	// could sign in as, that is whose identity is the method's (method_id; null on create), or is
+	// of the method's issuer in one of the given tenants (the method's own and those its rules
+	// name), whichever method made it.
+	CountReachableOwners(ctx context.Context, arg CountReachableOwnersParams) (int64, error)
 	// How many of the given tenants a rule of a method of tenant_id may name: the method's tenant
 	// itself, and, when it is the root tenant (below_allowed), any tenant below it; deleted ones
 	// never.
@@ -129,8 +138,8 @@ type Querier interface {
 	// existing row's lock, so a concurrent create with the same key waits and returns the winner's
 	// row rather than nothing.
 	CreateCommand(ctx context.Context, arg CreateCommandParams) (Command, error)
-	// Links a principal just created to the provider's subject; 0 rows when a concurrent sign-in of
-	// the same subject won the race.
+	// Links a principal just created to the provider's subject through the method; 0 rows when a
+	// concurrent sign-in of the same subject through the same method won the race.
 	CreateIdentity(ctx context.Context, arg CreateIdentityParams) (int64, error)
 	// Nodes, join tokens, gateways and sessions. API statements take the caller's tenant id; the
 	// gateway's take the node id from the node's certificate.
@@ -298,7 +307,8 @@ type Querier interface {
 	// A pool granted to the tenant (an active grant), with the grant.
 	GetGrantedPool(ctx context.Context, arg GetGrantedPoolParams) (GetGrantedPoolRow, error)
 	GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (IdempotencyKey, error)
-	// The principal a provider's subject signed in as before, locked for the sign-in.
+	// The principal a provider's subject signed in as before through this method, locked for the
+	// sign-in. Another method's identity of the same issuer and subject is never found (issue 31).
 	GetIdentity(ctx context.Context, arg GetIdentityParams) (GetIdentityRow, error)
 	GetJoinToken(ctx context.Context, id string) (JoinToken, error)
 	// A node of another tenant that the tenant sees only because one of its placed or at-risk leases
@@ -529,6 +539,8 @@ type Querier interface {
 	// lease's end if that comes first (the placer may not have expired the lease yet): one usage
 	// record per lease, resource, model and UTC hour. Returns how many allocations it metered.
 	MeterHeldAllocations(ctx context.Context, arg MeterHeldAllocationsParams) (int64, error)
+	// The tenants a method's identities are in: its own, and below it for the root tenant's.
+	MethodIdentityTenants(ctx context.Context, authMethodID uuid.UUID) ([]uuid.UUID, error)
 	// Bookkeeping of module migrations (package migrate): module_migrations holds, per module, what
 	// schema_migrations holds for the core. The lock is the core's (queries/migrate.sql).
 	ModuleMigrationsExists(ctx context.Context) (bool, error)

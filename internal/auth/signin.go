@@ -48,7 +48,7 @@ type SignInMethod struct {
 type SignInParams struct {
 	Method SignInMethod
 	// Issuer and Subject identify the person or machine at the provider: the principal is
-	// linked by them, never by email.
+	// linked by them and the method, never by email.
 	Issuer  string
 	Subject string
 	// Email and Name are the claims' (bounded; Name is not stored: principals have no display
@@ -66,11 +66,13 @@ type SignInParams struct {
 // errSignInRace is a first sign-in that lost the race to link its subject to another one's.
 var errSignInRace = errors.New("a concurrent sign-in linked the subject first")
 
-// SignIn finds the principal of the provider's issuer and subject in the rules' tenant, or
-// creates it (a user named "<method>:<subject>", within the tenant's cap on principals), records
+// SignIn finds the principal of the provider's issuer and subject that this method linked in the
+// rules' tenant, or creates it (a user named "<method>:<subject>", within the tenant's cap on principals), records
 // the sign-in, replaces its role bindings from rules by p.Roles (bindings made through the API
 // stay), writes an audit row (auth/signIn), and returns it with its effective roles: all in one
-// transaction. A suspended or deleted tenant is refused with PermissionDenied. The caps are
+// transaction. An identity belongs to the method that created it: a sign-in through another
+// method, whatever its issuer, never finds it (nor one whose method was deleted), and makes a
+// principal of its own. A suspended or deleted tenant is refused with PermissionDenied. The caps are
 // those ctx carries (quota.WithLimits), the defaults otherwise.
 func SignIn(ctx context.Context, pool *pgxpool.Pool, p SignInParams) (*Principal, error) {
 	if p.TenantID == uuid.Nil {
@@ -119,7 +121,7 @@ func signIn(ctx context.Context, q *db.Queries, p SignInParams) (*Principal, err
 	}
 	var principalID uuid.UUID
 	var name string
-	id, err := q.GetIdentity(ctx, db.GetIdentityParams{TenantID: t.ID, Issuer: p.Issuer, Subject: p.Subject})
+	id, err := q.GetIdentity(ctx, db.GetIdentityParams{TenantID: t.ID, AuthMethodID: p.Method.ID, Issuer: p.Issuer, Subject: p.Subject})
 	switch {
 	case err == nil:
 		principalID, name = id.PrincipalID, id.PrincipalName
@@ -128,7 +130,7 @@ func signIn(ctx context.Context, q *db.Queries, p SignInParams) (*Principal, err
 				return nil, fmt.Errorf("sign in: update email of principal %s: %w", principalID, err)
 			}
 		}
-		if err := q.TouchIdentity(ctx, db.TouchIdentityParams{TenantID: t.ID, PrincipalID: principalID, AuthMethodID: &p.Method.ID}); err != nil {
+		if err := q.TouchIdentity(ctx, db.TouchIdentityParams{TenantID: t.ID, PrincipalID: principalID}); err != nil {
 			return nil, fmt.Errorf("sign in: record sign-in of principal %s: %w", principalID, err)
 		}
 	case errors.Is(err, pgx.ErrNoRows):
@@ -178,12 +180,9 @@ func createSignInPrincipal(ctx context.Context, q *db.Queries, tenant uuid.UUID,
 	if err := quota.Check(ctx, q, tenant, quota.Principals, 1); err != nil {
 		return uuid.Nil, "", err
 	}
-	name := principalName(p.Method.Name, p.Subject, false)
-	if _, err := q.GetPrincipalByName(ctx, db.GetPrincipalByNameParams{TenantID: tenant, Name: name}); err == nil {
-		// Someone made a principal of that name through the API: never take it over.
-		name = principalName(p.Method.Name, p.Subject, true)
-	} else if !errors.Is(err, pgx.ErrNoRows) {
-		return uuid.Nil, "", fmt.Errorf("sign in: look up principal %q: %w", name, err)
+	name, err := freePrincipalName(ctx, q, tenant, p)
+	if err != nil {
+		return uuid.Nil, "", err
 	}
 	pr, err := q.CreatePrincipal(ctx, db.CreatePrincipalParams{
 		ID: uuid.Must(uuid.NewV7()), TenantID: tenant, Kind: "user", Name: name, Email: email,
@@ -192,7 +191,7 @@ func createSignInPrincipal(ctx context.Context, q *db.Queries, tenant uuid.UUID,
 		return uuid.Nil, "", fmt.Errorf("sign in: create principal %q: %w", name, err)
 	}
 	n, err := q.CreateIdentity(ctx, db.CreateIdentityParams{
-		PrincipalID: pr.ID, TenantID: tenant, Issuer: p.Issuer, Subject: p.Subject, AuthMethodID: &p.Method.ID,
+		PrincipalID: pr.ID, TenantID: tenant, Issuer: p.Issuer, Subject: p.Subject, AuthMethodID: p.Method.ID,
 	})
 	if err != nil {
 		return uuid.Nil, "", fmt.Errorf("sign in: link principal %s to its identity: %w", pr.ID, err)
@@ -203,15 +202,39 @@ func createSignInPrincipal(ctx context.Context, q *db.Queries, tenant uuid.UUID,
 	return pr.ID, pr.Name, nil
 }
 
+// freePrincipalName picks the name of a principal a first sign-in makes: "<method>:<subject>",
+// or when a principal has it (made through the API, or by a method of the same name deleted
+// since, whose principals are never taken over) the name with a digest of the subject, or of the
+// method's id and the subject.
+func freePrincipalName(ctx context.Context, q *db.Queries, tenant uuid.UUID, p SignInParams) (string, error) {
+	for _, name := range []string{
+		principalName(p.Method.Name, p.Subject, false, ""),
+		principalName(p.Method.Name, p.Subject, true, ""),
+		principalName(p.Method.Name, p.Subject, true, p.Method.ID.String()),
+	} {
+		_, err := q.GetPrincipalByName(ctx, db.GetPrincipalByNameParams{TenantID: tenant, Name: name})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return name, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("sign in: look up principal %q: %w", name, err)
+		}
+	}
+	return "", apierr.FailedPrecondition("sign in: the principal names for subject %q of auth method %q are all taken", p.Subject, p.Method.Name)
+}
+
 // principalName is "<method>:<subject>", cut to principals.name's bound with a digest of the
-// subject in place of its end when it is longer, or always when hashed (the plain name is
-// taken).
-func principalName(method, subject string, hashed bool) string {
+// subject (or of salt and the subject, when salt is set) in place of its end when it is longer,
+// or always when hashed (the plain name is taken).
+func principalName(method, subject string, hashed bool, salt string) string {
 	name := method + ":" + subject
 	if !hashed && len(name) <= maxPrincipalName {
 		return name
 	}
 	sum := sha256.Sum256([]byte(subject))
+	if salt != "" {
+		sum = sha256.Sum256([]byte(salt + "\x00" + subject))
+	}
 	suffix := "~" + hex.EncodeToString(sum[:8])
 	keep := maxPrincipalName - len(suffix)
 	if len(name) > keep {

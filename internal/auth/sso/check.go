@@ -14,14 +14,15 @@ func (p *Provider) CheckOIDC() error {
 	return nil
 }
 
-// Check fetches a method's discovery document (when it has an issuer) and key set now,
+// Check fetches a method's discovery document (when its keys are there rather than at a JWKS
+// URL) and key set now,
 // bypassing the caches and the key set's cool-down, for doctor and for validating a method
 // when it is saved: it reports whether the provider answers, its document names the issuer
 // (and, for OIDC, the endpoints sign-in needs), and its keys hold at least one usable signing
 // key. It changes no cached state but the discovery document, which it refreshes.
 func (c *Client) Check(ctx context.Context, m Method) error {
 	jwksURL := m.JWKSURL
-	if m.Issuer != "" {
+	if m.Issuer != "" && (jwksURL == "" || m.Kind == KindOIDC) {
 		p, err := c.discovery.Refresh(ctx, m.Issuer)
 		if err != nil {
 			return err

@@ -19,8 +19,8 @@ const (
 // into it.
 type Method struct {
 	Kind Kind
-	// Issuer is the provider's issuer URL: required for OIDC; for JWT, required unless JWKSURL is
-	// set, and then checked against the token's iss when set.
+	// Issuer is the provider's issuer URL, always required and always checked against the
+	// token's iss.
 	Issuer string
 	// ClientID is the OIDC client: ID tokens must name it in aud.
 	ClientID string

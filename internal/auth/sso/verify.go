@@ -61,7 +61,8 @@ func (c *Client) VerifyIDToken(ctx context.Context, m Method, raw, nonce string)
 
 // VerifyJWT verifies a token of a JWT method: signed (with one of Algorithms) by a key from the
 // method's JWKS URL or else its issuer's discovery document, iss equal to the method's issuer
-// when it has one, aud naming one of the method's audiences, exp present and not passed, nbf and
+// (which it must have: a method that checked no iss would take any token its keys signed as any
+// issuer's, and its identities are linked by issuer and subject), aud naming one of the method's audiences, exp present and not passed, nbf and
 // iat (when present) not in the future, all within Leeway, and sub present.
 func (c *Client) VerifyJWT(ctx context.Context, m Method, raw string) (Claims, error) {
 	if m.Kind != KindJWT {
@@ -70,11 +71,11 @@ func (c *Client) VerifyJWT(ctx context.Context, m Method, raw string) (Claims, e
 	if len(m.Audiences) == 0 {
 		return nil, fmt.Errorf("%w: a JWT method needs at least one audience", ErrMethod)
 	}
+	if m.Issuer == "" {
+		return nil, fmt.Errorf("%w: a JWT method needs an issuer", ErrMethod)
+	}
 	jwksURL := m.JWKSURL
 	if jwksURL == "" {
-		if m.Issuer == "" {
-			return nil, fmt.Errorf("%w: a JWT method needs an issuer or a JWKS URL", ErrMethod)
-		}
 		p, err := c.discovery.Provider(ctx, m.Issuer)
 		if err != nil {
 			return nil, err
@@ -85,7 +86,7 @@ func (c *Client) VerifyJWT(ctx context.Context, m Method, raw string) (Claims, e
 	if err != nil {
 		return nil, err
 	}
-	if iss := claims.Issuer(); m.Issuer != "" && iss != m.Issuer {
+	if iss := claims.Issuer(); iss != m.Issuer {
 		return nil, fmt.Errorf("%w: %q, want %q", ErrWrongIssuer, iss, m.Issuer)
 	}
 	aud := claims.Strings("aud")

@@ -96,7 +96,7 @@ func TestVerifyJWT(t *testing.T) {
 	now := clk.Now()
 	k := ti.key()
 	viaDiscovery := Method{Kind: KindJWT, Issuer: ti.URL(), Audiences: []string{"bc", "other"}}
-	viaJWKS := Method{Kind: KindJWT, JWKSURL: ti.URL() + "/jwks", Audiences: []string{"bc"}}
+	viaJWKS := Method{Kind: KindJWT, Issuer: ti.URL(), JWKSURL: ti.URL() + "/jwks", Audiences: []string{"bc"}}
 	base := func(over map[string]any) map[string]any {
 		c := ti.claims(now, map[string]any{"aud": "bc", "nonce": nil, "iat": nil})
 		for k, v := range over {
@@ -115,7 +115,10 @@ func TestVerifyJWT(t *testing.T) {
 		want error
 	}{
 		{"discovery", viaDiscovery, k.sign(t, base(nil)), nil},
-		{"jwks url, any issuer", viaJWKS, k.sign(t, base(map[string]any{"iss": "https://ci.example"})), nil},
+		{"jwks url", viaJWKS, k.sign(t, base(nil)), nil},
+		// A JWKS URL does not make iss free: the method's keys sign as its issuer only (issue 31).
+		{"jwks url, another issuer", viaJWKS, k.sign(t, base(map[string]any{"iss": "https://ci.example"})), ErrWrongIssuer},
+		{"jwks url, no issuer", Method{Kind: KindJWT, JWKSURL: ti.URL() + "/jwks", Audiences: []string{"bc"}}, k.sign(t, base(nil)), ErrMethod},
 		{"one of the audiences", viaDiscovery, k.sign(t, base(map[string]any{"aud": []string{"x", "other"}})), nil},
 		{"wrong audience", viaDiscovery, k.sign(t, base(map[string]any{"aud": "x"})), ErrWrongAudience},
 		{"wrong issuer", viaDiscovery, k.sign(t, base(map[string]any{"iss": "https://ci.example"})), ErrWrongIssuer},
@@ -267,7 +270,7 @@ func TestPrivateIssuerRefused(t *testing.T) {
 			if !errors.Is(err, webhook.ErrPrivateAddress) || !errors.Is(err, ErrProvider) {
 				t.Fatalf("err = %v, want ErrPrivateAddress", err)
 			}
-			_, err = c.VerifyJWT(t.Context(), Method{Kind: KindJWT, JWKSURL: ti.URL() + "/jwks", Audiences: []string{"client"}}, raw)
+			_, err = c.VerifyJWT(t.Context(), Method{Kind: KindJWT, Issuer: ti.URL(), JWKSURL: ti.URL() + "/jwks", Audiences: []string{"client"}}, raw)
 			if !errors.Is(err, webhook.ErrPrivateAddress) || !errors.Is(err, ErrKeysUnavailable) {
 				t.Fatalf("err = %v, want ErrPrivateAddress", err)
 			}

@@ -106,7 +106,9 @@ func New(pool *pgxpool.Pool, admit *admission.Admitter, sealer *seal.Sealer, opt
 	return s
 }
 
-// CreateAuthMethod adds an auth method to the caller's tenant, its client secret sealed.
+// CreateAuthMethod adds an auth method to the caller's tenant, its client secret sealed. Its
+// issuer must not be another method's with other keys, and a method that could sign in as an
+// owner takes an owner to add (reach.go).
 func (s *Service) CreateAuthMethod(ctx context.Context, req *authv1.CreateAuthMethodRequest) (*authv1.CreateAuthMethodResponse, error) {
 	m, err := s.validate(req.GetAuthMethod(), true)
 	if err != nil {
@@ -122,6 +124,9 @@ func (s *Service) CreateAuthMethod(ctx context.Context, req *authv1.CreateAuthMe
 			return nil, err
 		}
 		if err := checkRuleTenants(ctx, tx.Q, p.TenantID, p.RootTenant, m.GetRules()); err != nil {
+			return nil, err
+		}
+		if err := checkReach(ctx, tx.Q, p, m, nil, fmt.Sprintf("create auth method %q", m.GetName())); err != nil {
 			return nil, err
 		}
 		id := uuid.Must(uuid.NewV7())
@@ -181,7 +186,8 @@ func (s *Service) ListAuthMethods(ctx context.Context, _ *authv1.ListAuthMethods
 }
 
 // UpdateAuthMethod replaces a method's settings and rules; an empty client secret keeps the
-// stored one.
+// stored one. As on create, the issuer is checked, and a method that could sign in as an owner
+// takes an owner to change (reach.go).
 func (s *Service) UpdateAuthMethod(ctx context.Context, req *authv1.UpdateAuthMethodRequest) (*authv1.UpdateAuthMethodResponse, error) {
 	m, err := s.validate(req.GetAuthMethod(), false)
 	if err != nil {
@@ -194,6 +200,10 @@ func (s *Service) UpdateAuthMethod(ctx context.Context, req *authv1.UpdateAuthMe
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*authv1.UpdateAuthMethodResponse, error) {
 		tx.Target("authMethod", m.GetName())
+		// The tenant first, as every IAM change locks it, then the method.
+		if err := tx.Q.LockTenant(ctx, p.TenantID); err != nil {
+			return nil, fmt.Errorf("lock tenant %s: %w", p.TenantID, err)
+		}
 		old, err := tx.Q.LockAuthMethodByName(ctx, db.LockAuthMethodByNameParams{TenantID: p.TenantID, Name: m.GetName()})
 		if err != nil {
 			return nil, apierr.NotFoundIfNoRows(err, "auth method %q not found", m.GetName())
@@ -208,6 +218,9 @@ func (s *Service) UpdateAuthMethod(ctx context.Context, req *authv1.UpdateAuthMe
 			return nil, apierr.InvalidArgument("auth_method.client_secret", "required for OIDC: the method has none stored")
 		}
 		if err := checkRuleTenants(ctx, tx.Q, p.TenantID, p.RootTenant, m.GetRules()); err != nil {
+			return nil, err
+		}
+		if err := checkReach(ctx, tx.Q, p, m, &old.ID, fmt.Sprintf("change auth method %q", m.GetName())); err != nil {
 			return nil, err
 		}
 		row, err := tx.Q.UpdateAuthMethod(ctx, db.UpdateAuthMethodParams{

@@ -206,9 +206,12 @@ func TestValidation(t *testing.T) {
 		_, err := c.CreateAuthMethod(ctx, &authv1.CreateAuthMethodRequest{AuthMethod: m})
 		wantField(t, err, tc.field)
 	}
-	// A JWT method with a JWKS URL and no issuer is fine.
+	// A JWT method with a JWKS URL names its issuer too.
 	m := jwt("ci")
 	m.Issuer, m.JwksUrl = "", "https://keys.example.com/jwks.json"
+	_, err := c.CreateAuthMethod(ctx, &authv1.CreateAuthMethodRequest{AuthMethod: m})
+	wantField(t, err, "auth_method.issuer")
+	m.Issuer = "https://ci.example.com"
 	if _, err := c.CreateAuthMethod(ctx, &authv1.CreateAuthMethodRequest{AuthMethod: m}); err != nil {
 		t.Fatal(err)
 	}

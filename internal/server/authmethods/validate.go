@@ -150,13 +150,13 @@ func (s *Service) validate(m *authv1.AuthMethod, secretRequired bool) (*authv1.A
 			return nil, apierr.InvalidArgument("auth_method.jwks_url", "only JWT methods take one: an OIDC method's keys are in its discovery document")
 		}
 	case m.GetKind() == authv1.AuthMethodKind_AUTH_METHOD_KIND_JWT:
-		if m.GetIssuer() == "" && m.GetJwksUrl() == "" {
-			return nil, apierr.InvalidArgument("auth_method.issuer", "a JWT method needs an issuer or a jwks_url")
+		// Always an issuer, even with a jwks_url: every token's iss is checked against it, and
+		// identities are linked by it (issue 31).
+		if m.GetIssuer() == "" {
+			return nil, apierr.InvalidArgument("auth_method.issuer", "required: the iss of the method's tokens (also with a jwks_url)")
 		}
-		if m.GetIssuer() != "" {
-			if err := checkIssuerURL("auth_method.issuer", m.GetIssuer(), s.allowPrivate); err != nil {
-				return nil, err
-			}
+		if err := checkIssuerURL("auth_method.issuer", m.GetIssuer(), s.allowPrivate); err != nil {
+			return nil, err
 		}
 		if m.GetJwksUrl() != "" {
 			if err := checkIssuerURL("auth_method.jwks_url", m.GetJwksUrl(), s.allowPrivate); err != nil {
