@@ -94,8 +94,10 @@ type AuthMethod struct {
 	DisplayName string         `protobuf:"bytes,4,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
 	Kind        AuthMethodKind `protobuf:"varint,5,opt,name=kind,proto3,enum=bettercompute.auth.v1.AuthMethodKind" json:"kind,omitempty"`
 	// The issuer URL (https, or http on loopback when the deployment allows private issuers): the
-	// provider's discovery document is at {issuer}/.well-known/openid-configuration. Required
-	// for OIDC; for JWT, required unless jwks_url is set, and checked against the token's iss.
+	// provider's discovery document is at {issuer}/.well-known/openid-configuration. Required,
+	// for JWT methods with a jwks_url too, and always checked against the token's iss. Another
+	// method of the tenant (or of a tenant the rules name) may name it only with the same keys:
+	// the same jwks_url, or none (the discovery document's); otherwise ALREADY_EXISTS.
 	Issuer string `protobuf:"bytes,6,opt,name=issuer,proto3" json:"issuer,omitempty"`
 	// OIDC: the client registered at the provider.
 	ClientId string `protobuf:"bytes,7,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`

@@ -79,7 +79,9 @@ const (
 // AuthServiceClient is a client for the bettercompute.auth.v1.AuthService service.
 type AuthServiceClient interface {
 	// CreateAuthMethod adds an auth method to the caller's tenant. An OIDC method's client
-	// secret is stored sealed and never returned.
+	// secret is stored sealed and never returned. A method that could sign in as a principal
+	// holding owner (one with an identity of its issuer in its tenant or a tenant its rules name)
+	// takes an owner to add, and to change.
 	CreateAuthMethod(context.Context, *v1.CreateAuthMethodRequest) (*v1.CreateAuthMethodResponse, error)
 	// ListAuthMethods lists the caller's tenant's auth methods.
 	ListAuthMethods(context.Context, *v1.ListAuthMethodsRequest) (*v1.ListAuthMethodsResponse, error)
@@ -108,7 +110,7 @@ type AuthServiceClient interface {
 	// the session token, once.
 	PollDeviceLogin(context.Context, *v1.PollDeviceLoginRequest) (*v1.PollDeviceLoginResponse, error)
 	// ExchangeToken signs a machine in with a JWT its platform issued (CI workload identity,
-	// for example): verified against the JWT method's issuer or JWKS URL and audiences, then
+	// for example): verified against the JWT method's keys, issuer and audiences, then
 	// mapped by its rules like a person. The session lasts until the JWT expires, at most the
 	// configured token lifetime.
 	ExchangeToken(context.Context, *v1.ExchangeTokenRequest) (*v1.ExchangeTokenResponse, error)
@@ -352,7 +354,9 @@ func (c *authServiceClient) RevokeSession(ctx context.Context, req *v1.RevokeSes
 // AuthServiceHandler is an implementation of the bettercompute.auth.v1.AuthService service.
 type AuthServiceHandler interface {
 	// CreateAuthMethod adds an auth method to the caller's tenant. An OIDC method's client
-	// secret is stored sealed and never returned.
+	// secret is stored sealed and never returned. A method that could sign in as a principal
+	// holding owner (one with an identity of its issuer in its tenant or a tenant its rules name)
+	// takes an owner to add, and to change.
 	CreateAuthMethod(context.Context, *v1.CreateAuthMethodRequest) (*v1.CreateAuthMethodResponse, error)
 	// ListAuthMethods lists the caller's tenant's auth methods.
 	ListAuthMethods(context.Context, *v1.ListAuthMethodsRequest) (*v1.ListAuthMethodsResponse, error)
@@ -381,7 +385,7 @@ type AuthServiceHandler interface {
 	// the session token, once.
 	PollDeviceLogin(context.Context, *v1.PollDeviceLoginRequest) (*v1.PollDeviceLoginResponse, error)
 	// ExchangeToken signs a machine in with a JWT its platform issued (CI workload identity,
-	// for example): verified against the JWT method's issuer or JWKS URL and audiences, then
+	// for example): verified against the JWT method's keys, issuer and audiences, then
 	// mapped by its rules like a person. The session lasts until the JWT expires, at most the
 	// configured token lifetime.
 	ExchangeToken(context.Context, *v1.ExchangeTokenRequest) (*v1.ExchangeTokenResponse, error)

@@ -60,8 +60,10 @@ export type AuthMethod = Message<"bettercompute.auth.v1.AuthMethod"> & {
 
   /**
    * The issuer URL (https, or http on loopback when the deployment allows private issuers): the
-   * provider's discovery document is at {issuer}/.well-known/openid-configuration. Required
-   * for OIDC; for JWT, required unless jwks_url is set, and checked against the token's iss.
+   * provider's discovery document is at {issuer}/.well-known/openid-configuration. Required,
+   * for JWT methods with a jwks_url too, and always checked against the token's iss. Another
+   * method of the tenant (or of a tenant the rules name) may name it only with the same keys:
+   * the same jwks_url, or none (the discovery document's); otherwise ALREADY_EXISTS.
    *
    * @generated from field: string issuer = 6;
    */
@@ -981,16 +983,18 @@ export const AuthMethodKindSchema: GenEnum<AuthMethodKind> = /*@__PURE__*/
 /**
  * AuthService manages auth methods and signs in through them. A sign-in verifies the identity
  * provider's token, evaluates the method's binding rules in priority order (no rule matched: no
- * access, and nothing is created), creates or finds the principal linked to the token's issuer
- * and subject (never its email), replaces the role bindings that rules gave it, and starts a
- * session.
+ * access, and nothing is created), creates or finds the principal that this method linked to
+ * the token's issuer and subject (never its email, never another method's principal), replaces
+ * the role bindings that rules gave it, and starts a session.
  *
  * @generated from service bettercompute.auth.v1.AuthService
  */
 export const AuthService: GenService<{
   /**
    * CreateAuthMethod adds an auth method to the caller's tenant. An OIDC method's client
-   * secret is stored sealed and never returned.
+   * secret is stored sealed and never returned. A method that could sign in as a principal
+   * holding owner (one with an identity of its issuer in its tenant or a tenant its rules name)
+   * takes an owner to add, and to change.
    *
    * @generated from rpc bettercompute.auth.v1.AuthService.CreateAuthMethod
    */
@@ -1091,7 +1095,7 @@ export const AuthService: GenService<{
   },
   /**
    * ExchangeToken signs a machine in with a JWT its platform issued (CI workload identity,
-   * for example): verified against the JWT method's issuer or JWKS URL and audiences, then
+   * for example): verified against the JWT method's keys, issuer and audiences, then
    * mapped by its rules like a person. The session lasts until the JWT expires, at most the
    * configured token lifetime.
    *

@@ -41,14 +41,16 @@ class AuthService(Protocol):
     """
     AuthService manages auth methods and signs in through them. A sign-in verifies the identity
     provider's token, evaluates the method's binding rules in priority order (no rule matched: no
-    access, and nothing is created), creates or finds the principal linked to the token's issuer
-    and subject (never its email), replaces the role bindings that rules gave it, and starts a
-    session.
+    access, and nothing is created), creates or finds the principal that this method linked to
+    the token's issuer and subject (never its email, never another method's principal), replaces
+    the role bindings that rules gave it, and starts a session.
     """
     async def create_auth_method(self, request: CreateAuthMethodRequest, ctx: RequestContext[CreateAuthMethodRequest, CreateAuthMethodResponse], /) -> CreateAuthMethodResponse:
         """
         CreateAuthMethod adds an auth method to the caller's tenant. An OIDC method's client
-        secret is stored sealed and never returned.
+        secret is stored sealed and never returned. A method that could sign in as a principal
+        holding owner (one with an identity of its issuer in its tenant or a tenant its rules name)
+        takes an owner to add, and to change.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -113,7 +115,7 @@ class AuthService(Protocol):
     async def exchange_token(self, request: ExchangeTokenRequest, ctx: RequestContext[ExchangeTokenRequest, ExchangeTokenResponse], /) -> ExchangeTokenResponse:
         """
         ExchangeToken signs a machine in with a JWT its platform issued (CI workload identity,
-        for example): verified against the JWT method's issuer or JWKS URL and audiences, then
+        for example): verified against the JWT method's keys, issuer and audiences, then
         mapped by its rules like a person. The session lasts until the JWT expires, at most the
         configured token lifetime.
         """
@@ -311,9 +313,9 @@ class AuthServiceClient(ConnectClient):
     """
     AuthService manages auth methods and signs in through them. A sign-in verifies the identity
     provider's token, evaluates the method's binding rules in priority order (no rule matched: no
-    access, and nothing is created), creates or finds the principal linked to the token's issuer
-    and subject (never its email), replaces the role bindings that rules gave it, and starts a
-    session.
+    access, and nothing is created), creates or finds the principal that this method linked to
+    the token's issuer and subject (never its email, never another method's principal), replaces
+    the role bindings that rules gave it, and starts a session.
     """
     def __init__(
         self,
@@ -348,7 +350,9 @@ class AuthServiceClient(ConnectClient):
     ) -> CreateAuthMethodResponse:
         """
         CreateAuthMethod adds an auth method to the caller's tenant. An OIDC method's client
-        secret is stored sealed and never returned.
+        secret is stored sealed and never returned. A method that could sign in as a principal
+        holding owner (one with an identity of its issuer in its tenant or a tenant its rules name)
+        takes an owner to add, and to change.
         """
         return await self.execute_unary(
             request=request,
@@ -570,7 +574,7 @@ class AuthServiceClient(ConnectClient):
     ) -> ExchangeTokenResponse:
         """
         ExchangeToken signs a machine in with a JWT its platform issued (CI workload identity,
-        for example): verified against the JWT method's issuer or JWKS URL and audiences, then
+        for example): verified against the JWT method's keys, issuer and audiences, then
         mapped by its rules like a person. The session lasts until the JWT expires, at most the
         configured token lifetime.
         """
@@ -663,14 +667,16 @@ class AuthServiceSync(Protocol):
     """
     AuthService manages auth methods and signs in through them. A sign-in verifies the identity
     provider's token, evaluates the method's binding rules in priority order (no rule matched: no
-    access, and nothing is created), creates or finds the principal linked to the token's issuer
-    and subject (never its email), replaces the role bindings that rules gave it, and starts a
-    session.
+    access, and nothing is created), creates or finds the principal that this method linked to
+    the token's issuer and subject (never its email, never another method's principal), replaces
+    the role bindings that rules gave it, and starts a session.
     """
     def create_auth_method(self, request: CreateAuthMethodRequest, ctx: RequestContext[CreateAuthMethodRequest, CreateAuthMethodResponse], /) -> CreateAuthMethodResponse:
         """
         CreateAuthMethod adds an auth method to the caller's tenant. An OIDC method's client
-        secret is stored sealed and never returned.
+        secret is stored sealed and never returned. A method that could sign in as a principal
+        holding owner (one with an identity of its issuer in its tenant or a tenant its rules name)
+        takes an owner to add, and to change.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -735,7 +741,7 @@ class AuthServiceSync(Protocol):
     def exchange_token(self, request: ExchangeTokenRequest, ctx: RequestContext[ExchangeTokenRequest, ExchangeTokenResponse], /) -> ExchangeTokenResponse:
         """
         ExchangeToken signs a machine in with a JWT its platform issued (CI workload identity,
-        for example): verified against the JWT method's issuer or JWKS URL and audiences, then
+        for example): verified against the JWT method's keys, issuer and audiences, then
         mapped by its rules like a person. The session lasts until the JWT expires, at most the
         configured token lifetime.
         """
@@ -931,9 +937,9 @@ class AuthServiceClientSync(ConnectClientSync):
     """
     AuthService manages auth methods and signs in through them. A sign-in verifies the identity
     provider's token, evaluates the method's binding rules in priority order (no rule matched: no
-    access, and nothing is created), creates or finds the principal linked to the token's issuer
-    and subject (never its email), replaces the role bindings that rules gave it, and starts a
-    session.
+    access, and nothing is created), creates or finds the principal that this method linked to
+    the token's issuer and subject (never its email, never another method's principal), replaces
+    the role bindings that rules gave it, and starts a session.
     """
     def __init__(
         self,
@@ -968,7 +974,9 @@ class AuthServiceClientSync(ConnectClientSync):
     ) -> CreateAuthMethodResponse:
         """
         CreateAuthMethod adds an auth method to the caller's tenant. An OIDC method's client
-        secret is stored sealed and never returned.
+        secret is stored sealed and never returned. A method that could sign in as a principal
+        holding owner (one with an identity of its issuer in its tenant or a tenant its rules name)
+        takes an owner to add, and to change.
         """
         return self.execute_unary(
             request=request,
@@ -1190,7 +1198,7 @@ class AuthServiceClientSync(ConnectClientSync):
     ) -> ExchangeTokenResponse:
         """
         ExchangeToken signs a machine in with a JWT its platform issued (CI workload identity,
-        for example): verified against the JWT method's issuer or JWKS URL and audiences, then
+        for example): verified against the JWT method's keys, issuer and audiences, then
         mapped by its rules like a person. The session lasts until the JWT expires, at most the
         configured token lifetime.
         """
