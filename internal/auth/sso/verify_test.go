@@ -368,14 +368,18 @@ func TestCheck(t *testing.T) {
 	c := New(Options{AllowPrivate: true})
 	for _, m := range []Method{
 		ti.oidcMethod(),
-		{Kind: KindJWT, JWKSURL: ti.URL() + "/jwks"},
+		{Kind: KindJWT, Issuer: ti.URL(), JWKSURL: ti.URL() + "/jwks"},
 	} {
 		if err := c.Check(t.Context(), m); err != nil {
 			t.Fatalf("Check(%+v): %v", m, err)
 		}
 	}
-	if err := c.Check(t.Context(), Method{Kind: KindJWT, JWKSURL: ti.URL() + "/nope"}); !errors.Is(err, ErrKeysUnavailable) {
+	if err := c.Check(t.Context(), Method{Kind: KindJWT, Issuer: ti.URL(), JWKSURL: ti.URL() + "/nope"}); !errors.Is(err, ErrKeysUnavailable) {
 		t.Fatalf("missing keys: err = %v, want ErrKeysUnavailable", err)
+	}
+	// A JWT method saved without an issuer (before issue 31) signs nobody in: doctor says so.
+	if err := c.Check(t.Context(), Method{Kind: KindJWT, JWKSURL: ti.URL() + "/jwks"}); !errors.Is(err, ErrMethod) {
+		t.Fatalf("no issuer: err = %v, want ErrMethod", err)
 	}
 	if err := New(Options{}).Check(t.Context(), ti.oidcMethod()); !errors.Is(err, webhook.ErrPrivateAddress) {
 		t.Fatalf("private issuer: err = %v, want ErrPrivateAddress", err)

@@ -30,7 +30,7 @@ func FuzzCreateAuthMethod(f *testing.F) {
 	rootID := root.ID.String()
 	type seed struct {
 		name, issuer, jwks, clientID, secret, audience, redirect, scope, claim, value, tenant string
-		kind, role, priority                                                                int32
+		kind, role, priority                                                                  int32
 	}
 	jwtKind, oidcKind := int32(authv1.AuthMethodKind_AUTH_METHOD_KIND_JWT), int32(authv1.AuthMethodKind_AUTH_METHOD_KIND_OIDC)
 	viewer := int32(iamv1.Role_ROLE_VIEWER)
