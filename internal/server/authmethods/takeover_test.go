@@ -247,9 +247,21 @@ func TestRootAdminCannotBecomeChildOwner(t *testing.T) {
 	makeOwner(t, env, childOwner, owner)
 
 	mallory := client(env, nonOwnerAdmin(t, env, env.AdminKey, "mallory"))
+	// The child's method is in a tenant the rules name: its issuer is refused with other keys.
 	_, err = mallory.CreateAuthMethod(ctx, &authv1.CreateAuthMethodRequest{AuthMethod: jwtMethod("evil", corp.URL, evil.keys(), "evil", childID)})
-	if connect.CodeOf(err) != connect.CodePermissionDenied {
-		wantIssuerRefused(t, err)
+	wantIssuerRefused(t, err)
+	// With the child's keys it could reach the child's owner: only a root owner may add it.
+	_, err = mallory.CreateAuthMethod(ctx, &authv1.CreateAuthMethodRequest{AuthMethod: jwtMethod("evil", corp.URL, corp.keys(), "evil", childID)})
+	wantCode(t, err, connect.CodePermissionDenied)
+	// Without rules naming the child it reaches nobody there.
+	if _, err := mallory.CreateAuthMethod(ctx, &authv1.CreateAuthMethodRequest{AuthMethod: jwtMethod("evil", corp.URL, evil.keys(), "evil", "")}); err != nil {
+		t.Fatal(err)
+	}
+	// Nor may the admin then point it at the child: the update is checked as the create.
+	_, err = mallory.UpdateAuthMethod(ctx, &authv1.UpdateAuthMethodRequest{AuthMethod: jwtMethod("evil", corp.URL, evil.keys(), "evil", childID)})
+	wantIssuerRefused(t, err)
+	if _, err := mallory.DeleteAuthMethod(ctx, &authv1.DeleteAuthMethodRequest{Name: "evil"}); err != nil {
+		t.Fatal(err)
 	}
 
 	insertMethod(t, env, rootTenant(t, env), jwtMethod("evil", corp.URL, evil.keys(), "evil", childID))
