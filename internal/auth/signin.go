@@ -66,14 +66,14 @@ type SignInParams struct {
 // errSignInRace is a first sign-in that lost the race to link its subject to another one's.
 var errSignInRace = errors.New("a concurrent sign-in linked the subject first")
 
-// SignIn finds the principal of the provider's issuer and subject that this method linked in the
-// rules' tenant, or creates it (a user named "<method>:<subject>", within the tenant's cap on principals), records
-// the sign-in, replaces its role bindings from rules by p.Roles (bindings made through the API
-// stay), writes an audit row (auth/signIn), and returns it with its effective roles: all in one
-// transaction. An identity belongs to the method that created it: a sign-in through another
-// method, whatever its issuer, never finds it (nor one whose method was deleted), and makes a
-// principal of its own. A suspended or deleted tenant is refused with PermissionDenied. The caps are
-// those ctx carries (quota.WithLimits), the defaults otherwise.
+// SignIn finds the principal that this method linked to the provider's issuer and subject in the
+// rules' tenant, or creates it (a user named "<method>:<subject>", within the tenant's cap on
+// principals), records the sign-in, replaces its role bindings from rules by p.Roles (bindings
+// made through the API stay), writes an audit row (auth/signIn), and returns it with its
+// effective roles: all in one transaction. An identity belongs to the method that created it: a
+// sign-in through another method, whatever its issuer, never finds it (nor one whose method was
+// deleted), and makes a principal of its own. A suspended or deleted tenant is refused with
+// PermissionDenied. The caps are those ctx carries (quota.WithLimits), the defaults otherwise.
 func SignIn(ctx context.Context, pool *pgxpool.Pool, p SignInParams) (*Principal, error) {
 	if p.TenantID == uuid.Nil {
 		p.TenantID = p.Method.TenantID
