@@ -53,6 +53,7 @@ func simProvisioning(cfg *config.Config) (module.Module, error) {
 		return nil, errors.New("provision module: unexpected configuration type")
 	}
 	mc.Providers, mc.GatewayEndpoint = []string{simprovider.Kind}, net.JoinHostPort(host, port)
+	mc.AllowPrivateEndpoints = true // dev is one host: providers' endpoints are on loopback
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("--sim-provider-delay: %w", err)
 	}

@@ -32,8 +32,10 @@ type Provider interface {
 }
 
 // Factory makes a class's provider from its parameters (the class's JSON, validated by the
-// factory) and its credentials, opened from their seal.
-type Factory func(params json.RawMessage, credentials []byte) (Provider, error)
+// factory) and its credentials, opened from their seal. A provider that calls endpoints over
+// the network checks them with egress.CheckEndpoint (a refused endpoint is a *FieldError) and
+// calls them with egress.Client only, so the deployment's egress policy holds for every request.
+type Factory func(params json.RawMessage, credentials []byte, egress Egress) (Provider, error)
 
 // CreateRequest is what a provider needs to start one machine.
 type CreateRequest struct {

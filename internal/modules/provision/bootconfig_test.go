@@ -50,8 +50,8 @@ func bootEnv(t *testing.T) (*env, recording) {
 	e.startGateway(t)
 	rec := recording{mu: &sync.Mutex{}, urls: map[string]string{}}
 	sim := e.mod.enabled()[simprovider.Kind]
-	providers := Providers{simprovider.Kind: func(params json.RawMessage, creds []byte) (provision.Provider, error) {
-		p, err := sim(params, creds)
+	providers := Providers{simprovider.Kind: func(params json.RawMessage, creds []byte, egress provision.Egress) (provision.Provider, error) {
+		p, err := sim(params, creds, egress)
 		return recording{Provider: p, mu: rec.mu, urls: rec.urls}, err
 	}}
 	c, err := NewController(ControllerOptions{

@@ -31,7 +31,7 @@ var _ module.Checker = (*Module)(nil)
 // credentials), orphans (provider resources of this deployment that no machine names) and
 // stuck (machines in a step for more than 30 minutes).
 func (m *Module) Checks(d module.CheckDeps) []module.Check {
-	c := checker{pool: d.Pool, secret: d.Secret, providers: m.providers, orphans: m.cfg.Orphans.withDefaults()}
+	c := checker{pool: d.Pool, secret: d.Secret, providers: m.providers, orphans: m.cfg.Orphans.withDefaults(), egress: egressOf(m.cfg)}
 	return []module.Check{
 		{Name: "providers", Run: c.providersCheck},
 		{Name: "orphans", Run: c.orphansCheck},
@@ -44,6 +44,7 @@ type checker struct {
 	secret    string
 	providers Providers
 	orphans   OrphansConfig
+	egress    provision.Egress
 }
 
 // classProviders opens every class's provider; a class whose provider cannot be opened is a
@@ -60,7 +61,7 @@ func (c checker) classProviders(ctx context.Context) ([]provisiondb.ProvisionCla
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("list classes: %w", err)
 	}
-	o := opener{providers: c.providers, seal: seal}
+	o := opener{providers: c.providers, seal: seal, egress: c.egress}
 	var ps []provision.Provider
 	var problems []string
 	var opened []provisiondb.ProvisionClass

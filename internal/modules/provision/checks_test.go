@@ -35,7 +35,7 @@ func TestDoctorChecks(t *testing.T) {
 		{ProviderID: "i-gone", State: provision.ProviderGone, Tags: map[string]string{provision.TagDeployment: "test.local"}},
 	}
 	var failing bool
-	e := newEnv(t, Providers{"held": func(json.RawMessage, []byte) (provision.Provider, error) {
+	e := newEnv(t, Providers{"held": func(json.RawMessage, []byte, provision.Egress) (provision.Provider, error) {
 		if failing {
 			return heldProvider{err: context.DeadlineExceeded}, nil
 		}

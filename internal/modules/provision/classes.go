@@ -13,6 +13,7 @@ import (
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/provision"
 	"github.com/better-compute/better-compute/internal/server/admission"
 	"github.com/better-compute/better-compute/internal/server/page"
 )
@@ -62,8 +63,12 @@ func (s *service) CreateClass(ctx context.Context, req *provisionmodulev1.Create
 	if _, _, err := classShape(req.GetProvider(), params); err != nil {
 		return nil, apierr.InvalidArgument("params.shape", "%v", err)
 	}
-	if _, err := f(providerParams(params), creds); err != nil {
-		return nil, apierr.InvalidArgument("params", "the %s provider refuses them: %v", req.GetProvider(), err)
+	if _, err := f(providerParams(params), creds, s.open.egress); err != nil {
+		field := "params"
+		if fe, ok := errors.AsType[*provision.FieldError](err); ok {
+			field += "." + fe.Field
+		}
+		return nil, apierr.InvalidArgument(field, "the %s provider refuses them: %v", req.GetProvider(), err)
 	}
 	p := auth.Caller(ctx)
 	var sealed []byte

@@ -29,6 +29,11 @@ type Config struct {
 	PollInterval time.Duration `yaml:"pollInterval"`
 	// Autoscaling bounds and paces autoscaling pools.
 	Autoscaling AutoscalingConfig `yaml:"autoscaling"`
+	// AllowPrivateEndpoints lets classes' provider endpoints (Redfish service roots, an EC2
+	// endpoint) be, or resolve to, loopback, link-local, private and other non-public
+	// addresses: for BMCs on the deployment's own network, or emulators in tests. Off, such
+	// endpoints are refused when a class is made and when a connection is dialled.
+	AllowPrivateEndpoints bool `yaml:"allowPrivateEndpoints"`
 	// Orphans says whether and how often the orphan sweep removes provider resources of this
 	// deployment that no machine names.
 	Orphans OrphansConfig `yaml:"orphans"`

@@ -18,6 +18,9 @@ func TestConfigValidate(t *testing.T) {
 	if err := good.Validate([]string{"sim"}); err != nil {
 		t.Fatal(err)
 	}
+	if good.AllowPrivateEndpoints {
+		t.Fatal("private provider endpoints are allowed by default")
+	}
 	bad := Config{Providers: []string{"ec2", "sim", "sim"}, GatewayEndpoint: "nohost", BootTimeout: time.Second, PollInterval: time.Hour}
 	err := bad.Validate([]string{"sim"})
 	var keys []string

@@ -73,7 +73,7 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Controller{
-		pool: opts.Pool, log: log, cfg: opts.Config, open: opener{providers: opts.Providers, seal: s},
+		pool: opts.Pool, log: log, cfg: opts.Config, open: opener{providers: opts.Providers, seal: s, egress: egressOf(opts.Config)},
 		seal: s, secret: opts.Secret, gateway: gw, apiURL: opts.APIURL,
 	}, nil
 }

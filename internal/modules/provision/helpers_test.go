@@ -50,8 +50,9 @@ type env struct {
 	gateway string
 }
 
-// newEnv starts the API. extra providers are enabled beside "sim".
-func newEnv(t *testing.T, extra Providers) *env {
+// newEnv starts the API. extra providers are enabled beside "sim"; configure changes the
+// module's configuration before the API starts.
+func newEnv(t *testing.T, extra Providers, configure ...func(*Config)) *env {
 	t.Helper()
 	pool := dbtest.Pool(t)
 	if err := migrate.ApplyAll(t.Context(), pool, slog.New(slog.DiscardHandler), []migrate.ModuleMigrations{{Name: Name, FS: migrations.FS}}); err != nil {
@@ -70,6 +71,9 @@ func newEnv(t *testing.T, extra Providers) *env {
 	}
 	m.cfg.PollInterval = 100 * time.Millisecond
 	m.cfg.MaxMachinesPerTenant = 3
+	for _, f := range configure {
+		f(&m.cfg)
+	}
 	api := servertest.Start(t, pool, func(o *server.Options) { o.Services = m.Services() })
 	return &env{Env: api, mod: m, cloud: cloud, client: clientFor(api, api.AdminKey)}
 }

@@ -44,7 +44,9 @@ const (
 type remoteProvider struct{ url string }
 
 func remoteFactory(url string) Providers {
-	return Providers{remoteKind: func(json.RawMessage, []byte) (provision.Provider, error) { return remoteProvider{url: url}, nil }}
+	return Providers{remoteKind: func(json.RawMessage, []byte, provision.Egress) (provision.Provider, error) {
+		return remoteProvider{url: url}, nil
+	}}
 }
 
 // cloudCall is one call to the served Cloud.
@@ -192,7 +194,7 @@ func TestKilledControllerAtEveryStep(t *testing.T) {
 	cloudURL := ""
 	e := newEnv(t, remoteFactory("unused: the API does not call providers"))
 	e.startGateway(t)
-	sim, err := e.cloud.Factory([]byte(`{"bootDelay": "200ms"}`), nil)
+	sim, err := e.cloud.Factory([]byte(`{"bootDelay": "200ms"}`), nil, provision.Egress{})
 	if err != nil {
 		t.Fatal(err)
 	}

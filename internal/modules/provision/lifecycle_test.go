@@ -175,8 +175,8 @@ func TestCrashSafety(t *testing.T) {
 func (e *env) crashingController(t *testing.T, at string, after bool) *Controller {
 	t.Helper()
 	once := new(sync.Once)
-	return e.controller(t, Providers{simprovider.Kind: func(params json.RawMessage, creds []byte) (provision.Provider, error) {
-		p, err := e.cloud.Factory(params, creds)
+	return e.controller(t, Providers{simprovider.Kind: func(params json.RawMessage, creds []byte, _ provision.Egress) (provision.Provider, error) {
+		p, err := e.cloud.Factory(params, creds, provision.Egress{})
 		if err != nil {
 			return nil, err
 		}

@@ -134,7 +134,7 @@ func NewOrphanSweeper(opts OrphanSweeperOptions) (*OrphanSweeper, error) {
 	}
 	return &OrphanSweeper{
 		pool: opts.Pool, log: log.With("kind", OrphansKind), cfg: opts.Config.Orphans.withDefaults(),
-		open: opener{providers: opts.Providers, seal: s}, pki: trustDomain(opts.Pool, opts.Secret), now: now,
+		open: opener{providers: opts.Providers, seal: s, egress: egressOf(opts.Config)}, pki: trustDomain(opts.Pool, opts.Secret), now: now,
 	}, nil
 }
 

@@ -54,7 +54,7 @@ func newOrphanEnv(t *testing.T) *orphanEnv {
 	if err := e.Pool.QueryRow(ctx, `SELECT tenant_id FROM provision_classes WHERE name = 'racks'`).Scan(&e.tenant); err != nil {
 		t.Fatal(err)
 	}
-	if e.p, err = e.cloud.Factory([]byte(`{"bootDelay": "9m"}`), nil); err != nil {
+	if e.p, err = e.cloud.Factory([]byte(`{"bootDelay": "9m"}`), nil, provision.Egress{}); err != nil {
 		t.Fatal(err)
 	}
 	machineRow := func(state string) string {

@@ -7,10 +7,17 @@ import (
 	"github.com/better-compute/better-compute/internal/provision"
 )
 
+// egressOf is the policy for providers' endpoints that cfg sets.
+func egressOf(cfg Config) provision.Egress {
+	return provision.Egress{AllowPrivate: cfg.AllowPrivateEndpoints}
+}
+
 // opener makes a class's provider from the enabled factories, opening its credentials.
 type opener struct {
 	providers Providers
 	seal      sealers
+	// egress is the deployment's policy for the providers' endpoints.
+	egress provision.Egress
 }
 
 // open returns the provider of class c. A class whose kind is no longer enabled, or whose
@@ -28,7 +35,7 @@ func (o opener) open(c provisiondb.ProvisionClass) (provision.Provider, error) {
 			return nil, provision.Permanent(fmt.Errorf("class %s: open its credentials: %w", c.Name, err))
 		}
 	}
-	p, err := f(providerParams(c.Params), creds)
+	p, err := f(providerParams(c.Params), creds, o.egress)
 	if err != nil {
 		return nil, provision.Permanent(fmt.Errorf("class %s: %w", c.Name, err))
 	}

@@ -36,7 +36,7 @@ func (m *Module) services() []server.Service {
 				return "", nil, err
 			}
 			svc := &service{
-				pool: deps.Pool, admit: deps.Admitter, open: opener{providers: m.enabled(), seal: s}, cfg: &m.cfg,
+				pool: deps.Pool, admit: deps.Admitter, open: opener{providers: m.enabled(), seal: s, egress: egressOf(m.cfg)}, cfg: &m.cfg,
 				wake: func(string) {}, log: deps.Logger,
 			}
 			if deps.Waker != nil {

@@ -20,7 +20,7 @@ import (
 // credentials are sealed, never returned; a class in use cannot be deleted.
 func TestClassValidation(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, Providers{"keyed": func(json.RawMessage, []byte) (provision.Provider, error) { return nil, nil }})
+	e := newEnv(t, Providers{"keyed": func(json.RawMessage, []byte, provision.Egress) (provision.Provider, error) { return nil, nil }})
 	ctx := t.Context()
 	params := func(m map[string]any) *structpb.Struct {
 		s, err := structpb.NewStruct(m)

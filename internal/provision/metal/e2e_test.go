@@ -51,6 +51,7 @@ func TestEndToEnd(t *testing.T) {
 	cfg := mod.Config().(*modprovision.Config)
 	cfg.Providers = []string{Kind}
 	cfg.PollInterval = 100 * time.Millisecond
+	cfg.AllowPrivateEndpoints = true // the emulator is on loopback
 	if err := mod.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestEndToEnd(t *testing.T) {
 	if fetches != 1 {
 		t.Fatalf("system %s fetched its boot configuration %d times, want once", sys, fetches)
 	}
-	p, err := Factory(params, testCredentials)
+	p, err := Factory(params, testCredentials, testEgress)
 	if err != nil {
 		t.Fatal(err)
 	}

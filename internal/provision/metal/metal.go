@@ -28,9 +28,9 @@ import (
 const Kind = "redfish"
 
 // Factory makes a redfish class's provider from its parameters (Params) and credentials
-// (Credentials); it validates them without reaching a BMC.
-func Factory(params json.RawMessage, credentials []byte) (provision.Provider, error) {
-	p, err := parseParams(params)
+// (Credentials); it validates them, the endpoints against egress, without reaching a BMC.
+func Factory(params json.RawMessage, credentials []byte, egress provision.Egress) (provision.Provider, error) {
+	p, err := parseParams(params, egress)
 	if err != nil {
 		return nil, err
 	}
@@ -38,8 +38,11 @@ func Factory(params json.RawMessage, credentials []byte) (provision.Provider, er
 	if err != nil {
 		return nil, err
 	}
-	return &provider{params: p, creds: c}, nil
+	return &provider{params: p, creds: c, egress: egress}, nil
 }
+
+// maxAnswerBytes bounds each answer read from a BMC: Redfish resources are a few kilobytes.
+const maxAnswerBytes = 1 << 20
 
 // claimMu serializes the claiming of free systems within the process, so two machines created
 // at once do not take the same system; across processes, the claim is read back after writing
@@ -49,6 +52,7 @@ var claimMu sync.Mutex
 type provider struct {
 	params Params
 	creds  Credentials
+	egress provision.Egress
 }
 
 var _ provision.Provider = (*provider)(nil)
@@ -62,16 +66,17 @@ type system struct {
 
 func (s system) id(machine string) string { return s.endpoint + s.sys.ODataID + "#" + machine }
 
-// connect opens a client of an endpoint; close it with disconnect.
+// connect opens a client of an endpoint; close it with disconnect. Its requests go through the
+// deployment's egress policy (no private addresses unless allowed, checked when dialling; no
+// redirects; answers of at most maxAnswerBytes), and a failed answer's body never reaches an
+// error (see statusOnly).
 func (p *provider) connect(ctx context.Context, endpoint string) (*gofish.APIClient, error) {
-	hc := &http.Client{
-		Timeout: time.Duration(p.params.Timeout),
-		Transport: &http.Transport{
-			Proxy: http.ProxyFromEnvironment, TLSHandshakeTimeout: 10 * time.Second,
-			// #nosec G402 -- only when the class says so (insecureSkipVerify).
-			TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: p.params.InsecureSkipVerify},
-		},
-	}
+	hc := p.egress.Client(provision.ClientOptions{
+		Timeout: time.Duration(p.params.Timeout), MaxAnswerBytes: maxAnswerBytes,
+		// #nosec G402 -- only when the class says so (insecureSkipVerify).
+		TLS: &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: p.params.InsecureSkipVerify},
+	})
+	hc.Transport = statusOnly{base: hc.Transport}
 	c, err := gofish.ConnectContext(ctx, gofish.ClientConfig{
 		Endpoint: endpoint, Username: p.creds.Username, Password: p.creds.Password, BasicAuth: true,
 		HTTPClient: hc, NoModifyTransport: true,

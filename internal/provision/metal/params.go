@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/better-compute/better-compute/internal/provision"
 )
 
 // Bounds of a class's parameters.
@@ -89,8 +91,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // MarshalJSON writes "30s".
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
-// parseParams decodes and validates a class's parameters and fills the defaults.
-func parseParams(raw json.RawMessage) (Params, error) {
+// parseParams decodes and validates a class's parameters and fills the defaults; the endpoints
+// must pass egress's checks.
+func parseParams(raw json.RawMessage, egress provision.Egress) (Params, error) {
 	var p Params
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
@@ -106,6 +109,10 @@ func parseParams(raw json.RawMessage) (Params, error) {
 		u, err := url.Parse(e)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
 			bad("endpoints[%d]: must be a Redfish service root, http(s)://host[:port]", i)
+			continue
+		}
+		if err := egress.CheckEndpoint(e); err != nil {
+			errs = append(errs, &provision.FieldError{Field: fmt.Sprintf("endpoints[%d]", i), Err: err})
 			continue
 		}
 		p.Endpoints[i] = u.Scheme + "://" + u.Host

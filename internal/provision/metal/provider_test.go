@@ -14,11 +14,11 @@ import (
 func TestFactoryValidates(t *testing.T) {
 	t.Parallel()
 	good := `{"endpoints": ["https://bmc.example"], "boot": {"mode": "virtualMedia", "image": "https://img.example/bc.iso?c={bootConfigURL}"}}`
-	if _, err := Factory(json.RawMessage(good), testCredentials); err != nil {
+	if _, err := Factory(json.RawMessage(good), testCredentials, testEgress); err != nil {
 		t.Fatalf("good parameters: %v", err)
 	}
 	pxe := `{"endpoints": ["https://bmc.example"], "systems": ["s1"], "boot": {"mode": "pxe"}, "insecureSkipVerify": true, "timeout": "1m"}`
-	if _, err := Factory(json.RawMessage(pxe), testCredentials); err != nil {
+	if _, err := Factory(json.RawMessage(pxe), testCredentials, testEgress); err != nil {
 		t.Fatalf("pxe parameters: %v", err)
 	}
 	for _, tc := range []struct{ name, params, want string }{
@@ -33,16 +33,19 @@ func TestFactoryValidates(t *testing.T) {
 		{"timeout too long", `{"endpoints": ["https://bmc.example"], "boot": {"mode": "pxe"}, "timeout": "1h"}`, "timeout"},
 		{"unknown key", `{"endpoints": ["https://bmc.example"], "boot": {"mode": "pxe"}, "verify": false}`, "unknown field"},
 	} {
-		if _, err := Factory(json.RawMessage(tc.params), testCredentials); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Factory(json.RawMessage(tc.params), testCredentials, testEgress); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error about %s", tc.name, err, tc.want)
 		}
 	}
 	for _, creds := range []string{"", `{"password": "x"}`, `{"username": "a", "token": "x"}`} {
-		if _, err := Factory(json.RawMessage(good), []byte(creds)); err == nil {
+		if _, err := Factory(json.RawMessage(good), []byte(creds), testEgress); err == nil {
 			t.Errorf("credentials %q: accepted", creds)
 		}
 	}
 }
+
+// testEgress allows the loopback emulators of the tests.
+var testEgress = provision.Egress{AllowPrivate: true}
 
 func createRequest(machine, deployment string) provision.CreateRequest {
 	return provision.CreateRequest{
@@ -61,7 +64,7 @@ func TestProviderAgainstEmulator(t *testing.T) {
 	t.Parallel()
 	em := startEmulator(t, 2)
 	images := imageServer(t)
-	p, err := Factory(testParams(em, images), testCredentials)
+	p, err := Factory(testParams(em, images), testCredentials, testEgress)
 	if err != nil {
 		t.Fatal(err)
 	}

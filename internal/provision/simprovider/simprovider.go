@@ -61,8 +61,9 @@ func New(opts Options) *Cloud {
 }
 
 // Factory makes a sim class's provider: its parameters are Params (unknown keys are refused);
-// credentials must be empty, since there is nothing to authenticate to.
-func (c *Cloud) Factory(params json.RawMessage, credentials []byte) (provision.Provider, error) {
+// credentials must be empty, since there is nothing to authenticate to. The sim reaches no
+// endpoint, so egress does not apply.
+func (c *Cloud) Factory(params json.RawMessage, credentials []byte, _ provision.Egress) (provision.Provider, error) {
 	var p Params
 	if len(params) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(params))

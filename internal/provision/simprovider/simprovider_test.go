@@ -15,7 +15,7 @@ func TestProviderContract(t *testing.T) {
 	t.Parallel()
 	cloud := New(Options{})
 	t.Cleanup(cloud.Close)
-	p, err := cloud.Factory([]byte(`{"bootDelay": "9m"}`), nil)
+	p, err := cloud.Factory([]byte(`{"bootDelay": "9m"}`), nil, provision.Egress{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestFactoryRefuses(t *testing.T) {
 	}{
 		{`{"bogus": 1}`, nil}, {`{"bootDelay": "-1s"}`, nil}, {`{"bootDelay": "11m"}`, nil}, {`{}`, []byte("x")},
 	} {
-		if _, err := cloud.Factory([]byte(tc.params), tc.creds); err == nil {
+		if _, err := cloud.Factory([]byte(tc.params), tc.creds, provision.Egress{}); err == nil {
 			t.Fatalf("%s with %d bytes of credentials: accepted", tc.params, len(tc.creds))
 		}
 	}

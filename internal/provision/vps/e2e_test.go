@@ -56,6 +56,7 @@ func TestEndToEnd(t *testing.T) {
 	cfg := mod.Config().(*modprovision.Config)
 	cfg.Providers = []string{Kind}
 	cfg.PollInterval = 100 * time.Millisecond
+	cfg.AllowPrivateEndpoints = true // moto is on loopback
 	if err := mod.Validate(); err != nil {
 		t.Fatal(err)
 	}

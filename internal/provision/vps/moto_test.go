@@ -117,6 +117,9 @@ func testParams(t *testing.T, endpoint string) Params {
 	}
 }
 
+// testEgress allows the loopback moto of the tests.
+var testEgress = provision.Egress{AllowPrivate: true}
+
 // testCredentials are moto's: any access key works.
 var testCredentials = []byte(`{"accessKeyId": "AKIAIOSFODNN7EXAMPLE", "secretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}`)
 
@@ -127,7 +130,7 @@ func newProvider(t *testing.T, p Params) *provider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prov, err := Factory(raw, testCredentials)
+	prov, err := Factory(raw, testCredentials, testEgress)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,8 +77,8 @@ var (
 	releaseURLChars = regexp.MustCompile(`^[A-Za-z0-9._~:/@+=,%-]{1,512}$`)
 )
 
-// parseParams decodes and checks a class's parameters.
-func parseParams(raw json.RawMessage) (Params, *release.PublicKey, error) {
+// parseParams decodes and checks a class's parameters; the endpoint must pass egress's checks.
+func parseParams(raw json.RawMessage, egress provision.Egress) (Params, *release.PublicKey, error) {
 	var p Params
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -93,6 +93,8 @@ func parseParams(raw json.RawMessage) (Params, *release.PublicKey, error) {
 	if p.Endpoint != "" {
 		if u, err := url.Parse(p.Endpoint); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || len(p.Endpoint) > 512 {
 			bad("endpoint must be an http(s) URL without credentials, for example https://ec2.eu-west-1.amazonaws.com")
+		} else if err := egress.CheckEndpoint(p.Endpoint); err != nil {
+			errs = append(errs, &provision.FieldError{Field: "endpoint", Err: err})
 		}
 	}
 	if !imagePattern.MatchString(p.ImageID) {

@@ -45,23 +45,23 @@ func TestFactoryRefuses(t *testing.T) {
 		"aws tag":         mutate(func(p *Params) { p.Tags["aws:x"] = "x" }),
 		"name tag":        mutate(func(p *Params) { p.Tags["Name"] = "x" }),
 	} {
-		if _, err := Factory(params, testCredentials); err == nil {
+		if _, err := Factory(params, testCredentials, testEgress); err == nil {
 			t.Errorf("%s: accepted %s", name, params)
 		}
 	}
 	ok := mutate(func(*Params) {})
-	if _, err := Factory(ok, testCredentials); err != nil {
+	if _, err := Factory(ok, testCredentials, testEgress); err != nil {
 		t.Fatalf("good parameters refused: %v", err)
 	}
 	for _, creds := range []string{``, `{}`, `{"accessKeyId": "AKIAIOSFODNN7EXAMPLE"}`, `{"accessKeyId": "x", "secretAccessKey": "s3cr3t-VALUE"}`, `s3cr3t-VALUE`, `{"secretAccessKey": "s3cr3t-VALUE", "extra": 1}`} {
-		_, err := Factory(ok, []byte(creds))
+		_, err := Factory(ok, []byte(creds), testEgress)
 		if err == nil {
 			t.Errorf("credentials %s: accepted", creds)
 		} else if strings.Contains(err.Error(), "s3cr3t") {
 			t.Errorf("credentials %s: the error quotes the secret: %v", creds, err)
 		}
 	}
-	p, err := Factory(ok, testCredentials)
+	p, err := Factory(ok, testCredentials, testEgress)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ package vps
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -28,10 +29,12 @@ import (
 const Kind = "ec2"
 
 // Factory makes an ec2 class's provider from its parameters (Params) and credentials
-// (Credentials, JSON). It checks both and builds the EC2 client, but sends no request, since
-// machineClasses/create calls it. Errors never quote the credentials.
-func Factory(params json.RawMessage, creds []byte) (provision.Provider, error) {
-	p, key, err := parseParams(params)
+// (Credentials, JSON). It checks both (the endpoint against egress) and builds the EC2 client,
+// but sends no request, since machineClasses/create calls it. Errors never quote the
+// credentials. The client sends every request through egress.Client: no private addresses
+// unless the deployment allows them, checked when dialling; no redirects; bounded answers.
+func Factory(params json.RawMessage, creds []byte, egress provision.Egress) (provision.Provider, error) {
+	p, key, err := parseParams(params, egress)
 	if err != nil {
 		return nil, err
 	}
@@ -41,6 +44,7 @@ func Factory(params json.RawMessage, creds []byte) (provision.Provider, error) {
 	}
 	opts := ec2.Options{
 		Region:      p.Region,
+		HTTPClient:  egress.Client(provision.ClientOptions{Timeout: requestTimeout, MaxAnswerBytes: maxAnswerBytes}),
 		Credentials: aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, c.SessionToken)),
 	}
 	if p.Endpoint != "" {
@@ -48,6 +52,15 @@ func Factory(params json.RawMessage, creds []byte) (provision.Provider, error) {
 	}
 	return &provider{params: p, key: key, ec2: ec2.New(opts)}, nil
 }
+
+// Bounds of the requests to EC2.
+const (
+	// maxAnswerBytes bounds each answer: a page of DescribeInstances (up to 1,000 instances)
+	// is a few megabytes of XML.
+	maxAnswerBytes = 32 << 20
+	// requestTimeout bounds each request, answer included.
+	requestTimeout = time.Minute
+)
 
 // provider is an ec2 class's provider.
 type provider struct {
