@@ -144,3 +144,19 @@ func AddressKey(a netip.Addr) string {
 		return p.String()
 	}
 }
+
+// Refund gives back a token Allow took from key's bucket (up to its burst): for a limit that
+// counts only the calls that turn out badly, taken before the work so that a flood is refused
+// before it costs anything.
+func (l *Limiter) Refund(key string) {
+	if l == nil {
+		return
+	}
+	s := &l.shards[maphash.String(l.seed, key)%shardCount]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, found := s.buckets[key]; found {
+		b := e.Value.(*bucket)
+		b.tokens = math.Min(float64(l.limit.Burst), b.tokens+1)
+	}
+}

@@ -119,3 +119,21 @@ func TestAddressKeyGroupsIPv6By64(t *testing.T) {
 		t.Errorf("invalid address key %q", k)
 	}
 }
+
+func TestRefundGivesATokenBack(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	l := newLimiter(Limit{Rate: 0.001, Burst: 2}, 100, c.now)
+	for range 10 {
+		if ok, _ := l.Allow("a"); !ok {
+			t.Fatal("a call whose token was refunded was refused")
+		}
+		l.Refund("a")
+	}
+	l.Refund("a") // never past the burst
+	for i := range 3 {
+		if ok, _ := l.Allow("a"); ok != (i < 2) {
+			t.Fatalf("call %d: allowed %v", i+1, ok)
+		}
+	}
+}
