@@ -72,7 +72,7 @@ func floodClient(addr, from string, rootPEM []byte) *http.Client {
 		TLSClientConfig: &tls.Config{RootCAs: roots}, Protocols: new(http.Protocols), DialContext: d.DialContext,
 		// One connection: streams past the server's limit wait on it rather than opening more.
 		MaxConnsPerHost: 1,
-		HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: true},
+		HTTP2:           &http.HTTP2Config{StrictMaxConcurrentRequests: true},
 	}
 	tr.Protocols.SetHTTP2(true)
 	return &http.Client{Transport: tr}
