@@ -37,13 +37,13 @@ type Limits struct {
 	GatewaySessions int `yaml:"gatewaySessions"`
 	// GatewayAnonymousConns is the most connections without a verified client certificate
 	// (that can only Join) one gateway holds; one past it is closed after its handshake.
-	// Default 1024.
+	// Default 512.
 	GatewayAnonymousConns int `yaml:"gatewayAnonymousConns"`
 	// GatewayAnonymousConnsPerAddress is the same per client address (IPv6 per /64), counting
 	// connections still in their TLS handshake too. Default 64.
 	GatewayAnonymousConnsPerAddress int `yaml:"gatewayAnonymousConnsPerAddress"`
 	// GatewayJoinsInFlight is the most requests being served on those connections at once; one
-	// past it is refused with resource_exhausted before its body is read. Default 256.
+	// past it is refused with resource_exhausted before its body is read. Default 128.
 	GatewayJoinsInFlight int `yaml:"gatewayJoinsInFlight"`
 	// GatewayJoinsInFlightPerAddress is the same per client address. Default 32.
 	GatewayJoinsInFlightPerAddress int `yaml:"gatewayJoinsInFlightPerAddress"`

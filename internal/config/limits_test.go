@@ -18,8 +18,8 @@ func TestLimitsDefaults(t *testing.T) {
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
 		DaemonRequestBytes: 64 << 10, DaemonHelloBytes: 1 << 20, DaemonResultBytes: 4 << 20, DaemonEventBytes: 64 << 10,
 		GatewaySessions:       20_000,
-		GatewayAnonymousConns: 1024, GatewayAnonymousConnsPerAddress: 64,
-		GatewayJoinsInFlight: 256, GatewayJoinsInFlightPerAddress: 32,
+		GatewayAnonymousConns: 512, GatewayAnonymousConnsPerAddress: 64,
+		GatewayJoinsInFlight: 128, GatewayJoinsInFlightPerAddress: 32,
 		GatewayJoinStreams: 4, GatewayJoinWindowBytes: 64 << 10, GatewayJoinReadTimeout: 10 * time.Second,
 		GatewayJoinRate: 5, GatewayJoinBurst: 50,
 	}

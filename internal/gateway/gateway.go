@@ -201,6 +201,9 @@ func (g *Gateway) handshakeConfig() *tls.Config {
 	return h.config
 }
 
+// anonymousFrameSize is the largest HTTP/2 frame a connection without a certificate may send.
+const anonymousFrameSize = 16 << 10
+
 // compressMinBytes is the smallest answer the gateway compresses. Its answers are small (a
 // command, a welcome; a join's two certificates and root, about 2 KB of PEM): gzip saved a few
 // hundred bytes of each at the cost of a compressor's reset and deflate per message, 4 % of a
@@ -280,8 +283,11 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 			MaxConcurrentStreams:          l.JoinStreams,
 			MaxReceiveBufferPerStream:     l.JoinWindowBytes,
 			MaxReceiveBufferPerConnection: l.JoinWindowBytes,
-			SendPingTimeout:               30 * time.Second,
-			PingTimeout:                   15 * time.Second,
+			// HTTP/2's smallest: each connection keeps a read buffer of the largest frame its
+			// peer may send (the default, 1 MiB, let every connection grow one of 64 KiB).
+			MaxReadFrameSize: anonymousFrameSize,
+			SendPingTimeout:  30 * time.Second,
+			PingTimeout:      15 * time.Second,
 		},
 		ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 		ConnContext: connContext,

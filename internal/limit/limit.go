@@ -45,12 +45,12 @@ const (
 	// certificate, in total (limits.gatewayAnonymousConns) and per client address
 	// (limits.gatewayAnonymousConnsPerAddress; IPv6 per /64). Such a connection can do one thing,
 	// Join, which a node does once.
-	DefaultGatewayAnonymousConns           = 1024
+	DefaultGatewayAnonymousConns           = 512
 	DefaultGatewayAnonymousConnsPerAddress = 64
 	// DefaultGatewayJoinsInFlight bounds the requests being read or answered on those connections,
 	// in total (limits.gatewayJoinsInFlight) and per client address
 	// (limits.gatewayJoinsInFlightPerAddress): each holds up to a Join's message in memory.
-	DefaultGatewayJoinsInFlight           = 256
+	DefaultGatewayJoinsInFlight           = 128
 	DefaultGatewayJoinsInFlightPerAddress = 32
 	// DefaultGatewayJoinStreams is the most concurrent HTTP/2 streams on a connection without a
 	// certificate (limits.gatewayJoinStreams).
