@@ -238,7 +238,7 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		return n, connect.NewError(connect.CodeDeadlineExceeded,
 			errors.New("the request did not arrive within limits.gatewayJoinReadTimeout"))
 	}
-	return n, err //nolint:wrapcheck // the body's own error, as io.Reader promises
+	return n, err // the body's own error (io.EOF among them), unwrapped as io.Reader promises
 }
 
 // countRefusal counts one refusal of anonymous traffic, in the metric and for AnonymousRefusals.

@@ -74,7 +74,7 @@ func TestAnonymousFloodMemory(t *testing.T) {
 	poll.Until(t, 5*time.Minute, "the flood's connections are held", func() bool { return g.AnonymousConns() >= held })
 	t.Logf("%d anonymous connections held after %s", g.AnonymousConns(), time.Since(started).Round(time.Millisecond))
 	// Let every stream send what its windows let it.
-	time.Sleep(10 * time.Second) //nolint:forbidigo // a measurement, not a wait for a condition
+	time.Sleep(10 * time.Second) // a measurement, not a wait for a condition
 	id := e.command(node, "echo", `{"data":{"during":"flood"}}`, "flood")
 	g.Poke(uuid.MustParse(node))
 	took := poll.Until(t, 30*time.Second, "the node's command succeeds during the flood", func() bool { s, _ := e.commandState(id); return s == "succeeded" })
@@ -123,12 +123,12 @@ func TestAnonymousFloodClient(t *testing.T) {
 			go func() {
 				for { // a refused or cut-off Join is sent again
 					flood1(c, addr, 65_000)
-					time.Sleep(100 * time.Millisecond) //nolint:forbidigo // the attacker's pace
+					time.Sleep(100 * time.Millisecond) // the attacker's pace
 				}
 			}()
 		}
 	}
-	time.Sleep(time.Hour) //nolint:forbidigo // until killed
+	time.Sleep(time.Hour) // until killed
 }
 
 // flood1 sends one Join of bodyBytes that never ends, and returns when it is answered or fails.

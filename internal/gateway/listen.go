@@ -70,7 +70,7 @@ func (g *Gateway) acceptLoop(ctx context.Context, ln net.Listener, byAddress boo
 				time.Sleep(backoff)
 				continue
 			}
-			return err //nolint:wrapcheck // Serve names the listener
+			return err // Serve reports it as the gateway's
 		}
 		backoff = 0
 		go g.admit(ctx, raw, byAddress, nodes, anonymous)
