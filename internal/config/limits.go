@@ -39,8 +39,7 @@ type Limits struct {
 	// (that can only Join) one gateway holds; one past it is closed after its handshake.
 	// Default 512.
 	GatewayAnonymousConns int `yaml:"gatewayAnonymousConns"`
-	// GatewayAnonymousConnsPerAddress is the same per client address (IPv6 per /64), counting
-	// connections still in their TLS handshake too. Default 64.
+	// GatewayAnonymousConnsPerAddress is the same per client address (IPv6 per /64). Default 64.
 	GatewayAnonymousConnsPerAddress int `yaml:"gatewayAnonymousConnsPerAddress"`
 	// GatewayJoinsInFlight is the most requests being served on those connections at once; one
 	// past it is refused with resource_exhausted before its body is read. Default 128.

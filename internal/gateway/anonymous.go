@@ -22,7 +22,7 @@ import (
 // Anyone can open connections to the gateway and send Joins. What that may cost is bounded
 // here: a connection without a verified client certificate (anonymous) takes a slot per client
 // address and one in total, each request on it a slot per address and one in total, and its
-// requests must arrive whole within limits.gatewayJoinRead. Refusals are counted
+// requests must arrive whole within limits.gatewayJoinReadTimeout. Refusals are counted
 // (bc_gateway_anonymous_refusals_total{reason}) and their log lines sampled.
 
 // Reasons of bc_gateway_anonymous_refusals_total.
@@ -51,8 +51,8 @@ type admission struct {
 	l Limits
 
 	mu           sync.Mutex
-	conns        int            // anonymous connections past their handshake
-	connsByAddr  map[string]int // connections in their handshake or anonymous, by address key
+	conns        int            // anonymous connections (past their handshake)
+	connsByAddr  map[string]int // the same by address key
 	joins        int
 	joinsByAddr  map[string]int
 	joinAttempts *bucket.Limiter // refused joins, by address key
@@ -130,14 +130,13 @@ func addressKey(a net.Addr) string {
 	return bucket.AddressKey(ap.Addr().Unmap())
 }
 
-// anonConn is a connection the gateway accepted, holding its client address's slot (and, once
-// its handshake showed no certificate, a slot of the total) until it is closed.
+// anonConn is a connection the gateway accepted, which holds a slot of its client address and
+// one of the total from when its handshake showed no certificate until it is closed.
 type anonConn struct {
 	net.Conn
-	key       string
-	anonymous atomic.Bool // holds a slot of the total
-	released  atomic.Bool
-	a         *admission
+	key  string
+	held atomic.Bool
+	a    *admission
 }
 
 // NetConn is the connection underneath, so that wsnet.Over sees through it.
@@ -145,21 +144,10 @@ func (c *anonConn) NetConn() net.Conn { return c.Conn }
 
 // Close closes the connection and gives back its slots.
 func (c *anonConn) Close() error {
-	c.release()
+	if c.held.Swap(false) {
+		c.a.give(c.a.connsByAddr, &c.a.conns, c.key)
+	}
 	return c.Conn.Close()
-}
-
-// release gives back the connection's slots, once: at close, or when its handshake showed a
-// certificate.
-func (c *anonConn) release() {
-	if c.released.Swap(true) {
-		return
-	}
-	var total *int
-	if c.anonymous.Load() {
-		total = &c.a.conns
-	}
-	c.a.give(c.a.connsByAddr, total, c.key)
 }
 
 // keyOf finds the anonConn under c (a *tls.Conn's) and returns its address key.

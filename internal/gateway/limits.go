@@ -37,8 +37,8 @@ type Limits struct {
 
 	// AnonymousConns and AnonymousConnsPerAddress bound the connections without a verified
 	// client certificate (limits.gatewayAnonymousConns, limits.gatewayAnonymousConnsPerAddress):
-	// one past either is closed as soon as its handshake shows it has none. The per-address
-	// count also covers connections still in their handshake.
+	// one past either is closed as soon as its handshake shows it has none. Connections in their
+	// handshake are bounded by ReadHeaderTimeout only, since a node's is one of them.
 	AnonymousConns, AnonymousConnsPerAddress int
 	// JoinsInFlight and JoinsInFlightPerAddress bound the requests being served on those
 	// connections (limits.gatewayJoinsInFlight, limits.gatewayJoinsInFlightPerAddress); one past

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -77,18 +76,15 @@ func (g *Gateway) acceptLoop(ctx context.Context, ln net.Listener, byAddress boo
 	}
 }
 
-// admit counts raw against its address, completes its handshake within ReadHeaderTimeout and
-// hands it to nodes (a verified certificate) or anonymous (none, while the total allows).
+// admit completes raw's handshake within ReadHeaderTimeout and hands it to nodes (a verified
+// certificate) or, while the caps per address and in total allow, to anonymous. Connections
+// still in their handshake are not counted: a node's is one too (a fleet behind one address
+// reconnecting at once must not be refused), and ReadHeaderTimeout bounds them.
 func (g *Gateway) admit(ctx context.Context, raw net.Conn, byAddress bool, nodes, anonymous *connQueue) {
 	a := g.admission
 	key := ""
 	if byAddress {
 		key = addressKey(raw.RemoteAddr())
-	}
-	if reason := a.take(a.connsByAddr, a.l.AnonymousConnsPerAddress, nil, 0, key, refusedAddressConns, ""); reason != "" {
-		g.refuse(ctx, reason, key)
-		_ = raw.Close()
-		return
 	}
 	c := &anonConn{Conn: raw, key: key, a: a}
 	tc := tls.Server(c, g.TLSConfig())
@@ -100,21 +96,14 @@ func (g *Gateway) admit(ctx context.Context, raw net.Conn, byAddress bool, nodes
 	}
 	_ = tc.SetDeadline(time.Time{})
 	if len(tc.ConnectionState().VerifiedChains) > 0 {
-		c.release()
 		nodes.hand(tc)
 		return
 	}
-	a.mu.Lock()
-	full := a.conns >= a.l.AnonymousConns
-	if !full {
-		a.conns++
-		c.anonymous.Store(true)
-	}
-	a.mu.Unlock()
-	if full {
-		g.refuse(ctx, refusedConns, key, slog.Int("limit", a.l.AnonymousConns))
+	if reason := a.take(a.connsByAddr, a.l.AnonymousConnsPerAddress, &a.conns, a.l.AnonymousConns, key, refusedAddressConns, refusedConns); reason != "" {
+		g.refuse(ctx, reason, key)
 		_ = tc.Close()
 		return
 	}
+	c.held.Store(true)
 	anonymous.hand(tc)
 }
