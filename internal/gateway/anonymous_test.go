@@ -27,7 +27,9 @@ import (
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/gateway"
+	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/poll"
+	"github.com/better-compute/better-compute/internal/wsnet"
 )
 
 // endlessBody is a request body that sends n bytes and then never ends (until stop closes or
@@ -100,12 +102,19 @@ func flood(ctx context.Context, c *http.Client, addr string, streams, bodyBytes 
 // SETTINGS and the connection window it grants at once (65,535 plus its first WINDOW_UPDATE).
 func serverSettings(t *testing.T, addr string, rootPEM []byte) (settings map[uint16]uint32, connWindow uint32) {
 	t.Helper()
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(rootPEM)
-	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, NextProtos: []string{"h2"}})
+	raw, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serverSettingsOver(t, raw, rootPEM)
+}
+
+// serverSettingsOver is serverSettings over raw (a TCP connection or a WebSocket).
+func serverSettingsOver(t *testing.T, raw net.Conn, rootPEM []byte) (settings map[uint16]uint32, connWindow uint32) {
+	t.Helper()
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(rootPEM)
+	c := tls.Client(raw, &tls.Config{RootCAs: roots, NextProtos: []string{"h2"}, ServerName: "127.0.0.1"})
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	preface := append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 0, 0, 0, 4, 0, 0, 0, 0, 0) // and an empty SETTINGS
@@ -346,4 +355,47 @@ func TestBadTokenFloodIsRateLimited(t *testing.T) {
 	if n := lines.count(); n == 0 || n > 10 {
 		t.Errorf("%d refusal log lines, want 1 to 10", n)
 	}
+}
+
+// TestAnonymousWebSocketsAreBoundedAlike: connections without a certificate that come over the
+// WebSocket listener (issue 31: 20 of them took the gateway to 624 MiB) get the same small
+// windows and few streams, and count against the same caps.
+func TestAnonymousWebSocketsAreBoundedAlike(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := e.StartGateway("gw1", func(o *gateway.Options) {
+		gatewaytest.WebSocket(t, false)(o)
+		o.Limits.AnonymousConns = 2
+	})
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := wsnet.Dial(ctx, g.WebSocketURL, wsnet.DialOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	settings, connWindow := serverSettingsOver(t, dial(), e.bundle.RootPEM())
+	if settings[3] != 4 || settings[4] != 64<<10 || connWindow > 64<<10 {
+		t.Errorf("an anonymous WebSocket gets %d streams, a %d-byte stream window and a %d-byte connection window; want 4, 65536 and at most 65536",
+			settings[3], settings[4], connWindow)
+	}
+	// Two more held open, a third past the total.
+	for range 3 {
+		c := tls.Client(dial(), &tls.Config{RootCAs: rootsOf(e.bundle.RootPEM()), NextProtos: []string{"h2"}, ServerName: "127.0.0.1"})
+		t.Cleanup(func() { _ = c.Close() })
+		if err := c.HandshakeContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.Until(t, 10*time.Second, "the WebSocket past the total is refused", func() bool {
+		return g.AnonymousConns() == 2 && g.AnonymousRefusals("connections") >= 1
+	})
+}
+
+func rootsOf(pem []byte) *x509.CertPool {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	return roots
 }
