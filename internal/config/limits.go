@@ -35,6 +35,32 @@ type Limits struct {
 	// (resource_exhausted) and reconnects later, to this gateway or another. It also sizes the
 	// gateway's default memory limit (GOMEMLIMIT). Default 20000.
 	GatewaySessions int `yaml:"gatewaySessions"`
+	// GatewayAnonymousConns is the most connections without a verified client certificate
+	// (that can only Join) one gateway holds; one past it is closed after its handshake.
+	// Default 512.
+	GatewayAnonymousConns int `yaml:"gatewayAnonymousConns"`
+	// GatewayAnonymousConnsPerAddress is the same per client address (IPv6 per /64). Default 64.
+	GatewayAnonymousConnsPerAddress int `yaml:"gatewayAnonymousConnsPerAddress"`
+	// GatewayJoinsInFlight is the most requests being served on those connections at once; one
+	// past it is refused with resource_exhausted before its body is read. Default 128.
+	GatewayJoinsInFlight int `yaml:"gatewayJoinsInFlight"`
+	// GatewayJoinsInFlightPerAddress is the same per client address. Default 32.
+	GatewayJoinsInFlightPerAddress int `yaml:"gatewayJoinsInFlightPerAddress"`
+	// GatewayJoinStreams is the most concurrent HTTP/2 streams on a connection without a
+	// certificate. Default 4.
+	GatewayJoinStreams int `yaml:"gatewayJoinStreams"`
+	// GatewayJoinWindowBytes is the HTTP/2 receive window, per stream and per connection, of a
+	// connection without a certificate (certificate-bearing ones keep the tunnels' 4 MiB and
+	// 64 MiB). Default 65536.
+	GatewayJoinWindowBytes int `yaml:"gatewayJoinWindowBytes"`
+	// GatewayJoinReadTimeout bounds the reading of a whole request on a connection without a
+	// certificate. Default 10s.
+	GatewayJoinReadTimeout time.Duration `yaml:"gatewayJoinReadTimeout"`
+	// GatewayJoinRate and GatewayJoinBurst shape each client address's bucket of refused joins:
+	// a Join takes a token before its join token is looked up and gives it back when it
+	// succeeds; an empty bucket refuses with resource_exhausted. Defaults 5 a second, 50.
+	GatewayJoinRate  float64 `yaml:"gatewayJoinRate"`
+	GatewayJoinBurst int     `yaml:"gatewayJoinBurst"`
 }
 
 // defaultLimits are the limits when neither the file nor the environment sets them.
@@ -50,6 +76,16 @@ func defaultLimits() Limits {
 		DaemonResultBytes:  limit.DefaultDaemonResultBytes,
 		DaemonEventBytes:   limit.DefaultDaemonEventBytes,
 		GatewaySessions:    limit.DefaultGatewaySessions,
+
+		GatewayAnonymousConns:           limit.DefaultGatewayAnonymousConns,
+		GatewayAnonymousConnsPerAddress: limit.DefaultGatewayAnonymousConnsPerAddress,
+		GatewayJoinsInFlight:            limit.DefaultGatewayJoinsInFlight,
+		GatewayJoinsInFlightPerAddress:  limit.DefaultGatewayJoinsInFlightPerAddress,
+		GatewayJoinStreams:              limit.DefaultGatewayJoinStreams,
+		GatewayJoinWindowBytes:          limit.DefaultGatewayJoinWindowBytes,
+		GatewayJoinReadTimeout:          limit.DefaultGatewayJoinReadTimeout,
+		GatewayJoinRate:                 limit.DefaultGatewayJoinRate,
+		GatewayJoinBurst:                limit.DefaultGatewayJoinBurst,
 	}
 }
 
@@ -90,6 +126,7 @@ func (c *Config) checkLimits(ps *problems) {
 		{"limits.readHeaderTimeout", l.ReadHeaderTimeout},
 		{"limits.readTimeout", l.ReadTimeout},
 		{"limits.idleTimeout", l.IdleTimeout},
+		{"limits.gatewayJoinReadTimeout", l.GatewayJoinReadTimeout},
 	} {
 		if d.v <= 0 || d.v > maxLimitTime {
 			ps.add(d.key, "must be a positive duration of at most %s, got %s", maxLimitTime, d.v)
@@ -97,6 +134,27 @@ func (c *Config) checkLimits(ps *problems) {
 	}
 	if l.GatewaySessions < 1 || l.GatewaySessions > maxGatewaySessions {
 		ps.add("limits.gatewaySessions", "must be from 1 to %d, got %d", maxGatewaySessions, l.GatewaySessions)
+	}
+	for _, n := range []struct {
+		key      string
+		v        int
+		min, max int
+	}{
+		{"limits.gatewayAnonymousConns", l.GatewayAnonymousConns, 1, maxGatewaySessions},
+		{"limits.gatewayAnonymousConnsPerAddress", l.GatewayAnonymousConnsPerAddress, 1, maxGatewaySessions},
+		{"limits.gatewayJoinsInFlight", l.GatewayJoinsInFlight, 1, maxGatewaySessions},
+		{"limits.gatewayJoinsInFlightPerAddress", l.GatewayJoinsInFlightPerAddress, 1, maxGatewaySessions},
+		{"limits.gatewayJoinStreams", l.GatewayJoinStreams, 1, 1000},
+		// HTTP/2 windows start at 65535 bytes; a smaller one cannot be announced.
+		{"limits.gatewayJoinWindowBytes", l.GatewayJoinWindowBytes, 65535, 16 << 20},
+		{"limits.gatewayJoinBurst", l.GatewayJoinBurst, 1, maxGatewaySessions},
+	} {
+		if n.v < n.min || n.v > n.max {
+			ps.add(n.key, "must be from %d to %d, got %d", n.min, n.max, n.v)
+		}
+	}
+	if !(l.GatewayJoinRate > 0) {
+		ps.add("limits.gatewayJoinRate", "must be a positive number of joins a second, got %v", l.GatewayJoinRate)
 	}
 	if l.ReadTimeout > 0 && l.ReadTimeout < l.ReadHeaderTimeout {
 		ps.add("limits.readTimeout", "must be at least limits.readHeaderTimeout (%s), got %s", l.ReadHeaderTimeout, l.ReadTimeout)

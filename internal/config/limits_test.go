@@ -17,7 +17,11 @@ func TestLimitsDefaults(t *testing.T) {
 		RequestBytes: 4 << 20, HeaderBytes: 64 << 10,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
 		DaemonRequestBytes: 64 << 10, DaemonHelloBytes: 1 << 20, DaemonResultBytes: 4 << 20, DaemonEventBytes: 64 << 10,
-		GatewaySessions: 20_000,
+		GatewaySessions:       20_000,
+		GatewayAnonymousConns: 512, GatewayAnonymousConnsPerAddress: 64,
+		GatewayJoinsInFlight: 128, GatewayJoinsInFlightPerAddress: 32,
+		GatewayJoinStreams: 4, GatewayJoinWindowBytes: 64 << 10, GatewayJoinReadTimeout: 10 * time.Second,
+		GatewayJoinRate: 5, GatewayJoinBurst: 50,
 	}
 	if c.Limits != want {
 		t.Errorf("limits = %+v, want %+v", c.Limits, want)
@@ -70,6 +74,10 @@ func TestLimitsValidation(t *testing.T) {
 		{"idle too long", "", []string{"BETTER_COMPUTE_LIMITS_IDLE_TIMEOUT=2h"}, "limits.idleTimeout", "at most 1h0m0s"},
 		{"read timeout not a duration", "limits: {readTimeout: soon}", nil, "limits.readTimeout", "must be a duration"},
 		{"read below read header", "limits: {readTimeout: 5s}", nil, "limits.readTimeout", "at least limits.readHeaderTimeout"},
+		{"anonymous conns zero", "limits: {gatewayAnonymousConns: 0}", nil, "limits.gatewayAnonymousConns", "must be from 1"},
+		{"join window below HTTP/2's", "limits: {gatewayJoinWindowBytes: 1024}", nil, "limits.gatewayJoinWindowBytes", "must be from 65535"},
+		{"join read timeout zero", "limits: {gatewayJoinReadTimeout: 0s}", nil, "limits.gatewayJoinReadTimeout", "must be a positive duration"},
+		{"join rate zero", "limits: {gatewayJoinRate: 0}", nil, "limits.gatewayJoinRate", "must be a positive number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

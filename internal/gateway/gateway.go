@@ -119,6 +119,9 @@ type Gateway struct {
 	openTunnels    atomic.Int64
 
 	seats atomic.Int64 // sessions opening or held (seats.go)
+
+	admission *admission // what anonymous traffic may hold (anonymous.go)
+	refusals  sync.Map   // reason → *atomic.Int64: anonymous refusals since start
 }
 
 // New returns a gateway; Serve runs it.
@@ -152,6 +155,7 @@ func New(opts Options) *Gateway {
 		tunnels:        map[uuid.UUID]*pendingTunnel{},
 		tunnelsClosing: make(chan struct{}),
 	}
+	g.admission = newAdmission(opts.Limits, g.countRefusal)
 	g.metrics.CountSessions(g.Sessions)
 	g.metrics.CountTunnels(g.Tunnels)
 	return g
@@ -197,6 +201,9 @@ func (g *Gateway) handshakeConfig() *tls.Config {
 	return h.config
 }
 
+// anonymousFrameSize is the largest HTTP/2 frame a connection without a certificate may send.
+const anonymousFrameSize = 16 << 10
+
 // compressMinBytes is the smallest answer the gateway compresses. Its answers are small (a
 // command, a welcome; a join's two certificates and root, about 2 KB of PEM): gzip saved a few
 // hundred bytes of each at the cost of a compressor's reset and deflate per message, 4 % of a
@@ -214,10 +221,10 @@ func (g *Gateway) Handler() http.Handler {
 	svc := &service{g: g}
 	mux := http.NewServeMux()
 	path, unary := daemonv1connect.NewDaemonServiceHandler(svc, append(limit.HandlerOptions(l.RequestBytes),
-		connect.WithInterceptors(errorLog{g.log}), connect.WithCompressMinBytes(compressMinBytes))...)
+		connect.WithInterceptors(errorLog{g.log, g}), connect.WithCompressMinBytes(compressMinBytes))...)
 	mux.Handle(path, limit.Body(l.RequestBytes, g.identify(unary)))
 	_, session := daemonv1connect.NewDaemonServiceHandler(svc, append(limit.HandlerOptions(l.sessionMessageBytes()),
-		connect.WithInterceptors(errorLog{g.log}), connect.WithCompressMinBytes(compressMinBytes))...)
+		connect.WithInterceptors(errorLog{g.log, g}), connect.WithCompressMinBytes(compressMinBytes))...)
 	mux.Handle(daemonv1connect.DaemonServiceSessionProcedure, g.identify(session))
 	mux.Handle("POST "+tunnel.DataPlanePath+"{id}", g.identify(http.HandlerFunc(g.serveDataPlane)))
 	return mux
@@ -231,18 +238,27 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	var protocols http.Protocols
 	protocols.SetHTTP2(true)
+	l := g.opts.Limits
+	connContext := func(ctx context.Context, c net.Conn) context.Context {
+		if key, ok := keyOf(c); ok {
+			ctx = context.WithValue(ctx, clientKey{}, key)
+		}
+		return connTransport(ctx, c)
+	}
+	handler := g.Handler()
+	// The daemons' server: connections with a verified node certificate.
 	srv := &http.Server{
-		Handler:           g.Handler(),
-		TLSConfig:         g.TLSConfig(),
+		Handler:           handler,
+		TLSConfig:         g.TLSConfig(), // the handshake is done before; this turns HTTP/2 on
 		Protocols:         &protocols,
-		ReadHeaderTimeout: g.opts.Limits.ReadHeaderTimeout,
-		IdleTimeout:       g.opts.Limits.IdleTimeout,
-		MaxHeaderBytes:    g.opts.Limits.HeaderBytes,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.HeaderBytes,
 		// No read or write timeouts: they would cut the long-lived session and tunnel streams.
 		// HTTP/2 pings find dead peers instead; the bodies of the unary calls are bounded in
 		// Handler. The receive windows are the tunnels' (tunnel.StreamWindow, ConnWindow): a
 		// window is what a peer may send before it is read, so they also bound what any stream
-		// may make the gateway buffer.
+		// may make the gateway buffer. Only certificate-bearing connections get here.
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout:               30 * time.Second,
 			PingTimeout:                   15 * time.Second,
@@ -251,8 +267,32 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 			MaxReadFrameSize:              tunnel.MaxFrameSize,
 		},
 		ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
-		ConnContext: connTransport,
+		ConnContext: connContext,
 	}
+	// The anonymous server: connections without a certificate, which can only Join. Small
+	// windows and few streams bound what each may make the gateway buffer; anonymousRequests
+	// bounds the requests in flight and how long each may take to arrive.
+	anonSrv := &http.Server{
+		Handler:           g.anonymousRequests(handler),
+		TLSConfig:         g.TLSConfig(),
+		Protocols:         &protocols,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.HeaderBytes,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          l.JoinStreams,
+			MaxReceiveBufferPerStream:     l.JoinWindowBytes,
+			MaxReceiveBufferPerConnection: l.JoinWindowBytes,
+			// HTTP/2's smallest: each connection keeps a read buffer of the largest frame its
+			// peer may send (the default, 1 MiB, let every connection grow one of 64 KiB).
+			MaxReadFrameSize: anonymousFrameSize,
+			SendPingTimeout:  30 * time.Second,
+			PingTimeout:      15 * time.Second,
+		},
+		ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+		ConnContext: connContext,
+	}
+	nodes, anonymous := newConnQueue(ln.Addr()), newConnQueue(ln.Addr())
 	loopsCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { g.dispatchLoop(loopsCtx) })
@@ -263,17 +303,20 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	wg.Go(func() { g.watchLoop(loopsCtx) })
 
-	errc := make(chan error, 2)
-	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	errc := make(chan error, 5)
+	go func() { errc <- srv.Serve(nodes) }()
+	go func() { errc <- anonSrv.Serve(anonymous) }()
+	go func() { errc <- g.acceptLoop(ctx, ln, true, nodes, anonymous) }()
 	g.log.Info("gateway serving daemons", "addr", ln.Addr().String(), "region", g.opts.Region)
-	// The WebSocket listener: its outer server upgrades, and the daemons' server serves the
-	// connections inside like the direct ones.
+	// The WebSocket listener: its outer server upgrades, and the daemons' servers serve the
+	// connections inside like the direct ones. Behind a proxy that terminates the outer TLS the
+	// peer is the proxy, so only the totals bound anonymous connections there.
 	var wsOuter *http.Server
 	var wsConns *wsnet.Listener
 	if o := g.opts.WebSocket; o != nil {
 		wsConns = wsnet.NewListener(o.Listener.Addr(), 0)
 		wsOuter = g.webSocketServer(o, wsConns)
-		go func() { errc <- srv.ServeTLS(wsConns, "", "") }()
+		go func() { errc <- g.acceptLoop(ctx, wsConns, o.TLS != nil, nodes, anonymous) }()
 		go func() { errc <- serveWebSocket(wsOuter, o.Listener) }()
 		g.log.Info("gateway serving daemons over WebSockets", "addr", o.Listener.Addr().String(), "outer_tls", o.TLS != nil)
 	}
@@ -297,7 +340,13 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	drained := make(chan struct{})
-	go func() { defer close(drained); _ = srv.Shutdown(sctx) }()
+	go func() {
+		defer close(drained)
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = srv.Shutdown(sctx) })
+		wg.Go(func() { _ = anonSrv.Shutdown(sctx) })
+		wg.Wait()
+	}()
 	g.endAll("gateway shutting down")
 	<-drained
 	if wsConns != nil {
@@ -307,7 +356,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	wg.Wait()
 	g.flushBeats(sctx)
 	g.unregister(sctx)
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	return nil

@@ -47,8 +47,12 @@ func nodeFrom(ctx context.Context) (uuid.UUID, error) {
 }
 
 // errorLog maps errors to Connect codes in one place, as the API's guard does, and logs the
-// unexpected ones.
-type errorLog struct{ log *slog.Logger }
+// unexpected ones. Refusals of calls without a node certificate, which anyone can cause as fast
+// as they like, are counted and their log lines sampled (refuse).
+type errorLog struct {
+	log *slog.Logger
+	g   *Gateway
+}
 
 func (e errorLog) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
@@ -75,9 +79,14 @@ func (e errorLog) WrapStreamingHandler(next connect.StreamingHandlerFunc) connec
 
 func (e errorLog) convert(ctx context.Context, procedure string, err error) error {
 	cerr, internal := apierr.ToConnect(err, "")
-	if internal {
+	_, known := ctx.Value(nodeKey{}).(uuid.UUID)
+	switch {
+	case internal:
 		e.log.ErrorContext(ctx, "daemon call failed", "procedure", procedure, "err", err)
-	} else {
+	case !known && e.g != nil:
+		e.g.refuse(ctx, refusedCall, clientOf(ctx), slog.String("procedure", procedure),
+			slog.String("code", cerr.Code().String()), slog.String("err", cerr.Message()))
+	default:
 		e.log.InfoContext(ctx, "daemon call refused", "procedure", procedure, "code", cerr.Code().String(), "err", cerr.Message())
 	}
 	return cerr

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
@@ -16,6 +17,7 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/limit/bucket"
 	"github.com/better-compute/better-compute/internal/secret"
 )
 
@@ -25,7 +27,27 @@ type service struct{ g *Gateway }
 // Join spends one use of a join token and creates the node with its certificate, in one
 // transaction: a refused join (bad token, bad CSR, a token spent by a concurrent join, a tenant
 // at its cap of nodes) creates nothing and spends nothing.
-func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (*daemonv1.JoinResponse, error) {
+//
+// Every Join first takes a token from its client address's bucket (limits.gatewayJoinRate and
+// gatewayJoinBurst), before anything is looked up; one that succeeds gives it back, so the
+// bucket counts refused joins and a flood of bad tokens is refused without reaching the database.
+func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (res *daemonv1.JoinResponse, err error) {
+	g := s.g
+	client := clientOf(ctx)
+	if client != "" {
+		if ok, wait := g.admission.joinAttempts.Allow(client); !ok {
+			g.refuse(ctx, refusedJoinRate, client)
+			cerr := connect.NewError(connect.CodeResourceExhausted, errors.New(
+				"too many refused joins from this address (limits.gatewayJoinRate, limits.gatewayJoinBurst)"))
+			cerr.Meta().Set("Retry-After", strconv.Itoa(bucket.RetryAfterSeconds(wait)))
+			return nil, cerr
+		}
+		defer func() {
+			if err == nil {
+				g.admission.joinAttempts.Refund(client)
+			}
+		}()
+	}
 	token, err := auth.ParseJoinToken(req.GetToken())
 	if err != nil {
 		return nil, apierr.Unauthenticated("token: %v", err)
@@ -43,7 +65,6 @@ func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (*daemonv
 	if err := csr.CheckSignature(); err != nil {
 		return nil, apierr.InvalidArgument("csr", "signature does not match its key: %v", err)
 	}
-	g := s.g
 	// Check the token without a lock and sign the certificate, then create the node and spend
 	// the token in one short transaction (admitJoin): the spend is conditional, so a token used
 	// up meanwhile refuses the join and rolls the node back.
@@ -68,7 +89,7 @@ func (s *service) Join(ctx context.Context, req *daemonv1.JoinRequest) (*daemonv
 	if err := g.admitJoin(ctx, t, nodeID, req.GetHostname(), notAfter); err != nil {
 		return nil, err
 	}
-	res := &daemonv1.JoinResponse{
+	res = &daemonv1.JoinResponse{
 		NodeId: nodeID.String(), CertificateChain: chain, RootCa: g.opts.Authority.RootPEM(),
 		TrustDomain: g.opts.Authority.TrustDomain(), NotAfter: timestamppb.New(notAfter),
 	}

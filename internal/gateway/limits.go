@@ -34,6 +34,30 @@ type Limits struct {
 	// past it is refused with resource_exhausted before anything is read or written for it,
 	// unless it already holds a session here, which its new one supersedes.
 	Sessions int
+
+	// AnonymousConns and AnonymousConnsPerAddress bound the connections without a verified
+	// client certificate (limits.gatewayAnonymousConns, limits.gatewayAnonymousConnsPerAddress):
+	// one past either is closed as soon as its handshake shows it has none. Connections in their
+	// handshake are bounded by ReadHeaderTimeout only, since a node's is one of them.
+	AnonymousConns, AnonymousConnsPerAddress int
+	// JoinsInFlight and JoinsInFlightPerAddress bound the requests being served on those
+	// connections (limits.gatewayJoinsInFlight, limits.gatewayJoinsInFlightPerAddress); one past
+	// either is refused with resource_exhausted before its body is read.
+	JoinsInFlight, JoinsInFlightPerAddress int
+	// JoinStreams is the most concurrent streams on a connection without a certificate
+	// (limits.gatewayJoinStreams), and JoinWindowBytes its HTTP/2 receive window per stream and
+	// per connection (limits.gatewayJoinWindowBytes); certificate-bearing connections keep the
+	// tunnels' windows.
+	JoinStreams, JoinWindowBytes int
+	// JoinReadTimeout bounds the reading of a whole request on a connection without a
+	// certificate (limits.gatewayJoinReadTimeout).
+	JoinReadTimeout time.Duration
+	// JoinRate and JoinBurst shape each client address's bucket of refused joins
+	// (limits.gatewayJoinRate, limits.gatewayJoinBurst): a Join takes a token before anything is
+	// looked up (an empty bucket refuses it with resource_exhausted), and gives it back when it
+	// succeeds.
+	JoinRate  float64
+	JoinBurst int
 }
 
 // withDefaults fills the zero fields.
@@ -46,6 +70,15 @@ func (l Limits) withDefaults() Limits {
 	l.ReadHeaderTimeout = limit.Or(l.ReadHeaderTimeout, limit.DefaultReadHeaderTimeout)
 	l.IdleTimeout = limit.Or(l.IdleTimeout, limit.DefaultIdleTimeout)
 	l.Sessions = limit.Or(l.Sessions, limit.DefaultGatewaySessions)
+	l.AnonymousConns = limit.Or(l.AnonymousConns, limit.DefaultGatewayAnonymousConns)
+	l.AnonymousConnsPerAddress = limit.Or(l.AnonymousConnsPerAddress, limit.DefaultGatewayAnonymousConnsPerAddress)
+	l.JoinsInFlight = limit.Or(l.JoinsInFlight, limit.DefaultGatewayJoinsInFlight)
+	l.JoinsInFlightPerAddress = limit.Or(l.JoinsInFlightPerAddress, limit.DefaultGatewayJoinsInFlightPerAddress)
+	l.JoinStreams = limit.Or(l.JoinStreams, limit.DefaultGatewayJoinStreams)
+	l.JoinWindowBytes = limit.Or(l.JoinWindowBytes, limit.DefaultGatewayJoinWindowBytes)
+	l.JoinReadTimeout = limit.Or(l.JoinReadTimeout, limit.DefaultGatewayJoinReadTimeout)
+	l.JoinRate = limit.Or(l.JoinRate, limit.DefaultGatewayJoinRate)
+	l.JoinBurst = limit.Or(l.JoinBurst, limit.DefaultGatewayJoinBurst)
 	return l
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/coder/websocket"
 	"github.com/google/uuid"
 
 	"github.com/better-compute/better-compute/internal/daemon"
@@ -82,6 +83,19 @@ func TestWebSocketRefusesAnotherSubprotocolAndPath(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusNotFound {
 		t.Errorf("another path answered %d", res.StatusCode)
+	}
+	// A WebSocket upgrade of another subprotocol, or of none, is refused before it is answered.
+	for _, protocols := range [][]string{{"chat"}, nil} {
+		ws, res, err := websocket.Dial(ctx, gw.WebSocketURL, &websocket.DialOptions{Subprotocols: protocols})
+		if res != nil && res.Body != nil {
+			_ = res.Body.Close()
+		}
+		if err == nil {
+			_ = ws.CloseNow()
+			t.Errorf("subprotocols %q: upgraded (101), want 400", protocols)
+		} else if res == nil || res.StatusCode != http.StatusBadRequest {
+			t.Errorf("subprotocols %q: %v, want 400", protocols, err)
+		}
 	}
 }
 

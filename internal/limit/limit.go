@@ -41,11 +41,36 @@ const (
 	// DefaultGatewaySessions bounds the sessions one gateway holds (limits.gatewaySessions): a
 	// 10,000-node fleet fits one gateway twice over.
 	DefaultGatewaySessions = 20_000
+	// DefaultGatewayAnonymousConns bounds the gateway's connections without a verified client
+	// certificate, in total (limits.gatewayAnonymousConns) and per client address
+	// (limits.gatewayAnonymousConnsPerAddress; IPv6 per /64). Such a connection can do one thing,
+	// Join, which a node does once.
+	DefaultGatewayAnonymousConns           = 512
+	DefaultGatewayAnonymousConnsPerAddress = 64
+	// DefaultGatewayJoinsInFlight bounds the requests being read or answered on those connections,
+	// in total (limits.gatewayJoinsInFlight) and per client address
+	// (limits.gatewayJoinsInFlightPerAddress): each holds up to a Join's message in memory.
+	DefaultGatewayJoinsInFlight           = 128
+	DefaultGatewayJoinsInFlightPerAddress = 32
+	// DefaultGatewayJoinStreams is the most concurrent HTTP/2 streams on a connection without a
+	// certificate (limits.gatewayJoinStreams).
+	DefaultGatewayJoinStreams = 4
+	// DefaultGatewayJoinWindowBytes is the HTTP/2 receive window, per stream and per connection,
+	// of a connection without a certificate (limits.gatewayJoinWindowBytes): HTTP/2's initial 64 KiB.
+	DefaultGatewayJoinWindowBytes = 64 << 10
+	// DefaultGatewayJoinReadTimeout bounds the reading of a whole request on a connection without
+	// a certificate (limits.gatewayJoinReadTimeout).
+	DefaultGatewayJoinReadTimeout = 10 * time.Second
+	// DefaultGatewayJoinRate and DefaultGatewayJoinBurst shape the per-address token bucket of
+	// refused joins (limits.gatewayJoinRate, limits.gatewayJoinBurst): a join takes a token before
+	// its token is looked up, and a successful one gives it back.
+	DefaultGatewayJoinRate  = 5.0
+	DefaultGatewayJoinBurst = 50
 )
 
 // Or returns v, or def when v is zero or negative: how servers apply a limit their options may
 // leave unset.
-func Or[T int | int64 | time.Duration](v, def T) T {
+func Or[T int | int64 | float64 | time.Duration](v, def T) T {
 	if v <= 0 {
 		return def
 	}

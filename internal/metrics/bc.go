@@ -70,6 +70,9 @@ func (a *API) Observe(group, name, code string, d time.Duration) {
 // A nil *Gateway records nothing.
 type Gateway struct {
 	dispatch *Histogram
+	// refused counts bc_gateway_anonymous_refusals_total{reason}: connections and calls without
+	// a client certificate that the gateway refused (no label names an address).
+	refused *CounterVec
 
 	mu       sync.Mutex
 	sessions []func() int
@@ -90,6 +93,8 @@ func NewGateway(r *Registry) *Gateway {
 		g := &Gateway{
 			dispatch: r.Histogram("bc_gateway_dispatch_latency_seconds",
 				"Time from a command's creation to its dispatch to the node's session (both database clock).", DispatchBuckets).With(),
+			refused: r.Counter("bc_gateway_anonymous_refusals_total",
+				"Connections and calls without a client certificate that the gateway refused, by reason (a cap, the join rate, the read timeout, or a refused call).", "reason"),
 		}
 		r.GaugeFunc("bc_gateway_sessions", "Daemon sessions this process's gateway holds.", func() float64 { return g.sum(&g.sessions) })
 		r.GaugeFunc("bc_gateway_tunnels", "Tunnels this process's gateway relays.", func() float64 { return g.sum(&g.tunnels) })
@@ -125,6 +130,14 @@ func (g *Gateway) sum(of *[]func() int) float64 {
 		n += f()
 	}
 	return float64(n)
+}
+
+// RefuseAnonymous counts one refusal of traffic without a client certificate.
+func (g *Gateway) RefuseAnonymous(reason string) {
+	if g == nil {
+		return
+	}
+	g.refused.With(reason).Inc()
 }
 
 // ObserveDispatch records the latency of one dispatched command.

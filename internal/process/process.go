@@ -339,6 +339,11 @@ func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg 
 			ResultBytes: cfg.Limits.DaemonResultBytes, EventBytes: cfg.Limits.DaemonEventBytes,
 			HeaderBytes: cfg.Limits.HeaderBytes, ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
 			IdleTimeout: cfg.Limits.IdleTimeout, Sessions: cfg.Limits.GatewaySessions,
+			AnonymousConns: cfg.Limits.GatewayAnonymousConns, AnonymousConnsPerAddress: cfg.Limits.GatewayAnonymousConnsPerAddress,
+			JoinsInFlight: cfg.Limits.GatewayJoinsInFlight, JoinsInFlightPerAddress: cfg.Limits.GatewayJoinsInFlightPerAddress,
+			JoinStreams: cfg.Limits.GatewayJoinStreams, JoinWindowBytes: cfg.Limits.GatewayJoinWindowBytes,
+			JoinReadTimeout: cfg.Limits.GatewayJoinReadTimeout,
+			JoinRate:        cfg.Limits.GatewayJoinRate, JoinBurst: cfg.Limits.GatewayJoinBurst,
 		},
 	})
 	return gw, ln, control, nil

@@ -11,6 +11,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/coder/websocket"
@@ -85,9 +86,19 @@ func NewListener(addr net.Addr, backlog int) *Listener {
 }
 
 // ServeHTTP upgrades a GET of Subprotocol to a WebSocket and queues it for Accept; it returns
-// when the connection closes. A request while the backlog is full, or after Close, is refused
-// with 503 before any upgrade.
+// when the connection closes. Everything is checked before the upgrade is answered: another
+// method is refused with 405, a request that does not offer Subprotocol with 400, and one while
+// the backlog is full, or after Close, with 503.
 func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		http.Error(w, "a WebSocket upgrade is a GET", http.StatusMethodNotAllowed)
+		return
+	}
+	if !offers(r, Subprotocol) {
+		http.Error(w, "subprotocol "+Subprotocol+" is required", http.StatusBadRequest)
+		return
+	}
 	select {
 	case <-l.done:
 		http.Error(w, "not accepting connections", http.StatusServiceUnavailable)
@@ -108,10 +119,6 @@ func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		return // Accept answered the request
-	}
-	if ws.Subprotocol() != Subprotocol {
-		_ = ws.Close(websocket.StatusPolicyViolation, "subprotocol "+Subprotocol+" is required")
-		return
 	}
 	c := &Conn{Conn: websocket.NetConn(l.ctx, ws, websocket.MessageBinary), closed: make(chan struct{})}
 	select {
@@ -165,3 +172,15 @@ func (l *Listener) Shutdown() {
 
 // Addr is the address of the HTTP server the listener is mounted on.
 func (l *Listener) Addr() net.Addr { return l.addr }
+
+// offers reports whether the request's Sec-WebSocket-Protocol headers list protocol.
+func offers(r *http.Request, protocol string) bool {
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(v, ",") {
+			if strings.TrimSpace(p) == protocol {
+				return true
+			}
+		}
+	}
+	return false
+}

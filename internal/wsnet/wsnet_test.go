@@ -69,7 +69,8 @@ func TestBytesBothWays(t *testing.T) {
 }
 
 // TestRefusals: a full backlog and a closed listener refuse upgrades with 503 before upgrading;
-// a WebSocket of another subprotocol, and a dial to a server that is not a Listener, fail.
+// a WebSocket of another subprotocol, or of none, is refused with 400 before upgrading; a dial to
+// a server that is not a Listener fails.
 func TestRefusals(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -99,14 +100,16 @@ func TestRefusals(t *testing.T) {
 	}
 
 	_, url = serve(t, 0)
-	ws, res, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"chat"}})
-	if res != nil && res.Body != nil {
-		_ = res.Body.Close()
-	}
-	if err == nil {
-		_, _, err = ws.Read(ctx)
-		if websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
-			t.Errorf("another subprotocol: %v, want a policy violation close", err)
+	for _, protocols := range [][]string{{"chat"}, nil} {
+		ws, res, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: protocols})
+		if res != nil && res.Body != nil {
+			_ = res.Body.Close()
+		}
+		if err == nil {
+			_ = ws.CloseNow()
+			t.Errorf("subprotocols %q: upgraded, want 400 before any upgrade", protocols)
+		} else if res == nil || res.StatusCode != http.StatusBadRequest {
+			t.Errorf("subprotocols %q: %v, want 400", protocols, err)
 		}
 	}
 

@@ -88,18 +88,3 @@ func parseAddr(s string) netip.Addr {
 	}
 	return netip.Addr{}
 }
-
-// AddressKey is the bucket key of a client address: the address itself for IPv4, and its /64
-// for IPv6, since one host commonly holds a whole /64 and could otherwise take a fresh bucket
-// for every call. Unparsable addresses share one key.
-func AddressKey(a netip.Addr) string {
-	switch {
-	case !a.IsValid():
-		return "unknown"
-	case a.Is4():
-		return a.String()
-	default:
-		p, _ := a.WithZone("").Prefix(64)
-		return p.String()
-	}
-}
