@@ -19,6 +19,7 @@ import (
 
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/requestid"
+	"github.com/better-compute/better-compute/internal/scrub"
 	"github.com/better-compute/better-compute/internal/server/registry"
 )
 
@@ -32,6 +33,13 @@ import (
 // unknown field, with its path, in a google.rpc.BadRequest, as any other bad field is named; the
 // strict codec below is what Connect decodes JSON with, so a request the first layer does not
 // read (compressed, or gRPC with JSON) is refused too, with the field in the message only.
+
+// An answer names at most maxUnknownNamed unknown fields, each cut to maxUnknownNameBytes: the
+// names are the caller's text, echoed.
+const (
+	maxUnknownNamed     = 20
+	maxUnknownNameBytes = 200
+)
 
 // strictJSONCodec is Connect's JSON codec without DiscardUnknown.
 type strictJSONCodec struct{ name string }
@@ -83,9 +91,13 @@ func (s *Server) refuseUnknownJSON(w http.ResponseWriter, r *http.Request, m *re
 	if len(fields) == 0 {
 		return false
 	}
+	if len(fields) > maxUnknownNamed {
+		fields = fields[:maxUnknownNamed]
+	}
 	errs := make([]error, len(fields))
 	for i, f := range fields {
-		errs[i] = apierr.InvalidArgument(f, "unknown field: the request has no such field (check its spelling against the API reference)")
+		errs[i] = apierr.InvalidArgument(scrub.Truncate(scrub.String(f), maxUnknownNameBytes),
+			"unknown field: the request has no such field (check its spelling against the API reference)")
 	}
 	cerr, _ := apierr.ToConnect(apierr.Join(errs...), requestid.From(r.Context()))
 	_ = s.errorWriter.Write(w, r, cerr)
