@@ -308,3 +308,34 @@ func TestRetryHonoursRetryAfter(t *testing.T) {
 		t.Errorf("waited %v past the context's deadline", w)
 	}
 }
+
+// TestRetryAfterReadsSecondsAndDates: Retry-After in seconds or as an HTTP date (one past is no
+// wait); anything else, or no call error, is no Retry-After.
+func TestRetryAfterReadsSecondsAndDates(t *testing.T) {
+	t.Parallel()
+	withHeader := func(v string) error {
+		cerr := connect.NewError(connect.CodeResourceExhausted, errors.New("slow down"))
+		cerr.Meta().Set("Retry-After", v)
+		return fmt.Errorf("call: %w", cerr)
+	}
+	for _, tc := range []struct {
+		err  error
+		want time.Duration
+		ok   bool
+	}{
+		{withHeader("2"), 2 * time.Second, true},
+		{withHeader(" 0 "), 0, true},
+		{withHeader("Wed, 21 Oct 2015 07:28:00 GMT"), 0, true},
+		{withHeader("-1"), 0, false},
+		{withHeader("soon"), 0, false},
+		{withHeader(""), 0, false},
+		{errors.New("not a call"), 0, false},
+	} {
+		if got, ok := client.RetryAfter(tc.err); got != tc.want || ok != tc.ok {
+			t.Errorf("RetryAfter(%v) = %v, %v; want %v, %v", tc.err, got, ok, tc.want, tc.ok)
+		}
+	}
+	if got, ok := client.RetryAfter(withHeader(time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))); !ok || got < 59*time.Minute || got > time.Hour {
+		t.Errorf("an HTTP date an hour ahead: %v, %v", got, ok)
+	}
+}
