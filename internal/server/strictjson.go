@@ -138,58 +138,129 @@ func (s *Server) jsonMessage(r *http.Request) ([]byte, bool) {
 }
 
 // unknownJSONFields lists the fields of the JSON object data that md does not have, as paths of
-// proto field names ending with the name as sent ("spec.gpuss"), sorted; none
-// when data is not JSON (the codec says what is wrong with it).
+// proto field names ending with the name as sent ("spec.gpuss"), sorted, at most
+// maxUnknownNamed; none when data is not JSON (the codec says what is wrong with it). It reads
+// data as a stream of tokens, holding no tree of it: a 4 MiB body costs no more than its tokens.
 func unknownJSONFields(md protoreflect.MessageDescriptor, data []byte) []string {
-	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	w := jsonWalk{dec: dec}
+	if err := w.value(md, ""); err != nil && !errors.Is(err, errEnough) {
 		return nil
 	}
-	var out []string
-	walkJSON(md, v, "", &out)
-	slices.Sort(out)
-	return slices.Compact(out)
+	slices.Sort(w.unknown)
+	return slices.Compact(w.unknown)
 }
 
-// walkJSON adds to out the unknown fields of v, the JSON form of a message md at path.
-func walkJSON(md protoreflect.MessageDescriptor, v any, path string, out *[]string) {
-	obj, ok := v.(map[string]any)
+// errEnough stops a walk that found maxUnknownNamed unknown fields.
+var errEnough = errors.New("enough unknown fields")
+
+// jsonWalk reads a JSON value against a message descriptor, collecting unknown fields.
+type jsonWalk struct {
+	dec     *json.Decoder
+	unknown []string
+}
+
+// value reads the next value, the JSON form of a message md at path (nil md: any value, skipped).
+func (w *jsonWalk) value(md protoreflect.MessageDescriptor, path string) error {
+	tok, err := w.dec.Token()
+	if err != nil {
+		return err
+	}
+	d, ok := tok.(json.Delim)
+	switch {
+	case !ok:
+		return nil // a scalar or null
+	case d == '[':
+		return w.rest(']')
 	// The well-known types have JSON forms of their own (Any, Struct, Timestamp, ...): protojson
 	// checks them, and the strict codec refuses what it does not know there.
-	if !ok || strings.HasPrefix(string(md.FullName()), "google.protobuf.") {
-		return
+	case md == nil || strings.HasPrefix(string(md.FullName()), "google.protobuf."):
+		return w.rest('}')
 	}
 	fields := md.Fields()
-	for key, val := range obj {
+	for w.dec.More() {
+		tok, err := w.dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
 		fd := fields.ByJSONName(key)
 		if fd == nil {
 			fd = fields.ByTextName(key)
 		}
-		if fd == nil {
-			if !strings.HasPrefix(key, "[") { // an extension, which protojson resolves itself
-				*out = append(*out, path+key)
-			}
-			continue
-		}
-		sub := path + string(fd.Name()) + "."
 		switch {
-		case fd.IsMap():
-			if vd := fd.MapValue(); vd.Message() != nil {
-				if m, ok := val.(map[string]any); ok {
-					for k, e := range m {
-						walkJSON(vd.Message(), e, path+string(fd.Name())+"["+k+"].", out)
-					}
-				}
+		case fd == nil && strings.HasPrefix(key, "["): // an extension, which protojson resolves itself
+			err = w.value(nil, "")
+		case fd == nil:
+			if w.unknown = append(w.unknown, path+key); len(w.unknown) >= maxUnknownNamed {
+				return errEnough
 			}
-		case fd.Message() == nil:
-		case fd.IsList():
-			if l, ok := val.([]any); ok {
-				for i, e := range l {
-					walkJSON(fd.Message(), e, fmt.Sprintf("%s%s[%d].", path, fd.Name(), i), out)
-				}
-			}
+			err = w.value(nil, "")
+		case fd.IsMap() && fd.MapValue().Message() != nil:
+			err = w.container('{', fd.MapValue().Message(), path+string(fd.Name()))
+		case fd.IsList() && fd.Message() != nil:
+			err = w.container('[', fd.Message(), path+string(fd.Name()))
+		case fd.Message() != nil && !fd.IsMap():
+			err = w.value(fd.Message(), path+string(fd.Name())+".")
 		default:
-			walkJSON(fd.Message(), val, sub, out)
+			err = w.value(nil, "")
+		}
+		if err != nil {
+			return err
 		}
 	}
+	_, err = w.dec.Token() // the closing brace
+	return err
+}
+
+// container reads a map's object or a list's array whose values are messages md, at path: each
+// value's fields are named path[key]. or path[i]. (another JSON value, null, is read and left).
+func (w *jsonWalk) container(open json.Delim, md protoreflect.MessageDescriptor, path string) error {
+	tok, err := w.dec.Token()
+	if err != nil {
+		return err
+	}
+	switch d, _ := tok.(json.Delim); {
+	case d == open:
+	case d == '{':
+		return w.rest('}')
+	case d == '[':
+		return w.rest(']')
+	default:
+		return nil // null, or a scalar the codec refuses
+	}
+	for i := 0; w.dec.More(); i++ {
+		elem := fmt.Sprintf("%s[%d].", path, i)
+		if open == '{' {
+			tok, err := w.dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := tok.(string)
+			elem = path + "[" + key + "]."
+		}
+		if err := w.value(md, elem); err != nil {
+			return err
+		}
+	}
+	_, err = w.dec.Token()
+	return err
+}
+
+// rest reads the remaining values of an object (keys and values) or array just opened, up to
+// and including its closing delimiter.
+func (w *jsonWalk) rest(closing json.Delim) error {
+	for w.dec.More() {
+		if closing == '}' {
+			if _, err := w.dec.Token(); err != nil { // the key
+				return err
+			}
+		}
+		if err := w.value(nil, ""); err != nil {
+			return err
+		}
+	}
+	_, err := w.dec.Token()
+	return err
 }
