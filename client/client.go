@@ -10,6 +10,7 @@
 package client
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -75,6 +76,7 @@ type options struct {
 	httpClient connect.HTTPClient
 	retry      RetryPolicy
 	connect    []connect.ClientOption
+	sleep      func(context.Context, time.Duration) error // nil: a timer (tests wait without one)
 }
 
 // WithAPIKey sends "Authorization: Bearer <key>" on every call. Without it only public methods
@@ -108,7 +110,7 @@ func New(baseURL string, opts ...Option) *Client {
 	}
 	baseURL = strings.TrimSuffix(baseURL, "/")
 	copts := append([]connect.ClientOption{
-		connect.WithInterceptors(&interceptor{apiKey: o.apiKey, retry: o.retry.withDefaults()}),
+		connect.WithInterceptors(newInterceptor(o)),
 	}, o.connect...)
 	h := o.httpClient
 	return &Client{

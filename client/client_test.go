@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/better-compute/better-compute/client"
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
@@ -217,5 +218,124 @@ func TestIdempotentRetryDoesNotActTwice(t *testing.T) {
 	}
 	if a.GetPrincipal().GetId() != b.GetPrincipal().GetId() {
 		t.Errorf("repeat created principal %s, first %s", b.GetPrincipal().GetId(), a.GetPrincipal().GetId())
+	}
+}
+
+// limited answers resource_exhausted (HTTP 429) with "Retry-After: 2" to the first call of each
+// procedure, as the API's rate limits and quotas do, then serves the call.
+type limited struct {
+	flaky
+	retryAfter string
+}
+
+func (l *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l.mu.Lock()
+	l.calls[r.URL.Path] = append(l.calls[r.URL.Path], r.Header.Clone())
+	n := len(l.calls[r.URL.Path])
+	l.mu.Unlock()
+	if n == 1 {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", l.retryAfter)
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprint(w, `{"code":"resource_exhausted","message":"rate limited"}`)
+		return
+	}
+	_, h := iamv1connect.NewIamServiceHandler(&l.flaky)
+	h.ServeHTTP(w, r)
+}
+
+// TestRetryHonoursRetryAfter: a 429 with Retry-After: 2 is tried again after 2 s, not after the
+// 250 ms backoff, by the generated clients and by NewMethodClient (the CLI's); a Retry-After past
+// MaxRetryAfter, or past the context's deadline, returns the refusal at once.
+func TestRetryHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	var (
+		mu    sync.Mutex
+		waits []time.Duration
+	)
+	record := client.WithSleep(func(_ context.Context, d time.Duration) error {
+		mu.Lock()
+		defer mu.Unlock()
+		waits = append(waits, d)
+		return nil
+	})
+	taken := func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		w := waits
+		waits = nil
+		return w
+	}
+	serve := func(retryAfter string) string {
+		srv := httptest.NewServer(&limited{flaky: flaky{calls: map[string][]http.Header{}}, retryAfter: retryAfter})
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+
+	url := serve("2")
+	if _, err := client.New(url, record).IAM.WhoAmI(t.Context(), &iamv1.WhoAmIRequest{}); err != nil {
+		t.Fatalf("whoAmI after a 429: %v", err)
+	}
+	if w := taken(); len(w) != 1 || w[0] != 2*time.Second {
+		t.Errorf("waits %v, want [2s] (the Retry-After)", w)
+	}
+
+	md := iamv1.File_bettercompute_iam_v1_iam_proto.Services().ByName("IamService").Methods().ByName("WhoAmI")
+	url = serve("2")
+	if _, err := client.NewMethodClient(url, md, record).CallUnary(t.Context(), connect.NewRequest(dynamicpb.NewMessage(md.Input()))); err != nil {
+		t.Fatalf("the CLI's client, after a 429: %v", err)
+	}
+	if w := taken(); len(w) != 1 || w[0] != 2*time.Second {
+		t.Errorf("the CLI's client waited %v, want [2s]", w)
+	}
+
+	url = serve("120")
+	_, err := client.New(url, record).IAM.WhoAmI(t.Context(), &iamv1.WhoAmIRequest{})
+	if after, ok := client.RetryAfter(err); connect.CodeOf(err) != connect.CodeResourceExhausted || !ok || after != 2*time.Minute {
+		t.Errorf("a Retry-After past MaxRetryAfter: %v (Retry-After %v), want resource_exhausted at once", err, after)
+	}
+	if w := taken(); len(w) != 0 {
+		t.Errorf("waited %v for a Retry-After past MaxRetryAfter", w)
+	}
+
+	url = serve("2")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if _, err := client.New(url, record).IAM.WhoAmI(ctx, &iamv1.WhoAmIRequest{}); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Errorf("a Retry-After past the deadline: %v, want resource_exhausted at once", err)
+	}
+	if w := taken(); len(w) != 0 {
+		t.Errorf("waited %v past the context's deadline", w)
+	}
+}
+
+// TestRetryAfterReadsSecondsAndDates: Retry-After in seconds or as an HTTP date (one past is no
+// wait); anything else, or no call error, is no Retry-After.
+func TestRetryAfterReadsSecondsAndDates(t *testing.T) {
+	t.Parallel()
+	withHeader := func(v string) error {
+		cerr := connect.NewError(connect.CodeResourceExhausted, errors.New("slow down"))
+		cerr.Meta().Set("Retry-After", v)
+		return fmt.Errorf("call: %w", cerr)
+	}
+	for _, tc := range []struct {
+		err  error
+		want time.Duration
+		ok   bool
+	}{
+		{withHeader("2"), 2 * time.Second, true},
+		{withHeader(" 0 "), 0, true},
+		{withHeader("Wed, 21 Oct 2015 07:28:00 GMT"), 0, true},
+		{withHeader("-1"), 0, false},
+		{withHeader("soon"), 0, false},
+		{withHeader(""), 0, false},
+		{errors.New("not a call"), 0, false},
+	} {
+		if got, ok := client.RetryAfter(tc.err); got != tc.want || ok != tc.ok {
+			t.Errorf("RetryAfter(%v) = %v, %v; want %v, %v", tc.err, got, ok, tc.want, tc.ok)
+		}
+	}
+	if got, ok := client.RetryAfter(withHeader(time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))); !ok || got < 59*time.Minute || got > time.Hour {
+		t.Errorf("an HTTP date an hour ahead: %v, %v", got, ok)
 	}
 }

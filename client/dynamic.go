@@ -29,7 +29,7 @@ func NewMethodClient(baseURL string, md protoreflect.MethodDescriptor, opts ...O
 			}
 			return nil
 		}),
-		connect.WithInterceptors(&interceptor{apiKey: o.apiKey, retry: o.retry.withDefaults()}),
+		connect.WithInterceptors(newInterceptor(o)),
 	}
 	copts = append(copts, o.connect...)
 	url := strings.TrimSuffix(baseURL, "/") + "/" + string(md.Parent().FullName()) + "/" + string(md.Name())

@@ -29,6 +29,12 @@ type RetryPolicy struct {
 	// Codes are the errors worth another try. Nil means Unavailable (which includes failing to
 	// connect), ResourceExhausted and Aborted.
 	Codes []connect.Code
+	// MaxRetryAfter is the longest Retry-After the client waits for. A refusal with a
+	// Retry-After (a rate limit or quota's resource_exhausted, an unavailable server) is retried
+	// no sooner than it asks, not after the backoff; one that asks for longer than this, or
+	// longer than the call's context has left, is returned at once, without another attempt.
+	// 0 means 30 s.
+	MaxRetryAfter time.Duration
 }
 
 // DefaultRetryPolicy is the policy of clients made without WithRetry.
@@ -43,6 +49,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	}
 	if p.MaxBackoff <= 0 {
 		p.MaxBackoff = 5 * time.Second
+	}
+	if p.MaxRetryAfter <= 0 {
+		p.MaxRetryAfter = 30 * time.Second
 	}
 	if p.Codes == nil {
 		p.Codes = []connect.Code{connect.CodeUnavailable, connect.CodeResourceExhausted, connect.CodeAborted}
@@ -92,6 +101,28 @@ func RetryOf(spec connect.Spec) Retry {
 type interceptor struct {
 	apiKey string
 	retry  RetryPolicy
+	sleep  func(context.Context, time.Duration) error // waits between attempts; tests replace it
+}
+
+// newInterceptor is the interceptor of clients made with o.
+func newInterceptor(o options) *interceptor {
+	i := &interceptor{apiKey: o.apiKey, retry: o.retry.withDefaults(), sleep: o.sleep}
+	if i.sleep == nil {
+		i.sleep = sleep
+	}
+	return i
+}
+
+// sleep waits d, or until ctx ends (its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func (i *interceptor) setHeaders(h interface{ Set(string, string) }) {
@@ -125,12 +156,17 @@ func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 				return res, err
 			}
 			wait := backoff/2 + rand.N(backoff/2+1)
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if after, ok := RetryAfter(err); ok {
+				if after > i.retry.MaxRetryAfter {
+					return nil, err // the server asks for a longer wait than this client gives
+				}
+				wait = max(wait, after)
+			}
+			if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+				return nil, err // the next attempt could not come before the context ends
+			}
+			if i.sleep(ctx, wait) != nil {
 				return nil, err
-			case <-t.C:
 			}
 			backoff = min(2*backoff, i.retry.MaxBackoff)
 		}

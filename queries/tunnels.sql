@@ -13,7 +13,7 @@ VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(node_id), sqlc.arg(port), sq
 RETURNING *;
 
 -- name: TunnelLeasesOnNode :many
--- The tenant's placed or at-risk leases that hold an allocation on another tenant's node (in a
+-- The tenant's placed or at-risk leases, not past their end, that hold an allocation on another tenant's node (in a
 -- pool granted to it), with the ports their pools allow tunnels to: what tunnels/create allows a
 -- grantee.
 SELECT DISTINCT l.id AS lease_id, p.tunnel_ports, n.revoked_at, n.state
@@ -22,7 +22,7 @@ JOIN pool_leases l ON l.id = a.lease_id
 JOIN pools p ON p.id = l.pool_id
 JOIN nodes n ON n.id = a.node_id
 WHERE a.node_id = sqlc.arg(node_id) AND a.ended_at IS NULL
-  AND l.tenant_id = sqlc.arg(tenant_id) AND l.state IN ('placed', 'at_risk')
+  AND l.tenant_id = sqlc.arg(tenant_id) AND l.state IN ('placed', 'at_risk') AND l.ends_at > now()
   AND n.tenant_id <> sqlc.arg(tenant_id)
 ORDER BY l.id;
 
@@ -56,14 +56,14 @@ SELECT pg_advisory_xact_lock(hashtextextended('tunnels.tenant:' || sqlc.arg(tena
 -- name: CheckTunnelOpen :one
 -- What opening a just-spent tunnel of the tenant depends on: whether it is still allowed (the node
 -- is neither revoked nor retired; the node's spec allows the port, for a node of the tenant; the
--- lease is placed or at risk, holds an allocation on the node and its pool allows the port, for
+-- lease is placed or at risk and not past its end, holds an allocation on the node and its pool allows the port, for
 -- another tenant's node), the control URL of the live gateway holding the node's session (empty
 -- when there is none), and the open tunnels on the node and of the tenant, this one included.
 SELECT
     (n.revoked_at IS NULL AND n.state <> 'retired' AND CASE
         WHEN n.tenant_id = t.tenant_id THEN t.lease_id IS NULL AND COALESCE(n.spec -> 'tunnelPorts', '[]'::jsonb) @> to_jsonb(t.port)
         ELSE EXISTS (SELECT 1 FROM pool_leases l JOIN pools p ON p.id = l.pool_id
-                     WHERE l.id = t.lease_id AND l.tenant_id = t.tenant_id AND l.state IN ('placed', 'at_risk')
+                     WHERE l.id = t.lease_id AND l.tenant_id = t.tenant_id AND l.state IN ('placed', 'at_risk') AND l.ends_at > now()
                        AND t.port = ANY (p.tunnel_ports)
                        AND EXISTS (SELECT 1 FROM allocations a
                                    WHERE a.lease_id = l.id AND a.node_id = n.id AND a.ended_at IS NULL))
@@ -88,11 +88,13 @@ WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id);
 -- name: TunnelsToEnd :many
 -- The watcher's query: which of the open tunnels this API process relays (ids) must end, and
 -- why. For a tunnel to another tenant's node (through a lease), lease_ended when the lease is no
--- longer placed or at risk (or gone), not_held when it no longer holds an allocation on the node.
+-- longer placed or at risk (or gone) or its end has come (before the placer records it: the
+-- tunnel must not wait for the placer's next pass), not_held when it no longer holds an
+-- allocation on the node.
 SELECT t.id,
        (t.close_requested_at IS NOT NULL)::boolean AS close_requested,
        (n.revoked_at IS NOT NULL OR n.state = 'retired')::boolean AS node_gone,
-       (n.tenant_id <> t.tenant_id AND (l.id IS NULL OR l.state NOT IN ('placed', 'at_risk')))::boolean AS lease_ended,
+       (n.tenant_id <> t.tenant_id AND (l.id IS NULL OR l.state NOT IN ('placed', 'at_risk') OR l.ends_at <= now()))::boolean AS lease_ended,
        (n.tenant_id <> t.tenant_id AND NOT EXISTS (
            SELECT 1 FROM allocations a WHERE a.lease_id = t.lease_id AND a.node_id = t.node_id AND a.ended_at IS NULL))::boolean AS not_held
 FROM tunnels t
@@ -101,7 +103,7 @@ LEFT JOIN pool_leases l ON l.id = t.lease_id
 WHERE t.api_instance = sqlc.arg(api_instance) AND t.id = ANY (sqlc.arg(ids)::uuid[])
   AND t.opened_at IS NOT NULL AND t.closed_at IS NULL
   AND (t.close_requested_at IS NOT NULL OR n.revoked_at IS NOT NULL OR n.state = 'retired'
-       OR (n.tenant_id <> t.tenant_id AND (l.id IS NULL OR l.state NOT IN ('placed', 'at_risk') OR NOT EXISTS (
+       OR (n.tenant_id <> t.tenant_id AND (l.id IS NULL OR l.state NOT IN ('placed', 'at_risk') OR l.ends_at <= now() OR NOT EXISTS (
            SELECT 1 FROM allocations a WHERE a.lease_id = t.lease_id AND a.node_id = t.node_id AND a.ended_at IS NULL))));
 
 -- name: RenewTunnelRelays :exec

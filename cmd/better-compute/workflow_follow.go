@@ -66,10 +66,17 @@ func followWorkflow(ctx context.Context, c *client.Client, id string, p *progres
 				return res, nil
 			}
 		}
+		next, stop := tick.C, func() bool { return false }
+		if after, ok := client.RetryAfter(err); ok && after > pollEvery {
+			// The API asked for a longer wait than the client's retries give (a quota's minute).
+			t := time.NewTimer(after)
+			next, stop = t.C, t.Stop
+		}
 		select {
 		case <-ctx.Done():
+			stop()
 			return last, stoppedFollowing(id)
-		case <-tick.C:
+		case <-next:
 		}
 	}
 }

@@ -54,7 +54,7 @@ type Querier interface {
 	CancelReservation(ctx context.Context, arg CancelReservationParams) (CancelReservationRow, error)
 	// What opening a just-spent tunnel of the tenant depends on: whether it is still allowed (the node
 	// is neither revoked nor retired; the node's spec allows the port, for a node of the tenant; the
-	// lease is placed or at risk, holds an allocation on the node and its pool allows the port, for
+	// lease is placed or at risk and not past its end, holds an allocation on the node and its pool allows the port, for
 	// another tenant's node), the control URL of the live gateway holding the node's session (empty
 	// when there is none), and the open tunnels on the node and of the tenant, this one included.
 	CheckTunnelOpen(ctx context.Context, arg CheckTunnelOpenParams) (CheckTunnelOpenRow, error)
@@ -840,13 +840,15 @@ type Querier interface {
 	TouchSession(ctx context.Context, id string) error
 	// Keeps a webhook's newest max_rows parked events and deletes the older ones.
 	TrimDeadLetters(ctx context.Context, arg TrimDeadLettersParams) (int64, error)
-	// The tenant's placed or at-risk leases that hold an allocation on another tenant's node (in a
+	// The tenant's placed or at-risk leases, not past their end, that hold an allocation on another tenant's node (in a
 	// pool granted to it), with the ports their pools allow tunnels to: what tunnels/create allows a
 	// grantee.
 	TunnelLeasesOnNode(ctx context.Context, arg TunnelLeasesOnNodeParams) ([]TunnelLeasesOnNodeRow, error)
 	// The watcher's query: which of the open tunnels this API process relays (ids) must end, and
 	// why. For a tunnel to another tenant's node (through a lease), lease_ended when the lease is no
-	// longer placed or at risk (or gone), not_held when it no longer holds an allocation on the node.
+	// longer placed or at risk (or gone) or its end has come (before the placer records it: the
+	// tunnel must not wait for the placer's next pass), not_held when it no longer holds an
+	// allocation on the node.
 	TunnelsToEnd(ctx context.Context, arg TunnelsToEndParams) ([]TunnelsToEndRow, error)
 	// Webhooks whose dispatcher lock nobody holds: no process of the sinks role delivers them.
 	UndispatchedWebhooks(ctx context.Context) ([]uuid.UUID, error)

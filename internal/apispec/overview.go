@@ -12,7 +12,10 @@ public ones also send ` + "`X-Better-Compute: 1`" + `, which a browser cannot ad
 allows it.
 
 Errors have a status in the 4xx or 5xx range and the Connect error body; its code is the error's
-class, and a google.rpc.BadRequest detail names each field a request got wrong.
+class, and a google.rpc.BadRequest detail names each field a request got wrong. A JSON request
+that names a field its method does not have (a misspelling, or a field of a newer version) is
+refused with invalid_argument naming it, rather than run as if the field were absent; binary
+protobuf callers stay forward-compatible, their unknown field numbers ignored.
 
 Lists take pageSize and pageToken and answer nextPageToken, empty on the last page. Methods marked
 idempotent accept an Idempotency-Key header, so a retry does not act twice. Requests are at most

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -83,12 +84,15 @@ func ExitCode(err error) int {
 }
 
 // PrintError writes err for a person: an API error as "error: <code>: <message>" and each bad
-// field on a line of its own; any other error on one line after "better-compute: ".
+// field on a line of its own, then the wait a Retry-After asks for; any other error on one line after "better-compute: ".
 func PrintError(w io.Writer, err error) {
 	if cerr, ok := errors.AsType[*connect.Error](err); ok {
 		fmt.Fprintf(w, "error: %s: %s\n", cerr.Code(), oneLine(cerr.Message()))
 		for _, v := range client.FieldViolations(err) {
 			fmt.Fprintf(w, "  %s: %s\n", v.Field, oneLine(v.Description))
+		}
+		if after, ok := client.RetryAfter(err); ok {
+			fmt.Fprintf(w, "  retry after %s\n", after.Round(time.Second))
 		}
 		return
 	}

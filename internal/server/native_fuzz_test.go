@@ -71,8 +71,12 @@ func FuzzNativeProcedures(f *testing.F) {
 			f.Add(uint16(i), []byte(body), mode|(uint8(i)%4)<<4, "Bearer bck_x", "k-"+id) // any caller
 		}
 	}
-	for i := range methods {
-		f.Add(uint16(i), []byte(nul), uint8(i)&(modeProtocol|modeJSON), "", "")
+	for i, m := range methods {
+		body := []byte(nul)
+		if uint8(i)&modeJSON != 0 {
+			body = ownFields(f, m.Descriptor.Input(), nul) // JSON callers are held to the schema
+		}
+		f.Add(uint16(i), body, uint8(i)&(modeProtocol|modeJSON), "", "")
 	}
 	f.Add(uint16(0), []byte(`{}`), uint8(3<<4), "Bearer "+strings.Repeat("A", 5000), "")
 	f.Add(uint16(1), []byte(`{}`), uint8(3<<4|modeJSON), "Basic Zm9vOmJhcg==", strings.Repeat("k", 256))

@@ -171,6 +171,9 @@ type Server struct {
 	tunnels  *tunnels.Service
 	handler  http.Handler
 	log      *slog.Logger
+
+	maxRequest  int                  // the largest request message, in bytes
+	errorWriter *connect.ErrorWriter // answers calls refused before Connect reads them (strictjson.go)
 }
 
 // New builds the API from the method registry and checks that every registered method has a
@@ -243,6 +246,8 @@ func New(opts Options) (*Server, error) {
 		// Compressing small responses costs more CPU than it saves bytes.
 		connect.WithCompressMinBytes(1024),
 	}, limit.HandlerOptions(maxRequest)...)
+	handlerOpts = append(handlerOpts, strictJSONCodecs()...)
+	s.maxRequest, s.errorWriter = maxRequest, connect.NewErrorWriter(handlerOpts...)
 	mounted := map[string]bool{}
 	mount := func(path string, h http.Handler) {
 		s.api.Handle(path, h)
@@ -344,19 +349,29 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 func (s *Server) CloseTunnels(ctx context.Context) { s.tunnels.CloseAll(ctx) }
 
 // serveAPI receives paths below the base path: a short route is rewritten to its procedure path,
-// and either way the Connect handlers answer.
+// a JSON request with fields its method does not have is refused (strictjson.go), and the
+// Connect handlers answer.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
-	if m, ok := s.registry.ByRoute(r.URL.Path); ok {
+	m, ok := s.registry.ByRoute(r.URL.Path)
+	if ok {
 		r.URL.Path = m.Procedure
 		r.URL.RawPath = ""
-	} else if _, pattern := s.api.Handler(r); pattern == "" && strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-		// No such method (or its module is not enabled): 404, which Connect clients read as
-		// unimplemented, with a Connect error body that says so to a person with curl rather
-		// than the mux's plain text.
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusNotFound)
-		_ = json.NewEncoder(w).Encode(unknownMethod{Code: connect.CodeUnimplemented.String(), Message: "no API method at " + s.basePath + r.URL.Path})
+	} else {
+		m, ok = s.registry.ByProcedure(r.URL.Path)
+	}
+	if ok && s.refuseUnknownJSON(w, r, m) {
 		return
+	}
+	if !ok && strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		if _, pattern := s.api.Handler(r); pattern == "" {
+			// No such method (or its module is not enabled): 404, which Connect clients read as
+			// unimplemented, with a Connect error body that says so to a person with curl
+			// rather than the mux's plain text.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_ = json.NewEncoder(w).Encode(unknownMethod{Code: connect.CodeUnimplemented.String(), Message: "no API method at " + s.basePath + r.URL.Path})
+			return
+		}
 	}
 	s.api.ServeHTTP(w, r)
 }

@@ -252,8 +252,8 @@ func (s *Service) List(ctx context.Context, req *tunnelsv1.ListRequest) (*tunnel
 
 // CloseTunnel asks the API relaying an open tunnel of the tenant to end it (tunnel.CodeTunnelsClosed)
 // and closes an unused ticket at once; a closed tunnel is returned unchanged. When this process
-// relays the tunnel it ends it now, else the relaying process's watcher does within a second or
-// two.
+// relays the tunnel it ends it now, else the relaying process's watcher does within about a
+// second (watch.go).
 func (s *Service) CloseTunnel(ctx context.Context, req *tunnelsv1.CloseTunnelRequest) (*tunnelsv1.CloseTunnelResponse, error) {
 	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {

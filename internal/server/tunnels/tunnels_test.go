@@ -1,6 +1,7 @@
 package tunnels_test
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -340,6 +341,56 @@ func TestReleaseEndsTunnels(t *testing.T) {
 	poll.Until(t, 5*time.Second, "the tunnel's end is recorded", func() bool { return e.row(t, id).ClosedAt != nil })
 	if r := e.row(t, id); *r.CloseCode != int32(tunnel.CodeLeaseEnded) || r.BytesToNode != 4 {
 		t.Fatalf("the row: %+v", r)
+	}
+}
+
+// TestLeaseEndEndsTunnels: a tunnel whose lease reaches its end ends with 4001 within two seconds
+// of that end (docs/tunnels.md), whether or not the placer has recorded the end yet (no placer
+// runs here).
+func TestLeaseEndEndsTunnels(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	g := e.grantee(t, "acme")
+	res := e.create(t, g.key, e.node, 8080)
+	s := open(t, res.GetUrl(), g.key)
+	e.gw.header(t)
+	ended := make(chan tunnel.Code, 1)
+	go func() { // readToEnd, without t: the first abort's code, or 0 for any other end
+		for {
+			f, err := s.ReadFrame()
+			var ae *tunnel.AbortError
+			switch {
+			case errors.As(err, &ae):
+				ended <- ae.Code
+				return
+			case err != nil:
+				ended <- 0
+				return
+			case f.Type == tunnel.Abort:
+				code, _ := tunnel.ParseAbort(f.Payload)
+				ended <- code
+				return
+			}
+		}
+	}()
+	var end time.Time
+	if err := e.Pool.QueryRow(ctx, `UPDATE pool_leases SET ends_at = now() WHERE id = $1 RETURNING ends_at`, g.lease).Scan(&end); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-ended:
+		if code != tunnel.CodeLeaseEnded {
+			t.Fatalf("the tunnel ended with %d, want 4001", code)
+		}
+		t.Logf("the tunnel ended %v after its lease's end", time.Since(end).Round(time.Millisecond))
+	case <-time.After(time.Until(end.Add(2 * time.Second))):
+		t.Fatal("the tunnel was still open 2s after its lease's end")
+	}
+	if code := e.gw.abort(t); code != tunnel.CodeLeaseEnded {
+		t.Fatalf("the gateway got abort %d", code)
+	}
+	if _, err := e.tunnels(g.key).Create(ctx, &tunnelsv1.CreateRequest{NodeId: e.node.String(), Port: 8080}); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("a tunnel through the ended lease: %v", err)
 	}
 }
 
