@@ -15,10 +15,10 @@ import (
 
 // StatusReport summarises the deployment's PKI from its public parts; it needs no secret.
 type StatusReport struct {
-	TrustDomain string            `json:"trustDomain"`
+	TrustDomain string `json:"trustDomain"`
 	// RootCertHash is the root CA's pin (cahash.Of), for `bcd join --ca-cert-hash`.
-	RootCertHash string `json:"rootCertHash"`
-	Authorities []AuthorityStatus `json:"authorities"`
+	RootCertHash string            `json:"rootCertHash"`
+	Authorities  []AuthorityStatus `json:"authorities"`
 	// Warnings name authorities in use that expire within ExpiryWarning, or have expired.
 	Warnings []string `json:"warnings"`
 }
