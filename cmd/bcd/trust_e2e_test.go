@@ -85,4 +85,3 @@ func tokenUses(t *testing.T, env *gatewaytest.Env, id string) int {
 	}
 	return n
 }
-
