@@ -87,7 +87,7 @@ func pinnedRoot(cs tls.ConnectionState, pins []string) (*x509.Certificate, error
 	if _, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{
 		Roots: roots, Intermediates: inter, DNSName: cs.ServerName, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}); err != nil {
-		return nil, fmt.Errorf("the certificate does not verify against the pinned root: %w", err)
+		return nil, fmt.Errorf("%w: the certificate does not verify against the pinned root: %w", ErrRootNotPinned, err)
 	}
 	return root, nil
 }
