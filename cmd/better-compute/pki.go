@@ -101,8 +101,9 @@ func newPKIIssueGatewayCommand(g *globals) *cobra.Command {
 		Short: "Issue a gateway serving certificate and key",
 		Long: `Issue a serving certificate for a gateway, signed by the root CA that daemons trust, with the
 SPIFFE ID spiffe://<trust domain>/gateway/<region>/<id> and the DNS names and IP addresses
-daemons dial. Writes the certificate (PEM) to --out-cert and a new private key (PKCS #8 PEM,
-mode 0600) to --out-key, replacing each file atomically.`,
+daemons dial. Writes the certificate followed by the root CA (PEM; a node joining with only the
+root's pin, bcd join --ca-cert-hash, finds the root there) to --out-cert and a new private key
+(PKCS #8 PEM, mode 0600) to --out-key, replacing each file atomically.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var ips []net.IP
