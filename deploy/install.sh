@@ -7,7 +7,7 @@
 #
 # then, optionally, join and start in the same run:
 #
-#   ... --token bcj_… --gateway gw.example.com:443 [--ca-file root-ca.pem]
+#   ... --token bcj_… --gateway gw.example.com:443 --ca-cert-hash sha256:…   (or --ca-file root-ca.pem)
 #
 # From a release (made by `better-compute release build`, see docs/operations.md) it downloads
 # BASE/VERSION/SHA256SUMS and SHA256SUMS.minisig, verifies the signature with the operator's public
@@ -38,14 +38,21 @@
 #   --no-systemctl     do not run systemctl (and so do not join or start)
 #   --token TOKEN      join with this token (or env BCD_JOIN_TOKEN), then start the service
 #   --gateway H:P      the gateway to join through
-#   --ca-file FILE     the deployment's root CA, to verify the gateway when joining
+#   --ca-cert-hash H   the pin of the deployment's root CA, sha256:HEX, as joinTokens/create prints
+#                      it beside the token: bcd fetches the root from the gateway and refuses one
+#                      that does not match (repeatable, for a root and its successor)
+#   --ca-file FILE     the deployment's root CA (better-compute pki export-root writes it); joining
+#                      needs this or --ca-cert-hash
 #   --transport MODE   how bcd reaches the gateway: h2 (default), websocket or auto (bcd join
 #                      records it for bcd run); the WebSocket uses HTTPS_PROXY and NO_PROXY, from
 #                      this environment when joining and from /etc/default/bcd when running
 #   --websocket-url U  the gateway's WebSocket listener (default wss://GATEWAY-HOST:443/...)
+#   --websocket-ca-file FILE  the CA of the WebSocket's outer TLS, when a load balancer's or
+#                      proxy's certificate is signed by neither the system's roots nor the
+#                      deployment's root (bcd join keeps a copy for bcd run)
 set -eu
 
-release= version= pubkey= binary= url= sha= unit= prefix=/usr/local root= systemctl=yes token=${BCD_JOIN_TOKEN:-} gateway= cafile= transport= wsurl=
+release= version= pubkey= binary= url= sha= unit= prefix=/usr/local root= systemctl=yes token=${BCD_JOIN_TOKEN:-} gateway= cafile= pins= transport= wsurl= wscafile=
 here=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "install.sh: $*" >&2; exit 1; }
@@ -66,6 +73,8 @@ while [ $# -gt 0 ]; do
 	--token) need "$@"; token=$2; shift 2 ;;
 	--gateway) need "$@"; gateway=$2; shift 2 ;;
 	--ca-file) need "$@"; cafile=$2; shift 2 ;;
+	--ca-cert-hash) need "$@"; pins="$pins $2"; shift 2 ;;
+	--websocket-ca-file) need "$@"; wscafile=$2; shift 2 ;;
 	--transport) need "$@"; transport=$2; shift 2 ;;
 	--websocket-url) need "$@"; wsurl=$2; shift 2 ;;
 	-h|--help) sed -n '2,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
@@ -105,6 +114,14 @@ fi
 case $url in ''|https://*|http://*) ;; *) die "--url must be an http(s) URL" ;; esac
 if [ -n "$token" ] && [ -z "$gateway" ]; then die "--token needs --gateway"; fi
 case $transport in ''|h2|websocket|auto) ;; *) die "--transport must be h2, websocket or auto" ;; esac
+for pin in $pins; do
+	printf %s "$pin" | grep -Eq '^sha256:[0-9A-Fa-f]{64}$' || die "--ca-cert-hash $pin: want sha256:<64 hex digits>"
+done
+if [ -n "$token" ] && [ -z "$cafile" ] && [ -z "$pins" ]; then
+	die "--token needs --ca-cert-hash sha256:… (printed by joinTokens/create) or --ca-file root-ca.pem: bcd never trusts a gateway it cannot check"
+fi
+[ -z "$cafile" ] || [ -f "$cafile" ] || die "--ca-file $cafile: no such file"
+[ -z "$wscafile" ] || [ -f "$wscafile" ] || die "--websocket-ca-file $wscafile: no such file"
 [ -n "$unit" ] || unit=$here/bcd.service
 [ -f "$unit" ] || die "no unit file at $unit (give --unit)"
 [ "$root" = "" ] || [ -d "$root" ] || die "--root $root is not a directory"
@@ -227,6 +244,8 @@ systemctl enable bcd.service
 if [ -n "$token" ]; then
 	set -- join --state-dir /var/lib/bcd --gateway "$gateway"
 	[ -z "$cafile" ] || set -- "$@" --ca-file "$cafile"
+	for pin in $pins; do set -- "$@" --ca-cert-hash "$pin"; done
+	[ -z "$wscafile" ] || set -- "$@" --websocket-ca-file "$wscafile"
 	[ -z "$transport" ] || set -- "$@" --transport "$transport"
 	[ -z "$wsurl" ] || set -- "$@" --websocket-url "$wsurl"
 	BCD_JOIN_TOKEN=$token "$bindir/bcd" "$@"
@@ -235,5 +254,5 @@ if [ -e /var/lib/bcd/node.json ]; then
 	systemctl restart bcd.service
 	echo "bcd is running: bcd status"
 else
-	echo "Join the node, then start bcd: bcd join --token … --gateway host:port --ca-file root-ca.pem && systemctl start bcd"
+	echo "Join the node, then start bcd: bcd join --token … --gateway host:port --ca-cert-hash sha256:… && systemctl start bcd"
 fi

@@ -395,3 +395,45 @@ func TestInstallFromSignedRelease(t *testing.T) {
 		t.Errorf("temporary files left: %v %v", left, more)
 	}
 }
+
+// TestInstallJoinTrust: install.sh joins only with the root's pin (--ca-cert-hash, repeatable)
+// or --ca-file, as bcd join does, checks a pin's form and that the CA files exist before it
+// installs anything, and takes --websocket-ca-file (which it once had no option for, so a node
+// behind a private-CA load balancer could not be installed in one run).
+func TestInstallJoinTrust(t *testing.T) {
+	t.Parallel()
+	v1 := fakeBcd("v1.0.0")
+	pin := "sha256:" + strings.Repeat("0a", 32)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--token", "bcj_x_y", "--gateway", "gw:443"}, "--token needs --ca-cert-hash"},
+		{[]string{"--token", "bcj_x_y", "--gateway", "gw:443", "--ca-cert-hash", "0a0a"}, "--ca-cert-hash 0a0a: want sha256:<64 hex digits>"},
+		{[]string{"--token", "bcj_x_y", "--gateway", "gw:443", "--ca-cert-hash", pin, "--websocket-ca-file", filepath.Join(t.TempDir(), "none.pem")}, "--websocket-ca-file"},
+		{[]string{"--token", "bcj_x_y", "--gateway", "gw:443", "--ca-file", filepath.Join(t.TempDir(), "none.pem")}, "--ca-file"},
+	} {
+		root := t.TempDir()
+		out, ok := install(t, root, append([]string{"--binary", writeFile(t, v1)}, tc.args...)...)
+		if ok || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: ok=%v %s; want %q", tc.args, ok, out, tc.want)
+		}
+		if _, err := os.Stat(filepath.Join(root, "usr/local/bin/bcd")); err == nil {
+			t.Errorf("%v: installed the binary all the same", tc.args)
+		}
+	}
+	ca := writeFile(t, []byte("-----BEGIN CERTIFICATE-----\n"))
+	out, ok := install(t, t.TempDir(), "--binary", writeFile(t, v1), "--token", "bcj_x_y", "--gateway", "gw:443",
+		"--ca-cert-hash", pin, "--ca-cert-hash", strings.ToUpper(pin[7:9])+pin[9:], "--websocket-ca-file", ca)
+	if ok || !strings.Contains(out, "want sha256:") {
+		t.Errorf("a second pin without sha256: ok=%v %s", ok, out)
+	}
+	out, ok = install(t, t.TempDir(), "--binary", writeFile(t, v1), "--token", "bcj_x_y", "--gateway", "gw:443",
+		"--ca-cert-hash", pin, "--ca-cert-hash", "sha256:"+strings.ToUpper(pin[7:]), "--websocket-ca-file", ca, "--transport", "websocket")
+	if !ok {
+		t.Errorf("pins and a WebSocket CA: %s", out)
+	}
+	if help, _ := install(t, t.TempDir(), "--help"); !strings.Contains(help, "--ca-cert-hash") || !strings.Contains(help, "--websocket-ca-file") {
+		t.Errorf("--help:\n%s", help)
+	}
+}

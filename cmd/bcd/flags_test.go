@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -126,5 +130,37 @@ func TestTransportFlags(t *testing.T) {
 	root.SetArgs([]string{"--state-dir", t.TempDir(), "--log-level", "error", "run", "--transport", "quic"})
 	if err := root.ExecuteContext(t.Context()); err == nil || !strings.Contains(err.Error(), `--transport: transport "quic"`) {
 		t.Errorf("bcd run --transport quic: %v", err)
+	}
+}
+
+// TestJoinRefusesWithoutTrust: bcd join with neither --ca-file nor --ca-cert-hash refuses before
+// it dials or writes anything (it once trusted the system's roots, so a node could not join a
+// production deployment without a file only dev wrote), and a pin that is not sha256:<64 hex>
+// is refused naming the flag.
+func TestJoinRefusesWithoutTrust(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "join needs the deployment's root CA to check the gateway: --ca-cert-hash sha256:"},
+		{[]string{"--ca-cert-hash", "abcd"}, "--ca-cert-hash: CA certificate hash \"abcd\": want sha256:<64 hex digits>"},
+	} {
+		stateDir := filepath.Join(t.TempDir(), "state")
+		root := newRootCommand()
+		root.SetArgs(append([]string{"--state-dir", stateDir, "join", "--token", "bcj_x_y", "--gateway", "127.0.0.1:1"}, tc.args...))
+		if err := root.ExecuteContext(t.Context()); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("bcd join %q: %v; want %q", tc.args, err, tc.want)
+		}
+		if _, err := os.Lstat(stateDir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("bcd join %q left a state directory: %v", tc.args, err)
+		}
+	}
+	var help bytes.Buffer
+	root := newRootCommand()
+	root.SetOut(&help)
+	root.SetArgs([]string{"join", "--help"})
+	if err := root.Execute(); err != nil || !strings.Contains(help.String(), "--ca-cert-hash") || !strings.Contains(help.String(), "pki export-root") {
+		t.Errorf("bcd join --help (%v):\n%s", err, help.String())
 	}
 }

@@ -97,15 +97,27 @@ func newVersionCommand() *cobra.Command {
 func newJoinCommand(g *globals) *cobra.Command {
 	var o host.JoinOptions
 	cmd := &cobra.Command{
-		Use:   "join --token TOKEN --gateway HOST:PORT [--ca-file ca.pem]",
+		Use:   "join --token TOKEN --gateway HOST:PORT (--ca-cert-hash sha256:HEX | --ca-file root-ca.pem)",
 		Short: "Join a deployment with a join token",
 		Long: `Generate the node's private key on this host, send a certificate request with the join
 token to the gateway, and write the key, certificate chain, root CA and node id to the state
 directory (0700, files 0600). The key never leaves the host. A state directory that already
-holds an identity is left alone: remove it to join as a new node.`,
+holds an identity is left alone: remove it to join as a new node.
+
+The gateway is checked against the deployment's root CA, given one of two ways:
+--ca-cert-hash sha256:HEX, the root's pin that joinTokens/create prints beside the token (and
+better-compute pki status shows): bcd takes the root the gateway shows in its handshake, and
+refuses it, sending nothing and writing nothing, unless the SHA-256 of its public key is one of
+the pins (repeat the flag to accept a root and its successor); or --ca-file root-ca.pem, the
+root itself (better-compute pki export-root writes it). With neither, bcd join refuses: it never
+trusts the first gateway it meets. The root is kept in the state directory for bcd run, and so
+are --transport, --websocket-url and --websocket-ca-file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.StateDir = g.stateDir
+			if len(o.CACertHashes) == 0 && os.Getenv("BCD_CA_CERT_HASH") != "" {
+				o.CACertHashes = strings.Fields(os.Getenv("BCD_CA_CERT_HASH"))
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
 			n, err := host.Join(ctx, o)
@@ -119,7 +131,8 @@ holds an identity is left alone: remove it to join as a new node.`,
 	}
 	cmd.Flags().StringVar(&o.Token, "token", os.Getenv("BCD_JOIN_TOKEN"), "join token, bcj_… (env BCD_JOIN_TOKEN, which keeps it out of the process list)")
 	cmd.Flags().StringVar(&o.Gateway, "gateway", os.Getenv("BCD_GATEWAY"), "gateway address host:port (env BCD_GATEWAY)")
-	cmd.Flags().StringVar(&o.CAFile, "ca-file", "", "root CA (PEM) to verify the gateway with; default the system's roots")
+	cmd.Flags().StringVar(&o.CAFile, "ca-file", "", "root CA (PEM) to verify the gateway with (better-compute pki export-root writes it)")
+	cmd.Flags().StringArrayVar(&o.CACertHashes, "ca-cert-hash", nil, fmt.Sprintf("pin of the root CA, sha256:HEX of its public key, as joinTokens/create prints it: the root is fetched from the gateway and refused unless it matches (repeatable, at most %d; env BCD_CA_CERT_HASH)", host.MaxCACertHashes))
 	cmd.Flags().StringVar(&o.ServerName, "server-name", "", "name to verify the gateway's certificate against; default the gateway's host")
 	cmd.Flags().StringVar(&o.Hostname, "hostname", "", "host name to report; default this host's")
 	transportFlags(cmd, &o.TransportOptions, "h2")
@@ -131,7 +144,7 @@ holds an identity is left alone: remove it to join as a new node.`,
 func transportFlags(cmd *cobra.Command, o *host.TransportOptions, def string) {
 	cmd.Flags().StringVar(&o.Transport, "transport", "", "how to reach the gateway: h2 (direct), websocket (through the HTTPS_PROXY/NO_PROXY of the environment), or auto (direct, falling back to websocket when a proxy blocks it; the direct path is tried again hourly); default "+def)
 	cmd.Flags().StringVar(&o.WebSocketURL, "websocket-url", "", "the gateway's WebSocket listener, wss://host/path; default wss://GATEWAY-HOST:443/bettercompute.daemon.v1/websocket")
-	cmd.Flags().StringVar(&o.WebSocketCAFile, "websocket-ca-file", "", "CA (PEM) of the WebSocket's outer TLS, when a proxy's or load balancer's certificate is signed by neither the system's roots nor the deployment's root")
+	cmd.Flags().StringVar(&o.WebSocketCAFile, "websocket-ca-file", "", "CA (PEM) of the WebSocket's outer TLS, when a proxy's or load balancer's certificate is signed by neither the system's roots nor the deployment's root; join keeps a copy for run")
 }
 
 func newRunCommand(g *globals) *cobra.Command {

@@ -25,9 +25,11 @@ func newPKICommand(g *globals) *cobra.Command {
 		Short: "Manage the machine PKI: certificate authorities and gateway certificates",
 		Long: `The machine PKI gives nodes, gateways and internal services their SPIFFE identities. Its
 certificate authorities live in the database with their keys sealed under the deployment secret,
-so init, issue-gateway and rotate-node-ca need the configuration's secret; status does not.`,
+so init, issue-gateway and rotate-node-ca need the configuration's secret; status and
+export-root do not.`,
 	}
-	cmd.AddCommand(newPKIInitCommand(g), newPKIIssueGatewayCommand(g), newPKIRotateNodeCACommand(g), newPKIStatusCommand(g))
+	cmd.AddCommand(newPKIInitCommand(g), newPKIIssueGatewayCommand(g), newPKIRotateNodeCACommand(g), newPKIStatusCommand(g),
+		newPKIExportRootCommand(g))
 	return cmd
 }
 
@@ -99,8 +101,9 @@ func newPKIIssueGatewayCommand(g *globals) *cobra.Command {
 		Short: "Issue a gateway serving certificate and key",
 		Long: `Issue a serving certificate for a gateway, signed by the root CA that daemons trust, with the
 SPIFFE ID spiffe://<trust domain>/gateway/<region>/<id> and the DNS names and IP addresses
-daemons dial. Writes the certificate (PEM) to --out-cert and a new private key (PKCS #8 PEM,
-mode 0600) to --out-key, replacing each file atomically.`,
+daemons dial. Writes the certificate followed by the root CA (PEM; a node joining with only the
+root's pin, bcd join --ca-cert-hash, finds the root there) to --out-cert and a new private key
+(PKCS #8 PEM, mode 0600) to --out-key, replacing each file atomically.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var ips []net.IP
@@ -205,7 +208,8 @@ func newPKIStatusCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the trust domain and every certificate authority",
-		Long: `Show the trust domain and every authority with its kind, subject, expiry and state, then a
+		Long: `Show the trust domain, the root CA's pin (what bcd join --ca-cert-hash takes, also printed
+by joinTokens/create), and every authority with its kind, subject, expiry and state, then a
 warning for each authority in use that expires within 30 days. --json prints the same as JSON.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -228,7 +232,7 @@ warning for each authority in use that expires within 30 days. --json prints the
 				enc.SetIndent("", "  ")
 				return enc.Encode(st)
 			}
-			fmt.Fprintf(out, "trust domain: %s\n\n", st.TrustDomain)
+			fmt.Fprintf(out, "trust domain: %s\nroot CA pin:  %s  (bcd join --ca-cert-hash)\n\n", st.TrustDomain, st.RootCertHash)
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "KIND\tID\tSUBJECT\tNOT AFTER\tSTATE")
 			for _, a := range st.Authorities {
@@ -255,5 +259,45 @@ warning for each authority in use that expires within 30 days. --json prints the
 	}
 	databaseURLFlag(cmd, &url)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newPKIExportRootCommand(g *globals) *cobra.Command {
+	var url, out string
+	cmd := &cobra.Command{
+		Use:   "export-root [--out root-ca.pem]",
+		Short: "Write the root CA certificate (PEM), for bcd join --ca-file",
+		Long: `Write the deployment's root CA certificate, PEM, to stdout or to --out (mode 0644, replaced
+atomically): the file bcd join --ca-file takes, for those who copy files to their nodes rather
+than give them the root's pin (bcd join --ca-cert-hash, shown by pki status). The certificate is
+public; this needs the database, not the secret.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			url, err := g.databaseURL(url)
+			if err != nil {
+				return err
+			}
+			pool, err := database.Open(cmd.Context(), url)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			root, err := pki.RootPEM(cmd.Context(), pool)
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				_, err := cmd.OutOrStdout().Write(root)
+				return err
+			}
+			if err := writeFileAtomic(out, root, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote the root CA to %s\n", out)
+			return nil
+		},
+	}
+	databaseURLFlag(cmd, &url)
+	cmd.Flags().StringVar(&out, "out", "", "file to write; stdout when empty")
 	return cmd
 }

@@ -113,6 +113,9 @@ type Dialer struct {
 	// WebSocketRootCAs verifies the WebSocket's outer TLS; by default the system's roots and the
 	// deployment's root.
 	WebSocketRootCAs *x509.CertPool
+	// pins, set by FetchRoot only, let the WebSocket's outer TLS pass with a root matching one
+	// of them, before the deployment's root is known.
+	pins []string
 	// Choice is what TransportAuto learns, shared by every connection of the daemon; without
 	// one, each connection tries the direct path first.
 	Choice *Choice

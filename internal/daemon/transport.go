@@ -336,6 +336,10 @@ func (d Dialer) outerTLS(rootPEM []byte) *tls.Config {
 		}
 		sys.AppendCertsFromPEM(rootPEM)
 		roots = sys
+		if len(d.pins) > 0 {
+			// FetchRoot: the root is not known yet, only its pin.
+			return outerPinned(&tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}, roots, d.pins)
+		}
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, NextProtos: []string{"http/1.1"}}
 }

@@ -73,8 +73,10 @@ func (b *Bundle) IssueNodeChecked(csr *x509.CertificateRequest, nodeID string, t
 // names and IP addresses daemons dial (at least one), with the SPIFFE ID
 // spiffe://<td>/gateway/<region>/<id>, for server and client auth, lasting GatewayTTL.
 //
-// The root signs it directly: daemons trust exactly the root they got at join, so the chain is
-// the one certificate. A dedicated gateway CA would add no protection (its key would be sealed
+// The root signs it directly: daemons trust exactly the root they got at join. The chain is the
+// certificate then the root itself, so that a node joining with only the root's pin
+// (`bcd join --ca-cert-hash`) finds the root in the handshake and checks it against the pin;
+// a node that has the root already ignores the copy. A dedicated gateway CA would add no protection (its key would be sealed
 // next to the root's, under the same secret) but another authority to rotate. Node
 // certificates cannot pass for a gateway (their CA is limited to client auth), but internal
 // certificates also chain to the root, so daemons check the identity with GatewayID too.
@@ -86,7 +88,7 @@ func (b *Bundle) IssueGateway(region, id string, dnsNames []string, ips []net.IP
 	if len(dnsNames)+len(ips) == 0 {
 		return nil, nil, errors.New("pki: a gateway certificate needs at least one DNS name or IP address")
 	}
-	return b.issueServer(b.root, u, id, dnsNames, ips, GatewayTTL, false)
+	return b.issueServer(b.root, u, id, dnsNames, ips, GatewayTTL, true)
 }
 
 // IssueInternal makes a key and certificate for the internal control API, for both server and

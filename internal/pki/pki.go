@@ -34,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/pki/cahash"
 	"github.com/better-compute/better-compute/internal/seal"
 )
 
@@ -126,6 +127,10 @@ func (b *Bundle) TrustDomain() string { return b.trustDomain }
 
 // RootPEM is the root CA certificate, PEM: what daemons get at join to verify gateways.
 func (b *Bundle) RootPEM() []byte { return bytes.Clone(b.root.certPEM) }
+
+// RootCertHash is the root CA's pin, "sha256:<hex>" of its public key (cahash.Of): what
+// `bcd join --ca-cert-hash` checks the root it fetches from a gateway against.
+func (b *Bundle) RootCertHash() string { return cahash.Of(b.root.cert) }
 
 // RootPool is a pool holding only the root CA, for verifying gateway certificates.
 func (b *Bundle) RootPool() *x509.CertPool {

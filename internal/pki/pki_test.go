@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/pki/cahash"
 	"github.com/better-compute/better-compute/internal/seal"
 )
 
@@ -476,8 +477,11 @@ func TestGatewayCertificate(t *testing.T) {
 	}
 	chain := parseChain(t, certPEM)
 	leaf := chain[0]
-	if len(chain) != 1 {
-		t.Errorf("gateway cert PEM holds %d certificates, want 1", len(chain))
+	// The leaf, then the root itself: a node joining with the root's pin finds it there.
+	if len(chain) != 2 || !chain[1].Equal(parseChain(t, b.RootPEM())[0]) {
+		t.Errorf("gateway cert PEM holds %d certificates, want the leaf and the root", len(chain))
+	} else if got := cahash.Of(chain[1]); got != b.RootCertHash() || !strings.HasPrefix(got, "sha256:") {
+		t.Errorf("the root in the chain has pin %s; RootCertHash says %s", got, b.RootCertHash())
 	}
 	opts := x509.VerifyOptions{Roots: b.RootPool(), DNSName: "gw1.example.com", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	if _, err := leaf.Verify(opts); err != nil {
@@ -689,6 +693,32 @@ func TestStatusWarnsBeforeExpiry(t *testing.T) {
 		if len(st.Warnings) != want {
 			t.Errorf("at +%s: %d warnings, want %d: %q", at, len(st.Warnings), want, st.Warnings)
 		}
+	}
+}
+
+// TestRootFromTheDatabase: pki status and pki export-root read the root and its pin without the
+// secret, and they are the bundle's.
+func TestRootFromTheDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := dbtest.Pool(t)
+	if _, err := RootPEM(ctx, pool); !errors.Is(err, ErrNotInitialized) {
+		t.Errorf("RootPEM before init: %v", err)
+	}
+	b, err := Init(ctx, pool, secret, td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := RootPEM(ctx, pool)
+	if err != nil || !bytes.Equal(root, b.RootPEM()) {
+		t.Fatalf("RootPEM = %.40q, %v", root, err)
+	}
+	st, err := Status(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pin, _ := cahash.OfPEM(root); st.RootCertHash != b.RootCertHash() || pin != b.RootCertHash() {
+		t.Errorf("status pin %s, PEM's %s, bundle's %s", st.RootCertHash, pin, b.RootCertHash())
 	}
 }
 

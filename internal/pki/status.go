@@ -10,12 +10,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/pki/cahash"
 )
 
 // StatusReport summarises the deployment's PKI from its public parts; it needs no secret.
 type StatusReport struct {
-	TrustDomain string            `json:"trustDomain"`
-	Authorities []AuthorityStatus `json:"authorities"`
+	TrustDomain string `json:"trustDomain"`
+	// RootCertHash is the root CA's pin (cahash.Of), for `bcd join --ca-cert-hash`.
+	RootCertHash string            `json:"rootCertHash"`
+	Authorities  []AuthorityStatus `json:"authorities"`
 	// Warnings name authorities in use that expire within ExpiryWarning, or have expired.
 	Warnings []string `json:"warnings"`
 }
@@ -66,6 +69,9 @@ func Status(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*StatusRep
 				return nil, fmt.Errorf("pki: the %s CA %s: %w", r.Kind, r.ID, err)
 			}
 			a.Subject = cert.Subject.CommonName
+			if r.Kind == KindRoot && a.Issuer {
+				rep.RootCertHash = cahash.Of(cert)
+			}
 		}
 		rep.Authorities = append(rep.Authorities, a)
 		if a.Retired || a.NotAfter == nil {
@@ -85,4 +91,23 @@ func Status(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*StatusRep
 		}
 	}
 	return rep, nil
+}
+
+// RootPEM reads the root CA certificate (PEM) from the database; it needs no secret, since
+// the certificate is public (`better-compute pki export-root`, joinTokens/create's pin). It
+// returns ErrNotInitialized before Init.
+func RootPEM(ctx context.Context, pool *pgxpool.Pool) ([]byte, error) {
+	rows, err := db.New(pool).ListPKIAuthorities(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pki: read authorities: %w", err)
+	}
+	for _, r := range rows {
+		if r.Kind == KindRoot && r.RetiredAt == nil && r.CertPem != nil {
+			if _, err := parseCertPEM([]byte(*r.CertPem)); err != nil {
+				return nil, fmt.Errorf("pki: the root CA %s: %w", r.ID, err)
+			}
+			return []byte(*r.CertPem), nil
+		}
+	}
+	return nil, ErrNotInitialized
 }

@@ -28,6 +28,9 @@ type TinyproxyOptions struct {
 	// a client's complete request before answering with an HTTP error (so a TLS client dialing
 	// tinyproxy directly hears nothing until then).
 	Timeout time.Duration
+	// Wrap, when set, is a command prefix tinyproxy runs under (HostsNamespace's, so that it
+	// resolves the names the test's clients send in CONNECT the way they do).
+	Wrap []string
 }
 
 // StartTinyproxy starts tinyproxy with the default options until the test ends. It skips the
@@ -56,7 +59,11 @@ func StartTinyproxyWith(t testing.TB, o TinyproxyOptions) *Tinyproxy {
 			t.Fatalf("proxytest: writing tinyproxy.conf: %v", err)
 		}
 		proc, failed := launch(t, "tinyproxy", p.Addr(), p.logPath, func() (*childproc.Process, error) {
-			return childproc.Start(bin, []string{"-d", "-c", conf}, nil, p.logPath)
+			args := []string{"-d", "-c", conf}
+			if len(o.Wrap) > 0 {
+				return childproc.Start(o.Wrap[0], append(append(o.Wrap[1:len(o.Wrap):len(o.Wrap)], bin), args...), nil, p.logPath)
+			}
+			return childproc.Start(bin, args, nil, p.logPath)
 		})
 		if proc != nil {
 			p.mu.Lock()

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,8 +27,12 @@ type JoinOptions struct {
 	Gateway string
 	// ServerName overrides the name the gateway's certificate is checked against.
 	ServerName string
-	// CAFile is the root CA (PEM) to verify the gateway with; empty trusts the system's roots.
+	// CAFile is the root CA (PEM) to verify the gateway with.
 	CAFile string
+	// CACertHashes pin the root CA ("sha256:<hex>" of its public key, cahash): without CAFile,
+	// the root is fetched from the gateway and must match one (daemon.Dialer.FetchRoot); with
+	// it, the file must. Join needs CAFile or a pin: it never trusts a gateway it cannot check.
+	CACertHashes []string
 	// Hostname is reported to the control plane; the host's name when empty.
 	Hostname string
 	TransportOptions
@@ -53,21 +56,28 @@ func Join(ctx context.Context, opts JoinOptions) (state.Node, error) {
 	if err != nil {
 		return n, err
 	}
-	var rootPEM []byte
-	if opts.CAFile != "" {
-		if rootPEM, err = os.ReadFile(opts.CAFile); err != nil {
-			return n, fmt.Errorf("CA file: %w", err)
-		}
-		if !x509.NewCertPool().AppendCertsFromPEM(rootPEM) {
-			return n, fmt.Errorf("CA file %s: no PEM certificate in it", opts.CAFile)
-		}
-	} else if dialer.RootCAs, err = x509.SystemCertPool(); err != nil {
-		return n, fmt.Errorf("system CA certificates: %w (give the gateway's root CA with --ca-file)", err)
+	pins, err := parsePins(opts.CACertHashes)
+	if err != nil {
+		return n, err
 	}
 	hostname := opts.Hostname
 	if hostname == "" {
 		if hostname, err = os.Hostname(); err != nil {
 			return n, fmt.Errorf("hostname: %w", err)
+		}
+	}
+	if dir.Joined() {
+		return n, dir.Create() // which names the identity there
+	}
+	// The root is settled before anything is written: a wrong pin leaves no trace.
+	rootPEM, err := joinRoot(ctx, opts.CAFile, pins, dialer)
+	if err != nil {
+		return n, err
+	}
+	var wsCA []byte
+	if opts.WebSocketCAFile != "" {
+		if wsCA, err = os.ReadFile(opts.WebSocketCAFile); err != nil {
+			return n, fmt.Errorf("--websocket-ca-file: %w", err)
 		}
 	}
 	if err := dir.Create(); err != nil {
@@ -77,9 +87,17 @@ func Join(ctx context.Context, opts JoinOptions) (state.Node, error) {
 	if err != nil {
 		return n, err
 	}
+	if err := checkAnswerRoot(id.RootPEM, pins); err != nil {
+		return n, err
+	}
 	n = state.Node{
 		Gateway: opts.Gateway, ServerName: opts.ServerName, Hostname: hostname, JoinedAt: time.Now().UTC(),
 		Transport: opts.Transport, WebSocketURL: opts.WebSocketURL,
+	}
+	if wsCA != nil {
+		if err := dir.SaveWebSocketCA(wsCA); err != nil {
+			return n, fmt.Errorf("joined as node %s but could not save the WebSocket's CA: %w", id.NodeID, err)
+		}
 	}
 	if err := dir.SaveJoin(id, n); err != nil {
 		return n, fmt.Errorf("joined as node %s but could not save the identity: %w", id.NodeID, err)

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"crypto/x509"
 	"fmt"
 	"net/url"
@@ -20,7 +21,8 @@ type TransportOptions struct {
 	// joined with, else wss:// on port 443 of the gateway's host.
 	WebSocketURL string
 	// WebSocketCAFile verifies the WebSocket's outer TLS (PEM), for a proxy or load balancer
-	// whose certificate neither the system nor the deployment's root signs.
+	// whose certificate neither the system nor the deployment's root signs. bcd join keeps a
+	// copy in the state directory (state.WebSocketCAFile), which bcd run uses when not given one.
 	WebSocketCAFile string
 }
 
@@ -45,18 +47,38 @@ func (o TransportOptions) dialer(d daemon.Dialer, node state.Node, dir *state.Di
 			return d, fmt.Errorf("--websocket-url %q: want ws:// or wss:// with a host", d.WebSocketURL)
 		}
 	}
-	if o.WebSocketCAFile != "" {
-		pem, err := os.ReadFile(o.WebSocketCAFile)
-		if err != nil {
-			return d, fmt.Errorf("--websocket-ca-file: %w", err)
-		}
+	pem, err := o.webSocketCA(node, dir)
+	if err != nil {
+		return d, err
+	}
+	if pem != nil {
 		d.WebSocketRootCAs = x509.NewCertPool()
 		if !d.WebSocketRootCAs.AppendCertsFromPEM(pem) {
-			return d, fmt.Errorf("--websocket-ca-file %s: no PEM certificate in it", o.WebSocketCAFile)
+			return d, fmt.Errorf("WebSocket CA %s: no PEM certificate in it", cmp.Or(o.WebSocketCAFile, dir.File(state.WebSocketCAFile)))
 		}
 	}
 	if t == daemon.TransportAuto {
 		d.Choice = &daemon.Choice{Path: dir.File(state.TransportFile)}
 	}
 	return d, nil
+}
+
+// webSocketCA is the PEM of --websocket-ca-file, else (for a node that has joined) the one kept
+// at join in the state directory; nil when neither.
+func (o TransportOptions) webSocketCA(node state.Node, dir *state.Dir) ([]byte, error) {
+	if o.WebSocketCAFile != "" {
+		pem, err := os.ReadFile(o.WebSocketCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--websocket-ca-file: %w", err)
+		}
+		return pem, nil
+	}
+	if node.NodeID == "" {
+		return nil, nil
+	}
+	pem, err := dir.WebSocketCA()
+	if err != nil {
+		return nil, fmt.Errorf("the WebSocket's CA kept at join: %w", err)
+	}
+	return pem, nil
 }

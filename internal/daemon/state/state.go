@@ -58,6 +58,9 @@ const (
 	// TransportFile is what --transport auto learned: whether the direct path to the gateway
 	// failed, and since when (JSON, daemon.Choice).
 	TransportFile = "transport.json"
+	// WebSocketCAFile is the CA of the WebSocket's outer TLS given to bcd join
+	// --websocket-ca-file (PEM), kept for bcd run. Optional.
+	WebSocketCAFile = "websocket-ca.pem"
 )
 
 // Node is what a node joined as, and where its gateway is.
@@ -154,6 +157,19 @@ func (d *Dir) SaveJoin(id *daemon.Identity, n Node) error {
 		}
 	}
 	return nil
+}
+
+// SaveWebSocketCA keeps the WebSocket's outer CA given at join (mode 0600), so bcd run trusts
+// it without being told again. Call it before SaveJoin.
+func (d *Dir) SaveWebSocketCA(pemData []byte) error { return d.write(WebSocketCAFile, pemData) }
+
+// WebSocketCA is the WebSocket's outer CA kept at join; nil when none was given. Like the other
+// files, it must be a plain file of bcd's user that no one else can write.
+func (d *Dir) WebSocketCA() ([]byte, error) {
+	if _, err := os.Lstat(d.File(WebSocketCAFile)); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return d.readPrivate(WebSocketCAFile)
 }
 
 // SaveChain replaces the certificate chain after a renewal.

@@ -454,3 +454,28 @@ func TestUpgradeMarker(t *testing.T) {
 		t.Errorf("after clearing: %v, %v", m, err)
 	}
 }
+
+// TestWebSocketCA: the WebSocket's CA given to join is kept 0600 for run; none is nil, and one
+// that others can write is refused like every other file of the directory.
+func TestWebSocketCA(t *testing.T) {
+	t.Parallel()
+	dir, c, _ := joined(t)
+	if got, err := dir.WebSocketCA(); got != nil || err != nil {
+		t.Fatalf("none kept: %q, %v", got, err)
+	}
+	if err := dir.SaveWebSocketCA(c.pem); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := dir.WebSocketCA(); string(got) != string(c.pem) || err != nil {
+		t.Fatalf("kept: %q, %v", got, err)
+	}
+	if fi, _ := os.Stat(dir.File(state.WebSocketCAFile)); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", fi.Mode().Perm())
+	}
+	if err := os.Chmod(dir.File(state.WebSocketCAFile), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dir.WebSocketCA(); err == nil || !strings.Contains(err.Error(), "permissions") {
+		t.Errorf("a file others can write: %v", err)
+	}
+}

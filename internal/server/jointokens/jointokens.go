@@ -7,7 +7,9 @@ package jointokens
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -21,6 +23,8 @@ import (
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/fleet"
+	"github.com/better-compute/better-compute/internal/pki"
+	"github.com/better-compute/better-compute/internal/pki/cahash"
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/server/admission"
 	"github.com/better-compute/better-compute/internal/server/page"
@@ -42,6 +46,8 @@ type Service struct {
 	pool  *pgxpool.Pool
 	admit *admission.Admitter
 	now   func() time.Time
+	// rootHash caches the root CA's pin once read: the root never changes.
+	rootHash atomic.Pointer[string]
 }
 
 var _ jointokensv1connect.JoinTokensServiceHandler = (*Service)(nil)
@@ -83,6 +89,10 @@ func (s *Service) Create(ctx context.Context, req *jointokensv1.CreateRequest) (
 			return nil, apierr.InvalidArgument("expire_time", "must be at most 30 days ahead")
 		}
 	}
+	pin, err := s.caCertHash(ctx)
+	if err != nil {
+		return nil, err
+	}
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*jointokensv1.CreateResponse, error) {
 		if err := quota.Check(ctx, tx.Q, p.TenantID, quota.JoinTokens, 1); err != nil {
@@ -101,7 +111,7 @@ func (s *Service) Create(ctx context.Context, req *jointokensv1.CreateRequest) (
 		if err != nil {
 			return nil, err
 		}
-		return &jointokensv1.CreateResponse{JoinToken: jt, Token: key.String()}, nil
+		return &jointokensv1.CreateResponse{JoinToken: jt, Token: key.String(), CaCertHash: pin}, nil
 	})
 }
 
@@ -166,4 +176,26 @@ func toProto(t db.JoinToken, now time.Time) (*jointokensv1.JoinToken, error) {
 		out.RevokeTime = timestamppb.New(*t.RevokedAt)
 	}
 	return out, nil
+}
+
+// caCertHash is the root CA's pin that Create returns beside the token (bcd join
+// --ca-cert-hash), read from the database, which holds the root's certificate (public; no
+// secret needed); empty before `pki init`.
+func (s *Service) caCertHash(ctx context.Context) (string, error) {
+	if h := s.rootHash.Load(); h != nil {
+		return *h, nil
+	}
+	root, err := pki.RootPEM(ctx, s.pool)
+	if errors.Is(err, pki.ErrNotInitialized) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("join tokens: the root CA's pin: %w", err)
+	}
+	h, err := cahash.OfPEM(root)
+	if err != nil {
+		return "", fmt.Errorf("join tokens: the root CA's pin: %w", err)
+	}
+	s.rootHash.Store(&h)
+	return h, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/server/guard"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
@@ -349,4 +350,33 @@ func TestPagination(t *testing.T) {
 	}
 	_, err := c.List(ctx, &jointokensv1.ListRequest{PageToken: "garbage!"})
 	wantCode(t, err, connect.CodeInvalidArgument)
+}
+
+// TestCreateReturnsTheRootPin: joinTokens/create gives, beside the token, the root CA's pin
+// that bcd join --ca-cert-hash checks the gateway against (empty before pki init), so a
+// deployment made by the documented steps can take its first node without copying a file.
+func TestCreateReturnsTheRootPin(t *testing.T) {
+	t.Parallel()
+	env := servertest.New(t)
+	c := client(env, env.AdminKey)
+	res, err := c.Create(ctx, &jointokensv1.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetCaCertHash() != "" {
+		t.Errorf("before pki init: pin %q", res.GetCaCertHash())
+	}
+	bundle, err := pki.Init(ctx, env.Pool, "0123456789abcdef0123456789abcdef-test", "jointokens.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		res, err = c.Create(ctx, &jointokensv1.CreateRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := res.GetCaCertHash(), bundle.RootCertHash(); got != want || !strings.HasPrefix(got, "sha256:") {
+			t.Errorf("pin %q, want the root's %q", got, want)
+		}
+	}
 }

@@ -259,7 +259,12 @@ type CreateResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	JoinToken *JoinToken             `protobuf:"bytes,1,opt,name=join_token,json=joinToken,proto3" json:"join_token,omitempty"`
 	// The whole token, "bcj_<id>_<secret>", to give to the daemon (bcd join --token …).
-	Token         string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	// The pin of the deployment's root CA, "sha256:<hex>" of its public key (as kubeadm's
+	// --discovery-token-ca-cert-hash), to give to the daemon beside the token (bcd join
+	// --ca-cert-hash …): bcd checks the gateway's root against it before it sends the token.
+	// Empty before `better-compute pki init`.
+	CaCertHash    string `protobuf:"bytes,3,opt,name=ca_cert_hash,json=caCertHash,proto3" json:"ca_cert_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -304,6 +309,13 @@ func (x *CreateResponse) GetJoinToken() *JoinToken {
 func (x *CreateResponse) GetToken() string {
 	if x != nil {
 		return x.Token
+	}
+	return ""
+}
+
+func (x *CreateResponse) GetCaCertHash() string {
+	if x != nil {
+		return x.CaCertHash
 	}
 	return ""
 }
@@ -548,11 +560,13 @@ const file_bettercompute_jointokens_v1_jointokens_proto_rawDesc = "" +
 	"expireTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x01\n" +
 	"\x0eCreateResponse\x12E\n" +
 	"\n" +
 	"join_token\x18\x01 \x01(\v2&.bettercompute.jointokens.v1.JoinTokenR\tjoinToken\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\tR\x05token\"I\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x12 \n" +
+	"\fca_cert_hash\x18\x03 \x01(\tR\n" +
+	"caCertHash\"I\n" +
 	"\vListRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +

@@ -67,12 +67,14 @@ class CreateRequest(_message.Message):
     def __init__(self, description: _Optional[str] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., max_uses: _Optional[int] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
-    __slots__ = ("join_token", "token")
+    __slots__ = ("join_token", "token", "ca_cert_hash")
     JOIN_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CA_CERT_HASH_FIELD_NUMBER: _ClassVar[int]
     join_token: JoinToken
     token: str
-    def __init__(self, join_token: _Optional[_Union[JoinToken, _Mapping]] = ..., token: _Optional[str] = ...) -> None: ...
+    ca_cert_hash: str
+    def __init__(self, join_token: _Optional[_Union[JoinToken, _Mapping]] = ..., token: _Optional[str] = ..., ca_cert_hash: _Optional[str] = ...) -> None: ...
 
 class ListRequest(_message.Message):
     __slots__ = ("page_size", "page_token")

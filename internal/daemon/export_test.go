@@ -1,0 +1,4 @@
+package daemon
+
+// OuterPinned is outerPinned, for the external tests.
+var OuterPinned = outerPinned
