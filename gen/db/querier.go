@@ -81,6 +81,12 @@ type Querier interface {
 	// Under LockTenant, for the cap on a tenant's methods.
 	CountAuthMethods(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CountDroppedDeadLetters(ctx context.Context, arg CountDroppedDeadLettersParams) error
+	// How many rows ExportOwnedPoolsUsage would return after the key, counted up to lim only, as
+	// CountExportUsage.
+	CountExportOwnedPoolsUsage(ctx context.Context, arg CountExportOwnedPoolsUsageParams) (int64, error)
+	// How many rows ExportUsage would return after the key (all of them without one), counted up to
+	// lim only: the export checks its row cap with it before reading any row.
+	CountExportUsage(ctx context.Context, arg CountExportUsageParams) (int64, error)
 	// How many leases hold anything on a node.
 	CountNodeActiveLeases(ctx context.Context, nodeID uuid.UUID) (int64, error)
 	CountOwners(ctx context.Context, tenantID uuid.UUID) (int64, error)
@@ -262,7 +268,8 @@ type Querier interface {
 	ExportOwnedPoolsUsage(ctx context.Context, arg ExportOwnedPoolsUsageParams) ([]ExportOwnedPoolsUsageRow, error)
 	// The caller's tenant's own usage for an export: one row per tenant, pool, resource and model
 	// over the period, with the exact sum of the amounts as numeric text (the handler converts it
-	// to hours without a float), at most lim rows in export order. The pool's name is read by the
+	// to hours without a float), at most lim rows in export order after the key (a page; from the
+	// first row without one). The pool's name is read by the
 	// pool id of the tenant's own usage (the pool may be another tenant's, granted to it); empty
 	// when the pool was deleted since.
 	ExportUsage(ctx context.Context, arg ExportUsageParams) ([]ExportUsageRow, error)

@@ -7,6 +7,7 @@ package usage
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -31,6 +32,9 @@ const (
 // Service answers UsageService calls.
 type Service struct {
 	pool *pgxpool.Pool
+	// rowsRead counts the export rows read from the database, for the tests: a refused export
+	// must read none, and a page no more than its size (and one to learn that another follows).
+	rowsRead atomic.Int64
 }
 
 var _ usagev1connect.UsageServiceHandler = (*Service)(nil)
