@@ -41,13 +41,15 @@ ORDER BY hour, pool_id, resource, model
 LIMIT sqlc.arg(lim);
 
 -- name: QueryUsageTotals :many
--- The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
+-- The caller's tenant's own leases' usage, in whichever pools (its own or granted ones); at most
+-- lim rows.
 SELECT pool_id, resource, model, sum(amount)::float8 AS amount
 FROM usage_hourly
 WHERE tenant_id = sqlc.arg(tenant_id) AND hour >= sqlc.arg(starts_at)::timestamptz AND hour < sqlc.arg(ends_at)::timestamptz
   AND (sqlc.narg(pool_id)::uuid IS NULL OR pool_id = sqlc.narg(pool_id))
 GROUP BY pool_id, resource, model
-ORDER BY pool_id, resource, model;
+ORDER BY pool_id, resource, model
+LIMIT sqlc.arg(lim);
 
 -- name: QueryOwnedPoolsUsageHourly :many
 -- Every tenant's usage in the pools the caller's tenant owns: joined with pools by the caller's
@@ -68,7 +70,8 @@ JOIN pools p ON p.id = u.pool_id AND p.tenant_id = sqlc.arg(tenant_id)
 WHERE u.hour >= sqlc.arg(starts_at)::timestamptz AND u.hour < sqlc.arg(ends_at)::timestamptz
   AND (sqlc.narg(pool_id)::uuid IS NULL OR u.pool_id = sqlc.narg(pool_id))
 GROUP BY u.tenant_id, u.pool_id, u.resource, u.model
-ORDER BY u.tenant_id, u.pool_id, u.resource, u.model;
+ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
+LIMIT sqlc.arg(lim);
 
 -- name: CountExportUsage :one
 -- How many rows ExportUsage would return after the key (all of them without one), counted up to

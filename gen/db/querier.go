@@ -663,7 +663,8 @@ type Querier interface {
 	QueryOwnedPoolsUsageTotals(ctx context.Context, arg QueryOwnedPoolsUsageTotalsParams) ([]QueryOwnedPoolsUsageTotalsRow, error)
 	// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
 	QueryUsageHourly(ctx context.Context, arg QueryUsageHourlyParams) ([]QueryUsageHourlyRow, error)
-	// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
+	// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones); at most
+	// lim rows.
 	QueryUsageTotals(ctx context.Context, arg QueryUsageTotalsParams) ([]QueryUsageTotalsRow, error)
 	// Queues every parked event of a webhook for delivery again, after MarkWebhookHealthy.
 	QueueDeadLetters(ctx context.Context, arg QueueDeadLettersParams) (int64, error)

@@ -356,6 +356,7 @@ WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
   AND ($4::uuid IS NULL OR u.pool_id = $4)
 GROUP BY u.tenant_id, u.pool_id, u.resource, u.model
 ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
+LIMIT $5
 `
 
 type QueryOwnedPoolsUsageTotalsParams struct {
@@ -363,6 +364,7 @@ type QueryOwnedPoolsUsageTotalsParams struct {
 	StartsAt time.Time
 	EndsAt   time.Time
 	PoolID   *uuid.UUID
+	Lim      int32
 }
 
 type QueryOwnedPoolsUsageTotalsRow struct {
@@ -380,6 +382,7 @@ func (q *Queries) QueryOwnedPoolsUsageTotals(ctx context.Context, arg QueryOwned
 		arg.StartsAt,
 		arg.EndsAt,
 		arg.PoolID,
+		arg.Lim,
 	)
 	if err != nil {
 		return nil, err
@@ -470,6 +473,7 @@ WHERE tenant_id = $1 AND hour >= $2::timestamptz AND hour < $3::timestamptz
   AND ($4::uuid IS NULL OR pool_id = $4)
 GROUP BY pool_id, resource, model
 ORDER BY pool_id, resource, model
+LIMIT $5
 `
 
 type QueryUsageTotalsParams struct {
@@ -477,6 +481,7 @@ type QueryUsageTotalsParams struct {
 	StartsAt time.Time
 	EndsAt   time.Time
 	PoolID   *uuid.UUID
+	Lim      int32
 }
 
 type QueryUsageTotalsRow struct {
@@ -486,13 +491,15 @@ type QueryUsageTotalsRow struct {
 	Amount   float64
 }
 
-// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
+// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones); at most
+// lim rows.
 func (q *Queries) QueryUsageTotals(ctx context.Context, arg QueryUsageTotalsParams) ([]QueryUsageTotalsRow, error) {
 	rows, err := q.db.Query(ctx, queryUsageTotals,
 		arg.TenantID,
 		arg.StartsAt,
 		arg.EndsAt,
 		arg.PoolID,
+		arg.Lim,
 	)
 	if err != nil {
 		return nil, err

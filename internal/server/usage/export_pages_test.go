@@ -253,3 +253,17 @@ func wantExhausted(t *testing.T, err error) {
 		t.Errorf("Retry-After %q, want 1", ra)
 	}
 }
+
+// TestQueryRefusesMoreThanTheTotalsLimit: a query whose period has more than MaxTotalRows totals
+// is refused, naming end_time, rather than answering them all (or a part read as the whole).
+func TestQueryRefusesMoreThanTheTotalsLimit(t *testing.T) {
+	t.Parallel()
+	env := servertest.New(t)
+	tenant := capacitytest.RootTenant(t, env.Pool)
+	manyRows(t, env.Pool, tenant, usage.MaxTotalRows+1)
+	c := usagev1connect.NewUsageServiceClient(env.HTTPClient(env.AdminKey), env.URL)
+	for _, scope := range []usagev1.Scope{usagev1.Scope_SCOPE_UNSPECIFIED, usagev1.Scope_SCOPE_OWNED_POOLS} {
+		_, err := c.Query(ctx, &usagev1.QueryRequest{StartTime: start, EndTime: end, Scope: scope})
+		wantField(t, err, connect.CodeFailedPrecondition, "end_time")
+	}
+}

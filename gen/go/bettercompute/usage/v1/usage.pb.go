@@ -479,7 +479,8 @@ func (x *Usage) GetTenantId() string {
 // QueryResponse carries the usage.
 type QueryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// By pool, resource and model, over the period.
+	// By pool, resource and model, over the period; at most 10,000 (a period with more is refused:
+	// narrow it, pick a pool or use Export).
 	Totals []*Usage `protobuf:"bytes,1,rep,name=totals,proto3" json:"totals,omitempty"`
 	// By hour, pool, resource and model, when asked for (at most 10,000 rows).
 	Hours []*Usage `protobuf:"bytes,2,rep,name=hours,proto3" json:"hours,omitempty"`

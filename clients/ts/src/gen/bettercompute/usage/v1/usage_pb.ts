@@ -230,7 +230,8 @@ export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
  */
 export type QueryResponse = Message<"bettercompute.usage.v1.QueryResponse"> & {
   /**
-   * By pool, resource and model, over the period.
+   * By pool, resource and model, over the period; at most 10,000 (a period with more is refused:
+   * narrow it, pick a pool or use Export).
    *
    * @generated from field: repeated bettercompute.usage.v1.Usage totals = 1;
    */
