@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	usagev1 "github.com/better-compute/better-compute/gen/go/bettercompute/usage/v1"
 	"github.com/better-compute/better-compute/client"
+	usagev1 "github.com/better-compute/better-compute/gen/go/bettercompute/usage/v1"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
