@@ -86,9 +86,10 @@ var units = map[string]struct {
 // usage of a deleted pool is not in the owned-pools scope, and has an empty pool name in the
 // default one).
 //
-// What a call costs is bounded whatever the period holds: it first counts the rows left (up to
-// the limit only) and refuses a period of more than MaxExportRows, or, without page_size, of
-// more than MaxExportPageRows, before it reads any; then it reads and encodes at most one page.
+// What a call holds is bounded whatever the period holds: the first page first counts the
+// period's rows (up to the limit only) and refuses a period of more than MaxExportRows, or,
+// without page_size, of more than MaxExportPageRows, before it reads any; then each call reads
+// and encodes at most one page.
 func (s *Service) Export(ctx context.Context, req *usagev1.ExportRequest) (*usagev1.ExportResponse, error) {
 	f, err := readFilter(req.GetStartTime(), req.GetEndTime(), req.GetPoolId(), req.GetScope())
 	if err != nil {
@@ -113,8 +114,13 @@ func (s *Service) Export(ctx context.Context, req *usagev1.ExportRequest) (*usag
 	}
 	q := db.New(s.pool)
 	tenant := auth.Caller(ctx).TenantID
-	if err := checkExportRows(ctx, q, tenant, f, after, paged); err != nil {
-		return nil, err
+	if after == nil {
+		// The first page counts. A later page does not: it costs what a count would (both
+		// aggregate the period's rows after the key), and a forged token gains nothing but pages
+		// of the caller's own usage.
+		if err := checkExportRows(ctx, q, tenant, f, after, paged); err != nil {
+			return nil, err
+		}
 	}
 	rows, err := s.exportRows(ctx, q, tenant, f, after, size+1)
 	if err != nil {

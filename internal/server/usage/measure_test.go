@@ -26,7 +26,7 @@ func TestMeasureExport100k(t *testing.T) {
 	}
 	env := servertest.New(t)
 	tenant := capacitytest.RootTenant(t, env.Pool)
-	manyRows(t, env.Pool, tenant, usage.MaxExportRows)
+	pool := manyRows(t, env.Pool, tenant, usage.MaxExportRows)
 	svc := usage.New(env.Pool)
 	cctx := auth.WithPrincipal(ctx, principalOf(tenant))
 
@@ -77,4 +77,14 @@ func TestMeasureExport100k(t *testing.T) {
 	runtime.ReadMemStats(&ms)
 	t.Logf("%d rows, %d bytes in %d calls: %v, peak heap %.1f MiB above the start (%.1f MiB allocated in all)",
 		rows, bytes, pages, took.Round(time.Millisecond), float64(peak.Load()-min(peak.Load(), base.Load()))/(1<<20), float64(ms.TotalAlloc-allocated)/(1<<20))
+
+	// One row more: the export is refused, and how long that takes.
+	if _, err := env.Pool.Exec(ctx, `
+		INSERT INTO usage_hourly (tenant_id, hour, pool_id, resource, model, amount, records)
+		VALUES ($1, $2, $3, 'gpu', 'one more', 3600, 1)`, tenant, h0, pool); err != nil {
+		t.Fatal(err)
+	}
+	began = time.Now()
+	_, err := svc.Export(cctx, &usagev1.ExportRequest{StartTime: start, EndTime: end, PageSize: usage.MaxExportPageRows})
+	t.Logf("over the cap: refused in %v (%v)", time.Since(began).Round(time.Millisecond), err)
 }
