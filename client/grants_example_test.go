@@ -91,13 +91,15 @@ func Example_usageByTenant() {
 	for _, u := range usage.GetTotals() {
 		fmt.Println(u.GetTenantId(), u.GetPoolId(), u.GetResource(), u.GetModel(), u.GetAmount()) // GPU-, CPU- or MiB-seconds
 	}
-	export, err := c.Usage.Export(ctx, &usagev1.ExportRequest{
-		StartTime: start, EndTime: stop, Scope: usagev1.Scope_SCOPE_OWNED_POOLS, Format: usagev1.ExportFormat_EXPORT_FORMAT_CSV,
-	})
+	// The export comes in pages of up to 10,000 rows; ExportUsage writes them one after another.
+	f, err := os.Create(csvPath)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := os.WriteFile(csvPath, export.GetData(), 0o600); err != nil {
+	defer f.Close()
+	if _, err := c.ExportUsage(ctx, &usagev1.ExportRequest{
+		StartTime: start, EndTime: stop, Scope: usagev1.Scope_SCOPE_OWNED_POOLS, Format: usagev1.ExportFormat_EXPORT_FORMAT_CSV,
+	}, f); err != nil {
 		log.Fatal(err)
 	}
 }

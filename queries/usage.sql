@@ -41,13 +41,15 @@ ORDER BY hour, pool_id, resource, model
 LIMIT sqlc.arg(lim);
 
 -- name: QueryUsageTotals :many
--- The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
+-- The caller's tenant's own leases' usage, in whichever pools (its own or granted ones); at most
+-- lim rows.
 SELECT pool_id, resource, model, sum(amount)::float8 AS amount
 FROM usage_hourly
 WHERE tenant_id = sqlc.arg(tenant_id) AND hour >= sqlc.arg(starts_at)::timestamptz AND hour < sqlc.arg(ends_at)::timestamptz
   AND (sqlc.narg(pool_id)::uuid IS NULL OR pool_id = sqlc.narg(pool_id))
 GROUP BY pool_id, resource, model
-ORDER BY pool_id, resource, model;
+ORDER BY pool_id, resource, model
+LIMIT sqlc.arg(lim);
 
 -- name: QueryOwnedPoolsUsageHourly :many
 -- Every tenant's usage in the pools the caller's tenant owns: joined with pools by the caller's
@@ -68,12 +70,28 @@ JOIN pools p ON p.id = u.pool_id AND p.tenant_id = sqlc.arg(tenant_id)
 WHERE u.hour >= sqlc.arg(starts_at)::timestamptz AND u.hour < sqlc.arg(ends_at)::timestamptz
   AND (sqlc.narg(pool_id)::uuid IS NULL OR u.pool_id = sqlc.narg(pool_id))
 GROUP BY u.tenant_id, u.pool_id, u.resource, u.model
-ORDER BY u.tenant_id, u.pool_id, u.resource, u.model;
+ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
+LIMIT sqlc.arg(lim);
+
+-- name: CountExportUsage :one
+-- How many rows ExportUsage would return after the key (all of them without one), counted up to
+-- lim only: the export checks its row cap with it before reading any row.
+SELECT count(*)::bigint AS n FROM (
+    SELECT 1
+    FROM usage_hourly u
+    WHERE u.tenant_id = sqlc.arg(tenant_id) AND u.hour >= sqlc.arg(starts_at)::timestamptz AND u.hour < sqlc.arg(ends_at)::timestamptz
+      AND (sqlc.narg(pool_id)::uuid IS NULL OR u.pool_id = sqlc.narg(pool_id))
+      AND (sqlc.narg(after_tenant_id)::uuid IS NULL
+           OR (u.tenant_id, u.pool_id, u.resource, u.model) > (sqlc.narg(after_tenant_id)::uuid, sqlc.arg(after_pool_id)::uuid, sqlc.arg(after_resource)::text, sqlc.arg(after_model)::text))
+    GROUP BY u.tenant_id, u.pool_id, u.resource, u.model
+    LIMIT sqlc.arg(lim)
+) s;
 
 -- name: ExportUsage :many
 -- The caller's tenant's own usage for an export: one row per tenant, pool, resource and model
 -- over the period, with the exact sum of the amounts as numeric text (the handler converts it
--- to hours without a float), at most lim rows in export order. The pool's name is read by the
+-- to hours without a float), at most lim rows in export order after the key (a page; from the
+-- first row without one). The pool's name is read by the
 -- pool id of the tenant's own usage (the pool may be another tenant's, granted to it); empty
 -- when the pool was deleted since.
 SELECT u.tenant_id, u.pool_id, COALESCE(p.name, '')::text AS pool_name, u.resource, u.model,
@@ -82,9 +100,26 @@ FROM usage_hourly u
 LEFT JOIN pools p ON p.id = u.pool_id
 WHERE u.tenant_id = sqlc.arg(tenant_id) AND u.hour >= sqlc.arg(starts_at)::timestamptz AND u.hour < sqlc.arg(ends_at)::timestamptz
   AND (sqlc.narg(pool_id)::uuid IS NULL OR u.pool_id = sqlc.narg(pool_id))
+  AND (sqlc.narg(after_tenant_id)::uuid IS NULL
+       OR (u.tenant_id, u.pool_id, u.resource, u.model) > (sqlc.narg(after_tenant_id)::uuid, sqlc.arg(after_pool_id)::uuid, sqlc.arg(after_resource)::text, sqlc.arg(after_model)::text))
 GROUP BY u.tenant_id, u.pool_id, p.name, u.resource, u.model
 ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
 LIMIT sqlc.arg(lim);
+
+-- name: CountExportOwnedPoolsUsage :one
+-- How many rows ExportOwnedPoolsUsage would return after the key, counted up to lim only, as
+-- CountExportUsage.
+SELECT count(*)::bigint AS n FROM (
+    SELECT 1
+    FROM usage_hourly u
+    JOIN pools p ON p.id = u.pool_id AND p.tenant_id = sqlc.arg(tenant_id)
+    WHERE u.hour >= sqlc.arg(starts_at)::timestamptz AND u.hour < sqlc.arg(ends_at)::timestamptz
+      AND (sqlc.narg(pool_id)::uuid IS NULL OR u.pool_id = sqlc.narg(pool_id))
+      AND (sqlc.narg(after_tenant_id)::uuid IS NULL
+           OR (u.tenant_id, u.pool_id, u.resource, u.model) > (sqlc.narg(after_tenant_id)::uuid, sqlc.arg(after_pool_id)::uuid, sqlc.arg(after_resource)::text, sqlc.arg(after_model)::text))
+    GROUP BY u.tenant_id, u.pool_id, u.resource, u.model
+    LIMIT sqlc.arg(lim)
+) s;
 
 -- name: ExportOwnedPoolsUsage :many
 -- Every tenant's usage in the pools the caller's tenant owns for an export, as ExportUsage and
@@ -94,6 +129,8 @@ FROM usage_hourly u
 JOIN pools p ON p.id = u.pool_id AND p.tenant_id = sqlc.arg(tenant_id)
 WHERE u.hour >= sqlc.arg(starts_at)::timestamptz AND u.hour < sqlc.arg(ends_at)::timestamptz
   AND (sqlc.narg(pool_id)::uuid IS NULL OR u.pool_id = sqlc.narg(pool_id))
+  AND (sqlc.narg(after_tenant_id)::uuid IS NULL
+       OR (u.tenant_id, u.pool_id, u.resource, u.model) > (sqlc.narg(after_tenant_id)::uuid, sqlc.arg(after_pool_id)::uuid, sqlc.arg(after_resource)::text, sqlc.arg(after_model)::text))
 GROUP BY u.tenant_id, u.pool_id, p.name, u.resource, u.model
 ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
 LIMIT sqlc.arg(lim);

@@ -46,23 +46,118 @@ func (q *Queries) AggregateUsage(ctx context.Context, lim int32) (int64, error) 
 	return records, err
 }
 
+const countExportOwnedPoolsUsage = `-- name: CountExportOwnedPoolsUsage :one
+SELECT count(*)::bigint AS n FROM (
+    SELECT 1
+    FROM usage_hourly u
+    JOIN pools p ON p.id = u.pool_id AND p.tenant_id = $1
+    WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
+      AND ($4::uuid IS NULL OR u.pool_id = $4)
+      AND ($5::uuid IS NULL
+           OR (u.tenant_id, u.pool_id, u.resource, u.model) > ($5::uuid, $6::uuid, $7::text, $8::text))
+    GROUP BY u.tenant_id, u.pool_id, u.resource, u.model
+    LIMIT $9
+) s
+`
+
+type CountExportOwnedPoolsUsageParams struct {
+	TenantID      uuid.UUID
+	StartsAt      time.Time
+	EndsAt        time.Time
+	PoolID        *uuid.UUID
+	AfterTenantID *uuid.UUID
+	AfterPoolID   uuid.UUID
+	AfterResource string
+	AfterModel    string
+	Lim           int32
+}
+
+// How many rows ExportOwnedPoolsUsage would return after the key, counted up to lim only, as
+// CountExportUsage.
+func (q *Queries) CountExportOwnedPoolsUsage(ctx context.Context, arg CountExportOwnedPoolsUsageParams) (int64, error) {
+	row := q.db.QueryRow(ctx, countExportOwnedPoolsUsage,
+		arg.TenantID,
+		arg.StartsAt,
+		arg.EndsAt,
+		arg.PoolID,
+		arg.AfterTenantID,
+		arg.AfterPoolID,
+		arg.AfterResource,
+		arg.AfterModel,
+		arg.Lim,
+	)
+	var n int64
+	err := row.Scan(&n)
+	return n, err
+}
+
+const countExportUsage = `-- name: CountExportUsage :one
+SELECT count(*)::bigint AS n FROM (
+    SELECT 1
+    FROM usage_hourly u
+    WHERE u.tenant_id = $1 AND u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
+      AND ($4::uuid IS NULL OR u.pool_id = $4)
+      AND ($5::uuid IS NULL
+           OR (u.tenant_id, u.pool_id, u.resource, u.model) > ($5::uuid, $6::uuid, $7::text, $8::text))
+    GROUP BY u.tenant_id, u.pool_id, u.resource, u.model
+    LIMIT $9
+) s
+`
+
+type CountExportUsageParams struct {
+	TenantID      uuid.UUID
+	StartsAt      time.Time
+	EndsAt        time.Time
+	PoolID        *uuid.UUID
+	AfterTenantID *uuid.UUID
+	AfterPoolID   uuid.UUID
+	AfterResource string
+	AfterModel    string
+	Lim           int32
+}
+
+// How many rows ExportUsage would return after the key (all of them without one), counted up to
+// lim only: the export checks its row cap with it before reading any row.
+func (q *Queries) CountExportUsage(ctx context.Context, arg CountExportUsageParams) (int64, error) {
+	row := q.db.QueryRow(ctx, countExportUsage,
+		arg.TenantID,
+		arg.StartsAt,
+		arg.EndsAt,
+		arg.PoolID,
+		arg.AfterTenantID,
+		arg.AfterPoolID,
+		arg.AfterResource,
+		arg.AfterModel,
+		arg.Lim,
+	)
+	var n int64
+	err := row.Scan(&n)
+	return n, err
+}
+
 const exportOwnedPoolsUsage = `-- name: ExportOwnedPoolsUsage :many
 SELECT u.tenant_id, u.pool_id, p.name AS pool_name, u.resource, u.model, sum(u.amount)::text AS amount
 FROM usage_hourly u
 JOIN pools p ON p.id = u.pool_id AND p.tenant_id = $1
 WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
   AND ($4::uuid IS NULL OR u.pool_id = $4)
+  AND ($5::uuid IS NULL
+       OR (u.tenant_id, u.pool_id, u.resource, u.model) > ($5::uuid, $6::uuid, $7::text, $8::text))
 GROUP BY u.tenant_id, u.pool_id, p.name, u.resource, u.model
 ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
-LIMIT $5
+LIMIT $9
 `
 
 type ExportOwnedPoolsUsageParams struct {
-	TenantID uuid.UUID
-	StartsAt time.Time
-	EndsAt   time.Time
-	PoolID   *uuid.UUID
-	Lim      int32
+	TenantID      uuid.UUID
+	StartsAt      time.Time
+	EndsAt        time.Time
+	PoolID        *uuid.UUID
+	AfterTenantID *uuid.UUID
+	AfterPoolID   uuid.UUID
+	AfterResource string
+	AfterModel    string
+	Lim           int32
 }
 
 type ExportOwnedPoolsUsageRow struct {
@@ -82,6 +177,10 @@ func (q *Queries) ExportOwnedPoolsUsage(ctx context.Context, arg ExportOwnedPool
 		arg.StartsAt,
 		arg.EndsAt,
 		arg.PoolID,
+		arg.AfterTenantID,
+		arg.AfterPoolID,
+		arg.AfterResource,
+		arg.AfterModel,
 		arg.Lim,
 	)
 	if err != nil {
@@ -116,17 +215,23 @@ FROM usage_hourly u
 LEFT JOIN pools p ON p.id = u.pool_id
 WHERE u.tenant_id = $1 AND u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
   AND ($4::uuid IS NULL OR u.pool_id = $4)
+  AND ($5::uuid IS NULL
+       OR (u.tenant_id, u.pool_id, u.resource, u.model) > ($5::uuid, $6::uuid, $7::text, $8::text))
 GROUP BY u.tenant_id, u.pool_id, p.name, u.resource, u.model
 ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
-LIMIT $5
+LIMIT $9
 `
 
 type ExportUsageParams struct {
-	TenantID uuid.UUID
-	StartsAt time.Time
-	EndsAt   time.Time
-	PoolID   *uuid.UUID
-	Lim      int32
+	TenantID      uuid.UUID
+	StartsAt      time.Time
+	EndsAt        time.Time
+	PoolID        *uuid.UUID
+	AfterTenantID *uuid.UUID
+	AfterPoolID   uuid.UUID
+	AfterResource string
+	AfterModel    string
+	Lim           int32
 }
 
 type ExportUsageRow struct {
@@ -140,7 +245,8 @@ type ExportUsageRow struct {
 
 // The caller's tenant's own usage for an export: one row per tenant, pool, resource and model
 // over the period, with the exact sum of the amounts as numeric text (the handler converts it
-// to hours without a float), at most lim rows in export order. The pool's name is read by the
+// to hours without a float), at most lim rows in export order after the key (a page; from the
+// first row without one). The pool's name is read by the
 // pool id of the tenant's own usage (the pool may be another tenant's, granted to it); empty
 // when the pool was deleted since.
 func (q *Queries) ExportUsage(ctx context.Context, arg ExportUsageParams) ([]ExportUsageRow, error) {
@@ -149,6 +255,10 @@ func (q *Queries) ExportUsage(ctx context.Context, arg ExportUsageParams) ([]Exp
 		arg.StartsAt,
 		arg.EndsAt,
 		arg.PoolID,
+		arg.AfterTenantID,
+		arg.AfterPoolID,
+		arg.AfterResource,
+		arg.AfterModel,
 		arg.Lim,
 	)
 	if err != nil {
@@ -246,6 +356,7 @@ WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
   AND ($4::uuid IS NULL OR u.pool_id = $4)
 GROUP BY u.tenant_id, u.pool_id, u.resource, u.model
 ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
+LIMIT $5
 `
 
 type QueryOwnedPoolsUsageTotalsParams struct {
@@ -253,6 +364,7 @@ type QueryOwnedPoolsUsageTotalsParams struct {
 	StartsAt time.Time
 	EndsAt   time.Time
 	PoolID   *uuid.UUID
+	Lim      int32
 }
 
 type QueryOwnedPoolsUsageTotalsRow struct {
@@ -270,6 +382,7 @@ func (q *Queries) QueryOwnedPoolsUsageTotals(ctx context.Context, arg QueryOwned
 		arg.StartsAt,
 		arg.EndsAt,
 		arg.PoolID,
+		arg.Lim,
 	)
 	if err != nil {
 		return nil, err
@@ -360,6 +473,7 @@ WHERE tenant_id = $1 AND hour >= $2::timestamptz AND hour < $3::timestamptz
   AND ($4::uuid IS NULL OR pool_id = $4)
 GROUP BY pool_id, resource, model
 ORDER BY pool_id, resource, model
+LIMIT $5
 `
 
 type QueryUsageTotalsParams struct {
@@ -367,6 +481,7 @@ type QueryUsageTotalsParams struct {
 	StartsAt time.Time
 	EndsAt   time.Time
 	PoolID   *uuid.UUID
+	Lim      int32
 }
 
 type QueryUsageTotalsRow struct {
@@ -376,13 +491,15 @@ type QueryUsageTotalsRow struct {
 	Amount   float64
 }
 
-// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
+// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones); at most
+// lim rows.
 func (q *Queries) QueryUsageTotals(ctx context.Context, arg QueryUsageTotalsParams) ([]QueryUsageTotalsRow, error) {
 	rows, err := q.db.Query(ctx, queryUsageTotals,
 		arg.TenantID,
 		arg.StartsAt,
 		arg.EndsAt,
 		arg.PoolID,
+		arg.Lim,
 	)
 	if err != nil {
 		return nil, err

@@ -30,6 +30,10 @@ type RateLimits struct {
 	TrustedProxies []string `yaml:"trustedProxies"`
 	// Tenant caps what each tenant may hold or create.
 	Tenant TenantLimits `yaml:"tenant"`
+	// ExpensiveCallsPerTenant bounds the calls of expensive methods (those whose cost grows with
+	// the tenant's data, such as usage/export) one tenant runs at once in each API process; one
+	// more is refused with resource_exhausted and Retry-After. Default 2.
+	ExpensiveCallsPerTenant int `yaml:"expensiveCallsPerTenant"`
 }
 
 // RateBucket is a token bucket: Rate calls a second sustained, Burst at once.
@@ -65,19 +69,21 @@ type TenantLimits struct {
 
 // Bounds of the rate limit keys.
 const (
-	maxRate          = 1_000_000
-	minMaxBuckets    = 1_000
-	maxMaxBuckets    = 1_000_000
-	maxTenantLimit   = 1_000_000
-	maxTrustedRanges = 1_000
+	maxRate           = 1_000_000
+	minMaxBuckets     = 1_000
+	maxMaxBuckets     = 1_000_000
+	maxTenantLimit    = 1_000_000
+	maxTrustedRanges  = 1_000
+	maxExpensiveCalls = 1_000
 )
 
 // defaultRateLimits are the rate limits when neither the file nor the environment sets them.
 func defaultRateLimits() RateLimits {
 	return RateLimits{
-		PerAddress: RateBucket{Rate: 100, Burst: 200},
-		PerKey:     RateBucket{Rate: 50, Burst: 100},
-		MaxBuckets: 100_000,
+		PerAddress:              RateBucket{Rate: 100, Burst: 200},
+		PerKey:                  RateBucket{Rate: 50, Burst: 100},
+		MaxBuckets:              100_000,
+		ExpensiveCallsPerTenant: 2,
 		Tenant: TenantLimits{
 			Nodes:             quota.DefaultNodes,
 			JoinTokens:        quota.DefaultJoinTokens,
@@ -120,6 +126,9 @@ func (c *Config) checkRateLimits(ps *problems) {
 	}
 	if r.MaxBuckets < minMaxBuckets || r.MaxBuckets > maxMaxBuckets {
 		ps.add("rateLimits.maxBuckets", "must be from %d to %d, got %d", minMaxBuckets, maxMaxBuckets, r.MaxBuckets)
+	}
+	if r.ExpensiveCallsPerTenant < 1 || r.ExpensiveCallsPerTenant > maxExpensiveCalls {
+		ps.add("rateLimits.expensiveCallsPerTenant", "must be from 1 to %d, got %d", maxExpensiveCalls, r.ExpensiveCallsPerTenant)
 	}
 	if len(r.TrustedProxies) > maxTrustedRanges {
 		ps.add("rateLimits.trustedProxies", "must list at most %d entries, got %d", maxTrustedRanges, len(r.TrustedProxies))

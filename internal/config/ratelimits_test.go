@@ -15,7 +15,7 @@ func TestRateLimitsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := RateLimits{
-		PerAddress: RateBucket{Rate: 100, Burst: 200}, PerKey: RateBucket{Rate: 50, Burst: 100}, MaxBuckets: 100000,
+		PerAddress: RateBucket{Rate: 100, Burst: 200}, PerKey: RateBucket{Rate: 50, Burst: 100}, MaxBuckets: 100000, ExpensiveCallsPerTenant: 2,
 		Tenant: TenantLimits{Nodes: 10000, JoinTokens: 1000, Pools: 1000, Principals: 1000, APIKeys: 1000, Webhooks: 20, CommandsPerMinute: 6000, PendingLeases: 10000, Workflows: 16},
 	}
 	if !reflect.DeepEqual(c.RateLimits, want) {
@@ -48,7 +48,7 @@ func TestRateLimitsFromFileAndEnv(t *testing.T) {
 		"BETTER_COMPUTE_RATE_LIMITS_TENANT_NODES", "BETTER_COMPUTE_RATE_LIMITS_TENANT_JOIN_TOKENS",
 		"BETTER_COMPUTE_RATE_LIMITS_TENANT_POOLS", "BETTER_COMPUTE_RATE_LIMITS_TENANT_PRINCIPALS",
 		"BETTER_COMPUTE_RATE_LIMITS_TENANT_API_KEYS", "BETTER_COMPUTE_RATE_LIMITS_TENANT_WEBHOOKS",
-		"BETTER_COMPUTE_RATE_LIMITS_TENANT_COMMANDS_PER_MINUTE",
+		"BETTER_COMPUTE_RATE_LIMITS_TENANT_COMMANDS_PER_MINUTE", "BETTER_COMPUTE_RATE_LIMITS_EXPENSIVE_CALLS_PER_TENANT",
 	} {
 		if !slices.Contains(vars, name) {
 			t.Errorf("EnvVars() lacks %s", name)
@@ -74,6 +74,7 @@ func TestRateLimitsValidation(t *testing.T) {
 		{"rate not a number", "", []string{"BETTER_COMPUTE_RATE_LIMITS_PER_KEY_RATE=fast"}, "rateLimits.perKey.rate", "must be a number"},
 		{"few buckets", "rateLimits: {maxBuckets: 10}", nil, "rateLimits.maxBuckets", "must be from 1000"},
 		{"bad proxy", "", []string{"BETTER_COMPUTE_RATE_LIMITS_TRUSTED_PROXIES=10.0.0.0/8,proxy.internal"}, "rateLimits.trustedProxies[1]", "CIDR prefix"},
+		{"no expensive calls", "rateLimits: {expensiveCallsPerTenant: 0}", nil, "rateLimits.expensiveCallsPerTenant", "must be from 1"},
 		{"zero cap", "rateLimits: {tenant: {pools: 0}}", nil, "rateLimits.tenant.pools", "must be from 1"},
 		{"huge cap", "", []string{"BETTER_COMPUTE_RATE_LIMITS_TENANT_COMMANDS_PER_MINUTE=2000000"}, "rateLimits.tenant.commandsPerMinute", "got 2000000"},
 	} {

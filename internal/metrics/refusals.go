@@ -3,7 +3,8 @@ package metrics
 // Refusals counts the API calls refused before anyone is accountable for them, which leave no
 // audit row: bc_api_anonymous_refusals_total{code} (calls without an authenticated principal
 // that were refused) and bc_api_rate_limited_total{bucket} (calls refused by a token bucket,
-// bucket "address" or "key"). No label names a tenant, key or address. A nil *Refusals records
+// bucket "address" or "key", or "expensive": one expensive call too many of a tenant at once).
+// No label names a tenant, key or address. A nil *Refusals records
 // nothing.
 type Refusals struct {
 	anonymous *CounterVec
@@ -14,6 +15,8 @@ type Refusals struct {
 const (
 	BucketAddress = "address"
 	BucketKey     = "key"
+	// BucketExpensive counts calls refused for being over rateLimits.expensiveCallsPerTenant.
+	BucketExpensive = "expensive"
 )
 
 // NewRefusals returns the refusal counters in r (the same ones on every call with r), or nil
@@ -27,7 +30,7 @@ func NewRefusals(r *Registry) *Refusals {
 			anonymous: r.Counter("bc_api_anonymous_refusals_total",
 				"API calls without an authenticated principal that were refused, by Connect code; they are not audited.", "code"),
 			limited: r.Counter("bc_api_rate_limited_total",
-				"API calls refused by a token bucket of this process, by bucket (address or key).", "bucket"),
+				"API calls refused by a token bucket of this process, by bucket (address or key), or for a tenant's expensive calls at once (expensive).", "bucket"),
 		}
 	})
 }
@@ -40,7 +43,7 @@ func (x *Refusals) Anonymous(code string) {
 	x.anonymous.With(code).Inc()
 }
 
-// RateLimited counts one call refused by bucket (BucketAddress or BucketKey).
+// RateLimited counts one call refused by bucket (BucketAddress, BucketKey or BucketExpensive).
 func (x *Refusals) RateLimited(bucket string) {
 	if x == nil {
 		return

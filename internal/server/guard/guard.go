@@ -1,7 +1,8 @@
 // Package guard is the interceptor every API call passes through. In order, it finds the method
 // in the registry, takes a token from the client address's bucket, refuses JSON calls without
 // the X-Better-Compute header (a CSRF guard), authenticates the caller, takes a token from the
-// API key's bucket, authorizes the method's permission through the IAM bridge, checks the
+// API key's bucket, authorizes the method's permission through the IAM bridge, takes one of
+// the tenant's slots for expensive methods (given back when the call ends), checks the
 // Idempotency-Key header, and afterwards turns any error into a Connect error in one place, logs
 // the call, counts it in the API metrics and records an authenticated principal's failed
 // mutations in the audit log. Refused calls without a principal leave no audit row: they are
@@ -52,6 +53,9 @@ type Call struct {
 	// Admitted is set by the admission layer when it committed the call's change with its
 	// audit row; Replayed when it answered from a stored idempotent response instead.
 	Admitted, Replayed bool
+
+	// release gives back the call's slot of its tenant's expensive calls; nil when it took none.
+	release func()
 }
 
 type callKey struct{}
@@ -77,6 +81,8 @@ type Guard struct {
 	tenantLimits     quota.Limits
 	refusals         *metrics.Refusals
 	anonymousLog     *sampler
+	// expensive bounds each tenant's expensive calls at once (nil: no bound); see WithRateLimits.
+	expensive *tenantSlots
 }
 
 var _ connect.Interceptor = (*Guard)(nil)
@@ -167,6 +173,9 @@ func (g *Guard) admit(ctx context.Context, procedure string, h http.Header, peer
 	if err := g.bridge.Authorize(ctx, p, m.Permission); err != nil {
 		return ctx, call, err
 	}
+	if err := g.limitExpensive(call); err != nil {
+		return ctx, call, err
+	}
 	if key := h.Get(IdempotencyKeyHeader); key != "" {
 		if !m.Idempotent {
 			return ctx, call, apierr.InvalidArgument(IdempotencyKeyHeader+" header", "%s/%s is not idempotent and does not take one", m.Group, m.Name)
@@ -181,6 +190,9 @@ func (g *Guard) admit(ctx context.Context, procedure string, h http.Header, peer
 
 // finish converts err for the wire, logs and counts the call and records a failed mutation.
 func (g *Guard) finish(ctx context.Context, call *Call, err error, start time.Time) error {
+	if call.release != nil {
+		call.release()
+	}
 	m := call.Method
 	if err == nil && m != nil && m.Audit && !call.Admitted && !call.Replayed {
 		err = fmt.Errorf("%s is audited but its handler did not go through admission", m.Procedure)

@@ -41,6 +41,10 @@ type RateLimits struct {
 	// Tenant are the per-tenant caps the create handlers check (see package quota); zero fields
 	// take their defaults.
 	Tenant quota.Limits
+	// ExpensivePerTenant bounds the expensive methods' calls (registry.Method.Expensive) each
+	// tenant runs at once in this process; DefaultExpensiveCallsPerTenant when zero, no bound
+	// when negative.
+	ExpensivePerTenant int
 }
 
 // WithRateLimits installs the token buckets and tenant caps of rl.
@@ -53,6 +57,13 @@ func (g *Guard) WithRateLimits(rl RateLimits) *Guard {
 	g.byKey = ratelimit.New(rl.PerKey, n)
 	g.proxies = ratelimit.NewProxies(rl.TrustedProxies)
 	g.tenantLimits = rl.Tenant
+	g.expensive = nil
+	switch n := rl.ExpensivePerTenant; {
+	case n == 0:
+		g.expensive = newTenantSlots(DefaultExpensiveCallsPerTenant)
+	case n > 0:
+		g.expensive = newTenantSlots(n)
+	}
 	return g
 }
 

@@ -32,6 +32,9 @@ type Method struct {
 	Idempotent bool
 	// Audit methods record an audit row in the transaction of their change.
 	Audit bool
+	// Expensive methods cost work that grows with the caller's data; the guard bounds how many
+	// of them each tenant runs at once.
+	Expensive bool
 	// Descriptor describes the RPC.
 	Descriptor protoreflect.MethodDescriptor
 }
@@ -128,6 +131,7 @@ func methodOf(sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescripto
 		Public:     opts.GetPublic(),
 		Idempotent: opts.GetIdempotent(),
 		Audit:      opts.GetAudit(),
+		Expensive:  opts.GetExpensive(),
 		Descriptor: md,
 	}
 	switch {

@@ -7,6 +7,7 @@ package usage
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -26,11 +27,17 @@ import (
 const (
 	MaxPeriod   = 366 * 24 * time.Hour
 	maxHourRows = 10000
+	// MaxTotalRows is the most totals a query returns; a period with more is refused (read
+	// MaxTotalRows+1 at most), since totals cut short would read as complete.
+	MaxTotalRows = 10_000
 )
 
 // Service answers UsageService calls.
 type Service struct {
 	pool *pgxpool.Pool
+	// rowsRead counts the export rows read from the database, for the tests: a refused export
+	// must read none, and a page no more than its size (and one to learn that another follows).
+	rowsRead atomic.Int64
 }
 
 var _ usagev1connect.UsageServiceHandler = (*Service)(nil)
@@ -120,9 +127,12 @@ func (s *Service) Query(ctx context.Context, req *usagev1.QueryRequest) (*usagev
 
 // ownUsage fills res with the tenant's own leases' usage.
 func ownUsage(ctx context.Context, q *db.Queries, tenant uuid.UUID, f filter, hourly bool, res *usagev1.QueryResponse) error {
-	totals, err := q.QueryUsageTotals(ctx, db.QueryUsageTotalsParams{TenantID: tenant, StartsAt: f.start, EndsAt: f.end, PoolID: f.poolID})
+	totals, err := q.QueryUsageTotals(ctx, db.QueryUsageTotalsParams{TenantID: tenant, StartsAt: f.start, EndsAt: f.end, PoolID: f.poolID, Lim: MaxTotalRows + 1})
 	if err != nil {
 		return err
+	}
+	if len(totals) > MaxTotalRows {
+		return tooManyTotals()
 	}
 	for _, t := range totals {
 		res.Totals = append(res.Totals, &usagev1.Usage{
@@ -147,9 +157,12 @@ func ownUsage(ctx context.Context, q *db.Queries, tenant uuid.UUID, f filter, ho
 
 // ownedPoolsUsage fills res with every tenant's usage in the pools the tenant owns.
 func ownedPoolsUsage(ctx context.Context, q *db.Queries, owner uuid.UUID, f filter, hourly bool, res *usagev1.QueryResponse) error {
-	totals, err := q.QueryOwnedPoolsUsageTotals(ctx, db.QueryOwnedPoolsUsageTotalsParams{TenantID: owner, StartsAt: f.start, EndsAt: f.end, PoolID: f.poolID})
+	totals, err := q.QueryOwnedPoolsUsageTotals(ctx, db.QueryOwnedPoolsUsageTotalsParams{TenantID: owner, StartsAt: f.start, EndsAt: f.end, PoolID: f.poolID, Lim: MaxTotalRows + 1})
 	if err != nil {
 		return err
+	}
+	if len(totals) > MaxTotalRows {
+		return tooManyTotals()
 	}
 	for _, t := range totals {
 		res.Totals = append(res.Totals, &usagev1.Usage{
@@ -172,4 +185,9 @@ func ownedPoolsUsage(ctx context.Context, q *db.Queries, owner uuid.UUID, f filt
 		})
 	}
 	return nil
+}
+
+// tooManyTotals refuses a query of more than MaxTotalRows totals.
+func tooManyTotals() error {
+	return apierr.FailedPreconditionField("end_time", "the period has more than %d totals: narrow the period, pick a pool or use usage/export", MaxTotalRows)
 }

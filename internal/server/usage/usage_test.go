@@ -392,7 +392,7 @@ func TestExportRefusesMoreThanTheRowLimit(t *testing.T) {
 	}
 	c := usagev1connect.NewUsageServiceClient(env.HTTPClient(env.AdminKey), env.URL)
 	for _, scope := range []usagev1.Scope{usagev1.Scope_SCOPE_UNSPECIFIED, usagev1.Scope_SCOPE_OWNED_POOLS} {
-		_, err := c.Export(ctx, &usagev1.ExportRequest{StartTime: start, EndTime: end, Scope: scope})
+		_, err := c.Export(ctx, &usagev1.ExportRequest{StartTime: start, EndTime: end, Scope: scope, PageSize: usage.MaxExportPageRows})
 		wantField(t, err, connect.CodeFailedPrecondition, "end_time")
 		if err != nil && !strings.Contains(err.Error(), "narrow the period or pick a pool") {
 			t.Errorf("message %q", err)

@@ -42,7 +42,12 @@ type Method struct {
 	// stored response instead of acting twice.
 	Idempotent bool `protobuf:"varint,5,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
 	// Audited methods write an audit row in the same transaction as their change.
-	Audit         bool `protobuf:"varint,6,opt,name=audit,proto3" json:"audit,omitempty"`
+	Audit bool `protobuf:"varint,6,opt,name=audit,proto3" json:"audit,omitempty"`
+	// Expensive methods cost the server work that grows with the caller's data (a period of
+	// usage, say) rather than with the request. The guard lets each tenant run only a few at once
+	// in each API process (rateLimits.expensiveCallsPerTenant); more are refused with
+	// resource_exhausted and Retry-After.
+	Expensive     bool `protobuf:"varint,7,opt,name=expensive,proto3" json:"expensive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -115,6 +120,13 @@ func (x *Method) GetIdempotent() bool {
 func (x *Method) GetAudit() bool {
 	if x != nil {
 		return x.Audit
+	}
+	return false
+}
+
+func (x *Method) GetExpensive() bool {
+	if x != nil {
+		return x.Expensive
 	}
 	return false
 }
@@ -205,7 +217,7 @@ var File_bettercompute_api_v1_options_proto protoreflect.FileDescriptor
 
 const file_bettercompute_api_v1_options_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/api/v1/options.proto\x12\x14bettercompute.api.v1\x1a google/protobuf/descriptor.proto\"\xa0\x01\n" +
+	"\"bettercompute/api/v1/options.proto\x12\x14bettercompute.api.v1\x1a google/protobuf/descriptor.proto\"\xbe\x01\n" +
 	"\x06Method\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1e\n" +
@@ -216,7 +228,8 @@ const file_bettercompute_api_v1_options_proto_rawDesc = "" +
 	"\n" +
 	"idempotent\x18\x05 \x01(\bR\n" +
 	"idempotent\x12\x14\n" +
-	"\x05audit\x18\x06 \x01(\bR\x05audit\"!\n" +
+	"\x05audit\x18\x06 \x01(\bR\x05audit\x12\x1c\n" +
+	"\texpensive\x18\a \x01(\bR\texpensive\"!\n" +
 	"\x05Table\x12\x18\n" +
 	"\acolumns\x18\x01 \x03(\tR\acolumns:V\n" +
 	"\x06method\x12\x1e.google.protobuf.MethodOptions\x18\x88\x94\x03 \x01(\v2\x1c.bettercompute.api.v1.MethodR\x06method:T\n" +

@@ -141,8 +141,13 @@ type ExportRequest struct {
 	EndTime   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	Scope     Scope                  `protobuf:"varint,3,opt,name=scope,proto3,enum=bettercompute.usage.v1.Scope" json:"scope,omitempty"`
 	// Only this pool's, when set.
-	PoolId        string       `protobuf:"bytes,4,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
-	Format        ExportFormat `protobuf:"varint,5,opt,name=format,proto3,enum=bettercompute.usage.v1.ExportFormat" json:"format,omitempty"`
+	PoolId string       `protobuf:"bytes,4,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	Format ExportFormat `protobuf:"varint,5,opt,name=format,proto3,enum=bettercompute.usage.v1.ExportFormat" json:"format,omitempty"`
+	// Rows a page, at most 10,000 (larger values are capped). 0 asks for the whole period in one
+	// page, which is refused when it has more than 10,000 rows.
+	PageSize int32 `protobuf:"varint,6,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page, with the same other fields; empty for the first.
+	PageToken     string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -212,13 +217,32 @@ func (x *ExportRequest) GetFormat() ExportFormat {
 	return ExportFormat_EXPORT_FORMAT_UNSPECIFIED
 }
 
-// ExportResponse carries the encoded rows.
+func (x *ExportRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ExportRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ExportResponse carries the encoded rows of one page.
 type ExportResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "text/csv" or "application/jsonl".
-	ContentType   string `protobuf:"bytes,1,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
-	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
-	Rows          int64  `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	ContentType string `protobuf:"bytes,1,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	// The page's rows; a CSV export's first page starts with the header line, and the others do
+	// not, so the pages' data concatenated is the whole export.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// Rows in this page.
+	Rows int64 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	// Pass it as page_token for the next page; empty after the last.
+	NextPageToken string `protobuf:"bytes,4,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -272,6 +296,13 @@ func (x *ExportResponse) GetRows() int64 {
 		return x.Rows
 	}
 	return 0
+}
+
+func (x *ExportResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // QueryRequest names a period: the UTC hours that start in [start_time, end_time).
@@ -448,7 +479,8 @@ func (x *Usage) GetTenantId() string {
 // QueryResponse carries the usage.
 type QueryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// By pool, resource and model, over the period.
+	// By pool, resource and model, over the period; at most 10,000 (a period with more is refused:
+	// narrow it, pick a pool or use Export).
 	Totals []*Usage `protobuf:"bytes,1,rep,name=totals,proto3" json:"totals,omitempty"`
 	// By hour, pool, resource and model, when asked for (at most 10,000 rows).
 	Hours []*Usage `protobuf:"bytes,2,rep,name=hours,proto3" json:"hours,omitempty"`
@@ -522,18 +554,22 @@ var File_bettercompute_usage_v1_usage_proto protoreflect.FileDescriptor
 
 const file_bettercompute_usage_v1_usage_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/usage/v1/usage.proto\x12\x16bettercompute.usage.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x02\n" +
+	"\"bettercompute/usage/v1/usage.proto\x12\x16bettercompute.usage.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc9\x02\n" +
 	"\rExportRequest\x129\n" +
 	"\n" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x123\n" +
 	"\x05scope\x18\x03 \x01(\x0e2\x1d.bettercompute.usage.v1.ScopeR\x05scope\x12\x17\n" +
 	"\apool_id\x18\x04 \x01(\tR\x06poolId\x12<\n" +
-	"\x06format\x18\x05 \x01(\x0e2$.bettercompute.usage.v1.ExportFormatR\x06format\"[\n" +
+	"\x06format\x18\x05 \x01(\x0e2$.bettercompute.usage.v1.ExportFormatR\x06format\x12\x1b\n" +
+	"\tpage_size\x18\x06 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\a \x01(\tR\tpageToken\"\x83\x01\n" +
 	"\x0eExportResponse\x12!\n" +
 	"\fcontent_type\x18\x01 \x01(\tR\vcontentType\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
-	"\x04rows\x18\x03 \x01(\x03R\x04rows\"\xe6\x01\n" +
+	"\x04rows\x18\x03 \x01(\x03R\x04rows\x12&\n" +
+	"\x0fnext_page_token\x18\x04 \x01(\tR\rnextPageToken\"\xe6\x01\n" +
 	"\fQueryRequest\x129\n" +
 	"\n" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
@@ -565,14 +601,14 @@ const file_bettercompute_usage_v1_usage_proto_rawDesc = "" +
 	"\fExportFormat\x12\x1d\n" +
 	"\x19EXPORT_FORMAT_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11EXPORT_FORMAT_CSV\x10\x01\x12\x17\n" +
-	"\x13EXPORT_FORMAT_JSONL\x10\x022\x84\x02\n" +
-	"\fUsageService\x12w\n" +
-	"\x05Query\x12$.bettercompute.usage.v1.QueryRequest\x1a%.bettercompute.usage.v1.QueryResponse\"!\u00a0\x19\x1a\n" +
+	"\x13EXPORT_FORMAT_JSONL\x10\x022\x88\x02\n" +
+	"\fUsageService\x12y\n" +
+	"\x05Query\x12$.bettercompute.usage.v1.QueryRequest\x1a%.bettercompute.usage.v1.QueryResponse\"#\u00a0\x19\x1c\n" +
 	"\x05usage\x12\x05query\x1a\n" +
-	"usage.read\x90\x02\x01\x12{\n" +
-	"\x06Export\x12%.bettercompute.usage.v1.ExportRequest\x1a&.bettercompute.usage.v1.ExportResponse\"\"\u00a0\x19\x1b\n" +
+	"usage.read8\x01\x90\x02\x01\x12}\n" +
+	"\x06Export\x12%.bettercompute.usage.v1.ExportRequest\x1a&.bettercompute.usage.v1.ExportResponse\"$\u00a0\x19\x1d\n" +
 	"\x05usage\x12\x06export\x1a\n" +
-	"usage.read\x90\x02\x01BPZNgithub.com/better-compute/better-compute/gen/go/bettercompute/usage/v1;usagev1b\x06proto3"
+	"usage.read8\x01\x90\x02\x01BPZNgithub.com/better-compute/better-compute/gen/go/bettercompute/usage/v1;usagev1b\x06proto3"
 
 var (
 	file_bettercompute_usage_v1_usage_proto_rawDescOnce sync.Once

@@ -51,7 +51,10 @@ type UsageServiceClient interface {
 	Query(context.Context, *v1.QueryRequest) (*v1.QueryResponse, error)
 	// Export returns a period's usage for a billing system: one row per tenant, pool, resource and
 	// model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
-	// same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that).
+	// same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that),
+	// refused before any row is read. A call returns one page of at most 10,000 rows: with
+	// page_size set, follow next_page_token to the last page and concatenate the pages' data;
+	// without it, a period of more than one page is refused rather than cut short.
 	Export(context.Context, *v1.ExportRequest) (*v1.ExportResponse, error)
 }
 
@@ -114,7 +117,10 @@ type UsageServiceHandler interface {
 	Query(context.Context, *v1.QueryRequest) (*v1.QueryResponse, error)
 	// Export returns a period's usage for a billing system: one row per tenant, pool, resource and
 	// model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
-	// same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that).
+	// same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that),
+	// refused before any row is read. A call returns one page of at most 10,000 rows: with
+	// page_size set, follow next_page_token to the last page and concatenate the pages' data;
+	// without it, a period of more than one page is refused rather than cut short.
 	Export(context.Context, *v1.ExportRequest) (*v1.ExportResponse, error)
 }
 

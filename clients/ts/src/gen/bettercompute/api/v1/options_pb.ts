@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/api/v1/options.proto.
  */
 export const file_bettercompute_api_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL2FwaS92MS9vcHRpb25zLnByb3RvEhRiZXR0ZXJjb21wdXRlLmFwaS52MSJsCgZNZXRob2QSDQoFZ3JvdXAYASABKAkSDAoEbmFtZRgCIAEoCRISCgpwZXJtaXNzaW9uGAMgASgJEg4KBnB1YmxpYxgEIAEoCBISCgppZGVtcG90ZW50GAUgASgIEg0KBWF1ZGl0GAYgASgIIhgKBVRhYmxlEg8KB2NvbHVtbnMYASADKAk6VgoGbWV0aG9kEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYiJQDIAEoCzIcLmJldHRlcmNvbXB1dGUuYXBpLnYxLk1ldGhvZFIGbWV0aG9kOlQKBXRhYmxlEh8uZ29vZ2xlLnByb3RvYnVmLk1lc3NhZ2VPcHRpb25zGImUAyABKAsyGy5iZXR0ZXJjb21wdXRlLmFwaS52MS5UYWJsZVIFdGFibGVCTFpKZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9hcGkvdjE7YXBpdjFiBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL2FwaS92MS9vcHRpb25zLnByb3RvEhRiZXR0ZXJjb21wdXRlLmFwaS52MSJ/CgZNZXRob2QSDQoFZ3JvdXAYASABKAkSDAoEbmFtZRgCIAEoCRISCgpwZXJtaXNzaW9uGAMgASgJEg4KBnB1YmxpYxgEIAEoCBISCgppZGVtcG90ZW50GAUgASgIEg0KBWF1ZGl0GAYgASgIEhEKCWV4cGVuc2l2ZRgHIAEoCCIYCgVUYWJsZRIPCgdjb2x1bW5zGAEgAygJOlYKBm1ldGhvZBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGIiUAyABKAsyHC5iZXR0ZXJjb21wdXRlLmFwaS52MS5NZXRob2RSBm1ldGhvZDpUCgV0YWJsZRIfLmdvb2dsZS5wcm90b2J1Zi5NZXNzYWdlT3B0aW9ucxiJlAMgASgLMhsuYmV0dGVyY29tcHV0ZS5hcGkudjEuVGFibGVSBXRhYmxlQkxaSmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvYXBpL3YxO2FwaXYxYgZwcm90bzM", [file_google_protobuf_descriptor]);
 
 /**
  * Method describes how the API exposes and guards one RPC.
@@ -67,6 +67,16 @@ export type Method = Message<"bettercompute.api.v1.Method"> & {
    * @generated from field: bool audit = 6;
    */
   audit: boolean;
+
+  /**
+   * Expensive methods cost the server work that grows with the caller's data (a period of
+   * usage, say) rather than with the request. The guard lets each tenant run only a few at once
+   * in each API process (rateLimits.expensiveCallsPerTenant); more are refused with
+   * resource_exhausted and Retry-After.
+   *
+   * @generated from field: bool expensive = 7;
+   */
+  expensive: boolean;
 };
 
 /**

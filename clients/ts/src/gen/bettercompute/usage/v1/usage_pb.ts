@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/usage/v1/usage.proto.
  */
 export const file_bettercompute_usage_v1_usage: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL3VzYWdlL3YxL3VzYWdlLnByb3RvEhZiZXR0ZXJjb21wdXRlLnVzYWdlLnYxIuIBCg1FeHBvcnRSZXF1ZXN0Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgVzY29wZRgDIAEoDjIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuU2NvcGUSDwoHcG9vbF9pZBgEIAEoCRI0CgZmb3JtYXQYBSABKA4yJC5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLkV4cG9ydEZvcm1hdCJCCg5FeHBvcnRSZXNwb25zZRIUCgxjb250ZW50X3R5cGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRyb3dzGAMgASgDIrsBCgxRdWVyeVJlcXVlc3QSLgoKc3RhcnRfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3Bvb2xfaWQYAyABKAkSDgoGaG91cmx5GAQgASgIEiwKBXNjb3BlGAUgASgOMh0uYmV0dGVyY29tcHV0ZS51c2FnZS52MS5TY29wZSK9AQoFVXNhZ2USDwoHcG9vbF9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRINCgVtb2RlbBgDIAEoCRIOCgZhbW91bnQYBCABKAESKAoEaG91chgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJdGVuYW50X2lkGAYgASgJOjXKoBkxCgRob3VyCgZwb29sSWQKCHRlbmFudElkCghyZXNvdXJjZQoFbW9kZWwKBmFtb3VudCK+AQoNUXVlcnlSZXNwb25zZRItCgZ0b3RhbHMYASADKAsyHS5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLlVzYWdlEiwKBWhvdXJzGAIgAygLMh0uYmV0dGVyY29tcHV0ZS51c2FnZS52MS5Vc2FnZRIcChR1bmFnZ3JlZ2F0ZWRfcmVjb3JkcxgDIAEoAxIyCg9hZ2dyZWdhdGlvbl9sYWcYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24qNQoFU2NvcGUSFQoRU0NPUEVfVU5TUEVDSUZJRUQQABIVChFTQ09QRV9PV05FRF9QT09MUxABKl0KDEV4cG9ydEZvcm1hdBIdChlFWFBPUlRfRk9STUFUX1VOU1BFQ0lGSUVEEAASFQoRRVhQT1JUX0ZPUk1BVF9DU1YQARIXChNFWFBPUlRfRk9STUFUX0pTT05MEAIyhAIKDFVzYWdlU2VydmljZRJ3CgVRdWVyeRIkLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuUXVlcnlSZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS51c2FnZS52MS5RdWVyeVJlc3BvbnNlIiGQAgHCoBkaCgV1c2FnZRIFcXVlcnkaCnVzYWdlLnJlYWQSewoGRXhwb3J0EiUuYmV0dGVyY29tcHV0ZS51c2FnZS52MS5FeHBvcnRSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS51c2FnZS52MS5FeHBvcnRSZXNwb25zZSIikAIBwqAZGwoFdXNhZ2USBmV4cG9ydBoKdXNhZ2UucmVhZEJQWk5naXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL3VzYWdlL3YxO3VzYWdldjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL3VzYWdlL3YxL3VzYWdlLnByb3RvEhZiZXR0ZXJjb21wdXRlLnVzYWdlLnYxIokCCg1FeHBvcnRSZXF1ZXN0Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgVzY29wZRgDIAEoDjIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuU2NvcGUSDwoHcG9vbF9pZBgEIAEoCRI0CgZmb3JtYXQYBSABKA4yJC5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLkV4cG9ydEZvcm1hdBIRCglwYWdlX3NpemUYBiABKAUSEgoKcGFnZV90b2tlbhgHIAEoCSJbCg5FeHBvcnRSZXNwb25zZRIUCgxjb250ZW50X3R5cGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRyb3dzGAMgASgDEhcKD25leHRfcGFnZV90b2tlbhgEIAEoCSK7AQoMUXVlcnlSZXF1ZXN0Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdwb29sX2lkGAMgASgJEg4KBmhvdXJseRgEIAEoCBIsCgVzY29wZRgFIAEoDjIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuU2NvcGUivQEKBVVzYWdlEg8KB3Bvb2xfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSDQoFbW9kZWwYAyABKAkSDgoGYW1vdW50GAQgASgBEigKBGhvdXIYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXRlbmFudF9pZBgGIAEoCTo1yqAZMQoEaG91cgoGcG9vbElkCgh0ZW5hbnRJZAoIcmVzb3VyY2UKBW1vZGVsCgZhbW91bnQivgEKDVF1ZXJ5UmVzcG9uc2USLQoGdG90YWxzGAEgAygLMh0uYmV0dGVyY29tcHV0ZS51c2FnZS52MS5Vc2FnZRIsCgVob3VycxgCIAMoCzIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuVXNhZ2USHAoUdW5hZ2dyZWdhdGVkX3JlY29yZHMYAyABKAMSMgoPYWdncmVnYXRpb25fbGFnGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uKjUKBVNjb3BlEhUKEVNDT1BFX1VOU1BFQ0lGSUVEEAASFQoRU0NPUEVfT1dORURfUE9PTFMQASpdCgxFeHBvcnRGb3JtYXQSHQoZRVhQT1JUX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhUKEUVYUE9SVF9GT1JNQVRfQ1NWEAESFwoTRVhQT1JUX0ZPUk1BVF9KU09OTBACMogCCgxVc2FnZVNlcnZpY2USeQoFUXVlcnkSJC5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLlF1ZXJ5UmVxdWVzdBolLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuUXVlcnlSZXNwb25zZSIjkAIBwqAZHAoFdXNhZ2USBXF1ZXJ5Ggp1c2FnZS5yZWFkOAESfQoGRXhwb3J0EiUuYmV0dGVyY29tcHV0ZS51c2FnZS52MS5FeHBvcnRSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS51c2FnZS52MS5FeHBvcnRSZXNwb25zZSIkkAIBwqAZHQoFdXNhZ2USBmV4cG9ydBoKdXNhZ2UucmVhZDgBQlBaTmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvdXNhZ2UvdjE7dXNhZ2V2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * ExportRequest names the period and the encoding.
@@ -55,6 +55,21 @@ export type ExportRequest = Message<"bettercompute.usage.v1.ExportRequest"> & {
    * @generated from field: bettercompute.usage.v1.ExportFormat format = 5;
    */
   format: ExportFormat;
+
+  /**
+   * Rows a page, at most 10,000 (larger values are capped). 0 asks for the whole period in one
+   * page, which is refused when it has more than 10,000 rows.
+   *
+   * @generated from field: int32 page_size = 6;
+   */
+  pageSize: number;
+
+  /**
+   * The next_page_token of the previous page, with the same other fields; empty for the first.
+   *
+   * @generated from field: string page_token = 7;
+   */
+  pageToken: string;
 };
 
 /**
@@ -65,7 +80,7 @@ export const ExportRequestSchema: GenMessage<ExportRequest> = /*@__PURE__*/
   messageDesc(file_bettercompute_usage_v1_usage, 0);
 
 /**
- * ExportResponse carries the encoded rows.
+ * ExportResponse carries the encoded rows of one page.
  *
  * @generated from message bettercompute.usage.v1.ExportResponse
  */
@@ -78,14 +93,26 @@ export type ExportResponse = Message<"bettercompute.usage.v1.ExportResponse"> & 
   contentType: string;
 
   /**
+   * The page's rows; a CSV export's first page starts with the header line, and the others do
+   * not, so the pages' data concatenated is the whole export.
+   *
    * @generated from field: bytes data = 2;
    */
   data: Uint8Array;
 
   /**
+   * Rows in this page.
+   *
    * @generated from field: int64 rows = 3;
    */
   rows: bigint;
+
+  /**
+   * Pass it as page_token for the next page; empty after the last.
+   *
+   * @generated from field: string next_page_token = 4;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -203,7 +230,8 @@ export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
  */
 export type QueryResponse = Message<"bettercompute.usage.v1.QueryResponse"> & {
   /**
-   * By pool, resource and model, over the period.
+   * By pool, resource and model, over the period; at most 10,000 (a period with more is refused:
+   * narrow it, pick a pool or use Export).
    *
    * @generated from field: repeated bettercompute.usage.v1.Usage totals = 1;
    */
@@ -319,7 +347,10 @@ export const UsageService: GenService<{
   /**
    * Export returns a period's usage for a billing system: one row per tenant, pool, resource and
    * model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
-   * same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that).
+   * same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that),
+   * refused before any row is read. A call returns one page of at most 10,000 rows: with
+   * page_size set, follow next_page_token to the last page and concatenate the pages' data;
+   * without it, a period of more than one page is refused rather than cut short.
    *
    * @generated from rpc bettercompute.usage.v1.UsageService.Export
    */

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"bettercompute/api/v1/options.proto\x12\x14\x62\x65ttercompute.api.v1\x1a google/protobuf/descriptor.proto\"\xa0\x01\n\x06Method\x12\x14\n\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1e\n\npermission\x18\x03 \x01(\tR\npermission\x12\x16\n\x06public\x18\x04 \x01(\x08R\x06public\x12\x1e\n\nidempotent\x18\x05 \x01(\x08R\nidempotent\x12\x14\n\x05\x61udit\x18\x06 \x01(\x08R\x05\x61udit\"!\n\x05Table\x12\x18\n\x07\x63olumns\x18\x01 \x03(\tR\x07\x63olumns:V\n\x06method\x12\x1e.google.protobuf.MethodOptions\x18\x88\x94\x03 \x01(\x0b\x32\x1c.bettercompute.api.v1.MethodR\x06method:T\n\x05table\x12\x1f.google.protobuf.MessageOptions\x18\x89\x94\x03 \x01(\x0b\x32\x1b.bettercompute.api.v1.TableR\x05tableBLZJgithub.com/better-compute/better-compute/gen/go/bettercompute/api/v1;apiv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"bettercompute/api/v1/options.proto\x12\x14\x62\x65ttercompute.api.v1\x1a google/protobuf/descriptor.proto\"\xbe\x01\n\x06Method\x12\x14\n\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1e\n\npermission\x18\x03 \x01(\tR\npermission\x12\x16\n\x06public\x18\x04 \x01(\x08R\x06public\x12\x1e\n\nidempotent\x18\x05 \x01(\x08R\nidempotent\x12\x14\n\x05\x61udit\x18\x06 \x01(\x08R\x05\x61udit\x12\x1c\n\texpensive\x18\x07 \x01(\x08R\texpensive\"!\n\x05Table\x12\x18\n\x07\x63olumns\x18\x01 \x03(\tR\x07\x63olumns:V\n\x06method\x12\x1e.google.protobuf.MethodOptions\x18\x88\x94\x03 \x01(\x0b\x32\x1c.bettercompute.api.v1.MethodR\x06method:T\n\x05table\x12\x1f.google.protobuf.MessageOptions\x18\x89\x94\x03 \x01(\x0b\x32\x1b.bettercompute.api.v1.TableR\x05tableBLZJgithub.com/better-compute/better-compute/gen/go/bettercompute/api/v1;apiv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,7 +34,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZJgithub.com/better-compute/better-compute/gen/go/bettercompute/api/v1;apiv1'
   _globals['_METHOD']._serialized_start=95
-  _globals['_METHOD']._serialized_end=255
-  _globals['_TABLE']._serialized_start=257
-  _globals['_TABLE']._serialized_end=290
+  _globals['_METHOD']._serialized_end=285
+  _globals['_TABLE']._serialized_start=287
+  _globals['_TABLE']._serialized_end=320
 # @@protoc_insertion_point(module_scope)

@@ -12,20 +12,22 @@ TABLE_FIELD_NUMBER: _ClassVar[int]
 table: _descriptor.FieldDescriptor
 
 class Method(_message.Message):
-    __slots__ = ("group", "name", "permission", "public", "idempotent", "audit")
+    __slots__ = ("group", "name", "permission", "public", "idempotent", "audit", "expensive")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_FIELD_NUMBER: _ClassVar[int]
     PUBLIC_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENT_FIELD_NUMBER: _ClassVar[int]
     AUDIT_FIELD_NUMBER: _ClassVar[int]
+    EXPENSIVE_FIELD_NUMBER: _ClassVar[int]
     group: str
     name: str
     permission: str
     public: bool
     idempotent: bool
     audit: bool
-    def __init__(self, group: _Optional[str] = ..., name: _Optional[str] = ..., permission: _Optional[str] = ..., public: _Optional[bool] = ..., idempotent: _Optional[bool] = ..., audit: _Optional[bool] = ...) -> None: ...
+    expensive: bool
+    def __init__(self, group: _Optional[str] = ..., name: _Optional[str] = ..., permission: _Optional[str] = ..., public: _Optional[bool] = ..., idempotent: _Optional[bool] = ..., audit: _Optional[bool] = ..., expensive: _Optional[bool] = ...) -> None: ...
 
 class Table(_message.Message):
     __slots__ = ("columns",)

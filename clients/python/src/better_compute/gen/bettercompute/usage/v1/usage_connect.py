@@ -53,7 +53,10 @@ class UsageService(Protocol):
         """
         Export returns a period's usage for a billing system: one row per tenant, pool, resource and
         model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
-        same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that).
+        same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that),
+        refused before any row is read. A call returns one page of at most 10,000 rows: with
+        page_size set, follow next_page_token to the last page and concatenate the pages' data;
+        without it, a period of more than one page is refused rather than cut short.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -172,7 +175,10 @@ class UsageServiceClient(ConnectClient):
         """
         Export returns a period's usage for a billing system: one row per tenant, pool, resource and
         model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
-        same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that).
+        same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that),
+        refused before any row is read. A call returns one page of at most 10,000 rows: with
+        page_size set, follow next_page_token to the last page and concatenate the pages' data;
+        without it, a period of more than one page is refused rather than cut short.
         """
         return await self.execute_unary(
             request=request,
@@ -205,7 +211,10 @@ class UsageServiceSync(Protocol):
         """
         Export returns a period's usage for a billing system: one row per tenant, pool, resource and
         model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
-        same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that).
+        same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that),
+        refused before any row is read. A call returns one page of at most 10,000 rows: with
+        page_size set, follow next_page_token to the last page and concatenate the pages' data;
+        without it, a period of more than one page is refused rather than cut short.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -322,7 +331,10 @@ class UsageServiceClientSync(ConnectClientSync):
         """
         Export returns a period's usage for a billing system: one row per tenant, pool, resource and
         model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
-        same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that).
+        same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that),
+        refused before any row is read. A call returns one page of at most 10,000 rows: with
+        page_size set, follow next_page_token to the last page and concatenate the pages' data;
+        without it, a period of more than one page is refused rather than cut short.
         """
         return self.execute_unary(
             request=request,

@@ -29,28 +29,34 @@ EXPORT_FORMAT_CSV: ExportFormat
 EXPORT_FORMAT_JSONL: ExportFormat
 
 class ExportRequest(_message.Message):
-    __slots__ = ("start_time", "end_time", "scope", "pool_id", "format")
+    __slots__ = ("start_time", "end_time", "scope", "pool_id", "format", "page_size", "page_token")
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     POOL_ID_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     start_time: _timestamp_pb2.Timestamp
     end_time: _timestamp_pb2.Timestamp
     scope: Scope
     pool_id: str
     format: ExportFormat
-    def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scope: _Optional[_Union[Scope, str]] = ..., pool_id: _Optional[str] = ..., format: _Optional[_Union[ExportFormat, str]] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scope: _Optional[_Union[Scope, str]] = ..., pool_id: _Optional[str] = ..., format: _Optional[_Union[ExportFormat, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ExportResponse(_message.Message):
-    __slots__ = ("content_type", "data", "rows")
+    __slots__ = ("content_type", "data", "rows", "next_page_token")
     CONTENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     content_type: str
     data: bytes
     rows: int
-    def __init__(self, content_type: _Optional[str] = ..., data: _Optional[bytes] = ..., rows: _Optional[int] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, content_type: _Optional[str] = ..., data: _Optional[bytes] = ..., rows: _Optional[int] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class QueryRequest(_message.Message):
     __slots__ = ("start_time", "end_time", "pool_id", "hourly", "scope")
