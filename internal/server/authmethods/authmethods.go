@@ -1,7 +1,7 @@
 // Package authmethods implements bettercompute.auth.v1.AuthService: a tenant's auth methods
 // (OIDC and JWT, with their binding rules), the sign-ins through them (the CLI's code flow with
 // PKCE, the device flow, a machine's token exchange, and the dashboard's browser sign-in on
-// GET {basePath}/auth/login and /auth/callback), the sessions they start, and signing out. The
+// POST {basePath}/auth/login and GET /auth/callback), the sessions they start, and signing out. The
 // management methods act in the caller's tenant: other tenants' methods and sessions are simply
 // not found. The sign-ins are public: the provider's verified token is the credential, and
 // package sso verifies it.
