@@ -23,7 +23,7 @@ import {
   cookieCapable,
   currentPath,
   loginMethods,
-  loginUrl,
+  startLogin,
   rememberedTenant,
   rememberTenant,
   resumeCookieSession,
@@ -194,7 +194,15 @@ function ssoForm(apiUrl: () => string | null): { form: HTMLFormElement; reload: 
           const b = h("button", { type: "button", class: "sso-method", "data-method": m.name }, `Sign in with ${m.displayName || m.name}`);
           b.addEventListener("click", () => {
             rememberTenant(tenant);
-            location.assign(loginUrl(api, tenant, m.name, currentPath()));
+            b.disabled = true;
+            status.textContent = "";
+            startLogin(api, tenant, m.name, currentPath()).then(
+              (to) => location.assign(to),
+              (err: unknown) => {
+                b.disabled = false;
+                status.textContent = `Sign-in did not start: ${err instanceof Error ? err.message : String(err)}`;
+              },
+            );
           });
           return b;
         }),

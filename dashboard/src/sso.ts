@@ -39,13 +39,31 @@ export async function loginMethods(apiUrl: string, tenant: string): Promise<auth
 }
 
 /**
- * The browser route that starts a method's sign-in: the API redirects to the provider, and the
- * provider back to the API, which sets the session cookie and returns to returnTo (a path and
- * hash of this page).
+ * Starts a method's sign-in from this page: POST {api}/auth/login with X-Better-Compute (which
+ * another site's page cannot send, so no other page can start a sign-in in this browser) and
+ * the form fields tenant, method and return. The API sets its login cookie and answers the
+ * provider's authorization URL, where the caller sends the browser; the provider returns it to
+ * the API, which sets the session cookie and returns to returnTo (a path and hash of this page).
+ * A refusal (a 429 when too many sign-ins are under way, an identity provider that does not
+ * answer, a browser already signed in) is thrown with the API's message.
  */
-export function loginUrl(apiUrl: string, tenant: string, method: string, returnTo: string): string {
-  const q = new URLSearchParams({ tenant, method, return: returnTo });
-  return `${apiUrl}/auth/login?${q}`;
+export async function startLogin(apiUrl: string, tenant: string, method: string, returnTo: string): Promise<string> {
+  const res = await fetch(`${apiUrl}/auth/login`, {
+    method: "POST",
+    headers: { "X-Better-Compute": "1", "Content-Type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ tenant, method, return: returnTo }),
+    credentials: "same-origin",
+    redirect: "error",
+    cache: "no-store",
+  });
+  if (!res.ok) {
+    const text = (await res.text()).trim().replace(/^Sign-in failed: /, "");
+    const retry = res.headers.get("Retry-After");
+    throw new Error(retry ? `${text} (retry in ${retry} s)` : text || `the sign-in did not start (HTTP ${res.status})`);
+  }
+  const { authorizationUrl } = (await res.json()) as { authorizationUrl?: string };
+  if (!authorizationUrl) throw new Error("the API answered no identity provider to go to");
+  return authorizationUrl;
 }
 
 /** Where the sign-in should land: this page, its path and hash. */

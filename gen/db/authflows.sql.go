@@ -12,13 +12,41 @@ import (
 	"github.com/google/uuid"
 )
 
-const createAuthFlow = `-- name: CreateAuthFlow :execrows
+const countOpenAuthFlows = `-- name: CountOpenAuthFlows :one
+SELECT count(*) FILTER (WHERE f.auth_method_id = $1)::bigint AS method_open,
+       count(*) FILTER (WHERE f.client = $2)::bigint AS client_open
+FROM auth_flows f
+WHERE (f.auth_method_id = $1 OR f.client = $2)
+  AND f.used_at IS NULL AND f.expires_at > now()
+  AND f.created_at > now() - make_interval(secs => $3::float8)
+`
 
-INSERT INTO auth_flows (state_hash, auth_method_id, kind, redirect_uri, nonce, secret_sealed, return_to, expires_at)
-SELECT $1, $2, $3, $4, $5,
-       $6, $7, $8
-WHERE (SELECT count(*) FROM auth_flows f
-       WHERE f.auth_method_id = $2 AND f.used_at IS NULL AND f.expires_at > now()) < $9::bigint
+type CountOpenAuthFlowsParams struct {
+	AuthMethodID uuid.UUID
+	Client       string
+	CountedSecs  float64
+}
+
+type CountOpenAuthFlowsRow struct {
+	MethodOpen int64
+	ClientOpen int64
+}
+
+// The unfinished flows of a method and of a client address started in the last counted_secs
+// seconds: what the caps auth.flows.perMethod and auth.flows.perAddress count. An older
+// unfinished flow stays usable until it expires but counts against neither, so anonymous starts
+// cannot hold a method's sign-in shut for a flow's whole lifetime.
+func (q *Queries) CountOpenAuthFlows(ctx context.Context, arg CountOpenAuthFlowsParams) (CountOpenAuthFlowsRow, error) {
+	row := q.db.QueryRow(ctx, countOpenAuthFlows, arg.AuthMethodID, arg.Client, arg.CountedSecs)
+	var i CountOpenAuthFlowsRow
+	err := row.Scan(&i.MethodOpen, &i.ClientOpen)
+	return i, err
+}
+
+const createAuthFlow = `-- name: CreateAuthFlow :exec
+INSERT INTO auth_flows (state_hash, auth_method_id, kind, redirect_uri, nonce, secret_sealed, return_to, expires_at, client)
+VALUES ($1, $2, $3, $4, $5,
+        $6, $7, $8, $9)
 `
 
 type CreateAuthFlowParams struct {
@@ -30,15 +58,13 @@ type CreateAuthFlowParams struct {
 	SecretSealed []byte
 	ReturnTo     string
 	ExpiresAt    time.Time
-	MaxOpen      int64
+	Client       string
 }
 
-// Sign-in flows in progress (auth_flows): a code flow's state or a device flow's handle, by
-// hash, spent once. They belong to no caller yet: the state (or handle) is the credential.
-// Records a flow unless the method already has max_open flows in progress (0 rows): starting a
-// sign-in is public, and this bounds what anonymous callers can make the database hold.
-func (q *Queries) CreateAuthFlow(ctx context.Context, arg CreateAuthFlowParams) (int64, error) {
-	result, err := q.db.Exec(ctx, createAuthFlow,
+// Records a flow; the caller has taken LockAuthFlowStarts and checked CountOpenAuthFlows in the
+// same transaction.
+func (q *Queries) CreateAuthFlow(ctx context.Context, arg CreateAuthFlowParams) error {
+	_, err := q.db.Exec(ctx, createAuthFlow,
 		arg.StateHash,
 		arg.AuthMethodID,
 		arg.Kind,
@@ -47,12 +73,9 @@ func (q *Queries) CreateAuthFlow(ctx context.Context, arg CreateAuthFlowParams) 
 		arg.SecretSealed,
 		arg.ReturnTo,
 		arg.ExpiresAt,
-		arg.MaxOpen,
+		arg.Client,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	return err
 }
 
 const deleteEndedAuthFlows = `-- name: DeleteEndedAuthFlows :execrows
@@ -69,7 +92,7 @@ func (q *Queries) DeleteEndedAuthFlows(ctx context.Context) (int64, error) {
 }
 
 const getDeviceFlow = `-- name: GetDeviceFlow :one
-SELECT state_hash, auth_method_id, kind, redirect_uri, nonce, secret_sealed, return_to, created_at, expires_at, used_at FROM auth_flows
+SELECT state_hash, auth_method_id, kind, redirect_uri, nonce, secret_sealed, return_to, created_at, expires_at, used_at, client FROM auth_flows
 WHERE state_hash = $1 AND kind = 'device' AND used_at IS NULL AND expires_at > now()
 `
 
@@ -88,14 +111,36 @@ func (q *Queries) GetDeviceFlow(ctx context.Context, stateHash []byte) (AuthFlow
 		&i.CreatedAt,
 		&i.ExpiresAt,
 		&i.UsedAt,
+		&i.Client,
 	)
 	return i, err
+}
+
+const lockAuthFlowStarts = `-- name: LockAuthFlowStarts :exec
+
+SELECT pg_advisory_xact_lock(hashtextextended('auth_flows.client:' || $1::text, 0)),
+       pg_advisory_xact_lock(hashtextextended('auth_flows.method:' || $2::uuid::text, 0))
+`
+
+type LockAuthFlowStartsParams struct {
+	Client       string
+	AuthMethodID uuid.UUID
+}
+
+// Sign-in flows in progress (auth_flows): a code flow's state or a device flow's handle, by
+// hash, spent once. They belong to no caller yet: the state (or handle) is the credential.
+// Serializes the starts of one client address and of one method until the transaction ends, so
+// that CountOpenAuthFlows and CreateAuthFlow in the same transaction hold the caps exactly. Every
+// start takes the client's lock first, then the method's.
+func (q *Queries) LockAuthFlowStarts(ctx context.Context, arg LockAuthFlowStartsParams) error {
+	_, err := q.db.Exec(ctx, lockAuthFlowStarts, arg.Client, arg.AuthMethodID)
+	return err
 }
 
 const spendAuthFlow = `-- name: SpendAuthFlow :one
 UPDATE auth_flows SET used_at = now()
 WHERE state_hash = $1 AND kind = $2 AND used_at IS NULL AND expires_at > now()
-RETURNING state_hash, auth_method_id, kind, redirect_uri, nonce, secret_sealed, return_to, created_at, expires_at, used_at
+RETURNING state_hash, auth_method_id, kind, redirect_uri, nonce, secret_sealed, return_to, created_at, expires_at, used_at, client
 `
 
 type SpendAuthFlowParams struct {
@@ -119,6 +164,7 @@ func (q *Queries) SpendAuthFlow(ctx context.Context, arg SpendAuthFlowParams) (A
 		&i.CreatedAt,
 		&i.ExpiresAt,
 		&i.UsedAt,
+		&i.Client,
 	)
 	return i, err
 }

@@ -481,6 +481,7 @@ type AuthFlow struct {
 	CreatedAt    time.Time
 	ExpiresAt    time.Time
 	UsedAt       *time.Time
+	Client       string
 }
 
 type AuthMethod struct {

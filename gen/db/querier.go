@@ -87,6 +87,11 @@ type Querier interface {
 	CountIssuerConflicts(ctx context.Context, arg CountIssuerConflictsParams) (int64, error)
 	// How many leases hold anything on a node.
 	CountNodeActiveLeases(ctx context.Context, nodeID uuid.UUID) (int64, error)
+	// The unfinished flows of a method and of a client address started in the last counted_secs
+	// seconds: what the caps auth.flows.perMethod and auth.flows.perAddress count. An older
+	// unfinished flow stays usable until it expires but counts against neither, so anonymous starts
+	// cannot hold a method's sign-in shut for a flow's whole lifetime.
+	CountOpenAuthFlows(ctx context.Context, arg CountOpenAuthFlowsParams) (CountOpenAuthFlowsRow, error)
 	CountOwners(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	// The owner check of authMethods/create and update: principals holding owner that the method
 	// could sign in as, that is whose identity is the method's (method_id; null on create), or is
@@ -117,11 +122,9 @@ type Querier interface {
 	// created_by is the calling principal (null for the CLI and tenant creation); created_by_owner
 	// says whether it was an owner, which decides whether the key survives a promotion to owner.
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
-	// Sign-in flows in progress (auth_flows): a code flow's state or a device flow's handle, by
-	// hash, spent once. They belong to no caller yet: the state (or handle) is the credential.
-	// Records a flow unless the method already has max_open flows in progress (0 rows): starting a
-	// sign-in is public, and this bounds what anonymous callers can make the database hold.
-	CreateAuthFlow(ctx context.Context, arg CreateAuthFlowParams) (int64, error)
+	// Records a flow; the caller has taken LockAuthFlowStarts and checked CountOpenAuthFlows in the
+	// same transaction.
+	CreateAuthFlow(ctx context.Context, arg CreateAuthFlowParams) error
 	CreateAuthMethod(ctx context.Context, arg CreateAuthMethodParams) (AuthMethod, error)
 	// Commands to nodes. The API's statements take the caller's tenant id; the gateway's take the
 	// node id its session authenticated. Every state transition names the state it leaves in its
@@ -455,6 +458,12 @@ type Querier interface {
 	ListenReconcile(ctx context.Context) error
 	LiveGateways(ctx context.Context) ([]Gateway, error)
 	LiveMembers(ctx context.Context, arg LiveMembersParams) ([]string, error)
+	// Sign-in flows in progress (auth_flows): a code flow's state or a device flow's handle, by
+	// hash, spent once. They belong to no caller yet: the state (or handle) is the credential.
+	// Serializes the starts of one client address and of one method until the transaction ends, so
+	// that CountOpenAuthFlows and CreateAuthFlow in the same transaction hold the caps exactly. Every
+	// start takes the client's lock first, then the method's.
+	LockAuthFlowStarts(ctx context.Context, arg LockAuthFlowStartsParams) error
 	// authMethods/update: the stored method, locked until the update commits.
 	LockAuthMethodByName(ctx context.Context, arg LockAuthMethodByNameParams) (AuthMethod, error)
 	// A tenant directly below parent, locked for a change of its status: it serialises with the

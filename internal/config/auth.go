@@ -19,6 +19,22 @@ type Auth struct {
 	// loopback, link-local and private addresses (a provider inside the deployment's network,
 	// or a test's). Off by default.
 	AllowPrivateIssuers bool `yaml:"allowPrivateIssuers"`
+	// Flows bound the sign-ins in progress, which anyone may start.
+	Flows AuthFlows `yaml:"flows"`
+}
+
+// AuthFlows bound the unfinished sign-ins (the dashboard's, auth/startLogin's and
+// auth/startDeviceLogin's flows) anonymous callers can make the API hold: an unfinished flow
+// counts against both caps for CountedFor after its start.
+type AuthFlows struct {
+	// PerAddress bounds one client address's unfinished flows (an IPv6 client per /64), over
+	// every method. Default 20, from 1 to 10000.
+	PerAddress int `yaml:"perAddress"`
+	// PerMethod bounds one auth method's unfinished flows. Default 10000, from 1 to 1000000.
+	PerMethod int `yaml:"perMethod"`
+	// CountedFor is how long an unfinished flow counts against the caps; it stays usable for
+	// its ten minutes. Default 2m, from 10s to 10m.
+	CountedFor time.Duration `yaml:"countedFor"`
 }
 
 // AuthSessions bound sessions: one ends IdleTimeout after its last use or AbsoluteTimeout after
@@ -40,6 +56,10 @@ const (
 	maxTokenTTL        = 24 * time.Hour
 	minJWKSCooldown    = time.Second
 	maxJWKSCooldown    = time.Hour
+	maxFlowsPerAddress = 10_000
+	maxFlowsPerMethod  = 1_000_000
+	minFlowsCountedFor = 10 * time.Second
+	maxFlowsCountedFor = 10 * time.Minute
 )
 
 func defaultAuth() Auth {
@@ -47,6 +67,7 @@ func defaultAuth() Auth {
 		Sessions:     AuthSessions{IdleTimeout: 12 * time.Hour, AbsoluteTimeout: 7 * 24 * time.Hour},
 		TokenTTL:     time.Hour,
 		JWKSCooldown: 5 * time.Minute,
+		Flows:        AuthFlows{PerAddress: 20, PerMethod: 10_000, CountedFor: 2 * time.Minute},
 	}
 }
 
@@ -64,5 +85,14 @@ func (c *Config) checkAuth(ps *problems) {
 	}
 	if a.JWKSCooldown < minJWKSCooldown || a.JWKSCooldown > maxJWKSCooldown {
 		ps.add("auth.jwksCooldown", "must be from %s to %s, got %s", minJWKSCooldown, maxJWKSCooldown, a.JWKSCooldown)
+	}
+	if f := a.Flows; f.PerAddress < 1 || f.PerAddress > maxFlowsPerAddress {
+		ps.add("auth.flows.perAddress", "must be from 1 to %d, got %d", maxFlowsPerAddress, f.PerAddress)
+	}
+	if f := a.Flows; f.PerMethod < 1 || f.PerMethod > maxFlowsPerMethod {
+		ps.add("auth.flows.perMethod", "must be from 1 to %d, got %d", maxFlowsPerMethod, f.PerMethod)
+	}
+	if f := a.Flows; f.CountedFor < minFlowsCountedFor || f.CountedFor > maxFlowsCountedFor {
+		ps.add("auth.flows.countedFor", "must be from %s to %s, got %s", minFlowsCountedFor, maxFlowsCountedFor, f.CountedFor)
 	}
 }

@@ -10,7 +10,8 @@ import (
 // environment set them.
 func TestAuth(t *testing.T) {
 	t.Parallel()
-	want := Auth{Sessions: AuthSessions{IdleTimeout: 12 * time.Hour, AbsoluteTimeout: 168 * time.Hour}, TokenTTL: time.Hour, JWKSCooldown: 5 * time.Minute}
+	want := Auth{Sessions: AuthSessions{IdleTimeout: 12 * time.Hour, AbsoluteTimeout: 168 * time.Hour}, TokenTTL: time.Hour, JWKSCooldown: 5 * time.Minute,
+		Flows: AuthFlows{PerAddress: 20, PerMethod: 10_000, CountedFor: 2 * time.Minute}}
 	if d := Default().Auth; d != want {
 		t.Errorf("default auth %+v, want %+v", d, want)
 	}
@@ -44,6 +45,9 @@ func TestAuthValidation(t *testing.T) {
 		{"absolute too long", "auth: {sessions: {absoluteTimeout: 2200h}}", "auth.sessions.absoluteTimeout", "got 2200h0m0s"},
 		{"token ttl", "auth: {tokenTTL: 25h}", "auth.tokenTTL", "must be from 1m0s to 24h0m0s"},
 		{"jwks cooldown", "auth: {jwksCooldown: 0s}", "auth.jwksCooldown", "must be from 1s to 1h0m0s, got 0s"},
+		{"flows per address", "auth: {flows: {perAddress: 0}}", "auth.flows.perAddress", "must be from 1 to 10000, got 0"},
+		{"flows per method", "auth: {flows: {perMethod: 2000000}}", "auth.flows.perMethod", "must be from 1 to 1000000"},
+		{"flows counted for", "auth: {flows: {countedFor: 1s}}", "auth.flows.countedFor", "must be from 10s to 10m0s, got 1s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -31,6 +31,7 @@ import (
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/secret"
 	"github.com/better-compute/better-compute/internal/server"
+	"github.com/better-compute/better-compute/internal/server/authmethods"
 	"github.com/better-compute/better-compute/internal/server/tunnels"
 	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/internal/tunnel"
@@ -281,6 +282,7 @@ func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier
 		Auth: server.AuthOptions{
 			Sessions: auth.SessionLifetimes{Idle: cfg.Auth.Sessions.IdleTimeout, Absolute: cfg.Auth.Sessions.AbsoluteTimeout},
 			TokenTTL: cfg.Auth.TokenTTL, JWKSCooldown: cfg.Auth.JWKSCooldown, AllowPrivateIssuers: cfg.Auth.AllowPrivateIssuers,
+			Flows: authmethods.FlowLimits{PerAddress: cfg.Auth.Flows.PerAddress, PerMethod: cfg.Auth.Flows.PerMethod, CountedFor: cfg.Auth.Flows.CountedFor},
 		},
 		MetricsElsewhere: cfg.Metrics.Listen != "", MaxRequestBytes: cfg.Limits.RequestBytes, RateLimits: rateLimits(cfg.RateLimits),
 		CORS:    server.CORSOptions{AllowedOrigins: cfg.CORS.AllowedOrigins, AllowCredentials: cfg.CORS.AllowCredentials},

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/server/authmethods"
 )
 
 // AuthOptions configure sign-in through identity providers (config auth.*).
@@ -18,6 +19,9 @@ type AuthOptions struct {
 	// AllowPrivateIssuers lets auth methods' issuers and JWKS URLs be http and private
 	// addresses (config auth.allowPrivateIssuers).
 	AllowPrivateIssuers bool
+	// Flows bound the sign-ins in progress that anonymous callers can start (config
+	// auth.flows.*); zero fields take their defaults.
+	Flows authmethods.FlowLimits
 	// Now is the clock tokens are checked against (time.Now when nil); tests move it.
 	Now func() time.Time
 }

@@ -261,6 +261,7 @@ func New(opts Options) (*Server, error) {
 		AllowPrivateIssuers: opts.Auth.AllowPrivateIssuers, Sessions: opts.Auth.Sessions, TokenTTL: opts.Auth.TokenTTL,
 		SSO:     sso.New(sso.Options{AllowPrivate: opts.Auth.AllowPrivateIssuers, Cooldown: opts.Auth.JWKSCooldown, Now: opts.Auth.Now, Logger: s.log}),
 		BaseURL: opts.BaseURL, BasePath: s.basePath, Limits: opts.RateLimits.Tenant, Logger: s.log,
+		Flows: opts.Auth.Flows, Bridge: bridge,
 	})
 	mount(authv1connect.NewAuthServiceHandler(authSvc, handlerOpts...))
 	mount(secretsv1connect.NewSecretsServiceHandler(secrets.New(opts.Pool, admit, secretSealer), handlerOpts...))
@@ -304,7 +305,10 @@ func New(opts Options) (*Server, error) {
 	s.apiRoot = limit.Body(maxRequest, http.StripPrefix(s.basePath, http.HandlerFunc(s.serveAPI)))
 	root.Handle(s.basePath+"/", s.apiRoot)
 	root.HandleFunc("GET "+s.basePath+"/tunnels/{ticket}", s.serveTunnel)
-	root.HandleFunc("GET "+s.basePath+authmethods.LoginPath, authSvc.Login)
+	// The sign-in start is public: the client address's bucket guards it as it guards public
+	// methods, before anything reads the database.
+	root.Handle("POST "+s.basePath+authmethods.LoginPath, g.LimitAddress(http.HandlerFunc(authSvc.Login)))
+	root.HandleFunc("GET "+s.basePath+authmethods.LoginPath, authSvc.LoginGet)
 	root.HandleFunc("GET "+s.basePath+authmethods.CallbackPath, authSvc.Callback)
 	root.Handle("GET "+s.basePath+"/openapi.json", apispec.Handler(reg, s.basePath))
 	root.HandleFunc("GET /healthz", s.healthz)

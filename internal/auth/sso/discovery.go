@@ -41,17 +41,31 @@ type document struct {
 // DiscoveryPath is where, below an issuer, its discovery document is.
 const DiscoveryPath = "/.well-known/openid-configuration"
 
+// FailureTTL is how long a failed discovery is remembered: for this long after a fetch of an
+// issuer's document failed, Provider answers that failure again without fetching, so a flood of
+// sign-in starts against a provider that is down (or a tenant's issuer that never answers) costs
+// the provider, and the API's egress, one fetch per FailureTTL.
+const FailureTTL = 30 * time.Second
+
 // Discovery caches providers' discovery documents by issuer: a document is fetched on first use,
 // again once it is older than Options.DiscoveryTTL or when Refresh asks, and at most
-// Options.MaxIssuers are kept (the least recently used go first). Concurrent lookups of one
-// issuer share one fetch. It is safe for concurrent use.
+// Options.MaxIssuers are kept (the least recently used go first). A failed fetch is remembered
+// for FailureTTL (as many issuers at most), during which Provider answers it without fetching.
+// Concurrent lookups of one issuer share one fetch. It is safe for concurrent use.
 type Discovery struct {
 	http *http.Client
 	opts Options
 
-	group   singleflight.Group
-	mu      sync.Mutex
-	entries map[string]*discoveryEntry
+	group    singleflight.Group
+	mu       sync.Mutex
+	entries  map[string]*discoveryEntry
+	failures map[string]discoveryFailure
+}
+
+// discoveryFailure is a failed fetch of an issuer's document and when it failed.
+type discoveryFailure struct {
+	err error
+	at  time.Time
 }
 
 type discoveryEntry struct {
@@ -66,10 +80,11 @@ func NewDiscovery(opts Options) *Discovery {
 }
 
 func newDiscovery(hc *http.Client, opts Options) *Discovery {
-	return &Discovery{http: hc, opts: opts, entries: map[string]*discoveryEntry{}}
+	return &Discovery{http: hc, opts: opts, entries: map[string]*discoveryEntry{}, failures: map[string]discoveryFailure{}}
 }
 
-// Provider returns issuer's provider, from the cache when its document is younger than the TTL.
+// Provider returns issuer's provider, from the cache when its document is younger than the TTL,
+// or the failure of its last fetch when that failed less than FailureTTL ago.
 func (d *Discovery) Provider(ctx context.Context, issuer string) (*Provider, error) {
 	now := d.opts.Now()
 	d.mu.Lock()
@@ -78,17 +93,22 @@ func (d *Discovery) Provider(ctx context.Context, issuer string) (*Provider, err
 		d.mu.Unlock()
 		return e.p, nil
 	}
+	if f, ok := d.failures[issuer]; ok && now.Sub(f.at) < FailureTTL {
+		d.mu.Unlock()
+		return nil, f.err
+	}
 	d.mu.Unlock()
 	return d.Refresh(ctx, issuer)
 }
 
 // Refresh fetches issuer's discovery document now (sharing a fetch already under way) and caches
-// it. The document's issuer must be issuer exactly, and it must name a jwks_uri.
+// it, or its failure. The document's issuer must be issuer exactly, and it must name a jwks_uri.
 func (d *Discovery) Refresh(ctx context.Context, issuer string) (*Provider, error) {
 	ch := d.group.DoChan(issuer, func() (any, error) {
 		p, err := d.fetch(context.WithoutCancel(ctx), issuer)
 		if err != nil {
 			d.opts.Logger.Warn("sso: discovery failed", slog.String("issuer", issuer), slog.Any("error", err))
+			d.storeFailure(issuer, err)
 			return nil, err
 		}
 		d.store(p)
@@ -105,11 +125,12 @@ func (d *Discovery) Refresh(ctx context.Context, issuer string) (*Provider, erro
 	}
 }
 
-// Forget drops issuer's document, so that its next use fetches it.
+// Forget drops issuer's document and remembered failure, so that its next use fetches it.
 func (d *Discovery) Forget(issuer string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.entries, issuer)
+	delete(d.failures, issuer)
 }
 
 func (d *Discovery) fetch(ctx context.Context, issuer string) (*Provider, error) {
@@ -152,4 +173,30 @@ func (d *Discovery) store(p *Provider) {
 		delete(d.entries, oldest)
 	}
 	d.entries[p.Issuer] = &discoveryEntry{p: p, used: p.FetchedAt}
+	delete(d.failures, p.Issuer)
+}
+
+// storeFailure remembers that fetching issuer's document failed with err, keeping at most
+// MaxIssuers failures: expired ones go first, then the oldest.
+func (d *Discovery) storeFailure(issuer string, err error) {
+	now := d.opts.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.failures[issuer]; !ok && len(d.failures) >= d.opts.MaxIssuers {
+		var oldest string
+		var at time.Time
+		for iss, f := range d.failures {
+			if now.Sub(f.at) >= FailureTTL {
+				delete(d.failures, iss)
+				continue
+			}
+			if oldest == "" || f.at.Before(at) {
+				oldest, at = iss, f.at
+			}
+		}
+		if len(d.failures) >= d.opts.MaxIssuers {
+			delete(d.failures, oldest)
+		}
+	}
+	d.failures[issuer] = discoveryFailure{err: err, at: now}
 }

@@ -111,18 +111,32 @@ func (e *env) browser(t *testing.T) *browser {
 	return &browser{t: t, e: e, client: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
-// start opens the dashboard's sign-in and returns where it sends the browser (the provider).
+// start starts the dashboard's sign-in as its page does (POST with X-Better-Compute) and returns
+// where it sends the browser (the provider).
 func (b *browser) start() string {
 	b.t.Helper()
-	res, err := b.client.Get(b.e.api.URL + "/auth/login?tenant=root&method=corp&return=/dashboard/%23/nodes")
+	form := url.Values{"tenant": {"root"}, "method": {"corp"}, "return": {"/dashboard/#/nodes"}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.e.api.URL+"/auth/login", strings.NewReader(form.Encode()))
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusFound {
-		b.t.Fatalf("GET /auth/login: %s", res.Status)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Better-Compute", "1")
+	res, err := b.client.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
 	}
-	return res.Header.Get("Location")
+	defer res.Body.Close()
+	var start struct {
+		AuthorizationURL string `json:"authorizationUrl"`
+	}
+	if res.StatusCode != http.StatusOK {
+		b.t.Fatalf("POST /auth/login: %s", res.Status)
+	}
+	if err := json.NewDecoder(res.Body).Decode(&start); err != nil {
+		b.t.Fatalf("POST /auth/login: %v", err)
+	}
+	return start.AuthorizationURL
 }
 
 // answer is what the API's callback answered.
@@ -276,8 +290,10 @@ func TestBrowserSignInRefusals(t *testing.T) {
 		if res := b.callback(to); res.StatusCode != http.StatusSeeOther {
 			t.Fatalf("first use: %s", res.Status)
 		}
-		// The same redirect again, from the same browser (its login cookie restored).
+		// The same redirect again, from the same browser (its login cookie restored, and the
+		// session the first use started dropped: a live one refuses any sign-in).
 		b.client.Jar.SetCookies(to, []*http.Cookie{{Name: "bc_login", Value: to.Query().Get("state"), Path: "/api/auth/"}})
+		b.client.Jar.SetCookies(to, []*http.Cookie{{Name: "bc_session", Path: "/", MaxAge: -1}})
 		if res := b.callback(to); res.StatusCode != http.StatusForbidden {
 			t.Errorf("replayed code: %s", res.Status)
 		}

@@ -1,7 +1,7 @@
 // Package authmethods implements bettercompute.auth.v1.AuthService: a tenant's auth methods
 // (OIDC and JWT, with their binding rules), the sign-ins through them (the CLI's code flow with
 // PKCE, the device flow, a machine's token exchange, and the dashboard's browser sign-in on
-// GET {basePath}/auth/login and /auth/callback), the sessions they start, and signing out. The
+// POST {basePath}/auth/login and GET /auth/callback), the sessions they start, and signing out. The
 // management methods act in the caller's tenant: other tenants' methods and sessions are simply
 // not found. The sign-ins are public: the provider's verified token is the credential, and
 // package sso verifies it.
@@ -62,6 +62,12 @@ type Options struct {
 	// Limits are the per-tenant caps (the guard attaches them to API calls; the browser routes
 	// are not API calls).
 	Limits quota.Limits
+	// Flows bound the unfinished sign-ins anonymous callers can start (config auth.flows.*);
+	// zero fields take their defaults.
+	Flows FlowLimits
+	// Bridge authenticates a browser's session cookie, so a browser sign-in does not replace a
+	// live session; nil checks nothing.
+	Bridge auth.Bridge
 	Logger *slog.Logger
 }
 
@@ -78,6 +84,8 @@ type Service struct {
 	basePath      string
 	secureCookies bool
 	limits        quota.Limits
+	flows         FlowLimits
+	bridge        auth.Bridge
 	log           *slog.Logger
 }
 
@@ -99,6 +107,7 @@ func New(pool *pgxpool.Pool, admit *admission.Admitter, sealer *seal.Sealer, opt
 	s := &Service{
 		pool: pool, admit: admit, sealer: sealer, allowPrivate: opts.AllowPrivateIssuers, sessions: opts.Sessions,
 		tokenTTL: opts.TokenTTL, sso: opts.SSO, basePath: opts.BasePath, limits: opts.Limits, log: opts.Logger,
+		flows: opts.Flows.withDefaults(), bridge: opts.Bridge,
 	}
 	if base != "" {
 		s.callbackURL, s.secureCookies = base+opts.BasePath+CallbackPath, strings.HasPrefix(base, "https://")

@@ -1,7 +1,9 @@
 package authmethods
 
 import (
+	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -13,11 +15,15 @@ import (
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/requestid"
 	"github.com/better-compute/better-compute/internal/scrub"
+	"github.com/better-compute/better-compute/internal/server/guard"
 )
 
 // The dashboard's sign-in routes, below the API's base path.
 const (
-	// LoginPath starts a sign-in: GET {basePath}/auth/login?tenant=T&method=M&return=/dashboard/….
+	// LoginPath starts a sign-in: POST {basePath}/auth/login from the dashboard's own page, with
+	// the X-Better-Compute header and the form fields tenant, method and return; it answers
+	// {"authorizationUrl": …} for the page to go to. A GET (a link, a top-level navigation
+	// another site makes) starts nothing.
 	LoginPath = "/auth/login"
 	// CallbackPath is where the provider sends the browser back; the method must list
 	// {baseURL}{basePath}/auth/callback among its redirect URIs.
@@ -32,12 +38,44 @@ const loginCookie = "bc_login"
 // defaultReturn is where the dashboard's sign-in lands unless it asks for another page.
 const defaultReturn = "/dashboard/"
 
-// Login starts the dashboard's sign-in: it records a code flow with PKCE, state and nonce,
-// sets the login cookie and redirects the browser to the provider.
+// maxLoginForm bounds the sign-in start's form: a tenant, a method and a return path.
+const maxLoginForm = 8 << 10
+
+// sameOrigin refuses a cross-origin browser request (by Sec-Fetch-Site, else Origin against
+// Host): the sign-in start takes none, even from an origin the API's CORS settings allow, since
+// the session cookie it leads to serves only the API's own origin.
+var sameOrigin = http.NewCrossOriginProtection()
+
+// loginStart is the sign-in start's answer: where the page sends the browser next.
+type loginStart struct {
+	AuthorizationURL string `json:"authorizationUrl"`
+}
+
+// Login starts the dashboard's sign-in, when the dashboard's own page asks (POST with the
+// X-Better-Compute header, which another site's page cannot send, from the same origin) and the
+// browser is not signed in already: it records a code flow with PKCE, state and nonce, sets the
+// login cookie, and answers the provider's authorization URL. The guard's per-address bucket
+// runs before it (guard.LimitAddress), and the flow caps in startFlow.
 func (s *Service) Login(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	q := r.URL.Query()
-	m, err := s.loginMethod(ctx, q.Get("tenant"), q.Get("method"), "oidc")
+	if r.Header.Get(guard.ClientHeader) != "1" {
+		s.refuse(w, r, apierr.PermissionDenied("a sign-in is started from the dashboard (POST with the %s header): open the dashboard and choose the identity provider there", guard.ClientHeader))
+		return
+	}
+	if err := sameOrigin.Check(r); err != nil {
+		s.refuse(w, r, apierr.PermissionDenied("a sign-in is started from this deployment's own dashboard, not from another site"))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxLoginForm)
+	if err := r.ParseForm(); err != nil {
+		s.refuse(w, r, apierr.InvalidArgument("form", "must be a form of tenant, method and return of at most %d bytes", maxLoginForm))
+		return
+	}
+	if err := s.notSignedIn(ctx, r); err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	m, err := s.loginMethod(ctx, r.PostForm.Get("tenant"), r.PostForm.Get("method"), "oidc")
 	if err != nil {
 		s.refuse(w, r, err)
 		return
@@ -47,7 +85,7 @@ func (s *Service) Login(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, apierr.FailedPrecondition("auth method %q does not list %s among its redirect URIs, where this deployment's sign-in returns", m.row.Name, callback))
 		return
 	}
-	authURL, state, _, err := s.beginCodeFlow(ctx, m, flowBrowser, callback, returnPath(q.Get("return")))
+	authURL, state, _, err := s.beginCodeFlow(ctx, m, flowBrowser, callback, returnPath(r.PostForm.Get("return")))
 	if err != nil {
 		s.refuse(w, r, err)
 		return
@@ -56,7 +94,35 @@ func (s *Service) Login(w http.ResponseWriter, r *http.Request) {
 		Name: loginCookie, Value: state, Path: s.basePath + "/auth/", MaxAge: int(flowTTL / time.Second),
 		HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode,
 	})
-	http.Redirect(w, r, authURL, http.StatusFound)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(loginStart{AuthorizationURL: authURL})
+}
+
+// LoginGet answers a GET of the sign-in start (a link, or a top-level navigation another site
+// made): 405, starting nothing, so no page can sign a browser in to an account of its choosing.
+func (s *Service) LoginGet(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Allow", http.MethodPost)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusMethodNotAllowed)
+	_, _ = w.Write([]byte("Sign-in is started from the dashboard: open /dashboard/ and choose the identity provider there.\n"))
+}
+
+// notSignedIn refuses a browser sign-in while the browser holds the cookie of a session that is
+// still live: a sign-in never silently replaces the session a browser has (which a page that
+// got a browser through another tenant's sign-in would otherwise do). The user signs out first.
+// A cookie of an ended session is no obstacle.
+func (s *Service) notSignedIn(ctx context.Context, r *http.Request) error {
+	c, err := r.Cookie(auth.SessionCookie)
+	if err != nil || c.Value == "" || s.bridge == nil {
+		return nil
+	}
+	h := http.Header{"Cookie": {(&http.Cookie{Name: auth.SessionCookie, Value: c.Value}).String()}, guard.ClientHeader: {"1"}}
+	if p, err := s.bridge.Authenticate(ctx, h); err == nil && p != nil {
+		return apierr.FailedPrecondition("this browser is already signed in (as %s): sign out in the dashboard first, then sign in again", p.Name)
+	}
+	return nil
 }
 
 // callback is where the provider returns the browser, and whether cookies are Secure: from the
@@ -73,8 +139,8 @@ func (s *Service) callback(r *http.Request) (url string, secure bool) {
 	return scheme + r.Host + s.basePath + CallbackPath, r.TLS != nil
 }
 
-// Callback finishes the dashboard's sign-in: the state must be the login cookie's and a flow's
-// not yet spent; then the code is redeemed and verified, the principal signed in, and the session
+// Callback finishes the dashboard's sign-in: the browser must not hold a live session already
+// (notSignedIn), the state must be the login cookie's and a flow's not yet spent; then the code is redeemed and verified, the principal signed in, and the session
 // set as an HttpOnly cookie before the browser returns to the dashboard.
 func (s *Service) Callback(w http.ResponseWriter, r *http.Request) {
 	ctx := quota.WithLimits(r.Context(), s.limits)
@@ -84,6 +150,10 @@ func (s *Service) Callback(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, clear)
 	if e := q.Get("error"); e != "" {
 		s.refuse(w, r, apierr.PermissionDenied("the identity provider ended the sign-in: %s", scrub.Truncate(scrub.String(e), 64)))
+		return
+	}
+	if err := s.notSignedIn(ctx, r); err != nil {
+		s.refuse(w, r, err)
 		return
 	}
 	state := q.Get("state")
@@ -136,6 +206,9 @@ func (s *Service) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.ErrorContext(r.Context(), "browser sign-in failed", "err", err)
 	}
 	status := httpStatus(cerr.Code())
+	if v := cerr.Meta().Get(guard.RetryAfterHeader); v != "" {
+		w.Header().Set(guard.RetryAfterHeader, v)
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

@@ -19,9 +19,6 @@ import (
 	"github.com/better-compute/better-compute/internal/auth/sso"
 )
 
-// maxOpenFlows bounds the sign-ins in progress through one method: starting one is public.
-const maxOpenFlows = 10000
-
 // flowTTL bounds a sign-in flow: from its start to its completion, the user has this long at
 // the provider's login page.
 const flowTTL = 10 * time.Minute
@@ -180,23 +177,6 @@ func hashState(state string) []byte {
 
 // flowAAD binds a flow's sealed secret to its row.
 func flowAAD(stateHash []byte) []byte { return append([]byte("auth_flow:"), stateHash...) }
-
-// startFlow records a code or device flow in progress.
-func (s *Service) startFlow(ctx context.Context, m *method, kind, state, redirectURI, nonce, secret, returnTo string, expires time.Time) error {
-	h := hashState(state)
-	n, err := db.New(s.pool).CreateAuthFlow(ctx, db.CreateAuthFlowParams{
-		StateHash: h, AuthMethodID: m.row.ID, Kind: kind, RedirectUri: redirectURI, Nonce: nonce,
-		SecretSealed: s.sealer.Seal([]byte(secret), flowAAD(h)), ReturnTo: returnTo, ExpiresAt: expires,
-		MaxOpen: maxOpenFlows,
-	})
-	if err != nil {
-		return fmt.Errorf("record the sign-in flow: %w", err)
-	}
-	if n == 0 {
-		return apierr.ResourceExhausted("auth method %q has %d sign-ins in progress: try again in a few minutes", m.row.Name, maxOpenFlows)
-	}
-	return nil
-}
 
 // spendFlow spends a flow of kind by its state, once: an unknown, used, expired or tampered
 // state is refused alike. It returns the flow and its opened secret.

@@ -48,6 +48,9 @@ type Call struct {
 	RequestID string
 	// Principal is nil for unauthenticated calls of public methods.
 	Principal *auth.Principal
+	// Client is the bucket key of the call's client address (ratelimit.AddressKey of the
+	// address the trusted-proxy rules name): what the public sign-in starts bound their flows by.
+	Client string
 	// IdempotencyKey is the caller's Idempotency-Key, "" when none was sent.
 	IdempotencyKey string
 	// Admitted is set by the admission layer when it committed the call's change with its
@@ -148,7 +151,8 @@ func (g *Guard) admit(ctx context.Context, procedure string, h http.Header, peer
 		return ctx, call, apierr.PermissionDenied("%s is not in the method registry", procedure)
 	}
 	call.Method = m
-	if err := g.limitAddress(h, peer); err != nil {
+	call.Client = g.clientKey(h, peer)
+	if err := g.limitAddress(call.Client); err != nil {
 		return ctx, call, err
 	}
 	if m.Public {

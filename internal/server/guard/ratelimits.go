@@ -73,12 +73,17 @@ func (g *Guard) WithRefusals(r *metrics.Refusals) *Guard {
 	return g
 }
 
-// limitAddress takes a token from the bucket of the call's client address.
-func (g *Guard) limitAddress(h http.Header, peer connect.Peer) error {
+// clientKey is the bucket key of the call's client address, by the trusted-proxy rules.
+func (g *Guard) clientKey(h http.Header, peer connect.Peer) string {
+	return ratelimit.AddressKey(g.proxies.Client(peer.Addr, h))
+}
+
+// limitAddress takes a token from the bucket of the client address key.
+func (g *Guard) limitAddress(key string) error {
 	if g.byAddress == nil {
 		return nil
 	}
-	ok, wait := g.byAddress.Allow(ratelimit.AddressKey(g.proxies.Client(peer.Addr, h)))
+	ok, wait := g.byAddress.Allow(key)
 	if ok {
 		return nil
 	}
