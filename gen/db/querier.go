@@ -81,6 +81,12 @@ type Querier interface {
 	// Under LockTenant, for the cap on a tenant's methods.
 	CountAuthMethods(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	CountDroppedDeadLetters(ctx context.Context, arg CountDroppedDeadLettersParams) error
+	// How many rows ExportOwnedPoolsUsage would return after the key, counted up to lim only, as
+	// CountExportUsage.
+	CountExportOwnedPoolsUsage(ctx context.Context, arg CountExportOwnedPoolsUsageParams) (int64, error)
+	// How many rows ExportUsage would return after the key (all of them without one), counted up to
+	// lim only: the export checks its row cap with it before reading any row.
+	CountExportUsage(ctx context.Context, arg CountExportUsageParams) (int64, error)
 	// authMethods/create and update: methods of the given tenants (the method's own and those its
 	// rules name) other than the method itself that name the issuer with other keys: a JWKS URL
 	// other than this one's (empty for both: both take the issuer's discovery document).
@@ -274,7 +280,8 @@ type Querier interface {
 	ExportOwnedPoolsUsage(ctx context.Context, arg ExportOwnedPoolsUsageParams) ([]ExportOwnedPoolsUsageRow, error)
 	// The caller's tenant's own usage for an export: one row per tenant, pool, resource and model
 	// over the period, with the exact sum of the amounts as numeric text (the handler converts it
-	// to hours without a float), at most lim rows in export order. The pool's name is read by the
+	// to hours without a float), at most lim rows in export order after the key (a page; from the
+	// first row without one). The pool's name is read by the
 	// pool id of the tenant's own usage (the pool may be another tenant's, granted to it); empty
 	// when the pool was deleted since.
 	ExportUsage(ctx context.Context, arg ExportUsageParams) ([]ExportUsageRow, error)
@@ -677,7 +684,8 @@ type Querier interface {
 	QueryOwnedPoolsUsageTotals(ctx context.Context, arg QueryOwnedPoolsUsageTotalsParams) ([]QueryOwnedPoolsUsageTotalsRow, error)
 	// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
 	QueryUsageHourly(ctx context.Context, arg QueryUsageHourlyParams) ([]QueryUsageHourlyRow, error)
-	// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
+	// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones); at most
+	// lim rows.
 	QueryUsageTotals(ctx context.Context, arg QueryUsageTotalsParams) ([]QueryUsageTotalsRow, error)
 	// Queues every parked event of a webhook for delivery again, after MarkWebhookHealthy.
 	QueueDeadLetters(ctx context.Context, arg QueueDeadLettersParams) (int64, error)

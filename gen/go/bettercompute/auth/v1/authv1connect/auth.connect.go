@@ -98,7 +98,8 @@ type AuthServiceClient interface {
 	// redirect itself (the CLI, on a loopback address): it returns the identity provider's
 	// authorization URL and the state that CompleteLogin takes. The redirect URI must be one of
 	// the method's; a loopback one matches whatever its port (RFC 8252). The dashboard signs in
-	// through GET {basePath}/auth/login instead, which keeps the session in a cookie.
+	// through POST {basePath}/auth/login instead (with X-Better-Compute, from its own origin),
+	// which keeps the session in a cookie.
 	StartLogin(context.Context, *v1.StartLoginRequest) (*v1.StartLoginResponse, error)
 	// CompleteLogin finishes a flow that StartLogin began, with the code the redirect carried:
 	// once per state, within ten minutes. It returns a session token.
@@ -373,7 +374,8 @@ type AuthServiceHandler interface {
 	// redirect itself (the CLI, on a loopback address): it returns the identity provider's
 	// authorization URL and the state that CompleteLogin takes. The redirect URI must be one of
 	// the method's; a loopback one matches whatever its port (RFC 8252). The dashboard signs in
-	// through GET {basePath}/auth/login instead, which keeps the session in a cookie.
+	// through POST {basePath}/auth/login instead (with X-Better-Compute, from its own origin),
+	// which keeps the session in a cookie.
 	StartLogin(context.Context, *v1.StartLoginRequest) (*v1.StartLoginResponse, error)
 	// CompleteLogin finishes a flow that StartLogin began, with the code the redirect carried:
 	// once per state, within ten minutes. It returns a session token.

@@ -1051,7 +1051,8 @@ export const AuthService: GenService<{
    * redirect itself (the CLI, on a loopback address): it returns the identity provider's
    * authorization URL and the state that CompleteLogin takes. The redirect URI must be one of
    * the method's; a loopback one matches whatever its port (RFC 8252). The dashboard signs in
-   * through GET {basePath}/auth/login instead, which keeps the session in a cookie.
+   * through POST {basePath}/auth/login instead (with X-Better-Compute, from its own origin),
+   * which keeps the session in a cookie.
    *
    * @generated from rpc bettercompute.auth.v1.AuthService.StartLogin
    */

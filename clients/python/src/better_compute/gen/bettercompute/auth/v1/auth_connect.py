@@ -87,7 +87,8 @@ class AuthService(Protocol):
         redirect itself (the CLI, on a loopback address): it returns the identity provider's
         authorization URL and the state that CompleteLogin takes. The redirect URI must be one of
         the method's; a loopback one matches whatever its port (RFC 8252). The dashboard signs in
-        through GET {basePath}/auth/login instead, which keeps the session in a cookie.
+        through POST {basePath}/auth/login instead (with X-Better-Compute, from its own origin),
+        which keeps the session in a cookie.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -478,7 +479,8 @@ class AuthServiceClient(ConnectClient):
         redirect itself (the CLI, on a loopback address): it returns the identity provider's
         authorization URL and the state that CompleteLogin takes. The redirect URI must be one of
         the method's; a loopback one matches whatever its port (RFC 8252). The dashboard signs in
-        through GET {basePath}/auth/login instead, which keeps the session in a cookie.
+        through POST {basePath}/auth/login instead (with X-Better-Compute, from its own origin),
+        which keeps the session in a cookie.
         """
         return await self.execute_unary(
             request=request,
@@ -713,7 +715,8 @@ class AuthServiceSync(Protocol):
         redirect itself (the CLI, on a loopback address): it returns the identity provider's
         authorization URL and the state that CompleteLogin takes. The redirect URI must be one of
         the method's; a loopback one matches whatever its port (RFC 8252). The dashboard signs in
-        through GET {basePath}/auth/login instead, which keeps the session in a cookie.
+        through POST {basePath}/auth/login instead (with X-Better-Compute, from its own origin),
+        which keeps the session in a cookie.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1102,7 +1105,8 @@ class AuthServiceClientSync(ConnectClientSync):
         redirect itself (the CLI, on a loopback address): it returns the identity provider's
         authorization URL and the state that CompleteLogin takes. The redirect URI must be one of
         the method's; a loopback one matches whatever its port (RFC 8252). The dashboard signs in
-        through GET {basePath}/auth/login instead, which keeps the session in a cookie.
+        through POST {basePath}/auth/login instead (with X-Better-Compute, from its own origin),
+        which keeps the session in a cookie.
         """
         return self.execute_unary(
             request=request,
