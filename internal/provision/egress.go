@@ -4,13 +4,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"syscall"
 	"time"
 
+	"github.com/better-compute/better-compute/internal/limit"
 	"github.com/better-compute/better-compute/internal/webhook"
 )
 
@@ -116,7 +116,7 @@ func (b boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = &boundedBody{rc: resp.Body, left: b.limit}
+	resp.Body = limit.Answer(resp.Body, b.limit, ErrAnswerTooLarge)
 	return resp, nil
 }
 
@@ -127,28 +127,3 @@ func (b boundedTransport) CloseIdleConnections() {
 		c.CloseIdleConnections()
 	}
 }
-
-// boundedBody fails a read that would go past its limit instead of truncating silently.
-type boundedBody struct {
-	rc   io.ReadCloser
-	left int64
-}
-
-func (b *boundedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		var one [1]byte
-		n, err := b.rc.Read(one[:])
-		if n > 0 {
-			return 0, ErrAnswerTooLarge
-		}
-		return 0, err
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func (b *boundedBody) Close() error { return b.rc.Close() }

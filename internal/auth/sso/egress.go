@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/better-compute/better-compute/internal/limit"
 	"github.com/better-compute/better-compute/internal/webhook"
 )
 
@@ -56,34 +57,9 @@ func (g *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = &limitedBody{rc: resp.Body, left: MaxResponseBytes}
+	resp.Body = limit.Answer(resp.Body, MaxResponseBytes, errTooLarge)
 	return resp, nil
 }
-
-// limitedBody fails a read that would go past its limit instead of truncating silently.
-type limitedBody struct {
-	rc   io.ReadCloser
-	left int64
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		var one [1]byte
-		n, err := b.rc.Read(one[:])
-		if n > 0 {
-			return 0, errTooLarge
-		}
-		return 0, err
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func (b *limitedBody) Close() error { return b.rc.Close() }
 
 // getJSON fetches url with hc and decodes a 200 answer's JSON body into v; a bearer token is sent
 // when given.

@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/limit/bucket"
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/requestid"
@@ -83,7 +84,7 @@ type Guard struct {
 	proxies          ratelimit.Proxies
 	tenantLimits     quota.Limits
 	refusals         *metrics.Refusals
-	anonymousLog     *sampler
+	anonymousLog     *bucket.Sampler
 	// expensive bounds each tenant's expensive calls at once (nil: no bound); see WithRateLimits.
 	expensive *tenantSlots
 }
@@ -94,7 +95,7 @@ var _ connect.Interceptor = (*Guard)(nil)
 // mutations in pool's audit log.
 func New(reg *registry.Registry, bridge auth.Bridge, pool *pgxpool.Pool, log *slog.Logger) *Guard {
 	return &Guard{registry: reg, bridge: bridge, pool: pool, log: log,
-		anonymousLog: newSampler(anonymousLogLines, anonymousLogInterval)}
+		anonymousLog: bucket.NewSampler(anonymousLogLines, anonymousLogInterval)}
 }
 
 // WithMetrics makes the guard count every call it finishes, by method and code, and time it.
@@ -237,7 +238,7 @@ func (g *Guard) finish(ctx context.Context, call *Call, err error, start time.Ti
 	case call.Principal == nil:
 		// Anyone can send these, as fast as they like: count every one, log a sample.
 		g.refusals.Anonymous(code)
-		if ok, suppressed := g.anonymousLog.take(); ok {
+		if ok, suppressed := g.anonymousLog.Take(); ok {
 			g.log.LogAttrs(ctx, slog.LevelInfo, "anonymous call refused", append(attrs,
 				slog.String("err", cerr.Message()), slog.Int("suppressed_since_last", suppressed))...)
 		}
