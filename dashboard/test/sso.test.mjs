@@ -5,11 +5,12 @@
 // (BETTER_COMPUTE_AUTH_ALLOW_PRIVATE_ISSUERS=true). It reads:
 //   BETTER_COMPUTE_URL            the API URL it printed ("API: …")
 //   BETTER_COMPUTE_API_KEY        the admin key it printed ("API key: …")
-//   BETTER_COMPUTE_OIDC_SERVER    the zitadel oidc example server's binary (default: where
-//                                 scripts/setup installs it); missing, the test is skipped
+//   BETTER_COMPUTE_OIDC_DEVICE_SERVER  the provider's binary, deviceop (default: where
+//                                 scripts/setup builds it); missing, the test is skipped
 //                                 unless BETTER_COMPUTE_REQUIRE_OIDC=1, when it fails
-// The provider (github.com/zitadel/oidc/v3/example/server, as internal/oidctest runs it) is
-// started here on a free port and stopped at the end. Screenshots go to BETTER_COMPUTE_TEST_OUTPUT
+// The provider (github.com/zitadel/oidc/v3/example/server's main as internal/oidctest runs it:
+// deviceop without its device client, listening on 127.0.0.1 only) is started here on a free
+// loopback port and stopped at the end. Screenshots go to BETTER_COMPUTE_TEST_OUTPUT
 // (default dashboard/test-results).
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -44,13 +45,13 @@ const user = {
   EmailVerified: true,
 };
 
-/** The example server's binary, or null when it is not installed. */
+/** The provider's binary (deviceop), or null when it is not installed. */
 function providerBinary() {
-  const env = process.env.BETTER_COMPUTE_OIDC_SERVER;
+  const env = process.env.BETTER_COMPUTE_OIDC_DEVICE_SERVER;
   const candidates = env
     ? [env]
     : [join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "better-compute"), "/var/cache/better-compute"].map((d) =>
-        join(d, `zitadel-oidc-${OIDC_VERSION}`, "bin", "server"),
+        join(d, `zitadel-oidc-${OIDC_VERSION}`, "bin", "deviceop"),
       );
   for (const p of candidates) {
     try {
@@ -65,12 +66,12 @@ function providerBinary() {
   return null;
 }
 
-/** A port that was free on every interface a moment ago: the provider listens on all of them. */
+/** A port that was free on 127.0.0.1 a moment ago, where the provider listens. */
 function freePort() {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.once("error", reject);
-    s.listen(0, () => {
+    s.listen(0, "127.0.0.1", () => {
       const { port } = s.address();
       s.close(() => resolve(port));
     });
@@ -99,7 +100,7 @@ async function startProvider(bin, dir) {
   const issuer = `http://localhost:${port}/`;
   const log = openSync(logFile, "a");
   const child = spawn(bin, [], {
-    env: { ...process.env, PORT: String(port), REDIRECT_URI: callback, USERS_FILE: usersFile },
+    env: { ...process.env, PORT: String(port), REDIRECT_URI: callback, USERS_FILE: usersFile, DEVICE_CLIENT: "0" },
     stdio: ["ignore", log, log],
     detached: true,
   });

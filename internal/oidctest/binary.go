@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// Version is the release of github.com/zitadel/oidc whose example server the tests run;
-// scripts/setup installs the same one.
+// Version is the release of github.com/zitadel/oidc whose example server the tests run (as
+// deviceop, built by scripts/setup against that release).
 const Version = "v3.52.0"
 
 // Environment variables that locate or require the server's binary.
@@ -16,9 +16,7 @@ const (
 	// RequireEnv, set to 1, makes a missing binary fail the test instead of skipping it, so CI
 	// cannot pass by silently skipping the sign-in tests.
 	RequireEnv = "BETTER_COMPUTE_REQUIRE_OIDC"
-	// BinaryEnv names the example server's binary, replacing the search of the caches.
-	BinaryEnv = "BETTER_COMPUTE_OIDC_SERVER"
-	// DeviceBinaryEnv names deviceop's binary (Options.Device), replacing the search of the caches.
+	// DeviceBinaryEnv names deviceop's binary, replacing the search of the caches.
 	DeviceBinaryEnv = "BETTER_COMPUTE_OIDC_DEVICE_SERVER"
 )
 
@@ -29,14 +27,9 @@ type binary struct {
 	hint string // how to install it
 }
 
-var (
-	exampleBinary = binary{name: "server", env: BinaryEnv, hint: setupHint}
-	deviceBinary  = binary{name: "deviceop", env: DeviceBinaryEnv, hint: deviceSetupHint}
-)
-
-// setupHint says how to get the binary, for the skip or failure message.
-const setupHint = "run scripts/setup, which runs `GOBIN=<cache>/zitadel-oidc-" + Version +
-	"/bin go install github.com/zitadel/oidc/v3/example/server@" + Version + "`"
+// deviceBinary is the provider every test runs: the example server, listening on loopback only,
+// with the device client when Options.Device asks for it.
+var deviceBinary = binary{name: "deviceop", env: DeviceBinaryEnv, hint: deviceSetupHint}
 
 // deviceSetupHint says how to get deviceop's binary.
 const deviceSetupHint = "run scripts/setup, which builds internal/oidctest/deviceop (a module of its own) into <cache>/zitadel-oidc-" +

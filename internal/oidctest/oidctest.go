@@ -1,8 +1,9 @@
 // Package oidctest runs a real OpenID provider for tests of sign-in: the example server of
 // github.com/zitadel/oidc (Version), a complete OP with discovery, JWKS, the authorization code
-// flow with PKCE, userinfo and a login page, keeping its state in memory. Each Provider runs the
-// binary on a free port with its users in the test's temporary directory, and is stopped when
-// the test ends. Login plays the browser through its login page.
+// flow with PKCE, userinfo and a login page, keeping its state in memory. Each Provider runs it
+// (as deviceop, the example's main listening on 127.0.0.1 only) on a free loopback port with its
+// users in the test's temporary directory, and is stopped when the test ends. Login plays the
+// browser through its login page.
 //
 // What the example server offers, and so what tests can rely on: the issuer is
 // http://localhost:PORT/; the confidential client "web" (secret "secret", client_secret_basic)
@@ -10,10 +11,10 @@
 // token carries sub (the user's ID) but no profile or email claims, which userinfo returns
 // (name is "FirstName LastName"); there is no groups claim; every start signs with a new RSA key
 // under a new key id. Its discovery document names a device authorization endpoint, but none of
-// its clients may use the device flow (unauthorized_client); Options.Device runs deviceop, the
-// same server with one more client, "device" (secret "secret", client_secret_basic), the only
-// one allowed the device flow; ApproveDevice plays the user's part. The example completes a device flow with
-// the username entered, not the user's ID: the tokens' subject is the Username, and the provider
+// its clients may use the device flow (unauthorized_client); Options.Device adds one more
+// client, "device" (secret "secret", client_secret_basic), the only one allowed the device flow;
+// ApproveDevice plays the user's part. The example completes a device flow with the username
+// entered, not the user's ID: the tokens' subject is the Username, and the provider
 // then looks the user up by that subject as an ID, failing the token request (server_error,
 // "user not found") unless the user's ID is their Username. So only such a user can approve.
 //
@@ -79,9 +80,8 @@ type Options struct {
 	RedirectURIs []string
 	// Users are the accounts that can sign in; none means DefaultUser.
 	Users []User
-	// Device runs deviceop instead of the example server: the same provider with one more
-	// client, DeviceClientID, that may use the device flow (see ApproveDevice; the approving
-	// user's ID must be their Username).
+	// Device registers one more client, DeviceClientID, that may use the device flow (see
+	// ApproveDevice; the approving user's ID must be their Username).
 	Device bool
 }
 
@@ -93,6 +93,7 @@ type Provider struct {
 	usersPath    string
 	logPath      string
 	redirectURIs []string
+	device       bool // whether the device client is registered
 	port         int
 
 	mu   sync.Mutex
@@ -104,11 +105,7 @@ type Provider struct {
 // when the provider does not start.
 func Start(t testing.TB, o Options) *Provider {
 	t.Helper()
-	b := exampleBinary
-	if o.Device {
-		b = deviceBinary
-	}
-	bin := findBinary(t, b)
+	bin := findBinary(t, deviceBinary)
 	dir := t.TempDir()
 	p := &Provider{
 		t:            t,
@@ -116,6 +113,7 @@ func Start(t testing.TB, o Options) *Provider {
 		usersPath:    filepath.Join(dir, "users.json"),
 		logPath:      filepath.Join(dir, "server.log"),
 		redirectURIs: o.RedirectURIs,
+		device:       o.Device,
 	}
 	p.SetUsers(o.Users)
 	t.Cleanup(p.stop)
@@ -203,6 +201,7 @@ func (p *Provider) launch() string {
 		"PORT=" + strconv.Itoa(p.port),
 		"REDIRECT_URI=" + strings.Join(p.redirectURIs, ","),
 		"USERS_FILE=" + p.usersPath,
+		"DEVICE_CLIENT=" + map[bool]string{false: "0", true: "1"}[p.device],
 	}, p.logPath)
 	if err != nil {
 		p.t.Fatalf("oidctest: %v", err)

@@ -1,8 +1,11 @@
 // Command deviceop is zitadel's example OpenID provider (github.com/zitadel/oidc/v3/example/server,
 // the release internal/oidctest pins) with one more client, "device" (secret "secret", HTTP basic
 // authentication), allowed the device authorization grant that none of the example's clients may
-// use, so that tests can sign in through the device flow. Everything else is the example's main:
-// the same environment (PORT, REDIRECT_URI, USERS_FILE), issuer, clients and log.
+// use, so that tests can sign in through the device flow. DEVICE_CLIENT=0 leaves that client out:
+// then it is the example server itself. Everything else is the example's main (the same
+// environment, PORT, REDIRECT_URI and USERS_FILE, issuer, clients and log) except where it
+// listens: on 127.0.0.1 only, never on every interface as the example does, so a test's
+// provider cannot be reached from another host.
 //
 // It is a module of its own so that the main module does not depend on zitadel; scripts/setup
 // builds it next to the example server.
@@ -32,12 +35,15 @@ func main() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{AddSource: true, Level: slog.LevelDebug}))
 	issuer := fmt.Sprintf("http://localhost:%s/", cfg.Port)
 
-	storage.RegisterClients(
+	clients := []*storage.Client{
 		storage.NativeClient("native", cfg.RedirectURI...),
 		storage.WebClient("web", "secret", cfg.RedirectURI...),
 		storage.WebClient("api", "secret", cfg.RedirectURI...),
-		storage.DeviceClient("device", "secret"),
-	)
+	}
+	if os.Getenv("DEVICE_CLIENT") != "0" {
+		clients = append(clients, storage.DeviceClient("device", "secret"))
+	}
+	storage.RegisterClients(clients...)
 
 	store, err := getUserStore(cfg)
 	if err != nil {
@@ -46,7 +52,7 @@ func main() {
 	}
 	router := exampleop.SetupServer(issuer, storage.NewStorage(store), logger, false)
 
-	server := &http.Server{Addr: ":" + cfg.Port, Handler: router}
+	server := &http.Server{Addr: "127.0.0.1:" + cfg.Port, Handler: router}
 	logger.Info("server listening, press ctrl+c to stop", "addr", issuer)
 	if err := server.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		// The same message as the example's, which internal/oidctest recognizes as a failed listen.
