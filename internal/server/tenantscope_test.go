@@ -52,6 +52,10 @@ var unscopedAllowed = map[string]string{
 	"SpendAuthFlow":     "spends a sign-in flow by the hash of its state, the sign-in's credential; returns only that flow's row",
 	"GetDeviceFlow":     "reads a device sign-in by the hash of its handle, the sign-in's credential; returns only that flow's row",
 	"GetAuthMethodByID": "the method of a flow just spent by its state; the sign-in then acts only in that method's tenant (or the tenant below it its rules name)",
+	"LockAuthFlowStarts": "a public sign-in's start, before there is a caller: advisory locks on the client address and on a method GetLoginAuthMethod read by its tenant and name; reads no row",
+	"CountOpenAuthFlows": "a public sign-in's start: counts the unfinished flows of that client address and of that method (read by its tenant and name); returns two numbers, no row",
+	// The identities of a method the caller's tenant owns.
+	"MethodIdentityTenants": "authMethods/update: the tenants of the identities of a method just locked by LockAuthMethodByName with the caller's tenant (its own, or below the root tenant); only their ids, which the handler locks and checks",
 	// The tunnels this API process relays, by the ids it holds.
 	"TunnelsToEnd":      "the tunnels watcher's check of the tunnels this process relays (its instance name and the ids it opened with the callers' tenants); returns only ids and why they end",
 	"RenewTunnelRelays": "the tunnels watcher renews the relay lease of the tunnels this process relays (its instance name and the ids it opened with the callers' tenants)",

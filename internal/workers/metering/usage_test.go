@@ -93,7 +93,7 @@ func TestUsageMatchesLeaseDurationsExactly(t *testing.T) {
 	}
 	// And in plain numbers: 2 GPUs x 90 minutes + 1 GPU x 71 minutes.
 	rows, err := db.New(pool).QueryUsageTotals(ctx, db.QueryUsageTotalsParams{
-		TenantID: tenant, StartsAt: time.Date(2031, 3, 4, 0, 0, 0, 0, time.UTC), EndsAt: time.Date(2031, 3, 5, 0, 0, 0, 0, time.UTC),
+		TenantID: tenant, StartsAt: time.Date(2031, 3, 4, 0, 0, 0, 0, time.UTC), EndsAt: time.Date(2031, 3, 5, 0, 0, 0, 0, time.UTC), Lim: 100,
 	})
 	if err != nil {
 		t.Fatal(err)
