@@ -25,7 +25,6 @@ package oidctest
 import (
 	"context"
 	"encoding/json"
-	"github.com/better-compute/better-compute/internal/childproc"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -35,6 +34,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/internal/childproc"
 	"github.com/better-compute/better-compute/internal/poll"
 )
 

@@ -48,10 +48,10 @@ var unscopedAllowed = map[string]string{
 	"GetTunnelTicket": "the tunnel upgrade tells another tenant's ticket (403) from an unknown one (404) after the tenant-scoped spend failed; only the ticket's tenant id and state are read, and none is returned",
 	// Public sign-ins: before them there is no caller, and a flow's random state (or device
 	// handle), returned once to whoever started it, is its only credential.
-	"CreateAuthFlow":    "records a public sign-in's flow for a method GetLoginAuthMethod read by its tenant and name; the flow is found again only by its state's hash",
-	"SpendAuthFlow":     "spends a sign-in flow by the hash of its state, the sign-in's credential; returns only that flow's row",
-	"GetDeviceFlow":     "reads a device sign-in by the hash of its handle, the sign-in's credential; returns only that flow's row",
-	"GetAuthMethodByID": "the method of a flow just spent by its state; the sign-in then acts only in that method's tenant (or the tenant below it its rules name)",
+	"CreateAuthFlow":     "records a public sign-in's flow for a method GetLoginAuthMethod read by its tenant and name; the flow is found again only by its state's hash",
+	"SpendAuthFlow":      "spends a sign-in flow by the hash of its state, the sign-in's credential; returns only that flow's row",
+	"GetDeviceFlow":      "reads a device sign-in by the hash of its handle, the sign-in's credential; returns only that flow's row",
+	"GetAuthMethodByID":  "the method of a flow just spent by its state; the sign-in then acts only in that method's tenant (or the tenant below it its rules name)",
 	"LockAuthFlowStarts": "a public sign-in's start, before there is a caller: advisory locks on the client address and on a method GetLoginAuthMethod read by its tenant and name; reads no row",
 	"CountOpenAuthFlows": "a public sign-in's start: counts the unfinished flows of that client address and of that method (read by its tenant and name); returns two numbers, no row",
 	// The identities of a method the caller's tenant owns.
