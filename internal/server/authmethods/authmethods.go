@@ -257,6 +257,13 @@ func (s *Service) DeleteAuthMethod(ctx context.Context, req *authv1.DeleteAuthMe
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*authv1.DeleteAuthMethodResponse, error) {
 		tx.Target("authMethod", req.GetName())
+		old, err := tx.Q.LockAuthMethodByName(ctx, db.LockAuthMethodByNameParams{TenantID: p.TenantID, Name: req.GetName()})
+		if err != nil {
+			return nil, apierr.NotFoundIfNoRows(err, "auth method %q not found", req.GetName())
+		}
+		if err := checkDeleteReach(ctx, tx.Q, p, old.ID, fmt.Sprintf("delete auth method %q", req.GetName())); err != nil {
+			return nil, err
+		}
 		ended, err := tx.Q.EndAuthMethodSessions(ctx, db.EndAuthMethodSessionsParams{TenantID: p.TenantID, Name: req.GetName()})
 		if err != nil {
 			return nil, fmt.Errorf("end the sessions of auth method %q: %w", req.GetName(), err)

@@ -50,6 +50,21 @@ func checkReach(ctx context.Context, q *db.Queries, caller *auth.Principal, m *a
 	return r.checkOwners(ctx, q, caller, m.GetIssuer(), what)
 }
 
+// checkDeleteReach refuses a caller that is not an owner the deletion of method id, locked by the
+// caller's tenant, when principals holding owner sign in through it: deleting it would lock them
+// out of their sign-in, which is an owner's decision.
+func checkDeleteReach(ctx context.Context, q *db.Queries, caller *auth.Principal, id uuid.UUID, what string) error {
+	r, err := newReach(ctx, q, caller.TenantID, nil, &id)
+	if err != nil {
+		return err
+	}
+	if err := r.lock(ctx, q); err != nil {
+		return err
+	}
+	// No issuer: only the method's own identities count.
+	return r.checkOwners(ctx, q, caller, "", what)
+}
+
 // reach is the scope of a method being created or changed.
 type reach struct {
 	// tenants are the method's own (first) and those its rules name or its identities are in,

@@ -277,7 +277,8 @@ func TestRootAdminCannotBecomeChildOwner(t *testing.T) {
 
 // TestNonOwnerCannotChangeOwnersMethod: a method through which an owner signs in can be
 // changed (its keys, issuer or rules) only by an owner: otherwise an admin would point it at
-// keys of their own and sign in as the owner.
+// keys of their own and sign in as the owner. Nor may an admin delete it, which would lock the
+// owner out of their sign-in.
 func TestNonOwnerCannotChangeOwnersMethod(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -309,11 +310,21 @@ func TestNonOwnerCannotChangeOwnersMethod(t *testing.T) {
 	if _, err := exchange(t, env, "root", "corp", evil.mint(t, corp.URL, "bc", "alice")); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("a token of the admin's keys through the owner's method: %v, want unauthenticated", err)
 	}
-	// A method that reaches no owner is the admin's to change; an owner changes either.
+	// Nor may the admin delete it: the owner would lose the sign-in. The method and its
+	// sessions stay.
+	_, err = mallory.DeleteAuthMethod(ctx, &authv1.DeleteAuthMethodRequest{Name: "corp"})
+	wantCode(t, err, connect.CodePermissionDenied)
+	if _, err := exchange(t, env, "root", "corp", corp.mint(t, corp.URL, "bc", "alice")); err != nil {
+		t.Fatalf("the owner's sign-in after the refused delete: %v", err)
+	}
+	// A method that reaches no owner is the admin's to change or delete; an owner changes either.
 	if _, err := mallory.UpdateAuthMethod(ctx, &authv1.UpdateAuthMethodRequest{AuthMethod: jwtMethod("ci", evil.URL, evil.keys(), "ci2", "")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := root.UpdateAuthMethod(ctx, &authv1.UpdateAuthMethodRequest{AuthMethod: jwtMethod("corp", corp.URL, corp.keys(), "bc2", "")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mallory.DeleteAuthMethod(ctx, &authv1.DeleteAuthMethodRequest{Name: "ci"}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -89,7 +89,8 @@ type AuthServiceClient interface {
 	// the stored one. Principals signed in through it keep their sessions; their roles change at
 	// their next sign-in.
 	UpdateAuthMethod(context.Context, *v1.UpdateAuthMethodRequest) (*v1.UpdateAuthMethodResponse, error)
-	// DeleteAuthMethod deletes an auth method and ends every session it started.
+	// DeleteAuthMethod deletes an auth method and ends every session it started. Only an owner
+	// may delete a method through which a principal holding owner signs in.
 	DeleteAuthMethod(context.Context, *v1.DeleteAuthMethodRequest) (*v1.DeleteAuthMethodResponse, error)
 	// ListLoginMethods names the OIDC methods a tenant's people may sign in with, for the
 	// dashboard's and the CLI's sign-in. It is public and says nothing but their names.
@@ -365,7 +366,8 @@ type AuthServiceHandler interface {
 	// the stored one. Principals signed in through it keep their sessions; their roles change at
 	// their next sign-in.
 	UpdateAuthMethod(context.Context, *v1.UpdateAuthMethodRequest) (*v1.UpdateAuthMethodResponse, error)
-	// DeleteAuthMethod deletes an auth method and ends every session it started.
+	// DeleteAuthMethod deletes an auth method and ends every session it started. Only an owner
+	// may delete a method through which a principal holding owner signs in.
 	DeleteAuthMethod(context.Context, *v1.DeleteAuthMethodRequest) (*v1.DeleteAuthMethodResponse, error)
 	// ListLoginMethods names the OIDC methods a tenant's people may sign in with, for the
 	// dashboard's and the CLI's sign-in. It is public and says nothing but their names.

@@ -1026,7 +1026,8 @@ export const AuthService: GenService<{
     output: typeof UpdateAuthMethodResponseSchema;
   },
   /**
-   * DeleteAuthMethod deletes an auth method and ends every session it started.
+   * DeleteAuthMethod deletes an auth method and ends every session it started. Only an owner
+   * may delete a method through which a principal holding owner signs in.
    *
    * @generated from rpc bettercompute.auth.v1.AuthService.DeleteAuthMethod
    */

@@ -70,7 +70,8 @@ class AuthService(Protocol):
 
     async def delete_auth_method(self, request: DeleteAuthMethodRequest, ctx: RequestContext[DeleteAuthMethodRequest, DeleteAuthMethodResponse], /) -> DeleteAuthMethodResponse:
         """
-        DeleteAuthMethod deletes an auth method and ends every session it started.
+        DeleteAuthMethod deletes an auth method and ends every session it started. Only an owner
+        may delete a method through which a principal holding owner signs in.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -426,7 +427,8 @@ class AuthServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> DeleteAuthMethodResponse:
         """
-        DeleteAuthMethod deletes an auth method and ends every session it started.
+        DeleteAuthMethod deletes an auth method and ends every session it started. Only an owner
+        may delete a method through which a principal holding owner signs in.
         """
         return await self.execute_unary(
             request=request,
@@ -698,7 +700,8 @@ class AuthServiceSync(Protocol):
 
     def delete_auth_method(self, request: DeleteAuthMethodRequest, ctx: RequestContext[DeleteAuthMethodRequest, DeleteAuthMethodResponse], /) -> DeleteAuthMethodResponse:
         """
-        DeleteAuthMethod deletes an auth method and ends every session it started.
+        DeleteAuthMethod deletes an auth method and ends every session it started. Only an owner
+        may delete a method through which a principal holding owner signs in.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1052,7 +1055,8 @@ class AuthServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> DeleteAuthMethodResponse:
         """
-        DeleteAuthMethod deletes an auth method and ends every session it started.
+        DeleteAuthMethod deletes an auth method and ends every session it started. Only an owner
+        may delete a method through which a principal holding owner signs in.
         """
         return self.execute_unary(
             request=request,
