@@ -285,22 +285,21 @@ func newDevCommand(g *globals) *cobra.Command {
 PostgreSQL from the binaries installed on this machine, kept between runs under the user cache
 directory (--fresh starts over). It prints a fresh admin key and the API URL as lines
 "API key: <key>" and "API: <url>". Without a configured secret it keeps a random one beside the
-private cluster.`,
+private cluster. It enables the configuration's modules, checked as serve checks them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if opts.SimTransport, err = daemon.ParseTransport(simTransport); err != nil {
 				return fmt.Errorf("--sim-transport: %w", err)
 			}
-			environ := os.Environ()
-			if g.configPath == "" && os.Getenv("BETTER_COMPUTE_SECRET") == "" {
-				secret, err := devmode.Secret(opts.ClusterDir)
-				if err != nil {
+			// Without a secret in the file or the environment, dev keeps a random one.
+			base := config.Default()
+			if os.Getenv("BETTER_COMPUTE_SECRET") == "" {
+				if base.Secret, err = devmode.Secret(opts.ClusterDir); err != nil {
 					return err
 				}
-				environ = append(environ, "BETTER_COMPUTE_SECRET="+secret)
 			}
-			cfg, err := config.Load(g.configPath, environ)
+			cfg, err := config.LoadOver(base, g.configPath, os.Environ())
 			if err != nil {
 				return err
 			}
@@ -308,6 +307,10 @@ private cluster.`,
 				cfg.Host = "127.0.0.1" // dev stays on loopback unless told otherwise
 			}
 			if err := lf.apply(cmd, cfg); err != nil {
+				return err
+			}
+			// dev runs the modules serve would, with the same checks.
+			if opts.Modules, err = g.enable(cfg); err != nil {
 				return err
 			}
 			opts.Config = cfg

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -156,21 +157,38 @@ func TestMisconfiguredModuleStopsServe(t *testing.T) {
 		"missing url":    {"modules:\n  - name: events\n    config: {stream: S}\n", "modules[0].config.url"},
 		"unknown module": {"modules: [billing]\n", `modules[0]: this binary has no module "billing"`},
 	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			cfg := writeFile(t, tc.yaml)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "serve", "--config", cfg, "--roles", "api", "--port", "0")
-			// An unreachable database: the configuration must stop serve before it is used.
-			cmd.Env = append(os.Environ(), "BETTER_COMPUTE_RUN_MAIN=1",
-				"BETTER_COMPUTE_DATABASE_URL=postgres://nobody@127.0.0.1:1/none", "BETTER_COMPUTE_SECRET=serve-test-secret-0123456789abcdef-xyz")
-			out, err := cmd.CombinedOutput()
-			if err == nil || !strings.Contains(string(out), tc.want) {
-				t.Errorf("serve: %v: %s; want it stopped naming %q", err, out, tc.want)
-			}
-		})
+		// dev runs what serve would, with the same checks; without a secret in the file or the
+		// environment it keeps its random one, so the module is what stops it.
+		for _, command := range []string{"serve", "dev"} {
+			t.Run(command+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				cfg := writeFile(t, tc.yaml)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				args := []string{command, "--config", cfg, "--roles", "api", "--port", "0"}
+				env := []string{"BETTER_COMPUTE_RUN_MAIN=1", "BETTER_COMPUTE_DATABASE_URL=postgres://nobody@127.0.0.1:1/none"}
+				if command == "dev" {
+					args = append(args, "--data-dir", t.TempDir())
+				} else {
+					env = append(env, "BETTER_COMPUTE_SECRET=serve-test-secret-0123456789abcdef-xyz")
+				}
+				cmd := exec.CommandContext(ctx, os.Args[0], args...)
+				// An unreachable database: the configuration must stop the command before it is used.
+				cmd.Env = append(withoutSecret(os.Environ()), env...)
+				out, err := cmd.CombinedOutput()
+				if err == nil || !strings.Contains(string(out), tc.want) {
+					t.Errorf("%s: %v: %s; want it stopped naming %q", command, err, out, tc.want)
+				}
+			})
+		}
 	}
+}
+
+// withoutSecret is environ without a deployment secret the test's own environment may hold.
+func withoutSecret(environ []string) []string {
+	return slices.DeleteFunc(slices.Clone(environ), func(kv string) bool {
+		return strings.HasPrefix(kv, "BETTER_COMPUTE_SECRET=")
+	})
 }
 
 // TestDoctorNamesAModuleWhoseServerIsDown: doctor --strict fails, naming the events module's

@@ -24,8 +24,15 @@ const envPrefix = "BETTER_COMPUTE_"
 // wins). ${NAME} references in the file are resolved from environ too, never from the process
 // environment. It returns every problem found, as an *Error wrapped with the file's name.
 func Load(path string, environ []string) (*Config, error) {
+	return LoadOver(Default(), path, environ)
+}
+
+// LoadOver is Load starting from base instead of Default: a command with defaults of its own
+// (dev's kept random secret) gives them here, so that the file and the environment still
+// override them. base is modified and returned.
+func LoadOver(base *Config, path string, environ []string) (*Config, error) {
 	env := parseEnviron(environ)
-	c := Default()
+	c := base
 	var ps problems
 	if path != "" {
 		data, err := os.ReadFile(path)

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/migrate"
 	"github.com/better-compute/better-compute/internal/module"
+	provisionmod "github.com/better-compute/better-compute/internal/modules/provision"
 	"github.com/better-compute/better-compute/internal/pgcluster"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/process"
@@ -63,6 +65,10 @@ type Options struct {
 	// a machine class "sim" of the root tenant whose machines boot after this delay, and prints
 	// "Sim provider: class sim, boot delay <d>".
 	SimProviderDelay time.Duration
+	// Modules are the enabled modules of the configuration (as serve enables them); with
+	// SimProviderDelay, dev adds the provision module with the sim provider, so they must not
+	// hold provision already.
+	Modules module.Set
 	// Out receives the lines scripts read: "Gateway: <addr>" (and "Gateway WebSocket: <url>"
 	// when that listener is open), "API key: <key>", then "API: <url>" and
 	// "Dashboard: <url>", and with Sim,
@@ -89,6 +95,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err := (daemon.FakeOptions{FailRate: opts.SimFailRate, RebootDowntime: opts.SimRebootDowntime}).Validate(); err != nil {
 		return fmt.Errorf("--sim-fail-rate, --sim-reboot-downtime: %w", err)
 	}
+	if opts.SimProviderDelay > 0 && slices.Contains(opts.Modules.Names(), provisionmod.Name) {
+		return errors.New("--sim-provider-delay enables the provision module with the sim provider: the configuration's modules must not enable it too")
+	}
 	if cfg.Database.URL == "" {
 		cluster, err := startCluster(ctx, opts)
 		if err != nil {
@@ -113,7 +122,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer pool.Close()
-	var modules module.Set
+	modules := slices.Clone(opts.Modules)
 	if opts.SimProviderDelay > 0 {
 		m, err := simProvisioning(&cfg)
 		if err != nil {
