@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -299,7 +300,9 @@ private cluster. It enables the configuration's modules, checked as serve checks
 					return err
 				}
 			}
-			cfg, err := config.LoadOver(base, g.configPath, os.Environ())
+			cfg, err := config.LoadOver(base, g.configPath, slices.DeleteFunc(os.Environ(), func(kv string) bool {
+				return kv == "BETTER_COMPUTE_SECRET=" // empty is unset here, as above
+			}))
 			if err != nil {
 				return err
 			}
