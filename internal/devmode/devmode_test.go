@@ -18,6 +18,8 @@ import (
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/devmode"
 	"github.com/better-compute/better-compute/internal/fleet"
+	"github.com/better-compute/better-compute/internal/module"
+	provisionmod "github.com/better-compute/better-compute/internal/modules/provision"
 	"github.com/better-compute/better-compute/internal/sim"
 )
 
@@ -121,5 +123,20 @@ func TestRefusesAnUnknownTransport(t *testing.T) {
 	err := devmode.Run(t.Context(), devmode.Options{Config: config.Default(), Sim: 1, SimTransport: "quic", Out: io.Discard, Logger: slog.New(slog.DiscardHandler)})
 	if err == nil || !strings.Contains(err.Error(), "--sim-transport") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestRefusesTwoProvisionModules: --sim-provider-delay enables provision itself, so a
+// configuration that enables it too is refused before anything starts (an empty database URL
+// would otherwise start the private cluster).
+func TestRefusesTwoProvisionModules(t *testing.T) {
+	t.Parallel()
+	configured := provisionmod.New(provisionmod.Providers{})
+	err := devmode.Run(t.Context(), devmode.Options{
+		Config: config.Default(), SimProviderDelay: time.Second, Modules: module.Set{configured},
+		ClusterDir: t.TempDir(), Out: io.Discard, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err == nil || !strings.Contains(err.Error(), "--sim-provider-delay") {
+		t.Fatalf("err = %v, want the refusal naming --sim-provider-delay", err)
 	}
 }
