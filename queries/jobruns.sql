@@ -1,4 +1,4 @@
--- When each background job last ran (internal/workers/jobrun writes, doctor reads).
+-- When each background job last ran (internal/jobrun writes, doctor reads).
 
 -- name: RecordJobRun :exec
 INSERT INTO job_runs (name, last_run_at, last_error, last_ok_at)

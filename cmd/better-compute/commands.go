@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/buildinfo"
 	"github.com/better-compute/better-compute/internal/cli"
 	"github.com/better-compute/better-compute/internal/config"
@@ -20,7 +21,6 @@ import (
 	"github.com/better-compute/better-compute/internal/migrate"
 	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/process"
-	"github.com/better-compute/better-compute/internal/server/iam"
 )
 
 // globals are the flags every command shares.
@@ -354,7 +354,7 @@ owner role if needed: how an operator gets the first credential of a deployment.
 				return err
 			}
 			defer pool.Close()
-			key, err := iam.MintAdminKey(cmd.Context(), pool, name)
+			key, err := auth.MintAdminKey(cmd.Context(), pool, name)
 			if err != nil {
 				return err
 			}

@@ -15,7 +15,7 @@ import (
 	"github.com/better-compute/better-compute/internal/provision/metal"
 	"github.com/better-compute/better-compute/internal/provision/simprovider"
 	"github.com/better-compute/better-compute/internal/provision/vps"
-	"github.com/better-compute/better-compute/internal/server/registry"
+	"github.com/better-compute/better-compute/internal/registry"
 )
 
 // modules are the modules compiled into this binary, which a configuration's modules key may

@@ -17,8 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/server/iam"
 )
 
 // serveProc is `serve` running as a subprocess.
@@ -124,7 +124,7 @@ func TestModuleEnabledLater(t *testing.T) {
 	}
 
 	plain := startServe(t, dbURL)
-	key, err := iam.MintAdminKey(context.Background(), pool, "modules-test")
+	key, err := auth.MintAdminKey(context.Background(), pool, "modules-test")
 	if err != nil {
 		t.Fatal(err)
 	}

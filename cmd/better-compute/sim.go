@@ -16,8 +16,8 @@ import (
 	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/daemon"
+	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/process"
-	"github.com/better-compute/better-compute/internal/server/jointokens"
 	"github.com/better-compute/better-compute/internal/sim"
 )
 
@@ -189,8 +189,8 @@ ten times later, configure and exec fail.`,
 
 // mintJoinToken creates a join token for n machines through the API.
 func mintJoinToken(ctx context.Context, apiURL, apiKey string, n int) (string, error) {
-	if n > jointokens.MaxUses {
-		return "", fmt.Errorf("a join token has at most %d uses: pass --token, or run several simulators", jointokens.MaxUses)
+	if n > fleet.MaxJoinTokenUses {
+		return "", fmt.Errorf("a join token has at most %d uses: pass --token, or run several simulators", fleet.MaxJoinTokenUses)
 	}
 	client := jointokensv1connect.NewJoinTokensServiceClient(sim.APIClient(apiKey), apiURL)
 	res, err := client.Create(ctx, &jointokensv1.CreateRequest{

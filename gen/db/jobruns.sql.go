@@ -53,7 +53,7 @@ type RecordJobRunParams struct {
 	LastError string
 }
 
-// When each background job last ran (internal/workers/jobrun writes, doctor reads).
+// When each background job last ran (internal/jobrun writes, doctor reads).
 func (q *Queries) RecordJobRun(ctx context.Context, arg RecordJobRunParams) error {
 	_, err := q.db.Exec(ctx, recordJobRun, arg.Name, arg.LastError)
 	return err

@@ -29,7 +29,7 @@ type AcquireLocksParams struct {
 	Names  []string
 }
 
-// Locks: the workers' single-writer work (internal/workers/locks). A lock is taken when free or
+// Locks: the workers' single-writer work (internal/locks). A lock is taken when free or
 // expired, renewed by its holder before it expires, and released by expiring it (the row stays,
 // so fencing tokens only grow). Not to be confused with a tenant's leases (capacity.sql).
 // Takes every free or expired lock of the names, in one statement.

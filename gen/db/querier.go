@@ -18,7 +18,7 @@ type Querier interface {
 	// (AckCommand's transition for many commands): node_ids[i] acked ids[i]. An ack that a result
 	// overtook finds its command finished and changes nothing.
 	AckCommands(ctx context.Context, arg AckCommandsParams) error
-	// Locks: the workers' single-writer work (internal/workers/locks). A lock is taken when free or
+	// Locks: the workers' single-writer work (internal/locks). A lock is taken when free or
 	// expired, renewed by its holder before it expires, and released by expiring it (the row stays,
 	// so fencing tokens only grow). Not to be confused with a tenant's leases (capacity.sql).
 	// Takes every free or expired lock of the names, in one statement.
@@ -702,7 +702,7 @@ type Querier interface {
 	// audit row, its outbox events (in order), and, for a call with an Idempotency-Key, the sealed
 	// response a retry will get.
 	RecordAdmission(ctx context.Context, arg RecordAdmissionParams) error
-	// When each background job last ran (internal/workers/jobrun writes, doctor reads).
+	// When each background job last ran (internal/jobrun writes, doctor reads).
 	RecordJobRun(ctx context.Context, arg RecordJobRunParams) error
 	RecordMigration(ctx context.Context, arg RecordMigrationParams) error
 	RecordModuleMigration(ctx context.Context, arg RecordModuleMigrationParams) error

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/better-compute/better-compute/internal/server/registry"
+	"github.com/better-compute/better-compute/internal/registry"
 )
 
 // Handler serves the OpenAPI document of reg's methods, the ones this server answers (core

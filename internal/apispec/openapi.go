@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/better-compute/better-compute/internal/server/registry"
+	"github.com/better-compute/better-compute/internal/registry"
 )
 
 // Options shape a document.

@@ -4,7 +4,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/better-compute/better-compute/internal/config"
-	"github.com/better-compute/better-compute/internal/server/registry"
+	"github.com/better-compute/better-compute/internal/registry"
 )
 
 // Reference is the document docs/openapi.json and docs/api.md hold: every method linked into the

@@ -47,11 +47,11 @@ import (
 
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
+	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/pgcluster"
 	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/iam"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
 
@@ -110,7 +110,7 @@ func newEnv(b *testing.B) *env {
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)
 	ts.Start()
 	b.Cleanup(ts.Close)
-	key, err := iam.MintAdminKey(ctx, pool, "admin")
+	key, err := auth.MintAdminKey(ctx, pool, "admin")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -498,7 +498,7 @@ func createTenantScript(b *testing.B, u string, pipelined bool) ([]string, error
 		return nil, err
 	}
 	defer pool.Close()
-	key, err := iam.MintAdminKey(ctx, pool, "admin")
+	key, err := auth.MintAdminKey(ctx, pool, "admin")
 	if err != nil {
 		return nil, err
 	}

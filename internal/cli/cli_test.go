@@ -17,7 +17,7 @@ import (
 	eventsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/modules/events/v1"
 	"github.com/better-compute/better-compute/internal/cli"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/server/registry"
+	"github.com/better-compute/better-compute/internal/registry"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
 

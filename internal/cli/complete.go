@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/better-compute/better-compute/client"
-	"github.com/better-compute/better-compute/internal/server/registry"
+	"github.com/better-compute/better-compute/internal/registry"
 )
 
 // completionTimeout bounds the list call that completes an id.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/better-compute/better-compute/client"
 	"github.com/better-compute/better-compute/internal/apispec"
-	"github.com/better-compute/better-compute/internal/server/registry"
+	"github.com/better-compute/better-compute/internal/registry"
 )
 
 // Paging limits of --all.

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/better-compute/better-compute/internal/quota"
-	"github.com/better-compute/better-compute/internal/server/ratelimit"
+	"github.com/better-compute/better-compute/internal/ratelimit"
 )
 
 // RateLimits bound how fast callers may call the API and how much each tenant may create.

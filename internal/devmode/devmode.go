@@ -33,7 +33,6 @@ import (
 	"github.com/better-compute/better-compute/internal/pgcluster"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/process"
-	"github.com/better-compute/better-compute/internal/server/iam"
 	"github.com/better-compute/better-compute/internal/sim"
 )
 
@@ -138,7 +137,7 @@ func Run(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
-	key, err := iam.MintAdminKey(ctx, pool, adminName)
+	key, err := auth.MintAdminKey(ctx, pool, adminName)
 	if err != nil {
 		return err
 	}

@@ -19,10 +19,10 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/capacity"
+	"github.com/better-compute/better-compute/internal/jobrun"
 	"github.com/better-compute/better-compute/internal/migrate"
 	"github.com/better-compute/better-compute/internal/pki"
-	"github.com/better-compute/better-compute/internal/server/registry"
-	"github.com/better-compute/better-compute/internal/workers/jobrun"
+	"github.com/better-compute/better-compute/internal/registry"
 )
 
 // Severity orders findings.

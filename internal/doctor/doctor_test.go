@@ -8,9 +8,9 @@ import (
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/doctor"
+	"github.com/better-compute/better-compute/internal/jobrun"
 	"github.com/better-compute/better-compute/internal/pki"
-	"github.com/better-compute/better-compute/internal/workers/jobrun"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
+	"github.com/better-compute/better-compute/internal/reconcile"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

@@ -18,11 +18,11 @@ import (
 	"github.com/better-compute/better-compute/internal/doctor"
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
+	"github.com/better-compute/better-compute/internal/jobrun"
+	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/poll"
+	"github.com/better-compute/better-compute/internal/sinks"
 	"github.com/better-compute/better-compute/internal/webhook"
-	"github.com/better-compute/better-compute/internal/workers/jobrun"
-	"github.com/better-compute/better-compute/internal/workers/locks"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
 )
 
 // TestStrictOnALiveDeployment runs a gateway, a daemon and the sinks role, checks that doctor

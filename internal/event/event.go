@@ -100,7 +100,7 @@ func (b *Batch) Emit(ctx context.Context, q *db.Queries) error {
 }
 
 // Record puts the batch into the event columns of an admission's statement, which writes them
-// with the call's audit row in one round trip (internal/server/admission).
+// with the call's audit row in one round trip (internal/admission).
 func (b *Batch) Record(p *db.RecordAdmissionParams) {
 	p.EventTenants = append([]uuid.UUID{}, b.tenants...)
 	p.EventTypes = append([]string{}, b.types...)

@@ -48,3 +48,7 @@ const (
 func Enqueue(ctx context.Context, q *db.Queries, kind string, ids ...uuid.UUID) error {
 	return enqueue.IDs(ctx, q, kind, ids...)
 }
+
+// MaxJoinTokenUses is the most nodes one join token may admit: enough for a rack's bulk
+// provisioning, few enough that a leaked token is bounded.
+const MaxJoinTokenUses = 10000

@@ -32,7 +32,7 @@ type DatabaseOptions struct {
 //   - bc_reconcile_queue_depth{kind}, bc_reconcile_queue_due{kind} and
 //     bc_reconcile_queue_oldest_due_age_seconds{kind}: keys queued, keys due now, and how long the
 //     oldest due key has waited. A kind seen once stays at 0 when its queue empties.
-//   - bc_leases_held{holder}: live (unexpired) worker locks per holder (internal/workers/locks; the
+//   - bc_leases_held{holder}: live (unexpired) worker locks per holder (internal/locks; the
 //     name predates their rename from leases and is kept for existing dashboards).
 //   - bc_outbox_lag_events{sink} and bc_outbox_lag_seconds{sink}: events after each sink's cursor
 //     that it will receive (counted up to OutboxCap), and the age of the oldest of them, by kind of

@@ -43,11 +43,11 @@ import (
 
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/doctor"
+	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/metrics"
+	"github.com/better-compute/better-compute/internal/reconcile"
 	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/workers/locks"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
+	"github.com/better-compute/better-compute/internal/sinks"
 )
 
 // Info registers a module in a binary.

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/internal/config"
+	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/module"
-	"github.com/better-compute/better-compute/internal/workers/locks"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
+	"github.com/better-compute/better-compute/internal/sinks"
 )
 
 // probe is a module for these tests: a configuration section and worker parts.

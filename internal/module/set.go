@@ -8,9 +8,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/better-compute/better-compute/internal/doctor"
+	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/migrate"
 	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/workers/locks"
 )
 
 // Set is the enabled modules of a process, configured, in the configuration's order.

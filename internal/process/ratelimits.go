@@ -2,9 +2,9 @@ package process
 
 import (
 	"github.com/better-compute/better-compute/internal/config"
+	"github.com/better-compute/better-compute/internal/guard"
 	"github.com/better-compute/better-compute/internal/quota"
-	"github.com/better-compute/better-compute/internal/server/guard"
-	"github.com/better-compute/better-compute/internal/server/ratelimit"
+	"github.com/better-compute/better-compute/internal/ratelimit"
 )
 
 // rateLimits turns the configuration's rateLimits into the API guard's.

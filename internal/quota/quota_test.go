@@ -30,9 +30,9 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/guard"
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/guard"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
 

@@ -6,8 +6,8 @@ import (
 	connectcors "connectrpc.com/cors"
 	"github.com/rs/cors"
 
+	"github.com/better-compute/better-compute/internal/guard"
 	"github.com/better-compute/better-compute/internal/requestid"
-	"github.com/better-compute/better-compute/internal/server/guard"
 )
 
 // CORSOptions say which browser origins may call the API.

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/registry"
 	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/registry"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
 

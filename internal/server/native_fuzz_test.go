@@ -22,7 +22,7 @@ import (
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	jointokensv1 "github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
-	"github.com/better-compute/better-compute/internal/server/registry"
+	"github.com/better-compute/better-compute/internal/registry"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
 

@@ -18,9 +18,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/better-compute/better-compute/internal/apierr"
+	"github.com/better-compute/better-compute/internal/registry"
 	"github.com/better-compute/better-compute/internal/requestid"
 	"github.com/better-compute/better-compute/internal/scrub"
-	"github.com/better-compute/better-compute/internal/server/registry"
 )
 
 // JSON callers are held to the schema, as Kubernetes' fieldValidation=Strict: a field the

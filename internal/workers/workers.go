@@ -16,9 +16,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/better-compute/better-compute/internal/workers/locks"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
-	"github.com/better-compute/better-compute/internal/workers/shard"
+	"github.com/better-compute/better-compute/internal/locks"
+	"github.com/better-compute/better-compute/internal/reconcile"
+	"github.com/better-compute/better-compute/internal/shard"
 )
 
 // The worker roles.

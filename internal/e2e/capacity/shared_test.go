@@ -42,16 +42,16 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/poll"
+	"github.com/better-compute/better-compute/internal/reconcile"
 	"github.com/better-compute/better-compute/internal/server"
 	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/internal/sinks"
 	"github.com/better-compute/better-compute/internal/webhook"
-	"github.com/better-compute/better-compute/internal/workers/locks"
 	"github.com/better-compute/better-compute/internal/workers/metering"
 	"github.com/better-compute/better-compute/internal/workers/placer"
 	"github.com/better-compute/better-compute/internal/workers/placer/placertest"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
 )
 
 // placerCycle bounds one placer cycle as this test runs it: the reconcile runtime finds a key

@@ -18,12 +18,12 @@ import (
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	webhooksv1 "github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/server"
 	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/internal/sinks"
 	"github.com/better-compute/better-compute/internal/webhook"
-	"github.com/better-compute/better-compute/internal/workers/locks"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
 )
 
 // flaky is a webhook endpoint that answers 500 until up, then records what it receives.

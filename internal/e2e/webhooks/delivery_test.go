@@ -12,8 +12,8 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	webhooksv1 "github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1"
-	"github.com/better-compute/better-compute/internal/workers/locks"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
+	"github.com/better-compute/better-compute/internal/locks"
+	"github.com/better-compute/better-compute/internal/sinks"
 )
 
 // TestDeliveryEndToEnd: webhooks/test sends a signed event synchronously; and events the API

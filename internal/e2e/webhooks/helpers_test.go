@@ -15,13 +15,12 @@ import (
 
 	"github.com/better-compute/better-compute/gen/go/bettercompute/events/v1/eventsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/guard"
+	"github.com/better-compute/better-compute/internal/registry"
 	"github.com/better-compute/better-compute/internal/seal"
-	"github.com/better-compute/better-compute/internal/server/admission"
-	"github.com/better-compute/better-compute/internal/server/guard"
-	"github.com/better-compute/better-compute/internal/server/iam"
-	"github.com/better-compute/better-compute/internal/server/registry"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 	"github.com/better-compute/better-compute/internal/server/webhooks"
 	"github.com/better-compute/better-compute/internal/webhook"
@@ -64,7 +63,7 @@ func privateAPI(t *testing.T) (webhooksv1connect.WebhooksServiceClient, *pgxpool
 	mux.Handle(webhooksv1connect.NewWebhooksServiceHandler(svc, connect.WithInterceptors(guard.New(reg, auth.NewEmbedded(pool, log), pool, log))))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	key, err := iam.MintAdminKey(ctx, pool, "admin")
+	key, err := auth.MintAdminKey(ctx, pool, "admin")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,10 +25,10 @@ import (
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
+	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 	"github.com/better-compute/better-compute/internal/workers"
-	"github.com/better-compute/better-compute/internal/workers/locks"
 	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
 	"github.com/better-compute/better-compute/internal/workers/workflows"
 )

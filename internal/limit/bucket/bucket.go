@@ -1,6 +1,6 @@
 // Package bucket holds token buckets: one per key (a client address, an API key), refilled at a
 // steady rate up to a burst, in memory of one process. The API's guard and the gateway's Join
-// both use them (internal/server/ratelimit names them for the API). Each process keeps its own
+// both use them (internal/ratelimit names them for the API). Each process keeps its own
 // buckets, so a limit holds per process: behind a balancer that spreads calls over n replicas a
 // caller gets up to n times the configured rate.
 //

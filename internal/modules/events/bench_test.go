@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/module"
-	"github.com/better-compute/better-compute/internal/workers/locks"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
+	"github.com/better-compute/better-compute/internal/sinks"
 )
 
 // BenchmarkJetStreamSink measures publishing to JetStream through the outbox dispatcher: each

@@ -14,7 +14,7 @@ import (
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/doctor"
 	"github.com/better-compute/better-compute/internal/module"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
+	"github.com/better-compute/better-compute/internal/sinks"
 )
 
 // runChecks runs the module's checks by name.

@@ -25,7 +25,7 @@ import (
 	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/modules/events/migrations"
 	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
+	"github.com/better-compute/better-compute/internal/sinks"
 )
 
 // Name is the module's name in configuration, checks and its sink's name.

@@ -13,11 +13,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	eventsdb "github.com/better-compute/better-compute/gen/modules/events/db"
+	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/workers/locks"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
+	"github.com/better-compute/better-compute/internal/sinks"
 )
 
 const burstSize = 10_000

@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/better-compute/better-compute/internal/sinks"
 	"github.com/better-compute/better-compute/internal/webhook"
-	"github.com/better-compute/better-compute/internal/workers/sinks"
 )
 
 // SinkName is the module's sink: its cursor in sink_cursors, its lease, its events_nats_status

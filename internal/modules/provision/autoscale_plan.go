@@ -9,7 +9,7 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
 	"github.com/better-compute/better-compute/internal/fleet"
-	"github.com/better-compute/better-compute/internal/workers/placer"
+	"github.com/better-compute/better-compute/internal/placement"
 )
 
 // supply is a scaled pool's capacity as the autoscaler counts it: the members the placer sees,
@@ -17,7 +17,7 @@ import (
 // an empty machine of the class's shape for each machine asked for whose node has not reported
 // what it has yet (incoming).
 type supply struct {
-	members  []*placer.Node
+	members  []*placement.Node
 	incoming int
 }
 
@@ -44,9 +44,9 @@ func supplyOf(nodes []db.PlacerNodesRow, devices []db.PlacerDevicesRow, machines
 			s.incoming++
 		}
 	}
-	byID := map[uuid.UUID]*placer.Node{}
+	byID := map[uuid.UUID]*placement.Node{}
 	for _, r := range nodes {
-		n := &placer.Node{
+		n := &placement.Node{
 			ID: r.ID, Schedulable: coming[r.ID] || (r.State == "ready" && r.Online),
 			CPUs: r.Cpus, CPUsUsed: r.CpusUsed, Memory: r.MemoryBytes, MemoryUsed: r.MemoryUsed,
 		}
@@ -64,7 +64,7 @@ func supplyOf(nodes []db.PlacerNodesRow, devices []db.PlacerDevicesRow, machines
 	}
 	for _, d := range devices {
 		if n := byID[d.NodeID]; n != nil {
-			n.Devices = append(n.Devices, placer.Device{ID: d.ID, Index: d.Idx, Model: d.Model, Held: d.Held})
+			n.Devices = append(n.Devices, placement.Device{ID: d.ID, Index: d.Idx, Model: d.Model, Held: d.Held})
 		}
 	}
 	return s
@@ -82,7 +82,7 @@ var liveStates = map[string]bool{
 // demand is a scaled pool's pending leases as the placer would plan them, and which of them
 // have waited longer than the scale-up delay.
 type demand struct {
-	leases []*placer.Lease
+	leases []*placement.Lease
 	old    map[uuid.UUID]bool
 	// youngest is when the next lease not old yet becomes old; zero when none.
 	nextOld time.Time
@@ -96,7 +96,7 @@ func demandOf(rows []provisiondb.ScalePendingLeasesRow, now time.Time, delay tim
 		if r.ReservationID != nil {
 			continue
 		}
-		l := &placer.Lease{
+		l := &placement.Lease{
 			ID: r.ID, Tenant: r.TenantID, GPUs: r.Gpus, Model: r.GpuModel, CPUs: r.Cpus, Memory: r.MemoryBytes,
 			Spread: r.Spread, Duration: time.Duration(r.DurationMs) * time.Millisecond, Priority: r.Priority,
 		}
@@ -118,12 +118,12 @@ func demandOf(rows []provisiondb.ScalePendingLeasesRow, now time.Time, delay tim
 }
 
 // virtual returns n nodes of the shape, empty and schedulable: machines to come.
-func (s Shape) virtual(n int) []*placer.Node {
-	out := make([]*placer.Node, n)
+func (s Shape) virtual(n int) []*placement.Node {
+	out := make([]*placement.Node, n)
 	for i := range out {
-		v := &placer.Node{ID: uuid.New(), Schedulable: true, CPUs: s.CPUs, Memory: s.MemoryBytes}
+		v := &placement.Node{ID: uuid.New(), Schedulable: true, CPUs: s.CPUs, Memory: s.MemoryBytes}
 		for g := range s.GPUs {
-			v.Devices = append(v.Devices, placer.Device{ID: -int64(i)*maxShapeGPUs - int64(g) - 1, Index: g, Model: s.GPUModel})
+			v.Devices = append(v.Devices, placement.Device{ID: -int64(i)*maxShapeGPUs - int64(g) - 1, Index: g, Model: s.GPUModel})
 		}
 		out[i] = v
 	}
@@ -133,8 +133,8 @@ func (s Shape) virtual(n int) []*placer.Node {
 // placedOld counts the old leases the placer would place with extra more machines of the shape
 // beside the supply, planning every pending lease in its order as the placer does.
 func placedOld(now time.Time, sup supply, shape Shape, d demand, extra int) int {
-	nodes := append(append([]*placer.Node{}, sup.members...), shape.virtual(sup.incoming+extra)...)
-	placed, _, _ := placer.NewPlanner(now, nodes, nil).Plan(d.leases)
+	nodes := append(append([]*placement.Node{}, sup.members...), shape.virtual(sup.incoming+extra)...)
+	placed, _, _ := placement.NewPlanner(now, nodes, nil).Plan(d.leases)
 	n := 0
 	for _, p := range placed {
 		if d.old[p.Lease.ID] {
@@ -150,7 +150,7 @@ func placeableNow(now time.Time, sup supply, d demand) bool {
 	if len(d.leases) == 0 {
 		return false
 	}
-	placed, _, _ := placer.NewPlanner(now, sup.members, nil).Plan(d.leases)
+	placed, _, _ := placement.NewPlanner(now, sup.members, nil).Plan(d.leases)
 	return len(placed) > 0
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/enqueue"
 	"github.com/better-compute/better-compute/internal/event"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
+	"github.com/better-compute/better-compute/internal/reconcile"
 )
 
 // AutoscalerKind is the autoscaler's reconcile kind; its keys are the ids of scaled pools.

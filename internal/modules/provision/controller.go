@@ -16,7 +16,7 @@ import (
 	"github.com/better-compute/better-compute/internal/enqueue"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/provision"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
+	"github.com/better-compute/better-compute/internal/reconcile"
 )
 
 // Kind is the lifecycle controller's reconcile kind; its keys are machine ids.

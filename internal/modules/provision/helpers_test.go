@@ -19,17 +19,17 @@ import (
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
+	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/migrate"
 	"github.com/better-compute/better-compute/internal/modules/provision/migrations"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/provision"
 	"github.com/better-compute/better-compute/internal/provision/simprovider"
+	"github.com/better-compute/better-compute/internal/reconcile"
 	"github.com/better-compute/better-compute/internal/server"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 	"github.com/better-compute/better-compute/internal/workers"
-	"github.com/better-compute/better-compute/internal/workers/locks"
 	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
 )
 
 func TestMain(m *testing.M) {

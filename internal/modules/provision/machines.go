@@ -12,12 +12,12 @@ import (
 
 	provisionmodulev1 "github.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1"
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/page"
 	"github.com/better-compute/better-compute/internal/provision"
-	"github.com/better-compute/better-compute/internal/server/admission"
-	"github.com/better-compute/better-compute/internal/server/page"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
+	"github.com/better-compute/better-compute/internal/reconcile"
 )
 
 // CreateMachine records a requested machine and enqueues it for the lifecycle controller.

@@ -19,7 +19,7 @@ import (
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/provision"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
+	"github.com/better-compute/better-compute/internal/reconcile"
 )
 
 // OrphansKind is the orphan sweep's reconcile kind; its keys are classes, "<tenant id>/<name>".

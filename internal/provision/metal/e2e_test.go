@@ -18,6 +18,7 @@ import (
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
+	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/migrate"
 	modprovision "github.com/better-compute/better-compute/internal/modules/provision"
 	"github.com/better-compute/better-compute/internal/modules/provision/migrations"
@@ -26,7 +27,6 @@ import (
 	"github.com/better-compute/better-compute/internal/server"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 	"github.com/better-compute/better-compute/internal/workers"
-	"github.com/better-compute/better-compute/internal/workers/locks"
 	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
 )
 

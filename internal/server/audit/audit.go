@@ -15,7 +15,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/audit/v1/auditv1connect"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
-	"github.com/better-compute/better-compute/internal/server/page"
+	"github.com/better-compute/better-compute/internal/page"
 )
 
 // Service answers AuditService calls.

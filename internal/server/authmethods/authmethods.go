@@ -10,7 +10,6 @@ package authmethods
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -19,19 +18,19 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/better-compute/better-compute/gen/db"
 	authv1 "github.com/better-compute/better-compute/gen/go/bettercompute/auth/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/auth/v1/authv1connect"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/auth/sso"
+	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/seal"
-	"github.com/better-compute/better-compute/internal/server/admission"
 )
 
 // DefaultTokenTTL bounds the sessions of auth/exchangeToken unless configured.
@@ -146,7 +145,7 @@ func (s *Service) CreateAuthMethod(ctx context.Context, req *authv1.CreateAuthMe
 			ClaimPaths: paths, Rules: rules,
 		})
 		if err != nil {
-			if isUnique(err) {
+			if database.IsUniqueViolation(err) {
 				return nil, apierr.AlreadyExists("an auth method named %q already exists in the tenant", m.GetName())
 			}
 			return nil, fmt.Errorf("create auth method %q: %w", m.GetName(), err)
@@ -353,9 +352,4 @@ func toProto(r db.AuthMethod) (*authv1.AuthMethod, error) {
 		Audiences: r.Audiences, ClaimPaths: paths, Rules: rules,
 		CreateTime: timestamppb.New(r.CreatedAt), UpdateTime: timestamppb.New(r.UpdatedAt),
 	}, nil
-}
-
-func isUnique(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }

@@ -12,10 +12,10 @@ import (
 
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/guard"
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/requestid"
 	"github.com/better-compute/better-compute/internal/scrub"
-	"github.com/better-compute/better-compute/internal/server/guard"
 )
 
 // The dashboard's sign-in routes, below the API's base path.

@@ -23,9 +23,9 @@ import (
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/ratelimit"
 	"github.com/better-compute/better-compute/internal/server"
 	"github.com/better-compute/better-compute/internal/server/authmethods"
-	"github.com/better-compute/better-compute/internal/server/ratelimit"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
 

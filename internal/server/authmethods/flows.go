@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/better-compute/better-compute/gen/db"
-	"github.com/better-compute/better-compute/internal/server/guard"
-	"github.com/better-compute/better-compute/internal/server/ratelimit"
+	"github.com/better-compute/better-compute/internal/guard"
+	"github.com/better-compute/better-compute/internal/ratelimit"
 )
 
 // Defaults of FlowLimits.

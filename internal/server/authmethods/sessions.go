@@ -9,10 +9,10 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	authv1 "github.com/better-compute/better-compute/gen/go/bettercompute/auth/v1"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
-	"github.com/better-compute/better-compute/internal/server/admission"
-	"github.com/better-compute/better-compute/internal/server/page"
+	"github.com/better-compute/better-compute/internal/page"
 )
 
 // sessionCursor is a sessions/list page token's key: the last session seen, newest first.

@@ -14,9 +14,9 @@ import (
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/guard"
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/guard"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
 

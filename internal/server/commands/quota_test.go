@@ -15,9 +15,9 @@ import (
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	worker "github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/guard"
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/guard"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
 

@@ -16,7 +16,7 @@ import (
 	eventsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/events/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/events/v1/eventsv1connect"
 	"github.com/better-compute/better-compute/internal/auth"
-	"github.com/better-compute/better-compute/internal/server/page"
+	"github.com/better-compute/better-compute/internal/page"
 	"github.com/better-compute/better-compute/internal/webhook"
 )
 

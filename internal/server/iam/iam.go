@@ -15,13 +15,14 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/page"
 	"github.com/better-compute/better-compute/internal/quota"
-	"github.com/better-compute/better-compute/internal/server/admission"
 	"github.com/better-compute/better-compute/internal/server/nodes"
-	"github.com/better-compute/better-compute/internal/server/page"
 )
 
 // Service answers IamService calls.
@@ -85,7 +86,7 @@ func (s *Service) CreateTenant(ctx context.Context, req *iamv1.CreateTenantReque
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*iamv1.CreateTenantResponse, error) {
 		// The tenant and its owner (service account, owner binding, API key) in one statement,
-		// as createOwner makes them for the root tenant.
+		// as auth.MintAdminKey makes them for the root tenant.
 		key := auth.NewKey()
 		row, err := tx.Q.CreateTenantWithOwner(ctx, db.CreateTenantWithOwnerParams{
 			ID: uuid.Must(uuid.NewV7()), ParentID: &p.TenantID, Name: req.GetName(), DisplayName: req.GetDisplayName(),
@@ -93,7 +94,7 @@ func (s *Service) CreateTenant(ctx context.Context, req *iamv1.CreateTenantReque
 			KeyID: key.ID, SecretHash: key.Hash(),
 		})
 		if err != nil {
-			if isUnique(err) {
+			if database.IsUniqueViolation(err) {
 				return nil, apierr.AlreadyExists("a tenant named %q already exists", req.GetName())
 			}
 			return nil, fmt.Errorf("create tenant %q with its owner: %w", req.GetName(), err)
@@ -159,7 +160,7 @@ func (s *Service) CreatePrincipal(ctx context.Context, req *iamv1.CreatePrincipa
 			ID: uuid.Must(uuid.NewV7()), TenantID: p.TenantID, Kind: kind, Name: req.GetName(), Email: req.GetEmail(),
 		})
 		if err != nil {
-			if isUnique(err) {
+			if database.IsUniqueViolation(err) {
 				return nil, apierr.AlreadyExists("a principal named %q already exists in this tenant", req.GetName())
 			}
 			return nil, err
@@ -381,7 +382,7 @@ func (s *Service) CreateRoleBinding(ctx context.Context, req *iamv1.CreateRoleBi
 			ID: uuid.Must(uuid.NewV7()), TenantID: p.TenantID, PrincipalID: pid, Role: string(role),
 		})
 		if err != nil {
-			if isUnique(err) {
+			if database.IsUniqueViolation(err) {
 				return nil, apierr.AlreadyExists("principal %s already has the %s role", pid, role)
 			}
 			return nil, err

@@ -9,12 +9,12 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/fleet"
-	"github.com/better-compute/better-compute/internal/server/admission"
 )
 
 // tenantDeletedReason is why a forced deletion ends a tenant's leases.

@@ -20,19 +20,18 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	jointokensv1 "github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/fleet"
+	"github.com/better-compute/better-compute/internal/page"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/pki/cahash"
 	"github.com/better-compute/better-compute/internal/quota"
-	"github.com/better-compute/better-compute/internal/server/admission"
-	"github.com/better-compute/better-compute/internal/server/page"
 )
 
 // Limits of a new token.
 const (
-	MaxUses           = 10000
 	DefaultTTL        = time.Hour
 	MaxTTL            = 30 * 24 * time.Hour
 	maxDescriptionLen = 256
@@ -70,8 +69,8 @@ func (s *Service) Create(ctx context.Context, req *jointokensv1.CreateRequest) (
 	}
 	maxUses := req.GetMaxUses()
 	switch {
-	case maxUses < 0 || maxUses > MaxUses:
-		return nil, apierr.InvalidArgument("max_uses", "must be 1 to %d (0 means 1), got %d", MaxUses, maxUses)
+	case maxUses < 0 || maxUses > fleet.MaxJoinTokenUses:
+		return nil, apierr.InvalidArgument("max_uses", "must be 1 to %d (0 means 1), got %d", fleet.MaxJoinTokenUses, maxUses)
 	case maxUses == 0:
 		maxUses = 1
 	}

@@ -21,8 +21,8 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/guard"
 	"github.com/better-compute/better-compute/internal/pki"
-	"github.com/better-compute/better-compute/internal/server/guard"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
 

@@ -24,14 +24,14 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	leasesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1/leasesv1connect"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/fleet"
+	"github.com/better-compute/better-compute/internal/page"
 	"github.com/better-compute/better-compute/internal/quota"
-	"github.com/better-compute/better-compute/internal/server/admission"
-	"github.com/better-compute/better-compute/internal/server/page"
 )
 
 // Limits of a lease.

@@ -11,7 +11,7 @@ import (
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
-	"github.com/better-compute/better-compute/internal/server/page"
+	"github.com/better-compute/better-compute/internal/page"
 )
 
 // InventoryHistory lists the inventories a node of the tenant reported, newest first.

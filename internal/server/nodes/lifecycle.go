@@ -3,21 +3,22 @@ package nodes
 import (
 	"context"
 	"fmt"
-	"github.com/google/uuid"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/google/uuid"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/better-compute/better-compute/gen/db"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/fleet"
-	"github.com/better-compute/better-compute/internal/server/admission"
 )
 
 // transition is a lifecycle change the API makes.

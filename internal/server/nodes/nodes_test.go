@@ -24,15 +24,14 @@ import (
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/guard"
+	"github.com/better-compute/better-compute/internal/registry"
 	"github.com/better-compute/better-compute/internal/requestid"
 	"github.com/better-compute/better-compute/internal/seal"
-	"github.com/better-compute/better-compute/internal/server/admission"
-	"github.com/better-compute/better-compute/internal/server/guard"
-	"github.com/better-compute/better-compute/internal/server/iam"
 	"github.com/better-compute/better-compute/internal/server/nodes"
-	"github.com/better-compute/better-compute/internal/server/registry"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )
 
@@ -343,7 +342,7 @@ func notifyServer(t *testing.T, n nodes.RevocationNotifier) (nodesv1connect.Node
 		connect.WithInterceptors(guard.New(reg, auth.NewEmbedded(pool, log), pool, log))))
 	ts := httptest.NewServer(requestid.Middleware(mux))
 	t.Cleanup(ts.Close)
-	key, err := iam.MintAdminKey(ctx, pool, "admin")
+	key, err := auth.MintAdminKey(ctx, pool, "admin")
 	if err != nil {
 		t.Fatal(err)
 	}

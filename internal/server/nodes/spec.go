@@ -13,12 +13,12 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/fleet"
-	"github.com/better-compute/better-compute/internal/server/admission"
 )
 
 // Limits of a NodeSpec.

@@ -17,7 +17,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -25,14 +24,15 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	poolsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1/poolsv1connect"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/capacity"
+	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/fleet"
+	"github.com/better-compute/better-compute/internal/page"
 	"github.com/better-compute/better-compute/internal/quota"
-	"github.com/better-compute/better-compute/internal/server/admission"
-	"github.com/better-compute/better-compute/internal/server/page"
 )
 
 // Limits of a pool.
@@ -167,8 +167,7 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 			NodeSelector: fleet.EncodeLabels(req.GetNodeSelector()), NodeIds: ids,
 			PreemptionGraceMs: &grace, PriorityPreemption: req.GetPriorityPreemption(), TunnelPorts: ports,
 		})
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		if database.IsUniqueViolation(err) {
 			return nil, apierr.AlreadyExists("the tenant has a pool named %q", req.GetName())
 		}
 		if err != nil {

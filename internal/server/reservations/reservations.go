@@ -24,12 +24,12 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	reservationsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1/reservationsv1connect"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/event"
-	"github.com/better-compute/better-compute/internal/server/admission"
-	"github.com/better-compute/better-compute/internal/server/page"
+	"github.com/better-compute/better-compute/internal/page"
 )
 
 // Limits of a reservation.

@@ -16,12 +16,12 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	secretsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1/secretsv1connect"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/page"
 	"github.com/better-compute/better-compute/internal/secret"
-	"github.com/better-compute/better-compute/internal/server/admission"
-	"github.com/better-compute/better-compute/internal/server/page"
 )
 
 // Limits of a tenant's secrets.

@@ -24,9 +24,9 @@ import (
 	secretsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1/secretsv1connect"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/guard"
 	"github.com/better-compute/better-compute/internal/seal"
 	"github.com/better-compute/better-compute/internal/secret"
-	"github.com/better-compute/better-compute/internal/server/guard"
 	"github.com/better-compute/better-compute/internal/server/secrets"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 )

@@ -13,9 +13,9 @@ import (
 
 	"github.com/better-compute/better-compute/gen/go/bettercompute/audit/v1/auditv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
+	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/iam"
 )
 
 // Secret is the deployment secret of test servers.
@@ -64,7 +64,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, configure func(*server.Options)) *E
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)
 	ts.Start()
 	t.Cleanup(ts.Close)
-	key, err := iam.MintAdminKey(context.Background(), pool, "admin")
+	key, err := auth.MintAdminKey(context.Background(), pool, "admin")
 	if err != nil {
 		t.Fatal(err)
 	}

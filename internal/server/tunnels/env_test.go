@@ -24,11 +24,11 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
 	tunnelsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1/tunnelsv1connect"
+	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/iam"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 	"github.com/better-compute/better-compute/internal/server/tunnels"
 	"github.com/better-compute/better-compute/internal/tunnel"
@@ -112,7 +112,7 @@ func startWithReadTimeout(t *testing.T, pool *pgxpool.Pool, configure func(*serv
 	ts.Config.ReadTimeout, ts.Config.ReadHeaderTimeout = readTimeout, readTimeout
 	ts.Start()
 	t.Cleanup(ts.Close)
-	key, err := iam.MintAdminKey(ctx, pool, "admin")
+	key, err := auth.MintAdminKey(ctx, pool, "admin")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,9 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/guard"
 	"github.com/better-compute/better-compute/internal/requestid"
 	"github.com/better-compute/better-compute/internal/scrub"
-	"github.com/better-compute/better-compute/internal/server/guard"
 	"github.com/better-compute/better-compute/internal/tunnel"
 )
 

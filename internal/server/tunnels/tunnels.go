@@ -31,13 +31,13 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	tunnelsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1/tunnelsv1connect"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/metrics"
+	"github.com/better-compute/better-compute/internal/page"
 	"github.com/better-compute/better-compute/internal/scrub"
-	"github.com/better-compute/better-compute/internal/server/admission"
-	"github.com/better-compute/better-compute/internal/server/page"
 	"github.com/better-compute/better-compute/internal/tunnel"
 )
 

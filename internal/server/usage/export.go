@@ -15,7 +15,7 @@ import (
 	usagev1 "github.com/better-compute/better-compute/gen/go/bettercompute/usage/v1"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
-	"github.com/better-compute/better-compute/internal/server/page"
+	"github.com/better-compute/better-compute/internal/page"
 )
 
 // MaxExportRows is the most rows one export has; a period with more is refused, before any row

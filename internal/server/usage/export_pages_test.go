@@ -19,7 +19,7 @@ import (
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
-	"github.com/better-compute/better-compute/internal/server/guard"
+	"github.com/better-compute/better-compute/internal/guard"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 	"github.com/better-compute/better-compute/internal/server/usage"
 )

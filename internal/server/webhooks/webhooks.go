@@ -19,13 +19,13 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	webhooksv1 "github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
+	"github.com/better-compute/better-compute/internal/admission"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/page"
 	"github.com/better-compute/better-compute/internal/quota"
 	"github.com/better-compute/better-compute/internal/seal"
-	"github.com/better-compute/better-compute/internal/server/admission"
-	"github.com/better-compute/better-compute/internal/server/page"
 	"github.com/better-compute/better-compute/internal/webhook"
 )
 

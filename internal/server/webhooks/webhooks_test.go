@@ -18,7 +18,7 @@ import (
 	webhooksv1 "github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/webhooks/v1/webhooksv1connect"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/server/guard"
+	"github.com/better-compute/better-compute/internal/guard"
 	"github.com/better-compute/better-compute/internal/server/servertest"
 	"github.com/better-compute/better-compute/internal/server/webhooks"
 	"github.com/better-compute/better-compute/internal/webhook"

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
-	"github.com/better-compute/better-compute/internal/workers/jobrun"
-	"github.com/better-compute/better-compute/internal/workers/locks"
+	"github.com/better-compute/better-compute/internal/jobrun"
+	"github.com/better-compute/better-compute/internal/locks"
 )
 
 // SweeperName is the CommandSweeper's job name; it runs under the lease "singleton:command-sweeper"

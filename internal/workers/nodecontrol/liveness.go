@@ -12,8 +12,8 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/fleet"
-	"github.com/better-compute/better-compute/internal/workers/jobrun"
-	"github.com/better-compute/better-compute/internal/workers/locks"
+	"github.com/better-compute/better-compute/internal/jobrun"
+	"github.com/better-compute/better-compute/internal/locks"
 )
 
 // LivenessJobName is the liveness job's name: it runs under the lease "singleton:node-liveness"

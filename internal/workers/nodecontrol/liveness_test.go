@@ -16,8 +16,8 @@ import (
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/fleet"
+	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/workers/locks"
 	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
 )
 

@@ -29,7 +29,7 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/command"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
+	"github.com/better-compute/better-compute/internal/reconcile"
 )
 
 // Command types the reconcilers send to daemons.

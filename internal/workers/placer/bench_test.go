@@ -14,10 +14,10 @@ import (
 	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/workers/locks"
+	"github.com/better-compute/better-compute/internal/locks"
+	"github.com/better-compute/better-compute/internal/reconcile"
+	"github.com/better-compute/better-compute/internal/shard"
 	"github.com/better-compute/better-compute/internal/workers/placer"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
-	"github.com/better-compute/better-compute/internal/workers/shard"
 )
 
 // Benchmark fleet: 2,000 simulated nodes of 8 GPUs (16,000 GPUs) and 10,000 pending one-GPU

@@ -10,7 +10,7 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/event"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
+	"github.com/better-compute/better-compute/internal/reconcile"
 )
 
 // MarkAtRisk moves the placed leases that hold anything on the nodes to at_risk, with a

@@ -39,7 +39,8 @@ import (
 	"github.com/better-compute/better-compute/internal/enqueue"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/fleet"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
+	"github.com/better-compute/better-compute/internal/placement"
+	"github.com/better-compute/better-compute/internal/reconcile"
 )
 
 // Defaults of Options.
@@ -205,11 +206,11 @@ func (p *Placer) expire(ctx context.Context, pl db.PlacerPoolRow, now time.Time)
 
 // snapshot reads the pool's members, grants and running leases as one consistent view, and
 // returns the running leases whose borrowing the planner counted differently from the database.
-func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*Planner, []Recount, error) {
+func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*placement.Planner, []placement.Recount, error) {
 	var (
-		planner  *Planner
+		planner  *placement.Planner
 		now      time.Time
-		recounts []Recount
+		recounts []placement.Recount
 	)
 	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		q := db.New(tx)
@@ -226,11 +227,11 @@ func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*Planner, [
 		if err != nil {
 			return fmt.Errorf("read devices: %w", err)
 		}
-		nodes := make([]*Node, len(rows))
-		byID := make(map[uuid.UUID]*Node, len(rows))
+		nodes := make([]*placement.Node, len(rows))
+		byID := make(map[uuid.UUID]*placement.Node, len(rows))
 		ids := make([]uuid.UUID, len(rows))
 		for i, r := range rows {
-			n := &Node{
+			n := &placement.Node{
 				ID: r.ID, Schedulable: r.State == "ready" && r.Online,
 				CPUs: r.Cpus, CPUsUsed: r.CpusUsed, Memory: r.MemoryBytes, MemoryUsed: r.MemoryUsed,
 			}
@@ -248,7 +249,7 @@ func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*Planner, [
 		}
 		for _, d := range devices {
 			if n := byID[d.NodeID]; n != nil {
-				n.Devices = append(n.Devices, Device{ID: d.ID, Index: d.Idx, Model: d.Model, Held: d.Held})
+				n.Devices = append(n.Devices, placement.Device{ID: d.ID, Index: d.Idx, Model: d.Model, Held: d.Held})
 			}
 		}
 		nres, err := q.PlacerNodeReservations(ctx, db.PlacerNodeReservationsParams{TenantID: pl.TenantID, Now: now, NodeIds: ids})
@@ -257,18 +258,18 @@ func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*Planner, [
 		}
 		for _, r := range nres {
 			if n := byID[r.NodeID]; n != nil {
-				n.Reservations = append(n.Reservations, Window{ID: r.ID, Start: r.StartsAt, End: r.EndsAt})
+				n.Reservations = append(n.Reservations, placement.Window{ID: r.ID, Start: r.StartsAt, End: r.EndsAt})
 			}
 		}
 		pres, err := q.PlacerPoolReservations(ctx, db.PlacerPoolReservationsParams{PoolID: pl.ID, Now: now})
 		if err != nil {
 			return fmt.Errorf("read reservations: %w", err)
 		}
-		own := make([]Window, len(pres))
+		own := make([]placement.Window, len(pres))
 		for i, r := range pres {
-			own[i] = Window{ID: r.ID, Start: r.StartsAt, End: r.EndsAt}
+			own[i] = placement.Window{ID: r.ID, Start: r.StartsAt, End: r.EndsAt}
 		}
-		planner = NewPlanner(now, nodes, own)
+		planner = placement.NewPlanner(now, nodes, own)
 		switch g, err := q.GetPoolGrowth(ctx, pl.ID); {
 		case err == nil:
 			planner.Grow(g)
@@ -286,9 +287,9 @@ func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*Planner, [
 }
 
 // readSharing reads the pool's grants and the leases that hold anything in it, with what they
-// hold, for Planner.Share.
-func readSharing(ctx context.Context, q *db.Queries, pl db.PlacerPoolRow) (Sharing, error) {
-	s := Sharing{Owner: pl.TenantID, PriorityPreemption: pl.PriorityPreemption, NoGrace: pl.PreemptionGraceMs == 0}
+// hold, for placement.Planner.Share.
+func readSharing(ctx context.Context, q *db.Queries, pl db.PlacerPoolRow) (placement.Sharing, error) {
+	s := placement.Sharing{Owner: pl.TenantID, PriorityPreemption: pl.PriorityPreemption, NoGrace: pl.PreemptionGraceMs == 0}
 	grants, err := q.PlacerGrants(ctx, pl.ID)
 	if err != nil {
 		return s, fmt.Errorf("read grants: %w", err)
@@ -298,16 +299,16 @@ func readSharing(ctx context.Context, q *db.Queries, pl db.PlacerPoolRow) (Shari
 		if err != nil {
 			return s, err
 		}
-		a := &Account{Tenant: g.TenantID, Nominal: amountsOf(grant.Nominal), Limit: amountsOf(grant.Most()), Weight: int64(g.Weight)}
+		a := &placement.Account{Tenant: g.TenantID, Nominal: placement.AmountsOf(grant.Nominal), Limit: placement.AmountsOf(grant.Most()), Weight: int64(g.Weight)}
 		s.Grants = append(s.Grants, a)
 	}
 	leases, err := q.PlacerHoldingLeases(ctx, pl.ID)
 	if err != nil {
 		return s, fmt.Errorf("read running leases: %w", err)
 	}
-	byID := make(map[uuid.UUID]*Running, len(leases))
+	byID := make(map[uuid.UUID]*placement.Running, len(leases))
 	for _, l := range leases {
-		r := NewRunning(l.ID, l.TenantID, derefSeq(l.Seq), l.Priority, l.Gpus, l.GpuModel, l.Cpus, l.MemoryBytes, l.Borrowing, l.State == capacity.LeasePreempted)
+		r := placement.NewRunning(l.ID, l.TenantID, derefSeq(l.Seq), l.Priority, l.Gpus, l.GpuModel, l.Cpus, l.MemoryBytes, l.Borrowing, l.State == capacity.LeasePreempted)
 		s.Running = append(s.Running, r)
 		byID[l.ID] = r
 	}
@@ -317,25 +318,10 @@ func readSharing(ctx context.Context, q *db.Queries, pl db.PlacerPoolRow) (Shari
 	}
 	for _, a := range allocs {
 		if r := byID[a.LeaseID]; r != nil {
-			r.Holds = append(r.Holds, Held{Node: a.NodeID, Device: a.DeviceID, Model: a.Model, CPUs: a.Cpus, Memory: a.MemoryBytes})
+			r.Holds = append(r.Holds, placement.Held{Node: a.NodeID, Device: a.DeviceID, Model: a.Model, CPUs: a.Cpus, Memory: a.MemoryBytes})
 		}
 	}
 	return s, nil
-}
-
-// amountsOf is r in the planner's terms.
-func amountsOf(r capacity.Resources) amounts {
-	a := amounts{}
-	for m, n := range r.GPUs {
-		a[gpuKey(m)] = int64(n)
-	}
-	if r.CPUs > 0 {
-		a[cpuKey] = int64(r.CPUs)
-	}
-	if r.MemoryBytes > 0 {
-		a[memoryKey] = r.MemoryBytes
-	}
-	return a
 }
 
 func derefSeq(p *int64) int64 {
@@ -350,8 +336,8 @@ func (p *Placer) place(ctx context.Context, pl db.PlacerPoolRow, res *Result) er
 	q := db.New(p.pool)
 	var (
 		afterSeq int64
-		planner  *Planner
-		recounts []Recount
+		planner  *placement.Planner
+		recounts []placement.Recount
 	)
 	for {
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 5*time.Second {
@@ -373,9 +359,9 @@ func (p *Placer) place(ctx context.Context, pl db.PlacerPoolRow, res *Result) er
 				return err
 			}
 		}
-		leases := make([]*Lease, len(rows))
+		leases := make([]*placement.Lease, len(rows))
 		for i, r := range rows {
-			l := &Lease{
+			l := &placement.Lease{
 				ID: r.ID, Tenant: r.TenantID, GPUs: r.Gpus, Model: r.GpuModel, CPUs: r.Cpus, Memory: r.MemoryBytes,
 				Spread: r.Spread, Duration: time.Duration(r.DurationMs) * time.Millisecond, Reservation: r.ReservationID,
 				Priority: r.Priority, Seq: derefSeq(r.Seq),
@@ -402,10 +388,10 @@ func (p *Placer) place(ctx context.Context, pl db.PlacerPoolRow, res *Result) er
 
 // batch is what one planned batch of pending leases changes.
 type batch struct {
-	placed    []Placement
-	failed    []Failure
-	preempted []Preemption
-	recounts  []Recount
+	placed    []placement.Placement
+	failed    []placement.Failure
+	preempted []placement.Preemption
+	recounts  []placement.Recount
 }
 
 func (b batch) empty() bool {
@@ -526,12 +512,12 @@ func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, b batch, res *R
 
 // preempt marks the preempted leases that are still running preempted, with their events; with
 // no grace period it ends them at once, freeing and metering what they held.
-func (p *Placer) preempt(ctx context.Context, q *db.Queries, pl db.PlacerPoolRow, now time.Time, preempted []Preemption, ev *event.Batch) (int, error) {
+func (p *Placer) preempt(ctx context.Context, q *db.Queries, pl db.PlacerPoolRow, now time.Time, preempted []placement.Preemption, ev *event.Batch) (int, error) {
 	if len(preempted) == 0 {
 		return 0, nil
 	}
 	byReason := map[string][]uuid.UUID{}
-	forLease := make(map[uuid.UUID]*Lease, len(preempted))
+	forLease := make(map[uuid.UUID]*placement.Lease, len(preempted))
 	for _, pe := range preempted {
 		reason := "preempted: its capacity was reclaimed for a tenant within its nominal quota in the pool"
 		if !pe.Reclaim {
@@ -586,7 +572,7 @@ func (p *Placer) preempt(ctx context.Context, q *db.Queries, pl db.PlacerPoolRow
 }
 
 // recount records which running leases borrow, as the planner counted them.
-func recount(ctx context.Context, q *db.Queries, recounts []Recount) error {
+func recount(ctx context.Context, q *db.Queries, recounts []placement.Recount) error {
 	var on, off []uuid.UUID
 	for _, r := range recounts {
 		if r.Borrowing {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/better-compute/better-compute/internal/workers/placer"
+	"github.com/better-compute/better-compute/internal/placement"
 )
 
 // TestPlannerWaitsForUnreportedMembers: members that have not reported their inventory yet (a
@@ -15,15 +15,15 @@ import (
 func TestPlannerWaitsForUnreportedMembers(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	lease := func() *placer.Lease {
-		return &placer.Lease{ID: uuid.New(), CPUs: 6, Memory: 1 << 30, Duration: time.Hour}
+	lease := func() *placement.Lease {
+		return &placement.Lease{ID: uuid.New(), CPUs: 6, Memory: 1 << 30, Duration: time.Hour}
 	}
-	joining := &placer.Node{ID: uuid.New()}
-	if placed, failed, _ := placer.NewPlanner(now, []*placer.Node{joining}, nil).Plan([]*placer.Lease{lease()}); len(placed)+len(failed) != 0 {
+	joining := &placement.Node{ID: uuid.New()}
+	if placed, failed, _ := placement.NewPlanner(now, []*placement.Node{joining}, nil).Plan([]*placement.Lease{lease()}); len(placed)+len(failed) != 0 {
 		t.Fatalf("unreported member: placed %d, failed %d; want the lease to wait", len(placed), len(failed))
 	}
-	small := &placer.Node{ID: uuid.New(), Schedulable: true, CPUs: 4, Memory: 8 << 30}
-	if _, failed, _ := placer.NewPlanner(now, []*placer.Node{joining, small}, nil).Plan([]*placer.Lease{lease()}); len(failed) != 1 {
+	small := &placement.Node{ID: uuid.New(), Schedulable: true, CPUs: 4, Memory: 8 << 30}
+	if _, failed, _ := placement.NewPlanner(now, []*placement.Node{joining, small}, nil).Plan([]*placement.Lease{lease()}); len(failed) != 1 {
 		t.Fatalf("a reported member of 4 CPUs: failed %d, want the 6-CPU lease failed", len(failed))
 	}
 }

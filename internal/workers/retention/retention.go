@@ -22,8 +22,8 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/config"
-	"github.com/better-compute/better-compute/internal/workers/jobrun"
-	"github.com/better-compute/better-compute/internal/workers/locks"
+	"github.com/better-compute/better-compute/internal/jobrun"
+	"github.com/better-compute/better-compute/internal/locks"
 )
 
 // Name is the job's name: its lease is "singleton:retention".

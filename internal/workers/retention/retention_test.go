@@ -13,8 +13,8 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/workers/jobrun"
-	"github.com/better-compute/better-compute/internal/workers/locks"
+	"github.com/better-compute/better-compute/internal/jobrun"
+	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/workers/retention"
 )
 

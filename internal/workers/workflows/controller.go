@@ -25,7 +25,7 @@ import (
 
 	"github.com/better-compute/better-compute/gen/db"
 	workflowsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
+	"github.com/better-compute/better-compute/internal/reconcile"
 	"github.com/better-compute/better-compute/internal/workflow"
 )
 

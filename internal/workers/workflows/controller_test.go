@@ -13,7 +13,7 @@ import (
 	workflowsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
+	"github.com/better-compute/better-compute/internal/reconcile"
 	"github.com/better-compute/better-compute/internal/workers/workflows"
 	"github.com/better-compute/better-compute/internal/workflow"
 )

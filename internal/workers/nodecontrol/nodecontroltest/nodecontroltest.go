@@ -13,8 +13,8 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/fleet"
+	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/workers"
-	"github.com/better-compute/better-compute/internal/workers/locks"
 	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
 )
 

@@ -13,10 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
-	"github.com/better-compute/better-compute/internal/workers/locks"
+	"github.com/better-compute/better-compute/internal/locks"
+	"github.com/better-compute/better-compute/internal/reconcile"
+	"github.com/better-compute/better-compute/internal/shard"
 	"github.com/better-compute/better-compute/internal/workers/placer"
-	"github.com/better-compute/better-compute/internal/workers/reconcile"
-	"github.com/better-compute/better-compute/internal/workers/shard"
 )
 
 // Run runs the placer as the scheduler role runs it (a shard member and the reconcile runtime)
