@@ -18,7 +18,8 @@ var pathRef = regexp.MustCompile("(?:^|[\\s`'\"(\\[]|\\./)((?:internal|cmd|clien
 // qualified is a package path and an exported name of it.
 var qualified = regexp.MustCompile(`^(.*/[a-z0-9_]+)\.[A-Z]\w*$`)
 
-// skipDirs are not the project's own prose: dependencies, build output and test artefacts.
+// skipDirs are not the project's own prose: dependencies, build output and test artefacts (and,
+// below, every hidden folder, such as a virtual environment's).
 var skipDirs = map[string]bool{".git": true, "node_modules": true, "test-results": true, ".venv": true, "dist": true}
 
 // TestNamedPathsExist walks every Go file and Markdown document and checks that each repository
@@ -36,7 +37,7 @@ func TestNamedPathsExist(t *testing.T) {
 			return err
 		}
 		if d.IsDir() {
-			if skipDirs[d.Name()] {
+			if skipDirs[d.Name()] || (path != root && strings.HasPrefix(d.Name(), ".")) {
 				return filepath.SkipDir
 			}
 			return nil
