@@ -19,7 +19,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
 	systemv1 "github.com/better-compute/better-compute/gen/go/bettercompute/system/v1"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

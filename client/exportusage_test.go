@@ -11,7 +11,7 @@ import (
 	"github.com/better-compute/better-compute/client"
 	usagev1 "github.com/better-compute/better-compute/gen/go/bettercompute/usage/v1"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
-	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 // TestExportUsagePages: ExportUsage follows the pages of usage/export and writes them as one

@@ -1,6 +1,6 @@
--- Tunnels (internal/server/tunnels): one row is a ticket from tunnels/create until the upgrade
+-- Tunnels (server/internal/tunnels): one row is a ticket from tunnels/create until the upgrade
 -- that spends it sets opened_at, then an open tunnel until closed_at. API statements take the
--- caller's tenant id, but for the few the allow list of internal/server/tenantscope_test.go names.
+-- caller's tenant id, but for the few the allow list of server/tenantscope_test.go names.
 --
 -- expires_at is the ticket's expiry while opened_at is null. Once opened it is the relaying API
 -- process's lease on the tunnel, renewed by its watcher while it relays: an open tunnel whose

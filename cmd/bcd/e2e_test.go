@@ -26,6 +26,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/better-compute/better-compute/gateway"
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
 	jointokensv1 "github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1"
@@ -36,11 +38,9 @@ import (
 	"github.com/better-compute/better-compute/internal/daemon/host"
 	"github.com/better-compute/better-compute/internal/daemon/state"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/gateway"
-	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/gateway"
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
@@ -21,13 +23,11 @@ import (
 	"github.com/better-compute/better-compute/internal/daemon/host"
 	"github.com/better-compute/better-compute/internal/daemon/state"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/gateway"
-	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/release"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 // joinBcd joins a state directory in work through the gateway at addr with a fresh token, and

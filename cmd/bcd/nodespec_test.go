@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/better-compute/better-compute/gateway"
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
 	jointokensv1 "github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1"
@@ -19,13 +20,11 @@ import (
 	"github.com/better-compute/better-compute/internal/command"
 	"github.com/better-compute/better-compute/internal/daemon/state"
 	"github.com/better-compute/better-compute/internal/fleet"
-	"github.com/better-compute/better-compute/internal/gateway"
-	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/servertest"
-	"github.com/better-compute/better-compute/internal/workers"
-	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
+	"github.com/better-compute/better-compute/workers"
+	"github.com/better-compute/better-compute/workers/workerstest"
 )
 
 // TestNodeSpecReachesBcd sets a NodeSpec through the API and watches the NodeSpec reconciler's
@@ -48,16 +47,12 @@ func TestNodeSpecReachesBcd(t *testing.T) {
 	nodes := nodesv1connect.NewNodesServiceClient(client, api.URL)
 	commands := commandsv1connect.NewCommandsServiceClient(client, api.URL)
 	gw := startGateway(t, env, "127.0.0.1:0")
-	rt := workers.New(workers.Options{
-		Pool: env.Pool, Roles: map[string]bool{workers.RoleControllers: true},
-		Reconcilers: nodecontrol.Reconcilers(env.Pool, nodecontrol.Options{
+	workerstest.Run(t, workerstest.Options{
+		Pool: env.Pool, Roles: []string{workers.RoleControllers},
+		Reconcilers: workerstest.NodeControl(env.Pool, workerstest.NodeControlOptions{
 			Notifier: notifier, CommandPoll: 100 * time.Millisecond, RetryFailedAfter: time.Second,
 		}),
 	})
-	wctx, stopWorkers := context.WithCancel(t.Context())
-	workersDone := make(chan struct{})
-	go func() { defer close(workersDone); rt.Run(wctx) }()
-	t.Cleanup(func() { stopWorkers(); <-workersDone })
 
 	work := t.TempDir()
 	caFile := filepath.Join(work, "root-ca.pem")

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	jointokensv1 "github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
 	nodesv1connect "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
 	"github.com/better-compute/better-compute/internal/daemon/state"
-	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
-	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 // TestFirstNodeWithThePin is a production deployment's first node, made only by the documented

@@ -17,16 +17,15 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/client"
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	jointokensv1 "github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/internal/daemon/state"
-	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/servertest"
-	"github.com/better-compute/better-compute/internal/server/tunnels"
 	"github.com/better-compute/better-compute/internal/tunnel"
 	"github.com/better-compute/better-compute/internal/tunnel/tunneltest"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 // TestTunnelEndToEnd runs tunnels through the real bcd binary, joined to the real gateway, from
@@ -49,7 +48,7 @@ func TestTunnelEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := servertest.Start(t, env.Pool, func(o *server.Options) { o.Tunnels = tunnels.Options{Dialer: dialer} })
+	api := servertest.Start(t, env.Pool, func(o *server.Options) { o.Tunnels = server.TunnelOptions{Dialer: dialer} })
 	c := client.New(api.URL, client.WithAPIKey(api.AdminKey))
 	gw := startGateway(t, env, "127.0.0.1:0")
 

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/better-compute/better-compute/gateway"
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
@@ -26,16 +27,13 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1/workflowsv1connect"
 	"github.com/better-compute/better-compute/internal/daemon/host"
 	"github.com/better-compute/better-compute/internal/daemon/state"
-	"github.com/better-compute/better-compute/internal/gateway"
-	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/release"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/servertest"
-	"github.com/better-compute/better-compute/internal/workers"
-	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
-	"github.com/better-compute/better-compute/internal/workers/workflows"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
+	"github.com/better-compute/better-compute/workers"
+	"github.com/better-compute/better-compute/workers/workerstest"
 )
 
 // TestUpgradeEndToEnd upgrades the real bcd (through commands/create, then an upgrade workflow),
@@ -214,17 +212,13 @@ func TestUpgradeEndToEnd(t *testing.T) {
 // controller until the test ends.
 func runControllers(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	regs := append(nodecontrol.Reconcilers(pool, nodecontrol.Options{}), workflows.Reconciler(pool, workflows.Options{Poll: 100 * time.Millisecond}))
-	rt := workers.New(workers.Options{
-		Pool: pool, Roles: map[string]bool{workers.RoleControllers: true}, Reconcilers: regs,
+	regs := append(workerstest.NodeControl(pool, workerstest.NodeControlOptions{}), workerstest.Workflows(pool, workerstest.WorkflowOptions{Poll: 100 * time.Millisecond}))
+	workerstest.Run(t, workerstest.Options{
+		Pool: pool, Roles: []string{workers.RoleControllers}, Reconcilers: regs,
 		Jobs: map[string][]locks.Job{workers.RoleControllers: {
-			nodecontrol.LivenessJob(pool, nodecontrol.LivenessOptions{Interval: 100 * time.Millisecond, Threshold: 10 * time.Second}),
+			workerstest.Liveness(pool, workerstest.LivenessOptions{Interval: 100 * time.Millisecond, Threshold: 10 * time.Second}),
 		}},
 	})
-	rctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); rt.Run(rctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 }
 
 // buildQuitter builds a program that answers "version" as bcd of version does, and exits 1

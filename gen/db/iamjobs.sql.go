@@ -36,7 +36,7 @@ type ExpireAPIKeysParams struct {
 	RequestID string
 }
 
-// The IAM role's background jobs (internal/workers/iamjobs). Each statement handles at most lim rows;
+// The IAM role's background jobs (workers/internal/iamjobs). Each statement handles at most lim rows;
 // the jobs repeat it until it handles fewer. Each batch is computed once, as an array or a
 // materialized CTE (see queries/commands.sql for why not "IN (SELECT ... LIMIT n)").
 // Deletes up to lim API keys that expired more than grace_ms ago, and writes one audit row per

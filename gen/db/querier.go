@@ -187,9 +187,9 @@ type Querier interface {
 	// statement: tenants/create's writes in one round trip instead of four. The tenant's name is
 	// the only unique value a caller chooses.
 	CreateTenantWithOwner(ctx context.Context, arg CreateTenantWithOwnerParams) (CreateTenantWithOwnerRow, error)
-	// Tunnels (internal/server/tunnels): one row is a ticket from tunnels/create until the upgrade
+	// Tunnels (server/internal/tunnels): one row is a ticket from tunnels/create until the upgrade
 	// that spends it sets opened_at, then an open tunnel until closed_at. API statements take the
-	// caller's tenant id, but for the few the allow list of internal/server/tenantscope_test.go names.
+	// caller's tenant id, but for the few the allow list of server/tenantscope_test.go names.
 	//
 	// expires_at is the ticket's expiry while opened_at is null. Once opened it is the relaying API
 	// process's lease on the tunnel, renewed by its watcher while it relays: an open tunnel whose
@@ -263,7 +263,7 @@ type Querier interface {
 	// Creates a sink's cursor, if it has none, at the oldest unfinished transaction: the sink gets
 	// every event committed from now on, and none of the history.
 	EnsureSinkCursor(ctx context.Context, arg EnsureSinkCursorParams) error
-	// The IAM role's background jobs (internal/workers/iamjobs). Each statement handles at most lim rows;
+	// The IAM role's background jobs (workers/internal/iamjobs). Each statement handles at most lim rows;
 	// the jobs repeat it until it handles fewer. Each batch is computed once, as an array or a
 	// materialized CTE (see queries/commands.sql for why not "IN (SELECT ... LIMIT n)").
 	// Deletes up to lim API keys that expired more than grace_ms ago, and writes one audit row per

@@ -9,7 +9,7 @@ import (
 	eventsmodulev1 "github.com/better-compute/better-compute/gen/go/bettercompute/modules/events/v1"
 	"github.com/better-compute/better-compute/internal/apispec"
 	"github.com/better-compute/better-compute/internal/registry"
-	_ "github.com/better-compute/better-compute/internal/server" // links every core service
+	_ "github.com/better-compute/better-compute/server" // links every core service
 )
 
 // TestEveryMethodHasAnOperation walks the registry, with the events module's file, and proves

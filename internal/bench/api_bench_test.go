@@ -51,8 +51,8 @@ import (
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/pgcluster"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

@@ -16,7 +16,7 @@ import (
 	"github.com/better-compute/better-compute/internal/enqueue"
 )
 
-// PlacerKind is the reconciler kind of the pool-lease placer (internal/workers/placer); its keys
+// PlacerKind is the reconciler kind of the pool-lease placer (workers/internal/placer); its keys
 // are pool ids.
 const PlacerKind = "capacity.placer"
 

@@ -9,7 +9,7 @@ import (
 )
 
 // UsageBacklog reports the metering records not yet in the hourly totals (the metering worker,
-// internal/workers/metering, folds them in) and the age of the oldest, for usage/query, doctor and
+// workers/internal/metering, folds them in) and the age of the oldest, for usage/query, doctor and
 // metrics. q may be a pool or a transaction.
 func UsageBacklog(ctx context.Context, q db.DBTX) (records int64, oldest time.Duration, err error) {
 	row, err := db.New(q).UsageBacklog(ctx)

@@ -18,7 +18,7 @@ import (
 	"github.com/better-compute/better-compute/internal/cli"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/registry"
-	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

@@ -20,8 +20,8 @@ import (
 	"github.com/better-compute/better-compute/internal/cli"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/oidctest"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 var bob = oidctest.User{ID: "id-bob", Username: "bob", Password: "bob-pw", FirstName: "Bob", LastName: "Builder", Email: "bob@corp.example"}

@@ -3,7 +3,7 @@ package command
 import "github.com/better-compute/better-compute/gen/db"
 
 // The life cycle of a command to a node, the same rules the SQL in queries/commands.sql
-// enforces (the CommandSweeper in internal/workers/commandsweep re-queues commands a node never
+// enforces (the CommandSweeper in workers/internal/commandsweep re-queues commands a node never
 // acknowledged and expires those whose deadline passed; commands/cancel cancels):
 //
 //	pending -> sent -> acked -> succeeded | failed

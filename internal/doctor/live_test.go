@@ -13,11 +13,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/better-compute/better-compute/gateway"
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/doctor"
-	"github.com/better-compute/better-compute/internal/gateway"
-	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/jobrun"
 	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/poll"

@@ -30,7 +30,7 @@ const (
 )
 
 // Reconciler kinds of nodes, whose keys are node ids: the API queues a node for them in the
-// transaction of each change, and internal/workers/nodecontrol runs them.
+// transaction of each change, and workers/internal/nodecontrol runs them.
 const (
 	// KindLifecycle moves draining nodes to drained and keeps the Schedulable condition.
 	KindLifecycle = "node.lifecycle"

@@ -24,7 +24,7 @@
 //   - and metrics, through the registry the API and worker dependencies carry.
 //
 // internal/process is the only place that assembles modules with the roles; the role trees
-// (internal/server, internal/workers, internal/gateway) take plain values and never import this
+// (server, workers, gateway) take plain values and never import this
 // package.
 package module
 
@@ -46,8 +46,8 @@ import (
 	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/reconcile"
-	"github.com/better-compute/better-compute/internal/server"
 	"github.com/better-compute/better-compute/internal/sinks"
+	"github.com/better-compute/better-compute/server"
 )
 
 // Info registers a module in a binary.

@@ -10,7 +10,7 @@ import (
 	"github.com/better-compute/better-compute/internal/doctor"
 	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/migrate"
-	"github.com/better-compute/better-compute/internal/server"
+	"github.com/better-compute/better-compute/server"
 )
 
 // Set is the enabled modules of a process, configured, in the configuration's order.

@@ -19,34 +19,20 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/better-compute/better-compute/gateway"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/config"
-	"github.com/better-compute/better-compute/internal/fleet"
-	"github.com/better-compute/better-compute/internal/gateway"
-	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/reconcile"
 	"github.com/better-compute/better-compute/internal/secret"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/authmethods"
-	"github.com/better-compute/better-compute/internal/server/tunnels"
-	"github.com/better-compute/better-compute/internal/sinks"
 	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/internal/tunnel"
-	"github.com/better-compute/better-compute/internal/webhook"
-	"github.com/better-compute/better-compute/internal/workers"
-	"github.com/better-compute/better-compute/internal/workers/commandsweep"
-	"github.com/better-compute/better-compute/internal/workers/iamjobs"
-	"github.com/better-compute/better-compute/internal/workers/metering"
-	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
-	"github.com/better-compute/better-compute/internal/workers/placer"
-	"github.com/better-compute/better-compute/internal/workers/retention"
-	"github.com/better-compute/better-compute/internal/workers/workflows"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/workers"
 )
 
 // Options configure a process.
@@ -178,21 +164,20 @@ func Run(ctx context.Context, opts Options) error {
 		if err != nil {
 			return err
 		}
-		livenessWoken := make(chan struct{}, 1)
-		js := jobs(cfg, wpool, livenessWoken, log)
-		for role, more := range mw.Jobs {
-			js[role] = append(js[role], more...)
+		wopts := workers.Options{
+			Pool: wpool, Roles: workerRoles, Logger: log, HolderID: instance, Secret: cfg.Secret,
+			Retention: cfg.Retention, Webhooks: cfg.Webhooks,
+			Reconcilers: slices.Concat(opts.Reconcilers, mw.Reconcilers), Jobs: mw.Jobs, Sinks: mw.Sinks,
 		}
-		rt := workers.New(workers.Options{
-			Pool: wpool, Roles: workerRoles, Logger: log, HolderID: instance,
-			Reconcilers: slices.Concat(reconcilers(wpool, notifier, log), opts.Reconcilers, mw.Reconcilers),
-			Jobs:        js,
-			Loops:       loops(cfg, wpool, mw.Sinks, log),
-		})
-		local = rt.Reconcilers()
-		local.Subscribe(fleet.KindLiveness, livenessWoken)
-		log.Info("worker roles starting", "roles", strings.Join(keys(workerRoles), ","), "holder", rt.Holder().ID)
-		wg.Go(func() { rt.Run(ctx) })
+		if notifier != nil {
+			wopts.Notifier = notifier
+		}
+		w, err := workers.New(wopts)
+		if err != nil {
+			return err
+		}
+		local = w.Local()
+		wg.Go(func() { w.Run(ctx) })
 	}
 	waker := reconcile.NewWaker(opts.Pool, local, log)
 	wakerRef.Store(waker)
@@ -264,7 +249,7 @@ func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier
 		gateways = []string{cfg.Gateway.PublicEndpoint}
 	}
 	trustDomain := cfg.TrustDomain
-	tunnelOpts := tunnels.Options{Instance: instance, IdleTimeout: cfg.Tunnels.IdleTimeout, PerNode: cfg.Tunnels.PerNode, PerTenant: cfg.Tunnels.PerTenant}
+	tunnelOpts := server.TunnelOptions{Instance: instance, IdleTimeout: cfg.Tunnels.IdleTimeout, PerNode: cfg.Tunnels.PerNode, PerTenant: cfg.Tunnels.PerTenant}
 	if bundle != nil {
 		trustDomain = bundle.TrustDomain()
 		// Tunnels stream to the gateways' control API with a client certificate of the internal
@@ -282,7 +267,7 @@ func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier
 		Auth: server.AuthOptions{
 			Sessions: auth.SessionLifetimes{Idle: cfg.Auth.Sessions.IdleTimeout, Absolute: cfg.Auth.Sessions.AbsoluteTimeout},
 			TokenTTL: cfg.Auth.TokenTTL, JWKSCooldown: cfg.Auth.JWKSCooldown, AllowPrivateIssuers: cfg.Auth.AllowPrivateIssuers,
-			Flows: authmethods.FlowLimits{PerAddress: cfg.Auth.Flows.PerAddress, PerMethod: cfg.Auth.Flows.PerMethod, CountedFor: cfg.Auth.Flows.CountedFor},
+			Flows: server.FlowLimits{PerAddress: cfg.Auth.Flows.PerAddress, PerMethod: cfg.Auth.Flows.PerMethod, CountedFor: cfg.Auth.Flows.CountedFor},
 		},
 		MetricsElsewhere: cfg.Metrics.Listen != "", MaxRequestBytes: cfg.Limits.RequestBytes, RateLimits: rateLimits(cfg.RateLimits),
 		CORS:    server.CORSOptions{AllowedOrigins: cfg.CORS.AllowedOrigins, AllowCredentials: cfg.CORS.AllowCredentials},
@@ -351,62 +336,11 @@ func newGateway(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, reg 
 	return gw, ln, control, nil
 }
 
-// reconcilers are the domain's reconcilers: node life cycle, NodeSpec and workflows
-// (controllers), and the capacity placer (scheduler).
-func reconcilers(pool *pgxpool.Pool, notifier *gateway.Notifier, log *slog.Logger) []reconcile.Registration {
-	opts := nodecontrol.Options{
-		ActiveLeases: func(ctx context.Context, node uuid.UUID) (int, error) { return placer.ActiveLeases(ctx, pool, node) },
-		Logger:       log,
-	}
-	if notifier != nil {
-		opts.Notifier = notifier
-	}
-	wopts := workflows.Options{Logger: log}
-	if notifier != nil {
-		wopts.Notifier = notifier
-	}
-	return append(nodecontrol.Reconcilers(pool, opts),
-		placer.Registration(pool, placer.Options{Logger: log}),
-		workflows.Reconciler(pool, wopts))
-}
-
-// jobs are the singleton jobs of the worker roles.
-func jobs(cfg *config.Config, pool *pgxpool.Pool, livenessWoken <-chan struct{}, log *slog.Logger) map[string][]locks.Job {
-	return map[string][]locks.Job{
-		workers.RoleControllers: {
-			commandsweep.Sweeper(pool, commandsweep.SweeperOptions{Logger: log}),
-			retention.Job(pool, retention.Options{Retention: cfg.Retention, Logger: log}),
-			// A node that goes silent puts its leases at risk; they are placed again when it
-			// returns. A gateway's wake-up at a node's hello starts a round at once.
-			nodecontrol.LivenessJob(pool, nodecontrol.LivenessOptions{OnOffline: placer.MarkAtRisk, OnOnline: placer.MarkPlaced, Woken: livenessWoken, Logger: log}),
-			metering.Job(pool, metering.Options{Logger: log}),
-		},
-		workers.RoleIAM: iamjobs.Jobs(pool, iamjobs.Options{Logger: log}),
-	}
-}
-
-// loops are the worker roles' long-running parts that manage their own leases.
-func loops(cfg *config.Config, pool *pgxpool.Pool, moduleSinks []sinks.Sink, log *slog.Logger) map[string][]func(context.Context, *locks.Holder) {
-	return map[string][]func(context.Context, *locks.Holder){
-		workers.RoleSinks: {func(ctx context.Context, h *locks.Holder) {
-			sealer, err := webhook.NewSealer(cfg.Secret)
-			if err == nil {
-				r := cfg.Webhooks.Retry
-				err = sinks.Run(ctx, h, pool, sinks.Options{Sealer: sealer, AllowPrivate: cfg.Webhooks.AllowPrivate, Logger: log, Sinks: moduleSinks,
-					MinBackoff: r.MinBackoff, MaxBackoff: r.MaxBackoff, GiveUpAfter: r.GiveUpAfter, MaxDeadLetters: r.MaxDeadLetters})
-			}
-			if err != nil {
-				log.Error("sinks role stopped", "err", err)
-			}
-		}},
-	}
-}
-
-func workerRoles(roles map[string]bool) map[string]bool {
-	out := map[string]bool{}
-	for _, r := range []string{workers.RoleControllers, workers.RoleScheduler, workers.RoleSinks, workers.RoleIAM} {
+func workerRoles(roles map[string]bool) []string {
+	var out []string
+	for _, r := range workers.Roles {
 		if roles[r] {
-			out[r] = true
+			out = append(out, r)
 		}
 	}
 	return out

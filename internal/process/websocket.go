@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/better-compute/better-compute/gateway"
 	"github.com/better-compute/better-compute/internal/config"
-	"github.com/better-compute/better-compute/internal/gateway"
 )
 
 // Listening is where a process's listeners are, for Options.OnListen.

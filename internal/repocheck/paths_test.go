@@ -24,7 +24,7 @@ var skipDirs = map[string]bool{".git": true, "node_modules": true, "test-results
 
 // TestNamedPathsExist walks every Go file and Markdown document and checks that each repository
 // path it names exists, from the root or from the document's own folder, as a file or a folder (a Go package path may end in a file's stem, as
-// in "internal/gateway/control" for control.go, or name a test package with a _test suffix).
+// in "gateway/control" for control.go, or name a test package with a _test suffix).
 func TestNamedPathsExist(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.Abs("../..")

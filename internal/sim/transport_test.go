@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/fleet"
-	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/sim"
 )
 

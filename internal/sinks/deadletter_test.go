@@ -19,7 +19,7 @@ import (
 	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/webhook"
-	"github.com/better-compute/better-compute/internal/workers/retention"
+	"github.com/better-compute/better-compute/workers/workerstest"
 )
 
 // TestFailingWebhookIsParkedAndDoesNotHoldTheOutbox: a webhook whose endpoint always answers 500
@@ -116,14 +116,8 @@ func TestFailingWebhookIsParkedAndDoesNotHoldTheOutbox(t *testing.T) {
 	}
 
 	// Retention prunes every event: the failing webhook does not hold them.
-	ls, err := locks.NewHolder(pool, "retention", nil).Acquire(ctx, time.Minute, "singleton:"+retention.Name)
-	if err != nil || len(ls) != 1 {
-		t.Fatalf("lease %v %v", ls, err)
-	}
 	poll.Until(t, 20*time.Second, "the outbox pruned", func() bool {
-		if _, err := retention.Prune(ctx, pool, ls[0], retention.Options{Retention: config.Retention{Outbox: time.Millisecond}}); err != nil {
-			t.Fatal(err)
-		}
+		workerstest.Prune(t, pool, config.Retention{Outbox: time.Millisecond})
 		var left int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE tenant_id = $1`, tenant).Scan(&left); err != nil {
 			t.Fatal(err)

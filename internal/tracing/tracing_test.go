@@ -14,8 +14,8 @@ import (
 
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/server/servertest"
 	"github.com/better-compute/better-compute/internal/tracing"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

@@ -1,7 +1,7 @@
 // Package workflow holds the vocabulary and rules of workflows: rolling operations (upgrade the
 // daemon, reboot, drain, configure, exec) over many nodes, a few at a time. The API
-// (internal/server/workflows) creates and steers them; the controller
-// (internal/workers/workflows) advances each node through its steps from what is recorded; the
+// (server/internal/workflows) creates and steers them; the controller
+// (workers/internal/workflows) advances each node through its steps from what is recorded; the
 // NodeSpec reconciler makes upgrade workflows for daemon versions. All three meet here.
 package workflow
 

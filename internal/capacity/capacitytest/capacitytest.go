@@ -1,5 +1,5 @@
 // Package capacitytest builds fleets, pools and leases directly in the database, for tests and
-// benchmarks of the capacity placer and of the API around it; internal/workers/placer/placertest
+// benchmarks of the capacity placer and of the API around it; workers/internal/placer/placertest
 // runs the placer over them.
 package capacitytest
 

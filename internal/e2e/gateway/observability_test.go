@@ -13,17 +13,17 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/better-compute/better-compute/gateway"
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/daemon"
-	"github.com/better-compute/better-compute/internal/gateway"
-	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/servertest"
 	"github.com/better-compute/better-compute/internal/tracing"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 // TestObservability follows one command through the API and a gateway with metrics and tracing

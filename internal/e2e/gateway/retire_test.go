@@ -11,17 +11,17 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 
+	"github.com/better-compute/better-compute/gateway"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
 	"github.com/better-compute/better-compute/internal/daemon"
-	"github.com/better-compute/better-compute/internal/gateway"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/servertest"
-	"github.com/better-compute/better-compute/internal/workers"
-	nodework "github.com/better-compute/better-compute/internal/workers/nodecontrol"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
+	"github.com/better-compute/better-compute/workers"
+	"github.com/better-compute/better-compute/workers/workerstest"
 )
 
 // TestRetireRevokesTheNodesIdentity drives a node through the API to retirement (drain, which
@@ -37,14 +37,10 @@ func TestRetireRevokesTheNodesIdentity(t *testing.T) {
 	t.Cleanup(notifier.Wait)
 	api := servertest.Start(t, e.pool, func(o *server.Options) { o.Notifier = notifier })
 	nodes := nodesv1connect.NewNodesServiceClient(api.HTTPClient(api.AdminKey), api.URL)
-	rt := workers.New(workers.Options{
-		Pool: e.pool, Roles: map[string]bool{workers.RoleControllers: true},
-		Reconcilers: nodework.Reconcilers(e.pool, nodework.Options{}),
+	workerstest.Run(t, workerstest.Options{
+		Pool: e.pool, Roles: []string{workers.RoleControllers},
+		Reconcilers: workerstest.NodeControl(e.pool, workerstest.NodeControlOptions{}),
 	})
-	wctx, stop := context.WithCancel(ctx)
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); rt.Run(wctx) }()
-	t.Cleanup(func() { stop(); <-stopped })
 
 	gw := e.startGateway("gw1")
 	id, err := daemon.Dialer{Gateway: gw.addr}.Join(ctx, e.bundle.RootPEM(), e.token(1, time.Now().Add(time.Hour)), "host-"+uuid.NewString()[:8])

@@ -7,16 +7,16 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/better-compute/better-compute/gateway"
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
 	secretsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1/secretsv1connect"
-	"github.com/better-compute/better-compute/internal/gateway"
-	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 // TestSecret drives DaemonService.Secret end to end: secrets made with secrets/create, granted

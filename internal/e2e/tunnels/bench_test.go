@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/client"
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/daemon"
-	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/sim"
 )
@@ -259,9 +259,9 @@ type hop struct {
 var hops = []hop{
 	{"client", []string{"/better-compute/client."}, []string{"net/http.(*persistConn)"}},
 	// The API is the process's only HTTP/1.1 server with long-lived connections: the WebSockets.
-	{"api", []string{"/internal/server/tunnels.", "/internal/tunnel.(*Dialer)"}, []string{"net/http.(*conn)"}},
+	{"api", []string{"/server/internal/tunnels.", "/internal/tunnel.(*Dialer)"}, []string{"net/http.(*conn)"}},
 	// The gateway runs the process's only HTTP/2 servers.
-	{"gateway", []string{"/internal/gateway."}, []string{"net/http.(*http2serverConn)", "net/http.(*http2Server)", "net/http.(*http2responseWriter", "net/http.(*http2requestBody)"}},
+	{"gateway", []string{"/gateway."}, []string{"net/http.(*http2serverConn)", "net/http.(*http2Server)", "net/http.(*http2responseWriter", "net/http.(*http2requestBody)"}},
 	{"daemon", []string{"/internal/daemon."}, nil},
 	// The API's and the daemon's HTTP/2 streams to the gateway share the transport's code (the
 	// API's relay reads its response body from it).

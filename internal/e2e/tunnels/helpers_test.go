@@ -26,18 +26,17 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/better-compute/better-compute/client"
+	"github.com/better-compute/better-compute/gateway"
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/gateway"
-	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/servertest"
-	"github.com/better-compute/better-compute/internal/server/tunnels"
 	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -91,7 +90,7 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 		t.Cleanup(notifier.Wait)
 	}
 	e.api = servertest.Start(t, e.Pool, func(so *server.Options) {
-		so.Tunnels = tunnels.Options{Dialer: dialer}
+		so.Tunnels = server.TunnelOptions{Dialer: dialer}
 		if notifier != nil {
 			so.Notifier = notifier
 		}

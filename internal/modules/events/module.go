@@ -24,8 +24,8 @@ import (
 
 	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/modules/events/migrations"
-	"github.com/better-compute/better-compute/internal/server"
 	"github.com/better-compute/better-compute/internal/sinks"
+	"github.com/better-compute/better-compute/server"
 )
 
 // Name is the module's name in configuration, checks and its sink's name.

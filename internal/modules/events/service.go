@@ -15,8 +15,8 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/modules/events/v1/eventsmodulev1connect"
 	eventsdb "github.com/better-compute/better-compute/gen/modules/events/db"
 	"github.com/better-compute/better-compute/internal/auth"
-	"github.com/better-compute/better-compute/internal/server"
 	"github.com/better-compute/better-compute/internal/webhook"
+	"github.com/better-compute/better-compute/server"
 )
 
 // service answers EventsModuleService calls.

@@ -14,9 +14,9 @@ import (
 	eventsmodulev1 "github.com/better-compute/better-compute/gen/go/bettercompute/modules/events/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/modules/events/v1/eventsmodulev1connect"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/servertest"
 	"github.com/better-compute/better-compute/internal/webhook"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 // TestStatusAPI: GetStatus through the real API gives each tenant its own subject filter and

@@ -20,10 +20,8 @@ import (
 	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/provision/simprovider"
-	"github.com/better-compute/better-compute/internal/workers"
-	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
-	"github.com/better-compute/better-compute/internal/workers/placer"
-	"github.com/better-compute/better-compute/internal/workers/placer/placertest"
+	"github.com/better-compute/better-compute/workers"
+	"github.com/better-compute/better-compute/workers/workerstest"
 )
 
 // scaleEnv is an env with a scaled pool of the root tenant, the sim class "auto" (machines of
@@ -54,19 +52,15 @@ func newScaleEnv(t *testing.T) *scaleEnv {
 // job (controllers role), and the placer.
 func (e *scaleEnv) run(t *testing.T) {
 	t.Helper()
-	rt := workers.New(workers.Options{
-		Pool: e.Pool, Roles: map[string]bool{workers.RoleControllers: true},
-		Reconcilers: append(nodecontrol.Reconcilers(e.Pool, nodecontrol.Options{CommandPoll: 100 * time.Millisecond}),
+	workerstest.Run(t, workerstest.Options{
+		Pool: e.Pool, Roles: []string{workers.RoleControllers},
+		Reconcilers: append(workerstest.NodeControl(e.Pool, workerstest.NodeControlOptions{CommandPoll: 100 * time.Millisecond}),
 			e.controller(t, nil).Registration(), e.autoscaler().Registration()),
 		Jobs: map[string][]locks.Job{workers.RoleControllers: {
-			nodecontrol.LivenessJob(e.Pool, nodecontrol.LivenessOptions{Interval: 100 * time.Millisecond}),
+			workerstest.Liveness(e.Pool, workerstest.LivenessOptions{Interval: 100 * time.Millisecond}),
 		}},
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); rt.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	placertest.Run(t, e.Pool, placer.Options{ResyncEvery: 200 * time.Millisecond})
+	workerstest.RunPlacer(t, e.Pool, workerstest.PlacerOptions{ResyncEvery: 200 * time.Millisecond})
 }
 
 func (e *scaleEnv) autoscaler() *Autoscaler { return NewAutoscaler(e.Pool, nil, e.mod.cfg) }

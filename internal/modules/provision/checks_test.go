@@ -11,7 +11,7 @@ import (
 	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/provision"
-	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 // heldProvider is a provider that holds a fixed list of machines and answers nothing else.

@@ -12,24 +12,23 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 
+	"github.com/better-compute/better-compute/gateway"
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	provisionmodulev1 "github.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1/provisionmodulev1connect"
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/gateway"
-	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
-	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/migrate"
 	"github.com/better-compute/better-compute/internal/modules/provision/migrations"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/provision"
 	"github.com/better-compute/better-compute/internal/provision/simprovider"
 	"github.com/better-compute/better-compute/internal/reconcile"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/servertest"
-	"github.com/better-compute/better-compute/internal/workers"
-	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
+	"github.com/better-compute/better-compute/workers"
+	"github.com/better-compute/better-compute/workers/workerstest"
 )
 
 func TestMain(m *testing.M) {
@@ -124,15 +123,10 @@ func (e *env) controller(t *testing.T, providers Providers) *Controller {
 // until the test ends.
 func (e *env) runWorkers(t *testing.T, regs ...reconcile.Registration) {
 	t.Helper()
-	rt := workers.New(workers.Options{
-		Pool: e.Pool, Roles: map[string]bool{workers.RoleControllers: true},
-		Reconcilers: append(nodecontrol.Reconcilers(e.Pool, nodecontrol.Options{CommandPoll: 100 * time.Millisecond}), regs...),
-		Jobs:        map[string][]locks.Job{},
+	workerstest.Run(t, workerstest.Options{
+		Pool: e.Pool, Roles: []string{workers.RoleControllers},
+		Reconcilers: append(workerstest.NodeControl(e.Pool, workerstest.NodeControlOptions{CommandPoll: 100 * time.Millisecond}), regs...),
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); rt.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 }
 
 // simClass creates a sim class named name.

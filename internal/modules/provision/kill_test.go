@@ -20,12 +20,11 @@ import (
 
 	provisionmodulev1 "github.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1"
 	"github.com/better-compute/better-compute/internal/database"
-	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/provision"
-	"github.com/better-compute/better-compute/internal/server/servertest"
-	"github.com/better-compute/better-compute/internal/workers"
-	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
+	"github.com/better-compute/better-compute/server/servertest"
+	"github.com/better-compute/better-compute/workers"
+	"github.com/better-compute/better-compute/workers/workerstest"
 )
 
 // The kill test runs the controller in a child process (this test binary again) that it kills
@@ -173,10 +172,9 @@ func runKillChild() int {
 	// keeps the test to seconds a kill (the module's is a minute).
 	reg := c.Registration()
 	reg.Timeout = 2 * time.Second
-	rt := workers.New(workers.Options{
-		Pool: pool, Roles: map[string]bool{workers.RoleControllers: true},
-		Reconcilers: append(nodecontrol.Reconcilers(pool, nodecontrol.Options{CommandPoll: 100 * time.Millisecond}), reg),
-		Jobs:        map[string][]locks.Job{},
+	rt := workerstest.New(workerstest.Options{
+		Pool: pool, Roles: []string{workers.RoleControllers},
+		Reconcilers: append(workerstest.NodeControl(pool, workerstest.NodeControlOptions{CommandPoll: 100 * time.Millisecond}), reg),
 		// A killed process's shards free within a second, not shard.DefaultTTL.
 		ShardTTL: time.Second,
 	})

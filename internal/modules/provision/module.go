@@ -26,7 +26,7 @@ import (
 	"github.com/better-compute/better-compute/internal/modules/provision/migrations"
 	"github.com/better-compute/better-compute/internal/provision"
 	"github.com/better-compute/better-compute/internal/reconcile"
-	"github.com/better-compute/better-compute/internal/server"
+	"github.com/better-compute/better-compute/server"
 )
 
 // Name is the module's name in configuration and checks.

@@ -18,7 +18,7 @@ import (
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/provision"
-	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 // orphanEnv is a sim class "racks" whose provider holds, for this deployment (test.local): a

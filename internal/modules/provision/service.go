@@ -11,7 +11,7 @@ import (
 	provisionmodulev1 "github.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1/provisionmodulev1connect"
 	"github.com/better-compute/better-compute/internal/admission"
-	"github.com/better-compute/better-compute/internal/server"
+	"github.com/better-compute/better-compute/server"
 )
 
 // service answers ProvisionModuleService calls.

@@ -13,7 +13,7 @@ import (
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/provision"
 	"github.com/better-compute/better-compute/internal/provision/simprovider"
-	"github.com/better-compute/better-compute/internal/server/servertest"
+	"github.com/better-compute/better-compute/server/servertest"
 )
 
 // TestClassValidation: names, providers, parameters and credentials are checked and bounded;

@@ -12,22 +12,21 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/better-compute/better-compute/gateway"
+	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	provisionmodulev1 "github.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1/provisionmodulev1connect"
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
 	"github.com/better-compute/better-compute/internal/dbtest"
-	"github.com/better-compute/better-compute/internal/gateway"
-	"github.com/better-compute/better-compute/internal/gateway/gatewaytest"
-	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/migrate"
 	modprovision "github.com/better-compute/better-compute/internal/modules/provision"
 	"github.com/better-compute/better-compute/internal/modules/provision/migrations"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/provision"
-	"github.com/better-compute/better-compute/internal/server"
-	"github.com/better-compute/better-compute/internal/server/servertest"
-	"github.com/better-compute/better-compute/internal/workers"
-	"github.com/better-compute/better-compute/internal/workers/nodecontrol"
+	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/server/servertest"
+	"github.com/better-compute/better-compute/workers"
+	"github.com/better-compute/better-compute/workers/workerstest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -65,15 +64,10 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := workers.New(workers.Options{
-		Pool: pool, Roles: map[string]bool{workers.RoleControllers: true},
-		Reconcilers: append(nodecontrol.Reconcilers(pool, nodecontrol.Options{CommandPoll: 100 * time.Millisecond}), ctl.Registration()),
-		Jobs:        map[string][]locks.Job{},
+	workerstest.Run(t, workerstest.Options{
+		Pool: pool, Roles: []string{workers.RoleControllers},
+		Reconcilers: append(workerstest.NodeControl(pool, workerstest.NodeControlOptions{CommandPoll: 100 * time.Millisecond}), ctl.Registration()),
 	})
-	wctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); rt.Run(wctx) }()
-	t.Cleanup(func() { stop(); <-done })
 	h := newMachines(t, em, images)
 	h.run()
 
