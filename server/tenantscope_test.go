@@ -69,14 +69,14 @@ var unscopedAllowed = map[string]string{
 // so does an allow-list entry that is no longer needed.
 func TestHandlerQueriesTakeTheTenant(t *testing.T) {
 	t.Parallel()
-	queries := sqlcQueries(t, filepath.Join("..", "..", "queries"))
+	queries := sqlcQueries(t, filepath.Join("..", "queries"))
 	if len(queries) < 50 {
 		t.Fatalf("found %d queries in queries/*.sql; the parser of their -- name: headers is broken", len(queries))
 	}
 	// The request path: the handlers here, and the guard and admission transaction they run
 	// in, which moved below the API's tree for the modules' services to share.
 	used := map[string][]string{}
-	for _, dir := range []string{".", filepath.Join("..", "guard"), filepath.Join("..", "admission")} {
+	for _, dir := range []string{".", filepath.Join("..", "internal", "guard"), filepath.Join("..", "internal", "admission")} {
 		for name, at := range referencedQueries(t, os.DirFS(dir), queries) {
 			used[name] = append(used[name], at...)
 		}
