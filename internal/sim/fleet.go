@@ -101,6 +101,7 @@ type Fleet struct {
 
 	joins, reused, failed, retries atomic.Int64
 	disconnects, crashes           atomic.Int64
+	injecting                      atomic.Int64 // scenario faults not yet over (Stats.Injecting)
 }
 
 // New prepares a fleet; Run runs it.
@@ -158,7 +159,9 @@ func New(opts Options) (*Fleet, error) {
 			for _, m := range f.choose(f.faultRand(i), fault.machines(opts.N), false) {
 				m.skew = fault.Skew
 			}
+			continue
 		}
+		f.injecting.Add(1)
 	}
 	return f, nil
 }
@@ -176,7 +179,10 @@ func (f *Fleet) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i, fault := range f.opts.Scenario.Faults {
 		if fault.Kind != FaultSkew {
-			wg.Go(func() { f.inject(ctx, i, fault) })
+			wg.Go(func() {
+				defer f.injecting.Add(-1)
+				f.inject(ctx, i, fault)
+			})
 		}
 	}
 	<-ctx.Done()
@@ -302,6 +308,10 @@ type Stats struct {
 	Commands int64
 	// Disconnects and Crashes injected.
 	Disconnects, Crashes int64
+	// Injecting is the scenario's faults not yet over: counted from New, each ends after its last
+	// injection (a crash once its machine restarts; latency without for at once; flap without for
+	// never). Zero means nothing more will be injected.
+	Injecting int64
 }
 
 // Joined is the machines that have an identity.
@@ -320,7 +330,7 @@ func (f *Fleet) Stats() Stats {
 	s := Stats{
 		Machines: len(f.machines), Joins: int(f.joins.Load()), Reused: int(f.reused.Load()),
 		JoinErrors: int(f.failed.Load()), JoinRetries: int(f.retries.Load()),
-		Disconnects: f.disconnects.Load(), Crashes: f.crashes.Load(),
+		Disconnects: f.disconnects.Load(), Crashes: f.crashes.Load(), Injecting: f.injecting.Load(),
 	}
 	f.mu.Lock()
 	switch {
