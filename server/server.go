@@ -51,6 +51,7 @@ import (
 	"github.com/better-compute/better-compute/internal/secret"
 	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/internal/webhook"
+	"github.com/better-compute/better-compute/module"
 	"github.com/better-compute/better-compute/server/internal/audit"
 	"github.com/better-compute/better-compute/server/internal/authmethods"
 	"github.com/better-compute/better-compute/server/internal/commands"
@@ -94,7 +95,7 @@ type Options struct {
 	// gateways' own loops pick the changes up within a second or two.
 	Notifier Notifier
 	// Services are the enabled modules' API services.
-	Services []Service
+	Services []module.Service
 	// Waker wakes reconcilers after commits that enqueue work (reconcile.Waker); when nil they
 	// find the work by polling.
 	Waker Waker
@@ -127,31 +128,6 @@ type Options struct {
 type Notifier interface {
 	commands.Notifier
 	nodes.RevocationNotifier
-}
-
-// Service is an API service a module adds (internal/module): the methods File declares enter the
-// method registry like the core's, with their permissions, audit and idempotency, and Mount
-// returns its handler (from the generated New<Name>Handler with opts, which carry the guard).
-// A module that is not enabled passes none, so its routes do not exist.
-type Service struct {
-	File  protoreflect.FileDescriptor
-	Mount func(deps ServiceDeps, opts ...connect.HandlerOption) (path string, h http.Handler, err error)
-}
-
-// ServiceDeps are what a module's service is built with.
-type ServiceDeps struct {
-	Pool *pgxpool.Pool
-	// Admitter runs changes as the core's do: the change, the audit row, the outbox events and
-	// the idempotent response in one transaction (admission.Do).
-	Admitter *admission.Admitter
-	Logger   *slog.Logger
-	Metrics  *metrics.Registry
-	// Secret is the deployment secret, for a module that seals what it stores (seal.New with a
-	// purpose of its own).
-	Secret string
-	// Waker wakes reconcilers after a commit that enqueued work; nil when they find it by
-	// polling.
-	Waker Waker
 }
 
 // Waker wakes the reconcilers of a kind (reconcile.Waker).
@@ -284,7 +260,7 @@ func New(opts Options) (*Server, error) {
 	tunnelsPath, tunnelsHandler := tunnelsv1connect.NewTunnelsServiceHandler(s.tunnels, handlerOpts...)
 	mount(tunnelsPath, tunnels.WithOrigin(tunnelsHandler))
 	for _, svc := range opts.Services {
-		path, h, err := svc.Mount(ServiceDeps{
+		path, h, err := svc.Mount(module.ServiceDeps{
 			Pool: opts.Pool, Admitter: admit, Logger: s.log, Metrics: opts.Metrics, Secret: opts.Secret, Waker: opts.Waker,
 		}, handlerOpts...)
 		if err != nil {

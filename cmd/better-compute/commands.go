@@ -19,7 +19,7 @@ import (
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/devmode"
 	"github.com/better-compute/better-compute/internal/migrate"
-	"github.com/better-compute/better-compute/internal/module"
+	"github.com/better-compute/better-compute/internal/moduleset"
 	"github.com/better-compute/better-compute/internal/process"
 )
 
@@ -27,12 +27,12 @@ import (
 type globals struct {
 	configPath string
 	// modules are the binary's modules (main's list).
-	modules module.Registry
+	modules moduleset.Registry
 }
 
 // enable enables the modules cfg names; an unknown module or a bad section is an error naming
 // its key (modules[i], modules[i].config.<key>).
-func (g *globals) enable(cfg *config.Config) (module.Set, error) {
+func (g *globals) enable(cfg *config.Config) (moduleset.Set, error) {
 	if err := g.modules.Validate(); err != nil {
 		return nil, err
 	}

@@ -12,7 +12,8 @@ import (
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/doctor"
-	"github.com/better-compute/better-compute/internal/module"
+	"github.com/better-compute/better-compute/internal/moduleset"
+	"github.com/better-compute/better-compute/module"
 )
 
 func newDoctorCommand(g *globals) *cobra.Command {
@@ -34,7 +35,7 @@ per gateway. Exits non-zero on errors, and on warnings with --strict.`,
 				return err
 			}
 			secret := os.Getenv("BETTER_COMPUTE_SECRET")
-			var set module.Set
+			var set moduleset.Set
 			allowPrivateIssuers := false
 			if g.configPath != "" {
 				cfg, err := config.Load(g.configPath, os.Environ())

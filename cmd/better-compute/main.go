@@ -9,9 +9,9 @@ import (
 	"syscall"
 
 	"github.com/better-compute/better-compute/internal/cli"
-	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/modules/events"
 	"github.com/better-compute/better-compute/internal/modules/provision"
+	"github.com/better-compute/better-compute/internal/moduleset"
 	"github.com/better-compute/better-compute/internal/provision/metal"
 	"github.com/better-compute/better-compute/internal/provision/simprovider"
 	"github.com/better-compute/better-compute/internal/provision/vps"
@@ -20,7 +20,7 @@ import (
 
 // modules are the modules compiled into this binary, which a configuration's modules key may
 // enable. A module is in the binary exactly when this list names it.
-var modules = module.Registry{events.Info(), provision.Info(provision.Providers{
+var modules = moduleset.Registry{events.Info(), provision.Info(provision.Providers{
 	simprovider.Kind: simprovider.Default().Factory,
 	metal.Kind:       metal.Factory,
 	vps.Kind:         vps.Factory,
@@ -38,8 +38,8 @@ func main() {
 
 // apiRegistry is the method registry of every API this binary can serve: the core's and every
 // compiled-in module's, enabled or not, so the CLI has a command for each.
-func apiRegistry(infos module.Registry) (*registry.Registry, error) {
-	set := make(module.Set, 0, len(infos))
+func apiRegistry(infos moduleset.Registry) (*registry.Registry, error) {
+	set := make(moduleset.Set, 0, len(infos))
 	for _, in := range infos {
 		set = append(set, in.New())
 	}

@@ -87,7 +87,7 @@ func (d *decoder) modules(n *yaml.Node, v reflect.Value, key string) {
 }
 
 // checkModules checks the names: set and each once. Whether the binary has them is the
-// process's to say (internal/module), which names the entry too.
+// process's to say (package module), which names the entry too.
 func (c *Config) checkModules(ps *problems) {
 	seen := map[string]bool{}
 	for i, m := range c.Modules {

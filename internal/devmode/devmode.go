@@ -28,8 +28,8 @@ import (
 	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/migrate"
-	"github.com/better-compute/better-compute/internal/module"
 	provisionmod "github.com/better-compute/better-compute/internal/modules/provision"
+	"github.com/better-compute/better-compute/internal/moduleset"
 	"github.com/better-compute/better-compute/internal/pgcluster"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/process"
@@ -67,7 +67,7 @@ type Options struct {
 	// Modules are the enabled modules of the configuration (as serve enables them); with
 	// SimProviderDelay, dev adds the provision module with the sim provider, so they must not
 	// hold provision already.
-	Modules module.Set
+	Modules moduleset.Set
 	// Out receives the lines scripts read: "Gateway: <addr>" (and "Gateway WebSocket: <url>"
 	// when that listener is open), "API key: <key>", then "API: <url>" and
 	// "Dashboard: <url>", and with Sim,

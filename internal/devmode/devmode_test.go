@@ -18,8 +18,8 @@ import (
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/devmode"
 	"github.com/better-compute/better-compute/internal/fleet"
-	"github.com/better-compute/better-compute/internal/module"
 	provisionmod "github.com/better-compute/better-compute/internal/modules/provision"
+	"github.com/better-compute/better-compute/internal/moduleset"
 	"github.com/better-compute/better-compute/internal/sim"
 )
 
@@ -133,7 +133,7 @@ func TestRefusesTwoProvisionModules(t *testing.T) {
 	t.Parallel()
 	configured := provisionmod.New(provisionmod.Providers{})
 	err := devmode.Run(t.Context(), devmode.Options{
-		Config: config.Default(), SimProviderDelay: time.Second, Modules: module.Set{configured},
+		Config: config.Default(), SimProviderDelay: time.Second, Modules: moduleset.Set{configured},
 		ClusterDir: t.TempDir(), Out: io.Discard, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err == nil || !strings.Contains(err.Error(), "--sim-provider-delay") {

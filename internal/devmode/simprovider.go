@@ -14,7 +14,7 @@ import (
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/config"
-	"github.com/better-compute/better-compute/internal/module"
+	"github.com/better-compute/better-compute/module"
 	provisionmod "github.com/better-compute/better-compute/internal/modules/provision"
 	"github.com/better-compute/better-compute/internal/provision/simprovider"
 )

@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/better-compute/better-compute/module"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -25,25 +27,18 @@ import (
 	"github.com/better-compute/better-compute/internal/registry"
 )
 
-// Severity orders findings.
-type Severity string
+// Severity orders findings (module.Severity: a module's checks report the same findings).
+type Severity = module.Severity
 
 // Severities, from fine to broken.
 const (
-	OK      Severity = "ok"
-	Warning Severity = "warning"
-	Error   Severity = "error"
+	OK      = module.OK
+	Warning = module.Warning
+	Error   = module.Error
 )
 
 // Finding is the result of one check.
-type Finding struct {
-	Check    string   `json:"check"`
-	Severity Severity `json:"severity"`
-	// Cause is one line saying what was found.
-	Cause string `json:"cause"`
-	// Fix suggests what to do; empty when nothing is wrong.
-	Fix string `json:"fix,omitempty"`
-}
+type Finding = module.Finding
 
 // Options are what the checks need.
 type Options struct {
@@ -73,7 +68,7 @@ type Options struct {
 	Checks []Check
 }
 
-// Check is a module's check (internal/module): Run says how it stands, and a check that cannot
+// Check is a module's check (package module): Run says how it stands, and a check that cannot
 // run says so in its finding.
 type Check struct {
 	// Name is "module.<module>.<check>".

@@ -9,7 +9,7 @@
 //
 // # Modules
 //
-// A module (internal/module) may bring migrations of its own: NNNN_name.sql files at the root of
+// A module (package module) may bring migrations of its own: NNNN_name.sql files at the root of
 // an fs.FS, numbered from its own 0001, since a module's versions are its own. They follow the
 // core's rules, recorded per module in module_migrations (a core migration) instead of
 // schema_migrations:

@@ -25,12 +25,13 @@ import (
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/metrics"
-	"github.com/better-compute/better-compute/internal/module"
+	"github.com/better-compute/better-compute/internal/moduleset"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/reconcile"
 	"github.com/better-compute/better-compute/internal/secret"
 	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/module"
 	"github.com/better-compute/better-compute/server"
 	"github.com/better-compute/better-compute/workers"
 )
@@ -48,9 +49,9 @@ type Options struct {
 	OnListen func(Listening)
 	// Metrics is the process's metrics registry; one is made when nil.
 	Metrics *metrics.Registry
-	// Modules are the enabled modules (module.Registry.Enable of the configuration's modules),
+	// Modules are the enabled modules (moduleset.Registry.Enable of the configuration's modules),
 	// whose migrations the caller has applied.
-	Modules module.Set
+	Modules moduleset.Set
 }
 
 // Run starts the configured roles and blocks until ctx ends and they have all stopped. If a role
@@ -243,7 +244,7 @@ func metricsHandler(reg *metrics.Registry) http.Handler {
 	return mux
 }
 
-func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier server.Notifier, waker server.Waker, reg *metrics.Registry, log *slog.Logger, instance string, services []server.Service) (*server.Server, error) {
+func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier server.Notifier, waker server.Waker, reg *metrics.Registry, log *slog.Logger, instance string, services []module.Service) (*server.Server, error) {
 	var gateways []string
 	if cfg.Gateway.PublicEndpoint != "" {
 		gateways = []string{cfg.Gateway.PublicEndpoint}

@@ -18,12 +18,12 @@ func TestRoleDependencies(t *testing.T) {
 		pkg    string
 		denied []string
 	}{
-		{"server", []string{module + "/workers", module + "/gateway", module + "/internal/module", module + "/internal/process", "github.com/nats-io/"}},
-		{"workers", []string{module + "/server", module + "/gateway", module + "/internal/module", module + "/internal/process", "github.com/nats-io/"}},
-		{"gateway", []string{module + "/server", module + "/workers", module + "/internal/module", module + "/internal/process", "github.com/nats-io/"}},
+		{"server", []string{module + "/workers", module + "/gateway", module + "/internal/moduleset", module + "/internal/process", "github.com/nats-io/"}},
+		{"workers", []string{module + "/server", module + "/gateway", module + "/internal/moduleset", module + "/internal/process", "github.com/nats-io/"}},
+		{"gateway", []string{module + "/server", module + "/workers", module + "/internal/moduleset", module + "/internal/process", "github.com/nats-io/"}},
 		// bcd still links pgx through the domain packages' queries (internal/event, command,
 		// enqueue, fleet import gen/db); their vocabulary moves to leaf packages with the GPU work.
-		{"cmd/bcd", []string{module + "/server", module + "/workers", module + "/gateway", module + "/internal/module", "github.com/aws/", "github.com/nats-io/"}},
+		{"cmd/bcd", []string{module + "/server", module + "/workers", module + "/gateway", module + "/internal/moduleset", "github.com/aws/", "github.com/nats-io/"}},
 	}
 	for _, r := range roles {
 		t.Run(r.pkg, func(t *testing.T) {

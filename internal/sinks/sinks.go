@@ -51,13 +51,14 @@ package sinks
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/better-compute/better-compute/module"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -71,38 +72,14 @@ import (
 	"github.com/better-compute/better-compute/internal/webhook"
 )
 
-// Event is one outbox row.
-type Event struct {
-	ID        int64
-	TxID      int64
-	TenantID  uuid.UUID
-	Type      string
-	Subject   string
-	Payload   json.RawMessage
-	CreatedAt time.Time
-}
+// Event is one outbox event (module.Event: module sinks receive the same).
+type Event = module.Event
 
-// MessageID is the event's stable id, the same on every delivery: webhook-id, and the id that
-// events/list shows.
-func (e Event) MessageID() string { return webhook.EventID(e.ID) }
+// Sink receives events (module.Sink).
+type Sink = module.Sink
 
-// Sink receives events.
-type Sink interface {
-	// Name identifies the sink's cursor and lease: "log", "webhook:<id>".
-	Name() string
-	// Source says which events the sink receives.
-	Source() Source
-	// Deliver delivers one event; an error means it was not delivered, and it is retried.
-	Deliver(ctx context.Context, e Event) error
-}
-
-// Source says which events a sink receives.
-type Source struct {
-	// Tenant limits the sink to one tenant's events; nil means every tenant's.
-	Tenant *uuid.UUID
-	// Types limits the sink to events of these types; empty means every type.
-	Types []string
-}
+// Source says which events a sink receives (module.Source).
+type Source = module.Source
 
 // Options configure the sinks role.
 type Options struct {

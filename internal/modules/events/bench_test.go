@@ -8,8 +8,8 @@ import (
 
 	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/metrics"
-	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/sinks"
+	"github.com/better-compute/better-compute/module"
 )
 
 // BenchmarkJetStreamSink measures publishing to JetStream through the outbox dispatcher: each

@@ -13,7 +13,7 @@ import (
 
 	eventsdb "github.com/better-compute/better-compute/gen/modules/events/db"
 	"github.com/better-compute/better-compute/internal/doctor"
-	"github.com/better-compute/better-compute/internal/module"
+	"github.com/better-compute/better-compute/module"
 )
 
 // The lag check's limits: the oldest event not yet published may be this old before it is a

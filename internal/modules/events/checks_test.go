@@ -13,8 +13,8 @@ import (
 
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/doctor"
-	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/sinks"
+	"github.com/better-compute/better-compute/module"
 )
 
 // runChecks runs the module's checks by name.

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/better-compute/better-compute/internal/module"
+	"github.com/better-compute/better-compute/module"
 )
 
 // Config is the module's configuration section. Its String, GoString and LogValue leave out every

@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/internal/config"
-	"github.com/better-compute/better-compute/internal/module"
+	"github.com/better-compute/better-compute/internal/moduleset"
+	"github.com/better-compute/better-compute/module"
 )
 
 // fieldKeys lists the keys of the *module.FieldError problems in err.
@@ -104,7 +105,7 @@ func TestConfigurationFromTheFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		set, err := module.Registry{Info()}.Enable(cfg.Modules)
+		set, err := moduleset.Registry{Info()}.Enable(cfg.Modules)
 		if err != nil {
 			return nil, err
 		}

@@ -25,10 +25,10 @@ import (
 	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/migrate"
-	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/modules/events/migrations"
 	"github.com/better-compute/better-compute/internal/sinks"
 	"github.com/better-compute/better-compute/internal/webhook"
+	"github.com/better-compute/better-compute/module"
 )
 
 // The environment of a sinks process that a test starts by running its own binary again: the

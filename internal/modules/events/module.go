@@ -22,10 +22,9 @@ package events
 import (
 	"io/fs"
 
-	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/modules/events/migrations"
 	"github.com/better-compute/better-compute/internal/sinks"
-	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/module"
 )
 
 // Name is the module's name in configuration, checks and its sink's name.
@@ -73,4 +72,4 @@ func (m *Module) Workers(w module.Worker) (module.Workers, error) {
 func (m *Module) Checks(d module.CheckDeps) []module.Check { return m.checks(d.Pool) }
 
 // Services is EventsModuleService.
-func (m *Module) Services() []server.Service { return m.services() }
+func (m *Module) Services() []module.Service { return m.services() }

@@ -15,9 +15,9 @@ import (
 	eventsdb "github.com/better-compute/better-compute/gen/modules/events/db"
 	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/metrics"
-	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/sinks"
+	"github.com/better-compute/better-compute/module"
 )
 
 const burstSize = 10_000

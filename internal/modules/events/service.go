@@ -16,7 +16,7 @@ import (
 	eventsdb "github.com/better-compute/better-compute/gen/modules/events/db"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/webhook"
-	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/module"
 )
 
 // service answers EventsModuleService calls.
@@ -28,10 +28,10 @@ type service struct {
 var _ eventsmodulev1connect.EventsModuleServiceHandler = (*service)(nil)
 
 // services is the module's API: EventsModuleService, guarded like the core's.
-func (m *Module) services() []server.Service {
-	return []server.Service{{
+func (m *Module) services() []module.Service {
+	return []module.Service{{
 		File: eventsmodulev1.File_bettercompute_modules_events_v1_events_proto,
-		Mount: func(deps server.ServiceDeps, opts ...connect.HandlerOption) (string, http.Handler, error) {
+		Mount: func(deps module.ServiceDeps, opts ...connect.HandlerOption) (string, http.Handler, error) {
 			path, h := eventsmodulev1connect.NewEventsModuleServiceHandler(&service{pool: deps.Pool, cfg: &m.cfg}, opts...)
 			return path, h, nil
 		},

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/better-compute/better-compute/internal/module"
+	"github.com/better-compute/better-compute/module"
 )
 
 // AutoscalingConfig is the module's autoscaling section: per-tenant limits and the autoscaler's

@@ -11,9 +11,9 @@ import (
 
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
 	"github.com/better-compute/better-compute/internal/doctor"
-	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/provision"
+	"github.com/better-compute/better-compute/module"
 )
 
 // The checks' bounds: how many classes they ask, how long each provider may take, and how long

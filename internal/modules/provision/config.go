@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/better-compute/better-compute/internal/module"
+	"github.com/better-compute/better-compute/module"
 )
 
 // Config is the module's configuration section.

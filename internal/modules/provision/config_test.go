@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/internal/module"
+	"github.com/better-compute/better-compute/module"
 )
 
 // TestConfigValidate: each problem names its key; the defaults with a provider the binary has

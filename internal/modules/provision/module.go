@@ -22,11 +22,10 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/modules/provision/migrations"
 	"github.com/better-compute/better-compute/internal/provision"
 	"github.com/better-compute/better-compute/internal/reconcile"
-	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/module"
 )
 
 // Name is the module's name in configuration and checks.
@@ -77,7 +76,7 @@ func (m *Module) Validate() error { return m.cfg.Validate(slices.Sorted(maps.Key
 func (m *Module) Migrations() fs.FS { return migrations.FS }
 
 // Services is ProvisionModuleService.
-func (m *Module) Services() []server.Service { return m.services() }
+func (m *Module) Services() []module.Service { return m.services() }
 
 // Workers are the lifecycle controller, the autoscaler and the orphan sweep, in the controllers
 // role.
@@ -95,9 +94,14 @@ func (m *Module) Workers(w module.Worker) (module.Workers, error) {
 	if err != nil {
 		return module.Workers{}, err
 	}
-	return module.Workers{Reconcilers: []reconcile.Registration{
-		c.Registration(), NewAutoscaler(w.Pool, w.Logger, m.cfg).Registration(), s.Registration(),
-	}}, nil
+	var out module.Workers
+	for _, r := range []reconcile.Registration{c.Registration(), NewAutoscaler(w.Pool, w.Logger, m.cfg).Registration(), s.Registration()} {
+		out.Reconcilers = append(out.Reconcilers, module.Reconciliation{
+			Reconciler: r.Reconciler, Role: r.Role, Concurrency: r.Concurrency, Timeout: r.Timeout,
+			Resync: r.Resync, ResyncEvery: r.ResyncEvery,
+		})
+	}
+	return out, nil
 }
 
 // enabled are the factories of the kinds the configuration enables.

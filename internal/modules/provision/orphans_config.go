@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/better-compute/better-compute/internal/module"
+	"github.com/better-compute/better-compute/module"
 )
 
 // OrphansConfig is the module's orphans section: whether the orphan sweep removes the provider

@@ -14,10 +14,10 @@ import (
 	provisionmodulev1 "github.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1"
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
 	"github.com/better-compute/better-compute/internal/doctor"
-	"github.com/better-compute/better-compute/internal/module"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/provision"
+	"github.com/better-compute/better-compute/module"
 	"github.com/better-compute/better-compute/server/servertest"
 )
 

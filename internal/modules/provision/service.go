@@ -11,7 +11,7 @@ import (
 	provisionmodulev1 "github.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/modules/provision/v1/provisionmodulev1connect"
 	"github.com/better-compute/better-compute/internal/admission"
-	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/module"
 )
 
 // service answers ProvisionModuleService calls.
@@ -27,10 +27,10 @@ type service struct {
 var _ provisionmodulev1connect.ProvisionModuleServiceHandler = (*service)(nil)
 
 // services is the module's API: ProvisionModuleService, guarded like the core's.
-func (m *Module) services() []server.Service {
-	return []server.Service{{
+func (m *Module) services() []module.Service {
+	return []module.Service{{
 		File: provisionmodulev1.File_bettercompute_modules_provision_v1_provision_proto,
-		Mount: func(deps server.ServiceDeps, opts ...connect.HandlerOption) (string, http.Handler, error) {
+		Mount: func(deps module.ServiceDeps, opts ...connect.HandlerOption) (string, http.Handler, error) {
 			s, err := sealersFor(deps.Secret)
 			if err != nil {
 				return "", nil, err

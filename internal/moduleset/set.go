@@ -1,6 +1,7 @@
-package module
+package moduleset
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,11 +11,13 @@ import (
 	"github.com/better-compute/better-compute/internal/doctor"
 	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/migrate"
-	"github.com/better-compute/better-compute/server"
+	"github.com/better-compute/better-compute/internal/reconcile"
+	"github.com/better-compute/better-compute/internal/sinks"
+	"github.com/better-compute/better-compute/module"
 )
 
 // Set is the enabled modules of a process, configured, in the configuration's order.
-type Set []Module
+type Set []module.Module
 
 // Names lists the enabled modules.
 func (s Set) Names() []string {
@@ -29,7 +32,7 @@ func (s Set) Names() []string {
 func (s Set) Migrations() []migrate.ModuleMigrations {
 	var out []migrate.ModuleMigrations
 	for _, m := range s {
-		if mm, ok := m.(Migrator); ok {
+		if mm, ok := m.(module.Migrator); ok {
 			out = append(out, migrate.ModuleMigrations{Name: m.Name(), FS: mm.Migrations()})
 		}
 	}
@@ -37,10 +40,10 @@ func (s Set) Migrations() []migrate.ModuleMigrations {
 }
 
 // Services are the enabled modules' API services, for server.Options.Services.
-func (s Set) Services() []server.Service {
-	var out []server.Service
+func (s Set) Services() []module.Service {
+	var out []module.Service
 	for _, m := range s {
-		if ap, ok := m.(APIProvider); ok {
+		if ap, ok := m.(module.APIProvider); ok {
 			out = append(out, ap.Services()...)
 		}
 	}
@@ -56,30 +59,45 @@ func (s Set) Files() []protoreflect.FileDescriptor {
 	return out
 }
 
+// Workers are the enabled modules' worker parts, in the forms the worker roles run.
+type Workers struct {
+	Reconcilers []reconcile.Registration
+	// Jobs by role, each named module:<module>:<job>.
+	Jobs  map[string][]locks.Job
+	Sinks []sinks.Sink
+}
+
 // Workers collects the enabled modules' worker parts. A sink whose name does not start with its
 // module's name and a colon is refused, so no module can take another's (or a webhook's) cursor.
-func (s Set) Workers(w Worker) (Workers, error) {
+func (s Set) Workers(w module.Worker) (Workers, error) {
 	all := Workers{Jobs: map[string][]locks.Job{}}
 	if w.Logger == nil {
 		w.Logger = slog.New(slog.DiscardHandler)
 	}
 	for _, m := range s {
-		wp, ok := m.(WorkerProvider)
+		wp, ok := m.(module.WorkerProvider)
 		if !ok {
 			continue
 		}
-		mw, err := wp.Workers(Worker{
+		mw, err := wp.Workers(module.Worker{
 			Pool: w.Pool, Logger: w.Logger.With("module", m.Name()), Metrics: w.Metrics,
 			Secret: w.Secret, GatewayEndpoint: w.GatewayEndpoint, APIURL: w.APIURL,
 		})
 		if err != nil {
 			return Workers{}, fmt.Errorf("module %s: %w", m.Name(), err)
 		}
-		all.Reconcilers = append(all.Reconcilers, mw.Reconcilers...)
+		for _, r := range mw.Reconcilers {
+			all.Reconcilers = append(all.Reconcilers, reconcile.Registration{
+				Reconciler: r.Reconciler, Role: r.Role, Concurrency: r.Concurrency, Timeout: r.Timeout,
+				Resync: r.Resync, ResyncEvery: r.ResyncEvery,
+			})
+		}
 		for role, jobs := range mw.Jobs {
 			for _, j := range jobs {
-				j.Name = "module:" + m.Name() + ":" + j.Name
-				all.Jobs[role] = append(all.Jobs[role], j)
+				all.Jobs[role] = append(all.Jobs[role], locks.Job{
+					Name: "module:" + m.Name() + ":" + j.Name, TTL: j.TTL,
+					Run: func(ctx context.Context, _ locks.Lock) error { return j.Run(ctx) },
+				})
 			}
 		}
 		for _, sk := range mw.Sinks {
@@ -93,10 +111,10 @@ func (s Set) Workers(w Worker) (Workers, error) {
 }
 
 // Checks are the enabled modules' doctor checks, named module.<module>.<check>.
-func (s Set) Checks(deps CheckDeps) []doctor.Check {
+func (s Set) Checks(deps module.CheckDeps) []doctor.Check {
 	var out []doctor.Check
 	for _, m := range s {
-		c, ok := m.(Checker)
+		c, ok := m.(module.Checker)
 		if !ok {
 			continue
 		}

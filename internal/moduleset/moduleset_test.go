@@ -1,4 +1,4 @@
-package module_test
+package moduleset_test
 
 import (
 	"context"
@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/internal/config"
-	"github.com/better-compute/better-compute/internal/locks"
-	"github.com/better-compute/better-compute/internal/module"
-	"github.com/better-compute/better-compute/internal/sinks"
+	"github.com/better-compute/better-compute/internal/moduleset"
+	"github.com/better-compute/better-compute/module"
 )
 
 // probe is a module for these tests: a configuration section and worker parts.
@@ -41,25 +40,25 @@ func (p *probe) Validate() error {
 }
 func (p *probe) Workers(module.Worker) (module.Workers, error) {
 	return module.Workers{
-		Jobs:  map[string][]locks.Job{"controllers": {{Name: "tick", Run: func(context.Context, locks.Lock) error { return nil }}}},
-		Sinks: []sinks.Sink{namedSink(p.sink)},
+		Jobs:  map[string][]module.Job{module.RoleControllers: {{Name: "tick", Run: func(context.Context) error { return nil }}}},
+		Sinks: []module.Sink{namedSink(p.sink)},
 	}, nil
 }
 
 // namedSink is a sink that only has a name.
 type namedSink string
 
-func (s namedSink) Name() string                             { return string(s) }
-func (namedSink) Source() sinks.Source                       { return sinks.Source{} }
-func (namedSink) Deliver(context.Context, sinks.Event) error { return nil }
+func (s namedSink) Name() string                              { return string(s) }
+func (namedSink) Source() module.Source                       { return module.Source{} }
+func (namedSink) Deliver(context.Context, module.Event) error { return nil }
 
 // plain is a module without configuration.
 type plain struct{}
 
 func (plain) Name() string { return "plain" }
 
-func registry(sink string) module.Registry {
-	return module.Registry{
+func registry(sink string) moduleset.Registry {
+	return moduleset.Registry{
 		{Name: "probe", New: func() module.Module { return &probe{sink: sink} }},
 		{Name: "plain", New: func() module.Module { return plain{} }},
 	}
