@@ -81,6 +81,11 @@ type Options struct {
 	Secret string
 	// BasePath prefixes every API route; DefaultBasePath when empty.
 	BasePath string
+	// Prefix is where a program that embeds the API mounts its handler ("/compute"): every
+	// route — the API below Prefix+BasePath, the health endpoints, the discovery document, the
+	// metrics and the dashboard — is below it, so the program's own routes keep the rest of its
+	// URL space (Reserved lists what the API takes). Empty serves from the root.
+	Prefix string
 	// BaseURL is the public URL of the deployment, for the discovery document.
 	BaseURL string
 	// TrustDomain is the machine PKI's SPIFFE trust domain, empty before `pki init`.
@@ -138,7 +143,8 @@ type Waker interface {
 // Server is the API's HTTP handler.
 type Server struct {
 	opts     Options
-	basePath string
+	prefix   string // Options.Prefix, without a trailing slash
+	basePath string // Options.Prefix + Options.BasePath
 	registry *registry.Registry
 	api      *http.ServeMux // native procedure paths, below the base path
 	apiRoot  http.Handler   // everything below the base path
@@ -170,6 +176,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		opts:     opts,
+		prefix:   strings.TrimSuffix(opts.Prefix, "/"),
 		basePath: strings.TrimSuffix(opts.BasePath, "/"),
 		registry: reg,
 		api:      http.NewServeMux(),
@@ -178,6 +185,7 @@ func New(opts Options) (*Server, error) {
 	if s.basePath == "" {
 		s.basePath = DefaultBasePath
 	}
+	s.basePath = s.prefix + s.basePath
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -287,15 +295,31 @@ func New(opts Options) (*Server, error) {
 	root.HandleFunc("GET "+s.basePath+authmethods.LoginPath, authSvc.LoginGet)
 	root.HandleFunc("GET "+s.basePath+authmethods.CallbackPath, authSvc.Callback)
 	root.Handle("GET "+s.basePath+"/openapi.json", apispec.Handler(reg, s.basePath))
-	root.HandleFunc("GET /healthz", s.healthz)
-	root.HandleFunc("GET /readyz", s.readyz)
-	root.HandleFunc("GET /.well-known/better-compute", s.wellKnown)
+	root.HandleFunc("GET "+s.prefix+"/healthz", s.healthz)
+	root.HandleFunc("GET "+s.prefix+"/readyz", s.readyz)
+	root.HandleFunc("GET "+s.prefix+"/.well-known/better-compute", s.wellKnown)
 	if !opts.MetricsElsewhere {
-		root.Handle("GET /metrics", opts.Metrics.Handler())
+		root.Handle("GET "+s.prefix+"/metrics", opts.Metrics.Handler())
 	}
-	dashboard.Mount(root, "/dashboard")
+	dashboard.Mount(root, s.prefix+"/dashboard")
 	s.handler = requestid.Middleware(opts.CORS.handler(root))
 	return s, nil
+}
+
+// Reserved are the paths the API's handler serves for Options with this prefix and base path
+// (empty ones as in Options): each subtree ends in "/", the others are exact. Every route of the
+// API, its methods' included, is one of them or below one; a program that serves its own
+// routes beside the API keeps them off these.
+func Reserved(prefix, basePath string) []string {
+	prefix = strings.TrimSuffix(prefix, "/")
+	basePath = strings.TrimSuffix(basePath, "/")
+	if basePath == "" {
+		basePath = DefaultBasePath
+	}
+	return []string{
+		prefix + basePath + "/", prefix + "/healthz", prefix + "/readyz", prefix + "/.well-known/better-compute",
+		prefix + "/metrics", prefix + "/dashboard", prefix + "/dashboard/",
+	}
 }
 
 // Registry is the method registry the API serves.

@@ -16,12 +16,9 @@ import (
 	apiv1 "github.com/better-compute/better-compute/gen/go/bettercompute/api/v1"
 	eventsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/modules/events/v1"
 	"github.com/better-compute/better-compute/internal/cli"
-	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/registry"
 	"github.com/better-compute/better-compute/server/servertest"
 )
-
-func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // methods is the registry of every core method and the events module's.
 var methods = sync.OnceValues(func() (*registry.Registry, error) {

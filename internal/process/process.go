@@ -49,9 +49,17 @@ type Options struct {
 	OnListen func(Listening)
 	// Metrics is the process's metrics registry; one is made when nil.
 	Metrics *metrics.Registry
-	// Modules are the enabled modules (moduleset.Registry.Enable of the configuration's modules),
-	// whose migrations the caller has applied.
+	// Modules are the enabled modules (moduleset.Registry.Enable of the configuration's
+	// modules), whose migrations the caller has applied.
 	Modules moduleset.Set
+	// Prefix is server.Options.Prefix: where an embedding program mounts the API's handler.
+	Prefix string
+	// Wrap, when set, wraps the API's handler before it is served: the embedding program's own
+	// routes beside it.
+	Wrap func(http.Handler) http.Handler
+	// Embed, when set, receives the API's (wrapped) handler once it is built, instead of the
+	// process serving it on host:port: the embedding program serves it in its own server.
+	Embed func(http.Handler)
 }
 
 // Run starts the configured roles and blocks until ctx ends and they have all stopped. If a role
@@ -188,16 +196,25 @@ func Run(ctx context.Context, opts Options) error {
 		if notifier != nil {
 			n = notifier
 		}
-		if api, err = newAPI(cfg, opts.Pool, bundle, n, waker, reg, log, instance, opts.Modules.Services()); err != nil {
+		if api, err = newAPI(cfg, opts.Pool, bundle, n, waker, reg, log, instance, opts.Prefix, opts.Modules.Services()); err != nil {
 			return err
 		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
-		if err != nil {
-			return fmt.Errorf("api: listen: %w", err)
+		var h http.Handler = api
+		if opts.Wrap != nil {
+			h = opts.Wrap(h)
 		}
-		listening.APIURL = "http://" + displayAddr(ln.Addr()) + api.BasePath()
-		log.Info("api listening", "url", listening.APIURL, "methods", len(api.Registry().Methods()))
-		wg.Go(func() { fail("api", server.Serve(ctx, ln, api, log, httpLimits(cfg.Limits))) })
+		if opts.Embed != nil {
+			opts.Embed(h)
+			log.Info("api embedded", "base_path", api.BasePath(), "methods", len(api.Registry().Methods()))
+		} else {
+			ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+			if err != nil {
+				return fmt.Errorf("api: listen: %w", err)
+			}
+			listening.APIURL = "http://" + displayAddr(ln.Addr()) + api.BasePath()
+			log.Info("api listening", "url", listening.APIURL, "methods", len(api.Registry().Methods()))
+			wg.Go(func() { fail("api", server.Serve(ctx, ln, h, log, httpLimits(cfg.Limits))) })
+		}
 	}
 	// With metrics.listen set, the metrics are served there only, off the API's port.
 	if cfg.Metrics.Listen != "" {
@@ -244,7 +261,7 @@ func metricsHandler(reg *metrics.Registry) http.Handler {
 	return mux
 }
 
-func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier server.Notifier, waker server.Waker, reg *metrics.Registry, log *slog.Logger, instance string, services []module.Service) (*server.Server, error) {
+func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier server.Notifier, waker server.Waker, reg *metrics.Registry, log *slog.Logger, instance, prefix string, services []module.Service) (*server.Server, error) {
 	var gateways []string
 	if cfg.Gateway.PublicEndpoint != "" {
 		gateways = []string{cfg.Gateway.PublicEndpoint}
@@ -262,7 +279,7 @@ func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier
 		tunnelOpts.Dialer = dialer
 	}
 	return server.New(server.Options{
-		Pool: pool, Secret: cfg.Secret, BasePath: cfg.BasePath, BaseURL: cfg.BaseURL,
+		Pool: pool, Secret: cfg.Secret, BasePath: cfg.BasePath, Prefix: prefix, BaseURL: cfg.BaseURL,
 		TrustDomain: trustDomain, GatewayEndpoints: gateways, Logger: log, Notifier: notifier,
 		WebhooksAllowPrivate: cfg.Webhooks.AllowPrivate, Metrics: reg, Waker: waker,
 		Auth: server.AuthOptions{

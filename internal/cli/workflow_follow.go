@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/better-compute/better-compute/client"
 	workflowsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1"
-	"github.com/better-compute/better-compute/internal/cli"
 	"github.com/better-compute/better-compute/internal/workflow"
 )
 
@@ -102,10 +101,10 @@ func outcome(w *workflowsv1.Workflow) error {
 	case w.GetState() == string(workflow.Succeeded):
 		return nil
 	case pausedForFailures(w):
-		return &cli.ExitError{Code: cli.ExitPaused, Err: fmt.Errorf("workflow %s paused: %s; resume it with `better-compute workflow resume %s --retry-failed` (or a larger --max-failures), or cancel it",
+		return &ExitError{Code: ExitPaused, Err: fmt.Errorf("workflow %s paused: %s; resume it with `better-compute workflow resume %s --retry-failed` (or a larger --max-failures), or cancel it",
 			id, orDash(w.GetReason()), id)}
 	}
-	return &cli.ExitError{Code: 1, Err: fmt.Errorf("workflow %s %s: %s", id, w.GetState(), orDash(w.GetReason()))}
+	return &ExitError{Code: 1, Err: fmt.Errorf("workflow %s %s: %s", id, w.GetState(), orDash(w.GetReason()))}
 }
 
 func orDash(s string) string {

@@ -1,10 +1,9 @@
-package main
+package cli
 
 import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/better-compute/better-compute/internal/cli"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	workflowsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1/workflowsv1connect"
+	"github.com/better-compute/better-compute/internal/modules/standard"
 )
 
 // fakeWorkflows answers workflows/create with a workflow of its first Get answer, and
@@ -81,7 +81,7 @@ func answer(state string, succeeded, inProgress, failed int32) *workflowsv1.GetR
 // runWorkflowAgainst runs `better-compute workflow args... --api URL` in this process.
 func runWorkflowAgainst(t *testing.T, url string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	root := newRootCommand()
+	root := newRootCommand(standard.Modules())
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errOut)
@@ -94,8 +94,8 @@ func TestWorkflowRunFollowsUntilPausedForFailures(t *testing.T) {
 	t.Parallel()
 	f := &fakeWorkflows{answers: []*workflowsv1.GetResponse{answer("running", 0, 1, 0), answer("running", 0, 1, 0), answer("paused", 0, 0, 1)}}
 	stdout, _, err := runWorkflowAgainst(t, serveFake(t, f), "run", "--reboot", "--pool", "p")
-	var ee *cli.ExitError
-	if !errors.As(err, &ee) || ee.Code != cli.ExitPaused || !strings.Contains(err.Error(), "workflow resume w1 --retry-failed") {
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitPaused || !strings.Contains(err.Error(), "workflow resume w1 --retry-failed") {
 		t.Fatalf("error %v, want exit code 3 saying how to resume", err)
 	}
 	if !proto.Equal(f.created.GetTarget(), &workflowsv1.Target{PoolId: "p"}) {

@@ -1,11 +1,13 @@
-package main
+package cli
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -13,7 +15,6 @@ import (
 
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/buildinfo"
-	"github.com/better-compute/better-compute/internal/cli"
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/database"
@@ -21,6 +22,8 @@ import (
 	"github.com/better-compute/better-compute/internal/migrate"
 	"github.com/better-compute/better-compute/internal/moduleset"
 	"github.com/better-compute/better-compute/internal/process"
+	"github.com/better-compute/better-compute/internal/registry"
+	"github.com/better-compute/better-compute/module"
 )
 
 // globals are the flags every command shares.
@@ -39,7 +42,19 @@ func (g *globals) enable(cfg *config.Config) (moduleset.Set, error) {
 	return g.modules.Enable(cfg.Modules)
 }
 
-func newRootCommand() *cobra.Command {
+// Main runs the better-compute command line with the modules compiled in, and exits: 0 on
+// success, otherwise the code ExitCode gives, after PrintError has said why on standard error.
+func Main(modules []module.Info) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand(modules).ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		PrintError(os.Stderr, err)
+		os.Exit(ExitCode(err))
+	}
+}
+
+func newRootCommand(modules []module.Info) *cobra.Command {
 	g := &globals{modules: modules}
 	root := &cobra.Command{
 		Use:   "better-compute",
@@ -51,20 +66,20 @@ a gateway and does what it is told.
 Every command reads one configuration: the file named by --config (or BETTER_COMPUTE_CONFIG),
 then BETTER_COMPUTE_* environment variables, then flags.
 
-` + cli.Help,
+` + Help,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.configPath, "config", os.Getenv("BETTER_COMPUTE_CONFIG"),
 		"configuration file, better-compute.yaml (env BETTER_COMPUTE_CONFIG)")
-	api := &cli.Resolver{}
+	api := &Resolver{}
 	api.AddFlags(root.PersistentFlags())
 	root.AddCommand(newVersionCommand(), newMigrateCommand(g), newServeCommand(g), newDevCommand(g), newIAMCommand(g), newPKICommand(g), newDoctorCommand(g), newSimCommand(g), newTunnelCommand(api), newReleaseCommand(), newWorkflowCommand(api), newReferenceCommand(g))
 	// The API's commands: a registry that does not build is a programming error every command
 	// then reports, as the server would refuse to start.
 	reg, err := apiRegistry(g.modules)
 	if err == nil {
-		err = cli.Attach(root, reg, cli.Options{Resolver: api})
+		err = Attach(root, reg, Options{Resolver: api})
 	}
 	if err != nil {
 		root.PersistentPreRunE = func(*cobra.Command, []string) error { return err }
@@ -366,4 +381,10 @@ owner role if needed: how an operator gets the first credential of a deployment.
 	mint.Flags().StringVar(&name, "name", "admin", "service account name")
 	cmd.AddCommand(mint)
 	return cmd
+}
+
+// apiRegistry is the method registry of every API this binary can serve: the core's and every
+// compiled-in module's, enabled or not, so the CLI has a command for each.
+func apiRegistry(infos moduleset.Registry) (*registry.Registry, error) {
+	return registry.FromGlobal(infos.Files()...)
 }

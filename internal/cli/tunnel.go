@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -12,13 +12,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/better-compute/better-compute/client"
-	"github.com/better-compute/better-compute/internal/cli"
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/process"
 	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
-func newTunnelCommand(api *cli.Resolver) *cobra.Command {
+func newTunnelCommand(api *Resolver) *cobra.Command {
 	var (
 		nodeID, local string
 		port          int

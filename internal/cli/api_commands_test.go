@@ -1,21 +1,21 @@
-package main
+package cli
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/better-compute/better-compute/internal/cli"
+	"github.com/better-compute/better-compute/internal/modules/standard"
 )
 
 // TestAPICommands checks the binary has a command for every method of every compiled-in
 // module's registry, and that they join the hand-written commands without displacing any.
 func TestAPICommands(t *testing.T) {
 	t.Parallel()
-	root := newRootCommand()
+	root := newRootCommand(standard.Modules())
 	if root.PersistentPreRunE != nil {
 		t.Fatal(root.PersistentPreRunE(root, nil))
 	}
-	reg, err := apiRegistry(modules)
+	reg, err := apiRegistry(standard.Modules())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestAPICommands(t *testing.T) {
 		t.Error("the events module's methods are not in the registry")
 	}
 	for _, m := range reg.Methods() {
-		path := cli.CommandPath(m)
+		path := CommandPath(m)
 		if cmd, rest, err := root.Find(path); err != nil || len(rest) > 0 || cmd.Name() != path[1] {
 			t.Errorf("%s: no command %q", m.Route(), strings.Join(path, " "))
 		}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -9,12 +9,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/better-compute/better-compute/client"
-	"github.com/better-compute/better-compute/internal/cli"
 )
 
 // workflowFlags are the flags every workflow command shares: where the API is and how to print.
 type workflowFlags struct {
-	api    *cli.Resolver
+	api    *Resolver
 	output string
 }
 
@@ -47,7 +46,7 @@ func printJSON(w io.Writer, m proto.Message) error {
 	return err
 }
 
-func newWorkflowCommand(api *cli.Resolver) *cobra.Command {
+func newWorkflowCommand(api *Resolver) *cobra.Command {
 	f := &workflowFlags{api: api}
 	cmd := &cobra.Command{
 		Use:   "workflow",

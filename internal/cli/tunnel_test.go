@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -15,13 +15,14 @@ import (
 
 	"github.com/better-compute/better-compute/client/tunneltest"
 	tunnelsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1"
+	"github.com/better-compute/better-compute/internal/modules/standard"
 	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
 // runTunnel runs `better-compute tunnel args...` in this process, with in and out as its
 // standard input and output.
 func runTunnel(ctx context.Context, in io.Reader, out, errOut io.Writer, args ...string) error {
-	root := newRootCommand()
+	root := newRootCommand(standard.Modules())
 	root.SetArgs(append([]string{"tunnel"}, args...))
 	root.SetIn(in)
 	root.SetOut(out)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -115,7 +115,7 @@ func printNodes(w io.Writer, nodes []*workflowsv1.NodeProgress) error {
 		if n.GetAttempt() > 0 {
 			attempt = fmt.Sprint(n.GetAttempt())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, n.GetStep(), attempt, timeText(n.GetStepTime()), oneLine(n.GetMessage()))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, n.GetStep(), attempt, timeText(n.GetStepTime()), orDash(oneLine(n.GetMessage())))
 	}
 	return tw.Flush()
 }
@@ -133,6 +133,3 @@ func printWorkflowList(w io.Writer, wfs []*workflowsv1.Workflow) error {
 }
 
 // oneLine folds s's white space, so that a table row stays one line; "—" when empty.
-func oneLine(s string) string {
-	return orDash(strings.Join(strings.Fields(s), " "))
-}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	workflowsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1"
+	"github.com/better-compute/better-compute/internal/modules/standard"
 )
 
 // parseRun parses run's flags and arguments as cobra would and builds the request; stdin is
@@ -175,7 +176,7 @@ func TestWorkflowRunRefusesBadFlags(t *testing.T) {
 // runWorkflowCommand runs `better-compute workflow args...` in this process.
 func runWorkflowCommand(t *testing.T, args ...string) (stdout string, err error) {
 	t.Helper()
-	root := newRootCommand()
+	root := newRootCommand(standard.Modules())
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -16,13 +16,14 @@ import (
 
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/modules/standard"
 	"github.com/better-compute/better-compute/internal/poll"
 )
 
 // TestMain lets a test run this binary's main, as a subprocess, to check exit codes and output.
 func TestMain(m *testing.M) {
 	if os.Getenv("BETTER_COMPUTE_RUN_MAIN") == "1" {
-		main()
+		Main(standard.Modules())
 		os.Exit(0)
 	}
 	dbtest.Main(m)
