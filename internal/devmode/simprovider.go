@@ -14,9 +14,9 @@ import (
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/config"
-	"github.com/better-compute/better-compute/module"
 	provisionmod "github.com/better-compute/better-compute/internal/modules/provision"
 	"github.com/better-compute/better-compute/internal/provision/simprovider"
+	"github.com/better-compute/better-compute/module"
 )
 
 // simClass is the machine class dev creates in the root tenant with --sim-provider-delay.
