@@ -13,6 +13,8 @@
 package compute
 
 import (
+	"os"
+
 	"github.com/better-compute/better-compute/internal/cli"
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/modules/standard"
@@ -22,7 +24,10 @@ import (
 // Main runs the better-compute command line (serve, dev, migrate, doctor, the API's commands,
 // …) with modules compiled in, and exits the process: 0 on success, non-zero with the reason on
 // standard error otherwise. Every module's methods get commands, as the core's do.
-func Main(modules ...module.Info) { cli.Main(modules) }
+func Main(modules ...module.Info) {
+	cli.Main(modules)
+	os.Exit(0)
+}
 
 // StandardModules are the modules the released binary compiles in: events (NATS) and provision
 // (with its simulated, metal and vps providers).

@@ -109,9 +109,7 @@ func New(baseURL string, opts ...Option) *Client {
 		o.httpClient = defaultHTTPClient()
 	}
 	baseURL = strings.TrimSuffix(baseURL, "/")
-	copts := append([]connect.ClientOption{
-		connect.WithInterceptors(newInterceptor(o)),
-	}, o.connect...)
+	copts := o.connectOptions()
 	h := o.httpClient
 	return &Client{
 		System:       systemv1connect.NewSystemServiceClient(h, baseURL, copts...),
@@ -133,4 +131,21 @@ func New(baseURL string, opts ...Option) *Client {
 		apiKey:       o.apiKey,
 		httpClient:   h,
 	}
+}
+
+// ConnectOptions are the Connect client options this package's clients are made with — the API
+// key, the X-Better-Compute header, the retries of calls safe to retry — for the generated client
+// of a module's service, which this package does not know:
+//
+//	greetings := hellov1connect.NewHelloServiceClient(http.DefaultClient, url, client.ConnectOptions(client.WithAPIKey(key))...)
+func ConnectOptions(opts ...Option) []connect.ClientOption {
+	o := options{retry: DefaultRetryPolicy}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o.connectOptions()
+}
+
+func (o options) connectOptions() []connect.ClientOption {
+	return append([]connect.ClientOption{connect.WithInterceptors(newInterceptor(o))}, o.connect...)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,22 +11,25 @@ import (
 	"net/http"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/google/uuid"
 
+	gatewayv1 "github.com/better-compute/better-compute/gen/go/bettercompute/gateway/v1"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/gateway/v1/gatewayv1connect"
+	"github.com/better-compute/better-compute/internal/apierr"
+	"github.com/better-compute/better-compute/internal/limit"
 	"github.com/better-compute/better-compute/internal/pki"
 	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
 // The internal control API lets the API accelerate a gateway right after a commit: poke it to
 // dispatch a node's new commands now, or end a revoked node's session now. It is an accelerator
-// only: without it the gateway's loops converge within a second or two. It speaks JSON over
-// HTTPS with mutual TLS from the internal CA, and accepts only internal identities. It also
-// carries tunnels: the API streams each one to the gateway holding the node's session (POST
-// tunnel.ControlPath, serveTunnel).
-const (
-	controlPoke   = "/internal/v1/poke"
-	controlRevoke = "/internal/v1/revoke"
-)
+// only: without it the gateway's loops converge within a second or two. Its contract is
+// proto/bettercompute/gateway/v1/control.proto: the Connect service GatewayControlService (Poke,
+// Revoke), served over HTTPS with mutual TLS from the internal CA, and beside it the tunnels'
+// raw HTTP/2 route, on which the API streams each tunnel to the gateway holding the node's
+// session (POST tunnel.ControlPath, serveTunnel). Every route answers internal identities only
+// (internalOnly).
 
 // InternalAuthority issues the control API's certificates (*pki.Bundle provides it).
 type InternalAuthority interface {
@@ -36,49 +38,117 @@ type InternalAuthority interface {
 	InternalCAPool() *x509.CertPool
 }
 
-// controlBodyBytes bounds a control request: some twenty thousand node ids, more than one
-// commit pokes.
+// controlBodyBytes bounds a control request message (and, with its framing, the body that
+// carries it): maxControlNodes ids fit in either codec, proto or JSON.
 const controlBodyBytes = 1 << 20
 
-type controlRequest struct {
-	NodeIDs []uuid.UUID `json:"nodeIds"`
-}
+// maxControlNodes bounds the node ids of one Poke or Revoke, as control.proto promises; the
+// Notifier splits larger sets into several calls. An id takes 38 bytes in protobuf (36 and its
+// tag and length) and 39 in JSON, so 20,000 take at most 780 KB, within controlBodyBytes; and a
+// gateway holds at most some twenty thousand sessions (limit.DefaultGatewaySessions), so one
+// poke round rarely needs more than one call per gateway.
+const maxControlNodes = 20_000
 
-// ControlHandler serves the control API's routes, to internal identities only.
+// ControlHandler serves the control API's routes, every one to internal identities of
+// trustDomain only: the Connect service GatewayControlService, its messages bounded to
+// controlBodyBytes, and the tunnel route (serveTunnel).
 func (g *Gateway) ControlHandler(trustDomain string) http.Handler {
 	mux := http.NewServeMux()
-	internal := func(path string, h http.HandlerFunc) {
-		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
-			if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
-				http.Error(w, "client certificate required", http.StatusUnauthorized)
-				return
-			}
-			if _, err := pki.InternalName(r.TLS.VerifiedChains[0][0], trustDomain); err != nil {
-				http.Error(w, "not an internal identity", http.StatusForbidden)
-				return
-			}
-			h(w, r)
-		})
+	path, h := gatewayv1connect.NewGatewayControlServiceHandler(&controlService{g: g},
+		append(limit.HandlerOptions(controlBodyBytes), connect.WithInterceptors(controlErrors(g.log)))...)
+	mux.Handle(path, limit.Body(controlBodyBytes, h))
+	mux.HandleFunc("POST "+tunnel.ControlPath, g.serveTunnel)
+	return internalOnly(trustDomain, mux)
+}
+
+// internalOnly serves next to callers whose verified client certificate is an internal identity
+// of trustDomain (spiffe://<trustDomain>/internal/<name>), and refuses every other request,
+// whatever its route: without a verified certificate as unauthenticated (401), with another
+// identity as permission denied (403). A refusal is written in the caller's protocol when it
+// speaks Connect, gRPC or gRPC-Web (so its client reads the code), else as text.
+func internalOnly(trustDomain string, next http.Handler) http.Handler {
+	errs := connect.NewErrorWriter()
+	refuse := func(w http.ResponseWriter, r *http.Request, code connect.Code, status int, msg string) {
+		if errs.IsSupported(r) {
+			_ = errs.Write(w, r, connect.NewError(code, errors.New(msg)))
+			return
+		}
+		http.Error(w, msg, status)
 	}
-	handle := func(path string, act func(...uuid.UUID)) {
-		internal(path, func(w http.ResponseWriter, r *http.Request) {
-			var req controlRequest
-			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, controlBodyBytes)).Decode(&req); err != nil {
-				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-					http.Error(w, fmt.Sprintf("body: larger than %d bytes", controlBodyBytes), http.StatusRequestEntityTooLarge)
-					return
-				}
-				http.Error(w, "body: want {\"nodeIds\": [...]}", http.StatusBadRequest)
-				return
-			}
-			act(req.NodeIDs...)
-			w.WriteHeader(http.StatusNoContent)
-		})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+			refuse(w, r, connect.CodeUnauthenticated, http.StatusUnauthorized, "client certificate required")
+			return
+		}
+		if _, err := pki.InternalName(r.TLS.VerifiedChains[0][0], trustDomain); err != nil {
+			refuse(w, r, connect.CodePermissionDenied, http.StatusForbidden, "not an internal identity")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// controlService implements GatewayControlService on a gateway.
+type controlService struct {
+	g *Gateway
+}
+
+// Poke takes the nodes into the next dispatch round, which it wakes (Gateway.Poke).
+func (s *controlService) Poke(_ context.Context, req *gatewayv1.PokeRequest) (*gatewayv1.PokeResponse, error) {
+	ids, err := controlNodes(req.GetNodeIds())
+	if err != nil {
+		return nil, err
 	}
-	handle(controlPoke, g.Poke)
-	handle(controlRevoke, g.Revoke)
-	internal(tunnel.ControlPath, g.serveTunnel)
-	return mux
+	s.g.Poke(ids...)
+	return &gatewayv1.PokeResponse{}, nil
+}
+
+// Revoke ends the nodes' sessions here (Gateway.Revoke).
+func (s *controlService) Revoke(_ context.Context, req *gatewayv1.RevokeRequest) (*gatewayv1.RevokeResponse, error) {
+	ids, err := controlNodes(req.GetNodeIds())
+	if err != nil {
+		return nil, err
+	}
+	s.g.Revoke(ids...)
+	return &gatewayv1.RevokeResponse{}, nil
+}
+
+// controlNodes parses a control request's node ids (the field node_ids): at most
+// maxControlNodes, each a UUID. A bad one is InvalidArgument naming it, node_ids[i].
+func controlNodes(ids []string) ([]uuid.UUID, error) {
+	if len(ids) > maxControlNodes {
+		return nil, apierr.InvalidArgument("node_ids", "at most %d ids in one call, got %d", maxControlNodes, len(ids))
+	}
+	out := make([]uuid.UUID, len(ids))
+	for i, s := range ids {
+		id, err := apierr.ParseID(fmt.Sprintf("node_ids[%d]", i), s)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = id
+	}
+	return out, nil
+}
+
+// controlErrors turns the control service's errors into Connect errors in one place
+// (apierr.ToConnect, so a bad field travels as a field violation too) and logs the unexpected
+// ones.
+func controlErrors(log *slog.Logger) connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			res, err := next(ctx, req)
+			if err == nil {
+				return res, nil
+			}
+			cerr, internal := apierr.ToConnect(err, "")
+			if internal {
+				log.ErrorContext(ctx, "control call failed", "procedure", req.Spec().Procedure, "err", err)
+			} else {
+				log.InfoContext(ctx, "control call refused", "procedure", req.Spec().Procedure, "code", cerr.Code().String(), "err", cerr.Message())
+			}
+			return nil, cerr
+		}
+	}
 }
 
 // ServeControl serves the control API on ln until ctx ends, with a certificate for name from

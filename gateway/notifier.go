@@ -4,17 +4,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
+	gatewayv1 "github.com/better-compute/better-compute/gen/go/bettercompute/gateway/v1"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/gateway/v1/gatewayv1connect"
 )
 
 // PokeWindow is how long the Notifier gathers the nodes of committed commands before it pokes
@@ -26,11 +28,13 @@ const PokeWindow = 2 * time.Millisecond
 const notifyTimeout = 5 * time.Second
 
 // Notifier is the API's side of the control API: after a commit it pokes the gateways that hold
-// the affected nodes' sessions. Every call is best effort and returns at once.
+// the affected nodes' sessions, with the generated GatewayControlService client
+// (proto/bettercompute/gateway/v1/control.proto). Every call is best effort and returns at once.
 //
 // Pokes are batched: CommandsCreated adds the nodes to a set, and one flusher at a time, started
 // by the first addition, waits PokeWindow, takes the set, finds its gateways in one query and
-// sends each gateway one request; additions meanwhile wait for the next round. So at most one
+// sends each gateway one Poke (one per maxControlNodes nodes, the most a call may name);
+// additions meanwhile wait for the next round. So at most one
 // poke round is in flight, whatever the create rate, and it holds at most one connection of the
 // Notifier's pool.
 type Notifier struct {
@@ -113,7 +117,11 @@ func (n *Notifier) pokeGateways(nodeIDs []uuid.UUID) {
 		targets[r.ControlUrl] = append(targets[r.ControlUrl], r.NodeID)
 	}
 	for url, ids := range targets {
-		n.post(ctx, url+controlPoke, ids)
+		client := n.control(url)
+		for chunk := range slices.Chunk(ids, maxControlNodes) {
+			_, err := client.Poke(ctx, &gatewayv1.PokeRequest{NodeIds: idStrings(chunk)})
+			n.logFailure(url, "poke", err)
+		}
 	}
 }
 
@@ -132,9 +140,15 @@ func (n *Notifier) NodesRevoked(ctx context.Context, nodeIDs []uuid.UUID) {
 			n.log.Warn("find gateways to notify", "err", err)
 			return
 		}
+		chunks := slices.Collect(slices.Chunk(idStrings(nodeIDs), maxControlNodes))
 		for _, gw := range gws {
-			if gw.ControlUrl != "" {
-				n.post(ctx, gw.ControlUrl+controlRevoke, nodeIDs)
+			if gw.ControlUrl == "" {
+				continue
+			}
+			client := n.control(gw.ControlUrl)
+			for _, chunk := range chunks {
+				_, err := client.Revoke(ctx, &gatewayv1.RevokeRequest{NodeIds: chunk})
+				n.logFailure(gw.ControlUrl, "revoke", err)
 			}
 		}
 	})
@@ -143,21 +157,30 @@ func (n *Notifier) NodesRevoked(ctx context.Context, nodeIDs []uuid.UUID) {
 // Wait waits for notifications in flight, for tests and shutdown.
 func (n *Notifier) Wait() { n.wg.Wait() }
 
-func (n *Notifier) post(ctx context.Context, url string, nodeIDs []uuid.UUID) {
-	body, _ := json.Marshal(controlRequest{NodeIDs: nodeIDs})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		n.log.Warn("notify gateway", "url", url, "err", err)
-		return
+// control is the control API client of the gateway at url: Connect's protocol with the proto
+// codec, on the Notifier's client (its internal certificate, HTTP/2, 2-second timeout).
+func (n *Notifier) control(url string) gatewayv1connect.GatewayControlServiceClient {
+	return gatewayv1connect.NewGatewayControlServiceClient(n.client, url)
+}
+
+// logFailure logs a notification that did not arrive, if err says so: a gateway that answered
+// with an error refused it (a bug on one side, so a warning), one that could not be reached
+// will catch up in its own loops.
+func (n *Notifier) logFailure(url, call string, err error) {
+	switch {
+	case err == nil:
+	case connect.IsWireError(err):
+		n.log.Warn("gateway refused notification", "url", url, "call", call, "code", connect.CodeOf(err).String(), "err", err)
+	default:
+		n.log.Info("notify gateway failed; its loop will catch up", "url", url, "call", call, "err", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := n.client.Do(req)
-	if err != nil {
-		n.log.Info("notify gateway failed; its loop will catch up", "url", url, "err", err)
-		return
+}
+
+// idStrings is ids in their text form, as the control API takes them.
+func idStrings(ids []uuid.UUID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.String()
 	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusNoContent {
-		n.log.Warn("gateway refused notification", "url", url, "status", res.StatusCode)
-	}
+	return out
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -63,9 +62,10 @@ type nodeStream struct {
 // session this gateway holds. Its contract, which the API's dialler (internal/tunnel/dial.go)
 // relies on:
 //
-//   - The request names the tunnel with the headers tunnel.HeaderTunnel (a UUID, unique per
-//     tunnel), tunnel.HeaderNode (the node's UUID) and tunnel.HeaderPort (1 to 65535). A bad or
-//     missing one is 400, naming the header.
+//   - The request names the tunnel with the header tunnel.HeaderOpen, a protobuf
+//     bettercompute.gateway.v1.OpenTunnelRequest (proto/bettercompute/gateway/v1/control.proto):
+//     tunnel_id (a UUID, unique per tunnel), node_id (the node's UUID) and port (1 to 65535). A
+//     missing or malformed header is 400 naming the header, a bad field 400 naming the field.
 //   - 503 when this gateway holds no session of the node or is shutting down, and 409 when a
 //     tunnel of that id is already pending or open here: nothing was asked of the daemon.
 //   - 503 too when the node's session here ended before its daemon answered, and 504 when the
@@ -87,7 +87,7 @@ func (g *Gateway) serveTunnel(w http.ResponseWriter, r *http.Request) {
 	if !http2Only(w, r) {
 		return
 	}
-	id, node, port, err := tunnelHeaders(r.Header)
+	id, node, port, err := tunnelOpening(r.Header)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -216,19 +216,23 @@ func (g *guardedWriter) abort() {
 	}
 }
 
-// tunnelHeaders reads and checks the control route's headers.
-func tunnelHeaders(h http.Header) (id, node uuid.UUID, port int, err error) {
-	if id, err = uuid.Parse(h.Get(tunnel.HeaderTunnel)); err != nil {
-		return id, node, 0, fmt.Errorf("header %s: want the tunnel's UUID", tunnel.HeaderTunnel)
+// tunnelOpening reads and checks the control route's OpenTunnelRequest (tunnel.HeaderOpen). Its
+// errors name the header, or the message's field at fault (as apierr's field paths do).
+func tunnelOpening(h http.Header) (id, node uuid.UUID, port int, err error) {
+	req, err := tunnel.DecodeOpen(h.Get(tunnel.HeaderOpen))
+	if err != nil {
+		return id, node, 0, fmt.Errorf("%s header: %w", tunnel.HeaderOpen, err)
 	}
-	if node, err = uuid.Parse(h.Get(tunnel.HeaderNode)); err != nil {
-		return id, node, 0, fmt.Errorf("header %s: want the node's UUID", tunnel.HeaderNode)
+	if id, err = uuid.Parse(req.GetTunnelId()); err != nil {
+		return id, node, 0, fmt.Errorf("tunnel_id: must be the tunnel's UUID, got %q", req.GetTunnelId())
 	}
-	p, err := strconv.ParseUint(h.Get(tunnel.HeaderPort), 10, 16)
-	if err != nil || p == 0 {
-		return id, node, 0, fmt.Errorf("header %s: want a port, 1 to 65535", tunnel.HeaderPort)
+	if node, err = uuid.Parse(req.GetNodeId()); err != nil {
+		return id, node, 0, fmt.Errorf("node_id: must be the node's UUID, got %q", req.GetNodeId())
 	}
-	return id, node, int(p), nil
+	if p := req.GetPort(); p < 1 || p > 65535 {
+		return id, node, 0, fmt.Errorf("port: must be 1 to 65535, got %d", p)
+	}
+	return id, node, int(req.GetPort()), nil
 }
 
 // pendTunnel registers a tunnel before its daemon is asked, so that the daemon's stream, however

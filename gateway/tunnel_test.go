@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -19,10 +20,12 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/better-compute/better-compute/gateway"
 	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	gatewayv1 "github.com/better-compute/better-compute/gen/go/bettercompute/gateway/v1"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/tunnel"
 	"github.com/better-compute/better-compute/internal/tunnel/tunneltest"
@@ -126,11 +129,21 @@ func stream(ctx context.Context, c *http.Client, url string, header http.Header)
 
 // open streams a tunnel to node's port through the control API, as the API does.
 func (te *tunnelEnv) open(ctx context.Context, id uuid.UUID, node string, port int) (int, *tunnel.ByteStream, string, error) {
+	return stream(ctx, te.api, te.gw.ControlURL+tunnel.ControlPath, openHeader(te.t, &gatewayv1.OpenTunnelRequest{
+		TunnelId: id.String(), NodeId: node, Port: int32(port),
+	}))
+}
+
+// openHeader is the control route's header opening the tunnel req, as the API's dialler sends it.
+func openHeader(t *testing.T, req *gatewayv1.OpenTunnelRequest) http.Header {
+	t.Helper()
+	v, err := tunnel.EncodeOpen(req)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := http.Header{}
-	h.Set(tunnel.HeaderTunnel, id.String())
-	h.Set(tunnel.HeaderNode, node)
-	h.Set(tunnel.HeaderPort, fmt.Sprint(port))
-	return stream(ctx, te.api, te.gw.ControlURL+tunnel.ControlPath, h)
+	h.Set(tunnel.HeaderOpen, v)
+	return h
 }
 
 // tunnelNode is a hand-driven daemon: a raw session on the gateway, and a client with the node's
@@ -334,24 +347,38 @@ func TestTunnelRefusals(t *testing.T) {
 	te := newTunnelEnv(t, 0)
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	opening := func(tunnelID, node string, port int32) http.Header {
+		return openHeader(t, &gatewayv1.OpenTunnelRequest{TunnelId: tunnelID, NodeId: node, Port: port})
+	}
+	raw := func(v string) http.Header { return http.Header{tunnel.HeaderOpen: {v}} }
 	for _, tc := range []struct {
-		name, tunnelID, node, port, want string
+		name   string
+		header http.Header
+		want   string
 	}{
-		{"no tunnel id", "", uuid.NewString(), "22", tunnel.HeaderTunnel},
-		{"bad node id", uuid.NewString(), "node-1", "22", tunnel.HeaderNode},
-		{"port 0", uuid.NewString(), uuid.NewString(), "0", tunnel.HeaderPort},
-		{"port 65536", uuid.NewString(), uuid.NewString(), "65536", tunnel.HeaderPort},
-		{"port +22", uuid.NewString(), uuid.NewString(), "+22", tunnel.HeaderPort},
-		{"no port", uuid.NewString(), uuid.NewString(), "", tunnel.HeaderPort},
+		{"no header", http.Header{}, tunnel.HeaderOpen + " header: missing"},
+		{"not base64", raw("not base64!"), tunnel.HeaderOpen + " header: not base64"},
+		{"not protobuf", raw(base64.RawStdEncoding.EncodeToString([]byte{0xff, 0xff})), tunnel.HeaderOpen + " header: not an OpenTunnelRequest"},
+		{"too long", raw(strings.Repeat("A", 4<<10)), tunnel.HeaderOpen + " header: longer than"},
+		{"no tunnel id", opening("", uuid.NewString(), 22), "tunnel_id:"},
+		{"bad node id", opening(uuid.NewString(), "node-1", 22), "node_id:"},
+		{"port 0", opening(uuid.NewString(), uuid.NewString(), 0), "port:"},
+		{"port 65536", opening(uuid.NewString(), uuid.NewString(), 65536), "port:"},
+		{"port -22", opening(uuid.NewString(), uuid.NewString(), -22), "port:"},
 	} {
-		h := http.Header{}
-		h.Set(tunnel.HeaderTunnel, tc.tunnelID)
-		h.Set(tunnel.HeaderNode, tc.node)
-		h.Set(tunnel.HeaderPort, tc.port)
-		status, _, body, err := stream(tctx, te.api, te.gw.ControlURL+tunnel.ControlPath, h)
+		status, _, body, err := stream(tctx, te.api, te.gw.ControlURL+tunnel.ControlPath, tc.header)
 		if err != nil || status != http.StatusBadRequest || !strings.Contains(body, tc.want) {
 			t.Errorf("%s: %d %q %v, want 400 naming %s", tc.name, status, body, err, tc.want)
 		}
+	}
+	// The padded base64 that some encoders write is accepted too: this one is refused only for
+	// the node's missing session.
+	padded, err := proto.Marshal(&gatewayv1.OpenTunnelRequest{TunnelId: uuid.NewString(), NodeId: uuid.NewString(), Port: 22})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body, err := stream(tctx, te.api, te.gw.ControlURL+tunnel.ControlPath, raw(base64.StdEncoding.EncodeToString(padded))); err != nil || status != http.StatusServiceUnavailable {
+		t.Errorf("padded base64: %d %q %v, want 503 (no session)", status, body, err)
 	}
 	if status, _, body, err := te.open(tctx, uuid.New(), uuid.NewString(), 22); err != nil || status != http.StatusServiceUnavailable {
 		t.Errorf("a node without a session: %d %q %v, want 503", status, body, err)

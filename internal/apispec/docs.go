@@ -53,6 +53,17 @@ func (d *Docs) Of(name protoreflect.FullName) string {
 	return clean(desc.ParentFile().SourceLocations().ByDescriptor(desc).LeadingComments)
 }
 
+// Has reports whether the proto file at path (as its descriptor names it) is one of this
+// repository's: a module built elsewhere brings files the embedded descriptors do not hold. A nil
+// *Docs has none.
+func (d *Docs) Has(path string) bool {
+	if d == nil {
+		return false
+	}
+	_, err := d.files.FindFileByPath(path)
+	return err == nil
+}
+
 // Summary is the first sentence of name's comment: a CLI's short help, an operation's summary.
 func (d *Docs) Summary(name protoreflect.FullName) string {
 	return FirstSentence(d.Of(name))

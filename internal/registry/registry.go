@@ -52,6 +52,25 @@ type Registry struct {
 // apiPackage matches the packages that hold API services; the daemon protocol is not one.
 var apiPackage = regexp.MustCompile(`^bettercompute\.[a-z][a-z0-9]*\.v[0-9]+$`)
 
+// internalPackages match apiPackage but hold no API service: the options every method declares,
+// the daemon protocol (gateway and bcd) and the gateway's internal control API (API and
+// gateway, internal identities only). Their services have no (bettercompute.api.v1.method)
+// option and must never be routed, documented or offered by the CLI.
+var internalPackages = []string{"bettercompute.api.", "bettercompute.daemon.", "bettercompute.gateway."}
+
+// isAPIPackage says whether pkg holds API services.
+func isAPIPackage(pkg string) bool {
+	if !apiPackage.MatchString(pkg) {
+		return false
+	}
+	for _, p := range internalPackages {
+		if strings.HasPrefix(pkg, p) {
+			return false
+		}
+	}
+	return true
+}
+
 var segment = regexp.MustCompile(`^[a-z][a-zA-Z0-9]*$`)
 
 var permission = regexp.MustCompile(`^[a-z][a-zA-Z0-9]*\.[a-z][a-zA-Z0-9]*$`)
@@ -97,7 +116,7 @@ func Build(files *protoregistry.Files, modules ...protoreflect.FileDescriptor) (
 	}
 	files.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
 		pkg := string(fd.Package())
-		if apiPackage.MatchString(pkg) && pkg != "bettercompute.api.v1" && !strings.HasPrefix(pkg, "bettercompute.daemon.") {
+		if isAPIPackage(pkg) {
 			add(fd)
 		}
 		return true

@@ -8,19 +8,20 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	gatewayv1 "github.com/better-compute/better-compute/gen/go/bettercompute/gateway/v1"
 	"github.com/better-compute/better-compute/internal/scrub"
 )
 
 // The API's side of the control hop: it streams a tunnel to the gateway that holds the node's
 // session, POST ControlPath on the gateway's control API (HTTP/2, mutual TLS from the internal
-// CA). The request body carries the frames towards the node and the response body the frames
-// from it; the gateway answers 200 only once the node's daemon opened its own stream, and
-// refuses with another status before that (503 no session there, 504 the daemon did not answer).
+// CA), naming the tunnel in the header HeaderOpen (a protobuf OpenTunnelRequest). The request
+// body carries the frames towards the node and the response body the frames from it; the
+// gateway answers 200 only once the node's daemon opened its own stream, and refuses with
+// another status before that (503 no session there, 504 the daemon did not answer).
 
 // InternalAuthority issues the API's client certificate for the control API and says which CA
 // the gateways' certificates come from (*pki.Bundle provides it).
@@ -102,10 +103,18 @@ func (e *DialError) Code() Code {
 
 // Dial opens the control stream of tunnel id to port on node through the gateway whose control
 // API is at controlURL, and returns it once the gateway answered 200 (the daemon's stream is
-// there). A refusal is a *DialError; a gateway that cannot be reached is another error. ctx
-// bounds the whole stream: cancelling it tears the stream down. The stream's CloseSend ends the
-// request body; Close lets its last frame leave (at most a second), then resets the stream.
+// there). A refusal is a *DialError; a gateway that cannot be reached, or a port outside 1 to
+// 65535 (which no gateway takes), is another error. ctx bounds the whole stream: cancelling it
+// tears the stream down. The stream's CloseSend ends the request body; Close lets its last
+// frame leave (at most a second), then resets the stream.
 func (d *Dialer) Dial(ctx context.Context, controlURL, id, node string, port int) (*ByteStream, error) {
+	if port < 1 || port > 65535 {
+		return nil, fmt.Errorf("tunnel: port %d: want 1 to 65535", port)
+	}
+	open, err := EncodeOpen(&gatewayv1.OpenTunnelRequest{TunnelId: id, NodeId: node, Port: int32(port)})
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
 	body := &sentBody{r: pr, done: make(chan struct{})}
@@ -115,9 +124,7 @@ func (d *Dialer) Dial(ctx context.Context, controlURL, id, node string, port int
 		return nil, fmt.Errorf("tunnel: control URL %q: %w", controlURL, err)
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
-	req.Header.Set(HeaderTunnel, id)
-	req.Header.Set(HeaderNode, node)
-	req.Header.Set(HeaderPort, strconv.Itoa(port))
+	req.Header.Set(HeaderOpen, open)
 	res, err := d.client.Do(req)
 	if err != nil {
 		cancel()

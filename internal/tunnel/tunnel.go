@@ -9,7 +9,8 @@
 //
 // The client opens GET {basePath}/tunnels/{ticket} with its API key and the subprotocol
 // Subprotocol; the ticket comes from tunnels/create and is spent by the upgrade. The API streams
-// to the gateway (ControlPath); the gateway asks the daemon over its session to open the tunnel
+// to the gateway (ControlPath, naming the tunnel with a bettercompute.gateway.v1.OpenTunnelRequest
+// in HeaderOpen); the gateway asks the daemon over its session to open the tunnel
 // (bettercompute.daemon.v1.TunnelOpen), and the daemon dials the port and opens its own stream to
 // the gateway (DataPlanePath) on a connection of its own, so bulk data never waits behind
 // heartbeats or commands. Each hop relays frames without interpreting them, but for the
@@ -32,18 +33,16 @@ import (
 // Subprotocol is the WebSocket subprotocol a client must offer.
 const Subprotocol = "bettercompute.tunnel.v1"
 
-// Paths and headers of the internal hops.
+// Paths of the internal hops.
 const (
 	// ControlPath is the gateway's control API route the API streams a tunnel to (POST, mTLS
-	// from the internal CA), with the headers below.
-	ControlPath = "/internal/v1/tunnel"
+	// from the internal CA), with the tunnel to open in the header HeaderOpen. It is a raw
+	// HTTP/2 stream of frames, not an RPC, beside the control API's Connect service
+	// (proto/bettercompute/gateway/v1/control.proto documents both).
+	ControlPath = "/bettercompute.gateway.v1/tunnel"
 	// DataPlanePath is the gateway route a daemon streams an opened tunnel on (POST
 	// DataPlanePath + tunnel id, with its node certificate).
 	DataPlanePath = "/bettercompute.tunnel.v1/node/"
-	// HeaderTunnel, HeaderNode and HeaderPort name the tunnel on the control hop.
-	HeaderTunnel = "Bc-Tunnel-Id"
-	HeaderNode   = "Bc-Node-Id"
-	HeaderPort   = "Bc-Port"
 )
 
 // Lifetimes and limits.

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
+	gatewayv1 "github.com/better-compute/better-compute/gen/go/bettercompute/gateway/v1"
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
@@ -284,13 +284,13 @@ func (e *env) row(t *testing.T, id string) db.Tunnel {
 
 // fakeGateway is a gateway's control API for tunnels, over HTTP/2 with mutual TLS from the
 // internal CA: it answers status when set, else 200 and echoes the frames it gets; on the API's
-// CloseWrite it sends "bye" and closes its side too. It records the requests and the codes of
-// the Abort frames it gets.
+// CloseWrite it sends "bye" and closes its side too. It records the requests, the tunnels they
+// open and the codes of the Abort frames it gets.
 type fakeGateway struct {
 	url      string
 	status   atomic.Int32
 	requests atomic.Int32
-	headers  chan http.Header
+	opens    chan *gatewayv1.OpenTunnelRequest
 	aborts   chan tunnel.Code
 }
 
@@ -304,7 +304,7 @@ func newFakeGateway(t *testing.T, bundle *pki.Bundle) *fakeGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &fakeGateway{headers: make(chan http.Header, 64), aborts: make(chan tunnel.Code, 64)}
+	g := &fakeGateway{opens: make(chan *gatewayv1.OpenTunnelRequest, 64), aborts: make(chan tunnel.Code, 64)}
 	ts := httptest.NewUnstartedServer(g)
 	ts.EnableHTTP2 = true
 	ts.TLS = &tls.Config{
@@ -320,12 +320,12 @@ func newFakeGateway(t *testing.T, bundle *pki.Bundle) *fakeGateway {
 	return g
 }
 
-// header waits for the headers of the next tunnel stream.
-func (g *fakeGateway) header(t *testing.T) http.Header {
+// opening waits for the OpenTunnelRequest of the next tunnel stream.
+func (g *fakeGateway) opening(t *testing.T) *gatewayv1.OpenTunnelRequest {
 	t.Helper()
 	select {
-	case h := <-g.headers:
-		return h
+	case o := <-g.opens:
+		return o
 	case <-time.After(30 * time.Second):
 		t.Fatal("no tunnel stream reached the gateway")
 		return nil
@@ -350,11 +350,12 @@ func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not a tunnel stream", http.StatusBadRequest)
 		return
 	}
-	if _, err := strconv.Atoi(r.Header.Get(tunnel.HeaderPort)); err != nil {
-		http.Error(w, "no port", http.StatusBadRequest)
+	open, err := tunnel.DecodeOpen(r.Header.Get(tunnel.HeaderOpen))
+	if err != nil {
+		http.Error(w, tunnel.HeaderOpen+" header: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	g.headers <- r.Header.Clone()
+	g.opens <- open
 	if st := g.status.Load(); st != 0 {
 		http.Error(w, "node offline", int(st))
 		return

@@ -257,9 +257,9 @@ func TestEchoWithHalfClose(t *testing.T) {
 	e := newEnv(t, nil)
 	res := e.create(t, e.AdminKey, e.node, 8888)
 	s := open(t, res.GetUrl(), e.AdminKey)
-	h := e.gw.header(t)
-	if h.Get(tunnel.HeaderTunnel) != res.GetTunnel().GetId() || h.Get(tunnel.HeaderNode) != e.node.String() || h.Get(tunnel.HeaderPort) != "8888" {
-		t.Fatalf("the gateway got headers %v", h)
+	o := e.gw.opening(t)
+	if o.GetTunnelId() != res.GetTunnel().GetId() || o.GetNodeId() != e.node.String() || o.GetPort() != 8888 {
+		t.Fatalf("the gateway was asked to open %v", o)
 	}
 	list, err := e.tunnels(e.AdminKey).List(ctx, &tunnelsv1.ListRequest{})
 	if err != nil || len(list.GetTunnels()) != 1 || list.GetTunnels()[0].GetOpenTime() == nil || list.GetTunnels()[0].GetExpireTime() != nil {
@@ -317,7 +317,7 @@ func TestReleaseEndsTunnels(t *testing.T) {
 	g := e.grantee(t, "acme")
 	res := e.create(t, g.key, e.node, 8080)
 	s := open(t, res.GetUrl(), g.key)
-	e.gw.header(t)
+	e.gw.opening(t)
 	if err := s.WriteFrame(tunnel.Frame{Type: tunnel.Data, Payload: []byte("ping")}); err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +353,7 @@ func TestLeaseEndEndsTunnels(t *testing.T) {
 	g := e.grantee(t, "acme")
 	res := e.create(t, g.key, e.node, 8080)
 	s := open(t, res.GetUrl(), g.key)
-	e.gw.header(t)
+	e.gw.opening(t)
 	ended := make(chan tunnel.Code, 1)
 	go func() { // readToEnd, without t: the first abort's code, or 0 for any other end
 		for {
@@ -401,7 +401,7 @@ func TestCloseEndsTunnel(t *testing.T) {
 	e := newEnv(t, nil)
 	res := e.create(t, e.AdminKey, e.node, 22)
 	s := open(t, res.GetUrl(), e.AdminKey)
-	e.gw.header(t)
+	e.gw.opening(t)
 	id := res.GetTunnel().GetId()
 	c, err := e.tunnels(e.AdminKey).CloseTunnel(ctx, &tunnelsv1.CloseTunnelRequest{Id: id})
 	if err != nil {
@@ -430,9 +430,9 @@ func TestWatcherEndsTunnels(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	closing := open(t, e.create(t, e.AdminKey, e.node, 22).GetUrl(), e.AdminKey)
-	e.gw.header(t)
+	e.gw.opening(t)
 	revoked := open(t, e.create(t, e.AdminKey, e.node, 8888).GetUrl(), e.AdminKey)
-	e.gw.header(t)
+	e.gw.opening(t)
 	if _, err := e.Pool.Exec(ctx, `UPDATE tunnels SET close_requested_at = now() WHERE port = 22`); err != nil {
 		t.Fatal(err)
 	}
@@ -523,7 +523,7 @@ func TestShutdownClosesTunnels(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	s := open(t, e.create(t, e.AdminKey, e.node, 22).GetUrl(), e.AdminKey)
-	e.gw.header(t)
+	e.gw.opening(t)
 	next := e.create(t, e.AdminKey, e.node, 22)
 	done := make(chan struct{})
 	go func() {
