@@ -193,7 +193,7 @@ func New(opts Options) (*Server, error) {
 	if bridge == nil {
 		bridge = auth.NewEmbedded(opts.Pool, s.log).WithSessionLifetimes(opts.Auth.Sessions)
 	}
-	admit := admission.New(opts.Pool, sealer)
+	admit := admission.New(opts.Pool, sealer, opts.Waker)
 	webhookSealer, err := webhook.NewSealer(opts.Secret)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
