@@ -101,9 +101,9 @@ type Options struct {
 	Notifier Notifier
 	// Services are the enabled modules' API services.
 	Services []module.Service
-	// Waker wakes reconcilers after commits that enqueue work (reconcile.Waker); when nil they
-	// find the work by polling.
-	Waker Waker
+	// Waker wakes reconcilers after commits that enqueue work (reconcile.Waker), for the kinds
+	// the admission transactions name (admission.Tx.Wake); when nil they find the work by polling.
+	Waker admission.Waker
 	// Auth configures sign-in through identity providers: auth methods and sessions.
 	Auth AuthOptions
 	// WebhooksAllowPrivate lets webhook URLs point at loopback, link-local and private
@@ -133,11 +133,6 @@ type Options struct {
 type Notifier interface {
 	commands.Notifier
 	nodes.RevocationNotifier
-}
-
-// Waker wakes the reconcilers of a kind (reconcile.Waker).
-type Waker interface {
-	Wake(kind string)
 }
 
 // Server is the API's HTTP handler.
@@ -249,17 +244,13 @@ func New(opts Options) (*Server, error) {
 	mount(secretsv1connect.NewSecretsServiceHandler(secrets.New(opts.Pool, admit, secretSealer), handlerOpts...))
 	mount(eventsv1connect.NewEventsServiceHandler(events.New(opts.Pool), handlerOpts...))
 	mount(commandsv1connect.NewCommandsServiceHandler(commands.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
-	var nodeOpts []nodes.Option
-	if opts.Waker != nil {
-		nodeOpts = append(nodeOpts, nodes.WithWake(opts.Waker.Wake))
-	}
-	mount(nodesv1connect.NewNodesServiceHandler(nodes.New(opts.Pool, admit, opts.Notifier, nodeOpts...), handlerOpts...))
+	mount(nodesv1connect.NewNodesServiceHandler(nodes.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
 	mount(jointokensv1connect.NewJoinTokensServiceHandler(jointokens.New(opts.Pool, admit), handlerOpts...))
-	mount(poolsv1connect.NewPoolsServiceHandler(pools.New(opts.Pool, admit, opts.Waker), handlerOpts...))
-	mount(leasesv1connect.NewLeasesServiceHandler(leases.New(opts.Pool, admit, opts.Waker), handlerOpts...))
-	mount(reservationsv1connect.NewReservationsServiceHandler(reservations.New(opts.Pool, admit, opts.Waker), handlerOpts...))
+	mount(poolsv1connect.NewPoolsServiceHandler(pools.New(opts.Pool, admit), handlerOpts...))
+	mount(leasesv1connect.NewLeasesServiceHandler(leases.New(opts.Pool, admit), handlerOpts...))
+	mount(reservationsv1connect.NewReservationsServiceHandler(reservations.New(opts.Pool, admit), handlerOpts...))
 	mount(usagev1connect.NewUsageServiceHandler(usage.New(opts.Pool), handlerOpts...))
-	mount(workflowsv1connect.NewWorkflowsServiceHandler(workflows.New(opts.Pool, admit, opts.Waker), handlerOpts...))
+	mount(workflowsv1connect.NewWorkflowsServiceHandler(workflows.New(opts.Pool, admit), handlerOpts...))
 	t := opts.Tunnels
 	s.tunnels = tunnels.New(opts.Pool, admit, g, tunnels.Options{
 		Dialer: t.Dialer, Instance: t.Instance, IdleTimeout: t.IdleTimeout, PerNode: t.PerNode, PerTenant: t.PerTenant,
