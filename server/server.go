@@ -260,7 +260,7 @@ func New(opts Options) (*Server, error) {
 	mount(tunnelsPath, tunnels.WithOrigin(tunnelsHandler))
 	for _, svc := range opts.Services {
 		path, h, err := svc.Mount(module.ServiceDeps{
-			Pool: opts.Pool, Admitter: admit, Logger: s.log, Metrics: opts.Metrics, Secret: opts.Secret, Waker: opts.Waker,
+			Pool: opts.Pool, Admitter: admit, Logger: s.log, Metrics: opts.Metrics, Secret: opts.Secret,
 		}, handlerOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("api: %s: %w", svc.File.Path(), err)
