@@ -45,14 +45,6 @@ type ServiceDeps struct {
 	// Secret is the deployment secret, for a module that seals what it stores (with a purpose
 	// of its own).
 	Secret string
-	// Waker wakes reconcilers after a commit that enqueued work; nil when they find it by
-	// polling.
-	Waker Waker
-}
-
-// Waker wakes the reconcilers of a kind at once, rather than at their next poll.
-type Waker interface {
-	Wake(kind string)
 }
 
 // Admitter runs a method's change in one transaction with its audit row, its outbox events and
@@ -60,7 +52,9 @@ type Waker interface {
 type Admitter = admission.Admitter
 
 // Tx is the transaction Admit runs a change in: DB() for the module's own queries, Target to
-// name the object the audit row is about.
+// name the object the audit row is about, Wake to have the reconcilers of a kind it enqueued
+// keys for (Enqueue) woken once it commits, AfterCommit for other work that must wait for the
+// commit. Neither runs when the change fails or a retried call replays its response.
 type Tx = admission.Tx
 
 // Metrics is the process's metrics registry (served at /metrics): a module registers its own
@@ -69,8 +63,8 @@ type Metrics = metrics.Registry
 
 // Admit runs fn, the change of the calling method, in one transaction with the method's audit
 // row and, for a call with an idempotency key, its stored response: a retried call gets the
-// first call's response and changes nothing again. req is the method's request, for the
-// idempotency check.
+// first call's response and changes nothing again (nor wakes anything: see Tx). req is the
+// method's request, for the idempotency check.
 func Admit[Res proto.Message](ctx context.Context, a *Admitter, req proto.Message, fn func(context.Context, *Tx) (Res, error)) (Res, error) {
 	return admission.Do(ctx, a, req, fn)
 }

@@ -81,7 +81,8 @@ type Reconciliation struct {
 }
 
 // Enqueue marks keys of a reconciler's kind due, in the caller's transaction (q bound to it):
-// they are reconciled once it commits. Waker.Wake after the commit shortens the wait.
+// they are reconciled once it commits. Tx.Wake(kind) in the same transaction has them
+// reconciled at once rather than at the reconcilers' next poll.
 func Enqueue(ctx context.Context, q *db.Queries, kind string, keys ...string) error {
 	return reconcile.Enqueue(ctx, q, kind, keys...)
 }

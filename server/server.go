@@ -101,9 +101,9 @@ type Options struct {
 	Notifier Notifier
 	// Services are the enabled modules' API services.
 	Services []module.Service
-	// Waker wakes reconcilers after commits that enqueue work (reconcile.Waker); when nil they
-	// find the work by polling.
-	Waker Waker
+	// Waker wakes reconcilers after commits that enqueue work (reconcile.Waker), for the kinds
+	// the admission transactions name (admission.Tx.Wake); when nil they find the work by polling.
+	Waker admission.Waker
 	// Auth configures sign-in through identity providers: auth methods and sessions.
 	Auth AuthOptions
 	// WebhooksAllowPrivate lets webhook URLs point at loopback, link-local and private
@@ -133,11 +133,6 @@ type Options struct {
 type Notifier interface {
 	commands.Notifier
 	nodes.RevocationNotifier
-}
-
-// Waker wakes the reconcilers of a kind (reconcile.Waker).
-type Waker interface {
-	Wake(kind string)
 }
 
 // Server is the API's HTTP handler.
@@ -193,7 +188,7 @@ func New(opts Options) (*Server, error) {
 	if bridge == nil {
 		bridge = auth.NewEmbedded(opts.Pool, s.log).WithSessionLifetimes(opts.Auth.Sessions)
 	}
-	admit := admission.New(opts.Pool, sealer)
+	admit := admission.New(opts.Pool, sealer, opts.Waker)
 	webhookSealer, err := webhook.NewSealer(opts.Secret)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
@@ -249,17 +244,13 @@ func New(opts Options) (*Server, error) {
 	mount(secretsv1connect.NewSecretsServiceHandler(secrets.New(opts.Pool, admit, secretSealer), handlerOpts...))
 	mount(eventsv1connect.NewEventsServiceHandler(events.New(opts.Pool), handlerOpts...))
 	mount(commandsv1connect.NewCommandsServiceHandler(commands.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
-	var nodeOpts []nodes.Option
-	if opts.Waker != nil {
-		nodeOpts = append(nodeOpts, nodes.WithWake(opts.Waker.Wake))
-	}
-	mount(nodesv1connect.NewNodesServiceHandler(nodes.New(opts.Pool, admit, opts.Notifier, nodeOpts...), handlerOpts...))
+	mount(nodesv1connect.NewNodesServiceHandler(nodes.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
 	mount(jointokensv1connect.NewJoinTokensServiceHandler(jointokens.New(opts.Pool, admit), handlerOpts...))
-	mount(poolsv1connect.NewPoolsServiceHandler(pools.New(opts.Pool, admit, opts.Waker), handlerOpts...))
-	mount(leasesv1connect.NewLeasesServiceHandler(leases.New(opts.Pool, admit, opts.Waker), handlerOpts...))
-	mount(reservationsv1connect.NewReservationsServiceHandler(reservations.New(opts.Pool, admit, opts.Waker), handlerOpts...))
+	mount(poolsv1connect.NewPoolsServiceHandler(pools.New(opts.Pool, admit), handlerOpts...))
+	mount(leasesv1connect.NewLeasesServiceHandler(leases.New(opts.Pool, admit), handlerOpts...))
+	mount(reservationsv1connect.NewReservationsServiceHandler(reservations.New(opts.Pool, admit), handlerOpts...))
 	mount(usagev1connect.NewUsageServiceHandler(usage.New(opts.Pool), handlerOpts...))
-	mount(workflowsv1connect.NewWorkflowsServiceHandler(workflows.New(opts.Pool, admit, opts.Waker), handlerOpts...))
+	mount(workflowsv1connect.NewWorkflowsServiceHandler(workflows.New(opts.Pool, admit), handlerOpts...))
 	t := opts.Tunnels
 	s.tunnels = tunnels.New(opts.Pool, admit, g, tunnels.Options{
 		Dialer: t.Dialer, Instance: t.Instance, IdleTimeout: t.IdleTimeout, PerNode: t.PerNode, PerTenant: t.PerTenant,
@@ -269,7 +260,7 @@ func New(opts Options) (*Server, error) {
 	mount(tunnelsPath, tunnels.WithOrigin(tunnelsHandler))
 	for _, svc := range opts.Services {
 		path, h, err := svc.Mount(module.ServiceDeps{
-			Pool: opts.Pool, Admitter: admit, Logger: s.log, Metrics: opts.Metrics, Secret: opts.Secret, Waker: opts.Waker,
+			Pool: opts.Pool, Admitter: admit, Logger: s.log, Metrics: opts.Metrics, Secret: opts.Secret,
 		}, handlerOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("api: %s: %w", svc.File.Path(), err)

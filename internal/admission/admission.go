@@ -1,7 +1,9 @@
 // Package admission runs a mutating API call as one transaction: the handler's change, its audit
 // row, the events it emits into the outbox and, for idempotent calls with an Idempotency-Key,
 // the stored response, all commit together or not at all. A retry with the same key returns the
-// stored response; the same key with a different request is refused.
+// stored response; the same key with a different request is refused. What must follow the
+// commit, such as waking the reconcilers of the work the call enqueued, is asked for on the
+// transaction (Tx.Wake, Tx.AfterCommit) and happens only once it committed.
 package admission
 
 import (
@@ -9,6 +11,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,6 +33,9 @@ type Tx struct {
 	tx     *database.PipeTx
 	target string
 	events event.Batch
+	// after and wakes are what Do does once the transaction commits.
+	after []func(context.Context)
+	wakes []string
 }
 
 // Target records what the call acted on ("principal/<id>") for its audit row.
@@ -43,29 +49,80 @@ func (t *Tx) Emit(tenant uuid.UUID, ev event.Event) error { return t.events.Add(
 // what they write commits or rolls back with the call.
 func (t *Tx) DB() db.DBTX { return t.tx }
 
+// Wake has the reconcilers of kind woken once the transaction commits, so that the keys it
+// enqueued for them are reconciled at once rather than at their next poll. Nothing is woken
+// when the call fails and rolls back, or when it replays a stored response; a kind named
+// several times is woken once.
+func (t *Tx) Wake(kind string) {
+	if !slices.Contains(t.wakes, kind) {
+		t.wakes = append(t.wakes, kind)
+	}
+}
+
+// AfterCommit has fn run once the transaction commits, and never when it rolls back or when the
+// call replays a stored response. The functions run in the order they were added, on the call's
+// goroutine after its connection went back to the pool, before the kinds of Wake are woken (so
+// those wakes follow what they enqueue); their context is the call's, not cancelled when the
+// caller goes away. fn must not fail the call, which has committed: it handles its own errors,
+// and should be quick.
+func (t *Tx) AfterCommit(fn func(context.Context)) { t.after = append(t.after, fn) }
+
+// committed runs the transaction's post-commit work.
+func (t *Tx) committed(ctx context.Context, waker Waker) {
+	ctx = context.WithoutCancel(ctx)
+	for _, fn := range t.after {
+		fn(ctx)
+	}
+	if waker == nil {
+		return
+	}
+	for _, kind := range t.wakes {
+		waker.Wake(kind)
+	}
+}
+
+// Waker wakes the reconcilers of a kind in every process (reconcile.Waker). A wake only
+// shortens the wait: a reconciler that misses one still finds its due keys at its next poll.
+type Waker interface {
+	Wake(kind string)
+}
+
 // Admitter runs calls' transactions on one database.
 type Admitter struct {
 	pool *pgxpool.Pool
 	// sealer encrypts stored responses: some carry a secret shown once, such as a new API key.
 	sealer *seal.Sealer
+	waker  Waker
 }
 
-// New returns an admitter over pool that seals stored responses with sealer.
-func New(pool *pgxpool.Pool, sealer *seal.Sealer) *Admitter {
-	return &Admitter{pool: pool, sealer: sealer}
+// New returns an admitter over pool that seals stored responses with sealer and wakes the kinds
+// of Tx.Wake with waker; with a nil waker the reconcilers find their keys by polling.
+func New(pool *pgxpool.Pool, sealer *seal.Sealer, waker Waker) *Admitter {
+	return &Admitter{pool: pool, sealer: sealer, waker: waker}
 }
 
 // Do runs fn in a transaction with the call's audit row, outbox events and idempotent
-// response, and commits them together. It must be called from a handler behind the guard.
+// response, and commits them together; then it does what fn asked for after the commit
+// (Tx.AfterCommit, Tx.Wake). It must be called from a handler behind the guard.
 func Do[Res proto.Message](ctx context.Context, a *Admitter, req proto.Message, fn func(context.Context, *Tx) (Res, error)) (Res, error) {
+	res, tx, err := run(ctx, a, req, fn)
+	if err == nil && tx != nil {
+		tx.committed(ctx, a.waker)
+	}
+	return res, err
+}
+
+// run is Do up to the commit. It returns the committed transaction, or a nil one with a
+// replayed response.
+func run[Res proto.Message](ctx context.Context, a *Admitter, req proto.Message, fn func(context.Context, *Tx) (Res, error)) (Res, *Tx, error) {
 	var zero Res
 	call, ok := guard.CallFrom(ctx)
 	if !ok || call.Method == nil || call.Principal == nil {
-		return zero, fmt.Errorf("admission: no authenticated call in context")
+		return zero, nil, fmt.Errorf("admission: no authenticated call in context")
 	}
 	ptx, err := database.BeginPipe(ctx, a.pool)
 	if err != nil {
-		return zero, fmt.Errorf("admission: begin: %w", err)
+		return zero, nil, fmt.Errorf("admission: begin: %w", err)
 	}
 	defer ptx.End(ctx)
 	tx := &Tx{Q: db.New(ptx), tx: ptx}
@@ -74,23 +131,24 @@ func Do[Res proto.Message](ctx context.Context, a *Admitter, req proto.Message, 
 	if call.IdempotencyKey != "" {
 		reqHash, err = requestHash(call.Method.Procedure, req)
 		if err != nil {
-			return zero, err
+			return zero, nil, err
 		}
 		claimed, err := tx.Q.ClaimIdempotencyKey(ctx, db.ClaimIdempotencyKeyParams{
 			PrincipalID: call.Principal.ID, Key: call.IdempotencyKey,
 			Method: call.Method.Procedure, RequestHash: reqHash,
 		})
 		if err != nil {
-			return zero, fmt.Errorf("admission: claim idempotency key: %w", err)
+			return zero, nil, fmt.Errorf("admission: claim idempotency key: %w", err)
 		}
 		if claimed == 0 {
-			return replay[Res](ctx, a, tx.Q, call, reqHash)
+			res, err := replay[Res](ctx, a, tx.Q, call, reqHash)
+			return res, nil, err
 		}
 	}
 
 	res, err := fn(ctx, tx)
 	if err != nil {
-		return zero, err
+		return zero, nil, err
 	}
 	p := call.Principal
 	rec := db.RecordAdmissionParams{
@@ -101,7 +159,7 @@ func Do[Res proto.Message](ctx context.Context, a *Admitter, req proto.Message, 
 	if call.IdempotencyKey != "" {
 		b, err := proto.Marshal(res)
 		if err != nil {
-			return zero, fmt.Errorf("admission: encode response: %w", err)
+			return zero, nil, fmt.Errorf("admission: encode response: %w", err)
 		}
 		rec.IdempotencyKey, rec.Response = call.IdempotencyKey, a.sealer.Seal(b, reqHash)
 	}
@@ -109,10 +167,10 @@ func Do[Res proto.Message](ctx context.Context, a *Admitter, req proto.Message, 
 	// together with COMMIT: one round trip.
 	ptx.CommitNext()
 	if err := tx.Q.RecordAdmission(ctx, rec); err != nil {
-		return zero, fmt.Errorf("admission: record audit, events and response, and commit: %w", err)
+		return zero, nil, fmt.Errorf("admission: record audit, events and response, and commit: %w", err)
 	}
 	call.Admitted = true
-	return res, nil
+	return res, tx, nil
 }
 
 // replay answers a call whose Idempotency-Key was used before, by a committed call.

@@ -261,7 +261,7 @@ func metricsHandler(reg *metrics.Registry) http.Handler {
 	return mux
 }
 
-func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier server.Notifier, waker server.Waker, reg *metrics.Registry, log *slog.Logger, instance, prefix string, services []module.Service) (*server.Server, error) {
+func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier server.Notifier, waker *reconcile.Waker, reg *metrics.Registry, log *slog.Logger, instance, prefix string, services []module.Service) (*server.Server, error) {
 	var gateways []string
 	if cfg.Gateway.PublicEndpoint != "" {
 		gateways = []string{cfg.Gateway.PublicEndpoint}

@@ -29,7 +29,7 @@ func (s *service) CreateMachine(ctx context.Context, req *provisionmodulev1.Crea
 		return nil, apierr.InvalidArgument("class", nameRule)
 	}
 	p := auth.Caller(ctx)
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*provisionmodulev1.CreateMachineResponse, error) {
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*provisionmodulev1.CreateMachineResponse, error) {
 		q := provisiondb.New(tx.DB())
 		if _, err := q.GetClass(ctx, provisiondb.GetClassParams{TenantID: p.TenantID, Name: req.GetClass()}); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -61,16 +61,13 @@ func (s *service) CreateMachine(ctx context.Context, req *provisionmodulev1.Crea
 		if err := reconcile.Enqueue(ctx, tx.Q, Kind, m.ID.String()); err != nil {
 			return nil, err
 		}
+		tx.Wake(Kind)
 		steps, err := q.ListMachineSteps(ctx, m.ID)
 		if err != nil {
 			return nil, err
 		}
 		return &provisionmodulev1.CreateMachineResponse{Machine: machineProto(m, steps)}, nil
 	})
-	if err == nil {
-		s.wake(Kind)
-	}
-	return res, err
 }
 
 // GetMachine returns a machine of the caller's tenant with its steps.
@@ -122,8 +119,7 @@ func (s *service) DeleteMachine(ctx context.Context, req *provisionmodulev1.Dele
 		return nil, err
 	}
 	p := auth.Caller(ctx)
-	changed := false
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*provisionmodulev1.DeleteMachineResponse, error) {
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*provisionmodulev1.DeleteMachineResponse, error) {
 		tx.Target("machine", id)
 		q := provisiondb.New(tx.DB())
 		m, err := q.LockMachineOfTenant(ctx, provisiondb.LockMachineOfTenantParams{TenantID: p.TenantID, ID: id})
@@ -140,7 +136,7 @@ func (s *service) DeleteMachine(ctx context.Context, req *provisionmodulev1.Dele
 			if err := reconcile.Enqueue(ctx, tx.Q, Kind, id.String()); err != nil {
 				return nil, err
 			}
-			changed = true
+			tx.Wake(Kind)
 		}
 		steps, err := q.ListMachineSteps(ctx, id)
 		if err != nil {
@@ -148,10 +144,6 @@ func (s *service) DeleteMachine(ctx context.Context, req *provisionmodulev1.Dele
 		}
 		return &provisionmodulev1.DeleteMachineResponse{Machine: machineProto(m, steps)}, nil
 	})
-	if err == nil && changed {
-		s.wake(Kind)
-	}
-	return res, err
 }
 
 // PowerCycleMachine resets a machine through its provider and records the step.

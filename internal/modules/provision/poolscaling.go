@@ -56,7 +56,7 @@ func (s *service) SetPoolScaling(ctx context.Context, req *provisionmodulev1.Set
 			minScaleDownIdle.Milliseconds(), maxScaleDownIdle.Milliseconds(), minScaleDownIdle, maxScaleDownIdle)
 	}
 	p := auth.Caller(ctx)
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*provisionmodulev1.SetPoolScalingResponse, error) {
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*provisionmodulev1.SetPoolScalingResponse, error) {
 		tx.Target("pool", poolID)
 		q := provisiondb.New(tx.DB())
 		if _, err := q.GetTenantPool(ctx, provisiondb.GetTenantPoolParams{TenantID: p.TenantID, ID: poolID}); err != nil {
@@ -106,16 +106,13 @@ func (s *service) SetPoolScaling(ctx context.Context, req *provisionmodulev1.Set
 		if err := reconcile.Enqueue(ctx, tx.Q, AutoscalerKind, poolID.String()); err != nil {
 			return nil, err
 		}
+		tx.Wake(AutoscalerKind)
 		out, err := s.scalingProto(ctx, q, row)
 		if err != nil {
 			return nil, err
 		}
 		return &provisionmodulev1.SetPoolScalingResponse{Scaling: out}, nil
 	})
-	if err == nil {
-		s.wake(AutoscalerKind)
-	}
-	return res, err
 }
 
 // GetPoolScaling returns a scaled pool's settings, its machines and the latest decisions.

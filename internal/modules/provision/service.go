@@ -20,7 +20,6 @@ type service struct {
 	admit *admission.Admitter
 	open  opener
 	cfg   *Config
-	wake  func(kind string)
 	log   *slog.Logger
 }
 
@@ -37,10 +36,7 @@ func (m *Module) services() []module.Service {
 			}
 			svc := &service{
 				pool: deps.Pool, admit: deps.Admitter, open: opener{providers: m.enabled(), seal: s, egress: egressOf(m.cfg)}, cfg: &m.cfg,
-				wake: func(string) {}, log: deps.Logger,
-			}
-			if deps.Waker != nil {
-				svc.wake = deps.Waker.Wake
+				log: deps.Logger,
 			}
 			path, h := provisionmodulev1connect.NewProvisionModuleServiceHandler(svc, opts...)
 			return path, h, nil

@@ -41,15 +41,10 @@ const (
 	maxTaintPart   = 253
 )
 
-// Waker wakes reconcilers after a commit (*reconcile.Waker); without one the placer finds new
-// leases within a second.
-type Waker interface{ Wake(kind string) }
-
 // Service answers LeasesService calls.
 type Service struct {
 	pool  *pgxpool.Pool
 	admit *admission.Admitter
-	waker Waker
 	pokes pokes
 	// shapes keeps what each pool's members offer, for admission (shape.go).
 	shapes shapes
@@ -57,22 +52,22 @@ type Service struct {
 
 var _ leasesv1connect.LeasesServiceHandler = (*Service)(nil)
 
-// New returns the service; waker may be nil.
-func New(pool *pgxpool.Pool, admit *admission.Admitter, waker Waker) *Service {
-	return &Service{pool: pool, admit: admit, waker: waker}
+// New returns the service.
+func New(pool *pgxpool.Pool, admit *admission.Admitter) *Service {
+	return &Service{pool: pool, admit: admit}
 }
 
-// poke queues the placer for a pool after a commit and wakes it. It runs outside the call's
-// transaction on purpose: every leases/create of a pool would otherwise queue on the lock of the
-// pool's one queue row until its commit. A lost poke only delays placement until the placer's
-// resync.
+// pokeAfterCommit has the placer queued for a pool once tx commits, and then woken.
+func (s *Service) pokeAfterCommit(tx *admission.Tx, poolID uuid.UUID) {
+	tx.AfterCommit(func(ctx context.Context) { s.pokes.run(ctx, poolID, s.poke) })
+	tx.Wake(capacity.PlacerKind)
+}
+
+// poke queues the placer for a pool after a commit. It runs outside the call's transaction on
+// purpose: every leases/create of a pool would otherwise queue on the lock of the pool's one
+// queue row until its commit. A lost poke only delays placement until the placer's resync.
 func (s *Service) poke(ctx context.Context, poolID uuid.UUID) {
-	if err := capacity.EnqueuePlacer(context.WithoutCancel(ctx), db.New(s.pool), poolID); err != nil {
-		return // the resync finds the pool
-	}
-	if s.waker != nil {
-		s.waker.Wake(capacity.PlacerKind)
-	}
+	_ = capacity.EnqueuePlacer(context.WithoutCancel(ctx), db.New(s.pool), poolID) // on error the resync finds the pool
 }
 
 func validateTolerations(in []*leasesv1.Toleration) ([]fleet.Toleration, error) {
@@ -147,7 +142,7 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 		resID = &id
 	}
 	p := auth.Caller(ctx)
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.CreateResponse, error) {
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.CreateResponse, error) {
 		grant, err := poolAccess(ctx, tx.Q, p.TenantID, poolID)
 		if err != nil {
 			return nil, err
@@ -199,13 +194,9 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 		}}); err != nil {
 			return nil, err
 		}
+		s.pokeAfterCommit(tx, poolID)
 		return &leasesv1.CreateResponse{Lease: toProto(row, nil)}, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	s.pokes.run(ctx, poolID, s.poke)
-	return res, nil
 }
 
 // poolAccess finds the pool a lease is asked of: a pool of the tenant (nil grant), or a pool
@@ -430,7 +421,7 @@ func (s *Service) Release(ctx context.Context, req *leasesv1.ReleaseRequest) (*l
 	}
 	p := auth.Caller(ctx)
 	var poolID uuid.UUID
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.ReleaseResponse, error) {
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.ReleaseResponse, error) {
 		tx.Target("lease", id)
 		l, err := tx.Q.LockPoolLease(ctx, db.LockPoolLeaseParams{TenantID: p.TenantID, ID: id})
 		if err != nil {
@@ -455,13 +446,9 @@ func (s *Service) Release(ctx context.Context, req *leasesv1.ReleaseRequest) (*l
 		if err != nil {
 			return nil, err
 		}
+		s.pokeAfterCommit(tx, poolID) // what it held is free: pending leases may fit now
 		return &leasesv1.ReleaseResponse{Lease: out[0]}, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	s.pokes.run(ctx, poolID, s.poke) // what it held is free: pending leases may fit now
-	return res, nil
 }
 
 var stateNames = map[leasesv1.LeaseState]capacity.LeaseState{

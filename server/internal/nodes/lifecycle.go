@@ -128,6 +128,7 @@ func transit[Res proto.Message](ctx context.Context, s *Service, req proto.Messa
 			if err := fleet.Enqueue(ctx, tx.Q, fleet.KindLifecycle, id); err != nil {
 				return zero, err
 			}
+			tx.Wake(fleet.KindLifecycle)
 			changed = true
 		}
 		// Also for a node retired before retiring revoked (migration 0013 revokes those too).
@@ -142,6 +143,7 @@ func transit[Res proto.Message](ctx context.Context, s *Service, req proto.Messa
 				if err := fleet.Enqueue(ctx, tx.Q, fleet.KindLifecycle, id); err != nil {
 					return zero, err
 				}
+				tx.Wake(fleet.KindLifecycle)
 				changed = true
 			}
 		}
@@ -153,9 +155,6 @@ func transit[Res proto.Message](ctx context.Context, s *Service, req proto.Messa
 	})
 	if err != nil {
 		return zero, err
-	}
-	if changed {
-		s.wakeKind(fleet.KindLifecycle)
 	}
 	if t.revokes && s.notifier != nil {
 		// Also when nothing changed: a session that outlived a lost notification ends now.
@@ -196,8 +195,7 @@ func (s *Service) Label(ctx context.Context, req *nodesv1.LabelRequest) (*nodesv
 		return m
 	}
 	p := auth.Caller(ctx)
-	specChanged := false
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*nodesv1.LabelResponse, error) {
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*nodesv1.LabelResponse, error) {
 		tx.Target("node", id)
 		n, err := tx.Q.LockNodeOfTenant(ctx, db.LockNodeOfTenantParams{TenantID: p.TenantID, ID: id})
 		if err != nil {
@@ -225,7 +223,7 @@ func (s *Service) Label(ctx context.Context, req *nodesv1.LabelRequest) (*nodesv
 		}
 		if spec.Labels != nil {
 			spec.Labels = edit(spec.Labels)
-			if specChanged, err = updateSpec(ctx, tx, n, spec); err != nil {
+			if err := updateSpec(ctx, tx, n, spec); err != nil {
 				return nil, err
 			}
 		}
@@ -235,11 +233,4 @@ func (s *Service) Label(ctx context.Context, req *nodesv1.LabelRequest) (*nodesv
 		}
 		return &nodesv1.LabelResponse{Node: pn}, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if specChanged {
-		s.wakeKind(fleet.KindSpec)
-	}
-	return res, nil
 }

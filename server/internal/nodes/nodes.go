@@ -38,32 +38,13 @@ type Service struct {
 	pool     *pgxpool.Pool
 	admit    *admission.Admitter
 	notifier RevocationNotifier
-	wake     func(kind string)
 }
 
 var _ nodesv1connect.NodesServiceHandler = (*Service)(nil)
 
-// Option configures the service.
-type Option func(*Service)
-
-// WithWake has the service wake the reconcilers of a kind (workers/nodes.KindLifecycle or
-// KindSpec) after committing a change that enqueued nodes for it, for example with a
-// reconcile.Waker's Wake. Without it the reconcile workers find the keys within a second.
-func WithWake(wake func(kind string)) Option { return func(s *Service) { s.wake = wake } }
-
 // New returns the service. notifier may be nil.
-func New(pool *pgxpool.Pool, admit *admission.Admitter, notifier RevocationNotifier, opts ...Option) *Service {
-	s := &Service{pool: pool, admit: admit, notifier: notifier}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
-}
-
-func (s *Service) wakeKind(kind string) {
-	if s.wake != nil {
-		s.wake(kind)
-	}
+func New(pool *pgxpool.Pool, admit *admission.Admitter, notifier RevocationNotifier) *Service {
+	return &Service{pool: pool, admit: admit, notifier: notifier}
 }
 
 // nodeInTx describes a node of the caller's tenant as the transaction sees it.

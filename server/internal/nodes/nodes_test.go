@@ -338,7 +338,7 @@ func notifyServer(t *testing.T, n nodes.RevocationNotifier) (nodesv1connect.Node
 	}
 	log := slog.New(slog.DiscardHandler)
 	mux := http.NewServeMux()
-	mux.Handle(nodesv1connect.NewNodesServiceHandler(nodes.New(pool, admission.New(pool, sealer), n),
+	mux.Handle(nodesv1connect.NewNodesServiceHandler(nodes.New(pool, admission.New(pool, sealer, nil), n),
 		connect.WithInterceptors(guard.New(reg, auth.NewEmbedded(pool, log), pool, log))))
 	ts := httptest.NewServer(requestid.Middleware(mux))
 	t.Cleanup(ts.Close)

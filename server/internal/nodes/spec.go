@@ -45,8 +45,7 @@ func (s *Service) UpdateSpec(ctx context.Context, req *nodesv1.UpdateSpecRequest
 		return nil, apierr.InvalidArgument("expected_generation", "must not be negative")
 	}
 	p := auth.Caller(ctx)
-	changed := false
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*nodesv1.UpdateSpecResponse, error) {
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*nodesv1.UpdateSpecResponse, error) {
 		tx.Target("node", id)
 		n, err := tx.Q.LockNodeOfTenant(ctx, db.LockNodeOfTenantParams{TenantID: p.TenantID, ID: id})
 		if err != nil {
@@ -55,7 +54,7 @@ func (s *Service) UpdateSpec(ctx context.Context, req *nodesv1.UpdateSpecRequest
 		if g := req.GetExpectedGeneration(); g != 0 && g != n.SpecGeneration {
 			return nil, apierr.FailedPrecondition("the spec of node %s is at generation %d, not %d: it changed meanwhile; read it again", id, n.SpecGeneration, g)
 		}
-		if changed, err = updateSpec(ctx, tx, n, spec); err != nil {
+		if err := updateSpec(ctx, tx, n, spec); err != nil {
 			return nil, err
 		}
 		pn, err := s.nodeInTx(ctx, tx, id)
@@ -64,29 +63,26 @@ func (s *Service) UpdateSpec(ctx context.Context, req *nodesv1.UpdateSpecRequest
 		}
 		return &nodesv1.UpdateSpecResponse{Node: pn}, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if changed {
-		s.wakeKind(fleet.KindSpec)
-	}
-	return res, nil
 }
 
 // updateSpec stores spec for the locked node n when it differs from the stored one, with a
-// node.spec.updated event and the NodeSpec reconciler enqueued; it reports whether it changed.
-func updateSpec(ctx context.Context, tx *admission.Tx, n db.Node, spec fleet.Spec) (bool, error) {
+// node.spec.updated event and the NodeSpec reconciler enqueued, and woken after the commit.
+func updateSpec(ctx context.Context, tx *admission.Tx, n db.Node, spec fleet.Spec) error {
 	updated, err := tx.Q.UpdateNodeSpec(ctx, db.UpdateNodeSpecParams{TenantID: n.TenantID, ID: n.ID, Spec: spec.Encode()})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil // the same spec
+		return nil // the same spec
 	}
 	if err != nil {
-		return false, fmt.Errorf("update spec of node %s: %w", n.ID, err)
+		return fmt.Errorf("update spec of node %s: %w", n.ID, err)
 	}
 	if err := tx.Emit(n.TenantID, event.NodeSpecUpdated{ID: n.ID, Generation: updated.SpecGeneration}); err != nil {
-		return false, err
+		return err
 	}
-	return true, fleet.Enqueue(ctx, tx.Q, fleet.KindSpec, n.ID)
+	if err := fleet.Enqueue(ctx, tx.Q, fleet.KindSpec, n.ID); err != nil {
+		return err
+	}
+	tx.Wake(fleet.KindSpec)
+	return nil
 }
 
 // specFromProto validates a NodeSpec; errors name the field under prefix.

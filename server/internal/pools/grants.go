@@ -206,7 +206,7 @@ func (s *Service) Grant(ctx context.Context, req *poolsv1.GrantRequest) (*poolsv
 	if err != nil {
 		return nil, err
 	}
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.GrantResponse, error) {
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.GrantResponse, error) {
 		if _, err := tx.Q.LockPool(ctx, db.LockPoolParams{TenantID: p.TenantID, ID: poolID}); err != nil {
 			return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", poolID)
 		}
@@ -242,16 +242,13 @@ func (s *Service) Grant(ctx context.Context, req *poolsv1.GrantRequest) (*poolsv
 		if err := capacity.EnqueuePlacer(ctx, tx.Q, poolID); err != nil {
 			return nil, err
 		}
+		tx.Wake(capacity.PlacerKind)
 		g, err := describeGrant(ctx, tx.Q, p.TenantID, row)
 		if err != nil {
 			return nil, err
 		}
 		return &poolsv1.GrantResponse{Grant: g}, nil
 	})
-	if err == nil {
-		s.wake()
-	}
-	return res, err
 }
 
 // RevokeGrant ends the active grant of a pool of the caller's tenant to a tenant, failing the
@@ -264,7 +261,7 @@ func (s *Service) RevokeGrant(ctx context.Context, req *poolsv1.RevokeGrantReque
 		return nil, err
 	}
 	p := auth.Caller(ctx)
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.RevokeGrantResponse, error) {
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.RevokeGrantResponse, error) {
 		if _, err := tx.Q.LockPool(ctx, db.LockPoolParams{TenantID: p.TenantID, ID: poolID}); err != nil {
 			return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", poolID)
 		}
@@ -313,16 +310,13 @@ func (s *Service) RevokeGrant(ctx context.Context, req *poolsv1.RevokeGrantReque
 		if err := capacity.EnqueuePlacer(ctx, tx.Q, poolID); err != nil {
 			return nil, err
 		}
+		tx.Wake(capacity.PlacerKind)
 		g, err := describeGrant(ctx, tx.Q, p.TenantID, row)
 		if err != nil {
 			return nil, err
 		}
 		return &poolsv1.RevokeGrantResponse{Grant: g}, nil
 	})
-	if err == nil {
-		s.wake()
-	}
-	return res, err
 }
 
 // ListGrants lists, by id, the grants of the caller's tenant's pools and its own grants of

@@ -43,28 +43,17 @@ const (
 
 var poolName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
-// Waker wakes reconcilers after a commit (*reconcile.Waker); without one they find their keys
-// within a second.
-type Waker interface{ Wake(kind string) }
-
 // Service answers PoolsService calls.
 type Service struct {
 	pool  *pgxpool.Pool
 	admit *admission.Admitter
-	waker Waker
 }
 
 var _ poolsv1connect.PoolsServiceHandler = (*Service)(nil)
 
-// New returns the service; waker may be nil.
-func New(pool *pgxpool.Pool, admit *admission.Admitter, waker Waker) *Service {
-	return &Service{pool: pool, admit: admit, waker: waker}
-}
-
-func (s *Service) wake() {
-	if s.waker != nil {
-		s.waker.Wake(capacity.PlacerKind)
-	}
+// New returns the service.
+func New(pool *pgxpool.Pool, admit *admission.Admitter) *Service {
+	return &Service{pool: pool, admit: admit}
 }
 
 // nodeIDs parses and deduplicates member ids, keeping their order.
@@ -314,7 +303,7 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 	}
 	p := auth.Caller(ctx)
 	params.TenantID, params.ID = p.TenantID, id
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.UpdateResponse, error) {
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.UpdateResponse, error) {
 		tx.Target("pool", id)
 		if _, err := tx.Q.LockPool(ctx, db.LockPoolParams{TenantID: p.TenantID, ID: id}); err != nil {
 			return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", id)
@@ -329,6 +318,7 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 		if err := capacity.EnqueuePlacer(ctx, tx.Q, id); err != nil {
 			return nil, err
 		}
+		tx.Wake(capacity.PlacerKind)
 		if err := tx.Emit(p.TenantID, event.PoolUpdated{PoolDefinition: eventData(row)}); err != nil {
 			return nil, err
 		}
@@ -338,10 +328,6 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 		}
 		return &poolsv1.UpdateResponse{Pool: out[0]}, nil
 	})
-	if err == nil {
-		s.wake()
-	}
-	return res, err
 }
 
 // Delete removes a pool without pending or running leases.

@@ -38,27 +38,17 @@ const (
 	maxDescriptionLen = 500
 )
 
-// Waker wakes reconcilers after a commit (*reconcile.Waker).
-type Waker interface{ Wake(kind string) }
-
 // Service answers ReservationsService calls.
 type Service struct {
 	pool  *pgxpool.Pool
 	admit *admission.Admitter
-	waker Waker
 }
 
 var _ reservationsv1connect.ReservationsServiceHandler = (*Service)(nil)
 
-// New returns the service; waker may be nil.
-func New(pool *pgxpool.Pool, admit *admission.Admitter, waker Waker) *Service {
-	return &Service{pool: pool, admit: admit, waker: waker}
-}
-
-func (s *Service) wake() {
-	if s.waker != nil {
-		s.waker.Wake(capacity.PlacerKind)
-	}
+// New returns the service.
+func New(pool *pgxpool.Pool, admit *admission.Admitter) *Service {
+	return &Service{pool: pool, admit: admit}
 }
 
 // Create reserves a pool for a window.
@@ -80,7 +70,7 @@ func (s *Service) Create(ctx context.Context, req *reservationsv1.CreateRequest)
 		return nil, apierr.InvalidArgument("description", "must be at most %d characters", maxDescriptionLen)
 	}
 	p := auth.Caller(ctx)
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*reservationsv1.CreateResponse, error) {
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*reservationsv1.CreateResponse, error) {
 		if _, err := tx.Q.GetPool(ctx, db.GetPoolParams{TenantID: p.TenantID, ID: poolID}); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil, apierr.FailedPreconditionField("pool_id", "the tenant has no pool %s", poolID)
@@ -107,12 +97,9 @@ func (s *Service) Create(ctx context.Context, req *reservationsv1.CreateRequest)
 		if err := capacity.EnqueuePlacer(ctx, tx.Q, poolID); err != nil {
 			return nil, err
 		}
+		tx.Wake(capacity.PlacerKind)
 		return &reservationsv1.CreateResponse{Reservation: r}, nil
 	})
-	if err == nil {
-		s.wake()
-	}
-	return res, err
 }
 
 // requiredTime checks a timestamp field that must be set.
@@ -175,7 +162,7 @@ func (s *Service) Cancel(ctx context.Context, req *reservationsv1.CancelRequest)
 		return nil, err
 	}
 	p := auth.Caller(ctx)
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*reservationsv1.CancelResponse, error) {
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*reservationsv1.CancelResponse, error) {
 		tx.Target("reservation", id)
 		row, err := tx.Q.CancelReservation(ctx, db.CancelReservationParams{TenantID: p.TenantID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -211,12 +198,9 @@ func (s *Service) Cancel(ctx context.Context, req *reservationsv1.CancelRequest)
 		if err := capacity.EnqueuePlacer(ctx, tx.Q, row.PoolID); err != nil {
 			return nil, err
 		}
+		tx.Wake(capacity.PlacerKind)
 		return &reservationsv1.CancelResponse{Reservation: r}, nil
 	})
-	if err == nil {
-		s.wake()
-	}
-	return res, err
 }
 
 func toProto(r db.GetReservationRow) *reservationsv1.Reservation {

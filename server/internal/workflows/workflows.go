@@ -26,28 +26,17 @@ import (
 	"github.com/better-compute/better-compute/internal/workflow"
 )
 
-// Waker wakes reconcilers after a commit (*reconcile.Waker); without one the controller finds
-// its keys within a second.
-type Waker interface{ Wake(kind string) }
-
 // Service answers WorkflowsService calls.
 type Service struct {
 	pool  *pgxpool.Pool
 	admit *admission.Admitter
-	waker Waker
 }
 
 var _ workflowsv1connect.WorkflowsServiceHandler = (*Service)(nil)
 
 // New returns the service.
-func New(pool *pgxpool.Pool, admit *admission.Admitter, waker Waker) *Service {
-	return &Service{pool: pool, admit: admit, waker: waker}
-}
-
-func (s *Service) wake() {
-	if s.waker != nil {
-		s.waker.Wake(workflow.Kind)
-	}
+func New(pool *pgxpool.Pool, admit *admission.Admitter) *Service {
+	return &Service{pool: pool, admit: admit}
 }
 
 // Create takes the target's nodes and starts a workflow over them.
@@ -67,7 +56,7 @@ func (s *Service) Create(ctx context.Context, req *workflowsv1.CreateRequest) (*
 		return nil, err
 	}
 	p := auth.Caller(ctx)
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*workflowsv1.CreateResponse, error) {
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*workflowsv1.CreateResponse, error) {
 		if err := quota.Check(ctx, tx.Q, p.TenantID, quota.Workflows, 1); err != nil {
 			return nil, err
 		}
@@ -90,6 +79,7 @@ func (s *Service) Create(ctx context.Context, req *workflowsv1.CreateRequest) (*
 		if err != nil {
 			return nil, err
 		}
+		tx.Wake(workflow.Kind)
 		tx.Target("workflow", w.ID)
 		pw, err := describe(ctx, tx.Q, w)
 		if err != nil {
@@ -97,11 +87,6 @@ func (s *Service) Create(ctx context.Context, req *workflowsv1.CreateRequest) (*
 		}
 		return &workflowsv1.CreateResponse{Workflow: pw}, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	s.wake()
-	return res, nil
 }
 
 // Get returns a workflow with its nodes.
@@ -247,8 +232,7 @@ func (s *Service) steer(ctx context.Context, req proto.Message, rawID string,
 		return nil, err
 	}
 	p := auth.Caller(ctx)
-	changed := false
-	res, err := admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*workflowsv1.Workflow, error) {
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*workflowsv1.Workflow, error) {
 		tx.Target("workflow", id)
 		w, err := tx.Q.LockWorkflowOfTenant(ctx, db.LockWorkflowOfTenantParams{TenantID: p.TenantID, ID: id})
 		if err != nil {
@@ -275,18 +259,11 @@ func (s *Service) steer(ctx context.Context, req proto.Message, rawID string,
 				if err := workflow.Enqueue(ctx, tx.Q, w.ID); err != nil {
 					return nil, err
 				}
-				changed = true
+				tx.Wake(workflow.Kind)
 			}
 		}
 		return describe(ctx, tx.Q, w)
 	})
-	if err != nil {
-		return nil, err
-	}
-	if changed {
-		s.wake()
-	}
-	return res, nil
 }
 
 // withCounts fills the node counts of a workflow event.

@@ -57,7 +57,7 @@ func privateAPI(t *testing.T) (webhooksv1connect.WebhooksServiceClient, *pgxpool
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := webhooks.New(pool, admission.New(pool, idem), mustSealer(t), true)
+	svc := webhooks.New(pool, admission.New(pool, idem, nil), mustSealer(t), true)
 	log := slog.New(slog.DiscardHandler)
 	mux := http.NewServeMux()
 	mux.Handle(webhooksv1connect.NewWebhooksServiceHandler(svc, connect.WithInterceptors(guard.New(reg, auth.NewEmbedded(pool, log), pool, log))))
