@@ -26,7 +26,6 @@ const listLimit = 100
 type server struct {
 	pool  *pgxpool.Pool
 	admit *module.Admitter
-	waker module.Waker
 }
 
 var _ hellov1connect.HelloServiceHandler = (*server)(nil)
@@ -35,14 +34,15 @@ func service() module.Service {
 	return module.Service{
 		File: hellov1.File_bettercompute_modules_hello_v1_hello_proto,
 		Mount: func(deps module.ServiceDeps, opts ...connect.HandlerOption) (string, http.Handler, error) {
-			path, h := hellov1connect.NewHelloServiceHandler(&server{pool: deps.Pool, admit: deps.Admitter, waker: deps.Waker}, opts...)
+			path, h := hellov1connect.NewHelloServiceHandler(&server{pool: deps.Pool, admit: deps.Admitter}, opts...)
 			return path, h, nil
 		},
 	}
 }
 
 // CreateGreeting stores the greeting, audited and idempotent like the core's changes, and
-// enqueues it for the reconciler in the same transaction.
+// enqueues it for the reconciler in the same transaction, which wakes the reconciler once it
+// commits.
 func (s *server) CreateGreeting(ctx context.Context, req *hellov1.CreateGreetingRequest) (*hellov1.CreateGreetingResponse, error) {
 	caller, ok := module.CallerOf(ctx)
 	if !ok {
@@ -51,7 +51,7 @@ func (s *server) CreateGreeting(ctx context.Context, req *hellov1.CreateGreeting
 	if n := utf8.RuneCountInString(req.GetName()); n < 1 || n > 64 {
 		return nil, module.InvalidArgument("name", "must be 1 to 64 characters, got %d", n)
 	}
-	res, err := module.Admit(ctx, s.admit, req, func(ctx context.Context, tx *module.Tx) (*hellov1.CreateGreetingResponse, error) {
+	return module.Admit(ctx, s.admit, req, func(ctx context.Context, tx *module.Tx) (*hellov1.CreateGreetingResponse, error) {
 		g, err := hellodb.New(tx.DB()).CreateGreeting(ctx, hellodb.CreateGreetingParams{
 			ID: uuid.Must(uuid.NewV7()), TenantID: caller.TenantID, Name: req.GetName(),
 		})
@@ -62,12 +62,9 @@ func (s *server) CreateGreeting(ctx context.Context, req *hellov1.CreateGreeting
 		if err := module.Enqueue(ctx, db.New(tx.DB()), Kind, g.ID.String()); err != nil {
 			return nil, err
 		}
+		tx.Wake(Kind)
 		return &hellov1.CreateGreetingResponse{Greeting: greeting(g)}, nil
 	})
-	if err == nil && s.waker != nil {
-		s.waker.Wake(Kind)
-	}
-	return res, err
 }
 
 // ListGreetings lists the caller tenant's greetings.
