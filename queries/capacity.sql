@@ -71,16 +71,25 @@ ORDER BY starts_at;
 -- Ends leases that have not ended, as state (released, expired or failed): a placed lease ends at
 -- its end or now, whichever comes first, a pending one now (now is the database's clock when
 -- null). A preempted lease within its grace period ends the same way but stays preempted, with
--- its reason. EndAllocations then frees what they held.
-UPDATE pool_leases
-SET state = CASE WHEN state = 'preempted' THEN state ELSE sqlc.arg(state)::lease_state END,
-    reason = CASE WHEN state = 'preempted' THEN reason ELSE sqlc.arg(reason)::text END,
-    ended_at = CASE WHEN placed_at IS NULL THEN COALESCE(sqlc.narg(now)::timestamptz, now())
-                    ELSE GREATEST(placed_at, LEAST(ends_at, COALESCE(sqlc.narg(now)::timestamptz, now()))) END,
+-- its reason. Each row says the state the lease left and the nodes it held until now.
+-- EndAllocations then frees what they held.
+WITH old AS (
+    SELECT id, state FROM pool_leases
+    WHERE id = ANY(sqlc.arg(ids)::uuid[])
+      AND (state IN ('pending', 'placed', 'at_risk') OR (state = 'preempted' AND ended_at IS NULL))
+    FOR UPDATE
+)
+UPDATE pool_leases l
+SET state = CASE WHEN l.state = 'preempted' THEN l.state ELSE sqlc.arg(state)::lease_state END,
+    reason = CASE WHEN l.state = 'preempted' THEN l.reason ELSE sqlc.arg(reason)::text END,
+    ended_at = CASE WHEN l.placed_at IS NULL THEN COALESCE(sqlc.narg(now)::timestamptz, now())
+                    ELSE GREATEST(l.placed_at, LEAST(l.ends_at, COALESCE(sqlc.narg(now)::timestamptz, now()))) END,
     updated_at = now()
-WHERE id = ANY(sqlc.arg(ids)::uuid[])
-  AND (state IN ('pending', 'placed', 'at_risk') OR (state = 'preempted' AND ended_at IS NULL))
-RETURNING id, tenant_id, pool_id, state, placed_at, ended_at;
+FROM old
+WHERE l.id = old.id
+RETURNING l.id, l.tenant_id, l.pool_id, l.state, old.state AS previous_state, l.placed_at, l.ended_at,
+          ARRAY(SELECT DISTINCT a.node_id FROM allocations a
+                WHERE a.lease_id = l.id AND a.ended_at IS NULL ORDER BY a.node_id)::uuid[] AS node_ids;
 
 -- name: EndAllocations :exec
 -- Ends the held allocations of leases that ended, at the lease's end, and meters them: one usage

@@ -206,15 +206,23 @@ func (q *Queries) EndAllocations(ctx context.Context, leaseIds []uuid.UUID) erro
 }
 
 const endPoolLeases = `-- name: EndPoolLeases :many
-UPDATE pool_leases
-SET state = CASE WHEN state = 'preempted' THEN state ELSE $1::lease_state END,
-    reason = CASE WHEN state = 'preempted' THEN reason ELSE $2::text END,
-    ended_at = CASE WHEN placed_at IS NULL THEN COALESCE($3::timestamptz, now())
-                    ELSE GREATEST(placed_at, LEAST(ends_at, COALESCE($3::timestamptz, now()))) END,
+WITH old AS (
+    SELECT id, state FROM pool_leases
+    WHERE id = ANY($4::uuid[])
+      AND (state IN ('pending', 'placed', 'at_risk') OR (state = 'preempted' AND ended_at IS NULL))
+    FOR UPDATE
+)
+UPDATE pool_leases l
+SET state = CASE WHEN l.state = 'preempted' THEN l.state ELSE $1::lease_state END,
+    reason = CASE WHEN l.state = 'preempted' THEN l.reason ELSE $2::text END,
+    ended_at = CASE WHEN l.placed_at IS NULL THEN COALESCE($3::timestamptz, now())
+                    ELSE GREATEST(l.placed_at, LEAST(l.ends_at, COALESCE($3::timestamptz, now()))) END,
     updated_at = now()
-WHERE id = ANY($4::uuid[])
-  AND (state IN ('pending', 'placed', 'at_risk') OR (state = 'preempted' AND ended_at IS NULL))
-RETURNING id, tenant_id, pool_id, state, placed_at, ended_at
+FROM old
+WHERE l.id = old.id
+RETURNING l.id, l.tenant_id, l.pool_id, l.state, old.state AS previous_state, l.placed_at, l.ended_at,
+          ARRAY(SELECT DISTINCT a.node_id FROM allocations a
+                WHERE a.lease_id = l.id AND a.ended_at IS NULL ORDER BY a.node_id)::uuid[] AS node_ids
 `
 
 type EndPoolLeasesParams struct {
@@ -225,18 +233,21 @@ type EndPoolLeasesParams struct {
 }
 
 type EndPoolLeasesRow struct {
-	ID       uuid.UUID
-	TenantID uuid.UUID
-	PoolID   uuid.UUID
-	State    LeaseState
-	PlacedAt *time.Time
-	EndedAt  *time.Time
+	ID            uuid.UUID
+	TenantID      uuid.UUID
+	PoolID        uuid.UUID
+	State         LeaseState
+	PreviousState LeaseState
+	PlacedAt      *time.Time
+	EndedAt       *time.Time
+	NodeIds       []uuid.UUID
 }
 
 // Ends leases that have not ended, as state (released, expired or failed): a placed lease ends at
 // its end or now, whichever comes first, a pending one now (now is the database's clock when
 // null). A preempted lease within its grace period ends the same way but stays preempted, with
-// its reason. EndAllocations then frees what they held.
+// its reason. Each row says the state the lease left and the nodes it held until now.
+// EndAllocations then frees what they held.
 func (q *Queries) EndPoolLeases(ctx context.Context, arg EndPoolLeasesParams) ([]EndPoolLeasesRow, error) {
 	rows, err := q.db.Query(ctx, endPoolLeases,
 		arg.State,
@@ -256,8 +267,10 @@ func (q *Queries) EndPoolLeases(ctx context.Context, arg EndPoolLeasesParams) ([
 			&i.TenantID,
 			&i.PoolID,
 			&i.State,
+			&i.PreviousState,
 			&i.PlacedAt,
 			&i.EndedAt,
+			&i.NodeIds,
 		); err != nil {
 			return nil, err
 		}

@@ -247,7 +247,8 @@ type Querier interface {
 	// Ends leases that have not ended, as state (released, expired or failed): a placed lease ends at
 	// its end or now, whichever comes first, a pending one now (now is the database's clock when
 	// null). A preempted lease within its grace period ends the same way but stays preempted, with
-	// its reason. EndAllocations then frees what they held.
+	// its reason. Each row says the state the lease left and the nodes it held until now.
+	// EndAllocations then frees what they held.
 	EndPoolLeases(ctx context.Context, arg EndPoolLeasesParams) ([]EndPoolLeasesRow, error)
 	EndSession(ctx context.Context, arg EndSessionParams) error
 	// The reconcile queue: due keys per kind. Enqueue runs in the caller's transaction; workers claim

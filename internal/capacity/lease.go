@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/event"
 )
 
 // LeaseState is where a pool lease is in its life cycle. It is the database's lease_state enum, as
@@ -26,11 +27,19 @@ const (
 )
 
 // EndLeases ends the leases among ids that have not ended, as state (LeaseReleased,
-// LeaseExpired or LeaseFailed) with reason, and frees and meters what they held, in q's
-// transaction. A placed lease ends at its end or at now, whichever comes first (now is the
-// database's clock when nil); a pending one at now. It returns the leases it ended; the caller
-// emits their events.
-func EndLeases(ctx context.Context, q *db.Queries, ids []uuid.UUID, state db.LeaseState, reason string, now *time.Time) ([]db.EndPoolLeasesRow, error) {
+// LeaseExpired or LeaseFailed) with reason, frees and meters what they held, and emits
+// lease.released, lease.expired or lease.failed through emit, all in q's transaction. A placed
+// lease ends at its end or at now, whichever comes first (now is the database's clock when nil);
+// a pending one at now. A preempted lease within its grace period frees what it holds but stays
+// preempted, and gets no event: lease.preempted already said when it ends. Every event is filled
+// the same way wherever a lease ends: its id, pool, the state it ended in and the one it left,
+// reason, the nodes it held and its end, to the lease's tenant. It returns every lease it ended,
+// preempted ones included.
+func EndLeases(ctx context.Context, q *db.Queries, ids []uuid.UUID, state LeaseState, reason string, now *time.Time, emit event.Emitter) ([]db.EndPoolLeasesRow, error) {
+	ended, ok := endEvents[state]
+	if !ok {
+		return nil, fmt.Errorf("end leases as %s: not an ended state", state)
+	}
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -49,5 +58,24 @@ func EndLeases(ctx context.Context, q *db.Queries, ids []uuid.UUID, state db.Lea
 			return nil, fmt.Errorf("end allocations: %w", err)
 		}
 	}
+	for _, r := range rows {
+		if r.State == r.PreviousState {
+			continue
+		}
+		ev := ended(event.LeaseChange{
+			ID: r.ID, PoolID: r.PoolID, State: string(r.State), PreviousState: string(r.PreviousState),
+			Reason: reason, NodeIDs: r.NodeIds, EndTime: r.EndedAt,
+		})
+		if err := emit(r.TenantID, ev); err != nil {
+			return nil, fmt.Errorf("emit %s of lease %s: %w", ev.Type(), r.ID, err)
+		}
+	}
 	return rows, nil
+}
+
+// endEvents is the event of each state a lease can end in.
+var endEvents = map[LeaseState]func(event.LeaseChange) event.Event{
+	LeaseReleased: func(c event.LeaseChange) event.Event { return event.LeaseReleased{LeaseChange: c} },
+	LeaseExpired:  func(c event.LeaseChange) event.Event { return event.LeaseExpired{LeaseChange: c} },
+	LeaseFailed:   func(c event.LeaseChange) event.Event { return event.LeaseFailed{LeaseChange: c} },
 }

@@ -56,6 +56,11 @@ func Emit(ctx context.Context, q *db.Queries, tenant uuid.UUID, ev Event) error 
 	return nil
 }
 
+// Emitter takes ev, an event of tenant, into the outbox of the caller's transaction: an API
+// call's admission Tx.Emit, or a worker's Batch.Add. Functions that make a change and announce
+// it (capacity.EndLeases) take one, so their events go wherever the caller's other events go.
+type Emitter func(tenant uuid.UUID, ev Event) error
+
 // Batch collects events to write together in one statement, in the order they were added: the
 // workers' batches (Emit) and an API call's admission (Record). The zero Batch is empty.
 type Batch struct {

@@ -18,7 +18,8 @@ type LeaseChange struct {
 	PreviousState string `json:"previousState,omitempty"`
 	// Reason says why, for at_risk, released and failed leases.
 	Reason string `json:"reason,omitempty"`
-	// NodeIDs are the nodes a placed lease holds devices or resources on.
+	// NodeIDs are the nodes a placed lease holds devices or resources on; for a lease that ended,
+	// those it held until then.
 	NodeIDs []uuid.UUID `json:"nodeIds,omitempty"`
 	// EndTime is when the lease ends (placed, extended) or ended.
 	EndTime *time.Time `json:"endTime,omitempty"`

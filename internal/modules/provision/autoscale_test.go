@@ -17,6 +17,7 @@ import (
 	provisiondb "github.com/better-compute/better-compute/gen/modules/provision/db"
 	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
+	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/provision/simprovider"
@@ -84,7 +85,7 @@ func (e *scaleEnv) lease(t *testing.T, cpus int32) uuid.UUID {
 func (e *scaleEnv) release(t *testing.T, ids ...uuid.UUID) {
 	t.Helper()
 	if err := pgx.BeginFunc(t.Context(), e.Pool, func(tx pgx.Tx) error {
-		if _, err := capacity.EndLeases(t.Context(), db.New(tx), ids, capacity.LeaseReleased, "", nil); err != nil {
+		if _, err := capacity.EndLeases(t.Context(), db.New(tx), ids, capacity.LeaseReleased, "", nil, new(event.Batch).Add); err != nil {
 			return err
 		}
 		return capacity.EnqueuePlacer(t.Context(), db.New(tx), e.pool)

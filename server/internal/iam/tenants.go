@@ -172,16 +172,9 @@ func (s *Service) revokeTenantNodes(ctx context.Context, tx *admission.Tx, tenan
 // as failed, freeing and metering what they held, with a lease.failed event each to the lease's
 // tenant.
 func endTenantLeases(ctx context.Context, tx *admission.Tx, tenant uuid.UUID, ids []uuid.UUID) (int64, error) {
-	rows, err := capacity.EndLeases(ctx, tx.Q, ids, capacity.LeaseFailed, tenantDeletedReason, nil)
+	rows, err := capacity.EndLeases(ctx, tx.Q, ids, capacity.LeaseFailed, tenantDeletedReason, nil, tx.Emit)
 	if err != nil {
 		return 0, fmt.Errorf("end leases of tenant %s: %w", tenant, err)
-	}
-	for _, r := range rows {
-		if err := tx.Emit(r.TenantID, event.LeaseFailed{LeaseChange: event.LeaseChange{
-			ID: r.ID, PoolID: r.PoolID, State: string(capacity.LeaseFailed), Reason: tenantDeletedReason, EndTime: r.EndedAt,
-		}}); err != nil {
-			return 0, err
-		}
 	}
 	return int64(len(rows)), nil
 }

@@ -428,16 +428,8 @@ func (s *Service) Release(ctx context.Context, req *leasesv1.ReleaseRequest) (*l
 			return nil, apierr.NotFoundIfNoRows(err, "lease %s not found", id)
 		}
 		poolID = l.PoolID
-		rows, err := capacity.EndLeases(ctx, tx.Q, []uuid.UUID{id}, capacity.LeaseReleased, "released by "+p.Name, nil)
-		if err != nil {
+		if _, err := capacity.EndLeases(ctx, tx.Q, []uuid.UUID{id}, capacity.LeaseReleased, "released by "+p.Name, nil, tx.Emit); err != nil {
 			return nil, err
-		}
-		for _, r := range rows {
-			if err := tx.Emit(p.TenantID, event.LeaseReleased{LeaseChange: event.LeaseChange{
-				ID: id, PoolID: r.PoolID, State: string(r.State), PreviousState: string(l.State), EndTime: r.EndedAt,
-			}}); err != nil {
-				return nil, err
-			}
 		}
 		if l, err = tx.Q.GetPoolLease(ctx, db.GetPoolLeaseParams{TenantID: p.TenantID, ID: id}); err != nil {
 			return nil, err

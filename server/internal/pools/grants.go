@@ -289,17 +289,8 @@ func (s *Service) RevokeGrant(ctx context.Context, req *poolsv1.RevokeGrantReque
 		if err != nil {
 			return nil, err
 		}
-		ended, err := capacity.EndLeases(ctx, tx.Q, pending, capacity.LeaseFailed, revokedReason, nil)
-		if err != nil {
+		if _, err := capacity.EndLeases(ctx, tx.Q, pending, capacity.LeaseFailed, revokedReason, nil, tx.Emit); err != nil {
 			return nil, err
-		}
-		for _, l := range ended {
-			if err := tx.Emit(l.TenantID, event.LeaseFailed{LeaseChange: event.LeaseChange{
-				ID: l.ID, PoolID: l.PoolID, State: string(l.State), PreviousState: string(capacity.LeasePending),
-				Reason: revokedReason, EndTime: l.EndedAt,
-			}}); err != nil {
-				return nil, err
-			}
 		}
 		for _, t := range []uuid.UUID{p.TenantID, grantee} {
 			if err := tx.Emit(t, event.PoolGrantRevoked{PoolGrantChange: grantEvent(row)}); err != nil {

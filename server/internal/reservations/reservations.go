@@ -183,17 +183,8 @@ func (s *Service) Cancel(ctx context.Context, req *reservationsv1.CancelRequest)
 		if err != nil {
 			return nil, err
 		}
-		ended, err := capacity.EndLeases(ctx, tx.Q, pending, capacity.LeaseFailed, "the lease's reservation was cancelled", nil)
-		if err != nil {
+		if _, err := capacity.EndLeases(ctx, tx.Q, pending, capacity.LeaseFailed, "the lease's reservation was cancelled", nil, tx.Emit); err != nil {
 			return nil, err
-		}
-		for _, l := range ended {
-			if err := tx.Emit(l.TenantID, event.LeaseFailed{LeaseChange: event.LeaseChange{
-				ID: l.ID, PoolID: l.PoolID, State: string(capacity.LeaseFailed), PreviousState: string(capacity.LeasePending),
-				Reason: "the lease's reservation was cancelled",
-			}}); err != nil {
-				return nil, err
-			}
 		}
 		if err := capacity.EnqueuePlacer(ctx, tx.Q, row.PoolID); err != nil {
 			return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/workers/internal/metering"
 	"github.com/better-compute/better-compute/workers/internal/placer"
 )
@@ -54,7 +55,7 @@ func TestUsageMatchesLeaseDurationsExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows, err := capacity.EndLeases(ctx, db.New(tx), []uuid.UUID{early}, capacity.LeaseReleased, "", &now); err != nil || len(rows) != 1 {
+	if rows, err := capacity.EndLeases(ctx, db.New(tx), []uuid.UUID{early}, capacity.LeaseReleased, "", &now, new(event.Batch).Add); err != nil || len(rows) != 1 {
 		t.Fatalf("release: %v, %v", rows, err)
 	}
 	if err := tx.Commit(ctx); err != nil {

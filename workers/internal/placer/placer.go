@@ -177,20 +177,10 @@ func (p *Placer) expire(ctx context.Context, pl db.PlacerPoolRow, now time.Time)
 		}
 		err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 			q := db.New(tx)
-			rows, err := capacity.EndLeases(ctx, q, ids, capacity.LeaseExpired, "", &now)
+			var ev event.Batch
+			rows, err := capacity.EndLeases(ctx, q, ids, capacity.LeaseExpired, "", &now, ev.Add)
 			if err != nil {
 				return err
-			}
-			var ev event.Batch
-			for _, r := range rows {
-				if r.State == capacity.LeasePreempted {
-					continue // its grace period is over; lease.preempted said when it would end
-				}
-				if err := ev.Add(r.TenantID, event.LeaseExpired{LeaseChange: event.LeaseChange{
-					ID: r.ID, PoolID: r.PoolID, State: string(capacity.LeaseExpired), EndTime: r.EndedAt,
-				}}); err != nil {
-					return err
-				}
 			}
 			total += len(rows)
 			return ev.Emit(ctx, q)
@@ -483,18 +473,11 @@ func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, b batch, res *R
 			byReason[f.Reason] = append(byReason[f.Reason], f.Lease.ID)
 		}
 		for reason, ids := range byReason {
-			rows, err := capacity.EndLeases(ctx, q, ids, capacity.LeaseFailed, reason, &now)
+			rows, err := capacity.EndLeases(ctx, q, ids, capacity.LeaseFailed, reason, &now, ev.Add)
 			if err != nil {
 				return err
 			}
-			for _, r := range rows {
-				if err := ev.Add(r.TenantID, event.LeaseFailed{LeaseChange: event.LeaseChange{
-					ID: r.ID, PoolID: r.PoolID, State: string(capacity.LeaseFailed), PreviousState: string(capacity.LeasePending), Reason: reason,
-				}}); err != nil {
-					return err
-				}
-				nFailed++
-			}
+			nFailed += len(rows)
 		}
 		if err := recount(ctx, q, b.recounts); err != nil {
 			return err

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	workflowsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/workflows/v1"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/reconcile"
 	"github.com/better-compute/better-compute/internal/workflow"
 	"github.com/better-compute/better-compute/workers/internal/workflows"
@@ -316,6 +318,56 @@ func TestDrainWaitsForLeasesUntilTheDeadline(t *testing.T) {
 	}
 	if state != "failed" || reason != fmt.Sprintf("node %s drained by workflow %s", hostname(t, b, ids[0]), id) {
 		t.Errorf("lease %s (%q) after the drain deadline", state, reason)
+	}
+}
+
+// A drain past its deadline fails the placed leases on the node, and frees a preempted lease's
+// grace early without failing it: the lease stays preempted, and only the lease the drain failed
+// gets a lease.failed event, with every field of the payload.
+func TestDrainFailsOnlyLeasesItEnds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.nodes(t, 1, "v1.0.0")
+	poolID := capacitytest.Pool(t, b.pool, b.tenant, "p", nil, ids...)
+	leases := capacitytest.Leases(t, b.pool, b.tenant, poolID, 2, capacitytest.LeaseSpec{CPUs: 1})
+	placed, preempted := leases[0], leases[1]
+	b.exec(t, `UPDATE pool_leases SET state = 'placed', placed_at = now(), ends_at = now() + interval '1 hour' WHERE id = $1`, placed)
+	b.exec(t, `UPDATE pool_leases SET state = 'preempted', reason = 'preempted', placed_at = now(), preempted_at = now(),
+		ends_at = now() + interval '30 seconds' WHERE id = $1`, preempted)
+	b.exec(t, `INSERT INTO allocations (lease_id, node_id, cpus, started_at, metered_until)
+		SELECT id, $2, 1, now(), now() FROM unnest($1::uuid[]) AS id`, leases, ids[0])
+
+	drain := &workflowsv1.Action{Kind: &workflowsv1.Action_Drain{Drain: &workflowsv1.DrainAction{}}}
+	id := b.create(t, drain, workflow.Policy{DrainDeadline: 0}, ids)
+	if w := b.run(t, id, nil, func() {}); w.State != workflow.Succeeded {
+		t.Fatalf("workflow %s (%s)", w.State, w.Reason)
+	}
+	if n := b.count(t, `SELECT count(*) FROM allocations WHERE lease_id = ANY($1) AND ended_at IS NULL`, leases); n != 0 {
+		t.Errorf("%d allocations still held after the drain", n)
+	}
+	if n := b.count(t, `SELECT count(*) FROM pool_leases WHERE id = $1 AND state = 'preempted' AND reason = 'preempted' AND ended_at IS NOT NULL`, preempted); n != 1 {
+		t.Errorf("the preempted lease did not end as preempted with its reason")
+	}
+	if n := b.count(t, `SELECT count(*) FROM outbox WHERE type LIKE 'lease.%' AND subject = $1`, "lease/"+preempted.String()); n != 0 {
+		t.Errorf("%d lease events for the preempted lease, want none", n)
+	}
+	var (
+		tenant uuid.UUID
+		got    event.LeaseFailed
+		ended  time.Time
+	)
+	if err := b.pool.QueryRow(ctx, `SELECT o.tenant_id, o.payload, l.ended_at FROM outbox o JOIN pool_leases l ON o.subject = 'lease/' || l.id
+		WHERE o.type = 'lease.failed'`).Scan(&tenant, &got, &ended); err != nil {
+		t.Fatalf("the one lease.failed event: %v", err)
+	}
+	want := event.LeaseChange{
+		ID: placed, PoolID: poolID, State: "failed", PreviousState: "placed",
+		Reason: fmt.Sprintf("node %s drained by workflow %s", hostname(t, b, ids[0]), id), NodeIDs: ids[:1],
+	}
+	end := got.EndTime
+	got.EndTime = nil
+	if tenant != b.tenant || !reflect.DeepEqual(got.LeaseChange, want) || end == nil || !end.Equal(ended) {
+		t.Errorf("lease.failed of tenant %s: %+v ending %v, want %s: %+v ending %v", tenant, got.LeaseChange, end, b.tenant, want, ended)
 	}
 }
 

@@ -106,16 +106,12 @@ func (r *run) drain(ctx context.Context, n *node) error {
 			return nil
 		}
 		reason := fmt.Sprintf("node %s drained by workflow %s", n.Hostname, r.w.ID)
-		ended, err := capacity.EndLeases(ctx, r.q, ids, capacity.LeaseFailed, reason, nil)
-		if err != nil {
+		var ev event.Batch
+		if _, err := capacity.EndLeases(ctx, r.q, ids, capacity.LeaseFailed, reason, nil, ev.Add); err != nil {
 			return err
 		}
-		for _, l := range ended {
-			if err := event.Emit(ctx, r.q, l.TenantID, event.LeaseFailed{LeaseChange: event.LeaseChange{
-				ID: l.ID, PoolID: l.PoolID, State: string(capacity.LeaseFailed), Reason: reason, EndTime: l.EndedAt,
-			}}); err != nil {
-				return err
-			}
+		if err := ev.Emit(ctx, r.q); err != nil {
+			return err
 		}
 	}
 	n.Step, n.Message = workflow.StepAct, "drained"
