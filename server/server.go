@@ -103,7 +103,7 @@ type Options struct {
 	Services []module.Service
 	// Waker wakes reconcilers after commits that enqueue work (reconcile.Waker), for the kinds
 	// the admission transactions name (admission.Tx.Wake); when nil they find the work by polling.
-	Waker admission.Waker
+	Waker interface{ Wake(kind string) }
 	// Auth configures sign-in through identity providers: auth methods and sessions.
 	Auth AuthOptions
 	// WebhooksAllowPrivate lets webhook URLs point at loopback, link-local and private
