@@ -16,8 +16,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	tunnelsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1"
-	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
 // TunnelAbortError is why an open tunnel ended before both sides closed it: the close code

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/client"
+	"github.com/better-compute/better-compute/client/tunnel"
 	"github.com/better-compute/better-compute/client/tunneltest"
 	tunnelsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1"
-	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
 // TestTunnelEchoAndHalfClose sends 1 MiB and a bit through a tunnel to an echoing end, then
@@ -293,7 +293,7 @@ func TestTunnelFrameVectors(t *testing.T) {
 		all[i] = byte(i)
 	}
 	v := frameVectors{
-		Comment:     "Written by TestTunnelFrameVectors (client/tunnel_test.go, go test ./client -run TestTunnelFrameVectors -update) from internal/tunnel; read by the TypeScript and Python SDKs' tests.",
+		Comment:     "Written by TestTunnelFrameVectors (client/tunnel_test.go, (cd client && go test -run TestTunnelFrameVectors -update)) from client/tunnel; read by the TypeScript and Python SDKs' tests.",
 		Subprotocol: tunnel.Subprotocol,
 		MaxPayload:  tunnel.MaxPayload,
 	}
@@ -349,9 +349,9 @@ func TestTunnelFrameVectors(t *testing.T) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (go test ./client -run TestTunnelFrameVectors -update writes it)", err)
+		t.Fatalf("%v ((cd client && go test -run TestTunnelFrameVectors -update) writes it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the frames internal/tunnel writes: run go test ./client -run TestTunnelFrameVectors -update, and the SDKs' tests", path)
+		t.Errorf("%s differs from the frames client/tunnel writes: run (cd client && go test -run TestTunnelFrameVectors -update), and the SDKs' tests", path)
 	}
 }

@@ -14,12 +14,13 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	gatewayv1 "github.com/better-compute/better-compute/gen/go/bettercompute/gateway/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/gateway/v1/gatewayv1connect"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/limit"
 	"github.com/better-compute/better-compute/internal/pki"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 )
 
 // The internal control API lets the API accelerate a gateway right after a commit: poke it to
@@ -28,7 +29,7 @@ import (
 // proto/bettercompute/gateway/v1/control.proto: the Connect service GatewayControlService (Poke,
 // Revoke), served over HTTPS with mutual TLS from the internal CA, and beside it the tunnels'
 // raw HTTP/2 route, on which the API streams each tunnel to the gateway holding the node's
-// session (POST tunnel.ControlPath, serveTunnel). Every route answers internal identities only
+// session (POST tunnelhop.ControlPath, serveTunnel). Every route answers internal identities only
 // (internalOnly).
 
 // InternalAuthority issues the control API's certificates (*pki.Bundle provides it).
@@ -57,7 +58,7 @@ func (g *Gateway) ControlHandler(trustDomain string) http.Handler {
 	path, h := gatewayv1connect.NewGatewayControlServiceHandler(&controlService{g: g},
 		append(limit.HandlerOptions(controlBodyBytes), connect.WithInterceptors(controlErrors(g.log)))...)
 	mux.Handle(path, limit.Body(controlBodyBytes, h))
-	mux.HandleFunc("POST "+tunnel.ControlPath, g.serveTunnel)
+	mux.HandleFunc("POST "+tunnelhop.ControlPath, g.serveTunnel)
 	return internalOnly(trustDomain, mux)
 }
 
@@ -167,7 +168,7 @@ func (g *Gateway) ServeControl(ctx context.Context, ln net.Listener, ia Internal
 		// Every route but the tunnels' is a small unary call: bound its headers, its body
 		// (ControlHandler) and the time it may take to arrive. A tunnel lifts the read timeout
 		// for its own stream (serveTunnel); pings find a dead API, and the receive windows are
-		// the tunnels' (tunnel.StreamWindow, ConnWindow).
+		// the tunnels' (tunnelhop.StreamWindow, ConnWindow).
 		ReadHeaderTimeout: min(5*time.Second, g.opts.Limits.ReadHeaderTimeout),
 		ReadTimeout:       10 * time.Second,
 		IdleTimeout:       g.opts.Limits.IdleTimeout,
@@ -175,9 +176,9 @@ func (g *Gateway) ServeControl(ctx context.Context, ln net.Listener, ia Internal
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout:               30 * time.Second,
 			PingTimeout:                   15 * time.Second,
-			MaxReceiveBufferPerStream:     tunnel.StreamWindow,
-			MaxReceiveBufferPerConnection: tunnel.ConnWindow,
-			MaxReadFrameSize:              tunnel.MaxFrameSize,
+			MaxReceiveBufferPerStream:     tunnelhop.StreamWindow,
+			MaxReceiveBufferPerConnection: tunnelhop.ConnWindow,
+			MaxReadFrameSize:              tunnelhop.MaxFrameSize,
 		},
 		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}

@@ -24,7 +24,7 @@ import (
 	gatewayv1 "github.com/better-compute/better-compute/gen/go/bettercompute/gateway/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/gateway/v1/gatewayv1connect"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 )
 
 // asPeer is an in-memory transport to a control handler, as if over mutual TLS with the verified
@@ -207,7 +207,7 @@ func TestControlRefusesOtherIdentities(t *testing.T) {
 			header http.Header
 		}{
 			{gatewayv1connect.GatewayControlServicePokeProcedure, http.Header{"Content-Type": {"application/proto"}}},
-			{tunnel.ControlPath, openHeader(t, &gatewayv1.OpenTunnelRequest{TunnelId: uuid.NewString(), NodeId: uuid.NewString(), Port: 22})},
+			{tunnelhop.ControlPath, openHeader(t, &gatewayv1.OpenTunnelRequest{TunnelId: uuid.NewString(), NodeId: uuid.NewString(), Port: 22})},
 		} {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://gateway.invalid"+route.path, http.NoBody)
 			if err != nil {

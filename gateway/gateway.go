@@ -26,12 +26,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
 	"github.com/better-compute/better-compute/internal/limit"
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/secret"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 	"github.com/better-compute/better-compute/internal/wsnet"
 )
 
@@ -78,7 +79,7 @@ type Options struct {
 	// rateLimits.tenant.nodes); quota.DefaultNodes when zero.
 	TenantNodes int
 	// TunnelOpenTimeout bounds the wait for a daemon's stream after a TunnelOpen
-	// (tunnel.OpenTimeout when zero; tests shorten it).
+	// (tunnelhop.OpenTimeout when zero; tests shorten it).
 	TunnelOpenTimeout time.Duration
 	// Wake, when set, wakes the workers of a kind in every process (a reconcile.Waker's Wake):
 	// the gateway wakes fleet.KindLiveness at each session's hello, so the node is online as
@@ -136,7 +137,7 @@ func New(opts Options) *Gateway {
 		opts.CertTTL = 24 * time.Hour
 	}
 	if opts.TunnelOpenTimeout == 0 {
-		opts.TunnelOpenTimeout = tunnel.OpenTimeout
+		opts.TunnelOpenTimeout = tunnelhop.OpenTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -214,7 +215,7 @@ const compressMinBytes = 4 << 10
 // The unary calls (Join, Renew, Secret) read one small message from a body bounded to it; the
 // session stream reads messages of at most the largest session limit each, and holds each kind
 // to its own limit once read. It also serves the daemons' tunnel streams (POST
-// tunnel.DataPlanePath + tunnel id, serveDataPlane), whose bodies are flow-controlled byte
+// tunnelhop.DataPlanePath + tunnel id, serveDataPlane), whose bodies are flow-controlled byte
 // streams with no bound on their length.
 func (g *Gateway) Handler() http.Handler {
 	l := g.opts.Limits
@@ -226,7 +227,7 @@ func (g *Gateway) Handler() http.Handler {
 	_, session := daemonv1connect.NewDaemonServiceHandler(svc, append(limit.HandlerOptions(l.sessionMessageBytes()),
 		connect.WithInterceptors(errorLog{g.log, g}), connect.WithCompressMinBytes(compressMinBytes))...)
 	mux.Handle(daemonv1connect.DaemonServiceSessionProcedure, g.identify(session))
-	mux.Handle("POST "+tunnel.DataPlanePath+"{id}", g.identify(http.HandlerFunc(g.serveDataPlane)))
+	mux.Handle("POST "+tunnelhop.DataPlanePath+"{id}", g.identify(http.HandlerFunc(g.serveDataPlane)))
 	return mux
 }
 
@@ -256,15 +257,15 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    l.HeaderBytes,
 		// No read or write timeouts: they would cut the long-lived session and tunnel streams.
 		// HTTP/2 pings find dead peers instead; the bodies of the unary calls are bounded in
-		// Handler. The receive windows are the tunnels' (tunnel.StreamWindow, ConnWindow): a
+		// Handler. The receive windows are the tunnels' (tunnelhop.StreamWindow, ConnWindow): a
 		// window is what a peer may send before it is read, so they also bound what any stream
 		// may make the gateway buffer. Only certificate-bearing connections get here.
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout:               30 * time.Second,
 			PingTimeout:                   15 * time.Second,
-			MaxReceiveBufferPerStream:     tunnel.StreamWindow,
-			MaxReceiveBufferPerConnection: tunnel.ConnWindow,
-			MaxReadFrameSize:              tunnel.MaxFrameSize,
+			MaxReceiveBufferPerStream:     tunnelhop.StreamWindow,
+			MaxReceiveBufferPerConnection: tunnelhop.ConnWindow,
+			MaxReadFrameSize:              tunnelhop.MaxFrameSize,
 		},
 		ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 		ConnContext: connContext,

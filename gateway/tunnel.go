@@ -10,15 +10,16 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	"github.com/better-compute/better-compute/gen/db"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 )
 
 // Tunnels at the gateway, the middle of a tunnel's path (package tunnel draws it): the API
 // streams a tunnel to the control API (serveTunnel); the gateway asks the node's daemon over its
 // session to open it (TunnelOpen) and waits for the daemon's own stream on the daemon-facing
-// listener (serveDataPlane); then it relays frames between the two with tunnel.Relay. A tunnel
+// listener (serveDataPlane); then it relays frames between the two with tunnelhop.Relay. A tunnel
 // lives only in this process and only as long as both streams and the node's session here:
 // nothing about it is stored, and the API learns how it ended from the frames.
 
@@ -57,19 +58,19 @@ type nodeStream struct {
 	done chan struct{}
 }
 
-// serveTunnel is the control API's tunnel route, POST tunnel.ControlPath (internal identities
+// serveTunnel is the control API's tunnel route, POST tunnelhop.ControlPath (internal identities
 // only, checked by ControlHandler): the API's stream of one tunnel to a port on a node whose
-// session this gateway holds. Its contract, which the API's dialler (internal/tunnel/dial.go)
+// session this gateway holds. Its contract, which the API's dialler (internal/tunnelhop/dial.go)
 // relies on:
 //
-//   - The request names the tunnel with the header tunnel.HeaderOpen, a protobuf
+//   - The request names the tunnel with the header tunnelhop.HeaderOpen, a protobuf
 //     bettercompute.gateway.v1.OpenTunnelRequest (proto/bettercompute/gateway/v1/control.proto):
 //     tunnel_id (a UUID, unique per tunnel), node_id (the node's UUID) and port (1 to 65535). A
 //     missing or malformed header is 400 naming the header, a bad field 400 naming the field.
 //   - 503 when this gateway holds no session of the node or is shutting down, and 409 when a
 //     tunnel of that id is already pending or open here: nothing was asked of the daemon.
 //   - 503 too when the node's session here ended before its daemon answered, and 504 when the
-//     daemon did not open its data-plane stream within the open timeout (tunnel.OpenTimeout
+//     daemon did not open its data-plane stream within the open timeout (tunnelhop.OpenTimeout
 //     unless Options.TunnelOpenTimeout says otherwise). Both mean the node is offline to the
 //     API (tunnel.CodeNodeOffline).
 //   - 200 is written and flushed only once the daemon's stream arrived, so the API starts
@@ -125,7 +126,7 @@ func (g *Gateway) serveTunnel(w http.ResponseWriter, r *http.Request) {
 	_ = rc.Flush() // an API that went away is found by the relay at once
 	aw := &guardedWriter{w: w, rc: rc}
 	api := tunnel.NewByteStream(r.Body, aw, aw.Flush, nil, r.Body.Close)
-	relay := tunnel.NewRelay(api, ns.stream, tunnel.CodeGatewayLost, tunnel.CodeGatewayLost)
+	relay := tunnelhop.NewRelay(api, ns.stream, tunnel.CodeGatewayLost, tunnel.CodeGatewayLost)
 	g.startRelay(t, func(code tunnel.Code, reason string) {
 		aw.abort()
 		ns.w.abort()
@@ -216,12 +217,12 @@ func (g *guardedWriter) abort() {
 	}
 }
 
-// tunnelOpening reads and checks the control route's OpenTunnelRequest (tunnel.HeaderOpen). Its
+// tunnelOpening reads and checks the control route's OpenTunnelRequest (tunnelhop.HeaderOpen). Its
 // errors name the header, or the message's field at fault (as apierr's field paths do).
 func tunnelOpening(h http.Header) (id, node uuid.UUID, port int, err error) {
-	req, err := tunnel.DecodeOpen(h.Get(tunnel.HeaderOpen))
+	req, err := tunnelhop.DecodeOpen(h.Get(tunnelhop.HeaderOpen))
 	if err != nil {
-		return id, node, 0, fmt.Errorf("%s header: %w", tunnel.HeaderOpen, err)
+		return id, node, 0, fmt.Errorf("%s header: %w", tunnelhop.HeaderOpen, err)
 	}
 	if id, err = uuid.Parse(req.GetTunnelId()); err != nil {
 		return id, node, 0, fmt.Errorf("tunnel_id: must be the tunnel's UUID, got %q", req.GetTunnelId())
@@ -391,7 +392,7 @@ func (g *Gateway) closeTunnels(code tunnel.Code, reason string) {
 // Tunnels is the number of tunnels this gateway relays now.
 func (g *Gateway) Tunnels() int { return int(g.openTunnels.Load()) }
 
-// serveDataPlane is the daemon-facing route POST tunnel.DataPlanePath + {tunnel id}: a daemon's
+// serveDataPlane is the daemon-facing route POST tunnelhop.DataPlanePath + {tunnel id}: a daemon's
 // stream of a tunnel it was asked to open (TunnelOpen) on its session here. Its contract, which
 // the daemon relies on:
 //

@@ -22,13 +22,14 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	"github.com/better-compute/better-compute/gateway"
 	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	gatewayv1 "github.com/better-compute/better-compute/gen/go/bettercompute/gateway/v1"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/tunnel"
-	"github.com/better-compute/better-compute/internal/tunnel/tunneltest"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
+	"github.com/better-compute/better-compute/internal/tunnelhop/tunneltest"
 )
 
 // tunnelEnv is a gateway and the API's client of its control API (an internal certificate), to
@@ -61,7 +62,7 @@ func h2Client(t *testing.T, cfg *tls.Config) *http.Client {
 	t.Helper()
 	cfg.MinVersion = tls.VersionTLS13
 	tr := &http.Transport{TLSClientConfig: cfg, Protocols: new(http.Protocols), HTTP2: &http.HTTP2Config{
-		MaxReceiveBufferPerStream: tunnel.StreamWindow, MaxReceiveBufferPerConnection: tunnel.ConnWindow,
+		MaxReceiveBufferPerStream: tunnelhop.StreamWindow, MaxReceiveBufferPerConnection: tunnelhop.ConnWindow,
 	}}
 	tr.Protocols.SetHTTP2(true)
 	t.Cleanup(tr.CloseIdleConnections)
@@ -129,7 +130,7 @@ func stream(ctx context.Context, c *http.Client, url string, header http.Header)
 
 // open streams a tunnel to node's port through the control API, as the API does.
 func (te *tunnelEnv) open(ctx context.Context, id uuid.UUID, node string, port int) (int, *tunnel.ByteStream, string, error) {
-	return stream(ctx, te.api, te.gw.ControlURL+tunnel.ControlPath, openHeader(te.t, &gatewayv1.OpenTunnelRequest{
+	return stream(ctx, te.api, te.gw.ControlURL+tunnelhop.ControlPath, openHeader(te.t, &gatewayv1.OpenTunnelRequest{
 		TunnelId: id.String(), NodeId: node, Port: int32(port),
 	}))
 }
@@ -137,12 +138,12 @@ func (te *tunnelEnv) open(ctx context.Context, id uuid.UUID, node string, port i
 // openHeader is the control route's header opening the tunnel req, as the API's dialler sends it.
 func openHeader(t *testing.T, req *gatewayv1.OpenTunnelRequest) http.Header {
 	t.Helper()
-	v, err := tunnel.EncodeOpen(req)
+	v, err := tunnelhop.EncodeOpen(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := http.Header{}
-	h.Set(tunnel.HeaderOpen, v)
+	h.Set(tunnelhop.HeaderOpen, v)
 	return h
 }
 
@@ -195,7 +196,7 @@ func (n *tunnelNode) nextOpen() (*daemonv1.TunnelOpen, error) {
 
 // dataPlane POSTs the node's stream of a tunnel.
 func (n *tunnelNode) dataPlane(ctx context.Context, tunnelID string) (int, *tunnel.ByteStream, string, error) {
-	return stream(ctx, n.data, "https://"+n.addr+tunnel.DataPlanePath+tunnelID, nil)
+	return stream(ctx, n.data, "https://"+n.addr+tunnelhop.DataPlanePath+tunnelID, nil)
 }
 
 // answer opens the tunnel as a daemon does: it dials the port on loopback and pumps, or, when
@@ -350,23 +351,23 @@ func TestTunnelRefusals(t *testing.T) {
 	opening := func(tunnelID, node string, port int32) http.Header {
 		return openHeader(t, &gatewayv1.OpenTunnelRequest{TunnelId: tunnelID, NodeId: node, Port: port})
 	}
-	raw := func(v string) http.Header { return http.Header{tunnel.HeaderOpen: {v}} }
+	raw := func(v string) http.Header { return http.Header{tunnelhop.HeaderOpen: {v}} }
 	for _, tc := range []struct {
 		name   string
 		header http.Header
 		want   string
 	}{
-		{"no header", http.Header{}, tunnel.HeaderOpen + " header: missing"},
-		{"not base64", raw("not base64!"), tunnel.HeaderOpen + " header: not base64"},
-		{"not protobuf", raw(base64.RawStdEncoding.EncodeToString([]byte{0xff, 0xff})), tunnel.HeaderOpen + " header: not an OpenTunnelRequest"},
-		{"too long", raw(strings.Repeat("A", 4<<10)), tunnel.HeaderOpen + " header: longer than"},
+		{"no header", http.Header{}, tunnelhop.HeaderOpen + " header: missing"},
+		{"not base64", raw("not base64!"), tunnelhop.HeaderOpen + " header: not base64"},
+		{"not protobuf", raw(base64.RawStdEncoding.EncodeToString([]byte{0xff, 0xff})), tunnelhop.HeaderOpen + " header: not an OpenTunnelRequest"},
+		{"too long", raw(strings.Repeat("A", 4<<10)), tunnelhop.HeaderOpen + " header: longer than"},
 		{"no tunnel id", opening("", uuid.NewString(), 22), "tunnel_id:"},
 		{"bad node id", opening(uuid.NewString(), "node-1", 22), "node_id:"},
 		{"port 0", opening(uuid.NewString(), uuid.NewString(), 0), "port:"},
 		{"port 65536", opening(uuid.NewString(), uuid.NewString(), 65536), "port:"},
 		{"port -22", opening(uuid.NewString(), uuid.NewString(), -22), "port:"},
 	} {
-		status, _, body, err := stream(tctx, te.api, te.gw.ControlURL+tunnel.ControlPath, tc.header)
+		status, _, body, err := stream(tctx, te.api, te.gw.ControlURL+tunnelhop.ControlPath, tc.header)
 		if err != nil || status != http.StatusBadRequest || !strings.Contains(body, tc.want) {
 			t.Errorf("%s: %d %q %v, want 400 naming %s", tc.name, status, body, err, tc.want)
 		}
@@ -377,7 +378,7 @@ func TestTunnelRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if status, _, body, err := stream(tctx, te.api, te.gw.ControlURL+tunnel.ControlPath, raw(base64.StdEncoding.EncodeToString(padded))); err != nil || status != http.StatusServiceUnavailable {
+	if status, _, body, err := stream(tctx, te.api, te.gw.ControlURL+tunnelhop.ControlPath, raw(base64.StdEncoding.EncodeToString(padded))); err != nil || status != http.StatusServiceUnavailable {
 		t.Errorf("padded base64: %d %q %v, want 503 (no session)", status, body, err)
 	}
 	if status, _, body, err := te.open(tctx, uuid.New(), uuid.NewString(), 22); err != nil || status != http.StatusServiceUnavailable {
@@ -416,7 +417,7 @@ func TestTunnelRefusals(t *testing.T) {
 		}
 	}
 	anon := h2Client(t, &tls.Config{RootCAs: rootPool(te.bundle.RootPEM()), NextProtos: []string{"h2"}})
-	if status, _, body, err := stream(tctx, anon, "https://"+te.gw.Addr+tunnel.DataPlanePath+o.GetTunnelId(), nil); err != nil || status != http.StatusUnauthorized {
+	if status, _, body, err := stream(tctx, anon, "https://"+te.gw.Addr+tunnelhop.DataPlanePath+o.GetTunnelId(), nil); err != nil || status != http.StatusUnauthorized {
 		t.Errorf("no certificate: %d %q %v, want 401", status, body, err)
 	}
 	select {
@@ -612,7 +613,7 @@ func TestTunnelAbortWithStalledReader(t *testing.T) {
 		} else {
 			last, still = w, 0
 		}
-		return w > tunnel.StreamWindow && still >= 5
+		return w > tunnelhop.StreamWindow && still >= 5
 	}, poll.Every(50*time.Millisecond))
 	te.gw.Revoke(uuid.MustParse(n.nodeID))
 	start := time.Now()

@@ -7,6 +7,7 @@ package tunneltest
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -19,9 +20,9 @@ import (
 	"connectrpc.com/connect"
 	"github.com/coder/websocket"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	tunnelsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1/tunnelsv1connect"
-	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
 // Key is the API key the fake requires on the upgrade.
@@ -39,7 +40,7 @@ type Server struct {
 	handler Handler
 
 	mu      sync.Mutex
-	tickets map[string]*ticket // by ticket hash
+	tickets map[string]*ticket // by ticket
 	refuse  *tunnel.Refusal
 	created int
 	opened  int
@@ -106,9 +107,9 @@ func (v *service) Create(_ context.Context, req *tunnelsv1.CreateRequest) (*tunn
 	if req.GetPort() < 1 || req.GetPort() > 65535 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("port must be 1 to 65535, got %d", req.GetPort()))
 	}
-	tk, hash := tunnel.NewTicket()
+	tk := rand.Text()
 	v.s.mu.Lock()
-	v.s.tickets[string(hash)] = &ticket{req: req}
+	v.s.tickets[tk] = &ticket{req: req}
 	v.s.created++
 	n := v.s.created
 	v.s.mu.Unlock()
@@ -126,7 +127,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	tk, ok := s.tickets[string(tunnel.HashTicket(r.PathValue("ticket")))]
+	tk, ok := s.tickets[r.PathValue("ticket")]
 	var refusal *tunnel.Refusal
 	switch {
 	case s.refuse != nil:

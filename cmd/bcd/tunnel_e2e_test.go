@@ -17,13 +17,14 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/client"
+	"github.com/better-compute/better-compute/client/tunnel"
 	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	jointokensv1 "github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/internal/daemon/state"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/tunnel"
-	"github.com/better-compute/better-compute/internal/tunnel/tunneltest"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
+	"github.com/better-compute/better-compute/internal/tunnelhop/tunneltest"
 	"github.com/better-compute/better-compute/server"
 	"github.com/better-compute/better-compute/server/servertest"
 )
@@ -44,7 +45,7 @@ func TestTunnelEndToEnd(t *testing.T) {
 	}
 
 	env := gatewaytest.New(t)
-	dialer, err := tunnel.NewDialer(env.Bundle)
+	dialer, err := tunnelhop.NewDialer(env.Bundle)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.14.12 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
+	github.com/better-compute/better-compute/client v0.0.0-00010101000000-000000000000
+	github.com/better-compute/better-compute/gen/go v0.0.0-00010101000000-000000000000
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coder/websocket v1.8.14 // indirect
@@ -62,3 +64,7 @@ require (
 )
 
 replace github.com/better-compute/better-compute => ../..
+
+replace github.com/better-compute/better-compute/client => ../../client
+
+replace github.com/better-compute/better-compute/gen/go => ../../gen/go

@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/better-compute/better-compute/client"
+	"github.com/better-compute/better-compute/client/tunnel"
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/process"
-	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
 func newTunnelCommand(api *Resolver) *cobra.Command {

@@ -13,10 +13,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	"github.com/better-compute/better-compute/client/tunneltest"
 	tunnelsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1"
 	"github.com/better-compute/better-compute/internal/modules/standard"
-	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
 // runTunnel runs `better-compute tunnel args...` in this process, with in and out as its

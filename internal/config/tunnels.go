@@ -3,7 +3,7 @@ package config
 import (
 	"time"
 
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 )
 
 // Tunnels bound the tunnels an API process relays (tunnels.*; docs/tunnels.md).
@@ -28,7 +28,7 @@ const (
 )
 
 func defaultTunnels() Tunnels {
-	return Tunnels{IdleTimeout: tunnel.DefaultIdleTimeout, PerNode: tunnel.DefaultPerNode, PerTenant: tunnel.DefaultPerTenant}
+	return Tunnels{IdleTimeout: tunnelhop.DefaultIdleTimeout, PerNode: tunnelhop.DefaultPerNode, PerTenant: tunnelhop.DefaultPerTenant}
 }
 
 func (c *Config) checkTunnels(ps *problems) {

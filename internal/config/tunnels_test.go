@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// TestTunnels: the defaults are internal/tunnel's, the example configuration shows them, and
+// TestTunnels: the defaults are internal/tunnelhop's, the example configuration shows them, and
 // the file and the environment set them.
 func TestTunnels(t *testing.T) {
 	t.Parallel()

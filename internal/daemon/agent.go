@@ -22,7 +22,7 @@ import (
 	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/pki/spiffeid"
 	"github.com/better-compute/better-compute/internal/scrub"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 )
 
 // Handler runs one type of command: it reads the command's typed payload (c.GetExec() for an
@@ -65,7 +65,7 @@ type Options struct {
 	// default, which refuses every tunnel (tunnel.CodePortRefused), whatever the control plane
 	// allows.
 	TunnelPorts []int
-	// MaxTunnels bounds the tunnels open at once (tunnel.DefaultPerNode by default); one more
+	// MaxTunnels bounds the tunnels open at once (tunnelhop.DefaultPerNode by default); one more
 	// is refused (tunnel.CodeReset).
 	MaxTunnels int
 }
@@ -151,7 +151,7 @@ func NewAgent(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	if opts.MaxTunnels <= 0 {
-		opts.MaxTunnels = tunnel.DefaultPerNode
+		opts.MaxTunnels = tunnelhop.DefaultPerNode
 	}
 	if opts.Dialer.Transport == TransportAuto && opts.Dialer.Choice == nil {
 		opts.Dialer.Choice = &Choice{}

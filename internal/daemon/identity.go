@@ -30,7 +30,7 @@ import (
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
 	"github.com/better-compute/better-compute/internal/pki/spiffeid"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 )
 
 // Identity is what a node keeps after joining.
@@ -182,7 +182,7 @@ func (d Dialer) client(rootPEM []byte, cert *tls.Certificate, trustDomain string
 
 // dataPlane returns the HTTP/2 client of tunnels' data-plane streams and its transport: the
 // same gateway, trust check and client certificate as the session's, on connections of its
-// own with the tunnel windows (tunnel.StreamWindow, tunnel.ConnWindow), so bulk data never
+// own with the tunnel windows (tunnelhop.StreamWindow, tunnelhop.ConnWindow), so bulk data never
 // shares the session's connection or flow-control window.
 func (d Dialer) dataPlane(rootPEM []byte, cert *tls.Certificate, trustDomain string) (*http.Client, *http.Transport) {
 	dial := d.TunnelDialContext
@@ -195,9 +195,9 @@ func (d Dialer) dataPlane(rootPEM []byte, cert *tls.Certificate, trustDomain str
 		Protocols:         new(http.Protocols),
 		ForceAttemptHTTP2: true,
 		HTTP2: &http.HTTP2Config{
-			MaxReceiveBufferPerStream:     tunnel.StreamWindow,
-			MaxReceiveBufferPerConnection: tunnel.ConnWindow,
-			MaxReadFrameSize:              tunnel.MaxFrameSize,
+			MaxReceiveBufferPerStream:     tunnelhop.StreamWindow,
+			MaxReceiveBufferPerConnection: tunnelhop.ConnWindow,
+			MaxReadFrameSize:              tunnelhop.MaxFrameSize,
 			// A tunnel may be quiet for its whole idle timeout: find a dead gateway anyway.
 			SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second,
 		},

@@ -16,14 +16,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 )
 
 // The node end of a tunnel (package tunnel): a TunnelOpen on the session names a tunnel and a
 // port; the daemon dials 127.0.0.1:port, and only that, when its own allow list has the port,
 // and streams the tunnel to its gateway on a data-plane HTTP/2 stream of its own (POST
-// tunnel.DataPlanePath + tunnel id, with the node certificate), joined to the TCP connection by
+// tunnelhop.DataPlanePath + tunnel id, with the node certificate), joined to the TCP connection by
 // tunnel.Pump. A tunnel it will not or cannot open is that stream with one Abort frame. The real
 // daemon and the FakeDaemon share all of it: both are an Agent.
 
@@ -47,7 +48,7 @@ func ValidateTunnelPorts(ports []int) error {
 
 const (
 	// tunnelDialTimeout bounds the dial of a tunnel's port on loopback, well within the time
-	// the gateway waits for the daemon's stream (tunnel.OpenTimeout).
+	// the gateway waits for the daemon's stream (tunnelhop.OpenTimeout).
 	tunnelDialTimeout = 5 * time.Second
 	// tunnelCloseGrace is how long a closing data-plane stream waits for the gateway to end its
 	// side, so that the last frames sent (a close-write, an abort) arrive before the stream is
@@ -181,7 +182,7 @@ func validTunnelID(id string) bool {
 // dataPlaneStream opens tunnel id's stream to the gateway: a full-duplex POST on the data-plane
 // client whose request body is a pipe (what the daemon sends) and whose response body is what
 // it receives. It returns at once; the request goes out meanwhile, and reading waits for the
-// gateway's answer, which must come within tunnel.OpenTimeout. CloseSend ends the request
+// gateway's answer, which must come within tunnelhop.OpenTimeout. CloseSend ends the request
 // body; Close waits (tunnelCloseGrace at most) for the gateway to end the stream, so the last
 // frames arrive, then cancels the request.
 func (a *Agent) dataPlaneStream(ctx context.Context, id string) *tunnel.ByteStream {
@@ -195,7 +196,7 @@ func (a *Agent) dataPlaneStream(ctx context.Context, id string) *tunnel.ByteStre
 	// The HTTP/2 transport does not see the context end while it waits on the request body:
 	// closing the body is what aborts the stream then (and with it the response).
 	context.AfterFunc(rctx, func() { _ = pr.CloseWithError(context.Cause(rctx)) })
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, a.opts.Dialer.baseURL()+tunnel.DataPlanePath+url.PathEscape(id), body)
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, a.opts.Dialer.baseURL()+tunnelhop.DataPlanePath+url.PathEscape(id), body)
 	if err != nil { // a gateway address no URL can hold
 		res.err = err
 		close(res.ready)
@@ -243,7 +244,7 @@ type lazyResponse struct {
 // do sends req and keeps its response, cancelling it when no answer comes in time.
 func (l *lazyResponse) do(client *http.Client, req *http.Request, cancel context.CancelFunc) {
 	defer close(l.ready)
-	timer := time.AfterFunc(tunnel.OpenTimeout, cancel)
+	timer := time.AfterFunc(tunnelhop.OpenTimeout, cancel)
 	res, err := client.Do(req)
 	timer.Stop()
 	if err != nil {

@@ -23,11 +23,12 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1/daemonv1connect"
 	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 )
 
 // nodeURI is the identity of the test's node certificate.
@@ -164,7 +165,7 @@ func startTunnelEnv(t *testing.T, fake bool, ports []int, maxTunnels int) *tunne
 	_, h := daemonv1connect.NewDaemonServiceHandler(g)
 	mux := http.NewServeMux()
 	mux.Handle("/", h)
-	mux.HandleFunc("POST "+tunnel.DataPlanePath+"{id}", g.dataPlane)
+	mux.HandleFunc("POST "+tunnelhop.DataPlanePath+"{id}", g.dataPlane)
 	srv := httptest.NewUnstartedServer(mux)
 	srv.EnableHTTP2 = true
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)

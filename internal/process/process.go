@@ -30,7 +30,7 @@ import (
 	"github.com/better-compute/better-compute/internal/reconcile"
 	"github.com/better-compute/better-compute/internal/secret"
 	"github.com/better-compute/better-compute/internal/tracing"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 	"github.com/better-compute/better-compute/module"
 	"github.com/better-compute/better-compute/server"
 	"github.com/better-compute/better-compute/workers"
@@ -272,7 +272,7 @@ func newAPI(cfg *config.Config, pool *pgxpool.Pool, bundle *pki.Bundle, notifier
 		trustDomain = bundle.TrustDomain()
 		// Tunnels stream to the gateways' control API with a client certificate of the internal
 		// CA, as the notifier pokes it.
-		dialer, err := tunnel.NewDialer(bundle)
+		dialer, err := tunnelhop.NewDialer(bundle)
 		if err != nil {
 			return nil, fmt.Errorf("api: %w", err)
 		}

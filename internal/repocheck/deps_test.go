@@ -2,6 +2,7 @@ package repocheck
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -42,5 +43,35 @@ func TestRoleDependencies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSDKDependencies: the Go SDK's module (client/go.mod), its tests included, links only the
+// standard library, itself, the generated code and the few modules that speak Connect,
+// protobuf and WebSockets — no PostgreSQL driver, NATS, cloud SDK or package of the control
+// plane's module — so an SDK user pulls none of them.
+func TestSDKDependencies(t *testing.T) {
+	t.Parallel()
+	allowed := []string{
+		module + "/client", module + "/gen/go", "connectrpc.com/connect", "google.golang.org/protobuf",
+		"google.golang.org/genproto/googleapis/rpc", "github.com/coder/websocket",
+	}
+	cmd := exec.Command("go", "list", "-deps", "-test", "-f", "{{if .Module}}{{.Module.Path}}{{end}}", "./...")
+	cmd.Dir = "../../client"
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps -test ./... in client: %v\n%s", err, out)
+	}
+	seen := map[string]bool{}
+	for mod := range strings.FieldsSeq(string(out)) {
+		seen[mod] = true
+	}
+	if !seen[module+"/client"] || !seen[module+"/gen/go"] {
+		t.Fatalf("go list named neither the SDK nor the generated code: %q", out)
+	}
+	for mod := range seen {
+		if !slices.Contains(allowed, mod) {
+			t.Errorf("the SDK's module links %s", mod)
+		}
 	}
 }

@@ -8,14 +8,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 )
 
 // maxDelayed bounds the bytes a delayed connection holds in each direction: more than a tunnel
 // connection's flow-control window (with TLS and HTTP/2 framing), so the delay never lowers
 // throughput below what the windows allow, and no more, so memory stays bounded. Beyond it the
 // connection stops reading, or Write blocks, as a full network path would.
-const maxDelayed = tunnel.ConnWindow + tunnel.ConnWindow/8
+const maxDelayed = tunnelhop.ConnWindow + tunnelhop.ConnWindow/8
 
 // DelayConn returns c with every byte delayed by oneWay in each direction, as a network path
 // with a round trip of 2 × oneWay would: what arrives on c is handed to Read oneWay after it

@@ -9,10 +9,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	"github.com/better-compute/better-compute/internal/sim"
-	"github.com/better-compute/better-compute/internal/tunnel"
-	"github.com/better-compute/better-compute/internal/tunnel/tunneltest"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
+	"github.com/better-compute/better-compute/internal/tunnelhop/tunneltest"
 )
 
 // TestFleetTunnel streams tunnels to a simulated machine through a real gateway, as the API
@@ -30,7 +31,7 @@ func TestFleetTunnel(t *testing.T) {
 	})
 	waitConnected(t, f)
 	node := f.Machine(0).NodeID
-	dialer, err := tunnel.NewDialer(e.Bundle)
+	dialer, err := tunnelhop.NewDialer(e.Bundle)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -259,7 +259,7 @@ type hop struct {
 var hops = []hop{
 	{"client", []string{"/better-compute/client."}, []string{"net/http.(*persistConn)"}},
 	// The API is the process's only HTTP/1.1 server with long-lived connections: the WebSockets.
-	{"api", []string{"/server/internal/tunnels.", "/internal/tunnel.(*Dialer)"}, []string{"net/http.(*conn)"}},
+	{"api", []string{"/server/internal/tunnels.", "/internal/tunnelhop.(*Dialer)"}, []string{"net/http.(*conn)"}},
 	// The gateway runs the process's only HTTP/2 servers.
 	{"gateway", []string{"/gateway."}, []string{"net/http.(*http2serverConn)", "net/http.(*http2Server)", "net/http.(*http2responseWriter", "net/http.(*http2requestBody)"}},
 	{"daemon", []string{"/internal/daemon."}, nil},

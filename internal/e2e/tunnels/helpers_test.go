@@ -26,6 +26,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/better-compute/better-compute/client"
+	"github.com/better-compute/better-compute/client/tunnel"
 	"github.com/better-compute/better-compute/gateway"
 	"github.com/better-compute/better-compute/gateway/gatewaytest"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
@@ -34,7 +35,7 @@ import (
 	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 	"github.com/better-compute/better-compute/server"
 	"github.com/better-compute/better-compute/server/servertest"
 )
@@ -78,7 +79,7 @@ type envOptions struct {
 func newEnvWith(t testing.TB, o envOptions) *env {
 	t.Helper()
 	e := &env{Env: gatewaytest.New(t), t: t}
-	dialer, err := tunnel.NewDialer(e.Bundle)
+	dialer, err := tunnelhop.NewDialer(e.Bundle)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,13 +16,13 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/better-compute/better-compute/client"
+	"github.com/better-compute/better-compute/client/tunnel"
 	leasesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	poolsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1"
 	tunnelsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/tunnel"
 )
 
 // TestTransfer: transferSize bytes (1 GiB without the race detector) go to a port on the node

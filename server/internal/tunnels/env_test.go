@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	"github.com/better-compute/better-compute/gen/db"
 	gatewayv1 "github.com/better-compute/better-compute/gen/go/bettercompute/gateway/v1"
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
@@ -28,7 +29,7 @@ import (
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/dbtest"
 	"github.com/better-compute/better-compute/internal/pki"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 	"github.com/better-compute/better-compute/server"
 	"github.com/better-compute/better-compute/server/servertest"
 )
@@ -66,7 +67,7 @@ func newEnvWithReadTimeout(t *testing.T, configure func(*server.TunnelOptions), 
 		t.Fatal(err)
 	}
 	gw := newFakeGateway(t, bundle)
-	dialer, err := tunnel.NewDialer(bundle)
+	dialer, err := tunnelhop.NewDialer(bundle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,13 +347,13 @@ func (g *fakeGateway) abort(t *testing.T) tunnel.Code {
 
 func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.requests.Add(1)
-	if r.Method != http.MethodPost || r.URL.Path != tunnel.ControlPath || r.ProtoMajor != 2 || len(r.TLS.PeerCertificates) == 0 {
+	if r.Method != http.MethodPost || r.URL.Path != tunnelhop.ControlPath || r.ProtoMajor != 2 || len(r.TLS.PeerCertificates) == 0 {
 		http.Error(w, "not a tunnel stream", http.StatusBadRequest)
 		return
 	}
-	open, err := tunnel.DecodeOpen(r.Header.Get(tunnel.HeaderOpen))
+	open, err := tunnelhop.DecodeOpen(r.Header.Get(tunnelhop.HeaderOpen))
 	if err != nil {
-		http.Error(w, tunnel.HeaderOpen+" header: "+err.Error(), http.StatusBadRequest)
+		http.Error(w, tunnelhop.HeaderOpen+" header: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	g.opens <- open

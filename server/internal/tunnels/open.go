@@ -15,13 +15,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/guard"
 	"github.com/better-compute/better-compute/internal/requestid"
 	"github.com/better-compute/better-compute/internal/scrub"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 )
 
 // maxTicketLen bounds the ticket in the path; a ticket is 43 characters.
@@ -118,7 +119,7 @@ func (s *Service) spend(ctx context.Context, p *auth.Principal, ticket string) (
 	if ticket == "" || len(ticket) > maxTicketLen {
 		return nil, nil, refuse(tunnel.RefuseUnknownTicket, "not a ticket"), nil
 	}
-	hash := tunnel.HashTicket(ticket)
+	hash := tunnelhop.HashTicket(ticket)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, nil, nil, err
@@ -181,7 +182,7 @@ func whyNotSpent(ctx context.Context, q *db.Queries, tenant uuid.UUID, hash []by
 	case t.Closed:
 		return refuse(tunnel.RefuseExpiredTicket, "it was closed (tunnels/close)"), nil
 	case t.Expired:
-		return refuse(tunnel.RefuseExpiredTicket, "a ticket is valid for %v", tunnel.TicketTTL), nil
+		return refuse(tunnel.RefuseExpiredTicket, "a ticket is valid for %v", tunnelhop.TicketTTL), nil
 	}
 	// Spent by a concurrent upgrade between the two statements.
 	return refuse(tunnel.RefuseSpentTicket, "a ticket opens one tunnel: create another"), nil
@@ -302,7 +303,7 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	gw, err := s.opts.Dialer.Dial(gwCtx, sp.controlURL, row.ID.String(), row.NodeID.String(), int(row.Port))
 	if err != nil {
 		code, reason := tunnel.CodeNodeOffline, "the gateway holding the node's session cannot be reached"
-		var de *tunnel.DialError
+		var de *tunnelhop.DialError
 		if errors.As(err, &de) {
 			code, reason = de.Code(), de.Reason
 		}
@@ -316,7 +317,7 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, p *auth.Principa
 		return
 	}
 	s.metrics.Opened(time.Since(start))
-	relay := tunnel.NewRelay(client, &gatewayStream{Stream: gw, onAbort: l.armGrace}, tunnel.CodeReset, tunnel.CodeGatewayLost)
+	relay := tunnelhop.NewRelay(client, &gatewayStream{Stream: gw, onAbort: l.armGrace}, tunnel.CodeReset, tunnel.CodeGatewayLost)
 	l.relaying(relay)
 	s.log.InfoContext(ctx, "tunnel opened", logArgs(r, p, "tunnel_id", row.ID, "node_id", row.NodeID, "port", row.Port,
 		"open_latency", time.Since(start))...)
@@ -327,14 +328,14 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, p *auth.Principa
 		"bytes_to_node", relay.AToB.Load(), "bytes_from_node", relay.BToA.Load(), "duration", time.Since(start))...)
 }
 
-// keepAlive pings the client every tunnel.PingInterval and ends the tunnel when a pong does not
+// keepAlive pings the client every tunnelhop.PingInterval and ends the tunnel when a pong does not
 // come within the next interval (tunnel.CodeReset), or when nothing went either way for the idle
 // timeout (tunnel.CodeIdle).
-func (s *Service) keepAlive(conn *websocket.Conn, relay *tunnel.Relay, l *liveTunnel) {
+func (s *Service) keepAlive(conn *websocket.Conn, relay *tunnelhop.Relay, l *liveTunnel) {
 	idle := s.opts.IdleTimeout
 	timer := time.NewTimer(idle)
 	defer timer.Stop()
-	pings := time.NewTicker(tunnel.PingInterval)
+	pings := time.NewTicker(tunnelhop.PingInterval)
 	defer pings.Stop()
 	for {
 		select {
@@ -348,7 +349,7 @@ func (s *Service) keepAlive(conn *websocket.Conn, relay *tunnel.Relay, l *liveTu
 			l.abort(tunnel.CodeIdle, fmt.Sprintf("nothing either way for %v", idle))
 			return
 		case <-pings.C:
-			ctx, cancel := context.WithTimeout(context.Background(), tunnel.PingInterval)
+			ctx, cancel := context.WithTimeout(context.Background(), tunnelhop.PingInterval)
 			err := conn.Ping(ctx)
 			cancel()
 			if err != nil {
@@ -365,7 +366,7 @@ func (s *Service) keepAlive(conn *websocket.Conn, relay *tunnel.Relay, l *liveTu
 
 // finish records how a tunnel ended (its row and audit row, the metrics) and forgets it; relay
 // is nil when it never opened.
-func (s *Service) finish(ctx context.Context, p *auth.Principal, l *liveTunnel, row db.Tunnel, code tunnel.Code, reason string, relay *tunnel.Relay) {
+func (s *Service) finish(ctx context.Context, p *auth.Principal, l *liveTunnel, row db.Tunnel, code tunnel.Code, reason string, relay *tunnelhop.Relay) {
 	defer s.unregister(l)
 	var toNode, fromNode int64
 	if relay != nil {

@@ -2,11 +2,11 @@
 // GET {basePath}/tunnels/{ticket}: the API's hop of a tunnel (package tunnel draws the path).
 //
 // tunnels/create checks that the caller may reach the port and stores a single-use ticket,
-// hashed, for tunnel.TicketTTL. The upgrade authenticates the API key as the guard does, spends
+// hashed, for tunnelhop.TicketTTL. The upgrade authenticates the API key as the guard does, spends
 // the ticket with one conditional update (a ticket that cannot be spent is refused before the
 // upgrade with a status that says why), checks again that the tunnel is allowed, the caps on
 // open tunnels and that the node has a session, then accepts the WebSocket, streams to the
-// gateway holding the node's session (tunnel.Dialer) and relays between the two (tunnel.Relay).
+// gateway holding the node's session (tunnelhop.Dialer) and relays between the two (tunnelhop.Relay).
 // While this process relays tunnels, one watcher ends those whose lease ended, whose node went,
 // or that tunnels/close asked to close (watch.go). The tunnel's row records when it opened and
 // closed, why, and the bytes each way; audit rows mark both ends.
@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	"github.com/better-compute/better-compute/gen/db"
 	tunnelsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1/tunnelsv1connect"
@@ -38,14 +39,14 @@ import (
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/page"
 	"github.com/better-compute/better-compute/internal/scrub"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 )
 
 // PermissionOpen is what the principal whose key opens a ticket must hold: the permission of
 // tunnels/create.
 const PermissionOpen = "tunnels.create"
 
-// Dialer streams a tunnel to the gateway at controlURL (*tunnel.Dialer).
+// Dialer streams a tunnel to the gateway at controlURL (*tunnelhop.Dialer).
 type Dialer interface {
 	Dial(ctx context.Context, controlURL, id, node string, port int) (*tunnel.ByteStream, error)
 }
@@ -65,10 +66,10 @@ type Options struct {
 	// empty.
 	Instance string
 	// IdleTimeout ends a tunnel that carried nothing either way for this long;
-	// tunnel.DefaultIdleTimeout when zero.
+	// tunnelhop.DefaultIdleTimeout when zero.
 	IdleTimeout time.Duration
 	// PerNode and PerTenant cap open tunnels (of any tenant on one node, of one tenant);
-	// tunnel.DefaultPerNode and tunnel.DefaultPerTenant when zero.
+	// tunnelhop.DefaultPerNode and tunnelhop.DefaultPerTenant when zero.
 	PerNode, PerTenant int
 	// BaseURL is the public URL clients reach the API at (config baseURL); when empty, a ticket's
 	// URL is made from the host and scheme of the tunnels/create request.
@@ -104,13 +105,13 @@ func New(pool *pgxpool.Pool, admit *admission.Admitter, guard Authenticator, opt
 		opts.Instance = "api-" + uuid.NewString()
 	}
 	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = tunnel.DefaultIdleTimeout
+		opts.IdleTimeout = tunnelhop.DefaultIdleTimeout
 	}
 	if opts.PerNode <= 0 {
-		opts.PerNode = tunnel.DefaultPerNode
+		opts.PerNode = tunnelhop.DefaultPerNode
 	}
 	if opts.PerTenant <= 0 {
-		opts.PerTenant = tunnel.DefaultPerTenant
+		opts.PerTenant = tunnelhop.DefaultPerTenant
 	}
 	log := opts.Logger
 	if log == nil {
@@ -137,7 +138,7 @@ func (s *Service) Create(ctx context.Context, req *tunnelsv1.CreateRequest) (*tu
 		return nil, err
 	}
 	p := auth.Caller(ctx)
-	ticket, hash := tunnel.NewTicket()
+	ticket, hash := tunnelhop.NewTicket()
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*tunnelsv1.CreateResponse, error) {
 		lease, err := allowed(ctx, tx.Q, p.TenantID, node, port)
 		if err != nil {
@@ -147,7 +148,7 @@ func (s *Service) Create(ctx context.Context, req *tunnelsv1.CreateRequest) (*tu
 		tx.Target("tunnel", id)
 		row, err := tx.Q.CreateTunnel(ctx, db.CreateTunnelParams{
 			ID: id, TenantID: p.TenantID, NodeID: node, Port: port, LeaseID: lease, PrincipalID: &p.ID,
-			TicketHash: hash, TtlMs: tunnel.TicketTTL.Milliseconds(),
+			TicketHash: hash, TtlMs: tunnelhop.TicketTTL.Milliseconds(),
 		})
 		if err != nil {
 			return nil, err

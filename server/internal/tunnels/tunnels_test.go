@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	auditv1 "github.com/better-compute/better-compute/gen/go/bettercompute/audit/v1"
 	leasesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1/leasesv1connect"
@@ -20,7 +21,7 @@ import (
 	tunnelsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/tunnels/v1"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/poll"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 	"github.com/better-compute/better-compute/server"
 	"github.com/better-compute/better-compute/server/internal/tunnels"
 )
@@ -71,8 +72,8 @@ func TestCreateAuthorization(t *testing.T) {
 		!strings.HasSuffix(res.GetUrl(), "/api/tunnels/"+res.GetTicket()) {
 		t.Fatalf("ticket %q, url %q", res.GetTicket(), res.GetUrl())
 	}
-	if exp := res.GetExpireTime().AsTime(); exp.Before(before.Add(tunnel.TicketTTL-5*time.Second)) || exp.After(before.Add(tunnel.TicketTTL+5*time.Second)) {
-		t.Fatalf("expires at %v, want about %v from %v", exp, tunnel.TicketTTL, before)
+	if exp := res.GetExpireTime().AsTime(); exp.Before(before.Add(tunnelhop.TicketTTL-5*time.Second)) || exp.After(before.Add(tunnelhop.TicketTTL+5*time.Second)) {
+		t.Fatalf("expires at %v, want about %v from %v", exp, tunnelhop.TicketTTL, before)
 	}
 	tn := res.GetTunnel()
 	if tn.GetNodeId() != e.node.String() || tn.GetPort() != 22 || tn.GetLeaseId() != "" || tn.GetOpenTime() != nil || tn.GetPrincipalId() == "" {
@@ -82,7 +83,7 @@ func TestCreateAuthorization(t *testing.T) {
 	if err := e.Pool.QueryRow(ctx, `SELECT ticket_hash FROM tunnels WHERE id = $1`, tn.GetId()).Scan(&stored); err != nil {
 		t.Fatal(err)
 	}
-	if string(stored) != string(tunnel.HashTicket(res.GetTicket())) {
+	if string(stored) != string(tunnelhop.HashTicket(res.GetTicket())) {
 		t.Fatal("the ticket is not stored as its hash")
 	}
 	audit, err := e.Audit(e.AdminKey).List(ctx, &auditv1.ListRequest{Method: "tunnels/create"})

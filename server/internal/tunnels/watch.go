@@ -7,8 +7,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	"github.com/better-compute/better-compute/gen/db"
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 )
 
 // The lifetime watcher: while this API process relays tunnels, one goroutine checks them every
@@ -37,8 +38,8 @@ type liveTunnel struct {
 	mu                 sync.Mutex
 	code               tunnel.Code // the first abort's, 0 before one
 	reason             string
-	relay              *tunnel.Relay // set once relaying
-	cancelWS, cancelGW func()        // tear the streams down; set once the WebSocket is open
+	relay              *tunnelhop.Relay // set once relaying
+	cancelWS, cancelGW func()           // tear the streams down; set once the WebSocket is open
 	grace              *time.Timer
 }
 
@@ -79,7 +80,7 @@ func (l *liveTunnel) start(cancelWS, cancelGW func()) {
 }
 
 // relaying records the relay; an abort that came during the dial aborts it at once.
-func (l *liveTunnel) relaying(r *tunnel.Relay) {
+func (l *liveTunnel) relaying(r *tunnelhop.Relay) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.relay = r

@@ -607,7 +607,7 @@ func (*SessionResponse_TunnelOpen) isSessionResponse_Msg() {}
 // TunnelOpen asks the daemon to open a tunnel to a port on its loopback: it dials
 // 127.0.0.1:port (if its local allow list has the port) and streams the tunnel to its gateway
 // on a data-plane HTTP/2 stream of its own (POST /bettercompute.tunnel.v1/node/{tunnel_id}, with
-// its node certificate), in the frames of internal/tunnel. A refusal is that stream with one
+// its node certificate), in the frames of client/tunnel. A refusal is that stream with one
 // abort frame (4003 port refused, 4005 nothing listens). A daemon that does not know the
 // message ignores it, and the gateway gives up after 10 seconds (4004).
 type TunnelOpen struct {

@@ -16,9 +16,9 @@
 // the revocations in its own loops within a second or two.
 //
 // The control listener also carries tunnels, on a route that is not an RPC: the API opens one
-// raw HTTP/2 stream per tunnel, POST /bettercompute.gateway.v1/tunnel (internal/tunnel's
+// raw HTTP/2 stream per tunnel, POST /bettercompute.gateway.v1/tunnel (internal/tunnelhop's
 // ControlPath), whose request header Bc-Open-Tunnel-Bin carries an OpenTunnelRequest. Its
-// bodies are the tunnel's frames (internal/tunnel/frame.go), not Connect messages; see
+// bodies are the tunnel's frames (client/tunnel/frame.go), not Connect messages; see
 // OpenTunnelRequest.
 
 package gatewayv1
@@ -211,7 +211,7 @@ func (*RevokeResponse) Descriptor() ([]byte, []int) {
 // unpadded standard base64 (as gRPC sends binary metadata; padded is accepted too), in the
 // request header Bc-Open-Tunnel-Bin of a raw HTTP/2 stream, POST /bettercompute.gateway.v1/tunnel
 // on the control listener. The stream's request body carries the frames towards the node and
-// its response body the frames from it (internal/tunnel/frame.go), relayed with HTTP/2 flow
+// its response body the frames from it (client/tunnel/frame.go), relayed with HTTP/2 flow
 // control. The gateway answers 400 naming the field for a missing or malformed header, 503 when
 // it holds no session of the node (or the session ended before the daemon answered), 409 for a
 // tunnel id already pending or open there, 504 when the daemon did not open its side in time,

@@ -14,9 +14,9 @@
 // the revocations in its own loops within a second or two.
 //
 // The control listener also carries tunnels, on a route that is not an RPC: the API opens one
-// raw HTTP/2 stream per tunnel, POST /bettercompute.gateway.v1/tunnel (internal/tunnel's
+// raw HTTP/2 stream per tunnel, POST /bettercompute.gateway.v1/tunnel (internal/tunnelhop's
 // ControlPath), whose request header Bc-Open-Tunnel-Bin carries an OpenTunnelRequest. Its
-// bodies are the tunnel's frames (internal/tunnel/frame.go), not Connect messages; see
+// bodies are the tunnel's frames (client/tunnel/frame.go), not Connect messages; see
 // OpenTunnelRequest.
 package gatewayv1connect
 

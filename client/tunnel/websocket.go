@@ -8,8 +8,6 @@ import (
 	"sync"
 
 	"github.com/coder/websocket"
-
-	"github.com/better-compute/better-compute/internal/scrub"
 )
 
 // WebSocketStream is a Stream over a WebSocket of the tunnel subprotocol: each binary message
@@ -79,7 +77,7 @@ func (s *WebSocketStream) Close() error { return s.CloseWith(CodeNormal, "") }
 // CloseWith ends the WebSocket with a close code and reason.
 func (s *WebSocketStream) CloseWith(code Code, reason string) error {
 	defer s.cancel()
-	return s.conn.Close(websocket.StatusCode(code), scrub.Truncate(reason, maxReason))
+	return s.conn.Close(websocket.StatusCode(code), fitReason(reason))
 }
 
 func closeReason(err error) string {

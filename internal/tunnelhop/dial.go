@@ -1,4 +1,4 @@
-package tunnel
+package tunnelhop
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/better-compute/better-compute/client/tunnel"
 	gatewayv1 "github.com/better-compute/better-compute/gen/go/bettercompute/gateway/v1"
 	"github.com/better-compute/better-compute/internal/scrub"
 )
@@ -93,12 +94,12 @@ func (e *DialError) Error() string {
 
 // Code is the close code a client sees for the refusal: the node is offline or did not answer
 // (503, 504), else a fault in the control plane.
-func (e *DialError) Code() Code {
+func (e *DialError) Code() tunnel.Code {
 	switch e.Status {
 	case http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return CodeNodeOffline
+		return tunnel.CodeNodeOffline
 	}
-	return CodeInternal
+	return tunnel.CodeInternal
 }
 
 // Dial opens the control stream of tunnel id to port on node through the gateway whose control
@@ -107,7 +108,7 @@ func (e *DialError) Code() Code {
 // 65535 (which no gateway takes), is another error. ctx bounds the whole stream: cancelling it
 // tears the stream down. The stream's CloseSend ends the request body; Close lets its last
 // frame leave (at most a second), then resets the stream.
-func (d *Dialer) Dial(ctx context.Context, controlURL, id, node string, port int) (*ByteStream, error) {
+func (d *Dialer) Dial(ctx context.Context, controlURL, id, node string, port int) (*tunnel.ByteStream, error) {
 	if port < 1 || port > 65535 {
 		return nil, fmt.Errorf("tunnel: port %d: want 1 to 65535", port)
 	}
@@ -155,7 +156,7 @@ func (d *Dialer) Dial(ctx context.Context, controlURL, id, node string, port int
 		})
 		return nil
 	}
-	return NewByteStream(res.Body, pw, nil, pw.Close, closeAll), nil
+	return tunnel.NewByteStream(res.Body, pw, nil, pw.Close, closeAll), nil
 }
 
 // sentBody is a request body that says when the transport read it to its end (so every frame

@@ -11,7 +11,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/client/tunnel"
+	"github.com/better-compute/better-compute/client/tunneltest"
 )
 
 // wsPair opens a WebSocket of the tunnel subprotocol to an httptest server and returns both
@@ -58,19 +59,19 @@ func TestWebSocketStream(t *testing.T) {
 				}
 			}
 		}()
-		if got := mustRead(t, server, tunnel.Data); string(got) != "hello" {
+		if got := tunneltest.MustRead(t, server, tunnel.Data); string(got) != "hello" {
 			t.Errorf("got %q", got)
 		}
-		if got := mustRead(t, server, tunnel.Data); !bytes.Equal(got, big) {
+		if got := tunneltest.MustRead(t, server, tunnel.Data); !bytes.Equal(got, big) {
 			t.Errorf("got %d bytes", len(got))
 		}
-		mustRead(t, server, tunnel.CloseWrite)
+		tunneltest.MustRead(t, server, tunnel.CloseWrite)
 		// The other way, then a normal closure.
 		go func() {
 			_ = server.WriteFrame(tunnel.Frame{Type: tunnel.Data, Payload: []byte("bye")})
 			_ = server.Close()
 		}()
-		if got := mustRead(t, client, tunnel.Data); string(got) != "bye" {
+		if got := tunneltest.MustRead(t, client, tunnel.Data); string(got) != "bye" {
 			t.Errorf("got %q", got)
 		}
 		if _, err := client.ReadFrame(); !errors.Is(err, io.EOF) {

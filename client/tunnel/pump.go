@@ -196,3 +196,7 @@ func (b *ByteStream) Close() error {
 	}
 	return b.closeAll()
 }
+
+// abortWait bounds how long Pump waits for its Abort frame to be written, to a peer that stopped
+// reading, before it closes the stream.
+const abortWait = 2 * time.Second

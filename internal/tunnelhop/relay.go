@@ -1,4 +1,4 @@
-package tunnel
+package tunnelhop
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/better-compute/better-compute/client/tunnel"
 )
 
 // Relay joins two frame streams at a middle hop (the API between the client's WebSocket and the
@@ -13,13 +15,13 @@ import (
 // come, one frame buffered per direction, and passes half-closes and aborts on. A hop may end
 // the tunnel itself with Abort (the lease ended, the idle timeout).
 type Relay struct {
-	a, b Stream
+	a, b tunnel.Stream
 	// lost is the code an end that breaks (an error other than an Abort frame) is reported
 	// with.
-	lostA, lostB Code
+	lostA, lostB tunnel.Code
 
 	once   sync.Once
-	code   Code
+	code   tunnel.Code
 	reason string
 	done   chan struct{}
 
@@ -33,7 +35,7 @@ type Relay struct {
 const abortWait = 2 * time.Second
 
 // NewRelay relays between a and b; a stream that breaks is reported as lostA or lostB.
-func NewRelay(a, b Stream, lostA, lostB Code) *Relay {
+func NewRelay(a, b tunnel.Stream, lostA, lostB tunnel.Code) *Relay {
 	r := &Relay{a: a, b: b, lostA: lostA, lostB: lostB, done: make(chan struct{})}
 	r.last.Store(time.Now().UnixNano())
 	return r
@@ -41,17 +43,17 @@ func NewRelay(a, b Stream, lostA, lostB Code) *Relay {
 
 // Run relays until both directions closed (CodeNormal) or the tunnel was aborted, and returns
 // the code and reason it ended with. Both streams are closed when it returns.
-func (r *Relay) Run() (Code, string) {
+func (r *Relay) Run() (tunnel.Code, string) {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.pipe(r.a, r.b, r.lostA, r.lostB, &r.AToB) })
 	wg.Go(func() { r.pipe(r.b, r.a, r.lostB, r.lostA, &r.BToA) })
 	wg.Wait()
-	r.end(CodeNormal, "")
+	r.end(tunnel.CodeNormal, "")
 	return r.code, r.reason
 }
 
 // Abort ends the tunnel now: both ends get an Abort frame with code and reason.
-func (r *Relay) Abort(code Code, reason string) {
+func (r *Relay) Abort(code tunnel.Code, reason string) {
 	r.end(code, reason)
 }
 
@@ -61,10 +63,10 @@ func (r *Relay) Done() <-chan struct{} { return r.done }
 // Idle is how long no frame went either way.
 func (r *Relay) Idle() time.Duration { return time.Since(time.Unix(0, r.last.Load())) }
 
-func (r *Relay) end(code Code, reason string) {
+func (r *Relay) end(code tunnel.Code, reason string) {
 	r.once.Do(func() {
 		r.code, r.reason = code, reason
-		if code == CodeNormal {
+		if code == tunnel.CodeNormal {
 			closeWith(r.a, code, reason)
 			closeWith(r.b, code, reason)
 			close(r.done)
@@ -75,10 +77,10 @@ func (r *Relay) end(code Code, reason string) {
 		// abortWait the streams are closed, which unblocks what still waits; the writes are
 		// waited for either way, so none outlives the relay (an HTTP handler's writer must
 		// not be used once it returns).
-		p := AbortPayload(code, reason)
+		p := tunnel.AbortPayload(code, reason)
 		var wg sync.WaitGroup
-		for _, s := range []Stream{r.a, r.b} {
-			wg.Go(func() { _ = s.WriteFrame(Frame{Type: Abort, Payload: p}) })
+		for _, s := range []tunnel.Stream{r.a, r.b} {
+			wg.Go(func() { _ = s.WriteFrame(tunnel.Frame{Type: tunnel.Abort, Payload: p}) })
 		}
 		waited := make(chan struct{})
 		go func() { wg.Wait(); close(waited) }()
@@ -95,16 +97,16 @@ func (r *Relay) end(code Code, reason string) {
 
 // pipe copies frames from one stream to the other; a stream that breaks ends the tunnel with
 // its lost code: lostFrom when reading fails, lostTo when writing does.
-func (r *Relay) pipe(from, to Stream, lostFrom, lostTo Code, n *atomic.Int64) {
+func (r *Relay) pipe(from, to tunnel.Stream, lostFrom, lostTo tunnel.Code, n *atomic.Int64) {
 	for {
 		f, err := from.ReadFrame()
 		if err != nil {
-			var ae *AbortError
+			var ae *tunnel.AbortError
 			switch {
 			case errors.As(err, &ae):
 				r.end(ae.Code, ae.Reason)
-			case errors.Is(err, ErrProtocol):
-				r.end(CodeProtocol, err.Error())
+			case errors.Is(err, tunnel.ErrProtocol):
+				r.end(tunnel.CodeProtocol, err.Error())
 			case errors.Is(err, io.EOF):
 				r.end(lostFrom, "the stream ended without closing")
 			default:
@@ -114,21 +116,21 @@ func (r *Relay) pipe(from, to Stream, lostFrom, lostTo Code, n *atomic.Int64) {
 		}
 		r.last.Store(time.Now().UnixNano())
 		switch f.Type {
-		case Data:
+		case tunnel.Data:
 			n.Add(int64(len(f.Payload)))
 			if err := to.WriteFrame(f); err != nil {
 				r.end(lostTo, err.Error())
 				return
 			}
-		case CloseWrite:
+		case tunnel.CloseWrite:
 			if err := to.WriteFrame(f); err != nil {
 				r.end(lostTo, err.Error())
 				return
 			}
 			_ = to.CloseSend()
 			return
-		case Abort:
-			code, reason := ParseAbort(f.Payload)
+		case tunnel.Abort:
+			code, reason := tunnel.ParseAbort(f.Payload)
 			r.end(code, reason)
 			return
 		}
@@ -137,8 +139,10 @@ func (r *Relay) pipe(from, to Stream, lostFrom, lostTo Code, n *atomic.Int64) {
 
 // closeWith closes s, with the code and reason where its transport carries them (a WebSocket's
 // close frame).
-func closeWith(s Stream, code Code, reason string) {
-	if c, ok := s.(interface{ CloseWith(Code, string) error }); ok {
+func closeWith(s tunnel.Stream, code tunnel.Code, reason string) {
+	if c, ok := s.(interface {
+		CloseWith(tunnel.Code, string) error
+	}); ok {
 		_ = c.CloseWith(code, reason)
 		return
 	}

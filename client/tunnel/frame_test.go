@@ -10,7 +10,7 @@ import (
 	"testing/iotest"
 	"unicode/utf8"
 
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/client/tunnel"
 )
 
 // testFrames are one of each kind, with the payloads at the bounds.
@@ -125,21 +125,5 @@ func TestCodes(t *testing.T) {
 	}
 	if d := tunnel.Code(4999).Describe(); d != "unknown" {
 		t.Errorf("code 4999 says %q", d)
-	}
-}
-
-// TestTickets: a ticket is 32 random bytes in URL-safe base64, stored as its hash.
-func TestTickets(t *testing.T) {
-	t.Parallel()
-	a, ha := tunnel.NewTicket()
-	b, hb := tunnel.NewTicket()
-	if len(a) != 43 || strings.ContainsAny(a, "+/=") {
-		t.Errorf("ticket %q", a)
-	}
-	if a == b || bytes.Equal(ha, hb) {
-		t.Error("two tickets are the same")
-	}
-	if !bytes.Equal(tunnel.HashTicket(a), ha) || len(ha) != 32 || bytes.Contains(ha, []byte(a)) {
-		t.Errorf("hash %x of %q", ha, a)
 	}
 }

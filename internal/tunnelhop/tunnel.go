@@ -1,27 +1,27 @@
-// Package tunnel is the vocabulary of tunnels: a byte stream between a client (the CLI, an SDK)
-// and a TCP port on a node's loopback, relayed by the API and the gateway that holds the node's
-// session, over connections that all dial inwards (the client to the API, the API to the
-// gateway's control API, the daemon to its gateway).
+// Package tunnelhop is the control plane's side of tunnels: the hops inside it, between the API,
+// the gateway that holds the node's session and the node's daemon. The wire every hop shares —
+// frames, close codes, the WebSocket stream, Pump — is package
+// github.com/better-compute/better-compute/client/tunnel, which the Go SDK uses too.
 //
-// A tunnel has four hops, each carrying the same frames (frame.go):
+// A tunnel has four hops, each carrying the same frames:
 //
 //	client ──WebSocket──▶ API ──HTTP/2 stream (mTLS, internal CA)──▶ gateway ◀──HTTP/2 stream (node certificate)── bcd ──TCP──▶ 127.0.0.1:port
 //
 // The client opens GET {basePath}/tunnels/{ticket} with its API key and the subprotocol
-// Subprotocol; the ticket comes from tunnels/create and is spent by the upgrade. The API streams
-// to the gateway (ControlPath, naming the tunnel with a bettercompute.gateway.v1.OpenTunnelRequest
-// in HeaderOpen); the gateway asks the daemon over its session to open the tunnel
-// (bettercompute.daemon.v1.TunnelOpen), and the daemon dials the port and opens its own stream to
-// the gateway (DataPlanePath) on a connection of its own, so bulk data never waits behind
-// heartbeats or commands. Each hop relays frames without interpreting them, but for the
-// endpoints: a CloseWrite frame is a half-close (the other direction keeps flowing), an Error
-// frame or a torn stream is an abort. Backpressure is each hop's flow control (TCP under the
-// WebSocket, HTTP/2 stream windows), and each hop holds at most one frame per direction, so a
-// slow reader never grows memory beyond the windows (Windows).
+// tunnel.Subprotocol; the ticket comes from tunnels/create and is spent by the upgrade. The API
+// streams to the gateway (ControlPath, naming the tunnel with a
+// bettercompute.gateway.v1.OpenTunnelRequest in HeaderOpen); the gateway asks the daemon over its
+// session to open the tunnel (bettercompute.daemon.v1.TunnelOpen), and the daemon dials the port
+// and opens its own stream to the gateway (DataPlanePath) on a connection of its own, so bulk
+// data never waits behind heartbeats or commands. Each hop relays frames without interpreting
+// them (Relay), but for the endpoints: a CloseWrite frame is a half-close (the other direction
+// keeps flowing), an Error frame or a torn stream is an abort. Backpressure is each hop's flow
+// control (TCP under the WebSocket, HTTP/2 stream windows), and each hop holds at most one frame
+// per direction, so a slow reader never grows memory beyond the windows (Windows).
 //
-// This package holds only what every hop shares: the frame format, the close codes, the
-// constants, tickets, and Pump, which joins a TCP connection to a frame stream at the ends.
-package tunnel
+// This package holds the hops' routes, limits and windows, tickets, the API's dialer to the
+// gateway (Dialer) and the relay between two streams.
+package tunnelhop
 
 import (
 	"crypto/rand"
@@ -29,9 +29,6 @@ import (
 	"encoding/base64"
 	"time"
 )
-
-// Subprotocol is the WebSocket subprotocol a client must offer.
-const Subprotocol = "bettercompute.tunnel.v1"
 
 // Paths of the internal hops.
 const (

@@ -9,35 +9,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/client/tunnel"
+	"github.com/better-compute/better-compute/client/tunneltest"
 )
-
-// errTorn is what the far end of a torn pipeStream reads.
-var errTorn = errors.New("stream torn down")
-
-// pipeEnd is one end of an in-memory frame stream, as an HTTP/2 stream's body pair: r reads what
-// the other end writes, and w writes what it reads. Writes wait for the other end's reads.
-type pipeEnd struct {
-	r *io.PipeReader
-	w *io.PipeWriter
-}
-
-// streamPair returns the two ends of a frame stream. CloseSend ends an end's sending direction
-// (the other reads io.EOF), Close tears both directions down (the other reads errTorn).
-func streamPair() (a, b *tunnel.ByteStream, rawA, rawB pipeEnd) {
-	ar, bw := io.Pipe()
-	br, aw := io.Pipe()
-	rawA, rawB = pipeEnd{ar, aw}, pipeEnd{br, bw}
-	return rawA.stream(), rawB.stream(), rawA, rawB
-}
-
-func (p pipeEnd) stream() *tunnel.ByteStream {
-	return tunnel.NewByteStream(p.r, p.w, nil, p.w.Close, func() error {
-		_ = p.w.CloseWithError(errTorn)
-		_ = p.r.CloseWithError(errTorn)
-		return nil
-	})
-}
 
 // loopback returns a loopback listener closed when the test ends.
 func loopback(t *testing.T) net.Listener {
@@ -87,7 +61,7 @@ func TestPumpHalfClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b, _, _ := streamPair()
+	a, b, _, _ := tunneltest.StreamPair()
 	pumps := make(chan error, 2)
 	go func() { pumps <- tunnel.Pump(clientEnd, a) }()
 	go func() { pumps <- tunnel.Pump(nodeEnd.(*net.TCPConn), b) }()
@@ -141,7 +115,7 @@ func TestPumpReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b, _, _ := streamPair()
+	a, b, _, _ := tunneltest.StreamPair()
 	client := make(chan error, 1)
 	node := make(chan error, 1)
 	go func() { client <- tunnel.Pump(clientEnd, a) }()
@@ -167,7 +141,7 @@ func TestPumpPeerAbort(t *testing.T) {
 	t.Run("abort", func(t *testing.T) {
 		t.Parallel()
 		user, local := tcpPair(t)
-		s, peer, _, _ := streamPair()
+		s, peer, _, _ := tunneltest.StreamPair()
 		done := make(chan error, 1)
 		go func() { done <- tunnel.Pump(local, s) }()
 		go func() {
@@ -190,11 +164,11 @@ func TestPumpPeerAbort(t *testing.T) {
 	t.Run("malformed", func(t *testing.T) {
 		t.Parallel()
 		_, local := tcpPair(t)
-		s, _, _, raw := streamPair()
+		s, _, _, raw := tunneltest.StreamPair()
 		done := make(chan error, 1)
 		go func() { done <- tunnel.Pump(local, s) }()
-		go func() { _, _ = raw.w.Write([]byte{9, 0, 0, 0, 0}) }()
-		f, err := tunnel.NewFrameReader(raw.r).Read()
+		go func() { _, _ = raw.W.Write([]byte{9, 0, 0, 0, 0}) }()
+		f, err := tunnel.NewFrameReader(raw.R).Read()
 		if code, _ := tunnel.ParseAbort(f.Payload); err != nil || f.Type != tunnel.Abort || code != tunnel.CodeProtocol {
 			t.Errorf("the peer got type %d code %d, %v; want an abort with %d", f.Type, code, err, tunnel.CodeProtocol)
 		}

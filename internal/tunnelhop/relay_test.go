@@ -1,17 +1,19 @@
-package tunnel_test
+package tunnelhop_test
 
 import (
 	"bytes"
 	"errors"
 	"testing"
 
-	"github.com/better-compute/better-compute/internal/tunnel"
+	"github.com/better-compute/better-compute/client/tunnel"
+	"github.com/better-compute/better-compute/client/tunneltest"
+	"github.com/better-compute/better-compute/internal/tunnelhop"
 )
 
 // relayed is a Relay between two streams and the far ends of those streams, as the test drives
 // them: client ──▶ relay ──▶ node.
 type relayed struct {
-	relay        *tunnel.Relay
+	relay        *tunnelhop.Relay
 	client, node *tunnel.ByteStream
 	ended        chan ended
 }
@@ -23,37 +25,14 @@ type ended struct {
 
 func startRelay(t *testing.T) *relayed {
 	t.Helper()
-	client, a, _, _ := streamPair()
-	b, node, _, _ := streamPair()
-	r := &relayed{relay: tunnel.NewRelay(a, b, tunnel.CodeReset, tunnel.CodeGatewayLost), client: client, node: node, ended: make(chan ended, 1)}
+	client, a, _, _ := tunneltest.StreamPair()
+	b, node, _, _ := tunneltest.StreamPair()
+	r := &relayed{relay: tunnelhop.NewRelay(a, b, tunnel.CodeReset, tunnel.CodeGatewayLost), client: client, node: node, ended: make(chan ended, 1)}
 	go func() {
 		code, reason := r.relay.Run()
 		r.ended <- ended{code, reason}
 	}()
 	return r
-}
-
-func mustWrite(t *testing.T, s tunnel.Stream, f tunnel.Frame) {
-	t.Helper()
-	if err := s.WriteFrame(f); err != nil {
-		t.Fatalf("write frame of type %d: %v", f.Type, err)
-	}
-}
-
-// mustRead reads a frame of type want and returns a copy of its payload.
-func mustRead(t *testing.T, s tunnel.Stream, want tunnel.FrameType) []byte {
-	t.Helper()
-	f, err := s.ReadFrame()
-	if err != nil || f.Type != want {
-		t.Fatalf("read: type %d, %v; want type %d", f.Type, err, want)
-	}
-	return bytes.Clone(f.Payload)
-}
-
-// readAbort reads an Abort frame and returns its code and reason.
-func readAbort(t *testing.T, s tunnel.Stream) (tunnel.Code, string) {
-	t.Helper()
-	return tunnel.ParseAbort(mustRead(t, s, tunnel.Abort))
 }
 
 // TestRelayCarriesBothWays: data goes each way as it comes, half-closes pass through (the node
@@ -63,19 +42,19 @@ func TestRelayCarriesBothWays(t *testing.T) {
 	t.Parallel()
 	r := startRelay(t)
 	big := bytes.Repeat([]byte("x"), tunnel.MaxPayload)
-	mustWrite(t, r.client, tunnel.Frame{Type: tunnel.Data, Payload: []byte("hello")})
-	if got := mustRead(t, r.node, tunnel.Data); string(got) != "hello" {
+	tunneltest.MustWrite(t, r.client, tunnel.Frame{Type: tunnel.Data, Payload: []byte("hello")})
+	if got := tunneltest.MustRead(t, r.node, tunnel.Data); string(got) != "hello" {
 		t.Errorf("node got %q", got)
 	}
-	mustWrite(t, r.client, tunnel.Frame{Type: tunnel.Data, Payload: big})
-	if got := mustRead(t, r.node, tunnel.Data); !bytes.Equal(got, big) {
+	tunneltest.MustWrite(t, r.client, tunnel.Frame{Type: tunnel.Data, Payload: big})
+	if got := tunneltest.MustRead(t, r.node, tunnel.Data); !bytes.Equal(got, big) {
 		t.Errorf("node got %d bytes", len(got))
 	}
-	mustWrite(t, r.client, tunnel.Frame{Type: tunnel.CloseWrite})
-	mustRead(t, r.node, tunnel.CloseWrite)
+	tunneltest.MustWrite(t, r.client, tunnel.Frame{Type: tunnel.CloseWrite})
+	tunneltest.MustRead(t, r.node, tunnel.CloseWrite)
 	// The client's direction is closed; the node's still flows.
-	mustWrite(t, r.node, tunnel.Frame{Type: tunnel.Data, Payload: []byte("last words")})
-	if got := mustRead(t, r.client, tunnel.Data); string(got) != "last words" {
+	tunneltest.MustWrite(t, r.node, tunnel.Frame{Type: tunnel.Data, Payload: []byte("last words")})
+	if got := tunneltest.MustRead(t, r.client, tunnel.Data); string(got) != "last words" {
 		t.Errorf("client got %q", got)
 	}
 	select {
@@ -83,8 +62,8 @@ func TestRelayCarriesBothWays(t *testing.T) {
 		t.Fatal("the relay ended with one direction open")
 	default:
 	}
-	mustWrite(t, r.node, tunnel.Frame{Type: tunnel.CloseWrite})
-	mustRead(t, r.client, tunnel.CloseWrite)
+	tunneltest.MustWrite(t, r.node, tunnel.Frame{Type: tunnel.CloseWrite})
+	tunneltest.MustRead(t, r.client, tunnel.CloseWrite)
 	if e := <-r.ended; e.code != tunnel.CodeNormal {
 		t.Errorf("relay ended with %d %q, want %d", e.code, e.reason, tunnel.CodeNormal)
 	}
@@ -99,12 +78,12 @@ func TestRelayCarriesBothWays(t *testing.T) {
 func TestRelayAbort(t *testing.T) {
 	t.Parallel()
 	r := startRelay(t)
-	mustWrite(t, r.client, tunnel.Frame{Type: tunnel.Data, Payload: []byte("hi")})
-	mustRead(t, r.node, tunnel.Data)
+	tunneltest.MustWrite(t, r.client, tunnel.Frame{Type: tunnel.Data, Payload: []byte("hi")})
+	tunneltest.MustRead(t, r.node, tunnel.Data)
 	go r.relay.Abort(tunnel.CodeIdle, "idle for 1h0m0s")
 	// The relay writes the client's first, then the node's (the pipes wait for their reader).
 	for i, s := range []tunnel.Stream{r.client, r.node} {
-		if code, reason := readAbort(t, s); code != tunnel.CodeIdle || reason != "idle for 1h0m0s" {
+		if code, reason := tunneltest.ReadAbort(t, s); code != tunnel.CodeIdle || reason != "idle for 1h0m0s" {
 			t.Errorf("end %d got an abort with %d %q", i, code, reason)
 		}
 	}
@@ -128,11 +107,11 @@ func TestRelayEnds(t *testing.T) {
 		go func() {
 			_ = r.node.WriteFrame(tunnel.Frame{Type: tunnel.Abort, Payload: tunnel.AbortPayload(tunnel.CodeDialFailed, "connection refused")})
 		}()
-		if code, reason := readAbort(t, r.client); code != tunnel.CodeDialFailed || reason != "connection refused" {
+		if code, reason := tunneltest.ReadAbort(t, r.client); code != tunnel.CodeDialFailed || reason != "connection refused" {
 			t.Errorf("client got %d %q", code, reason)
 		}
 		// The relay tells the node too, and closes its stream after.
-		readAbort(t, r.node)
+		tunneltest.ReadAbort(t, r.node)
 		if e := <-r.ended; e.code != tunnel.CodeDialFailed {
 			t.Errorf("relay ended with %d %q", e.code, e.reason)
 		}
@@ -141,7 +120,7 @@ func TestRelayEnds(t *testing.T) {
 		t.Parallel()
 		r := startRelay(t)
 		_ = r.node.Close()
-		if code, _ := readAbort(t, r.client); code != tunnel.CodeGatewayLost {
+		if code, _ := tunneltest.ReadAbort(t, r.client); code != tunnel.CodeGatewayLost {
 			t.Errorf("client got %d, want %d", code, tunnel.CodeGatewayLost)
 		}
 		if e := <-r.ended; e.code != tunnel.CodeGatewayLost {
@@ -150,18 +129,18 @@ func TestRelayEnds(t *testing.T) {
 	})
 	t.Run("client stream ends without closing", func(t *testing.T) {
 		t.Parallel()
-		client, a, rawClient, _ := streamPair()
-		b, node, _, _ := streamPair()
-		relay := tunnel.NewRelay(a, b, tunnel.CodeReset, tunnel.CodeGatewayLost)
+		client, a, rawClient, _ := tunneltest.StreamPair()
+		b, node, _, _ := tunneltest.StreamPair()
+		relay := tunnelhop.NewRelay(a, b, tunnel.CodeReset, tunnel.CodeGatewayLost)
 		done := make(chan ended, 1)
 		go func() { c, why := relay.Run(); done <- ended{c, why} }()
-		_ = rawClient.w.Close() // a clean EOF between frames, without a CloseWrite frame
+		_ = rawClient.W.Close() // a clean EOF between frames, without a CloseWrite frame
 		for i, s := range []tunnel.Stream{client, node} {
-			if code, _ := readAbort(t, s); code != tunnel.CodeReset {
+			if code, _ := tunneltest.ReadAbort(t, s); code != tunnel.CodeReset {
 				t.Errorf("end %d got %d, want the client's lost code %d", i, code, tunnel.CodeReset)
 			}
 		}
-		if _, err := node.ReadFrame(); !errors.Is(err, errTorn) {
+		if _, err := node.ReadFrame(); !errors.Is(err, tunneltest.ErrTorn) {
 			t.Errorf("the node's stream after the abort: %v, want it torn down", err)
 		}
 		if e := <-done; e.code != tunnel.CodeReset {
@@ -170,16 +149,16 @@ func TestRelayEnds(t *testing.T) {
 	})
 	t.Run("malformed frame", func(t *testing.T) {
 		t.Parallel()
-		client, a, rawClient, _ := streamPair()
-		b, node, _, _ := streamPair()
-		relay := tunnel.NewRelay(a, b, tunnel.CodeReset, tunnel.CodeGatewayLost)
+		client, a, rawClient, _ := tunneltest.StreamPair()
+		b, node, _, _ := tunneltest.StreamPair()
+		relay := tunnelhop.NewRelay(a, b, tunnel.CodeReset, tunnel.CodeGatewayLost)
 		done := make(chan ended, 1)
 		go func() { c, why := relay.Run(); done <- ended{c, why} }()
-		go func() { _, _ = rawClient.w.Write([]byte{7, 0, 0, 0, 1, 0}) }()
-		if code, _ := readAbort(t, client); code != tunnel.CodeProtocol {
+		go func() { _, _ = rawClient.W.Write([]byte{7, 0, 0, 0, 1, 0}) }()
+		if code, _ := tunneltest.ReadAbort(t, client); code != tunnel.CodeProtocol {
 			t.Errorf("client got %d, want %d", code, tunnel.CodeProtocol)
 		}
-		if code, _ := readAbort(t, node); code != tunnel.CodeProtocol {
+		if code, _ := tunneltest.ReadAbort(t, node); code != tunnel.CodeProtocol {
 			t.Errorf("node got %d, want %d", code, tunnel.CodeProtocol)
 		}
 		if e := <-done; e.code != tunnel.CodeProtocol {

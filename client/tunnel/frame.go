@@ -5,8 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
-	"github.com/better-compute/better-compute/internal/scrub"
+	"strings"
 )
 
 // FrameType says what a frame carries.
@@ -91,7 +90,7 @@ func AppendMessage(b []byte, f Frame) []byte {
 // AbortPayload is an Abort frame's payload: the code (uint16 big endian), then the reason in
 // UTF-8, at most 123 bytes (what a WebSocket close frame can carry).
 func AbortPayload(code Code, reason string) []byte {
-	reason = scrub.Truncate(reason, maxReason)
+	reason = fitReason(reason)
 	return append(binary.BigEndian.AppendUint16(nil, uint16(code)), reason...)
 }
 
@@ -103,4 +102,14 @@ func ParseAbort(p []byte) (Code, string) {
 	return Code(binary.BigEndian.Uint16(p)), string(p[2:])
 }
 
+// maxReason is the most a WebSocket close frame carries of its reason, in bytes.
 const maxReason = 123
+
+// fitReason is reason as a close frame or an Abort frame carries it: valid UTF-8 (as a
+// WebSocket close reason must be), cut to maxReason bytes at a rune boundary.
+func fitReason(reason string) string {
+	if len(reason) > maxReason {
+		reason = reason[:maxReason]
+	}
+	return strings.ToValidUTF8(reason, "")
+}

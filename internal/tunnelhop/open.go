@@ -1,4 +1,4 @@
-package tunnel
+package tunnelhop
 
 import (
 	"encoding/base64"
