@@ -14,8 +14,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/daemon/host"
 	"github.com/better-compute/better-compute/internal/poll"
+	"github.com/better-compute/better-compute/internal/sim"
 )
 
 // The fixtures in testdata/nvidia-smi-xml are constructed from nvidia-smi's documented XML
@@ -306,5 +308,35 @@ func TestGPUsSingleFlight(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(runs); strings.Count(string(data), "run") != 2 {
 		t.Errorf("nvidia-smi ran %d times, want 2", strings.Count(string(data), "run"))
+	}
+}
+
+// TestParseSimulatedNvidiaSMI reads what a simulated machine's nvidia-smi -q -x prints (the
+// FakeDaemon's exec, from the simulator's inventory) back into the GPUs it came from: the
+// simulator and the parser agree on the format.
+func TestParseSimulatedNvidiaSMI(t *testing.T) {
+	t.Parallel()
+	seen := map[int]bool{}
+	for i := 0; i < 200 && len(seen) < 3; i++ {
+		inv := sim.Inventory(7, i, "sim")
+		if len(inv.GetGpus()) == 0 {
+			continue
+		}
+		seen[len(inv.GetGpus())] = true
+		out, _, code := daemon.SimulateExec(inv, "/usr/bin/nvidia-smi", []string{"-q", "-x"})
+		got, err := host.ParseNvidiaSMI([]byte(out))
+		if err != nil || code != 0 || len(got.GPUs) != len(inv.GetGpus()) {
+			t.Fatalf("machine %d: %d GPUs of %d, exit %d, %v", i, len(got.GPUs), len(inv.GetGpus()), code, err)
+		}
+		for n, want := range inv.GetGpus() {
+			want = proto.CloneOf(want)
+			want.NumaNode = nil // from sysfs, not nvidia-smi
+			if !proto.Equal(got.GPUs[n], want) {
+				t.Errorf("machine %d GPU %d:\n got %v\nwant %v", i, n, got.GPUs[n], want)
+			}
+		}
+		if !proto.Equal(got.Driver, inv.GetGpuDriver()) {
+			t.Errorf("machine %d: driver %v, want %v", i, got.Driver, inv.GetGpuDriver())
+		}
 	}
 }
