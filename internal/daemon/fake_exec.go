@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"encoding/xml"
 	"fmt"
 	"slices"
 	"sort"
@@ -50,6 +51,12 @@ func SimulatedPrograms() []string {
 	return out
 }
 
+// SimulateExec is what a FakeDaemon's exec of path with args answers on the machine inv
+// describes: its standard output and error and exit code.
+func SimulateExec(inv *daemonv1.Inventory, path string, args []string) (stdout, stderr string, exitCode int) {
+	return simulateExec(inv, path, args)
+}
+
 // simulateExec runs path on the simulated machine: its output and exit code. The result the
 // daemon reports says "simulated": true beside them, so nobody takes it for a real machine's.
 func simulateExec(inv *daemonv1.Inventory, path string, args []string) (stdout, stderr string, exitCode int) {
@@ -85,9 +92,13 @@ func uname(inv *daemonv1.Inventory, args []string) string {
 	return "Linux\n"
 }
 
-// nvidiaSMI answers `nvidia-smi -L` with the GPU list, and anything else with the summary table.
+// nvidiaSMI answers `nvidia-smi -L` with the GPU list, `nvidia-smi -q -x` with the XML query
+// (what bcd reads, internal/daemon/host/gpus.go), and anything else with the summary table.
 func nvidiaSMI(inv *daemonv1.Inventory, args []string) string {
 	var b strings.Builder
+	if slices.Contains(args, "-q") && slices.Contains(args, "-x") && len(inv.GetGpus()) > 0 {
+		return nvidiaSMIXML(inv)
+	}
 	if slices.Contains(args, "-L") || slices.Contains(args, "--list-gpus") {
 		for _, g := range inv.GetGpus() {
 			fmt.Fprintf(&b, "GPU %d: %s (UUID: %s)\n", g.GetIndex(), g.GetModel(), g.GetUuid())
@@ -98,7 +109,11 @@ func nvidiaSMI(inv *daemonv1.Inventory, args []string) string {
 		return "No devices were found\n"
 	}
 	b.WriteString("+-----------------------------------------------------------------------------------------+\n")
-	b.WriteString("| NVIDIA-SMI 570.00 (simulated)      Driver Version: 570.00         CUDA Version: 12.8     |\n")
+	driver, cuda := "570.00", "12.8"
+	if d := inv.GetGpuDriver(); d != nil {
+		driver, cuda = d.GetDriverVersion(), d.GetCudaVersion()
+	}
+	fmt.Fprintf(&b, "| NVIDIA-SMI %-10s (simulated) Driver Version: %-14s CUDA Version: %-8s |\n", driver, driver, cuda)
 	b.WriteString("|-----------------------------------------+------------------------+----------------------+\n")
 	for _, g := range inv.GetGpus() {
 		model := g.GetModel()
@@ -130,4 +145,84 @@ func df(inv *daemonv1.Inventory, _ []string) string {
 		fmt.Fprintf(&b, "/dev/%-10s %10d %5d %9d   1%% %s\n", d.GetName(), kb, kb/100, kb-kb/100, mount)
 	}
 	return b.String()
+}
+
+// smiXML is the part of nvidia-smi -q -x's output (DTD nvsmi_device_v12) a simulated machine
+// prints: what bcd reads, and a few neighbours.
+type smiXML struct {
+	XMLName       xml.Name    `xml:"nvidia_smi_log"`
+	Timestamp     string      `xml:"timestamp"`
+	DriverVersion string      `xml:"driver_version"`
+	CudaVersion   string      `xml:"cuda_version"`
+	AttachedGPUs  int         `xml:"attached_gpus"`
+	GPUs          []smiXMLGPU `xml:"gpu"`
+}
+
+type smiXMLGPU struct {
+	ID              string `xml:"id,attr"`
+	ProductName     string `xml:"product_name"`
+	PersistenceMode string `xml:"persistence_mode"`
+	MIG             struct {
+		Current string `xml:"current_mig"`
+		Pending string `xml:"pending_mig"`
+	} `xml:"mig_mode"`
+	Serial       string `xml:"serial"`
+	UUID         string `xml:"uuid"`
+	MinorNumber  int32  `xml:"minor_number"`
+	VBIOSVersion string `xml:"vbios_version"`
+	PCIBusID     string `xml:"pci>pci_bus_id"`
+	MemoryTotal  string `xml:"fb_memory_usage>total"`
+	PowerLimit   string `xml:"gpu_power_readings>current_power_limit"`
+	Fabric       *struct {
+		State  string `xml:"state"`
+		Status string `xml:"status"`
+	} `xml:"fabric,omitempty"`
+}
+
+// nvidiaSMIXML is nvidia-smi -q -x for the machine's GPUs.
+func nvidiaSMIXML(inv *daemonv1.Inventory) string {
+	na := func(s string) string {
+		if s == "" {
+			return "N/A"
+		}
+		return s
+	}
+	d := inv.GetGpuDriver()
+	out := smiXML{
+		Timestamp:     time.Now().UTC().Format("Mon Jan _2 15:04:05 2006"),
+		DriverVersion: na(d.GetDriverVersion()), CudaVersion: na(d.GetCudaVersion()), AttachedGPUs: len(inv.GetGpus()),
+	}
+	for _, g := range inv.GetGpus() {
+		x := smiXMLGPU{
+			ID: g.GetPciBusId(), ProductName: g.GetModel(), PersistenceMode: "Disabled", Serial: na(g.GetSerial()), UUID: g.GetUuid(),
+			MinorNumber: g.GetMinorNumber(), VBIOSVersion: na(g.GetVbiosVersion()), PCIBusID: g.GetPciBusId(),
+			MemoryTotal: fmt.Sprintf("%d MiB", g.GetMemoryBytes()>>20), PowerLimit: "N/A",
+		}
+		if g.GetPersistenceMode() {
+			x.PersistenceMode = "Enabled"
+		}
+		switch g.GetMigMode() {
+		case "enabled":
+			x.MIG.Current, x.MIG.Pending = "Enabled", "Enabled"
+		case "disabled":
+			x.MIG.Current, x.MIG.Pending = "Disabled", "Disabled"
+		default:
+			x.MIG.Current, x.MIG.Pending = "N/A", "N/A"
+		}
+		if w := g.GetPowerLimitWatts(); w > 0 {
+			x.PowerLimit = fmt.Sprintf("%.2f W", w)
+		}
+		if d.GetFabricManagerState() != "" {
+			x.Fabric = &struct {
+				State  string `xml:"state"`
+				Status string `xml:"status"`
+			}{d.GetFabricManagerState(), na(d.GetFabricManagerStatus())}
+		}
+		out.GPUs = append(out.GPUs, x)
+	}
+	data, err := xml.MarshalIndent(out, "", "\t")
+	if err != nil { // plain strings and numbers: cannot fail
+		return ""
+	}
+	return xml.Header + "<!DOCTYPE nvidia_smi_log SYSTEM \"nvsmi_device_v12.dtd\">\n" + string(data) + "\n"
 }

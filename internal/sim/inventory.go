@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"google.golang.org/protobuf/proto"
+
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 )
 
@@ -22,6 +24,22 @@ type gpuModel struct {
 	hosts []host
 	// memoryPerGPU is the host memory per GPU, in GiB.
 	memoryPerGPU []weighted[int64]
+	// vbios is the video BIOS version its boards ship with.
+	vbios string
+	// powerWatts is its default power limit.
+	powerWatts float64
+	// serialPrefix starts its boards' 13-digit serial numbers.
+	serialPrefix string
+	// sxm is a module on a baseboard: 8 of them are connected by NVSwitches and laid out on the
+	// PCI buses of a DGX. mig is whether it supports MIG; fabric whether it reports the fabric
+	// manager's state (Hopper and later).
+	sxm, mig, fabric bool
+	// buses are the PCI buses of its GPUs, in order, on an 8-GPU machine.
+	buses []string
+	// variant, when set, is a model that machines of this kind are built with instead, one in
+	// variantOneIn: an H200 baseboard in an H100's chassis.
+	variant      *gpuModel
+	variantOneIn int
 }
 
 type host struct {
@@ -52,29 +70,50 @@ func pick[T any](r *rand.Rand, choices []weighted[T]) T {
 func one[T any](r *rand.Rand, choices []T) T { return choices[r.IntN(len(choices))] }
 
 var (
-	h100 = gpuModel{
+	// dgxH100Buses are the PCI buses of a DGX H100's (and H200's) eight GPUs.
+	dgxH100Buses = []string{"18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"}
+	h100         = gpuModel{
 		name: "NVIDIA H100 80GB HBM3", memory: 81559 * mib,
 		counts:       []weighted[int]{{8, 70}, {4, 20}, {2, 5}, {1, 5}},
 		hosts:        []host{{"Intel(R) Xeon(R) Platinum 8480+", 112}, {"AMD EPYC 9454 48-Core Processor", 192}, {"Intel(R) Xeon(R) Platinum 8468", 192}},
 		memoryPerGPU: []weighted[int64]{{256, 60}, {128, 40}},
+		vbios:        "96.00.89.00.01", powerWatts: 700, serialPrefix: "1654", sxm: true, mig: true, fabric: true,
+		buses: dgxH100Buses, variant: &h200, variantOneIn: 3,
+	}
+	h200 = gpuModel{
+		name: "NVIDIA H200", memory: 143771 * mib,
+		vbios: "96.00.A5.00.01", powerWatts: 700, serialPrefix: "1655", sxm: true, mig: true, fabric: true,
+		buses: dgxH100Buses,
 	}
 	a100 = gpuModel{
 		name: "NVIDIA A100-SXM4-80GB", memory: 81920 * mib,
 		counts:       []weighted[int]{{8, 75}, {4, 25}},
 		hosts:        []host{{"AMD EPYC 7763 64-Core Processor", 128}, {"AMD EPYC 7742 64-Core Processor", 128}, {"Intel(R) Xeon(R) Platinum 8358 CPU @ 2.60GHz", 64}},
 		memoryPerGPU: []weighted[int64]{{128, 50}, {256, 50}},
+		vbios:        "92.00.45.00.03", powerWatts: 400, serialPrefix: "1323", sxm: true, mig: true,
+		buses: []string{"07", "0F", "47", "4E", "87", "90", "B7", "BD"}, // a DGX A100's
 	}
 	l40s = gpuModel{
 		name: "NVIDIA L40S", memory: 46068 * mib,
 		counts:       []weighted[int]{{1, 20}, {2, 25}, {4, 35}, {8, 20}},
 		hosts:        []host{{"AMD EPYC 9354 32-Core Processor", 64}, {"Intel(R) Xeon(R) Gold 6448Y", 64}, {"AMD EPYC 9254 24-Core Processor", 48}},
 		memoryPerGPU: []weighted[int64]{{64, 50}, {96, 30}, {128, 20}},
+		vbios:        "95.02.66.00.02", powerWatts: 350, serialPrefix: "1322",
+		buses: pcieBuses,
 	}
 	rtx4090 = gpuModel{
 		name: "NVIDIA RTX 4090", memory: 24564 * mib,
 		counts:       []weighted[int]{{1, 30}, {2, 30}, {4, 25}, {8, 15}},
 		hosts:        []host{{"AMD Ryzen Threadripper PRO 5975WX 32-Cores", 64}, {"AMD Ryzen 9 7950X 16-Core Processor", 32}, {"AMD EPYC 7443P 24-Core Processor", 48}},
 		memoryPerGPU: []weighted[int64]{{32, 40}, {64, 60}},
+		vbios:        "95.02.18.80.87", powerWatts: 450, serialPrefix: "",
+		buses: pcieBuses,
+	}
+	// pcieBuses are the PCI buses of the GPUs of a PCIe server, one a root port.
+	pcieBuses = []string{"01", "21", "41", "61", "81", "A1", "C1", "E1"}
+	// drivers are the NVIDIA driver branches in the fleet, with the CUDA version each supports.
+	drivers = []struct{ version, cuda string }{
+		{"550.54.15", "12.4"}, {"550.90.07", "12.4"}, {"550.127.05", "12.4"}, {"560.35.03", "12.6"}, {"570.86.15", "12.8"},
 	}
 	// gpuMix is the share of each kind of machine; nil is a CPU-only machine.
 	gpuMix = []weighted[*gpuModel]{{nil, 45}, {&h100, 15}, {&a100, 12}, {&l40s, 14}, {&rtx4090, 14}}
@@ -126,6 +165,7 @@ func Inventory(seed uint64, index int, prefix string) *daemonv1.Inventory {
 		for i := range n {
 			inv.Gpus = append(inv.Gpus, &daemonv1.Gpu{Index: int32(i), Model: gpu.name, MemoryBytes: gpu.memory, Uuid: "GPU-" + uuidFrom(r)})
 		}
+		inv.GpuDriver = gpuIdentities(seed, index, gpu, inv.Gpus)
 		disks, nics = 2+r.IntN(3), 2
 		if n == 8 && (gpu == &h100 || gpu == &a100) {
 			nics += 8 // one InfiniBand port per GPU
@@ -148,6 +188,44 @@ func Inventory(seed uint64, index int, prefix string) *daemonv1.Inventory {
 		inv.Nics = append(inv.Nics, nic)
 	}
 	return inv
+}
+
+// gpuIdentities gives gpus what nvidia-smi reports of them beyond model, memory and UUID (serial,
+// PCI bus id, NUMA node, VBIOS, MIG and persistence mode, power limit), and returns the node's
+// driver. It draws from a generator of its own, so the machine's other draws (and so everything
+// it reported before GPUs had identities) are unchanged. One H100 machine in variantOneIn is an
+// H200 one.
+func gpuIdentities(seed uint64, index int, gpu *gpuModel, gpus []*daemonv1.Gpu) *daemonv1.GpuDriver {
+	r := rand.New(rand.NewPCG(seed^0x9e3779b97f4a7c15, uint64(index)))
+	if gpu.variant != nil && r.IntN(gpu.variantOneIn) == 0 {
+		gpu = gpu.variant
+	}
+	d := drivers[r.IntN(len(drivers))]
+	driver := &daemonv1.GpuDriver{DriverVersion: d.version, CudaVersion: d.cuda}
+	n := len(gpus)
+	if gpu.fabric && gpu.sxm && n == 8 {
+		driver.FabricManagerState, driver.FabricManagerStatus = "Completed", "Success"
+	}
+	persistence := r.IntN(10) != 0 // most operators turn it on
+	for i, g := range gpus {
+		g.Model, g.MemoryBytes = gpu.name, gpu.memory
+		if gpu.serialPrefix != "" { // GeForce boards report no serial
+			// A bijection of the GPU's place in the fleet onto 9 digits: unique within a seed
+			// up to 125 million machines.
+			g.Serial = fmt.Sprintf("%s%09d", gpu.serialPrefix, ((uint64(index)*8+uint64(i))*387420489+seed%1e9)%1e9)
+		}
+		g.PciBusId = "00000000:" + gpu.buses[i%len(gpu.buses)] + ":00.0"
+		// Half the GPUs on each socket's NUMA node.
+		g.NumaNode = proto.Int32(int32(i * 2 / max(n, 2)))
+		g.VbiosVersion = gpu.vbios
+		if gpu.mig {
+			g.MigMode = "disabled"
+		}
+		g.PowerLimitWatts = gpu.powerWatts
+		g.PersistenceMode = persistence
+		g.MinorNumber = int32(i)
+	}
+	return driver
 }
 
 // Hostname is the name of machine index (0-based): "<prefix>-0001" for index 0.

@@ -75,6 +75,8 @@ func TestInventoryIsDeterministicAndVaried(t *testing.T) {
 	uuids := map[string]bool{}
 	models := map[string]int{}
 	counts := map[int]int{}
+	serials := map[string]bool{}
+	dgx := 0
 	for i := range n {
 		a, b := Inventory(42, i, "sim"), Inventory(42, i, "sim")
 		if a.String() != b.String() {
@@ -93,12 +95,37 @@ func TestInventoryIsDeterministicAndVaried(t *testing.T) {
 			if g.GetMemoryBytes() < 20<<30 {
 				t.Errorf("GPU %s with %d bytes", g.GetModel(), g.GetMemoryBytes())
 			}
+			// Identity: a serial (GeForce boards have none), a PCI bus id and NUMA node, VBIOS
+			// and power limit.
+			if g.GetModel() != "NVIDIA RTX 4090" && (len(g.GetSerial()) != 13 || serials[g.GetSerial()]) {
+				t.Errorf("GPU serial %q bad or repeated", g.GetSerial())
+			}
+			serials[g.GetSerial()] = true
+			if !strings.HasPrefix(g.GetPciBusId(), "00000000:") || g.NumaNode == nil || g.GetNumaNode() > 1 ||
+				g.GetVbiosVersion() == "" || g.GetPowerLimitWatts() < 300 || g.GetMinorNumber() != g.GetIndex() {
+				t.Errorf("GPU identity %v", g)
+			}
+		}
+		if len(a.GetGpus()) == 0 != (a.GetGpuDriver() == nil) {
+			t.Errorf("machine %d: %d GPUs, driver %v", i, len(a.GetGpus()), a.GetGpuDriver())
+		}
+		// A DGX-like 8-GPU Hopper machine: NVSwitches set up by the fabric manager, DGX buses,
+		// four GPUs on each NUMA node.
+		if gpus := a.GetGpus(); len(gpus) == 8 && (gpus[0].GetModel() == "NVIDIA H100 80GB HBM3" || gpus[0].GetModel() == "NVIDIA H200") {
+			dgx++
+			if d := a.GetGpuDriver(); d.GetFabricManagerState() != "Completed" || d.GetFabricManagerStatus() != "Success" ||
+				gpus[1].GetPciBusId() != "00000000:2A:00.0" || gpus[3].GetNumaNode() != 0 || gpus[4].GetNumaNode() != 1 {
+				t.Errorf("machine %d: DGX-like %v %v", i, gpus, d)
+			}
 		}
 	}
 	if Inventory(43, 0, "sim").String() == Inventory(42, 0, "sim").String() && Inventory(43, 1, "sim").String() == Inventory(42, 1, "sim").String() {
 		t.Error("the seed changes nothing")
 	}
-	for _, m := range []string{"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "NVIDIA RTX 4090"} {
+	if dgx == 0 {
+		t.Errorf("no 8-GPU H100 or H200 machine in %d", n)
+	}
+	for _, m := range []string{"NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "NVIDIA RTX 4090"} {
 		if models[m] == 0 {
 			t.Errorf("no %s in %d machines", m, n)
 		}

@@ -1,19 +1,17 @@
 package host
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,7 +20,7 @@ import (
 
 // Inventory reads what this host has: CPU model and count and memory from /proc, disks from
 // /sys/block, network interfaces from /sys/class/net, the OS from /etc/os-release, the kernel
-// from uname, and NVIDIA GPUs through nvidia-smi when it is installed.
+// from uname, and NVIDIA GPUs through nvidia-smi when it is installed (see GPUs).
 //
 // Collect is best effort: what cannot be read is left out and logged, because a node that
 // cannot say what its disks are is still a node, and the session must not fail over it.
@@ -32,11 +30,17 @@ type Inventory struct {
 	Root string
 	// NvidiaSMI is the nvidia-smi program to run; empty looks it up on PATH, "-" means never.
 	NvidiaSMI string
-	Logger    *slog.Logger
-}
+	// NvidiaSMITimeout bounds one run of nvidia-smi; 0 is DefaultNvidiaSMITimeout.
+	NvidiaSMITimeout time.Duration
+	// NvidiaSMIMaxOutput is the most bytes of output nvidia-smi may print, larger output being
+	// refused; 0 is DefaultNvidiaSMIMaxOutput.
+	NvidiaSMIMaxOutput int64
+	Logger             *slog.Logger
 
-// nvidiaQuery is the nvidia-smi invocation whose output ParseNvidiaSMI reads.
-var nvidiaQuery = []string{"--query-gpu=index,name,memory.total,uuid", "--format=csv,noheader,nounits"}
+	// probe is the nvidia-smi run in flight, which concurrent callers share.
+	mu    sync.Mutex
+	probe *gpuProbe
+}
 
 // Collect reads the inventory.
 func (i *Inventory) Collect(ctx context.Context) (*daemonv1.Inventory, error) {
@@ -65,11 +69,11 @@ func (i *Inventory) Collect(ctx context.Context) (*daemonv1.Inventory, error) {
 	inv.Kernel = kernel()
 	inv.Disks = i.disks(log)
 	inv.Nics = i.nics(log)
-	gpus, err := i.gpus(ctx)
+	gpus, err := i.GPUs(ctx)
 	if err != nil {
 		log.Warn("inventory: GPUs through nvidia-smi", "err", err)
 	}
-	inv.Gpus = gpus
+	inv.Gpus, inv.GpuDriver = gpus.GPUs, gpus.Driver
 	return inv, ctx.Err()
 }
 
@@ -239,90 +243,6 @@ func (i *Inventory) nics(log *slog.Logger) []*daemonv1.Nic {
 	}
 	slices.SortFunc(out, func(a, b *daemonv1.Nic) int { return strings.Compare(a.Name, b.Name) })
 	return out
-}
-
-// gpus asks nvidia-smi, when it is installed, for the NVIDIA GPUs.
-func (i *Inventory) gpus(ctx context.Context) ([]*daemonv1.Gpu, error) {
-	prog := i.NvidiaSMI
-	if prog == "-" {
-		return nil, nil
-	}
-	if prog == "" {
-		p, err := exec.LookPath("nvidia-smi")
-		if err != nil {
-			return nil, nil // no NVIDIA driver tools: no GPUs to report
-		}
-		prog = p
-	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, prog, nvidiaQuery...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = time.Second
-	if err := cmd.Run(); err != nil {
-		// "No devices were found" is exit status 6 on a host with the tools and no GPU.
-		if strings.Contains(stdout.String()+stderr.String(), "No devices were found") {
-			return nil, nil
-		}
-		msg := strings.TrimSpace(firstLine(stderr.String() + "\n" + stdout.String()))
-		return nil, fmt.Errorf("%s: %w: %s", prog, err, msg)
-	}
-	return ParseNvidiaSMI(stdout.Bytes())
-}
-
-func firstLine(s string) string {
-	for line := range strings.SplitSeq(s, "\n") {
-		if strings.TrimSpace(line) != "" {
-			return line
-		}
-	}
-	return ""
-}
-
-// ParseNvidiaSMI reads the output of
-//
-//	nvidia-smi --query-gpu=index,name,memory.total,uuid --format=csv,noheader,nounits
-//
-// one GPU a line, "0, NVIDIA H100 80GB HBM3, 81559, GPU-…", the memory in MiB. Fields are
-// trimmed of the spaces nvidia-smi puts around them; a name with commas in it is put back
-// together (index first, memory and UUID last); a memory of "[N/A]" is unknown (0); "No devices
-// were found" is no GPUs.
-func ParseNvidiaSMI(out []byte) ([]*daemonv1.Gpu, error) {
-	var gpus []*daemonv1.Gpu
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(strings.TrimSuffix(sc.Text(), "\r"))
-		if line == "" || strings.Contains(line, "No devices were found") {
-			continue
-		}
-		raw := strings.Split(line, ",")
-		if len(raw) < 4 {
-			return nil, fmt.Errorf("nvidia-smi line %d: want index, name, memory.total, uuid; got %q", n, line)
-		}
-		f := make([]string, len(raw))
-		for j := range raw {
-			f[j] = strings.TrimSpace(raw[j])
-		}
-		index, err := strconv.ParseInt(f[0], 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("nvidia-smi line %d: index %q: %w", n, f[0], err)
-		}
-		mem := strings.TrimSpace(strings.TrimSuffix(f[len(f)-2], "MiB"))
-		var mib int64
-		if !strings.HasPrefix(mem, "[") { // [N/A], [Not Supported]
-			if mib, err = strconv.ParseInt(mem, 10, 64); err != nil {
-				return nil, fmt.Errorf("nvidia-smi line %d: memory.total %q: %w", n, f[len(f)-2], err)
-			}
-		}
-		name := strings.TrimSpace(strings.Join(raw[1:len(raw)-2], ","))
-		gpus = append(gpus, &daemonv1.Gpu{Index: int32(index), Model: name, MemoryBytes: mib << 20, Uuid: f[len(f)-1]})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	slices.SortFunc(gpus, func(a, b *daemonv1.Gpu) int { return int(a.Index - b.Index) })
-	return gpus, nil
 }
 
 func readString(path string) (string, error) {

@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"testing"
 
-	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	"github.com/better-compute/better-compute/internal/daemon/host"
 )
 
@@ -63,53 +62,6 @@ func TestParseOSRelease(t *testing.T) {
 	}
 }
 
-func TestParseNvidiaSMI(t *testing.T) {
-	t.Parallel()
-	h100, err := host.ParseNvidiaSMI(readTestdata(t, "nvidia-smi/h100-8gpu.txt"))
-	if err != nil || len(h100) != 8 {
-		t.Fatalf("H100 host: %d GPUs, %v", len(h100), err)
-	}
-	for i, g := range h100 {
-		if g.Index != int32(i) || g.Model != "NVIDIA H100 80GB HBM3" || g.MemoryBytes != 81559<<20 || !strings.HasPrefix(g.Uuid, "GPU-") {
-			t.Errorf("GPU %d: %v", i, g)
-		}
-	}
-	odd, err := host.ParseNvidiaSMI(readTestdata(t, "nvidia-smi/a100-odd-spacing.txt"))
-	if err != nil || len(odd) != 2 {
-		t.Fatalf("odd spacing: %v, %v", odd, err)
-	}
-	if g := odd[0]; g.Index != 0 || g.Model != "NVIDIA A100-SXM4-80GB" || g.MemoryBytes != 81920<<20 || g.Uuid != "GPU-4a1d3c1e-9b2f-4c6d-8e7a-0b1c2d3e4f50" {
-		t.Errorf("odd spacing GPU 0: %v", g)
-	}
-	if g := odd[1]; g.Index != 1 || g.Uuid != "GPU-5b2e4d2f-0c3a-4d7e-9f8b-1c2d3e4f5061" || g.MemoryBytes != 81920<<20 {
-		t.Errorf("odd spacing GPU 1: %v", g)
-	}
-	mixed, err := host.ParseNvidiaSMI(readTestdata(t, "nvidia-smi/mixed.txt"))
-	if err != nil || len(mixed) != 4 {
-		t.Fatalf("mixed: %v, %v", mixed, err)
-	}
-	want := []*daemonv1.Gpu{
-		{Index: 0, Model: "Tesla T4", MemoryBytes: 15360 << 20, Uuid: "GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9"},
-		{Index: 1, Model: "NVIDIA GeForce RTX 4090", MemoryBytes: 24564 << 20, Uuid: "GPU-9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0"},
-		{Index: 2, Model: "NVIDIA Graphics Device", MemoryBytes: 0, Uuid: "GPU-abcdef01-2345-6789-abcd-ef0123456789"},
-		{Index: 3, Model: "Odd, Name, With Commas", MemoryBytes: 24576 << 20, Uuid: "GPU-12345678-9abc-def0-1234-56789abcdef0"},
-	}
-	for i, w := range want {
-		g := mixed[i]
-		if g.Index != w.Index || g.Model != w.Model || g.MemoryBytes != w.MemoryBytes || g.Uuid != w.Uuid {
-			t.Errorf("mixed GPU %d: %v, want %v", i, g, w)
-		}
-	}
-	if none, err := host.ParseNvidiaSMI(readTestdata(t, "nvidia-smi/no-devices.txt")); err != nil || len(none) != 0 {
-		t.Errorf("no devices: %v, %v", none, err)
-	}
-	for _, bad := range []string{"0, NVIDIA H100\n", "x, NVIDIA H100, 81559, GPU-1\n", "0, NVIDIA H100, lots, GPU-1\n"} {
-		if _, err := host.ParseNvidiaSMI([]byte(bad)); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
 // fakeRoot builds a /proc, /sys and /etc tree like a GPU server's.
 func fakeRoot(t *testing.T) string {
 	t.Helper()
@@ -146,30 +98,17 @@ func fakeRoot(t *testing.T) string {
 	put("sys/class/net/eno2/address", "0c:42:a1:12:34:57\n")
 	put("sys/class/net/eno2/speed", "-1\n")
 	put("sys/class/net/eno2/type", "1\n")
+	// The NUMA nodes of the GPUs of testdata/nvidia-smi-xml/dgx-h100-8gpu.xml: 0 for the first
+	// four, 1 for the others.
+	for n, bus := range dgxBuses {
+		put("sys/bus/pci/devices/0000:"+strings.ToLower(bus)+":00.0/numa_node", strconv.Itoa(n/4)+"\n")
+	}
 	return root
-}
-
-// fakeNvidiaSMI writes an nvidia-smi that checks it was asked the right query and prints
-// recorded output (or fails as it does without a driver).
-func fakeNvidiaSMI(t *testing.T, output string, exit int) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "out.txt")
-	if err := os.WriteFile(out, []byte(output), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(t.TempDir(), "nvidia-smi")
-	body := "#!/bin/sh\n" +
-		"[ \"$1\" = --query-gpu=index,name,memory.total,uuid ] && [ \"$2\" = --format=csv,noheader,nounits ] || { echo bad args \"$@\" >&2; exit 2; }\n" +
-		"cat " + out + "\nexit " + strconv.Itoa(exit) + "\n"
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return script
 }
 
 func TestCollectFakeHost(t *testing.T) {
 	t.Parallel()
-	smi := fakeNvidiaSMI(t, string(readTestdata(t, "nvidia-smi/h100-8gpu.txt")), 0)
+	smi := fakeNvidiaSMI(t, string(readTestdata(t, "nvidia-smi-xml/dgx-h100-8gpu.xml")), 0)
 	inv, err := (&host.Inventory{Root: fakeRoot(t), NvidiaSMI: smi}).Collect(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -185,8 +124,11 @@ func TestCollectFakeHost(t *testing.T) {
 		inv.Nics[1].Name != "eth0" || inv.Nics[1].Mac != "0c:42:a1:12:34:56" || inv.Nics[1].SpeedMbps != 100000 {
 		t.Errorf("NICs %v", inv.Nics)
 	}
-	if len(inv.Gpus) != 8 || inv.Gpus[7].Index != 7 {
+	if len(inv.Gpus) != 8 || inv.Gpus[7].Index != 7 || inv.Gpus[7].GetNumaNode() != 1 || inv.Gpus[0].GetNumaNode() != 0 || inv.Gpus[0].NumaNode == nil {
 		t.Errorf("GPUs %v", inv.Gpus)
+	}
+	if inv.GpuDriver.GetDriverVersion() != "550.54.15" || inv.GpuDriver.GetCudaVersion() != "12.4" {
+		t.Errorf("GPU driver %v", inv.GpuDriver)
 	}
 
 	// nvidia-smi without a working driver, or with no GPU: no GPUs, and the rest is still there.

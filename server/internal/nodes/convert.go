@@ -121,7 +121,13 @@ func inventoryToProto(inv *daemonv1.Inventory) *nodesv1.Inventory {
 		Cpus: inv.GetCpus(), MemoryBytes: inv.GetMemoryBytes(),
 	}
 	for _, g := range inv.GetGpus() {
-		out.Gpus = append(out.Gpus, &nodesv1.Gpu{Index: g.GetIndex(), Model: g.GetModel(), MemoryBytes: g.GetMemoryBytes(), Uuid: g.GetUuid()})
+		out.Gpus = append(out.Gpus, gpuToProto(g))
+	}
+	if d := inv.GetGpuDriver(); d != nil {
+		out.GpuDriver = &nodesv1.GpuDriver{
+			DriverVersion: d.GetDriverVersion(), CudaVersion: d.GetCudaVersion(),
+			FabricManagerState: d.GetFabricManagerState(), FabricManagerStatus: d.GetFabricManagerStatus(),
+		}
 	}
 	for _, d := range inv.GetDisks() {
 		out.Disks = append(out.Disks, &nodesv1.Disk{Name: d.GetName(), SizeBytes: d.GetSizeBytes(), Model: d.GetModel()})
@@ -130,4 +136,24 @@ func inventoryToProto(inv *daemonv1.Inventory) *nodesv1.Inventory {
 		out.Nics = append(out.Nics, &nodesv1.Nic{Name: n.GetName(), Mac: n.GetMac(), SpeedMbps: n.GetSpeedMbps()})
 	}
 	return out
+}
+
+// gpuToProto is the API's view of one GPU the daemon reported, field for field.
+func gpuToProto(g *daemonv1.Gpu) *nodesv1.Gpu {
+	return &nodesv1.Gpu{
+		Index: g.GetIndex(), Model: g.GetModel(), MemoryBytes: g.GetMemoryBytes(), Uuid: g.GetUuid(),
+		Serial: g.GetSerial(), PciBusId: g.GetPciBusId(), NumaNode: copyInt32(g.NumaNode), VbiosVersion: g.GetVbiosVersion(),
+		MigMode: g.GetMigMode(), PowerLimitWatts: g.GetPowerLimitWatts(), PersistenceMode: g.GetPersistenceMode(),
+		MinorNumber: g.GetMinorNumber(),
+	}
+}
+
+// copyInt32 copies an optional field's value, so the API's message shares nothing with the
+// decoded inventory.
+func copyInt32(p *int32) *int32 {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/better-compute/better-compute/gen/db"
 	auditv1 "github.com/better-compute/better-compute/gen/go/bettercompute/audit/v1"
@@ -103,9 +104,14 @@ func TestListAndGet(t *testing.T) {
 	q := db.New(env.Pool)
 	inv := &daemonv1.Inventory{
 		Hostname: "a.example", Os: "linux", Kernel: "6.8", CpuModel: "EPYC", Cpus: 64, MemoryBytes: 512 << 30,
-		Gpus:  []*daemonv1.Gpu{{Index: 0, Model: "A100", MemoryBytes: 80 << 30, Uuid: "GPU-1"}},
-		Disks: []*daemonv1.Disk{{Name: "nvme0n1", SizeBytes: 4 << 40, Model: "PM9A3"}},
-		Nics:  []*daemonv1.Nic{{Name: "eth0", Mac: "02:00:00:00:00:01", SpeedMbps: 100000}},
+		Gpus: []*daemonv1.Gpu{{
+			Index: 0, Model: "A100", MemoryBytes: 80 << 30, Uuid: "GPU-1", Serial: "1652922034521",
+			PciBusId: "00000000:18:00.0", NumaNode: proto.Int32(1), VbiosVersion: "96.00.74.00.01", MigMode: "disabled",
+			PowerLimitWatts: 700, PersistenceMode: true, MinorNumber: 3,
+		}},
+		Disks:     []*daemonv1.Disk{{Name: "nvme0n1", SizeBytes: 4 << 40, Model: "PM9A3"}},
+		Nics:      []*daemonv1.Nic{{Name: "eth0", Mac: "02:00:00:00:00:01", SpeedMbps: 100000}},
+		GpuDriver: &daemonv1.GpuDriver{DriverVersion: "550.54.15", CudaVersion: "12.4", FabricManagerState: "Completed", FabricManagerStatus: "Success"},
 	}
 	invJSON, err := protojson.Marshal(inv)
 	if err != nil {
@@ -178,6 +184,19 @@ func TestListAndGet(t *testing.T) {
 		len(i.GetDisks()) != 1 || i.GetDisks()[0].GetSizeBytes() != 4<<40 ||
 		len(i.GetNics()) != 1 || i.GetNics()[0].GetSpeedMbps() != 100000 {
 		t.Errorf("inventory %v", i)
+	}
+	// Every GPU field and the driver's reach the API, field for field.
+	wantGPU := &nodesv1.Gpu{
+		Index: 0, Model: "A100", MemoryBytes: 80 << 30, Uuid: "GPU-1", Serial: "1652922034521",
+		PciBusId: "00000000:18:00.0", NumaNode: proto.Int32(1), VbiosVersion: "96.00.74.00.01", MigMode: "disabled",
+		PowerLimitWatts: 700, PersistenceMode: true, MinorNumber: 3,
+	}
+	if len(i.GetGpus()) != 1 || !proto.Equal(i.GetGpus()[0], wantGPU) {
+		t.Errorf("GPUs %v, want [%v]", i.GetGpus(), wantGPU)
+	}
+	if d := i.GetGpuDriver(); d.GetDriverVersion() != "550.54.15" || d.GetCudaVersion() != "12.4" ||
+		d.GetFabricManagerState() != "Completed" || d.GetFabricManagerStatus() != "Success" {
+		t.Errorf("GPU driver %v", d)
 	}
 
 	// A node before its first hello has no inventory and is not connected.

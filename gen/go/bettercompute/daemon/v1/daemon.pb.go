@@ -726,16 +726,19 @@ func (x *Hello) GetTime() *timestamppb.Timestamp {
 
 // Inventory is what the node has.
 type Inventory struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Hostname      string                 `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	Os            string                 `protobuf:"bytes,2,opt,name=os,proto3" json:"os,omitempty"`
-	Kernel        string                 `protobuf:"bytes,3,opt,name=kernel,proto3" json:"kernel,omitempty"`
-	CpuModel      string                 `protobuf:"bytes,4,opt,name=cpu_model,json=cpuModel,proto3" json:"cpu_model,omitempty"`
-	Cpus          int32                  `protobuf:"varint,5,opt,name=cpus,proto3" json:"cpus,omitempty"`
-	MemoryBytes   int64                  `protobuf:"varint,6,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	Gpus          []*Gpu                 `protobuf:"bytes,7,rep,name=gpus,proto3" json:"gpus,omitempty"`
-	Disks         []*Disk                `protobuf:"bytes,8,rep,name=disks,proto3" json:"disks,omitempty"`
-	Nics          []*Nic                 `protobuf:"bytes,9,rep,name=nics,proto3" json:"nics,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Hostname    string                 `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Os          string                 `protobuf:"bytes,2,opt,name=os,proto3" json:"os,omitempty"`
+	Kernel      string                 `protobuf:"bytes,3,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	CpuModel    string                 `protobuf:"bytes,4,opt,name=cpu_model,json=cpuModel,proto3" json:"cpu_model,omitempty"`
+	Cpus        int32                  `protobuf:"varint,5,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	MemoryBytes int64                  `protobuf:"varint,6,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Gpus        []*Gpu                 `protobuf:"bytes,7,rep,name=gpus,proto3" json:"gpus,omitempty"`
+	Disks       []*Disk                `protobuf:"bytes,8,rep,name=disks,proto3" json:"disks,omitempty"`
+	Nics        []*Nic                 `protobuf:"bytes,9,rep,name=nics,proto3" json:"nics,omitempty"`
+	// The NVIDIA driver, CUDA version and fabric manager state; unset on a node without NVIDIA
+	// GPUs.
+	GpuDriver     *GpuDriver `protobuf:"bytes,10,opt,name=gpu_driver,json=gpuDriver,proto3" json:"gpu_driver,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -833,13 +836,43 @@ func (x *Inventory) GetNics() []*Nic {
 	return nil
 }
 
+func (x *Inventory) GetGpuDriver() *GpuDriver {
+	if x != nil {
+		return x.GpuDriver
+	}
+	return nil
+}
+
 // Gpu is one accelerator.
 type Gpu struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
-	Model         string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	MemoryBytes   int64                  `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	Uuid          string                 `protobuf:"bytes,4,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Index       int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Model       string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	MemoryBytes int64                  `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Uuid        string                 `protobuf:"bytes,4,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	// The board's serial number as nvidia-smi prints it ("1652922034521"); empty when the
+	// board does not report one ("N/A").
+	Serial string `protobuf:"bytes,5,opt,name=serial,proto3" json:"serial,omitempty"`
+	// The PCI bus id as nvidia-smi prints it, with the 8-hex-digit domain:
+	// "00000000:18:00.0". Linux names the same device 0000:18:00.0 in sysfs.
+	PciBusId string `protobuf:"bytes,6,opt,name=pci_bus_id,json=pciBusId,proto3" json:"pci_bus_id,omitempty"`
+	// The NUMA node the GPU is attached to, from sysfs
+	// (/sys/bus/pci/devices/<bus id>/numa_node); unset when unknown (no sysfs entry, or -1 there,
+	// as on a single-node machine).
+	NumaNode *int32 `protobuf:"varint,7,opt,name=numa_node,json=numaNode,proto3,oneof" json:"numa_node,omitempty"`
+	// The video BIOS version ("96.00.74.00.01"); empty when not reported.
+	VbiosVersion string `protobuf:"bytes,8,opt,name=vbios_version,json=vbiosVersion,proto3" json:"vbios_version,omitempty"`
+	// The current MIG mode: "enabled", "disabled", or empty where MIG is not supported or not
+	// reported. A pending change (after the next GPU reset) is not reflected here.
+	MigMode string `protobuf:"bytes,9,opt,name=mig_mode,json=migMode,proto3" json:"mig_mode,omitempty"`
+	// The enforced power limit, in watts (700 for an H100 SXM); 0 when not reported.
+	PowerLimitWatts float64 `protobuf:"fixed64,10,opt,name=power_limit_watts,json=powerLimitWatts,proto3" json:"power_limit_watts,omitempty"`
+	// Whether persistence mode is enabled (the driver stays loaded with no client); false when
+	// disabled or not reported.
+	PersistenceMode bool `protobuf:"varint,11,opt,name=persistence_mode,json=persistenceMode,proto3" json:"persistence_mode,omitempty"`
+	// The device's minor number: its device file is /dev/nvidia<minor_number>. It need not equal
+	// index, which is nvidia-smi's (and NVML's) enumeration order.
+	MinorNumber   int32 `protobuf:"varint,12,opt,name=minor_number,json=minorNumber,proto3" json:"minor_number,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -902,6 +935,138 @@ func (x *Gpu) GetUuid() string {
 	return ""
 }
 
+func (x *Gpu) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *Gpu) GetPciBusId() string {
+	if x != nil {
+		return x.PciBusId
+	}
+	return ""
+}
+
+func (x *Gpu) GetNumaNode() int32 {
+	if x != nil && x.NumaNode != nil {
+		return *x.NumaNode
+	}
+	return 0
+}
+
+func (x *Gpu) GetVbiosVersion() string {
+	if x != nil {
+		return x.VbiosVersion
+	}
+	return ""
+}
+
+func (x *Gpu) GetMigMode() string {
+	if x != nil {
+		return x.MigMode
+	}
+	return ""
+}
+
+func (x *Gpu) GetPowerLimitWatts() float64 {
+	if x != nil {
+		return x.PowerLimitWatts
+	}
+	return 0
+}
+
+func (x *Gpu) GetPersistenceMode() bool {
+	if x != nil {
+		return x.PersistenceMode
+	}
+	return false
+}
+
+func (x *Gpu) GetMinorNumber() int32 {
+	if x != nil {
+		return x.MinorNumber
+	}
+	return 0
+}
+
+// GpuDriver is the NVIDIA driver stack of a node with NVIDIA GPUs.
+type GpuDriver struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The kernel driver's version ("550.54.15").
+	DriverVersion string `protobuf:"bytes,1,opt,name=driver_version,json=driverVersion,proto3" json:"driver_version,omitempty"`
+	// The highest CUDA version the driver supports ("12.4").
+	CudaVersion string `protobuf:"bytes,2,opt,name=cuda_version,json=cudaVersion,proto3" json:"cuda_version,omitempty"`
+	// The fabric manager's state as the GPUs report it, on nodes with NVSwitches: "Completed",
+	// "In Progress", "Not Started"; empty where there is no fabric (no NVSwitch, or a driver that
+	// does not report it). Where the GPUs disagree, the first GPU's state that is not "Completed".
+	FabricManagerState string `protobuf:"bytes,3,opt,name=fabric_manager_state,json=fabricManagerState,proto3" json:"fabric_manager_state,omitempty"`
+	// The fabric manager's status alongside fabric_manager_state: "Success", or the error nvidia-smi
+	// prints; empty where there is no fabric.
+	FabricManagerStatus string `protobuf:"bytes,4,opt,name=fabric_manager_status,json=fabricManagerStatus,proto3" json:"fabric_manager_status,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *GpuDriver) Reset() {
+	*x = GpuDriver{}
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuDriver) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuDriver) ProtoMessage() {}
+
+func (x *GpuDriver) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuDriver.ProtoReflect.Descriptor instead.
+func (*GpuDriver) Descriptor() ([]byte, []int) {
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GpuDriver) GetDriverVersion() string {
+	if x != nil {
+		return x.DriverVersion
+	}
+	return ""
+}
+
+func (x *GpuDriver) GetCudaVersion() string {
+	if x != nil {
+		return x.CudaVersion
+	}
+	return ""
+}
+
+func (x *GpuDriver) GetFabricManagerState() string {
+	if x != nil {
+		return x.FabricManagerState
+	}
+	return ""
+}
+
+func (x *GpuDriver) GetFabricManagerStatus() string {
+	if x != nil {
+		return x.FabricManagerStatus
+	}
+	return ""
+}
+
 // Disk is one block device.
 type Disk struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -914,7 +1079,7 @@ type Disk struct {
 
 func (x *Disk) Reset() {
 	*x = Disk{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1091,7 @@ func (x *Disk) String() string {
 func (*Disk) ProtoMessage() {}
 
 func (x *Disk) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1104,7 @@ func (x *Disk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disk.ProtoReflect.Descriptor instead.
 func (*Disk) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Disk) GetName() string {
@@ -975,7 +1140,7 @@ type Nic struct {
 
 func (x *Nic) Reset() {
 	*x = Nic{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1152,7 @@ func (x *Nic) String() string {
 func (*Nic) ProtoMessage() {}
 
 func (x *Nic) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1165,7 @@ func (x *Nic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nic.ProtoReflect.Descriptor instead.
 func (*Nic) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Nic) GetName() string {
@@ -1034,7 +1199,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1211,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1224,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
@@ -1079,7 +1244,7 @@ type CommandAck struct {
 
 func (x *CommandAck) Reset() {
 	*x = CommandAck{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1256,7 @@ func (x *CommandAck) String() string {
 func (*CommandAck) ProtoMessage() {}
 
 func (x *CommandAck) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1269,7 @@ func (x *CommandAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAck.ProtoReflect.Descriptor instead.
 func (*CommandAck) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CommandAck) GetCommandId() string {
@@ -1129,7 +1294,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1306,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1319,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CommandResult) GetCommandId() string {
@@ -1197,7 +1362,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1374,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1387,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Event) GetType() string {
@@ -1266,7 +1431,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1443,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1456,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Welcome) GetNodeId() string {
@@ -1358,7 +1523,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1535,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1548,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Command) GetId() string {
@@ -1548,7 +1713,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1725,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1738,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -1628,7 +1793,7 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x05Hello\x12%\n" +
 	"\x0edaemon_version\x18\x01 \x01(\tR\rdaemonVersion\x12@\n" +
 	"\tinventory\x18\x02 \x01(\v2\".bettercompute.daemon.v1.InventoryR\tinventory\x12.\n" +
-	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xbc\x02\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xff\x02\n" +
 	"\tInventory\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x0e\n" +
 	"\x02os\x18\x02 \x01(\tR\x02os\x12\x16\n" +
@@ -1638,12 +1803,32 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x06 \x01(\x03R\vmemoryBytes\x120\n" +
 	"\x04gpus\x18\a \x03(\v2\x1c.bettercompute.daemon.v1.GpuR\x04gpus\x123\n" +
 	"\x05disks\x18\b \x03(\v2\x1d.bettercompute.daemon.v1.DiskR\x05disks\x120\n" +
-	"\x04nics\x18\t \x03(\v2\x1c.bettercompute.daemon.v1.NicR\x04nics\"h\n" +
+	"\x04nics\x18\t \x03(\v2\x1c.bettercompute.daemon.v1.NicR\x04nics\x12A\n" +
+	"\n" +
+	"gpu_driver\x18\n" +
+	" \x01(\v2\".bettercompute.daemon.v1.GpuDriverR\tgpuDriver\"\x88\x03\n" +
 	"\x03Gpu\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12!\n" +
 	"\fmemory_bytes\x18\x03 \x01(\x03R\vmemoryBytes\x12\x12\n" +
-	"\x04uuid\x18\x04 \x01(\tR\x04uuid\"O\n" +
+	"\x04uuid\x18\x04 \x01(\tR\x04uuid\x12\x16\n" +
+	"\x06serial\x18\x05 \x01(\tR\x06serial\x12\x1c\n" +
+	"\n" +
+	"pci_bus_id\x18\x06 \x01(\tR\bpciBusId\x12 \n" +
+	"\tnuma_node\x18\a \x01(\x05H\x00R\bnumaNode\x88\x01\x01\x12#\n" +
+	"\rvbios_version\x18\b \x01(\tR\fvbiosVersion\x12\x19\n" +
+	"\bmig_mode\x18\t \x01(\tR\amigMode\x12*\n" +
+	"\x11power_limit_watts\x18\n" +
+	" \x01(\x01R\x0fpowerLimitWatts\x12)\n" +
+	"\x10persistence_mode\x18\v \x01(\bR\x0fpersistenceMode\x12!\n" +
+	"\fminor_number\x18\f \x01(\x05R\vminorNumberB\f\n" +
+	"\n" +
+	"_numa_node\"\xbb\x01\n" +
+	"\tGpuDriver\x12%\n" +
+	"\x0edriver_version\x18\x01 \x01(\tR\rdriverVersion\x12!\n" +
+	"\fcuda_version\x18\x02 \x01(\tR\vcudaVersion\x120\n" +
+	"\x14fabric_manager_state\x18\x03 \x01(\tR\x12fabricManagerState\x122\n" +
+	"\x15fabric_manager_status\x18\x04 \x01(\tR\x13fabricManagerStatus\"O\n" +
 	"\x04Disk\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -1711,7 +1896,7 @@ func file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 	return file_bettercompute_daemon_v1_daemon_proto_rawDescData
 }
 
-var file_bettercompute_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_bettercompute_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_bettercompute_daemon_v1_daemon_proto_goTypes = []any{
 	(*JoinRequest)(nil),             // 0: bettercompute.daemon.v1.JoinRequest
 	(*JoinResponse)(nil),            // 1: bettercompute.daemon.v1.JoinResponse
@@ -1725,70 +1910,72 @@ var file_bettercompute_daemon_v1_daemon_proto_goTypes = []any{
 	(*Hello)(nil),                   // 9: bettercompute.daemon.v1.Hello
 	(*Inventory)(nil),               // 10: bettercompute.daemon.v1.Inventory
 	(*Gpu)(nil),                     // 11: bettercompute.daemon.v1.Gpu
-	(*Disk)(nil),                    // 12: bettercompute.daemon.v1.Disk
-	(*Nic)(nil),                     // 13: bettercompute.daemon.v1.Nic
-	(*Heartbeat)(nil),               // 14: bettercompute.daemon.v1.Heartbeat
-	(*CommandAck)(nil),              // 15: bettercompute.daemon.v1.CommandAck
-	(*CommandResult)(nil),           // 16: bettercompute.daemon.v1.CommandResult
-	(*Event)(nil),                   // 17: bettercompute.daemon.v1.Event
-	(*Welcome)(nil),                 // 18: bettercompute.daemon.v1.Welcome
-	(*Command)(nil),                 // 19: bettercompute.daemon.v1.Command
-	(*Goodbye)(nil),                 // 20: bettercompute.daemon.v1.Goodbye
-	(*timestamppb.Timestamp)(nil),   // 21: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),         // 22: google.protobuf.Struct
-	(*ExecPayload)(nil),             // 23: bettercompute.daemon.v1.ExecPayload
-	(*DrainPayload)(nil),            // 24: bettercompute.daemon.v1.DrainPayload
-	(*UndrainPayload)(nil),          // 25: bettercompute.daemon.v1.UndrainPayload
-	(*UpgradePayload)(nil),          // 26: bettercompute.daemon.v1.UpgradePayload
-	(*ConfigurePayload)(nil),        // 27: bettercompute.daemon.v1.ConfigurePayload
-	(*RebootPayload)(nil),           // 28: bettercompute.daemon.v1.RebootPayload
-	(*CollectInventoryPayload)(nil), // 29: bettercompute.daemon.v1.CollectInventoryPayload
-	(*EchoPayload)(nil),             // 30: bettercompute.daemon.v1.EchoPayload
+	(*GpuDriver)(nil),               // 12: bettercompute.daemon.v1.GpuDriver
+	(*Disk)(nil),                    // 13: bettercompute.daemon.v1.Disk
+	(*Nic)(nil),                     // 14: bettercompute.daemon.v1.Nic
+	(*Heartbeat)(nil),               // 15: bettercompute.daemon.v1.Heartbeat
+	(*CommandAck)(nil),              // 16: bettercompute.daemon.v1.CommandAck
+	(*CommandResult)(nil),           // 17: bettercompute.daemon.v1.CommandResult
+	(*Event)(nil),                   // 18: bettercompute.daemon.v1.Event
+	(*Welcome)(nil),                 // 19: bettercompute.daemon.v1.Welcome
+	(*Command)(nil),                 // 20: bettercompute.daemon.v1.Command
+	(*Goodbye)(nil),                 // 21: bettercompute.daemon.v1.Goodbye
+	(*timestamppb.Timestamp)(nil),   // 22: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),         // 23: google.protobuf.Struct
+	(*ExecPayload)(nil),             // 24: bettercompute.daemon.v1.ExecPayload
+	(*DrainPayload)(nil),            // 25: bettercompute.daemon.v1.DrainPayload
+	(*UndrainPayload)(nil),          // 26: bettercompute.daemon.v1.UndrainPayload
+	(*UpgradePayload)(nil),          // 27: bettercompute.daemon.v1.UpgradePayload
+	(*ConfigurePayload)(nil),        // 28: bettercompute.daemon.v1.ConfigurePayload
+	(*RebootPayload)(nil),           // 29: bettercompute.daemon.v1.RebootPayload
+	(*CollectInventoryPayload)(nil), // 30: bettercompute.daemon.v1.CollectInventoryPayload
+	(*EchoPayload)(nil),             // 31: bettercompute.daemon.v1.EchoPayload
 }
 var file_bettercompute_daemon_v1_daemon_proto_depIdxs = []int32{
-	21, // 0: bettercompute.daemon.v1.JoinResponse.not_after:type_name -> google.protobuf.Timestamp
-	21, // 1: bettercompute.daemon.v1.RenewResponse.not_after:type_name -> google.protobuf.Timestamp
+	22, // 0: bettercompute.daemon.v1.JoinResponse.not_after:type_name -> google.protobuf.Timestamp
+	22, // 1: bettercompute.daemon.v1.RenewResponse.not_after:type_name -> google.protobuf.Timestamp
 	9,  // 2: bettercompute.daemon.v1.SessionRequest.hello:type_name -> bettercompute.daemon.v1.Hello
-	14, // 3: bettercompute.daemon.v1.SessionRequest.heartbeat:type_name -> bettercompute.daemon.v1.Heartbeat
-	15, // 4: bettercompute.daemon.v1.SessionRequest.ack:type_name -> bettercompute.daemon.v1.CommandAck
-	16, // 5: bettercompute.daemon.v1.SessionRequest.result:type_name -> bettercompute.daemon.v1.CommandResult
-	17, // 6: bettercompute.daemon.v1.SessionRequest.event:type_name -> bettercompute.daemon.v1.Event
-	18, // 7: bettercompute.daemon.v1.SessionResponse.welcome:type_name -> bettercompute.daemon.v1.Welcome
-	19, // 8: bettercompute.daemon.v1.SessionResponse.command:type_name -> bettercompute.daemon.v1.Command
-	20, // 9: bettercompute.daemon.v1.SessionResponse.goodbye:type_name -> bettercompute.daemon.v1.Goodbye
+	15, // 3: bettercompute.daemon.v1.SessionRequest.heartbeat:type_name -> bettercompute.daemon.v1.Heartbeat
+	16, // 4: bettercompute.daemon.v1.SessionRequest.ack:type_name -> bettercompute.daemon.v1.CommandAck
+	17, // 5: bettercompute.daemon.v1.SessionRequest.result:type_name -> bettercompute.daemon.v1.CommandResult
+	18, // 6: bettercompute.daemon.v1.SessionRequest.event:type_name -> bettercompute.daemon.v1.Event
+	19, // 7: bettercompute.daemon.v1.SessionResponse.welcome:type_name -> bettercompute.daemon.v1.Welcome
+	20, // 8: bettercompute.daemon.v1.SessionResponse.command:type_name -> bettercompute.daemon.v1.Command
+	21, // 9: bettercompute.daemon.v1.SessionResponse.goodbye:type_name -> bettercompute.daemon.v1.Goodbye
 	8,  // 10: bettercompute.daemon.v1.SessionResponse.tunnel_open:type_name -> bettercompute.daemon.v1.TunnelOpen
 	10, // 11: bettercompute.daemon.v1.Hello.inventory:type_name -> bettercompute.daemon.v1.Inventory
-	21, // 12: bettercompute.daemon.v1.Hello.time:type_name -> google.protobuf.Timestamp
+	22, // 12: bettercompute.daemon.v1.Hello.time:type_name -> google.protobuf.Timestamp
 	11, // 13: bettercompute.daemon.v1.Inventory.gpus:type_name -> bettercompute.daemon.v1.Gpu
-	12, // 14: bettercompute.daemon.v1.Inventory.disks:type_name -> bettercompute.daemon.v1.Disk
-	13, // 15: bettercompute.daemon.v1.Inventory.nics:type_name -> bettercompute.daemon.v1.Nic
-	21, // 16: bettercompute.daemon.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	22, // 17: bettercompute.daemon.v1.CommandResult.result:type_name -> google.protobuf.Struct
-	22, // 18: bettercompute.daemon.v1.Event.data:type_name -> google.protobuf.Struct
-	21, // 19: bettercompute.daemon.v1.Event.time:type_name -> google.protobuf.Timestamp
-	21, // 20: bettercompute.daemon.v1.Welcome.server_time:type_name -> google.protobuf.Timestamp
-	21, // 21: bettercompute.daemon.v1.Command.deadline:type_name -> google.protobuf.Timestamp
-	23, // 22: bettercompute.daemon.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
-	24, // 23: bettercompute.daemon.v1.Command.drain:type_name -> bettercompute.daemon.v1.DrainPayload
-	25, // 24: bettercompute.daemon.v1.Command.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
-	26, // 25: bettercompute.daemon.v1.Command.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
-	27, // 26: bettercompute.daemon.v1.Command.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
-	28, // 27: bettercompute.daemon.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
-	29, // 28: bettercompute.daemon.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
-	30, // 29: bettercompute.daemon.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
-	0,  // 30: bettercompute.daemon.v1.DaemonService.Join:input_type -> bettercompute.daemon.v1.JoinRequest
-	2,  // 31: bettercompute.daemon.v1.DaemonService.Renew:input_type -> bettercompute.daemon.v1.RenewRequest
-	4,  // 32: bettercompute.daemon.v1.DaemonService.Secret:input_type -> bettercompute.daemon.v1.SecretRequest
-	6,  // 33: bettercompute.daemon.v1.DaemonService.Session:input_type -> bettercompute.daemon.v1.SessionRequest
-	1,  // 34: bettercompute.daemon.v1.DaemonService.Join:output_type -> bettercompute.daemon.v1.JoinResponse
-	3,  // 35: bettercompute.daemon.v1.DaemonService.Renew:output_type -> bettercompute.daemon.v1.RenewResponse
-	5,  // 36: bettercompute.daemon.v1.DaemonService.Secret:output_type -> bettercompute.daemon.v1.SecretResponse
-	7,  // 37: bettercompute.daemon.v1.DaemonService.Session:output_type -> bettercompute.daemon.v1.SessionResponse
-	34, // [34:38] is the sub-list for method output_type
-	30, // [30:34] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	13, // 14: bettercompute.daemon.v1.Inventory.disks:type_name -> bettercompute.daemon.v1.Disk
+	14, // 15: bettercompute.daemon.v1.Inventory.nics:type_name -> bettercompute.daemon.v1.Nic
+	12, // 16: bettercompute.daemon.v1.Inventory.gpu_driver:type_name -> bettercompute.daemon.v1.GpuDriver
+	22, // 17: bettercompute.daemon.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	23, // 18: bettercompute.daemon.v1.CommandResult.result:type_name -> google.protobuf.Struct
+	23, // 19: bettercompute.daemon.v1.Event.data:type_name -> google.protobuf.Struct
+	22, // 20: bettercompute.daemon.v1.Event.time:type_name -> google.protobuf.Timestamp
+	22, // 21: bettercompute.daemon.v1.Welcome.server_time:type_name -> google.protobuf.Timestamp
+	22, // 22: bettercompute.daemon.v1.Command.deadline:type_name -> google.protobuf.Timestamp
+	24, // 23: bettercompute.daemon.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
+	25, // 24: bettercompute.daemon.v1.Command.drain:type_name -> bettercompute.daemon.v1.DrainPayload
+	26, // 25: bettercompute.daemon.v1.Command.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
+	27, // 26: bettercompute.daemon.v1.Command.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
+	28, // 27: bettercompute.daemon.v1.Command.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
+	29, // 28: bettercompute.daemon.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
+	30, // 29: bettercompute.daemon.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
+	31, // 30: bettercompute.daemon.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
+	0,  // 31: bettercompute.daemon.v1.DaemonService.Join:input_type -> bettercompute.daemon.v1.JoinRequest
+	2,  // 32: bettercompute.daemon.v1.DaemonService.Renew:input_type -> bettercompute.daemon.v1.RenewRequest
+	4,  // 33: bettercompute.daemon.v1.DaemonService.Secret:input_type -> bettercompute.daemon.v1.SecretRequest
+	6,  // 34: bettercompute.daemon.v1.DaemonService.Session:input_type -> bettercompute.daemon.v1.SessionRequest
+	1,  // 35: bettercompute.daemon.v1.DaemonService.Join:output_type -> bettercompute.daemon.v1.JoinResponse
+	3,  // 36: bettercompute.daemon.v1.DaemonService.Renew:output_type -> bettercompute.daemon.v1.RenewResponse
+	5,  // 37: bettercompute.daemon.v1.DaemonService.Secret:output_type -> bettercompute.daemon.v1.SecretResponse
+	7,  // 38: bettercompute.daemon.v1.DaemonService.Session:output_type -> bettercompute.daemon.v1.SessionResponse
+	35, // [35:39] is the sub-list for method output_type
+	31, // [31:35] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_daemon_v1_daemon_proto_init() }
@@ -1810,7 +1997,8 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 		(*SessionResponse_Goodbye)(nil),
 		(*SessionResponse_TunnelOpen)(nil),
 	}
-	file_bettercompute_daemon_v1_daemon_proto_msgTypes[19].OneofWrappers = []any{
+	file_bettercompute_daemon_v1_daemon_proto_msgTypes[11].OneofWrappers = []any{}
+	file_bettercompute_daemon_v1_daemon_proto_msgTypes[20].OneofWrappers = []any{
 		(*Command_Exec)(nil),
 		(*Command_Drain)(nil),
 		(*Command_Undrain)(nil),
@@ -1826,7 +2014,7 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_daemon_v1_daemon_proto_rawDesc), len(file_bettercompute_daemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

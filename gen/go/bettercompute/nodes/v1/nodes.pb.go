@@ -688,16 +688,19 @@ func (x *InventoryRecord) GetRecordTime() *timestamppb.Timestamp {
 
 // Inventory is what a node has, as its daemon reports it.
 type Inventory struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Hostname      string                 `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	Os            string                 `protobuf:"bytes,2,opt,name=os,proto3" json:"os,omitempty"`
-	Kernel        string                 `protobuf:"bytes,3,opt,name=kernel,proto3" json:"kernel,omitempty"`
-	CpuModel      string                 `protobuf:"bytes,4,opt,name=cpu_model,json=cpuModel,proto3" json:"cpu_model,omitempty"`
-	Cpus          int32                  `protobuf:"varint,5,opt,name=cpus,proto3" json:"cpus,omitempty"`
-	MemoryBytes   int64                  `protobuf:"varint,6,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	Gpus          []*Gpu                 `protobuf:"bytes,7,rep,name=gpus,proto3" json:"gpus,omitempty"`
-	Disks         []*Disk                `protobuf:"bytes,8,rep,name=disks,proto3" json:"disks,omitempty"`
-	Nics          []*Nic                 `protobuf:"bytes,9,rep,name=nics,proto3" json:"nics,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Hostname    string                 `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Os          string                 `protobuf:"bytes,2,opt,name=os,proto3" json:"os,omitempty"`
+	Kernel      string                 `protobuf:"bytes,3,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	CpuModel    string                 `protobuf:"bytes,4,opt,name=cpu_model,json=cpuModel,proto3" json:"cpu_model,omitempty"`
+	Cpus        int32                  `protobuf:"varint,5,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	MemoryBytes int64                  `protobuf:"varint,6,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Gpus        []*Gpu                 `protobuf:"bytes,7,rep,name=gpus,proto3" json:"gpus,omitempty"`
+	Disks       []*Disk                `protobuf:"bytes,8,rep,name=disks,proto3" json:"disks,omitempty"`
+	Nics        []*Nic                 `protobuf:"bytes,9,rep,name=nics,proto3" json:"nics,omitempty"`
+	// The NVIDIA driver, CUDA version and fabric manager state; unset on a node without NVIDIA
+	// GPUs.
+	GpuDriver     *GpuDriver `protobuf:"bytes,10,opt,name=gpu_driver,json=gpuDriver,proto3" json:"gpu_driver,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -795,13 +798,43 @@ func (x *Inventory) GetNics() []*Nic {
 	return nil
 }
 
+func (x *Inventory) GetGpuDriver() *GpuDriver {
+	if x != nil {
+		return x.GpuDriver
+	}
+	return nil
+}
+
 // Gpu is one accelerator.
 type Gpu struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
-	Model         string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	MemoryBytes   int64                  `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	Uuid          string                 `protobuf:"bytes,4,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Index       int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Model       string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	MemoryBytes int64                  `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Uuid        string                 `protobuf:"bytes,4,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	// The board's serial number as nvidia-smi prints it ("1652922034521"); empty when the
+	// board does not report one ("N/A").
+	Serial string `protobuf:"bytes,5,opt,name=serial,proto3" json:"serial,omitempty"`
+	// The PCI bus id as nvidia-smi prints it, with the 8-hex-digit domain:
+	// "00000000:18:00.0". Linux names the same device 0000:18:00.0 in sysfs.
+	PciBusId string `protobuf:"bytes,6,opt,name=pci_bus_id,json=pciBusId,proto3" json:"pci_bus_id,omitempty"`
+	// The NUMA node the GPU is attached to, from sysfs
+	// (/sys/bus/pci/devices/<bus id>/numa_node); unset when unknown (no sysfs entry, or -1 there,
+	// as on a single-node machine).
+	NumaNode *int32 `protobuf:"varint,7,opt,name=numa_node,json=numaNode,proto3,oneof" json:"numa_node,omitempty"`
+	// The video BIOS version ("96.00.74.00.01"); empty when not reported.
+	VbiosVersion string `protobuf:"bytes,8,opt,name=vbios_version,json=vbiosVersion,proto3" json:"vbios_version,omitempty"`
+	// The current MIG mode: "enabled", "disabled", or empty where MIG is not supported or not
+	// reported. A pending change (after the next GPU reset) is not reflected here.
+	MigMode string `protobuf:"bytes,9,opt,name=mig_mode,json=migMode,proto3" json:"mig_mode,omitempty"`
+	// The enforced power limit, in watts (700 for an H100 SXM); 0 when not reported.
+	PowerLimitWatts float64 `protobuf:"fixed64,10,opt,name=power_limit_watts,json=powerLimitWatts,proto3" json:"power_limit_watts,omitempty"`
+	// Whether persistence mode is enabled (the driver stays loaded with no client); false when
+	// disabled or not reported.
+	PersistenceMode bool `protobuf:"varint,11,opt,name=persistence_mode,json=persistenceMode,proto3" json:"persistence_mode,omitempty"`
+	// The device's minor number: its device file is /dev/nvidia<minor_number>. It need not equal
+	// index, which is nvidia-smi's (and NVML's) enumeration order.
+	MinorNumber   int32 `protobuf:"varint,12,opt,name=minor_number,json=minorNumber,proto3" json:"minor_number,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -864,6 +897,138 @@ func (x *Gpu) GetUuid() string {
 	return ""
 }
 
+func (x *Gpu) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *Gpu) GetPciBusId() string {
+	if x != nil {
+		return x.PciBusId
+	}
+	return ""
+}
+
+func (x *Gpu) GetNumaNode() int32 {
+	if x != nil && x.NumaNode != nil {
+		return *x.NumaNode
+	}
+	return 0
+}
+
+func (x *Gpu) GetVbiosVersion() string {
+	if x != nil {
+		return x.VbiosVersion
+	}
+	return ""
+}
+
+func (x *Gpu) GetMigMode() string {
+	if x != nil {
+		return x.MigMode
+	}
+	return ""
+}
+
+func (x *Gpu) GetPowerLimitWatts() float64 {
+	if x != nil {
+		return x.PowerLimitWatts
+	}
+	return 0
+}
+
+func (x *Gpu) GetPersistenceMode() bool {
+	if x != nil {
+		return x.PersistenceMode
+	}
+	return false
+}
+
+func (x *Gpu) GetMinorNumber() int32 {
+	if x != nil {
+		return x.MinorNumber
+	}
+	return 0
+}
+
+// GpuDriver is the NVIDIA driver stack of a node with NVIDIA GPUs.
+type GpuDriver struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The kernel driver's version ("550.54.15").
+	DriverVersion string `protobuf:"bytes,1,opt,name=driver_version,json=driverVersion,proto3" json:"driver_version,omitempty"`
+	// The highest CUDA version the driver supports ("12.4").
+	CudaVersion string `protobuf:"bytes,2,opt,name=cuda_version,json=cudaVersion,proto3" json:"cuda_version,omitempty"`
+	// The fabric manager's state as the GPUs report it, on nodes with NVSwitches: "Completed",
+	// "In Progress", "Not Started"; empty where there is no fabric (no NVSwitch, or a driver that
+	// does not report it). Where the GPUs disagree, the first GPU's state that is not "Completed".
+	FabricManagerState string `protobuf:"bytes,3,opt,name=fabric_manager_state,json=fabricManagerState,proto3" json:"fabric_manager_state,omitempty"`
+	// The fabric manager's status alongside fabric_manager_state: "Success", or the error nvidia-smi
+	// prints; empty where there is no fabric.
+	FabricManagerStatus string `protobuf:"bytes,4,opt,name=fabric_manager_status,json=fabricManagerStatus,proto3" json:"fabric_manager_status,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *GpuDriver) Reset() {
+	*x = GpuDriver{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuDriver) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuDriver) ProtoMessage() {}
+
+func (x *GpuDriver) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuDriver.ProtoReflect.Descriptor instead.
+func (*GpuDriver) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GpuDriver) GetDriverVersion() string {
+	if x != nil {
+		return x.DriverVersion
+	}
+	return ""
+}
+
+func (x *GpuDriver) GetCudaVersion() string {
+	if x != nil {
+		return x.CudaVersion
+	}
+	return ""
+}
+
+func (x *GpuDriver) GetFabricManagerState() string {
+	if x != nil {
+		return x.FabricManagerState
+	}
+	return ""
+}
+
+func (x *GpuDriver) GetFabricManagerStatus() string {
+	if x != nil {
+		return x.FabricManagerStatus
+	}
+	return ""
+}
+
 // Disk is one block device.
 type Disk struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -876,7 +1041,7 @@ type Disk struct {
 
 func (x *Disk) Reset() {
 	*x = Disk{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[8]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1053,7 @@ func (x *Disk) String() string {
 func (*Disk) ProtoMessage() {}
 
 func (x *Disk) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[8]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1066,7 @@ func (x *Disk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disk.ProtoReflect.Descriptor instead.
 func (*Disk) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Disk) GetName() string {
@@ -937,7 +1102,7 @@ type Nic struct {
 
 func (x *Nic) Reset() {
 	*x = Nic{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[9]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1114,7 @@ func (x *Nic) String() string {
 func (*Nic) ProtoMessage() {}
 
 func (x *Nic) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[9]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1127,7 @@ func (x *Nic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nic.ProtoReflect.Descriptor instead.
 func (*Nic) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Nic) GetName() string {
@@ -1017,7 +1182,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[10]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1194,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[10]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1207,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListRequest) GetLabelSelector() map[string]string {
@@ -1120,7 +1285,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[11]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1297,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[11]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1310,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{11}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListResponse) GetNodes() []*Node {
@@ -1178,7 +1343,7 @@ type SummaryRequest struct {
 
 func (x *SummaryRequest) Reset() {
 	*x = SummaryRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[12]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1355,7 @@ func (x *SummaryRequest) String() string {
 func (*SummaryRequest) ProtoMessage() {}
 
 func (x *SummaryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[12]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1368,7 @@ func (x *SummaryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummaryRequest.ProtoReflect.Descriptor instead.
 func (*SummaryRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SummaryRequest) GetLabelSelector() map[string]string {
@@ -1268,7 +1433,7 @@ type SummaryResponse struct {
 
 func (x *SummaryResponse) Reset() {
 	*x = SummaryResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[13]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1445,7 @@ func (x *SummaryResponse) String() string {
 func (*SummaryResponse) ProtoMessage() {}
 
 func (x *SummaryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[13]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1458,7 @@ func (x *SummaryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummaryResponse.ProtoReflect.Descriptor instead.
 func (*SummaryResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SummaryResponse) GetTotal() int64 {
@@ -1350,7 +1515,7 @@ type GpuModelCount struct {
 
 func (x *GpuModelCount) Reset() {
 	*x = GpuModelCount{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[14]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1527,7 @@ func (x *GpuModelCount) String() string {
 func (*GpuModelCount) ProtoMessage() {}
 
 func (x *GpuModelCount) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[14]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1540,7 @@ func (x *GpuModelCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuModelCount.ProtoReflect.Descriptor instead.
 func (*GpuModelCount) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GpuModelCount) GetModel() string {
@@ -1409,7 +1574,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[15]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1586,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[15]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1599,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetRequest) GetId() string {
@@ -1454,7 +1619,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[16]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1631,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[16]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1644,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{16}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetResponse) GetNode() *Node {
@@ -1499,7 +1664,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[17]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1511,7 +1676,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[17]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1524,7 +1689,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{17}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RevokeRequest) GetId() string {
@@ -1544,7 +1709,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[18]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1721,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[18]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1734,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{18}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RevokeResponse) GetNode() *Node {
@@ -1589,7 +1754,7 @@ type CordonRequest struct {
 
 func (x *CordonRequest) Reset() {
 	*x = CordonRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[19]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1766,7 @@ func (x *CordonRequest) String() string {
 func (*CordonRequest) ProtoMessage() {}
 
 func (x *CordonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[19]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1779,7 @@ func (x *CordonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonRequest.ProtoReflect.Descriptor instead.
 func (*CordonRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{19}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CordonRequest) GetId() string {
@@ -1634,7 +1799,7 @@ type CordonResponse struct {
 
 func (x *CordonResponse) Reset() {
 	*x = CordonResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[20]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1811,7 @@ func (x *CordonResponse) String() string {
 func (*CordonResponse) ProtoMessage() {}
 
 func (x *CordonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[20]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1824,7 @@ func (x *CordonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonResponse.ProtoReflect.Descriptor instead.
 func (*CordonResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{20}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CordonResponse) GetNode() *Node {
@@ -1679,7 +1844,7 @@ type UncordonRequest struct {
 
 func (x *UncordonRequest) Reset() {
 	*x = UncordonRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[21]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1856,7 @@ func (x *UncordonRequest) String() string {
 func (*UncordonRequest) ProtoMessage() {}
 
 func (x *UncordonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[21]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1869,7 @@ func (x *UncordonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonRequest.ProtoReflect.Descriptor instead.
 func (*UncordonRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{21}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UncordonRequest) GetId() string {
@@ -1724,7 +1889,7 @@ type UncordonResponse struct {
 
 func (x *UncordonResponse) Reset() {
 	*x = UncordonResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[22]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1901,7 @@ func (x *UncordonResponse) String() string {
 func (*UncordonResponse) ProtoMessage() {}
 
 func (x *UncordonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[22]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1914,7 @@ func (x *UncordonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonResponse.ProtoReflect.Descriptor instead.
 func (*UncordonResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{22}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UncordonResponse) GetNode() *Node {
@@ -1769,7 +1934,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[23]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1946,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[23]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1959,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{23}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DrainRequest) GetId() string {
@@ -1814,7 +1979,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[24]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +1991,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[24]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +2004,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{24}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DrainResponse) GetNode() *Node {
@@ -1859,7 +2024,7 @@ type RetireRequest struct {
 
 func (x *RetireRequest) Reset() {
 	*x = RetireRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[25]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2036,7 @@ func (x *RetireRequest) String() string {
 func (*RetireRequest) ProtoMessage() {}
 
 func (x *RetireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[25]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2049,7 @@ func (x *RetireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireRequest.ProtoReflect.Descriptor instead.
 func (*RetireRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{25}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RetireRequest) GetId() string {
@@ -1904,7 +2069,7 @@ type RetireResponse struct {
 
 func (x *RetireResponse) Reset() {
 	*x = RetireResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[26]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2081,7 @@ func (x *RetireResponse) String() string {
 func (*RetireResponse) ProtoMessage() {}
 
 func (x *RetireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[26]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2094,7 @@ func (x *RetireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireResponse.ProtoReflect.Descriptor instead.
 func (*RetireResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{26}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RetireResponse) GetNode() *Node {
@@ -1954,7 +2119,7 @@ type LabelRequest struct {
 
 func (x *LabelRequest) Reset() {
 	*x = LabelRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[27]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2131,7 @@ func (x *LabelRequest) String() string {
 func (*LabelRequest) ProtoMessage() {}
 
 func (x *LabelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[27]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2144,7 @@ func (x *LabelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelRequest.ProtoReflect.Descriptor instead.
 func (*LabelRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{27}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LabelRequest) GetId() string {
@@ -2013,7 +2178,7 @@ type LabelResponse struct {
 
 func (x *LabelResponse) Reset() {
 	*x = LabelResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[28]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2190,7 @@ func (x *LabelResponse) String() string {
 func (*LabelResponse) ProtoMessage() {}
 
 func (x *LabelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[28]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2203,7 @@ func (x *LabelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelResponse.ProtoReflect.Descriptor instead.
 func (*LabelResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{28}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LabelResponse) GetNode() *Node {
@@ -2062,7 +2227,7 @@ type UpdateSpecRequest struct {
 
 func (x *UpdateSpecRequest) Reset() {
 	*x = UpdateSpecRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[29]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2239,7 @@ func (x *UpdateSpecRequest) String() string {
 func (*UpdateSpecRequest) ProtoMessage() {}
 
 func (x *UpdateSpecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[29]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2252,7 @@ func (x *UpdateSpecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSpecRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSpecRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{29}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UpdateSpecRequest) GetId() string {
@@ -2121,7 +2286,7 @@ type UpdateSpecResponse struct {
 
 func (x *UpdateSpecResponse) Reset() {
 	*x = UpdateSpecResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[30]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2298,7 @@ func (x *UpdateSpecResponse) String() string {
 func (*UpdateSpecResponse) ProtoMessage() {}
 
 func (x *UpdateSpecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[30]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2311,7 @@ func (x *UpdateSpecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSpecResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSpecResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{30}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateSpecResponse) GetNode() *Node {
@@ -2169,7 +2334,7 @@ type InventoryHistoryRequest struct {
 
 func (x *InventoryHistoryRequest) Reset() {
 	*x = InventoryHistoryRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[31]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2346,7 @@ func (x *InventoryHistoryRequest) String() string {
 func (*InventoryHistoryRequest) ProtoMessage() {}
 
 func (x *InventoryHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[31]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2359,7 @@ func (x *InventoryHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InventoryHistoryRequest.ProtoReflect.Descriptor instead.
 func (*InventoryHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{31}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *InventoryHistoryRequest) GetId() string {
@@ -2230,7 +2395,7 @@ type InventoryHistoryResponse struct {
 
 func (x *InventoryHistoryResponse) Reset() {
 	*x = InventoryHistoryResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[32]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2407,7 @@ func (x *InventoryHistoryResponse) String() string {
 func (*InventoryHistoryResponse) ProtoMessage() {}
 
 func (x *InventoryHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[32]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2420,7 @@ func (x *InventoryHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InventoryHistoryResponse.ProtoReflect.Descriptor instead.
 func (*InventoryHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{32}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *InventoryHistoryResponse) GetRecords() []*InventoryRecord {
@@ -2356,7 +2521,7 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\x12inventory.hostname\n" +
 	"\x0einventory.cpus\n" +
 	"\x15inventory.memoryBytes\n" +
-	"\x10inventory.kernel\"\xb9\x02\n" +
+	"\x10inventory.kernel\"\xfb\x02\n" +
 	"\tInventory\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x0e\n" +
 	"\x02os\x18\x02 \x01(\tR\x02os\x12\x16\n" +
@@ -2366,12 +2531,32 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x06 \x01(\x03R\vmemoryBytes\x12/\n" +
 	"\x04gpus\x18\a \x03(\v2\x1b.bettercompute.nodes.v1.GpuR\x04gpus\x122\n" +
 	"\x05disks\x18\b \x03(\v2\x1c.bettercompute.nodes.v1.DiskR\x05disks\x12/\n" +
-	"\x04nics\x18\t \x03(\v2\x1b.bettercompute.nodes.v1.NicR\x04nics\"h\n" +
+	"\x04nics\x18\t \x03(\v2\x1b.bettercompute.nodes.v1.NicR\x04nics\x12@\n" +
+	"\n" +
+	"gpu_driver\x18\n" +
+	" \x01(\v2!.bettercompute.nodes.v1.GpuDriverR\tgpuDriver\"\x88\x03\n" +
 	"\x03Gpu\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12!\n" +
 	"\fmemory_bytes\x18\x03 \x01(\x03R\vmemoryBytes\x12\x12\n" +
-	"\x04uuid\x18\x04 \x01(\tR\x04uuid\"O\n" +
+	"\x04uuid\x18\x04 \x01(\tR\x04uuid\x12\x16\n" +
+	"\x06serial\x18\x05 \x01(\tR\x06serial\x12\x1c\n" +
+	"\n" +
+	"pci_bus_id\x18\x06 \x01(\tR\bpciBusId\x12 \n" +
+	"\tnuma_node\x18\a \x01(\x05H\x00R\bnumaNode\x88\x01\x01\x12#\n" +
+	"\rvbios_version\x18\b \x01(\tR\fvbiosVersion\x12\x19\n" +
+	"\bmig_mode\x18\t \x01(\tR\amigMode\x12*\n" +
+	"\x11power_limit_watts\x18\n" +
+	" \x01(\x01R\x0fpowerLimitWatts\x12)\n" +
+	"\x10persistence_mode\x18\v \x01(\bR\x0fpersistenceMode\x12!\n" +
+	"\fminor_number\x18\f \x01(\x05R\vminorNumberB\f\n" +
+	"\n" +
+	"_numa_node\"\xbb\x01\n" +
+	"\tGpuDriver\x12%\n" +
+	"\x0edriver_version\x18\x01 \x01(\tR\rdriverVersion\x12!\n" +
+	"\fcuda_version\x18\x02 \x01(\tR\vcudaVersion\x120\n" +
+	"\x14fabric_manager_state\x18\x03 \x01(\tR\x12fabricManagerState\x122\n" +
+	"\x15fabric_manager_status\x18\x04 \x01(\tR\x13fabricManagerStatus\"O\n" +
 	"\x04Disk\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -2516,7 +2701,7 @@ func file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP() []byte {
 	return file_bettercompute_nodes_v1_nodes_proto_rawDescData
 }
 
-var file_bettercompute_nodes_v1_nodes_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_bettercompute_nodes_v1_nodes_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_bettercompute_nodes_v1_nodes_proto_goTypes = []any{
 	(*Node)(nil),                     // 0: bettercompute.nodes.v1.Node
 	(*Taint)(nil),                    // 1: bettercompute.nodes.v1.Taint
@@ -2526,107 +2711,109 @@ var file_bettercompute_nodes_v1_nodes_proto_goTypes = []any{
 	(*InventoryRecord)(nil),          // 5: bettercompute.nodes.v1.InventoryRecord
 	(*Inventory)(nil),                // 6: bettercompute.nodes.v1.Inventory
 	(*Gpu)(nil),                      // 7: bettercompute.nodes.v1.Gpu
-	(*Disk)(nil),                     // 8: bettercompute.nodes.v1.Disk
-	(*Nic)(nil),                      // 9: bettercompute.nodes.v1.Nic
-	(*ListRequest)(nil),              // 10: bettercompute.nodes.v1.ListRequest
-	(*ListResponse)(nil),             // 11: bettercompute.nodes.v1.ListResponse
-	(*SummaryRequest)(nil),           // 12: bettercompute.nodes.v1.SummaryRequest
-	(*SummaryResponse)(nil),          // 13: bettercompute.nodes.v1.SummaryResponse
-	(*GpuModelCount)(nil),            // 14: bettercompute.nodes.v1.GpuModelCount
-	(*GetRequest)(nil),               // 15: bettercompute.nodes.v1.GetRequest
-	(*GetResponse)(nil),              // 16: bettercompute.nodes.v1.GetResponse
-	(*RevokeRequest)(nil),            // 17: bettercompute.nodes.v1.RevokeRequest
-	(*RevokeResponse)(nil),           // 18: bettercompute.nodes.v1.RevokeResponse
-	(*CordonRequest)(nil),            // 19: bettercompute.nodes.v1.CordonRequest
-	(*CordonResponse)(nil),           // 20: bettercompute.nodes.v1.CordonResponse
-	(*UncordonRequest)(nil),          // 21: bettercompute.nodes.v1.UncordonRequest
-	(*UncordonResponse)(nil),         // 22: bettercompute.nodes.v1.UncordonResponse
-	(*DrainRequest)(nil),             // 23: bettercompute.nodes.v1.DrainRequest
-	(*DrainResponse)(nil),            // 24: bettercompute.nodes.v1.DrainResponse
-	(*RetireRequest)(nil),            // 25: bettercompute.nodes.v1.RetireRequest
-	(*RetireResponse)(nil),           // 26: bettercompute.nodes.v1.RetireResponse
-	(*LabelRequest)(nil),             // 27: bettercompute.nodes.v1.LabelRequest
-	(*LabelResponse)(nil),            // 28: bettercompute.nodes.v1.LabelResponse
-	(*UpdateSpecRequest)(nil),        // 29: bettercompute.nodes.v1.UpdateSpecRequest
-	(*UpdateSpecResponse)(nil),       // 30: bettercompute.nodes.v1.UpdateSpecResponse
-	(*InventoryHistoryRequest)(nil),  // 31: bettercompute.nodes.v1.InventoryHistoryRequest
-	(*InventoryHistoryResponse)(nil), // 32: bettercompute.nodes.v1.InventoryHistoryResponse
-	nil,                              // 33: bettercompute.nodes.v1.Node.LabelsEntry
-	nil,                              // 34: bettercompute.nodes.v1.LabelSet.ValuesEntry
-	nil,                              // 35: bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
-	nil,                              // 36: bettercompute.nodes.v1.SummaryRequest.LabelSelectorEntry
-	nil,                              // 37: bettercompute.nodes.v1.SummaryResponse.StatesEntry
-	nil,                              // 38: bettercompute.nodes.v1.LabelRequest.SetEntry
-	(*timestamppb.Timestamp)(nil),    // 39: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),          // 40: google.protobuf.Struct
+	(*GpuDriver)(nil),                // 8: bettercompute.nodes.v1.GpuDriver
+	(*Disk)(nil),                     // 9: bettercompute.nodes.v1.Disk
+	(*Nic)(nil),                      // 10: bettercompute.nodes.v1.Nic
+	(*ListRequest)(nil),              // 11: bettercompute.nodes.v1.ListRequest
+	(*ListResponse)(nil),             // 12: bettercompute.nodes.v1.ListResponse
+	(*SummaryRequest)(nil),           // 13: bettercompute.nodes.v1.SummaryRequest
+	(*SummaryResponse)(nil),          // 14: bettercompute.nodes.v1.SummaryResponse
+	(*GpuModelCount)(nil),            // 15: bettercompute.nodes.v1.GpuModelCount
+	(*GetRequest)(nil),               // 16: bettercompute.nodes.v1.GetRequest
+	(*GetResponse)(nil),              // 17: bettercompute.nodes.v1.GetResponse
+	(*RevokeRequest)(nil),            // 18: bettercompute.nodes.v1.RevokeRequest
+	(*RevokeResponse)(nil),           // 19: bettercompute.nodes.v1.RevokeResponse
+	(*CordonRequest)(nil),            // 20: bettercompute.nodes.v1.CordonRequest
+	(*CordonResponse)(nil),           // 21: bettercompute.nodes.v1.CordonResponse
+	(*UncordonRequest)(nil),          // 22: bettercompute.nodes.v1.UncordonRequest
+	(*UncordonResponse)(nil),         // 23: bettercompute.nodes.v1.UncordonResponse
+	(*DrainRequest)(nil),             // 24: bettercompute.nodes.v1.DrainRequest
+	(*DrainResponse)(nil),            // 25: bettercompute.nodes.v1.DrainResponse
+	(*RetireRequest)(nil),            // 26: bettercompute.nodes.v1.RetireRequest
+	(*RetireResponse)(nil),           // 27: bettercompute.nodes.v1.RetireResponse
+	(*LabelRequest)(nil),             // 28: bettercompute.nodes.v1.LabelRequest
+	(*LabelResponse)(nil),            // 29: bettercompute.nodes.v1.LabelResponse
+	(*UpdateSpecRequest)(nil),        // 30: bettercompute.nodes.v1.UpdateSpecRequest
+	(*UpdateSpecResponse)(nil),       // 31: bettercompute.nodes.v1.UpdateSpecResponse
+	(*InventoryHistoryRequest)(nil),  // 32: bettercompute.nodes.v1.InventoryHistoryRequest
+	(*InventoryHistoryResponse)(nil), // 33: bettercompute.nodes.v1.InventoryHistoryResponse
+	nil,                              // 34: bettercompute.nodes.v1.Node.LabelsEntry
+	nil,                              // 35: bettercompute.nodes.v1.LabelSet.ValuesEntry
+	nil,                              // 36: bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
+	nil,                              // 37: bettercompute.nodes.v1.SummaryRequest.LabelSelectorEntry
+	nil,                              // 38: bettercompute.nodes.v1.SummaryResponse.StatesEntry
+	nil,                              // 39: bettercompute.nodes.v1.LabelRequest.SetEntry
+	(*timestamppb.Timestamp)(nil),    // 40: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 41: google.protobuf.Struct
 }
 var file_bettercompute_nodes_v1_nodes_proto_depIdxs = []int32{
-	33, // 0: bettercompute.nodes.v1.Node.labels:type_name -> bettercompute.nodes.v1.Node.LabelsEntry
-	39, // 1: bettercompute.nodes.v1.Node.connect_time:type_name -> google.protobuf.Timestamp
-	39, // 2: bettercompute.nodes.v1.Node.last_seen_time:type_name -> google.protobuf.Timestamp
-	39, // 3: bettercompute.nodes.v1.Node.cert_expire_time:type_name -> google.protobuf.Timestamp
-	39, // 4: bettercompute.nodes.v1.Node.revoke_time:type_name -> google.protobuf.Timestamp
-	39, // 5: bettercompute.nodes.v1.Node.create_time:type_name -> google.protobuf.Timestamp
-	39, // 6: bettercompute.nodes.v1.Node.update_time:type_name -> google.protobuf.Timestamp
+	34, // 0: bettercompute.nodes.v1.Node.labels:type_name -> bettercompute.nodes.v1.Node.LabelsEntry
+	40, // 1: bettercompute.nodes.v1.Node.connect_time:type_name -> google.protobuf.Timestamp
+	40, // 2: bettercompute.nodes.v1.Node.last_seen_time:type_name -> google.protobuf.Timestamp
+	40, // 3: bettercompute.nodes.v1.Node.cert_expire_time:type_name -> google.protobuf.Timestamp
+	40, // 4: bettercompute.nodes.v1.Node.revoke_time:type_name -> google.protobuf.Timestamp
+	40, // 5: bettercompute.nodes.v1.Node.create_time:type_name -> google.protobuf.Timestamp
+	40, // 6: bettercompute.nodes.v1.Node.update_time:type_name -> google.protobuf.Timestamp
 	6,  // 7: bettercompute.nodes.v1.Node.inventory:type_name -> bettercompute.nodes.v1.Inventory
-	39, // 8: bettercompute.nodes.v1.Node.online_change_time:type_name -> google.protobuf.Timestamp
+	40, // 8: bettercompute.nodes.v1.Node.online_change_time:type_name -> google.protobuf.Timestamp
 	1,  // 9: bettercompute.nodes.v1.Node.taints:type_name -> bettercompute.nodes.v1.Taint
 	2,  // 10: bettercompute.nodes.v1.Node.spec:type_name -> bettercompute.nodes.v1.NodeSpec
 	4,  // 11: bettercompute.nodes.v1.Node.conditions:type_name -> bettercompute.nodes.v1.Condition
-	39, // 12: bettercompute.nodes.v1.Node.state_change_time:type_name -> google.protobuf.Timestamp
+	40, // 12: bettercompute.nodes.v1.Node.state_change_time:type_name -> google.protobuf.Timestamp
 	3,  // 13: bettercompute.nodes.v1.NodeSpec.labels:type_name -> bettercompute.nodes.v1.LabelSet
 	1,  // 14: bettercompute.nodes.v1.NodeSpec.taints:type_name -> bettercompute.nodes.v1.Taint
-	40, // 15: bettercompute.nodes.v1.NodeSpec.config:type_name -> google.protobuf.Struct
-	34, // 16: bettercompute.nodes.v1.LabelSet.values:type_name -> bettercompute.nodes.v1.LabelSet.ValuesEntry
-	39, // 17: bettercompute.nodes.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	41, // 15: bettercompute.nodes.v1.NodeSpec.config:type_name -> google.protobuf.Struct
+	35, // 16: bettercompute.nodes.v1.LabelSet.values:type_name -> bettercompute.nodes.v1.LabelSet.ValuesEntry
+	40, // 17: bettercompute.nodes.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	6,  // 18: bettercompute.nodes.v1.InventoryRecord.inventory:type_name -> bettercompute.nodes.v1.Inventory
-	39, // 19: bettercompute.nodes.v1.InventoryRecord.record_time:type_name -> google.protobuf.Timestamp
+	40, // 19: bettercompute.nodes.v1.InventoryRecord.record_time:type_name -> google.protobuf.Timestamp
 	7,  // 20: bettercompute.nodes.v1.Inventory.gpus:type_name -> bettercompute.nodes.v1.Gpu
-	8,  // 21: bettercompute.nodes.v1.Inventory.disks:type_name -> bettercompute.nodes.v1.Disk
-	9,  // 22: bettercompute.nodes.v1.Inventory.nics:type_name -> bettercompute.nodes.v1.Nic
-	35, // 23: bettercompute.nodes.v1.ListRequest.label_selector:type_name -> bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
-	0,  // 24: bettercompute.nodes.v1.ListResponse.nodes:type_name -> bettercompute.nodes.v1.Node
-	36, // 25: bettercompute.nodes.v1.SummaryRequest.label_selector:type_name -> bettercompute.nodes.v1.SummaryRequest.LabelSelectorEntry
-	37, // 26: bettercompute.nodes.v1.SummaryResponse.states:type_name -> bettercompute.nodes.v1.SummaryResponse.StatesEntry
-	14, // 27: bettercompute.nodes.v1.SummaryResponse.gpu_models:type_name -> bettercompute.nodes.v1.GpuModelCount
-	0,  // 28: bettercompute.nodes.v1.GetResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 29: bettercompute.nodes.v1.RevokeResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 30: bettercompute.nodes.v1.CordonResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 31: bettercompute.nodes.v1.UncordonResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 32: bettercompute.nodes.v1.DrainResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 33: bettercompute.nodes.v1.RetireResponse.node:type_name -> bettercompute.nodes.v1.Node
-	38, // 34: bettercompute.nodes.v1.LabelRequest.set:type_name -> bettercompute.nodes.v1.LabelRequest.SetEntry
-	0,  // 35: bettercompute.nodes.v1.LabelResponse.node:type_name -> bettercompute.nodes.v1.Node
-	2,  // 36: bettercompute.nodes.v1.UpdateSpecRequest.spec:type_name -> bettercompute.nodes.v1.NodeSpec
-	0,  // 37: bettercompute.nodes.v1.UpdateSpecResponse.node:type_name -> bettercompute.nodes.v1.Node
-	5,  // 38: bettercompute.nodes.v1.InventoryHistoryResponse.records:type_name -> bettercompute.nodes.v1.InventoryRecord
-	10, // 39: bettercompute.nodes.v1.NodesService.List:input_type -> bettercompute.nodes.v1.ListRequest
-	12, // 40: bettercompute.nodes.v1.NodesService.Summary:input_type -> bettercompute.nodes.v1.SummaryRequest
-	15, // 41: bettercompute.nodes.v1.NodesService.Get:input_type -> bettercompute.nodes.v1.GetRequest
-	17, // 42: bettercompute.nodes.v1.NodesService.Revoke:input_type -> bettercompute.nodes.v1.RevokeRequest
-	19, // 43: bettercompute.nodes.v1.NodesService.Cordon:input_type -> bettercompute.nodes.v1.CordonRequest
-	21, // 44: bettercompute.nodes.v1.NodesService.Uncordon:input_type -> bettercompute.nodes.v1.UncordonRequest
-	23, // 45: bettercompute.nodes.v1.NodesService.Drain:input_type -> bettercompute.nodes.v1.DrainRequest
-	25, // 46: bettercompute.nodes.v1.NodesService.Retire:input_type -> bettercompute.nodes.v1.RetireRequest
-	27, // 47: bettercompute.nodes.v1.NodesService.Label:input_type -> bettercompute.nodes.v1.LabelRequest
-	29, // 48: bettercompute.nodes.v1.NodesService.UpdateSpec:input_type -> bettercompute.nodes.v1.UpdateSpecRequest
-	31, // 49: bettercompute.nodes.v1.NodesService.InventoryHistory:input_type -> bettercompute.nodes.v1.InventoryHistoryRequest
-	11, // 50: bettercompute.nodes.v1.NodesService.List:output_type -> bettercompute.nodes.v1.ListResponse
-	13, // 51: bettercompute.nodes.v1.NodesService.Summary:output_type -> bettercompute.nodes.v1.SummaryResponse
-	16, // 52: bettercompute.nodes.v1.NodesService.Get:output_type -> bettercompute.nodes.v1.GetResponse
-	18, // 53: bettercompute.nodes.v1.NodesService.Revoke:output_type -> bettercompute.nodes.v1.RevokeResponse
-	20, // 54: bettercompute.nodes.v1.NodesService.Cordon:output_type -> bettercompute.nodes.v1.CordonResponse
-	22, // 55: bettercompute.nodes.v1.NodesService.Uncordon:output_type -> bettercompute.nodes.v1.UncordonResponse
-	24, // 56: bettercompute.nodes.v1.NodesService.Drain:output_type -> bettercompute.nodes.v1.DrainResponse
-	26, // 57: bettercompute.nodes.v1.NodesService.Retire:output_type -> bettercompute.nodes.v1.RetireResponse
-	28, // 58: bettercompute.nodes.v1.NodesService.Label:output_type -> bettercompute.nodes.v1.LabelResponse
-	30, // 59: bettercompute.nodes.v1.NodesService.UpdateSpec:output_type -> bettercompute.nodes.v1.UpdateSpecResponse
-	32, // 60: bettercompute.nodes.v1.NodesService.InventoryHistory:output_type -> bettercompute.nodes.v1.InventoryHistoryResponse
-	50, // [50:61] is the sub-list for method output_type
-	39, // [39:50] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	9,  // 21: bettercompute.nodes.v1.Inventory.disks:type_name -> bettercompute.nodes.v1.Disk
+	10, // 22: bettercompute.nodes.v1.Inventory.nics:type_name -> bettercompute.nodes.v1.Nic
+	8,  // 23: bettercompute.nodes.v1.Inventory.gpu_driver:type_name -> bettercompute.nodes.v1.GpuDriver
+	36, // 24: bettercompute.nodes.v1.ListRequest.label_selector:type_name -> bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
+	0,  // 25: bettercompute.nodes.v1.ListResponse.nodes:type_name -> bettercompute.nodes.v1.Node
+	37, // 26: bettercompute.nodes.v1.SummaryRequest.label_selector:type_name -> bettercompute.nodes.v1.SummaryRequest.LabelSelectorEntry
+	38, // 27: bettercompute.nodes.v1.SummaryResponse.states:type_name -> bettercompute.nodes.v1.SummaryResponse.StatesEntry
+	15, // 28: bettercompute.nodes.v1.SummaryResponse.gpu_models:type_name -> bettercompute.nodes.v1.GpuModelCount
+	0,  // 29: bettercompute.nodes.v1.GetResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 30: bettercompute.nodes.v1.RevokeResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 31: bettercompute.nodes.v1.CordonResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 32: bettercompute.nodes.v1.UncordonResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 33: bettercompute.nodes.v1.DrainResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 34: bettercompute.nodes.v1.RetireResponse.node:type_name -> bettercompute.nodes.v1.Node
+	39, // 35: bettercompute.nodes.v1.LabelRequest.set:type_name -> bettercompute.nodes.v1.LabelRequest.SetEntry
+	0,  // 36: bettercompute.nodes.v1.LabelResponse.node:type_name -> bettercompute.nodes.v1.Node
+	2,  // 37: bettercompute.nodes.v1.UpdateSpecRequest.spec:type_name -> bettercompute.nodes.v1.NodeSpec
+	0,  // 38: bettercompute.nodes.v1.UpdateSpecResponse.node:type_name -> bettercompute.nodes.v1.Node
+	5,  // 39: bettercompute.nodes.v1.InventoryHistoryResponse.records:type_name -> bettercompute.nodes.v1.InventoryRecord
+	11, // 40: bettercompute.nodes.v1.NodesService.List:input_type -> bettercompute.nodes.v1.ListRequest
+	13, // 41: bettercompute.nodes.v1.NodesService.Summary:input_type -> bettercompute.nodes.v1.SummaryRequest
+	16, // 42: bettercompute.nodes.v1.NodesService.Get:input_type -> bettercompute.nodes.v1.GetRequest
+	18, // 43: bettercompute.nodes.v1.NodesService.Revoke:input_type -> bettercompute.nodes.v1.RevokeRequest
+	20, // 44: bettercompute.nodes.v1.NodesService.Cordon:input_type -> bettercompute.nodes.v1.CordonRequest
+	22, // 45: bettercompute.nodes.v1.NodesService.Uncordon:input_type -> bettercompute.nodes.v1.UncordonRequest
+	24, // 46: bettercompute.nodes.v1.NodesService.Drain:input_type -> bettercompute.nodes.v1.DrainRequest
+	26, // 47: bettercompute.nodes.v1.NodesService.Retire:input_type -> bettercompute.nodes.v1.RetireRequest
+	28, // 48: bettercompute.nodes.v1.NodesService.Label:input_type -> bettercompute.nodes.v1.LabelRequest
+	30, // 49: bettercompute.nodes.v1.NodesService.UpdateSpec:input_type -> bettercompute.nodes.v1.UpdateSpecRequest
+	32, // 50: bettercompute.nodes.v1.NodesService.InventoryHistory:input_type -> bettercompute.nodes.v1.InventoryHistoryRequest
+	12, // 51: bettercompute.nodes.v1.NodesService.List:output_type -> bettercompute.nodes.v1.ListResponse
+	14, // 52: bettercompute.nodes.v1.NodesService.Summary:output_type -> bettercompute.nodes.v1.SummaryResponse
+	17, // 53: bettercompute.nodes.v1.NodesService.Get:output_type -> bettercompute.nodes.v1.GetResponse
+	19, // 54: bettercompute.nodes.v1.NodesService.Revoke:output_type -> bettercompute.nodes.v1.RevokeResponse
+	21, // 55: bettercompute.nodes.v1.NodesService.Cordon:output_type -> bettercompute.nodes.v1.CordonResponse
+	23, // 56: bettercompute.nodes.v1.NodesService.Uncordon:output_type -> bettercompute.nodes.v1.UncordonResponse
+	25, // 57: bettercompute.nodes.v1.NodesService.Drain:output_type -> bettercompute.nodes.v1.DrainResponse
+	27, // 58: bettercompute.nodes.v1.NodesService.Retire:output_type -> bettercompute.nodes.v1.RetireResponse
+	29, // 59: bettercompute.nodes.v1.NodesService.Label:output_type -> bettercompute.nodes.v1.LabelResponse
+	31, // 60: bettercompute.nodes.v1.NodesService.UpdateSpec:output_type -> bettercompute.nodes.v1.UpdateSpecResponse
+	33, // 61: bettercompute.nodes.v1.NodesService.InventoryHistory:output_type -> bettercompute.nodes.v1.InventoryHistoryResponse
+	51, // [51:62] is the sub-list for method output_type
+	40, // [40:51] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_nodes_v1_nodes_proto_init() }
@@ -2634,15 +2821,16 @@ func file_bettercompute_nodes_v1_nodes_proto_init() {
 	if File_bettercompute_nodes_v1_nodes_proto != nil {
 		return
 	}
-	file_bettercompute_nodes_v1_nodes_proto_msgTypes[10].OneofWrappers = []any{}
-	file_bettercompute_nodes_v1_nodes_proto_msgTypes[12].OneofWrappers = []any{}
+	file_bettercompute_nodes_v1_nodes_proto_msgTypes[7].OneofWrappers = []any{}
+	file_bettercompute_nodes_v1_nodes_proto_msgTypes[11].OneofWrappers = []any{}
+	file_bettercompute_nodes_v1_nodes_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_nodes_v1_nodes_proto_rawDesc), len(file_bettercompute_nodes_v1_nodes_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -17,7 +17,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/daemon/v1/daemon.proto.
  */
 export const file_bettercompute_daemon_v1_daemon: GenFile = /*@__PURE__*/
-  fileDesc("CiRiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9kYWVtb24ucHJvdG8SF2JldHRlcmNvbXB1dGUuZGFlbW9uLnYxIjsKC0pvaW5SZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgsKA2NzchgCIAEoDBIQCghob3N0bmFtZRgDIAEoCSKQAQoMSm9pblJlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSGQoRY2VydGlmaWNhdGVfY2hhaW4YAiABKAwSDwoHcm9vdF9jYRgDIAEoDBIUCgx0cnVzdF9kb21haW4YBCABKAkSLQoJbm90X2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIbCgxSZW5ld1JlcXVlc3QSCwoDY3NyGAEgASgMIlkKDVJlbmV3UmVzcG9uc2USGQoRY2VydGlmaWNhdGVfY2hhaW4YASABKAwSLQoJbm90X2FmdGVyGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIdCg1TZWNyZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkiHwoOU2VjcmV0UmVzcG9uc2USDQoFdmFsdWUYASABKAwioAIKDlNlc3Npb25SZXF1ZXN0Ei8KBWhlbGxvGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSGVsbG9IABI3CgloZWFydGJlYXQYAiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5IZWFydGJlYXRIABIyCgNhY2sYAyABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kQWNrSAASOAoGcmVzdWx0GAQgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZFJlc3VsdEgAEi8KBWV2ZW50GAUgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXZlbnRIAEIFCgNtc2ci8wEKD1Nlc3Npb25SZXNwb25zZRIzCgd3ZWxjb21lGAEgASgLMiAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuV2VsY29tZUgAEjMKB2NvbW1hbmQYAiABKAsyIC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kSAASMwoHZ29vZGJ5ZRgDIAEoCzIgLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdvb2RieWVIABI6Cgt0dW5uZWxfb3BlbhgEIAEoCzIjLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlR1bm5lbE9wZW5IAEIFCgNtc2ciLQoKVHVubmVsT3BlbhIRCgl0dW5uZWxfaWQYASABKAkSDAoEcG9ydBgCIAEoBSKAAQoFSGVsbG8SFgoOZGFlbW9uX3ZlcnNpb24YASABKAkSNQoJaW52ZW50b3J5GAIgASgLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSW52ZW50b3J5EigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIvYBCglJbnZlbnRvcnkSEAoIaG9zdG5hbWUYASABKAkSCgoCb3MYAiABKAkSDgoGa2VybmVsGAMgASgJEhEKCWNwdV9tb2RlbBgEIAEoCRIMCgRjcHVzGAUgASgFEhQKDG1lbW9yeV9ieXRlcxgGIAEoAxIqCgRncHVzGAcgAygLMhwuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1EiwKBWRpc2tzGAggAygLMh0uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRGlzaxIqCgRuaWNzGAkgAygLMhwuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuTmljIkcKA0dwdRINCgVpbmRleBgBIAEoBRINCgVtb2RlbBgCIAEoCRIUCgxtZW1vcnlfYnl0ZXMYAyABKAMSDAoEdXVpZBgEIAEoCSI3CgREaXNrEgwKBG5hbWUYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoAxINCgVtb2RlbBgDIAEoCSI0CgNOaWMSDAoEbmFtZRgBIAEoCRILCgNtYWMYAiABKAkSEgoKc3BlZWRfbWJwcxgDIAEoAyI1CglIZWFydGJlYXQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiIAoKQ29tbWFuZEFjaxISCgpjb21tYW5kX2lkGAEgASgJImwKDUNvbW1hbmRSZXN1bHQSEgoKY29tbWFuZF9pZBgBIAEoCRIPCgdzdWNjZXNzGAIgASgIEicKBnJlc3VsdBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFZXJyb3IYBCABKAkiZgoFRXZlbnQSDAoEdHlwZRgBIAEoCRIlCgRkYXRhGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKiAQoHV2VsY29tZRIPCgdub2RlX2lkGAEgASgJEiIKGmhlYXJ0YmVhdF9pbnRlcnZhbF9zZWNvbmRzGAIgASgFEi8KC3NlcnZlcl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBtYXhfcmVzdWx0X2J5dGVzGAQgASgFEhcKD21heF9ldmVudF9ieXRlcxgFIAEoBSLeBAoHQ29tbWFuZBIKCgJpZBgBIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSLAoIZGVhZGxpbmUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKBGV4ZWMYBiABKAsyJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FeGVjUGF5bG9hZEgAEjYKBWRyYWluGAcgASgLMiUuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRHJhaW5QYXlsb2FkSAASOgoHdW5kcmFpbhgIIAEoCzInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlVuZHJhaW5QYXlsb2FkSAASOgoHdXBncmFkZRgJIAEoCzInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlVwZ3JhZGVQYXlsb2FkSAASPgoJY29uZmlndXJlGAogASgLMikuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29uZmlndXJlUGF5bG9hZEgAEjgKBnJlYm9vdBgLIAEoCzImLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlYm9vdFBheWxvYWRIABJNChFjb2xsZWN0X2ludmVudG9yeRgMIAEoCzIwLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkNvbGxlY3RJbnZlbnRvcnlQYXlsb2FkSAASNAoEZWNobxgNIAEoCzIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkVjaG9QYXlsb2FkSABCCQoHcGF5bG9hZEoECAIQA0oECAMQBFIEdHlwZSIZCgdHb29kYnllEg4KBnJlYXNvbhgBIAEoCTL5AgoNRGFlbW9uU2VydmljZRJTCgRKb2luEiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSm9pblJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Kb2luUmVzcG9uc2USVgoFUmVuZXcSJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5SZW5ld1JlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5SZW5ld1Jlc3BvbnNlElkKBlNlY3JldBImLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlY3JldFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZWNyZXRSZXNwb25zZRJgCgdTZXNzaW9uEicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2Vzc2lvblJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZXNzaW9uUmVzcG9uc2UoATABQlJaUGdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvZGFlbW9uL3YxO2RhZW1vbnYxYgZwcm90bzM", [file_bettercompute_daemon_v1_commands, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiRiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9kYWVtb24ucHJvdG8SF2JldHRlcmNvbXB1dGUuZGFlbW9uLnYxIjsKC0pvaW5SZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgsKA2NzchgCIAEoDBIQCghob3N0bmFtZRgDIAEoCSKQAQoMSm9pblJlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSGQoRY2VydGlmaWNhdGVfY2hhaW4YAiABKAwSDwoHcm9vdF9jYRgDIAEoDBIUCgx0cnVzdF9kb21haW4YBCABKAkSLQoJbm90X2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIbCgxSZW5ld1JlcXVlc3QSCwoDY3NyGAEgASgMIlkKDVJlbmV3UmVzcG9uc2USGQoRY2VydGlmaWNhdGVfY2hhaW4YASABKAwSLQoJbm90X2FmdGVyGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIdCg1TZWNyZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkiHwoOU2VjcmV0UmVzcG9uc2USDQoFdmFsdWUYASABKAwioAIKDlNlc3Npb25SZXF1ZXN0Ei8KBWhlbGxvGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSGVsbG9IABI3CgloZWFydGJlYXQYAiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5IZWFydGJlYXRIABIyCgNhY2sYAyABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kQWNrSAASOAoGcmVzdWx0GAQgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZFJlc3VsdEgAEi8KBWV2ZW50GAUgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXZlbnRIAEIFCgNtc2ci8wEKD1Nlc3Npb25SZXNwb25zZRIzCgd3ZWxjb21lGAEgASgLMiAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuV2VsY29tZUgAEjMKB2NvbW1hbmQYAiABKAsyIC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kSAASMwoHZ29vZGJ5ZRgDIAEoCzIgLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdvb2RieWVIABI6Cgt0dW5uZWxfb3BlbhgEIAEoCzIjLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlR1bm5lbE9wZW5IAEIFCgNtc2ciLQoKVHVubmVsT3BlbhIRCgl0dW5uZWxfaWQYASABKAkSDAoEcG9ydBgCIAEoBSKAAQoFSGVsbG8SFgoOZGFlbW9uX3ZlcnNpb24YASABKAkSNQoJaW52ZW50b3J5GAIgASgLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSW52ZW50b3J5EigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIq4CCglJbnZlbnRvcnkSEAoIaG9zdG5hbWUYASABKAkSCgoCb3MYAiABKAkSDgoGa2VybmVsGAMgASgJEhEKCWNwdV9tb2RlbBgEIAEoCRIMCgRjcHVzGAUgASgFEhQKDG1lbW9yeV9ieXRlcxgGIAEoAxIqCgRncHVzGAcgAygLMhwuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1EiwKBWRpc2tzGAggAygLMh0uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRGlzaxIqCgRuaWNzGAkgAygLMhwuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuTmljEjYKCmdwdV9kcml2ZXIYCiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5HcHVEcml2ZXIihQIKA0dwdRINCgVpbmRleBgBIAEoBRINCgVtb2RlbBgCIAEoCRIUCgxtZW1vcnlfYnl0ZXMYAyABKAMSDAoEdXVpZBgEIAEoCRIOCgZzZXJpYWwYBSABKAkSEgoKcGNpX2J1c19pZBgGIAEoCRIWCgludW1hX25vZGUYByABKAVIAIgBARIVCg12Ymlvc192ZXJzaW9uGAggASgJEhAKCG1pZ19tb2RlGAkgASgJEhkKEXBvd2VyX2xpbWl0X3dhdHRzGAogASgBEhgKEHBlcnNpc3RlbmNlX21vZGUYCyABKAgSFAoMbWlub3JfbnVtYmVyGAwgASgFQgwKCl9udW1hX25vZGUidgoJR3B1RHJpdmVyEhYKDmRyaXZlcl92ZXJzaW9uGAEgASgJEhQKDGN1ZGFfdmVyc2lvbhgCIAEoCRIcChRmYWJyaWNfbWFuYWdlcl9zdGF0ZRgDIAEoCRIdChVmYWJyaWNfbWFuYWdlcl9zdGF0dXMYBCABKAkiNwoERGlzaxIMCgRuYW1lGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMSDQoFbW9kZWwYAyABKAkiNAoDTmljEgwKBG5hbWUYASABKAkSCwoDbWFjGAIgASgJEhIKCnNwZWVkX21icHMYAyABKAMiNQoJSGVhcnRiZWF0EigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiAKCkNvbW1hbmRBY2sSEgoKY29tbWFuZF9pZBgBIAEoCSJsCg1Db21tYW5kUmVzdWx0EhIKCmNvbW1hbmRfaWQYASABKAkSDwoHc3VjY2VzcxgCIAEoCBInCgZyZXN1bHQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBWVycm9yGAQgASgJImYKBUV2ZW50EgwKBHR5cGUYASABKAkSJQoEZGF0YRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiogEKB1dlbGNvbWUSDwoHbm9kZV9pZBgBIAEoCRIiChpoZWFydGJlYXRfaW50ZXJ2YWxfc2Vjb25kcxgCIAEoBRIvCgtzZXJ2ZXJfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQbWF4X3Jlc3VsdF9ieXRlcxgEIAEoBRIXCg9tYXhfZXZlbnRfYnl0ZXMYBSABKAUi3gQKB0NvbW1hbmQSCgoCaWQYASABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAQgASgJEiwKCGRlYWRsaW5lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0CgRleGVjGAYgASgLMiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXhlY1BheWxvYWRIABI2CgVkcmFpbhgHIAEoCzIlLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRyYWluUGF5bG9hZEgAEjoKB3VuZHJhaW4YCCABKAsyJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5VbmRyYWluUGF5bG9hZEgAEjoKB3VwZ3JhZGUYCSABKAsyJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5VcGdyYWRlUGF5bG9hZEgAEj4KCWNvbmZpZ3VyZRgKIAEoCzIpLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkNvbmZpZ3VyZVBheWxvYWRIABI4CgZyZWJvb3QYCyABKAsyJi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5SZWJvb3RQYXlsb2FkSAASTQoRY29sbGVjdF9pbnZlbnRvcnkYDCABKAsyMC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db2xsZWN0SW52ZW50b3J5UGF5bG9hZEgAEjQKBGVjaG8YDSABKAsyJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FY2hvUGF5bG9hZEgAQgkKB3BheWxvYWRKBAgCEANKBAgDEARSBHR5cGUiGQoHR29vZGJ5ZRIOCgZyZWFzb24YASABKAky+QIKDURhZW1vblNlcnZpY2USUwoESm9pbhIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkpvaW5SZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSm9pblJlc3BvbnNlElYKBVJlbmV3EiUuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuUmVuZXdSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuUmVuZXdSZXNwb25zZRJZCgZTZWNyZXQSJi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZWNyZXRSZXF1ZXN0GicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2VjcmV0UmVzcG9uc2USYAoHU2Vzc2lvbhInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlc3Npb25SZXF1ZXN0GiguYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2Vzc2lvblJlc3BvbnNlKAEwAUJSWlBnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL2RhZW1vbi92MTtkYWVtb252MWIGcHJvdG8z", [file_bettercompute_daemon_v1_commands, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * JoinRequest carries the single-use secret and the node's key.
@@ -381,6 +381,14 @@ export type Inventory = Message<"bettercompute.daemon.v1.Inventory"> & {
    * @generated from field: repeated bettercompute.daemon.v1.Nic nics = 9;
    */
   nics: Nic[];
+
+  /**
+   * The NVIDIA driver, CUDA version and fabric manager state; unset on a node without NVIDIA
+   * GPUs.
+   *
+   * @generated from field: bettercompute.daemon.v1.GpuDriver gpu_driver = 10;
+   */
+  gpuDriver?: GpuDriver | undefined;
 };
 
 /**
@@ -415,6 +423,69 @@ export type Gpu = Message<"bettercompute.daemon.v1.Gpu"> & {
    * @generated from field: string uuid = 4;
    */
   uuid: string;
+
+  /**
+   * The board's serial number as nvidia-smi prints it ("1652922034521"); empty when the
+   * board does not report one ("N/A").
+   *
+   * @generated from field: string serial = 5;
+   */
+  serial: string;
+
+  /**
+   * The PCI bus id as nvidia-smi prints it, with the 8-hex-digit domain:
+   * "00000000:18:00.0". Linux names the same device 0000:18:00.0 in sysfs.
+   *
+   * @generated from field: string pci_bus_id = 6;
+   */
+  pciBusId: string;
+
+  /**
+   * The NUMA node the GPU is attached to, from sysfs
+   * (/sys/bus/pci/devices/<bus id>/numa_node); unset when unknown (no sysfs entry, or -1 there,
+   * as on a single-node machine).
+   *
+   * @generated from field: optional int32 numa_node = 7;
+   */
+  numaNode?: number | undefined;
+
+  /**
+   * The video BIOS version ("96.00.74.00.01"); empty when not reported.
+   *
+   * @generated from field: string vbios_version = 8;
+   */
+  vbiosVersion: string;
+
+  /**
+   * The current MIG mode: "enabled", "disabled", or empty where MIG is not supported or not
+   * reported. A pending change (after the next GPU reset) is not reflected here.
+   *
+   * @generated from field: string mig_mode = 9;
+   */
+  migMode: string;
+
+  /**
+   * The enforced power limit, in watts (700 for an H100 SXM); 0 when not reported.
+   *
+   * @generated from field: double power_limit_watts = 10;
+   */
+  powerLimitWatts: number;
+
+  /**
+   * Whether persistence mode is enabled (the driver stays loaded with no client); false when
+   * disabled or not reported.
+   *
+   * @generated from field: bool persistence_mode = 11;
+   */
+  persistenceMode: boolean;
+
+  /**
+   * The device's minor number: its device file is /dev/nvidia<minor_number>. It need not equal
+   * index, which is nvidia-smi's (and NVML's) enumeration order.
+   *
+   * @generated from field: int32 minor_number = 12;
+   */
+  minorNumber: number;
 };
 
 /**
@@ -423,6 +494,51 @@ export type Gpu = Message<"bettercompute.daemon.v1.Gpu"> & {
  */
 export const GpuSchema: GenMessage<Gpu> = /*@__PURE__*/
   messageDesc(file_bettercompute_daemon_v1_daemon, 11);
+
+/**
+ * GpuDriver is the NVIDIA driver stack of a node with NVIDIA GPUs.
+ *
+ * @generated from message bettercompute.daemon.v1.GpuDriver
+ */
+export type GpuDriver = Message<"bettercompute.daemon.v1.GpuDriver"> & {
+  /**
+   * The kernel driver's version ("550.54.15").
+   *
+   * @generated from field: string driver_version = 1;
+   */
+  driverVersion: string;
+
+  /**
+   * The highest CUDA version the driver supports ("12.4").
+   *
+   * @generated from field: string cuda_version = 2;
+   */
+  cudaVersion: string;
+
+  /**
+   * The fabric manager's state as the GPUs report it, on nodes with NVSwitches: "Completed",
+   * "In Progress", "Not Started"; empty where there is no fabric (no NVSwitch, or a driver that
+   * does not report it). Where the GPUs disagree, the first GPU's state that is not "Completed".
+   *
+   * @generated from field: string fabric_manager_state = 3;
+   */
+  fabricManagerState: string;
+
+  /**
+   * The fabric manager's status alongside fabric_manager_state: "Success", or the error nvidia-smi
+   * prints; empty where there is no fabric.
+   *
+   * @generated from field: string fabric_manager_status = 4;
+   */
+  fabricManagerStatus: string;
+};
+
+/**
+ * Describes the message bettercompute.daemon.v1.GpuDriver.
+ * Use `create(GpuDriverSchema)` to create a new message.
+ */
+export const GpuDriverSchema: GenMessage<GpuDriver> = /*@__PURE__*/
+  messageDesc(file_bettercompute_daemon_v1_daemon, 12);
 
 /**
  * Disk is one block device.
@@ -451,7 +567,7 @@ export type Disk = Message<"bettercompute.daemon.v1.Disk"> & {
  * Use `create(DiskSchema)` to create a new message.
  */
 export const DiskSchema: GenMessage<Disk> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 12);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 13);
 
 /**
  * Nic is one network interface.
@@ -480,7 +596,7 @@ export type Nic = Message<"bettercompute.daemon.v1.Nic"> & {
  * Use `create(NicSchema)` to create a new message.
  */
 export const NicSchema: GenMessage<Nic> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 13);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 14);
 
 /**
  * Heartbeat says the daemon is alive.
@@ -499,7 +615,7 @@ export type Heartbeat = Message<"bettercompute.daemon.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 14);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 15);
 
 /**
  * CommandAck says the daemon received a command and will run it.
@@ -518,7 +634,7 @@ export type CommandAck = Message<"bettercompute.daemon.v1.CommandAck"> & {
  * Use `create(CommandAckSchema)` to create a new message.
  */
 export const CommandAckSchema: GenMessage<CommandAck> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 15);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 16);
 
 /**
  * CommandResult reports a finished command.
@@ -556,7 +672,7 @@ export type CommandResult = Message<"bettercompute.daemon.v1.CommandResult"> & {
  * Use `create(CommandResultSchema)` to create a new message.
  */
 export const CommandResultSchema: GenMessage<CommandResult> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 16);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 17);
 
 /**
  * Event is something the daemon observed, for the outbox.
@@ -585,7 +701,7 @@ export type Event = Message<"bettercompute.daemon.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 17);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 18);
 
 /**
  * Welcome accepts a session.
@@ -633,7 +749,7 @@ export type Welcome = Message<"bettercompute.daemon.v1.Welcome"> & {
  * Use `create(WelcomeSchema)` to create a new message.
  */
 export const WelcomeSchema: GenMessage<Welcome> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 18);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 19);
 
 /**
  * Command is work for the node. A command may be delivered more than once (after a reconnect);
@@ -721,7 +837,7 @@ export type Command = Message<"bettercompute.daemon.v1.Command"> & {
  * Use `create(CommandSchema)` to create a new message.
  */
 export const CommandSchema: GenMessage<Command> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 19);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 20);
 
 /**
  * Goodbye ends a session: superseded by a newer one, or the node was revoked.
@@ -740,7 +856,7 @@ export type Goodbye = Message<"bettercompute.daemon.v1.Goodbye"> & {
  * Use `create(GoodbyeSchema)` to create a new message.
  */
 export const GoodbyeSchema: GenMessage<Goodbye> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 20);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 21);
 
 /**
  * DaemonService is served by gateways to daemons. Join is the only call accepted without a

@@ -31,7 +31,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/nodes/v1/nodes.proto.
  */
 export const file_bettercompute_nodes_v1_nodes: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL25vZGVzL3YxL25vZGVzLnByb3RvEhZiZXR0ZXJjb21wdXRlLm5vZGVzLnYxIr4ICgROb2RlEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIQCghob3N0bmFtZRgDIAEoCRIMCgRwb29sGAQgASgJEjgKBmxhYmVscxgFIAMoCzIoLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZS5MYWJlbHNFbnRyeRINCgVzdGF0ZRgGIAEoCRIWCg5kYWVtb25fdmVyc2lvbhgHIAEoCRIRCgljb25uZWN0ZWQYCCABKAgSEgoKZ2F0ZXdheV9pZBgJIAEoCRIwCgxjb25uZWN0X3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDmxhc3Rfc2Vlbl90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBjZXJ0X2V4cGlyZV90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdyZXZva2VkGA0gASgIEi8KC3Jldm9rZV90aW1lGA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1qb2luX3Rva2VuX2lkGA8gASgJEi8KC2NyZWF0ZV90aW1lGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoJaW52ZW50b3J5GBIgASgLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnkSDgoGb25saW5lGBMgASgIEjYKEm9ubGluZV9jaGFuZ2VfdGltZRgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoGdGFpbnRzGBUgAygLMh0uYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5UYWludBIuCgRzcGVjGBYgASgLMiAuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlU3BlYxIXCg9zcGVjX2dlbmVyYXRpb24YFyABKAMSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgYIAEoAxI1Cgpjb25kaXRpb25zGBkgAygLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Db25kaXRpb24SNQoRc3RhdGVfY2hhbmdlX3RpbWUYGiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3JlZHVjZWQYGyABKAgSEQoJdHJhbnNwb3J0GBwgASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAE6RMqgGUAKAmlkCghob3N0bmFtZQoEcG9vbAoFc3RhdGUKBm9ubGluZQoNZGFlbW9uVmVyc2lvbgoMbGFzdFNlZW5UaW1lIjMKBVRhaW50EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCRIOCgZlZmZlY3QYAyABKAki+gEKCE5vZGVTcGVjEjAKBmxhYmVscxgBIAEoCzIgLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGFiZWxTZXQSLQoGdGFpbnRzGAIgAygLMh0uYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5UYWludBIWCg5kYWVtb25fdmVyc2lvbhgDIAEoCRInCgZjb25maWcYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg8KB3NlY3JldHMYBSADKAkSFAoMdHVubmVsX3BvcnRzGAggAygFSgQIBhAHSgQIBxAIUgpkYWVtb25fdXJsUg1kYWVtb25fc2hhMjU2IncKCExhYmVsU2V0EjwKBnZhbHVlcxgBIAMoCzIsLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGFiZWxTZXQuVmFsdWVzRW50cnkaLQoLVmFsdWVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKhAQoJQ29uZGl0aW9uEgwKBHR5cGUYASABKAkSDgoGc3RhdHVzGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIPCgdtZXNzYWdlGAQgASgJEjgKFGxhc3RfdHJhbnNpdGlvbl90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbChNvYnNlcnZlZF9nZW5lcmF0aW9uGAYgASgDItcBCg9JbnZlbnRvcnlSZWNvcmQSNAoJaW52ZW50b3J5GAEgASgLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnkSLwoLcmVjb3JkX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wOl3KoBlZCgpyZWNvcmRUaW1lChJpbnZlbnRvcnkuaG9zdG5hbWUKDmludmVudG9yeS5jcHVzChVpbnZlbnRvcnkubWVtb3J5Qnl0ZXMKEGludmVudG9yeS5rZXJuZWwi8wEKCUludmVudG9yeRIQCghob3N0bmFtZRgBIAEoCRIKCgJvcxgCIAEoCRIOCgZrZXJuZWwYAyABKAkSEQoJY3B1X21vZGVsGAQgASgJEgwKBGNwdXMYBSABKAUSFAoMbWVtb3J5X2J5dGVzGAYgASgDEikKBGdwdXMYByADKAsyGy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkdwdRIrCgVkaXNrcxgIIAMoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuRGlzaxIpCgRuaWNzGAkgAygLMhsuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5OaWMiRwoDR3B1Eg0KBWluZGV4GAEgASgFEg0KBW1vZGVsGAIgASgJEhQKDG1lbW9yeV9ieXRlcxgDIAEoAxIMCgR1dWlkGAQgASgJIjcKBERpc2sSDAoEbmFtZRgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgDEg0KBW1vZGVsGAMgASgJIjQKA05pYxIMCgRuYW1lGAEgASgJEgsKA21hYxgCIAEoCRISCgpzcGVlZF9tYnBzGAMgASgDIr8CCgtMaXN0UmVxdWVzdBJOCg5sYWJlbF9zZWxlY3RvchgBIAMoCzI2LmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGlzdFJlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5EhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEg4KBnN0YXRlcxgEIAMoCRITCgZvbmxpbmUYBSABKAhIAIgBARIRCglncHVfbW9kZWwYBiABKAkSDAoEcG9vbBgHIAEoCRIXCg9ob3N0bmFtZV9wcmVmaXgYCCABKAkSGQoRaW5jbHVkZV9pbnZlbnRvcnkYCSABKAgaNAoSTGFiZWxTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCQoHX29ubGluZSJUCgxMaXN0UmVzcG9uc2USKwoFbm9kZXMYASADKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoMCCg5TdW1tYXJ5UmVxdWVzdBJRCg5sYWJlbF9zZWxlY3RvchgBIAMoCzI5LmJldHRlcmNvbXB1dGUubm9kZXMudjEuU3VtbWFyeVJlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5Eg4KBnN0YXRlcxgCIAMoCRITCgZvbmxpbmUYAyABKAhIAIgBARIRCglncHVfbW9kZWwYBCABKAkSDAoEcG9vbBgFIAEoCRIXCg9ob3N0bmFtZV9wcmVmaXgYBiABKAkaNAoSTGFiZWxTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCQoHX29ubGluZSL+AQoPU3VtbWFyeVJlc3BvbnNlEg0KBXRvdGFsGAEgASgDEkMKBnN0YXRlcxgCIAMoCzIzLmJldHRlcmNvbXB1dGUubm9kZXMudjEuU3VtbWFyeVJlc3BvbnNlLlN0YXRlc0VudHJ5Eg4KBm9ubGluZRgDIAEoAxIPCgdvZmZsaW5lGAQgASgDEgwKBGdwdXMYBSABKAMSOQoKZ3B1X21vZGVscxgGIAMoCzIlLmJldHRlcmNvbXB1dGUubm9kZXMudjEuR3B1TW9kZWxDb3VudBotCgtTdGF0ZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBIjsKDUdwdU1vZGVsQ291bnQSDQoFbW9kZWwYASABKAkSDAoEZ3B1cxgCIAEoAxINCgVub2RlcxgDIAEoAyIYCgpHZXRSZXF1ZXN0EgoKAmlkGAEgASgJIjkKC0dldFJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiGwoNUmV2b2tlUmVxdWVzdBIKCgJpZBgBIAEoCSI8Cg5SZXZva2VSZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIhsKDUNvcmRvblJlcXVlc3QSCgoCaWQYASABKAkiPAoOQ29yZG9uUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSIdCg9VbmNvcmRvblJlcXVlc3QSCgoCaWQYASABKAkiPgoQVW5jb3Jkb25SZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIhoKDERyYWluUmVxdWVzdBIKCgJpZBgBIAEoCSI7Cg1EcmFpblJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiGwoNUmV0aXJlUmVxdWVzdBIKCgJpZBgBIAEoCSI8Cg5SZXRpcmVSZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIpIBCgxMYWJlbFJlcXVlc3QSCgoCaWQYASABKAkSOgoDc2V0GAIgAygLMi0uYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MYWJlbFJlcXVlc3QuU2V0RW50cnkSDgoGcmVtb3ZlGAMgAygJGioKCFNldEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiOwoNTGFiZWxSZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlImwKEVVwZGF0ZVNwZWNSZXF1ZXN0EgoKAmlkGAEgASgJEi4KBHNwZWMYAiABKAsyIC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGVTcGVjEhsKE2V4cGVjdGVkX2dlbmVyYXRpb24YAyABKAMiQAoSVXBkYXRlU3BlY1Jlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiTAoXSW52ZW50b3J5SGlzdG9yeVJlcXVlc3QSCgoCaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkibQoYSW52ZW50b3J5SGlzdG9yeVJlc3BvbnNlEjgKB3JlY29yZHMYASADKAsyJy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkludmVudG9yeVJlY29yZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkyoAsKDE5vZGVzU2VydmljZRJzCgRMaXN0EiMuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MaXN0UmVxdWVzdBokLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGlzdFJlc3BvbnNlIiCQAgHCoBkZCgVub2RlcxIEbGlzdBoKbm9kZXMucmVhZBJ/CgdTdW1tYXJ5EiYuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5TdW1tYXJ5UmVxdWVzdBonLmJldHRlcmNvbXB1dGUubm9kZXMudjEuU3VtbWFyeVJlc3BvbnNlIiOQAgHCoBkcCgVub2RlcxIHc3VtbWFyeRoKbm9kZXMucmVhZBJvCgNHZXQSIi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkdldFJlcXVlc3QaIy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkdldFJlc3BvbnNlIh+QAgHCoBkYCgVub2RlcxIDZ2V0Ggpub2Rlcy5yZWFkEnwKBlJldm9rZRIlLmJldHRlcmNvbXB1dGUubm9kZXMudjEuUmV2b2tlUmVxdWVzdBomLmJldHRlcmNvbXB1dGUubm9kZXMudjEuUmV2b2tlUmVzcG9uc2UiI8KgGR8KBW5vZGVzEgZyZXZva2UaDG5vZGVzLmRlbGV0ZTABEn0KBkNvcmRvbhIlLmJldHRlcmNvbXB1dGUubm9kZXMudjEuQ29yZG9uUmVxdWVzdBomLmJldHRlcmNvbXB1dGUubm9kZXMudjEuQ29yZG9uUmVzcG9uc2UiJMKgGSAKBW5vZGVzEgZjb3Jkb24aDW5vZGVzLm9wZXJhdGUwARKFAQoIVW5jb3Jkb24SJy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlVuY29yZG9uUmVxdWVzdBooLmJldHRlcmNvbXB1dGUubm9kZXMudjEuVW5jb3Jkb25SZXNwb25zZSImwqAZIgoFbm9kZXMSCHVuY29yZG9uGg1ub2Rlcy5vcGVyYXRlMAESeQoFRHJhaW4SJC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkRyYWluUmVxdWVzdBolLmJldHRlcmNvbXB1dGUubm9kZXMudjEuRHJhaW5SZXNwb25zZSIjwqAZHwoFbm9kZXMSBWRyYWluGg1ub2Rlcy5vcGVyYXRlMAESfAoGUmV0aXJlEiUuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5SZXRpcmVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5SZXRpcmVSZXNwb25zZSIjwqAZHwoFbm9kZXMSBnJldGlyZRoMbm9kZXMuZGVsZXRlMAESdwoFTGFiZWwSJC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsUmVxdWVzdBolLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGFiZWxSZXNwb25zZSIhwqAZHQoFbm9kZXMSBWxhYmVsGgtub2Rlcy53cml0ZTABEosBCgpVcGRhdGVTcGVjEikuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5VcGRhdGVTcGVjUmVxdWVzdBoqLmJldHRlcmNvbXB1dGUubm9kZXMudjEuVXBkYXRlU3BlY1Jlc3BvbnNlIibCoBkiCgVub2RlcxIKdXBkYXRlU3BlYxoLbm9kZXMud3JpdGUwARKjAQoQSW52ZW50b3J5SGlzdG9yeRIvLmJldHRlcmNvbXB1dGUubm9kZXMudjEuSW52ZW50b3J5SGlzdG9yeVJlcXVlc3QaMC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkludmVudG9yeUhpc3RvcnlSZXNwb25zZSIskAIBwqAZJQoFbm9kZXMSEGludmVudG9yeUhpc3RvcnkaCm5vZGVzLnJlYWRCUFpOZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9ub2Rlcy92MTtub2Rlc3YxYgZwcm90bzM", [file_bettercompute_api_v1_options, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL25vZGVzL3YxL25vZGVzLnByb3RvEhZiZXR0ZXJjb21wdXRlLm5vZGVzLnYxIr4ICgROb2RlEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIQCghob3N0bmFtZRgDIAEoCRIMCgRwb29sGAQgASgJEjgKBmxhYmVscxgFIAMoCzIoLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZS5MYWJlbHNFbnRyeRINCgVzdGF0ZRgGIAEoCRIWCg5kYWVtb25fdmVyc2lvbhgHIAEoCRIRCgljb25uZWN0ZWQYCCABKAgSEgoKZ2F0ZXdheV9pZBgJIAEoCRIwCgxjb25uZWN0X3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDmxhc3Rfc2Vlbl90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBjZXJ0X2V4cGlyZV90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdyZXZva2VkGA0gASgIEi8KC3Jldm9rZV90aW1lGA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1qb2luX3Rva2VuX2lkGA8gASgJEi8KC2NyZWF0ZV90aW1lGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoJaW52ZW50b3J5GBIgASgLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnkSDgoGb25saW5lGBMgASgIEjYKEm9ubGluZV9jaGFuZ2VfdGltZRgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoGdGFpbnRzGBUgAygLMh0uYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5UYWludBIuCgRzcGVjGBYgASgLMiAuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlU3BlYxIXCg9zcGVjX2dlbmVyYXRpb24YFyABKAMSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgYIAEoAxI1Cgpjb25kaXRpb25zGBkgAygLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Db25kaXRpb24SNQoRc3RhdGVfY2hhbmdlX3RpbWUYGiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3JlZHVjZWQYGyABKAgSEQoJdHJhbnNwb3J0GBwgASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAE6RMqgGUAKAmlkCghob3N0bmFtZQoEcG9vbAoFc3RhdGUKBm9ubGluZQoNZGFlbW9uVmVyc2lvbgoMbGFzdFNlZW5UaW1lIjMKBVRhaW50EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCRIOCgZlZmZlY3QYAyABKAki+gEKCE5vZGVTcGVjEjAKBmxhYmVscxgBIAEoCzIgLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGFiZWxTZXQSLQoGdGFpbnRzGAIgAygLMh0uYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5UYWludBIWCg5kYWVtb25fdmVyc2lvbhgDIAEoCRInCgZjb25maWcYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg8KB3NlY3JldHMYBSADKAkSFAoMdHVubmVsX3BvcnRzGAggAygFSgQIBhAHSgQIBxAIUgpkYWVtb25fdXJsUg1kYWVtb25fc2hhMjU2IncKCExhYmVsU2V0EjwKBnZhbHVlcxgBIAMoCzIsLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGFiZWxTZXQuVmFsdWVzRW50cnkaLQoLVmFsdWVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKhAQoJQ29uZGl0aW9uEgwKBHR5cGUYASABKAkSDgoGc3RhdHVzGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIPCgdtZXNzYWdlGAQgASgJEjgKFGxhc3RfdHJhbnNpdGlvbl90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbChNvYnNlcnZlZF9nZW5lcmF0aW9uGAYgASgDItcBCg9JbnZlbnRvcnlSZWNvcmQSNAoJaW52ZW50b3J5GAEgASgLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnkSLwoLcmVjb3JkX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wOl3KoBlZCgpyZWNvcmRUaW1lChJpbnZlbnRvcnkuaG9zdG5hbWUKDmludmVudG9yeS5jcHVzChVpbnZlbnRvcnkubWVtb3J5Qnl0ZXMKEGludmVudG9yeS5rZXJuZWwiqgIKCUludmVudG9yeRIQCghob3N0bmFtZRgBIAEoCRIKCgJvcxgCIAEoCRIOCgZrZXJuZWwYAyABKAkSEQoJY3B1X21vZGVsGAQgASgJEgwKBGNwdXMYBSABKAUSFAoMbWVtb3J5X2J5dGVzGAYgASgDEikKBGdwdXMYByADKAsyGy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkdwdRIrCgVkaXNrcxgIIAMoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuRGlzaxIpCgRuaWNzGAkgAygLMhsuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5OaWMSNQoKZ3B1X2RyaXZlchgKIAEoCzIhLmJldHRlcmNvbXB1dGUubm9kZXMudjEuR3B1RHJpdmVyIoUCCgNHcHUSDQoFaW5kZXgYASABKAUSDQoFbW9kZWwYAiABKAkSFAoMbWVtb3J5X2J5dGVzGAMgASgDEgwKBHV1aWQYBCABKAkSDgoGc2VyaWFsGAUgASgJEhIKCnBjaV9idXNfaWQYBiABKAkSFgoJbnVtYV9ub2RlGAcgASgFSACIAQESFQoNdmJpb3NfdmVyc2lvbhgIIAEoCRIQCghtaWdfbW9kZRgJIAEoCRIZChFwb3dlcl9saW1pdF93YXR0cxgKIAEoARIYChBwZXJzaXN0ZW5jZV9tb2RlGAsgASgIEhQKDG1pbm9yX251bWJlchgMIAEoBUIMCgpfbnVtYV9ub2RlInYKCUdwdURyaXZlchIWCg5kcml2ZXJfdmVyc2lvbhgBIAEoCRIUCgxjdWRhX3ZlcnNpb24YAiABKAkSHAoUZmFicmljX21hbmFnZXJfc3RhdGUYAyABKAkSHQoVZmFicmljX21hbmFnZXJfc3RhdHVzGAQgASgJIjcKBERpc2sSDAoEbmFtZRgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgDEg0KBW1vZGVsGAMgASgJIjQKA05pYxIMCgRuYW1lGAEgASgJEgsKA21hYxgCIAEoCRISCgpzcGVlZF9tYnBzGAMgASgDIr8CCgtMaXN0UmVxdWVzdBJOCg5sYWJlbF9zZWxlY3RvchgBIAMoCzI2LmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGlzdFJlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5EhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEg4KBnN0YXRlcxgEIAMoCRITCgZvbmxpbmUYBSABKAhIAIgBARIRCglncHVfbW9kZWwYBiABKAkSDAoEcG9vbBgHIAEoCRIXCg9ob3N0bmFtZV9wcmVmaXgYCCABKAkSGQoRaW5jbHVkZV9pbnZlbnRvcnkYCSABKAgaNAoSTGFiZWxTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCQoHX29ubGluZSJUCgxMaXN0UmVzcG9uc2USKwoFbm9kZXMYASADKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoMCCg5TdW1tYXJ5UmVxdWVzdBJRCg5sYWJlbF9zZWxlY3RvchgBIAMoCzI5LmJldHRlcmNvbXB1dGUubm9kZXMudjEuU3VtbWFyeVJlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5Eg4KBnN0YXRlcxgCIAMoCRITCgZvbmxpbmUYAyABKAhIAIgBARIRCglncHVfbW9kZWwYBCABKAkSDAoEcG9vbBgFIAEoCRIXCg9ob3N0bmFtZV9wcmVmaXgYBiABKAkaNAoSTGFiZWxTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCQoHX29ubGluZSL+AQoPU3VtbWFyeVJlc3BvbnNlEg0KBXRvdGFsGAEgASgDEkMKBnN0YXRlcxgCIAMoCzIzLmJldHRlcmNvbXB1dGUubm9kZXMudjEuU3VtbWFyeVJlc3BvbnNlLlN0YXRlc0VudHJ5Eg4KBm9ubGluZRgDIAEoAxIPCgdvZmZsaW5lGAQgASgDEgwKBGdwdXMYBSABKAMSOQoKZ3B1X21vZGVscxgGIAMoCzIlLmJldHRlcmNvbXB1dGUubm9kZXMudjEuR3B1TW9kZWxDb3VudBotCgtTdGF0ZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBIjsKDUdwdU1vZGVsQ291bnQSDQoFbW9kZWwYASABKAkSDAoEZ3B1cxgCIAEoAxINCgVub2RlcxgDIAEoAyIYCgpHZXRSZXF1ZXN0EgoKAmlkGAEgASgJIjkKC0dldFJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiGwoNUmV2b2tlUmVxdWVzdBIKCgJpZBgBIAEoCSI8Cg5SZXZva2VSZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIhsKDUNvcmRvblJlcXVlc3QSCgoCaWQYASABKAkiPAoOQ29yZG9uUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSIdCg9VbmNvcmRvblJlcXVlc3QSCgoCaWQYASABKAkiPgoQVW5jb3Jkb25SZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIhoKDERyYWluUmVxdWVzdBIKCgJpZBgBIAEoCSI7Cg1EcmFpblJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiGwoNUmV0aXJlUmVxdWVzdBIKCgJpZBgBIAEoCSI8Cg5SZXRpcmVSZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIpIBCgxMYWJlbFJlcXVlc3QSCgoCaWQYASABKAkSOgoDc2V0GAIgAygLMi0uYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MYWJlbFJlcXVlc3QuU2V0RW50cnkSDgoGcmVtb3ZlGAMgAygJGioKCFNldEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiOwoNTGFiZWxSZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlImwKEVVwZGF0ZVNwZWNSZXF1ZXN0EgoKAmlkGAEgASgJEi4KBHNwZWMYAiABKAsyIC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGVTcGVjEhsKE2V4cGVjdGVkX2dlbmVyYXRpb24YAyABKAMiQAoSVXBkYXRlU3BlY1Jlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiTAoXSW52ZW50b3J5SGlzdG9yeVJlcXVlc3QSCgoCaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkibQoYSW52ZW50b3J5SGlzdG9yeVJlc3BvbnNlEjgKB3JlY29yZHMYASADKAsyJy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkludmVudG9yeVJlY29yZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkyoAsKDE5vZGVzU2VydmljZRJzCgRMaXN0EiMuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MaXN0UmVxdWVzdBokLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGlzdFJlc3BvbnNlIiCQAgHCoBkZCgVub2RlcxIEbGlzdBoKbm9kZXMucmVhZBJ/CgdTdW1tYXJ5EiYuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5TdW1tYXJ5UmVxdWVzdBonLmJldHRlcmNvbXB1dGUubm9kZXMudjEuU3VtbWFyeVJlc3BvbnNlIiOQAgHCoBkcCgVub2RlcxIHc3VtbWFyeRoKbm9kZXMucmVhZBJvCgNHZXQSIi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkdldFJlcXVlc3QaIy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkdldFJlc3BvbnNlIh+QAgHCoBkYCgVub2RlcxIDZ2V0Ggpub2Rlcy5yZWFkEnwKBlJldm9rZRIlLmJldHRlcmNvbXB1dGUubm9kZXMudjEuUmV2b2tlUmVxdWVzdBomLmJldHRlcmNvbXB1dGUubm9kZXMudjEuUmV2b2tlUmVzcG9uc2UiI8KgGR8KBW5vZGVzEgZyZXZva2UaDG5vZGVzLmRlbGV0ZTABEn0KBkNvcmRvbhIlLmJldHRlcmNvbXB1dGUubm9kZXMudjEuQ29yZG9uUmVxdWVzdBomLmJldHRlcmNvbXB1dGUubm9kZXMudjEuQ29yZG9uUmVzcG9uc2UiJMKgGSAKBW5vZGVzEgZjb3Jkb24aDW5vZGVzLm9wZXJhdGUwARKFAQoIVW5jb3Jkb24SJy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlVuY29yZG9uUmVxdWVzdBooLmJldHRlcmNvbXB1dGUubm9kZXMudjEuVW5jb3Jkb25SZXNwb25zZSImwqAZIgoFbm9kZXMSCHVuY29yZG9uGg1ub2Rlcy5vcGVyYXRlMAESeQoFRHJhaW4SJC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkRyYWluUmVxdWVzdBolLmJldHRlcmNvbXB1dGUubm9kZXMudjEuRHJhaW5SZXNwb25zZSIjwqAZHwoFbm9kZXMSBWRyYWluGg1ub2Rlcy5vcGVyYXRlMAESfAoGUmV0aXJlEiUuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5SZXRpcmVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5SZXRpcmVSZXNwb25zZSIjwqAZHwoFbm9kZXMSBnJldGlyZRoMbm9kZXMuZGVsZXRlMAESdwoFTGFiZWwSJC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsUmVxdWVzdBolLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGFiZWxSZXNwb25zZSIhwqAZHQoFbm9kZXMSBWxhYmVsGgtub2Rlcy53cml0ZTABEosBCgpVcGRhdGVTcGVjEikuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5VcGRhdGVTcGVjUmVxdWVzdBoqLmJldHRlcmNvbXB1dGUubm9kZXMudjEuVXBkYXRlU3BlY1Jlc3BvbnNlIibCoBkiCgVub2RlcxIKdXBkYXRlU3BlYxoLbm9kZXMud3JpdGUwARKjAQoQSW52ZW50b3J5SGlzdG9yeRIvLmJldHRlcmNvbXB1dGUubm9kZXMudjEuSW52ZW50b3J5SGlzdG9yeVJlcXVlc3QaMC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkludmVudG9yeUhpc3RvcnlSZXNwb25zZSIskAIBwqAZJQoFbm9kZXMSEGludmVudG9yeUhpc3RvcnkaCm5vZGVzLnJlYWRCUFpOZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9ub2Rlcy92MTtub2Rlc3YxYgZwcm90bzM", [file_bettercompute_api_v1_options, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Node is a host whose daemon joined the tenant.
@@ -488,6 +488,14 @@ export type Inventory = Message<"bettercompute.nodes.v1.Inventory"> & {
    * @generated from field: repeated bettercompute.nodes.v1.Nic nics = 9;
    */
   nics: Nic[];
+
+  /**
+   * The NVIDIA driver, CUDA version and fabric manager state; unset on a node without NVIDIA
+   * GPUs.
+   *
+   * @generated from field: bettercompute.nodes.v1.GpuDriver gpu_driver = 10;
+   */
+  gpuDriver?: GpuDriver | undefined;
 };
 
 /**
@@ -522,6 +530,69 @@ export type Gpu = Message<"bettercompute.nodes.v1.Gpu"> & {
    * @generated from field: string uuid = 4;
    */
   uuid: string;
+
+  /**
+   * The board's serial number as nvidia-smi prints it ("1652922034521"); empty when the
+   * board does not report one ("N/A").
+   *
+   * @generated from field: string serial = 5;
+   */
+  serial: string;
+
+  /**
+   * The PCI bus id as nvidia-smi prints it, with the 8-hex-digit domain:
+   * "00000000:18:00.0". Linux names the same device 0000:18:00.0 in sysfs.
+   *
+   * @generated from field: string pci_bus_id = 6;
+   */
+  pciBusId: string;
+
+  /**
+   * The NUMA node the GPU is attached to, from sysfs
+   * (/sys/bus/pci/devices/<bus id>/numa_node); unset when unknown (no sysfs entry, or -1 there,
+   * as on a single-node machine).
+   *
+   * @generated from field: optional int32 numa_node = 7;
+   */
+  numaNode?: number | undefined;
+
+  /**
+   * The video BIOS version ("96.00.74.00.01"); empty when not reported.
+   *
+   * @generated from field: string vbios_version = 8;
+   */
+  vbiosVersion: string;
+
+  /**
+   * The current MIG mode: "enabled", "disabled", or empty where MIG is not supported or not
+   * reported. A pending change (after the next GPU reset) is not reflected here.
+   *
+   * @generated from field: string mig_mode = 9;
+   */
+  migMode: string;
+
+  /**
+   * The enforced power limit, in watts (700 for an H100 SXM); 0 when not reported.
+   *
+   * @generated from field: double power_limit_watts = 10;
+   */
+  powerLimitWatts: number;
+
+  /**
+   * Whether persistence mode is enabled (the driver stays loaded with no client); false when
+   * disabled or not reported.
+   *
+   * @generated from field: bool persistence_mode = 11;
+   */
+  persistenceMode: boolean;
+
+  /**
+   * The device's minor number: its device file is /dev/nvidia<minor_number>. It need not equal
+   * index, which is nvidia-smi's (and NVML's) enumeration order.
+   *
+   * @generated from field: int32 minor_number = 12;
+   */
+  minorNumber: number;
 };
 
 /**
@@ -530,6 +601,51 @@ export type Gpu = Message<"bettercompute.nodes.v1.Gpu"> & {
  */
 export const GpuSchema: GenMessage<Gpu> = /*@__PURE__*/
   messageDesc(file_bettercompute_nodes_v1_nodes, 7);
+
+/**
+ * GpuDriver is the NVIDIA driver stack of a node with NVIDIA GPUs.
+ *
+ * @generated from message bettercompute.nodes.v1.GpuDriver
+ */
+export type GpuDriver = Message<"bettercompute.nodes.v1.GpuDriver"> & {
+  /**
+   * The kernel driver's version ("550.54.15").
+   *
+   * @generated from field: string driver_version = 1;
+   */
+  driverVersion: string;
+
+  /**
+   * The highest CUDA version the driver supports ("12.4").
+   *
+   * @generated from field: string cuda_version = 2;
+   */
+  cudaVersion: string;
+
+  /**
+   * The fabric manager's state as the GPUs report it, on nodes with NVSwitches: "Completed",
+   * "In Progress", "Not Started"; empty where there is no fabric (no NVSwitch, or a driver that
+   * does not report it). Where the GPUs disagree, the first GPU's state that is not "Completed".
+   *
+   * @generated from field: string fabric_manager_state = 3;
+   */
+  fabricManagerState: string;
+
+  /**
+   * The fabric manager's status alongside fabric_manager_state: "Success", or the error nvidia-smi
+   * prints; empty where there is no fabric.
+   *
+   * @generated from field: string fabric_manager_status = 4;
+   */
+  fabricManagerStatus: string;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.GpuDriver.
+ * Use `create(GpuDriverSchema)` to create a new message.
+ */
+export const GpuDriverSchema: GenMessage<GpuDriver> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 8);
 
 /**
  * Disk is one block device.
@@ -558,7 +674,7 @@ export type Disk = Message<"bettercompute.nodes.v1.Disk"> & {
  * Use `create(DiskSchema)` to create a new message.
  */
 export const DiskSchema: GenMessage<Disk> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 8);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 9);
 
 /**
  * Nic is one network interface.
@@ -587,7 +703,7 @@ export type Nic = Message<"bettercompute.nodes.v1.Nic"> & {
  * Use `create(NicSchema)` to create a new message.
  */
 export const NicSchema: GenMessage<Nic> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 9);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 10);
 
 /**
  * ListRequest filters and pages nodes. Filters combine: a node is listed when it matches all
@@ -667,7 +783,7 @@ export type ListRequest = Message<"bettercompute.nodes.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 10);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 11);
 
 /**
  * ListResponse is one page of nodes, ordered by id.
@@ -693,7 +809,7 @@ export type ListResponse = Message<"bettercompute.nodes.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 11);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 12);
 
 /**
  * SummaryRequest filters the nodes to count; its fields mean what ListRequest's fields of the
@@ -738,7 +854,7 @@ export type SummaryRequest = Message<"bettercompute.nodes.v1.SummaryRequest"> & 
  * Use `create(SummaryRequestSchema)` to create a new message.
  */
 export const SummaryRequestSchema: GenMessage<SummaryRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 12);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 13);
 
 /**
  * SummaryResponse counts the matching nodes, exactly (revoked ones included, as List lists them).
@@ -792,7 +908,7 @@ export type SummaryResponse = Message<"bettercompute.nodes.v1.SummaryResponse"> 
  * Use `create(SummaryResponseSchema)` to create a new message.
  */
 export const SummaryResponseSchema: GenMessage<SummaryResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 13);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 14);
 
 /**
  * GpuModelCount counts the GPUs of one model, and the nodes having at least one of them.
@@ -821,7 +937,7 @@ export type GpuModelCount = Message<"bettercompute.nodes.v1.GpuModelCount"> & {
  * Use `create(GpuModelCountSchema)` to create a new message.
  */
 export const GpuModelCountSchema: GenMessage<GpuModelCount> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 14);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 15);
 
 /**
  * GetRequest names a node.
@@ -840,7 +956,7 @@ export type GetRequest = Message<"bettercompute.nodes.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 15);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 16);
 
 /**
  * GetResponse carries the node with its inventory.
@@ -859,7 +975,7 @@ export type GetResponse = Message<"bettercompute.nodes.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 16);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 17);
 
 /**
  * RevokeRequest names the node to revoke.
@@ -878,7 +994,7 @@ export type RevokeRequest = Message<"bettercompute.nodes.v1.RevokeRequest"> & {
  * Use `create(RevokeRequestSchema)` to create a new message.
  */
 export const RevokeRequestSchema: GenMessage<RevokeRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 17);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 18);
 
 /**
  * RevokeResponse carries the revoked node.
@@ -897,7 +1013,7 @@ export type RevokeResponse = Message<"bettercompute.nodes.v1.RevokeResponse"> & 
  * Use `create(RevokeResponseSchema)` to create a new message.
  */
 export const RevokeResponseSchema: GenMessage<RevokeResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 18);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 19);
 
 /**
  * CordonRequest names the node to cordon.
@@ -916,7 +1032,7 @@ export type CordonRequest = Message<"bettercompute.nodes.v1.CordonRequest"> & {
  * Use `create(CordonRequestSchema)` to create a new message.
  */
 export const CordonRequestSchema: GenMessage<CordonRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 19);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 20);
 
 /**
  * CordonResponse carries the node.
@@ -935,7 +1051,7 @@ export type CordonResponse = Message<"bettercompute.nodes.v1.CordonResponse"> & 
  * Use `create(CordonResponseSchema)` to create a new message.
  */
 export const CordonResponseSchema: GenMessage<CordonResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 20);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 21);
 
 /**
  * UncordonRequest names the node to uncordon.
@@ -954,7 +1070,7 @@ export type UncordonRequest = Message<"bettercompute.nodes.v1.UncordonRequest"> 
  * Use `create(UncordonRequestSchema)` to create a new message.
  */
 export const UncordonRequestSchema: GenMessage<UncordonRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 21);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 22);
 
 /**
  * UncordonResponse carries the node.
@@ -973,7 +1089,7 @@ export type UncordonResponse = Message<"bettercompute.nodes.v1.UncordonResponse"
  * Use `create(UncordonResponseSchema)` to create a new message.
  */
 export const UncordonResponseSchema: GenMessage<UncordonResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 22);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 23);
 
 /**
  * DrainRequest names the node to drain.
@@ -992,7 +1108,7 @@ export type DrainRequest = Message<"bettercompute.nodes.v1.DrainRequest"> & {
  * Use `create(DrainRequestSchema)` to create a new message.
  */
 export const DrainRequestSchema: GenMessage<DrainRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 23);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 24);
 
 /**
  * DrainResponse carries the node, draining (or drained already).
@@ -1011,7 +1127,7 @@ export type DrainResponse = Message<"bettercompute.nodes.v1.DrainResponse"> & {
  * Use `create(DrainResponseSchema)` to create a new message.
  */
 export const DrainResponseSchema: GenMessage<DrainResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 24);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 25);
 
 /**
  * RetireRequest names the node to retire.
@@ -1030,7 +1146,7 @@ export type RetireRequest = Message<"bettercompute.nodes.v1.RetireRequest"> & {
  * Use `create(RetireRequestSchema)` to create a new message.
  */
 export const RetireRequestSchema: GenMessage<RetireRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 25);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 26);
 
 /**
  * RetireResponse carries the node.
@@ -1049,7 +1165,7 @@ export type RetireResponse = Message<"bettercompute.nodes.v1.RetireResponse"> & 
  * Use `create(RetireResponseSchema)` to create a new message.
  */
 export const RetireResponseSchema: GenMessage<RetireResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 26);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 27);
 
 /**
  * LabelRequest changes a node's labels.
@@ -1083,7 +1199,7 @@ export type LabelRequest = Message<"bettercompute.nodes.v1.LabelRequest"> & {
  * Use `create(LabelRequestSchema)` to create a new message.
  */
 export const LabelRequestSchema: GenMessage<LabelRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 27);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 28);
 
 /**
  * LabelResponse carries the node with its new labels.
@@ -1102,7 +1218,7 @@ export type LabelResponse = Message<"bettercompute.nodes.v1.LabelResponse"> & {
  * Use `create(LabelResponseSchema)` to create a new message.
  */
 export const LabelResponseSchema: GenMessage<LabelResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 28);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 29);
 
 /**
  * UpdateSpecRequest replaces a node's spec.
@@ -1134,7 +1250,7 @@ export type UpdateSpecRequest = Message<"bettercompute.nodes.v1.UpdateSpecReques
  * Use `create(UpdateSpecRequestSchema)` to create a new message.
  */
 export const UpdateSpecRequestSchema: GenMessage<UpdateSpecRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 29);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 30);
 
 /**
  * UpdateSpecResponse carries the node with its spec and generations.
@@ -1153,7 +1269,7 @@ export type UpdateSpecResponse = Message<"bettercompute.nodes.v1.UpdateSpecRespo
  * Use `create(UpdateSpecResponseSchema)` to create a new message.
  */
 export const UpdateSpecResponseSchema: GenMessage<UpdateSpecResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 30);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 31);
 
 /**
  * InventoryHistoryRequest pages through a node's inventory history.
@@ -1184,7 +1300,7 @@ export type InventoryHistoryRequest = Message<"bettercompute.nodes.v1.InventoryH
  * Use `create(InventoryHistoryRequestSchema)` to create a new message.
  */
 export const InventoryHistoryRequestSchema: GenMessage<InventoryHistoryRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 31);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 32);
 
 /**
  * InventoryHistoryResponse is one page of inventory records, newest first.
@@ -1210,7 +1326,7 @@ export type InventoryHistoryResponse = Message<"bettercompute.nodes.v1.Inventory
  * Use `create(InventoryHistoryResponseSchema)` to create a new message.
  */
 export const InventoryHistoryResponseSchema: GenMessage<InventoryHistoryResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 32);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 33);
 
 /**
  * NodesService manages the nodes of the caller's tenant.

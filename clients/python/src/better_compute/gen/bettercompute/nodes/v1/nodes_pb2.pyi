@@ -142,7 +142,7 @@ class InventoryRecord(_message.Message):
     def __init__(self, inventory: _Optional[_Union[Inventory, _Mapping]] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Inventory(_message.Message):
-    __slots__ = ("hostname", "os", "kernel", "cpu_model", "cpus", "memory_bytes", "gpus", "disks", "nics")
+    __slots__ = ("hostname", "os", "kernel", "cpu_model", "cpus", "memory_bytes", "gpus", "disks", "nics", "gpu_driver")
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     OS_FIELD_NUMBER: _ClassVar[int]
     KERNEL_FIELD_NUMBER: _ClassVar[int]
@@ -152,6 +152,7 @@ class Inventory(_message.Message):
     GPUS_FIELD_NUMBER: _ClassVar[int]
     DISKS_FIELD_NUMBER: _ClassVar[int]
     NICS_FIELD_NUMBER: _ClassVar[int]
+    GPU_DRIVER_FIELD_NUMBER: _ClassVar[int]
     hostname: str
     os: str
     kernel: str
@@ -161,19 +162,48 @@ class Inventory(_message.Message):
     gpus: _containers.RepeatedCompositeFieldContainer[Gpu]
     disks: _containers.RepeatedCompositeFieldContainer[Disk]
     nics: _containers.RepeatedCompositeFieldContainer[Nic]
-    def __init__(self, hostname: _Optional[str] = ..., os: _Optional[str] = ..., kernel: _Optional[str] = ..., cpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[Gpu, _Mapping]]] = ..., disks: _Optional[_Iterable[_Union[Disk, _Mapping]]] = ..., nics: _Optional[_Iterable[_Union[Nic, _Mapping]]] = ...) -> None: ...
+    gpu_driver: GpuDriver
+    def __init__(self, hostname: _Optional[str] = ..., os: _Optional[str] = ..., kernel: _Optional[str] = ..., cpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[Gpu, _Mapping]]] = ..., disks: _Optional[_Iterable[_Union[Disk, _Mapping]]] = ..., nics: _Optional[_Iterable[_Union[Nic, _Mapping]]] = ..., gpu_driver: _Optional[_Union[GpuDriver, _Mapping]] = ...) -> None: ...
 
 class Gpu(_message.Message):
-    __slots__ = ("index", "model", "memory_bytes", "uuid")
+    __slots__ = ("index", "model", "memory_bytes", "uuid", "serial", "pci_bus_id", "numa_node", "vbios_version", "mig_mode", "power_limit_watts", "persistence_mode", "minor_number")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     UUID_FIELD_NUMBER: _ClassVar[int]
+    SERIAL_FIELD_NUMBER: _ClassVar[int]
+    PCI_BUS_ID_FIELD_NUMBER: _ClassVar[int]
+    NUMA_NODE_FIELD_NUMBER: _ClassVar[int]
+    VBIOS_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MIG_MODE_FIELD_NUMBER: _ClassVar[int]
+    POWER_LIMIT_WATTS_FIELD_NUMBER: _ClassVar[int]
+    PERSISTENCE_MODE_FIELD_NUMBER: _ClassVar[int]
+    MINOR_NUMBER_FIELD_NUMBER: _ClassVar[int]
     index: int
     model: str
     memory_bytes: int
     uuid: str
-    def __init__(self, index: _Optional[int] = ..., model: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., uuid: _Optional[str] = ...) -> None: ...
+    serial: str
+    pci_bus_id: str
+    numa_node: int
+    vbios_version: str
+    mig_mode: str
+    power_limit_watts: float
+    persistence_mode: bool
+    minor_number: int
+    def __init__(self, index: _Optional[int] = ..., model: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., uuid: _Optional[str] = ..., serial: _Optional[str] = ..., pci_bus_id: _Optional[str] = ..., numa_node: _Optional[int] = ..., vbios_version: _Optional[str] = ..., mig_mode: _Optional[str] = ..., power_limit_watts: _Optional[float] = ..., persistence_mode: _Optional[bool] = ..., minor_number: _Optional[int] = ...) -> None: ...
+
+class GpuDriver(_message.Message):
+    __slots__ = ("driver_version", "cuda_version", "fabric_manager_state", "fabric_manager_status")
+    DRIVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CUDA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    FABRIC_MANAGER_STATE_FIELD_NUMBER: _ClassVar[int]
+    FABRIC_MANAGER_STATUS_FIELD_NUMBER: _ClassVar[int]
+    driver_version: str
+    cuda_version: str
+    fabric_manager_state: str
+    fabric_manager_status: str
+    def __init__(self, driver_version: _Optional[str] = ..., cuda_version: _Optional[str] = ..., fabric_manager_state: _Optional[str] = ..., fabric_manager_status: _Optional[str] = ...) -> None: ...
 
 class Disk(_message.Message):
     __slots__ = ("name", "size_bytes", "model")

@@ -1,0 +1,370 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+)
+
+// The bounds of one nvidia-smi run (docs/gpus.md).
+const (
+	// DefaultNvidiaSMITimeout is how long nvidia-smi may take before it is killed. A healthy
+	// driver answers in well under a second even with 8 GPUs; one that does not answer in this
+	// time is wedged, which is itself worth reporting.
+	DefaultNvidiaSMITimeout = 10 * time.Second
+	// DefaultNvidiaSMIMaxOutput is the most bytes of output accepted from nvidia-smi -q -x: an
+	// 8-GPU node prints about 100 KiB with processes listed, so 4 MiB leaves room for many more
+	// GPUs and processes while bounding what a misbehaving program can make the daemon hold.
+	DefaultNvidiaSMIMaxOutput = 4 << 20
+	// stderrMax is how much of nvidia-smi's standard error is kept for the error message.
+	stderrMax = 4 << 10
+)
+
+// nvidiaQuery is the nvidia-smi invocation whose output ParseNvidiaSMI reads: the full query,
+// as XML (the DTD nvidia-smi names is nvsmi_device_v12.dtd in current drivers).
+var nvidiaQuery = []string{"-q", "-x"}
+
+// GPUReport is what nvidia-smi says of a host's NVIDIA GPUs.
+type GPUReport struct {
+	// GPUs in nvidia-smi's order, which is their index.
+	GPUs []*daemonv1.Gpu
+	// Driver is the driver stack; nil when nvidia-smi did not name a driver version.
+	Driver *daemonv1.GpuDriver
+}
+
+// gpuProbe is one nvidia-smi run and its result, shared by the callers that wait for it.
+type gpuProbe struct {
+	done    chan struct{}
+	waiters int // callers sharing this run, beyond the one that started it; under Inventory.mu
+	report  GPUReport
+	err     error
+}
+
+// GPUs runs nvidia-smi -q -x and reads the GPUs it lists, their NUMA nodes from sysfs under
+// Root.
+//
+// A host without nvidia-smi, or whose nvidia-smi finds no devices, has no GPUs and that is not
+// an error. The run is bounded: it is killed after NvidiaSMITimeout (an error that says so: a
+// wedged driver), its output is refused beyond NvidiaSMIMaxOutput, and at most one runs at a
+// time: a call while one is running waits for it and shares its result. A caller whose ctx ends
+// returns then, while the run it started goes on, bounded by the timeout, for the others.
+//
+// Fields that cannot be read are left empty and named in the error that comes with the report.
+func (i *Inventory) GPUs(ctx context.Context) (GPUReport, error) {
+	i.mu.Lock()
+	p := i.probe
+	if p != nil {
+		p.waiters++
+	} else {
+		p = &gpuProbe{done: make(chan struct{})}
+		i.probe = p
+		go func() {
+			// Not the caller's ctx: a run others wait for must not end with the first caller.
+			// Its values (a logger, a trace) are kept; the timeout bounds it.
+			p.report, p.err = i.probeGPUs(context.WithoutCancel(ctx))
+			i.mu.Lock()
+			i.probe = nil
+			i.mu.Unlock()
+			close(p.done)
+		}()
+	}
+	i.mu.Unlock()
+	select {
+	case <-p.done:
+		// The report is shared: each caller gets its own copy to change.
+		out := GPUReport{Driver: proto.CloneOf(p.report.Driver)}
+		for _, g := range p.report.GPUs {
+			out.GPUs = append(out.GPUs, proto.CloneOf(g))
+		}
+		return out, p.err
+	case <-ctx.Done():
+		return GPUReport{}, fmt.Errorf("nvidia-smi: %w", ctx.Err())
+	}
+}
+
+// probeGPUs is one bounded run of nvidia-smi.
+func (i *Inventory) probeGPUs(ctx context.Context) (GPUReport, error) {
+	prog := i.NvidiaSMI
+	if prog == "-" {
+		return GPUReport{}, nil
+	}
+	if prog == "" {
+		p, err := exec.LookPath("nvidia-smi")
+		if err != nil {
+			return GPUReport{}, nil // no NVIDIA driver tools: no GPUs to report
+		}
+		prog = p
+	}
+	timeout := i.NvidiaSMITimeout
+	if timeout <= 0 {
+		timeout = DefaultNvidiaSMITimeout
+	}
+	limit := i.NvidiaSMIMaxOutput
+	if limit <= 0 {
+		limit = DefaultNvidiaSMIMaxOutput
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	stdout := &cappedBuffer{max: limit, over: cancel}
+	stderr := &cappedBuffer{max: stderrMax, truncate: true}
+	cmd := exec.CommandContext(ctx, prog, nvidiaQuery...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// A child of nvidia-smi (a wrapper script's) holding the output open must not outlast it.
+	cmd.WaitDelay = time.Second
+	start := time.Now()
+	err := cmd.Run()
+	switch {
+	case stdout.exceeded:
+		return GPUReport{}, fmt.Errorf("%s %s: output over %d bytes, refused", prog, strings.Join(nvidiaQuery, " "), limit)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return GPUReport{}, fmt.Errorf("%s %s: no answer in %v (a wedged driver?): %w", prog, strings.Join(nvidiaQuery, " "),
+			time.Since(start).Round(time.Millisecond), context.DeadlineExceeded)
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound):
+		return GPUReport{}, nil // configured, but not installed: no GPUs to report
+	case err != nil:
+		// "No devices were found" is exit status 6 on a host with the tools and no GPU.
+		if strings.Contains(stdout.String()+stderr.String(), "No devices were found") {
+			return GPUReport{}, nil
+		}
+		msg := strings.TrimSpace(firstLine(stderr.String() + "\n" + stdout.String()))
+		return GPUReport{}, fmt.Errorf("%s %s: %w: %s", prog, strings.Join(nvidiaQuery, " "), err, msg)
+	}
+	report, err := ParseNvidiaSMI(stdout.Bytes())
+	for _, g := range report.GPUs {
+		if n, ok := i.numaNode(g.GetPciBusId()); ok {
+			g.NumaNode = proto.Int32(n)
+		}
+	}
+	return report, err
+}
+
+// numaNode reads the NUMA node of a PCI device from sysfs; false when sysfs does not know it
+// (no such file, or -1: a machine with one node, or firmware that does not say).
+func (i *Inventory) numaNode(busID string) (int32, bool) {
+	addr := SysfsPCIAddress(busID)
+	if addr == "" {
+		return 0, false
+	}
+	n, err := readInt(i.path(filepath.Join("/sys/bus/pci/devices", addr, "numa_node")))
+	if err != nil || n < 0 || n > 1<<20 {
+		return 0, false
+	}
+	return int32(n), true
+}
+
+// SysfsPCIAddress is the name Linux gives, under /sys/bus/pci/devices, to the device nvidia-smi
+// calls busID: lower case, with the 32-bit domain nvidia-smi prints as Linux prints it, at least
+// four hex digits ("00000000:18:00.0" is "0000:18:00.0", "00010000:01:00.0" "10000:01:00.0").
+// It is empty for what is not a PCI bus id.
+func SysfsPCIAddress(busID string) string {
+	domain, rest, ok := strings.Cut(strings.ToLower(strings.TrimSpace(busID)), ":")
+	if !ok || len(rest) != len("18:00.0") || rest[2] != ':' || rest[5] != '.' {
+		return ""
+	}
+	for _, c := range rest[:2] + rest[3:5] + rest[6:] {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return ""
+		}
+	}
+	d, err := strconv.ParseUint(domain, 16, 32)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%04x:%s", d, rest)
+}
+
+// cappedBuffer keeps at most max bytes. Past that it either drops the rest (truncate) or fails
+// the write and calls over, which kills the program. It has no ReadFrom (it does not embed its
+// buffer), so that io.Copy goes through Write and the cap.
+type cappedBuffer struct {
+	buf      bytes.Buffer
+	max      int64
+	truncate bool
+	over     func()
+	exceeded bool
+}
+
+// errOutputCap fails the write of output past the cap.
+var errOutputCap = errors.New("output over the cap")
+
+// Write implements io.Writer.
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	room := b.max - int64(b.buf.Len())
+	if int64(len(p)) <= room {
+		return b.buf.Write(p)
+	}
+	if b.truncate {
+		b.buf.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	b.exceeded = true
+	if b.over != nil {
+		b.over()
+	}
+	return 0, errOutputCap
+}
+
+// Bytes is what was kept.
+func (b *cappedBuffer) Bytes() []byte { return b.buf.Bytes() }
+
+// String is what was kept, as a string.
+func (b *cappedBuffer) String() string { return b.buf.String() }
+
+// smiLog is the part of nvidia-smi -q -x's output (nvidia_smi_log) that is read.
+type smiLog struct {
+	XMLName       xml.Name `xml:"nvidia_smi_log"`
+	DriverVersion string   `xml:"driver_version"`
+	CudaVersion   string   `xml:"cuda_version"`
+	GPUs          []smiGPU `xml:"gpu"`
+}
+
+// smiGPU is the part of one gpu element that is read.
+type smiGPU struct {
+	ID              string `xml:"id,attr"`
+	ProductName     string `xml:"product_name"`
+	PersistenceMode string `xml:"persistence_mode"`
+	CurrentMIG      string `xml:"mig_mode>current_mig"`
+	Serial          string `xml:"serial"`
+	UUID            string `xml:"uuid"`
+	MinorNumber     string `xml:"minor_number"`
+	VBIOSVersion    string `xml:"vbios_version"`
+	PCIBusID        string `xml:"pci>pci_bus_id"`
+	MemoryTotal     string `xml:"fb_memory_usage>total"`
+	// The power limit: drivers since about R530 write gpu_power_readings, older ones
+	// power_readings with the limit set and the limit enforced.
+	CurrentPowerLimit  string `xml:"gpu_power_readings>current_power_limit"`
+	EnforcedPowerLimit string `xml:"power_readings>enforced_power_limit"`
+	PowerLimit         string `xml:"power_readings>power_limit"`
+	FabricState        string `xml:"fabric>state"`
+	FabricStatus       string `xml:"fabric>status"`
+}
+
+// ParseNvidiaSMI reads the output of nvidia-smi -q -x (nvidia_smi_log, DTD nvsmi_device_v12 and
+// its predecessors): per GPU its UUID, model (product_name), serial, PCI bus id, memory
+// (fb_memory_usage/total, in MiB), VBIOS, MIG mode (mig_mode/current_mig), power limit
+// (gpu_power_readings/current_power_limit, or power_readings' enforced_power_limit or
+// power_limit from older drivers, in W), persistence mode and minor number; and the driver and
+// CUDA versions with the fabric manager's state (each GPU's fabric/state and fabric/status).
+//
+// The XML has no index: the GPUs are listed in index order (nvidia-smi's and NVML's
+// enumeration), which is what Index is. minor_number is the /dev/nvidia<N> number, which can
+// differ. "N/A", "[N/A]", "Not Supported" and the like are an empty field. A field that should be
+// a number and is not is left empty and named in the error, next to a report with everything
+// else: one odd field does not hide the GPUs. Output that is not XML is an error, with no report.
+func ParseNvidiaSMI(out []byte) (GPUReport, error) {
+	var log smiLog
+	if err := xml.Unmarshal(out, &log); err != nil {
+		return GPUReport{}, fmt.Errorf("nvidia-smi -q -x: %w", err)
+	}
+	var report GPUReport
+	var errs []error
+	var fabricState, fabricStatus string
+	for n, x := range log.GPUs {
+		g := &daemonv1.Gpu{
+			Index: int32(n), Model: value(x.ProductName), Uuid: value(x.UUID), Serial: value(x.Serial),
+			PciBusId: value(x.PCIBusID), VbiosVersion: value(x.VBIOSVersion),
+			PersistenceMode: strings.EqualFold(value(x.PersistenceMode), "Enabled"),
+		}
+		if g.PciBusId == "" {
+			g.PciBusId = value(x.ID)
+		}
+		name := g.PciBusId
+		if name == "" {
+			name = strconv.Itoa(n)
+		}
+		fail := func(field, v string, err error) {
+			errs = append(errs, fmt.Errorf("nvidia-smi -q -x: GPU %s: %s %q: %w", name, field, v, err))
+		}
+		switch m := strings.ToLower(value(x.CurrentMIG)); m {
+		case "enabled", "disabled", "":
+			g.MigMode = m
+		default:
+			fail("mig_mode/current_mig", x.CurrentMIG, errors.New("neither Enabled nor Disabled"))
+		}
+		if v := value(x.MinorNumber); v != "" {
+			minor, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				fail("minor_number", v, err)
+			}
+			g.MinorNumber = int32(minor)
+		}
+		if v := value(x.MemoryTotal); v != "" {
+			mib, err := quantity(v, "MiB")
+			if err != nil {
+				fail("fb_memory_usage/total", v, err)
+			}
+			g.MemoryBytes = int64(mib) << 20
+		}
+		for _, l := range []struct{ field, v string }{
+			{"gpu_power_readings/current_power_limit", x.CurrentPowerLimit},
+			{"power_readings/enforced_power_limit", x.EnforcedPowerLimit},
+			{"power_readings/power_limit", x.PowerLimit},
+		} {
+			if v := value(l.v); v != "" {
+				w, err := quantity(v, "W")
+				if err != nil {
+					fail(l.field, v, err)
+					continue
+				}
+				g.PowerLimitWatts = w
+				break
+			}
+		}
+		if s := value(x.FabricState); s != "" && (fabricState == "" || fabricState == "Completed" && s != "Completed") {
+			fabricState, fabricStatus = s, value(x.FabricStatus)
+		}
+		report.GPUs = append(report.GPUs, g)
+	}
+	if v := value(log.DriverVersion); v != "" {
+		report.Driver = &daemonv1.GpuDriver{
+			DriverVersion: v, CudaVersion: value(log.CudaVersion),
+			FabricManagerState: fabricState, FabricManagerStatus: fabricStatus,
+		}
+	}
+	return report, errors.Join(errs...)
+}
+
+// value is an element's text, empty for the ways nvidia-smi says it has none.
+func value(s string) string {
+	s = strings.TrimSpace(s)
+	switch strings.ToLower(strings.Trim(s, "[]")) {
+	case "n/a", "not supported", "not available", "unknown", "unknown error", "insufficient permissions", "none":
+		return ""
+	}
+	return s
+}
+
+// quantity parses "81559 MiB" or "700.00 W" in the unit given.
+func quantity(s, unit string) (float64, error) {
+	num, ok := strings.CutSuffix(s, " "+unit)
+	if !ok {
+		return 0, fmt.Errorf("not in %s", unit)
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("not a number of %s", unit)
+	}
+	return v, nil
+}
+
+// firstLine is the first line of s with something on it.
+func firstLine(s string) string {
+	for line := range strings.SplitSeq(s, "\n") {
+		if strings.TrimSpace(line) != "" {
+			return line
+		}
+	}
+	return ""
+}
