@@ -58,8 +58,23 @@ func (h *Holder) Abandon() { h.abandoned.Store(true) }
 // Abandoned reports whether Abandon was called.
 func (h *Holder) Abandoned() bool { return h.abandoned.Load() }
 
-// Acquire takes those of the named locks that are free or expired, and returns them.
+// roundTrip bounds a lock statement that Acquire and Renew run to its end whatever their ctx.
+const roundTrip = 5 * time.Second
+
+// uncancelled is the context Acquire and Renew run their statement in: ctx's values, not its
+// cancellation, and at most roundTrip. A statement that a stop cut short could still commit on
+// the connection pgx abandons, after the caller's Release has run: the lock would stay taken for
+// a TTL by a holder that has stopped. Running it to its end makes a Release after it final.
+func uncancelled(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), roundTrip)
+}
+
+// Acquire takes those of the named locks that are free or expired, and returns them. It returns
+// once the database has answered (at most roundTrip), even when ctx ends first, so that a
+// Release after it is never overtaken by it.
 func (h *Holder) Acquire(ctx context.Context, ttl time.Duration, names ...string) ([]Lock, error) {
+	ctx, cancel := uncancelled(ctx)
+	defer cancel()
 	rows, err := db.New(h.pool).AcquireLocks(ctx, db.AcquireLocksParams{Holder: h.ID, TtlMs: ttl.Milliseconds(), Names: names})
 	if err != nil {
 		return nil, fmt.Errorf("acquire locks: %w", err)
@@ -68,8 +83,10 @@ func (h *Holder) Acquire(ctx context.Context, ttl time.Duration, names ...string
 }
 
 // Renew extends those of the named locks the holder still has, and returns them; a name not
-// returned was lost.
+// returned was lost. Like Acquire, it returns once the database has answered.
 func (h *Holder) Renew(ctx context.Context, ttl time.Duration, names ...string) ([]Lock, error) {
+	ctx, cancel := uncancelled(ctx)
+	defer cancel()
 	rows, err := db.New(h.pool).RenewLocks(ctx, db.RenewLocksParams{Holder: h.ID, TtlMs: ttl.Milliseconds(), Names: names})
 	if err != nil {
 		return nil, fmt.Errorf("renew locks: %w", err)

@@ -119,3 +119,30 @@ func TestSingletonMovesWhenHolderDies(t *testing.T) {
 		t.Error("two holders ran the job at once")
 	}
 }
+
+// TestRoundTripsOutliveTheirContext: Acquire and Renew run their statement to its end even when
+// their context has ended, so that the Release a stopping holder runs next is never overtaken by
+// a statement still running on an abandoned connection (TestServeWorkerRoles saw a singleton's
+// lock held after a clean stop). A cancelled Acquire answers what the database did; the Release
+// after it leaves nothing held.
+func TestRoundTripsOutliveTheirContext(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	h := locks.NewHolder(pool, "stopping", nil)
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	got, err := h.Acquire(cancelled, time.Minute, "job")
+	if err != nil || len(got) != 1 {
+		t.Fatalf("acquire with an ended context: %v %v, want the lock, as the database took it", got, err)
+	}
+	if got, err := h.Renew(cancelled, time.Minute, "job"); err != nil || len(got) != 1 {
+		t.Fatalf("renew with an ended context: %v %v, want the lock renewed", got, err)
+	}
+	if err := h.Release(t.Context(), "job"); err != nil {
+		t.Fatal(err)
+	}
+	other := locks.NewHolder(pool, "next", nil)
+	if got, err := other.Acquire(t.Context(), time.Minute, "job"); err != nil || len(got) != 1 {
+		t.Fatalf("after the release: %v %v, want the lock free", got, err)
+	}
+}
