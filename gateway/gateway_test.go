@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/better-compute/better-compute/gateway"
 	"github.com/better-compute/better-compute/gateway/gatewaytest"
@@ -350,4 +352,69 @@ func newBalancer(t *testing.T, target string) *balancer {
 
 func connectClient(c *http.Client, addr string) daemonv1connect.DaemonServiceClient {
 	return daemonv1connect.NewDaemonServiceClient(c, "https://"+addr, connect.WithGRPC())
+}
+
+// TestFailedGPUProbeKeepsTheGPUs: a report whose GPU probe failed (the driver did not answer)
+// names no GPUs; the stored inventory keeps the GPUs and driver the node reported before —
+// missing from this report, not gone — with the probe's error, through a hello as through a
+// collectInventory result; the next good report replaces them as usual.
+func TestFailedGPUProbeKeepsTheGPUs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	gw := e.startGateway("gw-probe")
+	node := uuid.MustParse(e.startFake(gw.addr, e.token(1, time.Now().Add(time.Hour))).Status().NodeID)
+	q := db.New(e.pool)
+	gpus := []*daemonv1.Gpu{{Index: 0, Uuid: "GPU-a"}, {Index: 1, Uuid: "GPU-b"}}
+	driver := &daemonv1.GpuDriver{DriverVersion: "550.54.15", CudaVersion: "12.4"}
+	stored := func() *daemonv1.Inventory {
+		t.Helper()
+		var b []byte
+		if err := e.pool.QueryRow(ctx, "SELECT inventory FROM nodes WHERE id = $1", node).Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		inv := &daemonv1.Inventory{}
+		if err := protojson.Unmarshal(b, inv); err != nil {
+			t.Fatal(err)
+		}
+		return inv
+	}
+	marshal := func(inv *daemonv1.Inventory) []byte {
+		t.Helper()
+		b, err := protojson.Marshal(inv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	good := marshal(&daemonv1.Inventory{Hostname: "h", Cpus: 4, Gpus: gpus, GpuDriver: driver})
+	failed := marshal(&daemonv1.Inventory{Hostname: "h", Cpus: 8, GpuProbeError: "nvidia-smi -q -x: no answer in 10s (a wedged driver?)"})
+	record := map[string]func(inv []byte) error{
+		"hello": func(inv []byte) error {
+			_, err := q.RecordNodeHello(ctx, db.RecordNodeHelloParams{ID: node, DaemonVersion: "test", Inventory: inv})
+			return err
+		},
+		"collectInventory": func(inv []byte) error {
+			_, err := q.RecordNodeInventory(ctx, db.RecordNodeInventoryParams{ID: node, Inventory: inv})
+			return err
+		},
+	}
+	for _, how := range []string{"hello", "collectInventory"} {
+		if err := record[how](good); err != nil {
+			t.Fatal(err)
+		}
+		if err := record[how](failed); err != nil {
+			t.Fatal(err)
+		}
+		inv := stored()
+		if len(inv.GetGpus()) != 2 || inv.GetGpus()[1].GetUuid() != "GPU-b" || inv.GetGpuDriver().GetDriverVersion() != "550.54.15" ||
+			inv.GetCpus() != 8 || !strings.Contains(inv.GetGpuProbeError(), "wedged") {
+			t.Errorf("%s: after a failed probe the stored inventory is %v; want the GPUs and driver kept, the rest and the error new", how, inv)
+		}
+		if err := record[how](marshal(&daemonv1.Inventory{Hostname: "h", Cpus: 8})); err != nil {
+			t.Fatal(err)
+		}
+		if inv := stored(); len(inv.GetGpus()) != 0 || inv.GetGpuDriver() != nil || inv.GetGpuProbeError() != "" {
+			t.Errorf("%s: a good report without GPUs stored %v; want them gone", how, inv)
+		}
+	}
 }

@@ -149,22 +149,31 @@ SELECT back.id FROM back ORDER BY back.id;
 -- joining -> ready (with a node.ready event), and, only when the inventory differs from the
 -- stored one, a history row and a node.inventory.changed event. Returns whether the inventory
 -- changed; no row when the node does not exist.
+-- merged is the inventory to store: the reported one, except that a report whose GPU probe failed
+-- (gpuProbeError set: the driver did not answer) keeps the GPUs and driver stored before, which
+-- are missing from this report, not gone from the node.
 WITH old AS (
     SELECT o.id, o.tenant_id, o.hostname, o.state, o.inventory FROM nodes o WHERE o.id = sqlc.arg(id) FOR UPDATE
+), merged AS (
+    SELECT CASE WHEN coalesce(sqlc.arg(inventory)::jsonb ->> 'gpuProbeError', '') = '' THEN sqlc.arg(inventory)::jsonb
+                ELSE sqlc.arg(inventory)::jsonb || jsonb_strip_nulls(jsonb_build_object(
+                    'gpus', old.inventory -> 'gpus', 'gpuDriver', old.inventory -> 'gpuDriver'))
+           END AS inventory
+    FROM old
 ), hello AS (
     UPDATE nodes n
-    SET daemon_version = sqlc.arg(daemon_version), inventory = sqlc.arg(inventory), last_seen_at = now(),
+    SET daemon_version = sqlc.arg(daemon_version), inventory = merged.inventory, last_seen_at = now(),
         state = CASE WHEN old.state = 'joining' THEN 'ready' ELSE n.state END,
         state_generation = n.state_generation + CASE WHEN old.state = 'joining' THEN 1 ELSE 0 END,
         state_changed_at = CASE WHEN old.state = 'joining' THEN now() ELSE n.state_changed_at END,
         updated_at = now()
-    FROM old WHERE n.id = old.id
+    FROM old, merged WHERE n.id = old.id
     RETURNING n.id
 ), changed AS (
-    SELECT old.id, old.tenant_id FROM old WHERE old.inventory IS DISTINCT FROM sqlc.arg(inventory)::jsonb
+    SELECT old.id, old.tenant_id, merged.inventory FROM old, merged WHERE old.inventory IS DISTINCT FROM merged.inventory
 ), history AS (
     INSERT INTO node_inventory_history (node_id, inventory)
-    SELECT changed.id, sqlc.arg(inventory)::jsonb FROM changed
+    SELECT changed.id, changed.inventory FROM changed
 ), events AS (
     INSERT INTO outbox (tenant_id, type, subject, payload)
     -- The payloads are internal/event's NodeReady and NodeInventoryChanged (a test checks the keys).
@@ -173,7 +182,7 @@ WITH old AS (
     FROM old WHERE old.state = 'joining'
     UNION ALL
     SELECT changed.tenant_id, 'node.inventory.changed', 'node/' || changed.id::text,
-           jsonb_build_object('id', changed.id, 'inventory', sqlc.arg(inventory)::jsonb)
+           jsonb_build_object('id', changed.id, 'inventory', changed.inventory)
     FROM changed
 )
 SELECT old.id, EXISTS (SELECT 1 FROM changed)::boolean AS inventory_changed FROM old;
@@ -190,22 +199,29 @@ LIMIT sqlc.arg(lim);
 -- A collectInventory command's result, recorded with it: the node's inventory and, only when it
 -- differs from the stored one, a history row and a node.inventory.changed event, as a hello
 -- records them (but neither the daemon version nor the state changes). Returns whether the
--- inventory changed; no row when the node does not exist.
+-- inventory changed; no row when the node does not exist. A failed GPU probe keeps the stored
+-- GPUs, as RecordNodeHello does.
 WITH old AS (
     SELECT o.id, o.tenant_id, o.inventory FROM nodes o WHERE o.id = sqlc.arg(id) FOR UPDATE
+), merged AS (
+    SELECT CASE WHEN coalesce(sqlc.arg(inventory)::jsonb ->> 'gpuProbeError', '') = '' THEN sqlc.arg(inventory)::jsonb
+                ELSE sqlc.arg(inventory)::jsonb || jsonb_strip_nulls(jsonb_build_object(
+                    'gpus', old.inventory -> 'gpus', 'gpuDriver', old.inventory -> 'gpuDriver'))
+           END AS inventory
+    FROM old
 ), changed AS (
-    SELECT old.id, old.tenant_id FROM old WHERE old.inventory IS DISTINCT FROM sqlc.arg(inventory)::jsonb
+    SELECT old.id, old.tenant_id, merged.inventory FROM old, merged WHERE old.inventory IS DISTINCT FROM merged.inventory
 ), updated AS (
-    UPDATE nodes n SET inventory = sqlc.arg(inventory), updated_at = now()
+    UPDATE nodes n SET inventory = changed.inventory, updated_at = now()
     FROM changed WHERE n.id = changed.id
     RETURNING n.id
 ), history AS (
     INSERT INTO node_inventory_history (node_id, inventory)
-    SELECT changed.id, sqlc.arg(inventory)::jsonb FROM changed
+    SELECT changed.id, changed.inventory FROM changed
 ), events AS (
     INSERT INTO outbox (tenant_id, type, subject, payload)
     SELECT changed.tenant_id, 'node.inventory.changed', 'node/' || changed.id::text,
-           jsonb_build_object('id', changed.id, 'inventory', sqlc.arg(inventory)::jsonb)
+           jsonb_build_object('id', changed.id, 'inventory', changed.inventory)
     FROM changed
 )
 SELECT old.id, EXISTS (SELECT 1 FROM changed)::boolean AS inventory_changed FROM old;

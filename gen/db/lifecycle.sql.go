@@ -391,20 +391,26 @@ func (q *Queries) MarkNodesOnline(ctx context.Context, arg MarkNodesOnlineParams
 const recordNodeHello = `-- name: RecordNodeHello :one
 WITH old AS (
     SELECT o.id, o.tenant_id, o.hostname, o.state, o.inventory FROM nodes o WHERE o.id = $1 FOR UPDATE
+), merged AS (
+    SELECT CASE WHEN coalesce($2::jsonb ->> 'gpuProbeError', '') = '' THEN $2::jsonb
+                ELSE $2::jsonb || jsonb_strip_nulls(jsonb_build_object(
+                    'gpus', old.inventory -> 'gpus', 'gpuDriver', old.inventory -> 'gpuDriver'))
+           END AS inventory
+    FROM old
 ), hello AS (
     UPDATE nodes n
-    SET daemon_version = $2, inventory = $3, last_seen_at = now(),
+    SET daemon_version = $3, inventory = merged.inventory, last_seen_at = now(),
         state = CASE WHEN old.state = 'joining' THEN 'ready' ELSE n.state END,
         state_generation = n.state_generation + CASE WHEN old.state = 'joining' THEN 1 ELSE 0 END,
         state_changed_at = CASE WHEN old.state = 'joining' THEN now() ELSE n.state_changed_at END,
         updated_at = now()
-    FROM old WHERE n.id = old.id
+    FROM old, merged WHERE n.id = old.id
     RETURNING n.id
 ), changed AS (
-    SELECT old.id, old.tenant_id FROM old WHERE old.inventory IS DISTINCT FROM $3::jsonb
+    SELECT old.id, old.tenant_id, merged.inventory FROM old, merged WHERE old.inventory IS DISTINCT FROM merged.inventory
 ), history AS (
     INSERT INTO node_inventory_history (node_id, inventory)
-    SELECT changed.id, $3::jsonb FROM changed
+    SELECT changed.id, changed.inventory FROM changed
 ), events AS (
     INSERT INTO outbox (tenant_id, type, subject, payload)
     -- The payloads are internal/event's NodeReady and NodeInventoryChanged (a test checks the keys).
@@ -413,7 +419,7 @@ WITH old AS (
     FROM old WHERE old.state = 'joining'
     UNION ALL
     SELECT changed.tenant_id, 'node.inventory.changed', 'node/' || changed.id::text,
-           jsonb_build_object('id', changed.id, 'inventory', $3::jsonb)
+           jsonb_build_object('id', changed.id, 'inventory', changed.inventory)
     FROM changed
 )
 SELECT old.id, EXISTS (SELECT 1 FROM changed)::boolean AS inventory_changed FROM old
@@ -421,8 +427,8 @@ SELECT old.id, EXISTS (SELECT 1 FROM changed)::boolean AS inventory_changed FROM
 
 type RecordNodeHelloParams struct {
 	ID            uuid.UUID
-	DaemonVersion string
 	Inventory     []byte
+	DaemonVersion string
 }
 
 type RecordNodeHelloRow struct {
@@ -434,8 +440,11 @@ type RecordNodeHelloRow struct {
 // joining -> ready (with a node.ready event), and, only when the inventory differs from the
 // stored one, a history row and a node.inventory.changed event. Returns whether the inventory
 // changed; no row when the node does not exist.
+// merged is the inventory to store: the reported one, except that a report whose GPU probe failed
+// (gpuProbeError set: the driver did not answer) keeps the GPUs and driver stored before, which
+// are missing from this report, not gone from the node.
 func (q *Queries) RecordNodeHello(ctx context.Context, arg RecordNodeHelloParams) (RecordNodeHelloRow, error) {
-	row := q.db.QueryRow(ctx, recordNodeHello, arg.ID, arg.DaemonVersion, arg.Inventory)
+	row := q.db.QueryRow(ctx, recordNodeHello, arg.ID, arg.Inventory, arg.DaemonVersion)
 	var i RecordNodeHelloRow
 	err := row.Scan(&i.ID, &i.InventoryChanged)
 	return i, err
@@ -444,19 +453,25 @@ func (q *Queries) RecordNodeHello(ctx context.Context, arg RecordNodeHelloParams
 const recordNodeInventory = `-- name: RecordNodeInventory :one
 WITH old AS (
     SELECT o.id, o.tenant_id, o.inventory FROM nodes o WHERE o.id = $1 FOR UPDATE
+), merged AS (
+    SELECT CASE WHEN coalesce($2::jsonb ->> 'gpuProbeError', '') = '' THEN $2::jsonb
+                ELSE $2::jsonb || jsonb_strip_nulls(jsonb_build_object(
+                    'gpus', old.inventory -> 'gpus', 'gpuDriver', old.inventory -> 'gpuDriver'))
+           END AS inventory
+    FROM old
 ), changed AS (
-    SELECT old.id, old.tenant_id FROM old WHERE old.inventory IS DISTINCT FROM $2::jsonb
+    SELECT old.id, old.tenant_id, merged.inventory FROM old, merged WHERE old.inventory IS DISTINCT FROM merged.inventory
 ), updated AS (
-    UPDATE nodes n SET inventory = $2, updated_at = now()
+    UPDATE nodes n SET inventory = changed.inventory, updated_at = now()
     FROM changed WHERE n.id = changed.id
     RETURNING n.id
 ), history AS (
     INSERT INTO node_inventory_history (node_id, inventory)
-    SELECT changed.id, $2::jsonb FROM changed
+    SELECT changed.id, changed.inventory FROM changed
 ), events AS (
     INSERT INTO outbox (tenant_id, type, subject, payload)
     SELECT changed.tenant_id, 'node.inventory.changed', 'node/' || changed.id::text,
-           jsonb_build_object('id', changed.id, 'inventory', $2::jsonb)
+           jsonb_build_object('id', changed.id, 'inventory', changed.inventory)
     FROM changed
 )
 SELECT old.id, EXISTS (SELECT 1 FROM changed)::boolean AS inventory_changed FROM old
@@ -475,7 +490,8 @@ type RecordNodeInventoryRow struct {
 // A collectInventory command's result, recorded with it: the node's inventory and, only when it
 // differs from the stored one, a history row and a node.inventory.changed event, as a hello
 // records them (but neither the daemon version nor the state changes). Returns whether the
-// inventory changed; no row when the node does not exist.
+// inventory changed; no row when the node does not exist. A failed GPU probe keeps the stored
+// GPUs, as RecordNodeHello does.
 func (q *Queries) RecordNodeInventory(ctx context.Context, arg RecordNodeInventoryParams) (RecordNodeInventoryRow, error) {
 	row := q.db.QueryRow(ctx, recordNodeInventory, arg.ID, arg.Inventory)
 	var i RecordNodeInventoryRow

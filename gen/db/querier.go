@@ -711,11 +711,15 @@ type Querier interface {
 	// joining -> ready (with a node.ready event), and, only when the inventory differs from the
 	// stored one, a history row and a node.inventory.changed event. Returns whether the inventory
 	// changed; no row when the node does not exist.
+	// merged is the inventory to store: the reported one, except that a report whose GPU probe failed
+	// (gpuProbeError set: the driver did not answer) keeps the GPUs and driver stored before, which
+	// are missing from this report, not gone from the node.
 	RecordNodeHello(ctx context.Context, arg RecordNodeHelloParams) (RecordNodeHelloRow, error)
 	// A collectInventory command's result, recorded with it: the node's inventory and, only when it
 	// differs from the stored one, a history row and a node.inventory.changed event, as a hello
 	// records them (but neither the daemon version nor the state changes). Returns whether the
-	// inventory changed; no row when the node does not exist.
+	// inventory changed; no row when the node does not exist. A failed GPU probe keeps the stored
+	// GPUs, as RecordNodeHello does.
 	RecordNodeInventory(ctx context.Context, arg RecordNodeInventoryParams) (RecordNodeInventoryRow, error)
 	// The NodeSpec reconciler's outcome: labels and taints applied (null leaves them), the config
 	// the node applied (null leaves it), the generation observed and the conditions.

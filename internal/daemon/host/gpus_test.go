@@ -224,10 +224,16 @@ func TestGPUsTimeout(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("took %v with a timeout of 200ms", d)
 	}
-	// Collect reports the rest of the inventory, and no GPUs.
+	// Collect reports the rest of the inventory, no GPUs, and why: the GPUs are missing from this
+	// report, not gone.
 	full, err := (&host.Inventory{Root: fakeRoot(t), NvidiaSMI: smi, NvidiaSMITimeout: 200 * time.Millisecond}).Collect(t.Context())
-	if err != nil || len(full.Gpus) != 0 || full.Cpus != 2 {
-		t.Errorf("collect with a wedged nvidia-smi: %v, %v", full, err)
+	if err != nil || len(full.Gpus) != 0 || full.Cpus != 2 || !strings.Contains(full.GetGpuProbeError(), "no answer in") {
+		t.Errorf("collect with a wedged nvidia-smi: %v, %v; want no GPUs and the probe's error", full, err)
+	}
+	// A host without the NVIDIA tools has no GPUs, and no probe error.
+	none, err := (&host.Inventory{Root: fakeRoot(t), NvidiaSMI: "-"}).Collect(t.Context())
+	if err != nil || len(none.Gpus) != 0 || none.GetGpuProbeError() != "" {
+		t.Errorf("collect without nvidia-smi: %v, %v; want no GPUs and no probe error", none, err)
 	}
 }
 

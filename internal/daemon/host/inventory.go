@@ -16,6 +16,7 @@ import (
 	"time"
 
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/scrub"
 )
 
 // Inventory reads what this host has: CPU model and count and memory from /proc, disks from
@@ -41,6 +42,9 @@ type Inventory struct {
 	mu    sync.Mutex
 	probe *gpuProbe
 }
+
+// maxProbeError bounds the reason a failed GPU probe gives, in bytes.
+const maxProbeError = 512
 
 // Collect reads the inventory.
 func (i *Inventory) Collect(ctx context.Context) (*daemonv1.Inventory, error) {
@@ -72,6 +76,12 @@ func (i *Inventory) Collect(ctx context.Context) (*daemonv1.Inventory, error) {
 	gpus, err := i.GPUs(ctx)
 	if err != nil {
 		log.Warn("inventory: GPUs through nvidia-smi", "err", err)
+		// No GPU read at all is a probe that failed, which the report says, so that the GPUs the
+		// node had are kept as missing rather than taken as gone. A report with GPUs and a field
+		// that did not parse is the GPUs it could read.
+		if len(gpus.GPUs) == 0 && ctx.Err() == nil {
+			inv.GpuProbeError = scrub.Truncate(err.Error(), maxProbeError)
+		}
 	}
 	inv.Gpus, inv.GpuDriver = gpus.GPUs, gpus.Driver
 	return inv, ctx.Err()

@@ -118,7 +118,7 @@ func decodeInventory(b []byte) (*nodesv1.Inventory, error) {
 func inventoryToProto(inv *daemonv1.Inventory) *nodesv1.Inventory {
 	out := &nodesv1.Inventory{
 		Hostname: inv.GetHostname(), Os: inv.GetOs(), Kernel: inv.GetKernel(), CpuModel: inv.GetCpuModel(),
-		Cpus: inv.GetCpus(), MemoryBytes: inv.GetMemoryBytes(),
+		Cpus: inv.GetCpus(), MemoryBytes: inv.GetMemoryBytes(), GpuProbeError: inv.GetGpuProbeError(),
 	}
 	for _, g := range inv.GetGpus() {
 		out.Gpus = append(out.Gpus, gpuToProto(g))

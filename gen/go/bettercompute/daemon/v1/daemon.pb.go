@@ -738,7 +738,12 @@ type Inventory struct {
 	Nics        []*Nic                 `protobuf:"bytes,9,rep,name=nics,proto3" json:"nics,omitempty"`
 	// The NVIDIA driver, CUDA version and fabric manager state; unset on a node without NVIDIA
 	// GPUs.
-	GpuDriver     *GpuDriver `protobuf:"bytes,10,opt,name=gpu_driver,json=gpuDriver,proto3" json:"gpu_driver,omitempty"`
+	GpuDriver *GpuDriver `protobuf:"bytes,10,opt,name=gpu_driver,json=gpuDriver,proto3" json:"gpu_driver,omitempty"`
+	// Why the GPUs could not be read this time (nvidia-smi did not answer in time, failed, or
+	// printed what is not its XML); empty when they were read, or when the host has no NVIDIA
+	// tools. When set, gpus and gpu_driver hold nothing, and the gateway keeps the GPUs the node
+	// last reported: they are missing from this report, not gone from the node.
+	GpuProbeError string `protobuf:"bytes,11,opt,name=gpu_probe_error,json=gpuProbeError,proto3" json:"gpu_probe_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -841,6 +846,13 @@ func (x *Inventory) GetGpuDriver() *GpuDriver {
 		return x.GpuDriver
 	}
 	return nil
+}
+
+func (x *Inventory) GetGpuProbeError() string {
+	if x != nil {
+		return x.GpuProbeError
+	}
+	return ""
 }
 
 // Gpu is one accelerator.
@@ -1793,7 +1805,7 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x05Hello\x12%\n" +
 	"\x0edaemon_version\x18\x01 \x01(\tR\rdaemonVersion\x12@\n" +
 	"\tinventory\x18\x02 \x01(\v2\".bettercompute.daemon.v1.InventoryR\tinventory\x12.\n" +
-	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xff\x02\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xa7\x03\n" +
 	"\tInventory\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x0e\n" +
 	"\x02os\x18\x02 \x01(\tR\x02os\x12\x16\n" +
@@ -1806,7 +1818,8 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x04nics\x18\t \x03(\v2\x1c.bettercompute.daemon.v1.NicR\x04nics\x12A\n" +
 	"\n" +
 	"gpu_driver\x18\n" +
-	" \x01(\v2\".bettercompute.daemon.v1.GpuDriverR\tgpuDriver\"\x88\x03\n" +
+	" \x01(\v2\".bettercompute.daemon.v1.GpuDriverR\tgpuDriver\x12&\n" +
+	"\x0fgpu_probe_error\x18\v \x01(\tR\rgpuProbeError\"\x88\x03\n" +
 	"\x03Gpu\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12!\n" +

@@ -700,7 +700,11 @@ type Inventory struct {
 	Nics        []*Nic                 `protobuf:"bytes,9,rep,name=nics,proto3" json:"nics,omitempty"`
 	// The NVIDIA driver, CUDA version and fabric manager state; unset on a node without NVIDIA
 	// GPUs.
-	GpuDriver     *GpuDriver `protobuf:"bytes,10,opt,name=gpu_driver,json=gpuDriver,proto3" json:"gpu_driver,omitempty"`
+	GpuDriver *GpuDriver `protobuf:"bytes,10,opt,name=gpu_driver,json=gpuDriver,proto3" json:"gpu_driver,omitempty"`
+	// Why the node's daemon could not read its GPUs at its last report (its driver did not answer
+	// in time, for example); empty when it could. When set, gpus and gpu_driver are those it
+	// reported last.
+	GpuProbeError string `protobuf:"bytes,11,opt,name=gpu_probe_error,json=gpuProbeError,proto3" json:"gpu_probe_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -803,6 +807,13 @@ func (x *Inventory) GetGpuDriver() *GpuDriver {
 		return x.GpuDriver
 	}
 	return nil
+}
+
+func (x *Inventory) GetGpuProbeError() string {
+	if x != nil {
+		return x.GpuProbeError
+	}
+	return ""
 }
 
 // Gpu is one accelerator.
@@ -2521,7 +2532,7 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\x12inventory.hostname\n" +
 	"\x0einventory.cpus\n" +
 	"\x15inventory.memoryBytes\n" +
-	"\x10inventory.kernel\"\xfb\x02\n" +
+	"\x10inventory.kernel\"\xa3\x03\n" +
 	"\tInventory\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x0e\n" +
 	"\x02os\x18\x02 \x01(\tR\x02os\x12\x16\n" +
@@ -2534,7 +2545,8 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\x04nics\x18\t \x03(\v2\x1b.bettercompute.nodes.v1.NicR\x04nics\x12@\n" +
 	"\n" +
 	"gpu_driver\x18\n" +
-	" \x01(\v2!.bettercompute.nodes.v1.GpuDriverR\tgpuDriver\"\x88\x03\n" +
+	" \x01(\v2!.bettercompute.nodes.v1.GpuDriverR\tgpuDriver\x12&\n" +
+	"\x0fgpu_probe_error\x18\v \x01(\tR\rgpuProbeError\"\x88\x03\n" +
 	"\x03Gpu\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12!\n" +

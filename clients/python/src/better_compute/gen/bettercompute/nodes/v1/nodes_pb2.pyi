@@ -142,7 +142,7 @@ class InventoryRecord(_message.Message):
     def __init__(self, inventory: _Optional[_Union[Inventory, _Mapping]] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Inventory(_message.Message):
-    __slots__ = ("hostname", "os", "kernel", "cpu_model", "cpus", "memory_bytes", "gpus", "disks", "nics", "gpu_driver")
+    __slots__ = ("hostname", "os", "kernel", "cpu_model", "cpus", "memory_bytes", "gpus", "disks", "nics", "gpu_driver", "gpu_probe_error")
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     OS_FIELD_NUMBER: _ClassVar[int]
     KERNEL_FIELD_NUMBER: _ClassVar[int]
@@ -153,6 +153,7 @@ class Inventory(_message.Message):
     DISKS_FIELD_NUMBER: _ClassVar[int]
     NICS_FIELD_NUMBER: _ClassVar[int]
     GPU_DRIVER_FIELD_NUMBER: _ClassVar[int]
+    GPU_PROBE_ERROR_FIELD_NUMBER: _ClassVar[int]
     hostname: str
     os: str
     kernel: str
@@ -163,7 +164,8 @@ class Inventory(_message.Message):
     disks: _containers.RepeatedCompositeFieldContainer[Disk]
     nics: _containers.RepeatedCompositeFieldContainer[Nic]
     gpu_driver: GpuDriver
-    def __init__(self, hostname: _Optional[str] = ..., os: _Optional[str] = ..., kernel: _Optional[str] = ..., cpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[Gpu, _Mapping]]] = ..., disks: _Optional[_Iterable[_Union[Disk, _Mapping]]] = ..., nics: _Optional[_Iterable[_Union[Nic, _Mapping]]] = ..., gpu_driver: _Optional[_Union[GpuDriver, _Mapping]] = ...) -> None: ...
+    gpu_probe_error: str
+    def __init__(self, hostname: _Optional[str] = ..., os: _Optional[str] = ..., kernel: _Optional[str] = ..., cpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[Gpu, _Mapping]]] = ..., disks: _Optional[_Iterable[_Union[Disk, _Mapping]]] = ..., nics: _Optional[_Iterable[_Union[Nic, _Mapping]]] = ..., gpu_driver: _Optional[_Union[GpuDriver, _Mapping]] = ..., gpu_probe_error: _Optional[str] = ...) -> None: ...
 
 class Gpu(_message.Message):
     __slots__ = ("index", "model", "memory_bytes", "uuid", "serial", "pci_bus_id", "numa_node", "vbios_version", "mig_mode", "power_limit_watts", "persistence_mode", "minor_number")
