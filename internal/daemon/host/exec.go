@@ -265,17 +265,23 @@ func (p ExecPolicy) Exec(ctx context.Context, payload *daemonv1.ExecPayload) (*s
 	return out, fmt.Errorf("exec %s: %w", r.argv[0], werr)
 }
 
-// capped keeps the first max bytes written to it and counts the rest.
+// capped keeps the first max bytes written to it and counts the rest. over, when set, is called
+// once, when the output first passes max: a caller that refuses such output stops the program
+// there instead of letting it run on.
 type capped struct {
 	buf   bytes.Buffer
 	max   int
 	total int
+	over  func()
 }
 
 func (c *capped) Write(p []byte) (int, error) {
 	c.total += len(p)
 	if room := c.max - c.buf.Len(); room > 0 {
 		c.buf.Write(p[:min(room, len(p))])
+	}
+	if c.over != nil && c.total > c.max && c.total-len(p) <= c.max {
+		c.over()
 	}
 	return len(p), nil
 }

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"encoding/xml"
 	"errors"
@@ -117,8 +116,9 @@ func (i *Inventory) probeGPUs(ctx context.Context) (GPUReport, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	stdout := &cappedBuffer{max: limit, over: cancel}
-	stderr := &cappedBuffer{max: stderrMax, truncate: true}
+	// Output past the cap kills the program at once (over): it is refused, never half-read.
+	stdout := &capped{max: int(limit), over: cancel}
+	stderr := &capped{max: stderrMax}
 	cmd := exec.CommandContext(ctx, prog, nvidiaQuery...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A child of nvidia-smi (a wrapper script's) holding the output open must not outlast it.
@@ -126,7 +126,7 @@ func (i *Inventory) probeGPUs(ctx context.Context) (GPUReport, error) {
 	start := time.Now()
 	err := cmd.Run()
 	switch {
-	case stdout.exceeded:
+	case stdout.truncated():
 		return GPUReport{}, fmt.Errorf("%s %s: output over %d bytes, refused", prog, strings.Join(nvidiaQuery, " "), limit)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return GPUReport{}, fmt.Errorf("%s %s: no answer in %v (a wedged driver?): %w", prog, strings.Join(nvidiaQuery, " "),
@@ -141,7 +141,7 @@ func (i *Inventory) probeGPUs(ctx context.Context) (GPUReport, error) {
 		msg := strings.TrimSpace(firstLine(stderr.String() + "\n" + stdout.String()))
 		return GPUReport{}, fmt.Errorf("%s %s: %w: %s", prog, strings.Join(nvidiaQuery, " "), err, msg)
 	}
-	report, err := ParseNvidiaSMI(stdout.Bytes())
+	report, err := ParseNvidiaSMI(stdout.buf.Bytes())
 	for _, g := range report.GPUs {
 		if n, ok := i.numaNode(g.GetPciBusId()); ok {
 			g.NumaNode = proto.Int32(n)
@@ -184,43 +184,6 @@ func SysfsPCIAddress(busID string) string {
 	}
 	return fmt.Sprintf("%04x:%s", d, rest)
 }
-
-// cappedBuffer keeps at most max bytes. Past that it either drops the rest (truncate) or fails
-// the write and calls over, which kills the program. It has no ReadFrom (it does not embed its
-// buffer), so that io.Copy goes through Write and the cap.
-type cappedBuffer struct {
-	buf      bytes.Buffer
-	max      int64
-	truncate bool
-	over     func()
-	exceeded bool
-}
-
-// errOutputCap fails the write of output past the cap.
-var errOutputCap = errors.New("output over the cap")
-
-// Write implements io.Writer.
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	room := b.max - int64(b.buf.Len())
-	if int64(len(p)) <= room {
-		return b.buf.Write(p)
-	}
-	if b.truncate {
-		b.buf.Write(p[:max(room, 0)])
-		return len(p), nil
-	}
-	b.exceeded = true
-	if b.over != nil {
-		b.over()
-	}
-	return 0, errOutputCap
-}
-
-// Bytes is what was kept.
-func (b *cappedBuffer) Bytes() []byte { return b.buf.Bytes() }
-
-// String is what was kept, as a string.
-func (b *cappedBuffer) String() string { return b.buf.String() }
 
 // smiLog is the part of nvidia-smi -q -x's output (nvidia_smi_log) that is read.
 type smiLog struct {
