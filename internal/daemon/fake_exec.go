@@ -51,15 +51,10 @@ func SimulatedPrograms() []string {
 	return out
 }
 
-// SimulateExec is what a FakeDaemon's exec of path with args answers on the machine inv
-// describes: its standard output and error and exit code.
+// SimulateExec runs path on the simulated machine inv describes: its standard output and error
+// and exit code, what a FakeDaemon's exec answers. The result the daemon reports says
+// "simulated": true beside them, so nobody takes it for a real machine's.
 func SimulateExec(inv *daemonv1.Inventory, path string, args []string) (stdout, stderr string, exitCode int) {
-	return simulateExec(inv, path, args)
-}
-
-// simulateExec runs path on the simulated machine: its output and exit code. The result the
-// daemon reports says "simulated": true beside them, so nobody takes it for a real machine's.
-func simulateExec(inv *daemonv1.Inventory, path string, args []string) (stdout, stderr string, exitCode int) {
 	if path == "/bin/false" || path == "/usr/bin/false" {
 		return "", "", 1
 	}

@@ -26,12 +26,12 @@ func TestFakeExecSimulatesPrograms(t *testing.T) {
 		{"/usr/local/bin/train", nil, "", 0},
 		{"/bin/false", nil, "", 1},
 	} {
-		stdout, _, code := simulateExec(inv, tc.path, tc.args)
+		stdout, _, code := SimulateExec(inv, tc.path, tc.args)
 		if stdout != tc.stdout || code != tc.code {
 			t.Errorf("%s %v = %q, %d; want %q, %d", tc.path, tc.args, stdout, code, tc.stdout, tc.code)
 		}
 	}
-	if out, _, _ := simulateExec(inv, "/usr/bin/nvidia-smi", nil); !strings.Contains(out, "simulated") || !strings.Contains(out, "81920MiB") {
+	if out, _, _ := SimulateExec(inv, "/usr/bin/nvidia-smi", nil); !strings.Contains(out, "simulated") || !strings.Contains(out, "81920MiB") {
 		t.Errorf("nvidia-smi table:\n%s", out)
 	}
 }

@@ -117,7 +117,7 @@ func (f *Fake) exec(_ context.Context, c *daemonv1.Command) (*structpb.Struct, e
 		}
 		return out, fmt.Errorf("exec %s: exit status 1", path)
 	}
-	stdout, stderr, code := simulateExec(f.inventory.Load(), path, c.GetExec().GetArgs())
+	stdout, stderr, code := SimulateExec(f.inventory.Load(), path, c.GetExec().GetArgs())
 	out, err := structpb.NewStruct(map[string]any{"exitCode": code, "stdout": stdout, "stderr": stderr, "simulated": true})
 	if err != nil || code == 0 {
 		return out, err
