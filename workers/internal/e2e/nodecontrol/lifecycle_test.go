@@ -118,8 +118,10 @@ func TestDrainWithoutLeaseCounter(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Until(t, 20*time.Second, "the node is drained", func() bool { return node(t, f.Pool, id).State == "drained" })
-	if notified.Load() != 1 {
-		t.Errorf("gateways told of %d new commands, want 1", notified.Load())
+	// Gateways are told after the transaction commits, so the state can be seen first.
+	poll.Until(t, 5*time.Second, "gateways are told of the drain command", func() bool { return notified.Load() >= 1 })
+	if n := notified.Load(); n != 1 {
+		t.Errorf("gateways told of %d new commands, want 1", n)
 	}
 	if _, err := f.nodes.Retire(ctx, &nodesv1.RetireRequest{Id: id.String()}); err != nil {
 		t.Fatal(err)
