@@ -368,6 +368,7 @@ type SessionRequest struct {
 	//	*SessionRequest_Ack
 	//	*SessionRequest_Result
 	//	*SessionRequest_Event
+	//	*SessionRequest_GpuHealth
 	Msg           isSessionRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -455,6 +456,15 @@ func (x *SessionRequest) GetEvent() *Event {
 	return nil
 }
 
+func (x *SessionRequest) GetGpuHealth() *GpuHealth {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionRequest_GpuHealth); ok {
+			return x.GpuHealth
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Msg interface {
 	isSessionRequest_Msg()
 }
@@ -479,6 +489,10 @@ type SessionRequest_Event struct {
 	Event *Event `protobuf:"bytes,5,opt,name=event,proto3,oneof"`
 }
 
+type SessionRequest_GpuHealth struct {
+	GpuHealth *GpuHealth `protobuf:"bytes,6,opt,name=gpu_health,json=gpuHealth,proto3,oneof"`
+}
+
 func (*SessionRequest_Hello) isSessionRequest_Msg() {}
 
 func (*SessionRequest_Heartbeat) isSessionRequest_Msg() {}
@@ -488,6 +502,8 @@ func (*SessionRequest_Ack) isSessionRequest_Msg() {}
 func (*SessionRequest_Result) isSessionRequest_Msg() {}
 
 func (*SessionRequest_Event) isSessionRequest_Msg() {}
+
+func (*SessionRequest_GpuHealth) isSessionRequest_Msg() {}
 
 // SessionResponse is one message from the gateway.
 type SessionResponse struct {
@@ -1423,6 +1439,197 @@ func (x *Event) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// GpuHealth is everything the daemon's GPU health checks see now: a snapshot, not a delta. The
+// daemon sends one after its hello and again whenever it changes (never on a timer), so the last
+// one the gateway stored is the node's state and a repeat changes nothing. A signal whose cause
+// has passed (a slowdown that ended) is left out of the next snapshot; a counted one (Xid
+// events, ECC errors) stays, with its count, as long as the daemon keeps the count (until the
+// node reboots).
+type GpuHealth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 4,096 signals (the gateway refuses more, naming the field).
+	Signals []*GpuSignal `protobuf:"bytes,1,rep,name=signals,proto3" json:"signals,omitempty"`
+	// Why the health probe failed (nvidia-smi timed out, exited with an error, or printed what the
+	// daemon cannot read): the driver did not answer. Empty when it read. The signals the daemon
+	// read before are then still sent, so a node whose driver stops answering keeps its reasons.
+	ProbeError    string                 `protobuf:"bytes,2,opt,name=probe_error,json=probeError,proto3" json:"probe_error,omitempty"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuHealth) Reset() {
+	*x = GpuHealth{}
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuHealth) ProtoMessage() {}
+
+func (x *GpuHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuHealth.ProtoReflect.Descriptor instead.
+func (*GpuHealth) Descriptor() ([]byte, []int) {
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GpuHealth) GetSignals() []*GpuSignal {
+	if x != nil {
+		return x.Signals
+	}
+	return nil
+}
+
+func (x *GpuHealth) GetProbeError() string {
+	if x != nil {
+		return x.ProbeError
+	}
+	return ""
+}
+
+func (x *GpuHealth) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+// GpuSignal is one thing a health check saw, of one GPU or of the node (gpu_uuid empty). The
+// checks and what the default policy does with each are in docs/gpus.md; a check this version of
+// the control plane does not know is stored and shown, and changes no health.
+type GpuSignal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The GPU's UUID ("GPU-…"); empty for a node-wide signal (driver_not_answering), or when the
+	// daemon could not map pci_bus_id to a GPU it knows.
+	GpuUuid string `protobuf:"bytes,1,opt,name=gpu_uuid,json=gpuUuid,proto3" json:"gpu_uuid,omitempty"`
+	// The PCI bus id the signal named, as the kernel log prints it (an Xid's "0000:18:00"), or the
+	// GPU's as nvidia-smi prints it.
+	PciBusId string `protobuf:"bytes,2,opt,name=pci_bus_id,json=pciBusId,proto3" json:"pci_bus_id,omitempty"`
+	// The check: "xid", "ecc_dbe", "ecc_sbe", "retired_pages_pending", "row_remap_pending",
+	// "row_remap_failure", "recovery_action", "thermal_slowdown", "power_slowdown",
+	// "nvlink_down", "nvlink_errors", "pcie_replays", "pcie_link_degraded", "gpu_missing",
+	// "driver_not_answering". Lower case, at most 64 bytes.
+	Check string `protobuf:"bytes,3,opt,name=check,proto3" json:"check,omitempty"`
+	// The check's code: the Xid for "xid", the recovery action for "recovery_action" (1 GPU reset,
+	// 2 node reboot, 3 drain peer-to-peer, 4 drain and reset), the temperature in °C for
+	// "thermal_slowdown"; 0 where the check has none.
+	Code int64 `protobuf:"varint,4,opt,name=code,proto3" json:"code,omitempty"`
+	// How many: occurrences of an Xid since the daemon started reading the kernel log, errors for
+	// ECC checks (aggregate over the GPU's life), growth since the daemon started for nvlink_errors
+	// and pcie_replays, down links for nvlink_down; 1 for a condition that holds.
+	Count int64 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	// When the daemon first saw it.
+	FirstSeen *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
+	// When it last changed: the last occurrence of an Xid, the last time a count grew.
+	LastSeen *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	// What the source said, for people: the kernel log line's text, nvidia-smi's value. At most
+	// 512 bytes.
+	Detail        string `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuSignal) Reset() {
+	*x = GpuSignal{}
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuSignal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuSignal) ProtoMessage() {}
+
+func (x *GpuSignal) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuSignal.ProtoReflect.Descriptor instead.
+func (*GpuSignal) Descriptor() ([]byte, []int) {
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GpuSignal) GetGpuUuid() string {
+	if x != nil {
+		return x.GpuUuid
+	}
+	return ""
+}
+
+func (x *GpuSignal) GetPciBusId() string {
+	if x != nil {
+		return x.PciBusId
+	}
+	return ""
+}
+
+func (x *GpuSignal) GetCheck() string {
+	if x != nil {
+		return x.Check
+	}
+	return ""
+}
+
+func (x *GpuSignal) GetCode() int64 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *GpuSignal) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *GpuSignal) GetFirstSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstSeen
+	}
+	return nil
+}
+
+func (x *GpuSignal) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *GpuSignal) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 // Welcome accepts a session.
 type Welcome struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1443,7 +1650,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1662,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1675,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Welcome) GetNodeId() string {
@@ -1535,7 +1742,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1754,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1767,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Command) GetId() string {
@@ -1725,7 +1932,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1944,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +1957,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -1783,13 +1990,15 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\rSecretRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"&\n" +
 	"\x0eSecretResponse\x12\x14\n" +
-	"\x05value\x18\x01 \x01(\fR\x05value\"\xc6\x02\n" +
+	"\x05value\x18\x01 \x01(\fR\x05value\"\x8b\x03\n" +
 	"\x0eSessionRequest\x126\n" +
 	"\x05hello\x18\x01 \x01(\v2\x1e.bettercompute.daemon.v1.HelloH\x00R\x05hello\x12B\n" +
 	"\theartbeat\x18\x02 \x01(\v2\".bettercompute.daemon.v1.HeartbeatH\x00R\theartbeat\x127\n" +
 	"\x03ack\x18\x03 \x01(\v2#.bettercompute.daemon.v1.CommandAckH\x00R\x03ack\x12@\n" +
 	"\x06result\x18\x04 \x01(\v2&.bettercompute.daemon.v1.CommandResultH\x00R\x06result\x126\n" +
-	"\x05event\x18\x05 \x01(\v2\x1e.bettercompute.daemon.v1.EventH\x00R\x05eventB\x05\n" +
+	"\x05event\x18\x05 \x01(\v2\x1e.bettercompute.daemon.v1.EventH\x00R\x05event\x12C\n" +
+	"\n" +
+	"gpu_health\x18\x06 \x01(\v2\".bettercompute.daemon.v1.GpuHealthH\x00R\tgpuHealthB\x05\n" +
 	"\x03msg\"\x9a\x02\n" +
 	"\x0fSessionResponse\x12<\n" +
 	"\awelcome\x18\x01 \x01(\v2 .bettercompute.daemon.v1.WelcomeH\x00R\awelcome\x12<\n" +
@@ -1867,7 +2076,23 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x05Event\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12+\n" +
 	"\x04data\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x04data\x12.\n" +
-	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xef\x01\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x9a\x01\n" +
+	"\tGpuHealth\x12<\n" +
+	"\asignals\x18\x01 \x03(\v2\".bettercompute.daemon.v1.GpuSignalR\asignals\x12\x1f\n" +
+	"\vprobe_error\x18\x02 \x01(\tR\n" +
+	"probeError\x12.\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x90\x02\n" +
+	"\tGpuSignal\x12\x19\n" +
+	"\bgpu_uuid\x18\x01 \x01(\tR\agpuUuid\x12\x1c\n" +
+	"\n" +
+	"pci_bus_id\x18\x02 \x01(\tR\bpciBusId\x12\x14\n" +
+	"\x05check\x18\x03 \x01(\tR\x05check\x12\x12\n" +
+	"\x04code\x18\x04 \x01(\x03R\x04code\x12\x14\n" +
+	"\x05count\x18\x05 \x01(\x03R\x05count\x129\n" +
+	"\n" +
+	"first_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x127\n" +
+	"\tlast_seen\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x16\n" +
+	"\x06detail\x18\b \x01(\tR\x06detail\"\xef\x01\n" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x02 \x01(\x05R\x18heartbeatIntervalSeconds\x12;\n" +
@@ -1909,7 +2134,7 @@ func file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 	return file_bettercompute_daemon_v1_daemon_proto_rawDescData
 }
 
-var file_bettercompute_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_bettercompute_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_bettercompute_daemon_v1_daemon_proto_goTypes = []any{
 	(*JoinRequest)(nil),             // 0: bettercompute.daemon.v1.JoinRequest
 	(*JoinResponse)(nil),            // 1: bettercompute.daemon.v1.JoinResponse
@@ -1930,65 +2155,72 @@ var file_bettercompute_daemon_v1_daemon_proto_goTypes = []any{
 	(*CommandAck)(nil),              // 16: bettercompute.daemon.v1.CommandAck
 	(*CommandResult)(nil),           // 17: bettercompute.daemon.v1.CommandResult
 	(*Event)(nil),                   // 18: bettercompute.daemon.v1.Event
-	(*Welcome)(nil),                 // 19: bettercompute.daemon.v1.Welcome
-	(*Command)(nil),                 // 20: bettercompute.daemon.v1.Command
-	(*Goodbye)(nil),                 // 21: bettercompute.daemon.v1.Goodbye
-	(*timestamppb.Timestamp)(nil),   // 22: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),         // 23: google.protobuf.Struct
-	(*ExecPayload)(nil),             // 24: bettercompute.daemon.v1.ExecPayload
-	(*DrainPayload)(nil),            // 25: bettercompute.daemon.v1.DrainPayload
-	(*UndrainPayload)(nil),          // 26: bettercompute.daemon.v1.UndrainPayload
-	(*UpgradePayload)(nil),          // 27: bettercompute.daemon.v1.UpgradePayload
-	(*ConfigurePayload)(nil),        // 28: bettercompute.daemon.v1.ConfigurePayload
-	(*RebootPayload)(nil),           // 29: bettercompute.daemon.v1.RebootPayload
-	(*CollectInventoryPayload)(nil), // 30: bettercompute.daemon.v1.CollectInventoryPayload
-	(*EchoPayload)(nil),             // 31: bettercompute.daemon.v1.EchoPayload
+	(*GpuHealth)(nil),               // 19: bettercompute.daemon.v1.GpuHealth
+	(*GpuSignal)(nil),               // 20: bettercompute.daemon.v1.GpuSignal
+	(*Welcome)(nil),                 // 21: bettercompute.daemon.v1.Welcome
+	(*Command)(nil),                 // 22: bettercompute.daemon.v1.Command
+	(*Goodbye)(nil),                 // 23: bettercompute.daemon.v1.Goodbye
+	(*timestamppb.Timestamp)(nil),   // 24: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),         // 25: google.protobuf.Struct
+	(*ExecPayload)(nil),             // 26: bettercompute.daemon.v1.ExecPayload
+	(*DrainPayload)(nil),            // 27: bettercompute.daemon.v1.DrainPayload
+	(*UndrainPayload)(nil),          // 28: bettercompute.daemon.v1.UndrainPayload
+	(*UpgradePayload)(nil),          // 29: bettercompute.daemon.v1.UpgradePayload
+	(*ConfigurePayload)(nil),        // 30: bettercompute.daemon.v1.ConfigurePayload
+	(*RebootPayload)(nil),           // 31: bettercompute.daemon.v1.RebootPayload
+	(*CollectInventoryPayload)(nil), // 32: bettercompute.daemon.v1.CollectInventoryPayload
+	(*EchoPayload)(nil),             // 33: bettercompute.daemon.v1.EchoPayload
 }
 var file_bettercompute_daemon_v1_daemon_proto_depIdxs = []int32{
-	22, // 0: bettercompute.daemon.v1.JoinResponse.not_after:type_name -> google.protobuf.Timestamp
-	22, // 1: bettercompute.daemon.v1.RenewResponse.not_after:type_name -> google.protobuf.Timestamp
+	24, // 0: bettercompute.daemon.v1.JoinResponse.not_after:type_name -> google.protobuf.Timestamp
+	24, // 1: bettercompute.daemon.v1.RenewResponse.not_after:type_name -> google.protobuf.Timestamp
 	9,  // 2: bettercompute.daemon.v1.SessionRequest.hello:type_name -> bettercompute.daemon.v1.Hello
 	15, // 3: bettercompute.daemon.v1.SessionRequest.heartbeat:type_name -> bettercompute.daemon.v1.Heartbeat
 	16, // 4: bettercompute.daemon.v1.SessionRequest.ack:type_name -> bettercompute.daemon.v1.CommandAck
 	17, // 5: bettercompute.daemon.v1.SessionRequest.result:type_name -> bettercompute.daemon.v1.CommandResult
 	18, // 6: bettercompute.daemon.v1.SessionRequest.event:type_name -> bettercompute.daemon.v1.Event
-	19, // 7: bettercompute.daemon.v1.SessionResponse.welcome:type_name -> bettercompute.daemon.v1.Welcome
-	20, // 8: bettercompute.daemon.v1.SessionResponse.command:type_name -> bettercompute.daemon.v1.Command
-	21, // 9: bettercompute.daemon.v1.SessionResponse.goodbye:type_name -> bettercompute.daemon.v1.Goodbye
-	8,  // 10: bettercompute.daemon.v1.SessionResponse.tunnel_open:type_name -> bettercompute.daemon.v1.TunnelOpen
-	10, // 11: bettercompute.daemon.v1.Hello.inventory:type_name -> bettercompute.daemon.v1.Inventory
-	22, // 12: bettercompute.daemon.v1.Hello.time:type_name -> google.protobuf.Timestamp
-	11, // 13: bettercompute.daemon.v1.Inventory.gpus:type_name -> bettercompute.daemon.v1.Gpu
-	13, // 14: bettercompute.daemon.v1.Inventory.disks:type_name -> bettercompute.daemon.v1.Disk
-	14, // 15: bettercompute.daemon.v1.Inventory.nics:type_name -> bettercompute.daemon.v1.Nic
-	12, // 16: bettercompute.daemon.v1.Inventory.gpu_driver:type_name -> bettercompute.daemon.v1.GpuDriver
-	22, // 17: bettercompute.daemon.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	23, // 18: bettercompute.daemon.v1.CommandResult.result:type_name -> google.protobuf.Struct
-	23, // 19: bettercompute.daemon.v1.Event.data:type_name -> google.protobuf.Struct
-	22, // 20: bettercompute.daemon.v1.Event.time:type_name -> google.protobuf.Timestamp
-	22, // 21: bettercompute.daemon.v1.Welcome.server_time:type_name -> google.protobuf.Timestamp
-	22, // 22: bettercompute.daemon.v1.Command.deadline:type_name -> google.protobuf.Timestamp
-	24, // 23: bettercompute.daemon.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
-	25, // 24: bettercompute.daemon.v1.Command.drain:type_name -> bettercompute.daemon.v1.DrainPayload
-	26, // 25: bettercompute.daemon.v1.Command.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
-	27, // 26: bettercompute.daemon.v1.Command.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
-	28, // 27: bettercompute.daemon.v1.Command.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
-	29, // 28: bettercompute.daemon.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
-	30, // 29: bettercompute.daemon.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
-	31, // 30: bettercompute.daemon.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
-	0,  // 31: bettercompute.daemon.v1.DaemonService.Join:input_type -> bettercompute.daemon.v1.JoinRequest
-	2,  // 32: bettercompute.daemon.v1.DaemonService.Renew:input_type -> bettercompute.daemon.v1.RenewRequest
-	4,  // 33: bettercompute.daemon.v1.DaemonService.Secret:input_type -> bettercompute.daemon.v1.SecretRequest
-	6,  // 34: bettercompute.daemon.v1.DaemonService.Session:input_type -> bettercompute.daemon.v1.SessionRequest
-	1,  // 35: bettercompute.daemon.v1.DaemonService.Join:output_type -> bettercompute.daemon.v1.JoinResponse
-	3,  // 36: bettercompute.daemon.v1.DaemonService.Renew:output_type -> bettercompute.daemon.v1.RenewResponse
-	5,  // 37: bettercompute.daemon.v1.DaemonService.Secret:output_type -> bettercompute.daemon.v1.SecretResponse
-	7,  // 38: bettercompute.daemon.v1.DaemonService.Session:output_type -> bettercompute.daemon.v1.SessionResponse
-	35, // [35:39] is the sub-list for method output_type
-	31, // [31:35] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	19, // 7: bettercompute.daemon.v1.SessionRequest.gpu_health:type_name -> bettercompute.daemon.v1.GpuHealth
+	21, // 8: bettercompute.daemon.v1.SessionResponse.welcome:type_name -> bettercompute.daemon.v1.Welcome
+	22, // 9: bettercompute.daemon.v1.SessionResponse.command:type_name -> bettercompute.daemon.v1.Command
+	23, // 10: bettercompute.daemon.v1.SessionResponse.goodbye:type_name -> bettercompute.daemon.v1.Goodbye
+	8,  // 11: bettercompute.daemon.v1.SessionResponse.tunnel_open:type_name -> bettercompute.daemon.v1.TunnelOpen
+	10, // 12: bettercompute.daemon.v1.Hello.inventory:type_name -> bettercompute.daemon.v1.Inventory
+	24, // 13: bettercompute.daemon.v1.Hello.time:type_name -> google.protobuf.Timestamp
+	11, // 14: bettercompute.daemon.v1.Inventory.gpus:type_name -> bettercompute.daemon.v1.Gpu
+	13, // 15: bettercompute.daemon.v1.Inventory.disks:type_name -> bettercompute.daemon.v1.Disk
+	14, // 16: bettercompute.daemon.v1.Inventory.nics:type_name -> bettercompute.daemon.v1.Nic
+	12, // 17: bettercompute.daemon.v1.Inventory.gpu_driver:type_name -> bettercompute.daemon.v1.GpuDriver
+	24, // 18: bettercompute.daemon.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	25, // 19: bettercompute.daemon.v1.CommandResult.result:type_name -> google.protobuf.Struct
+	25, // 20: bettercompute.daemon.v1.Event.data:type_name -> google.protobuf.Struct
+	24, // 21: bettercompute.daemon.v1.Event.time:type_name -> google.protobuf.Timestamp
+	20, // 22: bettercompute.daemon.v1.GpuHealth.signals:type_name -> bettercompute.daemon.v1.GpuSignal
+	24, // 23: bettercompute.daemon.v1.GpuHealth.time:type_name -> google.protobuf.Timestamp
+	24, // 24: bettercompute.daemon.v1.GpuSignal.first_seen:type_name -> google.protobuf.Timestamp
+	24, // 25: bettercompute.daemon.v1.GpuSignal.last_seen:type_name -> google.protobuf.Timestamp
+	24, // 26: bettercompute.daemon.v1.Welcome.server_time:type_name -> google.protobuf.Timestamp
+	24, // 27: bettercompute.daemon.v1.Command.deadline:type_name -> google.protobuf.Timestamp
+	26, // 28: bettercompute.daemon.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
+	27, // 29: bettercompute.daemon.v1.Command.drain:type_name -> bettercompute.daemon.v1.DrainPayload
+	28, // 30: bettercompute.daemon.v1.Command.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
+	29, // 31: bettercompute.daemon.v1.Command.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
+	30, // 32: bettercompute.daemon.v1.Command.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
+	31, // 33: bettercompute.daemon.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
+	32, // 34: bettercompute.daemon.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
+	33, // 35: bettercompute.daemon.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
+	0,  // 36: bettercompute.daemon.v1.DaemonService.Join:input_type -> bettercompute.daemon.v1.JoinRequest
+	2,  // 37: bettercompute.daemon.v1.DaemonService.Renew:input_type -> bettercompute.daemon.v1.RenewRequest
+	4,  // 38: bettercompute.daemon.v1.DaemonService.Secret:input_type -> bettercompute.daemon.v1.SecretRequest
+	6,  // 39: bettercompute.daemon.v1.DaemonService.Session:input_type -> bettercompute.daemon.v1.SessionRequest
+	1,  // 40: bettercompute.daemon.v1.DaemonService.Join:output_type -> bettercompute.daemon.v1.JoinResponse
+	3,  // 41: bettercompute.daemon.v1.DaemonService.Renew:output_type -> bettercompute.daemon.v1.RenewResponse
+	5,  // 42: bettercompute.daemon.v1.DaemonService.Secret:output_type -> bettercompute.daemon.v1.SecretResponse
+	7,  // 43: bettercompute.daemon.v1.DaemonService.Session:output_type -> bettercompute.daemon.v1.SessionResponse
+	40, // [40:44] is the sub-list for method output_type
+	36, // [36:40] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_daemon_v1_daemon_proto_init() }
@@ -2003,6 +2235,7 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 		(*SessionRequest_Ack)(nil),
 		(*SessionRequest_Result)(nil),
 		(*SessionRequest_Event)(nil),
+		(*SessionRequest_GpuHealth)(nil),
 	}
 	file_bettercompute_daemon_v1_daemon_proto_msgTypes[7].OneofWrappers = []any{
 		(*SessionResponse_Welcome)(nil),
@@ -2011,7 +2244,7 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 		(*SessionResponse_TunnelOpen)(nil),
 	}
 	file_bettercompute_daemon_v1_daemon_proto_msgTypes[11].OneofWrappers = []any{}
-	file_bettercompute_daemon_v1_daemon_proto_msgTypes[20].OneofWrappers = []any{
+	file_bettercompute_daemon_v1_daemon_proto_msgTypes[22].OneofWrappers = []any{
 		(*Command_Exec)(nil),
 		(*Command_Drain)(nil),
 		(*Command_Undrain)(nil),
@@ -2027,7 +2260,7 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_daemon_v1_daemon_proto_rawDesc), len(file_bettercompute_daemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ package nodesv1
 
 import (
 	_ "github.com/better-compute/better-compute/gen/go/bettercompute/api/v1"
+	v1 "github.com/better-compute/better-compute/gen/go/bettercompute/gpus/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
@@ -102,9 +103,14 @@ type Node struct {
 	// How the current session reaches its gateway: "h2" (HTTP/2 over mutual TLS, direct) or
 	// "websocket" (the same TLS session inside a WebSocket, through HTTP proxies); empty when not
 	// connected.
-	Transport     string `protobuf:"bytes,28,opt,name=transport,proto3" json:"transport,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Transport string `protobuf:"bytes,28,opt,name=transport,proto3" json:"transport,omitempty"`
+	// How many of its GPUs are unhealthy (quarantined), missing ones included.
+	UnhealthyGpus int32 `protobuf:"varint,29,opt,name=unhealthy_gpus,json=unhealthyGpus,proto3" json:"unhealthy_gpus,omitempty"`
+	// True while a GPU health signal quarantines the whole node: it gets no new leases (the placer
+	// treats it as tainted "gpu.bettercompute.io/quarantined" NoSchedule).
+	GpuQuarantined bool `protobuf:"varint,30,opt,name=gpu_quarantined,json=gpuQuarantined,proto3" json:"gpu_quarantined,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -331,6 +337,20 @@ func (x *Node) GetTransport() string {
 		return x.Transport
 	}
 	return ""
+}
+
+func (x *Node) GetUnhealthyGpus() int32 {
+	if x != nil {
+		return x.UnhealthyGpus
+	}
+	return 0
+}
+
+func (x *Node) GetGpuQuarantined() bool {
+	if x != nil {
+		return x.GpuQuarantined
+	}
+	return false
 }
 
 // Taint repels placements from a node, as Kubernetes taints do.
@@ -845,7 +865,12 @@ type Gpu struct {
 	PersistenceMode bool `protobuf:"varint,11,opt,name=persistence_mode,json=persistenceMode,proto3" json:"persistence_mode,omitempty"`
 	// The device's minor number: its device file is /dev/nvidia<minor_number>. It need not equal
 	// index, which is nvidia-smi's (and NVML's) enumeration order.
-	MinorNumber   int32 `protobuf:"varint,12,opt,name=minor_number,json=minorNumber,proto3" json:"minor_number,omitempty"`
+	MinorNumber int32 `protobuf:"varint,12,opt,name=minor_number,json=minorNumber,proto3" json:"minor_number,omitempty"`
+	// The GPU's health as the control plane keeps it (see bettercompute.gpus.v1): set by Get
+	// and by List with include_inventory; unset in inventory history.
+	Health v1.HealthState `protobuf:"varint,13,opt,name=health,proto3,enum=bettercompute.gpus.v1.HealthState" json:"health,omitempty"`
+	// Why it is degraded or unhealthy; empty when healthy.
+	HealthReasons []*v1.HealthReason `protobuf:"bytes,14,rep,name=health_reasons,json=healthReasons,proto3" json:"health_reasons,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -962,6 +987,20 @@ func (x *Gpu) GetMinorNumber() int32 {
 		return x.MinorNumber
 	}
 	return 0
+}
+
+func (x *Gpu) GetHealth() v1.HealthState {
+	if x != nil {
+		return x.Health
+	}
+	return v1.HealthState(0)
+}
+
+func (x *Gpu) GetHealthReasons() []*v1.HealthReason {
+	if x != nil {
+		return x.HealthReasons
+	}
+	return nil
 }
 
 // GpuDriver is the NVIDIA driver stack of a node with NVIDIA GPUs.
@@ -2452,7 +2491,7 @@ var File_bettercompute_nodes_v1_nodes_proto protoreflect.FileDescriptor
 
 const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/nodes/v1/nodes.proto\x12\x16bettercompute.nodes.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\v\n" +
+	"\"bettercompute/nodes/v1/nodes.proto\x12\x16bettercompute.nodes.v1\x1a\"bettercompute/api/v1/options.proto\x1a bettercompute/gpus/v1/gpus.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\v\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x1a\n" +
@@ -2488,7 +2527,9 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"conditions\x12F\n" +
 	"\x11state_change_time\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\x0fstateChangeTime\x12\x18\n" +
 	"\areduced\x18\x1b \x01(\bR\areduced\x12\x1c\n" +
-	"\ttransport\x18\x1c \x01(\tR\ttransport\x1a9\n" +
+	"\ttransport\x18\x1c \x01(\tR\ttransport\x12%\n" +
+	"\x0eunhealthy_gpus\x18\x1d \x01(\x05R\runhealthyGpus\x12'\n" +
+	"\x0fgpu_quarantined\x18\x1e \x01(\bR\x0egpuQuarantined\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01:Dʠ\x19@\n" +
@@ -2546,7 +2587,7 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\n" +
 	"gpu_driver\x18\n" +
 	" \x01(\v2!.bettercompute.nodes.v1.GpuDriverR\tgpuDriver\x12&\n" +
-	"\x0fgpu_probe_error\x18\v \x01(\tR\rgpuProbeError\"\x88\x03\n" +
+	"\x0fgpu_probe_error\x18\v \x01(\tR\rgpuProbeError\"\x90\x04\n" +
 	"\x03Gpu\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12!\n" +
@@ -2561,7 +2602,9 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\x11power_limit_watts\x18\n" +
 	" \x01(\x01R\x0fpowerLimitWatts\x12)\n" +
 	"\x10persistence_mode\x18\v \x01(\bR\x0fpersistenceMode\x12!\n" +
-	"\fminor_number\x18\f \x01(\x05R\vminorNumberB\f\n" +
+	"\fminor_number\x18\f \x01(\x05R\vminorNumber\x12:\n" +
+	"\x06health\x18\r \x01(\x0e2\".bettercompute.gpus.v1.HealthStateR\x06health\x12J\n" +
+	"\x0ehealth_reasons\x18\x0e \x03(\v2#.bettercompute.gpus.v1.HealthReasonR\rhealthReasonsB\f\n" +
 	"\n" +
 	"_numa_node\"\xbb\x01\n" +
 	"\tGpuDriver\x12%\n" +
@@ -2757,6 +2800,8 @@ var file_bettercompute_nodes_v1_nodes_proto_goTypes = []any{
 	nil,                              // 39: bettercompute.nodes.v1.LabelRequest.SetEntry
 	(*timestamppb.Timestamp)(nil),    // 40: google.protobuf.Timestamp
 	(*structpb.Struct)(nil),          // 41: google.protobuf.Struct
+	(v1.HealthState)(0),              // 42: bettercompute.gpus.v1.HealthState
+	(*v1.HealthReason)(nil),          // 43: bettercompute.gpus.v1.HealthReason
 }
 var file_bettercompute_nodes_v1_nodes_proto_depIdxs = []int32{
 	34, // 0: bettercompute.nodes.v1.Node.labels:type_name -> bettercompute.nodes.v1.Node.LabelsEntry
@@ -2783,49 +2828,51 @@ var file_bettercompute_nodes_v1_nodes_proto_depIdxs = []int32{
 	9,  // 21: bettercompute.nodes.v1.Inventory.disks:type_name -> bettercompute.nodes.v1.Disk
 	10, // 22: bettercompute.nodes.v1.Inventory.nics:type_name -> bettercompute.nodes.v1.Nic
 	8,  // 23: bettercompute.nodes.v1.Inventory.gpu_driver:type_name -> bettercompute.nodes.v1.GpuDriver
-	36, // 24: bettercompute.nodes.v1.ListRequest.label_selector:type_name -> bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
-	0,  // 25: bettercompute.nodes.v1.ListResponse.nodes:type_name -> bettercompute.nodes.v1.Node
-	37, // 26: bettercompute.nodes.v1.SummaryRequest.label_selector:type_name -> bettercompute.nodes.v1.SummaryRequest.LabelSelectorEntry
-	38, // 27: bettercompute.nodes.v1.SummaryResponse.states:type_name -> bettercompute.nodes.v1.SummaryResponse.StatesEntry
-	15, // 28: bettercompute.nodes.v1.SummaryResponse.gpu_models:type_name -> bettercompute.nodes.v1.GpuModelCount
-	0,  // 29: bettercompute.nodes.v1.GetResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 30: bettercompute.nodes.v1.RevokeResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 31: bettercompute.nodes.v1.CordonResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 32: bettercompute.nodes.v1.UncordonResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 33: bettercompute.nodes.v1.DrainResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 34: bettercompute.nodes.v1.RetireResponse.node:type_name -> bettercompute.nodes.v1.Node
-	39, // 35: bettercompute.nodes.v1.LabelRequest.set:type_name -> bettercompute.nodes.v1.LabelRequest.SetEntry
-	0,  // 36: bettercompute.nodes.v1.LabelResponse.node:type_name -> bettercompute.nodes.v1.Node
-	2,  // 37: bettercompute.nodes.v1.UpdateSpecRequest.spec:type_name -> bettercompute.nodes.v1.NodeSpec
-	0,  // 38: bettercompute.nodes.v1.UpdateSpecResponse.node:type_name -> bettercompute.nodes.v1.Node
-	5,  // 39: bettercompute.nodes.v1.InventoryHistoryResponse.records:type_name -> bettercompute.nodes.v1.InventoryRecord
-	11, // 40: bettercompute.nodes.v1.NodesService.List:input_type -> bettercompute.nodes.v1.ListRequest
-	13, // 41: bettercompute.nodes.v1.NodesService.Summary:input_type -> bettercompute.nodes.v1.SummaryRequest
-	16, // 42: bettercompute.nodes.v1.NodesService.Get:input_type -> bettercompute.nodes.v1.GetRequest
-	18, // 43: bettercompute.nodes.v1.NodesService.Revoke:input_type -> bettercompute.nodes.v1.RevokeRequest
-	20, // 44: bettercompute.nodes.v1.NodesService.Cordon:input_type -> bettercompute.nodes.v1.CordonRequest
-	22, // 45: bettercompute.nodes.v1.NodesService.Uncordon:input_type -> bettercompute.nodes.v1.UncordonRequest
-	24, // 46: bettercompute.nodes.v1.NodesService.Drain:input_type -> bettercompute.nodes.v1.DrainRequest
-	26, // 47: bettercompute.nodes.v1.NodesService.Retire:input_type -> bettercompute.nodes.v1.RetireRequest
-	28, // 48: bettercompute.nodes.v1.NodesService.Label:input_type -> bettercompute.nodes.v1.LabelRequest
-	30, // 49: bettercompute.nodes.v1.NodesService.UpdateSpec:input_type -> bettercompute.nodes.v1.UpdateSpecRequest
-	32, // 50: bettercompute.nodes.v1.NodesService.InventoryHistory:input_type -> bettercompute.nodes.v1.InventoryHistoryRequest
-	12, // 51: bettercompute.nodes.v1.NodesService.List:output_type -> bettercompute.nodes.v1.ListResponse
-	14, // 52: bettercompute.nodes.v1.NodesService.Summary:output_type -> bettercompute.nodes.v1.SummaryResponse
-	17, // 53: bettercompute.nodes.v1.NodesService.Get:output_type -> bettercompute.nodes.v1.GetResponse
-	19, // 54: bettercompute.nodes.v1.NodesService.Revoke:output_type -> bettercompute.nodes.v1.RevokeResponse
-	21, // 55: bettercompute.nodes.v1.NodesService.Cordon:output_type -> bettercompute.nodes.v1.CordonResponse
-	23, // 56: bettercompute.nodes.v1.NodesService.Uncordon:output_type -> bettercompute.nodes.v1.UncordonResponse
-	25, // 57: bettercompute.nodes.v1.NodesService.Drain:output_type -> bettercompute.nodes.v1.DrainResponse
-	27, // 58: bettercompute.nodes.v1.NodesService.Retire:output_type -> bettercompute.nodes.v1.RetireResponse
-	29, // 59: bettercompute.nodes.v1.NodesService.Label:output_type -> bettercompute.nodes.v1.LabelResponse
-	31, // 60: bettercompute.nodes.v1.NodesService.UpdateSpec:output_type -> bettercompute.nodes.v1.UpdateSpecResponse
-	33, // 61: bettercompute.nodes.v1.NodesService.InventoryHistory:output_type -> bettercompute.nodes.v1.InventoryHistoryResponse
-	51, // [51:62] is the sub-list for method output_type
-	40, // [40:51] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	42, // 24: bettercompute.nodes.v1.Gpu.health:type_name -> bettercompute.gpus.v1.HealthState
+	43, // 25: bettercompute.nodes.v1.Gpu.health_reasons:type_name -> bettercompute.gpus.v1.HealthReason
+	36, // 26: bettercompute.nodes.v1.ListRequest.label_selector:type_name -> bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
+	0,  // 27: bettercompute.nodes.v1.ListResponse.nodes:type_name -> bettercompute.nodes.v1.Node
+	37, // 28: bettercompute.nodes.v1.SummaryRequest.label_selector:type_name -> bettercompute.nodes.v1.SummaryRequest.LabelSelectorEntry
+	38, // 29: bettercompute.nodes.v1.SummaryResponse.states:type_name -> bettercompute.nodes.v1.SummaryResponse.StatesEntry
+	15, // 30: bettercompute.nodes.v1.SummaryResponse.gpu_models:type_name -> bettercompute.nodes.v1.GpuModelCount
+	0,  // 31: bettercompute.nodes.v1.GetResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 32: bettercompute.nodes.v1.RevokeResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 33: bettercompute.nodes.v1.CordonResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 34: bettercompute.nodes.v1.UncordonResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 35: bettercompute.nodes.v1.DrainResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 36: bettercompute.nodes.v1.RetireResponse.node:type_name -> bettercompute.nodes.v1.Node
+	39, // 37: bettercompute.nodes.v1.LabelRequest.set:type_name -> bettercompute.nodes.v1.LabelRequest.SetEntry
+	0,  // 38: bettercompute.nodes.v1.LabelResponse.node:type_name -> bettercompute.nodes.v1.Node
+	2,  // 39: bettercompute.nodes.v1.UpdateSpecRequest.spec:type_name -> bettercompute.nodes.v1.NodeSpec
+	0,  // 40: bettercompute.nodes.v1.UpdateSpecResponse.node:type_name -> bettercompute.nodes.v1.Node
+	5,  // 41: bettercompute.nodes.v1.InventoryHistoryResponse.records:type_name -> bettercompute.nodes.v1.InventoryRecord
+	11, // 42: bettercompute.nodes.v1.NodesService.List:input_type -> bettercompute.nodes.v1.ListRequest
+	13, // 43: bettercompute.nodes.v1.NodesService.Summary:input_type -> bettercompute.nodes.v1.SummaryRequest
+	16, // 44: bettercompute.nodes.v1.NodesService.Get:input_type -> bettercompute.nodes.v1.GetRequest
+	18, // 45: bettercompute.nodes.v1.NodesService.Revoke:input_type -> bettercompute.nodes.v1.RevokeRequest
+	20, // 46: bettercompute.nodes.v1.NodesService.Cordon:input_type -> bettercompute.nodes.v1.CordonRequest
+	22, // 47: bettercompute.nodes.v1.NodesService.Uncordon:input_type -> bettercompute.nodes.v1.UncordonRequest
+	24, // 48: bettercompute.nodes.v1.NodesService.Drain:input_type -> bettercompute.nodes.v1.DrainRequest
+	26, // 49: bettercompute.nodes.v1.NodesService.Retire:input_type -> bettercompute.nodes.v1.RetireRequest
+	28, // 50: bettercompute.nodes.v1.NodesService.Label:input_type -> bettercompute.nodes.v1.LabelRequest
+	30, // 51: bettercompute.nodes.v1.NodesService.UpdateSpec:input_type -> bettercompute.nodes.v1.UpdateSpecRequest
+	32, // 52: bettercompute.nodes.v1.NodesService.InventoryHistory:input_type -> bettercompute.nodes.v1.InventoryHistoryRequest
+	12, // 53: bettercompute.nodes.v1.NodesService.List:output_type -> bettercompute.nodes.v1.ListResponse
+	14, // 54: bettercompute.nodes.v1.NodesService.Summary:output_type -> bettercompute.nodes.v1.SummaryResponse
+	17, // 55: bettercompute.nodes.v1.NodesService.Get:output_type -> bettercompute.nodes.v1.GetResponse
+	19, // 56: bettercompute.nodes.v1.NodesService.Revoke:output_type -> bettercompute.nodes.v1.RevokeResponse
+	21, // 57: bettercompute.nodes.v1.NodesService.Cordon:output_type -> bettercompute.nodes.v1.CordonResponse
+	23, // 58: bettercompute.nodes.v1.NodesService.Uncordon:output_type -> bettercompute.nodes.v1.UncordonResponse
+	25, // 59: bettercompute.nodes.v1.NodesService.Drain:output_type -> bettercompute.nodes.v1.DrainResponse
+	27, // 60: bettercompute.nodes.v1.NodesService.Retire:output_type -> bettercompute.nodes.v1.RetireResponse
+	29, // 61: bettercompute.nodes.v1.NodesService.Label:output_type -> bettercompute.nodes.v1.LabelResponse
+	31, // 62: bettercompute.nodes.v1.NodesService.UpdateSpec:output_type -> bettercompute.nodes.v1.UpdateSpecResponse
+	33, // 63: bettercompute.nodes.v1.NodesService.InventoryHistory:output_type -> bettercompute.nodes.v1.InventoryHistoryResponse
+	53, // [53:64] is the sub-list for method output_type
+	42, // [42:53] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_nodes_v1_nodes_proto_init() }

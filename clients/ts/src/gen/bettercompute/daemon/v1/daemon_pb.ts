@@ -17,7 +17,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/daemon/v1/daemon.proto.
  */
 export const file_bettercompute_daemon_v1_daemon: GenFile = /*@__PURE__*/
-  fileDesc("CiRiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9kYWVtb24ucHJvdG8SF2JldHRlcmNvbXB1dGUuZGFlbW9uLnYxIjsKC0pvaW5SZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgsKA2NzchgCIAEoDBIQCghob3N0bmFtZRgDIAEoCSKQAQoMSm9pblJlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSGQoRY2VydGlmaWNhdGVfY2hhaW4YAiABKAwSDwoHcm9vdF9jYRgDIAEoDBIUCgx0cnVzdF9kb21haW4YBCABKAkSLQoJbm90X2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIbCgxSZW5ld1JlcXVlc3QSCwoDY3NyGAEgASgMIlkKDVJlbmV3UmVzcG9uc2USGQoRY2VydGlmaWNhdGVfY2hhaW4YASABKAwSLQoJbm90X2FmdGVyGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIdCg1TZWNyZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkiHwoOU2VjcmV0UmVzcG9uc2USDQoFdmFsdWUYASABKAwioAIKDlNlc3Npb25SZXF1ZXN0Ei8KBWhlbGxvGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSGVsbG9IABI3CgloZWFydGJlYXQYAiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5IZWFydGJlYXRIABIyCgNhY2sYAyABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kQWNrSAASOAoGcmVzdWx0GAQgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZFJlc3VsdEgAEi8KBWV2ZW50GAUgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXZlbnRIAEIFCgNtc2ci8wEKD1Nlc3Npb25SZXNwb25zZRIzCgd3ZWxjb21lGAEgASgLMiAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuV2VsY29tZUgAEjMKB2NvbW1hbmQYAiABKAsyIC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kSAASMwoHZ29vZGJ5ZRgDIAEoCzIgLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdvb2RieWVIABI6Cgt0dW5uZWxfb3BlbhgEIAEoCzIjLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlR1bm5lbE9wZW5IAEIFCgNtc2ciLQoKVHVubmVsT3BlbhIRCgl0dW5uZWxfaWQYASABKAkSDAoEcG9ydBgCIAEoBSKAAQoFSGVsbG8SFgoOZGFlbW9uX3ZlcnNpb24YASABKAkSNQoJaW52ZW50b3J5GAIgASgLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSW52ZW50b3J5EigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIscCCglJbnZlbnRvcnkSEAoIaG9zdG5hbWUYASABKAkSCgoCb3MYAiABKAkSDgoGa2VybmVsGAMgASgJEhEKCWNwdV9tb2RlbBgEIAEoCRIMCgRjcHVzGAUgASgFEhQKDG1lbW9yeV9ieXRlcxgGIAEoAxIqCgRncHVzGAcgAygLMhwuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1EiwKBWRpc2tzGAggAygLMh0uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRGlzaxIqCgRuaWNzGAkgAygLMhwuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuTmljEjYKCmdwdV9kcml2ZXIYCiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5HcHVEcml2ZXISFwoPZ3B1X3Byb2JlX2Vycm9yGAsgASgJIoUCCgNHcHUSDQoFaW5kZXgYASABKAUSDQoFbW9kZWwYAiABKAkSFAoMbWVtb3J5X2J5dGVzGAMgASgDEgwKBHV1aWQYBCABKAkSDgoGc2VyaWFsGAUgASgJEhIKCnBjaV9idXNfaWQYBiABKAkSFgoJbnVtYV9ub2RlGAcgASgFSACIAQESFQoNdmJpb3NfdmVyc2lvbhgIIAEoCRIQCghtaWdfbW9kZRgJIAEoCRIZChFwb3dlcl9saW1pdF93YXR0cxgKIAEoARIYChBwZXJzaXN0ZW5jZV9tb2RlGAsgASgIEhQKDG1pbm9yX251bWJlchgMIAEoBUIMCgpfbnVtYV9ub2RlInYKCUdwdURyaXZlchIWCg5kcml2ZXJfdmVyc2lvbhgBIAEoCRIUCgxjdWRhX3ZlcnNpb24YAiABKAkSHAoUZmFicmljX21hbmFnZXJfc3RhdGUYAyABKAkSHQoVZmFicmljX21hbmFnZXJfc3RhdHVzGAQgASgJIjcKBERpc2sSDAoEbmFtZRgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgDEg0KBW1vZGVsGAMgASgJIjQKA05pYxIMCgRuYW1lGAEgASgJEgsKA21hYxgCIAEoCRISCgpzcGVlZF9tYnBzGAMgASgDIjUKCUhlYXJ0YmVhdBIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIgCgpDb21tYW5kQWNrEhIKCmNvbW1hbmRfaWQYASABKAkibAoNQ29tbWFuZFJlc3VsdBISCgpjb21tYW5kX2lkGAEgASgJEg8KB3N1Y2Nlc3MYAiABKAgSJwoGcmVzdWx0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgVlcnJvchgEIAEoCSJmCgVFdmVudBIMCgR0eXBlGAEgASgJEiUKBGRhdGEYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqIBCgdXZWxjb21lEg8KB25vZGVfaWQYASABKAkSIgoaaGVhcnRiZWF0X2ludGVydmFsX3NlY29uZHMYAiABKAUSLwoLc2VydmVyX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEG1heF9yZXN1bHRfYnl0ZXMYBCABKAUSFwoPbWF4X2V2ZW50X2J5dGVzGAUgASgFIt4ECgdDb21tYW5kEgoKAmlkGAEgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCRIsCghkZWFkbGluZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoEZXhlYxgGIAEoCzIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkV4ZWNQYXlsb2FkSAASNgoFZHJhaW4YByABKAsyJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5EcmFpblBheWxvYWRIABI6Cgd1bmRyYWluGAggASgLMicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuVW5kcmFpblBheWxvYWRIABI6Cgd1cGdyYWRlGAkgASgLMicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuVXBncmFkZVBheWxvYWRIABI+Cgljb25maWd1cmUYCiABKAsyKS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db25maWd1cmVQYXlsb2FkSAASOAoGcmVib290GAsgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuUmVib290UGF5bG9hZEgAEk0KEWNvbGxlY3RfaW52ZW50b3J5GAwgASgLMjAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29sbGVjdEludmVudG9yeVBheWxvYWRIABI0CgRlY2hvGA0gASgLMiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRWNob1BheWxvYWRIAEIJCgdwYXlsb2FkSgQIAhADSgQIAxAEUgR0eXBlIhkKB0dvb2RieWUSDgoGcmVhc29uGAEgASgJMvkCCg1EYWVtb25TZXJ2aWNlElMKBEpvaW4SJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Kb2luUmVxdWVzdBolLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkpvaW5SZXNwb25zZRJWCgVSZW5ldxIlLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlbmV3UmVxdWVzdBomLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlbmV3UmVzcG9uc2USWQoGU2VjcmV0EiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2VjcmV0UmVxdWVzdBonLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlY3JldFJlc3BvbnNlEmAKB1Nlc3Npb24SJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZXNzaW9uUmVxdWVzdBooLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlc3Npb25SZXNwb25zZSgBMAFCUlpQZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9kYWVtb24vdjE7ZGFlbW9udjFiBnByb3RvMw", [file_bettercompute_daemon_v1_commands, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiRiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9kYWVtb24ucHJvdG8SF2JldHRlcmNvbXB1dGUuZGFlbW9uLnYxIjsKC0pvaW5SZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgsKA2NzchgCIAEoDBIQCghob3N0bmFtZRgDIAEoCSKQAQoMSm9pblJlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSGQoRY2VydGlmaWNhdGVfY2hhaW4YAiABKAwSDwoHcm9vdF9jYRgDIAEoDBIUCgx0cnVzdF9kb21haW4YBCABKAkSLQoJbm90X2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIbCgxSZW5ld1JlcXVlc3QSCwoDY3NyGAEgASgMIlkKDVJlbmV3UmVzcG9uc2USGQoRY2VydGlmaWNhdGVfY2hhaW4YASABKAwSLQoJbm90X2FmdGVyGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIdCg1TZWNyZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkiHwoOU2VjcmV0UmVzcG9uc2USDQoFdmFsdWUYASABKAwi2gIKDlNlc3Npb25SZXF1ZXN0Ei8KBWhlbGxvGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSGVsbG9IABI3CgloZWFydGJlYXQYAiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5IZWFydGJlYXRIABIyCgNhY2sYAyABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kQWNrSAASOAoGcmVzdWx0GAQgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZFJlc3VsdEgAEi8KBWV2ZW50GAUgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXZlbnRIABI4CgpncHVfaGVhbHRoGAYgASgLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1SGVhbHRoSABCBQoDbXNnIvMBCg9TZXNzaW9uUmVzcG9uc2USMwoHd2VsY29tZRgBIAEoCzIgLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLldlbGNvbWVIABIzCgdjb21tYW5kGAIgASgLMiAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZEgAEjMKB2dvb2RieWUYAyABKAsyIC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Hb29kYnllSAASOgoLdHVubmVsX29wZW4YBCABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5UdW5uZWxPcGVuSABCBQoDbXNnIi0KClR1bm5lbE9wZW4SEQoJdHVubmVsX2lkGAEgASgJEgwKBHBvcnQYAiABKAUigAEKBUhlbGxvEhYKDmRhZW1vbl92ZXJzaW9uGAEgASgJEjUKCWludmVudG9yeRgCIAEoCzIiLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkludmVudG9yeRIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLHAgoJSW52ZW50b3J5EhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEg4KBmtlcm5lbBgDIAEoCRIRCgljcHVfbW9kZWwYBCABKAkSDAoEY3B1cxgFIAEoBRIUCgxtZW1vcnlfYnl0ZXMYBiABKAMSKgoEZ3B1cxgHIAMoCzIcLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdwdRIsCgVkaXNrcxgIIAMoCzIdLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRpc2sSKgoEbmljcxgJIAMoCzIcLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLk5pYxI2CgpncHVfZHJpdmVyGAogASgLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1RHJpdmVyEhcKD2dwdV9wcm9iZV9lcnJvchgLIAEoCSKFAgoDR3B1Eg0KBWluZGV4GAEgASgFEg0KBW1vZGVsGAIgASgJEhQKDG1lbW9yeV9ieXRlcxgDIAEoAxIMCgR1dWlkGAQgASgJEg4KBnNlcmlhbBgFIAEoCRISCgpwY2lfYnVzX2lkGAYgASgJEhYKCW51bWFfbm9kZRgHIAEoBUgAiAEBEhUKDXZiaW9zX3ZlcnNpb24YCCABKAkSEAoIbWlnX21vZGUYCSABKAkSGQoRcG93ZXJfbGltaXRfd2F0dHMYCiABKAESGAoQcGVyc2lzdGVuY2VfbW9kZRgLIAEoCBIUCgxtaW5vcl9udW1iZXIYDCABKAVCDAoKX251bWFfbm9kZSJ2CglHcHVEcml2ZXISFgoOZHJpdmVyX3ZlcnNpb24YASABKAkSFAoMY3VkYV92ZXJzaW9uGAIgASgJEhwKFGZhYnJpY19tYW5hZ2VyX3N0YXRlGAMgASgJEh0KFWZhYnJpY19tYW5hZ2VyX3N0YXR1cxgEIAEoCSI3CgREaXNrEgwKBG5hbWUYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoAxINCgVtb2RlbBgDIAEoCSI0CgNOaWMSDAoEbmFtZRgBIAEoCRILCgNtYWMYAiABKAkSEgoKc3BlZWRfbWJwcxgDIAEoAyI1CglIZWFydGJlYXQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiIAoKQ29tbWFuZEFjaxISCgpjb21tYW5kX2lkGAEgASgJImwKDUNvbW1hbmRSZXN1bHQSEgoKY29tbWFuZF9pZBgBIAEoCRIPCgdzdWNjZXNzGAIgASgIEicKBnJlc3VsdBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFZXJyb3IYBCABKAkiZgoFRXZlbnQSDAoEdHlwZRgBIAEoCRIlCgRkYXRhGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ/CglHcHVIZWFsdGgSMwoHc2lnbmFscxgBIAMoCzIiLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdwdVNpZ25hbBITCgtwcm9iZV9lcnJvchgCIAEoCRIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLMAQoJR3B1U2lnbmFsEhAKCGdwdV91dWlkGAEgASgJEhIKCnBjaV9idXNfaWQYAiABKAkSDQoFY2hlY2sYAyABKAkSDAoEY29kZRgEIAEoAxINCgVjb3VudBgFIAEoAxIuCgpmaXJzdF9zZWVuGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglsYXN0X3NlZW4YByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmRldGFpbBgIIAEoCSKiAQoHV2VsY29tZRIPCgdub2RlX2lkGAEgASgJEiIKGmhlYXJ0YmVhdF9pbnRlcnZhbF9zZWNvbmRzGAIgASgFEi8KC3NlcnZlcl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBtYXhfcmVzdWx0X2J5dGVzGAQgASgFEhcKD21heF9ldmVudF9ieXRlcxgFIAEoBSLeBAoHQ29tbWFuZBIKCgJpZBgBIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSLAoIZGVhZGxpbmUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKBGV4ZWMYBiABKAsyJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FeGVjUGF5bG9hZEgAEjYKBWRyYWluGAcgASgLMiUuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRHJhaW5QYXlsb2FkSAASOgoHdW5kcmFpbhgIIAEoCzInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlVuZHJhaW5QYXlsb2FkSAASOgoHdXBncmFkZRgJIAEoCzInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlVwZ3JhZGVQYXlsb2FkSAASPgoJY29uZmlndXJlGAogASgLMikuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29uZmlndXJlUGF5bG9hZEgAEjgKBnJlYm9vdBgLIAEoCzImLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlYm9vdFBheWxvYWRIABJNChFjb2xsZWN0X2ludmVudG9yeRgMIAEoCzIwLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkNvbGxlY3RJbnZlbnRvcnlQYXlsb2FkSAASNAoEZWNobxgNIAEoCzIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkVjaG9QYXlsb2FkSABCCQoHcGF5bG9hZEoECAIQA0oECAMQBFIEdHlwZSIZCgdHb29kYnllEg4KBnJlYXNvbhgBIAEoCTL5AgoNRGFlbW9uU2VydmljZRJTCgRKb2luEiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSm9pblJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Kb2luUmVzcG9uc2USVgoFUmVuZXcSJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5SZW5ld1JlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5SZW5ld1Jlc3BvbnNlElkKBlNlY3JldBImLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlY3JldFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZWNyZXRSZXNwb25zZRJgCgdTZXNzaW9uEicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2Vzc2lvblJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZXNzaW9uUmVzcG9uc2UoATABQlJaUGdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvZGFlbW9uL3YxO2RhZW1vbnYxYgZwcm90bzM", [file_bettercompute_daemon_v1_commands, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * JoinRequest carries the single-use secret and the node's key.
@@ -218,6 +218,12 @@ export type SessionRequest = Message<"bettercompute.daemon.v1.SessionRequest"> &
      */
     value: Event;
     case: "event";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.GpuHealth gpu_health = 6;
+     */
+    value: GpuHealth;
+    case: "gpuHealth";
   } | { case: undefined; value?: undefined };
 };
 
@@ -714,6 +720,128 @@ export const EventSchema: GenMessage<Event> = /*@__PURE__*/
   messageDesc(file_bettercompute_daemon_v1_daemon, 18);
 
 /**
+ * GpuHealth is everything the daemon's GPU health checks see now: a snapshot, not a delta. The
+ * daemon sends one after its hello and again whenever it changes (never on a timer), so the last
+ * one the gateway stored is the node's state and a repeat changes nothing. A signal whose cause
+ * has passed (a slowdown that ended) is left out of the next snapshot; a counted one (Xid
+ * events, ECC errors) stays, with its count, as long as the daemon keeps the count (until the
+ * node reboots).
+ *
+ * @generated from message bettercompute.daemon.v1.GpuHealth
+ */
+export type GpuHealth = Message<"bettercompute.daemon.v1.GpuHealth"> & {
+  /**
+   * At most 4,096 signals (the gateway refuses more, naming the field).
+   *
+   * @generated from field: repeated bettercompute.daemon.v1.GpuSignal signals = 1;
+   */
+  signals: GpuSignal[];
+
+  /**
+   * Why the health probe failed (nvidia-smi timed out, exited with an error, or printed what the
+   * daemon cannot read): the driver did not answer. Empty when it read. The signals the daemon
+   * read before are then still sent, so a node whose driver stops answering keeps its reasons.
+   *
+   * @generated from field: string probe_error = 2;
+   */
+  probeError: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp time = 3;
+   */
+  time?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message bettercompute.daemon.v1.GpuHealth.
+ * Use `create(GpuHealthSchema)` to create a new message.
+ */
+export const GpuHealthSchema: GenMessage<GpuHealth> = /*@__PURE__*/
+  messageDesc(file_bettercompute_daemon_v1_daemon, 19);
+
+/**
+ * GpuSignal is one thing a health check saw, of one GPU or of the node (gpu_uuid empty). The
+ * checks and what the default policy does with each are in docs/gpus.md; a check this version of
+ * the control plane does not know is stored and shown, and changes no health.
+ *
+ * @generated from message bettercompute.daemon.v1.GpuSignal
+ */
+export type GpuSignal = Message<"bettercompute.daemon.v1.GpuSignal"> & {
+  /**
+   * The GPU's UUID ("GPU-…"); empty for a node-wide signal (driver_not_answering), or when the
+   * daemon could not map pci_bus_id to a GPU it knows.
+   *
+   * @generated from field: string gpu_uuid = 1;
+   */
+  gpuUuid: string;
+
+  /**
+   * The PCI bus id the signal named, as the kernel log prints it (an Xid's "0000:18:00"), or the
+   * GPU's as nvidia-smi prints it.
+   *
+   * @generated from field: string pci_bus_id = 2;
+   */
+  pciBusId: string;
+
+  /**
+   * The check: "xid", "ecc_dbe", "ecc_sbe", "retired_pages_pending", "row_remap_pending",
+   * "row_remap_failure", "recovery_action", "thermal_slowdown", "power_slowdown",
+   * "nvlink_down", "nvlink_errors", "pcie_replays", "pcie_link_degraded", "gpu_missing",
+   * "driver_not_answering". Lower case, at most 64 bytes.
+   *
+   * @generated from field: string check = 3;
+   */
+  check: string;
+
+  /**
+   * The check's code: the Xid for "xid", the recovery action for "recovery_action" (1 GPU reset,
+   * 2 node reboot, 3 drain peer-to-peer, 4 drain and reset), the temperature in °C for
+   * "thermal_slowdown"; 0 where the check has none.
+   *
+   * @generated from field: int64 code = 4;
+   */
+  code: bigint;
+
+  /**
+   * How many: occurrences of an Xid since the daemon started reading the kernel log, errors for
+   * ECC checks (aggregate over the GPU's life), growth since the daemon started for nvlink_errors
+   * and pcie_replays, down links for nvlink_down; 1 for a condition that holds.
+   *
+   * @generated from field: int64 count = 5;
+   */
+  count: bigint;
+
+  /**
+   * When the daemon first saw it.
+   *
+   * @generated from field: google.protobuf.Timestamp first_seen = 6;
+   */
+  firstSeen?: Timestamp | undefined;
+
+  /**
+   * When it last changed: the last occurrence of an Xid, the last time a count grew.
+   *
+   * @generated from field: google.protobuf.Timestamp last_seen = 7;
+   */
+  lastSeen?: Timestamp | undefined;
+
+  /**
+   * What the source said, for people: the kernel log line's text, nvidia-smi's value. At most
+   * 512 bytes.
+   *
+   * @generated from field: string detail = 8;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message bettercompute.daemon.v1.GpuSignal.
+ * Use `create(GpuSignalSchema)` to create a new message.
+ */
+export const GpuSignalSchema: GenMessage<GpuSignal> = /*@__PURE__*/
+  messageDesc(file_bettercompute_daemon_v1_daemon, 20);
+
+/**
  * Welcome accepts a session.
  *
  * @generated from message bettercompute.daemon.v1.Welcome
@@ -759,7 +887,7 @@ export type Welcome = Message<"bettercompute.daemon.v1.Welcome"> & {
  * Use `create(WelcomeSchema)` to create a new message.
  */
 export const WelcomeSchema: GenMessage<Welcome> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 19);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 21);
 
 /**
  * Command is work for the node. A command may be delivered more than once (after a reconnect);
@@ -847,7 +975,7 @@ export type Command = Message<"bettercompute.daemon.v1.Command"> & {
  * Use `create(CommandSchema)` to create a new message.
  */
 export const CommandSchema: GenMessage<Command> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 20);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 22);
 
 /**
  * Goodbye ends a session: superseded by a newer one, or the node was revoked.
@@ -866,7 +994,7 @@ export type Goodbye = Message<"bettercompute.daemon.v1.Goodbye"> & {
  * Use `create(GoodbyeSchema)` to create a new message.
  */
 export const GoodbyeSchema: GenMessage<Goodbye> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 21);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 23);
 
 /**
  * DaemonService is served by gateways to daemons. Join is the only call accepted without a

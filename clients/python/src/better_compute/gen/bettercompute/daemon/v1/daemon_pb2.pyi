@@ -62,18 +62,20 @@ class SecretResponse(_message.Message):
     def __init__(self, value: _Optional[bytes] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("hello", "heartbeat", "ack", "result", "event")
+    __slots__ = ("hello", "heartbeat", "ack", "result", "event", "gpu_health")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
+    GPU_HEALTH_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     heartbeat: Heartbeat
     ack: CommandAck
     result: CommandResult
     event: Event
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ...) -> None: ...
+    gpu_health: GpuHealth
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., gpu_health: _Optional[_Union[GpuHealth, _Mapping]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
     __slots__ = ("welcome", "command", "goodbye", "tunnel_open")
@@ -224,6 +226,36 @@ class Event(_message.Message):
     data: _struct_pb2.Struct
     time: _timestamp_pb2.Timestamp
     def __init__(self, type: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GpuHealth(_message.Message):
+    __slots__ = ("signals", "probe_error", "time")
+    SIGNALS_FIELD_NUMBER: _ClassVar[int]
+    PROBE_ERROR_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    signals: _containers.RepeatedCompositeFieldContainer[GpuSignal]
+    probe_error: str
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, signals: _Optional[_Iterable[_Union[GpuSignal, _Mapping]]] = ..., probe_error: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GpuSignal(_message.Message):
+    __slots__ = ("gpu_uuid", "pci_bus_id", "check", "code", "count", "first_seen", "last_seen", "detail")
+    GPU_UUID_FIELD_NUMBER: _ClassVar[int]
+    PCI_BUS_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECK_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    gpu_uuid: str
+    pci_bus_id: str
+    check: str
+    code: int
+    count: int
+    first_seen: _timestamp_pb2.Timestamp
+    last_seen: _timestamp_pb2.Timestamp
+    detail: str
+    def __init__(self, gpu_uuid: _Optional[str] = ..., pci_bus_id: _Optional[str] = ..., check: _Optional[str] = ..., code: _Optional[int] = ..., count: _Optional[int] = ..., first_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("node_id", "heartbeat_interval_seconds", "server_time", "max_result_bytes", "max_event_bytes")

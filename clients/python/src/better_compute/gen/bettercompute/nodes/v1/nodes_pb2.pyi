@@ -1,6 +1,7 @@
 import datetime
 
 from bettercompute.api.v1 import options_pb2 as _options_pb2
+from bettercompute.gpus.v1 import gpus_pb2 as _gpus_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -12,7 +13,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Node(_message.Message):
-    __slots__ = ("id", "tenant_id", "hostname", "pool", "labels", "state", "daemon_version", "connected", "gateway_id", "connect_time", "last_seen_time", "cert_expire_time", "revoked", "revoke_time", "join_token_id", "create_time", "update_time", "inventory", "online", "online_change_time", "taints", "spec", "spec_generation", "observed_generation", "conditions", "state_change_time", "reduced", "transport")
+    __slots__ = ("id", "tenant_id", "hostname", "pool", "labels", "state", "daemon_version", "connected", "gateway_id", "connect_time", "last_seen_time", "cert_expire_time", "revoked", "revoke_time", "join_token_id", "create_time", "update_time", "inventory", "online", "online_change_time", "taints", "spec", "spec_generation", "observed_generation", "conditions", "state_change_time", "reduced", "transport", "unhealthy_gpus", "gpu_quarantined")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -48,6 +49,8 @@ class Node(_message.Message):
     STATE_CHANGE_TIME_FIELD_NUMBER: _ClassVar[int]
     REDUCED_FIELD_NUMBER: _ClassVar[int]
     TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    UNHEALTHY_GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPU_QUARANTINED_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     hostname: str
@@ -76,7 +79,9 @@ class Node(_message.Message):
     state_change_time: _timestamp_pb2.Timestamp
     reduced: bool
     transport: str
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., hostname: _Optional[str] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[str] = ..., daemon_version: _Optional[str] = ..., connected: _Optional[bool] = ..., gateway_id: _Optional[str] = ..., connect_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cert_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked: _Optional[bool] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., join_token_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., online: _Optional[bool] = ..., online_change_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ..., spec: _Optional[_Union[NodeSpec, _Mapping]] = ..., spec_generation: _Optional[int] = ..., observed_generation: _Optional[int] = ..., conditions: _Optional[_Iterable[_Union[Condition, _Mapping]]] = ..., state_change_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reduced: _Optional[bool] = ..., transport: _Optional[str] = ...) -> None: ...
+    unhealthy_gpus: int
+    gpu_quarantined: bool
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., hostname: _Optional[str] = ..., pool: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[str] = ..., daemon_version: _Optional[str] = ..., connected: _Optional[bool] = ..., gateway_id: _Optional[str] = ..., connect_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cert_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked: _Optional[bool] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., join_token_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., inventory: _Optional[_Union[Inventory, _Mapping]] = ..., online: _Optional[bool] = ..., online_change_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ..., spec: _Optional[_Union[NodeSpec, _Mapping]] = ..., spec_generation: _Optional[int] = ..., observed_generation: _Optional[int] = ..., conditions: _Optional[_Iterable[_Union[Condition, _Mapping]]] = ..., state_change_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reduced: _Optional[bool] = ..., transport: _Optional[str] = ..., unhealthy_gpus: _Optional[int] = ..., gpu_quarantined: _Optional[bool] = ...) -> None: ...
 
 class Taint(_message.Message):
     __slots__ = ("key", "value", "effect")
@@ -168,7 +173,7 @@ class Inventory(_message.Message):
     def __init__(self, hostname: _Optional[str] = ..., os: _Optional[str] = ..., kernel: _Optional[str] = ..., cpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[Gpu, _Mapping]]] = ..., disks: _Optional[_Iterable[_Union[Disk, _Mapping]]] = ..., nics: _Optional[_Iterable[_Union[Nic, _Mapping]]] = ..., gpu_driver: _Optional[_Union[GpuDriver, _Mapping]] = ..., gpu_probe_error: _Optional[str] = ...) -> None: ...
 
 class Gpu(_message.Message):
-    __slots__ = ("index", "model", "memory_bytes", "uuid", "serial", "pci_bus_id", "numa_node", "vbios_version", "mig_mode", "power_limit_watts", "persistence_mode", "minor_number")
+    __slots__ = ("index", "model", "memory_bytes", "uuid", "serial", "pci_bus_id", "numa_node", "vbios_version", "mig_mode", "power_limit_watts", "persistence_mode", "minor_number", "health", "health_reasons")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -181,6 +186,8 @@ class Gpu(_message.Message):
     POWER_LIMIT_WATTS_FIELD_NUMBER: _ClassVar[int]
     PERSISTENCE_MODE_FIELD_NUMBER: _ClassVar[int]
     MINOR_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_REASONS_FIELD_NUMBER: _ClassVar[int]
     index: int
     model: str
     memory_bytes: int
@@ -193,7 +200,9 @@ class Gpu(_message.Message):
     power_limit_watts: float
     persistence_mode: bool
     minor_number: int
-    def __init__(self, index: _Optional[int] = ..., model: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., uuid: _Optional[str] = ..., serial: _Optional[str] = ..., pci_bus_id: _Optional[str] = ..., numa_node: _Optional[int] = ..., vbios_version: _Optional[str] = ..., mig_mode: _Optional[str] = ..., power_limit_watts: _Optional[float] = ..., persistence_mode: _Optional[bool] = ..., minor_number: _Optional[int] = ...) -> None: ...
+    health: _gpus_pb2.HealthState
+    health_reasons: _containers.RepeatedCompositeFieldContainer[_gpus_pb2.HealthReason]
+    def __init__(self, index: _Optional[int] = ..., model: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., uuid: _Optional[str] = ..., serial: _Optional[str] = ..., pci_bus_id: _Optional[str] = ..., numa_node: _Optional[int] = ..., vbios_version: _Optional[str] = ..., mig_mode: _Optional[str] = ..., power_limit_watts: _Optional[float] = ..., persistence_mode: _Optional[bool] = ..., minor_number: _Optional[int] = ..., health: _Optional[_Union[_gpus_pb2.HealthState, str]] = ..., health_reasons: _Optional[_Iterable[_Union[_gpus_pb2.HealthReason, _Mapping]]] = ...) -> None: ...
 
 class GpuDriver(_message.Message):
     __slots__ = ("driver_version", "cuda_version", "fabric_manager_state", "fabric_manager_status")
