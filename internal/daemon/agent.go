@@ -38,6 +38,9 @@ type Options struct {
 	Version string
 	// Inventory reports what the node has; read at every session start.
 	Inventory func(ctx context.Context) (*daemonv1.Inventory, error)
+	// GPUHealth, when set, is the node's GPU health: its snapshot is sent after each hello and
+	// again whenever it changes.
+	GPUHealth *GPUHealthFeed
 	// Handlers by command type (package command's names, the payload oneof's cases); a command
 	// of another type, or with no payload, fails.
 	Handlers map[string]Handler
@@ -446,6 +449,7 @@ func (a *Agent) session(ctx context.Context) error {
 	if a.opts.OnSession != nil {
 		a.opts.OnSession()
 	}
+	go a.sendGPUHealth(sctx, send)
 	interval := time.Duration(max(welcome.GetHeartbeatIntervalSeconds(), 1)) * time.Second
 	go func() {
 		t := time.NewTicker(interval)
