@@ -523,15 +523,22 @@ type Command struct {
 }
 
 type Device struct {
-	ID          int64
-	NodeID      uuid.UUID
-	Kind        string
-	Idx         int32
-	Model       string
-	Uuid        string
-	MemoryBytes int64
-	Present     bool
-	UpdatedAt   time.Time
+	ID               int64
+	NodeID           uuid.UUID
+	Kind             string
+	Idx              int32
+	Model            string
+	Uuid             string
+	MemoryBytes      int64
+	Present          bool
+	UpdatedAt        time.Time
+	Serial           string
+	PciBusID         string
+	Health           string
+	HealthReasons    []byte
+	HealthChangedAt  *time.Time
+	ManualQuarantine []byte
+	ClearedAt        *time.Time
 }
 
 type Gateway struct {
@@ -540,6 +547,17 @@ type Gateway struct {
 	ControlUrl  string
 	StartedAt   time.Time
 	HeartbeatAt time.Time
+}
+
+type GpuHealthChange struct {
+	ID          int64
+	TenantID    uuid.UUID
+	DeviceID    int64
+	At          time.Time
+	FromHealth  string
+	ToHealth    string
+	Reasons     []byte
+	PrincipalID *uuid.UUID
 }
 
 type IdempotencyKey struct {
@@ -614,6 +632,16 @@ type Node struct {
 	StateGeneration    int64
 	StateChangedAt     *time.Time
 	AppliedConfig      []byte
+}
+
+type NodeGpuHealth struct {
+	NodeID           uuid.UUID
+	Report           []byte
+	ProbeError       string
+	ReportedAt       time.Time
+	Reasons          []byte
+	Quarantined      bool
+	DrainRequestedAt *time.Time
 }
 
 type NodeInventoryHistory struct {
