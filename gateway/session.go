@@ -267,6 +267,10 @@ func (g *Gateway) receive(ctx context.Context, sess *session, stream *connect.Bi
 			if err := g.event(ctx, q, sess, m.Event); err != nil {
 				return err
 			}
+		case *daemonv1.SessionRequest_GpuHealth:
+			if err := g.recordGPUHealth(ctx, q, sess, m.GpuHealth); err != nil {
+				return fmt.Errorf("record GPU health: %w", err)
+			}
 		case *daemonv1.SessionRequest_Hello:
 			// A second hello updates the inventory (the daemon re-read it).
 			if err := g.recordHello(ctx, q, sess.node, m.Hello); err != nil {

@@ -208,23 +208,29 @@ WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND borrowing <> sqlc.arg(borrowing)::bool
 SELECT clock_timestamp()::timestamptz AS now;
 
 -- name: PlacerNodes :many
--- The pool's members as the placer sees them, with their CPUs and memory.
-SELECT n.id, n.state, n.online, n.taints,
+-- The pool's members as the placer sees them, with their CPUs and memory. A node a GPU health
+-- signal quarantines carries one more taint, quarantine_taint with effect NoSchedule.
+SELECT n.id, n.state, n.online,
+       (CASE WHEN h.quarantined
+             THEN n.taints || jsonb_build_array(jsonb_build_object('key', sqlc.arg(quarantine_taint)::text, 'value', '', 'effect', 'NoSchedule'))
+             ELSE n.taints END)::jsonb AS taints,
        COALESCE(r.cpus, 0)::integer AS cpus, COALESCE(r.cpus_used, 0)::integer AS cpus_used,
        COALESCE(r.memory_bytes, 0)::bigint AS memory_bytes, COALESCE(r.memory_used, 0)::bigint AS memory_used
 FROM pools p
 JOIN nodes n ON pool_member(p, n)
 LEFT JOIN node_resources r ON r.node_id = n.id
+LEFT JOIN node_gpu_health h ON h.node_id = n.id
 WHERE p.id = sqlc.arg(pool_id)
 ORDER BY n.id;
 
 -- name: PlacerDevices :many
--- The present devices of the pool's members, and whether an allocation holds each.
+-- The present devices of the pool's members that are not unhealthy (quarantined GPUs are never
+-- allocated), and whether an allocation holds each.
 SELECT d.id, d.node_id, d.idx, d.model,
        EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL) AS held
 FROM pools p
 JOIN nodes n ON pool_member(p, n)
-JOIN devices d ON d.node_id = n.id AND d.present
+JOIN devices d ON d.node_id = n.id AND d.present AND d.health <> 'unhealthy'
 WHERE p.id = sqlc.arg(pool_id)
 ORDER BY d.node_id, d.idx;
 

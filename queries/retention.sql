@@ -58,3 +58,12 @@ WHERE id = ANY(ARRAY(
         WHERE (w.tx_id, w.id) > (s.tx_id, s.outbox_id) AND h.state IS DISTINCT FROM 'failing'
       )
 ));
+
+-- name: PruneGPUHealthChanges :execrows
+-- Deletes GPU health changes older than keep_ms among the lim oldest ids, windowed as
+-- PruneAuditEvents is (ids grow with time).
+DELETE FROM gpu_health_changes
+WHERE id = ANY(ARRAY(
+    SELECT w.id FROM (SELECT c.id, c.at FROM gpu_health_changes c ORDER BY c.id LIMIT sqlc.arg(lim)) w
+    WHERE w.at < now() - sqlc.arg(keep_ms)::bigint * interval '1 millisecond'
+));

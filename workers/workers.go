@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/internal/webhook"
 	"github.com/better-compute/better-compute/workers/internal/commandsweep"
 	"github.com/better-compute/better-compute/workers/internal/engine"
+	"github.com/better-compute/better-compute/workers/internal/gpucontrol"
 	"github.com/better-compute/better-compute/workers/internal/iamjobs"
 	"github.com/better-compute/better-compute/workers/internal/metering"
 	"github.com/better-compute/better-compute/workers/internal/nodecontrol"
@@ -119,9 +120,13 @@ func New(opts Options) (*Workers, error) {
 	for role, more := range opts.Jobs {
 		jobs[role] = append(jobs[role], more...)
 	}
-	rt := engine.New(engine.Options{
+	// Reconcilers that give others work poke them in-process after their commit; other processes
+	// find it at their next poll.
+	var rt *engine.Runtime
+	poke := func(kind string) { rt.Reconcilers().Poke(kind) }
+	rt = engine.New(engine.Options{
 		Pool: pool, Roles: roles, Logger: log, HolderID: opts.HolderID,
-		Reconcilers: slices.Concat(domainReconcilers(pool, opts.Notifier, log), opts.Reconcilers),
+		Reconcilers: slices.Concat(domainReconcilers(pool, opts.Notifier, poke, log), opts.Reconcilers),
 		Jobs:        jobs,
 		Loops: map[string][]func(context.Context, *locks.Holder){
 			RoleSinks: {func(ctx context.Context, h *locks.Holder) {
@@ -140,9 +145,9 @@ func New(opts Options) (*Workers, error) {
 	return &Workers{rt: rt, opts: opts}, nil
 }
 
-// domainReconcilers are node life cycle, NodeSpec and workflows (controllers), and the capacity
-// placer (scheduler).
-func domainReconcilers(pool *pgxpool.Pool, notifier Notifier, log *slog.Logger) []reconcile.Registration {
+// domainReconcilers are node life cycle, NodeSpec, GPU health and workflows (controllers), and
+// the capacity placer (scheduler).
+func domainReconcilers(pool *pgxpool.Pool, notifier Notifier, poke func(kind string), log *slog.Logger) []reconcile.Registration {
 	opts := nodecontrol.Options{
 		ActiveLeases: func(ctx context.Context, node uuid.UUID) (int, error) { return placer.ActiveLeases(ctx, pool, node) },
 		Logger:       log,
@@ -152,6 +157,7 @@ func domainReconcilers(pool *pgxpool.Pool, notifier Notifier, log *slog.Logger) 
 		opts.Notifier, wopts.Notifier = notifier, notifier
 	}
 	return append(nodecontrol.Reconcilers(pool, opts),
+		gpucontrol.Registration(pool, gpucontrol.Options{Wake: poke, Logger: log}),
 		placer.Registration(pool, placer.Options{Logger: log}),
 		workflows.Reconciler(pool, wopts))
 }

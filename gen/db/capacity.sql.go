@@ -817,7 +817,7 @@ SELECT d.id, d.node_id, d.idx, d.model,
        EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL) AS held
 FROM pools p
 JOIN nodes n ON pool_member(p, n)
-JOIN devices d ON d.node_id = n.id AND d.present
+JOIN devices d ON d.node_id = n.id AND d.present AND d.health <> 'unhealthy'
 WHERE p.id = $1
 ORDER BY d.node_id, d.idx
 `
@@ -830,7 +830,8 @@ type PlacerDevicesRow struct {
 	Held   bool
 }
 
-// The present devices of the pool's members, and whether an allocation holds each.
+// The present devices of the pool's members that are not unhealthy (quarantined GPUs are never
+// allocated), and whether an allocation holds each.
 func (q *Queries) PlacerDevices(ctx context.Context, poolID uuid.UUID) ([]PlacerDevicesRow, error) {
 	rows, err := q.db.Query(ctx, placerDevices, poolID)
 	if err != nil {
@@ -1049,15 +1050,24 @@ func (q *Queries) PlacerNodeReservations(ctx context.Context, arg PlacerNodeRese
 }
 
 const placerNodes = `-- name: PlacerNodes :many
-SELECT n.id, n.state, n.online, n.taints,
+SELECT n.id, n.state, n.online,
+       (CASE WHEN h.quarantined
+             THEN n.taints || jsonb_build_array(jsonb_build_object('key', $1::text, 'value', '', 'effect', 'NoSchedule'))
+             ELSE n.taints END)::jsonb AS taints,
        COALESCE(r.cpus, 0)::integer AS cpus, COALESCE(r.cpus_used, 0)::integer AS cpus_used,
        COALESCE(r.memory_bytes, 0)::bigint AS memory_bytes, COALESCE(r.memory_used, 0)::bigint AS memory_used
 FROM pools p
 JOIN nodes n ON pool_member(p, n)
 LEFT JOIN node_resources r ON r.node_id = n.id
-WHERE p.id = $1
+LEFT JOIN node_gpu_health h ON h.node_id = n.id
+WHERE p.id = $2
 ORDER BY n.id
 `
+
+type PlacerNodesParams struct {
+	QuarantineTaint string
+	PoolID          uuid.UUID
+}
 
 type PlacerNodesRow struct {
 	ID          uuid.UUID
@@ -1070,9 +1080,10 @@ type PlacerNodesRow struct {
 	MemoryUsed  int64
 }
 
-// The pool's members as the placer sees them, with their CPUs and memory.
-func (q *Queries) PlacerNodes(ctx context.Context, poolID uuid.UUID) ([]PlacerNodesRow, error) {
-	rows, err := q.db.Query(ctx, placerNodes, poolID)
+// The pool's members as the placer sees them, with their CPUs and memory. A node a GPU health
+// signal quarantines carries one more taint, quarantine_taint with effect NoSchedule.
+func (q *Queries) PlacerNodes(ctx context.Context, arg PlacerNodesParams) ([]PlacerNodesRow, error) {
+	rows, err := q.db.Query(ctx, placerNodes, arg.QuarantineTaint, arg.PoolID)
 	if err != nil {
 		return nil, err
 	}

@@ -539,6 +539,7 @@ type Device struct {
 	HealthChangedAt  *time.Time
 	ManualQuarantine []byte
 	ClearedAt        *time.Time
+	Acknowledged     []byte
 }
 
 type Gateway struct {

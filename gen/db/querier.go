@@ -70,6 +70,9 @@ type Querier interface {
 	ClaimPendingCommands(ctx context.Context, arg ClaimPendingCommandsParams) ([]Command, error)
 	ClaimReconcile(ctx context.Context, arg ClaimReconcileParams) ([]ClaimReconcileRow, error)
 	ClaimSession(ctx context.Context, arg ClaimSessionParams) error
+	// An operator's clear: the manual quarantine ends, the reasons go, and the signals seen until now
+	// are acknowledged.
+	ClearDevice(ctx context.Context, arg ClearDeviceParams) error
 	// Ends the sink's run of failures: a round delivered everything it tried, or a replay restarts
 	// the retry schedule.
 	ClearSinkRetry(ctx context.Context, sink string) error
@@ -306,6 +309,14 @@ type Querier interface {
 	// (protojson, '' for none) and errors[i]. A repeated result finds its command finished and
 	// changes nothing; the workflows waiting for any of the commands are woken.
 	FinishCommands(ctx context.Context, arg FinishCommandsParams) ([]FinishCommandsRow, error)
+	// The node as the health reconciler needs it, with what its daemon last pushed and what the
+	// reconciler made of it last time.
+	GPUHealthNode(ctx context.Context, id uuid.UUID) (GPUHealthNodeRow, error)
+	// Nodes the health reconciler looks at again on its periodic resync: those with node-wide
+	// reasons, a GPU that is not healthy, or a GPU that is missing. Healthy nodes are not: every
+	// change of theirs is queued in the transaction that makes it, and a resync of every node would
+	// cost writes (the queue's) for nothing.
+	GPUHealthResyncKeys(ctx context.Context) ([]string, error)
 	GatewaySessions(ctx context.Context) ([]GatewaySessionsRow, error)
 	GetAPIKey(ctx context.Context, arg GetAPIKeyParams) (ApiKey, error)
 	// A flow's method (auth_flows.auth_method_id), at the callback; in the sign-in only, never for
@@ -371,6 +382,7 @@ type Querier interface {
 	// The audit log: written by the admission layer, read by audit/list.
 	InsertAuditEvent(ctx context.Context, arg InsertAuditEventParams) error
 	InsertDeviceAllocations(ctx context.Context, arg InsertDeviceAllocationsParams) error
+	InsertGPUHealthChange(ctx context.Context, arg InsertGPUHealthChangeParams) error
 	// Per-tenant counters that the creates' own inserts keep (migration 0025_tenant_counters), read
 	// by the caps' checks (internal/quota) instead of counting rows.
 	// CreateNode for a join, whose result the join does not need: it rides in one round trip with
@@ -479,6 +491,9 @@ type Querier interface {
 	LockChildTenant(ctx context.Context, arg LockChildTenantParams) (Tenant, error)
 	// GetCommand inside a transaction, holding the row until it ends.
 	LockCommand(ctx context.Context, arg LockCommandParams) (Command, error)
+	// The node's GPUs, locked: the reconciler and the operators' quarantine and clear change a
+	// node's GPUs one transaction at a time. With the lease that holds each now.
+	LockGPUHealthDevices(ctx context.Context, nodeID uuid.UUID) ([]LockGPUHealthDevicesRow, error)
 	// What /metrics reads from the database at scrape time (behind a short cache in the metrics
 	// package). The reconcile queues come from ReconcileQueueStats in reconcile.sql.
 	// Live locks per holder: shards and singleton jobs each process holds.
@@ -601,7 +616,8 @@ type Querier interface {
 	PendingReservationLeases(ctx context.Context, reservationID *uuid.UUID) ([]uuid.UUID, error)
 	// The next nodes to admit, in order, with their nodes' state.
 	PendingWorkflowNodes(ctx context.Context, arg PendingWorkflowNodesParams) ([]PendingWorkflowNodesRow, error)
-	// The present devices of the pool's members, and whether an allocation holds each.
+	// The present devices of the pool's members that are not unhealthy (quarantined GPUs are never
+	// allocated), and whether an allocation holds each.
 	PlacerDevices(ctx context.Context, poolID uuid.UUID) ([]PlacerDevicesRow, error)
 	// The pool's active grants: each grantee's nominal quota, borrowing limit and weight.
 	PlacerGrants(ctx context.Context, poolID uuid.UUID) ([]PlacerGrantsRow, error)
@@ -614,8 +630,9 @@ type Querier interface {
 	// Active reservations not over by now, of any pool of the tenant, with the nodes among node_ids
 	// that they cover (a node may be a member of several pools).
 	PlacerNodeReservations(ctx context.Context, arg PlacerNodeReservationsParams) ([]PlacerNodeReservationsRow, error)
-	// The pool's members as the placer sees them, with their CPUs and memory.
-	PlacerNodes(ctx context.Context, poolID uuid.UUID) ([]PlacerNodesRow, error)
+	// The pool's members as the placer sees them, with their CPUs and memory. A node a GPU health
+	// signal quarantines carries one more taint, quarantine_taint with effect NoSchedule.
+	PlacerNodes(ctx context.Context, arg PlacerNodesParams) ([]PlacerNodesRow, error)
 	// The database's clock when this statement starts: as the first statement of the placer's
 	// snapshot it is no earlier than the end of any allocation the snapshot sees ended.
 	PlacerNow(ctx context.Context) (time.Time, error)
@@ -661,6 +678,9 @@ type Querier interface {
 	// Deletes up to lim commands that reached a final state more than keep_ms ago. Final states
 	// are never left, so nothing else writes these rows.
 	PruneFinishedCommands(ctx context.Context, arg PruneFinishedCommandsParams) (int64, error)
+	// Deletes GPU health changes older than keep_ms among the lim oldest ids, windowed as
+	// PruneAuditEvents is (ids grow with time).
+	PruneGPUHealthChanges(ctx context.Context, arg PruneGPUHealthChangesParams) (int64, error)
 	// Deletes up to lim stored idempotent responses older than keep_ms.
 	PruneIdempotencyKeys(ctx context.Context, arg PruneIdempotencyKeysParams) (int64, error)
 	// Forgets members silent for much longer than a TTL (crashed processes).
@@ -703,6 +723,12 @@ type Querier interface {
 	// audit row, its outbox events (in order), and, for a call with an Idempotency-Key, the sealed
 	// response a retry will get.
 	RecordAdmission(ctx context.Context, arg RecordAdmissionParams) error
+	// GPU health (issue 33): what daemons push, what the health reconciler (internal/gpustate) reads
+	// and writes, and the operators' quarantine and clear. The reconciler's kind, 'gpu.health'
+	// (gpuhealth.ReconcileKind), is also written by sync_node_devices (migration 0033).
+	// Stores a node's GPU health snapshot when it differs from the stored one, and then queues the
+	// node for the health reconciler in the same statement. Returns whether it changed anything.
+	RecordGPUHealth(ctx context.Context, arg RecordGPUHealthParams) (bool, error)
 	// When each background job last ran (internal/jobrun writes, doctor reads).
 	RecordJobRun(ctx context.Context, arg RecordJobRunParams) error
 	RecordMigration(ctx context.Context, arg RecordMigrationParams) error
@@ -799,7 +825,11 @@ type Querier interface {
 	// The session rows that name this gateway: one whose session is not the one the gateway holds
 	// for the node was claimed over it.
 	SessionsOfGateway(ctx context.Context, gatewayID string) ([]SessionsOfGatewayRow, error)
+	SetDeviceHealth(ctx context.Context, arg SetDeviceHealthParams) error
+	SetDeviceManualQuarantine(ctx context.Context, arg SetDeviceManualQuarantineParams) error
 	SetNodeConditions(ctx context.Context, arg SetNodeConditionsParams) error
+	// The node-wide part of the reconciler's verdict.
+	SetNodeGPUHealth(ctx context.Context, arg SetNodeGPUHealthParams) error
 	SetNodeLabels(ctx context.Context, arg SetNodeLabelsParams) error
 	// Moves a node from one of from_states to state; no row when it is in another state. from_states
 	// travels as text[]: pgx cannot encode an array of an enum it has not loaded.
@@ -848,6 +878,8 @@ type Querier interface {
 	SummarizeNodes(ctx context.Context, arg SummarizeNodesParams) ([]SummarizeNodesRow, error)
 	// The leases that have not ended of a tenant, and of other tenants in the tenant's pools.
 	TenantActiveLeaseIDs(ctx context.Context, tenantID uuid.UUID) ([]uuid.UUID, error)
+	// A GPU of the tenant's nodes by UUID: the present one, else the one seen last.
+	TenantGPU(ctx context.Context, arg TenantGPUParams) (TenantGPURow, error)
 	// The tenant's nodes that count against its cap: neither revoked nor retired.
 	TenantNodeCount(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	// Which of ids are nodes of the tenant.

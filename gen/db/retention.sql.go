@@ -64,6 +64,29 @@ func (q *Queries) PruneFinishedCommands(ctx context.Context, arg PruneFinishedCo
 	return result.RowsAffected(), nil
 }
 
+const pruneGPUHealthChanges = `-- name: PruneGPUHealthChanges :execrows
+DELETE FROM gpu_health_changes
+WHERE id = ANY(ARRAY(
+    SELECT w.id FROM (SELECT c.id, c.at FROM gpu_health_changes c ORDER BY c.id LIMIT $1) w
+    WHERE w.at < now() - $2::bigint * interval '1 millisecond'
+))
+`
+
+type PruneGPUHealthChangesParams struct {
+	Lim    int32
+	KeepMs int64
+}
+
+// Deletes GPU health changes older than keep_ms among the lim oldest ids, windowed as
+// PruneAuditEvents is (ids grow with time).
+func (q *Queries) PruneGPUHealthChanges(ctx context.Context, arg PruneGPUHealthChangesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, pruneGPUHealthChanges, arg.Lim, arg.KeepMs)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const pruneOutbox = `-- name: PruneOutbox :execrows
 DELETE FROM outbox
 WHERE id = ANY(ARRAY(

@@ -146,6 +146,8 @@ type Retention struct {
 	// Tunnels keeps closed tunnels, and tickets never used, this long after they closed or
 	// expired (default 720h).
 	Tunnels time.Duration `yaml:"tunnels"`
+	// GPUHealth keeps the history of GPUs' health changes this long (default 2160h, 90 days).
+	GPUHealth time.Duration `yaml:"gpuHealth"`
 }
 
 // Gateway configures the daemon gateway.
@@ -232,10 +234,11 @@ func Default() *Config {
 		Log:      Log{Level: "info", Format: "json"},
 		Otel:     Otel{SampleRatio: 1},
 		Retention: Retention{
-			Outbox:   7 * 24 * time.Hour,
-			Commands: 30 * 24 * time.Hour,
-			Audit:    365 * 24 * time.Hour,
-			Tunnels:  30 * 24 * time.Hour,
+			Outbox:    7 * 24 * time.Hour,
+			Commands:  30 * 24 * time.Hour,
+			Audit:     365 * 24 * time.Hour,
+			Tunnels:   30 * 24 * time.Hour,
+			GPUHealth: 90 * 24 * time.Hour,
 		},
 		Limits:   defaultLimits(),
 		Webhooks: Webhooks{Retry: defaultWebhookRetry()},

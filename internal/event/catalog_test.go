@@ -89,7 +89,7 @@ func TestPayloadsRoundTrip(t *testing.T) {
 // idOf is the id a payload's subject names.
 func idOf(t *testing.T, m map[string]any) string {
 	t.Helper()
-	for _, k := range []string{"id", "webhookId", "workflowId"} {
+	for _, k := range []string{"id", "webhookId", "workflowId", "uuid"} {
 		if s, ok := m[k].(string); ok {
 			return s
 		}
@@ -196,7 +196,7 @@ func TestReport(t *testing.T) {
 			t.Errorf("ValidReport(%q)", r)
 		}
 	}
-	if want := []string{"cordoned", "drained", "draining", "inventory", "joined", "labeled", "offline", "online", "ready", "retired", "revoked", "spec", "uncordoned"}; !slices.Equal(slices.Sorted(maps.Keys(reservedReports)), want) {
+	if want := []string{"cordoned", "drained", "draining", "gpu_quarantined", "gpu_released", "inventory", "joined", "labeled", "offline", "online", "ready", "retired", "revoked", "spec", "uncordoned"}; !slices.Equal(slices.Sorted(maps.Keys(reservedReports)), want) {
 		t.Errorf("reserved %v", slices.Sorted(maps.Keys(reservedReports)))
 	}
 }

@@ -71,3 +71,12 @@ const (
 	// MaxDetailBytes bounds a signal's detail.
 	MaxDetailBytes = 512
 )
+
+// ReconcileKind is the health reconciler's kind; its keys are node ids. The gateway queues a node
+// when its daemon pushes a changed snapshot, and sync_node_devices (migration 0033) when a GPU
+// comes, goes or moves.
+const ReconcileKind = "gpu.health"
+
+// QuarantineTaintKey is the taint the placer sees on a node a GPU health signal quarantines
+// (effect NoSchedule): a lease that tolerates it (a diagnostic job) may still be placed there.
+const QuarantineTaintKey = "gpu.bettercompute.io/quarantined"

@@ -3,6 +3,7 @@ package gpuhealth
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -75,6 +76,17 @@ type Reason struct {
 	Detail string `json:"detail,omitempty"`
 	// Description is the policy's words for the signal.
 	Description string `json:"description,omitempty"`
+	// GoneSince is when the signal stopped (left the daemon's snapshot, or its window passed):
+	// the reason stays for the policy's clean period after it.
+	GoneSince *time.Time `json:"goneSince,omitempty"`
+}
+
+// Acknowledged is a signal an operator's Clear acknowledged (devices.acknowledged, JSON): the
+// same signal with no higher count is no new occurrence.
+type Acknowledged struct {
+	Check string `json:"check"`
+	Code  int64  `json:"code,omitempty"`
+	Count int64  `json:"count,omitempty"`
 }
 
 // Manual is an operator's quarantine (devices.manual_quarantine, JSON).
@@ -118,4 +130,28 @@ func DecodeManual(b []byte) (*Manual, error) {
 		return nil, fmt.Errorf("decode a manual quarantine: %w", err)
 	}
 	return &m, nil
+}
+
+// DecodeAcknowledged reads devices.acknowledged; empty is none.
+func DecodeAcknowledged(b []byte) ([]Acknowledged, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var as []Acknowledged
+	if err := json.Unmarshal(b, &as); err != nil {
+		return nil, fmt.Errorf("decode acknowledged GPU signals: %w", err)
+	}
+	return as, nil
+}
+
+// SameReasons reports whether two lists of reasons say the same, times compared as instants (a
+// list read back from the database has lost its times' locations).
+func SameReasons(a, b []Reason) bool {
+	return slices.EqualFunc(a, b, func(x, y Reason) bool {
+		if (x.GoneSince == nil) != (y.GoneSince == nil) || (x.GoneSince != nil && !x.GoneSince.Equal(*y.GoneSince)) {
+			return false
+		}
+		return x.Check == y.Check && x.Code == y.Code && x.Count == y.Count && x.FirstSeen.Equal(y.FirstSeen) &&
+			x.LastSeen.Equal(y.LastSeen) && x.Effect == y.Effect && x.Detail == y.Detail && x.Description == y.Description
+	})
 }

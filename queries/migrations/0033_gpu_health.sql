@@ -18,8 +18,10 @@ ALTER TABLE devices
     ADD COLUMN health_changed_at timestamptz,
     -- An operator's quarantine (gpuhealth.Manual, JSON), until Clear.
     ADD COLUMN manual_quarantine jsonb       CHECK (manual_quarantine IS NULL OR jsonb_typeof(manual_quarantine) = 'object'),
-    -- The last Clear: signals last seen before it are acknowledged.
-    ADD COLUMN cleared_at        timestamptz;
+    -- The last Clear, and what it acknowledged (gpuhealth.Acknowledged, JSON): the signals seen
+    -- then, with their counts, so that only a new occurrence counts again.
+    ADD COLUMN cleared_at        timestamptz,
+    ADD COLUMN acknowledged      jsonb       NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(acknowledged) = 'array');
 
 -- The GPUs the placer must skip, and the fleet-wide views by health, are found without a scan.
 CREATE INDEX devices_unhealthy ON devices (node_id) WHERE health <> 'healthy';

@@ -18,6 +18,7 @@ import (
 	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/enqueue"
 	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/gpuhealth"
 	"github.com/better-compute/better-compute/internal/reconcile"
 )
 
@@ -153,7 +154,7 @@ func (d *decision) make(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("read the pool's pending leases: %w", err)
 	}
 	dem := demandOf(rows, d.now, time.Duration(d.sc.ScaleUpDelayMs)*time.Millisecond)
-	nodes, err := d.cq.PlacerNodes(ctx, d.sc.PoolID)
+	nodes, err := d.cq.PlacerNodes(ctx, db.PlacerNodesParams{PoolID: d.sc.PoolID, QuarantineTaint: gpuhealth.QuarantineTaintKey})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read the pool's members: %w", err)
 	}

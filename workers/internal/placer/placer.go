@@ -39,6 +39,7 @@ import (
 	"github.com/better-compute/better-compute/internal/enqueue"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/fleet"
+	"github.com/better-compute/better-compute/internal/gpuhealth"
 	"github.com/better-compute/better-compute/internal/placement"
 	"github.com/better-compute/better-compute/internal/reconcile"
 )
@@ -209,7 +210,7 @@ func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*placement.
 		if now, err = p.now(ctx, q); err != nil {
 			return err
 		}
-		rows, err := q.PlacerNodes(ctx, pl.ID)
+		rows, err := q.PlacerNodes(ctx, db.PlacerNodesParams{PoolID: pl.ID, QuarantineTaint: gpuhealth.QuarantineTaintKey})
 		if err != nil {
 			return fmt.Errorf("read nodes: %w", err)
 		}

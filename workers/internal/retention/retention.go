@@ -61,6 +61,9 @@ func (o Options) withDefaults() Options {
 	if o.Retention.Outbox <= 0 {
 		o.Retention.Outbox = def.Outbox
 	}
+	if o.Retention.GPUHealth <= 0 {
+		o.Retention.GPUHealth = def.GPUHealth
+	}
 	if o.Retention.Tunnels <= 0 {
 		o.Retention.Tunnels = def.Tunnels
 	}
@@ -90,6 +93,8 @@ func Job(pool *pgxpool.Pool, opts Options) locks.Job {
 // Pruned counts the rows one Prune deleted.
 type Pruned struct {
 	Audit, Commands, Outbox, Tunnels int64
+	// GPUHealth are the GPU health changes deleted.
+	GPUHealth int64
 	// AuthFlows and Sessions are the sign-in flows and sessions deleted.
 	AuthFlows, Sessions int64
 }
@@ -121,6 +126,9 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, l locks.Lock, opts Options) 
 		}},
 		{"tunnels", &n.Tunnels, false, func(q *db.Queries) (int64, error) {
 			return q.PruneTunnels(ctx, db.PruneTunnelsParams{KeepMs: opts.Retention.Tunnels.Milliseconds(), Lim: opts.Batch})
+		}},
+		{"gpu_health_changes", &n.GPUHealth, true, func(q *db.Queries) (int64, error) {
+			return q.PruneGPUHealthChanges(ctx, db.PruneGPUHealthChangesParams{KeepMs: opts.Retention.GPUHealth.Milliseconds(), Lim: opts.Batch})
 		}},
 		// Few rows (flows live ten minutes): one statement deletes them all, then one that
 		// deletes nothing ends the loop.

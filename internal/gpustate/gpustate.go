@@ -1,0 +1,317 @@
+// Package gpustate applies the GPU health policy (package gpuhealth) to a node in PostgreSQL: it
+// reads what the node's daemon last pushed and what was decided before, evaluates each GPU and
+// the node, and writes only what changed — each GPU's health and reasons, the history, the
+// node's quarantine, a drain — with the events that announce it, in the caller's transaction.
+// The health reconciler (workers) calls Apply when a node's report or GPUs change; the API's
+// quarantine and clear (server) call Quarantine and Clear, which end in the same Apply, so there
+// is one way health is decided.
+package gpustate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/better-compute/better-compute/gen/db"
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/capacity"
+	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/fleet"
+	"github.com/better-compute/better-compute/internal/gpuhealth"
+)
+
+// ErrNotFound is returned by Quarantine and Clear for a GPU the tenant has no node with.
+var ErrNotFound = errors.New("no such GPU")
+
+// Outcome is what Apply did that its caller acts on after the commit.
+type Outcome struct {
+	// Recheck, when not zero, is when the verdict may change without a new signal (a clean
+	// period or a window ends): the reconciler looks at the node again then.
+	Recheck time.Time
+	// Wake lists the reconciler kinds to wake after the commit: the placer when a GPU or the
+	// node became placeable again, the node life cycle when a drain started.
+	Wake []string
+	// Changed counts the GPUs whose health changed.
+	Changed int
+}
+
+func (o *Outcome) recheck(t time.Time) {
+	if !t.IsZero() && (o.Recheck.IsZero() || t.Before(o.Recheck)) {
+		o.Recheck = t
+	}
+}
+
+func (o *Outcome) wake(kind string) {
+	if !slices.Contains(o.Wake, kind) {
+		o.Wake = append(o.Wake, kind)
+	}
+}
+
+// node is a node's health state as loaded, under the lock of its GPUs.
+type node struct {
+	row db.GPUHealthNodeRow
+	// devices are locked (FOR UPDATE) for the transaction.
+	devices []db.LockGPUHealthDevicesRow
+	// signals are the daemon's per-GPU signals by device id; nodeSignals those of no GPU it
+	// knows (node-wide, or a PCI id no device has).
+	signals     map[int64][]gpuhealth.Signal
+	nodeSignals []gpuhealth.Signal
+}
+
+// load reads a node and locks its GPUs; nil when the node does not exist.
+func load(ctx context.Context, q *db.Queries, id uuid.UUID) (*node, error) {
+	row, err := q.GPUHealthNode(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read node %s: %w", id, err)
+	}
+	devices, err := q.LockGPUHealthDevices(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("lock the GPUs of node %s: %w", id, err)
+	}
+	n := &node{row: row, devices: devices, signals: map[int64][]gpuhealth.Signal{}}
+	report := &daemonv1.GpuHealth{}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(row.Report, report); err != nil {
+		return nil, fmt.Errorf("read the GPU health report of node %s: %w", id, err)
+	}
+	byUUID, byPCI := map[string]int64{}, map[string]int64{}
+	for _, d := range devices {
+		if d.Uuid != "" {
+			byUUID[d.Uuid] = d.ID
+		}
+		if d.PciBusID != "" {
+			byPCI[PCIKey(d.PciBusID)] = d.ID
+		}
+	}
+	for _, s := range report.GetSignals() {
+		sig := gpuhealth.Signal{
+			Check: s.GetCheck(), Code: s.GetCode(), Count: s.GetCount(),
+			FirstSeen: s.GetFirstSeen().AsTime(), LastSeen: s.GetLastSeen().AsTime(), Detail: s.GetDetail(),
+		}
+		id, ok := byUUID[s.GetGpuUuid()]
+		if !ok && s.GetPciBusId() != "" {
+			id, ok = byPCI[PCIKey(s.GetPciBusId())]
+		}
+		if ok {
+			n.signals[id] = append(n.signals[id], sig)
+		} else {
+			n.nodeSignals = append(n.nodeSignals, sig)
+		}
+	}
+	return n, nil
+}
+
+// PCIKey is a PCI address as domain:bus:device, lower case with the domain's leading zeros
+// dropped, so that nvidia-smi's "00000000:18:00.0" and the kernel log's "0000:18:00" match.
+func PCIKey(addr string) string {
+	addr = strings.ToLower(strings.TrimSpace(addr))
+	if i := strings.LastIndexByte(addr, '.'); i >= 0 {
+		addr = addr[:i]
+	}
+	parts := strings.Split(addr, ":")
+	if len(parts) == 3 {
+		parts[0] = strings.TrimLeft(parts[0], "0")
+	}
+	return strings.Join(parts, ":")
+}
+
+// gpuSignals are the signals of device d: the daemon's, and gpu_missing while it is missing.
+func (n *node) gpuSignals(d db.LockGPUHealthDevicesRow) []gpuhealth.Signal {
+	sigs := n.signals[d.ID]
+	if !d.Present {
+		sigs = append(slices.Clip(sigs), gpuhealth.Signal{Check: gpuhealth.CheckGPUMissing, Count: 1, FirstSeen: d.UpdatedAt, LastSeen: d.UpdatedAt})
+	}
+	return sigs
+}
+
+// Apply evaluates the GPUs of node id and the node itself under policy at now, and writes what
+// changed in tx. actor is the operator behind it (Quarantine, Clear), nil for the reconciler. A
+// node that does not exist is no error.
+func Apply(ctx context.Context, tx pgx.Tx, id uuid.UUID, policy gpuhealth.Policy, now time.Time, actor *uuid.UUID) (Outcome, error) {
+	q := db.New(tx)
+	n, err := load(ctx, q, id)
+	if err != nil || n == nil {
+		return Outcome{}, err
+	}
+	return n.apply(ctx, tx, q, policy, now, actor)
+}
+
+func (n *node) apply(ctx context.Context, tx pgx.Tx, q *db.Queries, policy gpuhealth.Policy, now time.Time, actor *uuid.UUID) (Outcome, error) {
+	var out Outcome
+	var nodeWide []gpuhealth.Reason
+	drain, placeable := false, false
+	for _, d := range n.devices {
+		prev, err := gpuhealth.DecodeReasons(d.HealthReasons)
+		if err != nil {
+			return out, fmt.Errorf("GPU %s: %w", d.Uuid, err)
+		}
+		manual, err := gpuhealth.DecodeManual(d.ManualQuarantine)
+		if err != nil {
+			return out, fmt.Errorf("GPU %s: %w", d.Uuid, err)
+		}
+		acks, err := gpuhealth.DecodeAcknowledged(d.Acknowledged)
+		if err != nil {
+			return out, fmt.Errorf("GPU %s: %w", d.Uuid, err)
+		}
+		in := gpuhealth.Input{Signals: n.gpuSignals(d), Previous: prev, Manual: manual, Acknowledged: acks}
+		if d.ClearedAt != nil {
+			in.ClearedAt = *d.ClearedAt
+		}
+		res := policy.Evaluate(in, now)
+		out.recheck(res.Recheck)
+		if e := res.Effect(); e.NodeWide() {
+			nodeWide = append(nodeWide, res.Reasons...)
+			drain = drain || e == gpuhealth.EffectDrainNode
+		}
+		from := gpuhealth.Health(d.Health)
+		if from == res.Health && gpuhealth.SameReasons(prev, res.Reasons) {
+			continue
+		}
+		reasons, err := gpuhealth.EncodeReasons(res.Reasons)
+		if err != nil {
+			return out, err
+		}
+		if err := q.SetDeviceHealth(ctx, db.SetDeviceHealthParams{ID: d.ID, Health: string(res.Health), Reasons: reasons}); err != nil {
+			return out, fmt.Errorf("set the health of GPU %s: %w", d.Uuid, err)
+		}
+		if from == res.Health {
+			continue // the reasons changed, not the health: no history, no event
+		}
+		out.Changed++
+		if err := q.InsertGPUHealthChange(ctx, db.InsertGPUHealthChangeParams{
+			TenantID: n.row.TenantID, DeviceID: d.ID, FromHealth: string(from), ToHealth: string(res.Health), Reasons: reasons, PrincipalID: actor,
+		}); err != nil {
+			return out, fmt.Errorf("record the health change of GPU %s: %w", d.Uuid, err)
+		}
+		if err := n.announce(ctx, q, d, from, res, actor); err != nil {
+			return out, err
+		}
+		placeable = placeable || (from == gpuhealth.Unhealthy && d.Present)
+	}
+
+	nodeRes := policy.Evaluate(gpuhealth.Input{Signals: n.nodeSignals, Previous: nodeOnly(n.row.Reasons)}, now)
+	out.recheck(nodeRes.Recheck)
+	e := nodeRes.Effect()
+	quarantined := e.NodeWide() || len(nodeWide) > 0
+	drain = drain || e == gpuhealth.EffectDrainNode
+	if err := n.setNode(ctx, q, nodeRes.Reasons, quarantined, drain, now, &out); err != nil {
+		return out, err
+	}
+	if n.row.Quarantined && !quarantined {
+		placeable = true
+	}
+	if quarantined != n.row.Quarantined {
+		change := event.NodeGPUChange{ID: n.row.ID, Hostname: n.row.Hostname, Reasons: append(slices.Clip(nodeRes.Reasons), nodeWide...)}
+		var ev event.Event = event.NodeGPUReleased{NodeGPUChange: change}
+		if quarantined {
+			ev = event.NodeGPUQuarantined{NodeGPUChange: change}
+		}
+		if err := event.Emit(ctx, q, n.row.TenantID, ev); err != nil {
+			return out, err
+		}
+	}
+	if placeable {
+		pools, err := q.PoolsOfNodes(ctx, []uuid.UUID{n.row.ID})
+		if err != nil {
+			return out, fmt.Errorf("pools of node %s: %w", n.row.ID, err)
+		}
+		if err := capacity.EnqueuePlacer(ctx, q, pools...); err != nil {
+			return out, err
+		}
+		if len(pools) > 0 {
+			out.wake(capacity.PlacerKind)
+		}
+	}
+	return out, nil
+}
+
+// nodeOnly reads the node's stored reasons; they are its node-wide signals' only (the GPUs'
+// reasons that reach the node are the GPUs' own, evaluated with them).
+func nodeOnly(b []byte) []gpuhealth.Reason {
+	rs, err := gpuhealth.DecodeReasons(b)
+	if err != nil {
+		return nil // written by this package; unreadable means start again from the signals
+	}
+	return rs
+}
+
+// setNode writes the node's verdict when it changed, and starts a drain the first time a signal
+// asks for one (an operator who uncordons the node afterwards is not overruled until the signal
+// goes and comes back).
+func (n *node) setNode(ctx context.Context, q *db.Queries, reasons []gpuhealth.Reason, quarantined, drain bool, now time.Time, out *Outcome) error {
+	prev := nodeOnly(n.row.Reasons)
+	drainAt := n.row.DrainRequestedAt
+	startDrain := drain && drainAt == nil
+	switch {
+	case startDrain:
+		drainAt = &now
+	case !drain:
+		drainAt = nil
+	}
+	if quarantined == n.row.Quarantined && gpuhealth.SameReasons(prev, reasons) && (drainAt == nil) == (n.row.DrainRequestedAt == nil) {
+		return nil
+	}
+	b, err := gpuhealth.EncodeReasons(reasons)
+	if err != nil {
+		return err
+	}
+	if err := q.SetNodeGPUHealth(ctx, db.SetNodeGPUHealthParams{NodeID: n.row.ID, Reasons: b, Quarantined: quarantined, DrainRequestedAt: drainAt}); err != nil {
+		return fmt.Errorf("set the GPU health of node %s: %w", n.row.ID, err)
+	}
+	if !startDrain {
+		return nil
+	}
+	from := []string{string(fleet.StateJoining), string(fleet.StateReady), string(fleet.StateCordoned)}
+	if !slices.Contains(from, string(n.row.State)) {
+		return nil
+	}
+	if _, err := q.SetNodeState(ctx, db.SetNodeStateParams{TenantID: n.row.TenantID, ID: n.row.ID, State: db.NodeState(fleet.StateDraining), FromStates: from}); err != nil {
+		return fmt.Errorf("drain node %s: %w", n.row.ID, err)
+	}
+	if err := event.Emit(ctx, q, n.row.TenantID, event.NodeDraining{NodeTransition: event.NodeTransition{
+		ID: n.row.ID, Hostname: n.row.Hostname, From: string(n.row.State), To: string(fleet.StateDraining),
+	}}); err != nil {
+		return err
+	}
+	if err := fleet.Enqueue(ctx, q, fleet.KindLifecycle, n.row.ID); err != nil {
+		return err
+	}
+	out.wake(fleet.KindLifecycle)
+	return nil
+}
+
+// announce emits the GPU's change of health, and, when it became unhealthy under a lease, the
+// lease's event to the lease's tenant.
+func (n *node) announce(ctx context.Context, q *db.Queries, d db.LockGPUHealthDevicesRow, from gpuhealth.Health, res gpuhealth.Result, actor *uuid.UUID) error {
+	change := event.GPUHealthChange{
+		UUID: d.Uuid, NodeID: n.row.ID, Hostname: n.row.Hostname, Index: d.Idx, Model: d.Model,
+		Health: string(res.Health), PreviousHealth: string(from), Reasons: res.Reasons, LeaseID: d.LeaseID, PrincipalID: actor,
+	}
+	var ev event.Event
+	switch res.Health {
+	case gpuhealth.Healthy:
+		ev = event.GPUHealthy{GPUHealthChange: change}
+	case gpuhealth.Degraded:
+		ev = event.GPUDegraded{GPUHealthChange: change}
+	default:
+		ev = event.GPUUnhealthy{GPUHealthChange: change}
+	}
+	if err := event.Emit(ctx, q, n.row.TenantID, ev); err != nil {
+		return err
+	}
+	if res.Health != gpuhealth.Unhealthy || d.LeaseID == nil || d.LeaseTenantID == nil || d.LeasePoolID == nil {
+		return nil
+	}
+	return event.Emit(ctx, q, *d.LeaseTenantID, event.LeaseGPUUnhealthy{
+		ID: *d.LeaseID, PoolID: *d.LeasePoolID, GPUUUID: d.Uuid, NodeID: n.row.ID, Index: d.Idx, Reasons: res.Reasons,
+	})
+}
