@@ -76,6 +76,9 @@ type replayGrowth struct {
 // NewGPUHealthCollector is the collector of a node: probing through inv, reading KmsgPath with
 // the kernel's boot time from /proc/uptime (under inv.Root), publishing to feed.
 func NewGPUHealthCollector(inv *Inventory, feed *daemon.GPUHealthFeed, interval time.Duration, log *slog.Logger) *GPUHealthCollector {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	xids := &XidLog{Logger: log}
 	if boot, err := KernelBoot(inv.path("/proc/uptime"), time.Now()); err != nil {
 		log.Info("GPU health: Xid events are dated when read", "err", err)

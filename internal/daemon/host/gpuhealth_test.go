@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -279,4 +280,28 @@ func TestGPUHealthCollectorRun(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestNewGPUHealthCollector: the node's collector probes through the inventory and dates Xids
+// from the kernel's boot time, read from /proc/uptime under the inventory's root.
+func TestNewGPUHealthCollector(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "proc", "uptime"), []byte("100.00 200.00\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	feed := &daemon.GPUHealthFeed{}
+	c := host.NewGPUHealthCollector(&host.Inventory{Root: root, NvidiaSMI: "-"}, feed, 0, nil)
+	if boot := c.Xids.Boot; boot.IsZero() || time.Since(boot) < 100*time.Second {
+		t.Errorf("boot time %v", boot)
+	}
+	if h := c.Update(t.Context()); len(h.GetSignals()) != 0 {
+		t.Errorf("snapshot %v", h)
+	}
+	if _, v := feed.Current(); v != 1 {
+		t.Errorf("feed at version %d", v)
+	}
 }
