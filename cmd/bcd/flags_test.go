@@ -164,3 +164,19 @@ func TestJoinRefusesWithoutTrust(t *testing.T) {
 		t.Errorf("bcd join --help (%v):\n%s", err, help.String())
 	}
 }
+
+// TestGPUHealthIntervalFlag: bcd run takes --gpu-health-interval, 30s by default; one out of
+// range stops it before it reads the state directory, naming the flag.
+func TestGPUHealthIntervalFlag(t *testing.T) {
+	t.Parallel()
+	if d, _ := newRunCommand(&globals{}).Flags().GetDuration("gpu-health-interval"); d.String() != "30s" {
+		t.Errorf("default --gpu-health-interval %v", d)
+	}
+	for _, v := range []string{"10ms", "2h"} {
+		root := newRootCommand()
+		root.SetArgs([]string{"--state-dir", t.TempDir(), "--log-level", "error", "run", "--gpu-health-interval", v})
+		if err := root.ExecuteContext(t.Context()); err == nil || !strings.Contains(err.Error(), "--gpu-health-interval") {
+			t.Errorf("bcd run --gpu-health-interval %s: %v", v, err)
+		}
+	}
+}

@@ -200,6 +200,7 @@ A draining node refuses exec only; upgrade, reboot and configure are what a drai
 	cmd.Flags().DurationVar(&o.UpgradeDeadline, "upgrade-deadline", host.DefaultUpgradeDeadline, "how long a new binary has to hold a session before it is rolled back")
 	cmd.Flags().StringVar(&o.Gateway, "gateway", "", "gateway host:port; default the one joined through")
 	cmd.Flags().DurationVar(&o.MaxBackoff, "max-backoff", 30*time.Second, "longest wait between reconnection attempts")
+	cmd.Flags().DurationVar(&o.GPUHealthInterval, "gpu-health-interval", host.DefaultGPUHealthInterval, "how often GPU health is read through nvidia-smi (1s to 1h); Xid events in the kernel log are sent as they come")
 	cmd.Flags().IntSliceVar(&o.TunnelPorts, "tunnel-port", nil, "port of 127.0.0.1 tunnels may reach, e.g. 22 (comma separated or repeated; default none)")
 	transportFlags(cmd, &o.TransportOptions, "the one joined with")
 	return cmd

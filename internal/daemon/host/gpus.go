@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,9 @@ type GPUReport struct {
 	GPUs []*daemonv1.Gpu
 	// Driver is the driver stack; nil when nvidia-smi did not name a driver version.
 	Driver *daemonv1.GpuDriver
+	// Health is what the same output says of each GPU's health, in the same order (see
+	// GPUReading): the health collector reads it from the same bounded probe.
+	Health []GPUReading
 }
 
 // gpuProbe is one nvidia-smi run and its result, shared by the callers that wait for it.
@@ -86,6 +90,10 @@ func (i *Inventory) GPUs(ctx context.Context) (GPUReport, error) {
 		out := GPUReport{Driver: proto.CloneOf(p.report.Driver)}
 		for _, g := range p.report.GPUs {
 			out.GPUs = append(out.GPUs, proto.CloneOf(g))
+		}
+		for _, r := range p.report.Health {
+			r.Signals = slices.Clone(r.Signals)
+			out.Health = append(out.Health, r)
 		}
 		return out, p.err
 	case <-ctx.Done():
@@ -212,6 +220,7 @@ type smiGPU struct {
 	PowerLimit         string `xml:"power_readings>power_limit"`
 	FabricState        string `xml:"fabric>state"`
 	FabricStatus       string `xml:"fabric>status"`
+	smiHealth
 }
 
 // ParseNvidiaSMI reads the output of nvidia-smi -q -x (nvidia_smi_log, DTD nvsmi_device_v12 and
@@ -219,7 +228,8 @@ type smiGPU struct {
 // (fb_memory_usage/total, in MiB), VBIOS, MIG mode (mig_mode/current_mig), power limit
 // (gpu_power_readings/current_power_limit, or power_readings' enforced_power_limit or
 // power_limit from older drivers, in W), persistence mode and minor number; and the driver and
-// CUDA versions with the fabric manager's state (each GPU's fabric/state and fabric/status).
+// CUDA versions with the fabric manager's state (each GPU's fabric/state and fabric/status); and
+// each GPU's health readings (GPUReading, docs/gpus.md "Signals").
 //
 // The XML has no index: the GPUs are listed in index order (nvidia-smi's and NVML's
 // enumeration), which is what Index is. minor_number is the /dev/nvidia<N> number, which can
@@ -288,7 +298,12 @@ func ParseNvidiaSMI(out []byte) (GPUReport, error) {
 		if s := value(x.FabricState); s != "" && (fabricState == "" || fabricState == "Completed" && s != "Completed") {
 			fabricState, fabricStatus = s, value(x.FabricStatus)
 		}
+		health, herrs := x.reading(g.Uuid, g.PciBusId)
+		for _, err := range herrs {
+			errs = append(errs, fmt.Errorf("nvidia-smi -q -x: GPU %s: %w", name, err))
+		}
 		report.GPUs = append(report.GPUs, g)
+		report.Health = append(report.Health, health)
 	}
 	if v := value(log.DriverVersion); v != "" {
 		report.Driver = &daemonv1.GpuDriver{

@@ -132,6 +132,9 @@ type RunOptions struct {
 	Reboot func() error
 	// NvidiaSMI is Inventory.NvidiaSMI.
 	NvidiaSMI string
+	// GPUHealthInterval is how often GPU health is probed (GPUHealthCollector.Interval):
+	// DefaultGPUHealthInterval when 0, else between 1s and 1h.
+	GPUHealthInterval time.Duration
 	// TunnelPorts is the local allow list of tunnels (daemon.Options.TunnelPorts): the ports of
 	// 127.0.0.1 the control plane may open tunnels to. None by default.
 	TunnelPorts []int
@@ -155,6 +158,9 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	if _, err := daemon.ParseTransport(opts.Transport); err != nil {
 		return fmt.Errorf("--transport: %w", err)
+	}
+	if d := opts.GPUHealthInterval; d != 0 && (d < time.Second || d > time.Hour) {
+		return fmt.Errorf("--gpu-health-interval %v: want a duration between 1s and 1h", d)
 	}
 	dir, err := state.New(opts.StateDir)
 	if err != nil {
@@ -199,6 +205,8 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	held := make(chan struct{}, 1)
 	inv := &Inventory{NvidiaSMI: opts.NvidiaSMI, Logger: log}
+	gpuHealth := &daemon.GPUHealthFeed{}
+	collector := NewGPUHealthCollector(inv, gpuHealth, opts.GPUHealthInterval, log)
 	cmds := &Commands{
 		Exec: policy, Inventory: inv.Collect, Drain: dir, Config: dir, AllowReboot: opts.AllowReboot, Reboot: opts.Reboot,
 		Upgrader: upgrader, Logger: log,
@@ -220,7 +228,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 			default:
 			}
 		},
-		MaxBackoff: opts.MaxBackoff, Logger: log, TunnelPorts: opts.TunnelPorts,
+		MaxBackoff: opts.MaxBackoff, Logger: log, TunnelPorts: opts.TunnelPorts, GPUHealth: gpuHealth,
 	})
 	if err != nil {
 		return err
@@ -261,6 +269,8 @@ func Run(ctx context.Context, opts RunOptions) error {
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	var watching sync.WaitGroup
+	// GPU health runs beside the session: its snapshots wait in the feed while disconnected.
+	watching.Go(func() { collector.Run(runCtx) })
 	if trial != nil {
 		// A roll back that could not exec the old binary ends the process instead, so that
 		// systemd starts the old binary.
