@@ -24,7 +24,7 @@ const (
 	// NVML_FI_DEV_GET_GPU_RECOVERY_ACTION); Code is RecoveryReset, RecoveryReboot,
 	// RecoveryDrainP2P or RecoveryDrainAndReset. None is not reported.
 	CheckRecoveryAction = "recovery_action"
-	// CheckThermalSlowdown: the hardware slows the GPU down for heat; Code is the temperature in °C.
+	// CheckThermalSlowdown: the hardware (or the driver) slows the GPU down for heat.
 	CheckThermalSlowdown = "thermal_slowdown"
 	// CheckPowerSlowdown: the hardware slows the GPU down for power (a brake or a power supply).
 	CheckPowerSlowdown = "power_slowdown"

@@ -84,7 +84,7 @@ func TestGPUHealthCollector(t *testing.T) {
 		u0 + " " + pci0 + " ecc_sbe code=0 count=15 first=0 last=0 \"ecc_errors/aggregate: dram_correctable 14, sram_correctable 1\"",
 		u0 + " " + pci0 + " pcie_link_degraded code=0 count=1 first=0 last=0 \"pci_gpu_link_info/link_widths: current 8x, max 16x\"",
 		u0 + " " + pci0 + " row_remap_pending code=0 count=1 first=0 last=0 \"remapped_rows/remapped_row_pending: Yes\"",
-		u0 + " " + pci0 + " thermal_slowdown code=88 count=1 first=0 last=0 \"clocks_event_reasons: hw_thermal_slowdown Active\"",
+		u0 + " " + pci0 + " thermal_slowdown code=0 count=1 first=0 last=0 \"clocks_event_reasons: hw_thermal_slowdown Active\"",
 	}
 	gpu1 := []string{
 		u1 + " " + pci1 + " power_slowdown code=0 count=1 first=0 last=0 \"clocks_event_reasons: hw_power_brake_slowdown Active\"",

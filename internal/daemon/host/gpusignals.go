@@ -46,7 +46,6 @@ type smiHealth struct {
 	// clocks_event_reasons since about R535, clocks_throttle_reasons before.
 	EventReasons    smiReasons `xml:"clocks_event_reasons"`
 	ThrottleReasons smiReasons `xml:"clocks_throttle_reasons"`
-	GPUTemp         string     `xml:"temperature>gpu_temp"`
 	ReplayCounter   string     `xml:"pci>replay_counter"`
 	MaxLinkWidth    string     `xml:"pci>pci_gpu_link_info>link_widths>max_link_width"`
 	LinkWidth       string     `xml:"pci>pci_gpu_link_info>link_widths>current_link_width"`
@@ -153,16 +152,10 @@ func (h smiHealth) reading(uuid, pciBusID string) (GPUReading, []error) {
 			thermal = append(thermal, reason+" Active")
 		}
 	}
+	// No temperature in the signal: it moves all the time, and a snapshot that changes with it
+	// would be sent, stored and reconciled again and again while the slowdown lasts.
 	if len(thermal) > 0 {
-		var temp int64
-		if v := value(h.GPUTemp); v != "" {
-			c, err := quantity(v, "C")
-			if err != nil {
-				errs = append(errs, fmt.Errorf("temperature/gpu_temp %q: %w", v, err))
-			}
-			temp = int64(c)
-		}
-		add(gpuhealth.CheckThermalSlowdown, temp, 1, element+": "+strings.Join(thermal, ", "))
+		add(gpuhealth.CheckThermalSlowdown, 0, 1, element+": "+strings.Join(thermal, ", "))
 	}
 	if reasons.active("hw_power_brake_slowdown") {
 		add(gpuhealth.CheckPowerSlowdown, 0, 1, element+": hw_power_brake_slowdown Active")

@@ -33,7 +33,7 @@ func TestParseGPUHealth(t *testing.T) {
 					{Check: gpuhealth.CheckECCDoubleBit, Count: 2, Detail: "ecc_errors/aggregate: dram_uncorrectable 2"},
 					{Check: gpuhealth.CheckECCSingleBit, Count: 15, Detail: "ecc_errors/aggregate: dram_correctable 14, sram_correctable 1"},
 					{Check: gpuhealth.CheckRowRemapPending, Count: 1, Detail: "remapped_rows/remapped_row_pending: Yes"},
-					{Check: gpuhealth.CheckThermalSlowdown, Code: 88, Count: 1, Detail: "clocks_event_reasons: hw_thermal_slowdown Active"},
+					{Check: gpuhealth.CheckThermalSlowdown, Count: 1, Detail: "clocks_event_reasons: hw_thermal_slowdown Active"},
 					{Check: gpuhealth.CheckPCIeLinkDegraded, Count: 1, Detail: "pci_gpu_link_info/link_widths: current 8x, max 16x"},
 				}},
 				{UUID: h100UUID1, PCIBusID: "00000000:2A:00.0", PCIeReplays: 0, Signals: []host.SignalReading{
@@ -49,7 +49,7 @@ func TestParseGPUHealth(t *testing.T) {
 				Signals: []host.SignalReading{
 					{Check: gpuhealth.CheckECCDoubleBit, Count: 7, Detail: "ecc_errors/aggregate: dram_uncorrectable 4, sram_uncorrectable_parity 1, sram_uncorrectable_secded 2"},
 					{Check: gpuhealth.CheckRecoveryAction, Code: gpuhealth.RecoveryDrainAndReset, Count: 1, Detail: "gpu_recovery_action: Drain and Reset"},
-					{Check: gpuhealth.CheckThermalSlowdown, Code: 83, Count: 1, Detail: "clocks_event_reasons: sw_thermal_slowdown Active"},
+					{Check: gpuhealth.CheckThermalSlowdown, Count: 1, Detail: "clocks_event_reasons: sw_thermal_slowdown Active"},
 				}}},
 		},
 		{
@@ -133,7 +133,7 @@ func TestParseGPUHealthOddValues(t *testing.T) {
 			want: []host.SignalReading{{Check: gpuhealth.CheckRetiredPagesPending, Count: 1, Detail: "retired_pages/pending_blacklist: Yes"}},
 		},
 		{
-			name: "reboot, thermal without a temperature",
+			name: "reboot and a thermal slowdown",
 			gpu: `<gpu_recovery_action>Reboot</gpu_recovery_action><temperature><gpu_temp>N/A</gpu_temp></temperature>` +
 				`<clocks_event_reasons><clocks_event_reason_hw_thermal_slowdown>Active</clocks_event_reason_hw_thermal_slowdown></clocks_event_reasons>`,
 			want: []host.SignalReading{
