@@ -314,6 +314,9 @@ type Querier interface {
 	// (protojson, '' for none) and errors[i]. A repeated result finds its command finished and
 	// changes nothing; the workflows waiting for any of the commands are woken.
 	FinishCommands(ctx context.Context, arg FinishCommandsParams) ([]FinishCommandsRow, error)
+	// GPUs by model and health over every tenant's nodes, missing ones included: fleet-wide numbers
+	// that name no tenant.
+	GPUsByHealth(ctx context.Context) ([]GPUsByHealthRow, error)
 	GatewaySessions(ctx context.Context) ([]GatewaySessionsRow, error)
 	GetAPIKey(ctx context.Context, arg GetAPIKeyParams) (ApiKey, error)
 	// A flow's method (auth_flows.auth_method_id), at the callback; in the sign-in only, never for
