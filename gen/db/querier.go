@@ -314,6 +314,10 @@ type Querier interface {
 	// (protojson, '' for none) and errors[i]. A repeated result finds its command finished and
 	// changes nothing; the workflows waiting for any of the commands are woken.
 	FinishCommands(ctx context.Context, arg FinishCommandsParams) ([]FinishCommandsRow, error)
+	// Over the nodes that are not revoked: unhealthy (quarantined) GPUs, nodes a GPU health signal
+	// quarantines as a whole, and nodes whose driver did not answer the daemon's last probe, with
+	// the hostname of the one that reported so last.
+	GPUHealthProblems(ctx context.Context) (GPUHealthProblemsRow, error)
 	// GPUs by model and health over every tenant's nodes, missing ones included: fleet-wide numbers
 	// that name no tenant.
 	GPUsByHealth(ctx context.Context) ([]GPUsByHealthRow, error)
