@@ -88,3 +88,18 @@ LEFT JOIN held h ON h.pool_id = s.pool_id AND h.resource = s.resource AND h.mode
 WHERE s.amount > COALESCE(h.amount, 0)
 ORDER BY p.id, s.resource, s.model
 LIMIT 10;
+
+-- name: GPUHealthProblems :one
+-- Over the nodes that are not revoked: unhealthy (quarantined) GPUs, nodes a GPU health signal
+-- quarantines as a whole, and nodes whose driver did not answer the daemon's last probe, with
+-- the hostname of the one that reported so last.
+SELECT
+    (SELECT count(*) FROM devices d JOIN nodes n ON n.id = d.node_id
+     WHERE d.kind = 'gpu' AND d.health = 'unhealthy' AND n.revoked_at IS NULL)::bigint AS unhealthy_gpus,
+    (SELECT count(*) FROM node_gpu_health h JOIN nodes n ON n.id = h.node_id
+     WHERE h.quarantined AND n.revoked_at IS NULL)::bigint AS quarantined_nodes,
+    (SELECT count(*) FROM node_gpu_health h JOIN nodes n ON n.id = h.node_id
+     WHERE h.probe_error <> '' AND n.revoked_at IS NULL)::bigint AS driver_not_answering,
+    COALESCE((SELECT n.hostname FROM node_gpu_health h JOIN nodes n ON n.id = h.node_id
+              WHERE h.probe_error <> '' AND n.revoked_at IS NULL
+              ORDER BY h.reported_at DESC, n.id LIMIT 1), '')::text AS driver_example;

@@ -63,15 +63,6 @@ VALUES (sqlc.arg(node_id), sqlc.arg(reasons)::jsonb, sqlc.arg(quarantined)::bool
 ON CONFLICT (node_id) DO UPDATE
 SET reasons = excluded.reasons, quarantined = excluded.quarantined, drain_requested_at = excluded.drain_requested_at;
 
--- name: TenantGPU :one
--- A GPU of the tenant's nodes by UUID: the present one, else the one seen last.
-SELECT d.id, d.node_id
-FROM devices d
-JOIN nodes n ON n.id = d.node_id
-WHERE n.tenant_id = sqlc.arg(tenant_id) AND d.kind = 'gpu' AND d.uuid = sqlc.arg(uuid)::text AND sqlc.arg(uuid)::text <> ''
-ORDER BY d.present DESC, d.updated_at DESC
-LIMIT 1;
-
 -- name: SetDeviceManualQuarantine :exec
 UPDATE devices SET manual_quarantine = sqlc.arg(manual)::jsonb WHERE id = sqlc.arg(id);
 

@@ -33,3 +33,12 @@ CROSS JOIN LATERAL (
     ) p
 ) lag
 ORDER BY c.sink;
+
+-- name: GPUsByHealth :many
+-- GPUs by model and health over every tenant's nodes, missing ones included: fleet-wide numbers
+-- that name no tenant.
+SELECT d.model, d.health, count(*)::bigint AS gpus
+FROM devices d
+WHERE d.kind = 'gpu'
+GROUP BY d.model, d.health
+ORDER BY d.model, d.health;

@@ -26,6 +26,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/auth/v1/authv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/events/v1/eventsv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/gpus/v1/gpusv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1/leasesv1connect"
@@ -56,6 +57,7 @@ import (
 	"github.com/better-compute/better-compute/server/internal/authmethods"
 	"github.com/better-compute/better-compute/server/internal/commands"
 	"github.com/better-compute/better-compute/server/internal/events"
+	"github.com/better-compute/better-compute/server/internal/gpus"
 	"github.com/better-compute/better-compute/server/internal/iam"
 	"github.com/better-compute/better-compute/server/internal/jointokens"
 	"github.com/better-compute/better-compute/server/internal/leases"
@@ -245,6 +247,7 @@ func New(opts Options) (*Server, error) {
 	mount(eventsv1connect.NewEventsServiceHandler(events.New(opts.Pool), handlerOpts...))
 	mount(commandsv1connect.NewCommandsServiceHandler(commands.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
 	mount(nodesv1connect.NewNodesServiceHandler(nodes.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
+	mount(gpusv1connect.NewGpusServiceHandler(gpus.New(opts.Pool, admit), handlerOpts...))
 	mount(jointokensv1connect.NewJoinTokensServiceHandler(jointokens.New(opts.Pool, admit), handlerOpts...))
 	mount(poolsv1connect.NewPoolsServiceHandler(pools.New(opts.Pool, admit), handlerOpts...))
 	mount(leasesv1connect.NewLeasesServiceHandler(leases.New(opts.Pool, admit), handlerOpts...))

@@ -1,4 +1,4 @@
-// The dashboard: sign in with an API key or through the identity provider, then pages of nodes, pools, leases, workflows, usage,
+// The dashboard: sign in with an API key or through the identity provider, then pages of nodes, GPUs, pools, leases, workflows, usage,
 // activity and the API reference; the reference also opens without a key.
 import "./style.css";
 

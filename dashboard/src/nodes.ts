@@ -71,6 +71,13 @@ function gpuSummary(inv: nodesv1.Inventory | undefined): string {
   return [...byModel].map(([m, n]) => `${n} × ${m}`).join(", ");
 }
 
+/** A badge when a node's GPUs need a look: quarantined as a whole, or some GPUs unhealthy. */
+function gpuHealth(n: nodesv1.Node): HTMLElement | null {
+  if (n.gpuQuarantined) return h("div", { class: "gpu-health" }, badge("GPUs quarantined", "unhealthy"));
+  if (n.unhealthyGpus > 0) return h("div", { class: "gpu-health" }, badge(`${n.unhealthyGpus} unhealthy`, "unhealthy"));
+  return null;
+}
+
 const canCordon = (s: string) => s === "joining" || s === "ready";
 const canUncordon = (s: string) => s === "cordoned" || s === "draining" || s === "drained";
 const canDrain = (s: string) => s === "joining" || s === "ready" || s === "cordoned";
@@ -178,7 +185,7 @@ export const nodesPage: Page = {
         h("td", null, n.pool || "—"),
         h("td", { class: "wrap" }, inv ? `${inv.cpus} CPUs` : "—", inv?.cpuModel && h("div", { class: "sub" }, inv.cpuModel)),
         h("td", null, inv ? bytes(inv.memoryBytes) : "—"),
-        h("td", { class: "gpus" }, gpuSummary(inv)),
+        h("td", { class: "gpus" }, gpuSummary(inv), gpuHealth(n)),
         h("td", null, inv ? `${inv.os} ${inv.kernel}`.trim() || "—" : "—"),
         h("td", null, n.daemonVersion || "—"),
         h("td", null, when(n.lastSeenTime)),

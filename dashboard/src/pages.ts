@@ -15,6 +15,7 @@ import {
 import { apiPage } from "./api.js";
 import { lineChart, type Series } from "./chart.js";
 import { badge, bytes, h, meter, shortId, table, when } from "./dom.js";
+import { gpusPage } from "./gpus.js";
 import { nodesPage } from "./nodes.js";
 import { scalingPanel } from "./scaling.js";
 import { liveRefresh, workflowsPage } from "./workflows.js";
@@ -739,6 +740,7 @@ export const activityPage: Page = {
 
 export const pages: Record<string, Page> = {
   nodes: nodesPage,
+  gpus: gpusPage,
   pools: poolsPage,
   leases: leasesPage,
   workflows: workflowsPage,

@@ -117,6 +117,41 @@ func (q *Queries) FailingWebhooks(ctx context.Context) ([]FailingWebhooksRow, er
 	return items, nil
 }
 
+const gPUHealthProblems = `-- name: GPUHealthProblems :one
+SELECT
+    (SELECT count(*) FROM devices d JOIN nodes n ON n.id = d.node_id
+     WHERE d.kind = 'gpu' AND d.health = 'unhealthy' AND n.revoked_at IS NULL)::bigint AS unhealthy_gpus,
+    (SELECT count(*) FROM node_gpu_health h JOIN nodes n ON n.id = h.node_id
+     WHERE h.quarantined AND n.revoked_at IS NULL)::bigint AS quarantined_nodes,
+    (SELECT count(*) FROM node_gpu_health h JOIN nodes n ON n.id = h.node_id
+     WHERE h.probe_error <> '' AND n.revoked_at IS NULL)::bigint AS driver_not_answering,
+    COALESCE((SELECT n.hostname FROM node_gpu_health h JOIN nodes n ON n.id = h.node_id
+              WHERE h.probe_error <> '' AND n.revoked_at IS NULL
+              ORDER BY h.reported_at DESC, n.id LIMIT 1), '')::text AS driver_example
+`
+
+type GPUHealthProblemsRow struct {
+	UnhealthyGpus      int64
+	QuarantinedNodes   int64
+	DriverNotAnswering int64
+	DriverExample      string
+}
+
+// Over the nodes that are not revoked: unhealthy (quarantined) GPUs, nodes a GPU health signal
+// quarantines as a whole, and nodes whose driver did not answer the daemon's last probe, with
+// the hostname of the one that reported so last.
+func (q *Queries) GPUHealthProblems(ctx context.Context) (GPUHealthProblemsRow, error) {
+	row := q.db.QueryRow(ctx, gPUHealthProblems)
+	var i GPUHealthProblemsRow
+	err := row.Scan(
+		&i.UnhealthyGpus,
+		&i.QuarantinedNodes,
+		&i.DriverNotAnswering,
+		&i.DriverExample,
+	)
+	return i, err
+}
+
 const gatewaySessions = `-- name: GatewaySessions :many
 SELECT g.id, g.region, g.control_url, g.heartbeat_at, count(s.node_id)::bigint AS sessions
 FROM gateways g LEFT JOIN node_sessions s ON s.gateway_id = g.id

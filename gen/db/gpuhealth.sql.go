@@ -295,30 +295,3 @@ func (q *Queries) SetNodeGPUHealth(ctx context.Context, arg SetNodeGPUHealthPara
 	)
 	return err
 }
-
-const tenantGPU = `-- name: TenantGPU :one
-SELECT d.id, d.node_id
-FROM devices d
-JOIN nodes n ON n.id = d.node_id
-WHERE n.tenant_id = $1 AND d.kind = 'gpu' AND d.uuid = $2::text AND $2::text <> ''
-ORDER BY d.present DESC, d.updated_at DESC
-LIMIT 1
-`
-
-type TenantGPUParams struct {
-	TenantID uuid.UUID
-	Uuid     string
-}
-
-type TenantGPURow struct {
-	ID     int64
-	NodeID uuid.UUID
-}
-
-// A GPU of the tenant's nodes by UUID: the present one, else the one seen last.
-func (q *Queries) TenantGPU(ctx context.Context, arg TenantGPUParams) (TenantGPURow, error) {
-	row := q.db.QueryRow(ctx, tenantGPU, arg.TenantID, arg.Uuid)
-	var i TenantGPURow
-	err := row.Scan(&i.ID, &i.NodeID)
-	return i, err
-}

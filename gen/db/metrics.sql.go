@@ -9,6 +9,42 @@ import (
 	"context"
 )
 
+const gPUsByHealth = `-- name: GPUsByHealth :many
+SELECT d.model, d.health, count(*)::bigint AS gpus
+FROM devices d
+WHERE d.kind = 'gpu'
+GROUP BY d.model, d.health
+ORDER BY d.model, d.health
+`
+
+type GPUsByHealthRow struct {
+	Model  string
+	Health string
+	Gpus   int64
+}
+
+// GPUs by model and health over every tenant's nodes, missing ones included: fleet-wide numbers
+// that name no tenant.
+func (q *Queries) GPUsByHealth(ctx context.Context) ([]GPUsByHealthRow, error) {
+	rows, err := q.db.Query(ctx, gPUsByHealth)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []GPUsByHealthRow{}
+	for rows.Next() {
+		var i GPUsByHealthRow
+		if err := rows.Scan(&i.Model, &i.Health, &i.Gpus); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const lockHolders = `-- name: LockHolders :many
 
 SELECT holder, count(*)::bigint AS locks

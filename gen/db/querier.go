@@ -90,12 +90,20 @@ type Querier interface {
 	// How many rows ExportUsage would return after the key (all of them without one), counted up to
 	// lim only: the export checks its row cap with it before reading any row.
 	CountExportUsage(ctx context.Context, arg CountExportUsageParams) (int64, error)
+	// The tenant's degraded and unhealthy GPUs by reason (check, code, effect); a GPU with two
+	// reasons counts under both, and once under a reason it lists twice.
+	CountGPUHealthReasons(ctx context.Context, arg CountGPUHealthReasonsParams) ([]CountGPUHealthReasonsRow, error)
+	// The tenant's GPUs (of the members of its pool named pool, when not empty) by model and health.
+	CountGPUsByHealth(ctx context.Context, arg CountGPUsByHealthParams) ([]CountGPUsByHealthRow, error)
 	// authMethods/create and update: methods of the given tenants (the method's own and those its
 	// rules name) other than the method itself that name the issuer with other keys: a JWKS URL
 	// other than this one's (empty for both: both take the issuer's discovery document).
 	CountIssuerConflicts(ctx context.Context, arg CountIssuerConflictsParams) (int64, error)
 	// How many leases hold anything on a node.
 	CountNodeActiveLeases(ctx context.Context, nodeID uuid.UUID) (int64, error)
+	// The tenant's nodes (the members of its pool named pool, when not empty) that a GPU health
+	// signal quarantines as a whole, and those whose driver did not answer the last probe.
+	CountNodeGPUHealth(ctx context.Context, arg CountNodeGPUHealthParams) (CountNodeGPUHealthRow, error)
 	// The unfinished flows of a method and of a client address started in the last counted_secs
 	// seconds: what the caps auth.flows.perMethod and auth.flows.perAddress count. An older
 	// unfinished flow stays usable until it expires but counts against neither, so anonymous starts
@@ -312,11 +320,18 @@ type Querier interface {
 	// The node as the health reconciler needs it, with what its daemon last pushed and what the
 	// reconciler made of it last time.
 	GPUHealthNode(ctx context.Context, id uuid.UUID) (GPUHealthNodeRow, error)
+	// Over the nodes that are not revoked: unhealthy (quarantined) GPUs, nodes a GPU health signal
+	// quarantines as a whole, and nodes whose driver did not answer the daemon's last probe, with
+	// the hostname of the one that reported so last.
+	GPUHealthProblems(ctx context.Context) (GPUHealthProblemsRow, error)
 	// Nodes the health reconciler looks at again on its periodic resync: those with node-wide
 	// reasons, a GPU that is not healthy, or a GPU that is missing. Healthy nodes are not: every
 	// change of theirs is queued in the transaction that makes it, and a resync of every node would
 	// cost writes (the queue's) for nothing.
 	GPUHealthResyncKeys(ctx context.Context) ([]string, error)
+	// GPUs by model and health over every tenant's nodes, missing ones included: fleet-wide numbers
+	// that name no tenant.
+	GPUsByHealth(ctx context.Context) ([]GPUsByHealthRow, error)
 	GatewaySessions(ctx context.Context) ([]GatewaySessionsRow, error)
 	GetAPIKey(ctx context.Context, arg GetAPIKeyParams) (ApiKey, error)
 	// A flow's method (auth_flows.auth_method_id), at the callback; in the sign-in only, never for
@@ -326,6 +341,9 @@ type Querier interface {
 	GetCommand(ctx context.Context, arg GetCommandParams) (Command, error)
 	// A device flow still waiting for the user, for its poll (spent with SpendAuthFlow once approved).
 	GetDeviceFlow(ctx context.Context, stateHash []byte) (AuthFlow, error)
+	// The tenant's GPU of this UUID. A GPU moved to another node of the tenant has a row on each;
+	// the present one, else the one updated last, is the GPU.
+	GetGPU(ctx context.Context, arg GetGPUParams) (GetGPURow, error)
 	// A pool granted to the tenant (an active grant), with the grant.
 	GetGrantedPool(ctx context.Context, arg GetGrantedPoolParams) (GetGrantedPoolRow, error)
 	GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (IdempotencyKey, error)
@@ -426,6 +444,15 @@ type Querier interface {
 	// events/list: a tenant's outbox events.
 	// Newest first; the cursor is the last id seen.
 	ListEvents(ctx context.Context, arg ListEventsParams) ([]ListEventsRow, error)
+	// A GPU's history, newest first.
+	ListGPUHealthChanges(ctx context.Context, arg ListGPUHealthChangesParams) ([]GpuHealthChange, error)
+	// GPU health (issue 33) as the API shows it: the GPUs of the caller's tenant's nodes (devices of
+	// kind 'gpu', one row per GPU UUID), their health history and fleet-wide counts. devices has no
+	// tenant of its own: every statement joins nodes and binds the caller's tenant there.
+	// A page of the tenant's GPUs after the key (node_id, idx, id), with the lease that holds each
+	// now (any tenant's: the node's owner sees what holds its hardware). The filters combine; an
+	// empty one is no filter. pool selects the members of the tenant's pool of that name.
+	ListGPUs(ctx context.Context, arg ListGPUsParams) ([]ListGPUsRow, error)
 	// Pools of other tenants granted to the tenant (active grants), with the grant, by pool id.
 	ListGrantedPools(ctx context.Context, arg ListGrantedPoolsParams) ([]ListGrantedPoolsRow, error)
 	ListJobRuns(ctx context.Context) ([]JobRun, error)
@@ -588,6 +615,10 @@ type Querier interface {
 	// The newest workflow a node is or was in, with its step there: what the NodeSpec reconciler
 	// reports.
 	NodeWorkflowProgress(ctx context.Context, nodeID uuid.UUID) (NodeWorkflowProgressRow, error)
+	// For nodes/get and nodes/list, per node of the tenant among ids: whether a signal quarantines
+	// it, how many of its GPUs are unhealthy, and (when with_gpus) the health of each of its GPUs,
+	// as a JSON array of {uuid, idx, health, reasons}, to match with the inventory's GPUs.
+	NodesGPUHealth(ctx context.Context, arg NodesGPUHealthParams) ([]NodesGPUHealthRow, error)
 	NotifyReconcile(ctx context.Context, kind string) error
 	// Which of the nodes are in an open workflow, and which.
 	OpenWorkflowOfNodes(ctx context.Context, arg OpenWorkflowOfNodesParams) ([]OpenWorkflowOfNodesRow, error)
@@ -878,8 +909,6 @@ type Querier interface {
 	SummarizeNodes(ctx context.Context, arg SummarizeNodesParams) ([]SummarizeNodesRow, error)
 	// The leases that have not ended of a tenant, and of other tenants in the tenant's pools.
 	TenantActiveLeaseIDs(ctx context.Context, tenantID uuid.UUID) ([]uuid.UUID, error)
-	// A GPU of the tenant's nodes by UUID: the present one, else the one seen last.
-	TenantGPU(ctx context.Context, arg TenantGPUParams) (TenantGPURow, error)
 	// The tenant's nodes that count against its cap: neither revoked nor retired.
 	TenantNodeCount(ctx context.Context, tenantID uuid.UUID) (int64, error)
 	// Which of ids are nodes of the tenant.

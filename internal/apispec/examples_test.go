@@ -87,6 +87,7 @@ var fixtures = map[string]fixture{
 	"API_KEY_ID":        {route: "/iam/createApiKey", body: `{"principalId": "$PRINCIPAL_ID", "name": "key-$SEQ"}`, path: "apiKey.id"},
 	"ROLE_BINDING_ID":   {route: "/iam/createRoleBinding", body: `{"principalId": "$PRINCIPAL_ID", "role": "ROLE_VIEWER"}`, path: "roleBinding.id"},
 	"JOIN_TOKEN_ID":     {route: "/joinTokens/create", body: `{"maxUses": 1}`, path: "joinToken.id"},
+	"GPU_UUID":          {route: "/gpus/list", body: `{"nodeId": "$NODE_ID"}`, path: "gpus.0.uuid"},
 	"COMMAND_ID": {
 		route: "/commands/create", body: `{"nodeId": "$NODE_ID", "echo": {"data": {"seq": "$SEQ"}}}`, path: "commands.0.id",
 		settle:  &fixture{route: "/commands/get", body: `{"id": "$ID"}`, path: "command.state"},

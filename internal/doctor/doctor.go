@@ -1,9 +1,9 @@
 // Package doctor diagnoses a deployment: whether it is set up right (schema, clock, method
 // registry, PKI, gateways reachable) and, once migrated, whether it is running well (overdue
 // reconcile work, a stalled command sweeper, silent nodes, old daemons, expiring certificates,
-// gateway headroom, pools granted beyond what they hold, auth methods whose identity provider
-// does not answer; the sessions by transport). Each finding says how bad it is, why,
-// and what to do.
+// gateway headroom, pools granted beyond what they hold, quarantined GPUs and drivers that do not
+// answer, auth methods whose identity provider does not answer; the sessions by transport). Each
+// finding says how bad it is, why, and what to do.
 package doctor
 
 import (
@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/better-compute/better-compute/module"
@@ -295,6 +296,7 @@ func running(ctx context.Context, opts Options) []Finding {
 	add("outbox delivery", nil, outbox(ctx, q, opts))
 	add("failing webhooks", nil, failingWebhooks(ctx, q))
 	add("granted quotas", nil, overcommittedGrants(ctx, q))
+	add("GPU health", nil, gpuHealth(ctx, q))
 
 	records, oldest, err := capacity.UsageBacklog(ctx, opts.Pool)
 	f = Finding{Severity: OK, Cause: fmt.Sprintf("%d usage records waiting for aggregation", records)}
@@ -393,6 +395,28 @@ func overcommittedGrants(ctx context.Context, q *db.Queries) Finding {
 		Cause: fmt.Sprintf("pool %s (%s) of tenant %s is over-committed: its active grants' nominal quotas add up to %d %s, its members hold %d%s",
 			o.PoolID, o.PoolName, o.TenantID, o.Nominal, what, o.Held, more),
 		Fix: "the pool's owner lowers grants' nominal quotas (pools/grant) or revokes some (pools/revokeGrant), or adds nodes to the pool; until then a grantee within its quota may wait for capacity"}
+}
+
+// gpuHealth reports quarantined GPUs and nodes (docs/gpus.md) and nodes whose driver does not
+// answer the daemon's health probe: capacity the placer leaves aside until someone looks.
+func gpuHealth(ctx context.Context, q *db.Queries) Finding {
+	p, err := q.GPUHealthProblems(ctx)
+	if err != nil {
+		return Finding{Severity: Error, Cause: err.Error()}
+	}
+	if p.UnhealthyGpus == 0 && p.QuarantinedNodes == 0 && p.DriverNotAnswering == 0 {
+		return Finding{Severity: OK, Cause: "no GPU or node is quarantined, and every driver answers"}
+	}
+	var causes, fixes []string
+	if p.UnhealthyGpus > 0 || p.QuarantinedNodes > 0 {
+		causes = append(causes, fmt.Sprintf("%d GPUs unhealthy (quarantined), %d nodes quarantined as a whole", p.UnhealthyGpus, p.QuarantinedNodes))
+		fixes = append(fixes, "gpus/list with health HEALTH_STATE_UNHEALTHY says which and why; reset or replace them as docs/gpus.md says, then gpus/clear")
+	}
+	if p.DriverNotAnswering > 0 {
+		causes = append(causes, fmt.Sprintf("the NVIDIA driver does not answer on %d nodes (%s the latest)", p.DriverNotAnswering, p.DriverExample))
+		fixes = append(fixes, "run nvidia-smi on those hosts and read their kernel log (Xid errors); a reboot or driver reload usually brings it back")
+	}
+	return Finding{Severity: Warning, Cause: strings.Join(causes, "; "), Fix: strings.Join(fixes, "; ")}
 }
 
 // Worst is the most severe finding's severity.

@@ -136,16 +136,16 @@ func (n *node) gpuSignals(d db.LockGPUHealthDevicesRow) []gpuhealth.Signal {
 // Apply evaluates the GPUs of node id and the node itself under policy at now, and writes what
 // changed in tx. actor is the operator behind it (Quarantine, Clear), nil for the reconciler. A
 // node that does not exist is no error.
-func Apply(ctx context.Context, tx pgx.Tx, id uuid.UUID, policy gpuhealth.Policy, now time.Time, actor *uuid.UUID) (Outcome, error) {
+func Apply(ctx context.Context, tx db.DBTX, id uuid.UUID, policy gpuhealth.Policy, now time.Time, actor *uuid.UUID) (Outcome, error) {
 	q := db.New(tx)
 	n, err := load(ctx, q, id)
 	if err != nil || n == nil {
 		return Outcome{}, err
 	}
-	return n.apply(ctx, tx, q, policy, now, actor)
+	return n.apply(ctx, q, policy, now, actor)
 }
 
-func (n *node) apply(ctx context.Context, tx pgx.Tx, q *db.Queries, policy gpuhealth.Policy, now time.Time, actor *uuid.UUID) (Outcome, error) {
+func (n *node) apply(ctx context.Context, q *db.Queries, policy gpuhealth.Policy, now time.Time, actor *uuid.UUID) (Outcome, error) {
 	var out Outcome
 	var nodeWide []gpuhealth.Reason
 	drain, placeable := false, false

@@ -24,7 +24,7 @@ type Operated struct {
 // Quarantine takes the tenant's GPU gpuUUID out of service for principal, with reason, until a
 // Clear: it becomes unhealthy at once, with the announcements Apply makes. Quarantining a GPU
 // under an operator's quarantine changes nothing (the first quarantine's reason stays).
-func Quarantine(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, gpuUUID string, principal uuid.UUID, reason string, policy gpuhealth.Policy, now time.Time) (Operated, error) {
+func Quarantine(ctx context.Context, tx db.DBTX, tenant uuid.UUID, gpuUUID string, principal uuid.UUID, reason string, policy gpuhealth.Policy, now time.Time) (Operated, error) {
 	return operate(ctx, tx, tenant, gpuUUID, func(q *db.Queries, n *node, d db.LockGPUHealthDevicesRow) error {
 		if d.ManualQuarantine != nil {
 			return nil
@@ -40,7 +40,7 @@ func Quarantine(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, gpuUUID string
 // Clear puts the tenant's GPU gpuUUID back in service for principal: an operator's quarantine
 // ends, its reasons go, and the signals its daemon reports now are acknowledged, so only a new
 // occurrence counts again.
-func Clear(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, gpuUUID string, principal uuid.UUID, policy gpuhealth.Policy, now time.Time) (Operated, error) {
+func Clear(ctx context.Context, tx db.DBTX, tenant uuid.UUID, gpuUUID string, principal uuid.UUID, policy gpuhealth.Policy, now time.Time) (Operated, error) {
 	return operate(ctx, tx, tenant, gpuUUID, func(q *db.Queries, n *node, d db.LockGPUHealthDevicesRow) error {
 		b, err := json.Marshal(gpuhealth.Acknowledge(n.gpuSignals(d)))
 		if err != nil {
@@ -52,17 +52,18 @@ func Clear(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, gpuUUID string, pri
 
 // operate finds the tenant's GPU, locks its node's GPUs, changes the GPU with change, and applies
 // the policy to the node again.
-func operate(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, gpuUUID string,
+func operate(ctx context.Context, tx db.DBTX, tenant uuid.UUID, gpuUUID string,
 	change func(*db.Queries, *node, db.LockGPUHealthDevicesRow) error, policy gpuhealth.Policy, now time.Time, principal uuid.UUID,
 ) (Operated, error) {
 	q := db.New(tx)
-	gpu, err := q.TenantGPU(ctx, db.TenantGPUParams{TenantID: tenant, Uuid: gpuUUID})
+	row, err := q.GetGPU(ctx, db.GetGPUParams{TenantID: tenant, Uuid: gpuUUID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Operated{}, ErrNotFound
 	}
 	if err != nil {
 		return Operated{}, fmt.Errorf("find GPU %s: %w", gpuUUID, err)
 	}
+	gpu := row.Device
 	n, err := load(ctx, q, gpu.NodeID)
 	if err != nil {
 		return Operated{}, err

@@ -37,6 +37,8 @@ type DatabaseOptions struct {
 //   - bc_outbox_lag_events{sink} and bc_outbox_lag_seconds{sink}: events after each sink's cursor
 //     that it will receive (counted up to OutboxCap), and the age of the oldest of them, by kind of
 //     sink: the webhooks of every tenant are one "webhook" series, so no label identifies a tenant.
+//   - bc_gpus{model,health}: GPUs by model and health (healthy, degraded, unhealthy) over the
+//     whole fleet, missing ones included (gpus.proto).
 //   - bc_metrics_database_up: 1 when the last reading succeeded, and
 //     bc_metrics_database_errors_total.
 //
@@ -88,6 +90,14 @@ func RegisterDatabase(r *Registry, pool *pgxpool.Pool, opts DatabaseOptions) {
 			c.outboxLag(func(o db.OutboxLagRow) float64 { return float64(o.Events) }, func(a, b float64) float64 { return a + b }))
 		r.Func("bc_outbox_lag_seconds", "Age of the oldest event a sink has yet to receive (0 when caught up), by kind of sink (log, webhook).", TypeGauge, []string{"sink"},
 			c.outboxLag(func(o db.OutboxLagRow) float64 { return o.OldestSeconds }, func(a, b float64) float64 { return max(a, b) }))
+		r.Func("bc_gpus", "GPUs by model and health (healthy, degraded, unhealthy), missing ones included.", TypeGauge, []string{"model", "health"},
+			func(emit Emit) {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				for _, g := range c.gpus {
+					emit(float64(g.Gpus), g.Model, g.Health)
+				}
+			})
 		return c
 	})
 }
@@ -107,6 +117,7 @@ type dbCollector struct {
 	kinds   map[string]bool // every kind seen, reported at 0 when its queue is empty
 	locks   []db.LockHoldersRow
 	outbox  []db.OutboxLagRow
+	gpus    []db.GPUsByHealthRow
 }
 
 // refresh reads the database unless the last attempt is younger than the TTL. Concurrent scrapes
@@ -140,6 +151,9 @@ func (c *dbCollector) refresh(ctx context.Context) {
 	}
 	if c.outbox, err = c.q.OutboxLag(ctx, c.opts.OutboxCap); err != nil {
 		fail("outbox lag", err)
+	}
+	if c.gpus, err = c.q.GPUsByHealth(ctx); err != nil {
+		fail("GPUs by health", err)
 	}
 }
 

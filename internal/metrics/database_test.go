@@ -76,6 +76,17 @@ func TestDatabaseMetrics(t *testing.T) {
 		must(t, q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{TenantID: e.tenant, Type: e.typ, Subject: "s", Payload: []byte("{}")}))
 	}
 
+	// GPUs: a node of root with two H100s, one of them unhealthy.
+	_, err = pool.Exec(ctx, `INSERT INTO nodes (id, tenant_id, hostname, inventory)
+		VALUES ($1, $2, 'gpu-node', '{"gpus": [{"index": 0, "model": "H100", "uuid": "GPU-a"}, {"index": 1, "model": "H100", "uuid": "GPU-b"}]}')`,
+		uuid.New(), root.ID)
+	must(t, err)
+	_, err = pool.Exec(ctx, `UPDATE devices SET health = 'unhealthy' WHERE uuid = 'GPU-b'`)
+	must(t, err)
+	// The node's devices enqueued the health reconciler; the queue checks below count test.kind only.
+	_, err = pool.Exec(ctx, `DELETE FROM reconcile_queue WHERE kind = 'gpu.health'`)
+	must(t, err)
+
 	now := time.Now()
 	var clock sync.Mutex
 	r := NewRegistry()
@@ -118,6 +129,13 @@ func TestDatabaseMetrics(t *testing.T) {
 	check("bc_reconcile_queue_due", map[string]float64{"test.kind": 2})
 	check("bc_leases_held", map[string]float64{"h1": 2, "h2": 1})
 	check("bc_outbox_lag_events", map[string]float64{"log": 4, "webhook": 3}) // 2 for root's hook, 1 for other's
+	gpus := map[string]float64{}
+	for _, m := range fams["bc_gpus"].GetMetric() {
+		gpus[m.GetLabel()[0].GetValue()+"/"+m.GetLabel()[1].GetValue()] = m.GetGauge().GetValue()
+	}
+	if len(gpus) != 2 || gpus["healthy/H100"]+gpus["H100/healthy"] != 1 || gpus["unhealthy/H100"]+gpus["H100/unhealthy"] != 1 {
+		t.Errorf("bc_gpus = %v, want one healthy and one unhealthy H100", gpus)
+	}
 	for sink, age := range series(fams, "bc_outbox_lag_seconds") {
 		if age <= 0 || age > 60 {
 			t.Errorf("outbox lag of %s is %vs", sink, age)
@@ -158,10 +176,11 @@ func TestDatabaseMetrics(t *testing.T) {
 	advance()
 	fams = parse(t, text(t, r))
 	check("bc_metrics_database_up", map[string]float64{"": 0})
-	check("bc_metrics_database_errors_total", map[string]float64{"": 3})
+	check("bc_metrics_database_errors_total", map[string]float64{"": 4})
 	check("bc_reconcile_queue_depth", map[string]float64{})
 	check("bc_leases_held", map[string]float64{})
 	check("bc_outbox_lag_events", map[string]float64{})
+	check("bc_gpus", map[string]float64{})
 }
 
 func allShards() []int32 {

@@ -18,14 +18,18 @@ const (
 )
 
 // Size validates a requested page size and applies the default and the cap.
-func Size(requested int32) (int32, error) {
+func Size(requested int32) (int32, error) { return SizeWithin(requested, DefaultSize, MaxSize) }
+
+// SizeWithin is Size for a list whose API documents another default and cap (def for 0, at most
+// maxSize): small rows a view wants many of at once, say.
+func SizeWithin(requested, def, maxSize int32) (int32, error) {
 	switch {
 	case requested < 0:
 		return 0, apierr.InvalidArgument("page_size", "must not be negative")
 	case requested == 0:
-		return DefaultSize, nil
-	case requested > MaxSize:
-		return MaxSize, nil
+		return def, nil
+	case requested > maxSize:
+		return maxSize, nil
 	}
 	return requested, nil
 }

@@ -14,6 +14,7 @@ import { AuditService } from "./gen/bettercompute/audit/v1/audit_pb.js";
 import { AuthService } from "./gen/bettercompute/auth/v1/auth_pb.js";
 import { CommandsService } from "./gen/bettercompute/commands/v1/commands_pb.js";
 import { EventsService } from "./gen/bettercompute/events/v1/events_pb.js";
+import { GpusService } from "./gen/bettercompute/gpus/v1/gpus_pb.js";
 import { IamService } from "./gen/bettercompute/iam/v1/iam_pb.js";
 import { JoinTokensService } from "./gen/bettercompute/jointokens/v1/jointokens_pb.js";
 import { LeasesService } from "./gen/bettercompute/leases/v1/leases_pb.js";
@@ -37,6 +38,7 @@ export {
   AuthService,
   CommandsService,
   EventsService,
+  GpusService,
   IamService,
   JoinTokensService,
   LeasesService,
@@ -57,6 +59,7 @@ export * as commandsv1 from "./gen/bettercompute/commands/v1/commands_pb.js";
 // The typed command payloads (ExecPayload, UpgradePayload, ...) commands/create takes.
 export * as daemonv1 from "./gen/bettercompute/daemon/v1/commands_pb.js";
 export * as eventsv1 from "./gen/bettercompute/events/v1/events_pb.js";
+export * as gpusv1 from "./gen/bettercompute/gpus/v1/gpus_pb.js";
 export * as iamv1 from "./gen/bettercompute/iam/v1/iam_pb.js";
 export * as jointokensv1 from "./gen/bettercompute/jointokens/v1/jointokens_pb.js";
 export * as leasesv1 from "./gen/bettercompute/leases/v1/leases_pb.js";
@@ -137,6 +140,7 @@ export interface BetterCompute {
   webhooks: Client<typeof WebhooksService>;
   joinTokens: Client<typeof JoinTokensService>;
   nodes: Client<typeof NodesService>;
+  gpus: Client<typeof GpusService>;
   commands: Client<typeof CommandsService>;
   pools: Client<typeof PoolsService>;
   leases: Client<typeof LeasesService>;
@@ -178,6 +182,7 @@ export function createClient<T extends DescService>(
     webhooks: createConnectClient(WebhooksService, transport),
     joinTokens: createConnectClient(JoinTokensService, transport),
     nodes: createConnectClient(NodesService, transport),
+    gpus: createConnectClient(GpusService, transport),
     commands: createConnectClient(CommandsService, transport),
     pools: createConnectClient(PoolsService, transport),
     leases: createConnectClient(LeasesService, transport),

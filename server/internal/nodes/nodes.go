@@ -56,7 +56,8 @@ func (s *Service) nodeInTx(ctx context.Context, tx *admission.Tx, id uuid.UUID) 
 	return nodeToProto(db.ListNodesRow(n), false)
 }
 
-// List lists the tenant's nodes matching the request's filters, ordered by id.
+// List lists the tenant's nodes matching the request's filters, ordered by id, with their GPU
+// health (and their GPUs', with the inventory).
 func (s *Service) List(ctx context.Context, req *nodesv1.ListRequest) (*nodesv1.ListResponse, error) {
 	f, err := parseFilter(req, req.Online)
 	if err != nil {
@@ -66,8 +67,10 @@ func (s *Service) List(ctx context.Context, req *nodesv1.ListRequest) (*nodesv1.
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.New(s.pool).ListNodesFiltered(ctx, db.ListNodesFilteredParams{
-		TenantID: auth.Caller(ctx).TenantID, After: after, Lim: size + 1,
+	tenant := auth.Caller(ctx).TenantID
+	q := db.New(s.pool)
+	rows, err := q.ListNodesFiltered(ctx, db.ListNodesFilteredParams{
+		TenantID: tenant, After: after, Lim: size + 1,
 		Selector: f.selector, States: f.states, Online: f.online,
 		GpuModel: f.gpuModel, Pool: f.pool, HostnamePrefix: f.hostnamePrefix,
 	})
@@ -83,12 +86,15 @@ func (s *Service) List(ctx context.Context, req *nodesv1.ListRequest) (*nodesv1.
 		}
 		res.Nodes = append(res.Nodes, pn)
 	}
+	if err := addGPUHealth(ctx, q, tenant, res.Nodes); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 
-// Get returns a node of the tenant with its inventory, or the reduced view of another tenant's
-// node on which a placed or at-risk lease of the tenant holds an allocation (in a pool granted
-// to it). Any other id is not found, with the same answer as an id that does not exist.
+// Get returns a node of the tenant with its inventory and GPU health, or the reduced view of
+// another tenant's node on which a placed or at-risk lease of the tenant holds an allocation (in
+// a pool granted to it). Any other id is not found, with the same answer as an id that does not exist.
 func (s *Service) Get(ctx context.Context, req *nodesv1.GetRequest) (*nodesv1.GetResponse, error) {
 	id, err := apierr.ParseID("id", req.GetId())
 	if err != nil {
@@ -113,6 +119,9 @@ func (s *Service) Get(ctx context.Context, req *nodesv1.GetRequest) (*nodesv1.Ge
 	}
 	pn, err := nodeToProto(db.ListNodesRow(n), true)
 	if err != nil {
+		return nil, err
+	}
+	if err := addGPUHealth(ctx, q, tenant, []*nodesv1.Node{pn}); err != nil {
 		return nil, err
 	}
 	return &nodesv1.GetResponse{Node: pn}, nil

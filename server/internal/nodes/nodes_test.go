@@ -22,6 +22,7 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 	auditv1 "github.com/better-compute/better-compute/gen/go/bettercompute/audit/v1"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	gpusv1 "github.com/better-compute/better-compute/gen/go/bettercompute/gpus/v1"
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
 	nodesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
@@ -190,6 +191,8 @@ func TestListAndGet(t *testing.T) {
 		Index: 0, Model: "A100", MemoryBytes: 80 << 30, Uuid: "GPU-1", Serial: "1652922034521",
 		PciBusId: "00000000:18:00.0", NumaNode: proto.Int32(1), VbiosVersion: "96.00.74.00.01", MigMode: "disabled",
 		PowerLimitWatts: 700, PersistenceMode: true, MinorNumber: 3,
+		// With its health, from the device row the inventory made.
+		Health: gpusv1.HealthState_HEALTH_STATE_HEALTHY,
 	}
 	if len(i.GetGpus()) != 1 || !proto.Equal(i.GetGpus()[0], wantGPU) {
 		t.Errorf("GPUs %v, want [%v]", i.GetGpus(), wantGPU)

@@ -71,9 +71,16 @@ func TestReducedViewOfLeasedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv := full.GetNode().GetInventory()
+	// The GPUs as the daemon reported them: their health is the owner's view, not the grantee's.
+	var gpus []*nodesv1.Gpu
+	for _, g := range inv.GetGpus() {
+		g = proto.CloneOf(g)
+		g.Health, g.HealthReasons = 0, nil
+		gpus = append(gpus, g)
+	}
 	want := &nodesv1.Node{
 		Id: leased.String(), Hostname: full.GetNode().GetHostname(), State: "ready", Online: true, Connected: true, Reduced: true,
-		Inventory: &nodesv1.Inventory{Gpus: inv.GetGpus(), Cpus: 64, MemoryBytes: 256 << 30},
+		Inventory: &nodesv1.Inventory{Gpus: gpus, Cpus: 64, MemoryBytes: 256 << 30},
 	}
 	for _, state := range []string{"placed", "at_risk"} {
 		if _, err := env.Pool.Exec(ctx, `UPDATE pool_leases SET state = $2 WHERE id = $1`, lease, state); err != nil {
