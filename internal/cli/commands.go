@@ -345,6 +345,8 @@ private cluster. It enables the configuration's modules, checked as serve checks
 	cmd.Flags().IntSliceVar(&opts.SimTunnelPorts, "sim-tunnel-ports", nil, "ports of 127.0.0.1 on this machine the simulated machines open tunnels to, comma separated or repeated (default none)")
 	cmd.Flags().Float64Var(&opts.SimFailRate, "sim-fail-rate", 0, "share (0 to 1) of the simulated machines' upgrade, reboot, configure and exec commands that fail")
 	cmd.Flags().DurationVar(&opts.SimRebootDowntime, "sim-reboot-downtime", daemon.DefaultRebootDowntime, "how long a reboot command keeps a simulated machine away")
+	cmd.Flags().Float64Var(&opts.SimGPUFaultRate, "sim-gpu-fault-rate", 0, "expected share of the simulated GPUs that get a fault per hour (0.01: one in a hundred)")
+	cmd.Flags().StringVar(&opts.SimControl, "sim-control", "", "the simulator's control socket for `better-compute sim inject` (default sim.sock beside the private PostgreSQL directory, printed as \"Simulator control: <path>\")")
 	cmd.Flags().StringVar(&simTransport, "sim-transport", string(daemon.TransportH2), "how the simulated machines reach the gateway: h2 (direct), websocket or auto (direct, falling back to the WebSocket); websocket and auto open the gateway's WebSocket listener on loopback and print \"Gateway WebSocket: <url>\"")
 	cmd.Flags().DurationVar(&opts.SimProviderDelay, "sim-provider-delay", 0, "enable the provision module with the sim provider and a machine class \"sim\" whose machines boot after this delay (default off)")
 	return cmd

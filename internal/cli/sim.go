@@ -31,6 +31,7 @@ func newSimCommand(g *globals) *cobra.Command {
 		apiURL, apiKey       string
 		rate                 float64
 		loadFor              time.Duration
+		control              string
 	)
 	cmd := &cobra.Command{
 		Use:   "sim",
@@ -56,7 +57,12 @@ The machines run every workflow command (drain, upgrade, reboot, configure, exec
 bcd would, without touching anything: an upgrade restarts a machine's daemon as the new version,
 a reboot takes it away for --reboot-downtime. --fail-rate makes that share of upgrade, reboot,
 configure and exec commands fail (drawn from --seed): an upgrade rolls back, a reboot comes back
-ten times later, configure and exec fail.`,
+ten times later, configure and exec fail.
+
+GPU faults: --gpu-fault-rate 0.01 makes one GPU in a hundred fail each hour (drawn from --seed,
+mostly harmless application Xids, some Xid 79, 48, 94, 95, pending row remaps and thermal
+slowdowns); with --control PATH the simulator listens on that unix socket for
+"better-compute sim inject --control PATH --node sim-0003 --gpu 3 --xid 79".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
@@ -110,10 +116,19 @@ ten times later, configure and exec fail.`,
 			// The fleet outlives ctx until its statistics are taken; stop ends it.
 			fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 			defer stop()
+			controlDone, err := sim.StartControl(fctx, control, fleet)
+			if err != nil {
+				return fmt.Errorf("--control: %w", err)
+			}
+			defer func() { <-controlDone }()
+			defer stop() // before waiting for the control socket
 			ran := make(chan error, 1)
 			start := time.Now()
 			go func() { ran <- fleet.Run(fctx) }()
 			fmt.Fprintf(out, "Simulating %d machines against %s (seed %d, %d faults)\n", opts.N, opts.Gateway, opts.Seed, len(opts.Scenario.Faults))
+			if control != "" {
+				fmt.Fprintf(out, "Control: %s\n", control)
+			}
 
 			loadDone := make(chan struct{})
 			if load == nil {
@@ -154,8 +169,8 @@ ten times later, configure and exec fail.`,
 			if !joinReported {
 				printJoin(out, fleet, last)
 			}
-			fmt.Fprintf(out, "Summary after %s: %s; %d disconnects and %d crashes injected\n",
-				time.Since(start).Round(time.Second), progress(last), last.Disconnects, last.Crashes)
+			fmt.Fprintf(out, "Summary after %s: %s; %d disconnects, %d crashes and %d GPU signals injected\n",
+				time.Since(start).Round(time.Second), progress(last), last.Disconnects, last.Crashes, last.GPUSignals)
 			return err
 		},
 	}
@@ -175,6 +190,8 @@ ten times later, configure and exec fail.`,
 	f.StringArrayVar(&faults, "fault", nil, "a fault, kind,key=value,... (repeatable)")
 	f.Float64Var(&opts.FailRate, "fail-rate", 0, "share (0 to 1) of upgrade, reboot, configure and exec commands that fail")
 	f.DurationVar(&opts.RebootDowntime, "reboot-downtime", daemon.DefaultRebootDowntime, "how long a reboot command keeps a machine away")
+	f.Float64Var(&opts.GPUFaultRate, "gpu-fault-rate", 0, "expected share of all simulated GPUs that get a fault per hour (0.01: one in a hundred), drawn from --seed")
+	f.StringVar(&control, "control", "", "serve the control API (sim inject) on this unix socket, mode 0600 (default: none)")
 	f.DurationVar(&every, "metrics-every", 10*time.Second, "interval of the progress lines")
 	f.DurationVar(&duration, "duration", 0, "stop after this long (default: run until Ctrl-C)")
 	f.StringVar(&apiURL, "api", "", "API URL with its base path, as dev prints it (\"API:\")")
@@ -184,6 +201,7 @@ ten times later, configure and exec fail.`,
 	_ = cmd.MarkFlagRequired("gateway")
 	_ = cmd.MarkFlagRequired("ca-file")
 	_ = g
+	cmd.AddCommand(newSimInjectCommand())
 	return cmd
 }
 

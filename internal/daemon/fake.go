@@ -51,7 +51,8 @@ const DefaultRebootDowntime = 2 * time.Second
 //
 // A restart is a new Agent with the same identity, as a new process would be: a new session and
 // new connections, tunnels closed. What bcd keeps on disk survives it: the version installed, the
-// drain flag, the configuration and the idempotency record. FakeOptions.FailRate makes a chosen
+// drain flag, the configuration and the idempotency record. So do the GPU signals
+// (InjectGPUSignal), which bcd would read again from the kernel log; a reboot clears them. FakeOptions.FailRate makes a chosen
 // share of upgrade, reboot, configure and exec commands fail.
 type Fake struct {
 	// Runs counts handler executions per command type (a re-delivered command answered from
@@ -66,6 +67,8 @@ type Fake struct {
 	restart chan struct{}
 
 	inventory atomic.Pointer[daemonv1.Inventory]
+	// gpu is the GPU health every process's Agent sends (InjectGPUSignal); a reboot clears it.
+	gpu fakeGPUHealth
 
 	mu       sync.Mutex
 	identity *Identity
@@ -105,6 +108,9 @@ type restartPlan struct {
 	// is called again.
 	downtime time.Duration
 	never    bool
+	// reboot is a host reboot, not only a daemon restart: what the kernel kept (GPU signals) is
+	// gone.
+	reboot bool
 }
 
 // merge combines two restarts asked for at once: the later version, the longer absence.
@@ -113,6 +119,7 @@ func (p restartPlan) merge(q restartPlan) restartPlan {
 		p.version = q.version
 	}
 	p.grace, p.downtime, p.never = max(p.grace, q.grace), max(p.downtime, q.downtime), p.never || q.never
+	p.reboot = p.reboot || q.reboot
 	return p
 }
 
@@ -219,6 +226,7 @@ func NewFake(id *Identity, opts FakeOptions) (*Fake, error) {
 		identity: id, version: FakeVersion, installed: FakeVersion, reboots: map[string]restartPlan{},
 	}
 	f.inventory.Store(inv)
+	f.ClearGPUSignals() // the first hello is followed by "no signals"
 	for typ := range f.builtins(0) {
 		f.Runs[typ] = new(atomic.Int64)
 	}
@@ -308,7 +316,10 @@ func (f *Fake) Run(ctx context.Context) error {
 		if !restarting {
 			return nil
 		}
-		f.opts.Logger.Info("fake daemon: down", "version", plan.version, "downtime", plan.downtime, "never", plan.never)
+		f.opts.Logger.Info("fake daemon: down", "version", plan.version, "downtime", plan.downtime, "never", plan.never, "reboot", plan.reboot)
+		if plan.reboot {
+			f.ClearGPUSignals()
+		}
 		if plan.never {
 			<-ctx.Done()
 			return nil
@@ -340,6 +351,7 @@ func (f *Fake) boot() (*fakeProc, error) {
 	a, err := NewAgent(Options{
 		Dialer: f.opts.Dialer, Identity: f.identity, Version: f.installed, Handlers: f.counted(f.builtins(gen)),
 		Inventory: func(context.Context) (*daemonv1.Inventory, error) { return f.inventory.Load(), nil },
+		GPUHealth: &f.gpu.feed,
 		OnRenew:   f.renewed,
 		Record:    f.record.view(gen),
 		AfterResult: func(c *daemonv1.Command, r *daemonv1.CommandResult) {

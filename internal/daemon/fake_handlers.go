@@ -168,7 +168,7 @@ func (f *Fake) upgrade(ctx context.Context, gen int, c *daemonv1.Command) (*stru
 // reboot succeeds; the restart follows once the result is recorded (afterResult), as bcd reboots
 // the host.
 func (f *Fake) reboot(_ context.Context, c *daemonv1.Command) (*structpb.Struct, error) {
-	plan := restartPlan{grace: rebootGrace, downtime: f.opts.RebootDowntime}
+	plan := restartPlan{grace: rebootGrace, downtime: f.opts.RebootDowntime, reboot: true}
 	if f.failer.fails(command.Reboot) {
 		plan.downtime *= slowRebootFactor
 		plan.never = f.opts.StuckReboots

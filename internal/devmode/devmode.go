@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -55,6 +56,13 @@ type Options struct {
 	// one away (sim.Options.RebootDowntime).
 	SimFailRate       float64
 	SimRebootDowntime time.Duration
+	// SimGPUFaultRate is the expected share of the simulated GPUs that get a fault per hour
+	// (sim.Options.GPUFaultRate).
+	SimGPUFaultRate float64
+	// SimControl is where the simulator's control socket listens (`better-compute sim inject`;
+	// sim.ListenControl); SimControlPath("" or ClusterDir) when empty. It is printed as
+	// "Simulator control: <path>".
+	SimControl string
 	// SimTransport is how the simulated machines reach the gateway (daemon.Dialer.Transport;
 	// h2 when empty). For websocket and auto, dev opens the gateway's WebSocket listener beside
 	// the gateway's (see webSocketFor) and the machines dial the URL it prints as
@@ -70,8 +78,8 @@ type Options struct {
 	Modules moduleset.Set
 	// Out receives the lines scripts read: "Gateway: <addr>" (and "Gateway WebSocket: <url>"
 	// when that listener is open), "API key: <key>", then "API: <url>" and
-	// "Dashboard: <url>", and with Sim,
-	// "Simulated machines: <n> joined" once they all hold sessions.
+	// "Dashboard: <url>", and with Sim, "Simulator control: <path>" once its control socket
+	// listens and "Simulated machines: <n> joined" once they all hold sessions.
 	Out    io.Writer
 	Logger *slog.Logger
 }
@@ -93,6 +101,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if err := (daemon.FakeOptions{FailRate: opts.SimFailRate, RebootDowntime: opts.SimRebootDowntime}).Validate(); err != nil {
 		return fmt.Errorf("--sim-fail-rate, --sim-reboot-downtime: %w", err)
+	}
+	if !(opts.SimGPUFaultRate >= 0) || math.IsInf(opts.SimGPUFaultRate, 1) {
+		return fmt.Errorf("--sim-gpu-fault-rate: must be a finite number, 0 or more, got %v", opts.SimGPUFaultRate)
 	}
 	if opts.SimProviderDelay > 0 && slices.Contains(opts.Modules.Names(), provisionmod.Name) {
 		return errors.New("--sim-provider-delay enables the provision module with the sim provider: the configuration's modules must not enable it too")
@@ -210,11 +221,21 @@ func simulate(ctx context.Context, pool *pgxpool.Pool, l process.Listening, root
 		Gateway: gateway, ServerName: serverName, RootPEM: root, Token: token, N: opts.Sim,
 		Transport: opts.SimTransport, WebSocketURL: webSocketDialURL(l.GatewayWebSocket),
 		StateDir: dir + ".sim", Logger: opts.Logger, TunnelPorts: opts.SimTunnelPorts,
-		FailRate: opts.SimFailRate, RebootDowntime: opts.SimRebootDowntime,
+		FailRate: opts.SimFailRate, RebootDowntime: opts.SimRebootDowntime, GPUFaultRate: opts.SimGPUFaultRate,
 	})
 	if err != nil {
 		return err
 	}
+	control := opts.SimControl
+	if control == "" {
+		control = simControlPath(dir)
+	}
+	controlDone, err := sim.StartControl(ctx, control, fleet)
+	if err != nil {
+		return fmt.Errorf("the simulator's control socket: %w", err)
+	}
+	defer func() { <-controlDone }() // ctx has ended when simulate returns
+	fmt.Fprintf(opts.Out, "Simulator control: %s\n", control)
 	ran := make(chan error, 1)
 	go func() { ran <- fleet.Run(ctx) }()
 	<-fleet.JoinDone()
@@ -320,6 +341,19 @@ func Secret(clusterDir string) (string, error) {
 	}
 	return secret, nil
 }
+
+// SimControlPath is where dev's simulator listens for its control API (`better-compute sim
+// inject`) by default: sim.sock in the directory that keeps the simulated machines' identities,
+// beside the private cluster in clusterDir (pgcluster.DefaultDir() when empty).
+func SimControlPath(clusterDir string) (string, error) {
+	dir, err := clusterDirOrDefault(clusterDir)
+	if err != nil {
+		return "", err
+	}
+	return simControlPath(dir), nil
+}
+
+func simControlPath(clusterDir string) string { return filepath.Join(clusterDir+".sim", "sim.sock") }
 
 // rootCAPath is where dev writes the PKI's root CA.
 func rootCAPath(clusterDir string) (string, error) {

@@ -62,6 +62,30 @@
 // configure and exec fail with an error (`better-compute sim --fail-rate 0.1 --reboot-downtime
 // 5s`, `better-compute dev --sim N --sim-fail-rate 0.1`).
 //
+// # GPU faults
+//
+// Each machine's daemon reports GPU health (bettercompute.daemon.v1.GpuHealth): no signals at
+// first, then what is injected. Fleet.InjectGPU makes a machine report a signal of one of its
+// GPUs, named by the inventory's UUID and PCI bus id (`better-compute sim inject --node sim-0003
+// --gpu 3 --xid 79`; the same GPU, check and code again is counted), Fleet.ClearGPU removes them
+// all, as a GPU reset does; a reboot command clears them too, while a crash of the daemon keeps
+// them (bcd reads the kernel log again). Options.GPUFaultRate injects faults at random: the
+// expected share of all the fleet's GPUs that get one per hour (`--gpu-fault-rate 0.01`, one GPU
+// in a hundred each hour), a Poisson process from the end of the join phase whose times, GPUs
+// and kinds are drawn from the seed (Fleet.GPUFaultPlan lists them in advance). The kinds are
+// drawn from a realistic mix: 60% application Xids (13, 31, 43; the default policy changes
+// nothing for them), Xid 79 (fallen off the bus) 5%, 48 (double-bit ECC) 5%, 94 and 95
+// (contained and uncontained ECC) 10%, row remap pending 10% and thermal slowdowns 10%, which pass
+// after 2 to 10 minutes.
+//
+// ListenControl and ServeControl (StartControl does both) serve a small HTTP API on a unix
+// socket, mode 0600, for processes outside the simulator: POST ControlInjectPath with an
+// InjectRequest, POST ControlClearPath with a ClearRequest, GET ControlHealthPath?hostname=; each
+// answers the machine's GPUHealthResponse, or a ControlError naming the field at fault. Bodies are
+// at most MaxControlBody bytes. `better-compute sim --control PATH` serves it, and dev's simulator
+// always does, at sim.sock in the directory of its machines' identities (printed as "Simulator
+// control: <path>"), the default of `better-compute sim inject --control`.
+//
 // # Tunnels
 //
 // With Options.TunnelPorts the machines open tunnels as bcd does, to those ports of 127.0.0.1 on

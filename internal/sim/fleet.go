@@ -57,6 +57,12 @@ type Options struct {
 	// StuckReboots (until a crash fault restarts it).
 	RebootDowntime time.Duration
 	StuckReboots   bool
+	// GPUFaultRate is the expected share of the fleet's GPUs that get a fault per hour (0.01:
+	// one GPU in a hundred each hour; above 1, some GPUs more than once), injected as InjectGPU
+	// does from the end of the join phase. The faults, their times, GPUs and kinds are drawn
+	// from Seed (GPUFaultPlan lists them): mostly application Xids (13, 31, 43), some Xid 79,
+	// 48, 94 and 95, pending row remaps and passing thermal slowdowns. Zero by default.
+	GPUFaultRate float64
 	// TunnelPorts is every machine's tunnel allow list (daemon.FakeOptions.TunnelPorts): the
 	// FakeDaemons open tunnels to these ports of 127.0.0.1 on the machine the simulator runs on.
 	// None by default.
@@ -89,6 +95,7 @@ type Fleet struct {
 	roots    *x509.CertPool
 	dialer   net.Dialer
 	machines []*machine
+	byHost   map[string]*machine
 
 	started  atomic.Bool
 	ctx      context.Context // Run's, for restarts
@@ -101,6 +108,7 @@ type Fleet struct {
 
 	joins, reused, failed, retries atomic.Int64
 	disconnects, crashes           atomic.Int64
+	gpuSignals                     atomic.Int64 // InjectGPU's signals (Stats.GPUSignals)
 	injecting                      atomic.Int64 // scenario faults not yet over (Stats.Injecting)
 }
 
@@ -129,6 +137,9 @@ func New(opts Options) (*Fleet, error) {
 	if _, err := daemon.ParseTransport(string(opts.Transport)); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	if err := validGPUFaultRate(opts.GPUFaultRate); err != nil {
+		return nil, err
+	}
 	if opts.TunnelRTT < 0 {
 		return nil, errors.New("sim: the tunnel round trip must not be negative")
 	}
@@ -150,8 +161,10 @@ func New(opts Options) (*Fleet, error) {
 		joinDone: make(chan struct{}),
 	}
 	f.machines = make([]*machine, opts.N)
+	f.byHost = make(map[string]*machine, opts.N)
 	for i := range f.machines {
 		f.machines[i] = &machine{f: f, index: i, hostname: Hostname(opts.Prefix, i), inv: Inventory(opts.Seed, i, opts.Prefix)}
+		f.byHost[f.machines[i].hostname] = f.machines[i]
 	}
 	// Clock skew is a property of the machine from its first hello.
 	for i, fault := range opts.Scenario.Faults {
@@ -184,6 +197,9 @@ func (f *Fleet) Run(ctx context.Context) error {
 				f.inject(ctx, i, fault)
 			})
 		}
+	}
+	if f.opts.GPUFaultRate > 0 {
+		wg.Go(func() { f.injectGPUFaults(ctx) })
 	}
 	<-ctx.Done()
 	wg.Wait()
@@ -308,6 +324,8 @@ type Stats struct {
 	Commands int64
 	// Disconnects and Crashes injected.
 	Disconnects, Crashes int64
+	// GPUSignals injected (InjectGPU, GPUFaultRate).
+	GPUSignals int64
 	// Injecting is the scenario's faults not yet over: counted from New, each ends after its last
 	// injection (a crash once its machine restarts; latency without for at once; flap without for
 	// never). Zero means nothing more will be injected.
@@ -330,7 +348,7 @@ func (f *Fleet) Stats() Stats {
 	s := Stats{
 		Machines: len(f.machines), Joins: int(f.joins.Load()), Reused: int(f.reused.Load()),
 		JoinErrors: int(f.failed.Load()), JoinRetries: int(f.retries.Load()),
-		Disconnects: f.disconnects.Load(), Crashes: f.crashes.Load(), Injecting: f.injecting.Load(),
+		Disconnects: f.disconnects.Load(), Crashes: f.crashes.Load(), GPUSignals: f.gpuSignals.Load(), Injecting: f.injecting.Load(),
 	}
 	f.mu.Lock()
 	switch {
