@@ -1526,8 +1526,7 @@ type GpuSignal struct {
 	// "driver_not_answering". Lower case, at most 64 bytes.
 	Check string `protobuf:"bytes,3,opt,name=check,proto3" json:"check,omitempty"`
 	// The check's code: the Xid for "xid", the recovery action for "recovery_action" (1 GPU reset,
-	// 2 node reboot, 3 drain peer-to-peer, 4 drain and reset), the temperature in °C for
-	// "thermal_slowdown"; 0 where the check has none.
+	// 2 node reboot, 3 drain peer-to-peer, 4 drain and reset); 0 where the check has none.
 	Code int64 `protobuf:"varint,4,opt,name=code,proto3" json:"code,omitempty"`
 	// How many: occurrences of an Xid since the daemon started reading the kernel log, errors for
 	// ECC checks (aggregate over the GPU's life), growth since the daemon started for nvlink_errors

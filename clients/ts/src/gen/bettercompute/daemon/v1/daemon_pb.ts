@@ -795,8 +795,7 @@ export type GpuSignal = Message<"bettercompute.daemon.v1.GpuSignal"> & {
 
   /**
    * The check's code: the Xid for "xid", the recovery action for "recovery_action" (1 GPU reset,
-   * 2 node reboot, 3 drain peer-to-peer, 4 drain and reset), the temperature in °C for
-   * "thermal_slowdown"; 0 where the check has none.
+   * 2 node reboot, 3 drain peer-to-peer, 4 drain and reset); 0 where the check has none.
    *
    * @generated from field: int64 code = 4;
    */
