@@ -18,6 +18,7 @@ import (
 	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/event"
+	"github.com/better-compute/better-compute/internal/gpuhealth"
 	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/provision/simprovider"
@@ -163,7 +164,7 @@ func (e *scaleEnv) report(t *testing.T) string {
 	for s, ms := range e.machines(t) {
 		fmt.Fprintf(&b, "%s:%d ", s, len(ms))
 	}
-	rows, _ := db.New(e.Pool).PlacerNodes(context.Background(), e.pool)
+	rows, _ := db.New(e.Pool).PlacerNodes(context.Background(), db.PlacerNodesParams{PoolID: e.pool, QuarantineTaint: gpuhealth.QuarantineTaintKey})
 	for _, r := range rows {
 		fmt.Fprintf(&b, "member %s %s online=%v cpus=%d; ", r.ID, r.State, r.Online, r.Cpus)
 	}
