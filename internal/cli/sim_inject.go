@@ -77,7 +77,7 @@ signals after the call.
 	f.IntVar(&gpu, "gpu", 0, "the GPU's index on the machine, as nvidia-smi numbers them")
 	f.Int64Var(&xid, "xid", 0, "an Xid event (79: fallen off the bus, 48: double-bit ECC, 13/31/43: application errors); the same as --check xid --code N")
 	f.StringVar(&check, "check", "", "the health check that saw it: xid, ecc_dbe, row_remap_pending, thermal_slowdown, gpu_missing, driver_not_answering, …")
-	f.Int64Var(&code, "code", 0, "the check's code (the Xid, a temperature in °C)")
+	f.Int64Var(&code, "code", 0, "the check's code (the Xid, the recovery action)")
 	f.Int64Var(&count, "count", 1, "how many occurrences")
 	f.StringVar(&detail, "detail", "", "the source's text (default: what the kernel log or nvidia-smi would say)")
 	f.BoolVar(&clear, "clear", false, "remove every signal of the machine, as a GPU reset does")

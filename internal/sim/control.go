@@ -40,7 +40,7 @@ type InjectRequest struct {
 	GPU *int `json:"gpu,omitempty"`
 	// Check is one of gpuhealth.Checks ("xid", "row_remap_pending", …).
 	Check string `json:"check"`
-	// Code is the check's code: the Xid for "xid", the temperature for "thermal_slowdown".
+	// Code is the check's code: the Xid for "xid", the recovery action for "recovery_action".
 	Code int64 `json:"code,omitempty"`
 	// Count is how many occurrences (1 when 0).
 	Count int64 `json:"count,omitempty"`

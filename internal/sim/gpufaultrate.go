@@ -29,8 +29,6 @@ type GPUFault struct {
 type gpuFaultKind struct {
 	check string
 	code  int64
-	// codes, when set, is the range a code is drawn from instead (a temperature).
-	codes [2]int64
 	// lasts, when set, is the range of how long the condition lasts.
 	lasts [2]time.Duration
 }
@@ -48,7 +46,7 @@ var gpuFaultMix = []weighted[gpuFaultKind]{
 	{gpuFaultKind{check: gpuhealth.CheckXid, code: 94}, 6},
 	{gpuFaultKind{check: gpuhealth.CheckXid, code: 95}, 4},
 	{gpuFaultKind{check: gpuhealth.CheckRowRemapPending}, 10},
-	{gpuFaultKind{check: gpuhealth.CheckThermalSlowdown, codes: [2]int64{88, 95}, lasts: [2]time.Duration{2 * time.Minute, 10 * time.Minute}}, 10},
+	{gpuFaultKind{check: gpuhealth.CheckThermalSlowdown, lasts: [2]time.Duration{2 * time.Minute, 10 * time.Minute}}, 10},
 }
 
 // validGPUFaultRate checks Options.GPUFaultRate.
@@ -96,9 +94,6 @@ func (p *gpuFaultPlan) next() (GPUFault, bool) {
 	g := p.gpus[p.r.IntN(len(p.gpus))]
 	k := pick(p.r, gpuFaultMix)
 	fault := GPUFault{At: p.at, Hostname: g.m.hostname, GPU: g.gpu, Check: k.check, Code: k.code}
-	if k.codes[1] > 0 {
-		fault.Code = k.codes[0] + p.r.Int64N(k.codes[1]-k.codes[0]+1)
-	}
 	if k.lasts[1] > 0 {
 		fault.For = k.lasts[0] + time.Duration(p.r.Int64N(int64(k.lasts[1]-k.lasts[0])))
 	}

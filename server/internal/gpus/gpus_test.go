@@ -236,22 +236,59 @@ func TestBadRequests(t *testing.T) {
 	_, err = c.Clear(ctx, &gpusv1.ClearRequest{})
 	wantField(t, err, connect.CodeInvalidArgument, "uuid")
 
-	// Quarantine and Clear are not written yet: a GPU of the tenant is unimplemented, another is
-	// not found.
+	// Another tenant's GPU, or none, is not found.
+	if _, err := c.Quarantine(ctx, &gpusv1.QuarantineRequest{Uuid: "GPU-1", Reason: "fans"}); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("quarantine of an unknown GPU: %v", err)
+	}
+	if _, err := c.Clear(ctx, &gpusv1.ClearRequest{Uuid: "GPU-1"}); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("clear of an unknown GPU: %v", err)
+	}
+}
+
+// TestQuarantineAndClear: an operator's quarantine makes a GPU unhealthy at once, with the
+// reason "manual", its history and events; a second quarantine changes nothing; a clear makes it
+// healthy again.
+func TestQuarantineAndClear(t *testing.T) {
+	t.Parallel()
+	env := servertest.New(t)
+	c := gpusv1connect.NewGpusServiceClient(env.HTTPClient(env.AdminKey), env.URL)
 	root := capacitytest.RootTenant(t, env.Pool)
-	gpu := gpuUUID(capacitytest.Nodes(t, env.Pool, root, 1, capacitytest.NodeSpec{GPUs: 1, Model: "H100"})[0], 0)
-	for _, tc := range []struct {
-		uuid string
-		want connect.Code
-	}{{gpu, connect.CodeUnimplemented}, {"GPU-1", connect.CodeNotFound}} {
-		_, err := c.Quarantine(ctx, &gpusv1.QuarantineRequest{Uuid: tc.uuid, Reason: "fans"})
-		if connect.CodeOf(err) != tc.want {
-			t.Errorf("quarantine %s: %v, want %v", tc.uuid, err, tc.want)
-		}
-		_, err = c.Clear(ctx, &gpusv1.ClearRequest{Uuid: tc.uuid})
-		if connect.CodeOf(err) != tc.want {
-			t.Errorf("clear %s: %v, want %v", tc.uuid, err, tc.want)
-		}
+	gpu := gpuUUID(capacitytest.Nodes(t, env.Pool, root, 1, capacitytest.NodeSpec{GPUs: 2, Model: "H100"})[0], 1)
+
+	q, err := c.Quarantine(ctx, &gpusv1.QuarantineRequest{Uuid: gpu, Reason: "fans failing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := q.GetGpu()
+	if g.GetHealth() != gpusv1.HealthState_HEALTH_STATE_UNHEALTHY || len(g.GetReasons()) != 1 || g.GetReasons()[0].GetCheck() != gpuhealth.CheckManual ||
+		g.GetReasons()[0].GetDetail() != "fans failing" || g.GetManualQuarantine().GetReason() != "fans failing" || g.GetManualQuarantine().GetPrincipalId() == "" {
+		t.Fatalf("quarantined: %v", g)
+	}
+	again, err := c.Quarantine(ctx, &gpusv1.QuarantineRequest{Uuid: gpu, Reason: "something else"})
+	if err != nil || again.GetGpu().GetManualQuarantine().GetReason() != "fans failing" {
+		t.Fatalf("second quarantine: %v (%v)", again.GetGpu(), err)
+	}
+	cl, err := c.Clear(ctx, &gpusv1.ClearRequest{Uuid: gpu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := cl.GetGpu(); g.GetHealth() != gpusv1.HealthState_HEALTH_STATE_HEALTHY || len(g.GetReasons()) != 0 || g.GetManualQuarantine() != nil || g.GetClearTime() == nil {
+		t.Fatalf("cleared: %v", g)
+	}
+	res, err := c.Get(ctx, &gpusv1.GetRequest{Uuid: gpu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := res.GetHistory(); len(h) != 2 || h[0].GetTo() != gpusv1.HealthState_HEALTH_STATE_HEALTHY || h[1].GetTo() != gpusv1.HealthState_HEALTH_STATE_UNHEALTHY || h[1].GetPrincipalId() == "" {
+		t.Fatalf("history %v", h)
+	}
+	var events int
+	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE subject = $1 AND type IN ('gpu.unhealthy', 'gpu.healthy')`, "gpu/"+gpu).Scan(&events); err != nil || events != 2 {
+		t.Fatalf("%d gpu events (%v), want 2", events, err)
+	}
+	var audited int
+	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE target = $1`, "gpu/"+gpu).Scan(&audited); err != nil || audited != 3 {
+		t.Fatalf("%d audit rows (%v), want 3", audited, err)
 	}
 }
 

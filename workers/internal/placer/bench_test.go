@@ -45,12 +45,26 @@ func benchFleet(b *testing.B) (*pgxpool.Pool, uuid.UUID) {
 // BenchmarkPlacement places 10,000 pending one-GPU leases onto 2,000 8-GPU nodes in one
 // reconcile of the pool (snapshot, in-memory bin packing, batches of 5,000 written in one
 // transaction each with their allocations and events) and reports placements per second.
-func BenchmarkPlacement(b *testing.B) {
+func BenchmarkPlacement(b *testing.B) { benchPlacement(b, 0) }
+
+// BenchmarkPlacementQuarantined is BenchmarkPlacement with every twentieth GPU (5%, 800)
+// unhealthy: the placer must skip them, and no lease may land on one.
+func BenchmarkPlacementQuarantined(b *testing.B) { benchPlacement(b, 20) }
+
+// benchPlacement is BenchmarkPlacement with one GPU in every quarantineEvery unhealthy (none
+// when 0).
+func benchPlacement(b *testing.B, quarantineEvery int) {
+	b.Helper()
 	var placed int
 	var elapsed time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		pool, pid := benchFleet(b)
+		if quarantineEvery > 0 {
+			if _, err := pool.Exec(context.Background(), `UPDATE devices SET health = 'unhealthy' WHERE id % $1 = 0`, quarantineEvery); err != nil {
+				b.Fatal(err)
+			}
+		}
 		p := placer.New(pool, placer.Options{})
 		b.StartTimer()
 		start := time.Now()
@@ -65,6 +79,11 @@ func BenchmarkPlacement(b *testing.B) {
 		}
 		placed += res.Placed
 		capacitytest.AssertNoOvercommit(b, pool)
+		var onQuarantined int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM allocations a JOIN devices d ON d.id = a.device_id
+			WHERE d.health = 'unhealthy'`).Scan(&onQuarantined); err != nil || onQuarantined != 0 {
+			b.Fatalf("%d allocations on unhealthy GPUs (%v)", onQuarantined, err)
+		}
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(placed)/elapsed.Seconds(), "placements/s")

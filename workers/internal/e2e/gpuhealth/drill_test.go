@@ -68,17 +68,23 @@ type drill struct {
 	fakes  map[string]*daemon.Fake
 }
 
-func newDrill(t *testing.T, hosts ...string) *drill {
+// system is the control plane of a test: the API, a gateway on loopback TLS and the worker
+// pieces, with a join token for the machines.
+type system struct {
+	env     *servertest.Env
+	gateway string
+	rootPEM []byte
+	token   string
+	ctx     context.Context
+	wg      *sync.WaitGroup
+}
+
+// newSystem starts the API, the health reconciler (controllers) and the placer (scheduler),
+// woken in-process by the gateway as a deployment's waker wakes them, the liveness job, and a
+// gateway; its join token admits machines machines labelled gpu=h100.
+func newSystem(t testing.TB, machines int) *system {
 	t.Helper()
 	env := servertest.New(t)
-	d := &drill{
-		env:    env,
-		leases: leasesv1connect.NewLeasesServiceClient(env.HTTPClient(env.AdminKey), env.URL),
-		gpus:   gpusv1connect.NewGpusServiceClient(env.HTTPClient(env.AdminKey), env.URL),
-		fakes:  map[string]*daemon.Fake{},
-	}
-	// The health reconciler (controllers) and the placer (scheduler), woken in-process by the
-	// gateway as a deployment's waker wakes them.
 	var rt *engine.Runtime
 	poke := func(kind string) { rt.Reconcilers().Poke(kind) }
 	rt = engine.New(engine.Options{
@@ -122,21 +128,33 @@ func newDrill(t *testing.T, hosts ...string) *drill {
 			t.Errorf("gateway: %v", err)
 		}
 	})
-
 	tok, err := jointokensv1connect.NewJoinTokensServiceClient(env.HTTPClient(env.AdminKey), env.URL).Create(ctx, &jointokensv1.CreateRequest{
-		Labels: map[string]string{"gpu": "h100"}, MaxUses: int32(len(hosts)),
+		Labels: map[string]string{"gpu": "h100"}, MaxUses: int32(machines),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &system{env: env, gateway: ln.Addr().String(), rootPEM: bundle.RootPEM(), token: tok.GetToken(), ctx: rctx, wg: &wg}
+}
+
+func newDrill(t *testing.T, hosts ...string) *drill {
+	t.Helper()
+	sys := newSystem(t, len(hosts))
+	env := sys.env
+	d := &drill{
+		env:    env,
+		leases: leasesv1connect.NewLeasesServiceClient(env.HTTPClient(env.AdminKey), env.URL),
+		gpus:   gpusv1connect.NewGpusServiceClient(env.HTTPClient(env.AdminKey), env.URL),
+		fakes:  map[string]*daemon.Fake{},
+	}
 	for _, host := range hosts {
-		fake, err := daemon.JoinFake(ctx, bundle.RootPEM(), tok.GetToken(), host, daemon.FakeOptions{
-			Dialer: daemon.Dialer{Gateway: ln.Addr().String()}, Inventory: dgx(host),
+		fake, err := daemon.JoinFake(ctx, sys.rootPEM, sys.token, host, daemon.FakeOptions{
+			Dialer: daemon.Dialer{Gateway: sys.gateway}, Inventory: dgx(host),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		wg.Go(func() { _ = fake.Run(rctx) })
+		sys.wg.Go(func() { _ = fake.Run(sys.ctx) })
 		d.fakes[host] = fake
 	}
 	poll.Until(t, 20*time.Second, "the nodes are ready and online with their GPUs", func() bool {
