@@ -21,6 +21,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/auth/v1/authv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/events/v1/eventsv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/gpus/v1/gpusv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1/iamv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/jointokens/v1/jointokensv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1/leasesv1connect"
@@ -54,6 +55,7 @@ type Client struct {
 	Webhooks     webhooksv1connect.WebhooksServiceClient
 	JoinTokens   jointokensv1connect.JoinTokensServiceClient
 	Nodes        nodesv1connect.NodesServiceClient
+	GPUs         gpusv1connect.GpusServiceClient
 	Commands     commandsv1connect.CommandsServiceClient
 	Pools        poolsv1connect.PoolsServiceClient
 	Leases       leasesv1connect.LeasesServiceClient
@@ -120,6 +122,7 @@ func New(baseURL string, opts ...Option) *Client {
 		Webhooks:     webhooksv1connect.NewWebhooksServiceClient(h, baseURL, copts...),
 		JoinTokens:   jointokensv1connect.NewJoinTokensServiceClient(h, baseURL, copts...),
 		Nodes:        nodesv1connect.NewNodesServiceClient(h, baseURL, copts...),
+		GPUs:         gpusv1connect.NewGpusServiceClient(h, baseURL, copts...),
 		Commands:     commandsv1connect.NewCommandsServiceClient(h, baseURL, copts...),
 		Pools:        poolsv1connect.NewPoolsServiceClient(h, baseURL, copts...),
 		Leases:       leasesv1connect.NewLeasesServiceClient(h, baseURL, copts...),

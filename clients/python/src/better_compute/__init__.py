@@ -32,6 +32,7 @@ from bettercompute.leases.v1 import leases_pb2 as leasesv1
 from bettercompute.nodes.v1 import nodes_pb2 as nodesv1
 from bettercompute.pools.v1 import pools_pb2 as poolsv1
 from bettercompute.reservations.v1 import reservations_pb2 as reservationsv1
+from bettercompute.gpus.v1 import gpus_pb2 as gpusv1
 from bettercompute.system.v1 import system_pb2 as systemv1
 from bettercompute.secrets.v1 import secrets_pb2 as secretsv1
 from bettercompute.auth.v1 import auth_pb2 as authv1
@@ -48,6 +49,7 @@ from bettercompute.leases.v1.leases_connect import LeasesServiceClient, LeasesSe
 from bettercompute.nodes.v1.nodes_connect import NodesServiceClient, NodesServiceClientSync
 from bettercompute.pools.v1.pools_connect import PoolsServiceClient, PoolsServiceClientSync
 from bettercompute.reservations.v1.reservations_connect import ReservationsServiceClient, ReservationsServiceClientSync
+from bettercompute.gpus.v1.gpus_connect import GpusServiceClient, GpusServiceClientSync
 from bettercompute.system.v1.system_connect import SystemServiceClient, SystemServiceClientSync
 from bettercompute.secrets.v1.secrets_connect import SecretsServiceClient, SecretsServiceClientSync
 from bettercompute.auth.v1.auth_connect import AuthServiceClient, AuthServiceClientSync
@@ -127,6 +129,8 @@ __all__ = [
     "PoolsServiceClient",
     "PoolsServiceClientSync",
     "ReservationsServiceClient",
+    "GpusServiceClient",
+    "GpusServiceClientSync",
     "ReservationsServiceClientSync",
     "ResourceExhaustedError",
     "SystemServiceClient",
@@ -166,6 +170,7 @@ __all__ = [
     "paginate",
     "poolsv1",
     "reservationsv1",
+    "gpusv1",
     "systemv1",
     "secretsv1",
     "authv1",

@@ -27,6 +27,7 @@ from bettercompute.leases.v1.leases_connect import LeasesServiceClient, LeasesSe
 from bettercompute.nodes.v1.nodes_connect import NodesServiceClient, NodesServiceClientSync
 from bettercompute.pools.v1.pools_connect import PoolsServiceClient, PoolsServiceClientSync
 from bettercompute.reservations.v1.reservations_connect import ReservationsServiceClient, ReservationsServiceClientSync
+from bettercompute.gpus.v1.gpus_connect import GpusServiceClient, GpusServiceClientSync
 from bettercompute.system.v1.system_connect import SystemServiceClient, SystemServiceClientSync
 from bettercompute.secrets.v1.secrets_connect import SecretsServiceClient, SecretsServiceClientSync
 from bettercompute.auth.v1.auth_connect import AuthServiceClient, AuthServiceClientSync
@@ -95,6 +96,7 @@ class BetterCompute:
         self.pools: PoolsServiceClientSync = PoolsServiceClientSync(url, **kw)
         self.leases: LeasesServiceClientSync = LeasesServiceClientSync(url, **kw)
         self.reservations: ReservationsServiceClientSync = ReservationsServiceClientSync(url, **kw)
+        self.gpus: GpusServiceClientSync = GpusServiceClientSync(url, **kw)
         self.usage: UsageServiceClientSync = UsageServiceClientSync(url, **kw)
         self.secrets: SecretsServiceClientSync = SecretsServiceClientSync(url, **kw)
         self.auth: AuthServiceClientSync = AuthServiceClientSync(url, **kw)
@@ -150,6 +152,7 @@ class AsyncBetterCompute:
         self.pools: PoolsServiceClient = PoolsServiceClient(url, **kw)
         self.leases: LeasesServiceClient = LeasesServiceClient(url, **kw)
         self.reservations: ReservationsServiceClient = ReservationsServiceClient(url, **kw)
+        self.gpus: GpusServiceClient = GpusServiceClient(url, **kw)
         self.usage: UsageServiceClient = UsageServiceClient(url, **kw)
         self.secrets: SecretsServiceClient = SecretsServiceClient(url, **kw)
         self.auth: AuthServiceClient = AuthServiceClient(url, **kw)
