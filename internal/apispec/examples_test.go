@@ -87,7 +87,7 @@ var fixtures = map[string]fixture{
 	"API_KEY_ID":        {route: "/iam/createApiKey", body: `{"principalId": "$PRINCIPAL_ID", "name": "key-$SEQ"}`, path: "apiKey.id"},
 	"ROLE_BINDING_ID":   {route: "/iam/createRoleBinding", body: `{"principalId": "$PRINCIPAL_ID", "role": "ROLE_VIEWER"}`, path: "roleBinding.id"},
 	"JOIN_TOKEN_ID":     {route: "/joinTokens/create", body: `{"maxUses": 1}`, path: "joinToken.id"},
-	"GPU_UUID":          {route: "/gpus/list", body: `{"nodeId": "$NODE_ID"}`, path: "gpus.0.uuid"},
+	"GPU_UUID":          {route: "/gpus/list", body: `{"pageSize": 1}`, path: "gpus.0.uuid"},
 	"COMMAND_ID": {
 		route: "/commands/create", body: `{"nodeId": "$NODE_ID", "echo": {"data": {"seq": "$SEQ"}}}`, path: "commands.0.id",
 		settle:  &fixture{route: "/commands/get", body: `{"id": "$ID"}`, path: "command.state"},
@@ -158,7 +158,7 @@ func TestExamplesAgainstDev(t *testing.T) {
 	}
 }
 
-var fixtureNames = regexp.MustCompile(`\$[A-Z][A-Z_]*_(ID|NAME)\b`)
+var fixtureNames = regexp.MustCompile(`\$[A-Z][A-Z_]*_(ID|NAME|UUID)\b`)
 
 // runCurl runs an example's script with bash, the environment holding the API, the key and the
 // fixtures, and returns the HTTP status and body of its curl.

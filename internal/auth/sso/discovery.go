@@ -86,25 +86,47 @@ func newDiscovery(hc *http.Client, opts Options) *Discovery {
 // Provider returns issuer's provider, from the cache when its document is younger than the TTL,
 // or the failure of its last fetch when that failed less than FailureTTL ago.
 func (d *Discovery) Provider(ctx context.Context, issuer string) (*Provider, error) {
+	if p, err, ok := d.cached(issuer); ok {
+		return p, err
+	}
+	return d.shared(ctx, issuer, false)
+}
+
+// cached answers a lookup of issuer from memory: a fresh document, or a failure within
+// FailureTTL; ok is false when there is neither.
+func (d *Discovery) cached(issuer string) (p *Provider, err error, ok bool) {
 	now := d.opts.Now()
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if e, ok := d.entries[issuer]; ok && now.Sub(e.p.FetchedAt) < d.opts.DiscoveryTTL {
 		e.used = now
-		d.mu.Unlock()
-		return e.p, nil
+		return e.p, nil, true
 	}
 	if f, ok := d.failures[issuer]; ok && now.Sub(f.at) < FailureTTL {
-		d.mu.Unlock()
-		return nil, f.err
+		return nil, f.err, true
 	}
-	d.mu.Unlock()
-	return d.Refresh(ctx, issuer)
+	return nil, nil, false
 }
 
 // Refresh fetches issuer's discovery document now (sharing a fetch already under way) and caches
 // it, or its failure. The document's issuer must be issuer exactly, and it must name a jwks_uri.
 func (d *Discovery) Refresh(ctx context.Context, issuer string) (*Provider, error) {
-	ch := d.group.DoChan(issuer, func() (any, error) {
+	return d.shared(ctx, issuer, true)
+}
+
+// shared fetches issuer's document in a flight that concurrent callers share. Unless force is
+// set, the flight first looks at the cache again: a lookup that found nothing fresh may reach
+// here just after another lookup's flight stored a document or a failure, and must not fetch
+// once more.
+func (d *Discovery) shared(ctx context.Context, issuer string, force bool) (*Provider, error) {
+	key := issuer
+	if force {
+		key = "refresh " + issuer
+	}
+	ch := d.group.DoChan(key, func() (any, error) {
+		if p, err, ok := d.cached(issuer); ok && !force {
+			return p, err
+		}
 		p, err := d.fetch(context.WithoutCancel(ctx), issuer)
 		if err != nil {
 			d.opts.Logger.Warn("sso: discovery failed", slog.String("issuer", issuer), slog.Any("error", err))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/internal/gpuhealth"
+	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/sim"
 )
 
@@ -49,8 +50,23 @@ func BenchmarkFaultToQuarantine(b *testing.B) {
 	if len(gpus) == 0 {
 		b.Fatal("the simulated fleet has no GPUs")
 	}
+	// Steady state: the machines hold their sessions and beat, nothing fails; the health tables
+	// must see no writes at all (health is written on change, never per heartbeat).
+	// PostgreSQL's statistics reach pg_stat_user_tables up to 10 s after the writes (an idle
+	// backend flushes them then), so each count is read after a pause that long.
+	steadyFor := 20 * time.Second
+	poll.Until(b, 5*time.Minute, "the fleet's first snapshots are stored", func() bool {
+		return sys.count(b, `SELECT count(*) FROM node_gpu_health`) == nodes
+	})
+	pause(statsLag)
+	settled := healthWrites(b, sys)
+	pause(steadyFor)
+	steady := healthWrites(b, sys) - settled
+	b.Logf("health writes in %v of steady state with %d machines: %d", steadyFor, nodes, steady)
+
 	r := rand.New(rand.NewPCG(33, 79))
 	var took []time.Duration
+	faultsBefore := healthWrites(b, sys)
 	for b.Loop() {
 		g := gpus[r.IntN(len(gpus))]
 		start := time.Now()
@@ -87,10 +103,36 @@ func BenchmarkFaultToQuarantine(b *testing.B) {
 		}
 		b.StartTimer()
 	}
+	b.StopTimer()
+	pause(statsLag)
+	perFault := float64(healthWrites(b, sys)-faultsBefore) / float64(len(took))
 	slices.Sort(took)
 	pct := func(p float64) float64 { return float64(took[int(p*float64(len(took)-1))].Microseconds()) / 1000 }
 	b.ReportMetric(pct(0.5), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(pct(1), "max-ms")
 	b.ReportMetric(float64(nodes), "nodes")
+	b.ReportMetric(float64(steady)/steadyFor.Seconds(), "steady-writes/s")
+	b.ReportMetric(perFault, "writes/fault")
+}
+
+// healthWrites is the rows written (inserted, updated, deleted) to the GPU health tables and the
+// health reconciler's queue so far, as PostgreSQL's statistics count them once flushed.
+func healthWrites(b *testing.B, sys *system) int64 {
+	b.Helper()
+	var n int64
+	if err := sys.env.Pool.QueryRow(sys.ctx, `SELECT COALESCE(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint FROM pg_stat_user_tables
+		WHERE relname IN ('node_gpu_health', 'devices', 'gpu_health_changes', 'reconcile_queue')`).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// statsLag is how long PostgreSQL may take to publish a backend's statistics.
+const statsLag = 11 * time.Second
+
+// pause waits d: the benchmark measures what happens in that time.
+func pause(d time.Duration) {
+	t := time.NewTimer(d)
+	<-t.C
 }

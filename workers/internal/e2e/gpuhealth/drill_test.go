@@ -172,8 +172,18 @@ func newDrill(t *testing.T, hosts ...string) *drill {
 
 func (d *drill) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
+	return count(t, d.env, sql, args...)
+}
+
+func (s *system) count(t testing.TB, sql string, args ...any) int {
+	t.Helper()
+	return count(t, s.env, sql, args...)
+}
+
+func count(t testing.TB, env *servertest.Env, sql string, args ...any) int {
+	t.Helper()
 	var n int
-	if err := d.env.Pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+	if err := env.Pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
