@@ -42,3 +42,12 @@ FROM devices d
 WHERE d.kind = 'gpu'
 GROUP BY d.model, d.health
 ORDER BY d.model, d.health;
+
+-- name: GPUSignalsByCheck :many
+-- The signals the daemons report now (their last GPU health snapshots), by check, over every
+-- tenant's nodes: fleet-wide numbers that name no tenant.
+SELECT COALESCE(s ->> 'check', '')::text AS "check", count(*)::bigint AS signals
+FROM node_gpu_health h
+CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(h.report -> 'signals') = 'array' THEN h.report -> 'signals' ELSE '[]'::jsonb END) AS s
+GROUP BY 1
+ORDER BY 1;

@@ -9,6 +9,41 @@ import (
 	"context"
 )
 
+const gPUSignalsByCheck = `-- name: GPUSignalsByCheck :many
+SELECT COALESCE(s ->> 'check', '')::text AS "check", count(*)::bigint AS signals
+FROM node_gpu_health h
+CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(h.report -> 'signals') = 'array' THEN h.report -> 'signals' ELSE '[]'::jsonb END) AS s
+GROUP BY 1
+ORDER BY 1
+`
+
+type GPUSignalsByCheckRow struct {
+	Check   string
+	Signals int64
+}
+
+// The signals the daemons report now (their last GPU health snapshots), by check, over every
+// tenant's nodes: fleet-wide numbers that name no tenant.
+func (q *Queries) GPUSignalsByCheck(ctx context.Context) ([]GPUSignalsByCheckRow, error) {
+	rows, err := q.db.Query(ctx, gPUSignalsByCheck)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []GPUSignalsByCheckRow{}
+	for rows.Next() {
+		var i GPUSignalsByCheckRow
+		if err := rows.Scan(&i.Check, &i.Signals); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const gPUsByHealth = `-- name: GPUsByHealth :many
 SELECT d.model, d.health, count(*)::bigint AS gpus
 FROM devices d

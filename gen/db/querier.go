@@ -329,6 +329,9 @@ type Querier interface {
 	// change of theirs is queued in the transaction that makes it, and a resync of every node would
 	// cost writes (the queue's) for nothing.
 	GPUHealthResyncKeys(ctx context.Context) ([]string, error)
+	// The signals the daemons report now (their last GPU health snapshots), by check, over every
+	// tenant's nodes: fleet-wide numbers that name no tenant.
+	GPUSignalsByCheck(ctx context.Context) ([]GPUSignalsByCheckRow, error)
 	// GPUs by model and health over every tenant's nodes, missing ones included: fleet-wide numbers
 	// that name no tenant.
 	GPUsByHealth(ctx context.Context) ([]GPUsByHealthRow, error)

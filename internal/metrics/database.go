@@ -39,6 +39,8 @@ type DatabaseOptions struct {
 //     sink: the webhooks of every tenant are one "webhook" series, so no label identifies a tenant.
 //   - bc_gpus{model,health}: GPUs by model and health (healthy, degraded, unhealthy) over the
 //     whole fleet, missing ones included (gpus.proto).
+//   - bc_gpu_signals{check}: the GPU health signals the daemons report now, by check (xid,
+//     ecc_dbe, …; docs/gpus.md), from their last snapshots.
 //   - bc_metrics_database_up: 1 when the last reading succeeded, and
 //     bc_metrics_database_errors_total.
 //
@@ -98,6 +100,14 @@ func RegisterDatabase(r *Registry, pool *pgxpool.Pool, opts DatabaseOptions) {
 					emit(float64(g.Gpus), g.Model, g.Health)
 				}
 			})
+		r.Func("bc_gpu_signals", "GPU health signals the daemons report now, by check.", TypeGauge, []string{"check"},
+			func(emit Emit) {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				for _, s := range c.signals {
+					emit(float64(s.Signals), s.Check)
+				}
+			})
 		return c
 	})
 }
@@ -118,6 +128,7 @@ type dbCollector struct {
 	locks   []db.LockHoldersRow
 	outbox  []db.OutboxLagRow
 	gpus    []db.GPUsByHealthRow
+	signals []db.GPUSignalsByCheckRow
 }
 
 // refresh reads the database unless the last attempt is younger than the TTL. Concurrent scrapes
@@ -154,6 +165,9 @@ func (c *dbCollector) refresh(ctx context.Context) {
 	}
 	if c.gpus, err = c.q.GPUsByHealth(ctx); err != nil {
 		fail("GPUs by health", err)
+	}
+	if c.signals, err = c.q.GPUSignalsByCheck(ctx); err != nil {
+		fail("GPU signals by check", err)
 	}
 }
 

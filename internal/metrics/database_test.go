@@ -77,9 +77,15 @@ func TestDatabaseMetrics(t *testing.T) {
 	}
 
 	// GPUs: a node of root with two H100s, one of them unhealthy.
+	gpuNode := uuid.New()
 	_, err = pool.Exec(ctx, `INSERT INTO nodes (id, tenant_id, hostname, inventory)
 		VALUES ($1, $2, 'gpu-node', '{"gpus": [{"index": 0, "model": "H100", "uuid": "GPU-a"}, {"index": 1, "model": "H100", "uuid": "GPU-b"}]}')`,
-		uuid.New(), root.ID)
+		gpuNode, root.ID)
+	must(t, err)
+	// Its daemon reports two Xids and a double-bit ECC count.
+	_, err = pool.Exec(ctx, `INSERT INTO node_gpu_health (node_id, report) VALUES ($1,
+		'{"signals": [{"gpuUuid": "GPU-b", "check": "xid", "code": "79"}, {"gpuUuid": "GPU-b", "check": "xid", "code": "13"}, {"gpuUuid": "GPU-a", "check": "ecc_dbe", "count": "1"}]}')`,
+		gpuNode)
 	must(t, err)
 	_, err = pool.Exec(ctx, `UPDATE devices SET health = 'unhealthy' WHERE uuid = 'GPU-b'`)
 	must(t, err)
@@ -136,6 +142,7 @@ func TestDatabaseMetrics(t *testing.T) {
 	if len(gpus) != 2 || gpus["healthy/H100"]+gpus["H100/healthy"] != 1 || gpus["unhealthy/H100"]+gpus["H100/unhealthy"] != 1 {
 		t.Errorf("bc_gpus = %v, want one healthy and one unhealthy H100", gpus)
 	}
+	check("bc_gpu_signals", map[string]float64{"xid": 2, "ecc_dbe": 1})
 	for sink, age := range series(fams, "bc_outbox_lag_seconds") {
 		if age <= 0 || age > 60 {
 			t.Errorf("outbox lag of %s is %vs", sink, age)
@@ -176,11 +183,12 @@ func TestDatabaseMetrics(t *testing.T) {
 	advance()
 	fams = parse(t, text(t, r))
 	check("bc_metrics_database_up", map[string]float64{"": 0})
-	check("bc_metrics_database_errors_total", map[string]float64{"": 4})
+	check("bc_metrics_database_errors_total", map[string]float64{"": 5})
 	check("bc_reconcile_queue_depth", map[string]float64{})
 	check("bc_leases_held", map[string]float64{})
 	check("bc_outbox_lag_events", map[string]float64{})
 	check("bc_gpus", map[string]float64{})
+	check("bc_gpu_signals", map[string]float64{})
 }
 
 func allShards() []int32 {
