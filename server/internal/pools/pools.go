@@ -171,13 +171,12 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 			return nil, err
 		}
 		tx.Target("pool", id)
-		if policy != nil {
-			// The members already reporting signals are judged by the pool's policy now.
-			if err := enqueueHealth(ctx, tx.Q, p.TenantID, id); err != nil {
-				return nil, err
-			}
-			tx.Wake(gpuhealth.ReconcileKind)
+		// The members with signals are judged again: by the pool's policy, and by the other
+		// pools' no longer alone.
+		if err := enqueueHealth(ctx, tx.Q, p.TenantID, id); err != nil {
+			return nil, err
 		}
+		tx.Wake(gpuhealth.ReconcileKind)
 		if err := tx.Emit(p.TenantID, event.PoolCreated{PoolDefinition: eventData(row)}); err != nil {
 			return nil, err
 		}
@@ -387,6 +386,11 @@ func (s *Service) Delete(ctx context.Context, req *poolsv1.DeleteRequest) (*pool
 		if n > 0 {
 			return nil, apierr.FailedPrecondition("pool %s has %d pending or running leases; release them first", id, n)
 		}
+		// The members with signals are judged again, without the pool's policy.
+		if err := enqueueHealth(ctx, tx.Q, p.TenantID, id); err != nil {
+			return nil, err
+		}
+		tx.Wake(gpuhealth.ReconcileKind)
 		if _, err := tx.Q.DeletePool(ctx, db.DeletePoolParams{TenantID: p.TenantID, ID: id}); err != nil {
 			return nil, err
 		}
