@@ -45,6 +45,20 @@ WHERE d.node_id = sqlc.arg(node_id) AND d.kind = 'gpu'
 ORDER BY d.idx, d.id
 FOR UPDATE OF d;
 
+-- name: GPUHealthPoolPolicies :many
+-- The GPU health policy overrides (gpuhealth.Override, JSON) of the pools node_id is a member of
+-- (member), and of the pools of the leases that hold its GPUs now though the node left them (not
+-- member: only their lease action counts), in pool id order.
+SELECT p.id, p.name, p.gpu_health_policy, pool_member(p, n)::boolean AS member
+FROM nodes n
+JOIN pools p ON pool_member(p, n) OR p.id IN (
+    SELECT l.pool_id FROM devices d
+    JOIN allocations a ON a.device_id = d.id AND a.ended_at IS NULL
+    JOIN pool_leases l ON l.id = a.lease_id
+    WHERE d.node_id = n.id)
+WHERE n.id = sqlc.arg(node_id)
+ORDER BY p.id;
+
 -- name: SetDeviceHealth :exec
 UPDATE devices
 SET health = sqlc.arg(health)::text, health_reasons = sqlc.arg(reasons)::jsonb,

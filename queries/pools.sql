@@ -9,12 +9,13 @@
 
 -- name: CreatePool :one
 -- A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace);
--- null tunnel_ports are none.
+-- null tunnel_ports are none; a null gpu_health_policy overrides nothing.
 INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption,
-                   tunnel_ports)
+                   tunnel_ports, gpu_health_policy)
 VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(name), sqlc.arg(description), sqlc.arg(node_selector),
         sqlc.arg(node_ids)::uuid[], COALESCE(sqlc.narg(preemption_grace_ms)::bigint, 30000),
-        sqlc.arg(priority_preemption), COALESCE(sqlc.narg(tunnel_ports)::integer[], '{}'))
+        sqlc.arg(priority_preemption), COALESCE(sqlc.narg(tunnel_ports)::integer[], '{}'),
+        COALESCE(sqlc.narg(gpu_health_policy)::jsonb, '{}'))
 RETURNING *;
 
 -- name: GetPool :one
@@ -39,9 +40,26 @@ SET description = COALESCE(sqlc.narg(description), description),
     preemption_grace_ms = COALESCE(sqlc.narg(preemption_grace_ms)::bigint, preemption_grace_ms),
     priority_preemption = COALESCE(sqlc.narg(priority_preemption)::boolean, priority_preemption),
     tunnel_ports = COALESCE(sqlc.narg(tunnel_ports)::integer[], tunnel_ports),
+    gpu_health_policy = COALESCE(sqlc.narg(gpu_health_policy)::jsonb, gpu_health_policy),
     updated_at = now()
 WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id)
 RETURNING *;
+
+-- name: EnqueuePoolGPUHealth :exec
+-- Queues the members of the tenant's pool whose GPU health a change of the pool's policy or
+-- membership may change (those with signals, reasons, or a GPU that is not healthy or missing)
+-- for the health reconciler (kind gpuhealth.ReconcileKind); a node with none of those is healthy
+-- under any policy.
+INSERT INTO reconcile_queue (kind, key)
+SELECT sqlc.arg(kind)::text, n.id::text
+FROM pools p
+JOIN nodes n ON pool_member(p, n)
+WHERE p.tenant_id = sqlc.arg(tenant_id) AND p.id = sqlc.arg(id)
+  AND (EXISTS (SELECT 1 FROM node_gpu_health h WHERE h.node_id = n.id
+               AND (jsonb_array_length(COALESCE(h.report -> 'signals', '[]'::jsonb)) > 0 OR h.reasons <> '[]'::jsonb OR h.quarantined))
+       OR EXISTS (SELECT 1 FROM devices d WHERE d.node_id = n.id AND d.kind = 'gpu' AND (d.health <> 'healthy' OR NOT d.present)))
+ON CONFLICT (kind, key) DO UPDATE
+SET due_at = LEAST(reconcile_queue.due_at, now()), generation = reconcile_queue.generation + 1, enqueued_at = now();
 
 -- name: DeletePool :execrows
 DELETE FROM pools WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id);

@@ -71,6 +71,53 @@ func (q *Queries) GPUHealthNode(ctx context.Context, id uuid.UUID) (GPUHealthNod
 	return i, err
 }
 
+const gPUHealthPoolPolicies = `-- name: GPUHealthPoolPolicies :many
+SELECT p.id, p.name, p.gpu_health_policy, pool_member(p, n)::boolean AS member
+FROM nodes n
+JOIN pools p ON pool_member(p, n) OR p.id IN (
+    SELECT l.pool_id FROM devices d
+    JOIN allocations a ON a.device_id = d.id AND a.ended_at IS NULL
+    JOIN pool_leases l ON l.id = a.lease_id
+    WHERE d.node_id = n.id)
+WHERE n.id = $1
+ORDER BY p.id
+`
+
+type GPUHealthPoolPoliciesRow struct {
+	ID              uuid.UUID
+	Name            string
+	GpuHealthPolicy []byte
+	Member          bool
+}
+
+// The GPU health policy overrides (gpuhealth.Override, JSON) of the pools node_id is a member of
+// (member), and of the pools of the leases that hold its GPUs now though the node left them (not
+// member: only their lease action counts), in pool id order.
+func (q *Queries) GPUHealthPoolPolicies(ctx context.Context, nodeID uuid.UUID) ([]GPUHealthPoolPoliciesRow, error) {
+	rows, err := q.db.Query(ctx, gPUHealthPoolPolicies, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []GPUHealthPoolPoliciesRow{}
+	for rows.Next() {
+		var i GPUHealthPoolPoliciesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.GpuHealthPolicy,
+			&i.Member,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const gPUHealthResyncKeys = `-- name: GPUHealthResyncKeys :many
 SELECT node_id::text AS key FROM node_gpu_health WHERE quarantined OR reasons <> '[]'::jsonb
 UNION

@@ -708,6 +708,7 @@ type Pool struct {
 	PreemptionGraceMs  int64
 	PriorityPreemption bool
 	TunnelPorts        []int32
+	GpuHealthPolicy    []byte
 }
 
 type PoolGrant struct {

@@ -25,11 +25,12 @@ func (q *Queries) CountActivePoolLeases(ctx context.Context, poolID uuid.UUID) (
 const createPool = `-- name: CreatePool :one
 
 INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption,
-                   tunnel_ports)
+                   tunnel_ports, gpu_health_policy)
 VALUES ($1, $2, $3, $4, $5,
         $6::uuid[], COALESCE($7::bigint, 30000),
-        $8, COALESCE($9::integer[], '{}'))
-RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports
+        $8, COALESCE($9::integer[], '{}'),
+        COALESCE($10::jsonb, '{}'))
+RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy
 `
 
 type CreatePoolParams struct {
@@ -42,6 +43,7 @@ type CreatePoolParams struct {
 	PreemptionGraceMs  *int64
 	PriorityPreemption bool
 	TunnelPorts        []int32
+	GpuHealthPolicy    []byte
 }
 
 // Pools: a tenant's groups of nodes that leases draw capacity from, and their quotas. API
@@ -53,7 +55,7 @@ type CreatePoolParams struct {
 // pool_member (migrations/0016_pool_membership.sql), which every statement that needs
 // membership calls.
 // A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace);
-// null tunnel_ports are none.
+// null tunnel_ports are none; a null gpu_health_policy overrides nothing.
 func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, error) {
 	row := q.db.QueryRow(ctx, createPool,
 		arg.ID,
@@ -65,6 +67,7 @@ func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, e
 		arg.PreemptionGraceMs,
 		arg.PriorityPreemption,
 		arg.TunnelPorts,
+		arg.GpuHealthPolicy,
 	)
 	var i Pool
 	err := row.Scan(
@@ -79,6 +82,7 @@ func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, e
 		&i.PreemptionGraceMs,
 		&i.PriorityPreemption,
 		&i.TunnelPorts,
+		&i.GpuHealthPolicy,
 	)
 	return i, err
 }
@@ -114,8 +118,36 @@ func (q *Queries) DeletePoolQuota(ctx context.Context, arg DeletePoolQuotaParams
 	return err
 }
 
+const enqueuePoolGPUHealth = `-- name: EnqueuePoolGPUHealth :exec
+INSERT INTO reconcile_queue (kind, key)
+SELECT $1::text, n.id::text
+FROM pools p
+JOIN nodes n ON pool_member(p, n)
+WHERE p.tenant_id = $2 AND p.id = $3
+  AND (EXISTS (SELECT 1 FROM node_gpu_health h WHERE h.node_id = n.id
+               AND (jsonb_array_length(COALESCE(h.report -> 'signals', '[]'::jsonb)) > 0 OR h.reasons <> '[]'::jsonb OR h.quarantined))
+       OR EXISTS (SELECT 1 FROM devices d WHERE d.node_id = n.id AND d.kind = 'gpu' AND (d.health <> 'healthy' OR NOT d.present)))
+ON CONFLICT (kind, key) DO UPDATE
+SET due_at = LEAST(reconcile_queue.due_at, now()), generation = reconcile_queue.generation + 1, enqueued_at = now()
+`
+
+type EnqueuePoolGPUHealthParams struct {
+	Kind     string
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+// Queues the members of the tenant's pool whose GPU health a change of the pool's policy or
+// membership may change (those with signals, reasons, or a GPU that is not healthy or missing)
+// for the health reconciler (kind gpuhealth.ReconcileKind); a node with none of those is healthy
+// under any policy.
+func (q *Queries) EnqueuePoolGPUHealth(ctx context.Context, arg EnqueuePoolGPUHealthParams) error {
+	_, err := q.db.Exec(ctx, enqueuePoolGPUHealth, arg.Kind, arg.TenantID, arg.ID)
+	return err
+}
+
 const getPool = `-- name: GetPool :one
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports FROM pools WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy FROM pools WHERE tenant_id = $1 AND id = $2
 `
 
 type GetPoolParams struct {
@@ -138,6 +170,7 @@ func (q *Queries) GetPool(ctx context.Context, arg GetPoolParams) (Pool, error) 
 		&i.PreemptionGraceMs,
 		&i.PriorityPreemption,
 		&i.TunnelPorts,
+		&i.GpuHealthPolicy,
 	)
 	return i, err
 }
@@ -224,7 +257,7 @@ func (q *Queries) ListPoolQuotas(ctx context.Context, poolIds []uuid.UUID) ([]Po
 }
 
 const listPools = `-- name: ListPools :many
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports FROM pools
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy FROM pools
 WHERE tenant_id = $1 AND id > $2
 ORDER BY id
 LIMIT $3
@@ -257,6 +290,7 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 			&i.PreemptionGraceMs,
 			&i.PriorityPreemption,
 			&i.TunnelPorts,
+			&i.GpuHealthPolicy,
 		); err != nil {
 			return nil, err
 		}
@@ -269,7 +303,7 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 }
 
 const lockPool = `-- name: LockPool :one
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports FROM pools WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy FROM pools WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockPoolParams struct {
@@ -293,6 +327,7 @@ func (q *Queries) LockPool(ctx context.Context, arg LockPoolParams) (Pool, error
 		&i.PreemptionGraceMs,
 		&i.PriorityPreemption,
 		&i.TunnelPorts,
+		&i.GpuHealthPolicy,
 	)
 	return i, err
 }
@@ -513,9 +548,10 @@ SET description = COALESCE($1, description),
     preemption_grace_ms = COALESCE($4::bigint, preemption_grace_ms),
     priority_preemption = COALESCE($5::boolean, priority_preemption),
     tunnel_ports = COALESCE($6::integer[], tunnel_ports),
+    gpu_health_policy = COALESCE($7::jsonb, gpu_health_policy),
     updated_at = now()
-WHERE tenant_id = $7 AND id = $8
-RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports
+WHERE tenant_id = $8 AND id = $9
+RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy
 `
 
 type UpdatePoolParams struct {
@@ -525,6 +561,7 @@ type UpdatePoolParams struct {
 	PreemptionGraceMs  *int64
 	PriorityPreemption *bool
 	TunnelPorts        []int32
+	GpuHealthPolicy    []byte
 	TenantID           uuid.UUID
 	ID                 uuid.UUID
 }
@@ -538,6 +575,7 @@ func (q *Queries) UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, e
 		arg.PreemptionGraceMs,
 		arg.PriorityPreemption,
 		arg.TunnelPorts,
+		arg.GpuHealthPolicy,
 		arg.TenantID,
 		arg.ID,
 	)
@@ -554,6 +592,7 @@ func (q *Queries) UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, e
 		&i.PreemptionGraceMs,
 		&i.PriorityPreemption,
 		&i.TunnelPorts,
+		&i.GpuHealthPolicy,
 	)
 	return i, err
 }

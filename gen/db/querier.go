@@ -174,7 +174,7 @@ type Querier interface {
 	// pool_member (migrations/0016_pool_membership.sql), which every statement that needs
 	// membership calls.
 	// A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace);
-	// null tunnel_ports are none.
+	// null tunnel_ports are none; a null gpu_health_policy overrides nothing.
 	CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, error)
 	// Pool leases (the API's "leases"), their allocations of devices and node resources, and the
 	// statements of the capacity placer. Named pool_lease/allocation so as not to be confused with
@@ -262,6 +262,11 @@ type Querier interface {
 	// EndAllocations then frees what they held.
 	EndPoolLeases(ctx context.Context, arg EndPoolLeasesParams) ([]EndPoolLeasesRow, error)
 	EndSession(ctx context.Context, arg EndSessionParams) error
+	// Queues the members of the tenant's pool whose GPU health a change of the pool's policy or
+	// membership may change (those with signals, reasons, or a GPU that is not healthy or missing)
+	// for the health reconciler (kind gpuhealth.ReconcileKind); a node with none of those is healthy
+	// under any policy.
+	EnqueuePoolGPUHealth(ctx context.Context, arg EnqueuePoolGPUHealthParams) error
 	// The reconcile queue: due keys per kind. Enqueue runs in the caller's transaction; workers claim
 	// due keys of their shards with SKIP LOCKED and push them out of sight for a visibility timeout,
 	// so no key is reconciled by two workers at once.
@@ -320,6 +325,10 @@ type Querier interface {
 	// The node as the health reconciler needs it, with what its daemon last pushed and what the
 	// reconciler made of it last time.
 	GPUHealthNode(ctx context.Context, id uuid.UUID) (GPUHealthNodeRow, error)
+	// The GPU health policy overrides (gpuhealth.Override, JSON) of the pools node_id is a member of
+	// (member), and of the pools of the leases that hold its GPUs now though the node left them (not
+	// member: only their lease action counts), in pool id order.
+	GPUHealthPoolPolicies(ctx context.Context, nodeID uuid.UUID) ([]GPUHealthPoolPoliciesRow, error)
 	// Over the nodes that are not revoked: unhealthy (quarantined) GPUs, nodes a GPU health signal
 	// quarantines as a whole, and nodes whose driver did not answer the daemon's last probe, with
 	// the hostname of the one that reported so last.

@@ -72,8 +72,20 @@ type reasonKey struct {
 // reason. A signal whose rule has a window counts only while it occurred within the window. A
 // reason whose signal is gone stays for the clean period (damping a signal that comes and goes),
 // then leaves; an operator's quarantine stays until Clear.
-func (p Policy) Evaluate(in Input, now time.Time) Result {
-	clean := time.Duration(p.CleanPeriod)
+func (p Policy) Evaluate(in Input, now time.Time) Result { return evaluate(p, in, now) }
+
+// judge is what evaluate applies: a Policy, or the Policies of a node's pools.
+type judge interface {
+	// candidates are the rules that may decide a signal's effect, one per policy that has one;
+	// the strongest of those within their windows at now decides.
+	candidates(check string, code, count int64) []Rule
+	// clean is the clean period.
+	clean() time.Duration
+}
+
+// evaluate is Evaluate for any judge.
+func evaluate(j judge, in Input, now time.Time) Result {
+	clean := j.clean()
 	active := map[reasonKey]Reason{}
 	var res Result
 	recheck := func(t time.Time) {
@@ -82,16 +94,28 @@ func (p Policy) Evaluate(in Input, now time.Time) Result {
 		}
 	}
 	for _, s := range in.Signals {
-		rule, ok := p.Match(s.Check, s.Code, s.Count)
-		if !ok || rule.Effect == EffectIgnore || acknowledged(s, in.Acknowledged, in.ClearedAt) {
+		if acknowledged(s, in.Acknowledged, in.ClearedAt) {
 			continue
 		}
-		if rule.Window > 0 {
-			until := s.LastSeen.Add(time.Duration(rule.Window))
-			if !now.Before(until) {
+		var rule Rule
+		found := false
+		for _, r := range j.candidates(s.Check, s.Code, s.Count) {
+			if r.Effect == EffectIgnore {
 				continue
 			}
-			recheck(until)
+			if r.Window > 0 {
+				until := s.LastSeen.Add(time.Duration(r.Window))
+				if !now.Before(until) {
+					continue
+				}
+				recheck(until)
+			}
+			if !found || outranks(r, rule) {
+				rule, found = r, true
+			}
+		}
+		if !found {
+			continue
 		}
 		k := reasonKey{s.Check, s.Code}
 		if prev, ok := active[k]; ok && !rule.Effect.Stronger(prev.Effect) {

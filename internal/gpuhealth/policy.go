@@ -101,10 +101,26 @@ func ParsePolicy(b []byte) (Policy, error) {
 // Match returns the rule that decides a signal's effect, and false when none does (the signal
 // is ignored).
 func (p Policy) Match(check string, code, count int64) (Rule, bool) {
-	for _, r := range p.Rules {
+	return match(p.Rules, check, code, count)
+}
+
+// match returns the first of rules that matches a signal.
+func match(rules []Rule, check string, code, count int64) (Rule, bool) {
+	for _, r := range rules {
 		if r.Check == check && (len(r.Codes) == 0 || slices.Contains(r.Codes, code)) && count >= r.MinCount {
 			return r, true
 		}
 	}
 	return Rule{}, false
 }
+
+// candidates is the rule that decides a signal's effect, if any: a policy alone has one.
+func (p Policy) candidates(check string, code, count int64) []Rule {
+	if r, ok := p.Match(check, code, count); ok {
+		return []Rule{r}
+	}
+	return nil
+}
+
+// clean is the policy's clean period.
+func (p Policy) clean() time.Duration { return time.Duration(p.CleanPeriod) }

@@ -133,20 +133,67 @@ func (n *node) gpuSignals(d db.LockGPUHealthDevicesRow) []gpuhealth.Signal {
 	return sigs
 }
 
-// Apply evaluates the GPUs of node id and the node itself under policy at now, and writes what
-// changed in tx. actor is the operator behind it (Quarantine, Clear), nil for the reconciler. A
-// node that does not exist is no error.
+// Apply evaluates the GPUs of node id and the node itself at now under policy as the pools the
+// node is a member of override it (gpuhealth.Combine), and writes what changed in tx: a lease
+// whose GPU becomes unhealthy ends there when its pool says so. actor is the operator behind it
+// (Quarantine, Clear), nil for the reconciler. A node that does not exist is no error.
 func Apply(ctx context.Context, tx db.DBTX, id uuid.UUID, policy gpuhealth.Policy, now time.Time, actor *uuid.UUID) (Outcome, error) {
 	q := db.New(tx)
 	n, err := load(ctx, q, id)
 	if err != nil || n == nil {
 		return Outcome{}, err
 	}
-	return n.apply(ctx, q, policy, now, actor)
+	pools, err := loadPools(ctx, q, id, policy)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return n.apply(ctx, q, pools, now, actor)
 }
 
-func (n *node) apply(ctx context.Context, q *db.Queries, policy gpuhealth.Policy, now time.Time, actor *uuid.UUID) (Outcome, error) {
+// nodePools are the pools that bear on a node's health: the policy it is judged by, the pools it is
+// a member of, and what each pool of a lease on its GPUs does with a lease whose GPU becomes
+// unhealthy.
+type nodePools struct {
+	policy  gpuhealth.Policies
+	members []uuid.UUID
+	actions map[uuid.UUID]gpuhealth.LeaseAction
+}
+
+// loadPools reads the overrides of node id's pools (and of its leases' pools) on top of policy.
+// An override's rules carry, as their description, the pool they come from.
+func loadPools(ctx context.Context, q *db.Queries, id uuid.UUID, policy gpuhealth.Policy) (nodePools, error) {
+	rows, err := q.GPUHealthPoolPolicies(ctx, id)
+	if err != nil {
+		return nodePools{}, fmt.Errorf("read the GPU health policies of the pools of node %s: %w", id, err)
+	}
+	out := nodePools{actions: map[uuid.UUID]gpuhealth.LeaseAction{}}
+	var overrides [][]gpuhealth.Rule
+	for _, r := range rows {
+		o, err := gpuhealth.DecodeOverride(r.GpuHealthPolicy)
+		if err != nil {
+			return nodePools{}, fmt.Errorf("pool %s: %w", r.ID, err)
+		}
+		out.actions[r.ID] = o.OnUnhealthyLease
+		if !r.Member {
+			continue
+		}
+		out.members = append(out.members, r.ID)
+		for i := range o.Rules {
+			o.Rules[i].Description = fmt.Sprintf("rule %d of the GPU health policy of pool %s", i+1, r.Name)
+		}
+		overrides = append(overrides, o.Rules)
+	}
+	out.policy = gpuhealth.Combine(policy, overrides...)
+	return out, nil
+}
+
+func (n *node) apply(ctx context.Context, q *db.Queries, pools nodePools, now time.Time, actor *uuid.UUID) (Outcome, error) {
+	policy := pools.policy
 	var out Outcome
+	// end lists the leases whose pools end them, with the reason, once each, in the order their
+	// GPUs became unhealthy.
+	var end []uuid.UUID
+	endReason := map[uuid.UUID]string{}
 	var nodeWide []gpuhealth.Reason
 	drain, placeable := false, false
 	for _, d := range n.devices {
@@ -196,6 +243,13 @@ func (n *node) apply(ctx context.Context, q *db.Queries, policy gpuhealth.Policy
 			return out, err
 		}
 		placeable = placeable || (from == gpuhealth.Unhealthy && d.Present)
+		if l := d.LeaseID; res.Health == gpuhealth.Unhealthy && l != nil && d.LeasePoolID != nil &&
+			pools.actions[*d.LeasePoolID] == gpuhealth.LeaseEnd && endReason[*l] == "" {
+			end, endReason[*l] = append(end, *l), unhealthyReason(res.Reasons)
+		}
+	}
+	if err := endLeases(ctx, q, end, endReason, now, &out); err != nil {
+		return out, err
 	}
 
 	nodeRes := policy.Evaluate(gpuhealth.Input{Signals: n.nodeSignals, Previous: nodeOnly(n.row.Reasons)}, now)
@@ -220,18 +274,54 @@ func (n *node) apply(ctx context.Context, q *db.Queries, policy gpuhealth.Policy
 		}
 	}
 	if placeable {
-		pools, err := q.PoolsOfNodes(ctx, []uuid.UUID{n.row.ID})
-		if err != nil {
-			return out, fmt.Errorf("pools of node %s: %w", n.row.ID, err)
-		}
-		if err := capacity.EnqueuePlacer(ctx, q, pools...); err != nil {
+		if err := capacity.EnqueuePlacer(ctx, q, pools.members...); err != nil {
 			return out, err
 		}
-		if len(pools) > 0 {
+		if len(pools.members) > 0 {
 			out.wake(capacity.PlacerKind)
 		}
 	}
 	return out, nil
+}
+
+// unhealthyReason is why a lease ends with its GPU: "gpu_unhealthy: " and the strongest reason's
+// check and code ("gpu_unhealthy: xid 79").
+func unhealthyReason(reasons []gpuhealth.Reason) string {
+	if len(reasons) == 0 {
+		return "gpu_unhealthy"
+	}
+	r := reasons[0]
+	if r.Code == 0 {
+		return "gpu_unhealthy: " + r.Check
+	}
+	return fmt.Sprintf("gpu_unhealthy: %s %d", r.Check, r.Code)
+}
+
+// endLeases ends (fails) the leases whose pools end a lease on an unhealthy GPU, each with its
+// reason, with the events capacity.EndLeases emits, and queues their pools for the placer: what
+// the leases held elsewhere is free, and their work may be placed again.
+func endLeases(ctx context.Context, q *db.Queries, ids []uuid.UUID, reasons map[uuid.UUID]string, now time.Time, out *Outcome) error {
+	emit := func(tenant uuid.UUID, ev event.Event) error { return event.Emit(ctx, q, tenant, ev) }
+	var poolIDs []uuid.UUID
+	for _, id := range ids {
+		rows, err := capacity.EndLeases(ctx, q, []uuid.UUID{id}, capacity.LeaseFailed, reasons[id], &now, emit)
+		if err != nil {
+			return fmt.Errorf("end lease %s on an unhealthy GPU: %w", id, err)
+		}
+		for _, r := range rows {
+			if !slices.Contains(poolIDs, r.PoolID) {
+				poolIDs = append(poolIDs, r.PoolID)
+			}
+		}
+	}
+	if len(poolIDs) == 0 {
+		return nil
+	}
+	if err := capacity.EnqueuePlacer(ctx, q, poolIDs...); err != nil {
+		return err
+	}
+	out.wake(capacity.PlacerKind)
+	return nil
 }
 
 // nodeOnly reads the node's stored reasons; they are its node-wide signals' only (the GPUs'

@@ -31,6 +31,7 @@ import (
 	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/fleet"
+	"github.com/better-compute/better-compute/internal/gpuhealth"
 	"github.com/better-compute/better-compute/internal/page"
 	"github.com/better-compute/better-compute/internal/quota"
 )
@@ -142,6 +143,12 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 	if err != nil {
 		return nil, err
 	}
+	var policy []byte
+	if req.GetGpuHealthPolicy() != nil {
+		if policy, err = healthPolicy(req.GetGpuHealthPolicy()); err != nil {
+			return nil, err
+		}
+	}
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.CreateResponse, error) {
 		if err := checkMembers(ctx, tx.Q, p.TenantID, ids); err != nil {
@@ -155,6 +162,7 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 			ID: id, TenantID: p.TenantID, Name: req.GetName(), Description: req.GetDescription(),
 			NodeSelector: fleet.EncodeLabels(req.GetNodeSelector()), NodeIds: ids,
 			PreemptionGraceMs: &grace, PriorityPreemption: req.GetPriorityPreemption(), TunnelPorts: ports,
+			GpuHealthPolicy: policy,
 		})
 		if database.IsUniqueViolation(err) {
 			return nil, apierr.AlreadyExists("the tenant has a pool named %q", req.GetName())
@@ -163,6 +171,12 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 			return nil, err
 		}
 		tx.Target("pool", id)
+		// The members with signals are judged again: by the pool's policy, and by the other
+		// pools' no longer alone.
+		if err := enqueueHealth(ctx, tx.Q, p.TenantID, id); err != nil {
+			return nil, err
+		}
+		tx.Wake(gpuhealth.ReconcileKind)
 		if err := tx.Emit(p.TenantID, event.PoolCreated{PoolDefinition: eventData(row)}); err != nil {
 			return nil, err
 		}
@@ -245,7 +259,7 @@ func (s *Service) List(ctx context.Context, req *poolsv1.ListRequest) (*poolsv1.
 }
 
 // updatable lists the fields Update changes, for its errors.
-const updatable = "description, node_selector, node_ids, preemption_grace_period, priority_preemption and tunnel_ports"
+const updatable = "description, node_selector, node_ids, preemption_grace_period, priority_preemption, tunnel_ports and gpu_health_policy"
 
 // Update changes the fields named in the mask; the placer then places pending leases on the
 // new members.
@@ -259,6 +273,8 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 		return nil, apierr.InvalidArgument("update_mask", "name at least one of %s", updatable)
 	}
 	var params db.UpdatePoolParams
+	// health: the members' GPU health may change (their policy or the members themselves do).
+	health := false
 	for _, path := range paths {
 		switch path {
 		case "description":
@@ -272,10 +288,17 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 				return nil, err
 			}
 			params.NodeSelector = fleet.EncodeLabels(req.GetNodeSelector())
+			health = true
 		case "node_ids":
 			if params.NodeIds, err = nodeIDs(req.GetNodeIds()); err != nil {
 				return nil, err
 			}
+			health = true
+		case healthPolicyField:
+			if params.GpuHealthPolicy, err = healthPolicy(req.GetGpuHealthPolicy()); err != nil {
+				return nil, err
+			}
+			health = true
 		case "preemption_grace_period":
 			if req.GetPreemptionGracePeriod() == nil {
 				return nil, apierr.InvalidArgument("preemption_grace_period", "is required when update_mask names it (0s frees a preempted lease's devices at once)")
@@ -311,9 +334,22 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 		if err := checkMembers(ctx, tx.Q, p.TenantID, params.NodeIds); err != nil {
 			return nil, err
 		}
+		if health {
+			// The members before the change and after it: one that leaves is judged without
+			// the pool's policy, one that joins with it.
+			if err := enqueueHealth(ctx, tx.Q, p.TenantID, id); err != nil {
+				return nil, err
+			}
+		}
 		row, err := tx.Q.UpdatePool(ctx, params)
 		if err != nil {
 			return nil, apierr.NotFoundIfNoRows(err, "pool %s not found", id)
+		}
+		if health {
+			if err := enqueueHealth(ctx, tx.Q, p.TenantID, id); err != nil {
+				return nil, err
+			}
+			tx.Wake(gpuhealth.ReconcileKind)
 		}
 		if err := capacity.EnqueuePlacer(ctx, tx.Q, id); err != nil {
 			return nil, err
@@ -350,6 +386,11 @@ func (s *Service) Delete(ctx context.Context, req *poolsv1.DeleteRequest) (*pool
 		if n > 0 {
 			return nil, apierr.FailedPrecondition("pool %s has %d pending or running leases; release them first", id, n)
 		}
+		// The members with signals are judged again, without the pool's policy.
+		if err := enqueueHealth(ctx, tx.Q, p.TenantID, id); err != nil {
+			return nil, err
+		}
+		tx.Wake(gpuhealth.ReconcileKind)
 		if _, err := tx.Q.DeletePool(ctx, db.DeletePoolParams{TenantID: p.TenantID, ID: id}); err != nil {
 			return nil, err
 		}
@@ -436,6 +477,10 @@ func describe(ctx context.Context, q *db.Queries, tenant uuid.UUID, rows []db.Po
 	byID := make(map[uuid.UUID]*poolsv1.Pool, len(rows))
 	tenantOf := make(map[uuid.UUID]uuid.UUID, len(rows))
 	for i, r := range rows {
+		policy, err := healthPolicyToProto(r.GpuHealthPolicy)
+		if err != nil {
+			return nil, fmt.Errorf("pool %s: %w", r.ID, err)
+		}
 		out[i] = &poolsv1.Pool{
 			Id: r.ID.String(), TenantId: r.TenantID.String(), Name: r.Name, Description: r.Description,
 			Capacity:   &poolsv1.Capacity{},
@@ -443,6 +488,7 @@ func describe(ctx context.Context, q *db.Queries, tenant uuid.UUID, rows []db.Po
 			PreemptionGracePeriod: durationpb.New(time.Duration(r.PreemptionGraceMs) * time.Millisecond),
 			PriorityPreemption:    r.PriorityPreemption,
 			TunnelPorts:           r.TunnelPorts,
+			GpuHealthPolicy:       policy,
 		}
 		ids[i], byID[r.ID], tenantOf[r.ID] = r.ID, out[i], r.TenantID
 		if g, ok := grants[r.ID]; ok && r.TenantID != tenant {

@@ -40,6 +40,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// UnhealthyLeaseAction is what happens to a lease whose GPU becomes unhealthy.
+type UnhealthyLeaseAction int32
+
+const (
+	// As KEEP.
+	UnhealthyLeaseAction_UNHEALTHY_LEASE_ACTION_UNSPECIFIED UnhealthyLeaseAction = 0
+	// The lease keeps running; it is told (lease.gpu_unhealthy) and its holder decides.
+	UnhealthyLeaseAction_UNHEALTHY_LEASE_ACTION_KEEP UnhealthyLeaseAction = 1
+	// The lease fails at once (reason "gpu_unhealthy: <check> <code>"), its devices freed.
+	UnhealthyLeaseAction_UNHEALTHY_LEASE_ACTION_END UnhealthyLeaseAction = 2
+)
+
+// Enum value maps for UnhealthyLeaseAction.
+var (
+	UnhealthyLeaseAction_name = map[int32]string{
+		0: "UNHEALTHY_LEASE_ACTION_UNSPECIFIED",
+		1: "UNHEALTHY_LEASE_ACTION_KEEP",
+		2: "UNHEALTHY_LEASE_ACTION_END",
+	}
+	UnhealthyLeaseAction_value = map[string]int32{
+		"UNHEALTHY_LEASE_ACTION_UNSPECIFIED": 0,
+		"UNHEALTHY_LEASE_ACTION_KEEP":        1,
+		"UNHEALTHY_LEASE_ACTION_END":         2,
+	}
+)
+
+func (x UnhealthyLeaseAction) Enum() *UnhealthyLeaseAction {
+	p := new(UnhealthyLeaseAction)
+	*p = x
+	return p
+}
+
+func (x UnhealthyLeaseAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (UnhealthyLeaseAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_bettercompute_pools_v1_pools_proto_enumTypes[0].Descriptor()
+}
+
+func (UnhealthyLeaseAction) Type() protoreflect.EnumType {
+	return &file_bettercompute_pools_v1_pools_proto_enumTypes[0]
+}
+
+func (x UnhealthyLeaseAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use UnhealthyLeaseAction.Descriptor instead.
+func (UnhealthyLeaseAction) EnumDescriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{0}
+}
+
 // Pool is a group of nodes that leases draw capacity from.
 type Pool struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -71,9 +124,11 @@ type Pool struct {
 	Grant *Grant `protobuf:"bytes,14,opt,name=grant,proto3" json:"grant,omitempty"`
 	// Ports grantees may open tunnels to on a member they hold a placed lease on; at most 64,
 	// each 1 to 65535.
-	TunnelPorts   []int32 `protobuf:"varint,15,rep,packed,name=tunnel_ports,json=tunnelPorts,proto3" json:"tunnel_ports,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TunnelPorts []int32 `protobuf:"varint,15,rep,packed,name=tunnel_ports,json=tunnelPorts,proto3" json:"tunnel_ports,omitempty"`
+	// The pool's override of the GPU health policy; unset when it overrides nothing.
+	GpuHealthPolicy *GpuHealthPolicy `protobuf:"bytes,16,opt,name=gpu_health_policy,json=gpuHealthPolicy,proto3" json:"gpu_health_policy,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Pool) Reset() {
@@ -211,6 +266,155 @@ func (x *Pool) GetTunnelPorts() []int32 {
 	return nil
 }
 
+func (x *Pool) GetGpuHealthPolicy() *GpuHealthPolicy {
+	if x != nil {
+		return x.GpuHealthPolicy
+	}
+	return nil
+}
+
+// GpuHealthPolicy overrides the default GPU health policy on a pool's members (docs/gpus.md, "The
+// policy"). For each pool a node is a member of, a signal's rule is the first of the pool's rules,
+// then of the default policy's, that matches it; a node in several pools gives each signal the
+// strongest effect any of them gives it, so one pool cannot weaken what another requires.
+type GpuHealthPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tried in order, before the default policy's; at most 64.
+	Rules []*GpuHealthRule `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	// What happens to a lease of the pool whose GPU becomes unhealthy.
+	OnUnhealthyLease UnhealthyLeaseAction `protobuf:"varint,2,opt,name=on_unhealthy_lease,json=onUnhealthyLease,proto3,enum=bettercompute.pools.v1.UnhealthyLeaseAction" json:"on_unhealthy_lease,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GpuHealthPolicy) Reset() {
+	*x = GpuHealthPolicy{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuHealthPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuHealthPolicy) ProtoMessage() {}
+
+func (x *GpuHealthPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuHealthPolicy.ProtoReflect.Descriptor instead.
+func (*GpuHealthPolicy) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GpuHealthPolicy) GetRules() []*GpuHealthRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *GpuHealthPolicy) GetOnUnhealthyLease() UnhealthyLeaseAction {
+	if x != nil {
+		return x.OnUnhealthyLease
+	}
+	return UnhealthyLeaseAction_UNHEALTHY_LEASE_ACTION_UNSPECIFIED
+}
+
+// GpuHealthRule matches signals of one check and gives them an effect.
+type GpuHealthRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A check daemons report: xid, ecc_dbe, ecc_sbe, retired_pages_pending, row_remap_pending,
+	// row_remap_failure, recovery_action, thermal_slowdown, power_slowdown, nvlink_down,
+	// nvlink_errors, pcie_replays, pcie_link_degraded, gpu_missing or driver_not_answering.
+	Check string `protobuf:"bytes,1,opt,name=check,proto3" json:"check,omitempty"`
+	// The codes it matches (Xids, recovery actions); empty matches any. At most 64.
+	Codes []int64 `protobuf:"varint,2,rep,packed,name=codes,proto3" json:"codes,omitempty"`
+	// The count a signal needs to match; 0 matches any.
+	MinCount int64 `protobuf:"varint,3,opt,name=min_count,json=minCount,proto3" json:"min_count,omitempty"`
+	// ignore, degrade, quarantine_gpu, quarantine_node or drain_node.
+	Effect string `protobuf:"bytes,4,opt,name=effect,proto3" json:"effect,omitempty"`
+	// When set, the signal counts only while its last occurrence is this recent; 0s to 24h.
+	Window        *durationpb.Duration `protobuf:"bytes,5,opt,name=window,proto3" json:"window,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuHealthRule) Reset() {
+	*x = GpuHealthRule{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuHealthRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuHealthRule) ProtoMessage() {}
+
+func (x *GpuHealthRule) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuHealthRule.ProtoReflect.Descriptor instead.
+func (*GpuHealthRule) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GpuHealthRule) GetCheck() string {
+	if x != nil {
+		return x.Check
+	}
+	return ""
+}
+
+func (x *GpuHealthRule) GetCodes() []int64 {
+	if x != nil {
+		return x.Codes
+	}
+	return nil
+}
+
+func (x *GpuHealthRule) GetMinCount() int64 {
+	if x != nil {
+		return x.MinCount
+	}
+	return 0
+}
+
+func (x *GpuHealthRule) GetEffect() string {
+	if x != nil {
+		return x.Effect
+	}
+	return ""
+}
+
+func (x *GpuHealthRule) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
 // Resources is an amount of a pool's capacity: GPUs by model, CPUs and memory.
 type Resources struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -224,7 +428,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[1]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -236,7 +440,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[1]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -249,7 +453,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{1}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Resources) GetGpus() map[string]int32 {
@@ -303,7 +507,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -315,7 +519,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -328,7 +532,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Grant) GetId() string {
@@ -434,7 +638,7 @@ type Capacity struct {
 
 func (x *Capacity) Reset() {
 	*x = Capacity{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +650,7 @@ func (x *Capacity) String() string {
 func (*Capacity) ProtoMessage() {}
 
 func (x *Capacity) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +663,7 @@ func (x *Capacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
 func (*Capacity) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{3}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Capacity) GetNodes() int32 {
@@ -530,7 +734,7 @@ type GpuCapacity struct {
 
 func (x *GpuCapacity) Reset() {
 	*x = GpuCapacity{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +746,7 @@ func (x *GpuCapacity) String() string {
 func (*GpuCapacity) ProtoMessage() {}
 
 func (x *GpuCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +759,7 @@ func (x *GpuCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuCapacity.ProtoReflect.Descriptor instead.
 func (*GpuCapacity) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{4}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GpuCapacity) GetModel() string {
@@ -606,7 +810,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +822,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +835,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Quota) GetMaxGpus() int32 {
@@ -676,13 +880,15 @@ type CreateRequest struct {
 	PreemptionGracePeriod *durationpb.Duration `protobuf:"bytes,5,opt,name=preemption_grace_period,json=preemptionGracePeriod,proto3" json:"preemption_grace_period,omitempty"`
 	PriorityPreemption    bool                 `protobuf:"varint,6,opt,name=priority_preemption,json=priorityPreemption,proto3" json:"priority_preemption,omitempty"`
 	TunnelPorts           []int32              `protobuf:"varint,7,rep,packed,name=tunnel_ports,json=tunnelPorts,proto3" json:"tunnel_ports,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Unset overrides nothing.
+	GpuHealthPolicy *GpuHealthPolicy `protobuf:"bytes,8,opt,name=gpu_health_policy,json=gpuHealthPolicy,proto3" json:"gpu_health_policy,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +900,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +913,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{6}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateRequest) GetName() string {
@@ -759,6 +965,13 @@ func (x *CreateRequest) GetTunnelPorts() []int32 {
 	return nil
 }
 
+func (x *CreateRequest) GetGpuHealthPolicy() *GpuHealthPolicy {
+	if x != nil {
+		return x.GpuHealthPolicy
+	}
+	return nil
+}
+
 // CreateResponse carries the pool.
 type CreateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -769,7 +982,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +994,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +1007,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateResponse) GetPool() *Pool {
@@ -814,7 +1027,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +1039,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +1052,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetRequest) GetId() string {
@@ -859,7 +1072,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +1084,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1097,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetResponse) GetPool() *Pool {
@@ -906,7 +1119,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1131,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1144,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListRequest) GetPageSize() int32 {
@@ -960,7 +1173,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1185,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1198,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{11}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListResponse) GetPools() []*Pool {
@@ -1010,18 +1223,20 @@ type UpdateRequest struct {
 	NodeSelector map[string]string      `protobuf:"bytes,3,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	NodeIds      []string               `protobuf:"bytes,4,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
 	// Which of description, node_selector, node_ids, preemption_grace_period,
-	// priority_preemption and tunnel_ports to change; at least one.
+	// priority_preemption, tunnel_ports and gpu_health_policy to change; at least one.
 	UpdateMask            *fieldmaskpb.FieldMask `protobuf:"bytes,5,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	PreemptionGracePeriod *durationpb.Duration   `protobuf:"bytes,6,opt,name=preemption_grace_period,json=preemptionGracePeriod,proto3" json:"preemption_grace_period,omitempty"`
 	PriorityPreemption    bool                   `protobuf:"varint,7,opt,name=priority_preemption,json=priorityPreemption,proto3" json:"priority_preemption,omitempty"`
 	TunnelPorts           []int32                `protobuf:"varint,8,rep,packed,name=tunnel_ports,json=tunnelPorts,proto3" json:"tunnel_ports,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Replaces the pool's override; unset removes it. Its members' GPUs are judged again.
+	GpuHealthPolicy *GpuHealthPolicy `protobuf:"bytes,9,opt,name=gpu_health_policy,json=gpuHealthPolicy,proto3" json:"gpu_health_policy,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *UpdateRequest) Reset() {
 	*x = UpdateRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1248,7 @@ func (x *UpdateRequest) String() string {
 func (*UpdateRequest) ProtoMessage() {}
 
 func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1261,7 @@ func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpdateRequest) GetId() string {
@@ -1105,6 +1320,13 @@ func (x *UpdateRequest) GetTunnelPorts() []int32 {
 	return nil
 }
 
+func (x *UpdateRequest) GetGpuHealthPolicy() *GpuHealthPolicy {
+	if x != nil {
+		return x.GpuHealthPolicy
+	}
+	return nil
+}
+
 // UpdateResponse carries the pool.
 type UpdateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1115,7 +1337,7 @@ type UpdateResponse struct {
 
 func (x *UpdateResponse) Reset() {
 	*x = UpdateResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1349,7 @@ func (x *UpdateResponse) String() string {
 func (*UpdateResponse) ProtoMessage() {}
 
 func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1362,7 @@ func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateResponse) GetPool() *Pool {
@@ -1160,7 +1382,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1394,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1407,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteRequest) GetId() string {
@@ -1204,7 +1426,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1438,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1451,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{17}
 }
 
 // SetQuotaRequest sets the quota of the caller's tenant in a pool; a quota with no limit set
@@ -1244,7 +1466,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1478,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1491,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{16}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetQuotaRequest) GetPoolId() string {
@@ -1296,7 +1518,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1530,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1543,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{17}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetQuotaResponse) GetPool() *Pool {
@@ -1350,7 +1572,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1584,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1597,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{18}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GrantRequest) GetPoolId() string {
@@ -1423,7 +1645,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1657,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1670,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{19}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GrantResponse) GetGrant() *Grant {
@@ -1469,7 +1691,7 @@ type RevokeGrantRequest struct {
 
 func (x *RevokeGrantRequest) Reset() {
 	*x = RevokeGrantRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1703,7 @@ func (x *RevokeGrantRequest) String() string {
 func (*RevokeGrantRequest) ProtoMessage() {}
 
 func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1716,7 @@ func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
 func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{20}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RevokeGrantRequest) GetPoolId() string {
@@ -1521,7 +1743,7 @@ type RevokeGrantResponse struct {
 
 func (x *RevokeGrantResponse) Reset() {
 	*x = RevokeGrantResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1755,7 @@ func (x *RevokeGrantResponse) String() string {
 func (*RevokeGrantResponse) ProtoMessage() {}
 
 func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1768,7 @@ func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantResponse.ProtoReflect.Descriptor instead.
 func (*RevokeGrantResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{21}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RevokeGrantResponse) GetGrant() *Grant {
@@ -1572,7 +1794,7 @@ type ListGrantsRequest struct {
 
 func (x *ListGrantsRequest) Reset() {
 	*x = ListGrantsRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1806,7 @@ func (x *ListGrantsRequest) String() string {
 func (*ListGrantsRequest) ProtoMessage() {}
 
 func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1819,7 @@ func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
 func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{22}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListGrantsRequest) GetPoolId() string {
@@ -1640,7 +1862,7 @@ type ListGrantsResponse struct {
 
 func (x *ListGrantsResponse) Reset() {
 	*x = ListGrantsResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1874,7 @@ func (x *ListGrantsResponse) String() string {
 func (*ListGrantsResponse) ProtoMessage() {}
 
 func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1887,7 @@ func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsResponse.ProtoReflect.Descriptor instead.
 func (*ListGrantsResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{23}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListGrantsResponse) GetGrants() []*Grant {
@@ -1698,7 +1920,7 @@ type ListPreemptionsRequest struct {
 
 func (x *ListPreemptionsRequest) Reset() {
 	*x = ListPreemptionsRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1932,7 @@ func (x *ListPreemptionsRequest) String() string {
 func (*ListPreemptionsRequest) ProtoMessage() {}
 
 func (x *ListPreemptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1945,7 @@ func (x *ListPreemptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPreemptionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPreemptionsRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{24}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListPreemptionsRequest) GetPoolId() string {
@@ -1775,7 +1997,7 @@ type Preemption struct {
 
 func (x *Preemption) Reset() {
 	*x = Preemption{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +2009,7 @@ func (x *Preemption) String() string {
 func (*Preemption) ProtoMessage() {}
 
 func (x *Preemption) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +2022,7 @@ func (x *Preemption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Preemption.ProtoReflect.Descriptor instead.
 func (*Preemption) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{25}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Preemption) GetLeaseId() string {
@@ -1885,7 +2107,7 @@ type ListPreemptionsResponse struct {
 
 func (x *ListPreemptionsResponse) Reset() {
 	*x = ListPreemptionsResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +2119,7 @@ func (x *ListPreemptionsResponse) String() string {
 func (*ListPreemptionsResponse) ProtoMessage() {}
 
 func (x *ListPreemptionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1910,7 +2132,7 @@ func (x *ListPreemptionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPreemptionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPreemptionsResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{26}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListPreemptionsResponse) GetPreemptions() []*Preemption {
@@ -1931,7 +2153,7 @@ var File_bettercompute_pools_v1_pools_proto protoreflect.FileDescriptor
 
 const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/pools/v1/pools.proto\x12\x16bettercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc3\x06\n" +
+	"\"bettercompute/pools/v1/pools.proto\x12\x16bettercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x98\a\n" +
 	"\x04Pool\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x12\n" +
@@ -1950,7 +2172,8 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\x13priority_preemption\x18\f \x01(\bR\x12priorityPreemption\x12\x18\n" +
 	"\agranted\x18\r \x01(\bR\agranted\x123\n" +
 	"\x05grant\x18\x0e \x01(\v2\x1d.bettercompute.pools.v1.GrantR\x05grant\x12!\n" +
-	"\ftunnel_ports\x18\x0f \x03(\x05R\vtunnelPorts\x1a?\n" +
+	"\ftunnel_ports\x18\x0f \x03(\x05R\vtunnelPorts\x12S\n" +
+	"\x11gpu_health_policy\x18\x10 \x01(\v2'.bettercompute.pools.v1.GpuHealthPolicyR\x0fgpuHealthPolicy\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01:Dʠ\x19@\n" +
@@ -1960,7 +2183,16 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\agranted\n" +
 	"\x12priorityPreemption\n" +
 	"\n" +
-	"createTime\"\xbc\x01\n" +
+	"createTime\"\xaa\x01\n" +
+	"\x0fGpuHealthPolicy\x12;\n" +
+	"\x05rules\x18\x01 \x03(\v2%.bettercompute.pools.v1.GpuHealthRuleR\x05rules\x12Z\n" +
+	"\x12on_unhealthy_lease\x18\x02 \x01(\x0e2,.bettercompute.pools.v1.UnhealthyLeaseActionR\x10onUnhealthyLease\"\xa3\x01\n" +
+	"\rGpuHealthRule\x12\x14\n" +
+	"\x05check\x18\x01 \x01(\tR\x05check\x12\x14\n" +
+	"\x05codes\x18\x02 \x03(\x03R\x05codes\x12\x1b\n" +
+	"\tmin_count\x18\x03 \x01(\x03R\bminCount\x12\x16\n" +
+	"\x06effect\x18\x04 \x01(\tR\x06effect\x121\n" +
+	"\x06window\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x06window\"\xbc\x01\n" +
 	"\tResources\x12?\n" +
 	"\x04gpus\x18\x01 \x03(\v2+.bettercompute.pools.v1.Resources.GpusEntryR\x04gpus\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x05R\x04cpus\x12!\n" +
@@ -2019,7 +2251,7 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\t_max_gpusB\v\n" +
 	"\t_max_cpusB\x13\n" +
 	"\x11_max_memory_bytesB\r\n" +
-	"\v_max_leases\"\xa6\x03\n" +
+	"\v_max_leases\"\xfb\x03\n" +
 	"\rCreateRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\\\n" +
@@ -2027,7 +2259,8 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\bnode_ids\x18\x04 \x03(\tR\anodeIds\x12Q\n" +
 	"\x17preemption_grace_period\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x15preemptionGracePeriod\x12/\n" +
 	"\x13priority_preemption\x18\x06 \x01(\bR\x12priorityPreemption\x12!\n" +
-	"\ftunnel_ports\x18\a \x03(\x05R\vtunnelPorts\x1a?\n" +
+	"\ftunnel_ports\x18\a \x03(\x05R\vtunnelPorts\x12S\n" +
+	"\x11gpu_health_policy\x18\b \x01(\v2'.bettercompute.pools.v1.GpuHealthPolicyR\x0fgpuHealthPolicy\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
@@ -2044,7 +2277,7 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"j\n" +
 	"\fListResponse\x122\n" +
 	"\x05pools\x18\x01 \x03(\v2\x1c.bettercompute.pools.v1.PoolR\x05pools\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xdf\x03\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb4\x04\n" +
 	"\rUpdateRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\\\n" +
@@ -2054,7 +2287,8 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"updateMask\x12Q\n" +
 	"\x17preemption_grace_period\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x15preemptionGracePeriod\x12/\n" +
 	"\x13priority_preemption\x18\a \x01(\bR\x12priorityPreemption\x12!\n" +
-	"\ftunnel_ports\x18\b \x03(\x05R\vtunnelPorts\x1a?\n" +
+	"\ftunnel_ports\x18\b \x03(\x05R\vtunnelPorts\x12S\n" +
+	"\x11gpu_health_policy\x18\t \x01(\v2'.bettercompute.pools.v1.GpuHealthPolicyR\x0fgpuHealthPolicy\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
@@ -2119,7 +2353,11 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\vpreemptTime\"\x87\x01\n" +
 	"\x17ListPreemptionsResponse\x12D\n" +
 	"\vpreemptions\x18\x01 \x03(\v2\".bettercompute.pools.v1.PreemptionR\vpreemptions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xb2\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x7f\n" +
+	"\x14UnhealthyLeaseAction\x12&\n" +
+	"\"UNHEALTHY_LEASE_ACTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bUNHEALTHY_LEASE_ACTION_KEEP\x10\x01\x12\x1e\n" +
+	"\x1aUNHEALTHY_LEASE_ACTION_END\x10\x022\xb2\n" +
 	"\n" +
 	"\fPoolsService\x12~\n" +
 	"\x06Create\x12%.bettercompute.pools.v1.CreateRequest\x1a&.bettercompute.pools.v1.CreateResponse\"%\u00a0\x19!\n" +
@@ -2161,105 +2399,115 @@ func file_bettercompute_pools_v1_pools_proto_rawDescGZIP() []byte {
 	return file_bettercompute_pools_v1_pools_proto_rawDescData
 }
 
-var file_bettercompute_pools_v1_pools_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_bettercompute_pools_v1_pools_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_bettercompute_pools_v1_pools_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_bettercompute_pools_v1_pools_proto_goTypes = []any{
-	(*Pool)(nil),                    // 0: bettercompute.pools.v1.Pool
-	(*Resources)(nil),               // 1: bettercompute.pools.v1.Resources
-	(*Grant)(nil),                   // 2: bettercompute.pools.v1.Grant
-	(*Capacity)(nil),                // 3: bettercompute.pools.v1.Capacity
-	(*GpuCapacity)(nil),             // 4: bettercompute.pools.v1.GpuCapacity
-	(*Quota)(nil),                   // 5: bettercompute.pools.v1.Quota
-	(*CreateRequest)(nil),           // 6: bettercompute.pools.v1.CreateRequest
-	(*CreateResponse)(nil),          // 7: bettercompute.pools.v1.CreateResponse
-	(*GetRequest)(nil),              // 8: bettercompute.pools.v1.GetRequest
-	(*GetResponse)(nil),             // 9: bettercompute.pools.v1.GetResponse
-	(*ListRequest)(nil),             // 10: bettercompute.pools.v1.ListRequest
-	(*ListResponse)(nil),            // 11: bettercompute.pools.v1.ListResponse
-	(*UpdateRequest)(nil),           // 12: bettercompute.pools.v1.UpdateRequest
-	(*UpdateResponse)(nil),          // 13: bettercompute.pools.v1.UpdateResponse
-	(*DeleteRequest)(nil),           // 14: bettercompute.pools.v1.DeleteRequest
-	(*DeleteResponse)(nil),          // 15: bettercompute.pools.v1.DeleteResponse
-	(*SetQuotaRequest)(nil),         // 16: bettercompute.pools.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),        // 17: bettercompute.pools.v1.SetQuotaResponse
-	(*GrantRequest)(nil),            // 18: bettercompute.pools.v1.GrantRequest
-	(*GrantResponse)(nil),           // 19: bettercompute.pools.v1.GrantResponse
-	(*RevokeGrantRequest)(nil),      // 20: bettercompute.pools.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),     // 21: bettercompute.pools.v1.RevokeGrantResponse
-	(*ListGrantsRequest)(nil),       // 22: bettercompute.pools.v1.ListGrantsRequest
-	(*ListGrantsResponse)(nil),      // 23: bettercompute.pools.v1.ListGrantsResponse
-	(*ListPreemptionsRequest)(nil),  // 24: bettercompute.pools.v1.ListPreemptionsRequest
-	(*Preemption)(nil),              // 25: bettercompute.pools.v1.Preemption
-	(*ListPreemptionsResponse)(nil), // 26: bettercompute.pools.v1.ListPreemptionsResponse
-	nil,                             // 27: bettercompute.pools.v1.Pool.NodeSelectorEntry
-	nil,                             // 28: bettercompute.pools.v1.Resources.GpusEntry
-	nil,                             // 29: bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
-	nil,                             // 30: bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
-	(*timestamppb.Timestamp)(nil),   // 31: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 32: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),   // 33: google.protobuf.FieldMask
+	(UnhealthyLeaseAction)(0),       // 0: bettercompute.pools.v1.UnhealthyLeaseAction
+	(*Pool)(nil),                    // 1: bettercompute.pools.v1.Pool
+	(*GpuHealthPolicy)(nil),         // 2: bettercompute.pools.v1.GpuHealthPolicy
+	(*GpuHealthRule)(nil),           // 3: bettercompute.pools.v1.GpuHealthRule
+	(*Resources)(nil),               // 4: bettercompute.pools.v1.Resources
+	(*Grant)(nil),                   // 5: bettercompute.pools.v1.Grant
+	(*Capacity)(nil),                // 6: bettercompute.pools.v1.Capacity
+	(*GpuCapacity)(nil),             // 7: bettercompute.pools.v1.GpuCapacity
+	(*Quota)(nil),                   // 8: bettercompute.pools.v1.Quota
+	(*CreateRequest)(nil),           // 9: bettercompute.pools.v1.CreateRequest
+	(*CreateResponse)(nil),          // 10: bettercompute.pools.v1.CreateResponse
+	(*GetRequest)(nil),              // 11: bettercompute.pools.v1.GetRequest
+	(*GetResponse)(nil),             // 12: bettercompute.pools.v1.GetResponse
+	(*ListRequest)(nil),             // 13: bettercompute.pools.v1.ListRequest
+	(*ListResponse)(nil),            // 14: bettercompute.pools.v1.ListResponse
+	(*UpdateRequest)(nil),           // 15: bettercompute.pools.v1.UpdateRequest
+	(*UpdateResponse)(nil),          // 16: bettercompute.pools.v1.UpdateResponse
+	(*DeleteRequest)(nil),           // 17: bettercompute.pools.v1.DeleteRequest
+	(*DeleteResponse)(nil),          // 18: bettercompute.pools.v1.DeleteResponse
+	(*SetQuotaRequest)(nil),         // 19: bettercompute.pools.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),        // 20: bettercompute.pools.v1.SetQuotaResponse
+	(*GrantRequest)(nil),            // 21: bettercompute.pools.v1.GrantRequest
+	(*GrantResponse)(nil),           // 22: bettercompute.pools.v1.GrantResponse
+	(*RevokeGrantRequest)(nil),      // 23: bettercompute.pools.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),     // 24: bettercompute.pools.v1.RevokeGrantResponse
+	(*ListGrantsRequest)(nil),       // 25: bettercompute.pools.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),      // 26: bettercompute.pools.v1.ListGrantsResponse
+	(*ListPreemptionsRequest)(nil),  // 27: bettercompute.pools.v1.ListPreemptionsRequest
+	(*Preemption)(nil),              // 28: bettercompute.pools.v1.Preemption
+	(*ListPreemptionsResponse)(nil), // 29: bettercompute.pools.v1.ListPreemptionsResponse
+	nil,                             // 30: bettercompute.pools.v1.Pool.NodeSelectorEntry
+	nil,                             // 31: bettercompute.pools.v1.Resources.GpusEntry
+	nil,                             // 32: bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
+	nil,                             // 33: bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
+	(*timestamppb.Timestamp)(nil),   // 34: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 35: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),   // 36: google.protobuf.FieldMask
 }
 var file_bettercompute_pools_v1_pools_proto_depIdxs = []int32{
-	27, // 0: bettercompute.pools.v1.Pool.node_selector:type_name -> bettercompute.pools.v1.Pool.NodeSelectorEntry
-	3,  // 1: bettercompute.pools.v1.Pool.capacity:type_name -> bettercompute.pools.v1.Capacity
-	5,  // 2: bettercompute.pools.v1.Pool.quota:type_name -> bettercompute.pools.v1.Quota
-	31, // 3: bettercompute.pools.v1.Pool.create_time:type_name -> google.protobuf.Timestamp
-	31, // 4: bettercompute.pools.v1.Pool.update_time:type_name -> google.protobuf.Timestamp
-	32, // 5: bettercompute.pools.v1.Pool.preemption_grace_period:type_name -> google.protobuf.Duration
-	2,  // 6: bettercompute.pools.v1.Pool.grant:type_name -> bettercompute.pools.v1.Grant
-	28, // 7: bettercompute.pools.v1.Resources.gpus:type_name -> bettercompute.pools.v1.Resources.GpusEntry
-	1,  // 8: bettercompute.pools.v1.Grant.nominal:type_name -> bettercompute.pools.v1.Resources
-	1,  // 9: bettercompute.pools.v1.Grant.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
-	1,  // 10: bettercompute.pools.v1.Grant.used:type_name -> bettercompute.pools.v1.Resources
-	1,  // 11: bettercompute.pools.v1.Grant.borrowed:type_name -> bettercompute.pools.v1.Resources
-	1,  // 12: bettercompute.pools.v1.Grant.borrowable:type_name -> bettercompute.pools.v1.Resources
-	31, // 13: bettercompute.pools.v1.Grant.create_time:type_name -> google.protobuf.Timestamp
-	31, // 14: bettercompute.pools.v1.Grant.update_time:type_name -> google.protobuf.Timestamp
-	31, // 15: bettercompute.pools.v1.Grant.revoke_time:type_name -> google.protobuf.Timestamp
-	4,  // 16: bettercompute.pools.v1.Capacity.gpus:type_name -> bettercompute.pools.v1.GpuCapacity
-	29, // 17: bettercompute.pools.v1.CreateRequest.node_selector:type_name -> bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
-	32, // 18: bettercompute.pools.v1.CreateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
-	0,  // 19: bettercompute.pools.v1.CreateResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	0,  // 20: bettercompute.pools.v1.GetResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	0,  // 21: bettercompute.pools.v1.ListResponse.pools:type_name -> bettercompute.pools.v1.Pool
-	30, // 22: bettercompute.pools.v1.UpdateRequest.node_selector:type_name -> bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
-	33, // 23: bettercompute.pools.v1.UpdateRequest.update_mask:type_name -> google.protobuf.FieldMask
-	32, // 24: bettercompute.pools.v1.UpdateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
-	0,  // 25: bettercompute.pools.v1.UpdateResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	5,  // 26: bettercompute.pools.v1.SetQuotaRequest.quota:type_name -> bettercompute.pools.v1.Quota
-	0,  // 27: bettercompute.pools.v1.SetQuotaResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	1,  // 28: bettercompute.pools.v1.GrantRequest.nominal:type_name -> bettercompute.pools.v1.Resources
-	1,  // 29: bettercompute.pools.v1.GrantRequest.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
-	2,  // 30: bettercompute.pools.v1.GrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
-	2,  // 31: bettercompute.pools.v1.RevokeGrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
-	2,  // 32: bettercompute.pools.v1.ListGrantsResponse.grants:type_name -> bettercompute.pools.v1.Grant
-	31, // 33: bettercompute.pools.v1.ListPreemptionsRequest.since_time:type_name -> google.protobuf.Timestamp
-	31, // 34: bettercompute.pools.v1.Preemption.preempt_time:type_name -> google.protobuf.Timestamp
-	25, // 35: bettercompute.pools.v1.ListPreemptionsResponse.preemptions:type_name -> bettercompute.pools.v1.Preemption
-	6,  // 36: bettercompute.pools.v1.PoolsService.Create:input_type -> bettercompute.pools.v1.CreateRequest
-	8,  // 37: bettercompute.pools.v1.PoolsService.Get:input_type -> bettercompute.pools.v1.GetRequest
-	10, // 38: bettercompute.pools.v1.PoolsService.List:input_type -> bettercompute.pools.v1.ListRequest
-	12, // 39: bettercompute.pools.v1.PoolsService.Update:input_type -> bettercompute.pools.v1.UpdateRequest
-	14, // 40: bettercompute.pools.v1.PoolsService.Delete:input_type -> bettercompute.pools.v1.DeleteRequest
-	16, // 41: bettercompute.pools.v1.PoolsService.SetQuota:input_type -> bettercompute.pools.v1.SetQuotaRequest
-	18, // 42: bettercompute.pools.v1.PoolsService.Grant:input_type -> bettercompute.pools.v1.GrantRequest
-	20, // 43: bettercompute.pools.v1.PoolsService.RevokeGrant:input_type -> bettercompute.pools.v1.RevokeGrantRequest
-	22, // 44: bettercompute.pools.v1.PoolsService.ListGrants:input_type -> bettercompute.pools.v1.ListGrantsRequest
-	24, // 45: bettercompute.pools.v1.PoolsService.ListPreemptions:input_type -> bettercompute.pools.v1.ListPreemptionsRequest
-	7,  // 46: bettercompute.pools.v1.PoolsService.Create:output_type -> bettercompute.pools.v1.CreateResponse
-	9,  // 47: bettercompute.pools.v1.PoolsService.Get:output_type -> bettercompute.pools.v1.GetResponse
-	11, // 48: bettercompute.pools.v1.PoolsService.List:output_type -> bettercompute.pools.v1.ListResponse
-	13, // 49: bettercompute.pools.v1.PoolsService.Update:output_type -> bettercompute.pools.v1.UpdateResponse
-	15, // 50: bettercompute.pools.v1.PoolsService.Delete:output_type -> bettercompute.pools.v1.DeleteResponse
-	17, // 51: bettercompute.pools.v1.PoolsService.SetQuota:output_type -> bettercompute.pools.v1.SetQuotaResponse
-	19, // 52: bettercompute.pools.v1.PoolsService.Grant:output_type -> bettercompute.pools.v1.GrantResponse
-	21, // 53: bettercompute.pools.v1.PoolsService.RevokeGrant:output_type -> bettercompute.pools.v1.RevokeGrantResponse
-	23, // 54: bettercompute.pools.v1.PoolsService.ListGrants:output_type -> bettercompute.pools.v1.ListGrantsResponse
-	26, // 55: bettercompute.pools.v1.PoolsService.ListPreemptions:output_type -> bettercompute.pools.v1.ListPreemptionsResponse
-	46, // [46:56] is the sub-list for method output_type
-	36, // [36:46] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	30, // 0: bettercompute.pools.v1.Pool.node_selector:type_name -> bettercompute.pools.v1.Pool.NodeSelectorEntry
+	6,  // 1: bettercompute.pools.v1.Pool.capacity:type_name -> bettercompute.pools.v1.Capacity
+	8,  // 2: bettercompute.pools.v1.Pool.quota:type_name -> bettercompute.pools.v1.Quota
+	34, // 3: bettercompute.pools.v1.Pool.create_time:type_name -> google.protobuf.Timestamp
+	34, // 4: bettercompute.pools.v1.Pool.update_time:type_name -> google.protobuf.Timestamp
+	35, // 5: bettercompute.pools.v1.Pool.preemption_grace_period:type_name -> google.protobuf.Duration
+	5,  // 6: bettercompute.pools.v1.Pool.grant:type_name -> bettercompute.pools.v1.Grant
+	2,  // 7: bettercompute.pools.v1.Pool.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
+	3,  // 8: bettercompute.pools.v1.GpuHealthPolicy.rules:type_name -> bettercompute.pools.v1.GpuHealthRule
+	0,  // 9: bettercompute.pools.v1.GpuHealthPolicy.on_unhealthy_lease:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
+	35, // 10: bettercompute.pools.v1.GpuHealthRule.window:type_name -> google.protobuf.Duration
+	31, // 11: bettercompute.pools.v1.Resources.gpus:type_name -> bettercompute.pools.v1.Resources.GpusEntry
+	4,  // 12: bettercompute.pools.v1.Grant.nominal:type_name -> bettercompute.pools.v1.Resources
+	4,  // 13: bettercompute.pools.v1.Grant.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
+	4,  // 14: bettercompute.pools.v1.Grant.used:type_name -> bettercompute.pools.v1.Resources
+	4,  // 15: bettercompute.pools.v1.Grant.borrowed:type_name -> bettercompute.pools.v1.Resources
+	4,  // 16: bettercompute.pools.v1.Grant.borrowable:type_name -> bettercompute.pools.v1.Resources
+	34, // 17: bettercompute.pools.v1.Grant.create_time:type_name -> google.protobuf.Timestamp
+	34, // 18: bettercompute.pools.v1.Grant.update_time:type_name -> google.protobuf.Timestamp
+	34, // 19: bettercompute.pools.v1.Grant.revoke_time:type_name -> google.protobuf.Timestamp
+	7,  // 20: bettercompute.pools.v1.Capacity.gpus:type_name -> bettercompute.pools.v1.GpuCapacity
+	32, // 21: bettercompute.pools.v1.CreateRequest.node_selector:type_name -> bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
+	35, // 22: bettercompute.pools.v1.CreateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
+	2,  // 23: bettercompute.pools.v1.CreateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
+	1,  // 24: bettercompute.pools.v1.CreateResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	1,  // 25: bettercompute.pools.v1.GetResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	1,  // 26: bettercompute.pools.v1.ListResponse.pools:type_name -> bettercompute.pools.v1.Pool
+	33, // 27: bettercompute.pools.v1.UpdateRequest.node_selector:type_name -> bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
+	36, // 28: bettercompute.pools.v1.UpdateRequest.update_mask:type_name -> google.protobuf.FieldMask
+	35, // 29: bettercompute.pools.v1.UpdateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
+	2,  // 30: bettercompute.pools.v1.UpdateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
+	1,  // 31: bettercompute.pools.v1.UpdateResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	8,  // 32: bettercompute.pools.v1.SetQuotaRequest.quota:type_name -> bettercompute.pools.v1.Quota
+	1,  // 33: bettercompute.pools.v1.SetQuotaResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	4,  // 34: bettercompute.pools.v1.GrantRequest.nominal:type_name -> bettercompute.pools.v1.Resources
+	4,  // 35: bettercompute.pools.v1.GrantRequest.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
+	5,  // 36: bettercompute.pools.v1.GrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
+	5,  // 37: bettercompute.pools.v1.RevokeGrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
+	5,  // 38: bettercompute.pools.v1.ListGrantsResponse.grants:type_name -> bettercompute.pools.v1.Grant
+	34, // 39: bettercompute.pools.v1.ListPreemptionsRequest.since_time:type_name -> google.protobuf.Timestamp
+	34, // 40: bettercompute.pools.v1.Preemption.preempt_time:type_name -> google.protobuf.Timestamp
+	28, // 41: bettercompute.pools.v1.ListPreemptionsResponse.preemptions:type_name -> bettercompute.pools.v1.Preemption
+	9,  // 42: bettercompute.pools.v1.PoolsService.Create:input_type -> bettercompute.pools.v1.CreateRequest
+	11, // 43: bettercompute.pools.v1.PoolsService.Get:input_type -> bettercompute.pools.v1.GetRequest
+	13, // 44: bettercompute.pools.v1.PoolsService.List:input_type -> bettercompute.pools.v1.ListRequest
+	15, // 45: bettercompute.pools.v1.PoolsService.Update:input_type -> bettercompute.pools.v1.UpdateRequest
+	17, // 46: bettercompute.pools.v1.PoolsService.Delete:input_type -> bettercompute.pools.v1.DeleteRequest
+	19, // 47: bettercompute.pools.v1.PoolsService.SetQuota:input_type -> bettercompute.pools.v1.SetQuotaRequest
+	21, // 48: bettercompute.pools.v1.PoolsService.Grant:input_type -> bettercompute.pools.v1.GrantRequest
+	23, // 49: bettercompute.pools.v1.PoolsService.RevokeGrant:input_type -> bettercompute.pools.v1.RevokeGrantRequest
+	25, // 50: bettercompute.pools.v1.PoolsService.ListGrants:input_type -> bettercompute.pools.v1.ListGrantsRequest
+	27, // 51: bettercompute.pools.v1.PoolsService.ListPreemptions:input_type -> bettercompute.pools.v1.ListPreemptionsRequest
+	10, // 52: bettercompute.pools.v1.PoolsService.Create:output_type -> bettercompute.pools.v1.CreateResponse
+	12, // 53: bettercompute.pools.v1.PoolsService.Get:output_type -> bettercompute.pools.v1.GetResponse
+	14, // 54: bettercompute.pools.v1.PoolsService.List:output_type -> bettercompute.pools.v1.ListResponse
+	16, // 55: bettercompute.pools.v1.PoolsService.Update:output_type -> bettercompute.pools.v1.UpdateResponse
+	18, // 56: bettercompute.pools.v1.PoolsService.Delete:output_type -> bettercompute.pools.v1.DeleteResponse
+	20, // 57: bettercompute.pools.v1.PoolsService.SetQuota:output_type -> bettercompute.pools.v1.SetQuotaResponse
+	22, // 58: bettercompute.pools.v1.PoolsService.Grant:output_type -> bettercompute.pools.v1.GrantResponse
+	24, // 59: bettercompute.pools.v1.PoolsService.RevokeGrant:output_type -> bettercompute.pools.v1.RevokeGrantResponse
+	26, // 60: bettercompute.pools.v1.PoolsService.ListGrants:output_type -> bettercompute.pools.v1.ListGrantsResponse
+	29, // 61: bettercompute.pools.v1.PoolsService.ListPreemptions:output_type -> bettercompute.pools.v1.ListPreemptionsResponse
+	52, // [52:62] is the sub-list for method output_type
+	42, // [42:52] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_pools_v1_pools_proto_init() }
@@ -2267,19 +2515,20 @@ func file_bettercompute_pools_v1_pools_proto_init() {
 	if File_bettercompute_pools_v1_pools_proto != nil {
 		return
 	}
-	file_bettercompute_pools_v1_pools_proto_msgTypes[5].OneofWrappers = []any{}
+	file_bettercompute_pools_v1_pools_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_pools_v1_pools_proto_rawDesc), len(file_bettercompute_pools_v1_pools_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   31,
+			NumEnums:      1,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_bettercompute_pools_v1_pools_proto_goTypes,
 		DependencyIndexes: file_bettercompute_pools_v1_pools_proto_depIdxs,
+		EnumInfos:         file_bettercompute_pools_v1_pools_proto_enumTypes,
 		MessageInfos:      file_bettercompute_pools_v1_pools_proto_msgTypes,
 	}.Build()
 	File_bettercompute_pools_v1_pools_proto = out.File

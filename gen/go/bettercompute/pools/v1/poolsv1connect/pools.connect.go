@@ -81,8 +81,8 @@ type PoolsServiceClient interface {
 	// List lists the pools of the caller's tenant with their capacity, then the pools granted to
 	// it, marked granted, with its grant.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
-	// Update changes a pool's description or membership. Leases already placed keep their
-	// devices; pending leases are placed on the new members.
+	// Update changes a pool's description, membership or settings. Leases already placed keep
+	// their devices; pending leases are placed on the new members.
 	Update(context.Context, *v1.UpdateRequest) (*v1.UpdateResponse, error)
 	// Delete removes a pool that has no pending or running leases, with its reservations and
 	// quotas. Usage already metered stays.
@@ -296,8 +296,8 @@ type PoolsServiceHandler interface {
 	// List lists the pools of the caller's tenant with their capacity, then the pools granted to
 	// it, marked granted, with its grant.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
-	// Update changes a pool's description or membership. Leases already placed keep their
-	// devices; pending leases are placed on the new members.
+	// Update changes a pool's description, membership or settings. Leases already placed keep
+	// their devices; pending leases are placed on the new members.
 	Update(context.Context, *v1.UpdateRequest) (*v1.UpdateResponse, error)
 	// Delete removes a pool that has no pending or running leases, with its reservations and
 	// quotas. Usage already metered stays.

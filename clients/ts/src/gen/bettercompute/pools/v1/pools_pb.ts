@@ -17,8 +17,8 @@
 // resource share. A grantee sees a granted pool in List and Get with its grant, never the
 // owner's nodes, other pools, leases or other grantees.
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_bettercompute_api_v1_options } from "../../api/v1/options_pb.js";
 import type { Duration, FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -28,7 +28,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/pools/v1/pools.proto.
  */
 export const file_bettercompute_pools_v1_pools: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL3Bvb2xzL3YxL3Bvb2xzLnByb3RvEhZiZXR0ZXJjb21wdXRlLnBvb2xzLnYxIo4FCgRQb29sEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEkUKDW5vZGVfc2VsZWN0b3IYBSADKAsyLi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBiADKAkSMgoIY2FwYWNpdHkYByABKAsyIC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNhcGFjaXR5EiwKBXF1b3RhGAggASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5RdW90YRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjoKF3ByZWVtcHRpb25fZ3JhY2VfcGVyaW9kGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3ByaW9yaXR5X3ByZWVtcHRpb24YDCABKAgSDwoHZ3JhbnRlZBgNIAEoCBIsCgVncmFudBgOIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQSFAoMdHVubmVsX3BvcnRzGA8gAygFGjMKEU5vZGVTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAE6RMqgGUAKAmlkCgRuYW1lCgtkZXNjcmlwdGlvbgoHZ3JhbnRlZAoScHJpb3JpdHlQcmVlbXB0aW9uCgpjcmVhdGVUaW1lIpcBCglSZXNvdXJjZXMSOQoEZ3B1cxgBIAMoCzIrLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzLkdwdXNFbnRyeRIMCgRjcHVzGAIgASgFEhQKDG1lbW9yeV9ieXRlcxgDIAEoAxorCglHcHVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ASKsBAoFR3JhbnQSCgoCaWQYASABKAkSDwoHcG9vbF9pZBgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSMgoHbm9taW5hbBgEIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEjoKD2JvcnJvd2luZ19saW1pdBgFIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEg4KBndlaWdodBgGIAEoBRIvCgR1c2VkGAcgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSMwoIYm9ycm93ZWQYCCABKAsyIS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcxI1Cgpib3Jyb3dhYmxlGAkgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSLwoLY3JlYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZXZva2VfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6Q8qgGT8KAmlkCgZwb29sSWQKCHRlbmFudElkCgZ3ZWlnaHQKB25vbWluYWwKCmNyZWF0ZVRpbWUKCnJldm9rZVRpbWUiwwEKCENhcGFjaXR5Eg0KBW5vZGVzGAEgASgFEhkKEXNjaGVkdWxhYmxlX25vZGVzGAIgASgFEjEKBGdwdXMYAyADKAsyIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUNhcGFjaXR5EgwKBGNwdXMYBCABKAMSFgoOY3B1c19hbGxvY2F0ZWQYBSABKAMSFAoMbWVtb3J5X2J5dGVzGAYgASgDEh4KFm1lbW9yeV9hbGxvY2F0ZWRfYnl0ZXMYByABKAMiZgoLR3B1Q2FwYWNpdHkSDQoFbW9kZWwYASABKAkSDQoFdG90YWwYAiABKAUSEwoLc2NoZWR1bGFibGUYAyABKAUSEQoJYWxsb2NhdGVkGAQgASgFEhEKCWF2YWlsYWJsZRgFIAEoBSKrAQoFUXVvdGESFQoIbWF4X2dwdXMYASABKAVIAIgBARIVCghtYXhfY3B1cxgCIAEoBUgBiAEBEh0KEG1heF9tZW1vcnlfYnl0ZXMYAyABKANIAogBARIXCgptYXhfbGVhc2VzGAQgASgFSAOIAQFCCwoJX21heF9ncHVzQgsKCV9tYXhfY3B1c0ITChFfbWF4X21lbW9yeV9ieXRlc0INCgtfbWF4X2xlYXNlcyK4AgoNQ3JlYXRlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEk4KDW5vZGVfc2VsZWN0b3IYAyADKAsyNy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlcXVlc3QuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBCADKAkSOgoXcHJlZW1wdGlvbl9ncmFjZV9wZXJpb2QYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGwoTcHJpb3JpdHlfcHJlZW1wdGlvbhgGIAEoCBIUCgx0dW5uZWxfcG9ydHMYByADKAUaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI8Cg5DcmVhdGVSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIhgKCkdldFJlcXVlc3QSCgoCaWQYASABKAkiOQoLR2V0UmVzcG9uc2USKgoEcG9vbBgBIAEoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbCI0CgtMaXN0UmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJUCgxMaXN0UmVzcG9uc2USKwoFcG9vbHMYASADKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIucCCg1VcGRhdGVSZXF1ZXN0EgoKAmlkGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEk4KDW5vZGVfc2VsZWN0b3IYAyADKAsyNy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVwZGF0ZVJlcXVlc3QuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBCADKAkSLwoLdXBkYXRlX21hc2sYBSABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrEjoKF3ByZWVtcHRpb25fZ3JhY2VfcGVyaW9kGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3ByaW9yaXR5X3ByZWVtcHRpb24YByABKAgSFAoMdHVubmVsX3BvcnRzGAggAygFGjMKEU5vZGVTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPAoOVXBkYXRlUmVzcG9uc2USKgoEcG9vbBgBIAEoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbCIbCg1EZWxldGVSZXF1ZXN0EgoKAmlkGAEgASgJIhAKDkRlbGV0ZVJlc3BvbnNlIlAKD1NldFF1b3RhUmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEiwKBXF1b3RhGAIgASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5RdW90YSI+ChBTZXRRdW90YVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wisgEKDEdyYW50UmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIyCgdub21pbmFsGAMgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSOgoPYm9ycm93aW5nX2xpbWl0GAQgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSDgoGd2VpZ2h0GAUgASgFIj0KDUdyYW50UmVzcG9uc2USLAoFZ3JhbnQYASABKAsyHS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdyYW50IjgKElJldm9rZUdyYW50UmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCSJDChNSZXZva2VHcmFudFJlc3BvbnNlEiwKBWdyYW50GAEgASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudCJkChFMaXN0R3JhbnRzUmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEhcKD2luY2x1ZGVfcmV2b2tlZBgCIAEoCBIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJcChJMaXN0R3JhbnRzUmVzcG9uc2USLQoGZ3JhbnRzGAEgAygLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkigAEKFkxpc3RQcmVlbXB0aW9uc1JlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIuCgpzaW5jZV90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSKjAgoKUHJlZW1wdGlvbhIQCghsZWFzZV9pZBgBIAEoCRIPCgdwb29sX2lkGAIgASgJEhEKCXRlbmFudF9pZBgDIAEoCRIMCgRncHVzGAQgASgFEhEKCWdwdV9tb2RlbBgFIAEoCRIMCgRjcHVzGAYgASgFEhQKDG1lbW9yeV9ieXRlcxgHIAEoAxIQCghwcmlvcml0eRgIIAEoBRIOCgZyZWFzb24YCSABKAkSMAoMcHJlZW1wdF90aW1lGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDpGyqAZQgoHbGVhc2VJZAoIdGVuYW50SWQKBGdwdXMKCGdwdU1vZGVsCghwcmlvcml0eQoGcmVhc29uCgtwcmVlbXB0VGltZSJrChdMaXN0UHJlZW1wdGlvbnNSZXNwb25zZRI3CgtwcmVlbXB0aW9ucxgBIAMoCzIiLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUHJlZW1wdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkysgoKDFBvb2xzU2VydmljZRJ+CgZDcmVhdGUSJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlc3BvbnNlIiXCoBkhCgVwb29scxIGY3JlYXRlGgxwb29scy5jcmVhdGUoATABEm8KA0dldBIiLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR2V0UmVxdWVzdBojLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR2V0UmVzcG9uc2UiH5ACAcKgGRgKBXBvb2xzEgNnZXQaCnBvb2xzLnJlYWQScwoETGlzdBIjLmJldHRlcmNvbXB1dGUucG9vbHMudjEuTGlzdFJlcXVlc3QaJC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RSZXNwb25zZSIgkAIBwqAZGQoFcG9vbHMSBGxpc3QaCnBvb2xzLnJlYWQSewoGVXBkYXRlEiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VcGRhdGVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VcGRhdGVSZXNwb25zZSIiwqAZHgoFcG9vbHMSBnVwZGF0ZRoLcG9vbHMud3JpdGUwARJ8CgZEZWxldGUSJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkRlbGV0ZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkRlbGV0ZVJlc3BvbnNlIiPCoBkfCgVwb29scxIGZGVsZXRlGgxwb29scy5kZWxldGUwARKDAQoIU2V0UXVvdGESJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlNldFF1b3RhUmVxdWVzdBooLmJldHRlcmNvbXB1dGUucG9vbHMudjEuU2V0UXVvdGFSZXNwb25zZSIkwqAZIAoFcG9vbHMSCHNldFF1b3RhGgtwb29scy53cml0ZTABEnkKBUdyYW50EiQuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudFJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdyYW50UmVzcG9uc2UiI8KgGR8KBXBvb2xzEgVncmFudBoLcG9vbHMud3JpdGUoATABEo8BCgtSZXZva2VHcmFudBIqLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmV2b2tlR3JhbnRSZXF1ZXN0GisuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXZva2VHcmFudFJlc3BvbnNlIifCoBkjCgVwb29scxILcmV2b2tlR3JhbnQaC3Bvb2xzLndyaXRlMAESiwEKCkxpc3RHcmFudHMSKS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RHcmFudHNSZXF1ZXN0GiouYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0R3JhbnRzUmVzcG9uc2UiJpACAcKgGR8KBXBvb2xzEgpsaXN0R3JhbnRzGgpwb29scy5yZWFkEp8BCg9MaXN0UHJlZW1wdGlvbnMSLi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RQcmVlbXB0aW9uc1JlcXVlc3QaLy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RQcmVlbXB0aW9uc1Jlc3BvbnNlIiuQAgHCoBkkCgVwb29scxIPbGlzdFByZWVtcHRpb25zGgpwb29scy5yZWFkQlBaTmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvcG9vbHMvdjE7cG9vbHN2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL3Bvb2xzL3YxL3Bvb2xzLnByb3RvEhZiZXR0ZXJjb21wdXRlLnBvb2xzLnYxItIFCgRQb29sEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEkUKDW5vZGVfc2VsZWN0b3IYBSADKAsyLi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBiADKAkSMgoIY2FwYWNpdHkYByABKAsyIC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNhcGFjaXR5EiwKBXF1b3RhGAggASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5RdW90YRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjoKF3ByZWVtcHRpb25fZ3JhY2VfcGVyaW9kGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3ByaW9yaXR5X3ByZWVtcHRpb24YDCABKAgSDwoHZ3JhbnRlZBgNIAEoCBIsCgVncmFudBgOIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQSFAoMdHVubmVsX3BvcnRzGA8gAygFEkIKEWdwdV9oZWFsdGhfcG9saWN5GBAgASgLMicuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcHVIZWFsdGhQb2xpY3kaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ATpEyqAZQAoCaWQKBG5hbWUKC2Rlc2NyaXB0aW9uCgdncmFudGVkChJwcmlvcml0eVByZWVtcHRpb24KCmNyZWF0ZVRpbWUikQEKD0dwdUhlYWx0aFBvbGljeRI0CgVydWxlcxgBIAMoCzIlLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3B1SGVhbHRoUnVsZRJIChJvbl91bmhlYWx0aHlfbGVhc2UYAiABKA4yLC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVuaGVhbHRoeUxlYXNlQWN0aW9uInsKDUdwdUhlYWx0aFJ1bGUSDQoFY2hlY2sYASABKAkSDQoFY29kZXMYAiADKAMSEQoJbWluX2NvdW50GAMgASgDEg4KBmVmZmVjdBgEIAEoCRIpCgZ3aW5kb3cYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ilwEKCVJlc291cmNlcxI5CgRncHVzGAEgAygLMisuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMuR3B1c0VudHJ5EgwKBGNwdXMYAiABKAUSFAoMbWVtb3J5X2J5dGVzGAMgASgDGisKCUdwdXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAU6AjgBIqwECgVHcmFudBIKCgJpZBgBIAEoCRIPCgdwb29sX2lkGAIgASgJEhEKCXRlbmFudF9pZBgDIAEoCRIyCgdub21pbmFsGAQgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSOgoPYm9ycm93aW5nX2xpbWl0GAUgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSDgoGd2VpZ2h0GAYgASgFEi8KBHVzZWQYByABKAsyIS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcxIzCghib3Jyb3dlZBgIIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEjUKCmJvcnJvd2FibGUYCSABKAsyIS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcxIvCgtjcmVhdGVfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3Jldm9rZV90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDpDyqAZPwoCaWQKBnBvb2xJZAoIdGVuYW50SWQKBndlaWdodAoHbm9taW5hbAoKY3JlYXRlVGltZQoKcmV2b2tlVGltZSLDAQoIQ2FwYWNpdHkSDQoFbm9kZXMYASABKAUSGQoRc2NoZWR1bGFibGVfbm9kZXMYAiABKAUSMQoEZ3B1cxgDIAMoCzIjLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3B1Q2FwYWNpdHkSDAoEY3B1cxgEIAEoAxIWCg5jcHVzX2FsbG9jYXRlZBgFIAEoAxIUCgxtZW1vcnlfYnl0ZXMYBiABKAMSHgoWbWVtb3J5X2FsbG9jYXRlZF9ieXRlcxgHIAEoAyJmCgtHcHVDYXBhY2l0eRINCgVtb2RlbBgBIAEoCRINCgV0b3RhbBgCIAEoBRITCgtzY2hlZHVsYWJsZRgDIAEoBRIRCglhbGxvY2F0ZWQYBCABKAUSEQoJYXZhaWxhYmxlGAUgASgFIqsBCgVRdW90YRIVCghtYXhfZ3B1cxgBIAEoBUgAiAEBEhUKCG1heF9jcHVzGAIgASgFSAGIAQESHQoQbWF4X21lbW9yeV9ieXRlcxgDIAEoA0gCiAEBEhcKCm1heF9sZWFzZXMYBCABKAVIA4gBAUILCglfbWF4X2dwdXNCCwoJX21heF9jcHVzQhMKEV9tYXhfbWVtb3J5X2J5dGVzQg0KC19tYXhfbGVhc2VzIvwCCg1DcmVhdGVSZXF1ZXN0EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSTgoNbm9kZV9zZWxlY3RvchgDIAMoCzI3LmJldHRlcmNvbXB1dGUucG9vbHMudjEuQ3JlYXRlUmVxdWVzdC5Ob2RlU2VsZWN0b3JFbnRyeRIQCghub2RlX2lkcxgEIAMoCRI6ChdwcmVlbXB0aW9uX2dyYWNlX3BlcmlvZBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIbChNwcmlvcml0eV9wcmVlbXB0aW9uGAYgASgIEhQKDHR1bm5lbF9wb3J0cxgHIAMoBRJCChFncHVfaGVhbHRoX3BvbGljeRgIIAEoCzInLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3B1SGVhbHRoUG9saWN5GjMKEU5vZGVTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPAoOQ3JlYXRlUmVzcG9uc2USKgoEcG9vbBgBIAEoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbCIYCgpHZXRSZXF1ZXN0EgoKAmlkGAEgASgJIjkKC0dldFJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wiNAoLTGlzdFJlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiVAoMTGlzdFJlc3BvbnNlEisKBXBvb2xzGAEgAygLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKrAwoNVXBkYXRlUmVxdWVzdBIKCgJpZBgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRJOCg1ub2RlX3NlbGVjdG9yGAMgAygLMjcuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VcGRhdGVSZXF1ZXN0Lk5vZGVTZWxlY3RvckVudHJ5EhAKCG5vZGVfaWRzGAQgAygJEi8KC3VwZGF0ZV9tYXNrGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzaxI6ChdwcmVlbXB0aW9uX2dyYWNlX3BlcmlvZBgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIbChNwcmlvcml0eV9wcmVlbXB0aW9uGAcgASgIEhQKDHR1bm5lbF9wb3J0cxgIIAMoBRJCChFncHVfaGVhbHRoX3BvbGljeRgJIAEoCzInLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3B1SGVhbHRoUG9saWN5GjMKEU5vZGVTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPAoOVXBkYXRlUmVzcG9uc2USKgoEcG9vbBgBIAEoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbCIbCg1EZWxldGVSZXF1ZXN0EgoKAmlkGAEgASgJIhAKDkRlbGV0ZVJlc3BvbnNlIlAKD1NldFF1b3RhUmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEiwKBXF1b3RhGAIgASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5RdW90YSI+ChBTZXRRdW90YVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wisgEKDEdyYW50UmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIyCgdub21pbmFsGAMgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSOgoPYm9ycm93aW5nX2xpbWl0GAQgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSDgoGd2VpZ2h0GAUgASgFIj0KDUdyYW50UmVzcG9uc2USLAoFZ3JhbnQYASABKAsyHS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdyYW50IjgKElJldm9rZUdyYW50UmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCSJDChNSZXZva2VHcmFudFJlc3BvbnNlEiwKBWdyYW50GAEgASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudCJkChFMaXN0R3JhbnRzUmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEhcKD2luY2x1ZGVfcmV2b2tlZBgCIAEoCBIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJcChJMaXN0R3JhbnRzUmVzcG9uc2USLQoGZ3JhbnRzGAEgAygLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkigAEKFkxpc3RQcmVlbXB0aW9uc1JlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIuCgpzaW5jZV90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSKjAgoKUHJlZW1wdGlvbhIQCghsZWFzZV9pZBgBIAEoCRIPCgdwb29sX2lkGAIgASgJEhEKCXRlbmFudF9pZBgDIAEoCRIMCgRncHVzGAQgASgFEhEKCWdwdV9tb2RlbBgFIAEoCRIMCgRjcHVzGAYgASgFEhQKDG1lbW9yeV9ieXRlcxgHIAEoAxIQCghwcmlvcml0eRgIIAEoBRIOCgZyZWFzb24YCSABKAkSMAoMcHJlZW1wdF90aW1lGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDpGyqAZQgoHbGVhc2VJZAoIdGVuYW50SWQKBGdwdXMKCGdwdU1vZGVsCghwcmlvcml0eQoGcmVhc29uCgtwcmVlbXB0VGltZSJrChdMaXN0UHJlZW1wdGlvbnNSZXNwb25zZRI3CgtwcmVlbXB0aW9ucxgBIAMoCzIiLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUHJlZW1wdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkqfwoUVW5oZWFsdGh5TGVhc2VBY3Rpb24SJgoiVU5IRUFMVEhZX0xFQVNFX0FDVElPTl9VTlNQRUNJRklFRBAAEh8KG1VOSEVBTFRIWV9MRUFTRV9BQ1RJT05fS0VFUBABEh4KGlVOSEVBTFRIWV9MRUFTRV9BQ1RJT05fRU5EEAIysgoKDFBvb2xzU2VydmljZRJ+CgZDcmVhdGUSJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlc3BvbnNlIiXCoBkhCgVwb29scxIGY3JlYXRlGgxwb29scy5jcmVhdGUoATABEm8KA0dldBIiLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR2V0UmVxdWVzdBojLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR2V0UmVzcG9uc2UiH5ACAcKgGRgKBXBvb2xzEgNnZXQaCnBvb2xzLnJlYWQScwoETGlzdBIjLmJldHRlcmNvbXB1dGUucG9vbHMudjEuTGlzdFJlcXVlc3QaJC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RSZXNwb25zZSIgkAIBwqAZGQoFcG9vbHMSBGxpc3QaCnBvb2xzLnJlYWQSewoGVXBkYXRlEiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VcGRhdGVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VcGRhdGVSZXNwb25zZSIiwqAZHgoFcG9vbHMSBnVwZGF0ZRoLcG9vbHMud3JpdGUwARJ8CgZEZWxldGUSJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkRlbGV0ZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkRlbGV0ZVJlc3BvbnNlIiPCoBkfCgVwb29scxIGZGVsZXRlGgxwb29scy5kZWxldGUwARKDAQoIU2V0UXVvdGESJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlNldFF1b3RhUmVxdWVzdBooLmJldHRlcmNvbXB1dGUucG9vbHMudjEuU2V0UXVvdGFSZXNwb25zZSIkwqAZIAoFcG9vbHMSCHNldFF1b3RhGgtwb29scy53cml0ZTABEnkKBUdyYW50EiQuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudFJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdyYW50UmVzcG9uc2UiI8KgGR8KBXBvb2xzEgVncmFudBoLcG9vbHMud3JpdGUoATABEo8BCgtSZXZva2VHcmFudBIqLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmV2b2tlR3JhbnRSZXF1ZXN0GisuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXZva2VHcmFudFJlc3BvbnNlIifCoBkjCgVwb29scxILcmV2b2tlR3JhbnQaC3Bvb2xzLndyaXRlMAESiwEKCkxpc3RHcmFudHMSKS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RHcmFudHNSZXF1ZXN0GiouYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0R3JhbnRzUmVzcG9uc2UiJpACAcKgGR8KBXBvb2xzEgpsaXN0R3JhbnRzGgpwb29scy5yZWFkEp8BCg9MaXN0UHJlZW1wdGlvbnMSLi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RQcmVlbXB0aW9uc1JlcXVlc3QaLy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RQcmVlbXB0aW9uc1Jlc3BvbnNlIiuQAgHCoBkkCgVwb29scxIPbGlzdFByZWVtcHRpb25zGgpwb29scy5yZWFkQlBaTmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvcG9vbHMvdjE7cG9vbHN2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * Pool is a group of nodes that leases draw capacity from.
@@ -134,6 +134,13 @@ export type Pool = Message<"bettercompute.pools.v1.Pool"> & {
    * @generated from field: repeated int32 tunnel_ports = 15;
    */
   tunnelPorts: number[];
+
+  /**
+   * The pool's override of the GPU health policy; unset when it overrides nothing.
+   *
+   * @generated from field: bettercompute.pools.v1.GpuHealthPolicy gpu_health_policy = 16;
+   */
+  gpuHealthPolicy?: GpuHealthPolicy | undefined;
 };
 
 /**
@@ -142,6 +149,88 @@ export type Pool = Message<"bettercompute.pools.v1.Pool"> & {
  */
 export const PoolSchema: GenMessage<Pool> = /*@__PURE__*/
   messageDesc(file_bettercompute_pools_v1_pools, 0);
+
+/**
+ * GpuHealthPolicy overrides the default GPU health policy on a pool's members (docs/gpus.md, "The
+ * policy"). For each pool a node is a member of, a signal's rule is the first of the pool's rules,
+ * then of the default policy's, that matches it; a node in several pools gives each signal the
+ * strongest effect any of them gives it, so one pool cannot weaken what another requires.
+ *
+ * @generated from message bettercompute.pools.v1.GpuHealthPolicy
+ */
+export type GpuHealthPolicy = Message<"bettercompute.pools.v1.GpuHealthPolicy"> & {
+  /**
+   * Tried in order, before the default policy's; at most 64.
+   *
+   * @generated from field: repeated bettercompute.pools.v1.GpuHealthRule rules = 1;
+   */
+  rules: GpuHealthRule[];
+
+  /**
+   * What happens to a lease of the pool whose GPU becomes unhealthy.
+   *
+   * @generated from field: bettercompute.pools.v1.UnhealthyLeaseAction on_unhealthy_lease = 2;
+   */
+  onUnhealthyLease: UnhealthyLeaseAction;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.GpuHealthPolicy.
+ * Use `create(GpuHealthPolicySchema)` to create a new message.
+ */
+export const GpuHealthPolicySchema: GenMessage<GpuHealthPolicy> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 1);
+
+/**
+ * GpuHealthRule matches signals of one check and gives them an effect.
+ *
+ * @generated from message bettercompute.pools.v1.GpuHealthRule
+ */
+export type GpuHealthRule = Message<"bettercompute.pools.v1.GpuHealthRule"> & {
+  /**
+   * A check daemons report: xid, ecc_dbe, ecc_sbe, retired_pages_pending, row_remap_pending,
+   * row_remap_failure, recovery_action, thermal_slowdown, power_slowdown, nvlink_down,
+   * nvlink_errors, pcie_replays, pcie_link_degraded, gpu_missing or driver_not_answering.
+   *
+   * @generated from field: string check = 1;
+   */
+  check: string;
+
+  /**
+   * The codes it matches (Xids, recovery actions); empty matches any. At most 64.
+   *
+   * @generated from field: repeated int64 codes = 2;
+   */
+  codes: bigint[];
+
+  /**
+   * The count a signal needs to match; 0 matches any.
+   *
+   * @generated from field: int64 min_count = 3;
+   */
+  minCount: bigint;
+
+  /**
+   * ignore, degrade, quarantine_gpu, quarantine_node or drain_node.
+   *
+   * @generated from field: string effect = 4;
+   */
+  effect: string;
+
+  /**
+   * When set, the signal counts only while its last occurrence is this recent; 0s to 24h.
+   *
+   * @generated from field: google.protobuf.Duration window = 5;
+   */
+  window?: Duration | undefined;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.GpuHealthRule.
+ * Use `create(GpuHealthRuleSchema)` to create a new message.
+ */
+export const GpuHealthRuleSchema: GenMessage<GpuHealthRule> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 2);
 
 /**
  * Resources is an amount of a pool's capacity: GPUs by model, CPUs and memory.
@@ -172,7 +261,7 @@ export type Resources = Message<"bettercompute.pools.v1.Resources"> & {
  * Use `create(ResourcesSchema)` to create a new message.
  */
 export const ResourcesSchema: GenMessage<Resources> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 1);
+  messageDesc(file_bettercompute_pools_v1_pools, 3);
 
 /**
  * Grant shares a pool with a tenant other than its owner.
@@ -263,7 +352,7 @@ export type Grant = Message<"bettercompute.pools.v1.Grant"> & {
  * Use `create(GrantSchema)` to create a new message.
  */
 export const GrantSchema: GenMessage<Grant> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 2);
+  messageDesc(file_bettercompute_pools_v1_pools, 4);
 
 /**
  * Capacity is what a pool's members have and what leases hold.
@@ -318,7 +407,7 @@ export type Capacity = Message<"bettercompute.pools.v1.Capacity"> & {
  * Use `create(CapacitySchema)` to create a new message.
  */
 export const CapacitySchema: GenMessage<Capacity> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 3);
+  messageDesc(file_bettercompute_pools_v1_pools, 5);
 
 /**
  * GpuCapacity counts a pool's GPUs of one model.
@@ -367,7 +456,7 @@ export type GpuCapacity = Message<"bettercompute.pools.v1.GpuCapacity"> & {
  * Use `create(GpuCapacitySchema)` to create a new message.
  */
 export const GpuCapacitySchema: GenMessage<GpuCapacity> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 4);
+  messageDesc(file_bettercompute_pools_v1_pools, 6);
 
 /**
  * Quota limits a tenant's pending and running leases in a pool. An unset limit is no limit.
@@ -401,7 +490,7 @@ export type Quota = Message<"bettercompute.pools.v1.Quota"> & {
  * Use `create(QuotaSchema)` to create a new message.
  */
 export const QuotaSchema: GenMessage<Quota> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 5);
+  messageDesc(file_bettercompute_pools_v1_pools, 7);
 
 /**
  * CreateRequest describes the new pool.
@@ -451,6 +540,13 @@ export type CreateRequest = Message<"bettercompute.pools.v1.CreateRequest"> & {
    * @generated from field: repeated int32 tunnel_ports = 7;
    */
   tunnelPorts: number[];
+
+  /**
+   * Unset overrides nothing.
+   *
+   * @generated from field: bettercompute.pools.v1.GpuHealthPolicy gpu_health_policy = 8;
+   */
+  gpuHealthPolicy?: GpuHealthPolicy | undefined;
 };
 
 /**
@@ -458,7 +554,7 @@ export type CreateRequest = Message<"bettercompute.pools.v1.CreateRequest"> & {
  * Use `create(CreateRequestSchema)` to create a new message.
  */
 export const CreateRequestSchema: GenMessage<CreateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 6);
+  messageDesc(file_bettercompute_pools_v1_pools, 8);
 
 /**
  * CreateResponse carries the pool.
@@ -477,7 +573,7 @@ export type CreateResponse = Message<"bettercompute.pools.v1.CreateResponse"> & 
  * Use `create(CreateResponseSchema)` to create a new message.
  */
 export const CreateResponseSchema: GenMessage<CreateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 7);
+  messageDesc(file_bettercompute_pools_v1_pools, 9);
 
 /**
  * GetRequest names a pool.
@@ -496,7 +592,7 @@ export type GetRequest = Message<"bettercompute.pools.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 8);
+  messageDesc(file_bettercompute_pools_v1_pools, 10);
 
 /**
  * GetResponse carries the pool.
@@ -515,7 +611,7 @@ export type GetResponse = Message<"bettercompute.pools.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 9);
+  messageDesc(file_bettercompute_pools_v1_pools, 11);
 
 /**
  * ListRequest pages through pools.
@@ -541,7 +637,7 @@ export type ListRequest = Message<"bettercompute.pools.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 10);
+  messageDesc(file_bettercompute_pools_v1_pools, 12);
 
 /**
  * ListResponse is one page of pools.
@@ -567,7 +663,7 @@ export type ListResponse = Message<"bettercompute.pools.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 11);
+  messageDesc(file_bettercompute_pools_v1_pools, 13);
 
 /**
  * UpdateRequest changes the fields named in update_mask.
@@ -597,7 +693,7 @@ export type UpdateRequest = Message<"bettercompute.pools.v1.UpdateRequest"> & {
 
   /**
    * Which of description, node_selector, node_ids, preemption_grace_period,
-   * priority_preemption and tunnel_ports to change; at least one.
+   * priority_preemption, tunnel_ports and gpu_health_policy to change; at least one.
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 5;
    */
@@ -617,6 +713,13 @@ export type UpdateRequest = Message<"bettercompute.pools.v1.UpdateRequest"> & {
    * @generated from field: repeated int32 tunnel_ports = 8;
    */
   tunnelPorts: number[];
+
+  /**
+   * Replaces the pool's override; unset removes it. Its members' GPUs are judged again.
+   *
+   * @generated from field: bettercompute.pools.v1.GpuHealthPolicy gpu_health_policy = 9;
+   */
+  gpuHealthPolicy?: GpuHealthPolicy | undefined;
 };
 
 /**
@@ -624,7 +727,7 @@ export type UpdateRequest = Message<"bettercompute.pools.v1.UpdateRequest"> & {
  * Use `create(UpdateRequestSchema)` to create a new message.
  */
 export const UpdateRequestSchema: GenMessage<UpdateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 12);
+  messageDesc(file_bettercompute_pools_v1_pools, 14);
 
 /**
  * UpdateResponse carries the pool.
@@ -643,7 +746,7 @@ export type UpdateResponse = Message<"bettercompute.pools.v1.UpdateResponse"> & 
  * Use `create(UpdateResponseSchema)` to create a new message.
  */
 export const UpdateResponseSchema: GenMessage<UpdateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 13);
+  messageDesc(file_bettercompute_pools_v1_pools, 15);
 
 /**
  * DeleteRequest names a pool.
@@ -662,7 +765,7 @@ export type DeleteRequest = Message<"bettercompute.pools.v1.DeleteRequest"> & {
  * Use `create(DeleteRequestSchema)` to create a new message.
  */
 export const DeleteRequestSchema: GenMessage<DeleteRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 14);
+  messageDesc(file_bettercompute_pools_v1_pools, 16);
 
 /**
  * DeleteResponse is empty.
@@ -677,7 +780,7 @@ export type DeleteResponse = Message<"bettercompute.pools.v1.DeleteResponse"> & 
  * Use `create(DeleteResponseSchema)` to create a new message.
  */
 export const DeleteResponseSchema: GenMessage<DeleteResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 15);
+  messageDesc(file_bettercompute_pools_v1_pools, 17);
 
 /**
  * SetQuotaRequest sets the quota of the caller's tenant in a pool; a quota with no limit set
@@ -702,7 +805,7 @@ export type SetQuotaRequest = Message<"bettercompute.pools.v1.SetQuotaRequest"> 
  * Use `create(SetQuotaRequestSchema)` to create a new message.
  */
 export const SetQuotaRequestSchema: GenMessage<SetQuotaRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 16);
+  messageDesc(file_bettercompute_pools_v1_pools, 18);
 
 /**
  * SetQuotaResponse carries the pool with its quota.
@@ -721,7 +824,7 @@ export type SetQuotaResponse = Message<"bettercompute.pools.v1.SetQuotaResponse"
  * Use `create(SetQuotaResponseSchema)` to create a new message.
  */
 export const SetQuotaResponseSchema: GenMessage<SetQuotaResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 17);
+  messageDesc(file_bettercompute_pools_v1_pools, 19);
 
 /**
  * GrantRequest grants a pool of the caller's tenant to another tenant, replacing the grant it
@@ -768,7 +871,7 @@ export type GrantRequest = Message<"bettercompute.pools.v1.GrantRequest"> & {
  * Use `create(GrantRequestSchema)` to create a new message.
  */
 export const GrantRequestSchema: GenMessage<GrantRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 18);
+  messageDesc(file_bettercompute_pools_v1_pools, 20);
 
 /**
  * GrantResponse carries the grant.
@@ -787,7 +890,7 @@ export type GrantResponse = Message<"bettercompute.pools.v1.GrantResponse"> & {
  * Use `create(GrantResponseSchema)` to create a new message.
  */
 export const GrantResponseSchema: GenMessage<GrantResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 19);
+  messageDesc(file_bettercompute_pools_v1_pools, 21);
 
 /**
  * RevokeGrantRequest names a grant by its pool and grantee.
@@ -811,7 +914,7 @@ export type RevokeGrantRequest = Message<"bettercompute.pools.v1.RevokeGrantRequ
  * Use `create(RevokeGrantRequestSchema)` to create a new message.
  */
 export const RevokeGrantRequestSchema: GenMessage<RevokeGrantRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 20);
+  messageDesc(file_bettercompute_pools_v1_pools, 22);
 
 /**
  * RevokeGrantResponse carries the revoked grant.
@@ -830,7 +933,7 @@ export type RevokeGrantResponse = Message<"bettercompute.pools.v1.RevokeGrantRes
  * Use `create(RevokeGrantResponseSchema)` to create a new message.
  */
 export const RevokeGrantResponseSchema: GenMessage<RevokeGrantResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 21);
+  messageDesc(file_bettercompute_pools_v1_pools, 23);
 
 /**
  * ListGrantsRequest pages through grants.
@@ -870,7 +973,7 @@ export type ListGrantsRequest = Message<"bettercompute.pools.v1.ListGrantsReques
  * Use `create(ListGrantsRequestSchema)` to create a new message.
  */
 export const ListGrantsRequestSchema: GenMessage<ListGrantsRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 22);
+  messageDesc(file_bettercompute_pools_v1_pools, 24);
 
 /**
  * ListGrantsResponse is one page of grants.
@@ -896,7 +999,7 @@ export type ListGrantsResponse = Message<"bettercompute.pools.v1.ListGrantsRespo
  * Use `create(ListGrantsResponseSchema)` to create a new message.
  */
 export const ListGrantsResponseSchema: GenMessage<ListGrantsResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 23);
+  messageDesc(file_bettercompute_pools_v1_pools, 25);
 
 /**
  * ListPreemptionsRequest names a period.
@@ -936,7 +1039,7 @@ export type ListPreemptionsRequest = Message<"bettercompute.pools.v1.ListPreempt
  * Use `create(ListPreemptionsRequestSchema)` to create a new message.
  */
 export const ListPreemptionsRequestSchema: GenMessage<ListPreemptionsRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 24);
+  messageDesc(file_bettercompute_pools_v1_pools, 26);
 
 /**
  * Preemption is a lease whose capacity was taken back.
@@ -1004,7 +1107,7 @@ export type Preemption = Message<"bettercompute.pools.v1.Preemption"> & {
  * Use `create(PreemptionSchema)` to create a new message.
  */
 export const PreemptionSchema: GenMessage<Preemption> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 25);
+  messageDesc(file_bettercompute_pools_v1_pools, 27);
 
 /**
  * ListPreemptionsResponse is one page of preemptions.
@@ -1030,7 +1133,41 @@ export type ListPreemptionsResponse = Message<"bettercompute.pools.v1.ListPreemp
  * Use `create(ListPreemptionsResponseSchema)` to create a new message.
  */
 export const ListPreemptionsResponseSchema: GenMessage<ListPreemptionsResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 26);
+  messageDesc(file_bettercompute_pools_v1_pools, 28);
+
+/**
+ * UnhealthyLeaseAction is what happens to a lease whose GPU becomes unhealthy.
+ *
+ * @generated from enum bettercompute.pools.v1.UnhealthyLeaseAction
+ */
+export enum UnhealthyLeaseAction {
+  /**
+   * As KEEP.
+   *
+   * @generated from enum value: UNHEALTHY_LEASE_ACTION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The lease keeps running; it is told (lease.gpu_unhealthy) and its holder decides.
+   *
+   * @generated from enum value: UNHEALTHY_LEASE_ACTION_KEEP = 1;
+   */
+  KEEP = 1,
+
+  /**
+   * The lease fails at once (reason "gpu_unhealthy: <check> <code>"), its devices freed.
+   *
+   * @generated from enum value: UNHEALTHY_LEASE_ACTION_END = 2;
+   */
+  END = 2,
+}
+
+/**
+ * Describes the enum bettercompute.pools.v1.UnhealthyLeaseAction.
+ */
+export const UnhealthyLeaseActionSchema: GenEnum<UnhealthyLeaseAction> = /*@__PURE__*/
+  enumDesc(file_bettercompute_pools_v1_pools, 0);
 
 /**
  * PoolsService manages the pools of the caller's tenant.
@@ -1071,8 +1208,8 @@ export const PoolsService: GenService<{
     output: typeof ListResponseSchema;
   },
   /**
-   * Update changes a pool's description or membership. Leases already placed keep their
-   * devices; pending leases are placed on the new members.
+   * Update changes a pool's description, membership or settings. Leases already placed keep
+   * their devices; pending leases are placed on the new members.
    *
    * @generated from rpc bettercompute.pools.v1.PoolsService.Update
    */

@@ -63,8 +63,8 @@ class PoolsService(Protocol):
 
     async def update(self, request: UpdateRequest, ctx: RequestContext[UpdateRequest, UpdateResponse], /) -> UpdateResponse:
         """
-        Update changes a pool's description or membership. Leases already placed keep their
-        devices; pending leases are placed on the new members.
+        Update changes a pool's description, membership or settings. Leases already placed keep
+        their devices; pending leases are placed on the new members.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -358,8 +358,8 @@ class PoolsServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> UpdateResponse:
         """
-        Update changes a pool's description or membership. Leases already placed keep their
-        devices; pending leases are placed on the new members.
+        Update changes a pool's description, membership or settings. Leases already placed keep
+        their devices; pending leases are placed on the new members.
         """
         return await self.execute_unary(
             request=request,
@@ -549,8 +549,8 @@ class PoolsServiceSync(Protocol):
 
     def update(self, request: UpdateRequest, ctx: RequestContext[UpdateRequest, UpdateResponse], /) -> UpdateResponse:
         """
-        Update changes a pool's description or membership. Leases already placed keep their
-        devices; pending leases are placed on the new members.
+        Update changes a pool's description, membership or settings. Leases already placed keep
+        their devices; pending leases are placed on the new members.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -842,8 +842,8 @@ class PoolsServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> UpdateResponse:
         """
-        Update changes a pool's description or membership. Leases already placed keep their
-        devices; pending leases are placed on the new members.
+        Update changes a pool's description, membership or settings. Leases already placed keep
+        their devices; pending leases are placed on the new members.
         """
         return self.execute_unary(
             request=request,

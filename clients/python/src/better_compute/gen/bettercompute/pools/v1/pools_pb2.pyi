@@ -5,6 +5,7 @@ from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -12,8 +13,17 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class UnhealthyLeaseAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    UNHEALTHY_LEASE_ACTION_UNSPECIFIED: _ClassVar[UnhealthyLeaseAction]
+    UNHEALTHY_LEASE_ACTION_KEEP: _ClassVar[UnhealthyLeaseAction]
+    UNHEALTHY_LEASE_ACTION_END: _ClassVar[UnhealthyLeaseAction]
+UNHEALTHY_LEASE_ACTION_UNSPECIFIED: UnhealthyLeaseAction
+UNHEALTHY_LEASE_ACTION_KEEP: UnhealthyLeaseAction
+UNHEALTHY_LEASE_ACTION_END: UnhealthyLeaseAction
+
 class Pool(_message.Message):
-    __slots__ = ("id", "tenant_id", "name", "description", "node_selector", "node_ids", "capacity", "quota", "create_time", "update_time", "preemption_grace_period", "priority_preemption", "granted", "grant", "tunnel_ports")
+    __slots__ = ("id", "tenant_id", "name", "description", "node_selector", "node_ids", "capacity", "quota", "create_time", "update_time", "preemption_grace_period", "priority_preemption", "granted", "grant", "tunnel_ports", "gpu_health_policy")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -36,6 +46,7 @@ class Pool(_message.Message):
     GRANTED_FIELD_NUMBER: _ClassVar[int]
     GRANT_FIELD_NUMBER: _ClassVar[int]
     TUNNEL_PORTS_FIELD_NUMBER: _ClassVar[int]
+    GPU_HEALTH_POLICY_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     name: str
@@ -51,7 +62,30 @@ class Pool(_message.Message):
     granted: bool
     grant: Grant
     tunnel_ports: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., granted: _Optional[bool] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., tunnel_ports: _Optional[_Iterable[int]] = ...) -> None: ...
+    gpu_health_policy: GpuHealthPolicy
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., granted: _Optional[bool] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ...) -> None: ...
+
+class GpuHealthPolicy(_message.Message):
+    __slots__ = ("rules", "on_unhealthy_lease")
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    ON_UNHEALTHY_LEASE_FIELD_NUMBER: _ClassVar[int]
+    rules: _containers.RepeatedCompositeFieldContainer[GpuHealthRule]
+    on_unhealthy_lease: UnhealthyLeaseAction
+    def __init__(self, rules: _Optional[_Iterable[_Union[GpuHealthRule, _Mapping]]] = ..., on_unhealthy_lease: _Optional[_Union[UnhealthyLeaseAction, str]] = ...) -> None: ...
+
+class GpuHealthRule(_message.Message):
+    __slots__ = ("check", "codes", "min_count", "effect", "window")
+    CHECK_FIELD_NUMBER: _ClassVar[int]
+    CODES_FIELD_NUMBER: _ClassVar[int]
+    MIN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    check: str
+    codes: _containers.RepeatedScalarFieldContainer[int]
+    min_count: int
+    effect: str
+    window: _duration_pb2.Duration
+    def __init__(self, check: _Optional[str] = ..., codes: _Optional[_Iterable[int]] = ..., min_count: _Optional[int] = ..., effect: _Optional[str] = ..., window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class Resources(_message.Message):
     __slots__ = ("gpus", "cpus", "memory_bytes")
@@ -143,7 +177,7 @@ class Quota(_message.Message):
     def __init__(self, max_gpus: _Optional[int] = ..., max_cpus: _Optional[int] = ..., max_memory_bytes: _Optional[int] = ..., max_leases: _Optional[int] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("name", "description", "node_selector", "node_ids", "preemption_grace_period", "priority_preemption", "tunnel_ports")
+    __slots__ = ("name", "description", "node_selector", "node_ids", "preemption_grace_period", "priority_preemption", "tunnel_ports", "gpu_health_policy")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -158,6 +192,7 @@ class CreateRequest(_message.Message):
     PREEMPTION_GRACE_PERIOD_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_PREEMPTION_FIELD_NUMBER: _ClassVar[int]
     TUNNEL_PORTS_FIELD_NUMBER: _ClassVar[int]
+    GPU_HEALTH_POLICY_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     node_selector: _containers.ScalarMap[str, str]
@@ -165,7 +200,8 @@ class CreateRequest(_message.Message):
     preemption_grace_period: _duration_pb2.Duration
     priority_preemption: bool
     tunnel_ports: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., tunnel_ports: _Optional[_Iterable[int]] = ...) -> None: ...
+    gpu_health_policy: GpuHealthPolicy
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
     __slots__ = ("pool",)
@@ -202,7 +238,7 @@ class ListResponse(_message.Message):
     def __init__(self, pools: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class UpdateRequest(_message.Message):
-    __slots__ = ("id", "description", "node_selector", "node_ids", "update_mask", "preemption_grace_period", "priority_preemption", "tunnel_ports")
+    __slots__ = ("id", "description", "node_selector", "node_ids", "update_mask", "preemption_grace_period", "priority_preemption", "tunnel_ports", "gpu_health_policy")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -218,6 +254,7 @@ class UpdateRequest(_message.Message):
     PREEMPTION_GRACE_PERIOD_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_PREEMPTION_FIELD_NUMBER: _ClassVar[int]
     TUNNEL_PORTS_FIELD_NUMBER: _ClassVar[int]
+    GPU_HEALTH_POLICY_FIELD_NUMBER: _ClassVar[int]
     id: str
     description: str
     node_selector: _containers.ScalarMap[str, str]
@@ -226,7 +263,8 @@ class UpdateRequest(_message.Message):
     preemption_grace_period: _duration_pb2.Duration
     priority_preemption: bool
     tunnel_ports: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, id: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., tunnel_ports: _Optional[_Iterable[int]] = ...) -> None: ...
+    gpu_health_policy: GpuHealthPolicy
+    def __init__(self, id: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ...) -> None: ...
 
 class UpdateResponse(_message.Message):
     __slots__ = ("pool",)
