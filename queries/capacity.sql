@@ -93,7 +93,8 @@ RETURNING l.id, l.tenant_id, l.pool_id, l.state, old.state AS previous_state, l.
 
 -- name: EndAllocations :exec
 -- Ends the held allocations of leases that ended, at the lease's end, and meters them: one usage
--- record per lease, resource, model and UTC hour, from where metering stopped to the end.
+-- record per lease, resource, model and UTC hour, from where metering stopped to the end, with
+-- the GPU-seconds of it held on an unhealthy GPU (migration 0034).
 WITH held AS (
     SELECT a.id, a.metered_until AS from_ts
     FROM allocations a
@@ -105,11 +106,12 @@ WITH held AS (
     FROM held, pool_leases l
     WHERE a.id = held.id AND l.id = a.lease_id AND l.ended_at IS NOT NULL
     RETURNING a.lease_id, l.tenant_id, l.pool_id, a.device_id, a.model, a.cpus, a.memory_bytes,
-              held.from_ts, a.ended_at AS to_ts
+              held.from_ts, a.ended_at AS to_ts, a.unhealthy_since, a.unhealthy_until
 )
-INSERT INTO usage_records (lease_id, tenant_id, pool_id, resource, model, quantity, period_start, period_end)
+INSERT INTO usage_records (lease_id, tenant_id, pool_id, resource, model, quantity, period_start, period_end, unhealthy_amount)
 SELECT e.lease_id, e.tenant_id, e.pool_id, q.resource, q.model, sum(q.quantity)::bigint,
-       GREATEST(e.from_ts, h.h), LEAST(e.to_ts, h.h + interval '1 hour')
+       GREATEST(e.from_ts, h.h), LEAST(e.to_ts, h.h + interval '1 hour'),
+       sum(CASE WHEN q.resource = 'gpu' THEN allocation_unhealthy_seconds(GREATEST(e.from_ts, h.h), LEAST(e.to_ts, h.h + interval '1 hour'), e.unhealthy_since, e.unhealthy_until) ELSE 0 END)
 FROM ended e
 CROSS JOIN LATERAL (VALUES
     ('gpu'::text, e.model, CASE WHEN e.device_id IS NULL THEN 0 ELSE 1 END::bigint),
@@ -124,7 +126,8 @@ GROUP BY e.lease_id, e.tenant_id, e.pool_id, q.resource, q.model, GREATEST(e.fro
 -- name: MeterHeldAllocations :execrows
 -- Meters allocations still held, at most lim of them, up to through (an hour boundary) or their
 -- lease's end if that comes first (the placer may not have expired the lease yet): one usage
--- record per lease, resource, model and UTC hour. Returns how many allocations it metered.
+-- record per lease, resource, model and UTC hour, with the GPU-seconds of it held on an unhealthy
+-- GPU (migration 0034). Returns how many allocations it metered.
 WITH held AS (
     SELECT a.id, a.metered_until AS from_ts, LEAST(sqlc.arg(through)::timestamptz, l.ends_at) AS to_ts
     FROM allocations a
@@ -139,11 +142,12 @@ WITH held AS (
     FROM held, pool_leases l
     WHERE a.id = held.id AND l.id = a.lease_id
     RETURNING a.lease_id, l.tenant_id, l.pool_id, a.device_id, a.model, a.cpus, a.memory_bytes,
-              held.from_ts, held.to_ts
+              held.from_ts, held.to_ts, a.unhealthy_since, a.unhealthy_until
 ), recorded AS (
-    INSERT INTO usage_records (lease_id, tenant_id, pool_id, resource, model, quantity, period_start, period_end)
+    INSERT INTO usage_records (lease_id, tenant_id, pool_id, resource, model, quantity, period_start, period_end, unhealthy_amount)
     SELECT e.lease_id, e.tenant_id, e.pool_id, q.resource, q.model, sum(q.quantity)::bigint,
-           GREATEST(e.from_ts, h.h), LEAST(e.to_ts, h.h + interval '1 hour')
+           GREATEST(e.from_ts, h.h), LEAST(e.to_ts, h.h + interval '1 hour'),
+           sum(CASE WHEN q.resource = 'gpu' THEN allocation_unhealthy_seconds(GREATEST(e.from_ts, h.h), LEAST(e.to_ts, h.h + interval '1 hour'), e.unhealthy_since, e.unhealthy_until) ELSE 0 END)
     FROM metered e
     CROSS JOIN LATERAL (VALUES
         ('gpu'::text, e.model, CASE WHEN e.device_id IS NULL THEN 0 ELSE 1 END::bigint),

@@ -95,3 +95,19 @@ WHERE id = sqlc.arg(id);
 SELECT node_id::text AS key FROM node_gpu_health WHERE quarantined OR reasons <> '[]'::jsonb
 UNION
 SELECT DISTINCT d.node_id::text FROM devices d WHERE d.kind = 'gpu' AND (d.health <> 'healthy' OR NOT d.present);
+
+-- name: MarkAllocationUnhealthy :exec
+-- Keeps the unhealthy span of the allocation that holds GPU device_id now, for metering
+-- (migration 0034): when the GPU becomes unhealthy (unhealthy true) the span opens at at, or, when
+-- the last span was not metered to its end yet, that span goes on (the two merge); when it becomes
+-- healthy or degraded again, an open span closes at at.
+UPDATE allocations a
+SET unhealthy_since = CASE
+        WHEN NOT sqlc.arg(unhealthy)::boolean THEN a.unhealthy_since
+        WHEN a.unhealthy_since IS NOT NULL AND (a.unhealthy_until IS NULL OR a.unhealthy_until > a.metered_until) THEN a.unhealthy_since
+        ELSE GREATEST(a.started_at, sqlc.arg(at)::timestamptz) END,
+    unhealthy_until = CASE
+        WHEN sqlc.arg(unhealthy)::boolean THEN NULL
+        ELSE GREATEST(a.unhealthy_since, sqlc.arg(at)::timestamptz) END
+WHERE a.device_id = sqlc.arg(device_id) AND a.ended_at IS NULL
+  AND (sqlc.arg(unhealthy)::boolean OR (a.unhealthy_since IS NOT NULL AND a.unhealthy_until IS NULL));

@@ -1,5 +1,6 @@
 -- Usage: hourly totals from the metering records (capacity.sql writes the records), and what the
--- API reads. Amounts are quantity-seconds (GPU-seconds, CPU-seconds, MiB-seconds), exact.
+-- API reads. Amounts are quantity-seconds (GPU-seconds, CPU-seconds, MiB-seconds), exact; an
+-- unhealthy_amount is the part of an amount held on an unhealthy GPU (migration 0034).
 
 -- name: AggregateUsage :one
 -- Adds up to lim unaggregated records into usage_hourly and marks them; returns how many.
@@ -11,15 +12,15 @@ WITH batch AS (
     WHERE u.id = batch.id
     RETURNING u.tenant_id, u.pool_id, u.resource, u.model,
               date_bin('1 hour', u.period_start, '2000-01-01 00:00:00+00') AS hour,
-              u.quantity * EXTRACT(EPOCH FROM u.period_end - u.period_start) AS amount
+              u.quantity * EXTRACT(EPOCH FROM u.period_end - u.period_start) AS amount, u.unhealthy_amount
 ), summed AS (
-    INSERT INTO usage_hourly (tenant_id, hour, pool_id, resource, model, amount, records)
-    SELECT m.tenant_id, m.hour, m.pool_id, m.resource, m.model, sum(m.amount), count(*)
+    INSERT INTO usage_hourly (tenant_id, hour, pool_id, resource, model, amount, unhealthy_amount, records)
+    SELECT m.tenant_id, m.hour, m.pool_id, m.resource, m.model, sum(m.amount), sum(m.unhealthy_amount), count(*)
     FROM marked m
     GROUP BY m.tenant_id, m.hour, m.pool_id, m.resource, m.model
     ON CONFLICT (tenant_id, hour, pool_id, resource, model) DO UPDATE
-    SET amount = usage_hourly.amount + excluded.amount, records = usage_hourly.records + excluded.records,
-        updated_at = now()
+    SET amount = usage_hourly.amount + excluded.amount, unhealthy_amount = usage_hourly.unhealthy_amount + excluded.unhealthy_amount,
+        records = usage_hourly.records + excluded.records, updated_at = now()
     RETURNING 1
 )
 SELECT count(*)::bigint AS records FROM marked;
@@ -33,7 +34,7 @@ WHERE NOT aggregated;
 
 -- name: QueryUsageHourly :many
 -- The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
-SELECT hour, pool_id, resource, model, amount::float8 AS amount
+SELECT hour, pool_id, resource, model, amount::float8 AS amount, unhealthy_amount::float8 AS unhealthy_amount
 FROM usage_hourly
 WHERE tenant_id = sqlc.arg(tenant_id) AND hour >= sqlc.arg(starts_at)::timestamptz AND hour < sqlc.arg(ends_at)::timestamptz
   AND (sqlc.narg(pool_id)::uuid IS NULL OR pool_id = sqlc.narg(pool_id))
@@ -43,7 +44,7 @@ LIMIT sqlc.arg(lim);
 -- name: QueryUsageTotals :many
 -- The caller's tenant's own leases' usage, in whichever pools (its own or granted ones); at most
 -- lim rows.
-SELECT pool_id, resource, model, sum(amount)::float8 AS amount
+SELECT pool_id, resource, model, sum(amount)::float8 AS amount, sum(unhealthy_amount)::float8 AS unhealthy_amount
 FROM usage_hourly
 WHERE tenant_id = sqlc.arg(tenant_id) AND hour >= sqlc.arg(starts_at)::timestamptz AND hour < sqlc.arg(ends_at)::timestamptz
   AND (sqlc.narg(pool_id)::uuid IS NULL OR pool_id = sqlc.narg(pool_id))
@@ -54,7 +55,8 @@ LIMIT sqlc.arg(lim);
 -- name: QueryOwnedPoolsUsageHourly :many
 -- Every tenant's usage in the pools the caller's tenant owns: joined with pools by the caller's
 -- tenant, so the usage of a pool deleted since is no longer read this way.
-SELECT u.hour, u.tenant_id, u.pool_id, u.resource, u.model, u.amount::float8 AS amount
+SELECT u.hour, u.tenant_id, u.pool_id, u.resource, u.model, u.amount::float8 AS amount,
+       u.unhealthy_amount::float8 AS unhealthy_amount
 FROM usage_hourly u
 JOIN pools p ON p.id = u.pool_id AND p.tenant_id = sqlc.arg(tenant_id)
 WHERE u.hour >= sqlc.arg(starts_at)::timestamptz AND u.hour < sqlc.arg(ends_at)::timestamptz
@@ -64,7 +66,8 @@ LIMIT sqlc.arg(lim);
 
 -- name: QueryOwnedPoolsUsageTotals :many
 -- Every tenant's usage in the pools the caller's tenant owns, as QueryOwnedPoolsUsageHourly.
-SELECT u.tenant_id, u.pool_id, u.resource, u.model, sum(u.amount)::float8 AS amount
+SELECT u.tenant_id, u.pool_id, u.resource, u.model, sum(u.amount)::float8 AS amount,
+       sum(u.unhealthy_amount)::float8 AS unhealthy_amount
 FROM usage_hourly u
 JOIN pools p ON p.id = u.pool_id AND p.tenant_id = sqlc.arg(tenant_id)
 WHERE u.hour >= sqlc.arg(starts_at)::timestamptz AND u.hour < sqlc.arg(ends_at)::timestamptz
@@ -89,13 +92,13 @@ SELECT count(*)::bigint AS n FROM (
 
 -- name: ExportUsage :many
 -- The caller's tenant's own usage for an export: one row per tenant, pool, resource and model
--- over the period, with the exact sum of the amounts as numeric text (the handler converts it
--- to hours without a float), at most lim rows in export order after the key (a page; from the
+-- over the period, with the exact sums of the amounts and of their unhealthy parts as numeric
+-- text (the handler converts them to hours without a float), at most lim rows in export order after the key (a page; from the
 -- first row without one). The pool's name is read by the
 -- pool id of the tenant's own usage (the pool may be another tenant's, granted to it); empty
 -- when the pool was deleted since.
 SELECT u.tenant_id, u.pool_id, COALESCE(p.name, '')::text AS pool_name, u.resource, u.model,
-       sum(u.amount)::text AS amount
+       sum(u.amount)::text AS amount, sum(u.unhealthy_amount)::text AS unhealthy_amount
 FROM usage_hourly u
 LEFT JOIN pools p ON p.id = u.pool_id
 WHERE u.tenant_id = sqlc.arg(tenant_id) AND u.hour >= sqlc.arg(starts_at)::timestamptz AND u.hour < sqlc.arg(ends_at)::timestamptz
@@ -124,7 +127,8 @@ SELECT count(*)::bigint AS n FROM (
 -- name: ExportOwnedPoolsUsage :many
 -- Every tenant's usage in the pools the caller's tenant owns for an export, as ExportUsage and
 -- QueryOwnedPoolsUsageHourly.
-SELECT u.tenant_id, u.pool_id, p.name AS pool_name, u.resource, u.model, sum(u.amount)::text AS amount
+SELECT u.tenant_id, u.pool_id, p.name AS pool_name, u.resource, u.model, sum(u.amount)::text AS amount,
+       sum(u.unhealthy_amount)::text AS unhealthy_amount
 FROM usage_hourly u
 JOIN pools p ON p.id = u.pool_id AND p.tenant_id = sqlc.arg(tenant_id)
 WHERE u.hour >= sqlc.arg(starts_at)::timestamptz AND u.hour < sqlc.arg(ends_at)::timestamptz

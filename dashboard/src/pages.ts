@@ -588,11 +588,16 @@ const SCOPES: [usagev1.Scope, string][] = [
   [usagev1.Scope.OWNED_POOLS, "usage in my pools by tenant"],
 ];
 
-/** An amount of usage/query (GPU-, CPU- or MiB-seconds) in hours, with its unit. */
+/**
+ * An amount of usage/query (GPU-, CPU- or MiB-seconds) in hours, with its unit, and the part of
+ * it held on an unhealthy GPU (to be credited) when there is one.
+ */
 function usageAmount(u: usagev1.Usage): string {
-  const hours = u.resource === "memory" ? u.amount / 1024 / 3600 : u.amount / 3600;
+  const perHour = u.resource === "memory" ? 1024 * 3600 : 3600;
+  const fmt = (amount: number) => (amount / perHour).toLocaleString(undefined, { maximumFractionDigits: 2 });
   const unit = u.resource === "gpu" ? "GPU-hours" : u.resource === "cpu" ? "CPU-hours" : u.resource === "memory" ? "GiB-hours" : `${u.resource}-hours`;
-  return `${hours.toLocaleString(undefined, { maximumFractionDigits: 2 })} ${unit}`;
+  const unhealthy = u.unhealthyAmount > 0 ? ` (${fmt(u.unhealthyAmount)} on unhealthy GPUs)` : "";
+  return `${fmt(u.amount)} ${unit}${unhealthy}`;
 }
 
 function utcHour(ms: number): string {

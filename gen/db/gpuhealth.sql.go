@@ -243,6 +243,34 @@ func (q *Queries) LockGPUHealthDevices(ctx context.Context, nodeID uuid.UUID) ([
 	return items, nil
 }
 
+const markAllocationUnhealthy = `-- name: MarkAllocationUnhealthy :exec
+UPDATE allocations a
+SET unhealthy_since = CASE
+        WHEN NOT $1::boolean THEN a.unhealthy_since
+        WHEN a.unhealthy_since IS NOT NULL AND (a.unhealthy_until IS NULL OR a.unhealthy_until > a.metered_until) THEN a.unhealthy_since
+        ELSE GREATEST(a.started_at, $2::timestamptz) END,
+    unhealthy_until = CASE
+        WHEN $1::boolean THEN NULL
+        ELSE GREATEST(a.unhealthy_since, $2::timestamptz) END
+WHERE a.device_id = $3 AND a.ended_at IS NULL
+  AND ($1::boolean OR (a.unhealthy_since IS NOT NULL AND a.unhealthy_until IS NULL))
+`
+
+type MarkAllocationUnhealthyParams struct {
+	Unhealthy bool
+	At        time.Time
+	DeviceID  *int64
+}
+
+// Keeps the unhealthy span of the allocation that holds GPU device_id now, for metering
+// (migration 0034): when the GPU becomes unhealthy (unhealthy true) the span opens at at, or, when
+// the last span was not metered to its end yet, that span goes on (the two merge); when it becomes
+// healthy or degraded again, an open span closes at at.
+func (q *Queries) MarkAllocationUnhealthy(ctx context.Context, arg MarkAllocationUnhealthyParams) error {
+	_, err := q.db.Exec(ctx, markAllocationUnhealthy, arg.Unhealthy, arg.At, arg.DeviceID)
+	return err
+}
+
 const recordGPUHealth = `-- name: RecordGPUHealth :one
 
 WITH up AS (

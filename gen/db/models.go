@@ -434,16 +434,18 @@ func AllWorkflowStepValues() []WorkflowStep {
 }
 
 type Allocation struct {
-	ID           int64
-	LeaseID      uuid.UUID
-	NodeID       uuid.UUID
-	DeviceID     *int64
-	Model        string
-	Cpus         int32
-	MemoryBytes  int64
-	StartedAt    time.Time
-	EndedAt      *time.Time
-	MeteredUntil time.Time
+	ID             int64
+	LeaseID        uuid.UUID
+	NodeID         uuid.UUID
+	DeviceID       *int64
+	Model          string
+	Cpus           int32
+	MemoryBytes    int64
+	StartedAt      time.Time
+	EndedAt        *time.Time
+	MeteredUntil   time.Time
+	UnhealthySince *time.Time
+	UnhealthyUntil *time.Time
 }
 
 type ApiKey struct {
@@ -927,28 +929,30 @@ type Tunnel struct {
 }
 
 type UsageHourly struct {
-	TenantID  uuid.UUID
-	Hour      time.Time
-	PoolID    uuid.UUID
-	Resource  string
-	Model     string
-	Amount    pgtype.Numeric
-	Records   int64
-	UpdatedAt time.Time
+	TenantID        uuid.UUID
+	Hour            time.Time
+	PoolID          uuid.UUID
+	Resource        string
+	Model           string
+	Amount          pgtype.Numeric
+	Records         int64
+	UpdatedAt       time.Time
+	UnhealthyAmount pgtype.Numeric
 }
 
 type UsageRecord struct {
-	ID          int64
-	LeaseID     uuid.UUID
-	TenantID    uuid.UUID
-	PoolID      uuid.UUID
-	Resource    string
-	Model       string
-	Quantity    int64
-	PeriodStart time.Time
-	PeriodEnd   time.Time
-	Aggregated  bool
-	CreatedAt   time.Time
+	ID              int64
+	LeaseID         uuid.UUID
+	TenantID        uuid.UUID
+	PoolID          uuid.UUID
+	Resource        string
+	Model           string
+	Quantity        int64
+	PeriodStart     time.Time
+	PeriodEnd       time.Time
+	Aggregated      bool
+	CreatedAt       time.Time
+	UnhealthyAmount pgtype.Numeric
 }
 
 type Webhook struct {

@@ -41,7 +41,8 @@ type Querier interface {
 	// transaction. No row: the sink's cursor was deleted (its webhook was).
 	AdvanceSinkCursor(ctx context.Context, arg AdvanceSinkCursorParams) (int64, error)
 	// Usage: hourly totals from the metering records (capacity.sql writes the records), and what the
-	// API reads. Amounts are quantity-seconds (GPU-seconds, CPU-seconds, MiB-seconds), exact.
+	// API reads. Amounts are quantity-seconds (GPU-seconds, CPU-seconds, MiB-seconds), exact; an
+	// unhealthy_amount is the part of an amount held on an unhealthy GPU (migration 0034).
 	// Adds up to lim unaggregated records into usage_hourly and marks them; returns how many.
 	AggregateUsage(ctx context.Context, lim int32) (int64, error)
 	// Resolves a key id to its principal, tenant and roles in one round trip.
@@ -248,7 +249,8 @@ type Querier interface {
 	// end of their grace period.
 	DuePoolLeases(ctx context.Context, arg DuePoolLeasesParams) ([]uuid.UUID, error)
 	// Ends the held allocations of leases that ended, at the lease's end, and meters them: one usage
-	// record per lease, resource, model and UTC hour, from where metering stopped to the end.
+	// record per lease, resource, model and UTC hour, from where metering stopped to the end, with
+	// the GPU-seconds of it held on an unhealthy GPU (migration 0034).
 	EndAllocations(ctx context.Context, leaseIds []uuid.UUID) error
 	// authMethods/delete: ends the method's sessions that had not ended, and counts them.
 	// The method is found in the caller's tenant; its sessions may be in tenants below it (rules of
@@ -296,8 +298,8 @@ type Querier interface {
 	// QueryOwnedPoolsUsageHourly.
 	ExportOwnedPoolsUsage(ctx context.Context, arg ExportOwnedPoolsUsageParams) ([]ExportOwnedPoolsUsageRow, error)
 	// The caller's tenant's own usage for an export: one row per tenant, pool, resource and model
-	// over the period, with the exact sum of the amounts as numeric text (the handler converts it
-	// to hours without a float), at most lim rows in export order after the key (a page; from the
+	// over the period, with the exact sums of the amounts and of their unhealthy parts as numeric
+	// text (the handler converts them to hours without a float), at most lim rows in export order after the key (a page; from the
 	// first row without one). The pool's name is read by the
 	// pool id of the tenant's own usage (the pool may be another tenant's, granted to it); empty
 	// when the pool was deleted since.
@@ -581,6 +583,11 @@ type Querier interface {
 	// the key share of inserts into workflow_nodes free, so adding nodes never waits for a run.
 	LockWorkflow(ctx context.Context, id uuid.UUID) (Workflow, error)
 	LockWorkflowOfTenant(ctx context.Context, arg LockWorkflowOfTenantParams) (Workflow, error)
+	// Keeps the unhealthy span of the allocation that holds GPU device_id now, for metering
+	// (migration 0034): when the GPU becomes unhealthy (unhealthy true) the span opens at at, or, when
+	// the last span was not metered to its end yet, that span goes on (the two merge); when it becomes
+	// healthy or degraded again, an open span closes at at.
+	MarkAllocationUnhealthy(ctx context.Context, arg MarkAllocationUnhealthyParams) error
 	// pending -> sent, for the commands of one node about to go out on its session; returns those
 	// that moved (the others were cancelled, expired or sent by someone else meanwhile).
 	MarkCommandsSent(ctx context.Context, arg MarkCommandsSentParams) ([]Command, error)
@@ -608,7 +615,8 @@ type Querier interface {
 	MarkWebhookHealthy(ctx context.Context, arg MarkWebhookHealthyParams) (int64, error)
 	// Meters allocations still held, at most lim of them, up to through (an hour boundary) or their
 	// lease's end if that comes first (the placer may not have expired the lease yet): one usage
-	// record per lease, resource, model and UTC hour. Returns how many allocations it metered.
+	// record per lease, resource, model and UTC hour, with the GPU-seconds of it held on an unhealthy
+	// GPU (migration 0034). Returns how many allocations it metered.
 	MeterHeldAllocations(ctx context.Context, arg MeterHeldAllocationsParams) (int64, error)
 	// The tenants a method's identities are in: its own, and below it for the root tenant's.
 	MethodIdentityTenants(ctx context.Context, authMethodID uuid.UUID) ([]uuid.UUID, error)

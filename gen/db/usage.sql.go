@@ -22,22 +22,23 @@ WITH batch AS (
     WHERE u.id = batch.id
     RETURNING u.tenant_id, u.pool_id, u.resource, u.model,
               date_bin('1 hour', u.period_start, '2000-01-01 00:00:00+00') AS hour,
-              u.quantity * EXTRACT(EPOCH FROM u.period_end - u.period_start) AS amount
+              u.quantity * EXTRACT(EPOCH FROM u.period_end - u.period_start) AS amount, u.unhealthy_amount
 ), summed AS (
-    INSERT INTO usage_hourly (tenant_id, hour, pool_id, resource, model, amount, records)
-    SELECT m.tenant_id, m.hour, m.pool_id, m.resource, m.model, sum(m.amount), count(*)
+    INSERT INTO usage_hourly (tenant_id, hour, pool_id, resource, model, amount, unhealthy_amount, records)
+    SELECT m.tenant_id, m.hour, m.pool_id, m.resource, m.model, sum(m.amount), sum(m.unhealthy_amount), count(*)
     FROM marked m
     GROUP BY m.tenant_id, m.hour, m.pool_id, m.resource, m.model
     ON CONFLICT (tenant_id, hour, pool_id, resource, model) DO UPDATE
-    SET amount = usage_hourly.amount + excluded.amount, records = usage_hourly.records + excluded.records,
-        updated_at = now()
+    SET amount = usage_hourly.amount + excluded.amount, unhealthy_amount = usage_hourly.unhealthy_amount + excluded.unhealthy_amount,
+        records = usage_hourly.records + excluded.records, updated_at = now()
     RETURNING 1
 )
 SELECT count(*)::bigint AS records FROM marked
 `
 
 // Usage: hourly totals from the metering records (capacity.sql writes the records), and what the
-// API reads. Amounts are quantity-seconds (GPU-seconds, CPU-seconds, MiB-seconds), exact.
+// API reads. Amounts are quantity-seconds (GPU-seconds, CPU-seconds, MiB-seconds), exact; an
+// unhealthy_amount is the part of an amount held on an unhealthy GPU (migration 0034).
 // Adds up to lim unaggregated records into usage_hourly and marks them; returns how many.
 func (q *Queries) AggregateUsage(ctx context.Context, lim int32) (int64, error) {
 	row := q.db.QueryRow(ctx, aggregateUsage, lim)
@@ -136,7 +137,8 @@ func (q *Queries) CountExportUsage(ctx context.Context, arg CountExportUsagePara
 }
 
 const exportOwnedPoolsUsage = `-- name: ExportOwnedPoolsUsage :many
-SELECT u.tenant_id, u.pool_id, p.name AS pool_name, u.resource, u.model, sum(u.amount)::text AS amount
+SELECT u.tenant_id, u.pool_id, p.name AS pool_name, u.resource, u.model, sum(u.amount)::text AS amount,
+       sum(u.unhealthy_amount)::text AS unhealthy_amount
 FROM usage_hourly u
 JOIN pools p ON p.id = u.pool_id AND p.tenant_id = $1
 WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
@@ -161,12 +163,13 @@ type ExportOwnedPoolsUsageParams struct {
 }
 
 type ExportOwnedPoolsUsageRow struct {
-	TenantID uuid.UUID
-	PoolID   uuid.UUID
-	PoolName string
-	Resource string
-	Model    string
-	Amount   string
+	TenantID        uuid.UUID
+	PoolID          uuid.UUID
+	PoolName        string
+	Resource        string
+	Model           string
+	Amount          string
+	UnhealthyAmount string
 }
 
 // Every tenant's usage in the pools the caller's tenant owns for an export, as ExportUsage and
@@ -197,6 +200,7 @@ func (q *Queries) ExportOwnedPoolsUsage(ctx context.Context, arg ExportOwnedPool
 			&i.Resource,
 			&i.Model,
 			&i.Amount,
+			&i.UnhealthyAmount,
 		); err != nil {
 			return nil, err
 		}
@@ -210,7 +214,7 @@ func (q *Queries) ExportOwnedPoolsUsage(ctx context.Context, arg ExportOwnedPool
 
 const exportUsage = `-- name: ExportUsage :many
 SELECT u.tenant_id, u.pool_id, COALESCE(p.name, '')::text AS pool_name, u.resource, u.model,
-       sum(u.amount)::text AS amount
+       sum(u.amount)::text AS amount, sum(u.unhealthy_amount)::text AS unhealthy_amount
 FROM usage_hourly u
 LEFT JOIN pools p ON p.id = u.pool_id
 WHERE u.tenant_id = $1 AND u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
@@ -235,17 +239,18 @@ type ExportUsageParams struct {
 }
 
 type ExportUsageRow struct {
-	TenantID uuid.UUID
-	PoolID   uuid.UUID
-	PoolName string
-	Resource string
-	Model    string
-	Amount   string
+	TenantID        uuid.UUID
+	PoolID          uuid.UUID
+	PoolName        string
+	Resource        string
+	Model           string
+	Amount          string
+	UnhealthyAmount string
 }
 
 // The caller's tenant's own usage for an export: one row per tenant, pool, resource and model
-// over the period, with the exact sum of the amounts as numeric text (the handler converts it
-// to hours without a float), at most lim rows in export order after the key (a page; from the
+// over the period, with the exact sums of the amounts and of their unhealthy parts as numeric
+// text (the handler converts them to hours without a float), at most lim rows in export order after the key (a page; from the
 // first row without one). The pool's name is read by the
 // pool id of the tenant's own usage (the pool may be another tenant's, granted to it); empty
 // when the pool was deleted since.
@@ -275,6 +280,7 @@ func (q *Queries) ExportUsage(ctx context.Context, arg ExportUsageParams) ([]Exp
 			&i.Resource,
 			&i.Model,
 			&i.Amount,
+			&i.UnhealthyAmount,
 		); err != nil {
 			return nil, err
 		}
@@ -287,7 +293,8 @@ func (q *Queries) ExportUsage(ctx context.Context, arg ExportUsageParams) ([]Exp
 }
 
 const queryOwnedPoolsUsageHourly = `-- name: QueryOwnedPoolsUsageHourly :many
-SELECT u.hour, u.tenant_id, u.pool_id, u.resource, u.model, u.amount::float8 AS amount
+SELECT u.hour, u.tenant_id, u.pool_id, u.resource, u.model, u.amount::float8 AS amount,
+       u.unhealthy_amount::float8 AS unhealthy_amount
 FROM usage_hourly u
 JOIN pools p ON p.id = u.pool_id AND p.tenant_id = $1
 WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
@@ -305,12 +312,13 @@ type QueryOwnedPoolsUsageHourlyParams struct {
 }
 
 type QueryOwnedPoolsUsageHourlyRow struct {
-	Hour     time.Time
-	TenantID uuid.UUID
-	PoolID   uuid.UUID
-	Resource string
-	Model    string
-	Amount   float64
+	Hour            time.Time
+	TenantID        uuid.UUID
+	PoolID          uuid.UUID
+	Resource        string
+	Model           string
+	Amount          float64
+	UnhealthyAmount float64
 }
 
 // Every tenant's usage in the pools the caller's tenant owns: joined with pools by the caller's
@@ -337,6 +345,7 @@ func (q *Queries) QueryOwnedPoolsUsageHourly(ctx context.Context, arg QueryOwned
 			&i.Resource,
 			&i.Model,
 			&i.Amount,
+			&i.UnhealthyAmount,
 		); err != nil {
 			return nil, err
 		}
@@ -349,7 +358,8 @@ func (q *Queries) QueryOwnedPoolsUsageHourly(ctx context.Context, arg QueryOwned
 }
 
 const queryOwnedPoolsUsageTotals = `-- name: QueryOwnedPoolsUsageTotals :many
-SELECT u.tenant_id, u.pool_id, u.resource, u.model, sum(u.amount)::float8 AS amount
+SELECT u.tenant_id, u.pool_id, u.resource, u.model, sum(u.amount)::float8 AS amount,
+       sum(u.unhealthy_amount)::float8 AS unhealthy_amount
 FROM usage_hourly u
 JOIN pools p ON p.id = u.pool_id AND p.tenant_id = $1
 WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
@@ -368,11 +378,12 @@ type QueryOwnedPoolsUsageTotalsParams struct {
 }
 
 type QueryOwnedPoolsUsageTotalsRow struct {
-	TenantID uuid.UUID
-	PoolID   uuid.UUID
-	Resource string
-	Model    string
-	Amount   float64
+	TenantID        uuid.UUID
+	PoolID          uuid.UUID
+	Resource        string
+	Model           string
+	Amount          float64
+	UnhealthyAmount float64
 }
 
 // Every tenant's usage in the pools the caller's tenant owns, as QueryOwnedPoolsUsageHourly.
@@ -397,6 +408,7 @@ func (q *Queries) QueryOwnedPoolsUsageTotals(ctx context.Context, arg QueryOwned
 			&i.Resource,
 			&i.Model,
 			&i.Amount,
+			&i.UnhealthyAmount,
 		); err != nil {
 			return nil, err
 		}
@@ -409,7 +421,7 @@ func (q *Queries) QueryOwnedPoolsUsageTotals(ctx context.Context, arg QueryOwned
 }
 
 const queryUsageHourly = `-- name: QueryUsageHourly :many
-SELECT hour, pool_id, resource, model, amount::float8 AS amount
+SELECT hour, pool_id, resource, model, amount::float8 AS amount, unhealthy_amount::float8 AS unhealthy_amount
 FROM usage_hourly
 WHERE tenant_id = $1 AND hour >= $2::timestamptz AND hour < $3::timestamptz
   AND ($4::uuid IS NULL OR pool_id = $4)
@@ -426,11 +438,12 @@ type QueryUsageHourlyParams struct {
 }
 
 type QueryUsageHourlyRow struct {
-	Hour     time.Time
-	PoolID   uuid.UUID
-	Resource string
-	Model    string
-	Amount   float64
+	Hour            time.Time
+	PoolID          uuid.UUID
+	Resource        string
+	Model           string
+	Amount          float64
+	UnhealthyAmount float64
 }
 
 // The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
@@ -455,6 +468,7 @@ func (q *Queries) QueryUsageHourly(ctx context.Context, arg QueryUsageHourlyPara
 			&i.Resource,
 			&i.Model,
 			&i.Amount,
+			&i.UnhealthyAmount,
 		); err != nil {
 			return nil, err
 		}
@@ -467,7 +481,7 @@ func (q *Queries) QueryUsageHourly(ctx context.Context, arg QueryUsageHourlyPara
 }
 
 const queryUsageTotals = `-- name: QueryUsageTotals :many
-SELECT pool_id, resource, model, sum(amount)::float8 AS amount
+SELECT pool_id, resource, model, sum(amount)::float8 AS amount, sum(unhealthy_amount)::float8 AS unhealthy_amount
 FROM usage_hourly
 WHERE tenant_id = $1 AND hour >= $2::timestamptz AND hour < $3::timestamptz
   AND ($4::uuid IS NULL OR pool_id = $4)
@@ -485,10 +499,11 @@ type QueryUsageTotalsParams struct {
 }
 
 type QueryUsageTotalsRow struct {
-	PoolID   uuid.UUID
-	Resource string
-	Model    string
-	Amount   float64
+	PoolID          uuid.UUID
+	Resource        string
+	Model           string
+	Amount          float64
+	UnhealthyAmount float64
 }
 
 // The caller's tenant's own leases' usage, in whichever pools (its own or granted ones); at most
@@ -513,6 +528,7 @@ func (q *Queries) QueryUsageTotals(ctx context.Context, arg QueryUsageTotalsPara
 			&i.Resource,
 			&i.Model,
 			&i.Amount,
+			&i.UnhealthyAmount,
 		); err != nil {
 			return nil, err
 		}

@@ -233,6 +233,9 @@ func (n *node) apply(ctx context.Context, q *db.Queries, pools nodePools, now ti
 		if from == res.Health {
 			continue // the reasons changed, not the health: no history, no event
 		}
+		if err := markUsage(ctx, q, d, res.Health, now); err != nil {
+			return out, err
+		}
 		out.Changed++
 		if err := q.InsertGPUHealthChange(ctx, db.InsertGPUHealthChangeParams{
 			TenantID: n.row.TenantID, DeviceID: d.ID, FromHealth: string(from), ToHealth: string(res.Health), Reasons: reasons, PrincipalID: actor,

@@ -35,7 +35,7 @@ const (
 )
 
 // csvHeader is the first line of a CSV export, in the order of exportRow's fields.
-var csvHeader = []string{"period_start", "period_end", "tenant_id", "pool_id", "pool_name", "resource", "model", "quantity", "unit"}
+var csvHeader = []string{"period_start", "period_end", "tenant_id", "pool_id", "pool_name", "resource", "model", "quantity", "unit", "unhealthy_quantity"}
 
 // exportRow is one line of an export: what a tenant used of one resource (and GPU model) of one
 // pool over the period, in hours. Its JSON is a JSONL line.
@@ -51,12 +51,16 @@ type exportRow struct {
 	// Quantity is a decimal with 6 digits after the point, a JSON number.
 	Quantity json.Number `json:"quantity"`
 	Unit     string      `json:"unit"`
+	// UnhealthyQuantity is the part of Quantity held on a GPU while the GPU was unhealthy, in
+	// the same unit and with as many decimals: what a credit is computed from. Last, so that a
+	// reader of the columns before it by position reads them as before.
+	UnhealthyQuantity json.Number `json:"unhealthyQuantity"`
 	// key is the row's place in the export order, for the next page's token.
 	key *exportKey
 }
 
 func (r exportRow) csv() []string {
-	return []string{r.PeriodStart, r.PeriodEnd, r.TenantID, r.PoolID, r.PoolName, r.Resource, r.Model, r.Quantity.String(), r.Unit}
+	return []string{r.PeriodStart, r.PeriodEnd, r.TenantID, r.PoolID, r.PoolName, r.Resource, r.Model, r.Quantity.String(), r.Unit, r.UnhealthyQuantity.String()}
 }
 
 // exportKey is the export order's key of a row, which a page token holds: the last row of the
@@ -81,7 +85,9 @@ var units = map[string]struct {
 
 // Export returns a page of a period's usage, encoded for a billing system: one row per tenant,
 // pool, resource and model, in the order of those, with the quantity in hours (GPU-hours,
-// CPU-hours, GiB-hours) rounded to 6 decimals, half away from zero, from the exact amounts. It
+// CPU-hours, GiB-hours) rounded to 6 decimals, half away from zero, from the exact amounts, and
+// the part of it held on an unhealthy GPU (unhealthy_quantity), in the same unit, rounded the
+// same way. It
 // reads the same usage as Query with the same scope (see Query for what each scope covers:
 // usage of a deleted pool is not in the owned-pools scope, and has an empty pool name in the
 // default one).
@@ -207,9 +213,13 @@ func (s *Service) exportRows(ctx context.Context, q *db.Queries, tenant uuid.UUI
 		if err != nil {
 			return nil, fmt.Errorf("usage of pool %s: %w", u.PoolID, err)
 		}
+		unhealthy, err := hours(u.UnhealthyAmount, unit.perUnit)
+		if err != nil {
+			return nil, fmt.Errorf("unhealthy usage of pool %s: %w", u.PoolID, err)
+		}
 		rows = append(rows, exportRow{
 			PeriodStart: start, PeriodEnd: end, TenantID: u.TenantID.String(), PoolID: u.PoolID.String(), PoolName: u.PoolName,
-			Resource: u.Resource, Model: u.Model, Quantity: json.Number(quantity), Unit: unit.name,
+			Resource: u.Resource, Model: u.Model, Quantity: json.Number(quantity), Unit: unit.name, UnhealthyQuantity: json.Number(unhealthy),
 			key: &exportKey{Tenant: u.TenantID, Pool: u.PoolID, Resource: u.Resource, Model: u.Model},
 		})
 	}

@@ -3,6 +3,7 @@
 // tenant reads its own leases' usage, in whichever pools it leased from; with the owned-pools
 // scope, a pool's owner reads every tenant's usage of its pools, by tenant, to charge grantees
 // back. Query returns amounts in quantity-seconds; Export returns hours, for billing systems.
+// Both carry the part of the GPU usage held on a GPU while it was unhealthy, for credits.
 package usage
 
 import (
@@ -136,7 +137,7 @@ func ownUsage(ctx context.Context, q *db.Queries, tenant uuid.UUID, f filter, ho
 	}
 	for _, t := range totals {
 		res.Totals = append(res.Totals, &usagev1.Usage{
-			TenantId: tenant.String(), PoolId: t.PoolID.String(), Resource: t.Resource, Model: t.Model, Amount: t.Amount,
+			TenantId: tenant.String(), PoolId: t.PoolID.String(), Resource: t.Resource, Model: t.Model, Amount: t.Amount, UnhealthyAmount: t.UnhealthyAmount,
 		})
 	}
 	if !hourly {
@@ -149,7 +150,7 @@ func ownUsage(ctx context.Context, q *db.Queries, tenant uuid.UUID, f filter, ho
 	for _, h := range hours {
 		res.Hours = append(res.Hours, &usagev1.Usage{
 			TenantId: tenant.String(), PoolId: h.PoolID.String(), Resource: h.Resource, Model: h.Model, Amount: h.Amount,
-			Hour: timestamppb.New(h.Hour),
+			UnhealthyAmount: h.UnhealthyAmount, Hour: timestamppb.New(h.Hour),
 		})
 	}
 	return nil
@@ -166,7 +167,7 @@ func ownedPoolsUsage(ctx context.Context, q *db.Queries, owner uuid.UUID, f filt
 	}
 	for _, t := range totals {
 		res.Totals = append(res.Totals, &usagev1.Usage{
-			TenantId: t.TenantID.String(), PoolId: t.PoolID.String(), Resource: t.Resource, Model: t.Model, Amount: t.Amount,
+			TenantId: t.TenantID.String(), PoolId: t.PoolID.String(), Resource: t.Resource, Model: t.Model, Amount: t.Amount, UnhealthyAmount: t.UnhealthyAmount,
 		})
 	}
 	if !hourly {
@@ -181,7 +182,7 @@ func ownedPoolsUsage(ctx context.Context, q *db.Queries, owner uuid.UUID, f filt
 	for _, h := range hours {
 		res.Hours = append(res.Hours, &usagev1.Usage{
 			TenantId: h.TenantID.String(), PoolId: h.PoolID.String(), Resource: h.Resource, Model: h.Model, Amount: h.Amount,
-			Hour: timestamppb.New(h.Hour),
+			UnhealthyAmount: h.UnhealthyAmount, Hour: timestamppb.New(h.Hour),
 		})
 	}
 	return nil

@@ -46,6 +46,7 @@ var (
 //
 //	owner  shared  gpu H100  3600 (h0)      owner  gone  cpu  3600 (h0)
 //	a      shared  gpu H100  7200 (h0)      a      gone  gpu H100  360 (h0)
+//	       (1800 of it on an unhealthy GPU)
 //	a      shared  cpu       36000 (h0)     a      a-own gpu A100  100 (h0)
 //	a      shared  memory    3686400 (h1)   b      shared gpu H100 0.0018 (h1), 99999 (after the period)
 //
@@ -81,7 +82,7 @@ func newSharing(t *testing.T) *sharing {
 	s.grant(t, s.gone, s.a)
 
 	s.use(t, s.owner, s.shared, h0, "gpu", "H100", "3600")
-	s.use(t, s.a, s.shared, h0, "gpu", "H100", "7200")
+	s.use(t, s.a, s.shared, h0, "gpu", "H100", "7200", "1800")
 	s.use(t, s.a, s.shared, h0, "cpu", "", "36000")
 	s.use(t, s.a, s.shared, h1, "memory", "", "3686400")
 	s.use(t, s.b, s.shared, h1, "gpu", "H100", "0.0018")
@@ -104,11 +105,16 @@ func (s *sharing) grant(t *testing.T, pool, grantee uuid.UUID) {
 	}
 }
 
-func (s *sharing) use(t *testing.T, tenant, pool uuid.UUID, hour time.Time, resource, model, amount string) {
+// use inserts an hour's usage; unhealthy, when given, is the part of it held on an unhealthy GPU.
+func (s *sharing) use(t *testing.T, tenant, pool uuid.UUID, hour time.Time, resource, model, amount string, unhealthy ...string) {
 	t.Helper()
+	sick := "0"
+	if len(unhealthy) > 0 {
+		sick = unhealthy[0]
+	}
 	if _, err := s.env.Pool.Exec(ctx, `
-		INSERT INTO usage_hourly (tenant_id, hour, pool_id, resource, model, amount, records)
-		VALUES ($1, $2, $3, $4, $5, $6::numeric, 1)`, tenant, hour, pool, resource, model, amount); err != nil {
+		INSERT INTO usage_hourly (tenant_id, hour, pool_id, resource, model, amount, unhealthy_amount, records)
+		VALUES ($1, $2, $3, $4, $5, $6::numeric, $7::numeric, 1)`, tenant, hour, pool, resource, model, amount, sick); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -126,10 +132,16 @@ func row(tenant, pool uuid.UUID, resource, model string, amount float64, hour ..
 	return r
 }
 
+// sick is row r with an unhealthy amount.
+func sick(r string, unhealthy float64) string { return fmt.Sprintf("%s unhealthy %v", r, unhealthy) }
+
 func rows(us []*usagev1.Usage) []string {
 	out := []string{}
 	for _, u := range us {
 		r := fmt.Sprintf("%s %s %s %q %v", u.GetTenantId(), u.GetPoolId(), u.GetResource(), u.GetModel(), u.GetAmount())
+		if u.GetUnhealthyAmount() != 0 {
+			r = sick(r, u.GetUnhealthyAmount())
+		}
 		if u.GetHour() != nil {
 			r = u.GetHour().AsTime().UTC().Format(time.RFC3339) + " " + r
 		}
@@ -187,7 +199,7 @@ func TestOwnerSeesGranteesUsageByTenant(t *testing.T) {
 	res := query(owner, owned, uuid.Nil)
 	ownerShared := []string{
 		row(s.owner, s.shared, "gpu", "H100", 3600),
-		row(s.a, s.shared, "gpu", "H100", 7200),
+		sick(row(s.a, s.shared, "gpu", "H100", 7200), 1800),
 		row(s.a, s.shared, "cpu", "", 36000),
 		row(s.a, s.shared, "memory", "", 3686400),
 		row(s.b, s.shared, "gpu", "H100", 0.0018),
@@ -195,7 +207,7 @@ func TestOwnerSeesGranteesUsageByTenant(t *testing.T) {
 	wantRows(t, "owner, owned pools", res.GetTotals(), ownerShared...)
 	wantRows(t, "owner, owned pools, hourly", res.GetHours(),
 		row(s.owner, s.shared, "gpu", "H100", 3600, h0),
-		row(s.a, s.shared, "gpu", "H100", 7200, h0),
+		sick(row(s.a, s.shared, "gpu", "H100", 7200, h0), 1800),
 		row(s.a, s.shared, "cpu", "", 36000, h0),
 		row(s.a, s.shared, "memory", "", 3686400, h1),
 		row(s.b, s.shared, "gpu", "H100", 0.0018, h1),
@@ -209,18 +221,18 @@ func TestOwnerSeesGranteesUsageByTenant(t *testing.T) {
 		row(s.owner, s.shared, "gpu", "H100", 3600), row(s.owner, s.gone, "cpu", "", 3600))
 	wantRows(t, "owner, own, shared", query(owner, own, s.shared).GetTotals(), row(s.owner, s.shared, "gpu", "H100", 3600))
 	aShared := []string{
-		row(s.a, s.shared, "gpu", "H100", 7200), row(s.a, s.shared, "cpu", "", 36000), row(s.a, s.shared, "memory", "", 3686400),
+		sick(row(s.a, s.shared, "gpu", "H100", 7200), 1800), row(s.a, s.shared, "cpu", "", 36000), row(s.a, s.shared, "memory", "", 3686400),
 	}
 	res = query(a, own, uuid.Nil)
 	wantRows(t, "a, own", res.GetTotals(), append(slices.Clone(aShared),
 		row(s.a, s.aOwn, "gpu", "A100", 100), row(s.a, s.gone, "gpu", "H100", 360))...)
 	wantRows(t, "a, own, hourly", res.GetHours(),
-		row(s.a, s.shared, "gpu", "H100", 7200, h0), row(s.a, s.shared, "cpu", "", 36000, h0), row(s.a, s.shared, "memory", "", 3686400, h1),
+		sick(row(s.a, s.shared, "gpu", "H100", 7200, h0), 1800), row(s.a, s.shared, "cpu", "", 36000, h0), row(s.a, s.shared, "memory", "", 3686400, h1),
 		row(s.a, s.aOwn, "gpu", "A100", 100, h0), row(s.a, s.gone, "gpu", "H100", 360, h0))
 	res = query(a, own, s.shared)
 	wantRows(t, "a, own, the owner's pool", res.GetTotals(), aShared...)
 	wantRows(t, "a, own, the owner's pool, hourly", res.GetHours(),
-		row(s.a, s.shared, "gpu", "H100", 7200, h0), row(s.a, s.shared, "cpu", "", 36000, h0), row(s.a, s.shared, "memory", "", 3686400, h1))
+		sick(row(s.a, s.shared, "gpu", "H100", 7200, h0), 1800), row(s.a, s.shared, "cpu", "", 36000, h0), row(s.a, s.shared, "memory", "", 3686400, h1))
 	wantRows(t, "b, own, the owner's pool", query(b, own, s.shared).GetTotals(), row(s.b, s.shared, "gpu", "H100", 0.0018))
 
 	// A grantee's owned pools are its own, not the ones granted to it.
@@ -234,9 +246,14 @@ func TestOwnerSeesGranteesUsageByTenant(t *testing.T) {
 	wantField(t, err, connect.CodeInvalidArgument, "scope")
 }
 
-// csvRecord is an export row as "tenant pool pool_name resource model quantity unit".
-func csvRecord(tenant, pool uuid.UUID, poolName, resource, model, quantity, unit string) []string {
-	return []string{tenant.String(), pool.String(), poolName, resource, model, quantity, unit}
+// csvRecord is an export row as "tenant pool pool_name resource model quantity unit
+// unhealthy_quantity"; the unhealthy quantity is 0.000000 unless given.
+func csvRecord(tenant, pool uuid.UUID, poolName, resource, model, quantity, unit string, unhealthy ...string) []string {
+	sick := "0.000000"
+	if len(unhealthy) > 0 {
+		sick = unhealthy[0]
+	}
+	return []string{tenant.String(), pool.String(), poolName, resource, model, quantity, unit, sick}
 }
 
 // wantExport compares an export's records (without the period columns, which it checks) with
@@ -245,7 +262,7 @@ func wantExport(t *testing.T, what string, got [][]string, want ...[]string) {
 	t.Helper()
 	var trimmed [][]string
 	for _, r := range got {
-		if len(r) != 9 || r[0] != "2031-03-01T00:00:00Z" || r[1] != "2031-03-02T00:00:00Z" {
+		if len(r) != 10 || r[0] != "2031-03-01T00:00:00Z" || r[1] != "2031-03-02T00:00:00Z" {
 			t.Errorf("%s: record %q", what, r)
 			continue
 		}
@@ -263,7 +280,8 @@ func wantExport(t *testing.T, what string, got [][]string, want ...[]string) {
 // TestExport reads exports back with encoding/csv and encoding/json: hours computed exactly
 // from the amounts (7200 GPU-seconds are 2 GPU-hours, 1 GiB for an hour is 3686400
 // MiB-seconds, half a millionth of an hour rounds up), the period on every row, the pool's name
-// (empty once deleted), and the same scopes as Query.
+// (empty once deleted), the GPU-hours held on an unhealthy GPU in the last column, and the same
+// scopes as Query.
 func TestExport(t *testing.T) {
 	t.Parallel()
 	s := newSharing(t)
@@ -280,12 +298,12 @@ func TestExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(records) == 0 || !slices.Equal(records[0], []string{"period_start", "period_end", "tenant_id", "pool_id", "pool_name", "resource", "model", "quantity", "unit"}) {
+	if len(records) == 0 || !slices.Equal(records[0], []string{"period_start", "period_end", "tenant_id", "pool_id", "pool_name", "resource", "model", "quantity", "unit", "unhealthy_quantity"}) {
 		t.Fatalf("header of %q", records)
 	}
 	wantExport(t, "owner, owned pools, csv", records[1:],
 		csvRecord(s.owner, s.shared, "shared", "gpu", "H100", "1.000000", "gpu-hours"),
-		csvRecord(s.a, s.shared, "shared", "gpu", "H100", "2.000000", "gpu-hours"),
+		csvRecord(s.a, s.shared, "shared", "gpu", "H100", "2.000000", "gpu-hours", "0.500000"),
 		csvRecord(s.a, s.shared, "shared", "cpu", "", "10.000000", "cpu-hours"),
 		csvRecord(s.a, s.shared, "shared", "memory", "", "1.000000", "gib-hours"),
 		csvRecord(s.b, s.shared, "shared", "gpu", "H100", "0.000001", "gpu-hours"),
@@ -298,7 +316,7 @@ func TestExport(t *testing.T) {
 	if res.GetContentType() != usage.ContentTypeJSONL || res.GetRows() != 5 {
 		t.Errorf("content type %q, %d rows", res.GetContentType(), res.GetRows())
 	}
-	keys := []string{"periodStart", "periodEnd", "tenantId", "poolId", "poolName", "resource", "model", "quantity", "unit"}
+	keys := []string{"periodStart", "periodEnd", "tenantId", "poolId", "poolName", "resource", "model", "quantity", "unit", "unhealthyQuantity"}
 	var got [][]string
 	dec := json.NewDecoder(bytes.NewReader(res.GetData()))
 	for {
@@ -314,11 +332,11 @@ func TestExport(t *testing.T) {
 		var r []string
 		for _, k := range keys {
 			var v string
-			if k == "quantity" {
+			if k == "quantity" || k == "unhealthyQuantity" {
 				// A JSON number, with its 6 decimals as written.
 				var n json.Number
 				if err := json.Unmarshal(obj[k], &n); err != nil || string(obj[k]) != n.String() {
-					t.Fatalf("quantity %s is not a JSON number: %v", obj[k], err)
+					t.Fatalf("%s %s is not a JSON number: %v", k, obj[k], err)
 				}
 				v = n.String()
 			} else if err := json.Unmarshal(obj[k], &v); err != nil {
@@ -332,7 +350,7 @@ func TestExport(t *testing.T) {
 		t.Errorf("%d lines in %q", n, res.GetData())
 	}
 	wantExport(t, "a, own, jsonl", got,
-		csvRecord(s.a, s.shared, "shared", "gpu", "H100", "2.000000", "gpu-hours"),
+		csvRecord(s.a, s.shared, "shared", "gpu", "H100", "2.000000", "gpu-hours", "0.500000"),
 		csvRecord(s.a, s.shared, "shared", "cpu", "", "10.000000", "cpu-hours"),
 		csvRecord(s.a, s.shared, "shared", "memory", "", "1.000000", "gib-hours"),
 		csvRecord(s.a, s.aOwn, "a-own", "gpu", "A100", "0.027778", "gpu-hours"),
@@ -349,12 +367,12 @@ func TestExport(t *testing.T) {
 		t.Fatalf("%q, %v", records, err)
 	}
 	wantExport(t, "a, own, the owner's pool", records[1:],
-		csvRecord(s.a, s.shared, "shared", "gpu", "H100", "2.000000", "gpu-hours"),
+		csvRecord(s.a, s.shared, "shared", "gpu", "H100", "2.000000", "gpu-hours", "0.500000"),
 		csvRecord(s.a, s.shared, "shared", "cpu", "", "10.000000", "cpu-hours"),
 		csvRecord(s.a, s.shared, "shared", "memory", "", "1.000000", "gib-hours"),
 	)
 	res, err = a.Export(ctx, &usagev1.ExportRequest{StartTime: start, EndTime: end, PoolId: s.shared.String(), Scope: usagev1.Scope_SCOPE_OWNED_POOLS})
-	if err != nil || res.GetRows() != 0 || string(res.GetData()) != "period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit\n" {
+	if err != nil || res.GetRows() != 0 || string(res.GetData()) != "period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity\n" {
 		t.Errorf("a, owned pools, the owner's pool: %v, %v", res, err)
 	}
 

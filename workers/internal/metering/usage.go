@@ -2,7 +2,10 @@
 // held up to the last UTC hour boundary, so a running lease has a usage record for every hour
 // that has ended, and adds every metering record not yet counted into the hourly totals
 // (usage_hourly) that usage/query reads. Allocations that end are metered when they end, in the
-// transaction that ends them (capacity.EndLeases).
+// transaction that ends them (capacity.EndLeases). Each record carries the GPU-seconds of it held
+// on a GPU while the GPU was unhealthy (the allocation's unhealthy span, which internal/gpustate
+// keeps; migration 0034), and the hourly totals their sum, so that usage/export can mark them for
+// credit.
 //
 // Both steps are single statements that lock the rows they take (FOR UPDATE SKIP LOCKED) and
 // mark them in the same statement, so a record is counted exactly once even if two processes

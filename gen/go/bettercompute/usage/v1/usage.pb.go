@@ -8,6 +8,9 @@
 // by model (GPU-seconds), CPUs (CPU-seconds) and memory (MiB-seconds), recorded when an
 // allocation ends and, while it runs, at every hour boundary; a job adds the records up into
 // hourly totals. Totals are exact: a lease of 2 GPUs that ran 90 minutes is 10,800 GPU-seconds.
+// The GPU-time a lease held on a GPU while the GPU was unhealthy (quarantined by the health
+// policy or an operator) is marked, so that it can be credited: Usage.unhealthy_amount, and an
+// export's unhealthy_quantity.
 // Usage belongs to the tenant whose lease used it, also in a pool granted to it.
 
 package usagev1
@@ -86,9 +89,13 @@ type ExportFormat int32
 const (
 	ExportFormat_EXPORT_FORMAT_UNSPECIFIED ExportFormat = 0
 	// RFC 4180, with the header
-	// period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit.
+	// period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity.
+	// quantity is in unit (gpu-hours, cpu-hours or gib-hours), a decimal with 6 digits after the
+	// point; unhealthy_quantity is the part of it held on a GPU while the GPU was unhealthy, in the
+	// same unit (0.000000 for cpu and memory): what a credit for faulty hardware is computed from.
 	ExportFormat_EXPORT_FORMAT_CSV ExportFormat = 1
-	// One JSON object a line with the same fields in camelCase.
+	// One JSON object a line with the same fields in camelCase (unhealthyQuantity last); quantity
+	// and unhealthyQuantity are JSON numbers.
 	ExportFormat_EXPORT_FORMAT_JSONL ExportFormat = 2
 )
 
@@ -399,9 +406,12 @@ type Usage struct {
 	// The hour, for hourly rows; unset in totals.
 	Hour *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=hour,proto3" json:"hour,omitempty"`
 	// The tenant whose leases used it.
-	TenantId      string `protobuf:"bytes,6,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TenantId string `protobuf:"bytes,6,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// Of amount, the GPU-seconds held on a GPU while the GPU was unhealthy (quarantined): what a
+	// credit for faulty hardware is computed from. 0 for cpu and memory.
+	UnhealthyAmount float64 `protobuf:"fixed64,7,opt,name=unhealthy_amount,json=unhealthyAmount,proto3" json:"unhealthy_amount,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
@@ -474,6 +484,13 @@ func (x *Usage) GetTenantId() string {
 		return x.TenantId
 	}
 	return ""
+}
+
+func (x *Usage) GetUnhealthyAmount() float64 {
+	if x != nil {
+		return x.UnhealthyAmount
+	}
+	return 0
 }
 
 // QueryResponse carries the usage.
@@ -576,20 +593,22 @@ const file_bettercompute_usage_v1_usage_proto_rawDesc = "" +
 	"\bend_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x17\n" +
 	"\apool_id\x18\x03 \x01(\tR\x06poolId\x12\x16\n" +
 	"\x06hourly\x18\x04 \x01(\bR\x06hourly\x123\n" +
-	"\x05scope\x18\x05 \x01(\x0e2\x1d.bettercompute.usage.v1.ScopeR\x05scope\"\xee\x01\n" +
+	"\x05scope\x18\x05 \x01(\x0e2\x1d.bettercompute.usage.v1.ScopeR\x05scope\"\xaa\x02\n" +
 	"\x05Usage\x12\x17\n" +
 	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x1a\n" +
 	"\bresource\x18\x02 \x01(\tR\bresource\x12\x14\n" +
 	"\x05model\x18\x03 \x01(\tR\x05model\x12\x16\n" +
 	"\x06amount\x18\x04 \x01(\x01R\x06amount\x12.\n" +
 	"\x04hour\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04hour\x12\x1b\n" +
-	"\ttenant_id\x18\x06 \x01(\tR\btenantId:5ʠ\x191\n" +
+	"\ttenant_id\x18\x06 \x01(\tR\btenantId\x12)\n" +
+	"\x10unhealthy_amount\x18\a \x01(\x01R\x0funhealthyAmount:Fʠ\x19B\n" +
 	"\x04hour\n" +
 	"\x06poolId\n" +
 	"\btenantId\n" +
 	"\bresource\n" +
 	"\x05model\n" +
-	"\x06amount\"\xf2\x01\n" +
+	"\x06amount\n" +
+	"\x0funhealthyAmount\"\xf2\x01\n" +
 	"\rQueryResponse\x125\n" +
 	"\x06totals\x18\x01 \x03(\v2\x1d.bettercompute.usage.v1.UsageR\x06totals\x123\n" +
 	"\x05hours\x18\x02 \x03(\v2\x1d.bettercompute.usage.v1.UsageR\x05hours\x121\n" +

@@ -6,6 +6,9 @@
 // by model (GPU-seconds), CPUs (CPU-seconds) and memory (MiB-seconds), recorded when an
 // allocation ends and, while it runs, at every hour boundary; a job adds the records up into
 // hourly totals. Totals are exact: a lease of 2 GPUs that ran 90 minutes is 10,800 GPU-seconds.
+// The GPU-time a lease held on a GPU while the GPU was unhealthy (quarantined by the health
+// policy or an operator) is marked, so that it can be credited: Usage.unhealthy_amount, and an
+// export's unhealthy_quantity.
 // Usage belongs to the tenant whose lease used it, also in a pool granted to it.
 package usagev1connect
 
@@ -50,7 +53,8 @@ type UsageServiceClient interface {
 	// pool.
 	Query(context.Context, *v1.QueryRequest) (*v1.QueryResponse, error)
 	// Export returns a period's usage for a billing system: one row per tenant, pool, resource and
-	// model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
+	// model, in GPU-hours, CPU-hours or GiB-hours, with the part of the GPU-hours held on an
+	// unhealthy GPU, as CSV (with a header) or JSON lines. The
 	// same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that),
 	// refused before any row is read. A call returns one page of at most 10,000 rows: with
 	// page_size set, follow next_page_token to the last page and concatenate the pages' data;
@@ -116,7 +120,8 @@ type UsageServiceHandler interface {
 	// pool.
 	Query(context.Context, *v1.QueryRequest) (*v1.QueryResponse, error)
 	// Export returns a period's usage for a billing system: one row per tenant, pool, resource and
-	// model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
+	// model, in GPU-hours, CPU-hours or GiB-hours, with the part of the GPU-hours held on an
+	// unhealthy GPU, as CSV (with a header) or JSON lines. The
 	// same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that),
 	// refused before any row is read. A call returns one page of at most 10,000 rows: with
 	// page_size set, follow next_page_token to the last page and concatenate the pages' data;

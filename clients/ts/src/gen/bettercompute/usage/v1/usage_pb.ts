@@ -6,6 +6,9 @@
 // by model (GPU-seconds), CPUs (CPU-seconds) and memory (MiB-seconds), recorded when an
 // allocation ends and, while it runs, at every hour boundary; a job adds the records up into
 // hourly totals. Totals are exact: a lease of 2 GPUs that ran 90 minutes is 10,800 GPU-seconds.
+// The GPU-time a lease held on a GPU while the GPU was unhealthy (quarantined by the health
+// policy or an operator) is marked, so that it can be credited: Usage.unhealthy_amount, and an
+// export's unhealthy_quantity.
 // Usage belongs to the tenant whose lease used it, also in a pool granted to it.
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
@@ -19,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/usage/v1/usage.proto.
  */
 export const file_bettercompute_usage_v1_usage: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL3VzYWdlL3YxL3VzYWdlLnByb3RvEhZiZXR0ZXJjb21wdXRlLnVzYWdlLnYxIokCCg1FeHBvcnRSZXF1ZXN0Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgVzY29wZRgDIAEoDjIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuU2NvcGUSDwoHcG9vbF9pZBgEIAEoCRI0CgZmb3JtYXQYBSABKA4yJC5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLkV4cG9ydEZvcm1hdBIRCglwYWdlX3NpemUYBiABKAUSEgoKcGFnZV90b2tlbhgHIAEoCSJbCg5FeHBvcnRSZXNwb25zZRIUCgxjb250ZW50X3R5cGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRyb3dzGAMgASgDEhcKD25leHRfcGFnZV90b2tlbhgEIAEoCSK7AQoMUXVlcnlSZXF1ZXN0Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdwb29sX2lkGAMgASgJEg4KBmhvdXJseRgEIAEoCBIsCgVzY29wZRgFIAEoDjIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuU2NvcGUivQEKBVVzYWdlEg8KB3Bvb2xfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSDQoFbW9kZWwYAyABKAkSDgoGYW1vdW50GAQgASgBEigKBGhvdXIYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXRlbmFudF9pZBgGIAEoCTo1yqAZMQoEaG91cgoGcG9vbElkCgh0ZW5hbnRJZAoIcmVzb3VyY2UKBW1vZGVsCgZhbW91bnQivgEKDVF1ZXJ5UmVzcG9uc2USLQoGdG90YWxzGAEgAygLMh0uYmV0dGVyY29tcHV0ZS51c2FnZS52MS5Vc2FnZRIsCgVob3VycxgCIAMoCzIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuVXNhZ2USHAoUdW5hZ2dyZWdhdGVkX3JlY29yZHMYAyABKAMSMgoPYWdncmVnYXRpb25fbGFnGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uKjUKBVNjb3BlEhUKEVNDT1BFX1VOU1BFQ0lGSUVEEAASFQoRU0NPUEVfT1dORURfUE9PTFMQASpdCgxFeHBvcnRGb3JtYXQSHQoZRVhQT1JUX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhUKEUVYUE9SVF9GT1JNQVRfQ1NWEAESFwoTRVhQT1JUX0ZPUk1BVF9KU09OTBACMogCCgxVc2FnZVNlcnZpY2USeQoFUXVlcnkSJC5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLlF1ZXJ5UmVxdWVzdBolLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuUXVlcnlSZXNwb25zZSIjkAIBwqAZHAoFdXNhZ2USBXF1ZXJ5Ggp1c2FnZS5yZWFkOAESfQoGRXhwb3J0EiUuYmV0dGVyY29tcHV0ZS51c2FnZS52MS5FeHBvcnRSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS51c2FnZS52MS5FeHBvcnRSZXNwb25zZSIkkAIBwqAZHQoFdXNhZ2USBmV4cG9ydBoKdXNhZ2UucmVhZDgBQlBaTmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvdXNhZ2UvdjE7dXNhZ2V2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL3VzYWdlL3YxL3VzYWdlLnByb3RvEhZiZXR0ZXJjb21wdXRlLnVzYWdlLnYxIokCCg1FeHBvcnRSZXF1ZXN0Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgVzY29wZRgDIAEoDjIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuU2NvcGUSDwoHcG9vbF9pZBgEIAEoCRI0CgZmb3JtYXQYBSABKA4yJC5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLkV4cG9ydEZvcm1hdBIRCglwYWdlX3NpemUYBiABKAUSEgoKcGFnZV90b2tlbhgHIAEoCSJbCg5FeHBvcnRSZXNwb25zZRIUCgxjb250ZW50X3R5cGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRyb3dzGAMgASgDEhcKD25leHRfcGFnZV90b2tlbhgEIAEoCSK7AQoMUXVlcnlSZXF1ZXN0Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdwb29sX2lkGAMgASgJEg4KBmhvdXJseRgEIAEoCBIsCgVzY29wZRgFIAEoDjIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuU2NvcGUi6AEKBVVzYWdlEg8KB3Bvb2xfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSDQoFbW9kZWwYAyABKAkSDgoGYW1vdW50GAQgASgBEigKBGhvdXIYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXRlbmFudF9pZBgGIAEoCRIYChB1bmhlYWx0aHlfYW1vdW50GAcgASgBOkbKoBlCCgRob3VyCgZwb29sSWQKCHRlbmFudElkCghyZXNvdXJjZQoFbW9kZWwKBmFtb3VudAoPdW5oZWFsdGh5QW1vdW50Ir4BCg1RdWVyeVJlc3BvbnNlEi0KBnRvdGFscxgBIAMoCzIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuVXNhZ2USLAoFaG91cnMYAiADKAsyHS5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLlVzYWdlEhwKFHVuYWdncmVnYXRlZF9yZWNvcmRzGAMgASgDEjIKD2FnZ3JlZ2F0aW9uX2xhZxgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbio1CgVTY29wZRIVChFTQ09QRV9VTlNQRUNJRklFRBAAEhUKEVNDT1BFX09XTkVEX1BPT0xTEAEqXQoMRXhwb3J0Rm9ybWF0Eh0KGUVYUE9SVF9GT1JNQVRfVU5TUEVDSUZJRUQQABIVChFFWFBPUlRfRk9STUFUX0NTVhABEhcKE0VYUE9SVF9GT1JNQVRfSlNPTkwQAjKIAgoMVXNhZ2VTZXJ2aWNlEnkKBVF1ZXJ5EiQuYmV0dGVyY29tcHV0ZS51c2FnZS52MS5RdWVyeVJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLlF1ZXJ5UmVzcG9uc2UiI5ACAcKgGRwKBXVzYWdlEgVxdWVyeRoKdXNhZ2UucmVhZDgBEn0KBkV4cG9ydBIlLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuRXhwb3J0UmVxdWVzdBomLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuRXhwb3J0UmVzcG9uc2UiJJACAcKgGR0KBXVzYWdlEgZleHBvcnQaCnVzYWdlLnJlYWQ4AUJQWk5naXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL3VzYWdlL3YxO3VzYWdldjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * ExportRequest names the period and the encoding.
@@ -214,6 +217,14 @@ export type Usage = Message<"bettercompute.usage.v1.Usage"> & {
    * @generated from field: string tenant_id = 6;
    */
   tenantId: string;
+
+  /**
+   * Of amount, the GPU-seconds held on a GPU while the GPU was unhealthy (quarantined): what a
+   * credit for faulty hardware is computed from. 0 for cpu and memory.
+   *
+   * @generated from field: double unhealthy_amount = 7;
+   */
+  unhealthyAmount: number;
 };
 
 /**
@@ -306,14 +317,18 @@ export enum ExportFormat {
 
   /**
    * RFC 4180, with the header
-   * period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit.
+   * period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity.
+   * quantity is in unit (gpu-hours, cpu-hours or gib-hours), a decimal with 6 digits after the
+   * point; unhealthy_quantity is the part of it held on a GPU while the GPU was unhealthy, in the
+   * same unit (0.000000 for cpu and memory): what a credit for faulty hardware is computed from.
    *
    * @generated from enum value: EXPORT_FORMAT_CSV = 1;
    */
   CSV = 1,
 
   /**
-   * One JSON object a line with the same fields in camelCase.
+   * One JSON object a line with the same fields in camelCase (unhealthyQuantity last); quantity
+   * and unhealthyQuantity are JSON numbers.
    *
    * @generated from enum value: EXPORT_FORMAT_JSONL = 2;
    */
@@ -346,7 +361,8 @@ export const UsageService: GenService<{
   },
   /**
    * Export returns a period's usage for a billing system: one row per tenant, pool, resource and
-   * model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
+   * model, in GPU-hours, CPU-hours or GiB-hours, with the part of the GPU-hours held on an
+   * unhealthy GPU, as CSV (with a header) or JSON lines. The
    * same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that),
    * refused before any row is read. A call returns one page of at most 10,000 rows: with
    * page_size set, follow next_page_token to the last page and concatenate the pages' data;

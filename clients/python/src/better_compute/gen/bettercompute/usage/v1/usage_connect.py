@@ -52,7 +52,8 @@ class UsageService(Protocol):
     async def export(self, request: ExportRequest, ctx: RequestContext[ExportRequest, ExportResponse], /) -> ExportResponse:
         """
         Export returns a period's usage for a billing system: one row per tenant, pool, resource and
-        model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
+        model, in GPU-hours, CPU-hours or GiB-hours, with the part of the GPU-hours held on an
+        unhealthy GPU, as CSV (with a header) or JSON lines. The
         same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that),
         refused before any row is read. A call returns one page of at most 10,000 rows: with
         page_size set, follow next_page_token to the last page and concatenate the pages' data;
@@ -174,7 +175,8 @@ class UsageServiceClient(ConnectClient):
     ) -> ExportResponse:
         """
         Export returns a period's usage for a billing system: one row per tenant, pool, resource and
-        model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
+        model, in GPU-hours, CPU-hours or GiB-hours, with the part of the GPU-hours held on an
+        unhealthy GPU, as CSV (with a header) or JSON lines. The
         same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that),
         refused before any row is read. A call returns one page of at most 10,000 rows: with
         page_size set, follow next_page_token to the last page and concatenate the pages' data;
@@ -210,7 +212,8 @@ class UsageServiceSync(Protocol):
     def export(self, request: ExportRequest, ctx: RequestContext[ExportRequest, ExportResponse], /) -> ExportResponse:
         """
         Export returns a period's usage for a billing system: one row per tenant, pool, resource and
-        model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
+        model, in GPU-hours, CPU-hours or GiB-hours, with the part of the GPU-hours held on an
+        unhealthy GPU, as CSV (with a header) or JSON lines. The
         same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that),
         refused before any row is read. A call returns one page of at most 10,000 rows: with
         page_size set, follow next_page_token to the last page and concatenate the pages' data;
@@ -330,7 +333,8 @@ class UsageServiceClientSync(ConnectClientSync):
     ) -> ExportResponse:
         """
         Export returns a period's usage for a billing system: one row per tenant, pool, resource and
-        model, in GPU-hours, CPU-hours or GiB-hours, as CSV (with a header) or JSON lines. The
+        model, in GPU-hours, CPU-hours or GiB-hours, with the part of the GPU-hours held on an
+        unhealthy GPU, as CSV (with a header) or JSON lines. The
         same scopes as Query; at most 100,000 rows (narrow the period or pick a pool beyond that),
         refused before any row is read. A call returns one page of at most 10,000 rows: with
         page_size set, follow next_page_token to the last page and concatenate the pages' data;

@@ -27,7 +27,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"bettercompute/usage/v1/usage.proto\x12\x16\x62\x65ttercompute.usage.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc9\x02\n\rExportRequest\x12\x39\n\nstart_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12\x33\n\x05scope\x18\x03 \x01(\x0e\x32\x1d.bettercompute.usage.v1.ScopeR\x05scope\x12\x17\n\x07pool_id\x18\x04 \x01(\tR\x06poolId\x12<\n\x06\x66ormat\x18\x05 \x01(\x0e\x32$.bettercompute.usage.v1.ExportFormatR\x06\x66ormat\x12\x1b\n\tpage_size\x18\x06 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x07 \x01(\tR\tpageToken\"\x83\x01\n\x0e\x45xportResponse\x12!\n\x0c\x63ontent_type\x18\x01 \x01(\tR\x0b\x63ontentType\x12\x12\n\x04\x64\x61ta\x18\x02 \x01(\x0cR\x04\x64\x61ta\x12\x12\n\x04rows\x18\x03 \x01(\x03R\x04rows\x12&\n\x0fnext_page_token\x18\x04 \x01(\tR\rnextPageToken\"\xe6\x01\n\x0cQueryRequest\x12\x39\n\nstart_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12\x17\n\x07pool_id\x18\x03 \x01(\tR\x06poolId\x12\x16\n\x06hourly\x18\x04 \x01(\x08R\x06hourly\x12\x33\n\x05scope\x18\x05 \x01(\x0e\x32\x1d.bettercompute.usage.v1.ScopeR\x05scope\"\xee\x01\n\x05Usage\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x1a\n\x08resource\x18\x02 \x01(\tR\x08resource\x12\x14\n\x05model\x18\x03 \x01(\tR\x05model\x12\x16\n\x06\x61mount\x18\x04 \x01(\x01R\x06\x61mount\x12.\n\x04hour\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04hour\x12\x1b\n\ttenant_id\x18\x06 \x01(\tR\x08tenantId:5\xca\xa0\x19\x31\n\x04hour\n\x06poolId\n\x08tenantId\n\x08resource\n\x05model\n\x06\x61mount\"\xf2\x01\n\rQueryResponse\x12\x35\n\x06totals\x18\x01 \x03(\x0b\x32\x1d.bettercompute.usage.v1.UsageR\x06totals\x12\x33\n\x05hours\x18\x02 \x03(\x0b\x32\x1d.bettercompute.usage.v1.UsageR\x05hours\x12\x31\n\x14unaggregated_records\x18\x03 \x01(\x03R\x13unaggregatedRecords\x12\x42\n\x0f\x61ggregation_lag\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0e\x61ggregationLag*5\n\x05Scope\x12\x15\n\x11SCOPE_UNSPECIFIED\x10\x00\x12\x15\n\x11SCOPE_OWNED_POOLS\x10\x01*]\n\x0c\x45xportFormat\x12\x1d\n\x19\x45XPORT_FORMAT_UNSPECIFIED\x10\x00\x12\x15\n\x11\x45XPORT_FORMAT_CSV\x10\x01\x12\x17\n\x13\x45XPORT_FORMAT_JSONL\x10\x02\x32\x88\x02\n\x0cUsageService\x12y\n\x05Query\x12$.bettercompute.usage.v1.QueryRequest\x1a%.bettercompute.usage.v1.QueryResponse\"#\x90\x02\x01\xc2\xa0\x19\x1c\n\x05usage\x12\x05query\x1a\nusage.read8\x01\x12}\n\x06\x45xport\x12%.bettercompute.usage.v1.ExportRequest\x1a&.bettercompute.usage.v1.ExportResponse\"$\x90\x02\x01\xc2\xa0\x19\x1d\n\x05usage\x12\x06\x65xport\x1a\nusage.read8\x01\x42PZNgithub.com/better-compute/better-compute/gen/go/bettercompute/usage/v1;usagev1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"bettercompute/usage/v1/usage.proto\x12\x16\x62\x65ttercompute.usage.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc9\x02\n\rExportRequest\x12\x39\n\nstart_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12\x33\n\x05scope\x18\x03 \x01(\x0e\x32\x1d.bettercompute.usage.v1.ScopeR\x05scope\x12\x17\n\x07pool_id\x18\x04 \x01(\tR\x06poolId\x12<\n\x06\x66ormat\x18\x05 \x01(\x0e\x32$.bettercompute.usage.v1.ExportFormatR\x06\x66ormat\x12\x1b\n\tpage_size\x18\x06 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x07 \x01(\tR\tpageToken\"\x83\x01\n\x0e\x45xportResponse\x12!\n\x0c\x63ontent_type\x18\x01 \x01(\tR\x0b\x63ontentType\x12\x12\n\x04\x64\x61ta\x18\x02 \x01(\x0cR\x04\x64\x61ta\x12\x12\n\x04rows\x18\x03 \x01(\x03R\x04rows\x12&\n\x0fnext_page_token\x18\x04 \x01(\tR\rnextPageToken\"\xe6\x01\n\x0cQueryRequest\x12\x39\n\nstart_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12\x17\n\x07pool_id\x18\x03 \x01(\tR\x06poolId\x12\x16\n\x06hourly\x18\x04 \x01(\x08R\x06hourly\x12\x33\n\x05scope\x18\x05 \x01(\x0e\x32\x1d.bettercompute.usage.v1.ScopeR\x05scope\"\xaa\x02\n\x05Usage\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x1a\n\x08resource\x18\x02 \x01(\tR\x08resource\x12\x14\n\x05model\x18\x03 \x01(\tR\x05model\x12\x16\n\x06\x61mount\x18\x04 \x01(\x01R\x06\x61mount\x12.\n\x04hour\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04hour\x12\x1b\n\ttenant_id\x18\x06 \x01(\tR\x08tenantId\x12)\n\x10unhealthy_amount\x18\x07 \x01(\x01R\x0funhealthyAmount:F\xca\xa0\x19\x42\n\x04hour\n\x06poolId\n\x08tenantId\n\x08resource\n\x05model\n\x06\x61mount\n\x0funhealthyAmount\"\xf2\x01\n\rQueryResponse\x12\x35\n\x06totals\x18\x01 \x03(\x0b\x32\x1d.bettercompute.usage.v1.UsageR\x06totals\x12\x33\n\x05hours\x18\x02 \x03(\x0b\x32\x1d.bettercompute.usage.v1.UsageR\x05hours\x12\x31\n\x14unaggregated_records\x18\x03 \x01(\x03R\x13unaggregatedRecords\x12\x42\n\x0f\x61ggregation_lag\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0e\x61ggregationLag*5\n\x05Scope\x12\x15\n\x11SCOPE_UNSPECIFIED\x10\x00\x12\x15\n\x11SCOPE_OWNED_POOLS\x10\x01*]\n\x0c\x45xportFormat\x12\x1d\n\x19\x45XPORT_FORMAT_UNSPECIFIED\x10\x00\x12\x15\n\x11\x45XPORT_FORMAT_CSV\x10\x01\x12\x17\n\x13\x45XPORT_FORMAT_JSONL\x10\x02\x32\x88\x02\n\x0cUsageService\x12y\n\x05Query\x12$.bettercompute.usage.v1.QueryRequest\x1a%.bettercompute.usage.v1.QueryResponse\"#\x90\x02\x01\xc2\xa0\x19\x1c\n\x05usage\x12\x05query\x1a\nusage.read8\x01\x12}\n\x06\x45xport\x12%.bettercompute.usage.v1.ExportRequest\x1a&.bettercompute.usage.v1.ExportResponse\"$\x90\x02\x01\xc2\xa0\x19\x1d\n\x05usage\x12\x06\x65xport\x1a\nusage.read8\x01\x42PZNgithub.com/better-compute/better-compute/gen/go/bettercompute/usage/v1;usagev1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,15 +36,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZNgithub.com/better-compute/better-compute/gen/go/bettercompute/usage/v1;usagev1'
   _globals['_USAGE']._loaded_options = None
-  _globals['_USAGE']._serialized_options = b'\312\240\0311\n\004hour\n\006poolId\n\010tenantId\n\010resource\n\005model\n\006amount'
+  _globals['_USAGE']._serialized_options = b'\312\240\031B\n\004hour\n\006poolId\n\010tenantId\n\010resource\n\005model\n\006amount\n\017unhealthyAmount'
   _globals['_USAGESERVICE'].methods_by_name['Query']._loaded_options = None
   _globals['_USAGESERVICE'].methods_by_name['Query']._serialized_options = b'\220\002\001\302\240\031\034\n\005usage\022\005query\032\nusage.read8\001'
   _globals['_USAGESERVICE'].methods_by_name['Export']._loaded_options = None
   _globals['_USAGESERVICE'].methods_by_name['Export']._serialized_options = b'\220\002\001\302\240\031\035\n\005usage\022\006export\032\nusage.read8\001'
-  _globals['_SCOPE']._serialized_start=1348
-  _globals['_SCOPE']._serialized_end=1401
-  _globals['_EXPORTFORMAT']._serialized_start=1403
-  _globals['_EXPORTFORMAT']._serialized_end=1496
+  _globals['_SCOPE']._serialized_start=1408
+  _globals['_SCOPE']._serialized_end=1461
+  _globals['_EXPORTFORMAT']._serialized_start=1463
+  _globals['_EXPORTFORMAT']._serialized_end=1556
   _globals['_EXPORTREQUEST']._serialized_start=164
   _globals['_EXPORTREQUEST']._serialized_end=493
   _globals['_EXPORTRESPONSE']._serialized_start=496
@@ -52,9 +52,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_QUERYREQUEST']._serialized_start=630
   _globals['_QUERYREQUEST']._serialized_end=860
   _globals['_USAGE']._serialized_start=863
-  _globals['_USAGE']._serialized_end=1101
-  _globals['_QUERYRESPONSE']._serialized_start=1104
-  _globals['_QUERYRESPONSE']._serialized_end=1346
-  _globals['_USAGESERVICE']._serialized_start=1499
-  _globals['_USAGESERVICE']._serialized_end=1763
+  _globals['_USAGE']._serialized_end=1161
+  _globals['_QUERYRESPONSE']._serialized_start=1164
+  _globals['_QUERYRESPONSE']._serialized_end=1406
+  _globals['_USAGESERVICE']._serialized_start=1559
+  _globals['_USAGESERVICE']._serialized_end=1823
 # @@protoc_insertion_point(module_scope)

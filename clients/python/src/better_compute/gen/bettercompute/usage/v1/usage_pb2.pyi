@@ -73,20 +73,22 @@ class QueryRequest(_message.Message):
     def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pool_id: _Optional[str] = ..., hourly: _Optional[bool] = ..., scope: _Optional[_Union[Scope, str]] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("pool_id", "resource", "model", "amount", "hour", "tenant_id")
+    __slots__ = ("pool_id", "resource", "model", "amount", "hour", "tenant_id", "unhealthy_amount")
     POOL_ID_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     AMOUNT_FIELD_NUMBER: _ClassVar[int]
     HOUR_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    UNHEALTHY_AMOUNT_FIELD_NUMBER: _ClassVar[int]
     pool_id: str
     resource: str
     model: str
     amount: float
     hour: _timestamp_pb2.Timestamp
     tenant_id: str
-    def __init__(self, pool_id: _Optional[str] = ..., resource: _Optional[str] = ..., model: _Optional[str] = ..., amount: _Optional[float] = ..., hour: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tenant_id: _Optional[str] = ...) -> None: ...
+    unhealthy_amount: float
+    def __init__(self, pool_id: _Optional[str] = ..., resource: _Optional[str] = ..., model: _Optional[str] = ..., amount: _Optional[float] = ..., hour: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tenant_id: _Optional[str] = ..., unhealthy_amount: _Optional[float] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
     __slots__ = ("totals", "hours", "unaggregated_records", "aggregation_lag")
