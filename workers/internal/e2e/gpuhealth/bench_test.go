@@ -50,6 +50,7 @@ func BenchmarkFaultToQuarantine(b *testing.B) {
 	if len(gpus) == 0 {
 		b.Fatal("the simulated fleet has no GPUs")
 	}
+	b.Logf("%d machines, %d GPUs", nodes, len(gpus))
 	// Steady state: the machines hold their sessions and beat, nothing fails; the health tables
 	// must see no writes at all (health is written on change, never per heartbeat).
 	// PostgreSQL's statistics reach pg_stat_user_tables up to 10 s after the writes (an idle
