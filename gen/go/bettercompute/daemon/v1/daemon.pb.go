@@ -900,7 +900,13 @@ type Gpu struct {
 	PersistenceMode bool `protobuf:"varint,11,opt,name=persistence_mode,json=persistenceMode,proto3" json:"persistence_mode,omitempty"`
 	// The device's minor number: its device file is /dev/nvidia<minor_number>. It need not equal
 	// index, which is nvidia-smi's (and NVML's) enumeration order.
-	MinorNumber   int32 `protobuf:"varint,12,opt,name=minor_number,json=minorNumber,proto3" json:"minor_number,omitempty"`
+	MinorNumber int32 `protobuf:"varint,12,opt,name=minor_number,json=minorNumber,proto3" json:"minor_number,omitempty"`
+	// How this GPU reaches each other GPU of the node (`nvidia-smi topo -m`): one entry per other
+	// GPU, by index; empty when unknown (a single GPU, or the matrix could not be read).
+	Links []*GpuLink `protobuf:"bytes,13,rep,name=links,proto3" json:"links,omitempty"`
+	// The network interfaces on this GPU's PCIe switch ("PIX" or "PXB" in `nvidia-smi topo -m`),
+	// by interface name (mlx5_0): the GPU's GPUDirect RDMA peers.
+	NearNics      []string `protobuf:"bytes,14,rep,name=near_nics,json=nearNics,proto3" json:"near_nics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1019,6 +1025,95 @@ func (x *Gpu) GetMinorNumber() int32 {
 	return 0
 }
 
+func (x *Gpu) GetLinks() []*GpuLink {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
+func (x *Gpu) GetNearNics() []string {
+	if x != nil {
+		return x.NearNics
+	}
+	return nil
+}
+
+// GpuLink is how one GPU reaches another GPU of its node.
+type GpuLink struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The other GPU's index (nvidia-smi's order) and UUID.
+	PeerIndex int32  `protobuf:"varint,1,opt,name=peer_index,json=peerIndex,proto3" json:"peer_index,omitempty"`
+	PeerUuid  string `protobuf:"bytes,2,opt,name=peer_uuid,json=peerUuid,proto3" json:"peer_uuid,omitempty"`
+	// The connection as `nvidia-smi topo -m` names it, best first: "NV#" (# bonded NVLinks, directly
+	// or through NVSwitches), "PIX" (at most one PCIe switch), "PXB" (several PCIe switches, no
+	// host bridge), "PHB" (a PCIe host bridge), "NODE" (between host bridges within a NUMA node),
+	// "SYS" (across NUMA nodes, over the SMP interconnect).
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// The NVLinks between the two; 0 without NVLink.
+	Nvlinks       int32 `protobuf:"varint,4,opt,name=nvlinks,proto3" json:"nvlinks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuLink) Reset() {
+	*x = GpuLink{}
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuLink) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuLink) ProtoMessage() {}
+
+func (x *GpuLink) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuLink.ProtoReflect.Descriptor instead.
+func (*GpuLink) Descriptor() ([]byte, []int) {
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GpuLink) GetPeerIndex() int32 {
+	if x != nil {
+		return x.PeerIndex
+	}
+	return 0
+}
+
+func (x *GpuLink) GetPeerUuid() string {
+	if x != nil {
+		return x.PeerUuid
+	}
+	return ""
+}
+
+func (x *GpuLink) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *GpuLink) GetNvlinks() int32 {
+	if x != nil {
+		return x.Nvlinks
+	}
+	return 0
+}
+
 // GpuDriver is the NVIDIA driver stack of a node with NVIDIA GPUs.
 type GpuDriver struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1039,7 +1134,7 @@ type GpuDriver struct {
 
 func (x *GpuDriver) Reset() {
 	*x = GpuDriver{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1146,7 @@ func (x *GpuDriver) String() string {
 func (*GpuDriver) ProtoMessage() {}
 
 func (x *GpuDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[12]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1159,7 @@ func (x *GpuDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuDriver.ProtoReflect.Descriptor instead.
 func (*GpuDriver) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GpuDriver) GetDriverVersion() string {
@@ -1107,7 +1202,7 @@ type Disk struct {
 
 func (x *Disk) Reset() {
 	*x = Disk{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1119,7 +1214,7 @@ func (x *Disk) String() string {
 func (*Disk) ProtoMessage() {}
 
 func (x *Disk) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[13]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1132,7 +1227,7 @@ func (x *Disk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disk.ProtoReflect.Descriptor instead.
 func (*Disk) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Disk) GetName() string {
@@ -1168,7 +1263,7 @@ type Nic struct {
 
 func (x *Nic) Reset() {
 	*x = Nic{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1275,7 @@ func (x *Nic) String() string {
 func (*Nic) ProtoMessage() {}
 
 func (x *Nic) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[14]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1288,7 @@ func (x *Nic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nic.ProtoReflect.Descriptor instead.
 func (*Nic) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Nic) GetName() string {
@@ -1227,7 +1322,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1334,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[15]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1347,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
@@ -1272,7 +1367,7 @@ type CommandAck struct {
 
 func (x *CommandAck) Reset() {
 	*x = CommandAck{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1379,7 @@ func (x *CommandAck) String() string {
 func (*CommandAck) ProtoMessage() {}
 
 func (x *CommandAck) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[16]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1392,7 @@ func (x *CommandAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAck.ProtoReflect.Descriptor instead.
 func (*CommandAck) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{16}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CommandAck) GetCommandId() string {
@@ -1322,7 +1417,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1429,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[17]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1442,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{17}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommandResult) GetCommandId() string {
@@ -1390,7 +1485,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1497,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[18]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1510,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{18}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Event) GetType() string {
@@ -1460,7 +1555,7 @@ type GpuHealth struct {
 
 func (x *GpuHealth) Reset() {
 	*x = GpuHealth{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1567,7 @@ func (x *GpuHealth) String() string {
 func (*GpuHealth) ProtoMessage() {}
 
 func (x *GpuHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[19]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1580,7 @@ func (x *GpuHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuHealth.ProtoReflect.Descriptor instead.
 func (*GpuHealth) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{19}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GpuHealth) GetSignals() []*GpuSignal {
@@ -1545,7 +1640,7 @@ type GpuSignal struct {
 
 func (x *GpuSignal) Reset() {
 	*x = GpuSignal{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1652,7 @@ func (x *GpuSignal) String() string {
 func (*GpuSignal) ProtoMessage() {}
 
 func (x *GpuSignal) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[20]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1665,7 @@ func (x *GpuSignal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuSignal.ProtoReflect.Descriptor instead.
 func (*GpuSignal) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{20}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GpuSignal) GetGpuUuid() string {
@@ -1649,7 +1744,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1756,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[21]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1769,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{21}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Welcome) GetNodeId() string {
@@ -1741,7 +1836,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +1848,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +1861,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Command) GetId() string {
@@ -1931,7 +2026,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2038,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2051,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -2027,7 +2122,7 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\n" +
 	"gpu_driver\x18\n" +
 	" \x01(\v2\".bettercompute.daemon.v1.GpuDriverR\tgpuDriver\x12&\n" +
-	"\x0fgpu_probe_error\x18\v \x01(\tR\rgpuProbeError\"\x88\x03\n" +
+	"\x0fgpu_probe_error\x18\v \x01(\tR\rgpuProbeError\"\xdd\x03\n" +
 	"\x03Gpu\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12!\n" +
@@ -2042,9 +2137,17 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x11power_limit_watts\x18\n" +
 	" \x01(\x01R\x0fpowerLimitWatts\x12)\n" +
 	"\x10persistence_mode\x18\v \x01(\bR\x0fpersistenceMode\x12!\n" +
-	"\fminor_number\x18\f \x01(\x05R\vminorNumberB\f\n" +
+	"\fminor_number\x18\f \x01(\x05R\vminorNumber\x126\n" +
+	"\x05links\x18\r \x03(\v2 .bettercompute.daemon.v1.GpuLinkR\x05links\x12\x1b\n" +
+	"\tnear_nics\x18\x0e \x03(\tR\bnearNicsB\f\n" +
 	"\n" +
-	"_numa_node\"\xbb\x01\n" +
+	"_numa_node\"s\n" +
+	"\aGpuLink\x12\x1d\n" +
+	"\n" +
+	"peer_index\x18\x01 \x01(\x05R\tpeerIndex\x12\x1b\n" +
+	"\tpeer_uuid\x18\x02 \x01(\tR\bpeerUuid\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x18\n" +
+	"\anvlinks\x18\x04 \x01(\x05R\anvlinks\"\xbb\x01\n" +
 	"\tGpuDriver\x12%\n" +
 	"\x0edriver_version\x18\x01 \x01(\tR\rdriverVersion\x12!\n" +
 	"\fcuda_version\x18\x02 \x01(\tR\vcudaVersion\x120\n" +
@@ -2133,7 +2236,7 @@ func file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 	return file_bettercompute_daemon_v1_daemon_proto_rawDescData
 }
 
-var file_bettercompute_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_bettercompute_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_bettercompute_daemon_v1_daemon_proto_goTypes = []any{
 	(*JoinRequest)(nil),             // 0: bettercompute.daemon.v1.JoinRequest
 	(*JoinResponse)(nil),            // 1: bettercompute.daemon.v1.JoinResponse
@@ -2147,79 +2250,81 @@ var file_bettercompute_daemon_v1_daemon_proto_goTypes = []any{
 	(*Hello)(nil),                   // 9: bettercompute.daemon.v1.Hello
 	(*Inventory)(nil),               // 10: bettercompute.daemon.v1.Inventory
 	(*Gpu)(nil),                     // 11: bettercompute.daemon.v1.Gpu
-	(*GpuDriver)(nil),               // 12: bettercompute.daemon.v1.GpuDriver
-	(*Disk)(nil),                    // 13: bettercompute.daemon.v1.Disk
-	(*Nic)(nil),                     // 14: bettercompute.daemon.v1.Nic
-	(*Heartbeat)(nil),               // 15: bettercompute.daemon.v1.Heartbeat
-	(*CommandAck)(nil),              // 16: bettercompute.daemon.v1.CommandAck
-	(*CommandResult)(nil),           // 17: bettercompute.daemon.v1.CommandResult
-	(*Event)(nil),                   // 18: bettercompute.daemon.v1.Event
-	(*GpuHealth)(nil),               // 19: bettercompute.daemon.v1.GpuHealth
-	(*GpuSignal)(nil),               // 20: bettercompute.daemon.v1.GpuSignal
-	(*Welcome)(nil),                 // 21: bettercompute.daemon.v1.Welcome
-	(*Command)(nil),                 // 22: bettercompute.daemon.v1.Command
-	(*Goodbye)(nil),                 // 23: bettercompute.daemon.v1.Goodbye
-	(*timestamppb.Timestamp)(nil),   // 24: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),         // 25: google.protobuf.Struct
-	(*ExecPayload)(nil),             // 26: bettercompute.daemon.v1.ExecPayload
-	(*DrainPayload)(nil),            // 27: bettercompute.daemon.v1.DrainPayload
-	(*UndrainPayload)(nil),          // 28: bettercompute.daemon.v1.UndrainPayload
-	(*UpgradePayload)(nil),          // 29: bettercompute.daemon.v1.UpgradePayload
-	(*ConfigurePayload)(nil),        // 30: bettercompute.daemon.v1.ConfigurePayload
-	(*RebootPayload)(nil),           // 31: bettercompute.daemon.v1.RebootPayload
-	(*CollectInventoryPayload)(nil), // 32: bettercompute.daemon.v1.CollectInventoryPayload
-	(*EchoPayload)(nil),             // 33: bettercompute.daemon.v1.EchoPayload
+	(*GpuLink)(nil),                 // 12: bettercompute.daemon.v1.GpuLink
+	(*GpuDriver)(nil),               // 13: bettercompute.daemon.v1.GpuDriver
+	(*Disk)(nil),                    // 14: bettercompute.daemon.v1.Disk
+	(*Nic)(nil),                     // 15: bettercompute.daemon.v1.Nic
+	(*Heartbeat)(nil),               // 16: bettercompute.daemon.v1.Heartbeat
+	(*CommandAck)(nil),              // 17: bettercompute.daemon.v1.CommandAck
+	(*CommandResult)(nil),           // 18: bettercompute.daemon.v1.CommandResult
+	(*Event)(nil),                   // 19: bettercompute.daemon.v1.Event
+	(*GpuHealth)(nil),               // 20: bettercompute.daemon.v1.GpuHealth
+	(*GpuSignal)(nil),               // 21: bettercompute.daemon.v1.GpuSignal
+	(*Welcome)(nil),                 // 22: bettercompute.daemon.v1.Welcome
+	(*Command)(nil),                 // 23: bettercompute.daemon.v1.Command
+	(*Goodbye)(nil),                 // 24: bettercompute.daemon.v1.Goodbye
+	(*timestamppb.Timestamp)(nil),   // 25: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),         // 26: google.protobuf.Struct
+	(*ExecPayload)(nil),             // 27: bettercompute.daemon.v1.ExecPayload
+	(*DrainPayload)(nil),            // 28: bettercompute.daemon.v1.DrainPayload
+	(*UndrainPayload)(nil),          // 29: bettercompute.daemon.v1.UndrainPayload
+	(*UpgradePayload)(nil),          // 30: bettercompute.daemon.v1.UpgradePayload
+	(*ConfigurePayload)(nil),        // 31: bettercompute.daemon.v1.ConfigurePayload
+	(*RebootPayload)(nil),           // 32: bettercompute.daemon.v1.RebootPayload
+	(*CollectInventoryPayload)(nil), // 33: bettercompute.daemon.v1.CollectInventoryPayload
+	(*EchoPayload)(nil),             // 34: bettercompute.daemon.v1.EchoPayload
 }
 var file_bettercompute_daemon_v1_daemon_proto_depIdxs = []int32{
-	24, // 0: bettercompute.daemon.v1.JoinResponse.not_after:type_name -> google.protobuf.Timestamp
-	24, // 1: bettercompute.daemon.v1.RenewResponse.not_after:type_name -> google.protobuf.Timestamp
+	25, // 0: bettercompute.daemon.v1.JoinResponse.not_after:type_name -> google.protobuf.Timestamp
+	25, // 1: bettercompute.daemon.v1.RenewResponse.not_after:type_name -> google.protobuf.Timestamp
 	9,  // 2: bettercompute.daemon.v1.SessionRequest.hello:type_name -> bettercompute.daemon.v1.Hello
-	15, // 3: bettercompute.daemon.v1.SessionRequest.heartbeat:type_name -> bettercompute.daemon.v1.Heartbeat
-	16, // 4: bettercompute.daemon.v1.SessionRequest.ack:type_name -> bettercompute.daemon.v1.CommandAck
-	17, // 5: bettercompute.daemon.v1.SessionRequest.result:type_name -> bettercompute.daemon.v1.CommandResult
-	18, // 6: bettercompute.daemon.v1.SessionRequest.event:type_name -> bettercompute.daemon.v1.Event
-	19, // 7: bettercompute.daemon.v1.SessionRequest.gpu_health:type_name -> bettercompute.daemon.v1.GpuHealth
-	21, // 8: bettercompute.daemon.v1.SessionResponse.welcome:type_name -> bettercompute.daemon.v1.Welcome
-	22, // 9: bettercompute.daemon.v1.SessionResponse.command:type_name -> bettercompute.daemon.v1.Command
-	23, // 10: bettercompute.daemon.v1.SessionResponse.goodbye:type_name -> bettercompute.daemon.v1.Goodbye
+	16, // 3: bettercompute.daemon.v1.SessionRequest.heartbeat:type_name -> bettercompute.daemon.v1.Heartbeat
+	17, // 4: bettercompute.daemon.v1.SessionRequest.ack:type_name -> bettercompute.daemon.v1.CommandAck
+	18, // 5: bettercompute.daemon.v1.SessionRequest.result:type_name -> bettercompute.daemon.v1.CommandResult
+	19, // 6: bettercompute.daemon.v1.SessionRequest.event:type_name -> bettercompute.daemon.v1.Event
+	20, // 7: bettercompute.daemon.v1.SessionRequest.gpu_health:type_name -> bettercompute.daemon.v1.GpuHealth
+	22, // 8: bettercompute.daemon.v1.SessionResponse.welcome:type_name -> bettercompute.daemon.v1.Welcome
+	23, // 9: bettercompute.daemon.v1.SessionResponse.command:type_name -> bettercompute.daemon.v1.Command
+	24, // 10: bettercompute.daemon.v1.SessionResponse.goodbye:type_name -> bettercompute.daemon.v1.Goodbye
 	8,  // 11: bettercompute.daemon.v1.SessionResponse.tunnel_open:type_name -> bettercompute.daemon.v1.TunnelOpen
 	10, // 12: bettercompute.daemon.v1.Hello.inventory:type_name -> bettercompute.daemon.v1.Inventory
-	24, // 13: bettercompute.daemon.v1.Hello.time:type_name -> google.protobuf.Timestamp
+	25, // 13: bettercompute.daemon.v1.Hello.time:type_name -> google.protobuf.Timestamp
 	11, // 14: bettercompute.daemon.v1.Inventory.gpus:type_name -> bettercompute.daemon.v1.Gpu
-	13, // 15: bettercompute.daemon.v1.Inventory.disks:type_name -> bettercompute.daemon.v1.Disk
-	14, // 16: bettercompute.daemon.v1.Inventory.nics:type_name -> bettercompute.daemon.v1.Nic
-	12, // 17: bettercompute.daemon.v1.Inventory.gpu_driver:type_name -> bettercompute.daemon.v1.GpuDriver
-	24, // 18: bettercompute.daemon.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	25, // 19: bettercompute.daemon.v1.CommandResult.result:type_name -> google.protobuf.Struct
-	25, // 20: bettercompute.daemon.v1.Event.data:type_name -> google.protobuf.Struct
-	24, // 21: bettercompute.daemon.v1.Event.time:type_name -> google.protobuf.Timestamp
-	20, // 22: bettercompute.daemon.v1.GpuHealth.signals:type_name -> bettercompute.daemon.v1.GpuSignal
-	24, // 23: bettercompute.daemon.v1.GpuHealth.time:type_name -> google.protobuf.Timestamp
-	24, // 24: bettercompute.daemon.v1.GpuSignal.first_seen:type_name -> google.protobuf.Timestamp
-	24, // 25: bettercompute.daemon.v1.GpuSignal.last_seen:type_name -> google.protobuf.Timestamp
-	24, // 26: bettercompute.daemon.v1.Welcome.server_time:type_name -> google.protobuf.Timestamp
-	24, // 27: bettercompute.daemon.v1.Command.deadline:type_name -> google.protobuf.Timestamp
-	26, // 28: bettercompute.daemon.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
-	27, // 29: bettercompute.daemon.v1.Command.drain:type_name -> bettercompute.daemon.v1.DrainPayload
-	28, // 30: bettercompute.daemon.v1.Command.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
-	29, // 31: bettercompute.daemon.v1.Command.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
-	30, // 32: bettercompute.daemon.v1.Command.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
-	31, // 33: bettercompute.daemon.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
-	32, // 34: bettercompute.daemon.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
-	33, // 35: bettercompute.daemon.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
-	0,  // 36: bettercompute.daemon.v1.DaemonService.Join:input_type -> bettercompute.daemon.v1.JoinRequest
-	2,  // 37: bettercompute.daemon.v1.DaemonService.Renew:input_type -> bettercompute.daemon.v1.RenewRequest
-	4,  // 38: bettercompute.daemon.v1.DaemonService.Secret:input_type -> bettercompute.daemon.v1.SecretRequest
-	6,  // 39: bettercompute.daemon.v1.DaemonService.Session:input_type -> bettercompute.daemon.v1.SessionRequest
-	1,  // 40: bettercompute.daemon.v1.DaemonService.Join:output_type -> bettercompute.daemon.v1.JoinResponse
-	3,  // 41: bettercompute.daemon.v1.DaemonService.Renew:output_type -> bettercompute.daemon.v1.RenewResponse
-	5,  // 42: bettercompute.daemon.v1.DaemonService.Secret:output_type -> bettercompute.daemon.v1.SecretResponse
-	7,  // 43: bettercompute.daemon.v1.DaemonService.Session:output_type -> bettercompute.daemon.v1.SessionResponse
-	40, // [40:44] is the sub-list for method output_type
-	36, // [36:40] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	14, // 15: bettercompute.daemon.v1.Inventory.disks:type_name -> bettercompute.daemon.v1.Disk
+	15, // 16: bettercompute.daemon.v1.Inventory.nics:type_name -> bettercompute.daemon.v1.Nic
+	13, // 17: bettercompute.daemon.v1.Inventory.gpu_driver:type_name -> bettercompute.daemon.v1.GpuDriver
+	12, // 18: bettercompute.daemon.v1.Gpu.links:type_name -> bettercompute.daemon.v1.GpuLink
+	25, // 19: bettercompute.daemon.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	26, // 20: bettercompute.daemon.v1.CommandResult.result:type_name -> google.protobuf.Struct
+	26, // 21: bettercompute.daemon.v1.Event.data:type_name -> google.protobuf.Struct
+	25, // 22: bettercompute.daemon.v1.Event.time:type_name -> google.protobuf.Timestamp
+	21, // 23: bettercompute.daemon.v1.GpuHealth.signals:type_name -> bettercompute.daemon.v1.GpuSignal
+	25, // 24: bettercompute.daemon.v1.GpuHealth.time:type_name -> google.protobuf.Timestamp
+	25, // 25: bettercompute.daemon.v1.GpuSignal.first_seen:type_name -> google.protobuf.Timestamp
+	25, // 26: bettercompute.daemon.v1.GpuSignal.last_seen:type_name -> google.protobuf.Timestamp
+	25, // 27: bettercompute.daemon.v1.Welcome.server_time:type_name -> google.protobuf.Timestamp
+	25, // 28: bettercompute.daemon.v1.Command.deadline:type_name -> google.protobuf.Timestamp
+	27, // 29: bettercompute.daemon.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
+	28, // 30: bettercompute.daemon.v1.Command.drain:type_name -> bettercompute.daemon.v1.DrainPayload
+	29, // 31: bettercompute.daemon.v1.Command.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
+	30, // 32: bettercompute.daemon.v1.Command.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
+	31, // 33: bettercompute.daemon.v1.Command.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
+	32, // 34: bettercompute.daemon.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
+	33, // 35: bettercompute.daemon.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
+	34, // 36: bettercompute.daemon.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
+	0,  // 37: bettercompute.daemon.v1.DaemonService.Join:input_type -> bettercompute.daemon.v1.JoinRequest
+	2,  // 38: bettercompute.daemon.v1.DaemonService.Renew:input_type -> bettercompute.daemon.v1.RenewRequest
+	4,  // 39: bettercompute.daemon.v1.DaemonService.Secret:input_type -> bettercompute.daemon.v1.SecretRequest
+	6,  // 40: bettercompute.daemon.v1.DaemonService.Session:input_type -> bettercompute.daemon.v1.SessionRequest
+	1,  // 41: bettercompute.daemon.v1.DaemonService.Join:output_type -> bettercompute.daemon.v1.JoinResponse
+	3,  // 42: bettercompute.daemon.v1.DaemonService.Renew:output_type -> bettercompute.daemon.v1.RenewResponse
+	5,  // 43: bettercompute.daemon.v1.DaemonService.Secret:output_type -> bettercompute.daemon.v1.SecretResponse
+	7,  // 44: bettercompute.daemon.v1.DaemonService.Session:output_type -> bettercompute.daemon.v1.SessionResponse
+	41, // [41:45] is the sub-list for method output_type
+	37, // [37:41] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_daemon_v1_daemon_proto_init() }
@@ -2243,7 +2348,7 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 		(*SessionResponse_TunnelOpen)(nil),
 	}
 	file_bettercompute_daemon_v1_daemon_proto_msgTypes[11].OneofWrappers = []any{}
-	file_bettercompute_daemon_v1_daemon_proto_msgTypes[22].OneofWrappers = []any{
+	file_bettercompute_daemon_v1_daemon_proto_msgTypes[23].OneofWrappers = []any{
 		(*Command_Exec)(nil),
 		(*Command_Drain)(nil),
 		(*Command_Undrain)(nil),
@@ -2259,7 +2364,7 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_daemon_v1_daemon_proto_rawDesc), len(file_bettercompute_daemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

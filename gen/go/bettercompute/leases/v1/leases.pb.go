@@ -112,6 +112,61 @@ func (LeaseState) EnumDescriptor() ([]byte, []int) {
 	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{0}
 }
 
+// TopologyMode says whether a lease's GPUs on one node must be well connected.
+type TopologyMode int32
+
+const (
+	// As PREFERRED.
+	TopologyMode_TOPOLOGY_MODE_UNSPECIFIED TopologyMode = 0
+	// The placer picks the best-connected free set of GPUs it can on the node it chooses (one
+	// NVLink domain, then one NUMA node, then one PCIe switch), and places the lease anyway.
+	TopologyMode_TOPOLOGY_MODE_PREFERRED TopologyMode = 1
+	// Only on a node where the lease's GPUs can all be in one NVLink domain (every pair joined by
+	// NVLink) or, on a node without NVLink, behind one PCIe switch; else the lease waits.
+	TopologyMode_TOPOLOGY_MODE_REQUIRED TopologyMode = 2
+)
+
+// Enum value maps for TopologyMode.
+var (
+	TopologyMode_name = map[int32]string{
+		0: "TOPOLOGY_MODE_UNSPECIFIED",
+		1: "TOPOLOGY_MODE_PREFERRED",
+		2: "TOPOLOGY_MODE_REQUIRED",
+	}
+	TopologyMode_value = map[string]int32{
+		"TOPOLOGY_MODE_UNSPECIFIED": 0,
+		"TOPOLOGY_MODE_PREFERRED":   1,
+		"TOPOLOGY_MODE_REQUIRED":    2,
+	}
+)
+
+func (x TopologyMode) Enum() *TopologyMode {
+	p := new(TopologyMode)
+	*p = x
+	return p
+}
+
+func (x TopologyMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TopologyMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_bettercompute_leases_v1_leases_proto_enumTypes[1].Descriptor()
+}
+
+func (TopologyMode) Type() protoreflect.EnumType {
+	return &file_bettercompute_leases_v1_leases_proto_enumTypes[1]
+}
+
+func (x TopologyMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TopologyMode.Descriptor instead.
+func (TopologyMode) EnumDescriptor() ([]byte, []int) {
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{1}
+}
+
 // Toleration lets a lease onto nodes with a matching taint, as in Kubernetes. Nodes with
 // NoSchedule or NoExecute taints take only leases that tolerate every such taint.
 type Toleration struct {
@@ -221,7 +276,9 @@ type Lease struct {
 	// are within nominal quota while they fit there together).
 	Borrowing bool `protobuf:"varint,19,opt,name=borrowing,proto3" json:"borrowing,omitempty"`
 	// When it was preempted; unset unless preempted.
-	PreemptTime   *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=preempt_time,json=preemptTime,proto3" json:"preempt_time,omitempty"`
+	PreemptTime *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=preempt_time,json=preemptTime,proto3" json:"preempt_time,omitempty"`
+	// As created.
+	Topology      TopologyMode `protobuf:"varint,21,opt,name=topology,proto3,enum=bettercompute.leases.v1.TopologyMode" json:"topology,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -396,6 +453,13 @@ func (x *Lease) GetPreemptTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Lease) GetTopology() TopologyMode {
+	if x != nil {
+		return x.Topology
+	}
+	return TopologyMode_TOPOLOGY_MODE_UNSPECIFIED
+}
+
 // Allocation is one GPU, or CPUs and memory on one node, held by a lease.
 type Allocation struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -409,7 +473,11 @@ type Allocation struct {
 	MemoryBytes int64                  `protobuf:"varint,7,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
 	StartTime   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	// Unset while held.
-	EndTime       *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	EndTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// For a GPU: how the lease's GPUs on this node are joined, the worst pair deciding:
+	// "nvlink" (one NVLink domain), "numa" (one NUMA node), "pcie_switch" (one PCIe switch),
+	// "node" (none of these), or "" for a single GPU or a node whose topology is unknown.
+	Topology      string `protobuf:"bytes,10,opt,name=topology,proto3" json:"topology,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -507,6 +575,13 @@ func (x *Allocation) GetEndTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Allocation) GetTopology() string {
+	if x != nil {
+		return x.Topology
+	}
+	return ""
+}
+
 // CreateRequest asks for a lease.
 type CreateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -528,7 +603,9 @@ type CreateRequest struct {
 	// at the latest. Only in a pool of the caller's tenant.
 	ReservationId string `protobuf:"bytes,9,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
 	// Higher is placed first and preempted last; -1000 to 1000, default 0.
-	Priority      int32 `protobuf:"varint,10,opt,name=priority,proto3" json:"priority,omitempty"`
+	Priority int32 `protobuf:"varint,10,opt,name=priority,proto3" json:"priority,omitempty"`
+	// How well connected the GPUs of a lease on one node must be (see Topology).
+	Topology      TopologyMode `protobuf:"varint,11,opt,name=topology,proto3,enum=bettercompute.leases.v1.TopologyMode" json:"topology,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -631,6 +708,13 @@ func (x *CreateRequest) GetPriority() int32 {
 		return x.Priority
 	}
 	return 0
+}
+
+func (x *CreateRequest) GetTopology() TopologyMode {
+	if x != nil {
+		return x.Topology
+	}
+	return TopologyMode_TOPOLOGY_MODE_UNSPECIFIED
 }
 
 // CreateResponse carries the pending lease.
@@ -1091,7 +1175,7 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n" +
-	"\x06effect\x18\x04 \x01(\tR\x06effect\"\x82\a\n" +
+	"\x06effect\x18\x04 \x01(\tR\x06effect\"\xc5\a\n" +
 	"\x05Lease\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -1115,7 +1199,8 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\bend_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1a\n" +
 	"\bpriority\x18\x12 \x01(\x05R\bpriority\x12\x1c\n" +
 	"\tborrowing\x18\x13 \x01(\bR\tborrowing\x12=\n" +
-	"\fpreempt_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\vpreemptTime:Lʠ\x19H\n" +
+	"\fpreempt_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\vpreemptTime\x12A\n" +
+	"\btopology\x18\x15 \x01(\x0e2%.bettercompute.leases.v1.TopologyModeR\btopology:Lʠ\x19H\n" +
 	"\x02id\n" +
 	"\x06poolId\n" +
 	"\x05state\n" +
@@ -1125,7 +1210,7 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\bpriority\n" +
 	"\n" +
 	"createTime\n" +
-	"\aendTime\"\xbf\x02\n" +
+	"\aendTime\"\xdb\x02\n" +
 	"\n" +
 	"Allocation\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n" +
@@ -1137,7 +1222,9 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\a \x01(\x03R\vmemoryBytes\x129\n" +
 	"\n" +
 	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
-	"\bend_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xe9\x02\n" +
+	"\bend_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1a\n" +
+	"\btopology\x18\n" +
+	" \x01(\tR\btopology\"\xac\x03\n" +
 	"\rCreateRequest\x12\x17\n" +
 	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x12\n" +
 	"\x04gpus\x18\x02 \x01(\x05R\x04gpus\x12\x1b\n" +
@@ -1149,7 +1236,8 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\vtolerations\x18\b \x03(\v2#.bettercompute.leases.v1.TolerationR\vtolerations\x12%\n" +
 	"\x0ereservation_id\x18\t \x01(\tR\rreservationId\x12\x1a\n" +
 	"\bpriority\x18\n" +
-	" \x01(\x05R\bpriority\"F\n" +
+	" \x01(\x05R\bpriority\x12A\n" +
+	"\btopology\x18\v \x01(\x0e2%.bettercompute.leases.v1.TopologyModeR\btopology\"F\n" +
 	"\x0eCreateResponse\x124\n" +
 	"\x05lease\x18\x01 \x01(\v2\x1e.bettercompute.leases.v1.LeaseR\x05lease\"\x1c\n" +
 	"\n" +
@@ -1184,7 +1272,11 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\x14LEASE_STATE_RELEASED\x10\x04\x12\x17\n" +
 	"\x13LEASE_STATE_EXPIRED\x10\x05\x12\x16\n" +
 	"\x12LEASE_STATE_FAILED\x10\x06\x12\x19\n" +
-	"\x15LEASE_STATE_PREEMPTED\x10\a2\x8c\x05\n" +
+	"\x15LEASE_STATE_PREEMPTED\x10\a*f\n" +
+	"\fTopologyMode\x12\x1d\n" +
+	"\x19TOPOLOGY_MODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17TOPOLOGY_MODE_PREFERRED\x10\x01\x12\x1a\n" +
+	"\x16TOPOLOGY_MODE_REQUIRED\x10\x022\x8c\x05\n" +
 	"\rLeasesService\x12\x82\x01\n" +
 	"\x06Create\x12&.bettercompute.leases.v1.CreateRequest\x1a'.bettercompute.leases.v1.CreateResponse\"'\u00a0\x19#\n" +
 	"\x06leases\x12\x06create\x1a\rleases.create(\x010\x01\x12s\n" +
@@ -1209,61 +1301,64 @@ func file_bettercompute_leases_v1_leases_proto_rawDescGZIP() []byte {
 	return file_bettercompute_leases_v1_leases_proto_rawDescData
 }
 
-var file_bettercompute_leases_v1_leases_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_bettercompute_leases_v1_leases_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_bettercompute_leases_v1_leases_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_bettercompute_leases_v1_leases_proto_goTypes = []any{
 	(LeaseState)(0),               // 0: bettercompute.leases.v1.LeaseState
-	(*Toleration)(nil),            // 1: bettercompute.leases.v1.Toleration
-	(*Lease)(nil),                 // 2: bettercompute.leases.v1.Lease
-	(*Allocation)(nil),            // 3: bettercompute.leases.v1.Allocation
-	(*CreateRequest)(nil),         // 4: bettercompute.leases.v1.CreateRequest
-	(*CreateResponse)(nil),        // 5: bettercompute.leases.v1.CreateResponse
-	(*GetRequest)(nil),            // 6: bettercompute.leases.v1.GetRequest
-	(*GetResponse)(nil),           // 7: bettercompute.leases.v1.GetResponse
-	(*ListRequest)(nil),           // 8: bettercompute.leases.v1.ListRequest
-	(*ListResponse)(nil),          // 9: bettercompute.leases.v1.ListResponse
-	(*ExtendRequest)(nil),         // 10: bettercompute.leases.v1.ExtendRequest
-	(*ExtendResponse)(nil),        // 11: bettercompute.leases.v1.ExtendResponse
-	(*ReleaseRequest)(nil),        // 12: bettercompute.leases.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 13: bettercompute.leases.v1.ReleaseResponse
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(TopologyMode)(0),             // 1: bettercompute.leases.v1.TopologyMode
+	(*Toleration)(nil),            // 2: bettercompute.leases.v1.Toleration
+	(*Lease)(nil),                 // 3: bettercompute.leases.v1.Lease
+	(*Allocation)(nil),            // 4: bettercompute.leases.v1.Allocation
+	(*CreateRequest)(nil),         // 5: bettercompute.leases.v1.CreateRequest
+	(*CreateResponse)(nil),        // 6: bettercompute.leases.v1.CreateResponse
+	(*GetRequest)(nil),            // 7: bettercompute.leases.v1.GetRequest
+	(*GetResponse)(nil),           // 8: bettercompute.leases.v1.GetResponse
+	(*ListRequest)(nil),           // 9: bettercompute.leases.v1.ListRequest
+	(*ListResponse)(nil),          // 10: bettercompute.leases.v1.ListResponse
+	(*ExtendRequest)(nil),         // 11: bettercompute.leases.v1.ExtendRequest
+	(*ExtendResponse)(nil),        // 12: bettercompute.leases.v1.ExtendResponse
+	(*ReleaseRequest)(nil),        // 13: bettercompute.leases.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 14: bettercompute.leases.v1.ReleaseResponse
+	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_bettercompute_leases_v1_leases_proto_depIdxs = []int32{
-	1,  // 0: bettercompute.leases.v1.Lease.tolerations:type_name -> bettercompute.leases.v1.Toleration
-	14, // 1: bettercompute.leases.v1.Lease.duration:type_name -> google.protobuf.Duration
+	2,  // 0: bettercompute.leases.v1.Lease.tolerations:type_name -> bettercompute.leases.v1.Toleration
+	15, // 1: bettercompute.leases.v1.Lease.duration:type_name -> google.protobuf.Duration
 	0,  // 2: bettercompute.leases.v1.Lease.state:type_name -> bettercompute.leases.v1.LeaseState
-	3,  // 3: bettercompute.leases.v1.Lease.allocations:type_name -> bettercompute.leases.v1.Allocation
-	15, // 4: bettercompute.leases.v1.Lease.create_time:type_name -> google.protobuf.Timestamp
-	15, // 5: bettercompute.leases.v1.Lease.place_time:type_name -> google.protobuf.Timestamp
-	15, // 6: bettercompute.leases.v1.Lease.end_time:type_name -> google.protobuf.Timestamp
-	15, // 7: bettercompute.leases.v1.Lease.preempt_time:type_name -> google.protobuf.Timestamp
-	15, // 8: bettercompute.leases.v1.Allocation.start_time:type_name -> google.protobuf.Timestamp
-	15, // 9: bettercompute.leases.v1.Allocation.end_time:type_name -> google.protobuf.Timestamp
-	14, // 10: bettercompute.leases.v1.CreateRequest.duration:type_name -> google.protobuf.Duration
-	1,  // 11: bettercompute.leases.v1.CreateRequest.tolerations:type_name -> bettercompute.leases.v1.Toleration
-	2,  // 12: bettercompute.leases.v1.CreateResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	2,  // 13: bettercompute.leases.v1.GetResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	0,  // 14: bettercompute.leases.v1.ListRequest.state:type_name -> bettercompute.leases.v1.LeaseState
-	2,  // 15: bettercompute.leases.v1.ListResponse.leases:type_name -> bettercompute.leases.v1.Lease
-	14, // 16: bettercompute.leases.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
-	2,  // 17: bettercompute.leases.v1.ExtendResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	2,  // 18: bettercompute.leases.v1.ReleaseResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	4,  // 19: bettercompute.leases.v1.LeasesService.Create:input_type -> bettercompute.leases.v1.CreateRequest
-	6,  // 20: bettercompute.leases.v1.LeasesService.Get:input_type -> bettercompute.leases.v1.GetRequest
-	8,  // 21: bettercompute.leases.v1.LeasesService.List:input_type -> bettercompute.leases.v1.ListRequest
-	10, // 22: bettercompute.leases.v1.LeasesService.Extend:input_type -> bettercompute.leases.v1.ExtendRequest
-	12, // 23: bettercompute.leases.v1.LeasesService.Release:input_type -> bettercompute.leases.v1.ReleaseRequest
-	5,  // 24: bettercompute.leases.v1.LeasesService.Create:output_type -> bettercompute.leases.v1.CreateResponse
-	7,  // 25: bettercompute.leases.v1.LeasesService.Get:output_type -> bettercompute.leases.v1.GetResponse
-	9,  // 26: bettercompute.leases.v1.LeasesService.List:output_type -> bettercompute.leases.v1.ListResponse
-	11, // 27: bettercompute.leases.v1.LeasesService.Extend:output_type -> bettercompute.leases.v1.ExtendResponse
-	13, // 28: bettercompute.leases.v1.LeasesService.Release:output_type -> bettercompute.leases.v1.ReleaseResponse
-	24, // [24:29] is the sub-list for method output_type
-	19, // [19:24] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	4,  // 3: bettercompute.leases.v1.Lease.allocations:type_name -> bettercompute.leases.v1.Allocation
+	16, // 4: bettercompute.leases.v1.Lease.create_time:type_name -> google.protobuf.Timestamp
+	16, // 5: bettercompute.leases.v1.Lease.place_time:type_name -> google.protobuf.Timestamp
+	16, // 6: bettercompute.leases.v1.Lease.end_time:type_name -> google.protobuf.Timestamp
+	16, // 7: bettercompute.leases.v1.Lease.preempt_time:type_name -> google.protobuf.Timestamp
+	1,  // 8: bettercompute.leases.v1.Lease.topology:type_name -> bettercompute.leases.v1.TopologyMode
+	16, // 9: bettercompute.leases.v1.Allocation.start_time:type_name -> google.protobuf.Timestamp
+	16, // 10: bettercompute.leases.v1.Allocation.end_time:type_name -> google.protobuf.Timestamp
+	15, // 11: bettercompute.leases.v1.CreateRequest.duration:type_name -> google.protobuf.Duration
+	2,  // 12: bettercompute.leases.v1.CreateRequest.tolerations:type_name -> bettercompute.leases.v1.Toleration
+	1,  // 13: bettercompute.leases.v1.CreateRequest.topology:type_name -> bettercompute.leases.v1.TopologyMode
+	3,  // 14: bettercompute.leases.v1.CreateResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	3,  // 15: bettercompute.leases.v1.GetResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	0,  // 16: bettercompute.leases.v1.ListRequest.state:type_name -> bettercompute.leases.v1.LeaseState
+	3,  // 17: bettercompute.leases.v1.ListResponse.leases:type_name -> bettercompute.leases.v1.Lease
+	15, // 18: bettercompute.leases.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
+	3,  // 19: bettercompute.leases.v1.ExtendResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	3,  // 20: bettercompute.leases.v1.ReleaseResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	5,  // 21: bettercompute.leases.v1.LeasesService.Create:input_type -> bettercompute.leases.v1.CreateRequest
+	7,  // 22: bettercompute.leases.v1.LeasesService.Get:input_type -> bettercompute.leases.v1.GetRequest
+	9,  // 23: bettercompute.leases.v1.LeasesService.List:input_type -> bettercompute.leases.v1.ListRequest
+	11, // 24: bettercompute.leases.v1.LeasesService.Extend:input_type -> bettercompute.leases.v1.ExtendRequest
+	13, // 25: bettercompute.leases.v1.LeasesService.Release:input_type -> bettercompute.leases.v1.ReleaseRequest
+	6,  // 26: bettercompute.leases.v1.LeasesService.Create:output_type -> bettercompute.leases.v1.CreateResponse
+	8,  // 27: bettercompute.leases.v1.LeasesService.Get:output_type -> bettercompute.leases.v1.GetResponse
+	10, // 28: bettercompute.leases.v1.LeasesService.List:output_type -> bettercompute.leases.v1.ListResponse
+	12, // 29: bettercompute.leases.v1.LeasesService.Extend:output_type -> bettercompute.leases.v1.ExtendResponse
+	14, // 30: bettercompute.leases.v1.LeasesService.Release:output_type -> bettercompute.leases.v1.ReleaseResponse
+	26, // [26:31] is the sub-list for method output_type
+	21, // [21:26] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_leases_v1_leases_proto_init() }
@@ -1276,7 +1371,7 @@ func file_bettercompute_leases_v1_leases_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_leases_v1_leases_proto_rawDesc), len(file_bettercompute_leases_v1_leases_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -871,6 +871,11 @@ type Gpu struct {
 	Health v1.HealthState `protobuf:"varint,13,opt,name=health,proto3,enum=bettercompute.gpus.v1.HealthState" json:"health,omitempty"`
 	// Why it is degraded or unhealthy; empty when healthy.
 	HealthReasons []*v1.HealthReason `protobuf:"bytes,14,rep,name=health_reasons,json=healthReasons,proto3" json:"health_reasons,omitempty"`
+	// How this GPU reaches each other GPU of the node, as its daemon reports it (see
+	// bettercompute.daemon.v1.GpuLink).
+	Links []*GpuLink `protobuf:"bytes,15,rep,name=links,proto3" json:"links,omitempty"`
+	// The network interfaces on this GPU's PCIe switch: its GPUDirect RDMA peers.
+	NearNics      []string `protobuf:"bytes,16,rep,name=near_nics,json=nearNics,proto3" json:"near_nics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1003,6 +1008,90 @@ func (x *Gpu) GetHealthReasons() []*v1.HealthReason {
 	return nil
 }
 
+func (x *Gpu) GetLinks() []*GpuLink {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
+func (x *Gpu) GetNearNics() []string {
+	if x != nil {
+		return x.NearNics
+	}
+	return nil
+}
+
+// GpuLink is how one GPU reaches another GPU of its node.
+type GpuLink struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	PeerIndex int32                  `protobuf:"varint,1,opt,name=peer_index,json=peerIndex,proto3" json:"peer_index,omitempty"`
+	PeerUuid  string                 `protobuf:"bytes,2,opt,name=peer_uuid,json=peerUuid,proto3" json:"peer_uuid,omitempty"`
+	// "NV#" (NVLinks), "PIX", "PXB", "PHB", "NODE" or "SYS", as `nvidia-smi topo -m` names them.
+	Path          string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	Nvlinks       int32  `protobuf:"varint,4,opt,name=nvlinks,proto3" json:"nvlinks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuLink) Reset() {
+	*x = GpuLink{}
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuLink) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuLink) ProtoMessage() {}
+
+func (x *GpuLink) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuLink.ProtoReflect.Descriptor instead.
+func (*GpuLink) Descriptor() ([]byte, []int) {
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GpuLink) GetPeerIndex() int32 {
+	if x != nil {
+		return x.PeerIndex
+	}
+	return 0
+}
+
+func (x *GpuLink) GetPeerUuid() string {
+	if x != nil {
+		return x.PeerUuid
+	}
+	return ""
+}
+
+func (x *GpuLink) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *GpuLink) GetNvlinks() int32 {
+	if x != nil {
+		return x.Nvlinks
+	}
+	return 0
+}
+
 // GpuDriver is the NVIDIA driver stack of a node with NVIDIA GPUs.
 type GpuDriver struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1023,7 +1112,7 @@ type GpuDriver struct {
 
 func (x *GpuDriver) Reset() {
 	*x = GpuDriver{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[8]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1124,7 @@ func (x *GpuDriver) String() string {
 func (*GpuDriver) ProtoMessage() {}
 
 func (x *GpuDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[8]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1137,7 @@ func (x *GpuDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuDriver.ProtoReflect.Descriptor instead.
 func (*GpuDriver) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GpuDriver) GetDriverVersion() string {
@@ -1091,7 +1180,7 @@ type Disk struct {
 
 func (x *Disk) Reset() {
 	*x = Disk{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[9]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1192,7 @@ func (x *Disk) String() string {
 func (*Disk) ProtoMessage() {}
 
 func (x *Disk) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[9]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1205,7 @@ func (x *Disk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disk.ProtoReflect.Descriptor instead.
 func (*Disk) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Disk) GetName() string {
@@ -1152,7 +1241,7 @@ type Nic struct {
 
 func (x *Nic) Reset() {
 	*x = Nic{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[10]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1253,7 @@ func (x *Nic) String() string {
 func (*Nic) ProtoMessage() {}
 
 func (x *Nic) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[10]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1266,7 @@ func (x *Nic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nic.ProtoReflect.Descriptor instead.
 func (*Nic) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Nic) GetName() string {
@@ -1232,7 +1321,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[11]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1333,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[11]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1346,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{11}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListRequest) GetLabelSelector() map[string]string {
@@ -1335,7 +1424,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[12]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1436,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[12]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1449,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListResponse) GetNodes() []*Node {
@@ -1393,7 +1482,7 @@ type SummaryRequest struct {
 
 func (x *SummaryRequest) Reset() {
 	*x = SummaryRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[13]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1494,7 @@ func (x *SummaryRequest) String() string {
 func (*SummaryRequest) ProtoMessage() {}
 
 func (x *SummaryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[13]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1507,7 @@ func (x *SummaryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummaryRequest.ProtoReflect.Descriptor instead.
 func (*SummaryRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SummaryRequest) GetLabelSelector() map[string]string {
@@ -1483,7 +1572,7 @@ type SummaryResponse struct {
 
 func (x *SummaryResponse) Reset() {
 	*x = SummaryResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[14]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1584,7 @@ func (x *SummaryResponse) String() string {
 func (*SummaryResponse) ProtoMessage() {}
 
 func (x *SummaryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[14]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1597,7 @@ func (x *SummaryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummaryResponse.ProtoReflect.Descriptor instead.
 func (*SummaryResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SummaryResponse) GetTotal() int64 {
@@ -1565,7 +1654,7 @@ type GpuModelCount struct {
 
 func (x *GpuModelCount) Reset() {
 	*x = GpuModelCount{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[15]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1666,7 @@ func (x *GpuModelCount) String() string {
 func (*GpuModelCount) ProtoMessage() {}
 
 func (x *GpuModelCount) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[15]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1679,7 @@ func (x *GpuModelCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuModelCount.ProtoReflect.Descriptor instead.
 func (*GpuModelCount) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GpuModelCount) GetModel() string {
@@ -1624,7 +1713,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[16]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1725,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[16]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1738,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{16}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetRequest) GetId() string {
@@ -1669,7 +1758,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[17]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1770,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[17]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1783,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{17}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetResponse) GetNode() *Node {
@@ -1714,7 +1803,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[18]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1815,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[18]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1828,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{18}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RevokeRequest) GetId() string {
@@ -1759,7 +1848,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[19]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1860,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[19]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1873,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{19}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RevokeResponse) GetNode() *Node {
@@ -1804,7 +1893,7 @@ type CordonRequest struct {
 
 func (x *CordonRequest) Reset() {
 	*x = CordonRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[20]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +1905,7 @@ func (x *CordonRequest) String() string {
 func (*CordonRequest) ProtoMessage() {}
 
 func (x *CordonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[20]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +1918,7 @@ func (x *CordonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonRequest.ProtoReflect.Descriptor instead.
 func (*CordonRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{20}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CordonRequest) GetId() string {
@@ -1849,7 +1938,7 @@ type CordonResponse struct {
 
 func (x *CordonResponse) Reset() {
 	*x = CordonResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[21]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +1950,7 @@ func (x *CordonResponse) String() string {
 func (*CordonResponse) ProtoMessage() {}
 
 func (x *CordonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[21]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +1963,7 @@ func (x *CordonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonResponse.ProtoReflect.Descriptor instead.
 func (*CordonResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{21}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CordonResponse) GetNode() *Node {
@@ -1894,7 +1983,7 @@ type UncordonRequest struct {
 
 func (x *UncordonRequest) Reset() {
 	*x = UncordonRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[22]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +1995,7 @@ func (x *UncordonRequest) String() string {
 func (*UncordonRequest) ProtoMessage() {}
 
 func (x *UncordonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[22]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +2008,7 @@ func (x *UncordonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonRequest.ProtoReflect.Descriptor instead.
 func (*UncordonRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{22}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UncordonRequest) GetId() string {
@@ -1939,7 +2028,7 @@ type UncordonResponse struct {
 
 func (x *UncordonResponse) Reset() {
 	*x = UncordonResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[23]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1951,7 +2040,7 @@ func (x *UncordonResponse) String() string {
 func (*UncordonResponse) ProtoMessage() {}
 
 func (x *UncordonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[23]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1964,7 +2053,7 @@ func (x *UncordonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonResponse.ProtoReflect.Descriptor instead.
 func (*UncordonResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{23}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UncordonResponse) GetNode() *Node {
@@ -1984,7 +2073,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[24]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2085,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[24]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2098,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{24}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DrainRequest) GetId() string {
@@ -2029,7 +2118,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[25]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2130,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[25]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2143,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{25}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DrainResponse) GetNode() *Node {
@@ -2074,7 +2163,7 @@ type RetireRequest struct {
 
 func (x *RetireRequest) Reset() {
 	*x = RetireRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[26]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +2175,7 @@ func (x *RetireRequest) String() string {
 func (*RetireRequest) ProtoMessage() {}
 
 func (x *RetireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[26]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +2188,7 @@ func (x *RetireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireRequest.ProtoReflect.Descriptor instead.
 func (*RetireRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{26}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RetireRequest) GetId() string {
@@ -2119,7 +2208,7 @@ type RetireResponse struct {
 
 func (x *RetireResponse) Reset() {
 	*x = RetireResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[27]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2220,7 @@ func (x *RetireResponse) String() string {
 func (*RetireResponse) ProtoMessage() {}
 
 func (x *RetireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[27]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2233,7 @@ func (x *RetireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireResponse.ProtoReflect.Descriptor instead.
 func (*RetireResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{27}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RetireResponse) GetNode() *Node {
@@ -2169,7 +2258,7 @@ type LabelRequest struct {
 
 func (x *LabelRequest) Reset() {
 	*x = LabelRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[28]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2270,7 @@ func (x *LabelRequest) String() string {
 func (*LabelRequest) ProtoMessage() {}
 
 func (x *LabelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[28]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2283,7 @@ func (x *LabelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelRequest.ProtoReflect.Descriptor instead.
 func (*LabelRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{28}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LabelRequest) GetId() string {
@@ -2228,7 +2317,7 @@ type LabelResponse struct {
 
 func (x *LabelResponse) Reset() {
 	*x = LabelResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[29]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2240,7 +2329,7 @@ func (x *LabelResponse) String() string {
 func (*LabelResponse) ProtoMessage() {}
 
 func (x *LabelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[29]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2253,7 +2342,7 @@ func (x *LabelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelResponse.ProtoReflect.Descriptor instead.
 func (*LabelResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{29}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LabelResponse) GetNode() *Node {
@@ -2277,7 +2366,7 @@ type UpdateSpecRequest struct {
 
 func (x *UpdateSpecRequest) Reset() {
 	*x = UpdateSpecRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[30]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2378,7 @@ func (x *UpdateSpecRequest) String() string {
 func (*UpdateSpecRequest) ProtoMessage() {}
 
 func (x *UpdateSpecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[30]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2391,7 @@ func (x *UpdateSpecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSpecRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSpecRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{30}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateSpecRequest) GetId() string {
@@ -2336,7 +2425,7 @@ type UpdateSpecResponse struct {
 
 func (x *UpdateSpecResponse) Reset() {
 	*x = UpdateSpecResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[31]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2437,7 @@ func (x *UpdateSpecResponse) String() string {
 func (*UpdateSpecResponse) ProtoMessage() {}
 
 func (x *UpdateSpecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[31]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2450,7 @@ func (x *UpdateSpecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSpecResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSpecResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{31}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateSpecResponse) GetNode() *Node {
@@ -2384,7 +2473,7 @@ type InventoryHistoryRequest struct {
 
 func (x *InventoryHistoryRequest) Reset() {
 	*x = InventoryHistoryRequest{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[32]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +2485,7 @@ func (x *InventoryHistoryRequest) String() string {
 func (*InventoryHistoryRequest) ProtoMessage() {}
 
 func (x *InventoryHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[32]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +2498,7 @@ func (x *InventoryHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InventoryHistoryRequest.ProtoReflect.Descriptor instead.
 func (*InventoryHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{32}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *InventoryHistoryRequest) GetId() string {
@@ -2445,7 +2534,7 @@ type InventoryHistoryResponse struct {
 
 func (x *InventoryHistoryResponse) Reset() {
 	*x = InventoryHistoryResponse{}
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[33]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2546,7 @@ func (x *InventoryHistoryResponse) String() string {
 func (*InventoryHistoryResponse) ProtoMessage() {}
 
 func (x *InventoryHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[33]
+	mi := &file_bettercompute_nodes_v1_nodes_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2559,7 @@ func (x *InventoryHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InventoryHistoryResponse.ProtoReflect.Descriptor instead.
 func (*InventoryHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{33}
+	return file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *InventoryHistoryResponse) GetRecords() []*InventoryRecord {
@@ -2587,7 +2676,7 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\n" +
 	"gpu_driver\x18\n" +
 	" \x01(\v2!.bettercompute.nodes.v1.GpuDriverR\tgpuDriver\x12&\n" +
-	"\x0fgpu_probe_error\x18\v \x01(\tR\rgpuProbeError\"\x90\x04\n" +
+	"\x0fgpu_probe_error\x18\v \x01(\tR\rgpuProbeError\"\xe4\x04\n" +
 	"\x03Gpu\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12!\n" +
@@ -2604,9 +2693,17 @@ const file_bettercompute_nodes_v1_nodes_proto_rawDesc = "" +
 	"\x10persistence_mode\x18\v \x01(\bR\x0fpersistenceMode\x12!\n" +
 	"\fminor_number\x18\f \x01(\x05R\vminorNumber\x12:\n" +
 	"\x06health\x18\r \x01(\x0e2\".bettercompute.gpus.v1.HealthStateR\x06health\x12J\n" +
-	"\x0ehealth_reasons\x18\x0e \x03(\v2#.bettercompute.gpus.v1.HealthReasonR\rhealthReasonsB\f\n" +
+	"\x0ehealth_reasons\x18\x0e \x03(\v2#.bettercompute.gpus.v1.HealthReasonR\rhealthReasons\x125\n" +
+	"\x05links\x18\x0f \x03(\v2\x1f.bettercompute.nodes.v1.GpuLinkR\x05links\x12\x1b\n" +
+	"\tnear_nics\x18\x10 \x03(\tR\bnearNicsB\f\n" +
 	"\n" +
-	"_numa_node\"\xbb\x01\n" +
+	"_numa_node\"s\n" +
+	"\aGpuLink\x12\x1d\n" +
+	"\n" +
+	"peer_index\x18\x01 \x01(\x05R\tpeerIndex\x12\x1b\n" +
+	"\tpeer_uuid\x18\x02 \x01(\tR\bpeerUuid\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x18\n" +
+	"\anvlinks\x18\x04 \x01(\x05R\anvlinks\"\xbb\x01\n" +
 	"\tGpuDriver\x12%\n" +
 	"\x0edriver_version\x18\x01 \x01(\tR\rdriverVersion\x12!\n" +
 	"\fcuda_version\x18\x02 \x01(\tR\vcudaVersion\x120\n" +
@@ -2756,7 +2853,7 @@ func file_bettercompute_nodes_v1_nodes_proto_rawDescGZIP() []byte {
 	return file_bettercompute_nodes_v1_nodes_proto_rawDescData
 }
 
-var file_bettercompute_nodes_v1_nodes_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_bettercompute_nodes_v1_nodes_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_bettercompute_nodes_v1_nodes_proto_goTypes = []any{
 	(*Node)(nil),                     // 0: bettercompute.nodes.v1.Node
 	(*Taint)(nil),                    // 1: bettercompute.nodes.v1.Taint
@@ -2766,113 +2863,115 @@ var file_bettercompute_nodes_v1_nodes_proto_goTypes = []any{
 	(*InventoryRecord)(nil),          // 5: bettercompute.nodes.v1.InventoryRecord
 	(*Inventory)(nil),                // 6: bettercompute.nodes.v1.Inventory
 	(*Gpu)(nil),                      // 7: bettercompute.nodes.v1.Gpu
-	(*GpuDriver)(nil),                // 8: bettercompute.nodes.v1.GpuDriver
-	(*Disk)(nil),                     // 9: bettercompute.nodes.v1.Disk
-	(*Nic)(nil),                      // 10: bettercompute.nodes.v1.Nic
-	(*ListRequest)(nil),              // 11: bettercompute.nodes.v1.ListRequest
-	(*ListResponse)(nil),             // 12: bettercompute.nodes.v1.ListResponse
-	(*SummaryRequest)(nil),           // 13: bettercompute.nodes.v1.SummaryRequest
-	(*SummaryResponse)(nil),          // 14: bettercompute.nodes.v1.SummaryResponse
-	(*GpuModelCount)(nil),            // 15: bettercompute.nodes.v1.GpuModelCount
-	(*GetRequest)(nil),               // 16: bettercompute.nodes.v1.GetRequest
-	(*GetResponse)(nil),              // 17: bettercompute.nodes.v1.GetResponse
-	(*RevokeRequest)(nil),            // 18: bettercompute.nodes.v1.RevokeRequest
-	(*RevokeResponse)(nil),           // 19: bettercompute.nodes.v1.RevokeResponse
-	(*CordonRequest)(nil),            // 20: bettercompute.nodes.v1.CordonRequest
-	(*CordonResponse)(nil),           // 21: bettercompute.nodes.v1.CordonResponse
-	(*UncordonRequest)(nil),          // 22: bettercompute.nodes.v1.UncordonRequest
-	(*UncordonResponse)(nil),         // 23: bettercompute.nodes.v1.UncordonResponse
-	(*DrainRequest)(nil),             // 24: bettercompute.nodes.v1.DrainRequest
-	(*DrainResponse)(nil),            // 25: bettercompute.nodes.v1.DrainResponse
-	(*RetireRequest)(nil),            // 26: bettercompute.nodes.v1.RetireRequest
-	(*RetireResponse)(nil),           // 27: bettercompute.nodes.v1.RetireResponse
-	(*LabelRequest)(nil),             // 28: bettercompute.nodes.v1.LabelRequest
-	(*LabelResponse)(nil),            // 29: bettercompute.nodes.v1.LabelResponse
-	(*UpdateSpecRequest)(nil),        // 30: bettercompute.nodes.v1.UpdateSpecRequest
-	(*UpdateSpecResponse)(nil),       // 31: bettercompute.nodes.v1.UpdateSpecResponse
-	(*InventoryHistoryRequest)(nil),  // 32: bettercompute.nodes.v1.InventoryHistoryRequest
-	(*InventoryHistoryResponse)(nil), // 33: bettercompute.nodes.v1.InventoryHistoryResponse
-	nil,                              // 34: bettercompute.nodes.v1.Node.LabelsEntry
-	nil,                              // 35: bettercompute.nodes.v1.LabelSet.ValuesEntry
-	nil,                              // 36: bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
-	nil,                              // 37: bettercompute.nodes.v1.SummaryRequest.LabelSelectorEntry
-	nil,                              // 38: bettercompute.nodes.v1.SummaryResponse.StatesEntry
-	nil,                              // 39: bettercompute.nodes.v1.LabelRequest.SetEntry
-	(*timestamppb.Timestamp)(nil),    // 40: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),          // 41: google.protobuf.Struct
-	(v1.HealthState)(0),              // 42: bettercompute.gpus.v1.HealthState
-	(*v1.HealthReason)(nil),          // 43: bettercompute.gpus.v1.HealthReason
+	(*GpuLink)(nil),                  // 8: bettercompute.nodes.v1.GpuLink
+	(*GpuDriver)(nil),                // 9: bettercompute.nodes.v1.GpuDriver
+	(*Disk)(nil),                     // 10: bettercompute.nodes.v1.Disk
+	(*Nic)(nil),                      // 11: bettercompute.nodes.v1.Nic
+	(*ListRequest)(nil),              // 12: bettercompute.nodes.v1.ListRequest
+	(*ListResponse)(nil),             // 13: bettercompute.nodes.v1.ListResponse
+	(*SummaryRequest)(nil),           // 14: bettercompute.nodes.v1.SummaryRequest
+	(*SummaryResponse)(nil),          // 15: bettercompute.nodes.v1.SummaryResponse
+	(*GpuModelCount)(nil),            // 16: bettercompute.nodes.v1.GpuModelCount
+	(*GetRequest)(nil),               // 17: bettercompute.nodes.v1.GetRequest
+	(*GetResponse)(nil),              // 18: bettercompute.nodes.v1.GetResponse
+	(*RevokeRequest)(nil),            // 19: bettercompute.nodes.v1.RevokeRequest
+	(*RevokeResponse)(nil),           // 20: bettercompute.nodes.v1.RevokeResponse
+	(*CordonRequest)(nil),            // 21: bettercompute.nodes.v1.CordonRequest
+	(*CordonResponse)(nil),           // 22: bettercompute.nodes.v1.CordonResponse
+	(*UncordonRequest)(nil),          // 23: bettercompute.nodes.v1.UncordonRequest
+	(*UncordonResponse)(nil),         // 24: bettercompute.nodes.v1.UncordonResponse
+	(*DrainRequest)(nil),             // 25: bettercompute.nodes.v1.DrainRequest
+	(*DrainResponse)(nil),            // 26: bettercompute.nodes.v1.DrainResponse
+	(*RetireRequest)(nil),            // 27: bettercompute.nodes.v1.RetireRequest
+	(*RetireResponse)(nil),           // 28: bettercompute.nodes.v1.RetireResponse
+	(*LabelRequest)(nil),             // 29: bettercompute.nodes.v1.LabelRequest
+	(*LabelResponse)(nil),            // 30: bettercompute.nodes.v1.LabelResponse
+	(*UpdateSpecRequest)(nil),        // 31: bettercompute.nodes.v1.UpdateSpecRequest
+	(*UpdateSpecResponse)(nil),       // 32: bettercompute.nodes.v1.UpdateSpecResponse
+	(*InventoryHistoryRequest)(nil),  // 33: bettercompute.nodes.v1.InventoryHistoryRequest
+	(*InventoryHistoryResponse)(nil), // 34: bettercompute.nodes.v1.InventoryHistoryResponse
+	nil,                              // 35: bettercompute.nodes.v1.Node.LabelsEntry
+	nil,                              // 36: bettercompute.nodes.v1.LabelSet.ValuesEntry
+	nil,                              // 37: bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
+	nil,                              // 38: bettercompute.nodes.v1.SummaryRequest.LabelSelectorEntry
+	nil,                              // 39: bettercompute.nodes.v1.SummaryResponse.StatesEntry
+	nil,                              // 40: bettercompute.nodes.v1.LabelRequest.SetEntry
+	(*timestamppb.Timestamp)(nil),    // 41: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 42: google.protobuf.Struct
+	(v1.HealthState)(0),              // 43: bettercompute.gpus.v1.HealthState
+	(*v1.HealthReason)(nil),          // 44: bettercompute.gpus.v1.HealthReason
 }
 var file_bettercompute_nodes_v1_nodes_proto_depIdxs = []int32{
-	34, // 0: bettercompute.nodes.v1.Node.labels:type_name -> bettercompute.nodes.v1.Node.LabelsEntry
-	40, // 1: bettercompute.nodes.v1.Node.connect_time:type_name -> google.protobuf.Timestamp
-	40, // 2: bettercompute.nodes.v1.Node.last_seen_time:type_name -> google.protobuf.Timestamp
-	40, // 3: bettercompute.nodes.v1.Node.cert_expire_time:type_name -> google.protobuf.Timestamp
-	40, // 4: bettercompute.nodes.v1.Node.revoke_time:type_name -> google.protobuf.Timestamp
-	40, // 5: bettercompute.nodes.v1.Node.create_time:type_name -> google.protobuf.Timestamp
-	40, // 6: bettercompute.nodes.v1.Node.update_time:type_name -> google.protobuf.Timestamp
+	35, // 0: bettercompute.nodes.v1.Node.labels:type_name -> bettercompute.nodes.v1.Node.LabelsEntry
+	41, // 1: bettercompute.nodes.v1.Node.connect_time:type_name -> google.protobuf.Timestamp
+	41, // 2: bettercompute.nodes.v1.Node.last_seen_time:type_name -> google.protobuf.Timestamp
+	41, // 3: bettercompute.nodes.v1.Node.cert_expire_time:type_name -> google.protobuf.Timestamp
+	41, // 4: bettercompute.nodes.v1.Node.revoke_time:type_name -> google.protobuf.Timestamp
+	41, // 5: bettercompute.nodes.v1.Node.create_time:type_name -> google.protobuf.Timestamp
+	41, // 6: bettercompute.nodes.v1.Node.update_time:type_name -> google.protobuf.Timestamp
 	6,  // 7: bettercompute.nodes.v1.Node.inventory:type_name -> bettercompute.nodes.v1.Inventory
-	40, // 8: bettercompute.nodes.v1.Node.online_change_time:type_name -> google.protobuf.Timestamp
+	41, // 8: bettercompute.nodes.v1.Node.online_change_time:type_name -> google.protobuf.Timestamp
 	1,  // 9: bettercompute.nodes.v1.Node.taints:type_name -> bettercompute.nodes.v1.Taint
 	2,  // 10: bettercompute.nodes.v1.Node.spec:type_name -> bettercompute.nodes.v1.NodeSpec
 	4,  // 11: bettercompute.nodes.v1.Node.conditions:type_name -> bettercompute.nodes.v1.Condition
-	40, // 12: bettercompute.nodes.v1.Node.state_change_time:type_name -> google.protobuf.Timestamp
+	41, // 12: bettercompute.nodes.v1.Node.state_change_time:type_name -> google.protobuf.Timestamp
 	3,  // 13: bettercompute.nodes.v1.NodeSpec.labels:type_name -> bettercompute.nodes.v1.LabelSet
 	1,  // 14: bettercompute.nodes.v1.NodeSpec.taints:type_name -> bettercompute.nodes.v1.Taint
-	41, // 15: bettercompute.nodes.v1.NodeSpec.config:type_name -> google.protobuf.Struct
-	35, // 16: bettercompute.nodes.v1.LabelSet.values:type_name -> bettercompute.nodes.v1.LabelSet.ValuesEntry
-	40, // 17: bettercompute.nodes.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	42, // 15: bettercompute.nodes.v1.NodeSpec.config:type_name -> google.protobuf.Struct
+	36, // 16: bettercompute.nodes.v1.LabelSet.values:type_name -> bettercompute.nodes.v1.LabelSet.ValuesEntry
+	41, // 17: bettercompute.nodes.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	6,  // 18: bettercompute.nodes.v1.InventoryRecord.inventory:type_name -> bettercompute.nodes.v1.Inventory
-	40, // 19: bettercompute.nodes.v1.InventoryRecord.record_time:type_name -> google.protobuf.Timestamp
+	41, // 19: bettercompute.nodes.v1.InventoryRecord.record_time:type_name -> google.protobuf.Timestamp
 	7,  // 20: bettercompute.nodes.v1.Inventory.gpus:type_name -> bettercompute.nodes.v1.Gpu
-	9,  // 21: bettercompute.nodes.v1.Inventory.disks:type_name -> bettercompute.nodes.v1.Disk
-	10, // 22: bettercompute.nodes.v1.Inventory.nics:type_name -> bettercompute.nodes.v1.Nic
-	8,  // 23: bettercompute.nodes.v1.Inventory.gpu_driver:type_name -> bettercompute.nodes.v1.GpuDriver
-	42, // 24: bettercompute.nodes.v1.Gpu.health:type_name -> bettercompute.gpus.v1.HealthState
-	43, // 25: bettercompute.nodes.v1.Gpu.health_reasons:type_name -> bettercompute.gpus.v1.HealthReason
-	36, // 26: bettercompute.nodes.v1.ListRequest.label_selector:type_name -> bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
-	0,  // 27: bettercompute.nodes.v1.ListResponse.nodes:type_name -> bettercompute.nodes.v1.Node
-	37, // 28: bettercompute.nodes.v1.SummaryRequest.label_selector:type_name -> bettercompute.nodes.v1.SummaryRequest.LabelSelectorEntry
-	38, // 29: bettercompute.nodes.v1.SummaryResponse.states:type_name -> bettercompute.nodes.v1.SummaryResponse.StatesEntry
-	15, // 30: bettercompute.nodes.v1.SummaryResponse.gpu_models:type_name -> bettercompute.nodes.v1.GpuModelCount
-	0,  // 31: bettercompute.nodes.v1.GetResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 32: bettercompute.nodes.v1.RevokeResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 33: bettercompute.nodes.v1.CordonResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 34: bettercompute.nodes.v1.UncordonResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 35: bettercompute.nodes.v1.DrainResponse.node:type_name -> bettercompute.nodes.v1.Node
-	0,  // 36: bettercompute.nodes.v1.RetireResponse.node:type_name -> bettercompute.nodes.v1.Node
-	39, // 37: bettercompute.nodes.v1.LabelRequest.set:type_name -> bettercompute.nodes.v1.LabelRequest.SetEntry
-	0,  // 38: bettercompute.nodes.v1.LabelResponse.node:type_name -> bettercompute.nodes.v1.Node
-	2,  // 39: bettercompute.nodes.v1.UpdateSpecRequest.spec:type_name -> bettercompute.nodes.v1.NodeSpec
-	0,  // 40: bettercompute.nodes.v1.UpdateSpecResponse.node:type_name -> bettercompute.nodes.v1.Node
-	5,  // 41: bettercompute.nodes.v1.InventoryHistoryResponse.records:type_name -> bettercompute.nodes.v1.InventoryRecord
-	11, // 42: bettercompute.nodes.v1.NodesService.List:input_type -> bettercompute.nodes.v1.ListRequest
-	13, // 43: bettercompute.nodes.v1.NodesService.Summary:input_type -> bettercompute.nodes.v1.SummaryRequest
-	16, // 44: bettercompute.nodes.v1.NodesService.Get:input_type -> bettercompute.nodes.v1.GetRequest
-	18, // 45: bettercompute.nodes.v1.NodesService.Revoke:input_type -> bettercompute.nodes.v1.RevokeRequest
-	20, // 46: bettercompute.nodes.v1.NodesService.Cordon:input_type -> bettercompute.nodes.v1.CordonRequest
-	22, // 47: bettercompute.nodes.v1.NodesService.Uncordon:input_type -> bettercompute.nodes.v1.UncordonRequest
-	24, // 48: bettercompute.nodes.v1.NodesService.Drain:input_type -> bettercompute.nodes.v1.DrainRequest
-	26, // 49: bettercompute.nodes.v1.NodesService.Retire:input_type -> bettercompute.nodes.v1.RetireRequest
-	28, // 50: bettercompute.nodes.v1.NodesService.Label:input_type -> bettercompute.nodes.v1.LabelRequest
-	30, // 51: bettercompute.nodes.v1.NodesService.UpdateSpec:input_type -> bettercompute.nodes.v1.UpdateSpecRequest
-	32, // 52: bettercompute.nodes.v1.NodesService.InventoryHistory:input_type -> bettercompute.nodes.v1.InventoryHistoryRequest
-	12, // 53: bettercompute.nodes.v1.NodesService.List:output_type -> bettercompute.nodes.v1.ListResponse
-	14, // 54: bettercompute.nodes.v1.NodesService.Summary:output_type -> bettercompute.nodes.v1.SummaryResponse
-	17, // 55: bettercompute.nodes.v1.NodesService.Get:output_type -> bettercompute.nodes.v1.GetResponse
-	19, // 56: bettercompute.nodes.v1.NodesService.Revoke:output_type -> bettercompute.nodes.v1.RevokeResponse
-	21, // 57: bettercompute.nodes.v1.NodesService.Cordon:output_type -> bettercompute.nodes.v1.CordonResponse
-	23, // 58: bettercompute.nodes.v1.NodesService.Uncordon:output_type -> bettercompute.nodes.v1.UncordonResponse
-	25, // 59: bettercompute.nodes.v1.NodesService.Drain:output_type -> bettercompute.nodes.v1.DrainResponse
-	27, // 60: bettercompute.nodes.v1.NodesService.Retire:output_type -> bettercompute.nodes.v1.RetireResponse
-	29, // 61: bettercompute.nodes.v1.NodesService.Label:output_type -> bettercompute.nodes.v1.LabelResponse
-	31, // 62: bettercompute.nodes.v1.NodesService.UpdateSpec:output_type -> bettercompute.nodes.v1.UpdateSpecResponse
-	33, // 63: bettercompute.nodes.v1.NodesService.InventoryHistory:output_type -> bettercompute.nodes.v1.InventoryHistoryResponse
-	53, // [53:64] is the sub-list for method output_type
-	42, // [42:53] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	10, // 21: bettercompute.nodes.v1.Inventory.disks:type_name -> bettercompute.nodes.v1.Disk
+	11, // 22: bettercompute.nodes.v1.Inventory.nics:type_name -> bettercompute.nodes.v1.Nic
+	9,  // 23: bettercompute.nodes.v1.Inventory.gpu_driver:type_name -> bettercompute.nodes.v1.GpuDriver
+	43, // 24: bettercompute.nodes.v1.Gpu.health:type_name -> bettercompute.gpus.v1.HealthState
+	44, // 25: bettercompute.nodes.v1.Gpu.health_reasons:type_name -> bettercompute.gpus.v1.HealthReason
+	8,  // 26: bettercompute.nodes.v1.Gpu.links:type_name -> bettercompute.nodes.v1.GpuLink
+	37, // 27: bettercompute.nodes.v1.ListRequest.label_selector:type_name -> bettercompute.nodes.v1.ListRequest.LabelSelectorEntry
+	0,  // 28: bettercompute.nodes.v1.ListResponse.nodes:type_name -> bettercompute.nodes.v1.Node
+	38, // 29: bettercompute.nodes.v1.SummaryRequest.label_selector:type_name -> bettercompute.nodes.v1.SummaryRequest.LabelSelectorEntry
+	39, // 30: bettercompute.nodes.v1.SummaryResponse.states:type_name -> bettercompute.nodes.v1.SummaryResponse.StatesEntry
+	16, // 31: bettercompute.nodes.v1.SummaryResponse.gpu_models:type_name -> bettercompute.nodes.v1.GpuModelCount
+	0,  // 32: bettercompute.nodes.v1.GetResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 33: bettercompute.nodes.v1.RevokeResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 34: bettercompute.nodes.v1.CordonResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 35: bettercompute.nodes.v1.UncordonResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 36: bettercompute.nodes.v1.DrainResponse.node:type_name -> bettercompute.nodes.v1.Node
+	0,  // 37: bettercompute.nodes.v1.RetireResponse.node:type_name -> bettercompute.nodes.v1.Node
+	40, // 38: bettercompute.nodes.v1.LabelRequest.set:type_name -> bettercompute.nodes.v1.LabelRequest.SetEntry
+	0,  // 39: bettercompute.nodes.v1.LabelResponse.node:type_name -> bettercompute.nodes.v1.Node
+	2,  // 40: bettercompute.nodes.v1.UpdateSpecRequest.spec:type_name -> bettercompute.nodes.v1.NodeSpec
+	0,  // 41: bettercompute.nodes.v1.UpdateSpecResponse.node:type_name -> bettercompute.nodes.v1.Node
+	5,  // 42: bettercompute.nodes.v1.InventoryHistoryResponse.records:type_name -> bettercompute.nodes.v1.InventoryRecord
+	12, // 43: bettercompute.nodes.v1.NodesService.List:input_type -> bettercompute.nodes.v1.ListRequest
+	14, // 44: bettercompute.nodes.v1.NodesService.Summary:input_type -> bettercompute.nodes.v1.SummaryRequest
+	17, // 45: bettercompute.nodes.v1.NodesService.Get:input_type -> bettercompute.nodes.v1.GetRequest
+	19, // 46: bettercompute.nodes.v1.NodesService.Revoke:input_type -> bettercompute.nodes.v1.RevokeRequest
+	21, // 47: bettercompute.nodes.v1.NodesService.Cordon:input_type -> bettercompute.nodes.v1.CordonRequest
+	23, // 48: bettercompute.nodes.v1.NodesService.Uncordon:input_type -> bettercompute.nodes.v1.UncordonRequest
+	25, // 49: bettercompute.nodes.v1.NodesService.Drain:input_type -> bettercompute.nodes.v1.DrainRequest
+	27, // 50: bettercompute.nodes.v1.NodesService.Retire:input_type -> bettercompute.nodes.v1.RetireRequest
+	29, // 51: bettercompute.nodes.v1.NodesService.Label:input_type -> bettercompute.nodes.v1.LabelRequest
+	31, // 52: bettercompute.nodes.v1.NodesService.UpdateSpec:input_type -> bettercompute.nodes.v1.UpdateSpecRequest
+	33, // 53: bettercompute.nodes.v1.NodesService.InventoryHistory:input_type -> bettercompute.nodes.v1.InventoryHistoryRequest
+	13, // 54: bettercompute.nodes.v1.NodesService.List:output_type -> bettercompute.nodes.v1.ListResponse
+	15, // 55: bettercompute.nodes.v1.NodesService.Summary:output_type -> bettercompute.nodes.v1.SummaryResponse
+	18, // 56: bettercompute.nodes.v1.NodesService.Get:output_type -> bettercompute.nodes.v1.GetResponse
+	20, // 57: bettercompute.nodes.v1.NodesService.Revoke:output_type -> bettercompute.nodes.v1.RevokeResponse
+	22, // 58: bettercompute.nodes.v1.NodesService.Cordon:output_type -> bettercompute.nodes.v1.CordonResponse
+	24, // 59: bettercompute.nodes.v1.NodesService.Uncordon:output_type -> bettercompute.nodes.v1.UncordonResponse
+	26, // 60: bettercompute.nodes.v1.NodesService.Drain:output_type -> bettercompute.nodes.v1.DrainResponse
+	28, // 61: bettercompute.nodes.v1.NodesService.Retire:output_type -> bettercompute.nodes.v1.RetireResponse
+	30, // 62: bettercompute.nodes.v1.NodesService.Label:output_type -> bettercompute.nodes.v1.LabelResponse
+	32, // 63: bettercompute.nodes.v1.NodesService.UpdateSpec:output_type -> bettercompute.nodes.v1.UpdateSpecResponse
+	34, // 64: bettercompute.nodes.v1.NodesService.InventoryHistory:output_type -> bettercompute.nodes.v1.InventoryHistoryResponse
+	54, // [54:65] is the sub-list for method output_type
+	43, // [43:54] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_nodes_v1_nodes_proto_init() }
@@ -2881,15 +2980,15 @@ func file_bettercompute_nodes_v1_nodes_proto_init() {
 		return
 	}
 	file_bettercompute_nodes_v1_nodes_proto_msgTypes[7].OneofWrappers = []any{}
-	file_bettercompute_nodes_v1_nodes_proto_msgTypes[11].OneofWrappers = []any{}
-	file_bettercompute_nodes_v1_nodes_proto_msgTypes[13].OneofWrappers = []any{}
+	file_bettercompute_nodes_v1_nodes_proto_msgTypes[12].OneofWrappers = []any{}
+	file_bettercompute_nodes_v1_nodes_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_nodes_v1_nodes_proto_rawDesc), len(file_bettercompute_nodes_v1_nodes_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

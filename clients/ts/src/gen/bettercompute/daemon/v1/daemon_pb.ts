@@ -17,7 +17,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/daemon/v1/daemon.proto.
  */
 export const file_bettercompute_daemon_v1_daemon: GenFile = /*@__PURE__*/
-  fileDesc("CiRiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9kYWVtb24ucHJvdG8SF2JldHRlcmNvbXB1dGUuZGFlbW9uLnYxIjsKC0pvaW5SZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgsKA2NzchgCIAEoDBIQCghob3N0bmFtZRgDIAEoCSKQAQoMSm9pblJlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSGQoRY2VydGlmaWNhdGVfY2hhaW4YAiABKAwSDwoHcm9vdF9jYRgDIAEoDBIUCgx0cnVzdF9kb21haW4YBCABKAkSLQoJbm90X2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIbCgxSZW5ld1JlcXVlc3QSCwoDY3NyGAEgASgMIlkKDVJlbmV3UmVzcG9uc2USGQoRY2VydGlmaWNhdGVfY2hhaW4YASABKAwSLQoJbm90X2FmdGVyGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIdCg1TZWNyZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkiHwoOU2VjcmV0UmVzcG9uc2USDQoFdmFsdWUYASABKAwi2gIKDlNlc3Npb25SZXF1ZXN0Ei8KBWhlbGxvGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSGVsbG9IABI3CgloZWFydGJlYXQYAiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5IZWFydGJlYXRIABIyCgNhY2sYAyABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kQWNrSAASOAoGcmVzdWx0GAQgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZFJlc3VsdEgAEi8KBWV2ZW50GAUgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXZlbnRIABI4CgpncHVfaGVhbHRoGAYgASgLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1SGVhbHRoSABCBQoDbXNnIvMBCg9TZXNzaW9uUmVzcG9uc2USMwoHd2VsY29tZRgBIAEoCzIgLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLldlbGNvbWVIABIzCgdjb21tYW5kGAIgASgLMiAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZEgAEjMKB2dvb2RieWUYAyABKAsyIC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Hb29kYnllSAASOgoLdHVubmVsX29wZW4YBCABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5UdW5uZWxPcGVuSABCBQoDbXNnIi0KClR1bm5lbE9wZW4SEQoJdHVubmVsX2lkGAEgASgJEgwKBHBvcnQYAiABKAUigAEKBUhlbGxvEhYKDmRhZW1vbl92ZXJzaW9uGAEgASgJEjUKCWludmVudG9yeRgCIAEoCzIiLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkludmVudG9yeRIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLHAgoJSW52ZW50b3J5EhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEg4KBmtlcm5lbBgDIAEoCRIRCgljcHVfbW9kZWwYBCABKAkSDAoEY3B1cxgFIAEoBRIUCgxtZW1vcnlfYnl0ZXMYBiABKAMSKgoEZ3B1cxgHIAMoCzIcLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdwdRIsCgVkaXNrcxgIIAMoCzIdLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRpc2sSKgoEbmljcxgJIAMoCzIcLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLk5pYxI2CgpncHVfZHJpdmVyGAogASgLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1RHJpdmVyEhcKD2dwdV9wcm9iZV9lcnJvchgLIAEoCSKFAgoDR3B1Eg0KBWluZGV4GAEgASgFEg0KBW1vZGVsGAIgASgJEhQKDG1lbW9yeV9ieXRlcxgDIAEoAxIMCgR1dWlkGAQgASgJEg4KBnNlcmlhbBgFIAEoCRISCgpwY2lfYnVzX2lkGAYgASgJEhYKCW51bWFfbm9kZRgHIAEoBUgAiAEBEhUKDXZiaW9zX3ZlcnNpb24YCCABKAkSEAoIbWlnX21vZGUYCSABKAkSGQoRcG93ZXJfbGltaXRfd2F0dHMYCiABKAESGAoQcGVyc2lzdGVuY2VfbW9kZRgLIAEoCBIUCgxtaW5vcl9udW1iZXIYDCABKAVCDAoKX251bWFfbm9kZSJ2CglHcHVEcml2ZXISFgoOZHJpdmVyX3ZlcnNpb24YASABKAkSFAoMY3VkYV92ZXJzaW9uGAIgASgJEhwKFGZhYnJpY19tYW5hZ2VyX3N0YXRlGAMgASgJEh0KFWZhYnJpY19tYW5hZ2VyX3N0YXR1cxgEIAEoCSI3CgREaXNrEgwKBG5hbWUYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoAxINCgVtb2RlbBgDIAEoCSI0CgNOaWMSDAoEbmFtZRgBIAEoCRILCgNtYWMYAiABKAkSEgoKc3BlZWRfbWJwcxgDIAEoAyI1CglIZWFydGJlYXQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiIAoKQ29tbWFuZEFjaxISCgpjb21tYW5kX2lkGAEgASgJImwKDUNvbW1hbmRSZXN1bHQSEgoKY29tbWFuZF9pZBgBIAEoCRIPCgdzdWNjZXNzGAIgASgIEicKBnJlc3VsdBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFZXJyb3IYBCABKAkiZgoFRXZlbnQSDAoEdHlwZRgBIAEoCRIlCgRkYXRhGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ/CglHcHVIZWFsdGgSMwoHc2lnbmFscxgBIAMoCzIiLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdwdVNpZ25hbBITCgtwcm9iZV9lcnJvchgCIAEoCRIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLMAQoJR3B1U2lnbmFsEhAKCGdwdV91dWlkGAEgASgJEhIKCnBjaV9idXNfaWQYAiABKAkSDQoFY2hlY2sYAyABKAkSDAoEY29kZRgEIAEoAxINCgVjb3VudBgFIAEoAxIuCgpmaXJzdF9zZWVuGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglsYXN0X3NlZW4YByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmRldGFpbBgIIAEoCSKiAQoHV2VsY29tZRIPCgdub2RlX2lkGAEgASgJEiIKGmhlYXJ0YmVhdF9pbnRlcnZhbF9zZWNvbmRzGAIgASgFEi8KC3NlcnZlcl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBtYXhfcmVzdWx0X2J5dGVzGAQgASgFEhcKD21heF9ldmVudF9ieXRlcxgFIAEoBSLeBAoHQ29tbWFuZBIKCgJpZBgBIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSLAoIZGVhZGxpbmUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKBGV4ZWMYBiABKAsyJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FeGVjUGF5bG9hZEgAEjYKBWRyYWluGAcgASgLMiUuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRHJhaW5QYXlsb2FkSAASOgoHdW5kcmFpbhgIIAEoCzInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlVuZHJhaW5QYXlsb2FkSAASOgoHdXBncmFkZRgJIAEoCzInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlVwZ3JhZGVQYXlsb2FkSAASPgoJY29uZmlndXJlGAogASgLMikuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29uZmlndXJlUGF5bG9hZEgAEjgKBnJlYm9vdBgLIAEoCzImLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlYm9vdFBheWxvYWRIABJNChFjb2xsZWN0X2ludmVudG9yeRgMIAEoCzIwLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkNvbGxlY3RJbnZlbnRvcnlQYXlsb2FkSAASNAoEZWNobxgNIAEoCzIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkVjaG9QYXlsb2FkSABCCQoHcGF5bG9hZEoECAIQA0oECAMQBFIEdHlwZSIZCgdHb29kYnllEg4KBnJlYXNvbhgBIAEoCTL5AgoNRGFlbW9uU2VydmljZRJTCgRKb2luEiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSm9pblJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Kb2luUmVzcG9uc2USVgoFUmVuZXcSJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5SZW5ld1JlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5SZW5ld1Jlc3BvbnNlElkKBlNlY3JldBImLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlY3JldFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZWNyZXRSZXNwb25zZRJgCgdTZXNzaW9uEicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2Vzc2lvblJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZXNzaW9uUmVzcG9uc2UoATABQlJaUGdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvZGFlbW9uL3YxO2RhZW1vbnYxYgZwcm90bzM", [file_bettercompute_daemon_v1_commands, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiRiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9kYWVtb24ucHJvdG8SF2JldHRlcmNvbXB1dGUuZGFlbW9uLnYxIjsKC0pvaW5SZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgsKA2NzchgCIAEoDBIQCghob3N0bmFtZRgDIAEoCSKQAQoMSm9pblJlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSGQoRY2VydGlmaWNhdGVfY2hhaW4YAiABKAwSDwoHcm9vdF9jYRgDIAEoDBIUCgx0cnVzdF9kb21haW4YBCABKAkSLQoJbm90X2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIbCgxSZW5ld1JlcXVlc3QSCwoDY3NyGAEgASgMIlkKDVJlbmV3UmVzcG9uc2USGQoRY2VydGlmaWNhdGVfY2hhaW4YASABKAwSLQoJbm90X2FmdGVyGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIdCg1TZWNyZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkiHwoOU2VjcmV0UmVzcG9uc2USDQoFdmFsdWUYASABKAwi2gIKDlNlc3Npb25SZXF1ZXN0Ei8KBWhlbGxvGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSGVsbG9IABI3CgloZWFydGJlYXQYAiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5IZWFydGJlYXRIABIyCgNhY2sYAyABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kQWNrSAASOAoGcmVzdWx0GAQgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZFJlc3VsdEgAEi8KBWV2ZW50GAUgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXZlbnRIABI4CgpncHVfaGVhbHRoGAYgASgLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1SGVhbHRoSABCBQoDbXNnIvMBCg9TZXNzaW9uUmVzcG9uc2USMwoHd2VsY29tZRgBIAEoCzIgLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLldlbGNvbWVIABIzCgdjb21tYW5kGAIgASgLMiAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZEgAEjMKB2dvb2RieWUYAyABKAsyIC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Hb29kYnllSAASOgoLdHVubmVsX29wZW4YBCABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5UdW5uZWxPcGVuSABCBQoDbXNnIi0KClR1bm5lbE9wZW4SEQoJdHVubmVsX2lkGAEgASgJEgwKBHBvcnQYAiABKAUigAEKBUhlbGxvEhYKDmRhZW1vbl92ZXJzaW9uGAEgASgJEjUKCWludmVudG9yeRgCIAEoCzIiLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkludmVudG9yeRIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLHAgoJSW52ZW50b3J5EhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEg4KBmtlcm5lbBgDIAEoCRIRCgljcHVfbW9kZWwYBCABKAkSDAoEY3B1cxgFIAEoBRIUCgxtZW1vcnlfYnl0ZXMYBiABKAMSKgoEZ3B1cxgHIAMoCzIcLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdwdRIsCgVkaXNrcxgIIAMoCzIdLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRpc2sSKgoEbmljcxgJIAMoCzIcLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLk5pYxI2CgpncHVfZHJpdmVyGAogASgLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1RHJpdmVyEhcKD2dwdV9wcm9iZV9lcnJvchgLIAEoCSLJAgoDR3B1Eg0KBWluZGV4GAEgASgFEg0KBW1vZGVsGAIgASgJEhQKDG1lbW9yeV9ieXRlcxgDIAEoAxIMCgR1dWlkGAQgASgJEg4KBnNlcmlhbBgFIAEoCRISCgpwY2lfYnVzX2lkGAYgASgJEhYKCW51bWFfbm9kZRgHIAEoBUgAiAEBEhUKDXZiaW9zX3ZlcnNpb24YCCABKAkSEAoIbWlnX21vZGUYCSABKAkSGQoRcG93ZXJfbGltaXRfd2F0dHMYCiABKAESGAoQcGVyc2lzdGVuY2VfbW9kZRgLIAEoCBIUCgxtaW5vcl9udW1iZXIYDCABKAUSLwoFbGlua3MYDSADKAsyIC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5HcHVMaW5rEhEKCW5lYXJfbmljcxgOIAMoCUIMCgpfbnVtYV9ub2RlIk8KB0dwdUxpbmsSEgoKcGVlcl9pbmRleBgBIAEoBRIRCglwZWVyX3V1aWQYAiABKAkSDAoEcGF0aBgDIAEoCRIPCgdudmxpbmtzGAQgASgFInYKCUdwdURyaXZlchIWCg5kcml2ZXJfdmVyc2lvbhgBIAEoCRIUCgxjdWRhX3ZlcnNpb24YAiABKAkSHAoUZmFicmljX21hbmFnZXJfc3RhdGUYAyABKAkSHQoVZmFicmljX21hbmFnZXJfc3RhdHVzGAQgASgJIjcKBERpc2sSDAoEbmFtZRgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgDEg0KBW1vZGVsGAMgASgJIjQKA05pYxIMCgRuYW1lGAEgASgJEgsKA21hYxgCIAEoCRISCgpzcGVlZF9tYnBzGAMgASgDIjUKCUhlYXJ0YmVhdBIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIgCgpDb21tYW5kQWNrEhIKCmNvbW1hbmRfaWQYASABKAkibAoNQ29tbWFuZFJlc3VsdBISCgpjb21tYW5kX2lkGAEgASgJEg8KB3N1Y2Nlc3MYAiABKAgSJwoGcmVzdWx0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgVlcnJvchgEIAEoCSJmCgVFdmVudBIMCgR0eXBlGAEgASgJEiUKBGRhdGEYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIn8KCUdwdUhlYWx0aBIzCgdzaWduYWxzGAEgAygLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1U2lnbmFsEhMKC3Byb2JlX2Vycm9yGAIgASgJEigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIswBCglHcHVTaWduYWwSEAoIZ3B1X3V1aWQYASABKAkSEgoKcGNpX2J1c19pZBgCIAEoCRINCgVjaGVjaxgDIAEoCRIMCgRjb2RlGAQgASgDEg0KBWNvdW50GAUgASgDEi4KCmZpcnN0X3NlZW4YBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCWxhc3Rfc2VlbhgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGZGV0YWlsGAggASgJIqIBCgdXZWxjb21lEg8KB25vZGVfaWQYASABKAkSIgoaaGVhcnRiZWF0X2ludGVydmFsX3NlY29uZHMYAiABKAUSLwoLc2VydmVyX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEG1heF9yZXN1bHRfYnl0ZXMYBCABKAUSFwoPbWF4X2V2ZW50X2J5dGVzGAUgASgFIt4ECgdDb21tYW5kEgoKAmlkGAEgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCRIsCghkZWFkbGluZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoEZXhlYxgGIAEoCzIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkV4ZWNQYXlsb2FkSAASNgoFZHJhaW4YByABKAsyJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5EcmFpblBheWxvYWRIABI6Cgd1bmRyYWluGAggASgLMicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuVW5kcmFpblBheWxvYWRIABI6Cgd1cGdyYWRlGAkgASgLMicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuVXBncmFkZVBheWxvYWRIABI+Cgljb25maWd1cmUYCiABKAsyKS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db25maWd1cmVQYXlsb2FkSAASOAoGcmVib290GAsgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuUmVib290UGF5bG9hZEgAEk0KEWNvbGxlY3RfaW52ZW50b3J5GAwgASgLMjAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29sbGVjdEludmVudG9yeVBheWxvYWRIABI0CgRlY2hvGA0gASgLMiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRWNob1BheWxvYWRIAEIJCgdwYXlsb2FkSgQIAhADSgQIAxAEUgR0eXBlIhkKB0dvb2RieWUSDgoGcmVhc29uGAEgASgJMvkCCg1EYWVtb25TZXJ2aWNlElMKBEpvaW4SJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Kb2luUmVxdWVzdBolLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkpvaW5SZXNwb25zZRJWCgVSZW5ldxIlLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlbmV3UmVxdWVzdBomLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlbmV3UmVzcG9uc2USWQoGU2VjcmV0EiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2VjcmV0UmVxdWVzdBonLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlY3JldFJlc3BvbnNlEmAKB1Nlc3Npb24SJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZXNzaW9uUmVxdWVzdBooLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlc3Npb25SZXNwb25zZSgBMAFCUlpQZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9kYWVtb24vdjE7ZGFlbW9udjFiBnByb3RvMw", [file_bettercompute_daemon_v1_commands, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * JoinRequest carries the single-use secret and the node's key.
@@ -502,6 +502,22 @@ export type Gpu = Message<"bettercompute.daemon.v1.Gpu"> & {
    * @generated from field: int32 minor_number = 12;
    */
   minorNumber: number;
+
+  /**
+   * How this GPU reaches each other GPU of the node (`nvidia-smi topo -m`): one entry per other
+   * GPU, by index; empty when unknown (a single GPU, or the matrix could not be read).
+   *
+   * @generated from field: repeated bettercompute.daemon.v1.GpuLink links = 13;
+   */
+  links: GpuLink[];
+
+  /**
+   * The network interfaces on this GPU's PCIe switch ("PIX" or "PXB" in `nvidia-smi topo -m`),
+   * by interface name (mlx5_0): the GPU's GPUDirect RDMA peers.
+   *
+   * @generated from field: repeated string near_nics = 14;
+   */
+  nearNics: string[];
 };
 
 /**
@@ -510,6 +526,49 @@ export type Gpu = Message<"bettercompute.daemon.v1.Gpu"> & {
  */
 export const GpuSchema: GenMessage<Gpu> = /*@__PURE__*/
   messageDesc(file_bettercompute_daemon_v1_daemon, 11);
+
+/**
+ * GpuLink is how one GPU reaches another GPU of its node.
+ *
+ * @generated from message bettercompute.daemon.v1.GpuLink
+ */
+export type GpuLink = Message<"bettercompute.daemon.v1.GpuLink"> & {
+  /**
+   * The other GPU's index (nvidia-smi's order) and UUID.
+   *
+   * @generated from field: int32 peer_index = 1;
+   */
+  peerIndex: number;
+
+  /**
+   * @generated from field: string peer_uuid = 2;
+   */
+  peerUuid: string;
+
+  /**
+   * The connection as `nvidia-smi topo -m` names it, best first: "NV#" (# bonded NVLinks, directly
+   * or through NVSwitches), "PIX" (at most one PCIe switch), "PXB" (several PCIe switches, no
+   * host bridge), "PHB" (a PCIe host bridge), "NODE" (between host bridges within a NUMA node),
+   * "SYS" (across NUMA nodes, over the SMP interconnect).
+   *
+   * @generated from field: string path = 3;
+   */
+  path: string;
+
+  /**
+   * The NVLinks between the two; 0 without NVLink.
+   *
+   * @generated from field: int32 nvlinks = 4;
+   */
+  nvlinks: number;
+};
+
+/**
+ * Describes the message bettercompute.daemon.v1.GpuLink.
+ * Use `create(GpuLinkSchema)` to create a new message.
+ */
+export const GpuLinkSchema: GenMessage<GpuLink> = /*@__PURE__*/
+  messageDesc(file_bettercompute_daemon_v1_daemon, 12);
 
 /**
  * GpuDriver is the NVIDIA driver stack of a node with NVIDIA GPUs.
@@ -554,7 +613,7 @@ export type GpuDriver = Message<"bettercompute.daemon.v1.GpuDriver"> & {
  * Use `create(GpuDriverSchema)` to create a new message.
  */
 export const GpuDriverSchema: GenMessage<GpuDriver> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 12);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 13);
 
 /**
  * Disk is one block device.
@@ -583,7 +642,7 @@ export type Disk = Message<"bettercompute.daemon.v1.Disk"> & {
  * Use `create(DiskSchema)` to create a new message.
  */
 export const DiskSchema: GenMessage<Disk> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 13);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 14);
 
 /**
  * Nic is one network interface.
@@ -612,7 +671,7 @@ export type Nic = Message<"bettercompute.daemon.v1.Nic"> & {
  * Use `create(NicSchema)` to create a new message.
  */
 export const NicSchema: GenMessage<Nic> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 14);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 15);
 
 /**
  * Heartbeat says the daemon is alive.
@@ -631,7 +690,7 @@ export type Heartbeat = Message<"bettercompute.daemon.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 15);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 16);
 
 /**
  * CommandAck says the daemon received a command and will run it.
@@ -650,7 +709,7 @@ export type CommandAck = Message<"bettercompute.daemon.v1.CommandAck"> & {
  * Use `create(CommandAckSchema)` to create a new message.
  */
 export const CommandAckSchema: GenMessage<CommandAck> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 16);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 17);
 
 /**
  * CommandResult reports a finished command.
@@ -688,7 +747,7 @@ export type CommandResult = Message<"bettercompute.daemon.v1.CommandResult"> & {
  * Use `create(CommandResultSchema)` to create a new message.
  */
 export const CommandResultSchema: GenMessage<CommandResult> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 17);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 18);
 
 /**
  * Event is something the daemon observed, for the outbox.
@@ -717,7 +776,7 @@ export type Event = Message<"bettercompute.daemon.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 18);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 19);
 
 /**
  * GpuHealth is everything the daemon's GPU health checks see now: a snapshot, not a delta. The
@@ -757,7 +816,7 @@ export type GpuHealth = Message<"bettercompute.daemon.v1.GpuHealth"> & {
  * Use `create(GpuHealthSchema)` to create a new message.
  */
 export const GpuHealthSchema: GenMessage<GpuHealth> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 19);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 20);
 
 /**
  * GpuSignal is one thing a health check saw, of one GPU or of the node (gpu_uuid empty). The
@@ -838,7 +897,7 @@ export type GpuSignal = Message<"bettercompute.daemon.v1.GpuSignal"> & {
  * Use `create(GpuSignalSchema)` to create a new message.
  */
 export const GpuSignalSchema: GenMessage<GpuSignal> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 20);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 21);
 
 /**
  * Welcome accepts a session.
@@ -886,7 +945,7 @@ export type Welcome = Message<"bettercompute.daemon.v1.Welcome"> & {
  * Use `create(WelcomeSchema)` to create a new message.
  */
 export const WelcomeSchema: GenMessage<Welcome> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 21);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 22);
 
 /**
  * Command is work for the node. A command may be delivered more than once (after a reconnect);
@@ -974,7 +1033,7 @@ export type Command = Message<"bettercompute.daemon.v1.Command"> & {
  * Use `create(CommandSchema)` to create a new message.
  */
 export const CommandSchema: GenMessage<Command> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 22);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 23);
 
 /**
  * Goodbye ends a session: superseded by a newer one, or the node was revoked.
@@ -993,7 +1052,7 @@ export type Goodbye = Message<"bettercompute.daemon.v1.Goodbye"> & {
  * Use `create(GoodbyeSchema)` to create a new message.
  */
 export const GoodbyeSchema: GenMessage<Goodbye> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 23);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 24);
 
 /**
  * DaemonService is served by gateways to daemons. Join is the only call accepted without a

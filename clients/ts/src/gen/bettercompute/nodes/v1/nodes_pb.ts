@@ -33,7 +33,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/nodes/v1/nodes.proto.
  */
 export const file_bettercompute_nodes_v1_nodes: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL25vZGVzL3YxL25vZGVzLnByb3RvEhZiZXR0ZXJjb21wdXRlLm5vZGVzLnYxIu8ICgROb2RlEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIQCghob3N0bmFtZRgDIAEoCRIMCgRwb29sGAQgASgJEjgKBmxhYmVscxgFIAMoCzIoLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZS5MYWJlbHNFbnRyeRINCgVzdGF0ZRgGIAEoCRIWCg5kYWVtb25fdmVyc2lvbhgHIAEoCRIRCgljb25uZWN0ZWQYCCABKAgSEgoKZ2F0ZXdheV9pZBgJIAEoCRIwCgxjb25uZWN0X3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDmxhc3Rfc2Vlbl90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBjZXJ0X2V4cGlyZV90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdyZXZva2VkGA0gASgIEi8KC3Jldm9rZV90aW1lGA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1qb2luX3Rva2VuX2lkGA8gASgJEi8KC2NyZWF0ZV90aW1lGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoJaW52ZW50b3J5GBIgASgLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnkSDgoGb25saW5lGBMgASgIEjYKEm9ubGluZV9jaGFuZ2VfdGltZRgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoGdGFpbnRzGBUgAygLMh0uYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5UYWludBIuCgRzcGVjGBYgASgLMiAuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlU3BlYxIXCg9zcGVjX2dlbmVyYXRpb24YFyABKAMSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgYIAEoAxI1Cgpjb25kaXRpb25zGBkgAygLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Db25kaXRpb24SNQoRc3RhdGVfY2hhbmdlX3RpbWUYGiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3JlZHVjZWQYGyABKAgSEQoJdHJhbnNwb3J0GBwgASgJEhYKDnVuaGVhbHRoeV9ncHVzGB0gASgFEhcKD2dwdV9xdWFyYW50aW5lZBgeIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBOkTKoBlACgJpZAoIaG9zdG5hbWUKBHBvb2wKBXN0YXRlCgZvbmxpbmUKDWRhZW1vblZlcnNpb24KDGxhc3RTZWVuVGltZSIzCgVUYWludBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAkSDgoGZWZmZWN0GAMgASgJIvoBCghOb2RlU3BlYxIwCgZsYWJlbHMYASABKAsyIC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsU2V0Ei0KBnRhaW50cxgCIAMoCzIdLmJldHRlcmNvbXB1dGUubm9kZXMudjEuVGFpbnQSFgoOZGFlbW9uX3ZlcnNpb24YAyABKAkSJwoGY29uZmlnGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdzZWNyZXRzGAUgAygJEhQKDHR1bm5lbF9wb3J0cxgIIAMoBUoECAYQB0oECAcQCFIKZGFlbW9uX3VybFINZGFlbW9uX3NoYTI1NiJ3CghMYWJlbFNldBI8CgZ2YWx1ZXMYASADKAsyLC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsU2V0LlZhbHVlc0VudHJ5Gi0KC1ZhbHVlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEioQEKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCRI4ChRsYXN0X3RyYW5zaXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgGIAEoAyLXAQoPSW52ZW50b3J5UmVjb3JkEjQKCWludmVudG9yeRgBIAEoCzIhLmJldHRlcmNvbXB1dGUubm9kZXMudjEuSW52ZW50b3J5Ei8KC3JlY29yZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDpdyqAZWQoKcmVjb3JkVGltZQoSaW52ZW50b3J5Lmhvc3RuYW1lCg5pbnZlbnRvcnkuY3B1cwoVaW52ZW50b3J5Lm1lbW9yeUJ5dGVzChBpbnZlbnRvcnkua2VybmVsIsMCCglJbnZlbnRvcnkSEAoIaG9zdG5hbWUYASABKAkSCgoCb3MYAiABKAkSDgoGa2VybmVsGAMgASgJEhEKCWNwdV9tb2RlbBgEIAEoCRIMCgRjcHVzGAUgASgFEhQKDG1lbW9yeV9ieXRlcxgGIAEoAxIpCgRncHVzGAcgAygLMhsuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5HcHUSKwoFZGlza3MYCCADKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkRpc2sSKQoEbmljcxgJIAMoCzIbLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTmljEjUKCmdwdV9kcml2ZXIYCiABKAsyIS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkdwdURyaXZlchIXCg9ncHVfcHJvYmVfZXJyb3IYCyABKAki9gIKA0dwdRINCgVpbmRleBgBIAEoBRINCgVtb2RlbBgCIAEoCRIUCgxtZW1vcnlfYnl0ZXMYAyABKAMSDAoEdXVpZBgEIAEoCRIOCgZzZXJpYWwYBSABKAkSEgoKcGNpX2J1c19pZBgGIAEoCRIWCgludW1hX25vZGUYByABKAVIAIgBARIVCg12Ymlvc192ZXJzaW9uGAggASgJEhAKCG1pZ19tb2RlGAkgASgJEhkKEXBvd2VyX2xpbWl0X3dhdHRzGAogASgBEhgKEHBlcnNpc3RlbmNlX21vZGUYCyABKAgSFAoMbWlub3JfbnVtYmVyGAwgASgFEjIKBmhlYWx0aBgNIAEoDjIiLmJldHRlcmNvbXB1dGUuZ3B1cy52MS5IZWFsdGhTdGF0ZRI7Cg5oZWFsdGhfcmVhc29ucxgOIAMoCzIjLmJldHRlcmNvbXB1dGUuZ3B1cy52MS5IZWFsdGhSZWFzb25CDAoKX251bWFfbm9kZSJ2CglHcHVEcml2ZXISFgoOZHJpdmVyX3ZlcnNpb24YASABKAkSFAoMY3VkYV92ZXJzaW9uGAIgASgJEhwKFGZhYnJpY19tYW5hZ2VyX3N0YXRlGAMgASgJEh0KFWZhYnJpY19tYW5hZ2VyX3N0YXR1cxgEIAEoCSI3CgREaXNrEgwKBG5hbWUYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoAxINCgVtb2RlbBgDIAEoCSI0CgNOaWMSDAoEbmFtZRgBIAEoCRILCgNtYWMYAiABKAkSEgoKc3BlZWRfbWJwcxgDIAEoAyK/AgoLTGlzdFJlcXVlc3QSTgoObGFiZWxfc2VsZWN0b3IYASADKAsyNi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxpc3RSZXF1ZXN0LkxhYmVsU2VsZWN0b3JFbnRyeRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIOCgZzdGF0ZXMYBCADKAkSEwoGb25saW5lGAUgASgISACIAQESEQoJZ3B1X21vZGVsGAYgASgJEgwKBHBvb2wYByABKAkSFwoPaG9zdG5hbWVfcHJlZml4GAggASgJEhkKEWluY2x1ZGVfaW52ZW50b3J5GAkgASgIGjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB19vbmxpbmUiVAoMTGlzdFJlc3BvbnNlEisKBW5vZGVzGAEgAygLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKDAgoOU3VtbWFyeVJlcXVlc3QSUQoObGFiZWxfc2VsZWN0b3IYASADKAsyOS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlN1bW1hcnlSZXF1ZXN0LkxhYmVsU2VsZWN0b3JFbnRyeRIOCgZzdGF0ZXMYAiADKAkSEwoGb25saW5lGAMgASgISACIAQESEQoJZ3B1X21vZGVsGAQgASgJEgwKBHBvb2wYBSABKAkSFwoPaG9zdG5hbWVfcHJlZml4GAYgASgJGjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB19vbmxpbmUi/gEKD1N1bW1hcnlSZXNwb25zZRINCgV0b3RhbBgBIAEoAxJDCgZzdGF0ZXMYAiADKAsyMy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlN1bW1hcnlSZXNwb25zZS5TdGF0ZXNFbnRyeRIOCgZvbmxpbmUYAyABKAMSDwoHb2ZmbGluZRgEIAEoAxIMCgRncHVzGAUgASgDEjkKCmdwdV9tb2RlbHMYBiADKAsyJS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkdwdU1vZGVsQ291bnQaLQoLU3RhdGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ASI7Cg1HcHVNb2RlbENvdW50Eg0KBW1vZGVsGAEgASgJEgwKBGdwdXMYAiABKAMSDQoFbm9kZXMYAyABKAMiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI5CgtHZXRSZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIhsKDVJldm9rZVJlcXVlc3QSCgoCaWQYASABKAkiPAoOUmV2b2tlUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSIbCg1Db3Jkb25SZXF1ZXN0EgoKAmlkGAEgASgJIjwKDkNvcmRvblJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiHQoPVW5jb3Jkb25SZXF1ZXN0EgoKAmlkGAEgASgJIj4KEFVuY29yZG9uUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSIaCgxEcmFpblJlcXVlc3QSCgoCaWQYASABKAkiOwoNRHJhaW5SZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIhsKDVJldGlyZVJlcXVlc3QSCgoCaWQYASABKAkiPAoOUmV0aXJlUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSKSAQoMTGFiZWxSZXF1ZXN0EgoKAmlkGAEgASgJEjoKA3NldBgCIAMoCzItLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGFiZWxSZXF1ZXN0LlNldEVudHJ5Eg4KBnJlbW92ZRgDIAMoCRoqCghTZXRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjsKDUxhYmVsUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSJsChFVcGRhdGVTcGVjUmVxdWVzdBIKCgJpZBgBIAEoCRIuCgRzcGVjGAIgASgLMiAuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlU3BlYxIbChNleHBlY3RlZF9nZW5lcmF0aW9uGAMgASgDIkAKElVwZGF0ZVNwZWNSZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIkwKF0ludmVudG9yeUhpc3RvcnlSZXF1ZXN0EgoKAmlkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIm0KGEludmVudG9yeUhpc3RvcnlSZXNwb25zZRI4CgdyZWNvcmRzGAEgAygLMicuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnlSZWNvcmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJMqALCgxOb2Rlc1NlcnZpY2UScwoETGlzdBIjLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGlzdFJlcXVlc3QaJC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxpc3RSZXNwb25zZSIgkAIBwqAZGQoFbm9kZXMSBGxpc3QaCm5vZGVzLnJlYWQSfwoHU3VtbWFyeRImLmJldHRlcmNvbXB1dGUubm9kZXMudjEuU3VtbWFyeVJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlN1bW1hcnlSZXNwb25zZSIjkAIBwqAZHAoFbm9kZXMSB3N1bW1hcnkaCm5vZGVzLnJlYWQSbwoDR2V0EiIuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5HZXRSZXF1ZXN0GiMuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5HZXRSZXNwb25zZSIfkAIBwqAZGAoFbm9kZXMSA2dldBoKbm9kZXMucmVhZBJ8CgZSZXZva2USJS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlJldm9rZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlJldm9rZVJlc3BvbnNlIiPCoBkfCgVub2RlcxIGcmV2b2tlGgxub2Rlcy5kZWxldGUwARJ9CgZDb3Jkb24SJS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkNvcmRvblJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkNvcmRvblJlc3BvbnNlIiTCoBkgCgVub2RlcxIGY29yZG9uGg1ub2Rlcy5vcGVyYXRlMAEShQEKCFVuY29yZG9uEicuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5VbmNvcmRvblJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlVuY29yZG9uUmVzcG9uc2UiJsKgGSIKBW5vZGVzEgh1bmNvcmRvbhoNbm9kZXMub3BlcmF0ZTABEnkKBURyYWluEiQuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5EcmFpblJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkRyYWluUmVzcG9uc2UiI8KgGR8KBW5vZGVzEgVkcmFpbhoNbm9kZXMub3BlcmF0ZTABEnwKBlJldGlyZRIlLmJldHRlcmNvbXB1dGUubm9kZXMudjEuUmV0aXJlUmVxdWVzdBomLmJldHRlcmNvbXB1dGUubm9kZXMudjEuUmV0aXJlUmVzcG9uc2UiI8KgGR8KBW5vZGVzEgZyZXRpcmUaDG5vZGVzLmRlbGV0ZTABEncKBUxhYmVsEiQuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MYWJlbFJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsUmVzcG9uc2UiIcKgGR0KBW5vZGVzEgVsYWJlbBoLbm9kZXMud3JpdGUwARKLAQoKVXBkYXRlU3BlYxIpLmJldHRlcmNvbXB1dGUubm9kZXMudjEuVXBkYXRlU3BlY1JlcXVlc3QaKi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlVwZGF0ZVNwZWNSZXNwb25zZSImwqAZIgoFbm9kZXMSCnVwZGF0ZVNwZWMaC25vZGVzLndyaXRlMAESowEKEEludmVudG9yeUhpc3RvcnkSLy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkludmVudG9yeUhpc3RvcnlSZXF1ZXN0GjAuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnlIaXN0b3J5UmVzcG9uc2UiLJACAcKgGSUKBW5vZGVzEhBpbnZlbnRvcnlIaXN0b3J5Ggpub2Rlcy5yZWFkQlBaTmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvbm9kZXMvdjE7bm9kZXN2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_bettercompute_gpus_v1_gpus, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL25vZGVzL3YxL25vZGVzLnByb3RvEhZiZXR0ZXJjb21wdXRlLm5vZGVzLnYxIu8ICgROb2RlEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIQCghob3N0bmFtZRgDIAEoCRIMCgRwb29sGAQgASgJEjgKBmxhYmVscxgFIAMoCzIoLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZS5MYWJlbHNFbnRyeRINCgVzdGF0ZRgGIAEoCRIWCg5kYWVtb25fdmVyc2lvbhgHIAEoCRIRCgljb25uZWN0ZWQYCCABKAgSEgoKZ2F0ZXdheV9pZBgJIAEoCRIwCgxjb25uZWN0X3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDmxhc3Rfc2Vlbl90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBjZXJ0X2V4cGlyZV90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdyZXZva2VkGA0gASgIEi8KC3Jldm9rZV90aW1lGA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1qb2luX3Rva2VuX2lkGA8gASgJEi8KC2NyZWF0ZV90aW1lGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoJaW52ZW50b3J5GBIgASgLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnkSDgoGb25saW5lGBMgASgIEjYKEm9ubGluZV9jaGFuZ2VfdGltZRgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoGdGFpbnRzGBUgAygLMh0uYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5UYWludBIuCgRzcGVjGBYgASgLMiAuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlU3BlYxIXCg9zcGVjX2dlbmVyYXRpb24YFyABKAMSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgYIAEoAxI1Cgpjb25kaXRpb25zGBkgAygLMiEuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Db25kaXRpb24SNQoRc3RhdGVfY2hhbmdlX3RpbWUYGiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3JlZHVjZWQYGyABKAgSEQoJdHJhbnNwb3J0GBwgASgJEhYKDnVuaGVhbHRoeV9ncHVzGB0gASgFEhcKD2dwdV9xdWFyYW50aW5lZBgeIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBOkTKoBlACgJpZAoIaG9zdG5hbWUKBHBvb2wKBXN0YXRlCgZvbmxpbmUKDWRhZW1vblZlcnNpb24KDGxhc3RTZWVuVGltZSIzCgVUYWludBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAkSDgoGZWZmZWN0GAMgASgJIvoBCghOb2RlU3BlYxIwCgZsYWJlbHMYASABKAsyIC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsU2V0Ei0KBnRhaW50cxgCIAMoCzIdLmJldHRlcmNvbXB1dGUubm9kZXMudjEuVGFpbnQSFgoOZGFlbW9uX3ZlcnNpb24YAyABKAkSJwoGY29uZmlnGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdzZWNyZXRzGAUgAygJEhQKDHR1bm5lbF9wb3J0cxgIIAMoBUoECAYQB0oECAcQCFIKZGFlbW9uX3VybFINZGFlbW9uX3NoYTI1NiJ3CghMYWJlbFNldBI8CgZ2YWx1ZXMYASADKAsyLC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsU2V0LlZhbHVlc0VudHJ5Gi0KC1ZhbHVlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEioQEKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCRI4ChRsYXN0X3RyYW5zaXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgGIAEoAyLXAQoPSW52ZW50b3J5UmVjb3JkEjQKCWludmVudG9yeRgBIAEoCzIhLmJldHRlcmNvbXB1dGUubm9kZXMudjEuSW52ZW50b3J5Ei8KC3JlY29yZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDpdyqAZWQoKcmVjb3JkVGltZQoSaW52ZW50b3J5Lmhvc3RuYW1lCg5pbnZlbnRvcnkuY3B1cwoVaW52ZW50b3J5Lm1lbW9yeUJ5dGVzChBpbnZlbnRvcnkua2VybmVsIsMCCglJbnZlbnRvcnkSEAoIaG9zdG5hbWUYASABKAkSCgoCb3MYAiABKAkSDgoGa2VybmVsGAMgASgJEhEKCWNwdV9tb2RlbBgEIAEoCRIMCgRjcHVzGAUgASgFEhQKDG1lbW9yeV9ieXRlcxgGIAEoAxIpCgRncHVzGAcgAygLMhsuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5HcHUSKwoFZGlza3MYCCADKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkRpc2sSKQoEbmljcxgJIAMoCzIbLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTmljEjUKCmdwdV9kcml2ZXIYCiABKAsyIS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkdwdURyaXZlchIXCg9ncHVfcHJvYmVfZXJyb3IYCyABKAkiuQMKA0dwdRINCgVpbmRleBgBIAEoBRINCgVtb2RlbBgCIAEoCRIUCgxtZW1vcnlfYnl0ZXMYAyABKAMSDAoEdXVpZBgEIAEoCRIOCgZzZXJpYWwYBSABKAkSEgoKcGNpX2J1c19pZBgGIAEoCRIWCgludW1hX25vZGUYByABKAVIAIgBARIVCg12Ymlvc192ZXJzaW9uGAggASgJEhAKCG1pZ19tb2RlGAkgASgJEhkKEXBvd2VyX2xpbWl0X3dhdHRzGAogASgBEhgKEHBlcnNpc3RlbmNlX21vZGUYCyABKAgSFAoMbWlub3JfbnVtYmVyGAwgASgFEjIKBmhlYWx0aBgNIAEoDjIiLmJldHRlcmNvbXB1dGUuZ3B1cy52MS5IZWFsdGhTdGF0ZRI7Cg5oZWFsdGhfcmVhc29ucxgOIAMoCzIjLmJldHRlcmNvbXB1dGUuZ3B1cy52MS5IZWFsdGhSZWFzb24SLgoFbGlua3MYDyADKAsyHy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkdwdUxpbmsSEQoJbmVhcl9uaWNzGBAgAygJQgwKCl9udW1hX25vZGUiTwoHR3B1TGluaxISCgpwZWVyX2luZGV4GAEgASgFEhEKCXBlZXJfdXVpZBgCIAEoCRIMCgRwYXRoGAMgASgJEg8KB252bGlua3MYBCABKAUidgoJR3B1RHJpdmVyEhYKDmRyaXZlcl92ZXJzaW9uGAEgASgJEhQKDGN1ZGFfdmVyc2lvbhgCIAEoCRIcChRmYWJyaWNfbWFuYWdlcl9zdGF0ZRgDIAEoCRIdChVmYWJyaWNfbWFuYWdlcl9zdGF0dXMYBCABKAkiNwoERGlzaxIMCgRuYW1lGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMSDQoFbW9kZWwYAyABKAkiNAoDTmljEgwKBG5hbWUYASABKAkSCwoDbWFjGAIgASgJEhIKCnNwZWVkX21icHMYAyABKAMivwIKC0xpc3RSZXF1ZXN0Ek4KDmxhYmVsX3NlbGVjdG9yGAEgAygLMjYuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MaXN0UmVxdWVzdC5MYWJlbFNlbGVjdG9yRW50cnkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSDgoGc3RhdGVzGAQgAygJEhMKBm9ubGluZRgFIAEoCEgAiAEBEhEKCWdwdV9tb2RlbBgGIAEoCRIMCgRwb29sGAcgASgJEhcKD2hvc3RuYW1lX3ByZWZpeBgIIAEoCRIZChFpbmNsdWRlX2ludmVudG9yeRgJIAEoCBo0ChJMYWJlbFNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfb25saW5lIlQKDExpc3RSZXNwb25zZRIrCgVub2RlcxgBIAMoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkigwIKDlN1bW1hcnlSZXF1ZXN0ElEKDmxhYmVsX3NlbGVjdG9yGAEgAygLMjkuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5TdW1tYXJ5UmVxdWVzdC5MYWJlbFNlbGVjdG9yRW50cnkSDgoGc3RhdGVzGAIgAygJEhMKBm9ubGluZRgDIAEoCEgAiAEBEhEKCWdwdV9tb2RlbBgEIAEoCRIMCgRwb29sGAUgASgJEhcKD2hvc3RuYW1lX3ByZWZpeBgGIAEoCRo0ChJMYWJlbFNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfb25saW5lIv4BCg9TdW1tYXJ5UmVzcG9uc2USDQoFdG90YWwYASABKAMSQwoGc3RhdGVzGAIgAygLMjMuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5TdW1tYXJ5UmVzcG9uc2UuU3RhdGVzRW50cnkSDgoGb25saW5lGAMgASgDEg8KB29mZmxpbmUYBCABKAMSDAoEZ3B1cxgFIAEoAxI5CgpncHVfbW9kZWxzGAYgAygLMiUuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5HcHVNb2RlbENvdW50Gi0KC1N0YXRlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAzoCOAEiOwoNR3B1TW9kZWxDb3VudBINCgVtb2RlbBgBIAEoCRIMCgRncHVzGAIgASgDEg0KBW5vZGVzGAMgASgDIhgKCkdldFJlcXVlc3QSCgoCaWQYASABKAkiOQoLR2V0UmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSIbCg1SZXZva2VSZXF1ZXN0EgoKAmlkGAEgASgJIjwKDlJldm9rZVJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiGwoNQ29yZG9uUmVxdWVzdBIKCgJpZBgBIAEoCSI8Cg5Db3Jkb25SZXNwb25zZRIqCgRub2RlGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Ob2RlIh0KD1VuY29yZG9uUmVxdWVzdBIKCgJpZBgBIAEoCSI+ChBVbmNvcmRvblJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUiGgoMRHJhaW5SZXF1ZXN0EgoKAmlkGAEgASgJIjsKDURyYWluUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSIbCg1SZXRpcmVSZXF1ZXN0EgoKAmlkGAEgASgJIjwKDlJldGlyZVJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUikgEKDExhYmVsUmVxdWVzdBIKCgJpZBgBIAEoCRI6CgNzZXQYAiADKAsyLS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxhYmVsUmVxdWVzdC5TZXRFbnRyeRIOCgZyZW1vdmUYAyADKAkaKgoIU2V0RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI7Cg1MYWJlbFJlc3BvbnNlEioKBG5vZGUYASABKAsyHC5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLk5vZGUibAoRVXBkYXRlU3BlY1JlcXVlc3QSCgoCaWQYASABKAkSLgoEc3BlYxgCIAEoCzIgLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZVNwZWMSGwoTZXhwZWN0ZWRfZ2VuZXJhdGlvbhgDIAEoAyJAChJVcGRhdGVTcGVjUmVzcG9uc2USKgoEbm9kZRgBIAEoCzIcLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTm9kZSJMChdJbnZlbnRvcnlIaXN0b3J5UmVxdWVzdBIKCgJpZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJtChhJbnZlbnRvcnlIaXN0b3J5UmVzcG9uc2USOAoHcmVjb3JkcxgBIAMoCzInLmJldHRlcmNvbXB1dGUubm9kZXMudjEuSW52ZW50b3J5UmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTKgCwoMTm9kZXNTZXJ2aWNlEnMKBExpc3QSIy5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLkxpc3RSZXF1ZXN0GiQuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MaXN0UmVzcG9uc2UiIJACAcKgGRkKBW5vZGVzEgRsaXN0Ggpub2Rlcy5yZWFkEn8KB1N1bW1hcnkSJi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlN1bW1hcnlSZXF1ZXN0GicuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5TdW1tYXJ5UmVzcG9uc2UiI5ACAcKgGRwKBW5vZGVzEgdzdW1tYXJ5Ggpub2Rlcy5yZWFkEm8KA0dldBIiLmJldHRlcmNvbXB1dGUubm9kZXMudjEuR2V0UmVxdWVzdBojLmJldHRlcmNvbXB1dGUubm9kZXMudjEuR2V0UmVzcG9uc2UiH5ACAcKgGRgKBW5vZGVzEgNnZXQaCm5vZGVzLnJlYWQSfAoGUmV2b2tlEiUuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5SZXZva2VSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5SZXZva2VSZXNwb25zZSIjwqAZHwoFbm9kZXMSBnJldm9rZRoMbm9kZXMuZGVsZXRlMAESfQoGQ29yZG9uEiUuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Db3Jkb25SZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5Db3Jkb25SZXNwb25zZSIkwqAZIAoFbm9kZXMSBmNvcmRvbhoNbm9kZXMub3BlcmF0ZTABEoUBCghVbmNvcmRvbhInLmJldHRlcmNvbXB1dGUubm9kZXMudjEuVW5jb3Jkb25SZXF1ZXN0GiguYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5VbmNvcmRvblJlc3BvbnNlIibCoBkiCgVub2RlcxIIdW5jb3Jkb24aDW5vZGVzLm9wZXJhdGUwARJ5CgVEcmFpbhIkLmJldHRlcmNvbXB1dGUubm9kZXMudjEuRHJhaW5SZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5EcmFpblJlc3BvbnNlIiPCoBkfCgVub2RlcxIFZHJhaW4aDW5vZGVzLm9wZXJhdGUwARJ8CgZSZXRpcmUSJS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlJldGlyZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlJldGlyZVJlc3BvbnNlIiPCoBkfCgVub2RlcxIGcmV0aXJlGgxub2Rlcy5kZWxldGUwARJ3CgVMYWJlbBIkLmJldHRlcmNvbXB1dGUubm9kZXMudjEuTGFiZWxSZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5MYWJlbFJlc3BvbnNlIiHCoBkdCgVub2RlcxIFbGFiZWwaC25vZGVzLndyaXRlMAESiwEKClVwZGF0ZVNwZWMSKS5iZXR0ZXJjb21wdXRlLm5vZGVzLnYxLlVwZGF0ZVNwZWNSZXF1ZXN0GiouYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5VcGRhdGVTcGVjUmVzcG9uc2UiJsKgGSIKBW5vZGVzEgp1cGRhdGVTcGVjGgtub2Rlcy53cml0ZTABEqMBChBJbnZlbnRvcnlIaXN0b3J5Ei8uYmV0dGVyY29tcHV0ZS5ub2Rlcy52MS5JbnZlbnRvcnlIaXN0b3J5UmVxdWVzdBowLmJldHRlcmNvbXB1dGUubm9kZXMudjEuSW52ZW50b3J5SGlzdG9yeVJlc3BvbnNlIiyQAgHCoBklCgVub2RlcxIQaW52ZW50b3J5SGlzdG9yeRoKbm9kZXMucmVhZEJQWk5naXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL25vZGVzL3YxO25vZGVzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_bettercompute_gpus_v1_gpus, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Node is a host whose daemon joined the tenant.
@@ -634,6 +634,21 @@ export type Gpu = Message<"bettercompute.nodes.v1.Gpu"> & {
    * @generated from field: repeated bettercompute.gpus.v1.HealthReason health_reasons = 14;
    */
   healthReasons: HealthReason[];
+
+  /**
+   * How this GPU reaches each other GPU of the node, as its daemon reports it (see
+   * bettercompute.daemon.v1.GpuLink).
+   *
+   * @generated from field: repeated bettercompute.nodes.v1.GpuLink links = 15;
+   */
+  links: GpuLink[];
+
+  /**
+   * The network interfaces on this GPU's PCIe switch: its GPUDirect RDMA peers.
+   *
+   * @generated from field: repeated string near_nics = 16;
+   */
+  nearNics: string[];
 };
 
 /**
@@ -642,6 +657,42 @@ export type Gpu = Message<"bettercompute.nodes.v1.Gpu"> & {
  */
 export const GpuSchema: GenMessage<Gpu> = /*@__PURE__*/
   messageDesc(file_bettercompute_nodes_v1_nodes, 7);
+
+/**
+ * GpuLink is how one GPU reaches another GPU of its node.
+ *
+ * @generated from message bettercompute.nodes.v1.GpuLink
+ */
+export type GpuLink = Message<"bettercompute.nodes.v1.GpuLink"> & {
+  /**
+   * @generated from field: int32 peer_index = 1;
+   */
+  peerIndex: number;
+
+  /**
+   * @generated from field: string peer_uuid = 2;
+   */
+  peerUuid: string;
+
+  /**
+   * "NV#" (NVLinks), "PIX", "PXB", "PHB", "NODE" or "SYS", as `nvidia-smi topo -m` names them.
+   *
+   * @generated from field: string path = 3;
+   */
+  path: string;
+
+  /**
+   * @generated from field: int32 nvlinks = 4;
+   */
+  nvlinks: number;
+};
+
+/**
+ * Describes the message bettercompute.nodes.v1.GpuLink.
+ * Use `create(GpuLinkSchema)` to create a new message.
+ */
+export const GpuLinkSchema: GenMessage<GpuLink> = /*@__PURE__*/
+  messageDesc(file_bettercompute_nodes_v1_nodes, 8);
 
 /**
  * GpuDriver is the NVIDIA driver stack of a node with NVIDIA GPUs.
@@ -686,7 +737,7 @@ export type GpuDriver = Message<"bettercompute.nodes.v1.GpuDriver"> & {
  * Use `create(GpuDriverSchema)` to create a new message.
  */
 export const GpuDriverSchema: GenMessage<GpuDriver> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 8);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 9);
 
 /**
  * Disk is one block device.
@@ -715,7 +766,7 @@ export type Disk = Message<"bettercompute.nodes.v1.Disk"> & {
  * Use `create(DiskSchema)` to create a new message.
  */
 export const DiskSchema: GenMessage<Disk> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 9);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 10);
 
 /**
  * Nic is one network interface.
@@ -744,7 +795,7 @@ export type Nic = Message<"bettercompute.nodes.v1.Nic"> & {
  * Use `create(NicSchema)` to create a new message.
  */
 export const NicSchema: GenMessage<Nic> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 10);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 11);
 
 /**
  * ListRequest filters and pages nodes. Filters combine: a node is listed when it matches all
@@ -824,7 +875,7 @@ export type ListRequest = Message<"bettercompute.nodes.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 11);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 12);
 
 /**
  * ListResponse is one page of nodes, ordered by id.
@@ -850,7 +901,7 @@ export type ListResponse = Message<"bettercompute.nodes.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 12);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 13);
 
 /**
  * SummaryRequest filters the nodes to count; its fields mean what ListRequest's fields of the
@@ -895,7 +946,7 @@ export type SummaryRequest = Message<"bettercompute.nodes.v1.SummaryRequest"> & 
  * Use `create(SummaryRequestSchema)` to create a new message.
  */
 export const SummaryRequestSchema: GenMessage<SummaryRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 13);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 14);
 
 /**
  * SummaryResponse counts the matching nodes, exactly (revoked ones included, as List lists them).
@@ -949,7 +1000,7 @@ export type SummaryResponse = Message<"bettercompute.nodes.v1.SummaryResponse"> 
  * Use `create(SummaryResponseSchema)` to create a new message.
  */
 export const SummaryResponseSchema: GenMessage<SummaryResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 14);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 15);
 
 /**
  * GpuModelCount counts the GPUs of one model, and the nodes having at least one of them.
@@ -978,7 +1029,7 @@ export type GpuModelCount = Message<"bettercompute.nodes.v1.GpuModelCount"> & {
  * Use `create(GpuModelCountSchema)` to create a new message.
  */
 export const GpuModelCountSchema: GenMessage<GpuModelCount> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 15);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 16);
 
 /**
  * GetRequest names a node.
@@ -997,7 +1048,7 @@ export type GetRequest = Message<"bettercompute.nodes.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 16);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 17);
 
 /**
  * GetResponse carries the node with its inventory.
@@ -1016,7 +1067,7 @@ export type GetResponse = Message<"bettercompute.nodes.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 17);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 18);
 
 /**
  * RevokeRequest names the node to revoke.
@@ -1035,7 +1086,7 @@ export type RevokeRequest = Message<"bettercompute.nodes.v1.RevokeRequest"> & {
  * Use `create(RevokeRequestSchema)` to create a new message.
  */
 export const RevokeRequestSchema: GenMessage<RevokeRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 18);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 19);
 
 /**
  * RevokeResponse carries the revoked node.
@@ -1054,7 +1105,7 @@ export type RevokeResponse = Message<"bettercompute.nodes.v1.RevokeResponse"> & 
  * Use `create(RevokeResponseSchema)` to create a new message.
  */
 export const RevokeResponseSchema: GenMessage<RevokeResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 19);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 20);
 
 /**
  * CordonRequest names the node to cordon.
@@ -1073,7 +1124,7 @@ export type CordonRequest = Message<"bettercompute.nodes.v1.CordonRequest"> & {
  * Use `create(CordonRequestSchema)` to create a new message.
  */
 export const CordonRequestSchema: GenMessage<CordonRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 20);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 21);
 
 /**
  * CordonResponse carries the node.
@@ -1092,7 +1143,7 @@ export type CordonResponse = Message<"bettercompute.nodes.v1.CordonResponse"> & 
  * Use `create(CordonResponseSchema)` to create a new message.
  */
 export const CordonResponseSchema: GenMessage<CordonResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 21);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 22);
 
 /**
  * UncordonRequest names the node to uncordon.
@@ -1111,7 +1162,7 @@ export type UncordonRequest = Message<"bettercompute.nodes.v1.UncordonRequest"> 
  * Use `create(UncordonRequestSchema)` to create a new message.
  */
 export const UncordonRequestSchema: GenMessage<UncordonRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 22);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 23);
 
 /**
  * UncordonResponse carries the node.
@@ -1130,7 +1181,7 @@ export type UncordonResponse = Message<"bettercompute.nodes.v1.UncordonResponse"
  * Use `create(UncordonResponseSchema)` to create a new message.
  */
 export const UncordonResponseSchema: GenMessage<UncordonResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 23);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 24);
 
 /**
  * DrainRequest names the node to drain.
@@ -1149,7 +1200,7 @@ export type DrainRequest = Message<"bettercompute.nodes.v1.DrainRequest"> & {
  * Use `create(DrainRequestSchema)` to create a new message.
  */
 export const DrainRequestSchema: GenMessage<DrainRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 24);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 25);
 
 /**
  * DrainResponse carries the node, draining (or drained already).
@@ -1168,7 +1219,7 @@ export type DrainResponse = Message<"bettercompute.nodes.v1.DrainResponse"> & {
  * Use `create(DrainResponseSchema)` to create a new message.
  */
 export const DrainResponseSchema: GenMessage<DrainResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 25);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 26);
 
 /**
  * RetireRequest names the node to retire.
@@ -1187,7 +1238,7 @@ export type RetireRequest = Message<"bettercompute.nodes.v1.RetireRequest"> & {
  * Use `create(RetireRequestSchema)` to create a new message.
  */
 export const RetireRequestSchema: GenMessage<RetireRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 26);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 27);
 
 /**
  * RetireResponse carries the node.
@@ -1206,7 +1257,7 @@ export type RetireResponse = Message<"bettercompute.nodes.v1.RetireResponse"> & 
  * Use `create(RetireResponseSchema)` to create a new message.
  */
 export const RetireResponseSchema: GenMessage<RetireResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 27);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 28);
 
 /**
  * LabelRequest changes a node's labels.
@@ -1240,7 +1291,7 @@ export type LabelRequest = Message<"bettercompute.nodes.v1.LabelRequest"> & {
  * Use `create(LabelRequestSchema)` to create a new message.
  */
 export const LabelRequestSchema: GenMessage<LabelRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 28);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 29);
 
 /**
  * LabelResponse carries the node with its new labels.
@@ -1259,7 +1310,7 @@ export type LabelResponse = Message<"bettercompute.nodes.v1.LabelResponse"> & {
  * Use `create(LabelResponseSchema)` to create a new message.
  */
 export const LabelResponseSchema: GenMessage<LabelResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 29);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 30);
 
 /**
  * UpdateSpecRequest replaces a node's spec.
@@ -1291,7 +1342,7 @@ export type UpdateSpecRequest = Message<"bettercompute.nodes.v1.UpdateSpecReques
  * Use `create(UpdateSpecRequestSchema)` to create a new message.
  */
 export const UpdateSpecRequestSchema: GenMessage<UpdateSpecRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 30);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 31);
 
 /**
  * UpdateSpecResponse carries the node with its spec and generations.
@@ -1310,7 +1361,7 @@ export type UpdateSpecResponse = Message<"bettercompute.nodes.v1.UpdateSpecRespo
  * Use `create(UpdateSpecResponseSchema)` to create a new message.
  */
 export const UpdateSpecResponseSchema: GenMessage<UpdateSpecResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 31);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 32);
 
 /**
  * InventoryHistoryRequest pages through a node's inventory history.
@@ -1341,7 +1392,7 @@ export type InventoryHistoryRequest = Message<"bettercompute.nodes.v1.InventoryH
  * Use `create(InventoryHistoryRequestSchema)` to create a new message.
  */
 export const InventoryHistoryRequestSchema: GenMessage<InventoryHistoryRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 32);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 33);
 
 /**
  * InventoryHistoryResponse is one page of inventory records, newest first.
@@ -1367,7 +1418,7 @@ export type InventoryHistoryResponse = Message<"bettercompute.nodes.v1.Inventory
  * Use `create(InventoryHistoryResponseSchema)` to create a new message.
  */
 export const InventoryHistoryResponseSchema: GenMessage<InventoryHistoryResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_nodes_v1_nodes, 33);
+  messageDesc(file_bettercompute_nodes_v1_nodes, 34);
 
 /**
  * NodesService manages the nodes of the caller's tenant.

@@ -134,7 +134,7 @@ class Inventory(_message.Message):
     def __init__(self, hostname: _Optional[str] = ..., os: _Optional[str] = ..., kernel: _Optional[str] = ..., cpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[Gpu, _Mapping]]] = ..., disks: _Optional[_Iterable[_Union[Disk, _Mapping]]] = ..., nics: _Optional[_Iterable[_Union[Nic, _Mapping]]] = ..., gpu_driver: _Optional[_Union[GpuDriver, _Mapping]] = ..., gpu_probe_error: _Optional[str] = ...) -> None: ...
 
 class Gpu(_message.Message):
-    __slots__ = ("index", "model", "memory_bytes", "uuid", "serial", "pci_bus_id", "numa_node", "vbios_version", "mig_mode", "power_limit_watts", "persistence_mode", "minor_number")
+    __slots__ = ("index", "model", "memory_bytes", "uuid", "serial", "pci_bus_id", "numa_node", "vbios_version", "mig_mode", "power_limit_watts", "persistence_mode", "minor_number", "links", "near_nics")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -147,6 +147,8 @@ class Gpu(_message.Message):
     POWER_LIMIT_WATTS_FIELD_NUMBER: _ClassVar[int]
     PERSISTENCE_MODE_FIELD_NUMBER: _ClassVar[int]
     MINOR_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    LINKS_FIELD_NUMBER: _ClassVar[int]
+    NEAR_NICS_FIELD_NUMBER: _ClassVar[int]
     index: int
     model: str
     memory_bytes: int
@@ -159,7 +161,21 @@ class Gpu(_message.Message):
     power_limit_watts: float
     persistence_mode: bool
     minor_number: int
-    def __init__(self, index: _Optional[int] = ..., model: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., uuid: _Optional[str] = ..., serial: _Optional[str] = ..., pci_bus_id: _Optional[str] = ..., numa_node: _Optional[int] = ..., vbios_version: _Optional[str] = ..., mig_mode: _Optional[str] = ..., power_limit_watts: _Optional[float] = ..., persistence_mode: _Optional[bool] = ..., minor_number: _Optional[int] = ...) -> None: ...
+    links: _containers.RepeatedCompositeFieldContainer[GpuLink]
+    near_nics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, index: _Optional[int] = ..., model: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., uuid: _Optional[str] = ..., serial: _Optional[str] = ..., pci_bus_id: _Optional[str] = ..., numa_node: _Optional[int] = ..., vbios_version: _Optional[str] = ..., mig_mode: _Optional[str] = ..., power_limit_watts: _Optional[float] = ..., persistence_mode: _Optional[bool] = ..., minor_number: _Optional[int] = ..., links: _Optional[_Iterable[_Union[GpuLink, _Mapping]]] = ..., near_nics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GpuLink(_message.Message):
+    __slots__ = ("peer_index", "peer_uuid", "path", "nvlinks")
+    PEER_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PEER_UUID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    NVLINKS_FIELD_NUMBER: _ClassVar[int]
+    peer_index: int
+    peer_uuid: str
+    path: str
+    nvlinks: int
+    def __init__(self, peer_index: _Optional[int] = ..., peer_uuid: _Optional[str] = ..., path: _Optional[str] = ..., nvlinks: _Optional[int] = ...) -> None: ...
 
 class GpuDriver(_message.Message):
     __slots__ = ("driver_version", "cuda_version", "fabric_manager_state", "fabric_manager_status")

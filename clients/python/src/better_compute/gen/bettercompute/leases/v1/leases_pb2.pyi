@@ -22,6 +22,12 @@ class LeaseState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LEASE_STATE_EXPIRED: _ClassVar[LeaseState]
     LEASE_STATE_FAILED: _ClassVar[LeaseState]
     LEASE_STATE_PREEMPTED: _ClassVar[LeaseState]
+
+class TopologyMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOPOLOGY_MODE_UNSPECIFIED: _ClassVar[TopologyMode]
+    TOPOLOGY_MODE_PREFERRED: _ClassVar[TopologyMode]
+    TOPOLOGY_MODE_REQUIRED: _ClassVar[TopologyMode]
 LEASE_STATE_UNSPECIFIED: LeaseState
 LEASE_STATE_PENDING: LeaseState
 LEASE_STATE_PLACED: LeaseState
@@ -30,6 +36,9 @@ LEASE_STATE_RELEASED: LeaseState
 LEASE_STATE_EXPIRED: LeaseState
 LEASE_STATE_FAILED: LeaseState
 LEASE_STATE_PREEMPTED: LeaseState
+TOPOLOGY_MODE_UNSPECIFIED: TopologyMode
+TOPOLOGY_MODE_PREFERRED: TopologyMode
+TOPOLOGY_MODE_REQUIRED: TopologyMode
 
 class Toleration(_message.Message):
     __slots__ = ("key", "operator", "value", "effect")
@@ -44,7 +53,7 @@ class Toleration(_message.Message):
     def __init__(self, key: _Optional[str] = ..., operator: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("id", "tenant_id", "pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "spread", "tolerations", "reservation_id", "duration", "state", "reason", "allocations", "create_time", "place_time", "end_time", "priority", "borrowing", "preempt_time")
+    __slots__ = ("id", "tenant_id", "pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "spread", "tolerations", "reservation_id", "duration", "state", "reason", "allocations", "create_time", "place_time", "end_time", "priority", "borrowing", "preempt_time", "topology")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     POOL_ID_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +74,7 @@ class Lease(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     BORROWING_FIELD_NUMBER: _ClassVar[int]
     PREEMPT_TIME_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     pool_id: str
@@ -85,10 +95,11 @@ class Lease(_message.Message):
     priority: int
     borrowing: bool
     preempt_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., state: _Optional[_Union[LeaseState, str]] = ..., reason: _Optional[str] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., place_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., priority: _Optional[int] = ..., borrowing: _Optional[bool] = ..., preempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    topology: TopologyMode
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., state: _Optional[_Union[LeaseState, str]] = ..., reason: _Optional[str] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., place_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., priority: _Optional[int] = ..., borrowing: _Optional[bool] = ..., preempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., topology: _Optional[_Union[TopologyMode, str]] = ...) -> None: ...
 
 class Allocation(_message.Message):
-    __slots__ = ("node_id", "hostname", "gpu_index", "gpu_uuid", "gpu_model", "cpus", "memory_bytes", "start_time", "end_time")
+    __slots__ = ("node_id", "hostname", "gpu_index", "gpu_uuid", "gpu_model", "cpus", "memory_bytes", "start_time", "end_time", "topology")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     GPU_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +109,7 @@ class Allocation(_message.Message):
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     hostname: str
     gpu_index: int
@@ -107,10 +119,11 @@ class Allocation(_message.Message):
     memory_bytes: int
     start_time: _timestamp_pb2.Timestamp
     end_time: _timestamp_pb2.Timestamp
-    def __init__(self, node_id: _Optional[str] = ..., hostname: _Optional[str] = ..., gpu_index: _Optional[int] = ..., gpu_uuid: _Optional[str] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    topology: str
+    def __init__(self, node_id: _Optional[str] = ..., hostname: _Optional[str] = ..., gpu_index: _Optional[int] = ..., gpu_uuid: _Optional[str] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., topology: _Optional[str] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "duration", "spread", "tolerations", "reservation_id", "priority")
+    __slots__ = ("pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "duration", "spread", "tolerations", "reservation_id", "priority", "topology")
     POOL_ID_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     GPU_MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +134,7 @@ class CreateRequest(_message.Message):
     TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
     RESERVATION_ID_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
     pool_id: str
     gpus: int
     gpu_model: str
@@ -131,7 +145,8 @@ class CreateRequest(_message.Message):
     tolerations: _containers.RepeatedCompositeFieldContainer[Toleration]
     reservation_id: str
     priority: int
-    def __init__(self, pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+    topology: TopologyMode
+    def __init__(self, pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., priority: _Optional[int] = ..., topology: _Optional[_Union[TopologyMode, str]] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
     __slots__ = ("lease",)
