@@ -101,19 +101,62 @@ func (i *Inventory) GPUs(ctx context.Context) (GPUReport, error) {
 	}
 }
 
-// probeGPUs is one bounded run of nvidia-smi.
+// errNoNvidiaGPUs is what runNvidiaSMI says of a host without NVIDIA GPUs to report: nvidia-smi
+// configured but not installed, or installed and finding no devices. It is not a failure.
+var errNoNvidiaGPUs = errors.New("no NVIDIA GPUs")
+
+// probeGPUs is one bounded run of nvidia-smi -q -x, then one of nvidia-smi topo -m for the
+// links between the GPUs it found (topology.go): a failure of the second is logged and leaves
+// the links empty, never the report.
 func (i *Inventory) probeGPUs(ctx context.Context) (GPUReport, error) {
+	prog := i.nvidiaSMIProgram()
+	if prog == "" {
+		return GPUReport{}, nil
+	}
+	out, err := i.runNvidiaSMI(ctx, prog, nvidiaQuery)
+	if errors.Is(err, errNoNvidiaGPUs) {
+		return GPUReport{}, nil
+	}
+	if err != nil {
+		return GPUReport{}, err
+	}
+	report, err := ParseNvidiaSMI(out)
+	for _, g := range report.GPUs {
+		if n, ok := i.numaNode(g.GetPciBusId()); ok {
+			g.NumaNode = proto.Int32(n)
+		}
+	}
+	if len(report.GPUs) > 0 {
+		if terr := i.topology(ctx, prog, report.GPUs); terr != nil {
+			i.logger().Warn("inventory: GPU topology through nvidia-smi topo -m; links left empty", "err", terr)
+		}
+	}
+	return report, err
+}
+
+// nvidiaSMIProgram is the nvidia-smi to run: NvidiaSMI, or the one on PATH; empty for none
+// ("-", or none on PATH: no NVIDIA driver tools, so no GPUs to report).
+func (i *Inventory) nvidiaSMIProgram() string {
 	prog := i.NvidiaSMI
 	if prog == "-" {
-		return GPUReport{}, nil
+		return ""
 	}
 	if prog == "" {
 		p, err := exec.LookPath("nvidia-smi")
 		if err != nil {
-			return GPUReport{}, nil // no NVIDIA driver tools: no GPUs to report
+			return ""
 		}
 		prog = p
 	}
+	return prog
+}
+
+// runNvidiaSMI runs prog with args under the bounds of docs/gpus.md: killed after
+// NvidiaSMITimeout, its output refused (never half-read) beyond NvidiaSMIMaxOutput, its
+// standard error kept to stderrMax for the message. It returns standard output, or
+// errNoNvidiaGPUs where prog is not installed or finds no devices, or an error that names the
+// invocation and says why (context.DeadlineExceeded wrapped for a timeout).
+func (i *Inventory) runNvidiaSMI(ctx context.Context, prog string, args []string) ([]byte, error) {
 	timeout := i.NvidiaSMITimeout
 	if timeout <= 0 {
 		timeout = DefaultNvidiaSMITimeout
@@ -127,35 +170,30 @@ func (i *Inventory) probeGPUs(ctx context.Context) (GPUReport, error) {
 	// Output past the cap kills the program at once (over): it is refused, never half-read.
 	stdout := &capped{max: int(limit), over: cancel}
 	stderr := &capped{max: stderrMax}
-	cmd := exec.CommandContext(ctx, prog, nvidiaQuery...)
+	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A child of nvidia-smi (a wrapper script's) holding the output open must not outlast it.
 	cmd.WaitDelay = time.Second
 	start := time.Now()
 	err := cmd.Run()
+	invocation := prog + " " + strings.Join(args, " ")
 	switch {
 	case stdout.truncated():
-		return GPUReport{}, fmt.Errorf("%s %s: output over %d bytes, refused", prog, strings.Join(nvidiaQuery, " "), limit)
+		return nil, fmt.Errorf("%s: output over %d bytes, refused", invocation, limit)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return GPUReport{}, fmt.Errorf("%s %s: no answer in %v (a wedged driver?): %w", prog, strings.Join(nvidiaQuery, " "),
+		return nil, fmt.Errorf("%s: no answer in %v (a wedged driver?): %w", invocation,
 			time.Since(start).Round(time.Millisecond), context.DeadlineExceeded)
 	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound):
-		return GPUReport{}, nil // configured, but not installed: no GPUs to report
+		return nil, fmt.Errorf("%s: %w: not installed", invocation, errNoNvidiaGPUs)
 	case err != nil:
 		// "No devices were found" is exit status 6 on a host with the tools and no GPU.
 		if strings.Contains(stdout.String()+stderr.String(), "No devices were found") {
-			return GPUReport{}, nil
+			return nil, fmt.Errorf("%s: %w: no devices were found", invocation, errNoNvidiaGPUs)
 		}
 		msg := strings.TrimSpace(firstLine(stderr.String() + "\n" + stdout.String()))
-		return GPUReport{}, fmt.Errorf("%s %s: %w: %s", prog, strings.Join(nvidiaQuery, " "), err, msg)
+		return nil, fmt.Errorf("%s: %w: %s", invocation, err, msg)
 	}
-	report, err := ParseNvidiaSMI(stdout.buf.Bytes())
-	for _, g := range report.GPUs {
-		if n, ok := i.numaNode(g.GetPciBusId()); ok {
-			g.NumaNode = proto.Int32(n)
-		}
-	}
-	return report, err
+	return stdout.buf.Bytes(), nil
 }
 
 // numaNode reads the NUMA node of a PCI device from sysfs; false when sysfs does not know it

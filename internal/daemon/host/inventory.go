@@ -41,6 +41,8 @@ type Inventory struct {
 	// probe is the nvidia-smi run in flight, which concurrent callers share.
 	mu    sync.Mutex
 	probe *gpuProbe
+	// topo is the last nvidia-smi topo -m read, which only the probe in flight touches.
+	topo topoCache
 }
 
 // maxProbeError bounds the reason a failed GPU probe gives, in bytes.
@@ -48,10 +50,7 @@ const maxProbeError = 512
 
 // Collect reads the inventory.
 func (i *Inventory) Collect(ctx context.Context) (*daemonv1.Inventory, error) {
-	log := i.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := i.logger()
 	inv := &daemonv1.Inventory{Os: "linux"}
 	if h, err := os.Hostname(); err == nil {
 		inv.Hostname = h
@@ -85,6 +84,14 @@ func (i *Inventory) Collect(ctx context.Context) (*daemonv1.Inventory, error) {
 	}
 	inv.Gpus, inv.GpuDriver = gpus.GPUs, gpus.Driver
 	return inv, ctx.Err()
+}
+
+// logger is Logger, or one that discards.
+func (i *Inventory) logger() *slog.Logger {
+	if i.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return i.Logger
 }
 
 func (i *Inventory) path(p string) string {
