@@ -88,11 +88,15 @@ func uname(inv *daemonv1.Inventory, args []string) string {
 }
 
 // nvidiaSMI answers `nvidia-smi -L` with the GPU list, `nvidia-smi -q -x` with the XML query
-// (what bcd reads, internal/daemon/host/gpus.go), and anything else with the summary table.
+// and `nvidia-smi topo -m` with the topology matrix (what bcd reads, internal/daemon/host/gpus.go
+// and internal/daemon/host/topology.go), and anything else with the summary table.
 func nvidiaSMI(inv *daemonv1.Inventory, args []string) string {
 	var b strings.Builder
 	if slices.Contains(args, "-q") && slices.Contains(args, "-x") && len(inv.GetGpus()) > 0 {
 		return nvidiaSMIXML(inv)
+	}
+	if len(args) > 0 && args[0] == "topo" && slices.Contains(args, "-m") && len(inv.GetGpus()) > 0 {
+		return nvidiaSMITopo(inv)
 	}
 	if slices.Contains(args, "-L") || slices.Contains(args, "--list-gpus") {
 		for _, g := range inv.GetGpus() {
@@ -220,4 +224,102 @@ func nvidiaSMIXML(inv *daemonv1.Inventory) string {
 		return ""
 	}
 	return xml.Header + "<!DOCTYPE nvidia_smi_log SYSTEM \"nvsmi_device_v12.dtd\">\n" + string(data) + "\n"
+}
+
+// nvidiaSMITopo is nvidia-smi topo -m for the machine's GPUs, as a recent driver prints it: the
+// GPUs' links, then a NIC column for each near NIC (PIX to the GPUs that name it, NODE to the
+// others on its NUMA node, SYS across), the CPU and NUMA affinity of each GPU (the machine's CPUs
+// split evenly among its NUMA nodes), the legend and the NIC legend.
+func nvidiaSMITopo(inv *daemonv1.Inventory) string {
+	gpus := inv.GetGpus()
+	var nics []string
+	nicNUMA := map[string]int32{}
+	nodes := int32(1)
+	for _, g := range gpus {
+		nodes = max(nodes, g.GetNumaNode()+1)
+		for _, n := range g.GetNearNics() {
+			if _, ok := nicNUMA[n]; !ok {
+				nics = append(nics, n)
+				nicNUMA[n] = g.GetNumaNode()
+			}
+		}
+	}
+	var b strings.Builder
+	b.WriteString("\t\x1b[4m")
+	for _, g := range gpus {
+		fmt.Fprintf(&b, "GPU%d\t", g.GetIndex())
+	}
+	for n := range nics {
+		fmt.Fprintf(&b, "NIC%d\t", n)
+	}
+	b.WriteString("CPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n")
+	perNode := max(inv.GetCpus()/nodes, 1)
+	for _, g := range gpus {
+		fmt.Fprintf(&b, "GPU%d", g.GetIndex())
+		for _, p := range gpus {
+			cell := "X"
+			if p != g {
+				cell = "SYS"
+				for _, l := range g.GetLinks() {
+					if l.GetPeerIndex() == p.GetIndex() {
+						cell = l.GetPath()
+					}
+				}
+			}
+			b.WriteString("\t" + cell)
+		}
+		for _, n := range nics {
+			b.WriteString("\t" + nicPath(g.GetNumaNode(), nicNUMA[n], slices.Contains(g.GetNearNics(), n)))
+		}
+		cpus, numa := "N/A", "N/A"
+		if g.NumaNode != nil {
+			node := g.GetNumaNode()
+			cpus, numa = fmt.Sprintf("%d-%d", node*perNode, (node+1)*perNode-1), fmt.Sprint(node)
+		}
+		fmt.Fprintf(&b, "\t%s\t%s\tN/A\n", cpus, numa)
+	}
+	for n, nic := range nics {
+		fmt.Fprintf(&b, "NIC%d", n)
+		for _, g := range gpus {
+			b.WriteString("\t" + nicPath(g.GetNumaNode(), nicNUMA[nic], slices.Contains(g.GetNearNics(), nic)))
+		}
+		for _, other := range nics {
+			cell := "X"
+			if other != nic {
+				cell = nicPath(nicNUMA[nic], nicNUMA[other], false)
+			}
+			b.WriteString("\t" + cell)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(`
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks
+`)
+	if len(nics) > 0 {
+		b.WriteString("\nNIC Legend:\n\n")
+		for n, nic := range nics {
+			fmt.Fprintf(&b, "  NIC%d: %s\n", n, nic)
+		}
+	}
+	return b.String()
+}
+
+// nicPath is the matrix's cell between a device on NUMA node a and a NIC on b: PIX when the NIC
+// is on the device's switch (near), else NODE on one node, SYS across.
+func nicPath(a, b int32, near bool) string {
+	switch {
+	case near:
+		return "PIX"
+	case a == b:
+		return "NODE"
+	}
+	return "SYS"
 }

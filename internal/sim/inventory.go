@@ -36,6 +36,9 @@ type gpuModel struct {
 	sxm, mig, fabric bool
 	// buses are the PCI buses of its GPUs, in order, on an 8-GPU machine.
 	buses []string
+	// nvlinks are the NVLinks of one GPU (sxm only): all of them to the NVSwitches on an 8-GPU
+	// baseboard, shared out among the peers of a smaller one (gpuTopology).
+	nvlinks int32
 	// variant, when set, is a model that machines of this kind are built with instead, one in
 	// variantOneIn: an H200 baseboard in an H100's chassis.
 	variant      *gpuModel
@@ -78,19 +81,19 @@ var (
 		hosts:        []host{{"Intel(R) Xeon(R) Platinum 8480+", 112}, {"AMD EPYC 9454 48-Core Processor", 192}, {"Intel(R) Xeon(R) Platinum 8468", 192}},
 		memoryPerGPU: []weighted[int64]{{256, 60}, {128, 40}},
 		vbios:        "96.00.89.00.01", powerWatts: 700, serialPrefix: "1654", sxm: true, mig: true, fabric: true,
-		buses: dgxH100Buses, variant: &h200, variantOneIn: 3,
+		buses: dgxH100Buses, nvlinks: 18, variant: &h200, variantOneIn: 3,
 	}
 	h200 = gpuModel{
 		name: "NVIDIA H200", memory: 143771 * mib,
 		vbios: "96.00.A5.00.01", powerWatts: 700, serialPrefix: "1655", sxm: true, mig: true, fabric: true,
-		buses: dgxH100Buses,
+		buses: dgxH100Buses, nvlinks: 18,
 	}
 	a100 = gpuModel{
 		name: "NVIDIA A100-SXM4-80GB", memory: 81920 * mib,
 		counts:       []weighted[int]{{8, 75}, {4, 25}},
 		hosts:        []host{{"AMD EPYC 7763 64-Core Processor", 128}, {"AMD EPYC 7742 64-Core Processor", 128}, {"Intel(R) Xeon(R) Platinum 8358 CPU @ 2.60GHz", 64}},
 		memoryPerGPU: []weighted[int64]{{128, 50}, {256, 50}},
-		vbios:        "92.00.45.00.03", powerWatts: 400, serialPrefix: "1323", sxm: true, mig: true,
+		vbios:        "92.00.45.00.03", powerWatts: 400, serialPrefix: "1323", sxm: true, mig: true, nvlinks: 12,
 		buses: []string{"07", "0F", "47", "4E", "87", "90", "B7", "BD"}, // a DGX A100's
 	}
 	l40s = gpuModel{
@@ -225,7 +228,54 @@ func gpuIdentities(seed uint64, index int, gpu *gpuModel, gpus []*daemonv1.Gpu) 
 		g.PersistenceMode = persistence
 		g.MinorNumber = int32(i)
 	}
+	gpuTopology(gpu, gpus)
 	return driver
+}
+
+// gpuTopology gives gpus the links and near NICs nvidia-smi topo -m reports on such a machine
+// (docs/gpus.md "Topology"); it draws nothing, so it changes no other field of the fleet.
+//
+// SXM modules: on an 8-GPU baseboard every pair is joined through the NVSwitches by all of a
+// GPU's NVLinks (NV18 on H100 and H200, NV12 on A100), and each GPU has its InfiniBand NIC on
+// its PCIe switch (mlx5_<index>, PIX), as on a DGX; on smaller boards the GPUs are joined
+// directly, a GPU's NVLinks shared out among its peers (NV6 between 4 H100s), with no near NIC.
+// PCIe cards (L40S, RTX 4090): no NVLink; the GPUs are split between two PCIe switches, one per
+// socket as the NUMA nodes say (GPU0-3 and GPU4-7 of 8), PIX under one switch, NODE between
+// switches on one NUMA node, SYS across nodes; two GPUs are on their own root ports.
+func gpuTopology(gpu *gpuModel, gpus []*daemonv1.Gpu) {
+	n := len(gpus)
+	perSwitch := max(n/2, 1)
+	if n < 4 {
+		perSwitch = 1
+	}
+	for i, g := range gpus {
+		g.Links, g.NearNics = nil, nil
+		for j, p := range gpus {
+			if j == i {
+				continue
+			}
+			l := &daemonv1.GpuLink{PeerIndex: int32(j), PeerUuid: p.GetUuid()}
+			switch {
+			case gpu.sxm && n == 8:
+				l.Nvlinks = gpu.nvlinks
+			case gpu.sxm:
+				l.Nvlinks = gpu.nvlinks / int32(n-1)
+			case i/perSwitch == j/perSwitch:
+				l.Path = "PIX"
+			case g.GetNumaNode() == p.GetNumaNode():
+				l.Path = "NODE"
+			default:
+				l.Path = "SYS"
+			}
+			if l.Nvlinks > 0 {
+				l.Path = fmt.Sprintf("NV%d", l.Nvlinks)
+			}
+			g.Links = append(g.Links, l)
+		}
+		if gpu.sxm && n == 8 {
+			g.NearNics = []string{fmt.Sprintf("mlx5_%d", i)}
+		}
+	}
 }
 
 // Hostname is the name of machine index (0-based): "<prefix>-0001" for index 0.
