@@ -86,6 +86,7 @@ func placed(t *testing.T, nodes []*Node, l *Lease) (uuid.UUID, []int32, Tier) {
 }
 
 func TestDGXAnyCountGetsNVLink(t *testing.T) {
+	t.Parallel()
 	for k := int32(2); k <= 8; k++ {
 		_, idx, tier := placed(t, []*Node{hold(box(8, dgx, nil), 1, 4)}, lease(min(k, 6), true))
 		if tier != TierNVLink || len(idx) != int(min(k, 6)) {
@@ -98,6 +99,7 @@ func TestDGXAnyCountGetsNVLink(t *testing.T) {
 }
 
 func TestPCIeBoxKeepsASetOnOneSwitch(t *testing.T) {
+	t.Parallel()
 	if _, idx, tier := placed(t, []*Node{hold(box(8, pcie, nil), 0)}, lease(4, false)); tier != TierPCIeSwitch || !slices.Equal(idx, []int32{4, 5, 6, 7}) {
 		t.Fatalf("k=4: got %v, tier %q", idx, tier)
 	}
@@ -113,6 +115,7 @@ func TestPCIeBoxKeepsASetOnOneSwitch(t *testing.T) {
 }
 
 func TestNUMAWhenNoSwitchSetIsFree(t *testing.T) {
+	t.Parallel()
 	// Four switches of two GPUs, two per NUMA node.
 	path := func(i, j int) string {
 		switch {
@@ -132,6 +135,7 @@ func TestNUMAWhenNoSwitchSetIsFree(t *testing.T) {
 }
 
 func TestRequiredWaitsAndLandsWhereItCan(t *testing.T) {
+	t.Parallel()
 	// Node a packs better (fewer free) but has no free switch pair; b has one.
 	a := hold(box(8, pcie, nil), 0, 1, 2, 4, 5, 6)
 	b := hold(box(8, pcie, nil), 0, 1, 2)
