@@ -6,10 +6,10 @@
 
 -- name: CreatePoolLease :one
 INSERT INTO pool_leases (id, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus,
-                         memory_bytes, spread, tolerations, duration_ms, priority)
+                         memory_bytes, spread, tolerations, duration_ms, priority, topology)
 VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(pool_id), sqlc.narg(principal_id), sqlc.narg(reservation_id),
         sqlc.arg(gpus), sqlc.arg(gpu_model), sqlc.arg(cpus), sqlc.arg(memory_bytes), sqlc.arg(spread),
-        sqlc.arg(tolerations), sqlc.arg(duration_ms), sqlc.arg(priority))
+        sqlc.arg(tolerations), sqlc.arg(duration_ms), sqlc.arg(priority), sqlc.arg(topology))
 RETURNING *;
 
 -- name: ActivePoolLeaseTotals :one
@@ -38,7 +38,7 @@ LIMIT sqlc.arg(lim);
 -- name: PoolLeaseAllocations :many
 -- What the leases hold or held, with the devices' and nodes' names.
 SELECT a.lease_id, a.node_id, n.hostname, a.device_id, COALESCE(d.idx, -1)::integer AS device_index,
-       COALESCE(d.uuid, '')::text AS device_uuid, a.model, a.cpus, a.memory_bytes, a.started_at, a.ended_at
+       COALESCE(d.uuid, '')::text AS device_uuid, a.model, a.cpus, a.memory_bytes, a.started_at, a.ended_at, a.topology
 FROM allocations a
 JOIN nodes n ON n.id = a.node_id
 LEFT JOIN devices d ON d.id = a.device_id
@@ -229,8 +229,8 @@ ORDER BY n.id;
 
 -- name: PlacerDevices :many
 -- The present devices of the pool's members that are not unhealthy (quarantined GPUs are never
--- allocated), and whether an allocation holds each.
-SELECT d.id, d.node_id, d.idx, d.model,
+-- allocated), and whether an allocation holds each, with their NUMA node and links (migration 0036).
+SELECT d.id, d.node_id, d.idx, d.model, d.numa_node, d.links,
        EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL) AS held
 FROM pools p
 JOIN nodes n ON pool_member(p, n)
@@ -256,7 +256,7 @@ WHERE r.pool_id = sqlc.arg(pool_id) AND r.state = 'active' AND upper(r.during) >
 
 -- name: PendingPoolLeases :many
 -- The pool's pending leases in creation order, after seq.
-SELECT id, tenant_id, seq, priority, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id
+SELECT id, tenant_id, seq, priority, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id, topology
 FROM pool_leases
 WHERE pool_id = sqlc.arg(pool_id) AND state = 'pending' AND seq > sqlc.arg(after_seq)::bigint
 ORDER BY seq
@@ -274,9 +274,9 @@ WHERE l.id = ANY(sqlc.arg(ids)::uuid[]) AND l.state = 'pending'
 RETURNING l.id, l.tenant_id, l.placed_at, l.ends_at;
 
 -- name: InsertDeviceAllocations :exec
-INSERT INTO allocations (lease_id, node_id, device_id, model, started_at, metered_until)
+INSERT INTO allocations (lease_id, node_id, device_id, model, topology, started_at, metered_until)
 SELECT unnest(sqlc.arg(lease_ids)::uuid[]), unnest(sqlc.arg(node_ids)::uuid[]), unnest(sqlc.arg(device_ids)::bigint[]),
-       unnest(sqlc.arg(models)::text[]), sqlc.arg(now)::timestamptz, sqlc.arg(now)::timestamptz;
+       unnest(sqlc.arg(models)::text[]), unnest(sqlc.arg(topologies)::text[]), sqlc.arg(now)::timestamptz, sqlc.arg(now)::timestamptz;
 
 -- name: InsertResourceAllocations :exec
 INSERT INTO allocations (lease_id, node_id, cpus, memory_bytes, started_at, metered_until)

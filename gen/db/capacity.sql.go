@@ -61,11 +61,11 @@ func (q *Queries) CountNodeActiveLeases(ctx context.Context, nodeID uuid.UUID) (
 const createPoolLease = `-- name: CreatePoolLease :one
 
 INSERT INTO pool_leases (id, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus,
-                         memory_bytes, spread, tolerations, duration_ms, priority)
+                         memory_bytes, spread, tolerations, duration_ms, priority, topology)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8, $9, $10,
-        $11, $12, $13)
-RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at
+        $11, $12, $13, $14)
+RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology
 `
 
 type CreatePoolLeaseParams struct {
@@ -82,6 +82,7 @@ type CreatePoolLeaseParams struct {
 	Tolerations   []byte
 	DurationMs    int64
 	Priority      int32
+	Topology      string
 }
 
 // Pool leases (the API's "leases"), their allocations of devices and node resources, and the
@@ -104,6 +105,7 @@ func (q *Queries) CreatePoolLease(ctx context.Context, arg CreatePoolLeaseParams
 		arg.Tolerations,
 		arg.DurationMs,
 		arg.Priority,
+		arg.Topology,
 	)
 	var i PoolLease
 	err := row.Scan(
@@ -130,6 +132,7 @@ func (q *Queries) CreatePoolLease(ctx context.Context, arg CreatePoolLeaseParams
 		&i.Priority,
 		&i.Borrowing,
 		&i.PreemptedAt,
+		&i.Topology,
 	)
 	return i, err
 }
@@ -290,7 +293,7 @@ SET duration_ms = duration_ms + $1::bigint,
     ends_at = ends_at + $1::bigint * interval '1 millisecond',
     updated_at = now()
 WHERE tenant_id = $2 AND id = $3 AND state IN ('pending', 'placed', 'at_risk')
-RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at
+RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology
 `
 
 type ExtendPoolLeaseParams struct {
@@ -327,12 +330,13 @@ func (q *Queries) ExtendPoolLease(ctx context.Context, arg ExtendPoolLeaseParams
 		&i.Priority,
 		&i.Borrowing,
 		&i.PreemptedAt,
+		&i.Topology,
 	)
 	return i, err
 }
 
 const getPoolLease = `-- name: GetPoolLease :one
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at FROM pool_leases WHERE tenant_id = $1 AND id = $2
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology FROM pool_leases WHERE tenant_id = $1 AND id = $2
 `
 
 type GetPoolLeaseParams struct {
@@ -367,22 +371,24 @@ func (q *Queries) GetPoolLease(ctx context.Context, arg GetPoolLeaseParams) (Poo
 		&i.Priority,
 		&i.Borrowing,
 		&i.PreemptedAt,
+		&i.Topology,
 	)
 	return i, err
 }
 
 const insertDeviceAllocations = `-- name: InsertDeviceAllocations :exec
-INSERT INTO allocations (lease_id, node_id, device_id, model, started_at, metered_until)
+INSERT INTO allocations (lease_id, node_id, device_id, model, topology, started_at, metered_until)
 SELECT unnest($1::uuid[]), unnest($2::uuid[]), unnest($3::bigint[]),
-       unnest($4::text[]), $5::timestamptz, $5::timestamptz
+       unnest($4::text[]), unnest($5::text[]), $6::timestamptz, $6::timestamptz
 `
 
 type InsertDeviceAllocationsParams struct {
-	LeaseIds  []uuid.UUID
-	NodeIds   []uuid.UUID
-	DeviceIds []int64
-	Models    []string
-	Now       time.Time
+	LeaseIds   []uuid.UUID
+	NodeIds    []uuid.UUID
+	DeviceIds  []int64
+	Models     []string
+	Topologies []string
+	Now        time.Time
 }
 
 func (q *Queries) InsertDeviceAllocations(ctx context.Context, arg InsertDeviceAllocationsParams) error {
@@ -391,6 +397,7 @@ func (q *Queries) InsertDeviceAllocations(ctx context.Context, arg InsertDeviceA
 		arg.NodeIds,
 		arg.DeviceIds,
 		arg.Models,
+		arg.Topologies,
 		arg.Now,
 	)
 	return err
@@ -446,7 +453,7 @@ func (q *Queries) InsertResourceAllocations(ctx context.Context, arg InsertResou
 }
 
 const listPoolLeases = `-- name: ListPoolLeases :many
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at FROM pool_leases
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology FROM pool_leases
 WHERE tenant_id = $1 AND id > $2
   AND ($3::uuid IS NULL OR pool_id = $3)
   AND ($4::lease_state IS NULL OR state = $4)
@@ -501,6 +508,7 @@ func (q *Queries) ListPoolLeases(ctx context.Context, arg ListPoolLeasesParams) 
 			&i.Priority,
 			&i.Borrowing,
 			&i.PreemptedAt,
+			&i.Topology,
 		); err != nil {
 			return nil, err
 		}
@@ -513,7 +521,7 @@ func (q *Queries) ListPoolLeases(ctx context.Context, arg ListPoolLeasesParams) 
 }
 
 const lockPoolLease = `-- name: LockPoolLease :one
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at FROM pool_leases WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology FROM pool_leases WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockPoolLeaseParams struct {
@@ -548,6 +556,7 @@ func (q *Queries) LockPoolLease(ctx context.Context, arg LockPoolLeaseParams) (P
 		&i.Priority,
 		&i.Borrowing,
 		&i.PreemptedAt,
+		&i.Topology,
 	)
 	return i, err
 }
@@ -754,7 +763,7 @@ func (q *Queries) NextPoolWake(ctx context.Context, arg NextPoolWakeParams) (flo
 }
 
 const pendingPoolLeases = `-- name: PendingPoolLeases :many
-SELECT id, tenant_id, seq, priority, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id
+SELECT id, tenant_id, seq, priority, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id, topology
 FROM pool_leases
 WHERE pool_id = $1 AND state = 'pending' AND seq > $2::bigint
 ORDER BY seq
@@ -780,6 +789,7 @@ type PendingPoolLeasesRow struct {
 	Tolerations   []byte
 	DurationMs    int64
 	ReservationID *uuid.UUID
+	Topology      string
 }
 
 // The pool's pending leases in creation order, after seq.
@@ -805,6 +815,7 @@ func (q *Queries) PendingPoolLeases(ctx context.Context, arg PendingPoolLeasesPa
 			&i.Tolerations,
 			&i.DurationMs,
 			&i.ReservationID,
+			&i.Topology,
 		); err != nil {
 			return nil, err
 		}
@@ -817,7 +828,7 @@ func (q *Queries) PendingPoolLeases(ctx context.Context, arg PendingPoolLeasesPa
 }
 
 const placerDevices = `-- name: PlacerDevices :many
-SELECT d.id, d.node_id, d.idx, d.model,
+SELECT d.id, d.node_id, d.idx, d.model, d.numa_node, d.links,
        EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL) AS held
 FROM pools p
 JOIN nodes n ON pool_member(p, n)
@@ -827,15 +838,17 @@ ORDER BY d.node_id, d.idx
 `
 
 type PlacerDevicesRow struct {
-	ID     int64
-	NodeID uuid.UUID
-	Idx    int32
-	Model  string
-	Held   bool
+	ID       int64
+	NodeID   uuid.UUID
+	Idx      int32
+	Model    string
+	NumaNode *int32
+	Links    []byte
+	Held     bool
 }
 
 // The present devices of the pool's members that are not unhealthy (quarantined GPUs are never
-// allocated), and whether an allocation holds each.
+// allocated), and whether an allocation holds each, with their NUMA node and links (migration 0036).
 func (q *Queries) PlacerDevices(ctx context.Context, poolID uuid.UUID) ([]PlacerDevicesRow, error) {
 	rows, err := q.db.Query(ctx, placerDevices, poolID)
 	if err != nil {
@@ -850,6 +863,8 @@ func (q *Queries) PlacerDevices(ctx context.Context, poolID uuid.UUID) ([]Placer
 			&i.NodeID,
 			&i.Idx,
 			&i.Model,
+			&i.NumaNode,
+			&i.Links,
 			&i.Held,
 		); err != nil {
 			return nil, err
@@ -1193,7 +1208,7 @@ func (q *Queries) PlacerPoolReservations(ctx context.Context, arg PlacerPoolRese
 
 const poolLeaseAllocations = `-- name: PoolLeaseAllocations :many
 SELECT a.lease_id, a.node_id, n.hostname, a.device_id, COALESCE(d.idx, -1)::integer AS device_index,
-       COALESCE(d.uuid, '')::text AS device_uuid, a.model, a.cpus, a.memory_bytes, a.started_at, a.ended_at
+       COALESCE(d.uuid, '')::text AS device_uuid, a.model, a.cpus, a.memory_bytes, a.started_at, a.ended_at, a.topology
 FROM allocations a
 JOIN nodes n ON n.id = a.node_id
 LEFT JOIN devices d ON d.id = a.device_id
@@ -1213,6 +1228,7 @@ type PoolLeaseAllocationsRow struct {
 	MemoryBytes int64
 	StartedAt   time.Time
 	EndedAt     *time.Time
+	Topology    string
 }
 
 // What the leases hold or held, with the devices' and nodes' names.
@@ -1237,6 +1253,7 @@ func (q *Queries) PoolLeaseAllocations(ctx context.Context, leaseIds []uuid.UUID
 			&i.MemoryBytes,
 			&i.StartedAt,
 			&i.EndedAt,
+			&i.Topology,
 		); err != nil {
 			return nil, err
 		}

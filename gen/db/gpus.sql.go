@@ -139,7 +139,7 @@ func (q *Queries) CountNodeGPUHealth(ctx context.Context, arg CountNodeGPUHealth
 }
 
 const getGPU = `-- name: GetGPU :one
-SELECT d.id, d.node_id, d.kind, d.idx, d.model, d.uuid, d.memory_bytes, d.present, d.updated_at, d.serial, d.pci_bus_id, d.health, d.health_reasons, d.health_changed_at, d.manual_quarantine, d.cleared_at, d.acknowledged, n.hostname, a.lease_id
+SELECT d.id, d.node_id, d.kind, d.idx, d.model, d.uuid, d.memory_bytes, d.present, d.updated_at, d.serial, d.pci_bus_id, d.health, d.health_reasons, d.health_changed_at, d.manual_quarantine, d.cleared_at, d.acknowledged, d.numa_node, d.links, n.hostname, a.lease_id
 FROM devices d
 JOIN nodes n ON n.id = d.node_id
 LEFT JOIN allocations a ON a.device_id = d.id AND a.ended_at IS NULL
@@ -182,6 +182,8 @@ func (q *Queries) GetGPU(ctx context.Context, arg GetGPUParams) (GetGPURow, erro
 		&i.Device.ManualQuarantine,
 		&i.Device.ClearedAt,
 		&i.Device.Acknowledged,
+		&i.Device.NumaNode,
+		&i.Device.Links,
 		&i.Hostname,
 		&i.LeaseID,
 	)
@@ -233,7 +235,7 @@ func (q *Queries) ListGPUHealthChanges(ctx context.Context, arg ListGPUHealthCha
 
 const listGPUs = `-- name: ListGPUs :many
 
-SELECT d.id, d.node_id, d.kind, d.idx, d.model, d.uuid, d.memory_bytes, d.present, d.updated_at, d.serial, d.pci_bus_id, d.health, d.health_reasons, d.health_changed_at, d.manual_quarantine, d.cleared_at, d.acknowledged, n.hostname, a.lease_id
+SELECT d.id, d.node_id, d.kind, d.idx, d.model, d.uuid, d.memory_bytes, d.present, d.updated_at, d.serial, d.pci_bus_id, d.health, d.health_reasons, d.health_changed_at, d.manual_quarantine, d.cleared_at, d.acknowledged, d.numa_node, d.links, n.hostname, a.lease_id
 FROM devices d
 JOIN nodes n ON n.id = d.node_id
 LEFT JOIN allocations a ON a.device_id = d.id AND a.ended_at IS NULL
@@ -312,6 +314,8 @@ func (q *Queries) ListGPUs(ctx context.Context, arg ListGPUsParams) ([]ListGPUsR
 			&i.Device.ManualQuarantine,
 			&i.Device.ClearedAt,
 			&i.Device.Acknowledged,
+			&i.Device.NumaNode,
+			&i.Device.Links,
 			&i.Hostname,
 			&i.LeaseID,
 		); err != nil {

@@ -446,6 +446,7 @@ type Allocation struct {
 	MeteredUntil   time.Time
 	UnhealthySince *time.Time
 	UnhealthyUntil *time.Time
+	Topology       string
 }
 
 type ApiKey struct {
@@ -542,6 +543,8 @@ type Device struct {
 	ManualQuarantine []byte
 	ClearedAt        *time.Time
 	Acknowledged     []byte
+	NumaNode         *int32
+	Links            []byte
 }
 
 type Gateway struct {
@@ -760,6 +763,7 @@ type PoolLease struct {
 	Priority      int32
 	Borrowing     bool
 	PreemptedAt   *time.Time
+	Topology      string
 }
 
 type PoolLeaseUsage struct {

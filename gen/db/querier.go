@@ -668,7 +668,7 @@ type Querier interface {
 	// The next nodes to admit, in order, with their nodes' state.
 	PendingWorkflowNodes(ctx context.Context, arg PendingWorkflowNodesParams) ([]PendingWorkflowNodesRow, error)
 	// The present devices of the pool's members that are not unhealthy (quarantined GPUs are never
-	// allocated), and whether an allocation holds each.
+	// allocated), and whether an allocation holds each, with their NUMA node and links (migration 0036).
 	PlacerDevices(ctx context.Context, poolID uuid.UUID) ([]PlacerDevicesRow, error)
 	// The pool's active grants: each grantee's nominal quota, borrowing limit and weight.
 	PlacerGrants(ctx context.Context, poolID uuid.UUID) ([]PlacerGrantsRow, error)

@@ -26,6 +26,16 @@ const (
 	LeaseFailed   = db.LeaseStateFailed
 )
 
+// Topology modes of a pool lease (pool_leases.topology): how well connected its GPUs on one node
+// must be (see placement.Tier).
+const (
+	// TopologyPreferred places the lease on the best-connected free GPUs of the node chosen.
+	TopologyPreferred = "preferred"
+	// TopologyRequired places the lease only where its GPUs share one NVLink domain (or, on a
+	// node without NVLink, one PCIe switch); else it waits.
+	TopologyRequired = "required"
+)
+
 // EndLeases ends the leases among ids that have not ended, as state (LeaseReleased,
 // LeaseExpired or LeaseFailed) with reason, frees and meters what they held, and emits
 // lease.released, lease.expired or lease.failed through emit, all in q's transaction. A placed

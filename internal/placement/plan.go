@@ -30,6 +30,10 @@ type Device struct {
 	Model string
 	// Held by an allocation.
 	Held bool
+	// NUMA is the device's NUMA node, nil when unknown.
+	NUMA *int32
+	// Links are how it reaches the node's other GPUs; empty when unknown (see Tier).
+	Links []Link
 }
 
 // Node is a pool member as the placer sees it.
@@ -63,6 +67,10 @@ type Lease struct {
 	Priority int32
 	// Seq is the creation order.
 	Seq int64
+	// TopologyRequired places the lease only where its GPUs on one node share one NVLink
+	// domain, or, on a node without NVLink, one PCIe switch; else it waits. Every lease gets
+	// the best-connected free set of the node it is placed on.
+	TopologyRequired bool
 }
 
 func (l *Lease) size() Amounts { return sizeOf(l.GPUs, l.Model, l.CPUs, l.Memory) }
@@ -74,6 +82,8 @@ type Held struct {
 	Model  string
 	CPUs   int32
 	Memory int64
+	// Topology is how the lease's GPUs on this node are joined (TierUnknown for CPUs and memory).
+	Topology Tier
 }
 
 // Placement binds a lease to what it will hold.
@@ -116,6 +126,14 @@ type nstate struct {
 	plain    bool
 	cpusFree int32
 	memFree  int64
+	topo     *ntopo // built when first needed
+}
+
+func (s *nstate) topology() *ntopo {
+	if s.topo == nil {
+		s.topo = newTopo(s.node.Devices)
+	}
+	return s.topo
 }
 
 // bucketIndex keeps plain nodes by how many devices of one model are free on them, so best fit
@@ -319,6 +337,9 @@ func (p *Planner) never(l *Lease) string {
 		if l.GPUs > total {
 			return fmt.Sprintf("the pool has only %d %q GPUs", total, l.Model)
 		}
+		if l.TopologyRequired && l.GPUs > 1 && l.GPUs > p.maxPerNode[l.Model] {
+			return fmt.Sprintf("a lease whose topology is required must fit on one node; the pool's nodes have at most %d %q GPUs", p.maxPerNode[l.Model], l.Model)
+		}
 		return ""
 	}
 	if l.CPUs > p.maxCPUs {
@@ -356,6 +377,9 @@ func better(spread bool, free, best int) bool {
 
 func (p *Planner) placeGPUs(l *Lease, end time.Time) []Held {
 	need := int(l.GPUs)
+	if l.TopologyRequired && need > 1 {
+		return p.placeRequired(l, end)
+	}
 	if l.GPUs <= p.maxPerNode[l.Model] {
 		// One node: the best fit among plain nodes, then among special ones.
 		var best *nstate
@@ -386,7 +410,7 @@ func (p *Planner) placeGPUs(l *Lease, end time.Time) []Held {
 		if best == nil {
 			return nil
 		}
-		return p.takeGPUs(best, l.Model, need, nil)
+		return p.takeGPUs(best, l.Model, need, 0, nil)
 	}
 	// Larger than any node: span the eligible nodes with the most free devices first.
 	var cands []*nstate
@@ -405,7 +429,7 @@ func (p *Planner) placeGPUs(l *Lease, end time.Time) []Held {
 	slices.SortStableFunc(cands, func(a, b *nstate) int { return cmp.Compare(len(b.free[l.Model]), len(a.free[l.Model])) })
 	var holds []Held
 	for _, s := range cands {
-		holds = p.takeGPUs(s, l.Model, min(need-len(holds), len(s.free[l.Model])), holds)
+		holds = p.takeGPUs(s, l.Model, min(need-len(holds), len(s.free[l.Model])), 0, holds)
 		if len(holds) == need {
 			break
 		}
@@ -413,18 +437,75 @@ func (p *Planner) placeGPUs(l *Lease, end time.Time) []Held {
 	return holds
 }
 
-// takeGPUs takes n free devices of model on s, lowest indexes first.
-func (p *Planner) takeGPUs(s *nstate, model string, n int, holds []Held) []Held {
+// placeRequired places a lease of several GPUs whose topology is required: on the node that
+// packs it best (or spreads it, as it asks) among those that can give its GPUs one NVLink domain
+// (one PCIe switch on a node without NVLink), or nil when none can now. Unlike other leases it
+// looks at every candidate node, so it costs O(nodes) a lease.
+func (p *Planner) placeRequired(l *Lease, end time.Time) []Held {
+	need := int(l.GPUs)
+	var cands []*nstate
+	for _, s := range p.nodes {
+		if len(s.free[l.Model]) < need || !s.node.Schedulable || (!s.plain && !p.eligible(s, l, end)) {
+			continue
+		}
+		cands = append(cands, s)
+	}
+	slices.SortStableFunc(cands, func(a, b *nstate) int {
+		c := cmp.Compare(len(a.free[l.Model]), len(b.free[l.Model]))
+		if l.Spread {
+			c = -c
+		}
+		return c
+	})
+	for _, s := range cands {
+		must, ok := s.topology().need(l)
+		if !ok {
+			continue
+		}
+		if picks, _ := s.topology().choose(s.free[l.Model], need, must); picks != nil {
+			return p.takeGPUs(s, l.Model, need, must, nil)
+		}
+	}
+	return nil
+}
+
+// takeGPUs takes n free devices of model on s: the best-connected set that shares must (see
+// ntopo.choose), lowest indexes first among sets as well joined. The caller has made sure that
+// such a set is free.
+func (p *Planner) takeGPUs(s *nstate, model string, n int, must uint8, holds []Held) []Held {
+	free := s.free[model]
+	picks, tier := s.topology().choose(free, n, must)
+	if picks == nil {
+		return holds
+	}
 	if s.plain {
 		p.plain[model].remove(s)
 	}
-	free := s.free[model]
-	for _, i := range free[:n] {
-		d := &s.node.Devices[i]
-		d.Held = true
-		holds = append(holds, Held{Node: s.node.ID, Device: d.ID, Model: d.Model})
+	if picks[n-1] == n-1 { // the lowest ones, as without topology
+		for _, i := range free[:n] {
+			d := &s.node.Devices[i]
+			d.Held = true
+			holds = append(holds, Held{Node: s.node.ID, Device: d.ID, Model: d.Model, Topology: tier})
+		}
+		s.free[model] = free[n:]
+		if s.plain {
+			p.plain[model].add(s)
+		}
+		return holds
 	}
-	s.free[model] = free[n:]
+	rest := make([]int32, 0, len(free)-n)
+	next := 0
+	for k, i := range free {
+		if next < len(picks) && picks[next] == k {
+			next++
+			d := &s.node.Devices[i]
+			d.Held = true
+			holds = append(holds, Held{Node: s.node.ID, Device: d.ID, Model: d.Model, Topology: tier})
+			continue
+		}
+		rest = append(rest, i)
+	}
+	s.free[model] = rest
 	if s.plain {
 		p.plain[model].add(s)
 	}

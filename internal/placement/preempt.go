@@ -12,8 +12,14 @@ import (
 // of the lease's own tenant where the pool allows it. It returns what it preempted, and claims
 // what it counted for the lease, so that later leases of this round count it no more; the lease
 // waits. When even preempting every candidate would not make it fit, nothing changes.
+//
+// A lease of several GPUs whose topology is required preempts nothing: what preempting frees
+// need not give it the tier it requires.
 func (p *Planner) reclaim(l *Lease, end time.Time, nominal bool) []Preemption {
 	sh := p.share
+	if l.TopologyRequired && l.GPUs > 1 {
+		return nil
+	}
 	if len(sh.incoming) == 0 && !sh.priorityOK && (!nominal || sh.borrowing == 0) {
 		return nil // nothing is coming back, and nothing may be taken
 	}

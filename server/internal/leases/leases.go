@@ -125,6 +125,10 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 	if pr := req.GetPriority(); pr < capacity.MinPriority || pr > capacity.MaxPriority {
 		return nil, apierr.InvalidArgument("priority", "must be %d to %d, got %d", capacity.MinPriority, capacity.MaxPriority, pr)
 	}
+	topology, err := topologyFromProto(req.GetTopology())
+	if err != nil {
+		return nil, err
+	}
 	d, err := duration("duration", req.GetDuration())
 	if err != nil {
 		return nil, err
@@ -181,6 +185,7 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 			ID: id, TenantID: p.TenantID, PoolID: poolID, PrincipalID: &p.ID, ReservationID: resID,
 			Gpus: req.GetGpus(), GpuModel: model, Cpus: req.GetCpus(), MemoryBytes: req.GetMemoryBytes(),
 			Spread: req.GetSpread(), Tolerations: tolJSON, DurationMs: d.Milliseconds(), Priority: req.GetPriority(),
+			Topology: topology,
 		})
 		if err != nil {
 			return nil, err
@@ -462,6 +467,24 @@ func stateToProto(s capacity.LeaseState) leasesv1.LeaseState {
 	return leasesv1.LeaseState_LEASE_STATE_UNSPECIFIED
 }
 
+// topologyFromProto is the pool_leases.topology of a requested mode; unspecified is preferred.
+func topologyFromProto(m leasesv1.TopologyMode) (string, error) {
+	switch m {
+	case leasesv1.TopologyMode_TOPOLOGY_MODE_UNSPECIFIED, leasesv1.TopologyMode_TOPOLOGY_MODE_PREFERRED:
+		return capacity.TopologyPreferred, nil
+	case leasesv1.TopologyMode_TOPOLOGY_MODE_REQUIRED:
+		return capacity.TopologyRequired, nil
+	}
+	return "", apierr.InvalidArgument("topology", "unknown topology mode %d", int32(m))
+}
+
+func topologyToProto(t string) leasesv1.TopologyMode {
+	if t == capacity.TopologyRequired {
+		return leasesv1.TopologyMode_TOPOLOGY_MODE_REQUIRED
+	}
+	return leasesv1.TopologyMode_TOPOLOGY_MODE_PREFERRED
+}
+
 func optionalTime(t *time.Time) *timestamppb.Timestamp {
 	if t == nil {
 		return nil
@@ -500,6 +523,7 @@ func toProto(l db.PoolLease, allocs []db.PoolLeaseAllocationsRow) *leasesv1.Leas
 		State:    stateToProto(l.State), Reason: l.Reason,
 		CreateTime: timestamppb.New(l.CreatedAt), PlaceTime: optionalTime(l.PlacedAt), EndTime: optionalTime(l.EndsAt),
 		Priority: l.Priority, Borrowing: l.Borrowing, PreemptTime: optionalTime(l.PreemptedAt),
+		Topology: topologyToProto(l.Topology),
 	}
 	if l.EndedAt != nil {
 		out.EndTime = timestamppb.New(*l.EndedAt)
@@ -514,7 +538,7 @@ func toProto(l db.PoolLease, allocs []db.PoolLeaseAllocationsRow) *leasesv1.Leas
 		pa := &leasesv1.Allocation{
 			NodeId: a.NodeID.String(), Hostname: a.Hostname, GpuIndex: a.DeviceIndex, GpuUuid: a.DeviceUuid,
 			GpuModel: a.Model, Cpus: a.Cpus, MemoryBytes: a.MemoryBytes,
-			StartTime: timestamppb.New(a.StartedAt), EndTime: optionalTime(a.EndedAt),
+			StartTime: timestamppb.New(a.StartedAt), EndTime: optionalTime(a.EndedAt), Topology: a.Topology,
 		}
 		out.Allocations = append(out.Allocations, pa)
 	}

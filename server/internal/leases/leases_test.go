@@ -87,6 +87,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"GPUs and CPUs", &leasesv1.CreateRequest{PoolId: poolID, Gpus: 1, Cpus: 2, Duration: hour()}, connect.CodeInvalidArgument, "cpus"},
 		{"more CPUs than a node has", &leasesv1.CreateRequest{PoolId: poolID, Cpus: 65, Duration: hour()}, connect.CodeFailedPrecondition, "cpus"},
 		{"bad toleration", &leasesv1.CreateRequest{PoolId: poolID, Gpus: 1, Duration: hour(), Tolerations: []*leasesv1.Toleration{{Key: "k", Operator: "Like"}}}, connect.CodeInvalidArgument, "tolerations[0].operator"},
+		{"unknown topology mode", &leasesv1.CreateRequest{PoolId: poolID, Gpus: 2, Duration: hour(), Topology: leasesv1.TopologyMode(7)}, connect.CodeInvalidArgument, "topology"},
 		{"unknown reservation", &leasesv1.CreateRequest{PoolId: poolID, Gpus: 1, Duration: hour(), ReservationId: uuid.NewString()}, connect.CodeFailedPrecondition, "reservation_id"},
 	}
 	for _, tc := range cases {

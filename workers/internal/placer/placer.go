@@ -11,7 +11,9 @@
 //  3. places pending leases in creation order, in memory against the snapshot, a batch at a
 //     time: bin packing by default (the node with the fewest free matching GPUs that still
 //     fit), spread (the most free) when the lease asks; a lease that does not fit now waits, and
-//     later, smaller ones may still be placed; one that can never fit fails;
+//     later, smaller ones may still be placed; one that can never fit fails. On the node chosen
+//     a lease of several GPUs gets the best-connected free set (placement.Tier), recorded on its
+//     allocations; one whose topology is required goes only where it gets its tier;
 //  4. writes each batch in one transaction: the leases, their allocations (bulk inserts) and
 //     their events. The database is the final guard: an exclusion constraint refuses a device
 //     held twice (a node may be in several pools, placed by different keys at once) and a
@@ -240,7 +242,13 @@ func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*placement.
 		}
 		for _, d := range devices {
 			if n := byID[d.NodeID]; n != nil {
-				n.Devices = append(n.Devices, placement.Device{ID: d.ID, Index: d.Idx, Model: d.Model, Held: d.Held})
+				dev := placement.Device{ID: d.ID, Index: d.Idx, Model: d.Model, Held: d.Held, NUMA: d.NumaNode}
+				if len(d.Links) > 2 { // not "[]"
+					if err := json.Unmarshal(d.Links, &dev.Links); err != nil {
+						p.log.Warn("GPU links unreadable; placing as if unknown", "device", d.ID, "err", err)
+					}
+				}
+				n.Devices = append(n.Devices, dev)
 			}
 		}
 		nres, err := q.PlacerNodeReservations(ctx, db.PlacerNodeReservationsParams{TenantID: pl.TenantID, Now: now, NodeIds: ids})
@@ -355,7 +363,7 @@ func (p *Placer) place(ctx context.Context, pl db.PlacerPoolRow, res *Result) er
 			l := &placement.Lease{
 				ID: r.ID, Tenant: r.TenantID, GPUs: r.Gpus, Model: r.GpuModel, CPUs: r.Cpus, Memory: r.MemoryBytes,
 				Spread: r.Spread, Duration: time.Duration(r.DurationMs) * time.Millisecond, Reservation: r.ReservationID,
-				Priority: r.Priority, Seq: derefSeq(r.Seq),
+				Priority: r.Priority, Seq: derefSeq(r.Seq), TopologyRequired: r.Topology == capacity.TopologyRequired,
 			}
 			if err := json.Unmarshal(r.Tolerations, &l.Tolerations); err != nil {
 				p.log.Warn("lease tolerations unreadable; placing as if none", "lease", r.ID, "err", err)
@@ -440,6 +448,7 @@ func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, b batch, res *R
 						dev.NodeIds = append(dev.NodeIds, h.Node)
 						dev.DeviceIds = append(dev.DeviceIds, h.Device)
 						dev.Models = append(dev.Models, h.Model)
+						dev.Topologies = append(dev.Topologies, string(h.Topology))
 					} else {
 						res.LeaseIds = append(res.LeaseIds, pc.Lease.ID)
 						res.NodeIds = append(res.NodeIds, h.Node)
