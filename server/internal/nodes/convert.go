@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -140,12 +141,16 @@ func inventoryToProto(inv *daemonv1.Inventory) *nodesv1.Inventory {
 
 // gpuToProto is the API's view of one GPU the daemon reported, field for field.
 func gpuToProto(g *daemonv1.Gpu) *nodesv1.Gpu {
-	return &nodesv1.Gpu{
+	out := &nodesv1.Gpu{
 		Index: g.GetIndex(), Model: g.GetModel(), MemoryBytes: g.GetMemoryBytes(), Uuid: g.GetUuid(),
 		Serial: g.GetSerial(), PciBusId: g.GetPciBusId(), NumaNode: copyInt32(g.NumaNode), VbiosVersion: g.GetVbiosVersion(),
 		MigMode: g.GetMigMode(), PowerLimitWatts: g.GetPowerLimitWatts(), PersistenceMode: g.GetPersistenceMode(),
-		MinorNumber: g.GetMinorNumber(),
+		MinorNumber: g.GetMinorNumber(), NearNics: slices.Clone(g.GetNearNics()),
 	}
+	for _, l := range g.GetLinks() {
+		out.Links = append(out.Links, &nodesv1.GpuLink{PeerIndex: l.GetPeerIndex(), PeerUuid: l.GetPeerUuid(), Path: l.GetPath(), Nvlinks: l.GetNvlinks()})
+	}
+	return out
 }
 
 // copyInt32 copies an optional field's value, so the API's message shares nothing with the

@@ -109,6 +109,8 @@ func TestListAndGet(t *testing.T) {
 			Index: 0, Model: "A100", MemoryBytes: 80 << 30, Uuid: "GPU-1", Serial: "1652922034521",
 			PciBusId: "00000000:18:00.0", NumaNode: proto.Int32(1), VbiosVersion: "96.00.74.00.01", MigMode: "disabled",
 			PowerLimitWatts: 700, PersistenceMode: true, MinorNumber: 3,
+			Links:    []*daemonv1.GpuLink{{PeerIndex: 1, PeerUuid: "GPU-2", Path: "NV12", Nvlinks: 12}},
+			NearNics: []string{"mlx5_0"},
 		}},
 		Disks:     []*daemonv1.Disk{{Name: "nvme0n1", SizeBytes: 4 << 40, Model: "PM9A3"}},
 		Nics:      []*daemonv1.Nic{{Name: "eth0", Mac: "02:00:00:00:00:01", SpeedMbps: 100000}},
@@ -191,6 +193,8 @@ func TestListAndGet(t *testing.T) {
 		Index: 0, Model: "A100", MemoryBytes: 80 << 30, Uuid: "GPU-1", Serial: "1652922034521",
 		PciBusId: "00000000:18:00.0", NumaNode: proto.Int32(1), VbiosVersion: "96.00.74.00.01", MigMode: "disabled",
 		PowerLimitWatts: 700, PersistenceMode: true, MinorNumber: 3,
+		Links:    []*nodesv1.GpuLink{{PeerIndex: 1, PeerUuid: "GPU-2", Path: "NV12", Nvlinks: 12}},
+		NearNics: []string{"mlx5_0"},
 		// With its health, from the device row the inventory made.
 		Health: gpusv1.HealthState_HEALTH_STATE_HEALTHY,
 	}
