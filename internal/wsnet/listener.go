@@ -127,6 +127,13 @@ func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = ws.Close(websocket.StatusTryAgainLater, "too many connections waiting")
 		return
 	}
+	// A Close since the check above drained the backlog before c was in it: drain it again, or c
+	// would wait there, never accepted and never closed.
+	select {
+	case <-l.done:
+		l.drain()
+	default:
+	}
 	// The request's context ends with this handler; the connection's is the listener's.
 	select {
 	case <-c.closed:
@@ -151,17 +158,22 @@ func (l *Listener) Accept() (net.Conn, error) {
 func (l *Listener) Close() error {
 	l.closeOnce.Do(func() {
 		close(l.done)
-		for {
-			select {
-			case c := <-l.conns:
-				// A WebSocket's close waits for the peer's answer (up to 5 s): not here.
-				go c.Close()
-			default:
-				return
-			}
-		}
+		l.drain()
 	})
 	return nil
+}
+
+// drain closes the connections queued and not accepted.
+func (l *Listener) drain() {
+	for {
+		select {
+		case c := <-l.conns:
+			// A WebSocket's close waits for the peer's answer (up to 5 s): not here.
+			go c.Close()
+		default:
+			return
+		}
+	}
 }
 
 // Shutdown closes the listener and every connection it handed out.
