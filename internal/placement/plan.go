@@ -49,6 +49,12 @@ type Node struct {
 	Devices            []Device
 	CPUs, CPUsUsed     int32
 	Memory, MemoryUsed int64
+	// Name is the node's hostname: members of a gang in one domain are ranked by it.
+	Name string
+	// Domain is the node's value for each of the planner's topology levels (Topology.Levels),
+	// outermost first; "" where the node lacks the level's label, which keeps it out of every
+	// domain at that level and below.
+	Domain []string
 }
 
 // Lease is a pending lease as the placer sees it.
@@ -71,6 +77,21 @@ type Lease struct {
 	// domain, or, on a node without NVLink, one PCIe switch; else it waits. Every lease gets
 	// the best-connected free set of the node it is placed on.
 	TopologyRequired bool
+	// Gang, when set, makes the lease a gang: Gang.Nodes distinct nodes of Gang.GPUsPerNode GPUs
+	// each (GPUs is their product), placed all at once or not at all.
+	Gang *Gang
+	// Since is when the lease began to wait (its creation): a gang that has waited
+	// Topology.ReserveAfter gets a domain reserved for it (see Topology).
+	Since time.Time
+}
+
+// Gang is the shape of a multi-node lease.
+type Gang struct {
+	Nodes, GPUsPerNode int32
+	// Level is the index into Topology.Levels of the domain its members must share
+	// (LevelRequired) or should share; -1 for none.
+	Level         int
+	LevelRequired bool
 }
 
 func (l *Lease) size() Amounts { return sizeOf(l.GPUs, l.Model, l.CPUs, l.Memory) }
@@ -84,6 +105,9 @@ type Held struct {
 	Memory int64
 	// Topology is how the lease's GPUs on this node are joined (TierUnknown for CPUs and memory).
 	Topology Tier
+	// Rank is the member's rank in a gang (every hold on one node has the same), from 0 in the
+	// order of the members' domains, then names; unused outside a gang.
+	Rank int32
 }
 
 // Placement binds a lease to what it will hold.
@@ -92,6 +116,9 @@ type Placement struct {
 	Holds []Held
 	// Borrowing is true when the lease runs beyond its tenant's nominal quota.
 	Borrowing bool
+	// Domain is, for a gang, the topology domain its members share, as "level=value" pairs
+	// outermost first joined by ","; "" when they share none of the pool's levels.
+	Domain string
 }
 
 // Failure is a lease that can never be placed.
@@ -116,6 +143,7 @@ type Planner struct {
 	reservations map[uuid.UUID]Window // the pool's own active reservations
 	byID         map[uuid.UUID]*nstate
 	share        *share // nil: one tenant, nothing to share
+	topo         Topology
 }
 
 // nstate is a node and what is free on it.
@@ -546,3 +574,18 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// Topology is how a pool's nodes are grouped for gangs: node labels, outermost first (for
+// example "block", "rack"), as Kueue's Topology declares them. A gang asks to share a domain at
+// one level: nodes with the same values of that level's label and every outer one.
+type Topology struct {
+	Levels []string
+	// ReserveAfter is how long a gang waits before the planner reserves a domain for it: the
+	// nodes where it would fit soonest, onto which only leases that end before it could start
+	// are placed (backfill). Zero reserves at once.
+	ReserveAfter time.Duration
+}
+
+// SetTopology tells the planner the pool's topology levels; the nodes' Domain values follow
+// them.
+func (p *Planner) SetTopology(t Topology) { p.topo = t }

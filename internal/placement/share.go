@@ -97,6 +97,9 @@ type Running struct {
 	Borrowing bool
 	Preempted bool
 	Holds     []Held
+	// End is when the lease frees what it holds (its end, or its preemption grace's); a gang's
+	// reservation starts once enough running leases have ended (see Topology).
+	End time.Time
 
 	borrowing bool // as counted this round
 }
