@@ -144,6 +144,8 @@ type Planner struct {
 	byID         map[uuid.UUID]*nstate
 	share        *share // nil: one tenant, nothing to share
 	topo         Topology
+	domains      [][]string              // level -> domain id -> key ("block=b1,rack=r07")
+	reserved     map[uuid.UUID]time.Time // gang lease -> when its reserved nodes start to be its
 }
 
 // nstate is a node and what is free on it.
@@ -154,7 +156,9 @@ type nstate struct {
 	plain    bool
 	cpusFree int32
 	memFree  int64
-	topo     *ntopo // built when first needed
+	topo     *ntopo           // built when first needed
+	total    map[string]int32 // model -> devices of the model on the node, held or not
+	dom      []int32          // level -> domain id (index into Planner.domains), -1 for none
 }
 
 func (s *nstate) topology() *ntopo {
@@ -203,6 +207,7 @@ func NewPlanner(now time.Time, nodes []*Node, reservations []Window) *Planner {
 	p := &Planner{
 		now: now, plain: map[string]*bucketIndex{}, total: map[string]int32{}, maxPerNode: map[string]int32{},
 		reservations: map[uuid.UUID]Window{}, byID: make(map[uuid.UUID]*nstate, len(nodes)),
+		reserved: map[uuid.UUID]time.Time{},
 	}
 	for _, w := range reservations {
 		p.reservations[w.ID] = w
@@ -216,6 +221,7 @@ func NewPlanner(now time.Time, nodes []*Node, reservations []Window) *Planner {
 				s.free[d.Model] = append(s.free[d.Model], int32(i))
 			}
 		}
+		s.total = perNode
 		for m, c := range perNode {
 			p.total[m] += c
 			p.maxPerNode[m] = max(p.maxPerNode[m], c)
@@ -293,6 +299,7 @@ func (p *Planner) Exhausted() bool {
 // placed), one that can never fit fails. What it places is taken from the snapshot; what it
 // preempts is marked preempted in it.
 func (p *Planner) Plan(leases []*Lease) (placed []Placement, failed []Failure, preempted []Preemption) {
+	p.reserve(leases)
 	if p.share != nil {
 		return p.planShared(leases)
 	}
@@ -306,7 +313,7 @@ func (p *Planner) Plan(leases []*Lease) (placed []Placement, failed []Failure, p
 			continue
 		}
 		if holds := p.placeOne(l, end); holds != nil {
-			placed = append(placed, Placement{Lease: l, Holds: holds})
+			placed = append(placed, p.placement(l, holds, false))
 		}
 	}
 	return placed, failed, nil
@@ -334,6 +341,9 @@ func (p *Planner) prepare(l *Lease) (end time.Time, reason string, ok bool) {
 
 // placeOne places a lease running until end, or returns nil when it does not fit now.
 func (p *Planner) placeOne(l *Lease, end time.Time) []Held {
+	if l.Gang != nil {
+		return p.placeGang(l, end)
+	}
 	if l.GPUs > 0 {
 		return p.placeGPUs(l, end)
 	}
@@ -351,6 +361,9 @@ func (p *Planner) Grow(g db.PoolGrowth) { p.growth = &g }
 func (p *Planner) never(l *Lease) string {
 	if p.known == 0 {
 		return ""
+	}
+	if l.Gang != nil {
+		return p.gangNever(l)
 	}
 	if p.growth != nil {
 		if _, ok := capacity.GrowthFits(*p.growth, l.Model, l.GPUs, l.CPUs, l.Memory); ok {
@@ -387,7 +400,8 @@ func (p *Planner) eligible(s *nstate, l *Lease, end time.Time) bool {
 		}
 	}
 	for _, w := range s.node.Reservations {
-		if (l.Reservation == nil || w.ID != *l.Reservation) && w.overlaps(p.now, end) {
+		mine := w.ID == l.ID || (l.Reservation != nil && w.ID == *l.Reservation) // a gang's own reservation
+		if !mine && w.overlaps(p.now, end) {
 			return false
 		}
 	}
@@ -587,5 +601,37 @@ type Topology struct {
 }
 
 // SetTopology tells the planner the pool's topology levels; the nodes' Domain values follow
-// them.
-func (p *Planner) SetTopology(t Topology) { p.topo = t }
+// them. Call it before Plan.
+func (p *Planner) SetTopology(t Topology) {
+	p.topo = t
+	p.domains = make([][]string, len(t.Levels))
+	ids := make([]map[string]int32, len(t.Levels))
+	for k := range ids {
+		ids[k] = map[string]int32{}
+	}
+	for _, s := range p.nodes {
+		s.dom = make([]int32, len(t.Levels))
+		key := ""
+		for k, level := range t.Levels {
+			v := ""
+			if k < len(s.node.Domain) {
+				v = s.node.Domain[k]
+			}
+			if v == "" || (k > 0 && s.dom[k-1] < 0) {
+				s.dom[k] = -1
+				continue
+			}
+			if k > 0 {
+				key += ","
+			}
+			key += level + "=" + v
+			id, ok := ids[k][key]
+			if !ok {
+				id = int32(len(p.domains[k]))
+				ids[k][key] = id
+				p.domains[k] = append(p.domains[k], key)
+			}
+			s.dom[k] = id
+		}
+	}
+}

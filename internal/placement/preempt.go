@@ -14,11 +14,14 @@ import (
 // waits. When even preempting every candidate would not make it fit, nothing changes.
 //
 // A lease of several GPUs whose topology is required preempts nothing: what preempting frees
-// need not give it the tier it requires.
+// need not give it the tier it requires. A gang reclaims as one unit (see reclaimGang).
 func (p *Planner) reclaim(l *Lease, end time.Time, nominal bool) []Preemption {
 	sh := p.share
 	if l.TopologyRequired && l.GPUs > 1 {
 		return nil
+	}
+	if l.Gang != nil {
+		return p.reclaimGang(l, end, nominal)
 	}
 	if len(sh.incoming) == 0 && !sh.priorityOK && (!nominal || sh.borrowing == 0) {
 		return nil // nothing is coming back, and nothing may be taken

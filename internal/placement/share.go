@@ -308,7 +308,7 @@ func (p *Planner) planShared(leases []*Lease) (placed []Placement, failed []Fail
 		}
 		if holds := p.placeOne(l, ends[l]); holds != nil {
 			a.used.add(size, 1)
-			placed = append(placed, Placement{Lease: l, Holds: holds})
+			placed = append(placed, p.placement(l, holds, false))
 			continue
 		}
 		victims := p.reclaim(l, ends[l], true)
@@ -316,7 +316,7 @@ func (p *Planner) planShared(leases []*Lease) (placed []Placement, failed []Fail
 		if len(victims) > 0 && sh.noGrace {
 			if holds := p.placeOne(l, ends[l]); holds != nil {
 				a.used.add(size, 1)
-				placed = append(placed, Placement{Lease: l, Holds: holds})
+				placed = append(placed, p.placement(l, holds, false))
 				continue
 			}
 		}
@@ -358,7 +358,7 @@ func (p *Planner) planShared(leases []*Lease) (placed []Placement, failed []Fail
 		}
 		if holds := p.placeOne(l, ends[l]); holds != nil {
 			a.used.add(size, 1)
-			placed = append(placed, Placement{Lease: l, Holds: holds, Borrowing: true})
+			placed = append(placed, p.placement(l, holds, true))
 			continue
 		}
 		if !sh.priorityOK {
@@ -369,7 +369,7 @@ func (p *Planner) planShared(leases []*Lease) (placed []Placement, failed []Fail
 		if len(victims) > 0 && sh.noGrace {
 			if holds := p.placeOne(l, ends[l]); holds != nil {
 				a.used.add(size, 1)
-				placed = append(placed, Placement{Lease: l, Holds: holds, Borrowing: true})
+				placed = append(placed, p.placement(l, holds, true))
 			}
 		}
 	}

@@ -100,7 +100,11 @@ func newTopo(devs []Device) *ntopo {
 // single GPU); one NVLink domain when required on a node with NVLink, one PCIe switch on one
 // without. ok is false when the node cannot tell (its topology is unknown).
 func (t *ntopo) need(l *Lease) (must uint8, ok bool) {
-	if !l.TopologyRequired || l.GPUs <= 1 {
+	gpus := l.GPUs
+	if l.Gang != nil {
+		gpus = l.Gang.GPUsPerNode // what one member takes here
+	}
+	if !l.TopologyRequired || gpus <= 1 {
 		return 0, true
 	}
 	if !t.known {
