@@ -11,9 +11,13 @@ import (
 // level when required, else as pickGang falls back) would each have GPUsPerNode. It then
 // preempts only the counted victims that hold something on those members, and claims the
 // incoming holds there; when even every candidate victim would not make the whole gang fit, it
-// preempts nothing.
+// preempts nothing. Like any lease whose topology is required, a gang whose members need several
+// GPUs of a required tier preempts nothing.
 func (p *Planner) reclaimGang(l *Lease, end time.Time, nominal bool) []Preemption {
 	sh := p.share
+	if l.TopologyRequired && l.Gang.GPUsPerNode > 1 {
+		return nil
+	}
 	if len(sh.incoming) == 0 && !sh.priorityOK && (!nominal || sh.borrowing == 0) {
 		return nil
 	}

@@ -296,8 +296,10 @@ func (p *Planner) Exhausted() bool {
 
 // Plan places leases: in order, or, once Share was called, by nominal quota, priority and fair
 // share (see Share). A lease that does not fit now waits (later, smaller leases may still be
-// placed), one that can never fit fails. What it places is taken from the snapshot; what it
-// preempts is marked preempted in it.
+// placed), one that can never fit fails. A gang is placed whole or waits (see Gang); one that
+// has waited Topology.ReserveAfter first gets the nodes where it would fit soonest reserved, so
+// that only leases ending before it could start are placed there (see Reserved). What it places
+// is taken from the snapshot; what it preempts is marked preempted in it.
 func (p *Planner) Plan(leases []*Lease) (placed []Placement, failed []Failure, preempted []Preemption) {
 	p.reserve(leases)
 	if p.share != nil {
@@ -400,7 +402,7 @@ func (p *Planner) eligible(s *nstate, l *Lease, end time.Time) bool {
 		}
 	}
 	for _, w := range s.node.Reservations {
-		mine := w.ID == l.ID || (l.Reservation != nil && w.ID == *l.Reservation) // a gang's own reservation
+		mine := w.ID == l.ID || (l.Reservation != nil && w.ID == *l.Reservation) // its gang's, or its own
 		if !mine && w.overlaps(p.now, end) {
 			return false
 		}

@@ -17,11 +17,11 @@ import (
 // need not give it the tier it requires. A gang reclaims as one unit (see reclaimGang).
 func (p *Planner) reclaim(l *Lease, end time.Time, nominal bool) []Preemption {
 	sh := p.share
-	if l.TopologyRequired && l.GPUs > 1 {
-		return nil
-	}
 	if l.Gang != nil {
 		return p.reclaimGang(l, end, nominal)
+	}
+	if l.TopologyRequired && l.GPUs > 1 {
+		return nil
 	}
 	if len(sh.incoming) == 0 && !sh.priorityOK && (!nominal || sh.borrowing == 0) {
 		return nil // nothing is coming back, and nothing may be taken
