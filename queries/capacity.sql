@@ -6,10 +6,13 @@
 
 -- name: CreatePoolLease :one
 INSERT INTO pool_leases (id, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus,
-                         memory_bytes, spread, tolerations, duration_ms, priority, topology)
+                         memory_bytes, spread, tolerations, duration_ms, priority, topology,
+                         nodes, gpus_per_node, gang_level, gang_level_required, on_unhealthy_member)
 VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(pool_id), sqlc.narg(principal_id), sqlc.narg(reservation_id),
         sqlc.arg(gpus), sqlc.arg(gpu_model), sqlc.arg(cpus), sqlc.arg(memory_bytes), sqlc.arg(spread),
-        sqlc.arg(tolerations), sqlc.arg(duration_ms), sqlc.arg(priority), sqlc.arg(topology))
+        sqlc.arg(tolerations), sqlc.arg(duration_ms), sqlc.arg(priority), sqlc.arg(topology),
+        sqlc.arg(nodes), sqlc.arg(gpus_per_node), sqlc.arg(gang_level), sqlc.arg(gang_level_required),
+        sqlc.arg(on_unhealthy_member))
 RETURNING *;
 
 -- name: ActivePoolLeaseTotals :one
@@ -38,7 +41,8 @@ LIMIT sqlc.arg(lim);
 -- name: PoolLeaseAllocations :many
 -- What the leases hold or held, with the devices' and nodes' names.
 SELECT a.lease_id, a.node_id, n.hostname, a.device_id, COALESCE(d.idx, -1)::integer AS device_index,
-       COALESCE(d.uuid, '')::text AS device_uuid, a.model, a.cpus, a.memory_bytes, a.started_at, a.ended_at, a.topology
+       COALESCE(d.uuid, '')::text AS device_uuid, a.model, a.cpus, a.memory_bytes, a.started_at, a.ended_at, a.topology,
+       a.rank
 FROM allocations a
 JOIN nodes n ON n.id = a.node_id
 LEFT JOIN devices d ON d.id = a.device_id
@@ -163,7 +167,8 @@ WITH held AS (
 SELECT 1 FROM metered;
 
 -- name: PlacerPool :one
-SELECT id, tenant_id, name, preemption_grace_ms, priority_preemption FROM pools WHERE id = sqlc.arg(id);
+SELECT id, tenant_id, name, preemption_grace_ms, priority_preemption, topology_levels, gang_reservation_wait_ms
+FROM pools WHERE id = sqlc.arg(id);
 
 -- name: PlacerGrants :many
 -- The pool's active grants: each grantee's nominal quota, borrowing limit and weight.
@@ -214,7 +219,7 @@ SELECT clock_timestamp()::timestamptz AS now;
 -- name: PlacerNodes :many
 -- The pool's members as the placer sees them, with their CPUs and memory. A node a GPU health
 -- signal quarantines carries one more taint, quarantine_taint with effect NoSchedule.
-SELECT n.id, n.state, n.online,
+SELECT n.id, n.state, n.online, n.hostname, n.labels,
        (CASE WHEN h.quarantined
              THEN n.taints || jsonb_build_array(jsonb_build_object('key', sqlc.arg(quarantine_taint)::text, 'value', '', 'effect', 'NoSchedule'))
              ELSE n.taints END)::jsonb AS taints,
@@ -256,7 +261,8 @@ WHERE r.pool_id = sqlc.arg(pool_id) AND r.state = 'active' AND upper(r.during) >
 
 -- name: PendingPoolLeases :many
 -- The pool's pending leases in creation order, after seq.
-SELECT id, tenant_id, seq, priority, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id, topology
+SELECT id, tenant_id, seq, priority, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id, topology,
+       nodes, gpus_per_node, gang_level, gang_level_required, created_at, reserved_start
 FROM pool_leases
 WHERE pool_id = sqlc.arg(pool_id) AND state = 'pending' AND seq > sqlc.arg(after_seq)::bigint
 ORDER BY seq
@@ -274,9 +280,50 @@ WHERE l.id = ANY(sqlc.arg(ids)::uuid[]) AND l.state = 'pending'
 RETURNING l.id, l.tenant_id, l.placed_at, l.ends_at;
 
 -- name: InsertDeviceAllocations :exec
-INSERT INTO allocations (lease_id, node_id, device_id, model, topology, started_at, metered_until)
+-- ranks: a gang member's rank, -1 outside a gang (NULL).
+INSERT INTO allocations (lease_id, node_id, device_id, model, topology, rank, started_at, metered_until)
 SELECT unnest(sqlc.arg(lease_ids)::uuid[]), unnest(sqlc.arg(node_ids)::uuid[]), unnest(sqlc.arg(device_ids)::bigint[]),
-       unnest(sqlc.arg(models)::text[]), unnest(sqlc.arg(topologies)::text[]), sqlc.arg(now)::timestamptz, sqlc.arg(now)::timestamptz;
+       unnest(sqlc.arg(models)::text[]), unnest(sqlc.arg(topologies)::text[]), NULLIF(unnest(sqlc.arg(ranks)::integer[]), -1),
+       sqlc.arg(now)::timestamptz, sqlc.arg(now)::timestamptz;
+
+-- name: SetGangDomains :exec
+-- The domains the placed gangs got.
+UPDATE pool_leases l SET gang_domain = x.domain
+FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS id, unnest(sqlc.arg(domains)::text[]) AS domain) AS x
+WHERE l.id = x.id;
+
+-- name: SetGangReservations :exec
+-- The pool's pending gangs' reservations as the placer last planned them: when each of ids
+-- expects to start (starts), and none for the pool's other pending gangs that had one.
+UPDATE pool_leases l SET reserved_start = x.start
+FROM (SELECT p.id, s.start
+      FROM pool_leases p
+      LEFT JOIN (SELECT unnest(sqlc.arg(ids)::uuid[]) AS id, unnest(sqlc.arg(starts)::timestamptz[]) AS start) AS s ON s.id = p.id
+      WHERE p.pool_id = sqlc.arg(pool_id) AND p.state = 'pending' AND p.nodes > 0
+        AND (s.id IS NOT NULL OR p.reserved_start IS NOT NULL)) AS x
+WHERE l.id = x.id AND l.reserved_start IS DISTINCT FROM x.start;
+
+-- name: GangMembers :many
+-- The nodes the gangs hold or held: each member's rank, its domain (its labels of the pool's
+-- topology levels), whether it is online,
+-- the addresses its daemon reported, and the unhealthy GPUs the gang holds on it.
+SELECT a.lease_id, a.node_id, min(a.rank)::integer AS rank, n.hostname, n.online,
+       COALESCE((SELECT jsonb_object_agg(k, n.labels ->> k) FROM unnest(p.topology_levels) AS k WHERE n.labels ? k),
+                '{}'::jsonb)::jsonb AS domain,
+       COALESCE((SELECT jsonb_agg(addr) FROM jsonb_array_elements(
+                     CASE WHEN jsonb_typeof(n.inventory -> 'nics') = 'array' THEN n.inventory -> 'nics' ELSE '[]'::jsonb END) AS nic,
+                     jsonb_array_elements_text(CASE WHEN jsonb_typeof(nic -> 'addresses') = 'array' THEN nic -> 'addresses' ELSE '[]'::jsonb END) AS addr),
+                '[]'::jsonb)::jsonb AS addresses,
+       array_agg(COALESCE(d.idx, -1) ORDER BY d.idx)::integer[] AS gpu_indexes,
+       array_remove(array_agg(CASE WHEN d.health = 'unhealthy' THEN d.idx END ORDER BY d.idx), NULL)::integer[] AS unhealthy
+FROM allocations a
+JOIN pool_leases l ON l.id = a.lease_id
+JOIN pools p ON p.id = l.pool_id
+JOIN nodes n ON n.id = a.node_id
+LEFT JOIN devices d ON d.id = a.device_id
+WHERE a.lease_id = ANY(sqlc.arg(lease_ids)::uuid[]) AND a.rank IS NOT NULL
+GROUP BY a.lease_id, a.node_id, n.hostname, n.labels, n.online, n.inventory, p.topology_levels
+ORDER BY a.lease_id, 3;
 
 -- name: InsertResourceAllocations :exec
 INSERT INTO allocations (lease_id, node_id, cpus, memory_bytes, started_at, metered_until)
@@ -294,9 +341,14 @@ LIMIT sqlc.arg(lim);
 -- name: NextPoolWake :one
 -- When the placer next has something to do for the pool without being told: the first end of a
 -- running lease, or the next start or end of a reservation of the tenant (reservations of other
--- pools may cover the pool's nodes). Unix seconds; 0 when nothing is due.
+-- pools may cover the pool's nodes), or when a pending gang has waited long enough for the placer
+-- to reserve a domain for it. Unix seconds; 0 when nothing is due.
 SELECT COALESCE(EXTRACT(EPOCH FROM LEAST(
     (SELECT min(l.ends_at) FROM pool_leases l WHERE l.pool_id = sqlc.arg(pool_id) AND l.placed_at IS NOT NULL AND l.ended_at IS NULL),
+    (SELECT min(l.created_at + p.gang_reservation_wait_ms * interval '1 millisecond')
+     FROM pool_leases l JOIN pools p ON p.id = l.pool_id
+     WHERE l.pool_id = sqlc.arg(pool_id) AND l.state = 'pending' AND l.nodes > 0 AND l.reserved_start IS NULL
+       AND l.created_at + p.gang_reservation_wait_ms * interval '1 millisecond' > sqlc.arg(now)::timestamptz),
     (SELECT min(lower(r.during)) FROM reservations r
      WHERE r.tenant_id = sqlc.arg(tenant_id) AND r.state = 'active' AND lower(r.during) > sqlc.arg(now)::timestamptz),
     (SELECT min(upper(r.during)) FROM reservations r
@@ -355,7 +407,9 @@ WHERE n.id = ANY(sqlc.arg(node_ids)::uuid[]);
 -- The tenant's active grant of a pool, for leases/create from a granted pool. Shared-locked until
 -- the transaction ends, so a concurrent revoke (which updates the row) waits for the lease to
 -- commit and then fails it as pending, or runs first and the lease is refused.
-SELECT g.id, g.pool_id, g.owner_tenant_id, g.tenant_id, g.nominal, g.borrowing_limit, g.weight
+-- With the pool's topology levels, which a gang's level must be one of.
+SELECT g.id, g.pool_id, g.owner_tenant_id, g.tenant_id, g.nominal, g.borrowing_limit, g.weight,
+       (SELECT p.topology_levels FROM pools p WHERE p.id = g.pool_id)::text[] AS topology_levels
 FROM pool_grants g
 WHERE g.pool_id = sqlc.arg(pool_id) AND g.tenant_id = sqlc.arg(tenant_id) AND g.revoked_at IS NULL
-FOR SHARE;
+FOR SHARE OF g;

@@ -61,28 +61,36 @@ func (q *Queries) CountNodeActiveLeases(ctx context.Context, nodeID uuid.UUID) (
 const createPoolLease = `-- name: CreatePoolLease :one
 
 INSERT INTO pool_leases (id, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus,
-                         memory_bytes, spread, tolerations, duration_ms, priority, topology)
+                         memory_bytes, spread, tolerations, duration_ms, priority, topology,
+                         nodes, gpus_per_node, gang_level, gang_level_required, on_unhealthy_member)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8, $9, $10,
-        $11, $12, $13, $14)
-RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology
+        $11, $12, $13, $14,
+        $15, $16, $17, $18,
+        $19)
+RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start
 `
 
 type CreatePoolLeaseParams struct {
-	ID            uuid.UUID
-	TenantID      uuid.UUID
-	PoolID        uuid.UUID
-	PrincipalID   *uuid.UUID
-	ReservationID *uuid.UUID
-	Gpus          int32
-	GpuModel      string
-	Cpus          int32
-	MemoryBytes   int64
-	Spread        bool
-	Tolerations   []byte
-	DurationMs    int64
-	Priority      int32
-	Topology      string
+	ID                uuid.UUID
+	TenantID          uuid.UUID
+	PoolID            uuid.UUID
+	PrincipalID       *uuid.UUID
+	ReservationID     *uuid.UUID
+	Gpus              int32
+	GpuModel          string
+	Cpus              int32
+	MemoryBytes       int64
+	Spread            bool
+	Tolerations       []byte
+	DurationMs        int64
+	Priority          int32
+	Topology          string
+	Nodes             int32
+	GpusPerNode       int32
+	GangLevel         string
+	GangLevelRequired bool
+	OnUnhealthyMember string
 }
 
 // Pool leases (the API's "leases"), their allocations of devices and node resources, and the
@@ -106,6 +114,11 @@ func (q *Queries) CreatePoolLease(ctx context.Context, arg CreatePoolLeaseParams
 		arg.DurationMs,
 		arg.Priority,
 		arg.Topology,
+		arg.Nodes,
+		arg.GpusPerNode,
+		arg.GangLevel,
+		arg.GangLevelRequired,
+		arg.OnUnhealthyMember,
 	)
 	var i PoolLease
 	err := row.Scan(
@@ -133,6 +146,13 @@ func (q *Queries) CreatePoolLease(ctx context.Context, arg CreatePoolLeaseParams
 		&i.Borrowing,
 		&i.PreemptedAt,
 		&i.Topology,
+		&i.Nodes,
+		&i.GpusPerNode,
+		&i.GangLevel,
+		&i.GangLevelRequired,
+		&i.GangDomain,
+		&i.OnUnhealthyMember,
+		&i.ReservedStart,
 	)
 	return i, err
 }
@@ -293,7 +313,7 @@ SET duration_ms = duration_ms + $1::bigint,
     ends_at = ends_at + $1::bigint * interval '1 millisecond',
     updated_at = now()
 WHERE tenant_id = $2 AND id = $3 AND state IN ('pending', 'placed', 'at_risk')
-RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology
+RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start
 `
 
 type ExtendPoolLeaseParams struct {
@@ -331,12 +351,84 @@ func (q *Queries) ExtendPoolLease(ctx context.Context, arg ExtendPoolLeaseParams
 		&i.Borrowing,
 		&i.PreemptedAt,
 		&i.Topology,
+		&i.Nodes,
+		&i.GpusPerNode,
+		&i.GangLevel,
+		&i.GangLevelRequired,
+		&i.GangDomain,
+		&i.OnUnhealthyMember,
+		&i.ReservedStart,
 	)
 	return i, err
 }
 
+const gangMembers = `-- name: GangMembers :many
+SELECT a.lease_id, a.node_id, min(a.rank)::integer AS rank, n.hostname, n.online,
+       COALESCE((SELECT jsonb_object_agg(k, n.labels ->> k) FROM unnest(p.topology_levels) AS k WHERE n.labels ? k),
+                '{}'::jsonb)::jsonb AS domain,
+       COALESCE((SELECT jsonb_agg(addr) FROM jsonb_array_elements(
+                     CASE WHEN jsonb_typeof(n.inventory -> 'nics') = 'array' THEN n.inventory -> 'nics' ELSE '[]'::jsonb END) AS nic,
+                     jsonb_array_elements_text(CASE WHEN jsonb_typeof(nic -> 'addresses') = 'array' THEN nic -> 'addresses' ELSE '[]'::jsonb END) AS addr),
+                '[]'::jsonb)::jsonb AS addresses,
+       array_agg(COALESCE(d.idx, -1) ORDER BY d.idx)::integer[] AS gpu_indexes,
+       array_remove(array_agg(CASE WHEN d.health = 'unhealthy' THEN d.idx END ORDER BY d.idx), NULL)::integer[] AS unhealthy
+FROM allocations a
+JOIN pool_leases l ON l.id = a.lease_id
+JOIN pools p ON p.id = l.pool_id
+JOIN nodes n ON n.id = a.node_id
+LEFT JOIN devices d ON d.id = a.device_id
+WHERE a.lease_id = ANY($1::uuid[]) AND a.rank IS NOT NULL
+GROUP BY a.lease_id, a.node_id, n.hostname, n.labels, n.online, n.inventory, p.topology_levels
+ORDER BY a.lease_id, 3
+`
+
+type GangMembersRow struct {
+	LeaseID    uuid.UUID
+	NodeID     uuid.UUID
+	Rank       int32
+	Hostname   string
+	Online     bool
+	Domain     []byte
+	Addresses  []byte
+	GpuIndexes []int32
+	Unhealthy  []int32
+}
+
+// The nodes the gangs hold or held: each member's rank, its domain (its labels of the pool's
+// topology levels), whether it is online,
+// the addresses its daemon reported, and the unhealthy GPUs the gang holds on it.
+func (q *Queries) GangMembers(ctx context.Context, leaseIds []uuid.UUID) ([]GangMembersRow, error) {
+	rows, err := q.db.Query(ctx, gangMembers, leaseIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []GangMembersRow{}
+	for rows.Next() {
+		var i GangMembersRow
+		if err := rows.Scan(
+			&i.LeaseID,
+			&i.NodeID,
+			&i.Rank,
+			&i.Hostname,
+			&i.Online,
+			&i.Domain,
+			&i.Addresses,
+			&i.GpuIndexes,
+			&i.Unhealthy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getPoolLease = `-- name: GetPoolLease :one
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology FROM pool_leases WHERE tenant_id = $1 AND id = $2
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start FROM pool_leases WHERE tenant_id = $1 AND id = $2
 `
 
 type GetPoolLeaseParams struct {
@@ -372,14 +464,22 @@ func (q *Queries) GetPoolLease(ctx context.Context, arg GetPoolLeaseParams) (Poo
 		&i.Borrowing,
 		&i.PreemptedAt,
 		&i.Topology,
+		&i.Nodes,
+		&i.GpusPerNode,
+		&i.GangLevel,
+		&i.GangLevelRequired,
+		&i.GangDomain,
+		&i.OnUnhealthyMember,
+		&i.ReservedStart,
 	)
 	return i, err
 }
 
 const insertDeviceAllocations = `-- name: InsertDeviceAllocations :exec
-INSERT INTO allocations (lease_id, node_id, device_id, model, topology, started_at, metered_until)
+INSERT INTO allocations (lease_id, node_id, device_id, model, topology, rank, started_at, metered_until)
 SELECT unnest($1::uuid[]), unnest($2::uuid[]), unnest($3::bigint[]),
-       unnest($4::text[]), unnest($5::text[]), $6::timestamptz, $6::timestamptz
+       unnest($4::text[]), unnest($5::text[]), NULLIF(unnest($6::integer[]), -1),
+       $7::timestamptz, $7::timestamptz
 `
 
 type InsertDeviceAllocationsParams struct {
@@ -388,9 +488,11 @@ type InsertDeviceAllocationsParams struct {
 	DeviceIds  []int64
 	Models     []string
 	Topologies []string
+	Ranks      []int32
 	Now        time.Time
 }
 
+// ranks: a gang member's rank, -1 outside a gang (NULL).
 func (q *Queries) InsertDeviceAllocations(ctx context.Context, arg InsertDeviceAllocationsParams) error {
 	_, err := q.db.Exec(ctx, insertDeviceAllocations,
 		arg.LeaseIds,
@@ -398,6 +500,7 @@ func (q *Queries) InsertDeviceAllocations(ctx context.Context, arg InsertDeviceA
 		arg.DeviceIds,
 		arg.Models,
 		arg.Topologies,
+		arg.Ranks,
 		arg.Now,
 	)
 	return err
@@ -453,7 +556,7 @@ func (q *Queries) InsertResourceAllocations(ctx context.Context, arg InsertResou
 }
 
 const listPoolLeases = `-- name: ListPoolLeases :many
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology FROM pool_leases
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start FROM pool_leases
 WHERE tenant_id = $1 AND id > $2
   AND ($3::uuid IS NULL OR pool_id = $3)
   AND ($4::lease_state IS NULL OR state = $4)
@@ -509,6 +612,13 @@ func (q *Queries) ListPoolLeases(ctx context.Context, arg ListPoolLeasesParams) 
 			&i.Borrowing,
 			&i.PreemptedAt,
 			&i.Topology,
+			&i.Nodes,
+			&i.GpusPerNode,
+			&i.GangLevel,
+			&i.GangLevelRequired,
+			&i.GangDomain,
+			&i.OnUnhealthyMember,
+			&i.ReservedStart,
 		); err != nil {
 			return nil, err
 		}
@@ -521,7 +631,7 @@ func (q *Queries) ListPoolLeases(ctx context.Context, arg ListPoolLeasesParams) 
 }
 
 const lockPoolLease = `-- name: LockPoolLease :one
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology FROM pool_leases WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start FROM pool_leases WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockPoolLeaseParams struct {
@@ -557,6 +667,13 @@ func (q *Queries) LockPoolLease(ctx context.Context, arg LockPoolLeaseParams) (P
 		&i.Borrowing,
 		&i.PreemptedAt,
 		&i.Topology,
+		&i.Nodes,
+		&i.GpusPerNode,
+		&i.GangLevel,
+		&i.GangLevelRequired,
+		&i.GangDomain,
+		&i.OnUnhealthyMember,
+		&i.ReservedStart,
 	)
 	return i, err
 }
@@ -739,31 +856,37 @@ func (q *Queries) MeterHeldAllocations(ctx context.Context, arg MeterHeldAllocat
 const nextPoolWake = `-- name: NextPoolWake :one
 SELECT COALESCE(EXTRACT(EPOCH FROM LEAST(
     (SELECT min(l.ends_at) FROM pool_leases l WHERE l.pool_id = $1 AND l.placed_at IS NOT NULL AND l.ended_at IS NULL),
+    (SELECT min(l.created_at + p.gang_reservation_wait_ms * interval '1 millisecond')
+     FROM pool_leases l JOIN pools p ON p.id = l.pool_id
+     WHERE l.pool_id = $1 AND l.state = 'pending' AND l.nodes > 0 AND l.reserved_start IS NULL
+       AND l.created_at + p.gang_reservation_wait_ms * interval '1 millisecond' > $2::timestamptz),
     (SELECT min(lower(r.during)) FROM reservations r
-     WHERE r.tenant_id = $2 AND r.state = 'active' AND lower(r.during) > $3::timestamptz),
+     WHERE r.tenant_id = $3 AND r.state = 'active' AND lower(r.during) > $2::timestamptz),
     (SELECT min(upper(r.during)) FROM reservations r
-     WHERE r.tenant_id = $2 AND r.state = 'active' AND upper(r.during) > $3::timestamptz)
+     WHERE r.tenant_id = $3 AND r.state = 'active' AND upper(r.during) > $2::timestamptz)
 )), 0)::float8 AS next_epoch
 `
 
 type NextPoolWakeParams struct {
 	PoolID   uuid.UUID
-	TenantID uuid.UUID
 	Now      time.Time
+	TenantID uuid.UUID
 }
 
 // When the placer next has something to do for the pool without being told: the first end of a
 // running lease, or the next start or end of a reservation of the tenant (reservations of other
-// pools may cover the pool's nodes). Unix seconds; 0 when nothing is due.
+// pools may cover the pool's nodes), or when a pending gang has waited long enough for the placer
+// to reserve a domain for it. Unix seconds; 0 when nothing is due.
 func (q *Queries) NextPoolWake(ctx context.Context, arg NextPoolWakeParams) (float64, error) {
-	row := q.db.QueryRow(ctx, nextPoolWake, arg.PoolID, arg.TenantID, arg.Now)
+	row := q.db.QueryRow(ctx, nextPoolWake, arg.PoolID, arg.Now, arg.TenantID)
 	var next_epoch float64
 	err := row.Scan(&next_epoch)
 	return next_epoch, err
 }
 
 const pendingPoolLeases = `-- name: PendingPoolLeases :many
-SELECT id, tenant_id, seq, priority, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id, topology
+SELECT id, tenant_id, seq, priority, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, reservation_id, topology,
+       nodes, gpus_per_node, gang_level, gang_level_required, created_at, reserved_start
 FROM pool_leases
 WHERE pool_id = $1 AND state = 'pending' AND seq > $2::bigint
 ORDER BY seq
@@ -777,19 +900,25 @@ type PendingPoolLeasesParams struct {
 }
 
 type PendingPoolLeasesRow struct {
-	ID            uuid.UUID
-	TenantID      uuid.UUID
-	Seq           *int64
-	Priority      int32
-	Gpus          int32
-	GpuModel      string
-	Cpus          int32
-	MemoryBytes   int64
-	Spread        bool
-	Tolerations   []byte
-	DurationMs    int64
-	ReservationID *uuid.UUID
-	Topology      string
+	ID                uuid.UUID
+	TenantID          uuid.UUID
+	Seq               *int64
+	Priority          int32
+	Gpus              int32
+	GpuModel          string
+	Cpus              int32
+	MemoryBytes       int64
+	Spread            bool
+	Tolerations       []byte
+	DurationMs        int64
+	ReservationID     *uuid.UUID
+	Topology          string
+	Nodes             int32
+	GpusPerNode       int32
+	GangLevel         string
+	GangLevelRequired bool
+	CreatedAt         time.Time
+	ReservedStart     *time.Time
 }
 
 // The pool's pending leases in creation order, after seq.
@@ -816,6 +945,12 @@ func (q *Queries) PendingPoolLeases(ctx context.Context, arg PendingPoolLeasesPa
 			&i.DurationMs,
 			&i.ReservationID,
 			&i.Topology,
+			&i.Nodes,
+			&i.GpusPerNode,
+			&i.GangLevel,
+			&i.GangLevelRequired,
+			&i.CreatedAt,
+			&i.ReservedStart,
 		); err != nil {
 			return nil, err
 		}
@@ -1069,7 +1204,7 @@ func (q *Queries) PlacerNodeReservations(ctx context.Context, arg PlacerNodeRese
 }
 
 const placerNodes = `-- name: PlacerNodes :many
-SELECT n.id, n.state, n.online,
+SELECT n.id, n.state, n.online, n.hostname, n.labels,
        (CASE WHEN h.quarantined
              THEN n.taints || jsonb_build_array(jsonb_build_object('key', $1::text, 'value', '', 'effect', 'NoSchedule'))
              ELSE n.taints END)::jsonb AS taints,
@@ -1092,6 +1227,8 @@ type PlacerNodesRow struct {
 	ID          uuid.UUID
 	State       NodeState
 	Online      bool
+	Hostname    string
+	Labels      []byte
 	Taints      []byte
 	Cpus        int32
 	CpusUsed    int32
@@ -1114,6 +1251,8 @@ func (q *Queries) PlacerNodes(ctx context.Context, arg PlacerNodesParams) ([]Pla
 			&i.ID,
 			&i.State,
 			&i.Online,
+			&i.Hostname,
+			&i.Labels,
 			&i.Taints,
 			&i.Cpus,
 			&i.CpusUsed,
@@ -1144,15 +1283,18 @@ func (q *Queries) PlacerNow(ctx context.Context) (time.Time, error) {
 }
 
 const placerPool = `-- name: PlacerPool :one
-SELECT id, tenant_id, name, preemption_grace_ms, priority_preemption FROM pools WHERE id = $1
+SELECT id, tenant_id, name, preemption_grace_ms, priority_preemption, topology_levels, gang_reservation_wait_ms
+FROM pools WHERE id = $1
 `
 
 type PlacerPoolRow struct {
-	ID                 uuid.UUID
-	TenantID           uuid.UUID
-	Name               string
-	PreemptionGraceMs  int64
-	PriorityPreemption bool
+	ID                    uuid.UUID
+	TenantID              uuid.UUID
+	Name                  string
+	PreemptionGraceMs     int64
+	PriorityPreemption    bool
+	TopologyLevels        []string
+	GangReservationWaitMs int64
 }
 
 func (q *Queries) PlacerPool(ctx context.Context, id uuid.UUID) (PlacerPoolRow, error) {
@@ -1164,6 +1306,8 @@ func (q *Queries) PlacerPool(ctx context.Context, id uuid.UUID) (PlacerPoolRow, 
 		&i.Name,
 		&i.PreemptionGraceMs,
 		&i.PriorityPreemption,
+		&i.TopologyLevels,
+		&i.GangReservationWaitMs,
 	)
 	return i, err
 }
@@ -1208,7 +1352,8 @@ func (q *Queries) PlacerPoolReservations(ctx context.Context, arg PlacerPoolRese
 
 const poolLeaseAllocations = `-- name: PoolLeaseAllocations :many
 SELECT a.lease_id, a.node_id, n.hostname, a.device_id, COALESCE(d.idx, -1)::integer AS device_index,
-       COALESCE(d.uuid, '')::text AS device_uuid, a.model, a.cpus, a.memory_bytes, a.started_at, a.ended_at, a.topology
+       COALESCE(d.uuid, '')::text AS device_uuid, a.model, a.cpus, a.memory_bytes, a.started_at, a.ended_at, a.topology,
+       a.rank
 FROM allocations a
 JOIN nodes n ON n.id = a.node_id
 LEFT JOIN devices d ON d.id = a.device_id
@@ -1229,6 +1374,7 @@ type PoolLeaseAllocationsRow struct {
 	StartedAt   time.Time
 	EndedAt     *time.Time
 	Topology    string
+	Rank        *int32
 }
 
 // What the leases hold or held, with the devices' and nodes' names.
@@ -1254,6 +1400,7 @@ func (q *Queries) PoolLeaseAllocations(ctx context.Context, leaseIds []uuid.UUID
 			&i.StartedAt,
 			&i.EndedAt,
 			&i.Topology,
+			&i.Rank,
 		); err != nil {
 			return nil, err
 		}
@@ -1441,6 +1588,46 @@ func (q *Queries) ScheduleReconcile(ctx context.Context, arg ScheduleReconcilePa
 	return err
 }
 
+const setGangDomains = `-- name: SetGangDomains :exec
+UPDATE pool_leases l SET gang_domain = x.domain
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS domain) AS x
+WHERE l.id = x.id
+`
+
+type SetGangDomainsParams struct {
+	Ids     []uuid.UUID
+	Domains []string
+}
+
+// The domains the placed gangs got.
+func (q *Queries) SetGangDomains(ctx context.Context, arg SetGangDomainsParams) error {
+	_, err := q.db.Exec(ctx, setGangDomains, arg.Ids, arg.Domains)
+	return err
+}
+
+const setGangReservations = `-- name: SetGangReservations :exec
+UPDATE pool_leases l SET reserved_start = x.start
+FROM (SELECT p.id, s.start
+      FROM pool_leases p
+      LEFT JOIN (SELECT unnest($1::uuid[]) AS id, unnest($2::timestamptz[]) AS start) AS s ON s.id = p.id
+      WHERE p.pool_id = $3 AND p.state = 'pending' AND p.nodes > 0
+        AND (s.id IS NOT NULL OR p.reserved_start IS NOT NULL)) AS x
+WHERE l.id = x.id AND l.reserved_start IS DISTINCT FROM x.start
+`
+
+type SetGangReservationsParams struct {
+	Ids    []uuid.UUID
+	Starts []time.Time
+	PoolID uuid.UUID
+}
+
+// The pool's pending gangs' reservations as the placer last planned them: when each of ids
+// expects to start (starts), and none for the pool's other pending gangs that had one.
+func (q *Queries) SetGangReservations(ctx context.Context, arg SetGangReservationsParams) error {
+	_, err := q.db.Exec(ctx, setGangReservations, arg.Ids, arg.Starts, arg.PoolID)
+	return err
+}
+
 const setPoolLeasesBorrowing = `-- name: SetPoolLeasesBorrowing :exec
 UPDATE pool_leases
 SET borrowing = $1::boolean, updated_at = now()
@@ -1459,10 +1646,11 @@ func (q *Queries) SetPoolLeasesBorrowing(ctx context.Context, arg SetPoolLeasesB
 }
 
 const shareActiveGrant = `-- name: ShareActiveGrant :one
-SELECT g.id, g.pool_id, g.owner_tenant_id, g.tenant_id, g.nominal, g.borrowing_limit, g.weight
+SELECT g.id, g.pool_id, g.owner_tenant_id, g.tenant_id, g.nominal, g.borrowing_limit, g.weight,
+       (SELECT p.topology_levels FROM pools p WHERE p.id = g.pool_id)::text[] AS topology_levels
 FROM pool_grants g
 WHERE g.pool_id = $1 AND g.tenant_id = $2 AND g.revoked_at IS NULL
-FOR SHARE
+FOR SHARE OF g
 `
 
 type ShareActiveGrantParams struct {
@@ -1478,11 +1666,13 @@ type ShareActiveGrantRow struct {
 	Nominal        []byte
 	BorrowingLimit []byte
 	Weight         int32
+	TopologyLevels []string
 }
 
 // The tenant's active grant of a pool, for leases/create from a granted pool. Shared-locked until
 // the transaction ends, so a concurrent revoke (which updates the row) waits for the lease to
 // commit and then fails it as pending, or runs first and the lease is refused.
+// With the pool's topology levels, which a gang's level must be one of.
 func (q *Queries) ShareActiveGrant(ctx context.Context, arg ShareActiveGrantParams) (ShareActiveGrantRow, error) {
 	row := q.db.QueryRow(ctx, shareActiveGrant, arg.PoolID, arg.TenantID)
 	var i ShareActiveGrantRow
@@ -1494,6 +1684,7 @@ func (q *Queries) ShareActiveGrant(ctx context.Context, arg ShareActiveGrantPara
 		&i.Nominal,
 		&i.BorrowingLimit,
 		&i.Weight,
+		&i.TopologyLevels,
 	)
 	return i, err
 }

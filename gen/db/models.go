@@ -447,6 +447,7 @@ type Allocation struct {
 	UnhealthySince *time.Time
 	UnhealthyUntil *time.Time
 	Topology       string
+	Rank           *int32
 }
 
 type ApiKey struct {
@@ -702,18 +703,20 @@ type PkiSetting struct {
 }
 
 type Pool struct {
-	ID                 uuid.UUID
-	TenantID           uuid.UUID
-	Name               string
-	Description        string
-	NodeSelector       []byte
-	NodeIds            []uuid.UUID
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
-	PreemptionGraceMs  int64
-	PriorityPreemption bool
-	TunnelPorts        []int32
-	GpuHealthPolicy    []byte
+	ID                    uuid.UUID
+	TenantID              uuid.UUID
+	Name                  string
+	Description           string
+	NodeSelector          []byte
+	NodeIds               []uuid.UUID
+	CreatedAt             time.Time
+	UpdatedAt             time.Time
+	PreemptionGraceMs     int64
+	PriorityPreemption    bool
+	TunnelPorts           []int32
+	GpuHealthPolicy       []byte
+	TopologyLevels        []string
+	GangReservationWaitMs int64
 }
 
 type PoolGrant struct {
@@ -740,30 +743,37 @@ type PoolGrowth struct {
 }
 
 type PoolLease struct {
-	ID            uuid.UUID
-	Seq           *int64
-	TenantID      uuid.UUID
-	PoolID        uuid.UUID
-	PrincipalID   *uuid.UUID
-	ReservationID *uuid.UUID
-	Gpus          int32
-	GpuModel      string
-	Cpus          int32
-	MemoryBytes   int64
-	Spread        bool
-	Tolerations   []byte
-	DurationMs    int64
-	State         LeaseState
-	Reason        string
-	CreatedAt     time.Time
-	PlacedAt      *time.Time
-	EndsAt        *time.Time
-	EndedAt       *time.Time
-	UpdatedAt     time.Time
-	Priority      int32
-	Borrowing     bool
-	PreemptedAt   *time.Time
-	Topology      string
+	ID                uuid.UUID
+	Seq               *int64
+	TenantID          uuid.UUID
+	PoolID            uuid.UUID
+	PrincipalID       *uuid.UUID
+	ReservationID     *uuid.UUID
+	Gpus              int32
+	GpuModel          string
+	Cpus              int32
+	MemoryBytes       int64
+	Spread            bool
+	Tolerations       []byte
+	DurationMs        int64
+	State             LeaseState
+	Reason            string
+	CreatedAt         time.Time
+	PlacedAt          *time.Time
+	EndsAt            *time.Time
+	EndedAt           *time.Time
+	UpdatedAt         time.Time
+	Priority          int32
+	Borrowing         bool
+	PreemptedAt       *time.Time
+	Topology          string
+	Nodes             int32
+	GpusPerNode       int32
+	GangLevel         string
+	GangLevelRequired bool
+	GangDomain        string
+	OnUnhealthyMember string
+	ReservedStart     *time.Time
 }
 
 type PoolLeaseUsage struct {

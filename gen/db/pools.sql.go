@@ -25,25 +25,28 @@ func (q *Queries) CountActivePoolLeases(ctx context.Context, poolID uuid.UUID) (
 const createPool = `-- name: CreatePool :one
 
 INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption,
-                   tunnel_ports, gpu_health_policy)
+                   tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms)
 VALUES ($1, $2, $3, $4, $5,
         $6::uuid[], COALESCE($7::bigint, 30000),
         $8, COALESCE($9::integer[], '{}'),
-        COALESCE($10::jsonb, '{}'))
-RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy
+        COALESCE($10::jsonb, '{}'), COALESCE($11::text[], '{}'),
+        COALESCE($12::bigint, 300000))
+RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms
 `
 
 type CreatePoolParams struct {
-	ID                 uuid.UUID
-	TenantID           uuid.UUID
-	Name               string
-	Description        string
-	NodeSelector       []byte
-	NodeIds            []uuid.UUID
-	PreemptionGraceMs  *int64
-	PriorityPreemption bool
-	TunnelPorts        []int32
-	GpuHealthPolicy    []byte
+	ID                    uuid.UUID
+	TenantID              uuid.UUID
+	Name                  string
+	Description           string
+	NodeSelector          []byte
+	NodeIds               []uuid.UUID
+	PreemptionGraceMs     *int64
+	PriorityPreemption    bool
+	TunnelPorts           []int32
+	GpuHealthPolicy       []byte
+	TopologyLevels        []string
+	GangReservationWaitMs *int64
 }
 
 // Pools: a tenant's groups of nodes that leases draw capacity from, and their quotas. API
@@ -68,6 +71,8 @@ func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, e
 		arg.PriorityPreemption,
 		arg.TunnelPorts,
 		arg.GpuHealthPolicy,
+		arg.TopologyLevels,
+		arg.GangReservationWaitMs,
 	)
 	var i Pool
 	err := row.Scan(
@@ -83,6 +88,8 @@ func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, e
 		&i.PriorityPreemption,
 		&i.TunnelPorts,
 		&i.GpuHealthPolicy,
+		&i.TopologyLevels,
+		&i.GangReservationWaitMs,
 	)
 	return i, err
 }
@@ -147,7 +154,7 @@ func (q *Queries) EnqueuePoolGPUHealth(ctx context.Context, arg EnqueuePoolGPUHe
 }
 
 const getPool = `-- name: GetPool :one
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy FROM pools WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms FROM pools WHERE tenant_id = $1 AND id = $2
 `
 
 type GetPoolParams struct {
@@ -171,6 +178,8 @@ func (q *Queries) GetPool(ctx context.Context, arg GetPoolParams) (Pool, error) 
 		&i.PriorityPreemption,
 		&i.TunnelPorts,
 		&i.GpuHealthPolicy,
+		&i.TopologyLevels,
+		&i.GangReservationWaitMs,
 	)
 	return i, err
 }
@@ -257,7 +266,7 @@ func (q *Queries) ListPoolQuotas(ctx context.Context, poolIds []uuid.UUID) ([]Po
 }
 
 const listPools = `-- name: ListPools :many
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy FROM pools
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms FROM pools
 WHERE tenant_id = $1 AND id > $2
 ORDER BY id
 LIMIT $3
@@ -291,6 +300,8 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 			&i.PriorityPreemption,
 			&i.TunnelPorts,
 			&i.GpuHealthPolicy,
+			&i.TopologyLevels,
+			&i.GangReservationWaitMs,
 		); err != nil {
 			return nil, err
 		}
@@ -303,7 +314,7 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 }
 
 const lockPool = `-- name: LockPool :one
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy FROM pools WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms FROM pools WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockPoolParams struct {
@@ -328,6 +339,8 @@ func (q *Queries) LockPool(ctx context.Context, arg LockPoolParams) (Pool, error
 		&i.PriorityPreemption,
 		&i.TunnelPorts,
 		&i.GpuHealthPolicy,
+		&i.TopologyLevels,
+		&i.GangReservationWaitMs,
 	)
 	return i, err
 }
@@ -549,21 +562,25 @@ SET description = COALESCE($1, description),
     priority_preemption = COALESCE($5::boolean, priority_preemption),
     tunnel_ports = COALESCE($6::integer[], tunnel_ports),
     gpu_health_policy = COALESCE($7::jsonb, gpu_health_policy),
+    topology_levels = COALESCE($8::text[], topology_levels),
+    gang_reservation_wait_ms = COALESCE($9::bigint, gang_reservation_wait_ms),
     updated_at = now()
-WHERE tenant_id = $8 AND id = $9
-RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy
+WHERE tenant_id = $10 AND id = $11
+RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms
 `
 
 type UpdatePoolParams struct {
-	Description        *string
-	NodeSelector       []byte
-	NodeIds            []uuid.UUID
-	PreemptionGraceMs  *int64
-	PriorityPreemption *bool
-	TunnelPorts        []int32
-	GpuHealthPolicy    []byte
-	TenantID           uuid.UUID
-	ID                 uuid.UUID
+	Description           *string
+	NodeSelector          []byte
+	NodeIds               []uuid.UUID
+	PreemptionGraceMs     *int64
+	PriorityPreemption    *bool
+	TunnelPorts           []int32
+	GpuHealthPolicy       []byte
+	TopologyLevels        []string
+	GangReservationWaitMs *int64
+	TenantID              uuid.UUID
+	ID                    uuid.UUID
 }
 
 // Replaces the fields given (a null leaves one as it is).
@@ -576,6 +593,8 @@ func (q *Queries) UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, e
 		arg.PriorityPreemption,
 		arg.TunnelPorts,
 		arg.GpuHealthPolicy,
+		arg.TopologyLevels,
+		arg.GangReservationWaitMs,
 		arg.TenantID,
 		arg.ID,
 	)
@@ -593,6 +612,8 @@ func (q *Queries) UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, e
 		&i.PriorityPreemption,
 		&i.TunnelPorts,
 		&i.GpuHealthPolicy,
+		&i.TopologyLevels,
+		&i.GangReservationWaitMs,
 	)
 	return i, err
 }

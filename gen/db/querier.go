@@ -346,6 +346,10 @@ type Querier interface {
 	// GPUs by model and health over every tenant's nodes, missing ones included: fleet-wide numbers
 	// that name no tenant.
 	GPUsByHealth(ctx context.Context) ([]GPUsByHealthRow, error)
+	// The nodes the gangs hold or held: each member's rank, its domain (its labels of the pool's
+	// topology levels), whether it is online,
+	// the addresses its daemon reported, and the unhealthy GPUs the gang holds on it.
+	GangMembers(ctx context.Context, leaseIds []uuid.UUID) ([]GangMembersRow, error)
 	GatewaySessions(ctx context.Context) ([]GatewaySessionsRow, error)
 	GetAPIKey(ctx context.Context, arg GetAPIKeyParams) (ApiKey, error)
 	// A flow's method (auth_flows.auth_method_id), at the callback; in the sign-in only, never for
@@ -413,6 +417,7 @@ type Querier interface {
 	HeartbeatMember(ctx context.Context, arg HeartbeatMemberParams) error
 	// The audit log: written by the admission layer, read by audit/list.
 	InsertAuditEvent(ctx context.Context, arg InsertAuditEventParams) error
+	// ranks: a gang member's rank, -1 outside a gang (NULL).
 	InsertDeviceAllocations(ctx context.Context, arg InsertDeviceAllocationsParams) error
 	InsertGPUHealthChange(ctx context.Context, arg InsertGPUHealthChangeParams) error
 	// Per-tenant counters that the creates' own inserts keep (migration 0025_tenant_counters), read
@@ -533,7 +538,8 @@ type Querier interface {
 	// GetCommand inside a transaction, holding the row until it ends.
 	LockCommand(ctx context.Context, arg LockCommandParams) (Command, error)
 	// The node's GPUs, locked: the reconciler and the operators' quarantine and clear change a
-	// node's GPUs one transaction at a time. With the lease that holds each now.
+	// node's GPUs one transaction at a time. With the lease that holds each now, and, for a gang,
+	// what it asked to happen when a member's GPU becomes unhealthy ('' for the pool's policy).
 	LockGPUHealthDevices(ctx context.Context, nodeID uuid.UUID) ([]LockGPUHealthDevicesRow, error)
 	// What /metrics reads from the database at scrape time (behind a short cache in the metrics
 	// package). The reconcile queues come from ReconcileQueueStats in reconcile.sql.
@@ -625,7 +631,8 @@ type Querier interface {
 	ModuleMigrationsExists(ctx context.Context) (bool, error)
 	// When the placer next has something to do for the pool without being told: the first end of a
 	// running lease, or the next start or end of a reservation of the tenant (reservations of other
-	// pools may cover the pool's nodes). Unix seconds; 0 when nothing is due.
+	// pools may cover the pool's nodes), or when a pending gang has waited long enough for the placer
+	// to reserve a domain for it. Unix seconds; 0 when nothing is due.
 	NextPoolWake(ctx context.Context, arg NextPoolWakeParams) (float64, error)
 	// The leases holding anything on a node.
 	NodeActiveLeaseIDs(ctx context.Context, nodeID uuid.UUID) ([]uuid.UUID, error)
@@ -878,6 +885,11 @@ type Querier interface {
 	SessionsOfGateway(ctx context.Context, gatewayID string) ([]SessionsOfGatewayRow, error)
 	SetDeviceHealth(ctx context.Context, arg SetDeviceHealthParams) error
 	SetDeviceManualQuarantine(ctx context.Context, arg SetDeviceManualQuarantineParams) error
+	// The domains the placed gangs got.
+	SetGangDomains(ctx context.Context, arg SetGangDomainsParams) error
+	// The pool's pending gangs' reservations as the placer last planned them: when each of ids
+	// expects to start (starts), and none for the pool's other pending gangs that had one.
+	SetGangReservations(ctx context.Context, arg SetGangReservationsParams) error
 	SetNodeConditions(ctx context.Context, arg SetNodeConditionsParams) error
 	// The node-wide part of the reconciler's verdict.
 	SetNodeGPUHealth(ctx context.Context, arg SetNodeGPUHealthParams) error
@@ -902,6 +914,7 @@ type Querier interface {
 	// The tenant's active grant of a pool, for leases/create from a granted pool. Shared-locked until
 	// the transaction ends, so a concurrent revoke (which updates the row) waits for the lease to
 	// commit and then fails it as pending, or runs first and the lease is refused.
+	// With the pool's topology levels, which a gang's level must be one of.
 	ShareActiveGrant(ctx context.Context, arg ShareActiveGrantParams) (ShareActiveGrantRow, error)
 	// Nodes holding a session whose liveness stopped advancing.
 	SilentNodes(ctx context.Context, silentMs int64) (int64, error)

@@ -74,7 +74,7 @@ then BETTER_COMPUTE_* environment variables, then flags.
 		"configuration file, better-compute.yaml (env BETTER_COMPUTE_CONFIG)")
 	api := &Resolver{}
 	api.AddFlags(root.PersistentFlags())
-	root.AddCommand(newVersionCommand(), newMigrateCommand(g), newServeCommand(g), newDevCommand(g), newIAMCommand(g), newPKICommand(g), newDoctorCommand(g), newSimCommand(g), newTunnelCommand(api), newReleaseCommand(), newWorkflowCommand(api), newReferenceCommand(g))
+	root.AddCommand(newVersionCommand(), newMigrateCommand(g), newServeCommand(g), newDevCommand(g), newIAMCommand(g), newPKICommand(g), newDoctorCommand(g), newSimCommand(g), newTunnelCommand(api), newHostfileCommand(api), newReleaseCommand(), newWorkflowCommand(api), newReferenceCommand(g))
 	// The API's commands: a registry that does not build is a programming error every command
 	// then reports, as the server would refuse to start.
 	reg, err := apiRegistry(g.modules)

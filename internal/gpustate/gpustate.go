@@ -247,7 +247,7 @@ func (n *node) apply(ctx context.Context, q *db.Queries, pools nodePools, now ti
 		}
 		placeable = placeable || (from == gpuhealth.Unhealthy && d.Present)
 		if l := d.LeaseID; res.Health == gpuhealth.Unhealthy && l != nil && d.LeasePoolID != nil &&
-			pools.actions[*d.LeasePoolID] == gpuhealth.LeaseEnd && endReason[*l] == "" {
+			leaseAction(d, pools.actions[*d.LeasePoolID]) == gpuhealth.LeaseEnd && endReason[*l] == "" {
 			end, endReason[*l] = append(end, *l), unhealthyReason(res.Reasons)
 		}
 	}
@@ -407,4 +407,13 @@ func (n *node) announce(ctx context.Context, q *db.Queries, d db.LockGPUHealthDe
 	return event.Emit(ctx, q, *d.LeaseTenantID, event.LeaseGPUUnhealthy{
 		ID: *d.LeaseID, PoolID: *d.LeasePoolID, GPUUUID: d.Uuid, NodeID: n.row.ID, Index: d.Idx, Reasons: res.Reasons,
 	})
+}
+
+// leaseAction is what happens to the lease holding d when it becomes unhealthy: the gang's own
+// choice (on_unhealthy_member) where it made one, else its pool's.
+func leaseAction(d db.LockGPUHealthDevicesRow, pool gpuhealth.LeaseAction) gpuhealth.LeaseAction {
+	if a := gpuhealth.LeaseAction(d.LeaseOnUnhealthy); a != "" {
+		return a
+	}
+	return pool
 }

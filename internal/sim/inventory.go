@@ -182,7 +182,10 @@ func Inventory(seed uint64, index int, prefix string) *daemonv1.Inventory {
 		d := one(r, nvme)
 		inv.Disks = append(inv.Disks, &daemonv1.Disk{Name: fmt.Sprintf("nvme%dn1", i), SizeBytes: d.size, Model: d.model})
 	}
-	inv.Nics = append(inv.Nics, &daemonv1.Nic{Name: "eno1", Mac: macFrom(r), SpeedMbps: one(r, []int64{1000, 10000})})
+	// The management address: machine index's place in 10.0.0.0/8 (documentation ranges would
+	// not be global unicast to the control plane's eyes either way).
+	inv.Nics = append(inv.Nics, &daemonv1.Nic{Name: "eno1", Mac: macFrom(r), SpeedMbps: one(r, []int64{1000, 10000}),
+		Addresses: []string{fmt.Sprintf("10.%d.%d.%d", index/254/256%256, index/254%256, index%254+1)}})
 	for i := 1; i < nics; i++ {
 		nic := &daemonv1.Nic{Name: fmt.Sprintf("enp%ds0f%dnp%d", 65+i/2, i%2, i%2), Mac: macFrom(r), SpeedMbps: one(r, []int64{25000, 100000})}
 		if i >= 2 && gpu != nil && len(inv.Gpus) == 8 && nics > 2 {

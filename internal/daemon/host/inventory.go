@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -36,7 +37,10 @@ type Inventory struct {
 	// NvidiaSMIMaxOutput is the most bytes of output nvidia-smi may print, larger output being
 	// refused; 0 is DefaultNvidiaSMIMaxOutput.
 	NvidiaSMIMaxOutput int64
-	Logger             *slog.Logger
+	// Addresses lists an interface's IP addresses; nil reads the host's own (net.InterfaceByName)
+	// when Root is empty, and none otherwise.
+	Addresses func(iface string) []net.Addr
+	Logger    *slog.Logger
 
 	// probe is the nvidia-smi run in flight, which concurrent callers share.
 	mu    sync.Mutex
@@ -235,8 +239,9 @@ func (i *Inventory) disks(log *slog.Logger) []*daemonv1.Disk {
 	return out
 }
 
-// nics lists the network interfaces but loopback, with their MAC address and link speed (0
-// when the link is down or the driver does not say).
+// nics lists the network interfaces but loopback, with their MAC address, link speed (0
+// when the link is down or the driver does not say) and global unicast addresses: what a gang's
+// members give their peers to reach them.
 func (i *Inventory) nics(log *slog.Logger) []*daemonv1.Nic {
 	base := i.path("/sys/class/net")
 	entries, err := os.ReadDir(base)
@@ -256,7 +261,7 @@ func (i *Inventory) nics(log *slog.Logger) []*daemonv1.Nic {
 		if err != nil || speed < 0 {
 			speed = 0
 		}
-		out = append(out, &daemonv1.Nic{Name: name, Mac: mac, SpeedMbps: speed})
+		out = append(out, &daemonv1.Nic{Name: name, Mac: mac, SpeedMbps: speed, Addresses: i.addresses(name)})
 	}
 	slices.SortFunc(out, func(a, b *daemonv1.Nic) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -276,4 +281,45 @@ func readInt(path string) (int64, error) {
 		return 0, err
 	}
 	return strconv.ParseInt(s, 10, 64)
+}
+
+// maxNicAddresses bounds the addresses reported of one interface.
+const maxNicAddresses = 16
+
+// addresses is the interface's global unicast addresses, without their prefix lengths, IPv4
+// first, at most maxNicAddresses.
+func (i *Inventory) addresses(iface string) []string {
+	list := i.Addresses
+	if list == nil {
+		if i.Root != "" {
+			return nil
+		}
+		list = func(name string) []net.Addr {
+			nif, err := net.InterfaceByName(name)
+			if err != nil {
+				return nil
+			}
+			addrs, _ := nif.Addrs() // none when the kernel will not say
+			return addrs
+		}
+	}
+	var v4, v6 []string
+	for _, a := range list(iface) {
+		var ip net.IP
+		switch a := a.(type) {
+		case *net.IPNet:
+			ip = a.IP
+		case *net.IPAddr:
+			ip = a.IP
+		}
+		switch {
+		case ip == nil || !ip.IsGlobalUnicast():
+		case ip.To4() != nil:
+			v4 = append(v4, ip.String())
+		default:
+			v6 = append(v6, ip.String())
+		}
+	}
+	out := append(v4, v6...)
+	return out[:min(len(out), maxNicAddresses)]
 }

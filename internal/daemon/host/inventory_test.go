@@ -1,9 +1,11 @@
 package host_test
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -201,4 +203,26 @@ func onlineCPUs(t *testing.T) int32 {
 		n += int32(b - a + 1)
 	}
 	return n
+}
+
+func TestNicAddresses(t *testing.T) {
+	t.Parallel()
+	addrs := map[string][]net.Addr{
+		"eth0": {
+			&net.IPNet{IP: net.ParseIP("fe80::1"), Mask: net.CIDRMask(64, 128)},
+			&net.IPNet{IP: net.ParseIP("2001:db8::7"), Mask: net.CIDRMask(64, 128)},
+			&net.IPNet{IP: net.ParseIP("10.0.3.17").To4(), Mask: net.CIDRMask(24, 32)},
+			&net.IPAddr{IP: net.ParseIP("127.0.0.1")},
+		},
+	}
+	inv, err := (&host.Inventory{Root: fakeRoot(t), NvidiaSMI: "-", Addresses: func(n string) []net.Addr { return addrs[n] }}).Collect(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range inv.Nics {
+		want := map[string][]string{"eth0": {"10.0.3.17", "2001:db8::7"}}[n.Name]
+		if !slices.Equal(n.Addresses, want) {
+			t.Errorf("%s: addresses %v, want %v (global unicast, IPv4 first)", n.Name, n.Addresses, want)
+		}
+	}
 }

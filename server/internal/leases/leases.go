@@ -30,6 +30,7 @@ import (
 	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/fleet"
+	"github.com/better-compute/better-compute/internal/gpuhealth"
 	"github.com/better-compute/better-compute/internal/page"
 	"github.com/better-compute/better-compute/internal/quota"
 )
@@ -108,6 +109,12 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 	if err != nil {
 		return nil, err
 	}
+	g, err := gangOf(req)
+	if err != nil {
+		return nil, err
+	}
+	// What admission counts: a gang's GPUs all together.
+	areq := g.withGPUs(req)
 	switch {
 	case req.GetGpus() < 0:
 		return nil, apierr.InvalidArgument("gpus", "must not be negative")
@@ -115,7 +122,7 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 		return nil, apierr.InvalidArgument("cpus", "must not be negative")
 	case req.GetMemoryBytes() < 0:
 		return nil, apierr.InvalidArgument("memory_bytes", "must not be negative")
-	case req.GetGpus() == 0 && req.GetCpus() == 0 && req.GetMemoryBytes() == 0:
+	case areq.GetGpus() == 0 && req.GetCpus() == 0 && req.GetMemoryBytes() == 0:
 		return nil, apierr.InvalidArgument("gpus", "ask for GPUs, or for CPUs and memory")
 	case req.GetGpus() > 0 && (req.GetCpus() > 0 || req.GetMemoryBytes() > 0):
 		return nil, apierr.InvalidArgument("cpus", "a lease takes GPUs, or CPUs and memory, not both")
@@ -147,11 +154,14 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 	}
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.CreateResponse, error) {
-		grant, err := poolAccess(ctx, tx.Q, p.TenantID, poolID)
+		grant, levels, err := poolAccess(ctx, tx.Q, p.TenantID, poolID)
 		if err != nil {
 			return nil, err
 		}
-		model, err := s.admitShape(ctx, tx.Q, poolID, req)
+		if err := g.checkLevel(levels); err != nil {
+			return nil, err
+		}
+		model, err := s.admitShape(ctx, tx.Q, poolID, areq)
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +169,7 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 			if resID != nil {
 				return nil, apierr.FailedPreconditionField("reservation_id", "reservations are for the pool's own tenant; pool %s is granted to the caller's", poolID)
 			}
-			if err := admitGrant(*grant, model, req); err != nil {
+			if err := admitGrant(*grant, model, areq); err != nil {
 				return nil, err
 			}
 		}
@@ -183,14 +193,15 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 		id := uuid.Must(uuid.NewV7())
 		row, err := tx.Q.CreatePoolLease(ctx, db.CreatePoolLeaseParams{
 			ID: id, TenantID: p.TenantID, PoolID: poolID, PrincipalID: &p.ID, ReservationID: resID,
-			Gpus: req.GetGpus(), GpuModel: model, Cpus: req.GetCpus(), MemoryBytes: req.GetMemoryBytes(),
+			Gpus: areq.GetGpus(), GpuModel: model, Cpus: req.GetCpus(), MemoryBytes: req.GetMemoryBytes(),
 			Spread: req.GetSpread(), Tolerations: tolJSON, DurationMs: d.Milliseconds(), Priority: req.GetPriority(),
-			Topology: topology,
+			Topology: topology, Nodes: g.nodes, GpusPerNode: g.perNode, GangLevel: g.level, GangLevelRequired: g.required,
+			OnUnhealthyMember: string(g.onUnhealthy),
 		})
 		if err != nil {
 			return nil, err
 		}
-		if err := admitUsage(ctx, tx.Q, p.TenantID, poolID, req); err != nil {
+		if err := admitUsage(ctx, tx.Q, p.TenantID, poolID, areq); err != nil {
 			return nil, err
 		}
 		tx.Target("lease", id)
@@ -206,27 +217,28 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 
 // poolAccess finds the pool a lease is asked of: a pool of the tenant (nil grant), or a pool
 // granted to it (its grant, share-locked until the transaction ends so that a revoke cannot slip
-// between this check and the lease's commit). Any other pool is not the tenant's to see.
-func poolAccess(ctx context.Context, q *db.Queries, tenant, poolID uuid.UUID) (*capacity.Grant, error) {
-	_, err := q.GetPool(ctx, db.GetPoolParams{TenantID: tenant, ID: poolID})
+// between this check and the lease's commit), with the pool's topology levels. Any other pool is
+// not the tenant's to see.
+func poolAccess(ctx context.Context, q *db.Queries, tenant, poolID uuid.UUID) (*capacity.Grant, []string, error) {
+	pool, err := q.GetPool(ctx, db.GetPoolParams{TenantID: tenant, ID: poolID})
 	if err == nil {
-		return nil, nil
+		return nil, pool.TopologyLevels, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, err
+		return nil, nil, err
 	}
 	row, err := q.ShareActiveGrant(ctx, db.ShareActiveGrantParams{PoolID: poolID, TenantID: tenant})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, apierr.FailedPreconditionField("pool_id", "the tenant has no pool %s, and none is granted to it", poolID)
+		return nil, nil, apierr.FailedPreconditionField("pool_id", "the tenant has no pool %s, and none is granted to it", poolID)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	g, err := capacity.GrantFromRow(row.ID, row.PoolID, row.OwnerTenantID, row.TenantID, row.Nominal, row.BorrowingLimit, row.Weight)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &g, nil
+	return &g, row.TopologyLevels, nil
 }
 
 // admitGrant refuses a lease larger than its tenant's grant lets it hold at once (nominal quota
@@ -508,9 +520,23 @@ func describe(ctx context.Context, q *db.Queries, rows []db.PoolLease) ([]*lease
 			allocs[a.LeaseID] = append(allocs[a.LeaseID], a)
 		}
 	}
+	var gangs []uuid.UUID
+	for _, r := range rows {
+		if r.Nodes > 0 && r.PlacedAt != nil {
+			gangs = append(gangs, r.ID)
+		}
+	}
+	var ms map[uuid.UUID][]*leasesv1.Member
+	if len(gangs) > 0 {
+		var err error
+		if ms, err = members(ctx, q, gangs); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]*leasesv1.Lease, len(rows))
 	for i, r := range rows {
 		out[i] = toProto(r, allocs[r.ID])
+		out[i].Members = ms[r.ID]
 	}
 	return out, nil
 }
@@ -524,6 +550,15 @@ func toProto(l db.PoolLease, allocs []db.PoolLeaseAllocationsRow) *leasesv1.Leas
 		CreateTime: timestamppb.New(l.CreatedAt), PlaceTime: optionalTime(l.PlacedAt), EndTime: optionalTime(l.EndsAt),
 		Priority: l.Priority, Borrowing: l.Borrowing, PreemptTime: optionalTime(l.PreemptedAt),
 		Topology: topologyToProto(l.Topology),
+		Nodes:    l.Nodes, GpusPerNode: l.GpusPerNode, GangDomain: l.GangDomain,
+		OnUnhealthyMember: gpuhealth.LeaseActionToProto(gpuhealth.LeaseAction(l.OnUnhealthyMember)),
+		ReservedStartTime: optionalTime(l.ReservedStart),
+	}
+	if l.Nodes > 0 {
+		out.GangTopology = &leasesv1.GangTopology{Level: l.GangLevel, Mode: leasesv1.TopologyMode_TOPOLOGY_MODE_PREFERRED}
+		if l.GangLevelRequired {
+			out.GangTopology.Mode = leasesv1.TopologyMode_TOPOLOGY_MODE_REQUIRED
+		}
 	}
 	if l.EndedAt != nil {
 		out.EndTime = timestamppb.New(*l.EndedAt)

@@ -153,5 +153,8 @@ func (p shape) admit(req *leasesv1.CreateRequest) (string, error) {
 	if int64(req.GetGpus()) > p.models[i].Total {
 		return "", apierr.FailedPreconditionField("gpus", "the pool has only %d %q GPUs", p.models[i].Total, model)
 	}
+	if int64(req.GetGpusPerNode()) > p.models[i].MaxPerNode {
+		return "", apierr.FailedPreconditionField("gpus_per_node", "the pool's nodes have at most %d %q GPUs", p.models[i].MaxPerNode, model)
+	}
 	return model, nil
 }

@@ -134,7 +134,7 @@ func inventoryToProto(inv *daemonv1.Inventory) *nodesv1.Inventory {
 		out.Disks = append(out.Disks, &nodesv1.Disk{Name: d.GetName(), SizeBytes: d.GetSizeBytes(), Model: d.GetModel()})
 	}
 	for _, n := range inv.GetNics() {
-		out.Nics = append(out.Nics, &nodesv1.Nic{Name: n.GetName(), Mac: n.GetMac(), SpeedMbps: n.GetSpeedMbps()})
+		out.Nics = append(out.Nics, &nodesv1.Nic{Name: n.GetName(), Mac: n.GetMac(), SpeedMbps: n.GetSpeedMbps(), Addresses: n.GetAddresses()})
 	}
 	return out
 }

@@ -16,12 +16,6 @@ import (
 
 const healthPolicyField = "gpu_health_policy"
 
-var leaseActions = map[poolsv1.UnhealthyLeaseAction]gpuhealth.LeaseAction{
-	poolsv1.UnhealthyLeaseAction_UNHEALTHY_LEASE_ACTION_UNSPECIFIED: "",
-	poolsv1.UnhealthyLeaseAction_UNHEALTHY_LEASE_ACTION_KEEP:        gpuhealth.LeaseKeep,
-	poolsv1.UnhealthyLeaseAction_UNHEALTHY_LEASE_ACTION_END:         gpuhealth.LeaseEnd,
-}
-
 // healthPolicy reads and checks a pool's GPU health policy override and encodes it for
 // pools.gpu_health_policy; an unset one is the zero override ("{}"). Its errors are
 // InvalidArgument naming the field (gpu_health_policy.rules[2].effect).
@@ -30,7 +24,7 @@ func healthPolicy(p *poolsv1.GpuHealthPolicy) ([]byte, error) {
 		// Refused before the rules are read.
 		return nil, apierr.InvalidArgument(healthPolicyField+".rules", "at most %d rules, got %d", gpuhealth.MaxOverrideRules, n)
 	}
-	action, ok := leaseActions[p.GetOnUnhealthyLease()]
+	action, ok := gpuhealth.LeaseActionFromProto(p.GetOnUnhealthyLease())
 	if !ok {
 		return nil, apierr.InvalidArgument(healthPolicyField+".on_unhealthy_lease", "unknown action %d", p.GetOnUnhealthyLease())
 	}
@@ -61,12 +55,7 @@ func healthPolicyToProto(b []byte) (*poolsv1.GpuHealthPolicy, error) {
 	if err != nil || o.IsZero() {
 		return nil, err
 	}
-	out := &poolsv1.GpuHealthPolicy{}
-	for a, v := range leaseActions {
-		if v == o.OnUnhealthyLease {
-			out.OnUnhealthyLease = a
-		}
-	}
+	out := &poolsv1.GpuHealthPolicy{OnUnhealthyLease: gpuhealth.LeaseActionToProto(o.OnUnhealthyLease)}
 	for _, r := range o.Rules {
 		rule := &poolsv1.GpuHealthRule{Check: r.Check, Codes: r.Codes, MinCount: r.MinCount, Effect: string(r.Effect)}
 		if r.Window > 0 {

@@ -149,6 +149,14 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 			return nil, err
 		}
 	}
+	levels, err := topologyLevels(req.GetTopologyLevels())
+	if err != nil {
+		return nil, err
+	}
+	wait, err := gangReservationWait(req.GetGangReservationWait())
+	if err != nil {
+		return nil, err
+	}
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.CreateResponse, error) {
 		if err := checkMembers(ctx, tx.Q, p.TenantID, ids); err != nil {
@@ -162,7 +170,7 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 			ID: id, TenantID: p.TenantID, Name: req.GetName(), Description: req.GetDescription(),
 			NodeSelector: fleet.EncodeLabels(req.GetNodeSelector()), NodeIds: ids,
 			PreemptionGraceMs: &grace, PriorityPreemption: req.GetPriorityPreemption(), TunnelPorts: ports,
-			GpuHealthPolicy: policy,
+			GpuHealthPolicy: policy, TopologyLevels: levels, GangReservationWaitMs: &wait,
 		})
 		if database.IsUniqueViolation(err) {
 			return nil, apierr.AlreadyExists("the tenant has a pool named %q", req.GetName())
@@ -259,7 +267,7 @@ func (s *Service) List(ctx context.Context, req *poolsv1.ListRequest) (*poolsv1.
 }
 
 // updatable lists the fields Update changes, for its errors.
-const updatable = "description, node_selector, node_ids, preemption_grace_period, priority_preemption, tunnel_ports and gpu_health_policy"
+const updatable = "description, node_selector, node_ids, preemption_grace_period, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels and gang_reservation_wait"
 
 // Update changes the fields named in the mask; the placer then places pending leases on the
 // new members.
@@ -320,6 +328,19 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 				ports = []int32{} // none, rather than unchanged
 			}
 			params.TunnelPorts = ports
+		case "topology_levels":
+			if params.TopologyLevels, err = topologyLevels(req.GetTopologyLevels()); err != nil {
+				return nil, err
+			}
+		case "gang_reservation_wait":
+			if req.GetGangReservationWait() == nil {
+				return nil, apierr.InvalidArgument("gang_reservation_wait", "is required when update_mask names it")
+			}
+			wait, err := gangReservationWait(req.GetGangReservationWait())
+			if err != nil {
+				return nil, err
+			}
+			params.GangReservationWaitMs = &wait
 		default:
 			return nil, apierr.InvalidArgument("update_mask", "%q cannot be updated (%s)", path, updatable)
 		}
@@ -489,6 +510,8 @@ func describe(ctx context.Context, q *db.Queries, tenant uuid.UUID, rows []db.Po
 			PriorityPreemption:    r.PriorityPreemption,
 			TunnelPorts:           r.TunnelPorts,
 			GpuHealthPolicy:       policy,
+			TopologyLevels:        r.TopologyLevels,
+			GangReservationWait:   durationpb.New(time.Duration(r.GangReservationWaitMs) * time.Millisecond),
 		}
 		ids[i], byID[r.ID], tenantOf[r.ID] = r.ID, out[i], r.TenantID
 		if g, ok := grants[r.ID]; ok && r.TenantID != tenant {

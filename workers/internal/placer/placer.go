@@ -225,8 +225,11 @@ func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*placement.
 		ids := make([]uuid.UUID, len(rows))
 		for i, r := range rows {
 			n := &placement.Node{
-				ID: r.ID, Schedulable: r.State == "ready" && r.Online,
+				ID: r.ID, Schedulable: r.State == "ready" && r.Online, Name: r.Hostname,
 				CPUs: r.Cpus, CPUsUsed: r.CpusUsed, Memory: r.MemoryBytes, MemoryUsed: r.MemoryUsed,
+			}
+			if len(pl.TopologyLevels) > 0 {
+				n.Domain = domainOf(pl.TopologyLevels, r.Labels)
 			}
 			var taints []fleet.Taint
 			if err := json.Unmarshal(r.Taints, &taints); err != nil {
@@ -269,6 +272,9 @@ func (p *Placer) snapshot(ctx context.Context, pl db.PlacerPoolRow) (*placement.
 			own[i] = placement.Window{ID: r.ID, Start: r.StartsAt, End: r.EndsAt}
 		}
 		planner = placement.NewPlanner(now, nodes, own)
+		planner.SetTopology(placement.Topology{
+			Levels: pl.TopologyLevels, ReserveAfter: time.Duration(pl.GangReservationWaitMs) * time.Millisecond,
+		})
 		switch g, err := q.GetPoolGrowth(ctx, pl.ID); {
 		case err == nil:
 			planner.Grow(g)
@@ -308,6 +314,9 @@ func readSharing(ctx context.Context, q *db.Queries, pl db.PlacerPoolRow) (place
 	byID := make(map[uuid.UUID]*placement.Running, len(leases))
 	for _, l := range leases {
 		r := placement.NewRunning(l.ID, l.TenantID, derefSeq(l.Seq), l.Priority, l.Gpus, l.GpuModel, l.Cpus, l.MemoryBytes, l.Borrowing, l.State == capacity.LeasePreempted)
+		if l.EndsAt != nil {
+			r.End = *l.EndsAt
+		}
 		s.Running = append(s.Running, r)
 		byID[l.ID] = r
 	}
@@ -358,21 +367,32 @@ func (p *Placer) place(ctx context.Context, pl db.PlacerPoolRow, res *Result) er
 				return err
 			}
 		}
-		leases := make([]*placement.Lease, len(rows))
-		for i, r := range rows {
+		leases := make([]*placement.Lease, 0, len(rows))
+		var unplaceable []placement.Failure
+		for _, r := range rows {
 			l := &placement.Lease{
 				ID: r.ID, Tenant: r.TenantID, GPUs: r.Gpus, Model: r.GpuModel, CPUs: r.Cpus, Memory: r.MemoryBytes,
 				Spread: r.Spread, Duration: time.Duration(r.DurationMs) * time.Millisecond, Reservation: r.ReservationID,
 				Priority: r.Priority, Seq: derefSeq(r.Seq), TopologyRequired: r.Topology == capacity.TopologyRequired,
+				Since: r.CreatedAt,
 			}
+			afterSeq = l.Seq
 			if err := json.Unmarshal(r.Tolerations, &l.Tolerations); err != nil {
 				p.log.Warn("lease tolerations unreadable; placing as if none", "lease", r.ID, "err", err)
 			}
-			leases[i] = l
-			afterSeq = l.Seq
+			if r.Nodes > 0 {
+				g, reason := gangOf(r, pl.TopologyLevels)
+				if reason != "" {
+					unplaceable = append(unplaceable, placement.Failure{Lease: l, Reason: reason})
+					continue
+				}
+				l.Gang = g
+			}
+			leases = append(leases, l)
 		}
 		var b batch
 		b.placed, b.failed, b.preempted = planner.Plan(leases)
+		b.failed = append(b.failed, unplaceable...)
 		b.recounts, recounts = recounts, nil
 		if !b.empty() {
 			if err := p.write(ctx, pl, b, res); err != nil {
@@ -380,9 +400,25 @@ func (p *Placer) place(ctx context.Context, pl db.PlacerPoolRow, res *Result) er
 			}
 		}
 		if len(rows) < p.opts.Batch || (planner.Exhausted() && !planner.MayPreempt()) {
-			return nil
+			return p.noteReservations(ctx, pl, planner)
 		}
 	}
+}
+
+// noteReservations records, on the pool's pending gangs, when those the planner reserved a
+// domain for expect to start, and clears it on the others: what leases/get reports. The planner
+// reserves afresh each round, so this is what it did last, not a promise kept in the database.
+func (p *Placer) noteReservations(ctx context.Context, pl db.PlacerPoolRow, planner *placement.Planner) error {
+	reserved := planner.Reserved()
+	arg := db.SetGangReservationsParams{PoolID: pl.ID, Ids: make([]uuid.UUID, 0, len(reserved)), Starts: make([]time.Time, 0, len(reserved))}
+	for id, start := range reserved {
+		arg.Ids = append(arg.Ids, id)
+		arg.Starts = append(arg.Starts, start)
+	}
+	if err := db.New(p.pool).SetGangReservations(ctx, arg); err != nil {
+		return fmt.Errorf("note gang reservations: %w", err)
+	}
+	return nil
 }
 
 // batch is what one planned batch of pending leases changes.
@@ -435,11 +471,17 @@ func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, b batch, res *R
 			}
 			var dev db.InsertDeviceAllocationsParams
 			var res db.InsertResourceAllocationsParams
+			var gangs db.SetGangDomainsParams
 			dev.Now, res.Now = now, now
 			for _, pc := range placed {
 				end, ok := ends[pc.Lease.ID]
 				if !ok {
 					continue
+				}
+				gang := pc.Lease.Gang != nil
+				if gang {
+					gangs.Ids = append(gangs.Ids, pc.Lease.ID)
+					gangs.Domains = append(gangs.Domains, pc.Domain)
 				}
 				var nodes []uuid.UUID
 				for _, h := range pc.Holds {
@@ -449,6 +491,11 @@ func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, b batch, res *R
 						dev.DeviceIds = append(dev.DeviceIds, h.Device)
 						dev.Models = append(dev.Models, h.Model)
 						dev.Topologies = append(dev.Topologies, string(h.Topology))
+						rank := int32(-1)
+						if gang {
+							rank = h.Rank
+						}
+						dev.Ranks = append(dev.Ranks, rank)
 					} else {
 						res.LeaseIds = append(res.LeaseIds, pc.Lease.ID)
 						res.NodeIds = append(res.NodeIds, h.Node)
@@ -475,6 +522,11 @@ func (p *Placer) write(ctx context.Context, pl db.PlacerPoolRow, b batch, res *R
 			if len(res.LeaseIds) > 0 {
 				if err := q.InsertResourceAllocations(ctx, res); err != nil {
 					return fmt.Errorf("allocate CPUs and memory: %w", err)
+				}
+			}
+			if len(gangs.Ids) > 0 {
+				if err := q.SetGangDomains(ctx, gangs); err != nil {
+					return fmt.Errorf("record gang domains: %w", err)
 				}
 			}
 		}

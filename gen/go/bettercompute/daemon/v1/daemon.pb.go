@@ -1253,10 +1253,12 @@ func (x *Disk) GetModel() string {
 
 // Nic is one network interface.
 type Nic struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Mac           string                 `protobuf:"bytes,2,opt,name=mac,proto3" json:"mac,omitempty"`
-	SpeedMbps     int64                  `protobuf:"varint,3,opt,name=speed_mbps,json=speedMbps,proto3" json:"speed_mbps,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Mac       string                 `protobuf:"bytes,2,opt,name=mac,proto3" json:"mac,omitempty"`
+	SpeedMbps int64                  `protobuf:"varint,3,opt,name=speed_mbps,json=speedMbps,proto3" json:"speed_mbps,omitempty"`
+	// Its global unicast IP addresses (no loopback, no link-local), at most 16.
+	Addresses     []string `protobuf:"bytes,4,rep,name=addresses,proto3" json:"addresses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1310,6 +1312,13 @@ func (x *Nic) GetSpeedMbps() int64 {
 		return x.SpeedMbps
 	}
 	return 0
+}
+
+func (x *Nic) GetAddresses() []string {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
 }
 
 // Heartbeat says the daemon is alive.
@@ -2157,12 +2166,13 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\x12\x14\n" +
-	"\x05model\x18\x03 \x01(\tR\x05model\"J\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\"h\n" +
 	"\x03Nic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03mac\x18\x02 \x01(\tR\x03mac\x12\x1d\n" +
 	"\n" +
-	"speed_mbps\x18\x03 \x01(\x03R\tspeedMbps\";\n" +
+	"speed_mbps\x18\x03 \x01(\x03R\tspeedMbps\x12\x1c\n" +
+	"\taddresses\x18\x04 \x03(\tR\taddresses\";\n" +
 	"\tHeartbeat\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"+\n" +
 	"\n" +

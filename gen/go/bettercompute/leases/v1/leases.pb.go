@@ -23,6 +23,7 @@ package leasesv1
 
 import (
 	_ "github.com/better-compute/better-compute/gen/go/bettercompute/api/v1"
+	v1 "github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -278,9 +279,26 @@ type Lease struct {
 	// When it was preempted; unset unless preempted.
 	PreemptTime *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=preempt_time,json=preemptTime,proto3" json:"preempt_time,omitempty"`
 	// As created.
-	Topology      TopologyMode `protobuf:"varint,21,opt,name=topology,proto3,enum=bettercompute.leases.v1.TopologyMode" json:"topology,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Topology TopologyMode `protobuf:"varint,21,opt,name=topology,proto3,enum=bettercompute.leases.v1.TopologyMode" json:"topology,omitempty"`
+	// For a gang (a lease of several nodes, placed all at once or not at all): how many nodes, and
+	// how many GPUs on each; gpus is their product. 0 and 0 for any other lease.
+	Nodes       int32 `protobuf:"varint,22,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	GpusPerNode int32 `protobuf:"varint,23,opt,name=gpus_per_node,json=gpusPerNode,proto3" json:"gpus_per_node,omitempty"`
+	// Which domain of the pool's topology a gang's members must or should share; as created.
+	GangTopology *GangTopology `protobuf:"bytes,24,opt,name=gang_topology,json=gangTopology,proto3" json:"gang_topology,omitempty"`
+	// A placed gang's members in rank order, one per node: what a hostfile, torchrun or MPI needs.
+	Members []*Member `protobuf:"bytes,25,rep,name=members,proto3" json:"members,omitempty"`
+	// The domain a placed gang's members share, as "level=value" pairs outermost first joined by
+	// "," (for example "block=b1,rack=r07"); empty when they share none of the pool's levels.
+	GangDomain string `protobuf:"bytes,26,opt,name=gang_domain,json=gangDomain,proto3" json:"gang_domain,omitempty"`
+	// What happens to a gang when a member's GPU becomes unhealthy; UNSPECIFIED takes the pool's
+	// gpu_health_policy.on_unhealthy_lease.
+	OnUnhealthyMember v1.UnhealthyLeaseAction `protobuf:"varint,27,opt,name=on_unhealthy_member,json=onUnhealthyMember,proto3,enum=bettercompute.pools.v1.UnhealthyLeaseAction" json:"on_unhealthy_member,omitempty"`
+	// While a gang waits: when the placer reserved a domain for it, the time it expects to start
+	// (only leases that end before then are placed on the reserved nodes); unset otherwise.
+	ReservedStartTime *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=reserved_start_time,json=reservedStartTime,proto3" json:"reserved_start_time,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Lease) Reset() {
@@ -460,6 +478,221 @@ func (x *Lease) GetTopology() TopologyMode {
 	return TopologyMode_TOPOLOGY_MODE_UNSPECIFIED
 }
 
+func (x *Lease) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *Lease) GetGpusPerNode() int32 {
+	if x != nil {
+		return x.GpusPerNode
+	}
+	return 0
+}
+
+func (x *Lease) GetGangTopology() *GangTopology {
+	if x != nil {
+		return x.GangTopology
+	}
+	return nil
+}
+
+func (x *Lease) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *Lease) GetGangDomain() string {
+	if x != nil {
+		return x.GangDomain
+	}
+	return ""
+}
+
+func (x *Lease) GetOnUnhealthyMember() v1.UnhealthyLeaseAction {
+	if x != nil {
+		return x.OnUnhealthyMember
+	}
+	return v1.UnhealthyLeaseAction(0)
+}
+
+func (x *Lease) GetReservedStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReservedStartTime
+	}
+	return nil
+}
+
+// GangTopology asks a gang's members to share one domain at a level of the pool's topology
+// (pools.v1.Pool.topology_levels): nodes with the same values of that level's label and every
+// outer level's.
+type GangTopology struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One of the pool's topology levels, for example "rack"; empty for none.
+	Level string `protobuf:"bytes,1,opt,name=level,proto3" json:"level,omitempty"`
+	// REQUIRED: the gang waits until it fits in one such domain. PREFERRED (the default): the
+	// placer tries that level, then each outer level, then the whole pool.
+	Mode          TopologyMode `protobuf:"varint,2,opt,name=mode,proto3,enum=bettercompute.leases.v1.TopologyMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GangTopology) Reset() {
+	*x = GangTopology{}
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GangTopology) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GangTopology) ProtoMessage() {}
+
+func (x *GangTopology) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GangTopology.ProtoReflect.Descriptor instead.
+func (*GangTopology) Descriptor() ([]byte, []int) {
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GangTopology) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *GangTopology) GetMode() TopologyMode {
+	if x != nil {
+		return x.Mode
+	}
+	return TopologyMode_TOPOLOGY_MODE_UNSPECIFIED
+}
+
+// Member is one node of a placed gang.
+type Member struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0 to nodes-1, in the order of the members' domains, then hostnames: neighbours in rank are
+	// neighbours in the network.
+	Rank     int32  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	NodeId   string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Hostname string `protobuf:"bytes,3,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	// The node's IP addresses as its daemon last reported them (global unicast, its NICs in
+	// order); empty when it has reported none.
+	Addresses []string `protobuf:"bytes,4,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	// The indexes of the GPUs the gang holds on the node, ascending.
+	GpuIndexes []int32 `protobuf:"varint,5,rep,packed,name=gpu_indexes,json=gpuIndexes,proto3" json:"gpu_indexes,omitempty"`
+	// The node's value of each of the pool's topology levels.
+	Domain map[string]string `protobuf:"bytes,6,rep,name=domain,proto3" json:"domain,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// False when the node is offline or a GPU the gang holds on it is unhealthy; reason says which.
+	Healthy       bool   `protobuf:"varint,7,opt,name=healthy,proto3" json:"healthy,omitempty"`
+	HealthReason  string `protobuf:"bytes,8,opt,name=health_reason,json=healthReason,proto3" json:"health_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Member) GetRank() int32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *Member) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *Member) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *Member) GetAddresses() []string {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+func (x *Member) GetGpuIndexes() []int32 {
+	if x != nil {
+		return x.GpuIndexes
+	}
+	return nil
+}
+
+func (x *Member) GetDomain() map[string]string {
+	if x != nil {
+		return x.Domain
+	}
+	return nil
+}
+
+func (x *Member) GetHealthy() bool {
+	if x != nil {
+		return x.Healthy
+	}
+	return false
+}
+
+func (x *Member) GetHealthReason() string {
+	if x != nil {
+		return x.HealthReason
+	}
+	return ""
+}
+
 // Allocation is one GPU, or CPUs and memory on one node, held by a lease.
 type Allocation struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -484,7 +717,7 @@ type Allocation struct {
 
 func (x *Allocation) Reset() {
 	*x = Allocation{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[2]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -496,7 +729,7 @@ func (x *Allocation) String() string {
 func (*Allocation) ProtoMessage() {}
 
 func (x *Allocation) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[2]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -509,7 +742,7 @@ func (x *Allocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
 func (*Allocation) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Allocation) GetNodeId() string {
@@ -605,14 +838,24 @@ type CreateRequest struct {
 	// Higher is placed first and preempted last; -1000 to 1000, default 0.
 	Priority int32 `protobuf:"varint,10,opt,name=priority,proto3" json:"priority,omitempty"`
 	// How well connected the GPUs of a lease on one node must be (see Topology).
-	Topology      TopologyMode `protobuf:"varint,11,opt,name=topology,proto3,enum=bettercompute.leases.v1.TopologyMode" json:"topology,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Topology TopologyMode `protobuf:"varint,11,opt,name=topology,proto3,enum=bettercompute.leases.v1.TopologyMode" json:"topology,omitempty"`
+	// A gang: nodes distinct nodes (2 to 1,024), each giving gpus_per_node GPUs of gpu_model (1 to
+	// what the pool's largest node has); gpus is then 0 or their product. Placed all at once or
+	// not at all, it never holds part of its capacity while it waits; quotas, borrowing and
+	// preemption count it as one lease of all its GPUs.
+	Nodes       int32 `protobuf:"varint,12,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	GpusPerNode int32 `protobuf:"varint,13,opt,name=gpus_per_node,json=gpusPerNode,proto3" json:"gpus_per_node,omitempty"`
+	// Only with nodes: the domain its members must or should share.
+	GangTopology *GangTopology `protobuf:"bytes,14,opt,name=gang_topology,json=gangTopology,proto3" json:"gang_topology,omitempty"`
+	// Only with nodes: whether the gang ends when a member's GPU becomes unhealthy.
+	OnUnhealthyMember v1.UnhealthyLeaseAction `protobuf:"varint,15,opt,name=on_unhealthy_member,json=onUnhealthyMember,proto3,enum=bettercompute.pools.v1.UnhealthyLeaseAction" json:"on_unhealthy_member,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[3]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +867,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[3]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +880,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{3}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateRequest) GetPoolId() string {
@@ -717,6 +960,34 @@ func (x *CreateRequest) GetTopology() TopologyMode {
 	return TopologyMode_TOPOLOGY_MODE_UNSPECIFIED
 }
 
+func (x *CreateRequest) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *CreateRequest) GetGpusPerNode() int32 {
+	if x != nil {
+		return x.GpusPerNode
+	}
+	return 0
+}
+
+func (x *CreateRequest) GetGangTopology() *GangTopology {
+	if x != nil {
+		return x.GangTopology
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetOnUnhealthyMember() v1.UnhealthyLeaseAction {
+	if x != nil {
+		return x.OnUnhealthyMember
+	}
+	return v1.UnhealthyLeaseAction(0)
+}
+
 // CreateResponse carries the pending lease.
 type CreateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -727,7 +998,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[4]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +1010,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[4]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +1023,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{4}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateResponse) GetLease() *Lease {
@@ -772,7 +1043,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[5]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +1055,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[5]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +1068,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetRequest) GetId() string {
@@ -817,7 +1088,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[6]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +1100,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[6]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +1113,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{6}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetResponse) GetLease() *Lease {
@@ -866,7 +1137,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[7]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +1149,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[7]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1162,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListRequest) GetPoolId() string {
@@ -934,7 +1205,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[8]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1217,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[8]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1230,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListResponse) GetLeases() []*Lease {
@@ -988,7 +1259,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[9]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1271,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[9]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1284,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExtendRequest) GetId() string {
@@ -1040,7 +1311,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[10]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1323,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[10]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1336,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExtendResponse) GetLease() *Lease {
@@ -1085,7 +1356,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[11]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1368,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[11]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1381,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{11}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReleaseRequest) GetId() string {
@@ -1130,7 +1401,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[12]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1413,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[12]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1426,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReleaseResponse) GetLease() *Lease {
@@ -1169,13 +1440,14 @@ var File_bettercompute_leases_v1_leases_proto protoreflect.FileDescriptor
 
 const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\n" +
-	"$bettercompute/leases/v1/leases.proto\x12\x17bettercompute.leases.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"h\n" +
+	"$bettercompute/leases/v1/leases.proto\x12\x17bettercompute.leases.v1\x1a\"bettercompute/api/v1/options.proto\x1a\"bettercompute/pools/v1/pools.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"h\n" +
 	"\n" +
 	"Toleration\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n" +
-	"\x06effect\x18\x04 \x01(\tR\x06effect\"\xc5\a\n" +
+	"\x06effect\x18\x04 \x01(\tR\x06effect\"\xd1\n" +
+	"\n" +
 	"\x05Lease\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -1200,7 +1472,15 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\bpriority\x18\x12 \x01(\x05R\bpriority\x12\x1c\n" +
 	"\tborrowing\x18\x13 \x01(\bR\tborrowing\x12=\n" +
 	"\fpreempt_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\vpreemptTime\x12A\n" +
-	"\btopology\x18\x15 \x01(\x0e2%.bettercompute.leases.v1.TopologyModeR\btopology:Lʠ\x19H\n" +
+	"\btopology\x18\x15 \x01(\x0e2%.bettercompute.leases.v1.TopologyModeR\btopology\x12\x14\n" +
+	"\x05nodes\x18\x16 \x01(\x05R\x05nodes\x12\"\n" +
+	"\rgpus_per_node\x18\x17 \x01(\x05R\vgpusPerNode\x12J\n" +
+	"\rgang_topology\x18\x18 \x01(\v2%.bettercompute.leases.v1.GangTopologyR\fgangTopology\x129\n" +
+	"\amembers\x18\x19 \x03(\v2\x1f.bettercompute.leases.v1.MemberR\amembers\x12\x1f\n" +
+	"\vgang_domain\x18\x1a \x01(\tR\n" +
+	"gangDomain\x12\\\n" +
+	"\x13on_unhealthy_member\x18\x1b \x01(\x0e2,.bettercompute.pools.v1.UnhealthyLeaseActionR\x11onUnhealthyMember\x12J\n" +
+	"\x13reserved_start_time\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\x11reservedStartTime:Lʠ\x19H\n" +
 	"\x02id\n" +
 	"\x06poolId\n" +
 	"\x05state\n" +
@@ -1210,7 +1490,23 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\bpriority\n" +
 	"\n" +
 	"createTime\n" +
-	"\aendTime\"\xdb\x02\n" +
+	"\aendTime\"_\n" +
+	"\fGangTopology\x12\x14\n" +
+	"\x05level\x18\x01 \x01(\tR\x05level\x129\n" +
+	"\x04mode\x18\x02 \x01(\x0e2%.bettercompute.leases.v1.TopologyModeR\x04mode\"\xcf\x02\n" +
+	"\x06Member\x12\x12\n" +
+	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1a\n" +
+	"\bhostname\x18\x03 \x01(\tR\bhostname\x12\x1c\n" +
+	"\taddresses\x18\x04 \x03(\tR\taddresses\x12\x1f\n" +
+	"\vgpu_indexes\x18\x05 \x03(\x05R\n" +
+	"gpuIndexes\x12C\n" +
+	"\x06domain\x18\x06 \x03(\v2+.bettercompute.leases.v1.Member.DomainEntryR\x06domain\x12\x18\n" +
+	"\ahealthy\x18\a \x01(\bR\ahealthy\x12#\n" +
+	"\rhealth_reason\x18\b \x01(\tR\fhealthReason\x1a9\n" +
+	"\vDomainEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\x02\n" +
 	"\n" +
 	"Allocation\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n" +
@@ -1224,7 +1520,7 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1a\n" +
 	"\btopology\x18\n" +
-	" \x01(\tR\btopology\"\xac\x03\n" +
+	" \x01(\tR\btopology\"\x90\x05\n" +
 	"\rCreateRequest\x12\x17\n" +
 	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x12\n" +
 	"\x04gpus\x18\x02 \x01(\x05R\x04gpus\x12\x1b\n" +
@@ -1237,7 +1533,11 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\x0ereservation_id\x18\t \x01(\tR\rreservationId\x12\x1a\n" +
 	"\bpriority\x18\n" +
 	" \x01(\x05R\bpriority\x12A\n" +
-	"\btopology\x18\v \x01(\x0e2%.bettercompute.leases.v1.TopologyModeR\btopology\"F\n" +
+	"\btopology\x18\v \x01(\x0e2%.bettercompute.leases.v1.TopologyModeR\btopology\x12\x14\n" +
+	"\x05nodes\x18\f \x01(\x05R\x05nodes\x12\"\n" +
+	"\rgpus_per_node\x18\r \x01(\x05R\vgpusPerNode\x12J\n" +
+	"\rgang_topology\x18\x0e \x01(\v2%.bettercompute.leases.v1.GangTopologyR\fgangTopology\x12\\\n" +
+	"\x13on_unhealthy_member\x18\x0f \x01(\x0e2,.bettercompute.pools.v1.UnhealthyLeaseActionR\x11onUnhealthyMember\"F\n" +
 	"\x0eCreateResponse\x124\n" +
 	"\x05lease\x18\x01 \x01(\v2\x1e.bettercompute.leases.v1.LeaseR\x05lease\"\x1c\n" +
 	"\n" +
@@ -1302,63 +1602,75 @@ func file_bettercompute_leases_v1_leases_proto_rawDescGZIP() []byte {
 }
 
 var file_bettercompute_leases_v1_leases_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bettercompute_leases_v1_leases_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_bettercompute_leases_v1_leases_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_bettercompute_leases_v1_leases_proto_goTypes = []any{
 	(LeaseState)(0),               // 0: bettercompute.leases.v1.LeaseState
 	(TopologyMode)(0),             // 1: bettercompute.leases.v1.TopologyMode
 	(*Toleration)(nil),            // 2: bettercompute.leases.v1.Toleration
 	(*Lease)(nil),                 // 3: bettercompute.leases.v1.Lease
-	(*Allocation)(nil),            // 4: bettercompute.leases.v1.Allocation
-	(*CreateRequest)(nil),         // 5: bettercompute.leases.v1.CreateRequest
-	(*CreateResponse)(nil),        // 6: bettercompute.leases.v1.CreateResponse
-	(*GetRequest)(nil),            // 7: bettercompute.leases.v1.GetRequest
-	(*GetResponse)(nil),           // 8: bettercompute.leases.v1.GetResponse
-	(*ListRequest)(nil),           // 9: bettercompute.leases.v1.ListRequest
-	(*ListResponse)(nil),          // 10: bettercompute.leases.v1.ListResponse
-	(*ExtendRequest)(nil),         // 11: bettercompute.leases.v1.ExtendRequest
-	(*ExtendResponse)(nil),        // 12: bettercompute.leases.v1.ExtendResponse
-	(*ReleaseRequest)(nil),        // 13: bettercompute.leases.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 14: bettercompute.leases.v1.ReleaseResponse
-	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*GangTopology)(nil),          // 4: bettercompute.leases.v1.GangTopology
+	(*Member)(nil),                // 5: bettercompute.leases.v1.Member
+	(*Allocation)(nil),            // 6: bettercompute.leases.v1.Allocation
+	(*CreateRequest)(nil),         // 7: bettercompute.leases.v1.CreateRequest
+	(*CreateResponse)(nil),        // 8: bettercompute.leases.v1.CreateResponse
+	(*GetRequest)(nil),            // 9: bettercompute.leases.v1.GetRequest
+	(*GetResponse)(nil),           // 10: bettercompute.leases.v1.GetResponse
+	(*ListRequest)(nil),           // 11: bettercompute.leases.v1.ListRequest
+	(*ListResponse)(nil),          // 12: bettercompute.leases.v1.ListResponse
+	(*ExtendRequest)(nil),         // 13: bettercompute.leases.v1.ExtendRequest
+	(*ExtendResponse)(nil),        // 14: bettercompute.leases.v1.ExtendResponse
+	(*ReleaseRequest)(nil),        // 15: bettercompute.leases.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 16: bettercompute.leases.v1.ReleaseResponse
+	nil,                           // 17: bettercompute.leases.v1.Member.DomainEntry
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(v1.UnhealthyLeaseAction)(0),  // 20: bettercompute.pools.v1.UnhealthyLeaseAction
 }
 var file_bettercompute_leases_v1_leases_proto_depIdxs = []int32{
 	2,  // 0: bettercompute.leases.v1.Lease.tolerations:type_name -> bettercompute.leases.v1.Toleration
-	15, // 1: bettercompute.leases.v1.Lease.duration:type_name -> google.protobuf.Duration
+	18, // 1: bettercompute.leases.v1.Lease.duration:type_name -> google.protobuf.Duration
 	0,  // 2: bettercompute.leases.v1.Lease.state:type_name -> bettercompute.leases.v1.LeaseState
-	4,  // 3: bettercompute.leases.v1.Lease.allocations:type_name -> bettercompute.leases.v1.Allocation
-	16, // 4: bettercompute.leases.v1.Lease.create_time:type_name -> google.protobuf.Timestamp
-	16, // 5: bettercompute.leases.v1.Lease.place_time:type_name -> google.protobuf.Timestamp
-	16, // 6: bettercompute.leases.v1.Lease.end_time:type_name -> google.protobuf.Timestamp
-	16, // 7: bettercompute.leases.v1.Lease.preempt_time:type_name -> google.protobuf.Timestamp
+	6,  // 3: bettercompute.leases.v1.Lease.allocations:type_name -> bettercompute.leases.v1.Allocation
+	19, // 4: bettercompute.leases.v1.Lease.create_time:type_name -> google.protobuf.Timestamp
+	19, // 5: bettercompute.leases.v1.Lease.place_time:type_name -> google.protobuf.Timestamp
+	19, // 6: bettercompute.leases.v1.Lease.end_time:type_name -> google.protobuf.Timestamp
+	19, // 7: bettercompute.leases.v1.Lease.preempt_time:type_name -> google.protobuf.Timestamp
 	1,  // 8: bettercompute.leases.v1.Lease.topology:type_name -> bettercompute.leases.v1.TopologyMode
-	16, // 9: bettercompute.leases.v1.Allocation.start_time:type_name -> google.protobuf.Timestamp
-	16, // 10: bettercompute.leases.v1.Allocation.end_time:type_name -> google.protobuf.Timestamp
-	15, // 11: bettercompute.leases.v1.CreateRequest.duration:type_name -> google.protobuf.Duration
-	2,  // 12: bettercompute.leases.v1.CreateRequest.tolerations:type_name -> bettercompute.leases.v1.Toleration
-	1,  // 13: bettercompute.leases.v1.CreateRequest.topology:type_name -> bettercompute.leases.v1.TopologyMode
-	3,  // 14: bettercompute.leases.v1.CreateResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	3,  // 15: bettercompute.leases.v1.GetResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	0,  // 16: bettercompute.leases.v1.ListRequest.state:type_name -> bettercompute.leases.v1.LeaseState
-	3,  // 17: bettercompute.leases.v1.ListResponse.leases:type_name -> bettercompute.leases.v1.Lease
-	15, // 18: bettercompute.leases.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
-	3,  // 19: bettercompute.leases.v1.ExtendResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	3,  // 20: bettercompute.leases.v1.ReleaseResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	5,  // 21: bettercompute.leases.v1.LeasesService.Create:input_type -> bettercompute.leases.v1.CreateRequest
-	7,  // 22: bettercompute.leases.v1.LeasesService.Get:input_type -> bettercompute.leases.v1.GetRequest
-	9,  // 23: bettercompute.leases.v1.LeasesService.List:input_type -> bettercompute.leases.v1.ListRequest
-	11, // 24: bettercompute.leases.v1.LeasesService.Extend:input_type -> bettercompute.leases.v1.ExtendRequest
-	13, // 25: bettercompute.leases.v1.LeasesService.Release:input_type -> bettercompute.leases.v1.ReleaseRequest
-	6,  // 26: bettercompute.leases.v1.LeasesService.Create:output_type -> bettercompute.leases.v1.CreateResponse
-	8,  // 27: bettercompute.leases.v1.LeasesService.Get:output_type -> bettercompute.leases.v1.GetResponse
-	10, // 28: bettercompute.leases.v1.LeasesService.List:output_type -> bettercompute.leases.v1.ListResponse
-	12, // 29: bettercompute.leases.v1.LeasesService.Extend:output_type -> bettercompute.leases.v1.ExtendResponse
-	14, // 30: bettercompute.leases.v1.LeasesService.Release:output_type -> bettercompute.leases.v1.ReleaseResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	4,  // 9: bettercompute.leases.v1.Lease.gang_topology:type_name -> bettercompute.leases.v1.GangTopology
+	5,  // 10: bettercompute.leases.v1.Lease.members:type_name -> bettercompute.leases.v1.Member
+	20, // 11: bettercompute.leases.v1.Lease.on_unhealthy_member:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
+	19, // 12: bettercompute.leases.v1.Lease.reserved_start_time:type_name -> google.protobuf.Timestamp
+	1,  // 13: bettercompute.leases.v1.GangTopology.mode:type_name -> bettercompute.leases.v1.TopologyMode
+	17, // 14: bettercompute.leases.v1.Member.domain:type_name -> bettercompute.leases.v1.Member.DomainEntry
+	19, // 15: bettercompute.leases.v1.Allocation.start_time:type_name -> google.protobuf.Timestamp
+	19, // 16: bettercompute.leases.v1.Allocation.end_time:type_name -> google.protobuf.Timestamp
+	18, // 17: bettercompute.leases.v1.CreateRequest.duration:type_name -> google.protobuf.Duration
+	2,  // 18: bettercompute.leases.v1.CreateRequest.tolerations:type_name -> bettercompute.leases.v1.Toleration
+	1,  // 19: bettercompute.leases.v1.CreateRequest.topology:type_name -> bettercompute.leases.v1.TopologyMode
+	4,  // 20: bettercompute.leases.v1.CreateRequest.gang_topology:type_name -> bettercompute.leases.v1.GangTopology
+	20, // 21: bettercompute.leases.v1.CreateRequest.on_unhealthy_member:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
+	3,  // 22: bettercompute.leases.v1.CreateResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	3,  // 23: bettercompute.leases.v1.GetResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	0,  // 24: bettercompute.leases.v1.ListRequest.state:type_name -> bettercompute.leases.v1.LeaseState
+	3,  // 25: bettercompute.leases.v1.ListResponse.leases:type_name -> bettercompute.leases.v1.Lease
+	18, // 26: bettercompute.leases.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
+	3,  // 27: bettercompute.leases.v1.ExtendResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	3,  // 28: bettercompute.leases.v1.ReleaseResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	7,  // 29: bettercompute.leases.v1.LeasesService.Create:input_type -> bettercompute.leases.v1.CreateRequest
+	9,  // 30: bettercompute.leases.v1.LeasesService.Get:input_type -> bettercompute.leases.v1.GetRequest
+	11, // 31: bettercompute.leases.v1.LeasesService.List:input_type -> bettercompute.leases.v1.ListRequest
+	13, // 32: bettercompute.leases.v1.LeasesService.Extend:input_type -> bettercompute.leases.v1.ExtendRequest
+	15, // 33: bettercompute.leases.v1.LeasesService.Release:input_type -> bettercompute.leases.v1.ReleaseRequest
+	8,  // 34: bettercompute.leases.v1.LeasesService.Create:output_type -> bettercompute.leases.v1.CreateResponse
+	10, // 35: bettercompute.leases.v1.LeasesService.Get:output_type -> bettercompute.leases.v1.GetResponse
+	12, // 36: bettercompute.leases.v1.LeasesService.List:output_type -> bettercompute.leases.v1.ListResponse
+	14, // 37: bettercompute.leases.v1.LeasesService.Extend:output_type -> bettercompute.leases.v1.ExtendResponse
+	16, // 38: bettercompute.leases.v1.LeasesService.Release:output_type -> bettercompute.leases.v1.ReleaseResponse
+	34, // [34:39] is the sub-list for method output_type
+	29, // [29:34] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_leases_v1_leases_proto_init() }
@@ -1372,7 +1684,7 @@ func file_bettercompute_leases_v1_leases_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_leases_v1_leases_proto_rawDesc), len(file_bettercompute_leases_v1_leases_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -127,8 +127,16 @@ type Pool struct {
 	TunnelPorts []int32 `protobuf:"varint,15,rep,packed,name=tunnel_ports,json=tunnelPorts,proto3" json:"tunnel_ports,omitempty"`
 	// The pool's override of the GPU health policy; unset when it overrides nothing.
 	GpuHealthPolicy *GpuHealthPolicy `protobuf:"bytes,16,opt,name=gpu_health_policy,json=gpuHealthPolicy,proto3" json:"gpu_health_policy,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The pool's topology for gangs (multi-node leases): node label keys, outermost first, for
+	// example ["block", "rack"]. A gang asks its members to share a domain at one level: nodes with
+	// the same values of that level's label and every outer one. At most 8, no key twice.
+	TopologyLevels []string `protobuf:"bytes,17,rep,name=topology_levels,json=topologyLevels,proto3" json:"topology_levels,omitempty"`
+	// How long a gang waits before the placer reserves a domain for it: the nodes where it would
+	// fit soonest, onto which only leases that end before it could start are then placed
+	// (backfill), so a stream of small leases cannot starve it. Default 5m; 0s to 24h.
+	GangReservationWait *durationpb.Duration `protobuf:"bytes,18,opt,name=gang_reservation_wait,json=gangReservationWait,proto3" json:"gang_reservation_wait,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Pool) Reset() {
@@ -269,6 +277,20 @@ func (x *Pool) GetTunnelPorts() []int32 {
 func (x *Pool) GetGpuHealthPolicy() *GpuHealthPolicy {
 	if x != nil {
 		return x.GpuHealthPolicy
+	}
+	return nil
+}
+
+func (x *Pool) GetTopologyLevels() []string {
+	if x != nil {
+		return x.TopologyLevels
+	}
+	return nil
+}
+
+func (x *Pool) GetGangReservationWait() *durationpb.Duration {
+	if x != nil {
+		return x.GangReservationWait
 	}
 	return nil
 }
@@ -882,8 +904,12 @@ type CreateRequest struct {
 	TunnelPorts           []int32              `protobuf:"varint,7,rep,packed,name=tunnel_ports,json=tunnelPorts,proto3" json:"tunnel_ports,omitempty"`
 	// Unset overrides nothing.
 	GpuHealthPolicy *GpuHealthPolicy `protobuf:"bytes,8,opt,name=gpu_health_policy,json=gpuHealthPolicy,proto3" json:"gpu_health_policy,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// See Pool.
+	TopologyLevels []string `protobuf:"bytes,9,rep,name=topology_levels,json=topologyLevels,proto3" json:"topology_levels,omitempty"`
+	// Unset means 5m.
+	GangReservationWait *durationpb.Duration `protobuf:"bytes,10,opt,name=gang_reservation_wait,json=gangReservationWait,proto3" json:"gang_reservation_wait,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *CreateRequest) Reset() {
@@ -968,6 +994,20 @@ func (x *CreateRequest) GetTunnelPorts() []int32 {
 func (x *CreateRequest) GetGpuHealthPolicy() *GpuHealthPolicy {
 	if x != nil {
 		return x.GpuHealthPolicy
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetTopologyLevels() []string {
+	if x != nil {
+		return x.TopologyLevels
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetGangReservationWait() *durationpb.Duration {
+	if x != nil {
+		return x.GangReservationWait
 	}
 	return nil
 }
@@ -1223,15 +1263,19 @@ type UpdateRequest struct {
 	NodeSelector map[string]string      `protobuf:"bytes,3,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	NodeIds      []string               `protobuf:"bytes,4,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
 	// Which of description, node_selector, node_ids, preemption_grace_period,
-	// priority_preemption, tunnel_ports and gpu_health_policy to change; at least one.
+	// priority_preemption, tunnel_ports, gpu_health_policy, topology_levels and
+	// gang_reservation_wait to change; at least one.
 	UpdateMask            *fieldmaskpb.FieldMask `protobuf:"bytes,5,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	PreemptionGracePeriod *durationpb.Duration   `protobuf:"bytes,6,opt,name=preemption_grace_period,json=preemptionGracePeriod,proto3" json:"preemption_grace_period,omitempty"`
 	PriorityPreemption    bool                   `protobuf:"varint,7,opt,name=priority_preemption,json=priorityPreemption,proto3" json:"priority_preemption,omitempty"`
 	TunnelPorts           []int32                `protobuf:"varint,8,rep,packed,name=tunnel_ports,json=tunnelPorts,proto3" json:"tunnel_ports,omitempty"`
 	// Replaces the pool's override; unset removes it. Its members' GPUs are judged again.
 	GpuHealthPolicy *GpuHealthPolicy `protobuf:"bytes,9,opt,name=gpu_health_policy,json=gpuHealthPolicy,proto3" json:"gpu_health_policy,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Replaces the levels. A pending gang whose level the pool no longer has fails.
+	TopologyLevels      []string             `protobuf:"bytes,10,rep,name=topology_levels,json=topologyLevels,proto3" json:"topology_levels,omitempty"`
+	GangReservationWait *durationpb.Duration `protobuf:"bytes,11,opt,name=gang_reservation_wait,json=gangReservationWait,proto3" json:"gang_reservation_wait,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *UpdateRequest) Reset() {
@@ -1323,6 +1367,20 @@ func (x *UpdateRequest) GetTunnelPorts() []int32 {
 func (x *UpdateRequest) GetGpuHealthPolicy() *GpuHealthPolicy {
 	if x != nil {
 		return x.GpuHealthPolicy
+	}
+	return nil
+}
+
+func (x *UpdateRequest) GetTopologyLevels() []string {
+	if x != nil {
+		return x.TopologyLevels
+	}
+	return nil
+}
+
+func (x *UpdateRequest) GetGangReservationWait() *durationpb.Duration {
+	if x != nil {
+		return x.GangReservationWait
 	}
 	return nil
 }
@@ -2153,7 +2211,7 @@ var File_bettercompute_pools_v1_pools_proto protoreflect.FileDescriptor
 
 const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/pools/v1/pools.proto\x12\x16bettercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x98\a\n" +
+	"\"bettercompute/pools/v1/pools.proto\x12\x16bettercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x90\b\n" +
 	"\x04Pool\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x12\n" +
@@ -2173,7 +2231,9 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\agranted\x18\r \x01(\bR\agranted\x123\n" +
 	"\x05grant\x18\x0e \x01(\v2\x1d.bettercompute.pools.v1.GrantR\x05grant\x12!\n" +
 	"\ftunnel_ports\x18\x0f \x03(\x05R\vtunnelPorts\x12S\n" +
-	"\x11gpu_health_policy\x18\x10 \x01(\v2'.bettercompute.pools.v1.GpuHealthPolicyR\x0fgpuHealthPolicy\x1a?\n" +
+	"\x11gpu_health_policy\x18\x10 \x01(\v2'.bettercompute.pools.v1.GpuHealthPolicyR\x0fgpuHealthPolicy\x12'\n" +
+	"\x0ftopology_levels\x18\x11 \x03(\tR\x0etopologyLevels\x12M\n" +
+	"\x15gang_reservation_wait\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\x13gangReservationWait\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01:Dʠ\x19@\n" +
@@ -2251,7 +2311,7 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\t_max_gpusB\v\n" +
 	"\t_max_cpusB\x13\n" +
 	"\x11_max_memory_bytesB\r\n" +
-	"\v_max_leases\"\xfb\x03\n" +
+	"\v_max_leases\"\xf3\x04\n" +
 	"\rCreateRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\\\n" +
@@ -2260,7 +2320,10 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\x17preemption_grace_period\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x15preemptionGracePeriod\x12/\n" +
 	"\x13priority_preemption\x18\x06 \x01(\bR\x12priorityPreemption\x12!\n" +
 	"\ftunnel_ports\x18\a \x03(\x05R\vtunnelPorts\x12S\n" +
-	"\x11gpu_health_policy\x18\b \x01(\v2'.bettercompute.pools.v1.GpuHealthPolicyR\x0fgpuHealthPolicy\x1a?\n" +
+	"\x11gpu_health_policy\x18\b \x01(\v2'.bettercompute.pools.v1.GpuHealthPolicyR\x0fgpuHealthPolicy\x12'\n" +
+	"\x0ftopology_levels\x18\t \x03(\tR\x0etopologyLevels\x12M\n" +
+	"\x15gang_reservation_wait\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x13gangReservationWait\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
@@ -2277,7 +2340,7 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"j\n" +
 	"\fListResponse\x122\n" +
 	"\x05pools\x18\x01 \x03(\v2\x1c.bettercompute.pools.v1.PoolR\x05pools\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb4\x04\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xac\x05\n" +
 	"\rUpdateRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\\\n" +
@@ -2288,7 +2351,10 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\x17preemption_grace_period\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x15preemptionGracePeriod\x12/\n" +
 	"\x13priority_preemption\x18\a \x01(\bR\x12priorityPreemption\x12!\n" +
 	"\ftunnel_ports\x18\b \x03(\x05R\vtunnelPorts\x12S\n" +
-	"\x11gpu_health_policy\x18\t \x01(\v2'.bettercompute.pools.v1.GpuHealthPolicyR\x0fgpuHealthPolicy\x1a?\n" +
+	"\x11gpu_health_policy\x18\t \x01(\v2'.bettercompute.pools.v1.GpuHealthPolicyR\x0fgpuHealthPolicy\x12'\n" +
+	"\x0ftopology_levels\x18\n" +
+	" \x03(\tR\x0etopologyLevels\x12M\n" +
+	"\x15gang_reservation_wait\x18\v \x01(\v2\x19.google.protobuf.DurationR\x13gangReservationWait\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
@@ -2449,65 +2515,68 @@ var file_bettercompute_pools_v1_pools_proto_depIdxs = []int32{
 	35, // 5: bettercompute.pools.v1.Pool.preemption_grace_period:type_name -> google.protobuf.Duration
 	5,  // 6: bettercompute.pools.v1.Pool.grant:type_name -> bettercompute.pools.v1.Grant
 	2,  // 7: bettercompute.pools.v1.Pool.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
-	3,  // 8: bettercompute.pools.v1.GpuHealthPolicy.rules:type_name -> bettercompute.pools.v1.GpuHealthRule
-	0,  // 9: bettercompute.pools.v1.GpuHealthPolicy.on_unhealthy_lease:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
-	35, // 10: bettercompute.pools.v1.GpuHealthRule.window:type_name -> google.protobuf.Duration
-	31, // 11: bettercompute.pools.v1.Resources.gpus:type_name -> bettercompute.pools.v1.Resources.GpusEntry
-	4,  // 12: bettercompute.pools.v1.Grant.nominal:type_name -> bettercompute.pools.v1.Resources
-	4,  // 13: bettercompute.pools.v1.Grant.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
-	4,  // 14: bettercompute.pools.v1.Grant.used:type_name -> bettercompute.pools.v1.Resources
-	4,  // 15: bettercompute.pools.v1.Grant.borrowed:type_name -> bettercompute.pools.v1.Resources
-	4,  // 16: bettercompute.pools.v1.Grant.borrowable:type_name -> bettercompute.pools.v1.Resources
-	34, // 17: bettercompute.pools.v1.Grant.create_time:type_name -> google.protobuf.Timestamp
-	34, // 18: bettercompute.pools.v1.Grant.update_time:type_name -> google.protobuf.Timestamp
-	34, // 19: bettercompute.pools.v1.Grant.revoke_time:type_name -> google.protobuf.Timestamp
-	7,  // 20: bettercompute.pools.v1.Capacity.gpus:type_name -> bettercompute.pools.v1.GpuCapacity
-	32, // 21: bettercompute.pools.v1.CreateRequest.node_selector:type_name -> bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
-	35, // 22: bettercompute.pools.v1.CreateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
-	2,  // 23: bettercompute.pools.v1.CreateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
-	1,  // 24: bettercompute.pools.v1.CreateResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	1,  // 25: bettercompute.pools.v1.GetResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	1,  // 26: bettercompute.pools.v1.ListResponse.pools:type_name -> bettercompute.pools.v1.Pool
-	33, // 27: bettercompute.pools.v1.UpdateRequest.node_selector:type_name -> bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
-	36, // 28: bettercompute.pools.v1.UpdateRequest.update_mask:type_name -> google.protobuf.FieldMask
-	35, // 29: bettercompute.pools.v1.UpdateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
-	2,  // 30: bettercompute.pools.v1.UpdateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
-	1,  // 31: bettercompute.pools.v1.UpdateResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	8,  // 32: bettercompute.pools.v1.SetQuotaRequest.quota:type_name -> bettercompute.pools.v1.Quota
-	1,  // 33: bettercompute.pools.v1.SetQuotaResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	4,  // 34: bettercompute.pools.v1.GrantRequest.nominal:type_name -> bettercompute.pools.v1.Resources
-	4,  // 35: bettercompute.pools.v1.GrantRequest.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
-	5,  // 36: bettercompute.pools.v1.GrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
-	5,  // 37: bettercompute.pools.v1.RevokeGrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
-	5,  // 38: bettercompute.pools.v1.ListGrantsResponse.grants:type_name -> bettercompute.pools.v1.Grant
-	34, // 39: bettercompute.pools.v1.ListPreemptionsRequest.since_time:type_name -> google.protobuf.Timestamp
-	34, // 40: bettercompute.pools.v1.Preemption.preempt_time:type_name -> google.protobuf.Timestamp
-	28, // 41: bettercompute.pools.v1.ListPreemptionsResponse.preemptions:type_name -> bettercompute.pools.v1.Preemption
-	9,  // 42: bettercompute.pools.v1.PoolsService.Create:input_type -> bettercompute.pools.v1.CreateRequest
-	11, // 43: bettercompute.pools.v1.PoolsService.Get:input_type -> bettercompute.pools.v1.GetRequest
-	13, // 44: bettercompute.pools.v1.PoolsService.List:input_type -> bettercompute.pools.v1.ListRequest
-	15, // 45: bettercompute.pools.v1.PoolsService.Update:input_type -> bettercompute.pools.v1.UpdateRequest
-	17, // 46: bettercompute.pools.v1.PoolsService.Delete:input_type -> bettercompute.pools.v1.DeleteRequest
-	19, // 47: bettercompute.pools.v1.PoolsService.SetQuota:input_type -> bettercompute.pools.v1.SetQuotaRequest
-	21, // 48: bettercompute.pools.v1.PoolsService.Grant:input_type -> bettercompute.pools.v1.GrantRequest
-	23, // 49: bettercompute.pools.v1.PoolsService.RevokeGrant:input_type -> bettercompute.pools.v1.RevokeGrantRequest
-	25, // 50: bettercompute.pools.v1.PoolsService.ListGrants:input_type -> bettercompute.pools.v1.ListGrantsRequest
-	27, // 51: bettercompute.pools.v1.PoolsService.ListPreemptions:input_type -> bettercompute.pools.v1.ListPreemptionsRequest
-	10, // 52: bettercompute.pools.v1.PoolsService.Create:output_type -> bettercompute.pools.v1.CreateResponse
-	12, // 53: bettercompute.pools.v1.PoolsService.Get:output_type -> bettercompute.pools.v1.GetResponse
-	14, // 54: bettercompute.pools.v1.PoolsService.List:output_type -> bettercompute.pools.v1.ListResponse
-	16, // 55: bettercompute.pools.v1.PoolsService.Update:output_type -> bettercompute.pools.v1.UpdateResponse
-	18, // 56: bettercompute.pools.v1.PoolsService.Delete:output_type -> bettercompute.pools.v1.DeleteResponse
-	20, // 57: bettercompute.pools.v1.PoolsService.SetQuota:output_type -> bettercompute.pools.v1.SetQuotaResponse
-	22, // 58: bettercompute.pools.v1.PoolsService.Grant:output_type -> bettercompute.pools.v1.GrantResponse
-	24, // 59: bettercompute.pools.v1.PoolsService.RevokeGrant:output_type -> bettercompute.pools.v1.RevokeGrantResponse
-	26, // 60: bettercompute.pools.v1.PoolsService.ListGrants:output_type -> bettercompute.pools.v1.ListGrantsResponse
-	29, // 61: bettercompute.pools.v1.PoolsService.ListPreemptions:output_type -> bettercompute.pools.v1.ListPreemptionsResponse
-	52, // [52:62] is the sub-list for method output_type
-	42, // [42:52] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	35, // 8: bettercompute.pools.v1.Pool.gang_reservation_wait:type_name -> google.protobuf.Duration
+	3,  // 9: bettercompute.pools.v1.GpuHealthPolicy.rules:type_name -> bettercompute.pools.v1.GpuHealthRule
+	0,  // 10: bettercompute.pools.v1.GpuHealthPolicy.on_unhealthy_lease:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
+	35, // 11: bettercompute.pools.v1.GpuHealthRule.window:type_name -> google.protobuf.Duration
+	31, // 12: bettercompute.pools.v1.Resources.gpus:type_name -> bettercompute.pools.v1.Resources.GpusEntry
+	4,  // 13: bettercompute.pools.v1.Grant.nominal:type_name -> bettercompute.pools.v1.Resources
+	4,  // 14: bettercompute.pools.v1.Grant.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
+	4,  // 15: bettercompute.pools.v1.Grant.used:type_name -> bettercompute.pools.v1.Resources
+	4,  // 16: bettercompute.pools.v1.Grant.borrowed:type_name -> bettercompute.pools.v1.Resources
+	4,  // 17: bettercompute.pools.v1.Grant.borrowable:type_name -> bettercompute.pools.v1.Resources
+	34, // 18: bettercompute.pools.v1.Grant.create_time:type_name -> google.protobuf.Timestamp
+	34, // 19: bettercompute.pools.v1.Grant.update_time:type_name -> google.protobuf.Timestamp
+	34, // 20: bettercompute.pools.v1.Grant.revoke_time:type_name -> google.protobuf.Timestamp
+	7,  // 21: bettercompute.pools.v1.Capacity.gpus:type_name -> bettercompute.pools.v1.GpuCapacity
+	32, // 22: bettercompute.pools.v1.CreateRequest.node_selector:type_name -> bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
+	35, // 23: bettercompute.pools.v1.CreateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
+	2,  // 24: bettercompute.pools.v1.CreateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
+	35, // 25: bettercompute.pools.v1.CreateRequest.gang_reservation_wait:type_name -> google.protobuf.Duration
+	1,  // 26: bettercompute.pools.v1.CreateResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	1,  // 27: bettercompute.pools.v1.GetResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	1,  // 28: bettercompute.pools.v1.ListResponse.pools:type_name -> bettercompute.pools.v1.Pool
+	33, // 29: bettercompute.pools.v1.UpdateRequest.node_selector:type_name -> bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
+	36, // 30: bettercompute.pools.v1.UpdateRequest.update_mask:type_name -> google.protobuf.FieldMask
+	35, // 31: bettercompute.pools.v1.UpdateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
+	2,  // 32: bettercompute.pools.v1.UpdateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
+	35, // 33: bettercompute.pools.v1.UpdateRequest.gang_reservation_wait:type_name -> google.protobuf.Duration
+	1,  // 34: bettercompute.pools.v1.UpdateResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	8,  // 35: bettercompute.pools.v1.SetQuotaRequest.quota:type_name -> bettercompute.pools.v1.Quota
+	1,  // 36: bettercompute.pools.v1.SetQuotaResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	4,  // 37: bettercompute.pools.v1.GrantRequest.nominal:type_name -> bettercompute.pools.v1.Resources
+	4,  // 38: bettercompute.pools.v1.GrantRequest.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
+	5,  // 39: bettercompute.pools.v1.GrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
+	5,  // 40: bettercompute.pools.v1.RevokeGrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
+	5,  // 41: bettercompute.pools.v1.ListGrantsResponse.grants:type_name -> bettercompute.pools.v1.Grant
+	34, // 42: bettercompute.pools.v1.ListPreemptionsRequest.since_time:type_name -> google.protobuf.Timestamp
+	34, // 43: bettercompute.pools.v1.Preemption.preempt_time:type_name -> google.protobuf.Timestamp
+	28, // 44: bettercompute.pools.v1.ListPreemptionsResponse.preemptions:type_name -> bettercompute.pools.v1.Preemption
+	9,  // 45: bettercompute.pools.v1.PoolsService.Create:input_type -> bettercompute.pools.v1.CreateRequest
+	11, // 46: bettercompute.pools.v1.PoolsService.Get:input_type -> bettercompute.pools.v1.GetRequest
+	13, // 47: bettercompute.pools.v1.PoolsService.List:input_type -> bettercompute.pools.v1.ListRequest
+	15, // 48: bettercompute.pools.v1.PoolsService.Update:input_type -> bettercompute.pools.v1.UpdateRequest
+	17, // 49: bettercompute.pools.v1.PoolsService.Delete:input_type -> bettercompute.pools.v1.DeleteRequest
+	19, // 50: bettercompute.pools.v1.PoolsService.SetQuota:input_type -> bettercompute.pools.v1.SetQuotaRequest
+	21, // 51: bettercompute.pools.v1.PoolsService.Grant:input_type -> bettercompute.pools.v1.GrantRequest
+	23, // 52: bettercompute.pools.v1.PoolsService.RevokeGrant:input_type -> bettercompute.pools.v1.RevokeGrantRequest
+	25, // 53: bettercompute.pools.v1.PoolsService.ListGrants:input_type -> bettercompute.pools.v1.ListGrantsRequest
+	27, // 54: bettercompute.pools.v1.PoolsService.ListPreemptions:input_type -> bettercompute.pools.v1.ListPreemptionsRequest
+	10, // 55: bettercompute.pools.v1.PoolsService.Create:output_type -> bettercompute.pools.v1.CreateResponse
+	12, // 56: bettercompute.pools.v1.PoolsService.Get:output_type -> bettercompute.pools.v1.GetResponse
+	14, // 57: bettercompute.pools.v1.PoolsService.List:output_type -> bettercompute.pools.v1.ListResponse
+	16, // 58: bettercompute.pools.v1.PoolsService.Update:output_type -> bettercompute.pools.v1.UpdateResponse
+	18, // 59: bettercompute.pools.v1.PoolsService.Delete:output_type -> bettercompute.pools.v1.DeleteResponse
+	20, // 60: bettercompute.pools.v1.PoolsService.SetQuota:output_type -> bettercompute.pools.v1.SetQuotaResponse
+	22, // 61: bettercompute.pools.v1.PoolsService.Grant:output_type -> bettercompute.pools.v1.GrantResponse
+	24, // 62: bettercompute.pools.v1.PoolsService.RevokeGrant:output_type -> bettercompute.pools.v1.RevokeGrantResponse
+	26, // 63: bettercompute.pools.v1.PoolsService.ListGrants:output_type -> bettercompute.pools.v1.ListGrantsResponse
+	29, // 64: bettercompute.pools.v1.PoolsService.ListPreemptions:output_type -> bettercompute.pools.v1.ListPreemptionsResponse
+	55, // [55:65] is the sub-list for method output_type
+	45, // [45:55] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_pools_v1_pools_proto_init() }

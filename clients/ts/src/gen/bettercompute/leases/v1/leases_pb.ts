@@ -20,6 +20,8 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_bettercompute_api_v1_options } from "../../api/v1/options_pb.js";
+import type { UnhealthyLeaseAction } from "../../pools/v1/pools_pb.js";
+import { file_bettercompute_pools_v1_pools } from "../../pools/v1/pools_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -28,7 +30,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/leases/v1/leases.proto.
  */
 export const file_bettercompute_leases_v1_leases: GenFile = /*@__PURE__*/
-  fileDesc("CiRiZXR0ZXJjb21wdXRlL2xlYXNlcy92MS9sZWFzZXMucHJvdG8SF2JldHRlcmNvbXB1dGUubGVhc2VzLnYxIkoKClRvbGVyYXRpb24SCwoDa2V5GAEgASgJEhAKCG9wZXJhdG9yGAIgASgJEg0KBXZhbHVlGAMgASgJEg4KBmVmZmVjdBgEIAEoCSL2BQoFTGVhc2USCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB3Bvb2xfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSDgoGc3ByZWFkGAggASgIEjgKC3RvbGVyYXRpb25zGAkgAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9sZXJhdGlvbhIWCg5yZXNlcnZhdGlvbl9pZBgKIAEoCRIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIyCgVzdGF0ZRgMIAEoDjIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlU3RhdGUSDgoGcmVhc29uGA0gASgJEjgKC2FsbG9jYXRpb25zGA4gAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQWxsb2NhdGlvbhIvCgtjcmVhdGVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGxhY2VfdGltZRgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHByaW9yaXR5GBIgASgFEhEKCWJvcnJvd2luZxgTIAEoCBIwCgxwcmVlbXB0X3RpbWUYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKCHRvcG9sb2d5GBUgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlOkzKoBlICgJpZAoGcG9vbElkCgVzdGF0ZQoEZ3B1cwoIZ3B1TW9kZWwKBGNwdXMKCHByaW9yaXR5CgpjcmVhdGVUaW1lCgdlbmRUaW1lIvsBCgpBbGxvY2F0aW9uEg8KB25vZGVfaWQYASABKAkSEAoIaG9zdG5hbWUYAiABKAkSEQoJZ3B1X2luZGV4GAMgASgFEhAKCGdwdV91dWlkGAQgASgJEhEKCWdwdV9tb2RlbBgFIAEoCRIMCgRjcHVzGAYgASgFEhQKDG1lbW9yeV9ieXRlcxgHIAEoAxIuCgpzdGFydF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIdG9wb2xvZ3kYCiABKAkivwIKDUNyZWF0ZVJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIMCgRncHVzGAIgASgFEhEKCWdwdV9tb2RlbBgDIAEoCRIMCgRjcHVzGAQgASgFEhQKDG1lbW9yeV9ieXRlcxgFIAEoAxIrCghkdXJhdGlvbhgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZzcHJlYWQYByABKAgSOAoLdG9sZXJhdGlvbnMYCCADKAsyIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5Ub2xlcmF0aW9uEhYKDnJlc2VydmF0aW9uX2lkGAkgASgJEhAKCHByaW9yaXR5GAogASgFEjcKCHRvcG9sb2d5GAsgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlIj8KDkNyZWF0ZVJlc3BvbnNlEi0KBWxlYXNlGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGVhc2UiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI8CgtHZXRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlInkKC0xpc3RSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSMgoFc3RhdGUYAiABKA4yIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZVN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIlcKDExpc3RSZXNwb25zZRIuCgZsZWFzZXMYASADKAsyHi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiQgoNRXh0ZW5kUmVxdWVzdBIKCgJpZBgBIAEoCRIlCgJieRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI/Cg5FeHRlbmRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlIhwKDlJlbGVhc2VSZXF1ZXN0EgoKAmlkGAEgASgJIkAKD1JlbGVhc2VSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlKtkBCgpMZWFzZVN0YXRlEhsKF0xFQVNFX1NUQVRFX1VOU1BFQ0lGSUVEEAASFwoTTEVBU0VfU1RBVEVfUEVORElORxABEhYKEkxFQVNFX1NUQVRFX1BMQUNFRBACEhcKE0xFQVNFX1NUQVRFX0FUX1JJU0sQAxIYChRMRUFTRV9TVEFURV9SRUxFQVNFRBAEEhcKE0xFQVNFX1NUQVRFX0VYUElSRUQQBRIWChJMRUFTRV9TVEFURV9GQUlMRUQQBhIZChVMRUFTRV9TVEFURV9QUkVFTVBURUQQBypmCgxUb3BvbG9neU1vZGUSHQoZVE9QT0xPR1lfTU9ERV9VTlNQRUNJRklFRBAAEhsKF1RPUE9MT0dZX01PREVfUFJFRkVSUkVEEAESGgoWVE9QT0xPR1lfTU9ERV9SRVFVSVJFRBACMowFCg1MZWFzZXNTZXJ2aWNlEoIBCgZDcmVhdGUSJi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5DcmVhdGVSZXF1ZXN0GicuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQ3JlYXRlUmVzcG9uc2UiJ8KgGSMKBmxlYXNlcxIGY3JlYXRlGg1sZWFzZXMuY3JlYXRlKAEwARJzCgNHZXQSIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5HZXRSZXF1ZXN0GiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuR2V0UmVzcG9uc2UiIZACAcKgGRoKBmxlYXNlcxIDZ2V0GgtsZWFzZXMucmVhZBJ3CgRMaXN0EiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGlzdFJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MaXN0UmVzcG9uc2UiIpACAcKgGRsKBmxlYXNlcxIEbGlzdBoLbGVhc2VzLnJlYWQSgQEKBkV4dGVuZBImLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkV4dGVuZFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5FeHRlbmRSZXNwb25zZSImwqAZIgoGbGVhc2VzEgZleHRlbmQaDGxlYXNlcy53cml0ZSgBMAESgwEKB1JlbGVhc2USJy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5SZWxlYXNlUmVxdWVzdBooLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLlJlbGVhc2VSZXNwb25zZSIlwqAZIQoGbGVhc2VzEgdyZWxlYXNlGgxsZWFzZXMud3JpdGUwAUJSWlBnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL2xlYXNlcy92MTtsZWFzZXN2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiRiZXR0ZXJjb21wdXRlL2xlYXNlcy92MS9sZWFzZXMucHJvdG8SF2JldHRlcmNvbXB1dGUubGVhc2VzLnYxIkoKClRvbGVyYXRpb24SCwoDa2V5GAEgASgJEhAKCG9wZXJhdG9yGAIgASgJEg0KBXZhbHVlGAMgASgJEg4KBmVmZmVjdBgEIAEoCSKlCAoFTGVhc2USCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB3Bvb2xfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSDgoGc3ByZWFkGAggASgIEjgKC3RvbGVyYXRpb25zGAkgAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9sZXJhdGlvbhIWCg5yZXNlcnZhdGlvbl9pZBgKIAEoCRIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIyCgVzdGF0ZRgMIAEoDjIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlU3RhdGUSDgoGcmVhc29uGA0gASgJEjgKC2FsbG9jYXRpb25zGA4gAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQWxsb2NhdGlvbhIvCgtjcmVhdGVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGxhY2VfdGltZRgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHByaW9yaXR5GBIgASgFEhEKCWJvcnJvd2luZxgTIAEoCBIwCgxwcmVlbXB0X3RpbWUYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKCHRvcG9sb2d5GBUgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlEg0KBW5vZGVzGBYgASgFEhUKDWdwdXNfcGVyX25vZGUYFyABKAUSPAoNZ2FuZ190b3BvbG9neRgYIAEoCzIlLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkdhbmdUb3BvbG9neRIwCgdtZW1iZXJzGBkgAygLMh8uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTWVtYmVyEhMKC2dhbmdfZG9tYWluGBogASgJEkkKE29uX3VuaGVhbHRoeV9tZW1iZXIYGyABKA4yLC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVuaGVhbHRoeUxlYXNlQWN0aW9uEjcKE3Jlc2VydmVkX3N0YXJ0X3RpbWUYHCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wOkzKoBlICgJpZAoGcG9vbElkCgVzdGF0ZQoEZ3B1cwoIZ3B1TW9kZWwKBGNwdXMKCHByaW9yaXR5CgpjcmVhdGVUaW1lCgdlbmRUaW1lIlIKDEdhbmdUb3BvbG9neRINCgVsZXZlbBgBIAEoCRIzCgRtb2RlGAIgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlIvUBCgZNZW1iZXISDAoEcmFuaxgBIAEoBRIPCgdub2RlX2lkGAIgASgJEhAKCGhvc3RuYW1lGAMgASgJEhEKCWFkZHJlc3NlcxgEIAMoCRITCgtncHVfaW5kZXhlcxgFIAMoBRI7CgZkb21haW4YBiADKAsyKy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5NZW1iZXIuRG9tYWluRW50cnkSDwoHaGVhbHRoeRgHIAEoCBIVCg1oZWFsdGhfcmVhc29uGAggASgJGi0KC0RvbWFpbkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEi+wEKCkFsbG9jYXRpb24SDwoHbm9kZV9pZBgBIAEoCRIQCghob3N0bmFtZRgCIAEoCRIRCglncHVfaW5kZXgYAyABKAUSEAoIZ3B1X3V1aWQYBCABKAkSEQoJZ3B1X21vZGVsGAUgASgJEgwKBGNwdXMYBiABKAUSFAoMbWVtb3J5X2J5dGVzGAcgASgDEi4KCnN0YXJ0X3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCgh0b3BvbG9neRgKIAEoCSLuAwoNQ3JlYXRlUmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEgwKBGdwdXMYAiABKAUSEQoJZ3B1X21vZGVsGAMgASgJEgwKBGNwdXMYBCABKAUSFAoMbWVtb3J5X2J5dGVzGAUgASgDEisKCGR1cmF0aW9uGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnNwcmVhZBgHIAEoCBI4Cgt0b2xlcmF0aW9ucxgIIAMoCzIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLlRvbGVyYXRpb24SFgoOcmVzZXJ2YXRpb25faWQYCSABKAkSEAoIcHJpb3JpdHkYCiABKAUSNwoIdG9wb2xvZ3kYCyABKA4yJS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5Ub3BvbG9neU1vZGUSDQoFbm9kZXMYDCABKAUSFQoNZ3B1c19wZXJfbm9kZRgNIAEoBRI8Cg1nYW5nX3RvcG9sb2d5GA4gASgLMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuR2FuZ1RvcG9sb2d5EkkKE29uX3VuaGVhbHRoeV9tZW1iZXIYDyABKA4yLC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVuaGVhbHRoeUxlYXNlQWN0aW9uIj8KDkNyZWF0ZVJlc3BvbnNlEi0KBWxlYXNlGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGVhc2UiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI8CgtHZXRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlInkKC0xpc3RSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSMgoFc3RhdGUYAiABKA4yIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZVN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIlcKDExpc3RSZXNwb25zZRIuCgZsZWFzZXMYASADKAsyHi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiQgoNRXh0ZW5kUmVxdWVzdBIKCgJpZBgBIAEoCRIlCgJieRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI/Cg5FeHRlbmRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlIhwKDlJlbGVhc2VSZXF1ZXN0EgoKAmlkGAEgASgJIkAKD1JlbGVhc2VSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlKtkBCgpMZWFzZVN0YXRlEhsKF0xFQVNFX1NUQVRFX1VOU1BFQ0lGSUVEEAASFwoTTEVBU0VfU1RBVEVfUEVORElORxABEhYKEkxFQVNFX1NUQVRFX1BMQUNFRBACEhcKE0xFQVNFX1NUQVRFX0FUX1JJU0sQAxIYChRMRUFTRV9TVEFURV9SRUxFQVNFRBAEEhcKE0xFQVNFX1NUQVRFX0VYUElSRUQQBRIWChJMRUFTRV9TVEFURV9GQUlMRUQQBhIZChVMRUFTRV9TVEFURV9QUkVFTVBURUQQBypmCgxUb3BvbG9neU1vZGUSHQoZVE9QT0xPR1lfTU9ERV9VTlNQRUNJRklFRBAAEhsKF1RPUE9MT0dZX01PREVfUFJFRkVSUkVEEAESGgoWVE9QT0xPR1lfTU9ERV9SRVFVSVJFRBACMowFCg1MZWFzZXNTZXJ2aWNlEoIBCgZDcmVhdGUSJi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5DcmVhdGVSZXF1ZXN0GicuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQ3JlYXRlUmVzcG9uc2UiJ8KgGSMKBmxlYXNlcxIGY3JlYXRlGg1sZWFzZXMuY3JlYXRlKAEwARJzCgNHZXQSIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5HZXRSZXF1ZXN0GiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuR2V0UmVzcG9uc2UiIZACAcKgGRoKBmxlYXNlcxIDZ2V0GgtsZWFzZXMucmVhZBJ3CgRMaXN0EiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGlzdFJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MaXN0UmVzcG9uc2UiIpACAcKgGRsKBmxlYXNlcxIEbGlzdBoLbGVhc2VzLnJlYWQSgQEKBkV4dGVuZBImLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkV4dGVuZFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5FeHRlbmRSZXNwb25zZSImwqAZIgoGbGVhc2VzEgZleHRlbmQaDGxlYXNlcy53cml0ZSgBMAESgwEKB1JlbGVhc2USJy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5SZWxlYXNlUmVxdWVzdBooLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLlJlbGVhc2VSZXNwb25zZSIlwqAZIQoGbGVhc2VzEgdyZWxlYXNlGgxsZWFzZXMud3JpdGUwAUJSWlBnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL2xlYXNlcy92MTtsZWFzZXN2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_bettercompute_pools_v1_pools, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * Toleration lets a lease onto nodes with a matching taint, as in Kubernetes. Nodes with
@@ -207,6 +209,57 @@ export type Lease = Message<"bettercompute.leases.v1.Lease"> & {
    * @generated from field: bettercompute.leases.v1.TopologyMode topology = 21;
    */
   topology: TopologyMode;
+
+  /**
+   * For a gang (a lease of several nodes, placed all at once or not at all): how many nodes, and
+   * how many GPUs on each; gpus is their product. 0 and 0 for any other lease.
+   *
+   * @generated from field: int32 nodes = 22;
+   */
+  nodes: number;
+
+  /**
+   * @generated from field: int32 gpus_per_node = 23;
+   */
+  gpusPerNode: number;
+
+  /**
+   * Which domain of the pool's topology a gang's members must or should share; as created.
+   *
+   * @generated from field: bettercompute.leases.v1.GangTopology gang_topology = 24;
+   */
+  gangTopology?: GangTopology | undefined;
+
+  /**
+   * A placed gang's members in rank order, one per node: what a hostfile, torchrun or MPI needs.
+   *
+   * @generated from field: repeated bettercompute.leases.v1.Member members = 25;
+   */
+  members: Member[];
+
+  /**
+   * The domain a placed gang's members share, as "level=value" pairs outermost first joined by
+   * "," (for example "block=b1,rack=r07"); empty when they share none of the pool's levels.
+   *
+   * @generated from field: string gang_domain = 26;
+   */
+  gangDomain: string;
+
+  /**
+   * What happens to a gang when a member's GPU becomes unhealthy; UNSPECIFIED takes the pool's
+   * gpu_health_policy.on_unhealthy_lease.
+   *
+   * @generated from field: bettercompute.pools.v1.UnhealthyLeaseAction on_unhealthy_member = 27;
+   */
+  onUnhealthyMember: UnhealthyLeaseAction;
+
+  /**
+   * While a gang waits: when the placer reserved a domain for it, the time it expects to start
+   * (only leases that end before then are placed on the reserved nodes); unset otherwise.
+   *
+   * @generated from field: google.protobuf.Timestamp reserved_start_time = 28;
+   */
+  reservedStartTime?: Timestamp | undefined;
 };
 
 /**
@@ -215,6 +268,103 @@ export type Lease = Message<"bettercompute.leases.v1.Lease"> & {
  */
 export const LeaseSchema: GenMessage<Lease> = /*@__PURE__*/
   messageDesc(file_bettercompute_leases_v1_leases, 1);
+
+/**
+ * GangTopology asks a gang's members to share one domain at a level of the pool's topology
+ * (pools.v1.Pool.topology_levels): nodes with the same values of that level's label and every
+ * outer level's.
+ *
+ * @generated from message bettercompute.leases.v1.GangTopology
+ */
+export type GangTopology = Message<"bettercompute.leases.v1.GangTopology"> & {
+  /**
+   * One of the pool's topology levels, for example "rack"; empty for none.
+   *
+   * @generated from field: string level = 1;
+   */
+  level: string;
+
+  /**
+   * REQUIRED: the gang waits until it fits in one such domain. PREFERRED (the default): the
+   * placer tries that level, then each outer level, then the whole pool.
+   *
+   * @generated from field: bettercompute.leases.v1.TopologyMode mode = 2;
+   */
+  mode: TopologyMode;
+};
+
+/**
+ * Describes the message bettercompute.leases.v1.GangTopology.
+ * Use `create(GangTopologySchema)` to create a new message.
+ */
+export const GangTopologySchema: GenMessage<GangTopology> = /*@__PURE__*/
+  messageDesc(file_bettercompute_leases_v1_leases, 2);
+
+/**
+ * Member is one node of a placed gang.
+ *
+ * @generated from message bettercompute.leases.v1.Member
+ */
+export type Member = Message<"bettercompute.leases.v1.Member"> & {
+  /**
+   * 0 to nodes-1, in the order of the members' domains, then hostnames: neighbours in rank are
+   * neighbours in the network.
+   *
+   * @generated from field: int32 rank = 1;
+   */
+  rank: number;
+
+  /**
+   * @generated from field: string node_id = 2;
+   */
+  nodeId: string;
+
+  /**
+   * @generated from field: string hostname = 3;
+   */
+  hostname: string;
+
+  /**
+   * The node's IP addresses as its daemon last reported them (global unicast, its NICs in
+   * order); empty when it has reported none.
+   *
+   * @generated from field: repeated string addresses = 4;
+   */
+  addresses: string[];
+
+  /**
+   * The indexes of the GPUs the gang holds on the node, ascending.
+   *
+   * @generated from field: repeated int32 gpu_indexes = 5;
+   */
+  gpuIndexes: number[];
+
+  /**
+   * The node's value of each of the pool's topology levels.
+   *
+   * @generated from field: map<string, string> domain = 6;
+   */
+  domain: { [key: string]: string };
+
+  /**
+   * False when the node is offline or a GPU the gang holds on it is unhealthy; reason says which.
+   *
+   * @generated from field: bool healthy = 7;
+   */
+  healthy: boolean;
+
+  /**
+   * @generated from field: string health_reason = 8;
+   */
+  healthReason: string;
+};
+
+/**
+ * Describes the message bettercompute.leases.v1.Member.
+ * Use `create(MemberSchema)` to create a new message.
+ */
+export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
+  messageDesc(file_bettercompute_leases_v1_leases, 3);
 
 /**
  * Allocation is one GPU, or CPUs and memory on one node, held by a lease.
@@ -286,7 +436,7 @@ export type Allocation = Message<"bettercompute.leases.v1.Allocation"> & {
  * Use `create(AllocationSchema)` to create a new message.
  */
 export const AllocationSchema: GenMessage<Allocation> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 2);
+  messageDesc(file_bettercompute_leases_v1_leases, 4);
 
 /**
  * CreateRequest asks for a lease.
@@ -366,6 +516,35 @@ export type CreateRequest = Message<"bettercompute.leases.v1.CreateRequest"> & {
    * @generated from field: bettercompute.leases.v1.TopologyMode topology = 11;
    */
   topology: TopologyMode;
+
+  /**
+   * A gang: nodes distinct nodes (2 to 1,024), each giving gpus_per_node GPUs of gpu_model (1 to
+   * what the pool's largest node has); gpus is then 0 or their product. Placed all at once or
+   * not at all, it never holds part of its capacity while it waits; quotas, borrowing and
+   * preemption count it as one lease of all its GPUs.
+   *
+   * @generated from field: int32 nodes = 12;
+   */
+  nodes: number;
+
+  /**
+   * @generated from field: int32 gpus_per_node = 13;
+   */
+  gpusPerNode: number;
+
+  /**
+   * Only with nodes: the domain its members must or should share.
+   *
+   * @generated from field: bettercompute.leases.v1.GangTopology gang_topology = 14;
+   */
+  gangTopology?: GangTopology | undefined;
+
+  /**
+   * Only with nodes: whether the gang ends when a member's GPU becomes unhealthy.
+   *
+   * @generated from field: bettercompute.pools.v1.UnhealthyLeaseAction on_unhealthy_member = 15;
+   */
+  onUnhealthyMember: UnhealthyLeaseAction;
 };
 
 /**
@@ -373,7 +552,7 @@ export type CreateRequest = Message<"bettercompute.leases.v1.CreateRequest"> & {
  * Use `create(CreateRequestSchema)` to create a new message.
  */
 export const CreateRequestSchema: GenMessage<CreateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 3);
+  messageDesc(file_bettercompute_leases_v1_leases, 5);
 
 /**
  * CreateResponse carries the pending lease.
@@ -392,7 +571,7 @@ export type CreateResponse = Message<"bettercompute.leases.v1.CreateResponse"> &
  * Use `create(CreateResponseSchema)` to create a new message.
  */
 export const CreateResponseSchema: GenMessage<CreateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 4);
+  messageDesc(file_bettercompute_leases_v1_leases, 6);
 
 /**
  * GetRequest names a lease.
@@ -411,7 +590,7 @@ export type GetRequest = Message<"bettercompute.leases.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 5);
+  messageDesc(file_bettercompute_leases_v1_leases, 7);
 
 /**
  * GetResponse carries the lease.
@@ -430,7 +609,7 @@ export type GetResponse = Message<"bettercompute.leases.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 6);
+  messageDesc(file_bettercompute_leases_v1_leases, 8);
 
 /**
  * ListRequest pages through leases, optionally of one pool or state.
@@ -466,7 +645,7 @@ export type ListRequest = Message<"bettercompute.leases.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 7);
+  messageDesc(file_bettercompute_leases_v1_leases, 9);
 
 /**
  * ListResponse is one page of leases.
@@ -492,7 +671,7 @@ export type ListResponse = Message<"bettercompute.leases.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 8);
+  messageDesc(file_bettercompute_leases_v1_leases, 10);
 
 /**
  * ExtendRequest adds to a lease's duration.
@@ -518,7 +697,7 @@ export type ExtendRequest = Message<"bettercompute.leases.v1.ExtendRequest"> & {
  * Use `create(ExtendRequestSchema)` to create a new message.
  */
 export const ExtendRequestSchema: GenMessage<ExtendRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 9);
+  messageDesc(file_bettercompute_leases_v1_leases, 11);
 
 /**
  * ExtendResponse carries the lease.
@@ -537,7 +716,7 @@ export type ExtendResponse = Message<"bettercompute.leases.v1.ExtendResponse"> &
  * Use `create(ExtendResponseSchema)` to create a new message.
  */
 export const ExtendResponseSchema: GenMessage<ExtendResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 10);
+  messageDesc(file_bettercompute_leases_v1_leases, 12);
 
 /**
  * ReleaseRequest names a lease.
@@ -556,7 +735,7 @@ export type ReleaseRequest = Message<"bettercompute.leases.v1.ReleaseRequest"> &
  * Use `create(ReleaseRequestSchema)` to create a new message.
  */
 export const ReleaseRequestSchema: GenMessage<ReleaseRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 11);
+  messageDesc(file_bettercompute_leases_v1_leases, 13);
 
 /**
  * ReleaseResponse carries the lease.
@@ -575,7 +754,7 @@ export type ReleaseResponse = Message<"bettercompute.leases.v1.ReleaseResponse">
  * Use `create(ReleaseResponseSchema)` to create a new message.
  */
 export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 12);
+  messageDesc(file_bettercompute_leases_v1_leases, 14);
 
 /**
  * LeaseState is where a lease is in its life.

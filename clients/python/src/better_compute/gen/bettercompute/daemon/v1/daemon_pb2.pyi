@@ -200,14 +200,16 @@ class Disk(_message.Message):
     def __init__(self, name: _Optional[str] = ..., size_bytes: _Optional[int] = ..., model: _Optional[str] = ...) -> None: ...
 
 class Nic(_message.Message):
-    __slots__ = ("name", "mac", "speed_mbps")
+    __slots__ = ("name", "mac", "speed_mbps", "addresses")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MAC_FIELD_NUMBER: _ClassVar[int]
     SPEED_MBPS_FIELD_NUMBER: _ClassVar[int]
+    ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     name: str
     mac: str
     speed_mbps: int
-    def __init__(self, name: _Optional[str] = ..., mac: _Optional[str] = ..., speed_mbps: _Optional[int] = ...) -> None: ...
+    addresses: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., mac: _Optional[str] = ..., speed_mbps: _Optional[int] = ..., addresses: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("time",)

@@ -23,11 +23,12 @@ _sym_db = _symbol_database.Default()
 
 
 from bettercompute.api.v1 import options_pb2 as bettercompute_dot_api_dot_v1_dot_options__pb2
+from bettercompute.pools.v1 import pools_pb2 as bettercompute_dot_pools_dot_v1_dot_pools__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$bettercompute/leases/v1/leases.proto\x12\x17\x62\x65ttercompute.leases.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"h\n\nToleration\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n\x08operator\x18\x02 \x01(\tR\x08operator\x12\x14\n\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n\x06\x65\x66\x66\x65\x63t\x18\x04 \x01(\tR\x06\x65\x66\x66\x65\x63t\"\xc5\x07\n\x05Lease\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x17\n\x07pool_id\x18\x03 \x01(\tR\x06poolId\x12\x12\n\x04gpus\x18\x04 \x01(\x05R\x04gpus\x12\x1b\n\tgpu_model\x18\x05 \x01(\tR\x08gpuModel\x12\x12\n\x04\x63pus\x18\x06 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x07 \x01(\x03R\x0bmemoryBytes\x12\x16\n\x06spread\x18\x08 \x01(\x08R\x06spread\x12\x45\n\x0btolerations\x18\t \x03(\x0b\x32#.bettercompute.leases.v1.TolerationR\x0btolerations\x12%\n\x0ereservation_id\x18\n \x01(\tR\rreservationId\x12\x35\n\x08\x64uration\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12\x39\n\x05state\x18\x0c \x01(\x0e\x32#.bettercompute.leases.v1.LeaseStateR\x05state\x12\x16\n\x06reason\x18\r \x01(\tR\x06reason\x12\x45\n\x0b\x61llocations\x18\x0e \x03(\x0b\x32#.bettercompute.leases.v1.AllocationR\x0b\x61llocations\x12;\n\x0b\x63reate_time\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12\x39\n\nplace_time\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tplaceTime\x12\x35\n\x08\x65nd_time\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12\x1a\n\x08priority\x18\x12 \x01(\x05R\x08priority\x12\x1c\n\tborrowing\x18\x13 \x01(\x08R\tborrowing\x12=\n\x0cpreempt_time\x18\x14 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0bpreemptTime\x12\x41\n\x08topology\x18\x15 \x01(\x0e\x32%.bettercompute.leases.v1.TopologyModeR\x08topology:L\xca\xa0\x19H\n\x02id\n\x06poolId\n\x05state\n\x04gpus\n\x08gpuModel\n\x04\x63pus\n\x08priority\n\ncreateTime\n\x07\x65ndTime\"\xdb\x02\n\nAllocation\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n\x08hostname\x18\x02 \x01(\tR\x08hostname\x12\x1b\n\tgpu_index\x18\x03 \x01(\x05R\x08gpuIndex\x12\x19\n\x08gpu_uuid\x18\x04 \x01(\tR\x07gpuUuid\x12\x1b\n\tgpu_model\x18\x05 \x01(\tR\x08gpuModel\x12\x12\n\x04\x63pus\x18\x06 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x07 \x01(\x03R\x0bmemoryBytes\x12\x39\n\nstart_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12\x1a\n\x08topology\x18\n \x01(\tR\x08topology\"\xac\x03\n\rCreateRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x12\n\x04gpus\x18\x02 \x01(\x05R\x04gpus\x12\x1b\n\tgpu_model\x18\x03 \x01(\tR\x08gpuModel\x12\x12\n\x04\x63pus\x18\x04 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x05 \x01(\x03R\x0bmemoryBytes\x12\x35\n\x08\x64uration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12\x16\n\x06spread\x18\x07 \x01(\x08R\x06spread\x12\x45\n\x0btolerations\x18\x08 \x03(\x0b\x32#.bettercompute.leases.v1.TolerationR\x0btolerations\x12%\n\x0ereservation_id\x18\t \x01(\tR\rreservationId\x12\x1a\n\x08priority\x18\n \x01(\x05R\x08priority\x12\x41\n\x08topology\x18\x0b \x01(\x0e\x32%.bettercompute.leases.v1.TopologyModeR\x08topology\"F\n\x0e\x43reateResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease\"\x1c\n\nGetRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"C\n\x0bGetResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease\"\x9d\x01\n\x0bListRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x39\n\x05state\x18\x02 \x01(\x0e\x32#.bettercompute.leases.v1.LeaseStateR\x05state\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"n\n\x0cListResponse\x12\x36\n\x06leases\x18\x01 \x03(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x06leases\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"J\n\rExtendRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12)\n\x02\x62y\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x02\x62y\"F\n\x0e\x45xtendResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease\" \n\x0eReleaseRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"G\n\x0fReleaseResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease*\xd9\x01\n\nLeaseState\x12\x1b\n\x17LEASE_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13LEASE_STATE_PENDING\x10\x01\x12\x16\n\x12LEASE_STATE_PLACED\x10\x02\x12\x17\n\x13LEASE_STATE_AT_RISK\x10\x03\x12\x18\n\x14LEASE_STATE_RELEASED\x10\x04\x12\x17\n\x13LEASE_STATE_EXPIRED\x10\x05\x12\x16\n\x12LEASE_STATE_FAILED\x10\x06\x12\x19\n\x15LEASE_STATE_PREEMPTED\x10\x07*f\n\x0cTopologyMode\x12\x1d\n\x19TOPOLOGY_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17TOPOLOGY_MODE_PREFERRED\x10\x01\x12\x1a\n\x16TOPOLOGY_MODE_REQUIRED\x10\x02\x32\x8c\x05\n\rLeasesService\x12\x82\x01\n\x06\x43reate\x12&.bettercompute.leases.v1.CreateRequest\x1a\'.bettercompute.leases.v1.CreateResponse\"\'\xc2\xa0\x19#\n\x06leases\x12\x06\x63reate\x1a\rleases.create(\x01\x30\x01\x12s\n\x03Get\x12#.bettercompute.leases.v1.GetRequest\x1a$.bettercompute.leases.v1.GetResponse\"!\x90\x02\x01\xc2\xa0\x19\x1a\n\x06leases\x12\x03get\x1a\x0bleases.read\x12w\n\x04List\x12$.bettercompute.leases.v1.ListRequest\x1a%.bettercompute.leases.v1.ListResponse\"\"\x90\x02\x01\xc2\xa0\x19\x1b\n\x06leases\x12\x04list\x1a\x0bleases.read\x12\x81\x01\n\x06\x45xtend\x12&.bettercompute.leases.v1.ExtendRequest\x1a\'.bettercompute.leases.v1.ExtendResponse\"&\xc2\xa0\x19\"\n\x06leases\x12\x06\x65xtend\x1a\x0cleases.write(\x01\x30\x01\x12\x83\x01\n\x07Release\x12\'.bettercompute.leases.v1.ReleaseRequest\x1a(.bettercompute.leases.v1.ReleaseResponse\"%\xc2\xa0\x19!\n\x06leases\x12\x07release\x1a\x0cleases.write0\x01\x42RZPgithub.com/better-compute/better-compute/gen/go/bettercompute/leases/v1;leasesv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$bettercompute/leases/v1/leases.proto\x12\x17\x62\x65ttercompute.leases.v1\x1a\"bettercompute/api/v1/options.proto\x1a\"bettercompute/pools/v1/pools.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"h\n\nToleration\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n\x08operator\x18\x02 \x01(\tR\x08operator\x12\x14\n\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n\x06\x65\x66\x66\x65\x63t\x18\x04 \x01(\tR\x06\x65\x66\x66\x65\x63t\"\xd1\n\n\x05Lease\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n\ttenant_id\x18\x02 \x01(\tR\x08tenantId\x12\x17\n\x07pool_id\x18\x03 \x01(\tR\x06poolId\x12\x12\n\x04gpus\x18\x04 \x01(\x05R\x04gpus\x12\x1b\n\tgpu_model\x18\x05 \x01(\tR\x08gpuModel\x12\x12\n\x04\x63pus\x18\x06 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x07 \x01(\x03R\x0bmemoryBytes\x12\x16\n\x06spread\x18\x08 \x01(\x08R\x06spread\x12\x45\n\x0btolerations\x18\t \x03(\x0b\x32#.bettercompute.leases.v1.TolerationR\x0btolerations\x12%\n\x0ereservation_id\x18\n \x01(\tR\rreservationId\x12\x35\n\x08\x64uration\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12\x39\n\x05state\x18\x0c \x01(\x0e\x32#.bettercompute.leases.v1.LeaseStateR\x05state\x12\x16\n\x06reason\x18\r \x01(\tR\x06reason\x12\x45\n\x0b\x61llocations\x18\x0e \x03(\x0b\x32#.bettercompute.leases.v1.AllocationR\x0b\x61llocations\x12;\n\x0b\x63reate_time\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12\x39\n\nplace_time\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tplaceTime\x12\x35\n\x08\x65nd_time\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12\x1a\n\x08priority\x18\x12 \x01(\x05R\x08priority\x12\x1c\n\tborrowing\x18\x13 \x01(\x08R\tborrowing\x12=\n\x0cpreempt_time\x18\x14 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0bpreemptTime\x12\x41\n\x08topology\x18\x15 \x01(\x0e\x32%.bettercompute.leases.v1.TopologyModeR\x08topology\x12\x14\n\x05nodes\x18\x16 \x01(\x05R\x05nodes\x12\"\n\rgpus_per_node\x18\x17 \x01(\x05R\x0bgpusPerNode\x12J\n\rgang_topology\x18\x18 \x01(\x0b\x32%.bettercompute.leases.v1.GangTopologyR\x0cgangTopology\x12\x39\n\x07members\x18\x19 \x03(\x0b\x32\x1f.bettercompute.leases.v1.MemberR\x07members\x12\x1f\n\x0bgang_domain\x18\x1a \x01(\tR\ngangDomain\x12\\\n\x13on_unhealthy_member\x18\x1b \x01(\x0e\x32,.bettercompute.pools.v1.UnhealthyLeaseActionR\x11onUnhealthyMember\x12J\n\x13reserved_start_time\x18\x1c \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x11reservedStartTime:L\xca\xa0\x19H\n\x02id\n\x06poolId\n\x05state\n\x04gpus\n\x08gpuModel\n\x04\x63pus\n\x08priority\n\ncreateTime\n\x07\x65ndTime\"_\n\x0cGangTopology\x12\x14\n\x05level\x18\x01 \x01(\tR\x05level\x12\x39\n\x04mode\x18\x02 \x01(\x0e\x32%.bettercompute.leases.v1.TopologyModeR\x04mode\"\xcf\x02\n\x06Member\x12\x12\n\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x17\n\x07node_id\x18\x02 \x01(\tR\x06nodeId\x12\x1a\n\x08hostname\x18\x03 \x01(\tR\x08hostname\x12\x1c\n\taddresses\x18\x04 \x03(\tR\taddresses\x12\x1f\n\x0bgpu_indexes\x18\x05 \x03(\x05R\ngpuIndexes\x12\x43\n\x06\x64omain\x18\x06 \x03(\x0b\x32+.bettercompute.leases.v1.Member.DomainEntryR\x06\x64omain\x12\x18\n\x07healthy\x18\x07 \x01(\x08R\x07healthy\x12#\n\rhealth_reason\x18\x08 \x01(\tR\x0chealthReason\x1a\x39\n\x0b\x44omainEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\xdb\x02\n\nAllocation\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n\x08hostname\x18\x02 \x01(\tR\x08hostname\x12\x1b\n\tgpu_index\x18\x03 \x01(\x05R\x08gpuIndex\x12\x19\n\x08gpu_uuid\x18\x04 \x01(\tR\x07gpuUuid\x12\x1b\n\tgpu_model\x18\x05 \x01(\tR\x08gpuModel\x12\x12\n\x04\x63pus\x18\x06 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x07 \x01(\x03R\x0bmemoryBytes\x12\x39\n\nstart_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\x12\x1a\n\x08topology\x18\n \x01(\tR\x08topology\"\x90\x05\n\rCreateRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x12\n\x04gpus\x18\x02 \x01(\x05R\x04gpus\x12\x1b\n\tgpu_model\x18\x03 \x01(\tR\x08gpuModel\x12\x12\n\x04\x63pus\x18\x04 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x05 \x01(\x03R\x0bmemoryBytes\x12\x35\n\x08\x64uration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12\x16\n\x06spread\x18\x07 \x01(\x08R\x06spread\x12\x45\n\x0btolerations\x18\x08 \x03(\x0b\x32#.bettercompute.leases.v1.TolerationR\x0btolerations\x12%\n\x0ereservation_id\x18\t \x01(\tR\rreservationId\x12\x1a\n\x08priority\x18\n \x01(\x05R\x08priority\x12\x41\n\x08topology\x18\x0b \x01(\x0e\x32%.bettercompute.leases.v1.TopologyModeR\x08topology\x12\x14\n\x05nodes\x18\x0c \x01(\x05R\x05nodes\x12\"\n\rgpus_per_node\x18\r \x01(\x05R\x0bgpusPerNode\x12J\n\rgang_topology\x18\x0e \x01(\x0b\x32%.bettercompute.leases.v1.GangTopologyR\x0cgangTopology\x12\\\n\x13on_unhealthy_member\x18\x0f \x01(\x0e\x32,.bettercompute.pools.v1.UnhealthyLeaseActionR\x11onUnhealthyMember\"F\n\x0e\x43reateResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease\"\x1c\n\nGetRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"C\n\x0bGetResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease\"\x9d\x01\n\x0bListRequest\x12\x17\n\x07pool_id\x18\x01 \x01(\tR\x06poolId\x12\x39\n\x05state\x18\x02 \x01(\x0e\x32#.bettercompute.leases.v1.LeaseStateR\x05state\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"n\n\x0cListResponse\x12\x36\n\x06leases\x18\x01 \x03(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x06leases\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"J\n\rExtendRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12)\n\x02\x62y\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x02\x62y\"F\n\x0e\x45xtendResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease\" \n\x0eReleaseRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"G\n\x0fReleaseResponse\x12\x34\n\x05lease\x18\x01 \x01(\x0b\x32\x1e.bettercompute.leases.v1.LeaseR\x05lease*\xd9\x01\n\nLeaseState\x12\x1b\n\x17LEASE_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13LEASE_STATE_PENDING\x10\x01\x12\x16\n\x12LEASE_STATE_PLACED\x10\x02\x12\x17\n\x13LEASE_STATE_AT_RISK\x10\x03\x12\x18\n\x14LEASE_STATE_RELEASED\x10\x04\x12\x17\n\x13LEASE_STATE_EXPIRED\x10\x05\x12\x16\n\x12LEASE_STATE_FAILED\x10\x06\x12\x19\n\x15LEASE_STATE_PREEMPTED\x10\x07*f\n\x0cTopologyMode\x12\x1d\n\x19TOPOLOGY_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17TOPOLOGY_MODE_PREFERRED\x10\x01\x12\x1a\n\x16TOPOLOGY_MODE_REQUIRED\x10\x02\x32\x8c\x05\n\rLeasesService\x12\x82\x01\n\x06\x43reate\x12&.bettercompute.leases.v1.CreateRequest\x1a\'.bettercompute.leases.v1.CreateResponse\"\'\xc2\xa0\x19#\n\x06leases\x12\x06\x63reate\x1a\rleases.create(\x01\x30\x01\x12s\n\x03Get\x12#.bettercompute.leases.v1.GetRequest\x1a$.bettercompute.leases.v1.GetResponse\"!\x90\x02\x01\xc2\xa0\x19\x1a\n\x06leases\x12\x03get\x1a\x0bleases.read\x12w\n\x04List\x12$.bettercompute.leases.v1.ListRequest\x1a%.bettercompute.leases.v1.ListResponse\"\"\x90\x02\x01\xc2\xa0\x19\x1b\n\x06leases\x12\x04list\x1a\x0bleases.read\x12\x81\x01\n\x06\x45xtend\x12&.bettercompute.leases.v1.ExtendRequest\x1a\'.bettercompute.leases.v1.ExtendResponse\"&\xc2\xa0\x19\"\n\x06leases\x12\x06\x65xtend\x1a\x0cleases.write(\x01\x30\x01\x12\x83\x01\n\x07Release\x12\'.bettercompute.leases.v1.ReleaseRequest\x1a(.bettercompute.leases.v1.ReleaseResponse\"%\xc2\xa0\x19!\n\x06leases\x12\x07release\x1a\x0cleases.write0\x01\x42RZPgithub.com/better-compute/better-compute/gen/go/bettercompute/leases/v1;leasesv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,6 +38,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'ZPgithub.com/better-compute/better-compute/gen/go/bettercompute/leases/v1;leasesv1'
   _globals['_LEASE']._loaded_options = None
   _globals['_LEASE']._serialized_options = b'\312\240\031H\n\002id\n\006poolId\n\005state\n\004gpus\n\010gpuModel\n\004cpus\n\010priority\n\ncreateTime\n\007endTime'
+  _globals['_MEMBER_DOMAINENTRY']._loaded_options = None
+  _globals['_MEMBER_DOMAINENTRY']._serialized_options = b'8\001'
   _globals['_LEASESSERVICE'].methods_by_name['Create']._loaded_options = None
   _globals['_LEASESSERVICE'].methods_by_name['Create']._serialized_options = b'\302\240\031#\n\006leases\022\006create\032\rleases.create(\0010\001'
   _globals['_LEASESSERVICE'].methods_by_name['Get']._loaded_options = None
@@ -47,36 +50,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LEASESSERVICE'].methods_by_name['Extend']._serialized_options = b'\302\240\031\"\n\006leases\022\006extend\032\014leases.write(\0010\001'
   _globals['_LEASESSERVICE'].methods_by_name['Release']._loaded_options = None
   _globals['_LEASESSERVICE'].methods_by_name['Release']._serialized_options = b'\302\240\031!\n\006leases\022\007release\032\014leases.write0\001'
-  _globals['_LEASESTATE']._serialized_start=2720
-  _globals['_LEASESTATE']._serialized_end=2937
-  _globals['_TOPOLOGYMODE']._serialized_start=2939
-  _globals['_TOPOLOGYMODE']._serialized_end=3041
-  _globals['_TOLERATION']._serialized_start=166
-  _globals['_TOLERATION']._serialized_end=270
-  _globals['_LEASE']._serialized_start=273
-  _globals['_LEASE']._serialized_end=1238
-  _globals['_ALLOCATION']._serialized_start=1241
-  _globals['_ALLOCATION']._serialized_end=1588
-  _globals['_CREATEREQUEST']._serialized_start=1591
-  _globals['_CREATEREQUEST']._serialized_end=2019
-  _globals['_CREATERESPONSE']._serialized_start=2021
-  _globals['_CREATERESPONSE']._serialized_end=2091
-  _globals['_GETREQUEST']._serialized_start=2093
-  _globals['_GETREQUEST']._serialized_end=2121
-  _globals['_GETRESPONSE']._serialized_start=2123
-  _globals['_GETRESPONSE']._serialized_end=2190
-  _globals['_LISTREQUEST']._serialized_start=2193
-  _globals['_LISTREQUEST']._serialized_end=2350
-  _globals['_LISTRESPONSE']._serialized_start=2352
-  _globals['_LISTRESPONSE']._serialized_end=2462
-  _globals['_EXTENDREQUEST']._serialized_start=2464
-  _globals['_EXTENDREQUEST']._serialized_end=2538
-  _globals['_EXTENDRESPONSE']._serialized_start=2540
-  _globals['_EXTENDRESPONSE']._serialized_end=2610
-  _globals['_RELEASEREQUEST']._serialized_start=2612
-  _globals['_RELEASEREQUEST']._serialized_end=2644
-  _globals['_RELEASERESPONSE']._serialized_start=2646
-  _globals['_RELEASERESPONSE']._serialized_end=2717
-  _globals['_LEASESSERVICE']._serialized_start=3044
-  _globals['_LEASESSERVICE']._serialized_end=3696
+  _globals['_LEASESTATE']._serialized_start=3815
+  _globals['_LEASESTATE']._serialized_end=4032
+  _globals['_TOPOLOGYMODE']._serialized_start=4034
+  _globals['_TOPOLOGYMODE']._serialized_end=4136
+  _globals['_TOLERATION']._serialized_start=202
+  _globals['_TOLERATION']._serialized_end=306
+  _globals['_LEASE']._serialized_start=309
+  _globals['_LEASE']._serialized_end=1670
+  _globals['_GANGTOPOLOGY']._serialized_start=1672
+  _globals['_GANGTOPOLOGY']._serialized_end=1767
+  _globals['_MEMBER']._serialized_start=1770
+  _globals['_MEMBER']._serialized_end=2105
+  _globals['_MEMBER_DOMAINENTRY']._serialized_start=2048
+  _globals['_MEMBER_DOMAINENTRY']._serialized_end=2105
+  _globals['_ALLOCATION']._serialized_start=2108
+  _globals['_ALLOCATION']._serialized_end=2455
+  _globals['_CREATEREQUEST']._serialized_start=2458
+  _globals['_CREATEREQUEST']._serialized_end=3114
+  _globals['_CREATERESPONSE']._serialized_start=3116
+  _globals['_CREATERESPONSE']._serialized_end=3186
+  _globals['_GETREQUEST']._serialized_start=3188
+  _globals['_GETREQUEST']._serialized_end=3216
+  _globals['_GETRESPONSE']._serialized_start=3218
+  _globals['_GETRESPONSE']._serialized_end=3285
+  _globals['_LISTREQUEST']._serialized_start=3288
+  _globals['_LISTREQUEST']._serialized_end=3445
+  _globals['_LISTRESPONSE']._serialized_start=3447
+  _globals['_LISTRESPONSE']._serialized_end=3557
+  _globals['_EXTENDREQUEST']._serialized_start=3559
+  _globals['_EXTENDREQUEST']._serialized_end=3633
+  _globals['_EXTENDRESPONSE']._serialized_start=3635
+  _globals['_EXTENDRESPONSE']._serialized_end=3705
+  _globals['_RELEASEREQUEST']._serialized_start=3707
+  _globals['_RELEASEREQUEST']._serialized_end=3739
+  _globals['_RELEASERESPONSE']._serialized_start=3741
+  _globals['_RELEASERESPONSE']._serialized_end=3812
+  _globals['_LEASESSERVICE']._serialized_start=4139
+  _globals['_LEASESSERVICE']._serialized_end=4791
 # @@protoc_insertion_point(module_scope)

@@ -1,6 +1,7 @@
 import datetime
 
 from bettercompute.api.v1 import options_pb2 as _options_pb2
+from bettercompute.pools.v1 import pools_pb2 as _pools_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -53,7 +54,7 @@ class Toleration(_message.Message):
     def __init__(self, key: _Optional[str] = ..., operator: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("id", "tenant_id", "pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "spread", "tolerations", "reservation_id", "duration", "state", "reason", "allocations", "create_time", "place_time", "end_time", "priority", "borrowing", "preempt_time", "topology")
+    __slots__ = ("id", "tenant_id", "pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "spread", "tolerations", "reservation_id", "duration", "state", "reason", "allocations", "create_time", "place_time", "end_time", "priority", "borrowing", "preempt_time", "topology", "nodes", "gpus_per_node", "gang_topology", "members", "gang_domain", "on_unhealthy_member", "reserved_start_time")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     POOL_ID_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +76,13 @@ class Lease(_message.Message):
     BORROWING_FIELD_NUMBER: _ClassVar[int]
     PREEMPT_TIME_FIELD_NUMBER: _ClassVar[int]
     TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    GANG_TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    GANG_DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    ON_UNHEALTHY_MEMBER_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_START_TIME_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     pool_id: str
@@ -96,7 +104,49 @@ class Lease(_message.Message):
     borrowing: bool
     preempt_time: _timestamp_pb2.Timestamp
     topology: TopologyMode
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., state: _Optional[_Union[LeaseState, str]] = ..., reason: _Optional[str] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., place_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., priority: _Optional[int] = ..., borrowing: _Optional[bool] = ..., preempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., topology: _Optional[_Union[TopologyMode, str]] = ...) -> None: ...
+    nodes: int
+    gpus_per_node: int
+    gang_topology: GangTopology
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    gang_domain: str
+    on_unhealthy_member: _pools_pb2.UnhealthyLeaseAction
+    reserved_start_time: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., state: _Optional[_Union[LeaseState, str]] = ..., reason: _Optional[str] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., place_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., priority: _Optional[int] = ..., borrowing: _Optional[bool] = ..., preempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., topology: _Optional[_Union[TopologyMode, str]] = ..., nodes: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gang_topology: _Optional[_Union[GangTopology, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., gang_domain: _Optional[str] = ..., on_unhealthy_member: _Optional[_Union[_pools_pb2.UnhealthyLeaseAction, str]] = ..., reserved_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GangTopology(_message.Message):
+    __slots__ = ("level", "mode")
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    level: str
+    mode: TopologyMode
+    def __init__(self, level: _Optional[str] = ..., mode: _Optional[_Union[TopologyMode, str]] = ...) -> None: ...
+
+class Member(_message.Message):
+    __slots__ = ("rank", "node_id", "hostname", "addresses", "gpu_indexes", "domain", "healthy", "health_reason")
+    class DomainEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    GPU_INDEXES_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_REASON_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    node_id: str
+    hostname: str
+    addresses: _containers.RepeatedScalarFieldContainer[str]
+    gpu_indexes: _containers.RepeatedScalarFieldContainer[int]
+    domain: _containers.ScalarMap[str, str]
+    healthy: bool
+    health_reason: str
+    def __init__(self, rank: _Optional[int] = ..., node_id: _Optional[str] = ..., hostname: _Optional[str] = ..., addresses: _Optional[_Iterable[str]] = ..., gpu_indexes: _Optional[_Iterable[int]] = ..., domain: _Optional[_Mapping[str, str]] = ..., healthy: _Optional[bool] = ..., health_reason: _Optional[str] = ...) -> None: ...
 
 class Allocation(_message.Message):
     __slots__ = ("node_id", "hostname", "gpu_index", "gpu_uuid", "gpu_model", "cpus", "memory_bytes", "start_time", "end_time", "topology")
@@ -123,7 +173,7 @@ class Allocation(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., hostname: _Optional[str] = ..., gpu_index: _Optional[int] = ..., gpu_uuid: _Optional[str] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., topology: _Optional[str] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "duration", "spread", "tolerations", "reservation_id", "priority", "topology")
+    __slots__ = ("pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "duration", "spread", "tolerations", "reservation_id", "priority", "topology", "nodes", "gpus_per_node", "gang_topology", "on_unhealthy_member")
     POOL_ID_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     GPU_MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +185,10 @@ class CreateRequest(_message.Message):
     RESERVATION_ID_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    GANG_TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
+    ON_UNHEALTHY_MEMBER_FIELD_NUMBER: _ClassVar[int]
     pool_id: str
     gpus: int
     gpu_model: str
@@ -146,7 +200,11 @@ class CreateRequest(_message.Message):
     reservation_id: str
     priority: int
     topology: TopologyMode
-    def __init__(self, pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., priority: _Optional[int] = ..., topology: _Optional[_Union[TopologyMode, str]] = ...) -> None: ...
+    nodes: int
+    gpus_per_node: int
+    gang_topology: GangTopology
+    on_unhealthy_member: _pools_pb2.UnhealthyLeaseAction
+    def __init__(self, pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., priority: _Optional[int] = ..., topology: _Optional[_Union[TopologyMode, str]] = ..., nodes: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gang_topology: _Optional[_Union[GangTopology, _Mapping]] = ..., on_unhealthy_member: _Optional[_Union[_pools_pb2.UnhealthyLeaseAction, str]] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
     __slots__ = ("lease",)
