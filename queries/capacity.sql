@@ -272,7 +272,7 @@ LIMIT sqlc.arg(lim);
 -- pending -> placed, for those of the leases still pending; a lease of a reservation ends at the
 -- reservation's end at the latest.
 UPDATE pool_leases l
-SET state = 'placed', placed_at = sqlc.arg(now)::timestamptz, updated_at = now(), reason = '',
+SET state = 'placed', placed_at = sqlc.arg(now)::timestamptz, updated_at = now(), reason = '', reserved_start = NULL,
     borrowing = COALESCE(l.id = ANY(sqlc.arg(borrowing_ids)::uuid[]), false),
     ends_at = LEAST(sqlc.arg(now)::timestamptz + l.duration_ms * interval '1 millisecond',
                     COALESCE((SELECT upper(r.during) FROM reservations r WHERE r.id = l.reservation_id), 'infinity'::timestamptz))

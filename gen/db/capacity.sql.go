@@ -752,7 +752,7 @@ func (q *Queries) MarkNodeLeasesPlaced(ctx context.Context, nodeIds []uuid.UUID)
 
 const markPoolLeasesPlaced = `-- name: MarkPoolLeasesPlaced :many
 UPDATE pool_leases l
-SET state = 'placed', placed_at = $1::timestamptz, updated_at = now(), reason = '',
+SET state = 'placed', placed_at = $1::timestamptz, updated_at = now(), reason = '', reserved_start = NULL,
     borrowing = COALESCE(l.id = ANY($2::uuid[]), false),
     ends_at = LEAST($1::timestamptz + l.duration_ms * interval '1 millisecond',
                     COALESCE((SELECT upper(r.during) FROM reservations r WHERE r.id = l.reservation_id), 'infinity'::timestamptz))

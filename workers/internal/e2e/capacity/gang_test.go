@@ -208,3 +208,60 @@ func awaitState(t *testing.T, env *servertest.Env, id string, state leasesv1.Lea
 	})
 	return l
 }
+
+// TestGangReservation: a gang that cannot fit gets the rack where it fits soonest reserved
+// (at once: the pool's wait is 0s), says when it expects to start, and from then on the rack
+// takes only leases that end before that; the gang is placed when the lease in its way ends.
+func TestGangReservation(t *testing.T) {
+	t.Parallel()
+	env := servertest.New(t)
+	racks(t, env, map[string]int{"r1": 2})
+	created, err := pools(env).Create(ctx, &poolsv1.CreateRequest{
+		Name: "racks", NodeSelector: map[string]string{"gpu": "h100"}, TopologyLevels: []string{"rack"},
+		GangReservationWait: durationpb.New(0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poolID := created.GetPool().GetId()
+	c := leases(env)
+	create := func(req *leasesv1.CreateRequest) string {
+		t.Helper()
+		res, err := c.Create(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.GetLease().GetId()
+	}
+	placertest.Run(t, env.Pool, placer.Options{})
+	blocker := create(&leasesv1.CreateRequest{PoolId: poolID, Gpus: 8, Duration: hour()})
+	end := awaitState(t, env, blocker, leasesv1.LeaseState_LEASE_STATE_PLACED).GetEndTime().AsTime()
+
+	g := create(gang(poolID, 2, 8, "rack", true))
+	capacitytest.Eventually(t, 10*time.Second, "the gang's reservation is noted", func() bool {
+		return leaseOf(t, env, g).GetReservedStartTime() != nil
+	})
+	if got := leaseOf(t, env, g).GetReservedStartTime().AsTime(); !got.Equal(end) {
+		t.Fatalf("the gang expects to start at %v, want the blocker's end %v", got, end)
+	}
+	// The long lease is older than the short one, so the round that places the short one has
+	// looked at it: it waits, the only free GPUs being reserved for the gang from before its end.
+	long := create(&leasesv1.CreateRequest{PoolId: poolID, Gpus: 4, Duration: durationpb.New(2 * time.Hour)})
+	short := create(&leasesv1.CreateRequest{PoolId: poolID, Gpus: 4, Duration: durationpb.New(30 * time.Minute)})
+	awaitState(t, env, short, leasesv1.LeaseState_LEASE_STATE_PLACED)
+	if l := leaseOf(t, env, long); l.GetState() != leasesv1.LeaseState_LEASE_STATE_PENDING {
+		t.Fatalf("a lease ending after the gang's reserved start was %v", l.GetState())
+	}
+	// The blocker and the short lease end: the gang is placed (before the long lease, older).
+	for _, id := range []string{blocker, short} {
+		if _, err := c.Release(ctx, &leasesv1.ReleaseRequest{Id: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l := awaitState(t, env, g, leasesv1.LeaseState_LEASE_STATE_PLACED); l.GetReservedStartTime() != nil || len(l.GetMembers()) != 2 {
+		t.Fatalf("gang placed with %d members, reserved start %v", len(l.GetMembers()), l.GetReservedStartTime())
+	}
+	if l := leaseOf(t, env, long); l.GetState() != leasesv1.LeaseState_LEASE_STATE_PENDING {
+		t.Fatalf("the long lease is %v with the gang holding the rack", l.GetState())
+	}
+}
