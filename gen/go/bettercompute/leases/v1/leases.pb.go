@@ -282,7 +282,8 @@ type Lease struct {
 	Topology TopologyMode `protobuf:"varint,21,opt,name=topology,proto3,enum=bettercompute.leases.v1.TopologyMode" json:"topology,omitempty"`
 	// For a gang (a lease of several nodes, placed all at once or not at all): how many nodes, and
 	// how many GPUs on each; gpus is their product. 0 and 0 for any other lease.
-	Nodes       int32 `protobuf:"varint,22,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes int32 `protobuf:"varint,22,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	// The GPUs the gang holds on each node.
 	GpusPerNode int32 `protobuf:"varint,23,opt,name=gpus_per_node,json=gpusPerNode,proto3" json:"gpus_per_node,omitempty"`
 	// Which domain of the pool's topology a gang's members must or should share; as created.
 	GangTopology *GangTopology `protobuf:"bytes,24,opt,name=gang_topology,json=gangTopology,proto3" json:"gang_topology,omitempty"`
@@ -843,7 +844,8 @@ type CreateRequest struct {
 	// what the pool's largest node has); gpus is then 0 or their product. Placed all at once or
 	// not at all, it never holds part of its capacity while it waits; quotas, borrowing and
 	// preemption count it as one lease of all its GPUs.
-	Nodes       int32 `protobuf:"varint,12,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes int32 `protobuf:"varint,12,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	// Only with nodes: the GPUs of gpu_model each member gives the gang.
 	GpusPerNode int32 `protobuf:"varint,13,opt,name=gpus_per_node,json=gpusPerNode,proto3" json:"gpus_per_node,omitempty"`
 	// Only with nodes: the domain its members must or should share.
 	GangTopology *GangTopology `protobuf:"bytes,14,opt,name=gang_topology,json=gangTopology,proto3" json:"gang_topology,omitempty"`

@@ -219,6 +219,8 @@ export type Lease = Message<"bettercompute.leases.v1.Lease"> & {
   nodes: number;
 
   /**
+   * The GPUs the gang holds on each node.
+   *
    * @generated from field: int32 gpus_per_node = 23;
    */
   gpusPerNode: number;
@@ -528,6 +530,8 @@ export type CreateRequest = Message<"bettercompute.leases.v1.CreateRequest"> & {
   nodes: number;
 
   /**
+   * Only with nodes: the GPUs of gpu_model each member gives the gang.
+   *
    * @generated from field: int32 gpus_per_node = 13;
    */
   gpusPerNode: number;
