@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/better-compute/better-compute/gen/db"
 	leasesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1"
@@ -93,12 +94,8 @@ func (g gang) withGPUs(req *leasesv1.CreateRequest) *leasesv1.CreateRequest {
 	if g.nodes == 0 || req.GetGpus() == g.nodes*g.perNode {
 		return req
 	}
-	out := &leasesv1.CreateRequest{
-		PoolId: req.GetPoolId(), Gpus: g.nodes * g.perNode, GpuModel: req.GetGpuModel(), Duration: req.GetDuration(),
-		Spread: req.GetSpread(), Tolerations: req.GetTolerations(), ReservationId: req.GetReservationId(),
-		Priority: req.GetPriority(), Topology: req.GetTopology(), Nodes: req.GetNodes(), GpusPerNode: req.GetGpusPerNode(),
-		GangTopology: req.GetGangTopology(), OnUnhealthyMember: req.GetOnUnhealthyMember(),
-	}
+	out := proto.CloneOf(req)
+	out.Gpus = g.nodes * g.perNode
 	return out
 }
 
