@@ -27,10 +27,16 @@ const (
 	Configure = "configure"
 	// Echo returns its payload's data: the simulator's and the tests' round trip.
 	Echo = "echo"
+	// GpuReset resets one GPU by UUID (daemonv1.GpuResetPayload), when bcd runs with
+	// --allow-gpu-reset and no process holds the GPU.
+	GpuReset = "gpuReset"
+	// Diagnose runs DCGM's diagnostics (daemonv1.DiagnosePayload); its result is a
+	// daemonv1.DiagnoseResult.
+	Diagnose = "diagnose"
 )
 
 // known is every type, sorted.
-var known = []string{CollectInventory, Configure, Drain, Echo, Exec, Reboot, Undrain, Upgrade}
+var known = []string{CollectInventory, Configure, Diagnose, Drain, Echo, Exec, GpuReset, Reboot, Undrain, Upgrade}
 
 // Known reports whether t is one of the command types above, exactly (case and all).
 func Known(t string) bool {

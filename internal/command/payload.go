@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -30,7 +31,14 @@ const (
 	MaxExecOutput = 1 << 20
 	// MaxStructBytes bounds a configure's config and an echo's data, as JSON.
 	MaxStructBytes = 64 << 10
+	// MaxDiagnoseLevel is DCGM's longest diagnostic level (hours of stress).
+	MaxDiagnoseLevel = 4
+	// maxGPUUUID bounds a GPU UUID (GPU- and 36 characters; MIG ones are longer).
+	maxGPUUUID = 128
 )
+
+// gpuUUID is a GPU's UUID as nvidia-smi prints it: "GPU-" (or "MIG-") and hex groups.
+var gpuUUID = regexp.MustCompile(`^(GPU|MIG)-[0-9A-Fa-f-]{1,123}$`)
 
 // payloads maps each type to its payload message; the oneofs of the daemon protocol's Command
 // and of commands/create, get and list have one field per entry, named for the type (the test
@@ -44,6 +52,8 @@ var payloads = map[string]proto.Message{
 	Reboot:           &daemonv1.RebootPayload{},
 	Configure:        &daemonv1.ConfigurePayload{},
 	Echo:             &daemonv1.EchoPayload{},
+	GpuReset:         &daemonv1.GpuResetPayload{},
+	Diagnose:         &daemonv1.DiagnosePayload{},
 }
 
 // oneofName is the oneof that carries a command's payload in every message that has one.
@@ -165,6 +175,16 @@ func Validate(p proto.Message) error {
 		return validateStruct("config", p.GetConfig())
 	case *daemonv1.EchoPayload:
 		return validateStruct("data", p.GetData())
+	case *daemonv1.GpuResetPayload:
+		if u := p.GetUuid(); !gpuUUID.MatchString(u) {
+			return bad("uuid", "must be a GPU's UUID as nvidia-smi prints it (GPU-…, at most %d characters), got %q", maxGPUUUID, u)
+		}
+		return nil
+	case *daemonv1.DiagnosePayload:
+		if l := p.GetLevel(); l < 0 || l > MaxDiagnoseLevel {
+			return bad("level", "must be 1 to %d (0 for 2), got %d", MaxDiagnoseLevel, l)
+		}
+		return nil
 	case *daemonv1.DrainPayload, *daemonv1.UndrainPayload, *daemonv1.RebootPayload, *daemonv1.CollectInventoryPayload:
 		return nil
 	}

@@ -126,6 +126,8 @@ type Command struct {
 	//	*Command_Reboot
 	//	*Command_CollectInventory
 	//	*Command_Echo
+	//	*Command_GpuReset
+	//	*Command_Diagnose
 	Payload isCommand_Payload `protobuf_oneof:"payload"`
 	State   CommandState      `protobuf:"varint,6,opt,name=state,proto3,enum=bettercompute.commands.v1.CommandState" json:"state,omitempty"`
 	// Creating a command again with the same key for the same node returns this command.
@@ -286,6 +288,24 @@ func (x *Command) GetEcho() *v1.EchoPayload {
 	return nil
 }
 
+func (x *Command) GetGpuReset() *v1.GpuResetPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_GpuReset); ok {
+			return x.GpuReset
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDiagnose() *v1.DiagnosePayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Diagnose); ok {
+			return x.Diagnose
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetState() CommandState {
 	if x != nil {
 		return x.State
@@ -399,6 +419,14 @@ type Command_Echo struct {
 	Echo *v1.EchoPayload `protobuf:"bytes,24,opt,name=echo,proto3,oneof"`
 }
 
+type Command_GpuReset struct {
+	GpuReset *v1.GpuResetPayload `protobuf:"bytes,25,opt,name=gpu_reset,json=gpuReset,proto3,oneof"`
+}
+
+type Command_Diagnose struct {
+	Diagnose *v1.DiagnosePayload `protobuf:"bytes,26,opt,name=diagnose,proto3,oneof"`
+}
+
 func (*Command_Exec) isCommand_Payload() {}
 
 func (*Command_Drain) isCommand_Payload() {}
@@ -414,6 +442,10 @@ func (*Command_Reboot) isCommand_Payload() {}
 func (*Command_CollectInventory) isCommand_Payload() {}
 
 func (*Command_Echo) isCommand_Payload() {}
+
+func (*Command_GpuReset) isCommand_Payload() {}
+
+func (*Command_Diagnose) isCommand_Payload() {}
 
 // GetRequest names a command.
 type GetRequest struct {
@@ -741,6 +773,8 @@ type CreateRequest struct {
 	//	*CreateRequest_Reboot
 	//	*CreateRequest_CollectInventory
 	//	*CreateRequest_Echo
+	//	*CreateRequest_GpuReset
+	//	*CreateRequest_Diagnose
 	Payload isCreateRequest_Payload `protobuf_oneof:"payload"`
 	// Names this command for the daemon; empty for a fresh one. Reusing a key on a node returns
 	// the command created with it.
@@ -875,6 +909,24 @@ func (x *CreateRequest) GetEcho() *v1.EchoPayload {
 	return nil
 }
 
+func (x *CreateRequest) GetGpuReset() *v1.GpuResetPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*CreateRequest_GpuReset); ok {
+			return x.GpuReset
+		}
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetDiagnose() *v1.DiagnosePayload {
+	if x != nil {
+		if x, ok := x.Payload.(*CreateRequest_Diagnose); ok {
+			return x.Diagnose
+		}
+	}
+	return nil
+}
+
 func (x *CreateRequest) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
@@ -925,6 +977,14 @@ type CreateRequest_Echo struct {
 	Echo *v1.EchoPayload `protobuf:"bytes,14,opt,name=echo,proto3,oneof"`
 }
 
+type CreateRequest_GpuReset struct {
+	GpuReset *v1.GpuResetPayload `protobuf:"bytes,15,opt,name=gpu_reset,json=gpuReset,proto3,oneof"`
+}
+
+type CreateRequest_Diagnose struct {
+	Diagnose *v1.DiagnosePayload `protobuf:"bytes,16,opt,name=diagnose,proto3,oneof"`
+}
+
 func (*CreateRequest_Exec) isCreateRequest_Payload() {}
 
 func (*CreateRequest_Drain) isCreateRequest_Payload() {}
@@ -940,6 +1000,10 @@ func (*CreateRequest_Reboot) isCreateRequest_Payload() {}
 func (*CreateRequest_CollectInventory) isCreateRequest_Payload() {}
 
 func (*CreateRequest_Echo) isCreateRequest_Payload() {}
+
+func (*CreateRequest_GpuReset) isCreateRequest_Payload() {}
+
+func (*CreateRequest_Diagnose) isCreateRequest_Payload() {}
 
 // CreateResponse lists the commands, one per node.
 type CreateResponse struct {
@@ -990,8 +1054,7 @@ var File_bettercompute_commands_v1_commands_proto protoreflect.FileDescriptor
 
 const file_bettercompute_commands_v1_commands_proto_rawDesc = "" +
 	"\n" +
-	"(bettercompute/commands/v1/commands.proto\x12\x19bettercompute.commands.v1\x1a\"bettercompute/api/v1/options.proto\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\n" +
-	"\n" +
+	"(bettercompute/commands/v1/commands.proto\x12\x19bettercompute.commands.v1\x1a\"bettercompute/api/v1/options.proto\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\v\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -1004,7 +1067,9 @@ const file_bettercompute_commands_v1_commands_proto_rawDesc = "" +
 	"\tconfigure\x18\x15 \x01(\v2).bettercompute.daemon.v1.ConfigurePayloadH\x00R\tconfigure\x12@\n" +
 	"\x06reboot\x18\x16 \x01(\v2&.bettercompute.daemon.v1.RebootPayloadH\x00R\x06reboot\x12_\n" +
 	"\x11collect_inventory\x18\x17 \x01(\v20.bettercompute.daemon.v1.CollectInventoryPayloadH\x00R\x10collectInventory\x12:\n" +
-	"\x04echo\x18\x18 \x01(\v2$.bettercompute.daemon.v1.EchoPayloadH\x00R\x04echo\x12=\n" +
+	"\x04echo\x18\x18 \x01(\v2$.bettercompute.daemon.v1.EchoPayloadH\x00R\x04echo\x12G\n" +
+	"\tgpu_reset\x18\x19 \x01(\v2(.bettercompute.daemon.v1.GpuResetPayloadH\x00R\bgpuReset\x12F\n" +
+	"\bdiagnose\x18\x1a \x01(\v2(.bettercompute.daemon.v1.DiagnosePayloadH\x00R\bdiagnose\x12=\n" +
 	"\x05state\x18\x06 \x01(\x0e2'.bettercompute.commands.v1.CommandStateR\x05state\x12'\n" +
 	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x12?\n" +
 	"\rdeadline_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fdeadlineTime\x12\x1a\n" +
@@ -1047,7 +1112,7 @@ const file_bettercompute_commands_v1_commands_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"N\n" +
 	"\x0eCancelResponse\x12<\n" +
-	"\acommand\x18\x01 \x01(\v2\".bettercompute.commands.v1.CommandR\acommand\"\xf8\x06\n" +
+	"\acommand\x18\x01 \x01(\v2\".bettercompute.commands.v1.CommandR\acommand\"\x89\b\n" +
 	"\rCreateRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12b\n" +
 	"\x0elabel_selector\x18\x02 \x03(\v2;.bettercompute.commands.v1.CreateRequest.LabelSelectorEntryR\rlabelSelector\x12:\n" +
@@ -1059,7 +1124,9 @@ const file_bettercompute_commands_v1_commands_proto_rawDesc = "" +
 	"\tconfigure\x18\v \x01(\v2).bettercompute.daemon.v1.ConfigurePayloadH\x00R\tconfigure\x12@\n" +
 	"\x06reboot\x18\f \x01(\v2&.bettercompute.daemon.v1.RebootPayloadH\x00R\x06reboot\x12_\n" +
 	"\x11collect_inventory\x18\r \x01(\v20.bettercompute.daemon.v1.CollectInventoryPayloadH\x00R\x10collectInventory\x12:\n" +
-	"\x04echo\x18\x0e \x01(\v2$.bettercompute.daemon.v1.EchoPayloadH\x00R\x04echo\x12'\n" +
+	"\x04echo\x18\x0e \x01(\v2$.bettercompute.daemon.v1.EchoPayloadH\x00R\x04echo\x12G\n" +
+	"\tgpu_reset\x18\x0f \x01(\v2(.bettercompute.daemon.v1.GpuResetPayloadH\x00R\bgpuReset\x12F\n" +
+	"\bdiagnose\x18\x10 \x01(\v2(.bettercompute.daemon.v1.DiagnosePayloadH\x00R\bdiagnose\x12'\n" +
 	"\x0fidempotency_key\x18\x05 \x01(\tR\x0eidempotencyKey\x123\n" +
 	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x1a@\n" +
 	"\x12LabelSelectorEntry\x12\x10\n" +
@@ -1121,9 +1188,11 @@ var file_bettercompute_commands_v1_commands_proto_goTypes = []any{
 	(*v1.RebootPayload)(nil),           // 16: bettercompute.daemon.v1.RebootPayload
 	(*v1.CollectInventoryPayload)(nil), // 17: bettercompute.daemon.v1.CollectInventoryPayload
 	(*v1.EchoPayload)(nil),             // 18: bettercompute.daemon.v1.EchoPayload
-	(*timestamppb.Timestamp)(nil),      // 19: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),            // 20: google.protobuf.Struct
-	(*durationpb.Duration)(nil),        // 21: google.protobuf.Duration
+	(*v1.GpuResetPayload)(nil),         // 19: bettercompute.daemon.v1.GpuResetPayload
+	(*v1.DiagnosePayload)(nil),         // 20: bettercompute.daemon.v1.DiagnosePayload
+	(*timestamppb.Timestamp)(nil),      // 21: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),            // 22: google.protobuf.Struct
+	(*durationpb.Duration)(nil),        // 23: google.protobuf.Duration
 }
 var file_bettercompute_commands_v1_commands_proto_depIdxs = []int32{
 	11, // 0: bettercompute.commands.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
@@ -1134,42 +1203,46 @@ var file_bettercompute_commands_v1_commands_proto_depIdxs = []int32{
 	16, // 5: bettercompute.commands.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
 	17, // 6: bettercompute.commands.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
 	18, // 7: bettercompute.commands.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
-	0,  // 8: bettercompute.commands.v1.Command.state:type_name -> bettercompute.commands.v1.CommandState
-	19, // 9: bettercompute.commands.v1.Command.deadline_time:type_name -> google.protobuf.Timestamp
-	20, // 10: bettercompute.commands.v1.Command.result:type_name -> google.protobuf.Struct
-	19, // 11: bettercompute.commands.v1.Command.create_time:type_name -> google.protobuf.Timestamp
-	19, // 12: bettercompute.commands.v1.Command.send_time:type_name -> google.protobuf.Timestamp
-	19, // 13: bettercompute.commands.v1.Command.ack_time:type_name -> google.protobuf.Timestamp
-	19, // 14: bettercompute.commands.v1.Command.finish_time:type_name -> google.protobuf.Timestamp
-	19, // 15: bettercompute.commands.v1.Command.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 16: bettercompute.commands.v1.GetResponse.command:type_name -> bettercompute.commands.v1.Command
-	0,  // 17: bettercompute.commands.v1.ListRequest.state:type_name -> bettercompute.commands.v1.CommandState
-	1,  // 18: bettercompute.commands.v1.ListResponse.commands:type_name -> bettercompute.commands.v1.Command
-	1,  // 19: bettercompute.commands.v1.CancelResponse.command:type_name -> bettercompute.commands.v1.Command
-	10, // 20: bettercompute.commands.v1.CreateRequest.label_selector:type_name -> bettercompute.commands.v1.CreateRequest.LabelSelectorEntry
-	11, // 21: bettercompute.commands.v1.CreateRequest.exec:type_name -> bettercompute.daemon.v1.ExecPayload
-	12, // 22: bettercompute.commands.v1.CreateRequest.drain:type_name -> bettercompute.daemon.v1.DrainPayload
-	13, // 23: bettercompute.commands.v1.CreateRequest.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
-	14, // 24: bettercompute.commands.v1.CreateRequest.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
-	15, // 25: bettercompute.commands.v1.CreateRequest.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
-	16, // 26: bettercompute.commands.v1.CreateRequest.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
-	17, // 27: bettercompute.commands.v1.CreateRequest.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
-	18, // 28: bettercompute.commands.v1.CreateRequest.echo:type_name -> bettercompute.daemon.v1.EchoPayload
-	21, // 29: bettercompute.commands.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
-	1,  // 30: bettercompute.commands.v1.CreateResponse.commands:type_name -> bettercompute.commands.v1.Command
-	8,  // 31: bettercompute.commands.v1.CommandsService.Create:input_type -> bettercompute.commands.v1.CreateRequest
-	2,  // 32: bettercompute.commands.v1.CommandsService.Get:input_type -> bettercompute.commands.v1.GetRequest
-	4,  // 33: bettercompute.commands.v1.CommandsService.List:input_type -> bettercompute.commands.v1.ListRequest
-	6,  // 34: bettercompute.commands.v1.CommandsService.Cancel:input_type -> bettercompute.commands.v1.CancelRequest
-	9,  // 35: bettercompute.commands.v1.CommandsService.Create:output_type -> bettercompute.commands.v1.CreateResponse
-	3,  // 36: bettercompute.commands.v1.CommandsService.Get:output_type -> bettercompute.commands.v1.GetResponse
-	5,  // 37: bettercompute.commands.v1.CommandsService.List:output_type -> bettercompute.commands.v1.ListResponse
-	7,  // 38: bettercompute.commands.v1.CommandsService.Cancel:output_type -> bettercompute.commands.v1.CancelResponse
-	35, // [35:39] is the sub-list for method output_type
-	31, // [31:35] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	19, // 8: bettercompute.commands.v1.Command.gpu_reset:type_name -> bettercompute.daemon.v1.GpuResetPayload
+	20, // 9: bettercompute.commands.v1.Command.diagnose:type_name -> bettercompute.daemon.v1.DiagnosePayload
+	0,  // 10: bettercompute.commands.v1.Command.state:type_name -> bettercompute.commands.v1.CommandState
+	21, // 11: bettercompute.commands.v1.Command.deadline_time:type_name -> google.protobuf.Timestamp
+	22, // 12: bettercompute.commands.v1.Command.result:type_name -> google.protobuf.Struct
+	21, // 13: bettercompute.commands.v1.Command.create_time:type_name -> google.protobuf.Timestamp
+	21, // 14: bettercompute.commands.v1.Command.send_time:type_name -> google.protobuf.Timestamp
+	21, // 15: bettercompute.commands.v1.Command.ack_time:type_name -> google.protobuf.Timestamp
+	21, // 16: bettercompute.commands.v1.Command.finish_time:type_name -> google.protobuf.Timestamp
+	21, // 17: bettercompute.commands.v1.Command.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 18: bettercompute.commands.v1.GetResponse.command:type_name -> bettercompute.commands.v1.Command
+	0,  // 19: bettercompute.commands.v1.ListRequest.state:type_name -> bettercompute.commands.v1.CommandState
+	1,  // 20: bettercompute.commands.v1.ListResponse.commands:type_name -> bettercompute.commands.v1.Command
+	1,  // 21: bettercompute.commands.v1.CancelResponse.command:type_name -> bettercompute.commands.v1.Command
+	10, // 22: bettercompute.commands.v1.CreateRequest.label_selector:type_name -> bettercompute.commands.v1.CreateRequest.LabelSelectorEntry
+	11, // 23: bettercompute.commands.v1.CreateRequest.exec:type_name -> bettercompute.daemon.v1.ExecPayload
+	12, // 24: bettercompute.commands.v1.CreateRequest.drain:type_name -> bettercompute.daemon.v1.DrainPayload
+	13, // 25: bettercompute.commands.v1.CreateRequest.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
+	14, // 26: bettercompute.commands.v1.CreateRequest.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
+	15, // 27: bettercompute.commands.v1.CreateRequest.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
+	16, // 28: bettercompute.commands.v1.CreateRequest.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
+	17, // 29: bettercompute.commands.v1.CreateRequest.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
+	18, // 30: bettercompute.commands.v1.CreateRequest.echo:type_name -> bettercompute.daemon.v1.EchoPayload
+	19, // 31: bettercompute.commands.v1.CreateRequest.gpu_reset:type_name -> bettercompute.daemon.v1.GpuResetPayload
+	20, // 32: bettercompute.commands.v1.CreateRequest.diagnose:type_name -> bettercompute.daemon.v1.DiagnosePayload
+	23, // 33: bettercompute.commands.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
+	1,  // 34: bettercompute.commands.v1.CreateResponse.commands:type_name -> bettercompute.commands.v1.Command
+	8,  // 35: bettercompute.commands.v1.CommandsService.Create:input_type -> bettercompute.commands.v1.CreateRequest
+	2,  // 36: bettercompute.commands.v1.CommandsService.Get:input_type -> bettercompute.commands.v1.GetRequest
+	4,  // 37: bettercompute.commands.v1.CommandsService.List:input_type -> bettercompute.commands.v1.ListRequest
+	6,  // 38: bettercompute.commands.v1.CommandsService.Cancel:input_type -> bettercompute.commands.v1.CancelRequest
+	9,  // 39: bettercompute.commands.v1.CommandsService.Create:output_type -> bettercompute.commands.v1.CreateResponse
+	3,  // 40: bettercompute.commands.v1.CommandsService.Get:output_type -> bettercompute.commands.v1.GetResponse
+	5,  // 41: bettercompute.commands.v1.CommandsService.List:output_type -> bettercompute.commands.v1.ListResponse
+	7,  // 42: bettercompute.commands.v1.CommandsService.Cancel:output_type -> bettercompute.commands.v1.CancelResponse
+	39, // [39:43] is the sub-list for method output_type
+	35, // [35:39] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_commands_v1_commands_proto_init() }
@@ -1186,6 +1259,8 @@ func file_bettercompute_commands_v1_commands_proto_init() {
 		(*Command_Reboot)(nil),
 		(*Command_CollectInventory)(nil),
 		(*Command_Echo)(nil),
+		(*Command_GpuReset)(nil),
+		(*Command_Diagnose)(nil),
 	}
 	file_bettercompute_commands_v1_commands_proto_msgTypes[7].OneofWrappers = []any{
 		(*CreateRequest_Exec)(nil),
@@ -1196,6 +1271,8 @@ func file_bettercompute_commands_v1_commands_proto_init() {
 		(*CreateRequest_Reboot)(nil),
 		(*CreateRequest_CollectInventory)(nil),
 		(*CreateRequest_Echo)(nil),
+		(*CreateRequest_GpuReset)(nil),
+		(*CreateRequest_Diagnose)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -408,6 +408,246 @@ func (x *EchoPayload) GetData() *structpb.Struct {
 	return nil
 }
 
+// GpuResetPayload resets one GPU (nvidia-smi --gpu-reset), on daemons run with --allow-gpu-reset:
+// the remediation of a GPU whose recovery action is a reset. The daemon refuses it while any
+// process holds the GPU (the command fails, naming them), and a GPU of an NVLink domain is reset
+// by the driver with its peers where the driver requires it.
+type GpuResetPayload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The GPU's UUID, as the inventory reports it.
+	Uuid          string `protobuf:"bytes,1,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuResetPayload) Reset() {
+	*x = GpuResetPayload{}
+	mi := &file_bettercompute_daemon_v1_commands_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuResetPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuResetPayload) ProtoMessage() {}
+
+func (x *GpuResetPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_daemon_v1_commands_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuResetPayload.ProtoReflect.Descriptor instead.
+func (*GpuResetPayload) Descriptor() ([]byte, []int) {
+	return file_bettercompute_daemon_v1_commands_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GpuResetPayload) GetUuid() string {
+	if x != nil {
+		return x.Uuid
+	}
+	return ""
+}
+
+// DiagnosePayload runs NVIDIA DCGM's diagnostics (dcgmi diag -r LEVEL) on the node's GPUs. Where
+// DCGM is not installed the command succeeds with the result "unavailable".
+type DiagnosePayload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 (seconds: deployment checks) to 4 (hours: extended stress); 0 means 2.
+	Level         int32 `protobuf:"varint,1,opt,name=level,proto3" json:"level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiagnosePayload) Reset() {
+	*x = DiagnosePayload{}
+	mi := &file_bettercompute_daemon_v1_commands_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiagnosePayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiagnosePayload) ProtoMessage() {}
+
+func (x *DiagnosePayload) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_daemon_v1_commands_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiagnosePayload.ProtoReflect.Descriptor instead.
+func (*DiagnosePayload) Descriptor() ([]byte, []int) {
+	return file_bettercompute_daemon_v1_commands_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DiagnosePayload) GetLevel() int32 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
+}
+
+// DiagnoseResult is a diagnose command's result (its JSON is the command's result).
+type DiagnoseResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "pass", "fail" (the command then fails) or "unavailable" (no DCGM on the node).
+	Result string `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	// The level run.
+	Level int32 `protobuf:"varint,2,opt,name=level,proto3" json:"level,omitempty"`
+	// Each test DCGM ran, with its result ("pass", "fail", "warn", "skip") and what it printed
+	// of a failure; at most 64, each info at most 1 KiB.
+	Tests []*DiagnoseTest `protobuf:"bytes,3,rep,name=tests,proto3" json:"tests,omitempty"`
+	// DCGM's version, when it says.
+	DcgmVersion   string `protobuf:"bytes,4,opt,name=dcgm_version,json=dcgmVersion,proto3" json:"dcgm_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiagnoseResult) Reset() {
+	*x = DiagnoseResult{}
+	mi := &file_bettercompute_daemon_v1_commands_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiagnoseResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiagnoseResult) ProtoMessage() {}
+
+func (x *DiagnoseResult) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_daemon_v1_commands_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiagnoseResult.ProtoReflect.Descriptor instead.
+func (*DiagnoseResult) Descriptor() ([]byte, []int) {
+	return file_bettercompute_daemon_v1_commands_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DiagnoseResult) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+func (x *DiagnoseResult) GetLevel() int32 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
+}
+
+func (x *DiagnoseResult) GetTests() []*DiagnoseTest {
+	if x != nil {
+		return x.Tests
+	}
+	return nil
+}
+
+func (x *DiagnoseResult) GetDcgmVersion() string {
+	if x != nil {
+		return x.DcgmVersion
+	}
+	return ""
+}
+
+// DiagnoseTest is one test of a diagnose command.
+type DiagnoseTest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Result string                 `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// The GPU indexes it failed on; empty when it passed or concerns the whole node.
+	GpuIndexes    []int32 `protobuf:"varint,3,rep,packed,name=gpu_indexes,json=gpuIndexes,proto3" json:"gpu_indexes,omitempty"`
+	Info          string  `protobuf:"bytes,4,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiagnoseTest) Reset() {
+	*x = DiagnoseTest{}
+	mi := &file_bettercompute_daemon_v1_commands_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiagnoseTest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiagnoseTest) ProtoMessage() {}
+
+func (x *DiagnoseTest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_daemon_v1_commands_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiagnoseTest.ProtoReflect.Descriptor instead.
+func (*DiagnoseTest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_daemon_v1_commands_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DiagnoseTest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DiagnoseTest) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+func (x *DiagnoseTest) GetGpuIndexes() []int32 {
+	if x != nil {
+		return x.GpuIndexes
+	}
+	return nil
+}
+
+func (x *DiagnoseTest) GetInfo() string {
+	if x != nil {
+		return x.Info
+	}
+	return ""
+}
+
 var File_bettercompute_daemon_v1_commands_proto protoreflect.FileDescriptor
 
 const file_bettercompute_daemon_v1_commands_proto_rawDesc = "" +
@@ -434,7 +674,22 @@ const file_bettercompute_daemon_v1_commands_proto_rawDesc = "" +
 	"\rRebootPayload\"\x19\n" +
 	"\x17CollectInventoryPayload\":\n" +
 	"\vEchoPayload\x12+\n" +
-	"\x04data\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x04dataBRZPgithub.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1;daemonv1b\x06proto3"
+	"\x04data\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x04data\"%\n" +
+	"\x0fGpuResetPayload\x12\x12\n" +
+	"\x04uuid\x18\x01 \x01(\tR\x04uuid\"'\n" +
+	"\x0fDiagnosePayload\x12\x14\n" +
+	"\x05level\x18\x01 \x01(\x05R\x05level\"\x9e\x01\n" +
+	"\x0eDiagnoseResult\x12\x16\n" +
+	"\x06result\x18\x01 \x01(\tR\x06result\x12\x14\n" +
+	"\x05level\x18\x02 \x01(\x05R\x05level\x12;\n" +
+	"\x05tests\x18\x03 \x03(\v2%.bettercompute.daemon.v1.DiagnoseTestR\x05tests\x12!\n" +
+	"\fdcgm_version\x18\x04 \x01(\tR\vdcgmVersion\"o\n" +
+	"\fDiagnoseTest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06result\x18\x02 \x01(\tR\x06result\x12\x1f\n" +
+	"\vgpu_indexes\x18\x03 \x03(\x05R\n" +
+	"gpuIndexes\x12\x12\n" +
+	"\x04info\x18\x04 \x01(\tR\x04infoBRZPgithub.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1;daemonv1b\x06proto3"
 
 var (
 	file_bettercompute_daemon_v1_commands_proto_rawDescOnce sync.Once
@@ -448,7 +703,7 @@ func file_bettercompute_daemon_v1_commands_proto_rawDescGZIP() []byte {
 	return file_bettercompute_daemon_v1_commands_proto_rawDescData
 }
 
-var file_bettercompute_daemon_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_bettercompute_daemon_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_bettercompute_daemon_v1_commands_proto_goTypes = []any{
 	(*ExecPayload)(nil),             // 0: bettercompute.daemon.v1.ExecPayload
 	(*DrainPayload)(nil),            // 1: bettercompute.daemon.v1.DrainPayload
@@ -458,18 +713,23 @@ var file_bettercompute_daemon_v1_commands_proto_goTypes = []any{
 	(*RebootPayload)(nil),           // 5: bettercompute.daemon.v1.RebootPayload
 	(*CollectInventoryPayload)(nil), // 6: bettercompute.daemon.v1.CollectInventoryPayload
 	(*EchoPayload)(nil),             // 7: bettercompute.daemon.v1.EchoPayload
-	nil,                             // 8: bettercompute.daemon.v1.ExecPayload.EnvEntry
-	(*structpb.Struct)(nil),         // 9: google.protobuf.Struct
+	(*GpuResetPayload)(nil),         // 8: bettercompute.daemon.v1.GpuResetPayload
+	(*DiagnosePayload)(nil),         // 9: bettercompute.daemon.v1.DiagnosePayload
+	(*DiagnoseResult)(nil),          // 10: bettercompute.daemon.v1.DiagnoseResult
+	(*DiagnoseTest)(nil),            // 11: bettercompute.daemon.v1.DiagnoseTest
+	nil,                             // 12: bettercompute.daemon.v1.ExecPayload.EnvEntry
+	(*structpb.Struct)(nil),         // 13: google.protobuf.Struct
 }
 var file_bettercompute_daemon_v1_commands_proto_depIdxs = []int32{
-	8, // 0: bettercompute.daemon.v1.ExecPayload.env:type_name -> bettercompute.daemon.v1.ExecPayload.EnvEntry
-	9, // 1: bettercompute.daemon.v1.ConfigurePayload.config:type_name -> google.protobuf.Struct
-	9, // 2: bettercompute.daemon.v1.EchoPayload.data:type_name -> google.protobuf.Struct
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	12, // 0: bettercompute.daemon.v1.ExecPayload.env:type_name -> bettercompute.daemon.v1.ExecPayload.EnvEntry
+	13, // 1: bettercompute.daemon.v1.ConfigurePayload.config:type_name -> google.protobuf.Struct
+	13, // 2: bettercompute.daemon.v1.EchoPayload.data:type_name -> google.protobuf.Struct
+	11, // 3: bettercompute.daemon.v1.DiagnoseResult.tests:type_name -> bettercompute.daemon.v1.DiagnoseTest
+	4,  // [4:4] is the sub-list for method output_type
+	4,  // [4:4] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_daemon_v1_commands_proto_init() }
@@ -484,7 +744,7 @@ func file_bettercompute_daemon_v1_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_daemon_v1_commands_proto_rawDesc), len(file_bettercompute_daemon_v1_commands_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

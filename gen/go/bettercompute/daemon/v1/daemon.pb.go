@@ -1838,6 +1838,8 @@ type Command struct {
 	//	*Command_Reboot
 	//	*Command_CollectInventory
 	//	*Command_Echo
+	//	*Command_GpuReset
+	//	*Command_Diagnose
 	Payload       isCommand_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1973,6 +1975,24 @@ func (x *Command) GetEcho() *EchoPayload {
 	return nil
 }
 
+func (x *Command) GetGpuReset() *GpuResetPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_GpuReset); ok {
+			return x.GpuReset
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDiagnose() *DiagnosePayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Command_Diagnose); ok {
+			return x.Diagnose
+		}
+	}
+	return nil
+}
+
 type isCommand_Payload interface {
 	isCommand_Payload()
 }
@@ -2009,6 +2029,14 @@ type Command_Echo struct {
 	Echo *EchoPayload `protobuf:"bytes,13,opt,name=echo,proto3,oneof"`
 }
 
+type Command_GpuReset struct {
+	GpuReset *GpuResetPayload `protobuf:"bytes,14,opt,name=gpu_reset,json=gpuReset,proto3,oneof"`
+}
+
+type Command_Diagnose struct {
+	Diagnose *DiagnosePayload `protobuf:"bytes,15,opt,name=diagnose,proto3,oneof"`
+}
+
 func (*Command_Exec) isCommand_Payload() {}
 
 func (*Command_Drain) isCommand_Payload() {}
@@ -2024,6 +2052,10 @@ func (*Command_Reboot) isCommand_Payload() {}
 func (*Command_CollectInventory) isCommand_Payload() {}
 
 func (*Command_Echo) isCommand_Payload() {}
+
+func (*Command_GpuReset) isCommand_Payload() {}
+
+func (*Command_Diagnose) isCommand_Payload() {}
 
 // Goodbye ends a session: superseded by a newer one, or the node was revoked.
 type Goodbye struct {
@@ -2211,7 +2243,7 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\vserver_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\x12(\n" +
 	"\x10max_result_bytes\x18\x04 \x01(\x05R\x0emaxResultBytes\x12&\n" +
-	"\x0fmax_event_bytes\x18\x05 \x01(\x05R\rmaxEventBytes\"\xc6\x05\n" +
+	"\x0fmax_event_bytes\x18\x05 \x01(\x05R\rmaxEventBytes\"\xd7\x06\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x126\n" +
@@ -2224,7 +2256,9 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	" \x01(\v2).bettercompute.daemon.v1.ConfigurePayloadH\x00R\tconfigure\x12@\n" +
 	"\x06reboot\x18\v \x01(\v2&.bettercompute.daemon.v1.RebootPayloadH\x00R\x06reboot\x12_\n" +
 	"\x11collect_inventory\x18\f \x01(\v20.bettercompute.daemon.v1.CollectInventoryPayloadH\x00R\x10collectInventory\x12:\n" +
-	"\x04echo\x18\r \x01(\v2$.bettercompute.daemon.v1.EchoPayloadH\x00R\x04echoB\t\n" +
+	"\x04echo\x18\r \x01(\v2$.bettercompute.daemon.v1.EchoPayloadH\x00R\x04echo\x12G\n" +
+	"\tgpu_reset\x18\x0e \x01(\v2(.bettercompute.daemon.v1.GpuResetPayloadH\x00R\bgpuReset\x12F\n" +
+	"\bdiagnose\x18\x0f \x01(\v2(.bettercompute.daemon.v1.DiagnosePayloadH\x00R\bdiagnoseB\t\n" +
 	"\apayloadJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\x04type\"!\n" +
 	"\aGoodbye\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason2\xf9\x02\n" +
@@ -2283,6 +2317,8 @@ var file_bettercompute_daemon_v1_daemon_proto_goTypes = []any{
 	(*RebootPayload)(nil),           // 32: bettercompute.daemon.v1.RebootPayload
 	(*CollectInventoryPayload)(nil), // 33: bettercompute.daemon.v1.CollectInventoryPayload
 	(*EchoPayload)(nil),             // 34: bettercompute.daemon.v1.EchoPayload
+	(*GpuResetPayload)(nil),         // 35: bettercompute.daemon.v1.GpuResetPayload
+	(*DiagnosePayload)(nil),         // 36: bettercompute.daemon.v1.DiagnosePayload
 }
 var file_bettercompute_daemon_v1_daemon_proto_depIdxs = []int32{
 	25, // 0: bettercompute.daemon.v1.JoinResponse.not_after:type_name -> google.protobuf.Timestamp
@@ -2322,19 +2358,21 @@ var file_bettercompute_daemon_v1_daemon_proto_depIdxs = []int32{
 	32, // 34: bettercompute.daemon.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
 	33, // 35: bettercompute.daemon.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
 	34, // 36: bettercompute.daemon.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
-	0,  // 37: bettercompute.daemon.v1.DaemonService.Join:input_type -> bettercompute.daemon.v1.JoinRequest
-	2,  // 38: bettercompute.daemon.v1.DaemonService.Renew:input_type -> bettercompute.daemon.v1.RenewRequest
-	4,  // 39: bettercompute.daemon.v1.DaemonService.Secret:input_type -> bettercompute.daemon.v1.SecretRequest
-	6,  // 40: bettercompute.daemon.v1.DaemonService.Session:input_type -> bettercompute.daemon.v1.SessionRequest
-	1,  // 41: bettercompute.daemon.v1.DaemonService.Join:output_type -> bettercompute.daemon.v1.JoinResponse
-	3,  // 42: bettercompute.daemon.v1.DaemonService.Renew:output_type -> bettercompute.daemon.v1.RenewResponse
-	5,  // 43: bettercompute.daemon.v1.DaemonService.Secret:output_type -> bettercompute.daemon.v1.SecretResponse
-	7,  // 44: bettercompute.daemon.v1.DaemonService.Session:output_type -> bettercompute.daemon.v1.SessionResponse
-	41, // [41:45] is the sub-list for method output_type
-	37, // [37:41] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	35, // 37: bettercompute.daemon.v1.Command.gpu_reset:type_name -> bettercompute.daemon.v1.GpuResetPayload
+	36, // 38: bettercompute.daemon.v1.Command.diagnose:type_name -> bettercompute.daemon.v1.DiagnosePayload
+	0,  // 39: bettercompute.daemon.v1.DaemonService.Join:input_type -> bettercompute.daemon.v1.JoinRequest
+	2,  // 40: bettercompute.daemon.v1.DaemonService.Renew:input_type -> bettercompute.daemon.v1.RenewRequest
+	4,  // 41: bettercompute.daemon.v1.DaemonService.Secret:input_type -> bettercompute.daemon.v1.SecretRequest
+	6,  // 42: bettercompute.daemon.v1.DaemonService.Session:input_type -> bettercompute.daemon.v1.SessionRequest
+	1,  // 43: bettercompute.daemon.v1.DaemonService.Join:output_type -> bettercompute.daemon.v1.JoinResponse
+	3,  // 44: bettercompute.daemon.v1.DaemonService.Renew:output_type -> bettercompute.daemon.v1.RenewResponse
+	5,  // 45: bettercompute.daemon.v1.DaemonService.Secret:output_type -> bettercompute.daemon.v1.SecretResponse
+	7,  // 46: bettercompute.daemon.v1.DaemonService.Session:output_type -> bettercompute.daemon.v1.SessionResponse
+	43, // [43:47] is the sub-list for method output_type
+	39, // [39:43] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_daemon_v1_daemon_proto_init() }
@@ -2367,6 +2405,8 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 		(*Command_Reboot)(nil),
 		(*Command_CollectInventory)(nil),
 		(*Command_Echo)(nil),
+		(*Command_GpuReset)(nil),
+		(*Command_Diagnose)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/daemon/v1/commands.proto.
  */
 export const file_bettercompute_daemon_v1_commands: GenFile = /*@__PURE__*/
-  fileDesc("CiZiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9jb21tYW5kcy5wcm90bxIXYmV0dGVyY29tcHV0ZS5kYWVtb24udjEihAIKC0V4ZWNQYXlsb2FkEgwKBHBhdGgYASABKAkSDAoEYXJncxgCIAMoCRI6CgNlbnYYAyADKAsyLS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FeGVjUGF5bG9hZC5FbnZFbnRyeRILCgNkaXIYBCABKAkSHAoPdGltZW91dF9zZWNvbmRzGAUgASgBSACIAQESHQoQbWF4X291dHB1dF9ieXRlcxgGIAEoBUgBiAEBGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEgoQX3RpbWVvdXRfc2Vjb25kc0ITChFfbWF4X291dHB1dF9ieXRlcyIOCgxEcmFpblBheWxvYWQiEAoOVW5kcmFpblBheWxvYWQiOgoOVXBncmFkZVBheWxvYWQSDwoHdmVyc2lvbhgBIAEoCUoECAIQA0oECAMQBFIDdXJsUgZzaGEyNTYiOwoQQ29uZmlndXJlUGF5bG9hZBInCgZjb25maWcYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ig8KDVJlYm9vdFBheWxvYWQiGQoXQ29sbGVjdEludmVudG9yeVBheWxvYWQiNAoLRWNob1BheWxvYWQSJQoEZGF0YRgBIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCUlpQZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9kYWVtb24vdjE7ZGFlbW9udjFiBnByb3RvMw", [file_google_protobuf_struct]);
+  fileDesc("CiZiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9jb21tYW5kcy5wcm90bxIXYmV0dGVyY29tcHV0ZS5kYWVtb24udjEihAIKC0V4ZWNQYXlsb2FkEgwKBHBhdGgYASABKAkSDAoEYXJncxgCIAMoCRI6CgNlbnYYAyADKAsyLS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FeGVjUGF5bG9hZC5FbnZFbnRyeRILCgNkaXIYBCABKAkSHAoPdGltZW91dF9zZWNvbmRzGAUgASgBSACIAQESHQoQbWF4X291dHB1dF9ieXRlcxgGIAEoBUgBiAEBGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEgoQX3RpbWVvdXRfc2Vjb25kc0ITChFfbWF4X291dHB1dF9ieXRlcyIOCgxEcmFpblBheWxvYWQiEAoOVW5kcmFpblBheWxvYWQiOgoOVXBncmFkZVBheWxvYWQSDwoHdmVyc2lvbhgBIAEoCUoECAIQA0oECAMQBFIDdXJsUgZzaGEyNTYiOwoQQ29uZmlndXJlUGF5bG9hZBInCgZjb25maWcYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ig8KDVJlYm9vdFBheWxvYWQiGQoXQ29sbGVjdEludmVudG9yeVBheWxvYWQiNAoLRWNob1BheWxvYWQSJQoEZGF0YRgBIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiHwoPR3B1UmVzZXRQYXlsb2FkEgwKBHV1aWQYASABKAkiIAoPRGlhZ25vc2VQYXlsb2FkEg0KBWxldmVsGAEgASgFInsKDkRpYWdub3NlUmVzdWx0Eg4KBnJlc3VsdBgBIAEoCRINCgVsZXZlbBgCIAEoBRI0CgV0ZXN0cxgDIAMoCzIlLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRpYWdub3NlVGVzdBIUCgxkY2dtX3ZlcnNpb24YBCABKAkiTwoMRGlhZ25vc2VUZXN0EgwKBG5hbWUYASABKAkSDgoGcmVzdWx0GAIgASgJEhMKC2dwdV9pbmRleGVzGAMgAygFEgwKBGluZm8YBCABKAlCUlpQZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9kYWVtb24vdjE7ZGFlbW9udjFiBnByb3RvMw", [file_google_protobuf_struct]);
 
 /**
  * ExecPayload runs a program the node's exec allow list names (bcd run --allow-exec), from a
@@ -200,4 +200,129 @@ export type EchoPayload = Message<"bettercompute.daemon.v1.EchoPayload"> & {
  */
 export const EchoPayloadSchema: GenMessage<EchoPayload> = /*@__PURE__*/
   messageDesc(file_bettercompute_daemon_v1_commands, 7);
+
+/**
+ * GpuResetPayload resets one GPU (nvidia-smi --gpu-reset), on daemons run with --allow-gpu-reset:
+ * the remediation of a GPU whose recovery action is a reset. The daemon refuses it while any
+ * process holds the GPU (the command fails, naming them), and a GPU of an NVLink domain is reset
+ * by the driver with its peers where the driver requires it.
+ *
+ * @generated from message bettercompute.daemon.v1.GpuResetPayload
+ */
+export type GpuResetPayload = Message<"bettercompute.daemon.v1.GpuResetPayload"> & {
+  /**
+   * The GPU's UUID, as the inventory reports it.
+   *
+   * @generated from field: string uuid = 1;
+   */
+  uuid: string;
+};
+
+/**
+ * Describes the message bettercompute.daemon.v1.GpuResetPayload.
+ * Use `create(GpuResetPayloadSchema)` to create a new message.
+ */
+export const GpuResetPayloadSchema: GenMessage<GpuResetPayload> = /*@__PURE__*/
+  messageDesc(file_bettercompute_daemon_v1_commands, 8);
+
+/**
+ * DiagnosePayload runs NVIDIA DCGM's diagnostics (dcgmi diag -r LEVEL) on the node's GPUs. Where
+ * DCGM is not installed the command succeeds with the result "unavailable".
+ *
+ * @generated from message bettercompute.daemon.v1.DiagnosePayload
+ */
+export type DiagnosePayload = Message<"bettercompute.daemon.v1.DiagnosePayload"> & {
+  /**
+   * 1 (seconds: deployment checks) to 4 (hours: extended stress); 0 means 2.
+   *
+   * @generated from field: int32 level = 1;
+   */
+  level: number;
+};
+
+/**
+ * Describes the message bettercompute.daemon.v1.DiagnosePayload.
+ * Use `create(DiagnosePayloadSchema)` to create a new message.
+ */
+export const DiagnosePayloadSchema: GenMessage<DiagnosePayload> = /*@__PURE__*/
+  messageDesc(file_bettercompute_daemon_v1_commands, 9);
+
+/**
+ * DiagnoseResult is a diagnose command's result (its JSON is the command's result).
+ *
+ * @generated from message bettercompute.daemon.v1.DiagnoseResult
+ */
+export type DiagnoseResult = Message<"bettercompute.daemon.v1.DiagnoseResult"> & {
+  /**
+   * "pass", "fail" (the command then fails) or "unavailable" (no DCGM on the node).
+   *
+   * @generated from field: string result = 1;
+   */
+  result: string;
+
+  /**
+   * The level run.
+   *
+   * @generated from field: int32 level = 2;
+   */
+  level: number;
+
+  /**
+   * Each test DCGM ran, with its result ("pass", "fail", "warn", "skip") and what it printed
+   * of a failure; at most 64, each info at most 1 KiB.
+   *
+   * @generated from field: repeated bettercompute.daemon.v1.DiagnoseTest tests = 3;
+   */
+  tests: DiagnoseTest[];
+
+  /**
+   * DCGM's version, when it says.
+   *
+   * @generated from field: string dcgm_version = 4;
+   */
+  dcgmVersion: string;
+};
+
+/**
+ * Describes the message bettercompute.daemon.v1.DiagnoseResult.
+ * Use `create(DiagnoseResultSchema)` to create a new message.
+ */
+export const DiagnoseResultSchema: GenMessage<DiagnoseResult> = /*@__PURE__*/
+  messageDesc(file_bettercompute_daemon_v1_commands, 10);
+
+/**
+ * DiagnoseTest is one test of a diagnose command.
+ *
+ * @generated from message bettercompute.daemon.v1.DiagnoseTest
+ */
+export type DiagnoseTest = Message<"bettercompute.daemon.v1.DiagnoseTest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string result = 2;
+   */
+  result: string;
+
+  /**
+   * The GPU indexes it failed on; empty when it passed or concerns the whole node.
+   *
+   * @generated from field: repeated int32 gpu_indexes = 3;
+   */
+  gpuIndexes: number[];
+
+  /**
+   * @generated from field: string info = 4;
+   */
+  info: string;
+};
+
+/**
+ * Describes the message bettercompute.daemon.v1.DiagnoseTest.
+ * Use `create(DiagnoseTestSchema)` to create a new message.
+ */
+export const DiagnoseTestSchema: GenMessage<DiagnoseTest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_daemon_v1_commands, 11);
 

@@ -34,7 +34,7 @@ COMMAND_STATE_EXPIRED: CommandState
 COMMAND_STATE_CANCELLED: CommandState
 
 class Command(_message.Message):
-    __slots__ = ("id", "tenant_id", "node_id", "type", "exec", "drain", "undrain", "upgrade", "configure", "reboot", "collect_inventory", "echo", "state", "idempotency_key", "deadline_time", "attempts", "result", "error", "create_time", "send_time", "ack_time", "finish_time", "update_time")
+    __slots__ = ("id", "tenant_id", "node_id", "type", "exec", "drain", "undrain", "upgrade", "configure", "reboot", "collect_inventory", "echo", "gpu_reset", "diagnose", "state", "idempotency_key", "deadline_time", "attempts", "result", "error", "create_time", "send_time", "ack_time", "finish_time", "update_time")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +47,8 @@ class Command(_message.Message):
     REBOOT_FIELD_NUMBER: _ClassVar[int]
     COLLECT_INVENTORY_FIELD_NUMBER: _ClassVar[int]
     ECHO_FIELD_NUMBER: _ClassVar[int]
+    GPU_RESET_FIELD_NUMBER: _ClassVar[int]
+    DIAGNOSE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +72,8 @@ class Command(_message.Message):
     reboot: _commands_pb2.RebootPayload
     collect_inventory: _commands_pb2.CollectInventoryPayload
     echo: _commands_pb2.EchoPayload
+    gpu_reset: _commands_pb2.GpuResetPayload
+    diagnose: _commands_pb2.DiagnosePayload
     state: CommandState
     idempotency_key: str
     deadline_time: _timestamp_pb2.Timestamp
@@ -81,7 +85,7 @@ class Command(_message.Message):
     ack_time: _timestamp_pb2.Timestamp
     finish_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., node_id: _Optional[str] = ..., type: _Optional[str] = ..., exec: _Optional[_Union[_commands_pb2.ExecPayload, _Mapping]] = ..., drain: _Optional[_Union[_commands_pb2.DrainPayload, _Mapping]] = ..., undrain: _Optional[_Union[_commands_pb2.UndrainPayload, _Mapping]] = ..., upgrade: _Optional[_Union[_commands_pb2.UpgradePayload, _Mapping]] = ..., configure: _Optional[_Union[_commands_pb2.ConfigurePayload, _Mapping]] = ..., reboot: _Optional[_Union[_commands_pb2.RebootPayload, _Mapping]] = ..., collect_inventory: _Optional[_Union[_commands_pb2.CollectInventoryPayload, _Mapping]] = ..., echo: _Optional[_Union[_commands_pb2.EchoPayload, _Mapping]] = ..., state: _Optional[_Union[CommandState, str]] = ..., idempotency_key: _Optional[str] = ..., deadline_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[int] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., send_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ack_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., node_id: _Optional[str] = ..., type: _Optional[str] = ..., exec: _Optional[_Union[_commands_pb2.ExecPayload, _Mapping]] = ..., drain: _Optional[_Union[_commands_pb2.DrainPayload, _Mapping]] = ..., undrain: _Optional[_Union[_commands_pb2.UndrainPayload, _Mapping]] = ..., upgrade: _Optional[_Union[_commands_pb2.UpgradePayload, _Mapping]] = ..., configure: _Optional[_Union[_commands_pb2.ConfigurePayload, _Mapping]] = ..., reboot: _Optional[_Union[_commands_pb2.RebootPayload, _Mapping]] = ..., collect_inventory: _Optional[_Union[_commands_pb2.CollectInventoryPayload, _Mapping]] = ..., echo: _Optional[_Union[_commands_pb2.EchoPayload, _Mapping]] = ..., gpu_reset: _Optional[_Union[_commands_pb2.GpuResetPayload, _Mapping]] = ..., diagnose: _Optional[_Union[_commands_pb2.DiagnosePayload, _Mapping]] = ..., state: _Optional[_Union[CommandState, str]] = ..., idempotency_key: _Optional[str] = ..., deadline_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[int] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., send_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ack_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetRequest(_message.Message):
     __slots__ = ("id",)
@@ -128,7 +132,7 @@ class CancelResponse(_message.Message):
     def __init__(self, command: _Optional[_Union[Command, _Mapping]] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("node_id", "label_selector", "exec", "drain", "undrain", "upgrade", "configure", "reboot", "collect_inventory", "echo", "idempotency_key", "timeout")
+    __slots__ = ("node_id", "label_selector", "exec", "drain", "undrain", "upgrade", "configure", "reboot", "collect_inventory", "echo", "gpu_reset", "diagnose", "idempotency_key", "timeout")
     class LabelSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +150,8 @@ class CreateRequest(_message.Message):
     REBOOT_FIELD_NUMBER: _ClassVar[int]
     COLLECT_INVENTORY_FIELD_NUMBER: _ClassVar[int]
     ECHO_FIELD_NUMBER: _ClassVar[int]
+    GPU_RESET_FIELD_NUMBER: _ClassVar[int]
+    DIAGNOSE_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     node_id: str
@@ -158,9 +164,11 @@ class CreateRequest(_message.Message):
     reboot: _commands_pb2.RebootPayload
     collect_inventory: _commands_pb2.CollectInventoryPayload
     echo: _commands_pb2.EchoPayload
+    gpu_reset: _commands_pb2.GpuResetPayload
+    diagnose: _commands_pb2.DiagnosePayload
     idempotency_key: str
     timeout: _duration_pb2.Duration
-    def __init__(self, node_id: _Optional[str] = ..., label_selector: _Optional[_Mapping[str, str]] = ..., exec: _Optional[_Union[_commands_pb2.ExecPayload, _Mapping]] = ..., drain: _Optional[_Union[_commands_pb2.DrainPayload, _Mapping]] = ..., undrain: _Optional[_Union[_commands_pb2.UndrainPayload, _Mapping]] = ..., upgrade: _Optional[_Union[_commands_pb2.UpgradePayload, _Mapping]] = ..., configure: _Optional[_Union[_commands_pb2.ConfigurePayload, _Mapping]] = ..., reboot: _Optional[_Union[_commands_pb2.RebootPayload, _Mapping]] = ..., collect_inventory: _Optional[_Union[_commands_pb2.CollectInventoryPayload, _Mapping]] = ..., echo: _Optional[_Union[_commands_pb2.EchoPayload, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, node_id: _Optional[str] = ..., label_selector: _Optional[_Mapping[str, str]] = ..., exec: _Optional[_Union[_commands_pb2.ExecPayload, _Mapping]] = ..., drain: _Optional[_Union[_commands_pb2.DrainPayload, _Mapping]] = ..., undrain: _Optional[_Union[_commands_pb2.UndrainPayload, _Mapping]] = ..., upgrade: _Optional[_Union[_commands_pb2.UpgradePayload, _Mapping]] = ..., configure: _Optional[_Union[_commands_pb2.ConfigurePayload, _Mapping]] = ..., reboot: _Optional[_Union[_commands_pb2.RebootPayload, _Mapping]] = ..., collect_inventory: _Optional[_Union[_commands_pb2.CollectInventoryPayload, _Mapping]] = ..., echo: _Optional[_Union[_commands_pb2.EchoPayload, _Mapping]] = ..., gpu_reset: _Optional[_Union[_commands_pb2.GpuResetPayload, _Mapping]] = ..., diagnose: _Optional[_Union[_commands_pb2.DiagnosePayload, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
     __slots__ = ("commands",)

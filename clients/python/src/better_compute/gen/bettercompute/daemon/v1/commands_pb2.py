@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&bettercompute/daemon/v1/commands.proto\x12\x17\x62\x65ttercompute.daemon.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xc6\x02\n\x0b\x45xecPayload\x12\x12\n\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n\x04\x61rgs\x18\x02 \x03(\tR\x04\x61rgs\x12?\n\x03\x65nv\x18\x03 \x03(\x0b\x32-.bettercompute.daemon.v1.ExecPayload.EnvEntryR\x03\x65nv\x12\x10\n\x03\x64ir\x18\x04 \x01(\tR\x03\x64ir\x12,\n\x0ftimeout_seconds\x18\x05 \x01(\x01H\x00R\x0etimeoutSeconds\x88\x01\x01\x12-\n\x10max_output_bytes\x18\x06 \x01(\x05H\x01R\x0emaxOutputBytes\x88\x01\x01\x1a\x36\n\x08\x45nvEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\x42\x12\n\x10_timeout_secondsB\x13\n\x11_max_output_bytes\"\x0e\n\x0c\x44rainPayload\"\x10\n\x0eUndrainPayload\"C\n\x0eUpgradePayload\x12\x18\n\x07version\x18\x01 \x01(\tR\x07versionJ\x04\x08\x02\x10\x03J\x04\x08\x03\x10\x04R\x03urlR\x06sha256\"C\n\x10\x43onfigurePayload\x12/\n\x06\x63onfig\x18\x01 \x01(\x0b\x32\x17.google.protobuf.StructR\x06\x63onfig\"\x0f\n\rRebootPayload\"\x19\n\x17\x43ollectInventoryPayload\":\n\x0b\x45\x63hoPayload\x12+\n\x04\x64\x61ta\x18\x01 \x01(\x0b\x32\x17.google.protobuf.StructR\x04\x64\x61taBRZPgithub.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1;daemonv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&bettercompute/daemon/v1/commands.proto\x12\x17\x62\x65ttercompute.daemon.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xc6\x02\n\x0b\x45xecPayload\x12\x12\n\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n\x04\x61rgs\x18\x02 \x03(\tR\x04\x61rgs\x12?\n\x03\x65nv\x18\x03 \x03(\x0b\x32-.bettercompute.daemon.v1.ExecPayload.EnvEntryR\x03\x65nv\x12\x10\n\x03\x64ir\x18\x04 \x01(\tR\x03\x64ir\x12,\n\x0ftimeout_seconds\x18\x05 \x01(\x01H\x00R\x0etimeoutSeconds\x88\x01\x01\x12-\n\x10max_output_bytes\x18\x06 \x01(\x05H\x01R\x0emaxOutputBytes\x88\x01\x01\x1a\x36\n\x08\x45nvEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\x42\x12\n\x10_timeout_secondsB\x13\n\x11_max_output_bytes\"\x0e\n\x0c\x44rainPayload\"\x10\n\x0eUndrainPayload\"C\n\x0eUpgradePayload\x12\x18\n\x07version\x18\x01 \x01(\tR\x07versionJ\x04\x08\x02\x10\x03J\x04\x08\x03\x10\x04R\x03urlR\x06sha256\"C\n\x10\x43onfigurePayload\x12/\n\x06\x63onfig\x18\x01 \x01(\x0b\x32\x17.google.protobuf.StructR\x06\x63onfig\"\x0f\n\rRebootPayload\"\x19\n\x17\x43ollectInventoryPayload\":\n\x0b\x45\x63hoPayload\x12+\n\x04\x64\x61ta\x18\x01 \x01(\x0b\x32\x17.google.protobuf.StructR\x04\x64\x61ta\"%\n\x0fGpuResetPayload\x12\x12\n\x04uuid\x18\x01 \x01(\tR\x04uuid\"\'\n\x0f\x44iagnosePayload\x12\x14\n\x05level\x18\x01 \x01(\x05R\x05level\"\x9e\x01\n\x0e\x44iagnoseResult\x12\x16\n\x06result\x18\x01 \x01(\tR\x06result\x12\x14\n\x05level\x18\x02 \x01(\x05R\x05level\x12;\n\x05tests\x18\x03 \x03(\x0b\x32%.bettercompute.daemon.v1.DiagnoseTestR\x05tests\x12!\n\x0c\x64\x63gm_version\x18\x04 \x01(\tR\x0b\x64\x63gmVersion\"o\n\x0c\x44iagnoseTest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n\x06result\x18\x02 \x01(\tR\x06result\x12\x1f\n\x0bgpu_indexes\x18\x03 \x03(\x05R\ngpuIndexes\x12\x12\n\x04info\x18\x04 \x01(\tR\x04infoBRZPgithub.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1;daemonv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -53,4 +53,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COLLECTINVENTORYPAYLOAD']._serialized_end=640
   _globals['_ECHOPAYLOAD']._serialized_start=642
   _globals['_ECHOPAYLOAD']._serialized_end=700
+  _globals['_GPURESETPAYLOAD']._serialized_start=702
+  _globals['_GPURESETPAYLOAD']._serialized_end=739
+  _globals['_DIAGNOSEPAYLOAD']._serialized_start=741
+  _globals['_DIAGNOSEPAYLOAD']._serialized_end=780
+  _globals['_DIAGNOSERESULT']._serialized_start=783
+  _globals['_DIAGNOSERESULT']._serialized_end=941
+  _globals['_DIAGNOSETEST']._serialized_start=943
+  _globals['_DIAGNOSETEST']._serialized_end=1054
 # @@protoc_insertion_point(module_scope)

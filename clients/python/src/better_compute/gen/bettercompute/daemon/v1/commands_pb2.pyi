@@ -63,3 +63,39 @@ class EchoPayload(_message.Message):
     DATA_FIELD_NUMBER: _ClassVar[int]
     data: _struct_pb2.Struct
     def __init__(self, data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class GpuResetPayload(_message.Message):
+    __slots__ = ("uuid",)
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    def __init__(self, uuid: _Optional[str] = ...) -> None: ...
+
+class DiagnosePayload(_message.Message):
+    __slots__ = ("level",)
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    level: int
+    def __init__(self, level: _Optional[int] = ...) -> None: ...
+
+class DiagnoseResult(_message.Message):
+    __slots__ = ("result", "level", "tests", "dcgm_version")
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    TESTS_FIELD_NUMBER: _ClassVar[int]
+    DCGM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    result: str
+    level: int
+    tests: _containers.RepeatedCompositeFieldContainer[DiagnoseTest]
+    dcgm_version: str
+    def __init__(self, result: _Optional[str] = ..., level: _Optional[int] = ..., tests: _Optional[_Iterable[_Union[DiagnoseTest, _Mapping]]] = ..., dcgm_version: _Optional[str] = ...) -> None: ...
+
+class DiagnoseTest(_message.Message):
+    __slots__ = ("name", "result", "gpu_indexes", "info")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    GPU_INDEXES_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    result: str
+    gpu_indexes: _containers.RepeatedScalarFieldContainer[int]
+    info: str
+    def __init__(self, name: _Optional[str] = ..., result: _Optional[str] = ..., gpu_indexes: _Optional[_Iterable[int]] = ..., info: _Optional[str] = ...) -> None: ...

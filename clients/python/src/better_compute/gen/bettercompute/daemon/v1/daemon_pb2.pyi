@@ -290,7 +290,7 @@ class Welcome(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[int] = ..., server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_result_bytes: _Optional[int] = ..., max_event_bytes: _Optional[int] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("id", "idempotency_key", "deadline", "exec", "drain", "undrain", "upgrade", "configure", "reboot", "collect_inventory", "echo")
+    __slots__ = ("id", "idempotency_key", "deadline", "exec", "drain", "undrain", "upgrade", "configure", "reboot", "collect_inventory", "echo", "gpu_reset", "diagnose")
     ID_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
@@ -302,6 +302,8 @@ class Command(_message.Message):
     REBOOT_FIELD_NUMBER: _ClassVar[int]
     COLLECT_INVENTORY_FIELD_NUMBER: _ClassVar[int]
     ECHO_FIELD_NUMBER: _ClassVar[int]
+    GPU_RESET_FIELD_NUMBER: _ClassVar[int]
+    DIAGNOSE_FIELD_NUMBER: _ClassVar[int]
     id: str
     idempotency_key: str
     deadline: _timestamp_pb2.Timestamp
@@ -313,7 +315,9 @@ class Command(_message.Message):
     reboot: _commands_pb2.RebootPayload
     collect_inventory: _commands_pb2.CollectInventoryPayload
     echo: _commands_pb2.EchoPayload
-    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., exec: _Optional[_Union[_commands_pb2.ExecPayload, _Mapping]] = ..., drain: _Optional[_Union[_commands_pb2.DrainPayload, _Mapping]] = ..., undrain: _Optional[_Union[_commands_pb2.UndrainPayload, _Mapping]] = ..., upgrade: _Optional[_Union[_commands_pb2.UpgradePayload, _Mapping]] = ..., configure: _Optional[_Union[_commands_pb2.ConfigurePayload, _Mapping]] = ..., reboot: _Optional[_Union[_commands_pb2.RebootPayload, _Mapping]] = ..., collect_inventory: _Optional[_Union[_commands_pb2.CollectInventoryPayload, _Mapping]] = ..., echo: _Optional[_Union[_commands_pb2.EchoPayload, _Mapping]] = ...) -> None: ...
+    gpu_reset: _commands_pb2.GpuResetPayload
+    diagnose: _commands_pb2.DiagnosePayload
+    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., exec: _Optional[_Union[_commands_pb2.ExecPayload, _Mapping]] = ..., drain: _Optional[_Union[_commands_pb2.DrainPayload, _Mapping]] = ..., undrain: _Optional[_Union[_commands_pb2.UndrainPayload, _Mapping]] = ..., upgrade: _Optional[_Union[_commands_pb2.UpgradePayload, _Mapping]] = ..., configure: _Optional[_Union[_commands_pb2.ConfigurePayload, _Mapping]] = ..., reboot: _Optional[_Union[_commands_pb2.RebootPayload, _Mapping]] = ..., collect_inventory: _Optional[_Union[_commands_pb2.CollectInventoryPayload, _Mapping]] = ..., echo: _Optional[_Union[_commands_pb2.EchoPayload, _Mapping]] = ..., gpu_reset: _Optional[_Union[_commands_pb2.GpuResetPayload, _Mapping]] = ..., diagnose: _Optional[_Union[_commands_pb2.DiagnosePayload, _Mapping]] = ...) -> None: ...
 
 class Goodbye(_message.Message):
     __slots__ = ("reason",)
