@@ -76,6 +76,8 @@ func TestCreateRefusesUnknownTypes(t *testing.T) {
 			p.Version = "v1.2.3"
 		case *daemonv1.ConfigurePayload:
 			p.Config = &structpb.Struct{}
+		case *daemonv1.GpuResetPayload:
+			p.Uuid = "GPU-8f6e9a2c-1d3b-4c5e-9f7a-0b1c2d3e4f50"
 		}
 		if err := cmdtype.SetPayload(req, p); err != nil {
 			t.Fatal(err)
