@@ -36,7 +36,7 @@ WHERE n.id = sqlc.arg(id);
 -- The node's GPUs, locked: the reconciler and the operators' quarantine and clear change a
 -- node's GPUs one transaction at a time. With the lease that holds each now, and, for a gang,
 -- what it asked to happen when a member's GPU becomes unhealthy ('' for the pool's policy).
-SELECT d.id, d.uuid, d.idx, d.model, d.pci_bus_id, d.present, d.updated_at, d.health, d.health_reasons,
+SELECT d.id, d.uuid, d.idx, d.model, d.pci_bus_id, d.serial, d.present, d.updated_at, d.health, d.health_reasons,
        d.manual_quarantine, d.cleared_at, d.acknowledged,
        a.lease_id AS lease_id, l.tenant_id AS lease_tenant_id, l.pool_id AS lease_pool_id,
        COALESCE(l.on_unhealthy_member, '')::text AS lease_on_unhealthy

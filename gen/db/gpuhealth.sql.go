@@ -176,7 +176,7 @@ func (q *Queries) InsertGPUHealthChange(ctx context.Context, arg InsertGPUHealth
 }
 
 const lockGPUHealthDevices = `-- name: LockGPUHealthDevices :many
-SELECT d.id, d.uuid, d.idx, d.model, d.pci_bus_id, d.present, d.updated_at, d.health, d.health_reasons,
+SELECT d.id, d.uuid, d.idx, d.model, d.pci_bus_id, d.serial, d.present, d.updated_at, d.health, d.health_reasons,
        d.manual_quarantine, d.cleared_at, d.acknowledged,
        a.lease_id AS lease_id, l.tenant_id AS lease_tenant_id, l.pool_id AS lease_pool_id,
        COALESCE(l.on_unhealthy_member, '')::text AS lease_on_unhealthy
@@ -194,6 +194,7 @@ type LockGPUHealthDevicesRow struct {
 	Idx              int32
 	Model            string
 	PciBusID         string
+	Serial           string
 	Present          bool
 	UpdatedAt        time.Time
 	Health           string
@@ -225,6 +226,7 @@ func (q *Queries) LockGPUHealthDevices(ctx context.Context, nodeID uuid.UUID) ([
 			&i.Idx,
 			&i.Model,
 			&i.PciBusID,
+			&i.Serial,
 			&i.Present,
 			&i.UpdatedAt,
 			&i.Health,

@@ -717,6 +717,9 @@ type Pool struct {
 	GpuHealthPolicy       []byte
 	TopologyLevels        []string
 	GangReservationWaitMs int64
+	RemediationAuto       bool
+	RemediationMaxNodes   int32
+	RemediationDomain     string
 }
 
 type PoolGrant struct {
@@ -823,6 +826,29 @@ type ReconcileQueue struct {
 	Attempts   int32
 	LastError  *string
 	EnqueuedAt time.Time
+}
+
+type Remediation struct {
+	ID            uuid.UUID
+	TenantID      uuid.UUID
+	NodeID        uuid.UUID
+	GpuUuid       string
+	GpuSerial     string
+	ReasonCheck   string
+	ReasonCode    int64
+	Ladder        string
+	PolicyVersion string
+	Steps         []byte
+	State         string
+	Step          int32
+	StepStartedAt *time.Time
+	StepCommandID *uuid.UUID
+	History       []byte
+	FailureDomain string
+	PrincipalID   *uuid.UUID
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	EndedAt       *time.Time
 }
 
 type Reservation struct {

@@ -31,7 +31,7 @@ VALUES ($1, $2, $3, $4, $5,
         $8, COALESCE($9::integer[], '{}'),
         COALESCE($10::jsonb, '{}'), COALESCE($11::text[], '{}'),
         COALESCE($12::bigint, 300000))
-RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms
+RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain
 `
 
 type CreatePoolParams struct {
@@ -90,6 +90,9 @@ func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, e
 		&i.GpuHealthPolicy,
 		&i.TopologyLevels,
 		&i.GangReservationWaitMs,
+		&i.RemediationAuto,
+		&i.RemediationMaxNodes,
+		&i.RemediationDomain,
 	)
 	return i, err
 }
@@ -154,7 +157,7 @@ func (q *Queries) EnqueuePoolGPUHealth(ctx context.Context, arg EnqueuePoolGPUHe
 }
 
 const getPool = `-- name: GetPool :one
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms FROM pools WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain FROM pools WHERE tenant_id = $1 AND id = $2
 `
 
 type GetPoolParams struct {
@@ -180,6 +183,9 @@ func (q *Queries) GetPool(ctx context.Context, arg GetPoolParams) (Pool, error) 
 		&i.GpuHealthPolicy,
 		&i.TopologyLevels,
 		&i.GangReservationWaitMs,
+		&i.RemediationAuto,
+		&i.RemediationMaxNodes,
+		&i.RemediationDomain,
 	)
 	return i, err
 }
@@ -266,7 +272,7 @@ func (q *Queries) ListPoolQuotas(ctx context.Context, poolIds []uuid.UUID) ([]Po
 }
 
 const listPools = `-- name: ListPools :many
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms FROM pools
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain FROM pools
 WHERE tenant_id = $1 AND id > $2
 ORDER BY id
 LIMIT $3
@@ -302,6 +308,9 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 			&i.GpuHealthPolicy,
 			&i.TopologyLevels,
 			&i.GangReservationWaitMs,
+			&i.RemediationAuto,
+			&i.RemediationMaxNodes,
+			&i.RemediationDomain,
 		); err != nil {
 			return nil, err
 		}
@@ -314,7 +323,7 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 }
 
 const lockPool = `-- name: LockPool :one
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms FROM pools WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain FROM pools WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockPoolParams struct {
@@ -341,6 +350,9 @@ func (q *Queries) LockPool(ctx context.Context, arg LockPoolParams) (Pool, error
 		&i.GpuHealthPolicy,
 		&i.TopologyLevels,
 		&i.GangReservationWaitMs,
+		&i.RemediationAuto,
+		&i.RemediationMaxNodes,
+		&i.RemediationDomain,
 	)
 	return i, err
 }
@@ -566,7 +578,7 @@ SET description = COALESCE($1, description),
     gang_reservation_wait_ms = COALESCE($9::bigint, gang_reservation_wait_ms),
     updated_at = now()
 WHERE tenant_id = $10 AND id = $11
-RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms
+RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain
 `
 
 type UpdatePoolParams struct {
@@ -614,6 +626,9 @@ func (q *Queries) UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, e
 		&i.GpuHealthPolicy,
 		&i.TopologyLevels,
 		&i.GangReservationWaitMs,
+		&i.RemediationAuto,
+		&i.RemediationMaxNodes,
+		&i.RemediationDomain,
 	)
 	return i, err
 }

@@ -28,6 +28,8 @@ type Querier interface {
 	AcquireMigrationLock(ctx context.Context, lockKey int64) error
 	// What the tenant's pending and running leases in a pool ask for, against its quota.
 	ActivePoolLeaseTotals(ctx context.Context, arg ActivePoolLeaseTotalsParams) (ActivePoolLeaseTotalsRow, error)
+	// Every remediation in progress, for the controller's resync.
+	ActiveRemediationIDs(ctx context.Context) ([]uuid.UUID, error)
 	// A role a rule grants; a manual binding of the same role stays as it is.
 	AddRuleBinding(ctx context.Context, arg AddRuleBindingParams) error
 	// Appends nodes to a workflow after its last position, in the order given. A node already in an
@@ -388,6 +390,7 @@ type Querier interface {
 	GetPoolQuota(ctx context.Context, arg GetPoolQuotaParams) (PoolQuota, error)
 	GetPrincipal(ctx context.Context, arg GetPrincipalParams) (Principal, error)
 	GetPrincipalByName(ctx context.Context, arg GetPrincipalByNameParams) (Principal, error)
+	GetRemediation(ctx context.Context, arg GetRemediationParams) (Remediation, error)
 	GetReservation(ctx context.Context, arg GetReservationParams) (GetReservationRow, error)
 	GetRoleBinding(ctx context.Context, arg GetRoleBindingParams) (RoleBinding, error)
 	GetRootTenant(ctx context.Context) (Tenant, error)
@@ -503,6 +506,7 @@ type Querier interface {
 	ListPoolQuotas(ctx context.Context, poolIds []uuid.UUID) ([]PoolQuota, error)
 	ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, error)
 	ListPrincipals(ctx context.Context, arg ListPrincipalsParams) ([]Principal, error)
+	ListRemediations(ctx context.Context, arg ListRemediationsParams) ([]Remediation, error)
 	ListReservations(ctx context.Context, arg ListReservationsParams) ([]ListReservationsRow, error)
 	ListRoleBindings(ctx context.Context, arg ListRoleBindingsParams) ([]RoleBinding, error)
 	// Names and times only, by name.
@@ -563,6 +567,10 @@ type Querier interface {
 	LockPoolLease(ctx context.Context, arg LockPoolLeaseParams) (PoolLease, error)
 	// The quota, locked: concurrent admissions against one quota run one after the other.
 	LockPoolQuota(ctx context.Context, arg LockPoolQuotaParams) (PoolQuota, error)
+	LockRemediation(ctx context.Context, id uuid.UUID) (Remediation, error)
+	// Serialises the budget checks of one tenant's remediations.
+	LockRemediationBudget(ctx context.Context, tenantID uuid.UUID) error
+	LockRemediationOfTenant(ctx context.Context, arg LockRemediationOfTenantParams) (Remediation, error)
 	// The secret of that name, locked for an update of its value.
 	LockSecret(ctx context.Context, arg LockSecretParams) (LockSecretRow, error)
 	// Serialises a tenant's IAM changes (owners, their keys and bindings, promotions) and changes of
@@ -647,6 +655,8 @@ type Querier interface {
 	// as a JSON array of {uuid, idx, health, reasons}, to match with the inventory's GPUs.
 	NodesGPUHealth(ctx context.Context, arg NodesGPUHealthParams) ([]NodesGPUHealthRow, error)
 	NotifyReconcile(ctx context.Context, kind string) error
+	// Starts a remediation of the node unless one is in progress (then no row).
+	OpenRemediation(ctx context.Context, arg OpenRemediationParams) (Remediation, error)
 	// Which of the nodes are in an open workflow, and which.
 	OpenWorkflowOfNodes(ctx context.Context, arg OpenWorkflowOfNodesParams) ([]OpenWorkflowOfNodesRow, error)
 	// Outbox delivery: the sinks role reads the outbox in a commit-safe order and keeps one cursor per
@@ -818,6 +828,19 @@ type Querier interface {
 	ReleaseMigrationLock(ctx context.Context, lockKey int64) error
 	// A finished workflow lets go of its nodes.
 	ReleaseWorkflowNodes(ctx context.Context, workflowID uuid.UUID) error
+	// Whether a health change on the node starts a remediation by itself: none of the pools it is a
+	// member of turned it off (a node in no pool: yes). With the failure domain it counts in: the
+	// node's value of the first of its pools' domain labels it has.
+	RemediationAuto(ctx context.Context, nodeID uuid.UUID) (RemediationAutoRow, error)
+	// Whether a remediation of the node must wait: some pool the node is a member of already has its
+	// remediation_max_nodes members in remediation, or one of them shares the node's value of the
+	// pool's remediation_domain label.
+	RemediationBlocked(ctx context.Context, arg RemediationBlockedParams) (bool, error)
+	RemediationCommand(ctx context.Context, id uuid.UUID) (RemediationCommandRow, error)
+	// The leases holding something on the node now, with their pool's grace period.
+	RemediationNodeLeases(ctx context.Context, nodeID uuid.UUID) ([]RemediationNodeLeasesRow, error)
+	// How many remediations the GPU of this serial had since since, this one not counted.
+	RemediationRepeats(ctx context.Context, arg RemediationRepeatsParams) (int64, error)
 	// Extends the holder's unexpired locks among the names; those not returned are lost.
 	RenewLocks(ctx context.Context, arg RenewLocksParams) ([]Lock, error)
 	RenewNodeCert(ctx context.Context, arg RenewNodeCertParams) error
@@ -864,6 +887,7 @@ type Querier interface {
 	// The nodes holding a session on this gateway that have been revoked (nodes_revoked keeps the
 	// revoked ones few to scan).
 	RevokedSessionsOf(ctx context.Context, gatewayID string) ([]uuid.UUID, error)
+	SaveRemediation(ctx context.Context, arg SaveRemediationParams) (Remediation, error)
 	// From inside a reconcile of key: makes the key due again after delay_ms (by the database's
 	// clock). The runtime hides a key it works on by pushing due_at into the future; an enqueue
 	// meanwhile pulls it back to now, and is kept. The generation moves on, so the runtime keeps the
@@ -984,6 +1008,8 @@ type Querier interface {
 	UpsertPoolQuota(ctx context.Context, arg UpsertPoolQuotaParams) (PoolQuota, error)
 	// The records not aggregated yet, and the age of the oldest (seconds; 0 when none).
 	UsageBacklog(ctx context.Context) (UsageBacklogRow, error)
+	// The tenant's waiting remediations, oldest first: the ones to look at when one ends.
+	WaitingRemediations(ctx context.Context, tenantID uuid.UUID) ([]uuid.UUID, error)
 	// A webhook's state ('healthy' or 'failing') and, when failing, why. No row: it was deleted.
 	WebhookState(ctx context.Context, id uuid.UUID) (WebhookStateRow, error)
 	// The controller's view of a workflow's admitted, unfinished nodes: each with its node and the

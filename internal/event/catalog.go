@@ -51,6 +51,8 @@ var all = []Event{
 	LeaseCreated{}, LeasePlaced{}, LeaseAtRisk{}, LeaseExtended{}, LeaseReleased{}, LeaseExpired{}, LeasePreempted{}, LeaseFailed{},
 	LeaseGPUUnhealthy{},
 	GPUHealthy{}, GPUDegraded{}, GPUUnhealthy{},
+	RemediationStarted{}, RemediationStep{}, RemediationSucceeded{}, RemediationCancelled{}, GPUServiceRequired{},
+	LeaseNodeRemediation{},
 	ReservationCreated{}, ReservationCancelled{},
 	TenantCreated{}, TenantSuspended{}, TenantResumed{}, TenantDeleted{},
 	SecretCreated{}, SecretUpdated{}, SecretDeleted{},

@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/gpuhealth"
+	"github.com/better-compute/better-compute/internal/remediation"
 )
 
 // ErrNotFound is returned by Quarantine and Clear for a GPU the tenant has no node with.
@@ -194,6 +195,9 @@ func (n *node) apply(ctx context.Context, q *db.Queries, pools nodePools, now ti
 	// GPUs became unhealthy.
 	var end []uuid.UUID
 	endReason := map[uuid.UUID]string{}
+	// repair is what turned unhealthy here, for a remediation: the first GPU, else the node.
+	var repair *remediation.Subject
+	var repairWhy remediation.Reason
 	var nodeWide []gpuhealth.Reason
 	drain, placeable := false, false
 	for _, d := range n.devices {
@@ -246,6 +250,10 @@ func (n *node) apply(ctx context.Context, q *db.Queries, pools nodePools, now ti
 			return out, err
 		}
 		placeable = placeable || (from == gpuhealth.Unhealthy && d.Present)
+		if res.Health == gpuhealth.Unhealthy && repair == nil && len(res.Reasons) > 0 && res.Reasons[0].Check != gpuhealth.CheckManual {
+			repair = &remediation.Subject{Tenant: n.row.TenantID, Node: n.row.ID, GPUUUID: d.Uuid, GPUSerial: d.Serial}
+			repairWhy = remediation.Reason{Check: res.Reasons[0].Check, Code: res.Reasons[0].Code}
+		}
 		if l := d.LeaseID; res.Health == gpuhealth.Unhealthy && l != nil && d.LeasePoolID != nil &&
 			leaseAction(d, pools.actions[*d.LeasePoolID]) == gpuhealth.LeaseEnd && endReason[*l] == "" {
 			end, endReason[*l] = append(end, *l), unhealthyReason(res.Reasons)
@@ -284,7 +292,33 @@ func (n *node) apply(ctx context.Context, q *db.Queries, pools nodePools, now ti
 			out.wake(capacity.PlacerKind)
 		}
 	}
+	if why := append(slices.Clip(nodeRes.Reasons), nodeWide...); repair == nil && quarantined && !n.row.Quarantined && len(why) > 0 {
+		repair = &remediation.Subject{Tenant: n.row.TenantID, Node: n.row.ID}
+		repairWhy = remediation.Reason{Check: why[0].Check, Code: why[0].Code}
+	}
+	if repair != nil {
+		if err := openRemediation(ctx, q, *repair, repairWhy, &out); err != nil {
+			return out, err
+		}
+	}
 	return out, nil
+}
+
+// openRemediation starts a remediation of what turned unhealthy, unless the node's pools turned
+// automatic remediation off or one is in progress.
+func openRemediation(ctx context.Context, q *db.Queries, s remediation.Subject, why remediation.Reason, out *Outcome) error {
+	auto, err := remediation.Automatic(ctx, q, s.Node)
+	if err != nil || !auto {
+		return err
+	}
+	switch _, err := remediation.Open(ctx, q, s, why, remediation.DefaultPolicy()); {
+	case errors.Is(err, remediation.ErrInProgress):
+		return nil
+	case err != nil:
+		return err
+	}
+	out.wake(remediation.Kind)
+	return nil
 }
 
 // unhealthyReason is why a lease ends with its GPU: "gpu_unhealthy: " and the strongest reason's

@@ -1,0 +1,94 @@
+package remediation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/enqueue"
+	"github.com/better-compute/better-compute/internal/event"
+)
+
+// Kind is the controller's reconciler kind; its keys are remediation ids.
+const Kind = "gpu.remediation"
+
+// States of a remediation.
+const (
+	StateWaiting   = "waiting"
+	StateRunning   = "running"
+	StateSucceeded = "succeeded"
+	StateService   = "service"
+	StateCancelled = "cancelled"
+	StateFailed    = "failed"
+)
+
+// Reason is what a remediation repairs: the strongest health reason of the GPU (or node) that
+// turned unhealthy.
+type Reason struct {
+	Check string
+	Code  int64
+}
+
+func (r Reason) String() string {
+	if r.Code == 0 {
+		return r.Check
+	}
+	return fmt.Sprintf("%s %d", r.Check, r.Code)
+}
+
+// Subject is what a remediation is of: a node, and the GPU on it when one GPU is at fault.
+type Subject struct {
+	Tenant, Node uuid.UUID
+	GPUUUID      string
+	GPUSerial    string
+	// Principal started it by hand; nil when health did.
+	Principal *uuid.UUID
+}
+
+// ErrInProgress is Open's error when the node already has a remediation in progress.
+var ErrInProgress = errors.New("the node has a remediation in progress")
+
+// Open starts a remediation of the subject for the reason, on the ladder the policy picks, in
+// the caller's transaction, and queues it for the controller (the caller wakes Kind after the
+// commit). It returns ErrInProgress when the node has one already.
+func Open(ctx context.Context, q *db.Queries, s Subject, r Reason, p Policy) (db.Remediation, error) {
+	name, ladder := p.LadderFor(r.Check, r.Code)
+	steps, err := json.Marshal(ladder.Steps)
+	if err != nil {
+		return db.Remediation{}, fmt.Errorf("encode the ladder: %w", err)
+	}
+	auto, err := q.RemediationAuto(ctx, s.Node)
+	if err != nil {
+		return db.Remediation{}, fmt.Errorf("read the node's remediation settings: %w", err)
+	}
+	row, err := q.OpenRemediation(ctx, db.OpenRemediationParams{
+		ID: uuid.Must(uuid.NewV7()), TenantID: s.Tenant, NodeID: s.Node, GpuUuid: s.GPUUUID, GpuSerial: s.GPUSerial,
+		ReasonCheck: r.Check, ReasonCode: r.Code, Ladder: name, PolicyVersion: p.Version, Steps: steps,
+		FailureDomain: auto.FailureDomain, PrincipalID: s.Principal,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return db.Remediation{}, ErrInProgress
+	}
+	if err != nil {
+		return db.Remediation{}, fmt.Errorf("open a remediation of node %s: %w", s.Node, err)
+	}
+	if err := enqueue.IDs(ctx, q, Kind, row.ID); err != nil {
+		return db.Remediation{}, err
+	}
+	return row, event.Emit(ctx, q, s.Tenant, Started(row))
+}
+
+// Automatic reports whether health may start a remediation of the node by itself: none of its
+// pools turned that off.
+func Automatic(ctx context.Context, q *db.Queries, node uuid.UUID) (bool, error) {
+	a, err := q.RemediationAuto(ctx, node)
+	if err != nil {
+		return false, fmt.Errorf("read the node's remediation settings: %w", err)
+	}
+	return a.Auto, nil
+}
