@@ -74,7 +74,7 @@ JOIN pools p ON p.id = l.pool_id
 WHERE a.node_id = sqlc.arg(node_id) AND a.ended_at IS NULL AND l.ended_at IS NULL;
 
 -- name: RemediationCommand :one
-SELECT state, result FROM commands WHERE id = sqlc.arg(id);
+SELECT state, result, error FROM commands WHERE id = sqlc.arg(id);
 
 -- name: ListRemediations :many
 SELECT * FROM remediations
@@ -90,3 +90,12 @@ SELECT * FROM remediations WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.a
 
 -- name: LockRemediationOfTenant :one
 SELECT * FROM remediations WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) FOR UPDATE;
+
+-- name: RemediationNodeHealth :one
+-- What a verify step looks at: whether the node answers, whether a GPU health signal quarantines
+-- it, and how many of its present GPUs are unhealthy.
+SELECT n.online, n.hostname, n.state, COALESCE(h.quarantined, false)::boolean AS quarantined,
+       (SELECT count(*) FROM devices d WHERE d.node_id = n.id AND d.kind = 'gpu' AND d.present AND d.health = 'unhealthy')::bigint AS unhealthy
+FROM nodes n
+LEFT JOIN node_gpu_health h ON h.node_id = n.id
+WHERE n.id = sqlc.arg(node_id);

@@ -30,6 +30,7 @@ import (
 	"github.com/better-compute/better-compute/workers/internal/metering"
 	"github.com/better-compute/better-compute/workers/internal/nodecontrol"
 	"github.com/better-compute/better-compute/workers/internal/placer"
+	"github.com/better-compute/better-compute/workers/internal/remediator"
 	"github.com/better-compute/better-compute/workers/internal/retention"
 	"github.com/better-compute/better-compute/workers/internal/workflows"
 )
@@ -145,7 +146,8 @@ func New(opts Options) (*Workers, error) {
 	return &Workers{rt: rt, opts: opts}, nil
 }
 
-// domainReconcilers are node life cycle, NodeSpec, GPU health and workflows (controllers), and
+// domainReconcilers are node life cycle, NodeSpec, GPU health, remediation and workflows
+// (controllers), and
 // the capacity placer (scheduler).
 func domainReconcilers(pool *pgxpool.Pool, notifier Notifier, poke func(kind string), log *slog.Logger) []reconcile.Registration {
 	opts := nodecontrol.Options{
@@ -153,11 +155,13 @@ func domainReconcilers(pool *pgxpool.Pool, notifier Notifier, poke func(kind str
 		Logger:       log,
 	}
 	wopts := workflows.Options{Logger: log}
+	ropts := remediator.Options{Wake: poke, Logger: log}
 	if notifier != nil {
-		opts.Notifier, wopts.Notifier = notifier, notifier
+		opts.Notifier, wopts.Notifier, ropts.Notifier = notifier, notifier, notifier
 	}
 	return append(nodecontrol.Reconcilers(pool, opts),
 		gpucontrol.Registration(pool, gpucontrol.Options{Wake: poke, Logger: log}),
+		remediator.Registration(pool, ropts),
 		placer.Registration(pool, placer.Options{Logger: log}),
 		workflows.Reconciler(pool, wopts))
 }

@@ -837,6 +837,9 @@ type Querier interface {
 	// pool's remediation_domain label.
 	RemediationBlocked(ctx context.Context, arg RemediationBlockedParams) (bool, error)
 	RemediationCommand(ctx context.Context, id uuid.UUID) (RemediationCommandRow, error)
+	// What a verify step looks at: whether the node answers, whether a GPU health signal quarantines
+	// it, and how many of its present GPUs are unhealthy.
+	RemediationNodeHealth(ctx context.Context, nodeID uuid.UUID) (RemediationNodeHealthRow, error)
 	// The leases holding something on the node now, with their pool's grace period.
 	RemediationNodeLeases(ctx context.Context, nodeID uuid.UUID) ([]RemediationNodeLeasesRow, error)
 	// How many remediations the GPU of this serial had since since, this one not counted.

@@ -342,18 +342,50 @@ func (q *Queries) RemediationBlocked(ctx context.Context, arg RemediationBlocked
 }
 
 const remediationCommand = `-- name: RemediationCommand :one
-SELECT state, result FROM commands WHERE id = $1
+SELECT state, result, error FROM commands WHERE id = $1
 `
 
 type RemediationCommandRow struct {
 	State  CommandState
 	Result []byte
+	Error  string
 }
 
 func (q *Queries) RemediationCommand(ctx context.Context, id uuid.UUID) (RemediationCommandRow, error) {
 	row := q.db.QueryRow(ctx, remediationCommand, id)
 	var i RemediationCommandRow
-	err := row.Scan(&i.State, &i.Result)
+	err := row.Scan(&i.State, &i.Result, &i.Error)
+	return i, err
+}
+
+const remediationNodeHealth = `-- name: RemediationNodeHealth :one
+SELECT n.online, n.hostname, n.state, COALESCE(h.quarantined, false)::boolean AS quarantined,
+       (SELECT count(*) FROM devices d WHERE d.node_id = n.id AND d.kind = 'gpu' AND d.present AND d.health = 'unhealthy')::bigint AS unhealthy
+FROM nodes n
+LEFT JOIN node_gpu_health h ON h.node_id = n.id
+WHERE n.id = $1
+`
+
+type RemediationNodeHealthRow struct {
+	Online      bool
+	Hostname    string
+	State       NodeState
+	Quarantined bool
+	Unhealthy   int64
+}
+
+// What a verify step looks at: whether the node answers, whether a GPU health signal quarantines
+// it, and how many of its present GPUs are unhealthy.
+func (q *Queries) RemediationNodeHealth(ctx context.Context, nodeID uuid.UUID) (RemediationNodeHealthRow, error) {
+	row := q.db.QueryRow(ctx, remediationNodeHealth, nodeID)
+	var i RemediationNodeHealthRow
+	err := row.Scan(
+		&i.Online,
+		&i.Hostname,
+		&i.State,
+		&i.Quarantined,
+		&i.Unhealthy,
+	)
 	return i, err
 }
 

@@ -84,3 +84,31 @@ func operate(ctx context.Context, tx db.DBTX, tenant uuid.UUID, gpuUUID string,
 	}
 	return Operated{}, ErrNotFound
 }
+
+// Acknowledge puts every GPU of node back under the policy's judgement from now, as Clear does
+// for one: an operator's quarantine ends and the signals its daemon reports now are acknowledged,
+// so only a new occurrence counts; the node's own reasons are dropped, and what its daemon
+// reports now decides again. The remediation controller calls it when a repair is done and its
+// verification starts; the changes carry no principal.
+func Acknowledge(ctx context.Context, tx db.DBTX, node uuid.UUID, policy gpuhealth.Policy, now time.Time) (Outcome, error) {
+	q := db.New(tx)
+	n, err := load(ctx, q, node)
+	if err != nil || n == nil {
+		return Outcome{}, err
+	}
+	for _, d := range n.devices {
+		b, err := json.Marshal(gpuhealth.Acknowledge(n.gpuSignals(d)))
+		if err != nil {
+			return Outcome{}, fmt.Errorf("encode acknowledged signals: %w", err)
+		}
+		if err := q.ClearDevice(ctx, db.ClearDeviceParams{ID: d.ID, Acknowledged: b}); err != nil {
+			return Outcome{}, fmt.Errorf("acknowledge GPU %s: %w", d.Uuid, err)
+		}
+	}
+	// The node-wide reasons go too (a driver that did not answer before the reboot): what the
+	// daemon reports now decides.
+	if err := q.SetNodeGPUHealth(ctx, db.SetNodeGPUHealthParams{NodeID: node, Reasons: []byte("[]"), Quarantined: n.row.Quarantined}); err != nil {
+		return Outcome{}, fmt.Errorf("acknowledge node %s: %w", node, err)
+	}
+	return Apply(ctx, tx, node, policy, now, nil)
+}
