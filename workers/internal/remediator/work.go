@@ -105,9 +105,11 @@ type result struct {
 	wait            time.Duration
 }
 
-func passed() result                 { return result{outcome: remediation.OutcomePassed} }
-func failed(detail string) result    { return result{outcome: remediation.OutcomeFailed, detail: detail} }
-func skipped(detail string) result   { return result{outcome: remediation.OutcomeSkipped, detail: detail} }
+func passed() result              { return result{outcome: remediation.OutcomePassed} }
+func failed(detail string) result { return result{outcome: remediation.OutcomeFailed, detail: detail} }
+func skipped(detail string) result {
+	return result{outcome: remediation.OutcomeSkipped, detail: detail}
+}
 func waitFor(d time.Duration) result { return result{wait: max(d, time.Millisecond)} }
 
 // step starts the current step, or looks at it again.

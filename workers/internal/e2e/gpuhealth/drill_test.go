@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -84,15 +85,25 @@ type system struct {
 // gateway; its join token admits machines machines labelled gpu=h100.
 func newSystem(t testing.TB, machines int) *system {
 	t.Helper()
+	return newSystemWith(t, machines, nil)
+}
+
+// newSystemWith is newSystem with more reconcilers, made with the system's waker.
+func newSystemWith(t testing.TB, machines int, more func(pool *pgxpool.Pool, poke func(kind string)) []reconcile.Registration) *system {
+	t.Helper()
 	env := servertest.New(t)
 	var rt *engine.Runtime
 	poke := func(kind string) { rt.Reconcilers().Poke(kind) }
+	regs := []reconcile.Registration{
+		gpucontrol.Registration(env.Pool, gpucontrol.Options{Wake: poke}),
+		placer.Registration(env.Pool, placer.Options{}),
+	}
+	if more != nil {
+		regs = append(regs, more(env.Pool, poke)...)
+	}
 	rt = engine.New(engine.Options{
 		Pool: env.Pool, Roles: map[string]bool{"controllers": true, "scheduler": true},
-		Reconcilers: []reconcile.Registration{
-			gpucontrol.Registration(env.Pool, gpucontrol.Options{Wake: poke}),
-			placer.Registration(env.Pool, placer.Options{}),
-		},
+		Reconcilers: regs,
 		// Nodes are schedulable once online, which the liveness job records from their hellos.
 		Jobs: map[string][]locks.Job{"controllers": {nodecontrol.LivenessJob(env.Pool, nodecontrol.LivenessOptions{
 			Interval: 100 * time.Millisecond, Threshold: time.Minute,
@@ -139,7 +150,13 @@ func newSystem(t testing.TB, machines int) *system {
 
 func newDrill(t *testing.T, hosts ...string) *drill {
 	t.Helper()
-	sys := newSystem(t, len(hosts))
+	return newDrillWith(t, nil, hosts...)
+}
+
+// newDrillWith is newDrill on newSystemWith.
+func newDrillWith(t *testing.T, more func(pool *pgxpool.Pool, poke func(kind string)) []reconcile.Registration, hosts ...string) *drill {
+	t.Helper()
+	sys := newSystemWith(t, len(hosts), more)
 	env := sys.env
 	d := &drill{
 		env:    env,
