@@ -82,7 +82,7 @@ type Commands struct {
 	AllowGPUReset bool
 	// Dcgmi is the dcgmi program diagnose runs; empty looks it up on PATH, "-" means never (the
 	// diagnose result is then "unavailable").
-	Dcgmi string
+	Dcgmi  string
 	Logger *slog.Logger
 
 	mu           sync.Mutex

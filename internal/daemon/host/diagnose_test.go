@@ -45,8 +45,7 @@ func diagnoseResult(t *testing.T, out *structpb.Struct) *daemonv1.DiagnoseResult
 	return res
 }
 
-// TestDiagnoseUnavailable changes PATH, so it runs alone.
-func TestDiagnoseUnavailable(t *testing.T) {
+func TestDiagnoseUnavailable(t *testing.T) { //nolint:paralleltest // it sets PATH
 	for _, dcgmi := range []string{"-", ""} {
 		c := &host.Commands{Dcgmi: dcgmi}
 		if dcgmi == "" {
