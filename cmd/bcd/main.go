@@ -162,7 +162,9 @@ exec runs only the programs on the allow list: --allow-exec, plus the lines of t
 allow-exec in the state directory (absolute paths; argv[0] must match one exactly, and the file
 it resolves to through symlinks must be listed too). A program starts with PATH=` + host.ExecPath + `
 and only the LANG, LANGUAGE, NO_COLOR, TZ and LC_* variables its command sets; nothing of
-bcd's own environment. reboot needs --allow-reboot.
+bcd's own environment. reboot needs --allow-reboot, gpuReset --allow-gpu-reset (and refuses
+a GPU any process uses). diagnose runs DCGM's dcgmi diag (--dcgmi, default the one on PATH);
+without DCGM its result is "unavailable".
 
 A tunnel reaches only a port of 127.0.0.1 on --tunnel-port (repeatable, at most 64; none by
 default): the control plane may allow a port, but bcd dials it only when its own list has it.
@@ -178,7 +180,8 @@ old binary again, and if it exits, systemd (Restart=always) starts BINARY, the o
 way the old binary reports the upgrade failed and why. An upgrade to the running version
 succeeds at once.
 
-A draining node refuses exec only; upgrade, reboot and configure are what a drain is for.`,
+A draining node refuses exec only; upgrade, reboot, configure, gpuReset and diagnose are what a
+drain is for.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()
@@ -195,6 +198,8 @@ A draining node refuses exec only; upgrade, reboot and configure are what a drai
 	}
 	cmd.Flags().StringSliceVar(&o.AllowExec, "allow-exec", nil, "programs exec may run, absolute paths, comma separated or repeated (adds to the state directory's allow-exec file)")
 	cmd.Flags().BoolVar(&o.AllowReboot, "allow-reboot", false, "let reboot commands reboot this host")
+	cmd.Flags().BoolVar(&o.AllowGPUReset, "allow-gpu-reset", false, "let gpuReset commands reset an idle GPU (nvidia-smi --gpu-reset)")
+	cmd.Flags().StringVar(&o.Dcgmi, "dcgmi", "", `the dcgmi diagnose commands run; default the one on PATH, "-" for none (diagnose then reports "unavailable")`)
 	cmd.Flags().StringVar(&o.ReleaseURL, "release-url", "", "base URL of releases, e.g. https://releases.example.com/bc (release VERSION is BASE/VERSION/); with --release-key, lets upgrade commands replace bcd")
 	cmd.Flags().StringArrayVar(&o.ReleaseKeys, "release-key", nil, fmt.Sprintf("minisign.pub file of a key releases are signed with (repeatable, at most %d; needs --release-url)", host.MaxReleaseKeys))
 	cmd.Flags().DurationVar(&o.UpgradeDeadline, "upgrade-deadline", host.DefaultUpgradeDeadline, "how long a new binary has to hold a session before it is rolled back")

@@ -48,6 +48,9 @@ const DefaultRebootDowntime = 2 * time.Second
 //   - reboot succeeds with {"rebooting": true}; the session lasts a moment more (100ms, as a
 //     host takes a moment to stop its services), long enough for the result to go out on it,
 //     then the daemon goes away for RebootDowntime and comes back with a new session.
+//   - gpuReset and diagnose play the outcomes SetRemedy scripts for each GPU (a reset that
+//     clears the GPU's signals, or does not, or fails; a diagnose that passes, fails or finds no
+//     DCGM), with bcd's results.
 //
 // A restart is a new Agent with the same identity, as a new process would be: a new session and
 // new connections, tunnels closed. What bcd keeps on disk survives it: the version installed, the
@@ -88,6 +91,8 @@ type Fake struct {
 	draining     bool
 	drainedAt    time.Time
 	config       []byte
+	// remedies are the scripted outcomes of gpuReset and diagnose, by GPU UUID (SetRemedy).
+	remedies map[string]Remedy
 }
 
 // fakeProc is one process of a FakeDaemon: an Agent of one version, which ends at a restart.

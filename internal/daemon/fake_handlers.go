@@ -43,7 +43,9 @@ func (f *Fake) builtins(gen int) map[string]Handler {
 		command.Upgrade: func(ctx context.Context, c *daemonv1.Command) (*structpb.Struct, error) {
 			return f.upgrade(ctx, gen, c)
 		},
-		command.Reboot: f.reboot,
+		command.Reboot:   f.reboot,
+		command.GpuReset: f.gpuReset,
+		command.Diagnose: f.diagnose,
 	}
 }
 

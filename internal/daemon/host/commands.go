@@ -35,15 +35,17 @@ const (
 	CommandUpgrade          = command.Upgrade
 	CommandReboot           = command.Reboot
 	CommandConfigure        = command.Configure
+	CommandGPUReset         = command.GpuReset
+	CommandDiagnose         = command.Diagnose
 )
 
 // maintenance are the commands a draining node still runs: reading it (collectInventory),
-// changing the drain itself, and upgrade, reboot and configure, the maintenance a node is
-// drained for (each behind its own flags). A draining node refuses only exec, the work it was
-// taken out of service not to run; undrain first.
+// changing the drain itself, and upgrade, reboot, configure, gpuReset and diagnose, the
+// maintenance a node is drained for (each behind its own flags). A draining node refuses only
+// exec, the work it was taken out of service not to run; undrain first.
 var maintenance = map[string]bool{
 	CommandCollectInventory: true, CommandDrain: true, CommandUndrain: true, CommandReboot: true,
-	CommandConfigure: true, CommandUpgrade: true,
+	CommandConfigure: true, CommandUpgrade: true, CommandGPUReset: true, CommandDiagnose: true,
 }
 
 // ConfigStore keeps the configuration a configure command applied (the state directory does).
@@ -72,6 +74,15 @@ type Commands struct {
 	AllowReboot bool
 	// Reboot reboots the host; RebootHost when nil. Tests inject their own.
 	Reboot func() error
+	// GPUs is the inventory whose nvidia-smi (program and bounds) gpuReset runs and whose GPUs
+	// it may reset; nil refuses gpuReset.
+	GPUs *Inventory
+	// AllowGPUReset lets gpuReset reset a GPU (bcd run --allow-gpu-reset); without it the
+	// command fails and nothing happens.
+	AllowGPUReset bool
+	// Dcgmi is the dcgmi program diagnose runs; empty looks it up on PATH, "-" means never (the
+	// diagnose result is then "unavailable").
+	Dcgmi  string
 	Logger *slog.Logger
 
 	mu           sync.Mutex
@@ -91,6 +102,8 @@ func (c *Commands) Handlers() map[string]daemon.Handler {
 		CommandUndrain:          c.undrain,
 		CommandUpgrade:          c.upgrade,
 		CommandReboot:           c.reboot,
+		CommandGPUReset:         c.gpuReset,
+		CommandDiagnose:         c.diagnose,
 	}
 	for typ, h := range hs {
 		if !maintenance[typ] {

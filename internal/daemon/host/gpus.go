@@ -157,7 +157,12 @@ func (i *Inventory) nvidiaSMIProgram() string {
 // errNoNvidiaGPUs where prog is not installed or finds no devices, or an error that names the
 // invocation and says why (context.DeadlineExceeded wrapped for a timeout).
 func (i *Inventory) runNvidiaSMI(ctx context.Context, prog string, args []string) ([]byte, error) {
-	timeout := i.NvidiaSMITimeout
+	return i.runNvidiaSMIFor(ctx, prog, args, i.NvidiaSMITimeout)
+}
+
+// runNvidiaSMIFor is runNvidiaSMI with its own timeout (DefaultNvidiaSMITimeout when 0), for
+// the invocations that take longer than a query (a GPU reset).
+func (i *Inventory) runNvidiaSMIFor(ctx context.Context, prog string, args []string, timeout time.Duration) ([]byte, error) {
 	if timeout <= 0 {
 		timeout = DefaultNvidiaSMITimeout
 	}
@@ -165,6 +170,47 @@ func (i *Inventory) runNvidiaSMI(ctx context.Context, prog string, args []string
 	if limit <= 0 {
 		limit = DefaultNvidiaSMIMaxOutput
 	}
+	run := runBounded(ctx, prog, args, timeout, limit)
+	invocation := prog + " " + strings.Join(args, " ")
+	switch {
+	case run.over:
+		return nil, fmt.Errorf("%s: output over %d bytes, refused", invocation, limit)
+	case run.timedOut:
+		return nil, fmt.Errorf("%s: no answer in %v (a wedged driver?): %w", invocation,
+			run.took.Round(time.Millisecond), context.DeadlineExceeded)
+	case errors.Is(run.err, fs.ErrNotExist) || errors.Is(run.err, exec.ErrNotFound):
+		return nil, fmt.Errorf("%s: %w: not installed", invocation, errNoNvidiaGPUs)
+	case run.err != nil:
+		// "No devices were found" is exit status 6 on a host with the tools and no GPU.
+		if strings.Contains(string(run.stdout)+run.stderr, "No devices were found") {
+			return nil, fmt.Errorf("%s: %w: no devices were found", invocation, errNoNvidiaGPUs)
+		}
+		return nil, fmt.Errorf("%s: %w: %s", invocation, run.err, run.message())
+	}
+	return run.stdout, nil
+}
+
+// boundedRun is what runBounded saw of one run.
+type boundedRun struct {
+	stdout []byte // empty when over
+	stderr string // at most stderrMax bytes
+	err    error  // the run's own error (exec.ExitError, not found), nil on exit status 0
+	// over says the output passed its limit: the program was killed and stdout is dropped.
+	over bool
+	// timedOut says the timeout, or ctx's deadline, ended the run.
+	timedOut bool
+	took     time.Duration
+}
+
+// message is the first line of what the run printed of its failure (stderr, else stdout).
+func (r boundedRun) message() string {
+	return strings.TrimSpace(firstLine(r.stderr + "\n" + string(r.stdout)))
+}
+
+// runBounded runs prog with args, killed after timeout (or at ctx's end) and as soon as its
+// standard output passes limit bytes; standard error is kept to stderrMax. It is the one place
+// bcd runs the NVIDIA tools (nvidia-smi, dcgmi), so that each has the same bounds.
+func runBounded(ctx context.Context, prog string, args []string, timeout time.Duration, limit int64) boundedRun {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// Output past the cap kills the program at once (over): it is refused, never half-read.
@@ -172,28 +218,20 @@ func (i *Inventory) runNvidiaSMI(ctx context.Context, prog string, args []string
 	stderr := &capped{max: stderrMax}
 	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// A child of nvidia-smi (a wrapper script's) holding the output open must not outlast it.
+	// A child of the program (a wrapper script's) holding the output open must not outlast it.
 	cmd.WaitDelay = time.Second
 	start := time.Now()
 	err := cmd.Run()
-	invocation := prog + " " + strings.Join(args, " ")
+	r := boundedRun{err: err, stderr: stderr.String(), took: time.Since(start)}
 	switch {
 	case stdout.truncated():
-		return nil, fmt.Errorf("%s: output over %d bytes, refused", invocation, limit)
+		r.over = true
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return nil, fmt.Errorf("%s: no answer in %v (a wedged driver?): %w", invocation,
-			time.Since(start).Round(time.Millisecond), context.DeadlineExceeded)
-	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound):
-		return nil, fmt.Errorf("%s: %w: not installed", invocation, errNoNvidiaGPUs)
-	case err != nil:
-		// "No devices were found" is exit status 6 on a host with the tools and no GPU.
-		if strings.Contains(stdout.String()+stderr.String(), "No devices were found") {
-			return nil, fmt.Errorf("%s: %w: no devices were found", invocation, errNoNvidiaGPUs)
-		}
-		msg := strings.TrimSpace(firstLine(stderr.String() + "\n" + stdout.String()))
-		return nil, fmt.Errorf("%s: %w: %s", invocation, err, msg)
+		r.timedOut = true
+	default:
+		r.stdout = stdout.buf.Bytes()
 	}
-	return stdout.buf.Bytes(), nil
+	return r
 }
 
 // numaNode reads the NUMA node of a PCI device from sysfs; false when sysfs does not know it

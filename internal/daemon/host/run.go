@@ -115,6 +115,10 @@ type RunOptions struct {
 	AllowExec []string
 	// AllowReboot lets reboot commands reboot the host.
 	AllowReboot bool
+	// AllowGPUReset lets gpuReset commands reset a GPU (Commands.AllowGPUReset).
+	AllowGPUReset bool
+	// Dcgmi is Commands.Dcgmi: the dcgmi diagnose runs.
+	Dcgmi string
 	// ReleaseURL and ReleaseKeys (minisign.pub files, at most MaxReleaseKeys) let upgrade
 	// commands replace bcd's binary with a release from under ReleaseURL signed by one of the
 	// keys (see Upgrader). Each needs the other.
@@ -209,7 +213,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	collector := NewGPUHealthCollector(inv, gpuHealth, opts.GPUHealthInterval, log)
 	cmds := &Commands{
 		Exec: policy, Inventory: inv.Collect, Drain: dir, Config: dir, AllowReboot: opts.AllowReboot, Reboot: opts.Reboot,
-		Upgrader: upgrader, Logger: log,
+		Upgrader: upgrader, GPUs: inv, AllowGPUReset: opts.AllowGPUReset, Dcgmi: opts.Dcgmi, Logger: log,
 	}
 	agent, err := daemon.NewAgent(daemon.Options{
 		Dialer:   dialer,
@@ -262,6 +266,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	defer health()
 	log.Info("bcd running", "node_id", id.NodeID, "gateway", node.Gateway, "version", opts.Version,
 		"state_dir", dir.Path, "allow_exec", policy.Allow, "allow_reboot", opts.AllowReboot,
+		"allow_gpu_reset", opts.AllowGPUReset,
 		"allow_upgrade", upgrader.Release != nil, "release_url", opts.ReleaseURL, "tunnel_ports", opts.TunnelPorts)
 	if notAfter, err := id.NotAfter(); err == nil && time.Until(notAfter) < time.Hour {
 		log.Warn("the node certificate expires soon; it is renewed once connected", "not_after", notAfter)
