@@ -1,0 +1,170 @@
+package gpuhealth_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	leasesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1"
+	"github.com/better-compute/better-compute/internal/gpuhealth"
+	"github.com/better-compute/better-compute/internal/poll"
+	"github.com/better-compute/better-compute/internal/reconcile"
+	"github.com/better-compute/better-compute/internal/remediation"
+	"github.com/better-compute/better-compute/workers/internal/remediator"
+)
+
+// withRemediator adds the remediation controller, with verify windows of 300 ms.
+func withRemediator(pool *pgxpool.Pool, poke func(kind string)) []reconcile.Registration {
+	return []reconcile.Registration{remediator.Registration(pool, remediator.Options{
+		Wake: poke, VerifyWindow: 300 * time.Millisecond, Poll: 50 * time.Millisecond,
+	})}
+}
+
+// xid injects an Xid on GPU i of host.
+func (d *drill) xid(t *testing.T, host string, i int, code int64) {
+	t.Helper()
+	now := timestamppb.Now()
+	if err := d.fakes[host].InjectGPUSignal(&daemonv1.GpuSignal{
+		GpuUuid: fmt.Sprintf("GPU-%s-%d", host, i), Check: gpuhealth.CheckXid, Code: code, Count: 1, FirstSeen: now, LastSeen: now,
+		Detail: fmt.Sprintf("NVRM: Xid: %d", code),
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// remediationOf waits for the node's latest remediation to end and returns its state and the
+// actions and outcomes of its history.
+func (d *drill) remediationOf(t *testing.T, host string) (state string, steps []string) {
+	t.Helper()
+	var history []byte
+	poll.Until(t, 30*time.Second, "the remediation of "+host+" ends", func() bool {
+		var ended bool
+		err := d.env.Pool.QueryRow(ctx, `SELECT r.state, r.history, r.ended_at IS NOT NULL FROM remediations r JOIN nodes n ON n.id = r.node_id
+			WHERE n.hostname = $1 ORDER BY r.created_at DESC LIMIT 1`, host).Scan(&state, &history, &ended)
+		return err == nil && ended
+	})
+	var h []remediation.Entry
+	if err := json.Unmarshal(history, &h); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range h {
+		steps = append(steps, e.Action+":"+e.Outcome)
+	}
+	return state, steps
+}
+
+// TestRemediationDrill: an Xid 79 on a node holding a lease opens a remediation on the reboot
+// ladder; the tenant is told, the node drains (the lease ends after the pool's grace with the
+// remediation's reason), reboots, passes its diagnostics and a clean window, and is back in
+// service with the GPU healthy, every step in the history and the events out.
+func TestRemediationDrill(t *testing.T) {
+	t.Parallel()
+	d := newDrillWith(t, withRemediator, "dgx-r1")
+	if _, err := d.env.Pool.Exec(ctx, `UPDATE pools SET preemption_grace_ms = 300 WHERE id = $1`, d.pool); err != nil {
+		t.Fatal(err)
+	}
+	l := d.lease(t, 8)
+	d.xid(t, "dgx-r1", 3, 79)
+
+	state, steps := d.remediationOf(t, "dgx-r1")
+	want := []string{"drain:passed", "reboot:passed", "diagnose:passed", "verify:passed"}
+	if state != remediation.StateSucceeded || !slices.Equal(steps, want) {
+		t.Fatalf("remediation %s with steps %v, want succeeded with %v", state, steps, want)
+	}
+	got, err := d.leases.Get(ctx, &leasesv1.GetRequest{Id: l.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetLease().GetState() != leasesv1.LeaseState_LEASE_STATE_FAILED || got.GetLease().GetReason() != "remediation: xid 79" {
+		t.Errorf("the lease on the node: %v %q", got.GetLease().GetState(), got.GetLease().GetReason())
+	}
+	if n := d.count(t, `SELECT count(*) FROM outbox WHERE type = 'lease.node_remediation' AND subject = $1`, "lease/"+l.GetId()); n != 1 {
+		t.Errorf("%d lease.node_remediation events to the holder, want 1", n)
+	}
+	for typ, want := range map[string]int{"remediation.started": 1, "remediation.step": 4, "remediation.succeeded": 1} {
+		if n := d.count(t, `SELECT count(*) FROM outbox WHERE type = $1`, typ); n != want {
+			t.Errorf("%d %s events, want %d", n, typ, want)
+		}
+	}
+	poll.Until(t, 10*time.Second, "the node is ready and GPU 3 healthy", func() bool {
+		return d.count(t, `SELECT count(*) FROM nodes WHERE hostname = 'dgx-r1' AND state = 'ready'`) == 1 &&
+			d.count(t, `SELECT count(*) FROM devices WHERE uuid = 'GPU-dgx-r1-3' AND health = 'healthy'`) == 1
+	})
+}
+
+// TestRemediationRepeatOffender: a GPU remediated twice in the window goes to service on its
+// third fault, with the ticket's event, and its node stays out of service.
+func TestRemediationRepeatOffender(t *testing.T) {
+	t.Parallel()
+	d := newDrillWith(t, withRemediator, "dgx-r2")
+	for range 2 {
+		if _, err := d.env.Pool.Exec(ctx, `INSERT INTO remediations (id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code,
+				ladder, policy_version, steps, state, ended_at, created_at)
+			SELECT gen_random_uuid(), n.tenant_id, n.id, 'GPU-dgx-r2-5', '1652922000005', 'xid', 48, 'reset', 'old', '[]', 'succeeded', now(), now() - interval '1 day'
+			FROM nodes n WHERE n.hostname = 'dgx-r2'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.xid(t, "dgx-r2", 5, 48)
+	state, steps := d.remediationOf(t, "dgx-r2")
+	if state != remediation.StateService || len(steps) != 2 || steps[0] != "drain:skipped" || steps[1] != "service:passed" {
+		t.Fatalf("the third remediation: %s, %v; want service straight away", state, steps)
+	}
+	var ticket struct {
+		Serial  string   `json:"serial"`
+		Repeats int64    `json:"repeats"`
+		Tried   []string `json:"tried"`
+	}
+	var raw []byte
+	if err := d.env.Pool.QueryRow(ctx, `SELECT payload FROM outbox WHERE type = 'remediation.service_required'`).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &ticket); err != nil || ticket.Serial != "1652922000005" || ticket.Repeats != 2 {
+		t.Fatalf("the ticket: %s (%v)", raw, err)
+	}
+	if n := d.count(t, `SELECT count(*) FROM nodes WHERE hostname = 'dgx-r2' AND state IN ('draining', 'drained')`); n != 1 {
+		t.Error("the node went back in service")
+	}
+}
+
+// TestRemediationBudget: three nodes of one rack fault at once; the pool's budget lets one of
+// them be in remediation at a time, and all three come back.
+func TestRemediationBudget(t *testing.T) {
+	t.Parallel()
+	hosts := []string{"dgx-b1", "dgx-b2", "dgx-b3"}
+	d := newDrillWith(t, withRemediator, hosts...)
+	if _, err := d.env.Pool.Exec(ctx, `UPDATE nodes SET labels = labels || '{"rack": "r9"}'`); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range hosts {
+		d.xid(t, h, i, 79) // other GPUs, other serials
+	}
+	for _, h := range hosts {
+		if state, steps := d.remediationOf(t, h); state != remediation.StateSucceeded {
+			t.Fatalf("%s: %s %v", h, state, steps)
+		}
+	}
+	// The running periods (the first step's start to the end) never overlap.
+	rows, err := d.env.Pool.Query(ctx, `SELECT (history -> 0 ->> 'startedAt')::timestamptz, ended_at FROM remediations ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var last time.Time
+	for rows.Next() {
+		var from, to time.Time
+		if err := rows.Scan(&from, &to); err != nil {
+			t.Fatal(err)
+		}
+		if from.Before(last) {
+			t.Errorf("a remediation started at %v, before the one before it ended (%v)", from, last)
+		}
+		last = to
+	}
+}
