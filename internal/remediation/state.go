@@ -65,4 +65,6 @@ func Change(r db.Remediation) event.RemediationChange {
 }
 
 // Started is r's remediation.started event.
-func Started(r db.Remediation) event.RemediationStarted { return event.RemediationStarted{RemediationChange: Change(r)} }
+func Started(r db.Remediation) event.RemediationStarted {
+	return event.RemediationStarted{RemediationChange: Change(r)}
+}

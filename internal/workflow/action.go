@@ -19,6 +19,8 @@ const (
 	ActionDrain     = "drain"
 	ActionConfigure = "configure"
 	ActionExec      = "exec"
+	ActionGPUReset  = "gpuReset"
+	ActionDiagnose  = "diagnose"
 )
 
 // ActionType names the set case of an action, or "" when none is set.
@@ -34,16 +36,21 @@ func ActionType(a *workflowsv1.Action) string {
 		return ActionConfigure
 	case *workflowsv1.Action_Exec:
 		return ActionExec
+	case *workflowsv1.Action_GpuReset:
+		return ActionGPUReset
+	case *workflowsv1.Action_Diagnose:
+		return ActionDiagnose
 	}
 	return ""
 }
 
 // ValidateAction checks an action with the bounds of the command it becomes; a *command.FieldError
-// names the field under the action's case (for example "upgrade.version").
+// names the field under the action's case (for example "upgrade.version"). ValidateTarget checks
+// what depends on the target too (a gpuReset names one node's GPU).
 func ValidateAction(a *workflowsv1.Action) error {
 	typ := ActionType(a)
 	if typ == "" {
-		return &command.FieldError{Field: "kind", Msg: "set one of upgrade, reboot, drain, configure and exec"}
+		return &command.FieldError{Field: "kind", Msg: "set one of upgrade, reboot, drain, configure, exec, gpuReset and diagnose"}
 	}
 	_, p, ok := Command(a)
 	if !ok {
@@ -55,6 +62,18 @@ func ValidateAction(a *workflowsv1.Action) error {
 	}
 	if err != nil {
 		return &command.FieldError{Field: typ, Msg: err.Error()}
+	}
+	return nil
+}
+
+// ValidateTarget checks an action against its target: a gpuReset names one GPU by UUID, which
+// one node has, so its target must be node_ids with exactly one node.
+func ValidateTarget(a *workflowsv1.Action, t *workflowsv1.Target) error {
+	if ActionType(a) != ActionGPUReset {
+		return nil
+	}
+	if n := len(t.GetNodeIds()); n != 1 || t.GetPoolId() != "" || len(t.GetLabelSelector()) > 0 {
+		return &command.FieldError{Field: "target", Msg: fmt.Sprintf("a gpuReset resets one GPU: target node_ids with the one node that has it (got %d node ids)", n)}
 	}
 	return nil
 }
@@ -71,6 +90,10 @@ func Command(a *workflowsv1.Action) (typ string, payload proto.Message, ok bool)
 		return command.Configure, k.Configure, true
 	case *workflowsv1.Action_Exec:
 		return command.Exec, k.Exec, true
+	case *workflowsv1.Action_GpuReset:
+		return command.GpuReset, k.GpuReset, true
+	case *workflowsv1.Action_Diagnose:
+		return command.Diagnose, k.Diagnose, true
 	}
 	return "", nil, false
 }

@@ -22,7 +22,7 @@ import (
 // validateAction checks the action, naming the bad field under "action".
 func validateAction(a *workflowsv1.Action) error {
 	if a == nil {
-		return apierr.InvalidArgument("action", "required: one of upgrade, reboot, drain, configure and exec")
+		return apierr.InvalidArgument("action", "required: one of upgrade, reboot, drain, configure, exec, gpuReset and diagnose")
 	}
 	if err := workflow.ValidateAction(a); err != nil {
 		if fe, ok := errors.AsType[*command.FieldError](err); ok {
@@ -31,6 +31,16 @@ func validateAction(a *workflowsv1.Action) error {
 		return apierr.InvalidArgument("action", "%v", err)
 	}
 	return nil
+}
+
+// validateTarget checks what of the action depends on the target (a gpuReset names one node's
+// GPU), naming the field.
+func validateTarget(a *workflowsv1.Action, t *workflowsv1.Target) error {
+	err := workflow.ValidateTarget(a, t)
+	if fe, ok := errors.AsType[*command.FieldError](err); ok {
+		return apierr.InvalidArgument(fe.Field, "%s", fe.Msg)
+	}
+	return err
 }
 
 // parsePolicy applies the policy's defaults and checks its bounds.

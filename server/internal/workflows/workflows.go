@@ -55,6 +55,9 @@ func (s *Service) Create(ctx context.Context, req *workflowsv1.CreateRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	if err := validateTarget(req.GetAction(), req.GetTarget()); err != nil {
+		return nil, err
+	}
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*workflowsv1.CreateResponse, error) {
 		if err := quota.Check(ctx, tx.Q, p.TenantID, quota.Workflows, 1); err != nil {

@@ -47,6 +47,8 @@ type Action struct {
 	//	*Action_Drain
 	//	*Action_Configure
 	//	*Action_Exec
+	//	*Action_GpuReset
+	//	*Action_Diagnose
 	Kind          isAction_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -134,6 +136,24 @@ func (x *Action) GetExec() *v1.ExecPayload {
 	return nil
 }
 
+func (x *Action) GetGpuReset() *v1.GpuResetPayload {
+	if x != nil {
+		if x, ok := x.Kind.(*Action_GpuReset); ok {
+			return x.GpuReset
+		}
+	}
+	return nil
+}
+
+func (x *Action) GetDiagnose() *v1.DiagnosePayload {
+	if x != nil {
+		if x, ok := x.Kind.(*Action_Diagnose); ok {
+			return x.Diagnose
+		}
+	}
+	return nil
+}
+
 type isAction_Kind interface {
 	isAction_Kind()
 }
@@ -164,6 +184,18 @@ type Action_Exec struct {
 	Exec *v1.ExecPayload `protobuf:"bytes,5,opt,name=exec,proto3,oneof"`
 }
 
+type Action_GpuReset struct {
+	// Reset one GPU (daemons run with --allow-gpu-reset; refused while a process holds it): the
+	// GPU is named by UUID, so the target is the one node that has it (node_ids with one node).
+	GpuReset *v1.GpuResetPayload `protobuf:"bytes,6,opt,name=gpu_reset,json=gpuReset,proto3,oneof"`
+}
+
+type Action_Diagnose struct {
+	// Run DCGM's diagnostics; succeeds when they pass or DCGM is not installed ("unavailable"),
+	// fails a node whose diagnostics fail: a rolling diagnose of a pool.
+	Diagnose *v1.DiagnosePayload `protobuf:"bytes,7,opt,name=diagnose,proto3,oneof"`
+}
+
 func (*Action_Upgrade) isAction_Kind() {}
 
 func (*Action_Reboot) isAction_Kind() {}
@@ -173,6 +205,10 @@ func (*Action_Drain) isAction_Kind() {}
 func (*Action_Configure) isAction_Kind() {}
 
 func (*Action_Exec) isAction_Kind() {}
+
+func (*Action_GpuReset) isAction_Kind() {}
+
+func (*Action_Diagnose) isAction_Kind() {}
 
 // UpgradeAction names a release.
 type UpgradeAction struct {
@@ -1461,13 +1497,15 @@ var File_bettercompute_workflows_v1_workflows_proto protoreflect.FileDescriptor
 
 const file_bettercompute_workflows_v1_workflows_proto_rawDesc = "" +
 	"\n" +
-	"*bettercompute/workflows/v1/workflows.proto\x12\x1abettercompute.workflows.v1\x1a\"bettercompute/api/v1/options.proto\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x02\n" +
+	"*bettercompute/workflows/v1/workflows.proto\x12\x1abettercompute.workflows.v1\x1a\"bettercompute/api/v1/options.proto\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf4\x03\n" +
 	"\x06Action\x12E\n" +
 	"\aupgrade\x18\x01 \x01(\v2).bettercompute.workflows.v1.UpgradeActionH\x00R\aupgrade\x12B\n" +
 	"\x06reboot\x18\x02 \x01(\v2(.bettercompute.workflows.v1.RebootActionH\x00R\x06reboot\x12?\n" +
 	"\x05drain\x18\x03 \x01(\v2'.bettercompute.workflows.v1.DrainActionH\x00R\x05drain\x12I\n" +
 	"\tconfigure\x18\x04 \x01(\v2).bettercompute.daemon.v1.ConfigurePayloadH\x00R\tconfigure\x12:\n" +
-	"\x04exec\x18\x05 \x01(\v2$.bettercompute.daemon.v1.ExecPayloadH\x00R\x04execB\x06\n" +
+	"\x04exec\x18\x05 \x01(\v2$.bettercompute.daemon.v1.ExecPayloadH\x00R\x04exec\x12G\n" +
+	"\tgpu_reset\x18\x06 \x01(\v2(.bettercompute.daemon.v1.GpuResetPayloadH\x00R\bgpuReset\x12F\n" +
+	"\bdiagnose\x18\a \x01(\v2(.bettercompute.daemon.v1.DiagnosePayloadH\x00R\bdiagnoseB\x06\n" +
 	"\x04kind\")\n" +
 	"\rUpgradeAction\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\"\x0e\n" +
@@ -1637,8 +1675,10 @@ var file_bettercompute_workflows_v1_workflows_proto_goTypes = []any{
 	nil,                           // 21: bettercompute.workflows.v1.Target.LabelSelectorEntry
 	(*v1.ConfigurePayload)(nil),   // 22: bettercompute.daemon.v1.ConfigurePayload
 	(*v1.ExecPayload)(nil),        // 23: bettercompute.daemon.v1.ExecPayload
-	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*v1.GpuResetPayload)(nil),    // 24: bettercompute.daemon.v1.GpuResetPayload
+	(*v1.DiagnosePayload)(nil),    // 25: bettercompute.daemon.v1.DiagnosePayload
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
 }
 var file_bettercompute_workflows_v1_workflows_proto_depIdxs = []int32{
 	1,  // 0: bettercompute.workflows.v1.Action.upgrade:type_name -> bettercompute.workflows.v1.UpgradeAction
@@ -1646,47 +1686,49 @@ var file_bettercompute_workflows_v1_workflows_proto_depIdxs = []int32{
 	3,  // 2: bettercompute.workflows.v1.Action.drain:type_name -> bettercompute.workflows.v1.DrainAction
 	22, // 3: bettercompute.workflows.v1.Action.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
 	23, // 4: bettercompute.workflows.v1.Action.exec:type_name -> bettercompute.daemon.v1.ExecPayload
-	21, // 5: bettercompute.workflows.v1.Target.label_selector:type_name -> bettercompute.workflows.v1.Target.LabelSelectorEntry
-	24, // 6: bettercompute.workflows.v1.Policy.min_healthy:type_name -> google.protobuf.Duration
-	24, // 7: bettercompute.workflows.v1.Policy.drain_deadline:type_name -> google.protobuf.Duration
-	24, // 8: bettercompute.workflows.v1.Policy.step_timeout:type_name -> google.protobuf.Duration
-	0,  // 9: bettercompute.workflows.v1.Workflow.action:type_name -> bettercompute.workflows.v1.Action
-	4,  // 10: bettercompute.workflows.v1.Workflow.target:type_name -> bettercompute.workflows.v1.Target
-	5,  // 11: bettercompute.workflows.v1.Workflow.policy:type_name -> bettercompute.workflows.v1.Policy
-	7,  // 12: bettercompute.workflows.v1.Workflow.counts:type_name -> bettercompute.workflows.v1.Counts
-	25, // 13: bettercompute.workflows.v1.Workflow.create_time:type_name -> google.protobuf.Timestamp
-	25, // 14: bettercompute.workflows.v1.Workflow.update_time:type_name -> google.protobuf.Timestamp
-	25, // 15: bettercompute.workflows.v1.Workflow.finish_time:type_name -> google.protobuf.Timestamp
-	25, // 16: bettercompute.workflows.v1.NodeProgress.admit_time:type_name -> google.protobuf.Timestamp
-	25, // 17: bettercompute.workflows.v1.NodeProgress.step_time:type_name -> google.protobuf.Timestamp
-	25, // 18: bettercompute.workflows.v1.NodeProgress.finish_time:type_name -> google.protobuf.Timestamp
-	0,  // 19: bettercompute.workflows.v1.CreateRequest.action:type_name -> bettercompute.workflows.v1.Action
-	4,  // 20: bettercompute.workflows.v1.CreateRequest.target:type_name -> bettercompute.workflows.v1.Target
-	5,  // 21: bettercompute.workflows.v1.CreateRequest.policy:type_name -> bettercompute.workflows.v1.Policy
-	6,  // 22: bettercompute.workflows.v1.CreateResponse.workflow:type_name -> bettercompute.workflows.v1.Workflow
-	6,  // 23: bettercompute.workflows.v1.GetResponse.workflow:type_name -> bettercompute.workflows.v1.Workflow
-	8,  // 24: bettercompute.workflows.v1.GetResponse.nodes:type_name -> bettercompute.workflows.v1.NodeProgress
-	6,  // 25: bettercompute.workflows.v1.ListResponse.workflows:type_name -> bettercompute.workflows.v1.Workflow
-	6,  // 26: bettercompute.workflows.v1.PauseResponse.workflow:type_name -> bettercompute.workflows.v1.Workflow
-	6,  // 27: bettercompute.workflows.v1.ResumeResponse.workflow:type_name -> bettercompute.workflows.v1.Workflow
-	6,  // 28: bettercompute.workflows.v1.CancelResponse.workflow:type_name -> bettercompute.workflows.v1.Workflow
-	9,  // 29: bettercompute.workflows.v1.WorkflowsService.Create:input_type -> bettercompute.workflows.v1.CreateRequest
-	11, // 30: bettercompute.workflows.v1.WorkflowsService.Get:input_type -> bettercompute.workflows.v1.GetRequest
-	13, // 31: bettercompute.workflows.v1.WorkflowsService.List:input_type -> bettercompute.workflows.v1.ListRequest
-	15, // 32: bettercompute.workflows.v1.WorkflowsService.Pause:input_type -> bettercompute.workflows.v1.PauseRequest
-	17, // 33: bettercompute.workflows.v1.WorkflowsService.Resume:input_type -> bettercompute.workflows.v1.ResumeRequest
-	19, // 34: bettercompute.workflows.v1.WorkflowsService.Cancel:input_type -> bettercompute.workflows.v1.CancelRequest
-	10, // 35: bettercompute.workflows.v1.WorkflowsService.Create:output_type -> bettercompute.workflows.v1.CreateResponse
-	12, // 36: bettercompute.workflows.v1.WorkflowsService.Get:output_type -> bettercompute.workflows.v1.GetResponse
-	14, // 37: bettercompute.workflows.v1.WorkflowsService.List:output_type -> bettercompute.workflows.v1.ListResponse
-	16, // 38: bettercompute.workflows.v1.WorkflowsService.Pause:output_type -> bettercompute.workflows.v1.PauseResponse
-	18, // 39: bettercompute.workflows.v1.WorkflowsService.Resume:output_type -> bettercompute.workflows.v1.ResumeResponse
-	20, // 40: bettercompute.workflows.v1.WorkflowsService.Cancel:output_type -> bettercompute.workflows.v1.CancelResponse
-	35, // [35:41] is the sub-list for method output_type
-	29, // [29:35] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	24, // 5: bettercompute.workflows.v1.Action.gpu_reset:type_name -> bettercompute.daemon.v1.GpuResetPayload
+	25, // 6: bettercompute.workflows.v1.Action.diagnose:type_name -> bettercompute.daemon.v1.DiagnosePayload
+	21, // 7: bettercompute.workflows.v1.Target.label_selector:type_name -> bettercompute.workflows.v1.Target.LabelSelectorEntry
+	26, // 8: bettercompute.workflows.v1.Policy.min_healthy:type_name -> google.protobuf.Duration
+	26, // 9: bettercompute.workflows.v1.Policy.drain_deadline:type_name -> google.protobuf.Duration
+	26, // 10: bettercompute.workflows.v1.Policy.step_timeout:type_name -> google.protobuf.Duration
+	0,  // 11: bettercompute.workflows.v1.Workflow.action:type_name -> bettercompute.workflows.v1.Action
+	4,  // 12: bettercompute.workflows.v1.Workflow.target:type_name -> bettercompute.workflows.v1.Target
+	5,  // 13: bettercompute.workflows.v1.Workflow.policy:type_name -> bettercompute.workflows.v1.Policy
+	7,  // 14: bettercompute.workflows.v1.Workflow.counts:type_name -> bettercompute.workflows.v1.Counts
+	27, // 15: bettercompute.workflows.v1.Workflow.create_time:type_name -> google.protobuf.Timestamp
+	27, // 16: bettercompute.workflows.v1.Workflow.update_time:type_name -> google.protobuf.Timestamp
+	27, // 17: bettercompute.workflows.v1.Workflow.finish_time:type_name -> google.protobuf.Timestamp
+	27, // 18: bettercompute.workflows.v1.NodeProgress.admit_time:type_name -> google.protobuf.Timestamp
+	27, // 19: bettercompute.workflows.v1.NodeProgress.step_time:type_name -> google.protobuf.Timestamp
+	27, // 20: bettercompute.workflows.v1.NodeProgress.finish_time:type_name -> google.protobuf.Timestamp
+	0,  // 21: bettercompute.workflows.v1.CreateRequest.action:type_name -> bettercompute.workflows.v1.Action
+	4,  // 22: bettercompute.workflows.v1.CreateRequest.target:type_name -> bettercompute.workflows.v1.Target
+	5,  // 23: bettercompute.workflows.v1.CreateRequest.policy:type_name -> bettercompute.workflows.v1.Policy
+	6,  // 24: bettercompute.workflows.v1.CreateResponse.workflow:type_name -> bettercompute.workflows.v1.Workflow
+	6,  // 25: bettercompute.workflows.v1.GetResponse.workflow:type_name -> bettercompute.workflows.v1.Workflow
+	8,  // 26: bettercompute.workflows.v1.GetResponse.nodes:type_name -> bettercompute.workflows.v1.NodeProgress
+	6,  // 27: bettercompute.workflows.v1.ListResponse.workflows:type_name -> bettercompute.workflows.v1.Workflow
+	6,  // 28: bettercompute.workflows.v1.PauseResponse.workflow:type_name -> bettercompute.workflows.v1.Workflow
+	6,  // 29: bettercompute.workflows.v1.ResumeResponse.workflow:type_name -> bettercompute.workflows.v1.Workflow
+	6,  // 30: bettercompute.workflows.v1.CancelResponse.workflow:type_name -> bettercompute.workflows.v1.Workflow
+	9,  // 31: bettercompute.workflows.v1.WorkflowsService.Create:input_type -> bettercompute.workflows.v1.CreateRequest
+	11, // 32: bettercompute.workflows.v1.WorkflowsService.Get:input_type -> bettercompute.workflows.v1.GetRequest
+	13, // 33: bettercompute.workflows.v1.WorkflowsService.List:input_type -> bettercompute.workflows.v1.ListRequest
+	15, // 34: bettercompute.workflows.v1.WorkflowsService.Pause:input_type -> bettercompute.workflows.v1.PauseRequest
+	17, // 35: bettercompute.workflows.v1.WorkflowsService.Resume:input_type -> bettercompute.workflows.v1.ResumeRequest
+	19, // 36: bettercompute.workflows.v1.WorkflowsService.Cancel:input_type -> bettercompute.workflows.v1.CancelRequest
+	10, // 37: bettercompute.workflows.v1.WorkflowsService.Create:output_type -> bettercompute.workflows.v1.CreateResponse
+	12, // 38: bettercompute.workflows.v1.WorkflowsService.Get:output_type -> bettercompute.workflows.v1.GetResponse
+	14, // 39: bettercompute.workflows.v1.WorkflowsService.List:output_type -> bettercompute.workflows.v1.ListResponse
+	16, // 40: bettercompute.workflows.v1.WorkflowsService.Pause:output_type -> bettercompute.workflows.v1.PauseResponse
+	18, // 41: bettercompute.workflows.v1.WorkflowsService.Resume:output_type -> bettercompute.workflows.v1.ResumeResponse
+	20, // 42: bettercompute.workflows.v1.WorkflowsService.Cancel:output_type -> bettercompute.workflows.v1.CancelResponse
+	37, // [37:43] is the sub-list for method output_type
+	31, // [31:37] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_workflows_v1_workflows_proto_init() }
@@ -1700,6 +1742,8 @@ func file_bettercompute_workflows_v1_workflows_proto_init() {
 		(*Action_Drain)(nil),
 		(*Action_Configure)(nil),
 		(*Action_Exec)(nil),
+		(*Action_GpuReset)(nil),
+		(*Action_Diagnose)(nil),
 	}
 	file_bettercompute_workflows_v1_workflows_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}

@@ -13,18 +13,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Action(_message.Message):
-    __slots__ = ("upgrade", "reboot", "drain", "configure", "exec")
+    __slots__ = ("upgrade", "reboot", "drain", "configure", "exec", "gpu_reset", "diagnose")
     UPGRADE_FIELD_NUMBER: _ClassVar[int]
     REBOOT_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
     CONFIGURE_FIELD_NUMBER: _ClassVar[int]
     EXEC_FIELD_NUMBER: _ClassVar[int]
+    GPU_RESET_FIELD_NUMBER: _ClassVar[int]
+    DIAGNOSE_FIELD_NUMBER: _ClassVar[int]
     upgrade: UpgradeAction
     reboot: RebootAction
     drain: DrainAction
     configure: _commands_pb2.ConfigurePayload
     exec: _commands_pb2.ExecPayload
-    def __init__(self, upgrade: _Optional[_Union[UpgradeAction, _Mapping]] = ..., reboot: _Optional[_Union[RebootAction, _Mapping]] = ..., drain: _Optional[_Union[DrainAction, _Mapping]] = ..., configure: _Optional[_Union[_commands_pb2.ConfigurePayload, _Mapping]] = ..., exec: _Optional[_Union[_commands_pb2.ExecPayload, _Mapping]] = ...) -> None: ...
+    gpu_reset: _commands_pb2.GpuResetPayload
+    diagnose: _commands_pb2.DiagnosePayload
+    def __init__(self, upgrade: _Optional[_Union[UpgradeAction, _Mapping]] = ..., reboot: _Optional[_Union[RebootAction, _Mapping]] = ..., drain: _Optional[_Union[DrainAction, _Mapping]] = ..., configure: _Optional[_Union[_commands_pb2.ConfigurePayload, _Mapping]] = ..., exec: _Optional[_Union[_commands_pb2.ExecPayload, _Mapping]] = ..., gpu_reset: _Optional[_Union[_commands_pb2.GpuResetPayload, _Mapping]] = ..., diagnose: _Optional[_Union[_commands_pb2.DiagnosePayload, _Mapping]] = ...) -> None: ...
 
 class UpgradeAction(_message.Message):
     __slots__ = ("version",)
