@@ -1,6 +1,7 @@
 package gpuhealth_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/reconcile"
 	"github.com/better-compute/better-compute/internal/remediation"
+	"github.com/better-compute/better-compute/workers/internal/engine"
 	"github.com/better-compute/better-compute/workers/internal/remediator"
 )
 
@@ -166,5 +168,42 @@ func TestRemediationBudget(t *testing.T) {
 			t.Errorf("a remediation started at %v, before the one before it ended (%v)", from, last)
 		}
 		last = to
+	}
+}
+
+// TestRemediationSurvivesControllerRestarts: the controller is stopped and started again every
+// few tens of milliseconds, its transactions cut off wherever they are, until the remediation of
+// an Xid 79 ends: it ends once, succeeded, each step done once, and one reboot was sent.
+func TestRemediationSurvivesControllerRestarts(t *testing.T) {
+	t.Parallel()
+	d := newDrill(t, "dgx-k1")
+	d.xid(t, "dgx-k1", 2, 79)
+	poll.Until(t, 10*time.Second, "a remediation is opened", func() bool {
+		return d.count(t, `SELECT count(*) FROM remediations`) == 1
+	})
+	for i := 0; d.count(t, `SELECT count(*) FROM remediations WHERE ended_at IS NOT NULL`) == 0; i++ {
+		if i > 400 {
+			t.Fatal("the remediation did not end across 400 controller restarts")
+		}
+		rctx, stop := context.WithTimeout(ctx, time.Duration(20+i%7*15)*time.Millisecond)
+		rt := engine.New(engine.Options{
+			Pool: d.env.Pool, Roles: map[string]bool{"controllers": true},
+			Reconcilers: []reconcile.Registration{remediator.Registration(d.env.Pool, remediator.Options{
+				VerifyWindow: 100 * time.Millisecond, Poll: 10 * time.Millisecond,
+			})},
+		})
+		rt.Run(rctx)
+		stop()
+	}
+	state, steps := d.remediationOf(t, "dgx-k1")
+	want := []string{"drain:passed", "reboot:passed", "diagnose:passed", "verify:passed"}
+	if state != remediation.StateSucceeded || !slices.Equal(steps, want) {
+		t.Fatalf("remediation %s with steps %v, want succeeded with %v", state, steps, want)
+	}
+	if n := d.count(t, `SELECT count(*) FROM commands WHERE type = 'reboot'`); n != 1 {
+		t.Errorf("%d reboot commands, want 1", n)
+	}
+	if n := d.count(t, `SELECT count(*) FROM outbox WHERE type = 'remediation.succeeded'`); n != 1 {
+		t.Errorf("%d remediation.succeeded events, want 1", n)
 	}
 }
