@@ -103,3 +103,13 @@ SELECT
     COALESCE((SELECT n.hostname FROM node_gpu_health h JOIN nodes n ON n.id = h.node_id
               WHERE h.probe_error <> '' AND n.revoked_at IS NULL
               ORDER BY h.reported_at DESC, n.id LIMIT 1), '')::text AS driver_example;
+
+-- name: RemediationProblems :one
+-- Remediations that need a person: running ones whose step started over stuck_after ago (a
+-- command that never ends, a node that never drains), waiting ones older than waiting_after (the
+-- pools' budgets are used up), and how many ended in service (hardware to replace, not yet
+-- returned).
+SELECT count(*) FILTER (WHERE state = 'running' AND step_started_at < now() - sqlc.arg(stuck_after_s)::bigint * interval '1 second')::bigint AS stuck,
+       count(*) FILTER (WHERE state = 'waiting' AND created_at < now() - sqlc.arg(waiting_after_s)::bigint * interval '1 second')::bigint AS waiting,
+       count(*) FILTER (WHERE state = 'service')::bigint AS in_service
+FROM remediations;

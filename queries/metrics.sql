@@ -51,3 +51,12 @@ FROM node_gpu_health h
 CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(h.report -> 'signals') = 'array' THEN h.report -> 'signals' ELSE '[]'::jsonb END) AS s
 GROUP BY 1
 ORDER BY 1;
+
+-- name: RemediationsByState :many
+-- Remediations in progress by state and ladder, and those that ended in service: fleet-wide
+-- numbers that name no tenant.
+SELECT state, ladder, count(*)::bigint AS remediations
+FROM remediations
+WHERE state IN ('waiting', 'running', 'service')
+GROUP BY state, ladder
+ORDER BY state, ladder;

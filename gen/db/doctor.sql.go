@@ -278,6 +278,35 @@ func (q *Queries) OvercommittedGrants(ctx context.Context) ([]OvercommittedGrant
 	return items, nil
 }
 
+const remediationProblems = `-- name: RemediationProblems :one
+SELECT count(*) FILTER (WHERE state = 'running' AND step_started_at < now() - $1::bigint * interval '1 second')::bigint AS stuck,
+       count(*) FILTER (WHERE state = 'waiting' AND created_at < now() - $2::bigint * interval '1 second')::bigint AS waiting,
+       count(*) FILTER (WHERE state = 'service')::bigint AS in_service
+FROM remediations
+`
+
+type RemediationProblemsParams struct {
+	StuckAfterS   int64
+	WaitingAfterS int64
+}
+
+type RemediationProblemsRow struct {
+	Stuck     int64
+	Waiting   int64
+	InService int64
+}
+
+// Remediations that need a person: running ones whose step started over stuck_after ago (a
+// command that never ends, a node that never drains), waiting ones older than waiting_after (the
+// pools' budgets are used up), and how many ended in service (hardware to replace, not yet
+// returned).
+func (q *Queries) RemediationProblems(ctx context.Context, arg RemediationProblemsParams) (RemediationProblemsRow, error) {
+	row := q.db.QueryRow(ctx, remediationProblems, arg.StuckAfterS, arg.WaitingAfterS)
+	var i RemediationProblemsRow
+	err := row.Scan(&i.Stuck, &i.Waiting, &i.InService)
+	return i, err
+}
+
 const silentNodes = `-- name: SilentNodes :one
 SELECT count(*)::bigint FROM nodes n JOIN node_sessions s ON s.node_id = n.id
 WHERE n.revoked_at IS NULL AND (n.last_seen_at IS NULL OR n.last_seen_at < now() - $1::bigint * interval '1 millisecond')

@@ -168,3 +168,39 @@ func (q *Queries) OutboxLag(ctx context.Context, lim int32) ([]OutboxLagRow, err
 	}
 	return items, nil
 }
+
+const remediationsByState = `-- name: RemediationsByState :many
+SELECT state, ladder, count(*)::bigint AS remediations
+FROM remediations
+WHERE state IN ('waiting', 'running', 'service')
+GROUP BY state, ladder
+ORDER BY state, ladder
+`
+
+type RemediationsByStateRow struct {
+	State        string
+	Ladder       string
+	Remediations int64
+}
+
+// Remediations in progress by state and ladder, and those that ended in service: fleet-wide
+// numbers that name no tenant.
+func (q *Queries) RemediationsByState(ctx context.Context) ([]RemediationsByStateRow, error) {
+	rows, err := q.db.Query(ctx, remediationsByState)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []RemediationsByStateRow{}
+	for rows.Next() {
+		var i RemediationsByStateRow
+		if err := rows.Scan(&i.State, &i.Ladder, &i.Remediations); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -842,8 +842,16 @@ type Querier interface {
 	RemediationNodeHealth(ctx context.Context, nodeID uuid.UUID) (RemediationNodeHealthRow, error)
 	// The leases holding something on the node now, with their pool's grace period.
 	RemediationNodeLeases(ctx context.Context, nodeID uuid.UUID) ([]RemediationNodeLeasesRow, error)
+	// Remediations that need a person: running ones whose step started over stuck_after ago (a
+	// command that never ends, a node that never drains), waiting ones older than waiting_after (the
+	// pools' budgets are used up), and how many ended in service (hardware to replace, not yet
+	// returned).
+	RemediationProblems(ctx context.Context, arg RemediationProblemsParams) (RemediationProblemsRow, error)
 	// How many remediations the GPU of this serial had since since, this one not counted.
 	RemediationRepeats(ctx context.Context, arg RemediationRepeatsParams) (int64, error)
+	// Remediations in progress by state and ladder, and those that ended in service: fleet-wide
+	// numbers that name no tenant.
+	RemediationsByState(ctx context.Context) ([]RemediationsByStateRow, error)
 	// Extends the holder's unexpired locks among the names; those not returned are lost.
 	RenewLocks(ctx context.Context, arg RenewLocksParams) ([]Lock, error)
 	RenewNodeCert(ctx context.Context, arg RenewNodeCertParams) error

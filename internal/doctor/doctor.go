@@ -297,6 +297,7 @@ func running(ctx context.Context, opts Options) []Finding {
 	add("failing webhooks", nil, failingWebhooks(ctx, q))
 	add("granted quotas", nil, overcommittedGrants(ctx, q))
 	add("GPU health", nil, gpuHealth(ctx, q))
+	add("remediations", nil, remediations(ctx, q))
 
 	records, oldest, err := capacity.UsageBacklog(ctx, opts.Pool)
 	f = Finding{Severity: OK, Cause: fmt.Sprintf("%d usage records waiting for aggregation", records)}
@@ -415,6 +416,44 @@ func gpuHealth(ctx context.Context, q *db.Queries) Finding {
 	if p.DriverNotAnswering > 0 {
 		causes = append(causes, fmt.Sprintf("the NVIDIA driver does not answer on %d nodes (%s the latest)", p.DriverNotAnswering, p.DriverExample))
 		fixes = append(fixes, "run nvidia-smi on those hosts and read their kernel log (Xid errors); a reboot or driver reload usually brings it back")
+	}
+	return Finding{Severity: Warning, Cause: strings.Join(causes, "; "), Fix: strings.Join(fixes, "; ")}
+}
+
+// Thresholds of the remediations check.
+const (
+	// RemediationStuckAfter is how long a remediation's step may run before it counts as stuck:
+	// longer than any step's command may run (a level-4 diagnostic, four hours).
+	RemediationStuckAfter = 5 * time.Hour
+	// RemediationWaitingAfter is how long a remediation may wait for its pools' budgets before it
+	// is reported.
+	RemediationWaitingAfter = time.Hour
+)
+
+// remediations reports remediations that need a person (docs/remediation.md): stuck steps,
+// budgets used up for long, and hardware waiting in service.
+func remediations(ctx context.Context, q *db.Queries) Finding {
+	p, err := q.RemediationProblems(ctx, db.RemediationProblemsParams{
+		StuckAfterS: int64(RemediationStuckAfter / time.Second), WaitingAfterS: int64(RemediationWaitingAfter / time.Second),
+	})
+	if err != nil {
+		return Finding{Severity: Error, Cause: err.Error()}
+	}
+	if p.Stuck == 0 && p.Waiting == 0 && p.InService == 0 {
+		return Finding{Severity: OK, Cause: "no remediation is stuck or waiting long, and no hardware waits in service"}
+	}
+	var causes, fixes []string
+	if p.Stuck > 0 {
+		causes = append(causes, fmt.Sprintf("%d remediations have had a step running for over %v", p.Stuck, RemediationStuckAfter))
+		fixes = append(fixes, "remediations/list with state running shows the step; look at its node (is it online? did its command end?) or remediations/cancel it")
+	}
+	if p.Waiting > 0 {
+		causes = append(causes, fmt.Sprintf("%d remediations have waited over %v for their pools' budgets", p.Waiting, RemediationWaitingAfter))
+		fixes = append(fixes, "raise the pools' remediation max_nodes, or see why the running ones take long")
+	}
+	if p.InService > 0 {
+		causes = append(causes, fmt.Sprintf("%d remediations ended in service: hardware to replace", p.InService))
+		fixes = append(fixes, "replace the hardware (the remediation.service_required event carries the ticket), then remediations/returnFromService")
 	}
 	return Finding{Severity: Warning, Cause: strings.Join(causes, "; "), Fix: strings.Join(fixes, "; ")}
 }

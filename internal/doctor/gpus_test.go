@@ -53,3 +53,39 @@ func TestReportsGPUHealth(t *testing.T) {
 		t.Fatalf("finding %+v", f)
 	}
 }
+
+// TestReportsRemediations: no remediation is fine; a stuck step, a long wait and hardware in
+// service are a warning that counts each.
+func TestReportsRemediations(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	root := capacitytest.RootTenant(t, pool)
+	ids := capacitytest.Nodes(t, pool, root, 3, capacitytest.NodeSpec{GPUs: 2, Model: "H100"})
+	check := func() doctor.Finding {
+		t.Helper()
+		fs, err := doctor.Run(ctx, doctor.Options{Pool: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return find(t, fs, "remediations")
+	}
+	if f := check(); f.Severity != doctor.OK {
+		t.Fatalf("no remediation: %+v", f)
+	}
+	for i, row := range []string{
+		`'running', now() - interval '6 hours', NULL, now() - interval '6 hours'`,
+		`'waiting', NULL, NULL, now() - interval '2 hours'`,
+		`'service', NULL, now(), now() - interval '1 day'`,
+	} {
+		if _, err := pool.Exec(ctx, `INSERT INTO remediations (id, tenant_id, node_id, reason_check, ladder, policy_version, steps,
+				state, step_started_at, ended_at, created_at)
+			VALUES (gen_random_uuid(), $1, $2, 'xid', 'reboot', 'v', '[]', `+row+`)`, root, ids[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := check()
+	if f.Severity != doctor.Warning || !strings.Contains(f.Cause, "1 remediations have had a step running") ||
+		!strings.Contains(f.Cause, "1 remediations have waited") || !strings.Contains(f.Cause, "1 remediations ended in service") {
+		t.Fatalf("with one stuck, one waiting and one in service: %+v", f)
+	}
+}

@@ -41,6 +41,8 @@ type DatabaseOptions struct {
 //     whole fleet, missing ones included (gpus.proto).
 //   - bc_gpu_signals{check}: the GPU health signals the daemons report now, by check (xid,
 //     ecc_dbe, …; docs/gpus.md), from their last snapshots.
+//   - bc_remediations{state,ladder}: remediations waiting, running, and ended in service (the
+//     hardware not yet returned), by ladder (docs/remediation.md).
 //   - bc_metrics_database_up: 1 when the last reading succeeded, and
 //     bc_metrics_database_errors_total.
 //
@@ -108,6 +110,14 @@ func RegisterDatabase(r *Registry, pool *pgxpool.Pool, opts DatabaseOptions) {
 					emit(float64(s.Signals), s.Check)
 				}
 			})
+		r.Func("bc_remediations", "Remediations waiting, running and ended in service (hardware not yet returned), by state and ladder.", TypeGauge, []string{"state", "ladder"},
+			func(emit Emit) {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				for _, m := range c.remediations {
+					emit(float64(m.Remediations), m.State, m.Ladder)
+				}
+			})
 		return c
 	})
 }
@@ -129,6 +139,8 @@ type dbCollector struct {
 	outbox  []db.OutboxLagRow
 	gpus    []db.GPUsByHealthRow
 	signals []db.GPUSignalsByCheckRow
+	// remediations are those in progress or in service, by state and ladder.
+	remediations []db.RemediationsByStateRow
 }
 
 // refresh reads the database unless the last attempt is younger than the TTL. Concurrent scrapes
@@ -168,6 +180,9 @@ func (c *dbCollector) refresh(ctx context.Context) {
 	}
 	if c.signals, err = c.q.GPUSignalsByCheck(ctx); err != nil {
 		fail("GPU signals by check", err)
+	}
+	if c.remediations, err = c.q.RemediationsByState(ctx); err != nil {
+		fail("remediations by state", err)
 	}
 }
 

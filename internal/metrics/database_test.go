@@ -183,12 +183,13 @@ func TestDatabaseMetrics(t *testing.T) {
 	advance()
 	fams = parse(t, text(t, r))
 	check("bc_metrics_database_up", map[string]float64{"": 0})
-	check("bc_metrics_database_errors_total", map[string]float64{"": 5})
+	check("bc_metrics_database_errors_total", map[string]float64{"": 6})
 	check("bc_reconcile_queue_depth", map[string]float64{})
 	check("bc_leases_held", map[string]float64{})
 	check("bc_outbox_lag_events", map[string]float64{})
 	check("bc_gpus", map[string]float64{})
 	check("bc_gpu_signals", map[string]float64{})
+	check("bc_remediations", map[string]float64{})
 }
 
 func allShards() []int32 {
