@@ -46,6 +46,10 @@ type Workers struct {
 	// Sinks receive outbox events in the sinks role; each name must start with the module's name
 	// and a colon, so its cursor and lease are the module's own.
 	Sinks []Sink
+	// PowerCycle, when set, power-cycles the machine behind a node that no longer answers (a
+	// remediation's powerCycle step), reporting false when the module has no machine behind
+	// it. The remediation controller asks each module's in turn until one does it.
+	PowerCycle func(ctx context.Context, node uuid.UUID) (bool, error)
 }
 
 // Worker roles a module's parts run under.

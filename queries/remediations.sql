@@ -92,9 +92,11 @@ SELECT * FROM remediations WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.a
 SELECT * FROM remediations WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) FOR UPDATE;
 
 -- name: RemediationNodeHealth :one
--- What a verify step looks at: whether the node answers, whether a GPU health signal quarantines
--- it, and how many of its present GPUs are unhealthy.
-SELECT n.online, n.hostname, n.state, COALESCE(h.quarantined, false)::boolean AS quarantined,
+-- What a verify step looks at: whether the node answers (its daemon holds a session now: a node
+-- that went dark is seen at once, not after the liveness threshold), whether a GPU health signal
+-- quarantines it, and how many of its present GPUs are unhealthy.
+SELECT EXISTS (SELECT 1 FROM node_sessions s WHERE s.node_id = n.id)::boolean AS connected,
+       n.hostname, n.state, COALESCE(h.quarantined, false)::boolean AS quarantined,
        (SELECT count(*) FROM devices d WHERE d.node_id = n.id AND d.kind = 'gpu' AND d.present AND d.health = 'unhealthy')::bigint AS unhealthy
 FROM nodes n
 LEFT JOIN node_gpu_health h ON h.node_id = n.id

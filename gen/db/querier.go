@@ -837,8 +837,9 @@ type Querier interface {
 	// pool's remediation_domain label.
 	RemediationBlocked(ctx context.Context, arg RemediationBlockedParams) (bool, error)
 	RemediationCommand(ctx context.Context, id uuid.UUID) (RemediationCommandRow, error)
-	// What a verify step looks at: whether the node answers, whether a GPU health signal quarantines
-	// it, and how many of its present GPUs are unhealthy.
+	// What a verify step looks at: whether the node answers (its daemon holds a session now: a node
+	// that went dark is seen at once, not after the liveness threshold), whether a GPU health signal
+	// quarantines it, and how many of its present GPUs are unhealthy.
 	RemediationNodeHealth(ctx context.Context, nodeID uuid.UUID) (RemediationNodeHealthRow, error)
 	// The leases holding something on the node now, with their pool's grace period.
 	RemediationNodeLeases(ctx context.Context, nodeID uuid.UUID) ([]RemediationNodeLeasesRow, error)

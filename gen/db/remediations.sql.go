@@ -359,7 +359,8 @@ func (q *Queries) RemediationCommand(ctx context.Context, id uuid.UUID) (Remedia
 }
 
 const remediationNodeHealth = `-- name: RemediationNodeHealth :one
-SELECT n.online, n.hostname, n.state, COALESCE(h.quarantined, false)::boolean AS quarantined,
+SELECT EXISTS (SELECT 1 FROM node_sessions s WHERE s.node_id = n.id)::boolean AS connected,
+       n.hostname, n.state, COALESCE(h.quarantined, false)::boolean AS quarantined,
        (SELECT count(*) FROM devices d WHERE d.node_id = n.id AND d.kind = 'gpu' AND d.present AND d.health = 'unhealthy')::bigint AS unhealthy
 FROM nodes n
 LEFT JOIN node_gpu_health h ON h.node_id = n.id
@@ -367,20 +368,21 @@ WHERE n.id = $1
 `
 
 type RemediationNodeHealthRow struct {
-	Online      bool
+	Connected   bool
 	Hostname    string
 	State       NodeState
 	Quarantined bool
 	Unhealthy   int64
 }
 
-// What a verify step looks at: whether the node answers, whether a GPU health signal quarantines
-// it, and how many of its present GPUs are unhealthy.
+// What a verify step looks at: whether the node answers (its daemon holds a session now: a node
+// that went dark is seen at once, not after the liveness threshold), whether a GPU health signal
+// quarantines it, and how many of its present GPUs are unhealthy.
 func (q *Queries) RemediationNodeHealth(ctx context.Context, nodeID uuid.UUID) (RemediationNodeHealthRow, error) {
 	row := q.db.QueryRow(ctx, remediationNodeHealth, nodeID)
 	var i RemediationNodeHealthRow
 	err := row.Scan(
-		&i.Online,
+		&i.Connected,
 		&i.Hostname,
 		&i.State,
 		&i.Quarantined,

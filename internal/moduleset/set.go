@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/better-compute/better-compute/internal/doctor"
@@ -65,12 +66,16 @@ type Workers struct {
 	// Jobs by role, each named module:<module>:<job>.
 	Jobs  map[string][]locks.Job
 	Sinks []sinks.Sink
+	// PowerCycle asks each module that can power-cycle a node's machine, in order, until one
+	// did (module.Workers.PowerCycle); nil when none can.
+	PowerCycle func(ctx context.Context, node uuid.UUID) (bool, error)
 }
 
 // Workers collects the enabled modules' worker parts. A sink whose name does not start with its
 // module's name and a colon is refused, so no module can take another's (or a webhook's) cursor.
 func (s Set) Workers(w module.Worker) (Workers, error) {
 	all := Workers{Jobs: map[string][]locks.Job{}}
+	var cyclers []func(context.Context, uuid.UUID) (bool, error)
 	if w.Logger == nil {
 		w.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -105,6 +110,19 @@ func (s Set) Workers(w module.Worker) (Workers, error) {
 				return Workers{}, fmt.Errorf("module %s: sink %q must be named %s:<name>", m.Name(), sk.Name(), m.Name())
 			}
 			all.Sinks = append(all.Sinks, sk)
+		}
+		if mw.PowerCycle != nil {
+			cyclers = append(cyclers, mw.PowerCycle)
+		}
+	}
+	if len(cyclers) > 0 {
+		all.PowerCycle = func(ctx context.Context, node uuid.UUID) (bool, error) {
+			for _, c := range cyclers {
+				if done, err := c(ctx, node); done || err != nil {
+					return done, err
+				}
+			}
+			return false, nil
 		}
 	}
 	return all, nil

@@ -41,6 +41,12 @@ type Options struct {
 	// VerifyWindow, when set, replaces every verify step's window: the simulator and the tests
 	// use seconds where a fleet wants minutes.
 	VerifyWindow time.Duration
+	// PowerCycle power-cycles the machine behind a node that no longer answers, reporting false
+	// when nothing can (no provider holds it); nil: nothing can.
+	PowerCycle func(ctx context.Context, node uuid.UUID) (bool, error)
+	// PowerCycleWait is how long a power-cycled node has to answer again; DefaultPowerCycleWait
+	// when zero.
+	PowerCycleWait time.Duration
 	// Poll is how often a step waiting on something that does not wake the controller (a
 	// command, leases ending, a window) is looked at again; DefaultPoll when zero.
 	Poll time.Duration
@@ -49,8 +55,11 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultPoll is Options.Poll's default.
-const DefaultPoll = 2 * time.Second
+// Defaults of Options.
+const (
+	DefaultPoll           = 2 * time.Second
+	DefaultPowerCycleWait = 15 * time.Minute
+)
 
 // Registration is the controller's registration, under the controllers role, resyncing every
 // remediation in progress.
@@ -60,6 +69,9 @@ func Registration(pool *pgxpool.Pool, opts Options) reconcile.Registration {
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = DefaultPoll
+	}
+	if opts.PowerCycleWait <= 0 {
+		opts.PowerCycleWait = DefaultPowerCycleWait
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

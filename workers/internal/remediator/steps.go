@@ -153,17 +153,39 @@ func (w *work) command(ctx context.Context, first bool, typ string, payload prot
 	return waitFor(w.c.opts.Poll), nil
 }
 
-// powerCycle is skipped for a node that answers; for one that does not, the machine's provider
-// would power-cycle it, which is not wired here yet.
-func (w *work) powerCycle(ctx context.Context) (result, error) {
+// powerCycle is skipped for a node that answers; one that does not is power-cycled through the
+// provider of the machine behind it (the first time), then passes when it answers again within
+// PowerCycleWait. Without a provider that holds it, it is unavailable. A transaction lost after
+// the provider's reset resets it again on the retry: a second reset of a dark machine is
+// harmless.
+func (w *work) powerCycle(ctx context.Context, first bool) (result, error) {
 	n, err := w.q.RemediationNodeHealth(ctx, w.r.NodeID)
 	if err != nil {
 		return result{}, fmt.Errorf("read the node: %w", err)
 	}
-	if n.Online {
-		return skipped("the node answers: no power cycle"), nil
+	if first {
+		if n.Connected {
+			return skipped("the node answers: no power cycle"), nil
+		}
+		if w.c.opts.PowerCycle == nil {
+			return result{outcome: remediation.OutcomeUnavailable, detail: "no provider power-cycles this node"}, nil
+		}
+		done, err := w.c.opts.PowerCycle(ctx, w.r.NodeID)
+		switch {
+		case err != nil:
+			return failed(err.Error()), nil
+		case !done:
+			return result{outcome: remediation.OutcomeUnavailable, detail: "no provider holds the machine behind this node"}, nil
+		}
+		return waitFor(w.c.opts.Poll), nil
 	}
-	return result{outcome: remediation.OutcomeUnavailable, detail: "no provider power-cycles this node"}, nil
+	if n.Connected {
+		return passed(), nil
+	}
+	if w.now.Sub(*w.r.StepStartedAt) > w.c.opts.PowerCycleWait {
+		return failed(fmt.Sprintf("the node did not answer within %v of its power cycle", w.c.opts.PowerCycleWait)), nil
+	}
+	return waitFor(w.c.opts.Poll), nil
 }
 
 // verify acknowledges the node's GPU signals when it starts, then passes when, at the end of its
@@ -189,7 +211,7 @@ func (w *work) verify(ctx context.Context, first bool, s remediation.Step) (resu
 		return result{}, fmt.Errorf("read the node: %w", err)
 	}
 	switch {
-	case !n.Online:
+	case !n.Connected:
 		return failed("the node does not answer"), nil
 	case n.Quarantined:
 		return failed("a GPU health signal quarantines the node"), nil

@@ -131,7 +131,7 @@ func (w *work) step(ctx context.Context) (result, error) {
 	case remediation.ActionReboot:
 		return w.command(ctx, first, "reboot", &daemonv1.RebootPayload{}, 15*time.Minute)
 	case remediation.ActionPowerCycle:
-		return w.powerCycle(ctx)
+		return w.powerCycle(ctx, first)
 	case remediation.ActionDiagnose:
 		return w.command(ctx, first, "diagnose", &daemonv1.DiagnosePayload{Level: s.Level}, diagnoseTimeout(s.Level))
 	case remediation.ActionVerify:

@@ -347,6 +347,34 @@ func (q *Queries) LockMachineOfTenant(ctx context.Context, arg LockMachineOfTena
 	return i, err
 }
 
+const machineOfNode = `-- name: MachineOfNode :one
+SELECT id, tenant_id, class, name, state, reason, provider_id, node_id, join_token_id, join_token_sealed, created_at, updated_at, state_changed_at, pool_id, pool FROM provision_machines WHERE node_id = $1 AND state <> 'gone' ORDER BY created_at DESC LIMIT 1
+`
+
+// The machine whose daemon joined as node_id, for a remediation's power cycle.
+func (q *Queries) MachineOfNode(ctx context.Context, nodeID *uuid.UUID) (ProvisionMachine, error) {
+	row := q.db.QueryRow(ctx, machineOfNode, nodeID)
+	var i ProvisionMachine
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Class,
+		&i.Name,
+		&i.State,
+		&i.Reason,
+		&i.ProviderID,
+		&i.NodeID,
+		&i.JoinTokenID,
+		&i.JoinTokenSealed,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.StateChangedAt,
+		&i.PoolID,
+		&i.Pool,
+	)
+	return i, err
+}
+
 const nodeOfJoinToken = `-- name: NodeOfJoinToken :one
 SELECT id, state, revoked_at FROM nodes
 WHERE tenant_id = $1 AND join_token_id = $2

@@ -88,6 +88,8 @@ type Querier interface {
 	// The autoscaler's read of a scaled pool with the pool's name, locked until the transaction ends
 	// so one decision is made at a time.
 	LockScaledPool(ctx context.Context, poolID uuid.UUID) (LockScaledPoolRow, error)
+	// The machine whose daemon joined as node_id, for a remediation's power cycle.
+	MachineOfNode(ctx context.Context, nodeID *uuid.UUID) (ProvisionMachine, error)
 	// Records that the provider deleted the orphan; no row when that was recorded already.
 	MarkOrphanRemoved(ctx context.Context, arg MarkOrphanRemovedParams) (time.Time, error)
 	// Records that the sweep asks the provider to delete the orphan.

@@ -88,3 +88,7 @@ LIMIT 1;
 
 -- name: GetNodeState :one
 SELECT id, state, revoked_at, hostname FROM nodes WHERE id = sqlc.arg(id);
+
+-- name: MachineOfNode :one
+-- The machine whose daemon joined as node_id, for a remediation's power cycle.
+SELECT * FROM provision_machines WHERE node_id = sqlc.arg(node_id) AND state <> 'gone' ORDER BY created_at DESC LIMIT 1;

@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	leasesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1"
+	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/gpuhealth"
 	"github.com/better-compute/better-compute/internal/poll"
 	"github.com/better-compute/better-compute/internal/reconcile"
@@ -114,6 +118,9 @@ func TestRemediationRepeatOffender(t *testing.T) {
 		}
 	}
 	d.xid(t, "dgx-r2", 5, 48)
+	poll.Until(t, 10*time.Second, "the third remediation is opened", func() bool {
+		return d.count(t, `SELECT count(*) FROM remediations`) == 3
+	})
 	state, steps := d.remediationOf(t, "dgx-r2")
 	if state != remediation.StateService || len(steps) != 2 || steps[0] != "drain:skipped" || steps[1] != "service:passed" {
 		t.Fatalf("the third remediation: %s, %v; want service straight away", state, steps)
@@ -205,5 +212,74 @@ func TestRemediationSurvivesControllerRestarts(t *testing.T) {
 	}
 	if n := d.count(t, `SELECT count(*) FROM outbox WHERE type = 'remediation.succeeded'`); n != 1 {
 		t.Errorf("%d remediation.succeeded events, want 1", n)
+	}
+}
+
+// TestRemediationPowerCyclesADarkNode: a node whose reboot never comes back fails its verify
+// step; the next rung power-cycles it through the machine's provider (here: the daemon is
+// started again, as a power cycle boots it), it answers, passes, and is back in service.
+func TestRemediationPowerCyclesADarkNode(t *testing.T) {
+	t.Parallel()
+	var cycles atomic.Int32
+	var cycle func()
+	sys := newSystemWith(t, 1, func(pool *pgxpool.Pool, poke func(kind string)) []reconcile.Registration {
+		return []reconcile.Registration{remediator.Registration(pool, remediator.Options{
+			Wake: poke, VerifyWindow: 300 * time.Millisecond, Poll: 50 * time.Millisecond,
+			PowerCycle: func(context.Context, uuid.UUID) (bool, error) {
+				cycles.Add(1)
+				cycle()
+				return true, nil
+			},
+		})}
+	})
+	fake, err := daemon.JoinFake(ctx, sys.rootPEM, sys.token, "dgx-dark", daemon.FakeOptions{
+		Dialer: daemon.Dialer{Gateway: sys.gateway}, Inventory: dgx("dgx-dark"),
+		FailRate: 1, FailTypes: []string{"reboot"}, StuckReboots: true, RebootDowntime: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	runCtx, stopRun := context.WithCancel(sys.ctx)
+	var runs sync.WaitGroup
+	runs.Go(func() { _ = fake.Run(runCtx) })
+	cycle = func() { // the power cycle: the stuck daemon's process ends, a new one boots
+		mu.Lock()
+		defer mu.Unlock()
+		stopRun()
+		runs.Wait()
+		runCtx, stopRun = context.WithCancel(sys.ctx)
+		runs.Go(func() { _ = fake.Run(runCtx) })
+	}
+	t.Cleanup(func() { mu.Lock(); stopRun(); mu.Unlock(); runs.Wait() })
+	poll.Until(t, 20*time.Second, "the node is ready and online", func() bool {
+		return sys.count(t, `SELECT count(*) FROM nodes WHERE state = 'ready' AND online`) == 1
+	})
+	// A remediation whose rungs are a reboot (which leaves the node dark) and a power cycle.
+	if _, err := sys.env.Pool.Exec(ctx, `INSERT INTO remediations (id, tenant_id, node_id, gpu_uuid, reason_check, reason_code, ladder, policy_version, steps)
+		SELECT gen_random_uuid(), n.tenant_id, n.id, 'GPU-dgx-dark-1', 'xid', 79, 'reboot', 'test',
+		       '[{"action":"drain"},{"action":"reboot"},{"action":"verify","window":"1s"},{"action":"powerCycle"},{"action":"verify","window":"1s"},{"action":"service"}]'
+		FROM nodes n`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.env.Pool.Exec(ctx, `INSERT INTO reconcile_queue (kind, key) SELECT $1, id::text FROM remediations`, remediation.Kind); err != nil {
+		t.Fatal(err)
+	}
+	var state string
+	var history []byte
+	poll.Until(t, 30*time.Second, "the remediation ends", func() bool {
+		return sys.env.Pool.QueryRow(ctx, `SELECT state, history FROM remediations WHERE ended_at IS NOT NULL`).Scan(&state, &history) == nil
+	})
+	var h []remediation.Entry
+	if err := json.Unmarshal(history, &h); err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	for _, e := range h {
+		steps = append(steps, e.Action+":"+e.Outcome)
+	}
+	want := []string{"drain:passed", "reboot:passed", "verify:failed", "powerCycle:passed", "verify:passed"}
+	if state != remediation.StateSucceeded || !slices.Equal(steps, want) || cycles.Load() != 1 {
+		t.Fatalf("remediation %s with steps %v after %d power cycles; want succeeded with %v after 1", state, steps, cycles.Load(), want)
 	}
 }
