@@ -8,7 +8,7 @@ VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(node_id), sqlc.arg(gpu_uuid)
 ON CONFLICT (node_id) WHERE state IN ('waiting', 'running') DO NOTHING
 RETURNING *;
 
--- name: RemediationAuto :one
+-- name: NodeRemediationSettings :one
 -- Whether a health change on the node starts a remediation by itself: none of the pools it is a
 -- member of turned it off (a node in no pool: yes). With the failure domain it counts in: the
 -- node's value of the first of its pools' domain labels it has.

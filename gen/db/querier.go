@@ -652,6 +652,10 @@ type Querier interface {
 	// Also wakes the workflow controller for the node's open workflow, which may be waiting for the
 	// daemon to come back (after a reboot) or to report a new version.
 	NodeHello(ctx context.Context, arg NodeHelloParams) error
+	// Whether a health change on the node starts a remediation by itself: none of the pools it is a
+	// member of turned it off (a node in no pool: yes). With the failure domain it counts in: the
+	// node's value of the first of its pools' domain labels it has.
+	NodeRemediationSettings(ctx context.Context, nodeID uuid.UUID) (NodeRemediationSettingsRow, error)
 	// The newest workflow a node is or was in, with its step there: what the NodeSpec reconciler
 	// reports.
 	NodeWorkflowProgress(ctx context.Context, nodeID uuid.UUID) (NodeWorkflowProgressRow, error)
@@ -833,10 +837,6 @@ type Querier interface {
 	ReleaseMigrationLock(ctx context.Context, lockKey int64) error
 	// A finished workflow lets go of its nodes.
 	ReleaseWorkflowNodes(ctx context.Context, workflowID uuid.UUID) error
-	// Whether a health change on the node starts a remediation by itself: none of the pools it is a
-	// member of turned it off (a node in no pool: yes). With the failure domain it counts in: the
-	// node's value of the first of its pools' domain labels it has.
-	RemediationAuto(ctx context.Context, nodeID uuid.UUID) (RemediationAutoRow, error)
 	// Whether a remediation of the node must wait: some pool the node is a member of already has its
 	// remediation_max_nodes members in remediation, or one of them shares the node's value of the
 	// pool's remediation_domain label.

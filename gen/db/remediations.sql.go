@@ -294,6 +294,30 @@ func (q *Queries) LockRemediationOfTenant(ctx context.Context, arg LockRemediati
 	return i, err
 }
 
+const nodeRemediationSettings = `-- name: NodeRemediationSettings :one
+SELECT COALESCE(bool_and(p.remediation_auto), true)::boolean AS auto,
+       COALESCE(min(CASE WHEN p.remediation_domain <> '' AND n.labels ? p.remediation_domain
+                         THEN p.remediation_domain || '=' || (n.labels ->> p.remediation_domain) END), '')::text AS failure_domain
+FROM nodes n
+LEFT JOIN pools p ON pool_member(p, n)
+WHERE n.id = $1
+`
+
+type NodeRemediationSettingsRow struct {
+	Auto          bool
+	FailureDomain string
+}
+
+// Whether a health change on the node starts a remediation by itself: none of the pools it is a
+// member of turned it off (a node in no pool: yes). With the failure domain it counts in: the
+// node's value of the first of its pools' domain labels it has.
+func (q *Queries) NodeRemediationSettings(ctx context.Context, nodeID uuid.UUID) (NodeRemediationSettingsRow, error) {
+	row := q.db.QueryRow(ctx, nodeRemediationSettings, nodeID)
+	var i NodeRemediationSettingsRow
+	err := row.Scan(&i.Auto, &i.FailureDomain)
+	return i, err
+}
+
 const openRemediation = `-- name: OpenRemediation :one
 INSERT INTO remediations (id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, reason_detail,
                           ladder, policy_version, steps, failure_domain, principal_id)
@@ -361,30 +385,6 @@ func (q *Queries) OpenRemediation(ctx context.Context, arg OpenRemediationParams
 		&i.UpdatedAt,
 		&i.EndedAt,
 	)
-	return i, err
-}
-
-const remediationAuto = `-- name: RemediationAuto :one
-SELECT COALESCE(bool_and(p.remediation_auto), true)::boolean AS auto,
-       COALESCE(min(CASE WHEN p.remediation_domain <> '' AND n.labels ? p.remediation_domain
-                         THEN p.remediation_domain || '=' || (n.labels ->> p.remediation_domain) END), '')::text AS failure_domain
-FROM nodes n
-LEFT JOIN pools p ON pool_member(p, n)
-WHERE n.id = $1
-`
-
-type RemediationAutoRow struct {
-	Auto          bool
-	FailureDomain string
-}
-
-// Whether a health change on the node starts a remediation by itself: none of the pools it is a
-// member of turned it off (a node in no pool: yes). With the failure domain it counts in: the
-// node's value of the first of its pools' domain labels it has.
-func (q *Queries) RemediationAuto(ctx context.Context, nodeID uuid.UUID) (RemediationAutoRow, error) {
-	row := q.db.QueryRow(ctx, remediationAuto, nodeID)
-	var i RemediationAutoRow
-	err := row.Scan(&i.Auto, &i.FailureDomain)
 	return i, err
 }
 

@@ -84,7 +84,7 @@ func OpenLadder(ctx context.Context, q *db.Queries, s Subject, r Reason, p Polic
 	if err != nil {
 		return db.Remediation{}, fmt.Errorf("encode the ladder: %w", err)
 	}
-	auto, err := q.RemediationAuto(ctx, s.Node)
+	auto, err := q.NodeRemediationSettings(ctx, s.Node)
 	if err != nil {
 		return db.Remediation{}, fmt.Errorf("read the node's remediation settings: %w", err)
 	}
@@ -108,7 +108,7 @@ func OpenLadder(ctx context.Context, q *db.Queries, s Subject, r Reason, p Polic
 // Automatic reports whether health may start a remediation of the node by itself: none of its
 // pools turned that off.
 func Automatic(ctx context.Context, q *db.Queries, node uuid.UUID) (bool, error) {
-	a, err := q.RemediationAuto(ctx, node)
+	a, err := q.NodeRemediationSettings(ctx, node)
 	if err != nil {
 		return false, fmt.Errorf("read the node's remediation settings: %w", err)
 	}
