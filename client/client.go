@@ -27,6 +27,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1/leasesv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1/poolsv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/remediations/v1/remediationsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1/reservationsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1/secretsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/system/v1/systemv1connect"
@@ -64,6 +65,8 @@ type Client struct {
 	Secrets      secretsv1connect.SecretsServiceClient
 	Tunnels      tunnelsv1connect.TunnelsServiceClient
 	Workflows    workflowsv1connect.WorkflowsServiceClient
+	// Remediations are the GPU and node repairs (bettercompute.remediations.v1).
+	Remediations remediationsv1connect.RemediationsServiceClient
 
 	// What Tunnel needs to open the WebSocket itself: the key and the HTTP client of the calls.
 	apiKey     string
@@ -131,6 +134,7 @@ func New(baseURL string, opts ...Option) *Client {
 		Secrets:      secretsv1connect.NewSecretsServiceClient(h, baseURL, copts...),
 		Tunnels:      tunnelsv1connect.NewTunnelsServiceClient(h, baseURL, copts...),
 		Workflows:    workflowsv1connect.NewWorkflowsServiceClient(h, baseURL, copts...),
+		Remediations: remediationsv1connect.NewRemediationsServiceClient(h, baseURL, copts...),
 		apiKey:       o.apiKey,
 		httpClient:   h,
 	}

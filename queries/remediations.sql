@@ -1,14 +1,14 @@
 -- name: OpenRemediation :one
 -- Starts a remediation of the node unless one is in progress (then no row).
-INSERT INTO remediations (id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, ladder,
-                          policy_version, steps, failure_domain, principal_id)
+INSERT INTO remediations (id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, reason_detail,
+                          ladder, policy_version, steps, failure_domain, principal_id)
 VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(node_id), sqlc.arg(gpu_uuid), sqlc.arg(gpu_serial),
-        sqlc.arg(reason_check), sqlc.arg(reason_code), sqlc.arg(ladder), sqlc.arg(policy_version), sqlc.arg(steps),
+        sqlc.arg(reason_check), sqlc.arg(reason_code), sqlc.arg(reason_detail), sqlc.arg(ladder), sqlc.arg(policy_version), sqlc.arg(steps),
         sqlc.arg(failure_domain), sqlc.narg(principal_id))
 ON CONFLICT (node_id) WHERE state IN ('waiting', 'running') DO NOTHING
 RETURNING *;
 
--- name: RemediationAuto :one
+-- name: NodeRemediationSettings :one
 -- Whether a health change on the node starts a remediation by itself: none of the pools it is a
 -- member of turned it off (a node in no pool: yes). With the failure domain it counts in: the
 -- node's value of the first of its pools' domain labels it has.
@@ -77,19 +77,35 @@ WHERE a.node_id = sqlc.arg(node_id) AND a.ended_at IS NULL AND l.ended_at IS NUL
 SELECT state, result, error FROM commands WHERE id = sqlc.arg(id);
 
 -- name: ListRemediations :many
-SELECT * FROM remediations
-WHERE tenant_id = sqlc.arg(tenant_id) AND id > sqlc.arg(after)
-  AND (sqlc.arg(state)::text = '' OR state = sqlc.arg(state)::text)
-  AND (sqlc.narg(node_id)::uuid IS NULL OR node_id = sqlc.narg(node_id)::uuid)
-  AND (sqlc.arg(gpu_uuid)::text = '' OR gpu_uuid = sqlc.arg(gpu_uuid)::text)
-ORDER BY id
+-- The tenant's remediations with their node's hostname, by id (oldest first), filtered.
+SELECT sqlc.embed(r), n.hostname
+FROM remediations r
+JOIN nodes n ON n.id = r.node_id
+WHERE r.tenant_id = sqlc.arg(tenant_id) AND r.id > sqlc.arg(after)
+  AND (sqlc.arg(state)::text = '' OR r.state = sqlc.arg(state)::text)
+  AND (sqlc.narg(node_id)::uuid IS NULL OR r.node_id = sqlc.narg(node_id)::uuid)
+  AND (sqlc.arg(gpu_uuid)::text = '' OR r.gpu_uuid = sqlc.arg(gpu_uuid)::text)
+ORDER BY r.id
 LIMIT sqlc.arg(lim);
 
 -- name: GetRemediation :one
-SELECT * FROM remediations WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id);
+-- A remediation of the tenant with its node's hostname.
+SELECT sqlc.embed(r), n.hostname
+FROM remediations r
+JOIN nodes n ON n.id = r.node_id
+WHERE r.tenant_id = sqlc.arg(tenant_id) AND r.id = sqlc.arg(id);
 
 -- name: LockRemediationOfTenant :one
 SELECT * FROM remediations WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id) FOR UPDATE;
+
+-- name: EndRemediationOfTenant :one
+-- Ends a remediation of the tenant by hand (cancelled, returned) with its history; the caller
+-- locked it and checked its state.
+UPDATE remediations
+SET state = sqlc.arg(state), history = sqlc.arg(history), step_command_id = NULL, updated_at = now(),
+    ended_at = COALESCE(ended_at, now())
+WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id)
+RETURNING *;
 
 -- name: RemediationNodeHealth :one
 -- What a verify step looks at: whether the node answers (its daemon holds a session now: a node

@@ -32,6 +32,7 @@ import (
 	"github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1/leasesv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/nodes/v1/nodesv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1/poolsv1connect"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/remediations/v1/remediationsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/reservations/v1/reservationsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/secrets/v1/secretsv1connect"
 	"github.com/better-compute/better-compute/gen/go/bettercompute/system/v1/systemv1connect"
@@ -63,6 +64,7 @@ import (
 	"github.com/better-compute/better-compute/server/internal/leases"
 	"github.com/better-compute/better-compute/server/internal/nodes"
 	"github.com/better-compute/better-compute/server/internal/pools"
+	"github.com/better-compute/better-compute/server/internal/remediations"
 	"github.com/better-compute/better-compute/server/internal/reservations"
 	"github.com/better-compute/better-compute/server/internal/secrets"
 	"github.com/better-compute/better-compute/server/internal/system"
@@ -248,6 +250,7 @@ func New(opts Options) (*Server, error) {
 	mount(commandsv1connect.NewCommandsServiceHandler(commands.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
 	mount(nodesv1connect.NewNodesServiceHandler(nodes.New(opts.Pool, admit, opts.Notifier), handlerOpts...))
 	mount(gpusv1connect.NewGpusServiceHandler(gpus.New(opts.Pool, admit), handlerOpts...))
+	mount(remediationsv1connect.NewRemediationsServiceHandler(remediations.New(opts.Pool, admit), handlerOpts...))
 	mount(jointokensv1connect.NewJoinTokensServiceHandler(jointokens.New(opts.Pool, admit), handlerOpts...))
 	mount(poolsv1connect.NewPoolsServiceHandler(pools.New(opts.Pool, admit), handlerOpts...))
 	mount(leasesv1connect.NewLeasesServiceHandler(leases.New(opts.Pool, admit), handlerOpts...))

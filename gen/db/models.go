@@ -836,6 +836,7 @@ type Remediation struct {
 	GpuSerial     string
 	ReasonCheck   string
 	ReasonCode    int64
+	ReasonDetail  string
 	Ladder        string
 	PolicyVersion string
 	Steps         []byte

@@ -25,12 +25,14 @@ func (q *Queries) CountActivePoolLeases(ctx context.Context, poolID uuid.UUID) (
 const createPool = `-- name: CreatePool :one
 
 INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption,
-                   tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms)
+                   tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms,
+                   remediation_auto, remediation_max_nodes, remediation_domain)
 VALUES ($1, $2, $3, $4, $5,
         $6::uuid[], COALESCE($7::bigint, 30000),
         $8, COALESCE($9::integer[], '{}'),
         COALESCE($10::jsonb, '{}'), COALESCE($11::text[], '{}'),
-        COALESCE($12::bigint, 300000))
+        COALESCE($12::bigint, 300000),
+        $13, $14, $15)
 RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain
 `
 
@@ -47,6 +49,9 @@ type CreatePoolParams struct {
 	GpuHealthPolicy       []byte
 	TopologyLevels        []string
 	GangReservationWaitMs *int64
+	RemediationAuto       bool
+	RemediationMaxNodes   int32
+	RemediationDomain     string
 }
 
 // Pools: a tenant's groups of nodes that leases draw capacity from, and their quotas. API
@@ -73,6 +78,9 @@ func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, e
 		arg.GpuHealthPolicy,
 		arg.TopologyLevels,
 		arg.GangReservationWaitMs,
+		arg.RemediationAuto,
+		arg.RemediationMaxNodes,
+		arg.RemediationDomain,
 	)
 	var i Pool
 	err := row.Scan(
@@ -576,8 +584,11 @@ SET description = COALESCE($1, description),
     gpu_health_policy = COALESCE($7::jsonb, gpu_health_policy),
     topology_levels = COALESCE($8::text[], topology_levels),
     gang_reservation_wait_ms = COALESCE($9::bigint, gang_reservation_wait_ms),
+    remediation_auto = COALESCE($10::boolean, remediation_auto),
+    remediation_max_nodes = COALESCE($11::integer, remediation_max_nodes),
+    remediation_domain = COALESCE($12::text, remediation_domain),
     updated_at = now()
-WHERE tenant_id = $10 AND id = $11
+WHERE tenant_id = $13 AND id = $14
 RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain
 `
 
@@ -591,6 +602,9 @@ type UpdatePoolParams struct {
 	GpuHealthPolicy       []byte
 	TopologyLevels        []string
 	GangReservationWaitMs *int64
+	RemediationAuto       *bool
+	RemediationMaxNodes   *int32
+	RemediationDomain     *string
 	TenantID              uuid.UUID
 	ID                    uuid.UUID
 }
@@ -607,6 +621,9 @@ func (q *Queries) UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, e
 		arg.GpuHealthPolicy,
 		arg.TopologyLevels,
 		arg.GangReservationWaitMs,
+		arg.RemediationAuto,
+		arg.RemediationMaxNodes,
+		arg.RemediationDomain,
 		arg.TenantID,
 		arg.ID,
 	)

@@ -265,6 +265,9 @@ type Querier interface {
 	// its reason. Each row says the state the lease left and the nodes it held until now.
 	// EndAllocations then frees what they held.
 	EndPoolLeases(ctx context.Context, arg EndPoolLeasesParams) ([]EndPoolLeasesRow, error)
+	// Ends a remediation of the tenant by hand (cancelled, returned) with its history; the caller
+	// locked it and checked its state.
+	EndRemediationOfTenant(ctx context.Context, arg EndRemediationOfTenantParams) (Remediation, error)
 	EndSession(ctx context.Context, arg EndSessionParams) error
 	// Queues the members of the tenant's pool whose GPU health a change of the pool's policy or
 	// membership may change (those with signals, reasons, or a GPU that is not healthy or missing)
@@ -390,7 +393,8 @@ type Querier interface {
 	GetPoolQuota(ctx context.Context, arg GetPoolQuotaParams) (PoolQuota, error)
 	GetPrincipal(ctx context.Context, arg GetPrincipalParams) (Principal, error)
 	GetPrincipalByName(ctx context.Context, arg GetPrincipalByNameParams) (Principal, error)
-	GetRemediation(ctx context.Context, arg GetRemediationParams) (Remediation, error)
+	// A remediation of the tenant with its node's hostname.
+	GetRemediation(ctx context.Context, arg GetRemediationParams) (GetRemediationRow, error)
 	GetReservation(ctx context.Context, arg GetReservationParams) (GetReservationRow, error)
 	GetRoleBinding(ctx context.Context, arg GetRoleBindingParams) (RoleBinding, error)
 	GetRootTenant(ctx context.Context) (Tenant, error)
@@ -506,7 +510,8 @@ type Querier interface {
 	ListPoolQuotas(ctx context.Context, poolIds []uuid.UUID) ([]PoolQuota, error)
 	ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, error)
 	ListPrincipals(ctx context.Context, arg ListPrincipalsParams) ([]Principal, error)
-	ListRemediations(ctx context.Context, arg ListRemediationsParams) ([]Remediation, error)
+	// The tenant's remediations with their node's hostname, by id (oldest first), filtered.
+	ListRemediations(ctx context.Context, arg ListRemediationsParams) ([]ListRemediationsRow, error)
 	ListReservations(ctx context.Context, arg ListReservationsParams) ([]ListReservationsRow, error)
 	ListRoleBindings(ctx context.Context, arg ListRoleBindingsParams) ([]RoleBinding, error)
 	// Names and times only, by name.
@@ -647,6 +652,10 @@ type Querier interface {
 	// Also wakes the workflow controller for the node's open workflow, which may be waiting for the
 	// daemon to come back (after a reboot) or to report a new version.
 	NodeHello(ctx context.Context, arg NodeHelloParams) error
+	// Whether a health change on the node starts a remediation by itself: none of the pools it is a
+	// member of turned it off (a node in no pool: yes). With the failure domain it counts in: the
+	// node's value of the first of its pools' domain labels it has.
+	NodeRemediationSettings(ctx context.Context, nodeID uuid.UUID) (NodeRemediationSettingsRow, error)
 	// The newest workflow a node is or was in, with its step there: what the NodeSpec reconciler
 	// reports.
 	NodeWorkflowProgress(ctx context.Context, nodeID uuid.UUID) (NodeWorkflowProgressRow, error)
@@ -828,10 +837,6 @@ type Querier interface {
 	ReleaseMigrationLock(ctx context.Context, lockKey int64) error
 	// A finished workflow lets go of its nodes.
 	ReleaseWorkflowNodes(ctx context.Context, workflowID uuid.UUID) error
-	// Whether a health change on the node starts a remediation by itself: none of the pools it is a
-	// member of turned it off (a node in no pool: yes). With the failure domain it counts in: the
-	// node's value of the first of its pools' domain labels it has.
-	RemediationAuto(ctx context.Context, nodeID uuid.UUID) (RemediationAutoRow, error)
 	// Whether a remediation of the node must wait: some pool the node is a member of already has its
 	// remediation_max_nodes members in remediation, or one of them shares the node's value of the
 	// pool's remediation_domain label.

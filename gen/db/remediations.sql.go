@@ -37,17 +37,30 @@ func (q *Queries) ActiveRemediationIDs(ctx context.Context) ([]uuid.UUID, error)
 	return items, nil
 }
 
-const getRemediation = `-- name: GetRemediation :one
-SELECT id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, ladder, policy_version, steps, state, step, step_started_at, step_command_id, history, failure_domain, principal_id, created_at, updated_at, ended_at FROM remediations WHERE tenant_id = $1 AND id = $2
+const endRemediationOfTenant = `-- name: EndRemediationOfTenant :one
+UPDATE remediations
+SET state = $1, history = $2, step_command_id = NULL, updated_at = now(),
+    ended_at = COALESCE(ended_at, now())
+WHERE tenant_id = $3 AND id = $4
+RETURNING id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, reason_detail, ladder, policy_version, steps, state, step, step_started_at, step_command_id, history, failure_domain, principal_id, created_at, updated_at, ended_at
 `
 
-type GetRemediationParams struct {
+type EndRemediationOfTenantParams struct {
+	State    string
+	History  []byte
 	TenantID uuid.UUID
 	ID       uuid.UUID
 }
 
-func (q *Queries) GetRemediation(ctx context.Context, arg GetRemediationParams) (Remediation, error) {
-	row := q.db.QueryRow(ctx, getRemediation, arg.TenantID, arg.ID)
+// Ends a remediation of the tenant by hand (cancelled, returned) with its history; the caller
+// locked it and checked its state.
+func (q *Queries) EndRemediationOfTenant(ctx context.Context, arg EndRemediationOfTenantParams) (Remediation, error) {
+	row := q.db.QueryRow(ctx, endRemediationOfTenant,
+		arg.State,
+		arg.History,
+		arg.TenantID,
+		arg.ID,
+	)
 	var i Remediation
 	err := row.Scan(
 		&i.ID,
@@ -57,6 +70,7 @@ func (q *Queries) GetRemediation(ctx context.Context, arg GetRemediationParams) 
 		&i.GpuSerial,
 		&i.ReasonCheck,
 		&i.ReasonCode,
+		&i.ReasonDetail,
 		&i.Ladder,
 		&i.PolicyVersion,
 		&i.Steps,
@@ -74,13 +88,63 @@ func (q *Queries) GetRemediation(ctx context.Context, arg GetRemediationParams) 
 	return i, err
 }
 
+const getRemediation = `-- name: GetRemediation :one
+SELECT r.id, r.tenant_id, r.node_id, r.gpu_uuid, r.gpu_serial, r.reason_check, r.reason_code, r.reason_detail, r.ladder, r.policy_version, r.steps, r.state, r.step, r.step_started_at, r.step_command_id, r.history, r.failure_domain, r.principal_id, r.created_at, r.updated_at, r.ended_at, n.hostname
+FROM remediations r
+JOIN nodes n ON n.id = r.node_id
+WHERE r.tenant_id = $1 AND r.id = $2
+`
+
+type GetRemediationParams struct {
+	TenantID uuid.UUID
+	ID       uuid.UUID
+}
+
+type GetRemediationRow struct {
+	Remediation Remediation
+	Hostname    string
+}
+
+// A remediation of the tenant with its node's hostname.
+func (q *Queries) GetRemediation(ctx context.Context, arg GetRemediationParams) (GetRemediationRow, error) {
+	row := q.db.QueryRow(ctx, getRemediation, arg.TenantID, arg.ID)
+	var i GetRemediationRow
+	err := row.Scan(
+		&i.Remediation.ID,
+		&i.Remediation.TenantID,
+		&i.Remediation.NodeID,
+		&i.Remediation.GpuUuid,
+		&i.Remediation.GpuSerial,
+		&i.Remediation.ReasonCheck,
+		&i.Remediation.ReasonCode,
+		&i.Remediation.ReasonDetail,
+		&i.Remediation.Ladder,
+		&i.Remediation.PolicyVersion,
+		&i.Remediation.Steps,
+		&i.Remediation.State,
+		&i.Remediation.Step,
+		&i.Remediation.StepStartedAt,
+		&i.Remediation.StepCommandID,
+		&i.Remediation.History,
+		&i.Remediation.FailureDomain,
+		&i.Remediation.PrincipalID,
+		&i.Remediation.CreatedAt,
+		&i.Remediation.UpdatedAt,
+		&i.Remediation.EndedAt,
+		&i.Hostname,
+	)
+	return i, err
+}
+
 const listRemediations = `-- name: ListRemediations :many
-SELECT id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, ladder, policy_version, steps, state, step, step_started_at, step_command_id, history, failure_domain, principal_id, created_at, updated_at, ended_at FROM remediations
-WHERE tenant_id = $1 AND id > $2
-  AND ($3::text = '' OR state = $3::text)
-  AND ($4::uuid IS NULL OR node_id = $4::uuid)
-  AND ($5::text = '' OR gpu_uuid = $5::text)
-ORDER BY id
+SELECT r.id, r.tenant_id, r.node_id, r.gpu_uuid, r.gpu_serial, r.reason_check, r.reason_code, r.reason_detail, r.ladder, r.policy_version, r.steps, r.state, r.step, r.step_started_at, r.step_command_id, r.history, r.failure_domain, r.principal_id, r.created_at, r.updated_at, r.ended_at, n.hostname
+FROM remediations r
+JOIN nodes n ON n.id = r.node_id
+WHERE r.tenant_id = $1 AND r.id > $2
+  AND ($3::text = '' OR r.state = $3::text)
+  AND ($4::uuid IS NULL OR r.node_id = $4::uuid)
+  AND ($5::text = '' OR r.gpu_uuid = $5::text)
+ORDER BY r.id
 LIMIT $6
 `
 
@@ -93,7 +157,13 @@ type ListRemediationsParams struct {
 	Lim      int32
 }
 
-func (q *Queries) ListRemediations(ctx context.Context, arg ListRemediationsParams) ([]Remediation, error) {
+type ListRemediationsRow struct {
+	Remediation Remediation
+	Hostname    string
+}
+
+// The tenant's remediations with their node's hostname, by id (oldest first), filtered.
+func (q *Queries) ListRemediations(ctx context.Context, arg ListRemediationsParams) ([]ListRemediationsRow, error) {
 	rows, err := q.db.Query(ctx, listRemediations,
 		arg.TenantID,
 		arg.After,
@@ -106,30 +176,32 @@ func (q *Queries) ListRemediations(ctx context.Context, arg ListRemediationsPara
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Remediation{}
+	items := []ListRemediationsRow{}
 	for rows.Next() {
-		var i Remediation
+		var i ListRemediationsRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.TenantID,
-			&i.NodeID,
-			&i.GpuUuid,
-			&i.GpuSerial,
-			&i.ReasonCheck,
-			&i.ReasonCode,
-			&i.Ladder,
-			&i.PolicyVersion,
-			&i.Steps,
-			&i.State,
-			&i.Step,
-			&i.StepStartedAt,
-			&i.StepCommandID,
-			&i.History,
-			&i.FailureDomain,
-			&i.PrincipalID,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.EndedAt,
+			&i.Remediation.ID,
+			&i.Remediation.TenantID,
+			&i.Remediation.NodeID,
+			&i.Remediation.GpuUuid,
+			&i.Remediation.GpuSerial,
+			&i.Remediation.ReasonCheck,
+			&i.Remediation.ReasonCode,
+			&i.Remediation.ReasonDetail,
+			&i.Remediation.Ladder,
+			&i.Remediation.PolicyVersion,
+			&i.Remediation.Steps,
+			&i.Remediation.State,
+			&i.Remediation.Step,
+			&i.Remediation.StepStartedAt,
+			&i.Remediation.StepCommandID,
+			&i.Remediation.History,
+			&i.Remediation.FailureDomain,
+			&i.Remediation.PrincipalID,
+			&i.Remediation.CreatedAt,
+			&i.Remediation.UpdatedAt,
+			&i.Remediation.EndedAt,
+			&i.Hostname,
 		); err != nil {
 			return nil, err
 		}
@@ -142,7 +214,7 @@ func (q *Queries) ListRemediations(ctx context.Context, arg ListRemediationsPara
 }
 
 const lockRemediation = `-- name: LockRemediation :one
-SELECT id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, ladder, policy_version, steps, state, step, step_started_at, step_command_id, history, failure_domain, principal_id, created_at, updated_at, ended_at FROM remediations WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, reason_detail, ladder, policy_version, steps, state, step, step_started_at, step_command_id, history, failure_domain, principal_id, created_at, updated_at, ended_at FROM remediations WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) LockRemediation(ctx context.Context, id uuid.UUID) (Remediation, error) {
@@ -156,6 +228,7 @@ func (q *Queries) LockRemediation(ctx context.Context, id uuid.UUID) (Remediatio
 		&i.GpuSerial,
 		&i.ReasonCheck,
 		&i.ReasonCode,
+		&i.ReasonDetail,
 		&i.Ladder,
 		&i.PolicyVersion,
 		&i.Steps,
@@ -184,7 +257,7 @@ func (q *Queries) LockRemediationBudget(ctx context.Context, tenantID uuid.UUID)
 }
 
 const lockRemediationOfTenant = `-- name: LockRemediationOfTenant :one
-SELECT id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, ladder, policy_version, steps, state, step, step_started_at, step_command_id, history, failure_domain, principal_id, created_at, updated_at, ended_at FROM remediations WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, reason_detail, ladder, policy_version, steps, state, step, step_started_at, step_command_id, history, failure_domain, principal_id, created_at, updated_at, ended_at FROM remediations WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockRemediationOfTenantParams struct {
@@ -203,6 +276,7 @@ func (q *Queries) LockRemediationOfTenant(ctx context.Context, arg LockRemediati
 		&i.GpuSerial,
 		&i.ReasonCheck,
 		&i.ReasonCode,
+		&i.ReasonDetail,
 		&i.Ladder,
 		&i.PolicyVersion,
 		&i.Steps,
@@ -220,14 +294,38 @@ func (q *Queries) LockRemediationOfTenant(ctx context.Context, arg LockRemediati
 	return i, err
 }
 
+const nodeRemediationSettings = `-- name: NodeRemediationSettings :one
+SELECT COALESCE(bool_and(p.remediation_auto), true)::boolean AS auto,
+       COALESCE(min(CASE WHEN p.remediation_domain <> '' AND n.labels ? p.remediation_domain
+                         THEN p.remediation_domain || '=' || (n.labels ->> p.remediation_domain) END), '')::text AS failure_domain
+FROM nodes n
+LEFT JOIN pools p ON pool_member(p, n)
+WHERE n.id = $1
+`
+
+type NodeRemediationSettingsRow struct {
+	Auto          bool
+	FailureDomain string
+}
+
+// Whether a health change on the node starts a remediation by itself: none of the pools it is a
+// member of turned it off (a node in no pool: yes). With the failure domain it counts in: the
+// node's value of the first of its pools' domain labels it has.
+func (q *Queries) NodeRemediationSettings(ctx context.Context, nodeID uuid.UUID) (NodeRemediationSettingsRow, error) {
+	row := q.db.QueryRow(ctx, nodeRemediationSettings, nodeID)
+	var i NodeRemediationSettingsRow
+	err := row.Scan(&i.Auto, &i.FailureDomain)
+	return i, err
+}
+
 const openRemediation = `-- name: OpenRemediation :one
-INSERT INTO remediations (id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, ladder,
-                          policy_version, steps, failure_domain, principal_id)
+INSERT INTO remediations (id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, reason_detail,
+                          ladder, policy_version, steps, failure_domain, principal_id)
 VALUES ($1, $2, $3, $4, $5,
-        $6, $7, $8, $9, $10,
-        $11, $12)
+        $6, $7, $8, $9, $10, $11,
+        $12, $13)
 ON CONFLICT (node_id) WHERE state IN ('waiting', 'running') DO NOTHING
-RETURNING id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, ladder, policy_version, steps, state, step, step_started_at, step_command_id, history, failure_domain, principal_id, created_at, updated_at, ended_at
+RETURNING id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, reason_detail, ladder, policy_version, steps, state, step, step_started_at, step_command_id, history, failure_domain, principal_id, created_at, updated_at, ended_at
 `
 
 type OpenRemediationParams struct {
@@ -238,6 +336,7 @@ type OpenRemediationParams struct {
 	GpuSerial     string
 	ReasonCheck   string
 	ReasonCode    int64
+	ReasonDetail  string
 	Ladder        string
 	PolicyVersion string
 	Steps         []byte
@@ -255,6 +354,7 @@ func (q *Queries) OpenRemediation(ctx context.Context, arg OpenRemediationParams
 		arg.GpuSerial,
 		arg.ReasonCheck,
 		arg.ReasonCode,
+		arg.ReasonDetail,
 		arg.Ladder,
 		arg.PolicyVersion,
 		arg.Steps,
@@ -270,6 +370,7 @@ func (q *Queries) OpenRemediation(ctx context.Context, arg OpenRemediationParams
 		&i.GpuSerial,
 		&i.ReasonCheck,
 		&i.ReasonCode,
+		&i.ReasonDetail,
 		&i.Ladder,
 		&i.PolicyVersion,
 		&i.Steps,
@@ -284,30 +385,6 @@ func (q *Queries) OpenRemediation(ctx context.Context, arg OpenRemediationParams
 		&i.UpdatedAt,
 		&i.EndedAt,
 	)
-	return i, err
-}
-
-const remediationAuto = `-- name: RemediationAuto :one
-SELECT COALESCE(bool_and(p.remediation_auto), true)::boolean AS auto,
-       COALESCE(min(CASE WHEN p.remediation_domain <> '' AND n.labels ? p.remediation_domain
-                         THEN p.remediation_domain || '=' || (n.labels ->> p.remediation_domain) END), '')::text AS failure_domain
-FROM nodes n
-LEFT JOIN pools p ON pool_member(p, n)
-WHERE n.id = $1
-`
-
-type RemediationAutoRow struct {
-	Auto          bool
-	FailureDomain string
-}
-
-// Whether a health change on the node starts a remediation by itself: none of the pools it is a
-// member of turned it off (a node in no pool: yes). With the failure domain it counts in: the
-// node's value of the first of its pools' domain labels it has.
-func (q *Queries) RemediationAuto(ctx context.Context, nodeID uuid.UUID) (RemediationAutoRow, error) {
-	row := q.db.QueryRow(ctx, remediationAuto, nodeID)
-	var i RemediationAutoRow
-	err := row.Scan(&i.Auto, &i.FailureDomain)
 	return i, err
 }
 
@@ -460,7 +537,7 @@ SET state = $1, step = $2, step_started_at = $3,
     step_command_id = $4, history = $5, updated_at = now(),
     ended_at = CASE WHEN $1::text IN ('waiting', 'running') THEN NULL ELSE COALESCE(ended_at, now()) END
 WHERE id = $6
-RETURNING id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, ladder, policy_version, steps, state, step, step_started_at, step_command_id, history, failure_domain, principal_id, created_at, updated_at, ended_at
+RETURNING id, tenant_id, node_id, gpu_uuid, gpu_serial, reason_check, reason_code, reason_detail, ladder, policy_version, steps, state, step, step_started_at, step_command_id, history, failure_domain, principal_id, created_at, updated_at, ended_at
 `
 
 type SaveRemediationParams struct {
@@ -490,6 +567,7 @@ func (q *Queries) SaveRemediation(ctx context.Context, arg SaveRemediationParams
 		&i.GpuSerial,
 		&i.ReasonCheck,
 		&i.ReasonCode,
+		&i.ReasonDetail,
 		&i.Ladder,
 		&i.PolicyVersion,
 		&i.Steps,

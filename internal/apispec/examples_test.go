@@ -63,13 +63,26 @@ type fixture struct {
 	// retry retries a refused create until it succeeds: the nodes of a cancelled workflow are
 	// let go by the workers a moment after workflows/cancel answers.
 	retry bool
+	// restore, when set, is posted after undo with the example's fixtures (not $ID) in its body:
+	// a cancelled remediation leaves its node drained, and nodes/uncordon puts it back.
+	restore *fixture
 }
 
 // undoExample undoes what an example made, reading $ID from its response at path.
-var undoExample = map[string]fixture{"/workflows/create": cancelWorkflow, "/leases/create": releaseLease}
+var undoExample = map[string]fixture{"/workflows/create": cancelWorkflow, "/leases/create": releaseLease, "/remediations/create": cancelRemediation}
+
+// restoreExample restores what an example's undo leaves behind, with the example's fixtures.
+var restoreExample = map[string]fixture{"/remediations/create": uncordonNode}
 
 // releaseLease releases a lease, so that the nodes it holds can drain.
 var releaseLease = fixture{route: "/leases/release", body: `{"id": "$ID"}`, path: "lease.id"}
+
+// cancelRemediation cancels a remediation, so that the node can have another; one already
+// ended (the example cancelled it) is refused, which changes nothing.
+var cancelRemediation = fixture{route: "/remediations/cancel", body: `{"id": "$ID"}`, path: "remediation.id"}
+
+// uncordonNode makes the example node ready again after a remediation drained it.
+var uncordonNode = fixture{route: "/nodes/uncordon", body: `{"id": "$NODE_ID"}`, path: "node.id"}
 
 // cancelWorkflow cancels a workflow and waits until it has finished.
 var cancelWorkflow = fixture{
@@ -88,6 +101,10 @@ var fixtures = map[string]fixture{
 	"ROLE_BINDING_ID":   {route: "/iam/createRoleBinding", body: `{"principalId": "$PRINCIPAL_ID", "role": "ROLE_VIEWER"}`, path: "roleBinding.id"},
 	"JOIN_TOKEN_ID":     {route: "/joinTokens/create", body: `{"maxUses": 1}`, path: "joinToken.id"},
 	"GPU_UUID":          {route: "/gpus/list", body: `{"pageSize": 1}`, path: "gpus.0.uuid"},
+	"REMEDIATION_ID": {
+		route: "/remediations/create", body: `{"nodeId": "$NODE_ID", "reason": "example $SEQ", "ladder": "reboot"}`, path: "remediation.id",
+		undo: &cancelRemediation, retry: true, restore: &uncordonNode,
+	},
 	"COMMAND_ID": {
 		route: "/commands/create", body: `{"nodeId": "$NODE_ID", "echo": {"data": {"seq": "$SEQ"}}}`, path: "commands.0.id",
 		settle:  &fixture{route: "/commands/get", body: `{"id": "$ID"}`, path: "command.state"},
@@ -146,6 +163,9 @@ func TestExamplesAgainstDev(t *testing.T) {
 			var res any
 			_ = json.Unmarshal(body, &res)
 			api.undo(u, lookup(res, u.path))
+			if r, ok := restoreExample[ex.route]; ok {
+				api.restore(r, env)
+			}
 		}
 		for _, u := range undo {
 			u()
@@ -336,6 +356,9 @@ func (a *devAPI) make(env map[string]string, name string) (undo []func()) {
 		id := env[name]
 		undo = append(undo, func() { a.undo(*f.undo, id) })
 	}
+	if r := f.restore; r != nil {
+		undo = append(undo, func() { a.restore(*r, env) })
+	}
 	a.settle(f, name, env[name])
 	return undo
 }
@@ -356,6 +379,18 @@ func lookup(v any, path string) string {
 	}
 	s, _ := v.(string)
 	return s
+}
+
+// restore posts r with the example's fixtures in its body; a 400 (nothing to restore) is fine.
+func (a *devAPI) restore(r fixture, env map[string]string) {
+	a.t.Helper()
+	body := r.body
+	for _, dep := range fixtureNames.FindAllString(body, -1) {
+		body = strings.ReplaceAll(body, dep, env[strings.TrimPrefix(dep, "$")])
+	}
+	if status, res := a.post(r.route, body); status != http.StatusOK && status != http.StatusBadRequest {
+		a.t.Errorf("restore %s %s: %d %v", r.route, body, status, res)
+	}
 }
 
 // undo calls u.route with id as $ID, then waits for u to settle.

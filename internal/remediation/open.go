@@ -23,17 +23,26 @@ const (
 	StateRunning   = "running"
 	StateSucceeded = "succeeded"
 	StateService   = "service"
+	// StateReturned is a remediation in service whose hardware an operator put back in service
+	// (remediations/returnFromService).
+	StateReturned  = "returned"
 	StateCancelled = "cancelled"
 	StateFailed    = "failed"
 )
 
+// CheckManual is the check of a remediation an operator started by hand (remediations/create).
+const CheckManual = "manual"
+
 // Reason is what a remediation repairs: the strongest health reason of the GPU (or node) that
-// turned unhealthy.
+// turned unhealthy, or an operator's (Check CheckManual, Detail their words).
 type Reason struct {
 	Check string
 	Code  int64
+	// Detail is an operator's reason for a remediation started by hand; empty otherwise.
+	Detail string
 }
 
+// String is the reason as "check code" ("xid 79"), or "check" without a code.
 func (r Reason) String() string {
 	if r.Code == 0 {
 		return r.Check
@@ -53,22 +62,35 @@ type Subject struct {
 // ErrInProgress is Open's error when the node already has a remediation in progress.
 var ErrInProgress = errors.New("the node has a remediation in progress")
 
+// ErrNoLadder is OpenLadder's error when the policy has no ladder of the name.
+var ErrNoLadder = errors.New("the remediation policy has no such ladder")
+
 // Open starts a remediation of the subject for the reason, on the ladder the policy picks, in
 // the caller's transaction, and queues it for the controller (the caller wakes Kind after the
 // commit). It returns ErrInProgress when the node has one already.
 func Open(ctx context.Context, q *db.Queries, s Subject, r Reason, p Policy) (db.Remediation, error) {
-	name, ladder := p.LadderFor(r.Check, r.Code)
+	name, _ := p.LadderFor(r.Check, r.Code)
+	return OpenLadder(ctx, q, s, r, p, name)
+}
+
+// OpenLadder is Open on the policy's ladder of a name, which an operator picked
+// (remediations/create); ErrNoLadder when the policy has none of that name.
+func OpenLadder(ctx context.Context, q *db.Queries, s Subject, r Reason, p Policy, name string) (db.Remediation, error) {
+	ladder, ok := p.Ladders[name]
+	if !ok {
+		return db.Remediation{}, fmt.Errorf("%w: %q", ErrNoLadder, name)
+	}
 	steps, err := json.Marshal(ladder.Steps)
 	if err != nil {
 		return db.Remediation{}, fmt.Errorf("encode the ladder: %w", err)
 	}
-	auto, err := q.RemediationAuto(ctx, s.Node)
+	auto, err := q.NodeRemediationSettings(ctx, s.Node)
 	if err != nil {
 		return db.Remediation{}, fmt.Errorf("read the node's remediation settings: %w", err)
 	}
 	row, err := q.OpenRemediation(ctx, db.OpenRemediationParams{
 		ID: uuid.Must(uuid.NewV7()), TenantID: s.Tenant, NodeID: s.Node, GpuUuid: s.GPUUUID, GpuSerial: s.GPUSerial,
-		ReasonCheck: r.Check, ReasonCode: r.Code, Ladder: name, PolicyVersion: p.Version, Steps: steps,
+		ReasonCheck: r.Check, ReasonCode: r.Code, ReasonDetail: r.Detail, Ladder: name, PolicyVersion: p.Version, Steps: steps,
 		FailureDomain: auto.FailureDomain, PrincipalID: s.Principal,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -86,7 +108,7 @@ func Open(ctx context.Context, q *db.Queries, s Subject, r Reason, p Policy) (db
 // Automatic reports whether health may start a remediation of the node by itself: none of its
 // pools turned that off.
 func Automatic(ctx context.Context, q *db.Queries, node uuid.UUID) (bool, error) {
-	a, err := q.RemediationAuto(ctx, node)
+	a, err := q.NodeRemediationSettings(ctx, node)
 	if err != nil {
 		return false, fmt.Errorf("read the node's remediation settings: %w", err)
 	}

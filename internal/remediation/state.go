@@ -59,7 +59,7 @@ func History(r db.Remediation) ([]Entry, error) {
 // Change is the payload of r's events.
 func Change(r db.Remediation) event.RemediationChange {
 	return event.RemediationChange{
-		ID: r.ID, NodeID: r.NodeID, GPUUUID: r.GpuUuid, Reason: Reason{r.ReasonCheck, r.ReasonCode}.String(),
+		ID: r.ID, NodeID: r.NodeID, GPUUUID: r.GpuUuid, Reason: Reason{Check: r.ReasonCheck, Code: r.ReasonCode}.String(),
 		Ladder: r.Ladder, State: r.State, Step: r.Step,
 	}
 }

@@ -2,11 +2,13 @@
 -- a time (internal/remediation), within each pool's budget.
 
 -- state: waiting (for its turn: the pool's budget), running, succeeded (back in service),
--- service (the hardware needs people: the ticket is in the history), cancelled, failed (the
--- node went: retired or deleted). steps: the ladder as planned ([{action, level, window}]);
+-- service (the hardware needs people: the ticket is in the history), returned (back in service
+-- by hand after service: remediations/returnFromService), cancelled, failed (the node went:
+-- retired or deleted). steps: the ladder as planned ([{action, level, window}]);
 -- step: the index of the step running; step_started_at and step_command_id: when it started and
 -- the command it sent, if any. history: what each step did ([{step, action, outcome, detail,
--- startedAt, endedAt}]).
+-- startedAt, endedAt}]). reason_detail: an operator's words for one started by hand
+-- (reason_check 'manual').
 CREATE TABLE remediations (
     id              uuid        PRIMARY KEY,
     tenant_id       uuid        NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
@@ -15,11 +17,12 @@ CREATE TABLE remediations (
     gpu_serial      text        NOT NULL DEFAULT '',
     reason_check    text        NOT NULL,
     reason_code     bigint      NOT NULL DEFAULT 0,
+    reason_detail   text        NOT NULL DEFAULT '',
     ladder          text        NOT NULL,
     policy_version  text        NOT NULL,
     steps           jsonb       NOT NULL CHECK (jsonb_typeof(steps) = 'array'),
     state           text        NOT NULL DEFAULT 'waiting'
-                    CHECK (state IN ('waiting', 'running', 'succeeded', 'service', 'cancelled', 'failed')),
+                    CHECK (state IN ('waiting', 'running', 'succeeded', 'service', 'returned', 'cancelled', 'failed')),
     step            integer     NOT NULL DEFAULT 0 CHECK (step >= 0),
     step_started_at timestamptz,
     step_command_id uuid,

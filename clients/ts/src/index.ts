@@ -15,6 +15,7 @@ import { AuthService } from "./gen/bettercompute/auth/v1/auth_pb.js";
 import { CommandsService } from "./gen/bettercompute/commands/v1/commands_pb.js";
 import { EventsService } from "./gen/bettercompute/events/v1/events_pb.js";
 import { GpusService } from "./gen/bettercompute/gpus/v1/gpus_pb.js";
+import { RemediationsService } from "./gen/bettercompute/remediations/v1/remediations_pb.js";
 import { IamService } from "./gen/bettercompute/iam/v1/iam_pb.js";
 import { JoinTokensService } from "./gen/bettercompute/jointokens/v1/jointokens_pb.js";
 import { LeasesService } from "./gen/bettercompute/leases/v1/leases_pb.js";
@@ -39,6 +40,7 @@ export {
   CommandsService,
   EventsService,
   GpusService,
+  RemediationsService,
   IamService,
   JoinTokensService,
   LeasesService,
@@ -60,6 +62,7 @@ export * as commandsv1 from "./gen/bettercompute/commands/v1/commands_pb.js";
 export * as daemonv1 from "./gen/bettercompute/daemon/v1/commands_pb.js";
 export * as eventsv1 from "./gen/bettercompute/events/v1/events_pb.js";
 export * as gpusv1 from "./gen/bettercompute/gpus/v1/gpus_pb.js";
+export * as remediationsv1 from "./gen/bettercompute/remediations/v1/remediations_pb.js";
 export * as iamv1 from "./gen/bettercompute/iam/v1/iam_pb.js";
 export * as jointokensv1 from "./gen/bettercompute/jointokens/v1/jointokens_pb.js";
 export * as leasesv1 from "./gen/bettercompute/leases/v1/leases_pb.js";
@@ -141,6 +144,7 @@ export interface BetterCompute {
   joinTokens: Client<typeof JoinTokensService>;
   nodes: Client<typeof NodesService>;
   gpus: Client<typeof GpusService>;
+  remediations: Client<typeof RemediationsService>;
   commands: Client<typeof CommandsService>;
   pools: Client<typeof PoolsService>;
   leases: Client<typeof LeasesService>;
@@ -183,6 +187,7 @@ export function createClient<T extends DescService>(
     joinTokens: createConnectClient(JoinTokensService, transport),
     nodes: createConnectClient(NodesService, transport),
     gpus: createConnectClient(GpusService, transport),
+    remediations: createConnectClient(RemediationsService, transport),
     commands: createConnectClient(CommandsService, transport),
     pools: createConnectClient(PoolsService, transport),
     leases: createConnectClient(LeasesService, transport),

@@ -157,6 +157,10 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 	if err != nil {
 		return nil, err
 	}
+	rem, err := remediationPolicy(req.GetRemediation(), DefaultFailureDomainLabel)
+	if err != nil {
+		return nil, err
+	}
 	p := auth.Caller(ctx)
 	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*poolsv1.CreateResponse, error) {
 		if err := checkMembers(ctx, tx.Q, p.TenantID, ids); err != nil {
@@ -171,6 +175,7 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 			NodeSelector: fleet.EncodeLabels(req.GetNodeSelector()), NodeIds: ids,
 			PreemptionGraceMs: &grace, PriorityPreemption: req.GetPriorityPreemption(), TunnelPorts: ports,
 			GpuHealthPolicy: policy, TopologyLevels: levels, GangReservationWaitMs: &wait,
+			RemediationAuto: rem.auto, RemediationMaxNodes: rem.maxNodes, RemediationDomain: rem.domain,
 		})
 		if database.IsUniqueViolation(err) {
 			return nil, apierr.AlreadyExists("the tenant has a pool named %q", req.GetName())
@@ -267,7 +272,7 @@ func (s *Service) List(ctx context.Context, req *poolsv1.ListRequest) (*poolsv1.
 }
 
 // updatable lists the fields Update changes, for its errors.
-const updatable = "description, node_selector, node_ids, preemption_grace_period, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels and gang_reservation_wait"
+const updatable = "description, node_selector, node_ids, preemption_grace_period, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait and remediation"
 
 // Update changes the fields named in the mask; the placer then places pending leases on the
 // new members.
@@ -341,6 +346,12 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 				return nil, err
 			}
 			params.GangReservationWaitMs = &wait
+		case "remediation":
+			rem, err := remediationPolicy(req.GetRemediation(), "")
+			if err != nil {
+				return nil, err
+			}
+			params.RemediationAuto, params.RemediationMaxNodes, params.RemediationDomain = &rem.auto, &rem.maxNodes, &rem.domain
 		default:
 			return nil, apierr.InvalidArgument("update_mask", "%q cannot be updated (%s)", path, updatable)
 		}
@@ -512,6 +523,7 @@ func describe(ctx context.Context, q *db.Queries, tenant uuid.UUID, rows []db.Po
 			GpuHealthPolicy:       policy,
 			TopologyLevels:        r.TopologyLevels,
 			GangReservationWait:   durationpb.New(time.Duration(r.GangReservationWaitMs) * time.Millisecond),
+			Remediation:           remediationToProto(r),
 		}
 		ids[i], byID[r.ID], tenantOf[r.ID] = r.ID, out[i], r.TenantID
 		if g, ok := grants[r.ID]; ok && r.TenantID != tenant {

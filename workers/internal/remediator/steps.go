@@ -223,28 +223,12 @@ func (w *work) verify(ctx context.Context, first bool, s remediation.Step) (resu
 
 // succeed puts the node back in service: ready, its daemon told to undrain.
 func (w *work) succeed(ctx context.Context) error {
-	n, err := w.q.RemediationNodeHealth(ctx, w.r.NodeID)
+	moved, err := remediation.ReturnNode(ctx, w.q, w.r.TenantID, w.r.NodeID)
 	if err != nil {
-		return fmt.Errorf("read the node: %w", err)
+		return err
 	}
-	from := []string{string(fleet.StateCordoned), string(fleet.StateDraining), string(fleet.StateDrained)}
-	if slices.Contains(from, string(n.State)) {
-		moved, err := w.q.SetNodeState(ctx, db.SetNodeStateParams{TenantID: w.r.TenantID, ID: w.r.NodeID, State: db.NodeState(fleet.StateReady), FromStates: from})
-		if err != nil {
-			return fmt.Errorf("return the node to service: %w", err)
-		}
-		if _, _, err := command.Create(ctx, w.q, w.r.TenantID, w.r.NodeID, command.Undrain, fmt.Sprintf("undrain-%d", moved.StateGeneration), []byte("{}"), 10*time.Minute); err != nil {
-			return err
-		}
+	if moved {
 		w.out.commands = append(w.out.commands, w.r.NodeID)
-		if err := w.emit(ctx, event.NodeUncordoned{NodeTransition: event.NodeTransition{
-			ID: w.r.NodeID, Hostname: n.Hostname, From: string(n.State), To: string(fleet.StateReady),
-		}}); err != nil {
-			return err
-		}
-		if err := fleet.Enqueue(ctx, w.q, fleet.KindLifecycle, w.r.NodeID); err != nil {
-			return err
-		}
 		w.out.wake = append(w.out.wake, fleet.KindLifecycle)
 	}
 	w.r.State = remediation.StateSucceeded

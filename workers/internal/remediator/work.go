@@ -217,18 +217,11 @@ func (w *work) end(ctx context.Context, state string) error {
 	if err := w.save(ctx); err != nil {
 		return err
 	}
-	waiting, err := w.q.WaitingRemediations(ctx, w.r.TenantID)
+	woke, err := remediation.WakeWaiting(ctx, w.q, w.r.TenantID)
 	if err != nil {
-		return fmt.Errorf("read waiting remediations: %w", err)
+		return err
 	}
-	keys := make([]string, len(waiting))
-	for i, id := range waiting {
-		keys[i] = id.String()
-	}
-	if len(keys) > 0 {
-		if err := w.q.EnqueueReconcile(ctx, db.EnqueueReconcileParams{Kind: remediation.Kind, Keys: keys}); err != nil {
-			return fmt.Errorf("wake waiting remediations: %w", err)
-		}
+	if woke {
 		w.out.wake = append(w.out.wake, remediation.Kind)
 	}
 	return nil

@@ -33,6 +33,7 @@ from bettercompute.nodes.v1 import nodes_pb2 as nodesv1
 from bettercompute.pools.v1 import pools_pb2 as poolsv1
 from bettercompute.reservations.v1 import reservations_pb2 as reservationsv1
 from bettercompute.gpus.v1 import gpus_pb2 as gpusv1
+from bettercompute.remediations.v1 import remediations_pb2 as remediationsv1
 from bettercompute.system.v1 import system_pb2 as systemv1
 from bettercompute.secrets.v1 import secrets_pb2 as secretsv1
 from bettercompute.auth.v1 import auth_pb2 as authv1
@@ -50,6 +51,7 @@ from bettercompute.nodes.v1.nodes_connect import NodesServiceClient, NodesServic
 from bettercompute.pools.v1.pools_connect import PoolsServiceClient, PoolsServiceClientSync
 from bettercompute.reservations.v1.reservations_connect import ReservationsServiceClient, ReservationsServiceClientSync
 from bettercompute.gpus.v1.gpus_connect import GpusServiceClient, GpusServiceClientSync
+from bettercompute.remediations.v1.remediations_connect import RemediationsServiceClient, RemediationsServiceClientSync
 from bettercompute.system.v1.system_connect import SystemServiceClient, SystemServiceClientSync
 from bettercompute.secrets.v1.secrets_connect import SecretsServiceClient, SecretsServiceClientSync
 from bettercompute.auth.v1.auth_connect import AuthServiceClient, AuthServiceClientSync
@@ -131,6 +133,8 @@ __all__ = [
     "ReservationsServiceClient",
     "GpusServiceClient",
     "GpusServiceClientSync",
+    "RemediationsServiceClient",
+    "RemediationsServiceClientSync",
     "ReservationsServiceClientSync",
     "ResourceExhaustedError",
     "SystemServiceClient",
@@ -171,6 +175,7 @@ __all__ = [
     "poolsv1",
     "reservationsv1",
     "gpusv1",
+    "remediationsv1",
     "systemv1",
     "secretsv1",
     "authv1",

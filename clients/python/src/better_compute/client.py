@@ -28,6 +28,7 @@ from bettercompute.nodes.v1.nodes_connect import NodesServiceClient, NodesServic
 from bettercompute.pools.v1.pools_connect import PoolsServiceClient, PoolsServiceClientSync
 from bettercompute.reservations.v1.reservations_connect import ReservationsServiceClient, ReservationsServiceClientSync
 from bettercompute.gpus.v1.gpus_connect import GpusServiceClient, GpusServiceClientSync
+from bettercompute.remediations.v1.remediations_connect import RemediationsServiceClient, RemediationsServiceClientSync
 from bettercompute.system.v1.system_connect import SystemServiceClient, SystemServiceClientSync
 from bettercompute.secrets.v1.secrets_connect import SecretsServiceClient, SecretsServiceClientSync
 from bettercompute.auth.v1.auth_connect import AuthServiceClient, AuthServiceClientSync
@@ -97,6 +98,7 @@ class BetterCompute:
         self.leases: LeasesServiceClientSync = LeasesServiceClientSync(url, **kw)
         self.reservations: ReservationsServiceClientSync = ReservationsServiceClientSync(url, **kw)
         self.gpus: GpusServiceClientSync = GpusServiceClientSync(url, **kw)
+        self.remediations: RemediationsServiceClientSync = RemediationsServiceClientSync(url, **kw)
         self.usage: UsageServiceClientSync = UsageServiceClientSync(url, **kw)
         self.secrets: SecretsServiceClientSync = SecretsServiceClientSync(url, **kw)
         self.auth: AuthServiceClientSync = AuthServiceClientSync(url, **kw)
@@ -153,6 +155,7 @@ class AsyncBetterCompute:
         self.leases: LeasesServiceClient = LeasesServiceClient(url, **kw)
         self.reservations: ReservationsServiceClient = ReservationsServiceClient(url, **kw)
         self.gpus: GpusServiceClient = GpusServiceClient(url, **kw)
+        self.remediations: RemediationsServiceClient = RemediationsServiceClient(url, **kw)
         self.usage: UsageServiceClient = UsageServiceClient(url, **kw)
         self.secrets: SecretsServiceClient = SecretsServiceClient(url, **kw)
         self.auth: AuthServiceClient = AuthServiceClient(url, **kw)

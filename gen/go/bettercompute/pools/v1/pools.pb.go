@@ -135,8 +135,10 @@ type Pool struct {
 	// fit soonest, onto which only leases that end before it could start are then placed
 	// (backfill), so a stream of small leases cannot starve it. Default 5m; 0s to 24h.
 	GangReservationWait *durationpb.Duration `protobuf:"bytes,18,opt,name=gang_reservation_wait,json=gangReservationWait,proto3" json:"gang_reservation_wait,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// How GPU remediations treat the pool's members (bettercompute.remediations.v1).
+	Remediation   *RemediationPolicy `protobuf:"bytes,19,opt,name=remediation,proto3" json:"remediation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Pool) Reset() {
@@ -295,6 +297,82 @@ func (x *Pool) GetGangReservationWait() *durationpb.Duration {
 	return nil
 }
 
+func (x *Pool) GetRemediation() *RemediationPolicy {
+	if x != nil {
+		return x.Remediation
+	}
+	return nil
+}
+
+// RemediationPolicy is a pool's budget for GPU remediations: how many of its members may be in
+// remediation at once, and whether a GPU or node that turns unhealthy starts one by itself. A
+// node in several pools is held to the strictest of them.
+type RemediationPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True stops health from starting remediations of the pool's members by itself; an operator
+	// still starts one by hand (remediations/create).
+	Disabled bool `protobuf:"varint,1,opt,name=disabled,proto3" json:"disabled,omitempty"`
+	// At most this many of the pool's members in remediation at once: 1 to 10,000; 0 means 1.
+	MaxNodes int32 `protobuf:"varint,2,opt,name=max_nodes,json=maxNodes,proto3" json:"max_nodes,omitempty"`
+	// A node label key: at most one of the members sharing a value of it (a rack, say) in
+	// remediation at once; empty for none. At most 63 characters. Default "rack" when a create
+	// leaves the policy unset.
+	FailureDomainLabel string `protobuf:"bytes,3,opt,name=failure_domain_label,json=failureDomainLabel,proto3" json:"failure_domain_label,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *RemediationPolicy) Reset() {
+	*x = RemediationPolicy{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemediationPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemediationPolicy) ProtoMessage() {}
+
+func (x *RemediationPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemediationPolicy.ProtoReflect.Descriptor instead.
+func (*RemediationPolicy) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RemediationPolicy) GetDisabled() bool {
+	if x != nil {
+		return x.Disabled
+	}
+	return false
+}
+
+func (x *RemediationPolicy) GetMaxNodes() int32 {
+	if x != nil {
+		return x.MaxNodes
+	}
+	return 0
+}
+
+func (x *RemediationPolicy) GetFailureDomainLabel() string {
+	if x != nil {
+		return x.FailureDomainLabel
+	}
+	return ""
+}
+
 // GpuHealthPolicy overrides the default GPU health policy on a pool's members (docs/gpus.md, "The
 // policy"). For each pool a node is a member of, a signal's rule is the first of the pool's rules,
 // then of the default policy's, that matches it; a node in several pools gives each signal the
@@ -311,7 +389,7 @@ type GpuHealthPolicy struct {
 
 func (x *GpuHealthPolicy) Reset() {
 	*x = GpuHealthPolicy{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[1]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -323,7 +401,7 @@ func (x *GpuHealthPolicy) String() string {
 func (*GpuHealthPolicy) ProtoMessage() {}
 
 func (x *GpuHealthPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[1]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -336,7 +414,7 @@ func (x *GpuHealthPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuHealthPolicy.ProtoReflect.Descriptor instead.
 func (*GpuHealthPolicy) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{1}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GpuHealthPolicy) GetRules() []*GpuHealthRule {
@@ -374,7 +452,7 @@ type GpuHealthRule struct {
 
 func (x *GpuHealthRule) Reset() {
 	*x = GpuHealthRule{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -386,7 +464,7 @@ func (x *GpuHealthRule) String() string {
 func (*GpuHealthRule) ProtoMessage() {}
 
 func (x *GpuHealthRule) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -399,7 +477,7 @@ func (x *GpuHealthRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuHealthRule.ProtoReflect.Descriptor instead.
 func (*GpuHealthRule) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GpuHealthRule) GetCheck() string {
@@ -450,7 +528,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +540,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +553,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{3}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Resources) GetGpus() map[string]int32 {
@@ -529,7 +607,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +619,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +632,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{4}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Grant) GetId() string {
@@ -660,7 +738,7 @@ type Capacity struct {
 
 func (x *Capacity) Reset() {
 	*x = Capacity{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +750,7 @@ func (x *Capacity) String() string {
 func (*Capacity) ProtoMessage() {}
 
 func (x *Capacity) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +763,7 @@ func (x *Capacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
 func (*Capacity) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Capacity) GetNodes() int32 {
@@ -756,7 +834,7 @@ type GpuCapacity struct {
 
 func (x *GpuCapacity) Reset() {
 	*x = GpuCapacity{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +846,7 @@ func (x *GpuCapacity) String() string {
 func (*GpuCapacity) ProtoMessage() {}
 
 func (x *GpuCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +859,7 @@ func (x *GpuCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuCapacity.ProtoReflect.Descriptor instead.
 func (*GpuCapacity) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{6}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GpuCapacity) GetModel() string {
@@ -832,7 +910,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +922,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +935,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Quota) GetMaxGpus() int32 {
@@ -908,13 +986,15 @@ type CreateRequest struct {
 	TopologyLevels []string `protobuf:"bytes,9,rep,name=topology_levels,json=topologyLevels,proto3" json:"topology_levels,omitempty"`
 	// Unset means 5m.
 	GangReservationWait *durationpb.Duration `protobuf:"bytes,10,opt,name=gang_reservation_wait,json=gangReservationWait,proto3" json:"gang_reservation_wait,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Unset means remediations on, one member at a time, failure domain label "rack".
+	Remediation   *RemediationPolicy `protobuf:"bytes,11,opt,name=remediation,proto3" json:"remediation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1006,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1019,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateRequest) GetName() string {
@@ -1012,6 +1092,13 @@ func (x *CreateRequest) GetGangReservationWait() *durationpb.Duration {
 	return nil
 }
 
+func (x *CreateRequest) GetRemediation() *RemediationPolicy {
+	if x != nil {
+		return x.Remediation
+	}
+	return nil
+}
+
 // CreateResponse carries the pool.
 type CreateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1022,7 +1109,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1121,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1134,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateResponse) GetPool() *Pool {
@@ -1067,7 +1154,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1166,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1179,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetRequest) GetId() string {
@@ -1112,7 +1199,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1211,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1224,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{11}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetResponse) GetPool() *Pool {
@@ -1159,7 +1246,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1258,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1271,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListRequest) GetPageSize() int32 {
@@ -1213,7 +1300,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1312,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1325,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListResponse) GetPools() []*Pool {
@@ -1263,8 +1350,8 @@ type UpdateRequest struct {
 	NodeSelector map[string]string      `protobuf:"bytes,3,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	NodeIds      []string               `protobuf:"bytes,4,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
 	// Which of description, node_selector, node_ids, preemption_grace_period,
-	// priority_preemption, tunnel_ports, gpu_health_policy, topology_levels and
-	// gang_reservation_wait to change; at least one.
+	// priority_preemption, tunnel_ports, gpu_health_policy, topology_levels,
+	// gang_reservation_wait and remediation to change; at least one.
 	UpdateMask            *fieldmaskpb.FieldMask `protobuf:"bytes,5,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	PreemptionGracePeriod *durationpb.Duration   `protobuf:"bytes,6,opt,name=preemption_grace_period,json=preemptionGracePeriod,proto3" json:"preemption_grace_period,omitempty"`
 	PriorityPreemption    bool                   `protobuf:"varint,7,opt,name=priority_preemption,json=priorityPreemption,proto3" json:"priority_preemption,omitempty"`
@@ -1274,13 +1361,16 @@ type UpdateRequest struct {
 	// Replaces the levels. A pending gang whose level the pool no longer has fails.
 	TopologyLevels      []string             `protobuf:"bytes,10,rep,name=topology_levels,json=topologyLevels,proto3" json:"topology_levels,omitempty"`
 	GangReservationWait *durationpb.Duration `protobuf:"bytes,11,opt,name=gang_reservation_wait,json=gangReservationWait,proto3" json:"gang_reservation_wait,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Replaces the pool's remediation policy; unset is remediations on, one member at a time, no
+	// failure domain label.
+	Remediation   *RemediationPolicy `protobuf:"bytes,12,opt,name=remediation,proto3" json:"remediation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateRequest) Reset() {
 	*x = UpdateRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1382,7 @@ func (x *UpdateRequest) String() string {
 func (*UpdateRequest) ProtoMessage() {}
 
 func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1395,7 @@ func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateRequest) GetId() string {
@@ -1385,6 +1475,13 @@ func (x *UpdateRequest) GetGangReservationWait() *durationpb.Duration {
 	return nil
 }
 
+func (x *UpdateRequest) GetRemediation() *RemediationPolicy {
+	if x != nil {
+		return x.Remediation
+	}
+	return nil
+}
+
 // UpdateResponse carries the pool.
 type UpdateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1395,7 +1492,7 @@ type UpdateResponse struct {
 
 func (x *UpdateResponse) Reset() {
 	*x = UpdateResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1504,7 @@ func (x *UpdateResponse) String() string {
 func (*UpdateResponse) ProtoMessage() {}
 
 func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1517,7 @@ func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateResponse) GetPool() *Pool {
@@ -1440,7 +1537,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1549,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1562,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{16}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteRequest) GetId() string {
@@ -1484,7 +1581,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1593,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1606,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{17}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{18}
 }
 
 // SetQuotaRequest sets the quota of the caller's tenant in a pool; a quota with no limit set
@@ -1524,7 +1621,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1633,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1646,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{18}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetQuotaRequest) GetPoolId() string {
@@ -1576,7 +1673,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1685,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1698,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{19}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetQuotaResponse) GetPool() *Pool {
@@ -1630,7 +1727,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1739,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1752,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{20}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GrantRequest) GetPoolId() string {
@@ -1703,7 +1800,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1812,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1825,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{21}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GrantResponse) GetGrant() *Grant {
@@ -1749,7 +1846,7 @@ type RevokeGrantRequest struct {
 
 func (x *RevokeGrantRequest) Reset() {
 	*x = RevokeGrantRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +1858,7 @@ func (x *RevokeGrantRequest) String() string {
 func (*RevokeGrantRequest) ProtoMessage() {}
 
 func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +1871,7 @@ func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
 func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{22}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RevokeGrantRequest) GetPoolId() string {
@@ -1801,7 +1898,7 @@ type RevokeGrantResponse struct {
 
 func (x *RevokeGrantResponse) Reset() {
 	*x = RevokeGrantResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1813,7 +1910,7 @@ func (x *RevokeGrantResponse) String() string {
 func (*RevokeGrantResponse) ProtoMessage() {}
 
 func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1826,7 +1923,7 @@ func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantResponse.ProtoReflect.Descriptor instead.
 func (*RevokeGrantResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{23}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RevokeGrantResponse) GetGrant() *Grant {
@@ -1852,7 +1949,7 @@ type ListGrantsRequest struct {
 
 func (x *ListGrantsRequest) Reset() {
 	*x = ListGrantsRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +1961,7 @@ func (x *ListGrantsRequest) String() string {
 func (*ListGrantsRequest) ProtoMessage() {}
 
 func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +1974,7 @@ func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
 func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{24}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListGrantsRequest) GetPoolId() string {
@@ -1920,7 +2017,7 @@ type ListGrantsResponse struct {
 
 func (x *ListGrantsResponse) Reset() {
 	*x = ListGrantsResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2029,7 @@ func (x *ListGrantsResponse) String() string {
 func (*ListGrantsResponse) ProtoMessage() {}
 
 func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2042,7 @@ func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsResponse.ProtoReflect.Descriptor instead.
 func (*ListGrantsResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{25}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListGrantsResponse) GetGrants() []*Grant {
@@ -1978,7 +2075,7 @@ type ListPreemptionsRequest struct {
 
 func (x *ListPreemptionsRequest) Reset() {
 	*x = ListPreemptionsRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2087,7 @@ func (x *ListPreemptionsRequest) String() string {
 func (*ListPreemptionsRequest) ProtoMessage() {}
 
 func (x *ListPreemptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2100,7 @@ func (x *ListPreemptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPreemptionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPreemptionsRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{26}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListPreemptionsRequest) GetPoolId() string {
@@ -2055,7 +2152,7 @@ type Preemption struct {
 
 func (x *Preemption) Reset() {
 	*x = Preemption{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[27]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2164,7 @@ func (x *Preemption) String() string {
 func (*Preemption) ProtoMessage() {}
 
 func (x *Preemption) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[27]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2177,7 @@ func (x *Preemption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Preemption.ProtoReflect.Descriptor instead.
 func (*Preemption) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{27}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Preemption) GetLeaseId() string {
@@ -2165,7 +2262,7 @@ type ListPreemptionsResponse struct {
 
 func (x *ListPreemptionsResponse) Reset() {
 	*x = ListPreemptionsResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[28]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2177,7 +2274,7 @@ func (x *ListPreemptionsResponse) String() string {
 func (*ListPreemptionsResponse) ProtoMessage() {}
 
 func (x *ListPreemptionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[28]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2190,7 +2287,7 @@ func (x *ListPreemptionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPreemptionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPreemptionsResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{28}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListPreemptionsResponse) GetPreemptions() []*Preemption {
@@ -2211,7 +2308,7 @@ var File_bettercompute_pools_v1_pools_proto protoreflect.FileDescriptor
 
 const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/pools/v1/pools.proto\x12\x16bettercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x90\b\n" +
+	"\"bettercompute/pools/v1/pools.proto\x12\x16bettercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\b\n" +
 	"\x04Pool\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x12\n" +
@@ -2233,7 +2330,8 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\ftunnel_ports\x18\x0f \x03(\x05R\vtunnelPorts\x12S\n" +
 	"\x11gpu_health_policy\x18\x10 \x01(\v2'.bettercompute.pools.v1.GpuHealthPolicyR\x0fgpuHealthPolicy\x12'\n" +
 	"\x0ftopology_levels\x18\x11 \x03(\tR\x0etopologyLevels\x12M\n" +
-	"\x15gang_reservation_wait\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\x13gangReservationWait\x1a?\n" +
+	"\x15gang_reservation_wait\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\x13gangReservationWait\x12K\n" +
+	"\vremediation\x18\x13 \x01(\v2).bettercompute.pools.v1.RemediationPolicyR\vremediation\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01:Dʠ\x19@\n" +
@@ -2243,7 +2341,11 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\agranted\n" +
 	"\x12priorityPreemption\n" +
 	"\n" +
-	"createTime\"\xaa\x01\n" +
+	"createTime\"~\n" +
+	"\x11RemediationPolicy\x12\x1a\n" +
+	"\bdisabled\x18\x01 \x01(\bR\bdisabled\x12\x1b\n" +
+	"\tmax_nodes\x18\x02 \x01(\x05R\bmaxNodes\x120\n" +
+	"\x14failure_domain_label\x18\x03 \x01(\tR\x12failureDomainLabel\"\xaa\x01\n" +
 	"\x0fGpuHealthPolicy\x12;\n" +
 	"\x05rules\x18\x01 \x03(\v2%.bettercompute.pools.v1.GpuHealthRuleR\x05rules\x12Z\n" +
 	"\x12on_unhealthy_lease\x18\x02 \x01(\x0e2,.bettercompute.pools.v1.UnhealthyLeaseActionR\x10onUnhealthyLease\"\xa3\x01\n" +
@@ -2311,7 +2413,7 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\t_max_gpusB\v\n" +
 	"\t_max_cpusB\x13\n" +
 	"\x11_max_memory_bytesB\r\n" +
-	"\v_max_leases\"\xf3\x04\n" +
+	"\v_max_leases\"\xc0\x05\n" +
 	"\rCreateRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\\\n" +
@@ -2323,7 +2425,8 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\x11gpu_health_policy\x18\b \x01(\v2'.bettercompute.pools.v1.GpuHealthPolicyR\x0fgpuHealthPolicy\x12'\n" +
 	"\x0ftopology_levels\x18\t \x03(\tR\x0etopologyLevels\x12M\n" +
 	"\x15gang_reservation_wait\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\x13gangReservationWait\x1a?\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x13gangReservationWait\x12K\n" +
+	"\vremediation\x18\v \x01(\v2).bettercompute.pools.v1.RemediationPolicyR\vremediation\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
@@ -2340,7 +2443,7 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"j\n" +
 	"\fListResponse\x122\n" +
 	"\x05pools\x18\x01 \x03(\v2\x1c.bettercompute.pools.v1.PoolR\x05pools\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xac\x05\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf9\x05\n" +
 	"\rUpdateRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\\\n" +
@@ -2354,7 +2457,8 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\x11gpu_health_policy\x18\t \x01(\v2'.bettercompute.pools.v1.GpuHealthPolicyR\x0fgpuHealthPolicy\x12'\n" +
 	"\x0ftopology_levels\x18\n" +
 	" \x03(\tR\x0etopologyLevels\x12M\n" +
-	"\x15gang_reservation_wait\x18\v \x01(\v2\x19.google.protobuf.DurationR\x13gangReservationWait\x1a?\n" +
+	"\x15gang_reservation_wait\x18\v \x01(\v2\x19.google.protobuf.DurationR\x13gangReservationWait\x12K\n" +
+	"\vremediation\x18\f \x01(\v2).bettercompute.pools.v1.RemediationPolicyR\vremediation\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
@@ -2466,117 +2570,121 @@ func file_bettercompute_pools_v1_pools_proto_rawDescGZIP() []byte {
 }
 
 var file_bettercompute_pools_v1_pools_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bettercompute_pools_v1_pools_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_bettercompute_pools_v1_pools_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_bettercompute_pools_v1_pools_proto_goTypes = []any{
 	(UnhealthyLeaseAction)(0),       // 0: bettercompute.pools.v1.UnhealthyLeaseAction
 	(*Pool)(nil),                    // 1: bettercompute.pools.v1.Pool
-	(*GpuHealthPolicy)(nil),         // 2: bettercompute.pools.v1.GpuHealthPolicy
-	(*GpuHealthRule)(nil),           // 3: bettercompute.pools.v1.GpuHealthRule
-	(*Resources)(nil),               // 4: bettercompute.pools.v1.Resources
-	(*Grant)(nil),                   // 5: bettercompute.pools.v1.Grant
-	(*Capacity)(nil),                // 6: bettercompute.pools.v1.Capacity
-	(*GpuCapacity)(nil),             // 7: bettercompute.pools.v1.GpuCapacity
-	(*Quota)(nil),                   // 8: bettercompute.pools.v1.Quota
-	(*CreateRequest)(nil),           // 9: bettercompute.pools.v1.CreateRequest
-	(*CreateResponse)(nil),          // 10: bettercompute.pools.v1.CreateResponse
-	(*GetRequest)(nil),              // 11: bettercompute.pools.v1.GetRequest
-	(*GetResponse)(nil),             // 12: bettercompute.pools.v1.GetResponse
-	(*ListRequest)(nil),             // 13: bettercompute.pools.v1.ListRequest
-	(*ListResponse)(nil),            // 14: bettercompute.pools.v1.ListResponse
-	(*UpdateRequest)(nil),           // 15: bettercompute.pools.v1.UpdateRequest
-	(*UpdateResponse)(nil),          // 16: bettercompute.pools.v1.UpdateResponse
-	(*DeleteRequest)(nil),           // 17: bettercompute.pools.v1.DeleteRequest
-	(*DeleteResponse)(nil),          // 18: bettercompute.pools.v1.DeleteResponse
-	(*SetQuotaRequest)(nil),         // 19: bettercompute.pools.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),        // 20: bettercompute.pools.v1.SetQuotaResponse
-	(*GrantRequest)(nil),            // 21: bettercompute.pools.v1.GrantRequest
-	(*GrantResponse)(nil),           // 22: bettercompute.pools.v1.GrantResponse
-	(*RevokeGrantRequest)(nil),      // 23: bettercompute.pools.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),     // 24: bettercompute.pools.v1.RevokeGrantResponse
-	(*ListGrantsRequest)(nil),       // 25: bettercompute.pools.v1.ListGrantsRequest
-	(*ListGrantsResponse)(nil),      // 26: bettercompute.pools.v1.ListGrantsResponse
-	(*ListPreemptionsRequest)(nil),  // 27: bettercompute.pools.v1.ListPreemptionsRequest
-	(*Preemption)(nil),              // 28: bettercompute.pools.v1.Preemption
-	(*ListPreemptionsResponse)(nil), // 29: bettercompute.pools.v1.ListPreemptionsResponse
-	nil,                             // 30: bettercompute.pools.v1.Pool.NodeSelectorEntry
-	nil,                             // 31: bettercompute.pools.v1.Resources.GpusEntry
-	nil,                             // 32: bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
-	nil,                             // 33: bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
-	(*timestamppb.Timestamp)(nil),   // 34: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 35: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),   // 36: google.protobuf.FieldMask
+	(*RemediationPolicy)(nil),       // 2: bettercompute.pools.v1.RemediationPolicy
+	(*GpuHealthPolicy)(nil),         // 3: bettercompute.pools.v1.GpuHealthPolicy
+	(*GpuHealthRule)(nil),           // 4: bettercompute.pools.v1.GpuHealthRule
+	(*Resources)(nil),               // 5: bettercompute.pools.v1.Resources
+	(*Grant)(nil),                   // 6: bettercompute.pools.v1.Grant
+	(*Capacity)(nil),                // 7: bettercompute.pools.v1.Capacity
+	(*GpuCapacity)(nil),             // 8: bettercompute.pools.v1.GpuCapacity
+	(*Quota)(nil),                   // 9: bettercompute.pools.v1.Quota
+	(*CreateRequest)(nil),           // 10: bettercompute.pools.v1.CreateRequest
+	(*CreateResponse)(nil),          // 11: bettercompute.pools.v1.CreateResponse
+	(*GetRequest)(nil),              // 12: bettercompute.pools.v1.GetRequest
+	(*GetResponse)(nil),             // 13: bettercompute.pools.v1.GetResponse
+	(*ListRequest)(nil),             // 14: bettercompute.pools.v1.ListRequest
+	(*ListResponse)(nil),            // 15: bettercompute.pools.v1.ListResponse
+	(*UpdateRequest)(nil),           // 16: bettercompute.pools.v1.UpdateRequest
+	(*UpdateResponse)(nil),          // 17: bettercompute.pools.v1.UpdateResponse
+	(*DeleteRequest)(nil),           // 18: bettercompute.pools.v1.DeleteRequest
+	(*DeleteResponse)(nil),          // 19: bettercompute.pools.v1.DeleteResponse
+	(*SetQuotaRequest)(nil),         // 20: bettercompute.pools.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),        // 21: bettercompute.pools.v1.SetQuotaResponse
+	(*GrantRequest)(nil),            // 22: bettercompute.pools.v1.GrantRequest
+	(*GrantResponse)(nil),           // 23: bettercompute.pools.v1.GrantResponse
+	(*RevokeGrantRequest)(nil),      // 24: bettercompute.pools.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),     // 25: bettercompute.pools.v1.RevokeGrantResponse
+	(*ListGrantsRequest)(nil),       // 26: bettercompute.pools.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),      // 27: bettercompute.pools.v1.ListGrantsResponse
+	(*ListPreemptionsRequest)(nil),  // 28: bettercompute.pools.v1.ListPreemptionsRequest
+	(*Preemption)(nil),              // 29: bettercompute.pools.v1.Preemption
+	(*ListPreemptionsResponse)(nil), // 30: bettercompute.pools.v1.ListPreemptionsResponse
+	nil,                             // 31: bettercompute.pools.v1.Pool.NodeSelectorEntry
+	nil,                             // 32: bettercompute.pools.v1.Resources.GpusEntry
+	nil,                             // 33: bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
+	nil,                             // 34: bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
+	(*timestamppb.Timestamp)(nil),   // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 36: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),   // 37: google.protobuf.FieldMask
 }
 var file_bettercompute_pools_v1_pools_proto_depIdxs = []int32{
-	30, // 0: bettercompute.pools.v1.Pool.node_selector:type_name -> bettercompute.pools.v1.Pool.NodeSelectorEntry
-	6,  // 1: bettercompute.pools.v1.Pool.capacity:type_name -> bettercompute.pools.v1.Capacity
-	8,  // 2: bettercompute.pools.v1.Pool.quota:type_name -> bettercompute.pools.v1.Quota
-	34, // 3: bettercompute.pools.v1.Pool.create_time:type_name -> google.protobuf.Timestamp
-	34, // 4: bettercompute.pools.v1.Pool.update_time:type_name -> google.protobuf.Timestamp
-	35, // 5: bettercompute.pools.v1.Pool.preemption_grace_period:type_name -> google.protobuf.Duration
-	5,  // 6: bettercompute.pools.v1.Pool.grant:type_name -> bettercompute.pools.v1.Grant
-	2,  // 7: bettercompute.pools.v1.Pool.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
-	35, // 8: bettercompute.pools.v1.Pool.gang_reservation_wait:type_name -> google.protobuf.Duration
-	3,  // 9: bettercompute.pools.v1.GpuHealthPolicy.rules:type_name -> bettercompute.pools.v1.GpuHealthRule
-	0,  // 10: bettercompute.pools.v1.GpuHealthPolicy.on_unhealthy_lease:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
-	35, // 11: bettercompute.pools.v1.GpuHealthRule.window:type_name -> google.protobuf.Duration
-	31, // 12: bettercompute.pools.v1.Resources.gpus:type_name -> bettercompute.pools.v1.Resources.GpusEntry
-	4,  // 13: bettercompute.pools.v1.Grant.nominal:type_name -> bettercompute.pools.v1.Resources
-	4,  // 14: bettercompute.pools.v1.Grant.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
-	4,  // 15: bettercompute.pools.v1.Grant.used:type_name -> bettercompute.pools.v1.Resources
-	4,  // 16: bettercompute.pools.v1.Grant.borrowed:type_name -> bettercompute.pools.v1.Resources
-	4,  // 17: bettercompute.pools.v1.Grant.borrowable:type_name -> bettercompute.pools.v1.Resources
-	34, // 18: bettercompute.pools.v1.Grant.create_time:type_name -> google.protobuf.Timestamp
-	34, // 19: bettercompute.pools.v1.Grant.update_time:type_name -> google.protobuf.Timestamp
-	34, // 20: bettercompute.pools.v1.Grant.revoke_time:type_name -> google.protobuf.Timestamp
-	7,  // 21: bettercompute.pools.v1.Capacity.gpus:type_name -> bettercompute.pools.v1.GpuCapacity
-	32, // 22: bettercompute.pools.v1.CreateRequest.node_selector:type_name -> bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
-	35, // 23: bettercompute.pools.v1.CreateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
-	2,  // 24: bettercompute.pools.v1.CreateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
-	35, // 25: bettercompute.pools.v1.CreateRequest.gang_reservation_wait:type_name -> google.protobuf.Duration
-	1,  // 26: bettercompute.pools.v1.CreateResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	1,  // 27: bettercompute.pools.v1.GetResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	1,  // 28: bettercompute.pools.v1.ListResponse.pools:type_name -> bettercompute.pools.v1.Pool
-	33, // 29: bettercompute.pools.v1.UpdateRequest.node_selector:type_name -> bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
-	36, // 30: bettercompute.pools.v1.UpdateRequest.update_mask:type_name -> google.protobuf.FieldMask
-	35, // 31: bettercompute.pools.v1.UpdateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
-	2,  // 32: bettercompute.pools.v1.UpdateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
-	35, // 33: bettercompute.pools.v1.UpdateRequest.gang_reservation_wait:type_name -> google.protobuf.Duration
-	1,  // 34: bettercompute.pools.v1.UpdateResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	8,  // 35: bettercompute.pools.v1.SetQuotaRequest.quota:type_name -> bettercompute.pools.v1.Quota
-	1,  // 36: bettercompute.pools.v1.SetQuotaResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	4,  // 37: bettercompute.pools.v1.GrantRequest.nominal:type_name -> bettercompute.pools.v1.Resources
-	4,  // 38: bettercompute.pools.v1.GrantRequest.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
-	5,  // 39: bettercompute.pools.v1.GrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
-	5,  // 40: bettercompute.pools.v1.RevokeGrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
-	5,  // 41: bettercompute.pools.v1.ListGrantsResponse.grants:type_name -> bettercompute.pools.v1.Grant
-	34, // 42: bettercompute.pools.v1.ListPreemptionsRequest.since_time:type_name -> google.protobuf.Timestamp
-	34, // 43: bettercompute.pools.v1.Preemption.preempt_time:type_name -> google.protobuf.Timestamp
-	28, // 44: bettercompute.pools.v1.ListPreemptionsResponse.preemptions:type_name -> bettercompute.pools.v1.Preemption
-	9,  // 45: bettercompute.pools.v1.PoolsService.Create:input_type -> bettercompute.pools.v1.CreateRequest
-	11, // 46: bettercompute.pools.v1.PoolsService.Get:input_type -> bettercompute.pools.v1.GetRequest
-	13, // 47: bettercompute.pools.v1.PoolsService.List:input_type -> bettercompute.pools.v1.ListRequest
-	15, // 48: bettercompute.pools.v1.PoolsService.Update:input_type -> bettercompute.pools.v1.UpdateRequest
-	17, // 49: bettercompute.pools.v1.PoolsService.Delete:input_type -> bettercompute.pools.v1.DeleteRequest
-	19, // 50: bettercompute.pools.v1.PoolsService.SetQuota:input_type -> bettercompute.pools.v1.SetQuotaRequest
-	21, // 51: bettercompute.pools.v1.PoolsService.Grant:input_type -> bettercompute.pools.v1.GrantRequest
-	23, // 52: bettercompute.pools.v1.PoolsService.RevokeGrant:input_type -> bettercompute.pools.v1.RevokeGrantRequest
-	25, // 53: bettercompute.pools.v1.PoolsService.ListGrants:input_type -> bettercompute.pools.v1.ListGrantsRequest
-	27, // 54: bettercompute.pools.v1.PoolsService.ListPreemptions:input_type -> bettercompute.pools.v1.ListPreemptionsRequest
-	10, // 55: bettercompute.pools.v1.PoolsService.Create:output_type -> bettercompute.pools.v1.CreateResponse
-	12, // 56: bettercompute.pools.v1.PoolsService.Get:output_type -> bettercompute.pools.v1.GetResponse
-	14, // 57: bettercompute.pools.v1.PoolsService.List:output_type -> bettercompute.pools.v1.ListResponse
-	16, // 58: bettercompute.pools.v1.PoolsService.Update:output_type -> bettercompute.pools.v1.UpdateResponse
-	18, // 59: bettercompute.pools.v1.PoolsService.Delete:output_type -> bettercompute.pools.v1.DeleteResponse
-	20, // 60: bettercompute.pools.v1.PoolsService.SetQuota:output_type -> bettercompute.pools.v1.SetQuotaResponse
-	22, // 61: bettercompute.pools.v1.PoolsService.Grant:output_type -> bettercompute.pools.v1.GrantResponse
-	24, // 62: bettercompute.pools.v1.PoolsService.RevokeGrant:output_type -> bettercompute.pools.v1.RevokeGrantResponse
-	26, // 63: bettercompute.pools.v1.PoolsService.ListGrants:output_type -> bettercompute.pools.v1.ListGrantsResponse
-	29, // 64: bettercompute.pools.v1.PoolsService.ListPreemptions:output_type -> bettercompute.pools.v1.ListPreemptionsResponse
-	55, // [55:65] is the sub-list for method output_type
-	45, // [45:55] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	31, // 0: bettercompute.pools.v1.Pool.node_selector:type_name -> bettercompute.pools.v1.Pool.NodeSelectorEntry
+	7,  // 1: bettercompute.pools.v1.Pool.capacity:type_name -> bettercompute.pools.v1.Capacity
+	9,  // 2: bettercompute.pools.v1.Pool.quota:type_name -> bettercompute.pools.v1.Quota
+	35, // 3: bettercompute.pools.v1.Pool.create_time:type_name -> google.protobuf.Timestamp
+	35, // 4: bettercompute.pools.v1.Pool.update_time:type_name -> google.protobuf.Timestamp
+	36, // 5: bettercompute.pools.v1.Pool.preemption_grace_period:type_name -> google.protobuf.Duration
+	6,  // 6: bettercompute.pools.v1.Pool.grant:type_name -> bettercompute.pools.v1.Grant
+	3,  // 7: bettercompute.pools.v1.Pool.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
+	36, // 8: bettercompute.pools.v1.Pool.gang_reservation_wait:type_name -> google.protobuf.Duration
+	2,  // 9: bettercompute.pools.v1.Pool.remediation:type_name -> bettercompute.pools.v1.RemediationPolicy
+	4,  // 10: bettercompute.pools.v1.GpuHealthPolicy.rules:type_name -> bettercompute.pools.v1.GpuHealthRule
+	0,  // 11: bettercompute.pools.v1.GpuHealthPolicy.on_unhealthy_lease:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
+	36, // 12: bettercompute.pools.v1.GpuHealthRule.window:type_name -> google.protobuf.Duration
+	32, // 13: bettercompute.pools.v1.Resources.gpus:type_name -> bettercompute.pools.v1.Resources.GpusEntry
+	5,  // 14: bettercompute.pools.v1.Grant.nominal:type_name -> bettercompute.pools.v1.Resources
+	5,  // 15: bettercompute.pools.v1.Grant.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
+	5,  // 16: bettercompute.pools.v1.Grant.used:type_name -> bettercompute.pools.v1.Resources
+	5,  // 17: bettercompute.pools.v1.Grant.borrowed:type_name -> bettercompute.pools.v1.Resources
+	5,  // 18: bettercompute.pools.v1.Grant.borrowable:type_name -> bettercompute.pools.v1.Resources
+	35, // 19: bettercompute.pools.v1.Grant.create_time:type_name -> google.protobuf.Timestamp
+	35, // 20: bettercompute.pools.v1.Grant.update_time:type_name -> google.protobuf.Timestamp
+	35, // 21: bettercompute.pools.v1.Grant.revoke_time:type_name -> google.protobuf.Timestamp
+	8,  // 22: bettercompute.pools.v1.Capacity.gpus:type_name -> bettercompute.pools.v1.GpuCapacity
+	33, // 23: bettercompute.pools.v1.CreateRequest.node_selector:type_name -> bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
+	36, // 24: bettercompute.pools.v1.CreateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
+	3,  // 25: bettercompute.pools.v1.CreateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
+	36, // 26: bettercompute.pools.v1.CreateRequest.gang_reservation_wait:type_name -> google.protobuf.Duration
+	2,  // 27: bettercompute.pools.v1.CreateRequest.remediation:type_name -> bettercompute.pools.v1.RemediationPolicy
+	1,  // 28: bettercompute.pools.v1.CreateResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	1,  // 29: bettercompute.pools.v1.GetResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	1,  // 30: bettercompute.pools.v1.ListResponse.pools:type_name -> bettercompute.pools.v1.Pool
+	34, // 31: bettercompute.pools.v1.UpdateRequest.node_selector:type_name -> bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
+	37, // 32: bettercompute.pools.v1.UpdateRequest.update_mask:type_name -> google.protobuf.FieldMask
+	36, // 33: bettercompute.pools.v1.UpdateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
+	3,  // 34: bettercompute.pools.v1.UpdateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
+	36, // 35: bettercompute.pools.v1.UpdateRequest.gang_reservation_wait:type_name -> google.protobuf.Duration
+	2,  // 36: bettercompute.pools.v1.UpdateRequest.remediation:type_name -> bettercompute.pools.v1.RemediationPolicy
+	1,  // 37: bettercompute.pools.v1.UpdateResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	9,  // 38: bettercompute.pools.v1.SetQuotaRequest.quota:type_name -> bettercompute.pools.v1.Quota
+	1,  // 39: bettercompute.pools.v1.SetQuotaResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	5,  // 40: bettercompute.pools.v1.GrantRequest.nominal:type_name -> bettercompute.pools.v1.Resources
+	5,  // 41: bettercompute.pools.v1.GrantRequest.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
+	6,  // 42: bettercompute.pools.v1.GrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
+	6,  // 43: bettercompute.pools.v1.RevokeGrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
+	6,  // 44: bettercompute.pools.v1.ListGrantsResponse.grants:type_name -> bettercompute.pools.v1.Grant
+	35, // 45: bettercompute.pools.v1.ListPreemptionsRequest.since_time:type_name -> google.protobuf.Timestamp
+	35, // 46: bettercompute.pools.v1.Preemption.preempt_time:type_name -> google.protobuf.Timestamp
+	29, // 47: bettercompute.pools.v1.ListPreemptionsResponse.preemptions:type_name -> bettercompute.pools.v1.Preemption
+	10, // 48: bettercompute.pools.v1.PoolsService.Create:input_type -> bettercompute.pools.v1.CreateRequest
+	12, // 49: bettercompute.pools.v1.PoolsService.Get:input_type -> bettercompute.pools.v1.GetRequest
+	14, // 50: bettercompute.pools.v1.PoolsService.List:input_type -> bettercompute.pools.v1.ListRequest
+	16, // 51: bettercompute.pools.v1.PoolsService.Update:input_type -> bettercompute.pools.v1.UpdateRequest
+	18, // 52: bettercompute.pools.v1.PoolsService.Delete:input_type -> bettercompute.pools.v1.DeleteRequest
+	20, // 53: bettercompute.pools.v1.PoolsService.SetQuota:input_type -> bettercompute.pools.v1.SetQuotaRequest
+	22, // 54: bettercompute.pools.v1.PoolsService.Grant:input_type -> bettercompute.pools.v1.GrantRequest
+	24, // 55: bettercompute.pools.v1.PoolsService.RevokeGrant:input_type -> bettercompute.pools.v1.RevokeGrantRequest
+	26, // 56: bettercompute.pools.v1.PoolsService.ListGrants:input_type -> bettercompute.pools.v1.ListGrantsRequest
+	28, // 57: bettercompute.pools.v1.PoolsService.ListPreemptions:input_type -> bettercompute.pools.v1.ListPreemptionsRequest
+	11, // 58: bettercompute.pools.v1.PoolsService.Create:output_type -> bettercompute.pools.v1.CreateResponse
+	13, // 59: bettercompute.pools.v1.PoolsService.Get:output_type -> bettercompute.pools.v1.GetResponse
+	15, // 60: bettercompute.pools.v1.PoolsService.List:output_type -> bettercompute.pools.v1.ListResponse
+	17, // 61: bettercompute.pools.v1.PoolsService.Update:output_type -> bettercompute.pools.v1.UpdateResponse
+	19, // 62: bettercompute.pools.v1.PoolsService.Delete:output_type -> bettercompute.pools.v1.DeleteResponse
+	21, // 63: bettercompute.pools.v1.PoolsService.SetQuota:output_type -> bettercompute.pools.v1.SetQuotaResponse
+	23, // 64: bettercompute.pools.v1.PoolsService.Grant:output_type -> bettercompute.pools.v1.GrantResponse
+	25, // 65: bettercompute.pools.v1.PoolsService.RevokeGrant:output_type -> bettercompute.pools.v1.RevokeGrantResponse
+	27, // 66: bettercompute.pools.v1.PoolsService.ListGrants:output_type -> bettercompute.pools.v1.ListGrantsResponse
+	30, // 67: bettercompute.pools.v1.PoolsService.ListPreemptions:output_type -> bettercompute.pools.v1.ListPreemptionsResponse
+	58, // [58:68] is the sub-list for method output_type
+	48, // [48:58] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_pools_v1_pools_proto_init() }
@@ -2584,14 +2692,14 @@ func file_bettercompute_pools_v1_pools_proto_init() {
 	if File_bettercompute_pools_v1_pools_proto != nil {
 		return
 	}
-	file_bettercompute_pools_v1_pools_proto_msgTypes[7].OneofWrappers = []any{}
+	file_bettercompute_pools_v1_pools_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_pools_v1_pools_proto_rawDesc), len(file_bettercompute_pools_v1_pools_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

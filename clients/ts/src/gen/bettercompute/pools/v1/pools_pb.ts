@@ -28,7 +28,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/pools/v1/pools.proto.
  */
 export const file_bettercompute_pools_v1_pools: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL3Bvb2xzL3YxL3Bvb2xzLnByb3RvEhZiZXR0ZXJjb21wdXRlLnBvb2xzLnYxIqUGCgRQb29sEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEkUKDW5vZGVfc2VsZWN0b3IYBSADKAsyLi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBiADKAkSMgoIY2FwYWNpdHkYByABKAsyIC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNhcGFjaXR5EiwKBXF1b3RhGAggASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5RdW90YRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjoKF3ByZWVtcHRpb25fZ3JhY2VfcGVyaW9kGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3ByaW9yaXR5X3ByZWVtcHRpb24YDCABKAgSDwoHZ3JhbnRlZBgNIAEoCBIsCgVncmFudBgOIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQSFAoMdHVubmVsX3BvcnRzGA8gAygFEkIKEWdwdV9oZWFsdGhfcG9saWN5GBAgASgLMicuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcHVIZWFsdGhQb2xpY3kSFwoPdG9wb2xvZ3lfbGV2ZWxzGBEgAygJEjgKFWdhbmdfcmVzZXJ2YXRpb25fd2FpdBgSIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBOkTKoBlACgJpZAoEbmFtZQoLZGVzY3JpcHRpb24KB2dyYW50ZWQKEnByaW9yaXR5UHJlZW1wdGlvbgoKY3JlYXRlVGltZSKRAQoPR3B1SGVhbHRoUG9saWN5EjQKBXJ1bGVzGAEgAygLMiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcHVIZWFsdGhSdWxlEkgKEm9uX3VuaGVhbHRoeV9sZWFzZRgCIAEoDjIsLmJldHRlcmNvbXB1dGUucG9vbHMudjEuVW5oZWFsdGh5TGVhc2VBY3Rpb24iewoNR3B1SGVhbHRoUnVsZRINCgVjaGVjaxgBIAEoCRINCgVjb2RlcxgCIAMoAxIRCgltaW5fY291bnQYAyABKAMSDgoGZWZmZWN0GAQgASgJEikKBndpbmRvdxgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKXAQoJUmVzb3VyY2VzEjkKBGdwdXMYASADKAsyKy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcy5HcHVzRW50cnkSDAoEY3B1cxgCIAEoBRIUCgxtZW1vcnlfYnl0ZXMYAyABKAMaKwoJR3B1c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoBToCOAEirAQKBUdyYW50EgoKAmlkGAEgASgJEg8KB3Bvb2xfaWQYAiABKAkSEQoJdGVuYW50X2lkGAMgASgJEjIKB25vbWluYWwYBCABKAsyIS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcxI6Cg9ib3Jyb3dpbmdfbGltaXQYBSABKAsyIS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcxIOCgZ3ZWlnaHQYBiABKAUSLwoEdXNlZBgHIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEjMKCGJvcnJvd2VkGAggASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSNQoKYm9ycm93YWJsZRgJIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEi8KC2NyZWF0ZV90aW1lGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLcmV2b2tlX3RpbWUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wOkPKoBk/CgJpZAoGcG9vbElkCgh0ZW5hbnRJZAoGd2VpZ2h0Cgdub21pbmFsCgpjcmVhdGVUaW1lCgpyZXZva2VUaW1lIsMBCghDYXBhY2l0eRINCgVub2RlcxgBIAEoBRIZChFzY2hlZHVsYWJsZV9ub2RlcxgCIAEoBRIxCgRncHVzGAMgAygLMiMuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcHVDYXBhY2l0eRIMCgRjcHVzGAQgASgDEhYKDmNwdXNfYWxsb2NhdGVkGAUgASgDEhQKDG1lbW9yeV9ieXRlcxgGIAEoAxIeChZtZW1vcnlfYWxsb2NhdGVkX2J5dGVzGAcgASgDImYKC0dwdUNhcGFjaXR5Eg0KBW1vZGVsGAEgASgJEg0KBXRvdGFsGAIgASgFEhMKC3NjaGVkdWxhYmxlGAMgASgFEhEKCWFsbG9jYXRlZBgEIAEoBRIRCglhdmFpbGFibGUYBSABKAUiqwEKBVF1b3RhEhUKCG1heF9ncHVzGAEgASgFSACIAQESFQoIbWF4X2NwdXMYAiABKAVIAYgBARIdChBtYXhfbWVtb3J5X2J5dGVzGAMgASgDSAKIAQESFwoKbWF4X2xlYXNlcxgEIAEoBUgDiAEBQgsKCV9tYXhfZ3B1c0ILCglfbWF4X2NwdXNCEwoRX21heF9tZW1vcnlfYnl0ZXNCDQoLX21heF9sZWFzZXMizwMKDUNyZWF0ZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRJOCg1ub2RlX3NlbGVjdG9yGAMgAygLMjcuYmV0dGVyY29tcHV0ZS5wb29scy52MS5DcmVhdGVSZXF1ZXN0Lk5vZGVTZWxlY3RvckVudHJ5EhAKCG5vZGVfaWRzGAQgAygJEjoKF3ByZWVtcHRpb25fZ3JhY2VfcGVyaW9kGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3ByaW9yaXR5X3ByZWVtcHRpb24YBiABKAgSFAoMdHVubmVsX3BvcnRzGAcgAygFEkIKEWdwdV9oZWFsdGhfcG9saWN5GAggASgLMicuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcHVIZWFsdGhQb2xpY3kSFwoPdG9wb2xvZ3lfbGV2ZWxzGAkgAygJEjgKFWdhbmdfcmVzZXJ2YXRpb25fd2FpdBgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKDkNyZWF0ZVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI5CgtHZXRSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIjQKC0xpc3RSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlQKDExpc3RSZXNwb25zZRIrCgVwb29scxgBIAMoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki/gMKDVVwZGF0ZVJlcXVlc3QSCgoCaWQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSTgoNbm9kZV9zZWxlY3RvchgDIAMoCzI3LmJldHRlcmNvbXB1dGUucG9vbHMudjEuVXBkYXRlUmVxdWVzdC5Ob2RlU2VsZWN0b3JFbnRyeRIQCghub2RlX2lkcxgEIAMoCRIvCgt1cGRhdGVfbWFzaxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSOgoXcHJlZW1wdGlvbl9ncmFjZV9wZXJpb2QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGwoTcHJpb3JpdHlfcHJlZW1wdGlvbhgHIAEoCBIUCgx0dW5uZWxfcG9ydHMYCCADKAUSQgoRZ3B1X2hlYWx0aF9wb2xpY3kYCSABKAsyJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFBvbGljeRIXCg90b3BvbG9neV9sZXZlbHMYCiADKAkSOAoVZ2FuZ19yZXNlcnZhdGlvbl93YWl0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGjMKEU5vZGVTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPAoOVXBkYXRlUmVzcG9uc2USKgoEcG9vbBgBIAEoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbCIbCg1EZWxldGVSZXF1ZXN0EgoKAmlkGAEgASgJIhAKDkRlbGV0ZVJlc3BvbnNlIlAKD1NldFF1b3RhUmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEiwKBXF1b3RhGAIgASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5RdW90YSI+ChBTZXRRdW90YVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wisgEKDEdyYW50UmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIyCgdub21pbmFsGAMgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSOgoPYm9ycm93aW5nX2xpbWl0GAQgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSDgoGd2VpZ2h0GAUgASgFIj0KDUdyYW50UmVzcG9uc2USLAoFZ3JhbnQYASABKAsyHS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdyYW50IjgKElJldm9rZUdyYW50UmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCSJDChNSZXZva2VHcmFudFJlc3BvbnNlEiwKBWdyYW50GAEgASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudCJkChFMaXN0R3JhbnRzUmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEhcKD2luY2x1ZGVfcmV2b2tlZBgCIAEoCBIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJcChJMaXN0R3JhbnRzUmVzcG9uc2USLQoGZ3JhbnRzGAEgAygLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkigAEKFkxpc3RQcmVlbXB0aW9uc1JlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIuCgpzaW5jZV90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSKjAgoKUHJlZW1wdGlvbhIQCghsZWFzZV9pZBgBIAEoCRIPCgdwb29sX2lkGAIgASgJEhEKCXRlbmFudF9pZBgDIAEoCRIMCgRncHVzGAQgASgFEhEKCWdwdV9tb2RlbBgFIAEoCRIMCgRjcHVzGAYgASgFEhQKDG1lbW9yeV9ieXRlcxgHIAEoAxIQCghwcmlvcml0eRgIIAEoBRIOCgZyZWFzb24YCSABKAkSMAoMcHJlZW1wdF90aW1lGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDpGyqAZQgoHbGVhc2VJZAoIdGVuYW50SWQKBGdwdXMKCGdwdU1vZGVsCghwcmlvcml0eQoGcmVhc29uCgtwcmVlbXB0VGltZSJrChdMaXN0UHJlZW1wdGlvbnNSZXNwb25zZRI3CgtwcmVlbXB0aW9ucxgBIAMoCzIiLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUHJlZW1wdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkqfwoUVW5oZWFsdGh5TGVhc2VBY3Rpb24SJgoiVU5IRUFMVEhZX0xFQVNFX0FDVElPTl9VTlNQRUNJRklFRBAAEh8KG1VOSEVBTFRIWV9MRUFTRV9BQ1RJT05fS0VFUBABEh4KGlVOSEVBTFRIWV9MRUFTRV9BQ1RJT05fRU5EEAIysgoKDFBvb2xzU2VydmljZRJ+CgZDcmVhdGUSJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlc3BvbnNlIiXCoBkhCgVwb29scxIGY3JlYXRlGgxwb29scy5jcmVhdGUoATABEm8KA0dldBIiLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR2V0UmVxdWVzdBojLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR2V0UmVzcG9uc2UiH5ACAcKgGRgKBXBvb2xzEgNnZXQaCnBvb2xzLnJlYWQScwoETGlzdBIjLmJldHRlcmNvbXB1dGUucG9vbHMudjEuTGlzdFJlcXVlc3QaJC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RSZXNwb25zZSIgkAIBwqAZGQoFcG9vbHMSBGxpc3QaCnBvb2xzLnJlYWQSewoGVXBkYXRlEiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VcGRhdGVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VcGRhdGVSZXNwb25zZSIiwqAZHgoFcG9vbHMSBnVwZGF0ZRoLcG9vbHMud3JpdGUwARJ8CgZEZWxldGUSJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkRlbGV0ZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkRlbGV0ZVJlc3BvbnNlIiPCoBkfCgVwb29scxIGZGVsZXRlGgxwb29scy5kZWxldGUwARKDAQoIU2V0UXVvdGESJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlNldFF1b3RhUmVxdWVzdBooLmJldHRlcmNvbXB1dGUucG9vbHMudjEuU2V0UXVvdGFSZXNwb25zZSIkwqAZIAoFcG9vbHMSCHNldFF1b3RhGgtwb29scy53cml0ZTABEnkKBUdyYW50EiQuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudFJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdyYW50UmVzcG9uc2UiI8KgGR8KBXBvb2xzEgVncmFudBoLcG9vbHMud3JpdGUoATABEo8BCgtSZXZva2VHcmFudBIqLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmV2b2tlR3JhbnRSZXF1ZXN0GisuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXZva2VHcmFudFJlc3BvbnNlIifCoBkjCgVwb29scxILcmV2b2tlR3JhbnQaC3Bvb2xzLndyaXRlMAESiwEKCkxpc3RHcmFudHMSKS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RHcmFudHNSZXF1ZXN0GiouYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0R3JhbnRzUmVzcG9uc2UiJpACAcKgGR8KBXBvb2xzEgpsaXN0R3JhbnRzGgpwb29scy5yZWFkEp8BCg9MaXN0UHJlZW1wdGlvbnMSLi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RQcmVlbXB0aW9uc1JlcXVlc3QaLy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RQcmVlbXB0aW9uc1Jlc3BvbnNlIiuQAgHCoBkkCgVwb29scxIPbGlzdFByZWVtcHRpb25zGgpwb29scy5yZWFkQlBaTmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvcG9vbHMvdjE7cG9vbHN2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL3Bvb2xzL3YxL3Bvb2xzLnByb3RvEhZiZXR0ZXJjb21wdXRlLnBvb2xzLnYxIuUGCgRQb29sEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEkUKDW5vZGVfc2VsZWN0b3IYBSADKAsyLi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBiADKAkSMgoIY2FwYWNpdHkYByABKAsyIC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNhcGFjaXR5EiwKBXF1b3RhGAggASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5RdW90YRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjoKF3ByZWVtcHRpb25fZ3JhY2VfcGVyaW9kGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3ByaW9yaXR5X3ByZWVtcHRpb24YDCABKAgSDwoHZ3JhbnRlZBgNIAEoCBIsCgVncmFudBgOIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQSFAoMdHVubmVsX3BvcnRzGA8gAygFEkIKEWdwdV9oZWFsdGhfcG9saWN5GBAgASgLMicuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcHVIZWFsdGhQb2xpY3kSFwoPdG9wb2xvZ3lfbGV2ZWxzGBEgAygJEjgKFWdhbmdfcmVzZXJ2YXRpb25fd2FpdBgSIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI+CgtyZW1lZGlhdGlvbhgTIAEoCzIpLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVtZWRpYXRpb25Qb2xpY3kaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ATpEyqAZQAoCaWQKBG5hbWUKC2Rlc2NyaXB0aW9uCgdncmFudGVkChJwcmlvcml0eVByZWVtcHRpb24KCmNyZWF0ZVRpbWUiVgoRUmVtZWRpYXRpb25Qb2xpY3kSEAoIZGlzYWJsZWQYASABKAgSEQoJbWF4X25vZGVzGAIgASgFEhwKFGZhaWx1cmVfZG9tYWluX2xhYmVsGAMgASgJIpEBCg9HcHVIZWFsdGhQb2xpY3kSNAoFcnVsZXMYASADKAsyJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFJ1bGUSSAoSb25fdW5oZWFsdGh5X2xlYXNlGAIgASgOMiwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VbmhlYWx0aHlMZWFzZUFjdGlvbiJ7Cg1HcHVIZWFsdGhSdWxlEg0KBWNoZWNrGAEgASgJEg0KBWNvZGVzGAIgAygDEhEKCW1pbl9jb3VudBgDIAEoAxIOCgZlZmZlY3QYBCABKAkSKQoGd2luZG93GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIpcBCglSZXNvdXJjZXMSOQoEZ3B1cxgBIAMoCzIrLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzLkdwdXNFbnRyeRIMCgRjcHVzGAIgASgFEhQKDG1lbW9yeV9ieXRlcxgDIAEoAxorCglHcHVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ASKsBAoFR3JhbnQSCgoCaWQYASABKAkSDwoHcG9vbF9pZBgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSMgoHbm9taW5hbBgEIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEjoKD2JvcnJvd2luZ19saW1pdBgFIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEg4KBndlaWdodBgGIAEoBRIvCgR1c2VkGAcgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSMwoIYm9ycm93ZWQYCCABKAsyIS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcxI1Cgpib3Jyb3dhYmxlGAkgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSLwoLY3JlYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZXZva2VfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6Q8qgGT8KAmlkCgZwb29sSWQKCHRlbmFudElkCgZ3ZWlnaHQKB25vbWluYWwKCmNyZWF0ZVRpbWUKCnJldm9rZVRpbWUiwwEKCENhcGFjaXR5Eg0KBW5vZGVzGAEgASgFEhkKEXNjaGVkdWxhYmxlX25vZGVzGAIgASgFEjEKBGdwdXMYAyADKAsyIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUNhcGFjaXR5EgwKBGNwdXMYBCABKAMSFgoOY3B1c19hbGxvY2F0ZWQYBSABKAMSFAoMbWVtb3J5X2J5dGVzGAYgASgDEh4KFm1lbW9yeV9hbGxvY2F0ZWRfYnl0ZXMYByABKAMiZgoLR3B1Q2FwYWNpdHkSDQoFbW9kZWwYASABKAkSDQoFdG90YWwYAiABKAUSEwoLc2NoZWR1bGFibGUYAyABKAUSEQoJYWxsb2NhdGVkGAQgASgFEhEKCWF2YWlsYWJsZRgFIAEoBSKrAQoFUXVvdGESFQoIbWF4X2dwdXMYASABKAVIAIgBARIVCghtYXhfY3B1cxgCIAEoBUgBiAEBEh0KEG1heF9tZW1vcnlfYnl0ZXMYAyABKANIAogBARIXCgptYXhfbGVhc2VzGAQgASgFSAOIAQFCCwoJX21heF9ncHVzQgsKCV9tYXhfY3B1c0ITChFfbWF4X21lbW9yeV9ieXRlc0INCgtfbWF4X2xlYXNlcyKPBAoNQ3JlYXRlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEk4KDW5vZGVfc2VsZWN0b3IYAyADKAsyNy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlcXVlc3QuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBCADKAkSOgoXcHJlZW1wdGlvbl9ncmFjZV9wZXJpb2QYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGwoTcHJpb3JpdHlfcHJlZW1wdGlvbhgGIAEoCBIUCgx0dW5uZWxfcG9ydHMYByADKAUSQgoRZ3B1X2hlYWx0aF9wb2xpY3kYCCABKAsyJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFBvbGljeRIXCg90b3BvbG9neV9sZXZlbHMYCSADKAkSOAoVZ2FuZ19yZXNlcnZhdGlvbl93YWl0GAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEj4KC3JlbWVkaWF0aW9uGAsgASgLMikuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZW1lZGlhdGlvblBvbGljeRozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKDkNyZWF0ZVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI5CgtHZXRSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIjQKC0xpc3RSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlQKDExpc3RSZXNwb25zZRIrCgVwb29scxgBIAMoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkivgQKDVVwZGF0ZVJlcXVlc3QSCgoCaWQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSTgoNbm9kZV9zZWxlY3RvchgDIAMoCzI3LmJldHRlcmNvbXB1dGUucG9vbHMudjEuVXBkYXRlUmVxdWVzdC5Ob2RlU2VsZWN0b3JFbnRyeRIQCghub2RlX2lkcxgEIAMoCRIvCgt1cGRhdGVfbWFzaxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSOgoXcHJlZW1wdGlvbl9ncmFjZV9wZXJpb2QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGwoTcHJpb3JpdHlfcHJlZW1wdGlvbhgHIAEoCBIUCgx0dW5uZWxfcG9ydHMYCCADKAUSQgoRZ3B1X2hlYWx0aF9wb2xpY3kYCSABKAsyJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFBvbGljeRIXCg90b3BvbG9neV9sZXZlbHMYCiADKAkSOAoVZ2FuZ19yZXNlcnZhdGlvbl93YWl0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEj4KC3JlbWVkaWF0aW9uGAwgASgLMikuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZW1lZGlhdGlvblBvbGljeRozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKDlVwZGF0ZVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wiGwoNRGVsZXRlUmVxdWVzdBIKCgJpZBgBIAEoCSIQCg5EZWxldGVSZXNwb25zZSJQCg9TZXRRdW90YVJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIsCgVxdW90YRgCIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUXVvdGEiPgoQU2V0UXVvdGFSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIrIBCgxHcmFudFJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSMgoHbm9taW5hbBgDIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEjoKD2JvcnJvd2luZ19saW1pdBgEIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEg4KBndlaWdodBgFIAEoBSI9Cg1HcmFudFJlc3BvbnNlEiwKBWdyYW50GAEgASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudCI4ChJSZXZva2VHcmFudFJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkiQwoTUmV2b2tlR3JhbnRSZXNwb25zZRIsCgVncmFudBgBIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQiZAoRTGlzdEdyYW50c1JlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIXCg9pbmNsdWRlX3Jldm9rZWQYAiABKAgSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiXAoSTGlzdEdyYW50c1Jlc3BvbnNlEi0KBmdyYW50cxgBIAMoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoABChZMaXN0UHJlZW1wdGlvbnNSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSLgoKc2luY2VfdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiowIKClByZWVtcHRpb24SEAoIbGVhc2VfaWQYASABKAkSDwoHcG9vbF9pZBgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSEAoIcHJpb3JpdHkYCCABKAUSDgoGcmVhc29uGAkgASgJEjAKDHByZWVtcHRfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6RsqgGUIKB2xlYXNlSWQKCHRlbmFudElkCgRncHVzCghncHVNb2RlbAoIcHJpb3JpdHkKBnJlYXNvbgoLcHJlZW1wdFRpbWUiawoXTGlzdFByZWVtcHRpb25zUmVzcG9uc2USNwoLcHJlZW1wdGlvbnMYASADKAsyIi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlByZWVtcHRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKn8KFFVuaGVhbHRoeUxlYXNlQWN0aW9uEiYKIlVOSEVBTFRIWV9MRUFTRV9BQ1RJT05fVU5TUEVDSUZJRUQQABIfChtVTkhFQUxUSFlfTEVBU0VfQUNUSU9OX0tFRVAQARIeChpVTkhFQUxUSFlfTEVBU0VfQUNUSU9OX0VORBACMrIKCgxQb29sc1NlcnZpY2USfgoGQ3JlYXRlEiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5DcmVhdGVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5wb29scy52MS5DcmVhdGVSZXNwb25zZSIlwqAZIQoFcG9vbHMSBmNyZWF0ZRoMcG9vbHMuY3JlYXRlKAEwARJvCgNHZXQSIi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdldFJlcXVlc3QaIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdldFJlc3BvbnNlIh+QAgHCoBkYCgVwb29scxIDZ2V0Ggpwb29scy5yZWFkEnMKBExpc3QSIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RSZXF1ZXN0GiQuYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0UmVzcG9uc2UiIJACAcKgGRkKBXBvb2xzEgRsaXN0Ggpwb29scy5yZWFkEnsKBlVwZGF0ZRIlLmJldHRlcmNvbXB1dGUucG9vbHMudjEuVXBkYXRlUmVxdWVzdBomLmJldHRlcmNvbXB1dGUucG9vbHMudjEuVXBkYXRlUmVzcG9uc2UiIsKgGR4KBXBvb2xzEgZ1cGRhdGUaC3Bvb2xzLndyaXRlMAESfAoGRGVsZXRlEiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5EZWxldGVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5wb29scy52MS5EZWxldGVSZXNwb25zZSIjwqAZHwoFcG9vbHMSBmRlbGV0ZRoMcG9vbHMuZGVsZXRlMAESgwEKCFNldFF1b3RhEicuYmV0dGVyY29tcHV0ZS5wb29scy52MS5TZXRRdW90YVJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlNldFF1b3RhUmVzcG9uc2UiJMKgGSAKBXBvb2xzEghzZXRRdW90YRoLcG9vbHMud3JpdGUwARJ5CgVHcmFudBIkLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnRSZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudFJlc3BvbnNlIiPCoBkfCgVwb29scxIFZ3JhbnQaC3Bvb2xzLndyaXRlKAEwARKPAQoLUmV2b2tlR3JhbnQSKi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJldm9rZUdyYW50UmVxdWVzdBorLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmV2b2tlR3JhbnRSZXNwb25zZSInwqAZIwoFcG9vbHMSC3Jldm9rZUdyYW50Ggtwb29scy53cml0ZTABEosBCgpMaXN0R3JhbnRzEikuYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0R3JhbnRzUmVxdWVzdBoqLmJldHRlcmNvbXB1dGUucG9vbHMudjEuTGlzdEdyYW50c1Jlc3BvbnNlIiaQAgHCoBkfCgVwb29scxIKbGlzdEdyYW50cxoKcG9vbHMucmVhZBKfAQoPTGlzdFByZWVtcHRpb25zEi4uYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0UHJlZW1wdGlvbnNSZXF1ZXN0Gi8uYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0UHJlZW1wdGlvbnNSZXNwb25zZSIrkAIBwqAZJAoFcG9vbHMSD2xpc3RQcmVlbXB0aW9ucxoKcG9vbHMucmVhZEJQWk5naXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL3Bvb2xzL3YxO3Bvb2xzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * Pool is a group of nodes that leases draw capacity from.
@@ -159,6 +159,13 @@ export type Pool = Message<"bettercompute.pools.v1.Pool"> & {
    * @generated from field: google.protobuf.Duration gang_reservation_wait = 18;
    */
   gangReservationWait?: Duration | undefined;
+
+  /**
+   * How GPU remediations treat the pool's members (bettercompute.remediations.v1).
+   *
+   * @generated from field: bettercompute.pools.v1.RemediationPolicy remediation = 19;
+   */
+  remediation?: RemediationPolicy | undefined;
 };
 
 /**
@@ -167,6 +174,46 @@ export type Pool = Message<"bettercompute.pools.v1.Pool"> & {
  */
 export const PoolSchema: GenMessage<Pool> = /*@__PURE__*/
   messageDesc(file_bettercompute_pools_v1_pools, 0);
+
+/**
+ * RemediationPolicy is a pool's budget for GPU remediations: how many of its members may be in
+ * remediation at once, and whether a GPU or node that turns unhealthy starts one by itself. A
+ * node in several pools is held to the strictest of them.
+ *
+ * @generated from message bettercompute.pools.v1.RemediationPolicy
+ */
+export type RemediationPolicy = Message<"bettercompute.pools.v1.RemediationPolicy"> & {
+  /**
+   * True stops health from starting remediations of the pool's members by itself; an operator
+   * still starts one by hand (remediations/create).
+   *
+   * @generated from field: bool disabled = 1;
+   */
+  disabled: boolean;
+
+  /**
+   * At most this many of the pool's members in remediation at once: 1 to 10,000; 0 means 1.
+   *
+   * @generated from field: int32 max_nodes = 2;
+   */
+  maxNodes: number;
+
+  /**
+   * A node label key: at most one of the members sharing a value of it (a rack, say) in
+   * remediation at once; empty for none. At most 63 characters. Default "rack" when a create
+   * leaves the policy unset.
+   *
+   * @generated from field: string failure_domain_label = 3;
+   */
+  failureDomainLabel: string;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.RemediationPolicy.
+ * Use `create(RemediationPolicySchema)` to create a new message.
+ */
+export const RemediationPolicySchema: GenMessage<RemediationPolicy> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 1);
 
 /**
  * GpuHealthPolicy overrides the default GPU health policy on a pool's members (docs/gpus.md, "The
@@ -197,7 +244,7 @@ export type GpuHealthPolicy = Message<"bettercompute.pools.v1.GpuHealthPolicy"> 
  * Use `create(GpuHealthPolicySchema)` to create a new message.
  */
 export const GpuHealthPolicySchema: GenMessage<GpuHealthPolicy> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 1);
+  messageDesc(file_bettercompute_pools_v1_pools, 2);
 
 /**
  * GpuHealthRule matches signals of one check and gives them an effect.
@@ -248,7 +295,7 @@ export type GpuHealthRule = Message<"bettercompute.pools.v1.GpuHealthRule"> & {
  * Use `create(GpuHealthRuleSchema)` to create a new message.
  */
 export const GpuHealthRuleSchema: GenMessage<GpuHealthRule> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 2);
+  messageDesc(file_bettercompute_pools_v1_pools, 3);
 
 /**
  * Resources is an amount of a pool's capacity: GPUs by model, CPUs and memory.
@@ -279,7 +326,7 @@ export type Resources = Message<"bettercompute.pools.v1.Resources"> & {
  * Use `create(ResourcesSchema)` to create a new message.
  */
 export const ResourcesSchema: GenMessage<Resources> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 3);
+  messageDesc(file_bettercompute_pools_v1_pools, 4);
 
 /**
  * Grant shares a pool with a tenant other than its owner.
@@ -370,7 +417,7 @@ export type Grant = Message<"bettercompute.pools.v1.Grant"> & {
  * Use `create(GrantSchema)` to create a new message.
  */
 export const GrantSchema: GenMessage<Grant> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 4);
+  messageDesc(file_bettercompute_pools_v1_pools, 5);
 
 /**
  * Capacity is what a pool's members have and what leases hold.
@@ -425,7 +472,7 @@ export type Capacity = Message<"bettercompute.pools.v1.Capacity"> & {
  * Use `create(CapacitySchema)` to create a new message.
  */
 export const CapacitySchema: GenMessage<Capacity> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 5);
+  messageDesc(file_bettercompute_pools_v1_pools, 6);
 
 /**
  * GpuCapacity counts a pool's GPUs of one model.
@@ -474,7 +521,7 @@ export type GpuCapacity = Message<"bettercompute.pools.v1.GpuCapacity"> & {
  * Use `create(GpuCapacitySchema)` to create a new message.
  */
 export const GpuCapacitySchema: GenMessage<GpuCapacity> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 6);
+  messageDesc(file_bettercompute_pools_v1_pools, 7);
 
 /**
  * Quota limits a tenant's pending and running leases in a pool. An unset limit is no limit.
@@ -508,7 +555,7 @@ export type Quota = Message<"bettercompute.pools.v1.Quota"> & {
  * Use `create(QuotaSchema)` to create a new message.
  */
 export const QuotaSchema: GenMessage<Quota> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 7);
+  messageDesc(file_bettercompute_pools_v1_pools, 8);
 
 /**
  * CreateRequest describes the new pool.
@@ -579,6 +626,13 @@ export type CreateRequest = Message<"bettercompute.pools.v1.CreateRequest"> & {
    * @generated from field: google.protobuf.Duration gang_reservation_wait = 10;
    */
   gangReservationWait?: Duration | undefined;
+
+  /**
+   * Unset means remediations on, one member at a time, failure domain label "rack".
+   *
+   * @generated from field: bettercompute.pools.v1.RemediationPolicy remediation = 11;
+   */
+  remediation?: RemediationPolicy | undefined;
 };
 
 /**
@@ -586,7 +640,7 @@ export type CreateRequest = Message<"bettercompute.pools.v1.CreateRequest"> & {
  * Use `create(CreateRequestSchema)` to create a new message.
  */
 export const CreateRequestSchema: GenMessage<CreateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 8);
+  messageDesc(file_bettercompute_pools_v1_pools, 9);
 
 /**
  * CreateResponse carries the pool.
@@ -605,7 +659,7 @@ export type CreateResponse = Message<"bettercompute.pools.v1.CreateResponse"> & 
  * Use `create(CreateResponseSchema)` to create a new message.
  */
 export const CreateResponseSchema: GenMessage<CreateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 9);
+  messageDesc(file_bettercompute_pools_v1_pools, 10);
 
 /**
  * GetRequest names a pool.
@@ -624,7 +678,7 @@ export type GetRequest = Message<"bettercompute.pools.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 10);
+  messageDesc(file_bettercompute_pools_v1_pools, 11);
 
 /**
  * GetResponse carries the pool.
@@ -643,7 +697,7 @@ export type GetResponse = Message<"bettercompute.pools.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 11);
+  messageDesc(file_bettercompute_pools_v1_pools, 12);
 
 /**
  * ListRequest pages through pools.
@@ -669,7 +723,7 @@ export type ListRequest = Message<"bettercompute.pools.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 12);
+  messageDesc(file_bettercompute_pools_v1_pools, 13);
 
 /**
  * ListResponse is one page of pools.
@@ -695,7 +749,7 @@ export type ListResponse = Message<"bettercompute.pools.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 13);
+  messageDesc(file_bettercompute_pools_v1_pools, 14);
 
 /**
  * UpdateRequest changes the fields named in update_mask.
@@ -725,8 +779,8 @@ export type UpdateRequest = Message<"bettercompute.pools.v1.UpdateRequest"> & {
 
   /**
    * Which of description, node_selector, node_ids, preemption_grace_period,
-   * priority_preemption, tunnel_ports, gpu_health_policy, topology_levels and
-   * gang_reservation_wait to change; at least one.
+   * priority_preemption, tunnel_ports, gpu_health_policy, topology_levels,
+   * gang_reservation_wait and remediation to change; at least one.
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 5;
    */
@@ -765,6 +819,14 @@ export type UpdateRequest = Message<"bettercompute.pools.v1.UpdateRequest"> & {
    * @generated from field: google.protobuf.Duration gang_reservation_wait = 11;
    */
   gangReservationWait?: Duration | undefined;
+
+  /**
+   * Replaces the pool's remediation policy; unset is remediations on, one member at a time, no
+   * failure domain label.
+   *
+   * @generated from field: bettercompute.pools.v1.RemediationPolicy remediation = 12;
+   */
+  remediation?: RemediationPolicy | undefined;
 };
 
 /**
@@ -772,7 +834,7 @@ export type UpdateRequest = Message<"bettercompute.pools.v1.UpdateRequest"> & {
  * Use `create(UpdateRequestSchema)` to create a new message.
  */
 export const UpdateRequestSchema: GenMessage<UpdateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 14);
+  messageDesc(file_bettercompute_pools_v1_pools, 15);
 
 /**
  * UpdateResponse carries the pool.
@@ -791,7 +853,7 @@ export type UpdateResponse = Message<"bettercompute.pools.v1.UpdateResponse"> & 
  * Use `create(UpdateResponseSchema)` to create a new message.
  */
 export const UpdateResponseSchema: GenMessage<UpdateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 15);
+  messageDesc(file_bettercompute_pools_v1_pools, 16);
 
 /**
  * DeleteRequest names a pool.
@@ -810,7 +872,7 @@ export type DeleteRequest = Message<"bettercompute.pools.v1.DeleteRequest"> & {
  * Use `create(DeleteRequestSchema)` to create a new message.
  */
 export const DeleteRequestSchema: GenMessage<DeleteRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 16);
+  messageDesc(file_bettercompute_pools_v1_pools, 17);
 
 /**
  * DeleteResponse is empty.
@@ -825,7 +887,7 @@ export type DeleteResponse = Message<"bettercompute.pools.v1.DeleteResponse"> & 
  * Use `create(DeleteResponseSchema)` to create a new message.
  */
 export const DeleteResponseSchema: GenMessage<DeleteResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 17);
+  messageDesc(file_bettercompute_pools_v1_pools, 18);
 
 /**
  * SetQuotaRequest sets the quota of the caller's tenant in a pool; a quota with no limit set
@@ -850,7 +912,7 @@ export type SetQuotaRequest = Message<"bettercompute.pools.v1.SetQuotaRequest"> 
  * Use `create(SetQuotaRequestSchema)` to create a new message.
  */
 export const SetQuotaRequestSchema: GenMessage<SetQuotaRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 18);
+  messageDesc(file_bettercompute_pools_v1_pools, 19);
 
 /**
  * SetQuotaResponse carries the pool with its quota.
@@ -869,7 +931,7 @@ export type SetQuotaResponse = Message<"bettercompute.pools.v1.SetQuotaResponse"
  * Use `create(SetQuotaResponseSchema)` to create a new message.
  */
 export const SetQuotaResponseSchema: GenMessage<SetQuotaResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 19);
+  messageDesc(file_bettercompute_pools_v1_pools, 20);
 
 /**
  * GrantRequest grants a pool of the caller's tenant to another tenant, replacing the grant it
@@ -916,7 +978,7 @@ export type GrantRequest = Message<"bettercompute.pools.v1.GrantRequest"> & {
  * Use `create(GrantRequestSchema)` to create a new message.
  */
 export const GrantRequestSchema: GenMessage<GrantRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 20);
+  messageDesc(file_bettercompute_pools_v1_pools, 21);
 
 /**
  * GrantResponse carries the grant.
@@ -935,7 +997,7 @@ export type GrantResponse = Message<"bettercompute.pools.v1.GrantResponse"> & {
  * Use `create(GrantResponseSchema)` to create a new message.
  */
 export const GrantResponseSchema: GenMessage<GrantResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 21);
+  messageDesc(file_bettercompute_pools_v1_pools, 22);
 
 /**
  * RevokeGrantRequest names a grant by its pool and grantee.
@@ -959,7 +1021,7 @@ export type RevokeGrantRequest = Message<"bettercompute.pools.v1.RevokeGrantRequ
  * Use `create(RevokeGrantRequestSchema)` to create a new message.
  */
 export const RevokeGrantRequestSchema: GenMessage<RevokeGrantRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 22);
+  messageDesc(file_bettercompute_pools_v1_pools, 23);
 
 /**
  * RevokeGrantResponse carries the revoked grant.
@@ -978,7 +1040,7 @@ export type RevokeGrantResponse = Message<"bettercompute.pools.v1.RevokeGrantRes
  * Use `create(RevokeGrantResponseSchema)` to create a new message.
  */
 export const RevokeGrantResponseSchema: GenMessage<RevokeGrantResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 23);
+  messageDesc(file_bettercompute_pools_v1_pools, 24);
 
 /**
  * ListGrantsRequest pages through grants.
@@ -1018,7 +1080,7 @@ export type ListGrantsRequest = Message<"bettercompute.pools.v1.ListGrantsReques
  * Use `create(ListGrantsRequestSchema)` to create a new message.
  */
 export const ListGrantsRequestSchema: GenMessage<ListGrantsRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 24);
+  messageDesc(file_bettercompute_pools_v1_pools, 25);
 
 /**
  * ListGrantsResponse is one page of grants.
@@ -1044,7 +1106,7 @@ export type ListGrantsResponse = Message<"bettercompute.pools.v1.ListGrantsRespo
  * Use `create(ListGrantsResponseSchema)` to create a new message.
  */
 export const ListGrantsResponseSchema: GenMessage<ListGrantsResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 25);
+  messageDesc(file_bettercompute_pools_v1_pools, 26);
 
 /**
  * ListPreemptionsRequest names a period.
@@ -1084,7 +1146,7 @@ export type ListPreemptionsRequest = Message<"bettercompute.pools.v1.ListPreempt
  * Use `create(ListPreemptionsRequestSchema)` to create a new message.
  */
 export const ListPreemptionsRequestSchema: GenMessage<ListPreemptionsRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 26);
+  messageDesc(file_bettercompute_pools_v1_pools, 27);
 
 /**
  * Preemption is a lease whose capacity was taken back.
@@ -1152,7 +1214,7 @@ export type Preemption = Message<"bettercompute.pools.v1.Preemption"> & {
  * Use `create(PreemptionSchema)` to create a new message.
  */
 export const PreemptionSchema: GenMessage<Preemption> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 27);
+  messageDesc(file_bettercompute_pools_v1_pools, 28);
 
 /**
  * ListPreemptionsResponse is one page of preemptions.
@@ -1178,7 +1240,7 @@ export type ListPreemptionsResponse = Message<"bettercompute.pools.v1.ListPreemp
  * Use `create(ListPreemptionsResponseSchema)` to create a new message.
  */
 export const ListPreemptionsResponseSchema: GenMessage<ListPreemptionsResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 28);
+  messageDesc(file_bettercompute_pools_v1_pools, 29);
 
 /**
  * UnhealthyLeaseAction is what happens to a lease whose GPU becomes unhealthy.

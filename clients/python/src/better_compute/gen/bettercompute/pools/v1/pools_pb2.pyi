@@ -23,7 +23,7 @@ UNHEALTHY_LEASE_ACTION_KEEP: UnhealthyLeaseAction
 UNHEALTHY_LEASE_ACTION_END: UnhealthyLeaseAction
 
 class Pool(_message.Message):
-    __slots__ = ("id", "tenant_id", "name", "description", "node_selector", "node_ids", "capacity", "quota", "create_time", "update_time", "preemption_grace_period", "priority_preemption", "granted", "grant", "tunnel_ports", "gpu_health_policy", "topology_levels", "gang_reservation_wait")
+    __slots__ = ("id", "tenant_id", "name", "description", "node_selector", "node_ids", "capacity", "quota", "create_time", "update_time", "preemption_grace_period", "priority_preemption", "granted", "grant", "tunnel_ports", "gpu_health_policy", "topology_levels", "gang_reservation_wait", "remediation")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,7 @@ class Pool(_message.Message):
     GPU_HEALTH_POLICY_FIELD_NUMBER: _ClassVar[int]
     TOPOLOGY_LEVELS_FIELD_NUMBER: _ClassVar[int]
     GANG_RESERVATION_WAIT_FIELD_NUMBER: _ClassVar[int]
+    REMEDIATION_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     name: str
@@ -67,7 +68,18 @@ class Pool(_message.Message):
     gpu_health_policy: GpuHealthPolicy
     topology_levels: _containers.RepeatedScalarFieldContainer[str]
     gang_reservation_wait: _duration_pb2.Duration
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., granted: _Optional[bool] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ..., topology_levels: _Optional[_Iterable[str]] = ..., gang_reservation_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    remediation: RemediationPolicy
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., granted: _Optional[bool] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ..., topology_levels: _Optional[_Iterable[str]] = ..., gang_reservation_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., remediation: _Optional[_Union[RemediationPolicy, _Mapping]] = ...) -> None: ...
+
+class RemediationPolicy(_message.Message):
+    __slots__ = ("disabled", "max_nodes", "failure_domain_label")
+    DISABLED_FIELD_NUMBER: _ClassVar[int]
+    MAX_NODES_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_DOMAIN_LABEL_FIELD_NUMBER: _ClassVar[int]
+    disabled: bool
+    max_nodes: int
+    failure_domain_label: str
+    def __init__(self, disabled: _Optional[bool] = ..., max_nodes: _Optional[int] = ..., failure_domain_label: _Optional[str] = ...) -> None: ...
 
 class GpuHealthPolicy(_message.Message):
     __slots__ = ("rules", "on_unhealthy_lease")
@@ -181,7 +193,7 @@ class Quota(_message.Message):
     def __init__(self, max_gpus: _Optional[int] = ..., max_cpus: _Optional[int] = ..., max_memory_bytes: _Optional[int] = ..., max_leases: _Optional[int] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("name", "description", "node_selector", "node_ids", "preemption_grace_period", "priority_preemption", "tunnel_ports", "gpu_health_policy", "topology_levels", "gang_reservation_wait")
+    __slots__ = ("name", "description", "node_selector", "node_ids", "preemption_grace_period", "priority_preemption", "tunnel_ports", "gpu_health_policy", "topology_levels", "gang_reservation_wait", "remediation")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -199,6 +211,7 @@ class CreateRequest(_message.Message):
     GPU_HEALTH_POLICY_FIELD_NUMBER: _ClassVar[int]
     TOPOLOGY_LEVELS_FIELD_NUMBER: _ClassVar[int]
     GANG_RESERVATION_WAIT_FIELD_NUMBER: _ClassVar[int]
+    REMEDIATION_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     node_selector: _containers.ScalarMap[str, str]
@@ -209,7 +222,8 @@ class CreateRequest(_message.Message):
     gpu_health_policy: GpuHealthPolicy
     topology_levels: _containers.RepeatedScalarFieldContainer[str]
     gang_reservation_wait: _duration_pb2.Duration
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ..., topology_levels: _Optional[_Iterable[str]] = ..., gang_reservation_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    remediation: RemediationPolicy
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ..., topology_levels: _Optional[_Iterable[str]] = ..., gang_reservation_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., remediation: _Optional[_Union[RemediationPolicy, _Mapping]] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
     __slots__ = ("pool",)
@@ -246,7 +260,7 @@ class ListResponse(_message.Message):
     def __init__(self, pools: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class UpdateRequest(_message.Message):
-    __slots__ = ("id", "description", "node_selector", "node_ids", "update_mask", "preemption_grace_period", "priority_preemption", "tunnel_ports", "gpu_health_policy", "topology_levels", "gang_reservation_wait")
+    __slots__ = ("id", "description", "node_selector", "node_ids", "update_mask", "preemption_grace_period", "priority_preemption", "tunnel_ports", "gpu_health_policy", "topology_levels", "gang_reservation_wait", "remediation")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -265,6 +279,7 @@ class UpdateRequest(_message.Message):
     GPU_HEALTH_POLICY_FIELD_NUMBER: _ClassVar[int]
     TOPOLOGY_LEVELS_FIELD_NUMBER: _ClassVar[int]
     GANG_RESERVATION_WAIT_FIELD_NUMBER: _ClassVar[int]
+    REMEDIATION_FIELD_NUMBER: _ClassVar[int]
     id: str
     description: str
     node_selector: _containers.ScalarMap[str, str]
@@ -276,7 +291,8 @@ class UpdateRequest(_message.Message):
     gpu_health_policy: GpuHealthPolicy
     topology_levels: _containers.RepeatedScalarFieldContainer[str]
     gang_reservation_wait: _duration_pb2.Duration
-    def __init__(self, id: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ..., topology_levels: _Optional[_Iterable[str]] = ..., gang_reservation_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    remediation: RemediationPolicy
+    def __init__(self, id: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ..., topology_levels: _Optional[_Iterable[str]] = ..., gang_reservation_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., remediation: _Optional[_Union[RemediationPolicy, _Mapping]] = ...) -> None: ...
 
 class UpdateResponse(_message.Message):
     __slots__ = ("pool",)
