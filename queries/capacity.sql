@@ -321,7 +321,7 @@ JOIN pool_leases l ON l.id = a.lease_id
 JOIN pools p ON p.id = l.pool_id
 JOIN nodes n ON n.id = a.node_id
 LEFT JOIN devices d ON d.id = a.device_id
-WHERE a.lease_id = ANY(sqlc.arg(lease_ids)::uuid[]) AND a.rank IS NOT NULL
+WHERE a.lease_id = ANY(sqlc.arg(lease_ids)::uuid[]) AND a.rank IS NOT NULL AND l.tenant_id = sqlc.arg(tenant_id)
 GROUP BY a.lease_id, a.node_id, n.hostname, n.labels, n.online, n.inventory, p.topology_levels
 ORDER BY a.lease_id, 3;
 

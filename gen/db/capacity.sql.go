@@ -377,10 +377,15 @@ JOIN pool_leases l ON l.id = a.lease_id
 JOIN pools p ON p.id = l.pool_id
 JOIN nodes n ON n.id = a.node_id
 LEFT JOIN devices d ON d.id = a.device_id
-WHERE a.lease_id = ANY($1::uuid[]) AND a.rank IS NOT NULL
+WHERE a.lease_id = ANY($1::uuid[]) AND a.rank IS NOT NULL AND l.tenant_id = $2
 GROUP BY a.lease_id, a.node_id, n.hostname, n.labels, n.online, n.inventory, p.topology_levels
 ORDER BY a.lease_id, 3
 `
+
+type GangMembersParams struct {
+	LeaseIds []uuid.UUID
+	TenantID uuid.UUID
+}
 
 type GangMembersRow struct {
 	LeaseID    uuid.UUID
@@ -397,8 +402,8 @@ type GangMembersRow struct {
 // The nodes the gangs hold or held: each member's rank, its domain (its labels of the pool's
 // topology levels), whether it is online,
 // the addresses its daemon reported, and the unhealthy GPUs the gang holds on it.
-func (q *Queries) GangMembers(ctx context.Context, leaseIds []uuid.UUID) ([]GangMembersRow, error) {
-	rows, err := q.db.Query(ctx, gangMembers, leaseIds)
+func (q *Queries) GangMembers(ctx context.Context, arg GangMembersParams) ([]GangMembersRow, error) {
+	rows, err := q.db.Query(ctx, gangMembers, arg.LeaseIds, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}

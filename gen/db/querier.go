@@ -354,7 +354,7 @@ type Querier interface {
 	// The nodes the gangs hold or held: each member's rank, its domain (its labels of the pool's
 	// topology levels), whether it is online,
 	// the addresses its daemon reported, and the unhealthy GPUs the gang holds on it.
-	GangMembers(ctx context.Context, leaseIds []uuid.UUID) ([]GangMembersRow, error)
+	GangMembers(ctx context.Context, arg GangMembersParams) ([]GangMembersRow, error)
 	GatewaySessions(ctx context.Context) ([]GatewaySessionsRow, error)
 	GetAPIKey(ctx context.Context, arg GetAPIKeyParams) (ApiKey, error)
 	// A flow's method (auth_flows.auth_method_id), at the callback; in the sign-in only, never for

@@ -99,10 +99,10 @@ func (g gang) withGPUs(req *leasesv1.CreateRequest) *leasesv1.CreateRequest {
 	return out
 }
 
-// members reads the gangs' members in rank order, each with its domain under the pool's levels
+// members reads the gangs of tenant's members in rank order, each with its domain under the pool's levels
 // and its health: offline, or holding an unhealthy GPU of the gang.
-func members(ctx context.Context, q *db.Queries, gangs []uuid.UUID) (map[uuid.UUID][]*leasesv1.Member, error) {
-	rows, err := q.GangMembers(ctx, gangs)
+func members(ctx context.Context, q *db.Queries, tenant uuid.UUID, gangs []uuid.UUID) (map[uuid.UUID][]*leasesv1.Member, error) {
+	rows, err := q.GangMembers(ctx, db.GangMembersParams{LeaseIds: gangs, TenantID: tenant})
 	if err != nil {
 		return nil, fmt.Errorf("read the gangs' members: %w", err)
 	}

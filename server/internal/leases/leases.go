@@ -529,7 +529,8 @@ func describe(ctx context.Context, q *db.Queries, rows []db.PoolLease) ([]*lease
 	var ms map[uuid.UUID][]*leasesv1.Member
 	if len(gangs) > 0 {
 		var err error
-		if ms, err = members(ctx, q, gangs); err != nil {
+		// Every row is of the caller's tenant: the reads that give them are scoped to it.
+		if ms, err = members(ctx, q, rows[0].TenantID, gangs); err != nil {
 			return nil, err
 		}
 	}
