@@ -12,13 +12,14 @@
 -- null tunnel_ports are none; a null gpu_health_policy overrides nothing.
 INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption,
                    tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms,
-                   remediation_auto, remediation_max_nodes, remediation_domain)
+                   remediation_auto, remediation_max_nodes, remediation_domain, remediation_override)
 VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(name), sqlc.arg(description), sqlc.arg(node_selector),
         sqlc.arg(node_ids)::uuid[], COALESCE(sqlc.narg(preemption_grace_ms)::bigint, 30000),
         sqlc.arg(priority_preemption), COALESCE(sqlc.narg(tunnel_ports)::integer[], '{}'),
         COALESCE(sqlc.narg(gpu_health_policy)::jsonb, '{}'), COALESCE(sqlc.narg(topology_levels)::text[], '{}'),
         COALESCE(sqlc.narg(gang_reservation_wait_ms)::bigint, 300000),
-        sqlc.arg(remediation_auto), sqlc.arg(remediation_max_nodes), sqlc.arg(remediation_domain))
+        sqlc.arg(remediation_auto), sqlc.arg(remediation_max_nodes), sqlc.arg(remediation_domain),
+        COALESCE(sqlc.narg(remediation_override)::jsonb, '{}'))
 RETURNING *;
 
 -- name: GetPool :one
@@ -49,6 +50,7 @@ SET description = COALESCE(sqlc.narg(description), description),
     remediation_auto = COALESCE(sqlc.narg(remediation_auto)::boolean, remediation_auto),
     remediation_max_nodes = COALESCE(sqlc.narg(remediation_max_nodes)::integer, remediation_max_nodes),
     remediation_domain = COALESCE(sqlc.narg(remediation_domain)::text, remediation_domain),
+    remediation_override = COALESCE(sqlc.narg(remediation_override)::jsonb, remediation_override),
     updated_at = now()
 WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id)
 RETURNING *;

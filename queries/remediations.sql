@@ -74,7 +74,7 @@ JOIN pools p ON p.id = l.pool_id
 WHERE a.node_id = sqlc.arg(node_id) AND a.ended_at IS NULL AND l.ended_at IS NULL;
 
 -- name: RemediationCommand :one
-SELECT state, result, error FROM commands WHERE id = sqlc.arg(id);
+SELECT state, result, error, finished_at FROM commands WHERE id = sqlc.arg(id);
 
 -- name: ListRemediations :many
 -- The tenant's remediations with their node's hostname, by id (oldest first), filtered.
@@ -111,9 +111,18 @@ RETURNING *;
 -- What a verify step looks at: whether the node answers (its daemon holds a session now: a node
 -- that went dark is seen at once, not after the liveness threshold), whether a GPU health signal
 -- quarantines it, and how many of its present GPUs are unhealthy.
-SELECT EXISTS (SELECT 1 FROM node_sessions s WHERE s.node_id = n.id)::boolean AS connected,
+SELECT (s.node_id IS NOT NULL)::boolean AS connected, s.connected_at,
        n.hostname, n.state, COALESCE(h.quarantined, false)::boolean AS quarantined,
        (SELECT count(*) FROM devices d WHERE d.node_id = n.id AND d.kind = 'gpu' AND d.present AND d.health = 'unhealthy')::bigint AS unhealthy
 FROM nodes n
 LEFT JOIN node_gpu_health h ON h.node_id = n.id
+LEFT JOIN node_sessions s ON s.node_id = n.id
 WHERE n.id = sqlc.arg(node_id);
+
+-- name: NodeRemediationOverrides :many
+-- The remediation policy overrides of the pools the node is a member of, in pool id order.
+SELECT p.remediation_override
+FROM nodes n
+JOIN pools p ON pool_member(p, n)
+WHERE n.id = sqlc.arg(node_id) AND p.remediation_override <> '{}'::jsonb
+ORDER BY p.id;

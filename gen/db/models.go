@@ -720,6 +720,7 @@ type Pool struct {
 	RemediationAuto       bool
 	RemediationMaxNodes   int32
 	RemediationDomain     string
+	RemediationOverride   []byte
 }
 
 type PoolGrant struct {

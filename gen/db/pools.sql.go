@@ -26,14 +26,15 @@ const createPool = `-- name: CreatePool :one
 
 INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption,
                    tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms,
-                   remediation_auto, remediation_max_nodes, remediation_domain)
+                   remediation_auto, remediation_max_nodes, remediation_domain, remediation_override)
 VALUES ($1, $2, $3, $4, $5,
         $6::uuid[], COALESCE($7::bigint, 30000),
         $8, COALESCE($9::integer[], '{}'),
         COALESCE($10::jsonb, '{}'), COALESCE($11::text[], '{}'),
         COALESCE($12::bigint, 300000),
-        $13, $14, $15)
-RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain
+        $13, $14, $15,
+        COALESCE($16::jsonb, '{}'))
+RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override
 `
 
 type CreatePoolParams struct {
@@ -52,6 +53,7 @@ type CreatePoolParams struct {
 	RemediationAuto       bool
 	RemediationMaxNodes   int32
 	RemediationDomain     string
+	RemediationOverride   []byte
 }
 
 // Pools: a tenant's groups of nodes that leases draw capacity from, and their quotas. API
@@ -81,6 +83,7 @@ func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, e
 		arg.RemediationAuto,
 		arg.RemediationMaxNodes,
 		arg.RemediationDomain,
+		arg.RemediationOverride,
 	)
 	var i Pool
 	err := row.Scan(
@@ -101,6 +104,7 @@ func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, e
 		&i.RemediationAuto,
 		&i.RemediationMaxNodes,
 		&i.RemediationDomain,
+		&i.RemediationOverride,
 	)
 	return i, err
 }
@@ -165,7 +169,7 @@ func (q *Queries) EnqueuePoolGPUHealth(ctx context.Context, arg EnqueuePoolGPUHe
 }
 
 const getPool = `-- name: GetPool :one
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain FROM pools WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override FROM pools WHERE tenant_id = $1 AND id = $2
 `
 
 type GetPoolParams struct {
@@ -194,6 +198,7 @@ func (q *Queries) GetPool(ctx context.Context, arg GetPoolParams) (Pool, error) 
 		&i.RemediationAuto,
 		&i.RemediationMaxNodes,
 		&i.RemediationDomain,
+		&i.RemediationOverride,
 	)
 	return i, err
 }
@@ -280,7 +285,7 @@ func (q *Queries) ListPoolQuotas(ctx context.Context, poolIds []uuid.UUID) ([]Po
 }
 
 const listPools = `-- name: ListPools :many
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain FROM pools
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override FROM pools
 WHERE tenant_id = $1 AND id > $2
 ORDER BY id
 LIMIT $3
@@ -319,6 +324,7 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 			&i.RemediationAuto,
 			&i.RemediationMaxNodes,
 			&i.RemediationDomain,
+			&i.RemediationOverride,
 		); err != nil {
 			return nil, err
 		}
@@ -331,7 +337,7 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 }
 
 const lockPool = `-- name: LockPool :one
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain FROM pools WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override FROM pools WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockPoolParams struct {
@@ -361,6 +367,7 @@ func (q *Queries) LockPool(ctx context.Context, arg LockPoolParams) (Pool, error
 		&i.RemediationAuto,
 		&i.RemediationMaxNodes,
 		&i.RemediationDomain,
+		&i.RemediationOverride,
 	)
 	return i, err
 }
@@ -587,9 +594,10 @@ SET description = COALESCE($1, description),
     remediation_auto = COALESCE($10::boolean, remediation_auto),
     remediation_max_nodes = COALESCE($11::integer, remediation_max_nodes),
     remediation_domain = COALESCE($12::text, remediation_domain),
+    remediation_override = COALESCE($13::jsonb, remediation_override),
     updated_at = now()
-WHERE tenant_id = $13 AND id = $14
-RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain
+WHERE tenant_id = $14 AND id = $15
+RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override
 `
 
 type UpdatePoolParams struct {
@@ -605,6 +613,7 @@ type UpdatePoolParams struct {
 	RemediationAuto       *bool
 	RemediationMaxNodes   *int32
 	RemediationDomain     *string
+	RemediationOverride   []byte
 	TenantID              uuid.UUID
 	ID                    uuid.UUID
 }
@@ -624,6 +633,7 @@ func (q *Queries) UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, e
 		arg.RemediationAuto,
 		arg.RemediationMaxNodes,
 		arg.RemediationDomain,
+		arg.RemediationOverride,
 		arg.TenantID,
 		arg.ID,
 	)
@@ -646,6 +656,7 @@ func (q *Queries) UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, e
 		&i.RemediationAuto,
 		&i.RemediationMaxNodes,
 		&i.RemediationDomain,
+		&i.RemediationOverride,
 	)
 	return i, err
 }

@@ -652,6 +652,8 @@ type Querier interface {
 	// Also wakes the workflow controller for the node's open workflow, which may be waiting for the
 	// daemon to come back (after a reboot) or to report a new version.
 	NodeHello(ctx context.Context, arg NodeHelloParams) error
+	// The remediation policy overrides of the pools the node is a member of, in pool id order.
+	NodeRemediationOverrides(ctx context.Context, nodeID uuid.UUID) ([][]byte, error)
 	// Whether a health change on the node starts a remediation by itself: none of the pools it is a
 	// member of turned it off (a node in no pool: yes). With the failure domain it counts in: the
 	// node's value of the first of its pools' domain labels it has.

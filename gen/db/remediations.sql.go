@@ -294,6 +294,35 @@ func (q *Queries) LockRemediationOfTenant(ctx context.Context, arg LockRemediati
 	return i, err
 }
 
+const nodeRemediationOverrides = `-- name: NodeRemediationOverrides :many
+SELECT p.remediation_override
+FROM nodes n
+JOIN pools p ON pool_member(p, n)
+WHERE n.id = $1 AND p.remediation_override <> '{}'::jsonb
+ORDER BY p.id
+`
+
+// The remediation policy overrides of the pools the node is a member of, in pool id order.
+func (q *Queries) NodeRemediationOverrides(ctx context.Context, nodeID uuid.UUID) ([][]byte, error) {
+	rows, err := q.db.Query(ctx, nodeRemediationOverrides, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := [][]byte{}
+	for rows.Next() {
+		var remediation_override []byte
+		if err := rows.Scan(&remediation_override); err != nil {
+			return nil, err
+		}
+		items = append(items, remediation_override)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const nodeRemediationSettings = `-- name: NodeRemediationSettings :one
 SELECT COALESCE(bool_and(p.remediation_auto), true)::boolean AS auto,
        COALESCE(min(CASE WHEN p.remediation_domain <> '' AND n.labels ? p.remediation_domain
@@ -419,33 +448,41 @@ func (q *Queries) RemediationBlocked(ctx context.Context, arg RemediationBlocked
 }
 
 const remediationCommand = `-- name: RemediationCommand :one
-SELECT state, result, error FROM commands WHERE id = $1
+SELECT state, result, error, finished_at FROM commands WHERE id = $1
 `
 
 type RemediationCommandRow struct {
-	State  CommandState
-	Result []byte
-	Error  string
+	State      CommandState
+	Result     []byte
+	Error      string
+	FinishedAt *time.Time
 }
 
 func (q *Queries) RemediationCommand(ctx context.Context, id uuid.UUID) (RemediationCommandRow, error) {
 	row := q.db.QueryRow(ctx, remediationCommand, id)
 	var i RemediationCommandRow
-	err := row.Scan(&i.State, &i.Result, &i.Error)
+	err := row.Scan(
+		&i.State,
+		&i.Result,
+		&i.Error,
+		&i.FinishedAt,
+	)
 	return i, err
 }
 
 const remediationNodeHealth = `-- name: RemediationNodeHealth :one
-SELECT EXISTS (SELECT 1 FROM node_sessions s WHERE s.node_id = n.id)::boolean AS connected,
+SELECT (s.node_id IS NOT NULL)::boolean AS connected, s.connected_at,
        n.hostname, n.state, COALESCE(h.quarantined, false)::boolean AS quarantined,
        (SELECT count(*) FROM devices d WHERE d.node_id = n.id AND d.kind = 'gpu' AND d.present AND d.health = 'unhealthy')::bigint AS unhealthy
 FROM nodes n
 LEFT JOIN node_gpu_health h ON h.node_id = n.id
+LEFT JOIN node_sessions s ON s.node_id = n.id
 WHERE n.id = $1
 `
 
 type RemediationNodeHealthRow struct {
 	Connected   bool
+	ConnectedAt *time.Time
 	Hostname    string
 	State       NodeState
 	Quarantined bool
@@ -460,6 +497,7 @@ func (q *Queries) RemediationNodeHealth(ctx context.Context, nodeID uuid.UUID) (
 	var i RemediationNodeHealthRow
 	err := row.Scan(
 		&i.Connected,
+		&i.ConnectedAt,
 		&i.Hostname,
 		&i.State,
 		&i.Quarantined,

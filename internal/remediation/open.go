@@ -69,13 +69,43 @@ var ErrNoLadder = errors.New("the remediation policy has no such ladder")
 // the caller's transaction, and queues it for the controller (the caller wakes Kind after the
 // commit). It returns ErrInProgress when the node has one already.
 func Open(ctx context.Context, q *db.Queries, s Subject, r Reason, p Policy) (db.Remediation, error) {
+	p, err := withPools(ctx, q, s.Node, p)
+	if err != nil {
+		return db.Remediation{}, err
+	}
 	name, _ := p.LadderFor(r.Check, r.Code)
-	return OpenLadder(ctx, q, s, r, p, name)
+	return openLadder(ctx, q, s, r, p, name)
+}
+
+// withPools is p with the overrides of the pools node is a member of, in pool id order.
+func withPools(ctx context.Context, q *db.Queries, node uuid.UUID, p Policy) (Policy, error) {
+	rows, err := q.NodeRemediationOverrides(ctx, node)
+	if err != nil {
+		return p, fmt.Errorf("read the remediation overrides of node %s's pools: %w", node, err)
+	}
+	os := make([]Override, 0, len(rows))
+	for _, b := range rows {
+		o, err := ParseOverride(b, p)
+		if err != nil {
+			return p, err
+		}
+		os = append(os, o)
+	}
+	return p.With(os...), nil
 }
 
 // OpenLadder is Open on the policy's ladder of a name, which an operator picked
 // (remediations/create); ErrNoLadder when the policy has none of that name.
 func OpenLadder(ctx context.Context, q *db.Queries, s Subject, r Reason, p Policy, name string) (db.Remediation, error) {
+	p, err := withPools(ctx, q, s.Node, p)
+	if err != nil {
+		return db.Remediation{}, err
+	}
+	return openLadder(ctx, q, s, r, p, name)
+}
+
+// openLadder opens a remediation on p's ladder name, p having the node's pools' overrides.
+func openLadder(ctx context.Context, q *db.Queries, s Subject, r Reason, p Policy, name string) (db.Remediation, error) {
 	ladder, ok := p.Ladders[name]
 	if !ok {
 		return db.Remediation{}, fmt.Errorf("%w: %q", ErrNoLadder, name)

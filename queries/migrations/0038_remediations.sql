@@ -42,7 +42,11 @@ CREATE INDEX remediations_serial ON remediations (gpu_serial, created_at) WHERE 
 -- A pool's remediation budget: at most remediation_max_nodes of its members in remediation at
 -- once, and at most one of the members sharing a value of the label remediation_domain ('' for
 -- none). remediation_auto: whether a GPU or node that turns unhealthy starts one by itself.
+-- remediation_override: the pool's rules and ladders on top of the default policy.
 ALTER TABLE pools
     ADD COLUMN remediation_auto      boolean NOT NULL DEFAULT true,
     ADD COLUMN remediation_max_nodes integer NOT NULL DEFAULT 1 CHECK (remediation_max_nodes BETWEEN 1 AND 10000),
-    ADD COLUMN remediation_domain    text    NOT NULL DEFAULT 'rack';
+    ADD COLUMN remediation_domain    text    NOT NULL DEFAULT 'rack',
+    -- The pool's override of the remediation policy (remediation.Override, JSON): rules tried
+    -- before the default policy's, and ladders that replace the default's of the same name.
+    ADD COLUMN remediation_override  jsonb   NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(remediation_override) = 'object');

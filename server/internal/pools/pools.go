@@ -176,6 +176,7 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 			PreemptionGraceMs: &grace, PriorityPreemption: req.GetPriorityPreemption(), TunnelPorts: ports,
 			GpuHealthPolicy: policy, TopologyLevels: levels, GangReservationWaitMs: &wait,
 			RemediationAuto: rem.auto, RemediationMaxNodes: rem.maxNodes, RemediationDomain: rem.domain,
+			RemediationOverride: rem.override,
 		})
 		if database.IsUniqueViolation(err) {
 			return nil, apierr.AlreadyExists("the tenant has a pool named %q", req.GetName())
@@ -352,6 +353,7 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 				return nil, err
 			}
 			params.RemediationAuto, params.RemediationMaxNodes, params.RemediationDomain = &rem.auto, &rem.maxNodes, &rem.domain
+			params.RemediationOverride = rem.override
 		default:
 			return nil, apierr.InvalidArgument("update_mask", "%q cannot be updated (%s)", path, updatable)
 		}

@@ -2,9 +2,11 @@ package pools_test
 
 import (
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	poolsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/pools/v1"
@@ -63,10 +65,30 @@ func TestPoolRemediationPolicy(t *testing.T) {
 		t.Fatalf("policy after another update: %v (%v)", up.GetPool().GetRemediation(), err)
 	}
 
+	// Rules and ladders: stored, and read back as written.
+	quick := &poolsv1.RemediationPolicy{
+		MaxNodes: 2,
+		Rules:    []*poolsv1.RemediationRule{{Check: "xid", Codes: []int64{79}, Ladder: "quick"}, {Check: "ecc_dbe", Ladder: "service"}},
+		Ladders: []*poolsv1.RemediationLadder{{Name: "quick", Steps: []*poolsv1.RemediationStep{
+			{Action: "drain"}, {Action: "reboot"}, {Action: "verify", Window: durationpb.New(time.Minute)}, {Action: "service"},
+		}}},
+	}
+	up, err = c.Update(ctx, &poolsv1.UpdateRequest{Id: set.GetPool().GetId(), UpdateMask: mask, Remediation: quick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := up.GetPool().GetRemediation(); !proto.Equal(got, quick) {
+		t.Fatalf("policy with rules and ladders %v, want %v", got, quick)
+	}
+
+	step := func(a string) *poolsv1.RemediationStep { return &poolsv1.RemediationStep{Action: a} }
 	for _, bad := range []struct {
 		p     *poolsv1.RemediationPolicy
 		field string
 	}{
+		{&poolsv1.RemediationPolicy{Rules: []*poolsv1.RemediationRule{{Ladder: "nope"}}}, "remediation"},
+		{&poolsv1.RemediationPolicy{Ladders: []*poolsv1.RemediationLadder{{Name: "bad name!", Steps: []*poolsv1.RemediationStep{step("drain"), step("service")}}}}, "remediation.ladders[0].name"},
+		{&poolsv1.RemediationPolicy{Ladders: []*poolsv1.RemediationLadder{{Name: "x", Steps: []*poolsv1.RemediationStep{step("reboot"), step("service")}}}}, "remediation"},
 		{&poolsv1.RemediationPolicy{MaxNodes: -1}, "remediation.max_nodes"},
 		{&poolsv1.RemediationPolicy{MaxNodes: 10001}, "remediation.max_nodes"},
 		{&poolsv1.RemediationPolicy{FailureDomainLabel: "not a label"}, "remediation.failure_domain_label"},

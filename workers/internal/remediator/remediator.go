@@ -47,6 +47,9 @@ type Options struct {
 	// PowerCycleWait is how long a power-cycled node has to answer again; DefaultPowerCycleWait
 	// when zero.
 	PowerCycleWait time.Duration
+	// RebootWait is how long a rebooted node has to come back (its daemon's new session);
+	// DefaultRebootWait when zero.
+	RebootWait time.Duration
 	// Poll is how often a step waiting on something that does not wake the controller (a
 	// command, leases ending, a window) is looked at again; DefaultPoll when zero.
 	Poll time.Duration
@@ -59,6 +62,7 @@ type Options struct {
 const (
 	DefaultPoll           = 2 * time.Second
 	DefaultPowerCycleWait = 15 * time.Minute
+	DefaultRebootWait     = 15 * time.Minute
 )
 
 // Registration is the controller's registration, under the controllers role, resyncing every
@@ -72,6 +76,9 @@ func Registration(pool *pgxpool.Pool, opts Options) reconcile.Registration {
 	}
 	if opts.PowerCycleWait <= 0 {
 		opts.PowerCycleWait = DefaultPowerCycleWait
+	}
+	if opts.RebootWait <= 0 {
+		opts.RebootWait = DefaultRebootWait
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

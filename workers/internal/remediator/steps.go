@@ -133,6 +133,9 @@ func (w *work) command(ctx context.Context, first bool, typ string, payload prot
 	}
 	switch c.State {
 	case db.CommandStateSucceeded:
+		if typ == command.Reboot {
+			return w.rebooted(ctx, c.FinishedAt)
+		}
 		if typ != command.Diagnose {
 			return passed(), nil
 		}
@@ -149,6 +152,22 @@ func (w *work) command(ctx context.Context, first bool, typ string, payload prot
 		return passed(), nil
 	case db.CommandStateFailed, db.CommandStateExpired, db.CommandStateCancelled:
 		return failed(fmt.Sprintf("%s %s: %s", typ, c.State, cmp.Or(c.Error, commandError(c.Result)))), nil
+	}
+	return waitFor(w.c.opts.Poll), nil
+}
+
+// rebooted passes a reboot once the node's daemon holds a session that started after the reboot
+// command ended (it came back), and fails when none did within RebootWait.
+func (w *work) rebooted(ctx context.Context, finished *time.Time) (result, error) {
+	n, err := w.q.RemediationNodeHealth(ctx, w.r.NodeID)
+	if err != nil {
+		return result{}, fmt.Errorf("read the node: %w", err)
+	}
+	if n.Connected && finished != nil && n.ConnectedAt != nil && n.ConnectedAt.After(*finished) {
+		return passed(), nil
+	}
+	if finished != nil && w.now.Sub(*finished) > w.c.opts.RebootWait {
+		return failed(fmt.Sprintf("the node did not come back within %v of its reboot", w.c.opts.RebootWait)), nil
 	}
 	return waitFor(w.c.opts.Poll), nil
 }

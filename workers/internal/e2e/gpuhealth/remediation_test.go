@@ -215,7 +215,7 @@ func TestRemediationSurvivesControllerRestarts(t *testing.T) {
 	}
 }
 
-// TestRemediationPowerCyclesADarkNode: a node whose reboot never comes back fails its verify
+// TestRemediationPowerCyclesADarkNode: a node whose reboot never comes back fails its reboot
 // step; the next rung power-cycles it through the machine's provider (here: the daemon is
 // started again, as a power cycle boots it), it answers, passes, and is back in service.
 func TestRemediationPowerCyclesADarkNode(t *testing.T) {
@@ -224,7 +224,7 @@ func TestRemediationPowerCyclesADarkNode(t *testing.T) {
 	var cycle func()
 	sys := newSystemWith(t, 1, func(pool *pgxpool.Pool, poke func(kind string)) []reconcile.Registration {
 		return []reconcile.Registration{remediator.Registration(pool, remediator.Options{
-			Wake: poke, VerifyWindow: 300 * time.Millisecond, Poll: 50 * time.Millisecond,
+			Wake: poke, VerifyWindow: 300 * time.Millisecond, Poll: 50 * time.Millisecond, RebootWait: time.Second,
 			PowerCycle: func(context.Context, uuid.UUID) (bool, error) {
 				cycles.Add(1)
 				cycle()
@@ -278,8 +278,29 @@ func TestRemediationPowerCyclesADarkNode(t *testing.T) {
 	for _, e := range h {
 		steps = append(steps, e.Action+":"+e.Outcome)
 	}
-	want := []string{"drain:passed", "reboot:passed", "verify:failed", "powerCycle:passed", "verify:passed"}
+	want := []string{"drain:passed", "reboot:failed", "powerCycle:passed", "verify:passed"}
 	if state != remediation.StateSucceeded || !slices.Equal(steps, want) || cycles.Load() != 1 {
 		t.Fatalf("remediation %s with steps %v after %d power cycles; want succeeded with %v after 1", state, steps, cycles.Load(), want)
+	}
+}
+
+// TestRemediationPoolOverride: a pool's own rule sends an Xid 79 of its member to its own
+// ladder (reboot, then verify, without diagnostics), and the remediation records the policy as
+// overridden.
+func TestRemediationPoolOverride(t *testing.T) {
+	t.Parallel()
+	d := newDrillWith(t, withRemediator, "dgx-o1")
+	if _, err := d.env.Pool.Exec(ctx, `UPDATE pools SET remediation_override = $2 WHERE id = $1`, d.pool,
+		`{"rules": [{"check": "xid", "codes": [79], "ladder": "quick"}],
+		  "ladders": {"quick": {"steps": [{"action": "drain"}, {"action": "reboot"}, {"action": "verify", "window": "1m"}, {"action": "service"}]}}}`); err != nil {
+		t.Fatal(err)
+	}
+	d.xid(t, "dgx-o1", 4, 79)
+	state, steps := d.remediationOf(t, "dgx-o1")
+	if want := []string{"drain:passed", "reboot:passed", "verify:passed"}; state != remediation.StateSucceeded || !slices.Equal(steps, want) {
+		t.Fatalf("remediation %s with steps %v, want succeeded with %v", state, steps, want)
+	}
+	if n := d.count(t, `SELECT count(*) FROM remediations WHERE ladder = 'quick' AND policy_version LIKE '%+pools'`); n != 1 {
+		t.Errorf("%d remediations on the pool's ladder, want 1", n)
 	}
 }

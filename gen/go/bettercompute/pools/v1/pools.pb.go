@@ -318,8 +318,15 @@ type RemediationPolicy struct {
 	// remediation at once; empty for none. At most 63 characters. Default "rack" when a create
 	// leaves the policy unset.
 	FailureDomainLabel string `protobuf:"bytes,3,opt,name=failure_domain_label,json=failureDomainLabel,proto3" json:"failure_domain_label,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Rules tried before the default policy's (docs/remediation.md): the first whose check and
+	// codes match a remediation's reason picks its ladder. At most 32. A node in several pools
+	// takes their rules in pool id order.
+	Rules []*RemediationRule `protobuf:"bytes,4,rep,name=rules,proto3" json:"rules,omitempty"`
+	// Ladders that replace the default policy's of the same name ("reset", "reboot", "service")
+	// or add new ones for the rules to name. At most 8.
+	Ladders       []*RemediationLadder `protobuf:"bytes,5,rep,name=ladders,proto3" json:"ladders,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RemediationPolicy) Reset() {
@@ -373,6 +380,203 @@ func (x *RemediationPolicy) GetFailureDomainLabel() string {
 	return ""
 }
 
+func (x *RemediationPolicy) GetRules() []*RemediationRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *RemediationPolicy) GetLadders() []*RemediationLadder {
+	if x != nil {
+		return x.Ladders
+	}
+	return nil
+}
+
+// RemediationRule picks a ladder for a health reason.
+type RemediationRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A check (xid, ecc_dbe, gpu_missing, …); empty matches any.
+	Check string `protobuf:"bytes,1,opt,name=check,proto3" json:"check,omitempty"`
+	// Its codes (Xids, recovery actions); empty matches any. At most 64.
+	Codes []int64 `protobuf:"varint,2,rep,packed,name=codes,proto3" json:"codes,omitempty"`
+	// The ladder: the pool's own or the default policy's.
+	Ladder        string `protobuf:"bytes,3,opt,name=ladder,proto3" json:"ladder,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemediationRule) Reset() {
+	*x = RemediationRule{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemediationRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemediationRule) ProtoMessage() {}
+
+func (x *RemediationRule) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemediationRule.ProtoReflect.Descriptor instead.
+func (*RemediationRule) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RemediationRule) GetCheck() string {
+	if x != nil {
+		return x.Check
+	}
+	return ""
+}
+
+func (x *RemediationRule) GetCodes() []int64 {
+	if x != nil {
+		return x.Codes
+	}
+	return nil
+}
+
+func (x *RemediationRule) GetLadder() string {
+	if x != nil {
+		return x.Ladder
+	}
+	return ""
+}
+
+// RemediationLadder is a named ladder of steps: drain first, service last.
+type RemediationLadder struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Letters, digits, '-' and '_'; at most 32.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// 2 to 16 steps.
+	Steps         []*RemediationStep `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemediationLadder) Reset() {
+	*x = RemediationLadder{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemediationLadder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemediationLadder) ProtoMessage() {}
+
+func (x *RemediationLadder) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemediationLadder.ProtoReflect.Descriptor instead.
+func (*RemediationLadder) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RemediationLadder) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RemediationLadder) GetSteps() []*RemediationStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+// RemediationStep is one step of a ladder.
+type RemediationStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// drain, gpuReset, reboot, powerCycle, diagnose, verify or service.
+	Action string `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	// A diagnose's DCGM level, 1 to 4.
+	Level int32 `protobuf:"varint,2,opt,name=level,proto3" json:"level,omitempty"`
+	// A verify's window: above 0, at most 24h.
+	Window        *durationpb.Duration `protobuf:"bytes,3,opt,name=window,proto3" json:"window,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemediationStep) Reset() {
+	*x = RemediationStep{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemediationStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemediationStep) ProtoMessage() {}
+
+func (x *RemediationStep) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemediationStep.ProtoReflect.Descriptor instead.
+func (*RemediationStep) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RemediationStep) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *RemediationStep) GetLevel() int32 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
+}
+
+func (x *RemediationStep) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
 // GpuHealthPolicy overrides the default GPU health policy on a pool's members (docs/gpus.md, "The
 // policy"). For each pool a node is a member of, a signal's rule is the first of the pool's rules,
 // then of the default policy's, that matches it; a node in several pools gives each signal the
@@ -389,7 +593,7 @@ type GpuHealthPolicy struct {
 
 func (x *GpuHealthPolicy) Reset() {
 	*x = GpuHealthPolicy{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +605,7 @@ func (x *GpuHealthPolicy) String() string {
 func (*GpuHealthPolicy) ProtoMessage() {}
 
 func (x *GpuHealthPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +618,7 @@ func (x *GpuHealthPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuHealthPolicy.ProtoReflect.Descriptor instead.
 func (*GpuHealthPolicy) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GpuHealthPolicy) GetRules() []*GpuHealthRule {
@@ -452,7 +656,7 @@ type GpuHealthRule struct {
 
 func (x *GpuHealthRule) Reset() {
 	*x = GpuHealthRule{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +668,7 @@ func (x *GpuHealthRule) String() string {
 func (*GpuHealthRule) ProtoMessage() {}
 
 func (x *GpuHealthRule) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +681,7 @@ func (x *GpuHealthRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuHealthRule.ProtoReflect.Descriptor instead.
 func (*GpuHealthRule) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{3}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GpuHealthRule) GetCheck() string {
@@ -528,7 +732,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +744,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +757,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{4}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Resources) GetGpus() map[string]int32 {
@@ -607,7 +811,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +823,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +836,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Grant) GetId() string {
@@ -738,7 +942,7 @@ type Capacity struct {
 
 func (x *Capacity) Reset() {
 	*x = Capacity{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +954,7 @@ func (x *Capacity) String() string {
 func (*Capacity) ProtoMessage() {}
 
 func (x *Capacity) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +967,7 @@ func (x *Capacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
 func (*Capacity) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{6}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Capacity) GetNodes() int32 {
@@ -834,7 +1038,7 @@ type GpuCapacity struct {
 
 func (x *GpuCapacity) Reset() {
 	*x = GpuCapacity{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1050,7 @@ func (x *GpuCapacity) String() string {
 func (*GpuCapacity) ProtoMessage() {}
 
 func (x *GpuCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1063,7 @@ func (x *GpuCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuCapacity.ProtoReflect.Descriptor instead.
 func (*GpuCapacity) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GpuCapacity) GetModel() string {
@@ -910,7 +1114,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1126,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1139,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Quota) GetMaxGpus() int32 {
@@ -994,7 +1198,7 @@ type CreateRequest struct {
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1210,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1223,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateRequest) GetName() string {
@@ -1109,7 +1313,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1325,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1338,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateResponse) GetPool() *Pool {
@@ -1154,7 +1358,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1370,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1383,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{11}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetRequest) GetId() string {
@@ -1199,7 +1403,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1415,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1428,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetResponse) GetPool() *Pool {
@@ -1246,7 +1450,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1462,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1475,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListRequest) GetPageSize() int32 {
@@ -1300,7 +1504,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1516,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1529,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListResponse) GetPools() []*Pool {
@@ -1370,7 +1574,7 @@ type UpdateRequest struct {
 
 func (x *UpdateRequest) Reset() {
 	*x = UpdateRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1586,7 @@ func (x *UpdateRequest) String() string {
 func (*UpdateRequest) ProtoMessage() {}
 
 func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1599,7 @@ func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpdateRequest) GetId() string {
@@ -1492,7 +1696,7 @@ type UpdateResponse struct {
 
 func (x *UpdateResponse) Reset() {
 	*x = UpdateResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1708,7 @@ func (x *UpdateResponse) String() string {
 func (*UpdateResponse) ProtoMessage() {}
 
 func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1721,7 @@ func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{16}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateResponse) GetPool() *Pool {
@@ -1537,7 +1741,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1753,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1766,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{17}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteRequest) GetId() string {
@@ -1581,7 +1785,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1797,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1810,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{18}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{21}
 }
 
 // SetQuotaRequest sets the quota of the caller's tenant in a pool; a quota with no limit set
@@ -1621,7 +1825,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +1837,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +1850,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{19}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetQuotaRequest) GetPoolId() string {
@@ -1673,7 +1877,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1889,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1902,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{20}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetQuotaResponse) GetPool() *Pool {
@@ -1727,7 +1931,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1943,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1956,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{21}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GrantRequest) GetPoolId() string {
@@ -1800,7 +2004,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +2016,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +2029,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{22}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GrantResponse) GetGrant() *Grant {
@@ -1846,7 +2050,7 @@ type RevokeGrantRequest struct {
 
 func (x *RevokeGrantRequest) Reset() {
 	*x = RevokeGrantRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1858,7 +2062,7 @@ func (x *RevokeGrantRequest) String() string {
 func (*RevokeGrantRequest) ProtoMessage() {}
 
 func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1871,7 +2075,7 @@ func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
 func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{23}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RevokeGrantRequest) GetPoolId() string {
@@ -1898,7 +2102,7 @@ type RevokeGrantResponse struct {
 
 func (x *RevokeGrantResponse) Reset() {
 	*x = RevokeGrantResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2114,7 @@ func (x *RevokeGrantResponse) String() string {
 func (*RevokeGrantResponse) ProtoMessage() {}
 
 func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2127,7 @@ func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantResponse.ProtoReflect.Descriptor instead.
 func (*RevokeGrantResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{24}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RevokeGrantResponse) GetGrant() *Grant {
@@ -1949,7 +2153,7 @@ type ListGrantsRequest struct {
 
 func (x *ListGrantsRequest) Reset() {
 	*x = ListGrantsRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2165,7 @@ func (x *ListGrantsRequest) String() string {
 func (*ListGrantsRequest) ProtoMessage() {}
 
 func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2178,7 @@ func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
 func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{25}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListGrantsRequest) GetPoolId() string {
@@ -2017,7 +2221,7 @@ type ListGrantsResponse struct {
 
 func (x *ListGrantsResponse) Reset() {
 	*x = ListGrantsResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2233,7 @@ func (x *ListGrantsResponse) String() string {
 func (*ListGrantsResponse) ProtoMessage() {}
 
 func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2246,7 @@ func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsResponse.ProtoReflect.Descriptor instead.
 func (*ListGrantsResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{26}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListGrantsResponse) GetGrants() []*Grant {
@@ -2075,7 +2279,7 @@ type ListPreemptionsRequest struct {
 
 func (x *ListPreemptionsRequest) Reset() {
 	*x = ListPreemptionsRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[27]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2291,7 @@ func (x *ListPreemptionsRequest) String() string {
 func (*ListPreemptionsRequest) ProtoMessage() {}
 
 func (x *ListPreemptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[27]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2304,7 @@ func (x *ListPreemptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPreemptionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPreemptionsRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{27}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListPreemptionsRequest) GetPoolId() string {
@@ -2152,7 +2356,7 @@ type Preemption struct {
 
 func (x *Preemption) Reset() {
 	*x = Preemption{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[28]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2164,7 +2368,7 @@ func (x *Preemption) String() string {
 func (*Preemption) ProtoMessage() {}
 
 func (x *Preemption) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[28]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2177,7 +2381,7 @@ func (x *Preemption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Preemption.ProtoReflect.Descriptor instead.
 func (*Preemption) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{28}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Preemption) GetLeaseId() string {
@@ -2262,7 +2466,7 @@ type ListPreemptionsResponse struct {
 
 func (x *ListPreemptionsResponse) Reset() {
 	*x = ListPreemptionsResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[29]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2274,7 +2478,7 @@ func (x *ListPreemptionsResponse) String() string {
 func (*ListPreemptionsResponse) ProtoMessage() {}
 
 func (x *ListPreemptionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[29]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2287,7 +2491,7 @@ func (x *ListPreemptionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPreemptionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPreemptionsResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{29}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListPreemptionsResponse) GetPreemptions() []*Preemption {
@@ -2341,11 +2545,24 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\agranted\n" +
 	"\x12priorityPreemption\n" +
 	"\n" +
-	"createTime\"~\n" +
+	"createTime\"\x82\x02\n" +
 	"\x11RemediationPolicy\x12\x1a\n" +
 	"\bdisabled\x18\x01 \x01(\bR\bdisabled\x12\x1b\n" +
 	"\tmax_nodes\x18\x02 \x01(\x05R\bmaxNodes\x120\n" +
-	"\x14failure_domain_label\x18\x03 \x01(\tR\x12failureDomainLabel\"\xaa\x01\n" +
+	"\x14failure_domain_label\x18\x03 \x01(\tR\x12failureDomainLabel\x12=\n" +
+	"\x05rules\x18\x04 \x03(\v2'.bettercompute.pools.v1.RemediationRuleR\x05rules\x12C\n" +
+	"\aladders\x18\x05 \x03(\v2).bettercompute.pools.v1.RemediationLadderR\aladders\"U\n" +
+	"\x0fRemediationRule\x12\x14\n" +
+	"\x05check\x18\x01 \x01(\tR\x05check\x12\x14\n" +
+	"\x05codes\x18\x02 \x03(\x03R\x05codes\x12\x16\n" +
+	"\x06ladder\x18\x03 \x01(\tR\x06ladder\"f\n" +
+	"\x11RemediationLadder\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
+	"\x05steps\x18\x02 \x03(\v2'.bettercompute.pools.v1.RemediationStepR\x05steps\"r\n" +
+	"\x0fRemediationStep\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x12\x14\n" +
+	"\x05level\x18\x02 \x01(\x05R\x05level\x121\n" +
+	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06window\"\xaa\x01\n" +
 	"\x0fGpuHealthPolicy\x12;\n" +
 	"\x05rules\x18\x01 \x03(\v2%.bettercompute.pools.v1.GpuHealthRuleR\x05rules\x12Z\n" +
 	"\x12on_unhealthy_lease\x18\x02 \x01(\x0e2,.bettercompute.pools.v1.UnhealthyLeaseActionR\x10onUnhealthyLease\"\xa3\x01\n" +
@@ -2570,121 +2787,128 @@ func file_bettercompute_pools_v1_pools_proto_rawDescGZIP() []byte {
 }
 
 var file_bettercompute_pools_v1_pools_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bettercompute_pools_v1_pools_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_bettercompute_pools_v1_pools_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_bettercompute_pools_v1_pools_proto_goTypes = []any{
 	(UnhealthyLeaseAction)(0),       // 0: bettercompute.pools.v1.UnhealthyLeaseAction
 	(*Pool)(nil),                    // 1: bettercompute.pools.v1.Pool
 	(*RemediationPolicy)(nil),       // 2: bettercompute.pools.v1.RemediationPolicy
-	(*GpuHealthPolicy)(nil),         // 3: bettercompute.pools.v1.GpuHealthPolicy
-	(*GpuHealthRule)(nil),           // 4: bettercompute.pools.v1.GpuHealthRule
-	(*Resources)(nil),               // 5: bettercompute.pools.v1.Resources
-	(*Grant)(nil),                   // 6: bettercompute.pools.v1.Grant
-	(*Capacity)(nil),                // 7: bettercompute.pools.v1.Capacity
-	(*GpuCapacity)(nil),             // 8: bettercompute.pools.v1.GpuCapacity
-	(*Quota)(nil),                   // 9: bettercompute.pools.v1.Quota
-	(*CreateRequest)(nil),           // 10: bettercompute.pools.v1.CreateRequest
-	(*CreateResponse)(nil),          // 11: bettercompute.pools.v1.CreateResponse
-	(*GetRequest)(nil),              // 12: bettercompute.pools.v1.GetRequest
-	(*GetResponse)(nil),             // 13: bettercompute.pools.v1.GetResponse
-	(*ListRequest)(nil),             // 14: bettercompute.pools.v1.ListRequest
-	(*ListResponse)(nil),            // 15: bettercompute.pools.v1.ListResponse
-	(*UpdateRequest)(nil),           // 16: bettercompute.pools.v1.UpdateRequest
-	(*UpdateResponse)(nil),          // 17: bettercompute.pools.v1.UpdateResponse
-	(*DeleteRequest)(nil),           // 18: bettercompute.pools.v1.DeleteRequest
-	(*DeleteResponse)(nil),          // 19: bettercompute.pools.v1.DeleteResponse
-	(*SetQuotaRequest)(nil),         // 20: bettercompute.pools.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),        // 21: bettercompute.pools.v1.SetQuotaResponse
-	(*GrantRequest)(nil),            // 22: bettercompute.pools.v1.GrantRequest
-	(*GrantResponse)(nil),           // 23: bettercompute.pools.v1.GrantResponse
-	(*RevokeGrantRequest)(nil),      // 24: bettercompute.pools.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),     // 25: bettercompute.pools.v1.RevokeGrantResponse
-	(*ListGrantsRequest)(nil),       // 26: bettercompute.pools.v1.ListGrantsRequest
-	(*ListGrantsResponse)(nil),      // 27: bettercompute.pools.v1.ListGrantsResponse
-	(*ListPreemptionsRequest)(nil),  // 28: bettercompute.pools.v1.ListPreemptionsRequest
-	(*Preemption)(nil),              // 29: bettercompute.pools.v1.Preemption
-	(*ListPreemptionsResponse)(nil), // 30: bettercompute.pools.v1.ListPreemptionsResponse
-	nil,                             // 31: bettercompute.pools.v1.Pool.NodeSelectorEntry
-	nil,                             // 32: bettercompute.pools.v1.Resources.GpusEntry
-	nil,                             // 33: bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
-	nil,                             // 34: bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
-	(*timestamppb.Timestamp)(nil),   // 35: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 36: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),   // 37: google.protobuf.FieldMask
+	(*RemediationRule)(nil),         // 3: bettercompute.pools.v1.RemediationRule
+	(*RemediationLadder)(nil),       // 4: bettercompute.pools.v1.RemediationLadder
+	(*RemediationStep)(nil),         // 5: bettercompute.pools.v1.RemediationStep
+	(*GpuHealthPolicy)(nil),         // 6: bettercompute.pools.v1.GpuHealthPolicy
+	(*GpuHealthRule)(nil),           // 7: bettercompute.pools.v1.GpuHealthRule
+	(*Resources)(nil),               // 8: bettercompute.pools.v1.Resources
+	(*Grant)(nil),                   // 9: bettercompute.pools.v1.Grant
+	(*Capacity)(nil),                // 10: bettercompute.pools.v1.Capacity
+	(*GpuCapacity)(nil),             // 11: bettercompute.pools.v1.GpuCapacity
+	(*Quota)(nil),                   // 12: bettercompute.pools.v1.Quota
+	(*CreateRequest)(nil),           // 13: bettercompute.pools.v1.CreateRequest
+	(*CreateResponse)(nil),          // 14: bettercompute.pools.v1.CreateResponse
+	(*GetRequest)(nil),              // 15: bettercompute.pools.v1.GetRequest
+	(*GetResponse)(nil),             // 16: bettercompute.pools.v1.GetResponse
+	(*ListRequest)(nil),             // 17: bettercompute.pools.v1.ListRequest
+	(*ListResponse)(nil),            // 18: bettercompute.pools.v1.ListResponse
+	(*UpdateRequest)(nil),           // 19: bettercompute.pools.v1.UpdateRequest
+	(*UpdateResponse)(nil),          // 20: bettercompute.pools.v1.UpdateResponse
+	(*DeleteRequest)(nil),           // 21: bettercompute.pools.v1.DeleteRequest
+	(*DeleteResponse)(nil),          // 22: bettercompute.pools.v1.DeleteResponse
+	(*SetQuotaRequest)(nil),         // 23: bettercompute.pools.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),        // 24: bettercompute.pools.v1.SetQuotaResponse
+	(*GrantRequest)(nil),            // 25: bettercompute.pools.v1.GrantRequest
+	(*GrantResponse)(nil),           // 26: bettercompute.pools.v1.GrantResponse
+	(*RevokeGrantRequest)(nil),      // 27: bettercompute.pools.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),     // 28: bettercompute.pools.v1.RevokeGrantResponse
+	(*ListGrantsRequest)(nil),       // 29: bettercompute.pools.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),      // 30: bettercompute.pools.v1.ListGrantsResponse
+	(*ListPreemptionsRequest)(nil),  // 31: bettercompute.pools.v1.ListPreemptionsRequest
+	(*Preemption)(nil),              // 32: bettercompute.pools.v1.Preemption
+	(*ListPreemptionsResponse)(nil), // 33: bettercompute.pools.v1.ListPreemptionsResponse
+	nil,                             // 34: bettercompute.pools.v1.Pool.NodeSelectorEntry
+	nil,                             // 35: bettercompute.pools.v1.Resources.GpusEntry
+	nil,                             // 36: bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
+	nil,                             // 37: bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
+	(*timestamppb.Timestamp)(nil),   // 38: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 39: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),   // 40: google.protobuf.FieldMask
 }
 var file_bettercompute_pools_v1_pools_proto_depIdxs = []int32{
-	31, // 0: bettercompute.pools.v1.Pool.node_selector:type_name -> bettercompute.pools.v1.Pool.NodeSelectorEntry
-	7,  // 1: bettercompute.pools.v1.Pool.capacity:type_name -> bettercompute.pools.v1.Capacity
-	9,  // 2: bettercompute.pools.v1.Pool.quota:type_name -> bettercompute.pools.v1.Quota
-	35, // 3: bettercompute.pools.v1.Pool.create_time:type_name -> google.protobuf.Timestamp
-	35, // 4: bettercompute.pools.v1.Pool.update_time:type_name -> google.protobuf.Timestamp
-	36, // 5: bettercompute.pools.v1.Pool.preemption_grace_period:type_name -> google.protobuf.Duration
-	6,  // 6: bettercompute.pools.v1.Pool.grant:type_name -> bettercompute.pools.v1.Grant
-	3,  // 7: bettercompute.pools.v1.Pool.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
-	36, // 8: bettercompute.pools.v1.Pool.gang_reservation_wait:type_name -> google.protobuf.Duration
+	34, // 0: bettercompute.pools.v1.Pool.node_selector:type_name -> bettercompute.pools.v1.Pool.NodeSelectorEntry
+	10, // 1: bettercompute.pools.v1.Pool.capacity:type_name -> bettercompute.pools.v1.Capacity
+	12, // 2: bettercompute.pools.v1.Pool.quota:type_name -> bettercompute.pools.v1.Quota
+	38, // 3: bettercompute.pools.v1.Pool.create_time:type_name -> google.protobuf.Timestamp
+	38, // 4: bettercompute.pools.v1.Pool.update_time:type_name -> google.protobuf.Timestamp
+	39, // 5: bettercompute.pools.v1.Pool.preemption_grace_period:type_name -> google.protobuf.Duration
+	9,  // 6: bettercompute.pools.v1.Pool.grant:type_name -> bettercompute.pools.v1.Grant
+	6,  // 7: bettercompute.pools.v1.Pool.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
+	39, // 8: bettercompute.pools.v1.Pool.gang_reservation_wait:type_name -> google.protobuf.Duration
 	2,  // 9: bettercompute.pools.v1.Pool.remediation:type_name -> bettercompute.pools.v1.RemediationPolicy
-	4,  // 10: bettercompute.pools.v1.GpuHealthPolicy.rules:type_name -> bettercompute.pools.v1.GpuHealthRule
-	0,  // 11: bettercompute.pools.v1.GpuHealthPolicy.on_unhealthy_lease:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
-	36, // 12: bettercompute.pools.v1.GpuHealthRule.window:type_name -> google.protobuf.Duration
-	32, // 13: bettercompute.pools.v1.Resources.gpus:type_name -> bettercompute.pools.v1.Resources.GpusEntry
-	5,  // 14: bettercompute.pools.v1.Grant.nominal:type_name -> bettercompute.pools.v1.Resources
-	5,  // 15: bettercompute.pools.v1.Grant.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
-	5,  // 16: bettercompute.pools.v1.Grant.used:type_name -> bettercompute.pools.v1.Resources
-	5,  // 17: bettercompute.pools.v1.Grant.borrowed:type_name -> bettercompute.pools.v1.Resources
-	5,  // 18: bettercompute.pools.v1.Grant.borrowable:type_name -> bettercompute.pools.v1.Resources
-	35, // 19: bettercompute.pools.v1.Grant.create_time:type_name -> google.protobuf.Timestamp
-	35, // 20: bettercompute.pools.v1.Grant.update_time:type_name -> google.protobuf.Timestamp
-	35, // 21: bettercompute.pools.v1.Grant.revoke_time:type_name -> google.protobuf.Timestamp
-	8,  // 22: bettercompute.pools.v1.Capacity.gpus:type_name -> bettercompute.pools.v1.GpuCapacity
-	33, // 23: bettercompute.pools.v1.CreateRequest.node_selector:type_name -> bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
-	36, // 24: bettercompute.pools.v1.CreateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
-	3,  // 25: bettercompute.pools.v1.CreateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
-	36, // 26: bettercompute.pools.v1.CreateRequest.gang_reservation_wait:type_name -> google.protobuf.Duration
-	2,  // 27: bettercompute.pools.v1.CreateRequest.remediation:type_name -> bettercompute.pools.v1.RemediationPolicy
-	1,  // 28: bettercompute.pools.v1.CreateResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	1,  // 29: bettercompute.pools.v1.GetResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	1,  // 30: bettercompute.pools.v1.ListResponse.pools:type_name -> bettercompute.pools.v1.Pool
-	34, // 31: bettercompute.pools.v1.UpdateRequest.node_selector:type_name -> bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
-	37, // 32: bettercompute.pools.v1.UpdateRequest.update_mask:type_name -> google.protobuf.FieldMask
-	36, // 33: bettercompute.pools.v1.UpdateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
-	3,  // 34: bettercompute.pools.v1.UpdateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
-	36, // 35: bettercompute.pools.v1.UpdateRequest.gang_reservation_wait:type_name -> google.protobuf.Duration
-	2,  // 36: bettercompute.pools.v1.UpdateRequest.remediation:type_name -> bettercompute.pools.v1.RemediationPolicy
-	1,  // 37: bettercompute.pools.v1.UpdateResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	9,  // 38: bettercompute.pools.v1.SetQuotaRequest.quota:type_name -> bettercompute.pools.v1.Quota
-	1,  // 39: bettercompute.pools.v1.SetQuotaResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	5,  // 40: bettercompute.pools.v1.GrantRequest.nominal:type_name -> bettercompute.pools.v1.Resources
-	5,  // 41: bettercompute.pools.v1.GrantRequest.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
-	6,  // 42: bettercompute.pools.v1.GrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
-	6,  // 43: bettercompute.pools.v1.RevokeGrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
-	6,  // 44: bettercompute.pools.v1.ListGrantsResponse.grants:type_name -> bettercompute.pools.v1.Grant
-	35, // 45: bettercompute.pools.v1.ListPreemptionsRequest.since_time:type_name -> google.protobuf.Timestamp
-	35, // 46: bettercompute.pools.v1.Preemption.preempt_time:type_name -> google.protobuf.Timestamp
-	29, // 47: bettercompute.pools.v1.ListPreemptionsResponse.preemptions:type_name -> bettercompute.pools.v1.Preemption
-	10, // 48: bettercompute.pools.v1.PoolsService.Create:input_type -> bettercompute.pools.v1.CreateRequest
-	12, // 49: bettercompute.pools.v1.PoolsService.Get:input_type -> bettercompute.pools.v1.GetRequest
-	14, // 50: bettercompute.pools.v1.PoolsService.List:input_type -> bettercompute.pools.v1.ListRequest
-	16, // 51: bettercompute.pools.v1.PoolsService.Update:input_type -> bettercompute.pools.v1.UpdateRequest
-	18, // 52: bettercompute.pools.v1.PoolsService.Delete:input_type -> bettercompute.pools.v1.DeleteRequest
-	20, // 53: bettercompute.pools.v1.PoolsService.SetQuota:input_type -> bettercompute.pools.v1.SetQuotaRequest
-	22, // 54: bettercompute.pools.v1.PoolsService.Grant:input_type -> bettercompute.pools.v1.GrantRequest
-	24, // 55: bettercompute.pools.v1.PoolsService.RevokeGrant:input_type -> bettercompute.pools.v1.RevokeGrantRequest
-	26, // 56: bettercompute.pools.v1.PoolsService.ListGrants:input_type -> bettercompute.pools.v1.ListGrantsRequest
-	28, // 57: bettercompute.pools.v1.PoolsService.ListPreemptions:input_type -> bettercompute.pools.v1.ListPreemptionsRequest
-	11, // 58: bettercompute.pools.v1.PoolsService.Create:output_type -> bettercompute.pools.v1.CreateResponse
-	13, // 59: bettercompute.pools.v1.PoolsService.Get:output_type -> bettercompute.pools.v1.GetResponse
-	15, // 60: bettercompute.pools.v1.PoolsService.List:output_type -> bettercompute.pools.v1.ListResponse
-	17, // 61: bettercompute.pools.v1.PoolsService.Update:output_type -> bettercompute.pools.v1.UpdateResponse
-	19, // 62: bettercompute.pools.v1.PoolsService.Delete:output_type -> bettercompute.pools.v1.DeleteResponse
-	21, // 63: bettercompute.pools.v1.PoolsService.SetQuota:output_type -> bettercompute.pools.v1.SetQuotaResponse
-	23, // 64: bettercompute.pools.v1.PoolsService.Grant:output_type -> bettercompute.pools.v1.GrantResponse
-	25, // 65: bettercompute.pools.v1.PoolsService.RevokeGrant:output_type -> bettercompute.pools.v1.RevokeGrantResponse
-	27, // 66: bettercompute.pools.v1.PoolsService.ListGrants:output_type -> bettercompute.pools.v1.ListGrantsResponse
-	30, // 67: bettercompute.pools.v1.PoolsService.ListPreemptions:output_type -> bettercompute.pools.v1.ListPreemptionsResponse
-	58, // [58:68] is the sub-list for method output_type
-	48, // [48:58] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	3,  // 10: bettercompute.pools.v1.RemediationPolicy.rules:type_name -> bettercompute.pools.v1.RemediationRule
+	4,  // 11: bettercompute.pools.v1.RemediationPolicy.ladders:type_name -> bettercompute.pools.v1.RemediationLadder
+	5,  // 12: bettercompute.pools.v1.RemediationLadder.steps:type_name -> bettercompute.pools.v1.RemediationStep
+	39, // 13: bettercompute.pools.v1.RemediationStep.window:type_name -> google.protobuf.Duration
+	7,  // 14: bettercompute.pools.v1.GpuHealthPolicy.rules:type_name -> bettercompute.pools.v1.GpuHealthRule
+	0,  // 15: bettercompute.pools.v1.GpuHealthPolicy.on_unhealthy_lease:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
+	39, // 16: bettercompute.pools.v1.GpuHealthRule.window:type_name -> google.protobuf.Duration
+	35, // 17: bettercompute.pools.v1.Resources.gpus:type_name -> bettercompute.pools.v1.Resources.GpusEntry
+	8,  // 18: bettercompute.pools.v1.Grant.nominal:type_name -> bettercompute.pools.v1.Resources
+	8,  // 19: bettercompute.pools.v1.Grant.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
+	8,  // 20: bettercompute.pools.v1.Grant.used:type_name -> bettercompute.pools.v1.Resources
+	8,  // 21: bettercompute.pools.v1.Grant.borrowed:type_name -> bettercompute.pools.v1.Resources
+	8,  // 22: bettercompute.pools.v1.Grant.borrowable:type_name -> bettercompute.pools.v1.Resources
+	38, // 23: bettercompute.pools.v1.Grant.create_time:type_name -> google.protobuf.Timestamp
+	38, // 24: bettercompute.pools.v1.Grant.update_time:type_name -> google.protobuf.Timestamp
+	38, // 25: bettercompute.pools.v1.Grant.revoke_time:type_name -> google.protobuf.Timestamp
+	11, // 26: bettercompute.pools.v1.Capacity.gpus:type_name -> bettercompute.pools.v1.GpuCapacity
+	36, // 27: bettercompute.pools.v1.CreateRequest.node_selector:type_name -> bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
+	39, // 28: bettercompute.pools.v1.CreateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
+	6,  // 29: bettercompute.pools.v1.CreateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
+	39, // 30: bettercompute.pools.v1.CreateRequest.gang_reservation_wait:type_name -> google.protobuf.Duration
+	2,  // 31: bettercompute.pools.v1.CreateRequest.remediation:type_name -> bettercompute.pools.v1.RemediationPolicy
+	1,  // 32: bettercompute.pools.v1.CreateResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	1,  // 33: bettercompute.pools.v1.GetResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	1,  // 34: bettercompute.pools.v1.ListResponse.pools:type_name -> bettercompute.pools.v1.Pool
+	37, // 35: bettercompute.pools.v1.UpdateRequest.node_selector:type_name -> bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
+	40, // 36: bettercompute.pools.v1.UpdateRequest.update_mask:type_name -> google.protobuf.FieldMask
+	39, // 37: bettercompute.pools.v1.UpdateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
+	6,  // 38: bettercompute.pools.v1.UpdateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
+	39, // 39: bettercompute.pools.v1.UpdateRequest.gang_reservation_wait:type_name -> google.protobuf.Duration
+	2,  // 40: bettercompute.pools.v1.UpdateRequest.remediation:type_name -> bettercompute.pools.v1.RemediationPolicy
+	1,  // 41: bettercompute.pools.v1.UpdateResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	12, // 42: bettercompute.pools.v1.SetQuotaRequest.quota:type_name -> bettercompute.pools.v1.Quota
+	1,  // 43: bettercompute.pools.v1.SetQuotaResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	8,  // 44: bettercompute.pools.v1.GrantRequest.nominal:type_name -> bettercompute.pools.v1.Resources
+	8,  // 45: bettercompute.pools.v1.GrantRequest.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
+	9,  // 46: bettercompute.pools.v1.GrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
+	9,  // 47: bettercompute.pools.v1.RevokeGrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
+	9,  // 48: bettercompute.pools.v1.ListGrantsResponse.grants:type_name -> bettercompute.pools.v1.Grant
+	38, // 49: bettercompute.pools.v1.ListPreemptionsRequest.since_time:type_name -> google.protobuf.Timestamp
+	38, // 50: bettercompute.pools.v1.Preemption.preempt_time:type_name -> google.protobuf.Timestamp
+	32, // 51: bettercompute.pools.v1.ListPreemptionsResponse.preemptions:type_name -> bettercompute.pools.v1.Preemption
+	13, // 52: bettercompute.pools.v1.PoolsService.Create:input_type -> bettercompute.pools.v1.CreateRequest
+	15, // 53: bettercompute.pools.v1.PoolsService.Get:input_type -> bettercompute.pools.v1.GetRequest
+	17, // 54: bettercompute.pools.v1.PoolsService.List:input_type -> bettercompute.pools.v1.ListRequest
+	19, // 55: bettercompute.pools.v1.PoolsService.Update:input_type -> bettercompute.pools.v1.UpdateRequest
+	21, // 56: bettercompute.pools.v1.PoolsService.Delete:input_type -> bettercompute.pools.v1.DeleteRequest
+	23, // 57: bettercompute.pools.v1.PoolsService.SetQuota:input_type -> bettercompute.pools.v1.SetQuotaRequest
+	25, // 58: bettercompute.pools.v1.PoolsService.Grant:input_type -> bettercompute.pools.v1.GrantRequest
+	27, // 59: bettercompute.pools.v1.PoolsService.RevokeGrant:input_type -> bettercompute.pools.v1.RevokeGrantRequest
+	29, // 60: bettercompute.pools.v1.PoolsService.ListGrants:input_type -> bettercompute.pools.v1.ListGrantsRequest
+	31, // 61: bettercompute.pools.v1.PoolsService.ListPreemptions:input_type -> bettercompute.pools.v1.ListPreemptionsRequest
+	14, // 62: bettercompute.pools.v1.PoolsService.Create:output_type -> bettercompute.pools.v1.CreateResponse
+	16, // 63: bettercompute.pools.v1.PoolsService.Get:output_type -> bettercompute.pools.v1.GetResponse
+	18, // 64: bettercompute.pools.v1.PoolsService.List:output_type -> bettercompute.pools.v1.ListResponse
+	20, // 65: bettercompute.pools.v1.PoolsService.Update:output_type -> bettercompute.pools.v1.UpdateResponse
+	22, // 66: bettercompute.pools.v1.PoolsService.Delete:output_type -> bettercompute.pools.v1.DeleteResponse
+	24, // 67: bettercompute.pools.v1.PoolsService.SetQuota:output_type -> bettercompute.pools.v1.SetQuotaResponse
+	26, // 68: bettercompute.pools.v1.PoolsService.Grant:output_type -> bettercompute.pools.v1.GrantResponse
+	28, // 69: bettercompute.pools.v1.PoolsService.RevokeGrant:output_type -> bettercompute.pools.v1.RevokeGrantResponse
+	30, // 70: bettercompute.pools.v1.PoolsService.ListGrants:output_type -> bettercompute.pools.v1.ListGrantsResponse
+	33, // 71: bettercompute.pools.v1.PoolsService.ListPreemptions:output_type -> bettercompute.pools.v1.ListPreemptionsResponse
+	62, // [62:72] is the sub-list for method output_type
+	52, // [52:62] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_pools_v1_pools_proto_init() }
@@ -2692,14 +2916,14 @@ func file_bettercompute_pools_v1_pools_proto_init() {
 	if File_bettercompute_pools_v1_pools_proto != nil {
 		return
 	}
-	file_bettercompute_pools_v1_pools_proto_msgTypes[8].OneofWrappers = []any{}
+	file_bettercompute_pools_v1_pools_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_pools_v1_pools_proto_rawDesc), len(file_bettercompute_pools_v1_pools_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,7 +28,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/pools/v1/pools.proto.
  */
 export const file_bettercompute_pools_v1_pools: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL3Bvb2xzL3YxL3Bvb2xzLnByb3RvEhZiZXR0ZXJjb21wdXRlLnBvb2xzLnYxIuUGCgRQb29sEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEkUKDW5vZGVfc2VsZWN0b3IYBSADKAsyLi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBiADKAkSMgoIY2FwYWNpdHkYByABKAsyIC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNhcGFjaXR5EiwKBXF1b3RhGAggASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5RdW90YRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjoKF3ByZWVtcHRpb25fZ3JhY2VfcGVyaW9kGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3ByaW9yaXR5X3ByZWVtcHRpb24YDCABKAgSDwoHZ3JhbnRlZBgNIAEoCBIsCgVncmFudBgOIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQSFAoMdHVubmVsX3BvcnRzGA8gAygFEkIKEWdwdV9oZWFsdGhfcG9saWN5GBAgASgLMicuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcHVIZWFsdGhQb2xpY3kSFwoPdG9wb2xvZ3lfbGV2ZWxzGBEgAygJEjgKFWdhbmdfcmVzZXJ2YXRpb25fd2FpdBgSIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI+CgtyZW1lZGlhdGlvbhgTIAEoCzIpLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVtZWRpYXRpb25Qb2xpY3kaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ATpEyqAZQAoCaWQKBG5hbWUKC2Rlc2NyaXB0aW9uCgdncmFudGVkChJwcmlvcml0eVByZWVtcHRpb24KCmNyZWF0ZVRpbWUiVgoRUmVtZWRpYXRpb25Qb2xpY3kSEAoIZGlzYWJsZWQYASABKAgSEQoJbWF4X25vZGVzGAIgASgFEhwKFGZhaWx1cmVfZG9tYWluX2xhYmVsGAMgASgJIpEBCg9HcHVIZWFsdGhQb2xpY3kSNAoFcnVsZXMYASADKAsyJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFJ1bGUSSAoSb25fdW5oZWFsdGh5X2xlYXNlGAIgASgOMiwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VbmhlYWx0aHlMZWFzZUFjdGlvbiJ7Cg1HcHVIZWFsdGhSdWxlEg0KBWNoZWNrGAEgASgJEg0KBWNvZGVzGAIgAygDEhEKCW1pbl9jb3VudBgDIAEoAxIOCgZlZmZlY3QYBCABKAkSKQoGd2luZG93GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIpcBCglSZXNvdXJjZXMSOQoEZ3B1cxgBIAMoCzIrLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzLkdwdXNFbnRyeRIMCgRjcHVzGAIgASgFEhQKDG1lbW9yeV9ieXRlcxgDIAEoAxorCglHcHVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ASKsBAoFR3JhbnQSCgoCaWQYASABKAkSDwoHcG9vbF9pZBgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSMgoHbm9taW5hbBgEIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEjoKD2JvcnJvd2luZ19saW1pdBgFIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEg4KBndlaWdodBgGIAEoBRIvCgR1c2VkGAcgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSMwoIYm9ycm93ZWQYCCABKAsyIS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcxI1Cgpib3Jyb3dhYmxlGAkgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSLwoLY3JlYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZXZva2VfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6Q8qgGT8KAmlkCgZwb29sSWQKCHRlbmFudElkCgZ3ZWlnaHQKB25vbWluYWwKCmNyZWF0ZVRpbWUKCnJldm9rZVRpbWUiwwEKCENhcGFjaXR5Eg0KBW5vZGVzGAEgASgFEhkKEXNjaGVkdWxhYmxlX25vZGVzGAIgASgFEjEKBGdwdXMYAyADKAsyIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUNhcGFjaXR5EgwKBGNwdXMYBCABKAMSFgoOY3B1c19hbGxvY2F0ZWQYBSABKAMSFAoMbWVtb3J5X2J5dGVzGAYgASgDEh4KFm1lbW9yeV9hbGxvY2F0ZWRfYnl0ZXMYByABKAMiZgoLR3B1Q2FwYWNpdHkSDQoFbW9kZWwYASABKAkSDQoFdG90YWwYAiABKAUSEwoLc2NoZWR1bGFibGUYAyABKAUSEQoJYWxsb2NhdGVkGAQgASgFEhEKCWF2YWlsYWJsZRgFIAEoBSKrAQoFUXVvdGESFQoIbWF4X2dwdXMYASABKAVIAIgBARIVCghtYXhfY3B1cxgCIAEoBUgBiAEBEh0KEG1heF9tZW1vcnlfYnl0ZXMYAyABKANIAogBARIXCgptYXhfbGVhc2VzGAQgASgFSAOIAQFCCwoJX21heF9ncHVzQgsKCV9tYXhfY3B1c0ITChFfbWF4X21lbW9yeV9ieXRlc0INCgtfbWF4X2xlYXNlcyKPBAoNQ3JlYXRlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEk4KDW5vZGVfc2VsZWN0b3IYAyADKAsyNy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlcXVlc3QuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBCADKAkSOgoXcHJlZW1wdGlvbl9ncmFjZV9wZXJpb2QYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGwoTcHJpb3JpdHlfcHJlZW1wdGlvbhgGIAEoCBIUCgx0dW5uZWxfcG9ydHMYByADKAUSQgoRZ3B1X2hlYWx0aF9wb2xpY3kYCCABKAsyJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFBvbGljeRIXCg90b3BvbG9neV9sZXZlbHMYCSADKAkSOAoVZ2FuZ19yZXNlcnZhdGlvbl93YWl0GAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEj4KC3JlbWVkaWF0aW9uGAsgASgLMikuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZW1lZGlhdGlvblBvbGljeRozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKDkNyZWF0ZVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI5CgtHZXRSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIjQKC0xpc3RSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlQKDExpc3RSZXNwb25zZRIrCgVwb29scxgBIAMoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkivgQKDVVwZGF0ZVJlcXVlc3QSCgoCaWQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSTgoNbm9kZV9zZWxlY3RvchgDIAMoCzI3LmJldHRlcmNvbXB1dGUucG9vbHMudjEuVXBkYXRlUmVxdWVzdC5Ob2RlU2VsZWN0b3JFbnRyeRIQCghub2RlX2lkcxgEIAMoCRIvCgt1cGRhdGVfbWFzaxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSOgoXcHJlZW1wdGlvbl9ncmFjZV9wZXJpb2QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGwoTcHJpb3JpdHlfcHJlZW1wdGlvbhgHIAEoCBIUCgx0dW5uZWxfcG9ydHMYCCADKAUSQgoRZ3B1X2hlYWx0aF9wb2xpY3kYCSABKAsyJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFBvbGljeRIXCg90b3BvbG9neV9sZXZlbHMYCiADKAkSOAoVZ2FuZ19yZXNlcnZhdGlvbl93YWl0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEj4KC3JlbWVkaWF0aW9uGAwgASgLMikuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZW1lZGlhdGlvblBvbGljeRozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKDlVwZGF0ZVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wiGwoNRGVsZXRlUmVxdWVzdBIKCgJpZBgBIAEoCSIQCg5EZWxldGVSZXNwb25zZSJQCg9TZXRRdW90YVJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIsCgVxdW90YRgCIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUXVvdGEiPgoQU2V0UXVvdGFSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIrIBCgxHcmFudFJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSMgoHbm9taW5hbBgDIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEjoKD2JvcnJvd2luZ19saW1pdBgEIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEg4KBndlaWdodBgFIAEoBSI9Cg1HcmFudFJlc3BvbnNlEiwKBWdyYW50GAEgASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudCI4ChJSZXZva2VHcmFudFJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkiQwoTUmV2b2tlR3JhbnRSZXNwb25zZRIsCgVncmFudBgBIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQiZAoRTGlzdEdyYW50c1JlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIXCg9pbmNsdWRlX3Jldm9rZWQYAiABKAgSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiXAoSTGlzdEdyYW50c1Jlc3BvbnNlEi0KBmdyYW50cxgBIAMoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoABChZMaXN0UHJlZW1wdGlvbnNSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSLgoKc2luY2VfdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiowIKClByZWVtcHRpb24SEAoIbGVhc2VfaWQYASABKAkSDwoHcG9vbF9pZBgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSEAoIcHJpb3JpdHkYCCABKAUSDgoGcmVhc29uGAkgASgJEjAKDHByZWVtcHRfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6RsqgGUIKB2xlYXNlSWQKCHRlbmFudElkCgRncHVzCghncHVNb2RlbAoIcHJpb3JpdHkKBnJlYXNvbgoLcHJlZW1wdFRpbWUiawoXTGlzdFByZWVtcHRpb25zUmVzcG9uc2USNwoLcHJlZW1wdGlvbnMYASADKAsyIi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlByZWVtcHRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKn8KFFVuaGVhbHRoeUxlYXNlQWN0aW9uEiYKIlVOSEVBTFRIWV9MRUFTRV9BQ1RJT05fVU5TUEVDSUZJRUQQABIfChtVTkhFQUxUSFlfTEVBU0VfQUNUSU9OX0tFRVAQARIeChpVTkhFQUxUSFlfTEVBU0VfQUNUSU9OX0VORBACMrIKCgxQb29sc1NlcnZpY2USfgoGQ3JlYXRlEiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5DcmVhdGVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5wb29scy52MS5DcmVhdGVSZXNwb25zZSIlwqAZIQoFcG9vbHMSBmNyZWF0ZRoMcG9vbHMuY3JlYXRlKAEwARJvCgNHZXQSIi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdldFJlcXVlc3QaIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdldFJlc3BvbnNlIh+QAgHCoBkYCgVwb29scxIDZ2V0Ggpwb29scy5yZWFkEnMKBExpc3QSIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RSZXF1ZXN0GiQuYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0UmVzcG9uc2UiIJACAcKgGRkKBXBvb2xzEgRsaXN0Ggpwb29scy5yZWFkEnsKBlVwZGF0ZRIlLmJldHRlcmNvbXB1dGUucG9vbHMudjEuVXBkYXRlUmVxdWVzdBomLmJldHRlcmNvbXB1dGUucG9vbHMudjEuVXBkYXRlUmVzcG9uc2UiIsKgGR4KBXBvb2xzEgZ1cGRhdGUaC3Bvb2xzLndyaXRlMAESfAoGRGVsZXRlEiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5EZWxldGVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5wb29scy52MS5EZWxldGVSZXNwb25zZSIjwqAZHwoFcG9vbHMSBmRlbGV0ZRoMcG9vbHMuZGVsZXRlMAESgwEKCFNldFF1b3RhEicuYmV0dGVyY29tcHV0ZS5wb29scy52MS5TZXRRdW90YVJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlNldFF1b3RhUmVzcG9uc2UiJMKgGSAKBXBvb2xzEghzZXRRdW90YRoLcG9vbHMud3JpdGUwARJ5CgVHcmFudBIkLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnRSZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudFJlc3BvbnNlIiPCoBkfCgVwb29scxIFZ3JhbnQaC3Bvb2xzLndyaXRlKAEwARKPAQoLUmV2b2tlR3JhbnQSKi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJldm9rZUdyYW50UmVxdWVzdBorLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmV2b2tlR3JhbnRSZXNwb25zZSInwqAZIwoFcG9vbHMSC3Jldm9rZUdyYW50Ggtwb29scy53cml0ZTABEosBCgpMaXN0R3JhbnRzEikuYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0R3JhbnRzUmVxdWVzdBoqLmJldHRlcmNvbXB1dGUucG9vbHMudjEuTGlzdEdyYW50c1Jlc3BvbnNlIiaQAgHCoBkfCgVwb29scxIKbGlzdEdyYW50cxoKcG9vbHMucmVhZBKfAQoPTGlzdFByZWVtcHRpb25zEi4uYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0UHJlZW1wdGlvbnNSZXF1ZXN0Gi8uYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0UHJlZW1wdGlvbnNSZXNwb25zZSIrkAIBwqAZJAoFcG9vbHMSD2xpc3RQcmVlbXB0aW9ucxoKcG9vbHMucmVhZEJQWk5naXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL3Bvb2xzL3YxO3Bvb2xzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL3Bvb2xzL3YxL3Bvb2xzLnByb3RvEhZiZXR0ZXJjb21wdXRlLnBvb2xzLnYxIuUGCgRQb29sEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEkUKDW5vZGVfc2VsZWN0b3IYBSADKAsyLi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBiADKAkSMgoIY2FwYWNpdHkYByABKAsyIC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNhcGFjaXR5EiwKBXF1b3RhGAggASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5RdW90YRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjoKF3ByZWVtcHRpb25fZ3JhY2VfcGVyaW9kGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3ByaW9yaXR5X3ByZWVtcHRpb24YDCABKAgSDwoHZ3JhbnRlZBgNIAEoCBIsCgVncmFudBgOIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQSFAoMdHVubmVsX3BvcnRzGA8gAygFEkIKEWdwdV9oZWFsdGhfcG9saWN5GBAgASgLMicuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcHVIZWFsdGhQb2xpY3kSFwoPdG9wb2xvZ3lfbGV2ZWxzGBEgAygJEjgKFWdhbmdfcmVzZXJ2YXRpb25fd2FpdBgSIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI+CgtyZW1lZGlhdGlvbhgTIAEoCzIpLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVtZWRpYXRpb25Qb2xpY3kaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ATpEyqAZQAoCaWQKBG5hbWUKC2Rlc2NyaXB0aW9uCgdncmFudGVkChJwcmlvcml0eVByZWVtcHRpb24KCmNyZWF0ZVRpbWUiygEKEVJlbWVkaWF0aW9uUG9saWN5EhAKCGRpc2FibGVkGAEgASgIEhEKCW1heF9ub2RlcxgCIAEoBRIcChRmYWlsdXJlX2RvbWFpbl9sYWJlbBgDIAEoCRI2CgVydWxlcxgEIAMoCzInLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVtZWRpYXRpb25SdWxlEjoKB2xhZGRlcnMYBSADKAsyKS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlbWVkaWF0aW9uTGFkZGVyIj8KD1JlbWVkaWF0aW9uUnVsZRINCgVjaGVjaxgBIAEoCRINCgVjb2RlcxgCIAMoAxIOCgZsYWRkZXIYAyABKAkiWQoRUmVtZWRpYXRpb25MYWRkZXISDAoEbmFtZRgBIAEoCRI2CgVzdGVwcxgCIAMoCzInLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVtZWRpYXRpb25TdGVwIlsKD1JlbWVkaWF0aW9uU3RlcBIOCgZhY3Rpb24YASABKAkSDQoFbGV2ZWwYAiABKAUSKQoGd2luZG93GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIpEBCg9HcHVIZWFsdGhQb2xpY3kSNAoFcnVsZXMYASADKAsyJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFJ1bGUSSAoSb25fdW5oZWFsdGh5X2xlYXNlGAIgASgOMiwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VbmhlYWx0aHlMZWFzZUFjdGlvbiJ7Cg1HcHVIZWFsdGhSdWxlEg0KBWNoZWNrGAEgASgJEg0KBWNvZGVzGAIgAygDEhEKCW1pbl9jb3VudBgDIAEoAxIOCgZlZmZlY3QYBCABKAkSKQoGd2luZG93GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIpcBCglSZXNvdXJjZXMSOQoEZ3B1cxgBIAMoCzIrLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzLkdwdXNFbnRyeRIMCgRjcHVzGAIgASgFEhQKDG1lbW9yeV9ieXRlcxgDIAEoAxorCglHcHVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ASKsBAoFR3JhbnQSCgoCaWQYASABKAkSDwoHcG9vbF9pZBgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSMgoHbm9taW5hbBgEIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEjoKD2JvcnJvd2luZ19saW1pdBgFIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEg4KBndlaWdodBgGIAEoBRIvCgR1c2VkGAcgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSMwoIYm9ycm93ZWQYCCABKAsyIS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcxI1Cgpib3Jyb3dhYmxlGAkgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSLwoLY3JlYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZXZva2VfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6Q8qgGT8KAmlkCgZwb29sSWQKCHRlbmFudElkCgZ3ZWlnaHQKB25vbWluYWwKCmNyZWF0ZVRpbWUKCnJldm9rZVRpbWUiwwEKCENhcGFjaXR5Eg0KBW5vZGVzGAEgASgFEhkKEXNjaGVkdWxhYmxlX25vZGVzGAIgASgFEjEKBGdwdXMYAyADKAsyIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUNhcGFjaXR5EgwKBGNwdXMYBCABKAMSFgoOY3B1c19hbGxvY2F0ZWQYBSABKAMSFAoMbWVtb3J5X2J5dGVzGAYgASgDEh4KFm1lbW9yeV9hbGxvY2F0ZWRfYnl0ZXMYByABKAMiZgoLR3B1Q2FwYWNpdHkSDQoFbW9kZWwYASABKAkSDQoFdG90YWwYAiABKAUSEwoLc2NoZWR1bGFibGUYAyABKAUSEQoJYWxsb2NhdGVkGAQgASgFEhEKCWF2YWlsYWJsZRgFIAEoBSKrAQoFUXVvdGESFQoIbWF4X2dwdXMYASABKAVIAIgBARIVCghtYXhfY3B1cxgCIAEoBUgBiAEBEh0KEG1heF9tZW1vcnlfYnl0ZXMYAyABKANIAogBARIXCgptYXhfbGVhc2VzGAQgASgFSAOIAQFCCwoJX21heF9ncHVzQgsKCV9tYXhfY3B1c0ITChFfbWF4X21lbW9yeV9ieXRlc0INCgtfbWF4X2xlYXNlcyKPBAoNQ3JlYXRlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEk4KDW5vZGVfc2VsZWN0b3IYAyADKAsyNy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlcXVlc3QuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBCADKAkSOgoXcHJlZW1wdGlvbl9ncmFjZV9wZXJpb2QYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGwoTcHJpb3JpdHlfcHJlZW1wdGlvbhgGIAEoCBIUCgx0dW5uZWxfcG9ydHMYByADKAUSQgoRZ3B1X2hlYWx0aF9wb2xpY3kYCCABKAsyJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFBvbGljeRIXCg90b3BvbG9neV9sZXZlbHMYCSADKAkSOAoVZ2FuZ19yZXNlcnZhdGlvbl93YWl0GAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEj4KC3JlbWVkaWF0aW9uGAsgASgLMikuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZW1lZGlhdGlvblBvbGljeRozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKDkNyZWF0ZVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI5CgtHZXRSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIjQKC0xpc3RSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlQKDExpc3RSZXNwb25zZRIrCgVwb29scxgBIAMoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkivgQKDVVwZGF0ZVJlcXVlc3QSCgoCaWQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSTgoNbm9kZV9zZWxlY3RvchgDIAMoCzI3LmJldHRlcmNvbXB1dGUucG9vbHMudjEuVXBkYXRlUmVxdWVzdC5Ob2RlU2VsZWN0b3JFbnRyeRIQCghub2RlX2lkcxgEIAMoCRIvCgt1cGRhdGVfbWFzaxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSOgoXcHJlZW1wdGlvbl9ncmFjZV9wZXJpb2QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGwoTcHJpb3JpdHlfcHJlZW1wdGlvbhgHIAEoCBIUCgx0dW5uZWxfcG9ydHMYCCADKAUSQgoRZ3B1X2hlYWx0aF9wb2xpY3kYCSABKAsyJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFBvbGljeRIXCg90b3BvbG9neV9sZXZlbHMYCiADKAkSOAoVZ2FuZ19yZXNlcnZhdGlvbl93YWl0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEj4KC3JlbWVkaWF0aW9uGAwgASgLMikuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZW1lZGlhdGlvblBvbGljeRozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKDlVwZGF0ZVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wiGwoNRGVsZXRlUmVxdWVzdBIKCgJpZBgBIAEoCSIQCg5EZWxldGVSZXNwb25zZSJQCg9TZXRRdW90YVJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIsCgVxdW90YRgCIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUXVvdGEiPgoQU2V0UXVvdGFSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIrIBCgxHcmFudFJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSMgoHbm9taW5hbBgDIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEjoKD2JvcnJvd2luZ19saW1pdBgEIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEg4KBndlaWdodBgFIAEoBSI9Cg1HcmFudFJlc3BvbnNlEiwKBWdyYW50GAEgASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudCI4ChJSZXZva2VHcmFudFJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkiQwoTUmV2b2tlR3JhbnRSZXNwb25zZRIsCgVncmFudBgBIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQiZAoRTGlzdEdyYW50c1JlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIXCg9pbmNsdWRlX3Jldm9rZWQYAiABKAgSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiXAoSTGlzdEdyYW50c1Jlc3BvbnNlEi0KBmdyYW50cxgBIAMoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoABChZMaXN0UHJlZW1wdGlvbnNSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSLgoKc2luY2VfdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiowIKClByZWVtcHRpb24SEAoIbGVhc2VfaWQYASABKAkSDwoHcG9vbF9pZBgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSEAoIcHJpb3JpdHkYCCABKAUSDgoGcmVhc29uGAkgASgJEjAKDHByZWVtcHRfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6RsqgGUIKB2xlYXNlSWQKCHRlbmFudElkCgRncHVzCghncHVNb2RlbAoIcHJpb3JpdHkKBnJlYXNvbgoLcHJlZW1wdFRpbWUiawoXTGlzdFByZWVtcHRpb25zUmVzcG9uc2USNwoLcHJlZW1wdGlvbnMYASADKAsyIi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlByZWVtcHRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKn8KFFVuaGVhbHRoeUxlYXNlQWN0aW9uEiYKIlVOSEVBTFRIWV9MRUFTRV9BQ1RJT05fVU5TUEVDSUZJRUQQABIfChtVTkhFQUxUSFlfTEVBU0VfQUNUSU9OX0tFRVAQARIeChpVTkhFQUxUSFlfTEVBU0VfQUNUSU9OX0VORBACMrIKCgxQb29sc1NlcnZpY2USfgoGQ3JlYXRlEiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5DcmVhdGVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5wb29scy52MS5DcmVhdGVSZXNwb25zZSIlwqAZIQoFcG9vbHMSBmNyZWF0ZRoMcG9vbHMuY3JlYXRlKAEwARJvCgNHZXQSIi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdldFJlcXVlc3QaIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdldFJlc3BvbnNlIh+QAgHCoBkYCgVwb29scxIDZ2V0Ggpwb29scy5yZWFkEnMKBExpc3QSIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RSZXF1ZXN0GiQuYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0UmVzcG9uc2UiIJACAcKgGRkKBXBvb2xzEgRsaXN0Ggpwb29scy5yZWFkEnsKBlVwZGF0ZRIlLmJldHRlcmNvbXB1dGUucG9vbHMudjEuVXBkYXRlUmVxdWVzdBomLmJldHRlcmNvbXB1dGUucG9vbHMudjEuVXBkYXRlUmVzcG9uc2UiIsKgGR4KBXBvb2xzEgZ1cGRhdGUaC3Bvb2xzLndyaXRlMAESfAoGRGVsZXRlEiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5EZWxldGVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5wb29scy52MS5EZWxldGVSZXNwb25zZSIjwqAZHwoFcG9vbHMSBmRlbGV0ZRoMcG9vbHMuZGVsZXRlMAESgwEKCFNldFF1b3RhEicuYmV0dGVyY29tcHV0ZS5wb29scy52MS5TZXRRdW90YVJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlNldFF1b3RhUmVzcG9uc2UiJMKgGSAKBXBvb2xzEghzZXRRdW90YRoLcG9vbHMud3JpdGUwARJ5CgVHcmFudBIkLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnRSZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudFJlc3BvbnNlIiPCoBkfCgVwb29scxIFZ3JhbnQaC3Bvb2xzLndyaXRlKAEwARKPAQoLUmV2b2tlR3JhbnQSKi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJldm9rZUdyYW50UmVxdWVzdBorLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmV2b2tlR3JhbnRSZXNwb25zZSInwqAZIwoFcG9vbHMSC3Jldm9rZUdyYW50Ggtwb29scy53cml0ZTABEosBCgpMaXN0R3JhbnRzEikuYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0R3JhbnRzUmVxdWVzdBoqLmJldHRlcmNvbXB1dGUucG9vbHMudjEuTGlzdEdyYW50c1Jlc3BvbnNlIiaQAgHCoBkfCgVwb29scxIKbGlzdEdyYW50cxoKcG9vbHMucmVhZBKfAQoPTGlzdFByZWVtcHRpb25zEi4uYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0UHJlZW1wdGlvbnNSZXF1ZXN0Gi8uYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0UHJlZW1wdGlvbnNSZXNwb25zZSIrkAIBwqAZJAoFcG9vbHMSD2xpc3RQcmVlbXB0aW9ucxoKcG9vbHMucmVhZEJQWk5naXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL3Bvb2xzL3YxO3Bvb2xzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * Pool is a group of nodes that leases draw capacity from.
@@ -206,6 +206,23 @@ export type RemediationPolicy = Message<"bettercompute.pools.v1.RemediationPolic
    * @generated from field: string failure_domain_label = 3;
    */
   failureDomainLabel: string;
+
+  /**
+   * Rules tried before the default policy's (docs/remediation.md): the first whose check and
+   * codes match a remediation's reason picks its ladder. At most 32. A node in several pools
+   * takes their rules in pool id order.
+   *
+   * @generated from field: repeated bettercompute.pools.v1.RemediationRule rules = 4;
+   */
+  rules: RemediationRule[];
+
+  /**
+   * Ladders that replace the default policy's of the same name ("reset", "reboot", "service")
+   * or add new ones for the rules to name. At most 8.
+   *
+   * @generated from field: repeated bettercompute.pools.v1.RemediationLadder ladders = 5;
+   */
+  ladders: RemediationLadder[];
 };
 
 /**
@@ -214,6 +231,104 @@ export type RemediationPolicy = Message<"bettercompute.pools.v1.RemediationPolic
  */
 export const RemediationPolicySchema: GenMessage<RemediationPolicy> = /*@__PURE__*/
   messageDesc(file_bettercompute_pools_v1_pools, 1);
+
+/**
+ * RemediationRule picks a ladder for a health reason.
+ *
+ * @generated from message bettercompute.pools.v1.RemediationRule
+ */
+export type RemediationRule = Message<"bettercompute.pools.v1.RemediationRule"> & {
+  /**
+   * A check (xid, ecc_dbe, gpu_missing, …); empty matches any.
+   *
+   * @generated from field: string check = 1;
+   */
+  check: string;
+
+  /**
+   * Its codes (Xids, recovery actions); empty matches any. At most 64.
+   *
+   * @generated from field: repeated int64 codes = 2;
+   */
+  codes: bigint[];
+
+  /**
+   * The ladder: the pool's own or the default policy's.
+   *
+   * @generated from field: string ladder = 3;
+   */
+  ladder: string;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.RemediationRule.
+ * Use `create(RemediationRuleSchema)` to create a new message.
+ */
+export const RemediationRuleSchema: GenMessage<RemediationRule> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 2);
+
+/**
+ * RemediationLadder is a named ladder of steps: drain first, service last.
+ *
+ * @generated from message bettercompute.pools.v1.RemediationLadder
+ */
+export type RemediationLadder = Message<"bettercompute.pools.v1.RemediationLadder"> & {
+  /**
+   * Letters, digits, '-' and '_'; at most 32.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * 2 to 16 steps.
+   *
+   * @generated from field: repeated bettercompute.pools.v1.RemediationStep steps = 2;
+   */
+  steps: RemediationStep[];
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.RemediationLadder.
+ * Use `create(RemediationLadderSchema)` to create a new message.
+ */
+export const RemediationLadderSchema: GenMessage<RemediationLadder> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 3);
+
+/**
+ * RemediationStep is one step of a ladder.
+ *
+ * @generated from message bettercompute.pools.v1.RemediationStep
+ */
+export type RemediationStep = Message<"bettercompute.pools.v1.RemediationStep"> & {
+  /**
+   * drain, gpuReset, reboot, powerCycle, diagnose, verify or service.
+   *
+   * @generated from field: string action = 1;
+   */
+  action: string;
+
+  /**
+   * A diagnose's DCGM level, 1 to 4.
+   *
+   * @generated from field: int32 level = 2;
+   */
+  level: number;
+
+  /**
+   * A verify's window: above 0, at most 24h.
+   *
+   * @generated from field: google.protobuf.Duration window = 3;
+   */
+  window?: Duration | undefined;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.RemediationStep.
+ * Use `create(RemediationStepSchema)` to create a new message.
+ */
+export const RemediationStepSchema: GenMessage<RemediationStep> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 4);
 
 /**
  * GpuHealthPolicy overrides the default GPU health policy on a pool's members (docs/gpus.md, "The
@@ -244,7 +359,7 @@ export type GpuHealthPolicy = Message<"bettercompute.pools.v1.GpuHealthPolicy"> 
  * Use `create(GpuHealthPolicySchema)` to create a new message.
  */
 export const GpuHealthPolicySchema: GenMessage<GpuHealthPolicy> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 2);
+  messageDesc(file_bettercompute_pools_v1_pools, 5);
 
 /**
  * GpuHealthRule matches signals of one check and gives them an effect.
@@ -295,7 +410,7 @@ export type GpuHealthRule = Message<"bettercompute.pools.v1.GpuHealthRule"> & {
  * Use `create(GpuHealthRuleSchema)` to create a new message.
  */
 export const GpuHealthRuleSchema: GenMessage<GpuHealthRule> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 3);
+  messageDesc(file_bettercompute_pools_v1_pools, 6);
 
 /**
  * Resources is an amount of a pool's capacity: GPUs by model, CPUs and memory.
@@ -326,7 +441,7 @@ export type Resources = Message<"bettercompute.pools.v1.Resources"> & {
  * Use `create(ResourcesSchema)` to create a new message.
  */
 export const ResourcesSchema: GenMessage<Resources> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 4);
+  messageDesc(file_bettercompute_pools_v1_pools, 7);
 
 /**
  * Grant shares a pool with a tenant other than its owner.
@@ -417,7 +532,7 @@ export type Grant = Message<"bettercompute.pools.v1.Grant"> & {
  * Use `create(GrantSchema)` to create a new message.
  */
 export const GrantSchema: GenMessage<Grant> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 5);
+  messageDesc(file_bettercompute_pools_v1_pools, 8);
 
 /**
  * Capacity is what a pool's members have and what leases hold.
@@ -472,7 +587,7 @@ export type Capacity = Message<"bettercompute.pools.v1.Capacity"> & {
  * Use `create(CapacitySchema)` to create a new message.
  */
 export const CapacitySchema: GenMessage<Capacity> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 6);
+  messageDesc(file_bettercompute_pools_v1_pools, 9);
 
 /**
  * GpuCapacity counts a pool's GPUs of one model.
@@ -521,7 +636,7 @@ export type GpuCapacity = Message<"bettercompute.pools.v1.GpuCapacity"> & {
  * Use `create(GpuCapacitySchema)` to create a new message.
  */
 export const GpuCapacitySchema: GenMessage<GpuCapacity> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 7);
+  messageDesc(file_bettercompute_pools_v1_pools, 10);
 
 /**
  * Quota limits a tenant's pending and running leases in a pool. An unset limit is no limit.
@@ -555,7 +670,7 @@ export type Quota = Message<"bettercompute.pools.v1.Quota"> & {
  * Use `create(QuotaSchema)` to create a new message.
  */
 export const QuotaSchema: GenMessage<Quota> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 8);
+  messageDesc(file_bettercompute_pools_v1_pools, 11);
 
 /**
  * CreateRequest describes the new pool.
@@ -640,7 +755,7 @@ export type CreateRequest = Message<"bettercompute.pools.v1.CreateRequest"> & {
  * Use `create(CreateRequestSchema)` to create a new message.
  */
 export const CreateRequestSchema: GenMessage<CreateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 9);
+  messageDesc(file_bettercompute_pools_v1_pools, 12);
 
 /**
  * CreateResponse carries the pool.
@@ -659,7 +774,7 @@ export type CreateResponse = Message<"bettercompute.pools.v1.CreateResponse"> & 
  * Use `create(CreateResponseSchema)` to create a new message.
  */
 export const CreateResponseSchema: GenMessage<CreateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 10);
+  messageDesc(file_bettercompute_pools_v1_pools, 13);
 
 /**
  * GetRequest names a pool.
@@ -678,7 +793,7 @@ export type GetRequest = Message<"bettercompute.pools.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 11);
+  messageDesc(file_bettercompute_pools_v1_pools, 14);
 
 /**
  * GetResponse carries the pool.
@@ -697,7 +812,7 @@ export type GetResponse = Message<"bettercompute.pools.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 12);
+  messageDesc(file_bettercompute_pools_v1_pools, 15);
 
 /**
  * ListRequest pages through pools.
@@ -723,7 +838,7 @@ export type ListRequest = Message<"bettercompute.pools.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 13);
+  messageDesc(file_bettercompute_pools_v1_pools, 16);
 
 /**
  * ListResponse is one page of pools.
@@ -749,7 +864,7 @@ export type ListResponse = Message<"bettercompute.pools.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 14);
+  messageDesc(file_bettercompute_pools_v1_pools, 17);
 
 /**
  * UpdateRequest changes the fields named in update_mask.
@@ -834,7 +949,7 @@ export type UpdateRequest = Message<"bettercompute.pools.v1.UpdateRequest"> & {
  * Use `create(UpdateRequestSchema)` to create a new message.
  */
 export const UpdateRequestSchema: GenMessage<UpdateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 15);
+  messageDesc(file_bettercompute_pools_v1_pools, 18);
 
 /**
  * UpdateResponse carries the pool.
@@ -853,7 +968,7 @@ export type UpdateResponse = Message<"bettercompute.pools.v1.UpdateResponse"> & 
  * Use `create(UpdateResponseSchema)` to create a new message.
  */
 export const UpdateResponseSchema: GenMessage<UpdateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 16);
+  messageDesc(file_bettercompute_pools_v1_pools, 19);
 
 /**
  * DeleteRequest names a pool.
@@ -872,7 +987,7 @@ export type DeleteRequest = Message<"bettercompute.pools.v1.DeleteRequest"> & {
  * Use `create(DeleteRequestSchema)` to create a new message.
  */
 export const DeleteRequestSchema: GenMessage<DeleteRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 17);
+  messageDesc(file_bettercompute_pools_v1_pools, 20);
 
 /**
  * DeleteResponse is empty.
@@ -887,7 +1002,7 @@ export type DeleteResponse = Message<"bettercompute.pools.v1.DeleteResponse"> & 
  * Use `create(DeleteResponseSchema)` to create a new message.
  */
 export const DeleteResponseSchema: GenMessage<DeleteResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 18);
+  messageDesc(file_bettercompute_pools_v1_pools, 21);
 
 /**
  * SetQuotaRequest sets the quota of the caller's tenant in a pool; a quota with no limit set
@@ -912,7 +1027,7 @@ export type SetQuotaRequest = Message<"bettercompute.pools.v1.SetQuotaRequest"> 
  * Use `create(SetQuotaRequestSchema)` to create a new message.
  */
 export const SetQuotaRequestSchema: GenMessage<SetQuotaRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 19);
+  messageDesc(file_bettercompute_pools_v1_pools, 22);
 
 /**
  * SetQuotaResponse carries the pool with its quota.
@@ -931,7 +1046,7 @@ export type SetQuotaResponse = Message<"bettercompute.pools.v1.SetQuotaResponse"
  * Use `create(SetQuotaResponseSchema)` to create a new message.
  */
 export const SetQuotaResponseSchema: GenMessage<SetQuotaResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 20);
+  messageDesc(file_bettercompute_pools_v1_pools, 23);
 
 /**
  * GrantRequest grants a pool of the caller's tenant to another tenant, replacing the grant it
@@ -978,7 +1093,7 @@ export type GrantRequest = Message<"bettercompute.pools.v1.GrantRequest"> & {
  * Use `create(GrantRequestSchema)` to create a new message.
  */
 export const GrantRequestSchema: GenMessage<GrantRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 21);
+  messageDesc(file_bettercompute_pools_v1_pools, 24);
 
 /**
  * GrantResponse carries the grant.
@@ -997,7 +1112,7 @@ export type GrantResponse = Message<"bettercompute.pools.v1.GrantResponse"> & {
  * Use `create(GrantResponseSchema)` to create a new message.
  */
 export const GrantResponseSchema: GenMessage<GrantResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 22);
+  messageDesc(file_bettercompute_pools_v1_pools, 25);
 
 /**
  * RevokeGrantRequest names a grant by its pool and grantee.
@@ -1021,7 +1136,7 @@ export type RevokeGrantRequest = Message<"bettercompute.pools.v1.RevokeGrantRequ
  * Use `create(RevokeGrantRequestSchema)` to create a new message.
  */
 export const RevokeGrantRequestSchema: GenMessage<RevokeGrantRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 23);
+  messageDesc(file_bettercompute_pools_v1_pools, 26);
 
 /**
  * RevokeGrantResponse carries the revoked grant.
@@ -1040,7 +1155,7 @@ export type RevokeGrantResponse = Message<"bettercompute.pools.v1.RevokeGrantRes
  * Use `create(RevokeGrantResponseSchema)` to create a new message.
  */
 export const RevokeGrantResponseSchema: GenMessage<RevokeGrantResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 24);
+  messageDesc(file_bettercompute_pools_v1_pools, 27);
 
 /**
  * ListGrantsRequest pages through grants.
@@ -1080,7 +1195,7 @@ export type ListGrantsRequest = Message<"bettercompute.pools.v1.ListGrantsReques
  * Use `create(ListGrantsRequestSchema)` to create a new message.
  */
 export const ListGrantsRequestSchema: GenMessage<ListGrantsRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 25);
+  messageDesc(file_bettercompute_pools_v1_pools, 28);
 
 /**
  * ListGrantsResponse is one page of grants.
@@ -1106,7 +1221,7 @@ export type ListGrantsResponse = Message<"bettercompute.pools.v1.ListGrantsRespo
  * Use `create(ListGrantsResponseSchema)` to create a new message.
  */
 export const ListGrantsResponseSchema: GenMessage<ListGrantsResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 26);
+  messageDesc(file_bettercompute_pools_v1_pools, 29);
 
 /**
  * ListPreemptionsRequest names a period.
@@ -1146,7 +1261,7 @@ export type ListPreemptionsRequest = Message<"bettercompute.pools.v1.ListPreempt
  * Use `create(ListPreemptionsRequestSchema)` to create a new message.
  */
 export const ListPreemptionsRequestSchema: GenMessage<ListPreemptionsRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 27);
+  messageDesc(file_bettercompute_pools_v1_pools, 30);
 
 /**
  * Preemption is a lease whose capacity was taken back.
@@ -1214,7 +1329,7 @@ export type Preemption = Message<"bettercompute.pools.v1.Preemption"> & {
  * Use `create(PreemptionSchema)` to create a new message.
  */
 export const PreemptionSchema: GenMessage<Preemption> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 28);
+  messageDesc(file_bettercompute_pools_v1_pools, 31);
 
 /**
  * ListPreemptionsResponse is one page of preemptions.
@@ -1240,7 +1355,7 @@ export type ListPreemptionsResponse = Message<"bettercompute.pools.v1.ListPreemp
  * Use `create(ListPreemptionsResponseSchema)` to create a new message.
  */
 export const ListPreemptionsResponseSchema: GenMessage<ListPreemptionsResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 29);
+  messageDesc(file_bettercompute_pools_v1_pools, 32);
 
 /**
  * UnhealthyLeaseAction is what happens to a lease whose GPU becomes unhealthy.

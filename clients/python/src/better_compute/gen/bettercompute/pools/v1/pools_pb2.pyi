@@ -72,14 +72,46 @@ class Pool(_message.Message):
     def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., granted: _Optional[bool] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ..., topology_levels: _Optional[_Iterable[str]] = ..., gang_reservation_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., remediation: _Optional[_Union[RemediationPolicy, _Mapping]] = ...) -> None: ...
 
 class RemediationPolicy(_message.Message):
-    __slots__ = ("disabled", "max_nodes", "failure_domain_label")
+    __slots__ = ("disabled", "max_nodes", "failure_domain_label", "rules", "ladders")
     DISABLED_FIELD_NUMBER: _ClassVar[int]
     MAX_NODES_FIELD_NUMBER: _ClassVar[int]
     FAILURE_DOMAIN_LABEL_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    LADDERS_FIELD_NUMBER: _ClassVar[int]
     disabled: bool
     max_nodes: int
     failure_domain_label: str
-    def __init__(self, disabled: _Optional[bool] = ..., max_nodes: _Optional[int] = ..., failure_domain_label: _Optional[str] = ...) -> None: ...
+    rules: _containers.RepeatedCompositeFieldContainer[RemediationRule]
+    ladders: _containers.RepeatedCompositeFieldContainer[RemediationLadder]
+    def __init__(self, disabled: _Optional[bool] = ..., max_nodes: _Optional[int] = ..., failure_domain_label: _Optional[str] = ..., rules: _Optional[_Iterable[_Union[RemediationRule, _Mapping]]] = ..., ladders: _Optional[_Iterable[_Union[RemediationLadder, _Mapping]]] = ...) -> None: ...
+
+class RemediationRule(_message.Message):
+    __slots__ = ("check", "codes", "ladder")
+    CHECK_FIELD_NUMBER: _ClassVar[int]
+    CODES_FIELD_NUMBER: _ClassVar[int]
+    LADDER_FIELD_NUMBER: _ClassVar[int]
+    check: str
+    codes: _containers.RepeatedScalarFieldContainer[int]
+    ladder: str
+    def __init__(self, check: _Optional[str] = ..., codes: _Optional[_Iterable[int]] = ..., ladder: _Optional[str] = ...) -> None: ...
+
+class RemediationLadder(_message.Message):
+    __slots__ = ("name", "steps")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    steps: _containers.RepeatedCompositeFieldContainer[RemediationStep]
+    def __init__(self, name: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[RemediationStep, _Mapping]]] = ...) -> None: ...
+
+class RemediationStep(_message.Message):
+    __slots__ = ("action", "level", "window")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    level: int
+    window: _duration_pb2.Duration
+    def __init__(self, action: _Optional[str] = ..., level: _Optional[int] = ..., window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class GpuHealthPolicy(_message.Message):
     __slots__ = ("rules", "on_unhealthy_lease")
