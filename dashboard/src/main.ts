@@ -1,4 +1,4 @@
-// The dashboard: sign in with an API key or through the identity provider, then pages of nodes, GPUs, pools, leases, workflows, usage,
+// The dashboard: sign in with an API key or through the identity provider, then pages of nodes, GPUs, remediations, pools, leases, workflows, usage,
 // activity and the API reference; the reference also opens without a key.
 import "./style.css";
 
@@ -270,7 +270,7 @@ function showApp(session: Session, bc: BetterCompute, me: iamv1.WhoAmIResponse):
   let rendering: Promise<void> | null = null;
   let again = false;
   const current = () => {
-    const id = location.hash.replace(/^#\/?/, "").split("/")[0]; // #/workflows/<id> is the workflows page
+    const id = location.hash.replace(/^#\/?/, "").split("/")[0]; // #/workflows/<id> is the workflows page, #/remediations/<id> the remediations page
     return id in pages ? id : "nodes";
   };
   const ctx: PageContext = {

@@ -17,6 +17,7 @@ import { lineChart, type Series } from "./chart.js";
 import { badge, bytes, h, meter, shortId, table, when } from "./dom.js";
 import { gpusPage } from "./gpus.js";
 import { nodesPage } from "./nodes.js";
+import { remediationsPage } from "./remediations.js";
 import { scalingPanel } from "./scaling.js";
 import { liveRefresh, workflowsPage } from "./workflows.js";
 
@@ -746,6 +747,7 @@ export const activityPage: Page = {
 export const pages: Record<string, Page> = {
   nodes: nodesPage,
   gpus: gpusPage,
+  remediations: remediationsPage,
   pools: poolsPage,
   leases: leasesPage,
   workflows: workflowsPage,

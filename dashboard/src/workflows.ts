@@ -38,7 +38,7 @@ export function liveRefresh(ctx: PageContext, root: HTMLElement): void {
 /** Whether the caller's roles include workflows.operate (owner, admin, operator), from iam/whoAmI once per sign-in. */
 const operators = new WeakMap<PageContext, Promise<boolean>>();
 
-function canOperate(ctx: PageContext): Promise<boolean> {
+export function canOperate(ctx: PageContext): Promise<boolean> {
   let p = operators.get(ctx);
   if (!p) {
     const operating = new Set([iamv1.Role.OWNER, iamv1.Role.ADMIN, iamv1.Role.OPERATOR]);

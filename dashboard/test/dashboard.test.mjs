@@ -269,6 +269,63 @@ test("same origin: sign in, see the 3 nodes, drain one", { timeout: 120_000 }, a
   await page.close();
 });
 
+test("the Remediations page: a remediation started through the API, its ladder position and history", { timeout: 120_000 }, async () => {
+  const { page } = await newPage();
+  page.on("dialog", (d) => void d.accept());
+  await page.goto(`${apiOrigin}/dashboard/`);
+  await signIn(page);
+  await pageLoaded(page, "nodes");
+  // A node with no remediation in progress: the last of the simulated ones.
+  const nodes = (await call("nodes/list", {})).nodes;
+  const node = nodes[nodes.length - 1];
+  const rem = (await call("remediations/create", { nodeId: node.id, reason: "e2e: the dashboard shows it", ladder: "reboot" })).remediation;
+  try {
+    await page.click('a[data-page="remediations"]');
+    await pageLoaded(page, "remediations");
+    const row = page.locator(`tr[data-remediation-id="${rem.id}"]`);
+    await row.waitFor({ timeout: 30_000 });
+    const text = await row.innerText();
+    assert.match(text, new RegExp(node.hostname), "the row names the node");
+    assert.match(text, /e2e: the dashboard shows it/);
+    assert.match(text, /reboot/, "the row shows the ladder");
+    assert.match(await row.locator("td.position a").innerText(), new RegExp(`^\\d+/${rem.steps.length} \\w+`), "the row says where it is on its ladder");
+    assert.equal(await row.locator(".ladder .ladder-step").count(), rem.steps.length, "the strip has a mark per step");
+    assert.match(await row.locator("td.state").innerText(), /waiting|running|succeeded|service/);
+    await page.screenshot({ path: join(output, "dashboard-remediations.png"), fullPage: true });
+
+    // The filter by state keeps the ones in that state.
+    await page.selectOption("#remediation-state", { label: "cancelled" });
+    await pageLoaded(page, "remediations");
+    await page.waitForFunction(() => document.getElementById("remediations-active") === null, null, { timeout: 30_000 });
+    await page.selectOption("#remediation-state", { label: "all states" });
+    await pageLoaded(page, "remediations");
+
+    // A row opens the remediation with its history.
+    await page.locator(`tr[data-remediation-id="${rem.id}"] td`).first().click();
+    await page.waitForSelector(`h1[data-remediation-id="${rem.id}"]`);
+    assert.equal(await page.locator("#remediation .ladder .ladder-step").count(), rem.steps.length);
+    assert.equal(await page.locator("tr[data-ladder-step]").count(), rem.steps.length, "the ladder's steps are listed");
+    const state = (await call("remediations/get", { id: rem.id })).remediation.state;
+    if (state === "STATE_WAITING" || state === "STATE_RUNNING") {
+      // The admin key may operate: Cancel is offered and cancels it.
+      await page.click("#remediation .remediation-cancel");
+      await page.waitForFunction(() => /cancelled/.test(document.querySelector("h1[data-remediation-id]")?.textContent ?? ""), null, { timeout: 30_000 });
+      assert.match(await page.innerText("#flash"), /cancelled/);
+    }
+    await page.screenshot({ path: join(output, "dashboard-remediation.png"), fullPage: true });
+  } finally {
+    const r = (await call("remediations/get", { id: rem.id })).remediation;
+    if (r.state === "STATE_WAITING" || r.state === "STATE_RUNNING") await call("remediations/cancel", { id: rem.id });
+    if (r.state === "STATE_SERVICE") await call("remediations/returnFromService", { id: rem.id });
+    await fetch(`${apiUrl}/nodes/uncordon`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-Better-Compute": "1", Authorization: `Bearer ${apiKey}` },
+      body: JSON.stringify({ id: node.id }),
+    });
+    await page.close();
+  }
+});
+
 test("the API page: the reference from openapi.json, signed in and signed out", { timeout: 120_000 }, async () => {
   const { page, keyed } = await newPage();
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: apiOrigin });

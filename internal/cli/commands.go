@@ -81,6 +81,10 @@ then BETTER_COMPUTE_* environment variables, then flags.
 	if err == nil {
 		err = Attach(root, reg, Options{Resolver: api})
 	}
+	if err == nil {
+		// Hand-written beside the generated method commands of its group.
+		addRemediationsFollow(root, api)
+	}
 	if err != nil {
 		root.PersistentPreRunE = func(*cobra.Command, []string) error { return err }
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/better-compute/better-compute/internal/workflow"
 )
 
-// How a workflow is followed: one workflows/get a second, each bounded, giving up after a few
+// How a workflow or a remediation is followed: one get a second, each bounded, giving up after a few
 // failed ones in a row (each already retried by the client).
 const (
 	pollEvery       = time.Second
@@ -41,27 +41,43 @@ func settled(w *workflowsv1.Workflow) bool {
 // says the workflow goes on.
 func followWorkflow(ctx context.Context, c *client.Client, id string, p *progressView) (*workflowsv1.GetResponse, error) {
 	defer p.end()
+	return pollUntil(ctx,
+		func(ctx context.Context) (*workflowsv1.GetResponse, error) {
+			return c.Workflows.Get(ctx, &workflowsv1.GetRequest{Id: id})
+		},
+		func(res *workflowsv1.GetResponse) bool {
+			p.show(res.GetWorkflow())
+			return settled(res.GetWorkflow())
+		},
+		"follow workflow "+id, func() error { return stoppedFollowing(id) })
+}
+
+// pollUntil calls get every pollEvery, each call bounded by pollTimeout, and hands each answer to
+// seen until seen says it settles; it returns that answer. It gives up after maxPollFailures
+// failed calls in a row (each already retried by the client) or one that is not transient, with
+// the error prefixed by what. When ctx ends first it returns the last answer (the zero T if none)
+// and stopped's error. A Retry-After longer than pollEvery is waited for.
+func pollUntil[T any](ctx context.Context, get func(context.Context) (T, error), seen func(T) bool, what string, stopped func() error) (T, error) {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
-	var last *workflowsv1.GetResponse
+	var last T
 	failures := 0
 	for {
 		callCtx, cancel := context.WithTimeout(ctx, pollTimeout)
-		res, err := c.Workflows.Get(callCtx, &workflowsv1.GetRequest{Id: id})
+		res, err := get(callCtx)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
-			return last, stoppedFollowing(id)
+			return last, stopped()
 		case err != nil:
 			failures++
 			if failures >= maxPollFailures || !transient(err) {
-				return last, fmt.Errorf("follow workflow %s: %w", id, err)
+				return last, fmt.Errorf("%s: %w", what, err)
 			}
 		default:
 			failures = 0
 			last = res
-			p.show(res.GetWorkflow())
-			if settled(res.GetWorkflow()) {
+			if seen(res) {
 				return res, nil
 			}
 		}
@@ -74,7 +90,7 @@ func followWorkflow(ctx context.Context, c *client.Client, id string, p *progres
 		select {
 		case <-ctx.Done():
 			stop()
-			return last, stoppedFollowing(id)
+			return last, stopped()
 		case <-next:
 		}
 	}

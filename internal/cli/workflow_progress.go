@@ -89,7 +89,7 @@ func progressLine(w *workflowsv1.Workflow) string {
 	return b.String()
 }
 
-// progressView shows a followed workflow's progress on w: on a terminal one line redrawn at every
+// progressView shows a followed workflow's (or remediation's) progress on w: on a terminal one line redrawn at every
 // poll, otherwise a line each time it changes.
 type progressView struct {
 	w        io.Writer
@@ -100,8 +100,24 @@ type progressView struct {
 func newProgress(w io.Writer) *progressView { return &progressView{w: w, terminal: isTerminal(w)} }
 
 // show draws or prints the workflow's line.
-func (p *progressView) show(wf *workflowsv1.Workflow) {
-	line := progressLine(wf)
+func (p *progressView) show(wf *workflowsv1.Workflow) { p.line(progressLine(wf)) }
+
+// println prints a line that stays (a remediation's step that ended) above the progress line:
+// on a terminal the progress line is erased first and drawn again below it.
+func (p *progressView) println(s string) {
+	if !p.terminal {
+		fmt.Fprintln(p.w, s)
+		return
+	}
+	fmt.Fprint(p.w, "\r\x1b[2K"+s+"\n")
+	if p.last != "" {
+		fmt.Fprint(p.w, p.last)
+	}
+}
+
+// line draws a progress line: on a terminal in place of the last, otherwise printed when it
+// differs from the last.
+func (p *progressView) line(line string) {
 	switch {
 	case p.terminal:
 		fmt.Fprint(p.w, "\r\x1b[2K"+line) // to the line's start, erase it, draw
