@@ -74,7 +74,11 @@ JOIN pools p ON p.id = l.pool_id
 WHERE a.node_id = sqlc.arg(node_id) AND a.ended_at IS NULL AND l.ended_at IS NULL;
 
 -- name: RemediationCommand :one
-SELECT state, result, error FROM commands WHERE id = sqlc.arg(id);
+-- A step's command, and whether its node has had a session start since the command finished (a
+-- rebooted node is back).
+SELECT c.state, c.result, c.error,
+       EXISTS (SELECT 1 FROM node_sessions s WHERE s.node_id = c.node_id AND s.connected_at > c.finished_at)::boolean AS session_since
+FROM commands c WHERE c.id = sqlc.arg(id);
 
 -- name: ListRemediations :many
 SELECT * FROM remediations

@@ -836,6 +836,8 @@ type Querier interface {
 	// remediation_max_nodes members in remediation, or one of them shares the node's value of the
 	// pool's remediation_domain label.
 	RemediationBlocked(ctx context.Context, arg RemediationBlockedParams) (bool, error)
+	// A step's command, and whether its node has had a session start since the command finished (a
+	// rebooted node is back).
 	RemediationCommand(ctx context.Context, id uuid.UUID) (RemediationCommandRow, error)
 	// What a verify step looks at: whether the node answers, whether a GPU health signal quarantines
 	// it, and how many of its present GPUs are unhealthy.

@@ -342,19 +342,29 @@ func (q *Queries) RemediationBlocked(ctx context.Context, arg RemediationBlocked
 }
 
 const remediationCommand = `-- name: RemediationCommand :one
-SELECT state, result, error FROM commands WHERE id = $1
+SELECT c.state, c.result, c.error,
+       EXISTS (SELECT 1 FROM node_sessions s WHERE s.node_id = c.node_id AND s.connected_at > c.finished_at)::boolean AS session_since
+FROM commands c WHERE c.id = $1
 `
 
 type RemediationCommandRow struct {
-	State  CommandState
-	Result []byte
-	Error  string
+	State        CommandState
+	Result       []byte
+	Error        string
+	SessionSince bool
 }
 
+// A step's command, and whether its node has had a session start since the command finished (a
+// rebooted node is back).
 func (q *Queries) RemediationCommand(ctx context.Context, id uuid.UUID) (RemediationCommandRow, error) {
 	row := q.db.QueryRow(ctx, remediationCommand, id)
 	var i RemediationCommandRow
-	err := row.Scan(&i.State, &i.Result, &i.Error)
+	err := row.Scan(
+		&i.State,
+		&i.Result,
+		&i.Error,
+		&i.SessionSince,
+	)
 	return i, err
 }
 

@@ -133,6 +133,15 @@ func (w *work) command(ctx context.Context, first bool, typ string, payload prot
 	}
 	switch c.State {
 	case db.CommandStateSucceeded:
+		if typ == command.Reboot && !c.SessionSince {
+			// The daemon reports the reboot before the host goes down: the step ends when the
+			// node is back with a new session, so that the next step's command is not sent to
+			// the daemon that is going away (and lost there), nor run before the reboot.
+			if w.now.Sub(*w.r.StepStartedAt) > timeout {
+				return failed(fmt.Sprintf("the node did not come back within %v of the reboot", timeout)), nil
+			}
+			return waitFor(w.c.opts.Poll), nil
+		}
 		if typ != command.Diagnose {
 			return passed(), nil
 		}

@@ -114,6 +114,10 @@ func TestRemediationRepeatOffender(t *testing.T) {
 		}
 	}
 	d.xid(t, "dgx-r2", 5, 48)
+	// remediationOf reads the newest: wait for the third to be opened, not one of the two ended.
+	poll.Until(t, 10*time.Second, "the third remediation is opened", func() bool {
+		return d.count(t, `SELECT count(*) FROM remediations`) == 3
+	})
 	state, steps := d.remediationOf(t, "dgx-r2")
 	if state != remediation.StateService || len(steps) != 2 || steps[0] != "drain:skipped" || steps[1] != "service:passed" {
 		t.Fatalf("the third remediation: %s, %v; want service straight away", state, steps)
@@ -205,5 +209,35 @@ func TestRemediationSurvivesControllerRestarts(t *testing.T) {
 	}
 	if n := d.count(t, `SELECT count(*) FROM outbox WHERE type = 'remediation.succeeded'`); n != 1 {
 		t.Errorf("%d remediation.succeeded events, want 1", n)
+	}
+}
+
+// TestRemediationRebootWaitsForTheNode: the reboot step ends when the rebooted node is back with
+// a new session, not when its daemon reports the reboot (it does so before the host goes down):
+// the diagnose after it is created once the new session started, so it is neither sent to the
+// daemon that is going away, where it was lost (BenchmarkFaultToService found a remediation
+// waiting on such a diagnose for good), nor run before the reboot.
+func TestRemediationRebootWaitsForTheNode(t *testing.T) {
+	t.Parallel()
+	d := newDrillWith(t, withRemediator, "dgx-r4")
+	d.xid(t, "dgx-r4", 1, 79)
+	state, steps := d.remediationOf(t, "dgx-r4")
+	want := []string{"drain:passed", "reboot:passed", "diagnose:passed", "verify:passed"}
+	if state != remediation.StateSucceeded || !slices.Equal(steps, want) {
+		t.Fatalf("remediation %s with steps %v, want succeeded with %v", state, steps, want)
+	}
+	var rebooted, session, diagnose time.Time
+	if err := d.env.Pool.QueryRow(ctx, `SELECT
+			(SELECT finished_at FROM commands WHERE type = 'reboot'),
+			(SELECT connected_at FROM node_sessions),
+			(SELECT created_at FROM commands WHERE type = 'diagnose')`).Scan(&rebooted, &session, &diagnose); err != nil {
+		t.Fatal(err)
+	}
+	if !session.After(rebooted) {
+		t.Fatalf("the node's session started at %v, before the reboot's result (%v)", session, rebooted)
+	}
+	if diagnose.Before(session) {
+		t.Errorf("the diagnose was created at %v, %v after the reboot's result and before the node was back (%v)",
+			diagnose, diagnose.Sub(rebooted), session)
 	}
 }
