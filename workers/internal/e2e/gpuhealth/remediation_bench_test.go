@@ -3,6 +3,7 @@ package gpuhealth_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -457,20 +458,24 @@ func BenchmarkFaultStorm(b *testing.B) {
 
 	// The exact check: in each rack, no two remediations overlap from their first step's start
 	// to their end.
-	rows, err := sys.env.Pool.Query(sys.ctx, `SELECT n.labels ->> 'rack', r.state, (r.history -> 0 ->> 'startedAt')::timestamptz, r.ended_at
-		FROM remediations r JOIN nodes n ON n.id = r.node_id ORDER BY 1, 3`)
+	rows, err := sys.env.Pool.Query(sys.ctx, `SELECT n.labels ->> 'rack', r.state, r.created_at, (r.history -> 0 ->> 'startedAt')::timestamptz, r.ended_at
+		FROM remediations r JOIN nodes n ON n.id = r.node_id ORDER BY 1, 4`)
 	if err != nil {
 		b.Fatal(err)
 	}
 	lastRack, lastEnd := "", time.Time{}
 	states := map[string]int{}
+	perRackFaults := map[string]int{}
+	var waited, ran []time.Duration
 	for rows.Next() {
 		var rack, state string
-		var from, to time.Time
-		if err := rows.Scan(&rack, &state, &from, &to); err != nil {
+		var created, from, to time.Time
+		if err := rows.Scan(&rack, &state, &created, &from, &to); err != nil {
 			b.Fatal(err)
 		}
 		states[state]++
+		perRackFaults[rack]++
+		waited, ran = append(waited, from.Sub(created)), append(ran, to.Sub(from))
 		if rack == lastRack && from.Before(lastEnd) {
 			b.Errorf("rack %s: a remediation started at %v, before the one before it ended (%v)", rack, from, lastEnd)
 		}
@@ -480,7 +485,11 @@ func BenchmarkFaultStorm(b *testing.B) {
 		b.Fatal(err)
 	}
 	rows.Close()
-	b.Logf("remediations by end state: %v", states)
+	b.Logf("remediations by end state: %v; most in one rack %d", states, slices.Max(slices.Collect(maps.Values(perRackFaults))))
+	w50, w99, wmax := percentiles(waited)
+	r50, r99, rmax := percentiles(ran)
+	b.Logf("waiting for the budget (opened to first step): p50 %.2fs p99 %.2fs max %.2fs; running (first step to end): p50 %.2fs p99 %.2fs max %.2fs",
+		w50, w99, wmax, r50, r99, rmax)
 	b.Logf("peak out of service %d of %d (%.1f%%), peak running %d (budget %d, one per rack), most in one rack %d; cleared in %v (%d samples)",
 		peakOut, nodes, 100*float64(peakOut)/float64(nodes), peakRunning, maxNodes, peakRack, cleared.Round(time.Millisecond), samples)
 	b.ReportMetric(float64(nodes), "nodes")
