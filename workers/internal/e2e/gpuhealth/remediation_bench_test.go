@@ -223,8 +223,9 @@ func percentiles(took []time.Duration) (p50, p99, maximum float64) {
 // windows are benchVerifyWindow (1 s, where the policy says 10 min); the controller polls
 // waiting steps every BENCH_REMEDY_POLL (2 s by default, the deployment's); the FakeDaemons'
 // reboot keeps them away 2 s (daemon.DefaultRebootDowntime). The simulator does not script
-// FakeDaemon.SetRemedy, so a gpuReset succeeds without clearing the Xid: the reset ladder's first
-// verify fails and it climbs to its reboot rung, as a reset that does not fix the GPU would.
+// FakeDaemon.SetRemedy, so a gpuReset succeeds without clearing the Xid; the verify step
+// acknowledges the signals it finds and fails only on a new occurrence, so the reset ladder
+// passes on its first rung all the same (the benchmark logs the steps each ladder took).
 // It reports p50, p99 and max per ladder, in seconds, and logs where the time went, step by step.
 func BenchmarkFaultToService(b *testing.B) {
 	nodes := envInt(b, "BENCH_GPU_NODES", 200)
