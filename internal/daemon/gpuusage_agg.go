@@ -44,13 +44,13 @@ type GPUUsageAggregator struct {
 
 // gpuMinute is one GPU's running summary.
 type gpuMinute struct {
-	index      int32
-	samples    int32
-	util       stat
-	active     int32 // samples at or above GPUActiveUtilPercent
-	memUsed    stat
-	memTotal   stat
-	power      stat
+	index       int32
+	samples     int32
+	util        stat
+	active      int32 // samples at or above GPUActiveUtilPercent
+	memUsed     stat
+	memTotal    stat
+	power       stat
 	temperature stat
 }
 
@@ -76,9 +76,13 @@ func (s *stat) add(v float64) {
 
 // Add folds the samples taken at t into the summary of t's minute. When t is in a later minute
 // than the samples before, that minute has ended: its GpuUsage is returned (else nil), and the
-// new minute starts with these samples. A sample without a UUID is skipped.
+// new minute starts with these samples. A sample without a UUID is skipped; without samples, Add
+// only ends the minute (Roll).
 func (a *GPUUsageAggregator) Add(t time.Time, samples []GPUSample) *daemonv1.GpuUsage {
 	ended := a.Roll(t)
+	if len(samples) == 0 {
+		return ended
+	}
 	if a.minute.IsZero() {
 		a.minute = t.UTC().Truncate(time.Minute)
 	}
@@ -121,7 +125,8 @@ func (a *GPUUsageAggregator) Roll(t time.Time) *daemonv1.GpuUsage {
 // Flush ends the minute being summarised now, whatever the time, and returns its GpuUsage; nil
 // when no sample came since the last.
 func (a *GPUUsageAggregator) Flush() *daemonv1.GpuUsage {
-	if a.minute.IsZero() {
+	if a.minute.IsZero() || len(a.gpus) == 0 {
+		a.minute, a.gpus = time.Time{}, nil
 		return nil
 	}
 	u := &daemonv1.GpuUsage{Minute: timestamppb.New(a.minute), Interval: durationpb.New(a.Interval)}
