@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/gateway/gatewaytest"
+	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/sim"
 )
 
