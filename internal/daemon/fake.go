@@ -55,7 +55,9 @@ const DefaultRebootDowntime = 2 * time.Second
 // A restart is a new Agent with the same identity, as a new process would be: a new session and
 // new connections, tunnels closed. What bcd keeps on disk survives it: the version installed, the
 // drain flag, the configuration and the idempotency record. So do the GPU signals
-// (InjectGPUSignal), which bcd would read again from the kernel log; a reboot clears them. FakeOptions.FailRate makes a chosen
+// (InjectGPUSignal), which bcd would read again from the kernel log; a reboot clears them.
+// Its GPUs are sampled every FakeOptions.UsageInterval under their load profiles (SetLoad: idle
+// until set) and the minutes sent as bcd sends them (gpu_usage). FakeOptions.FailRate makes a chosen
 // share of upgrade, reboot, configure and exec commands fail.
 type Fake struct {
 	// Runs counts handler executions per command type (a re-delivered command answered from
