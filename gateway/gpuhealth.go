@@ -65,3 +65,14 @@ func checkGPUHealth(h *daemonv1.GpuHealth) (field, why string) {
 	}
 	return "", ""
 }
+
+// ignoreGPUUsage accepts a daemon's per-minute GPU usage summary and drops it: storing usage is
+// not built yet, and a message this gateway cannot use must not end the session (the daemon
+// would reconnect and send it again). It is logged at debug and counted
+// (bc_gateway_ignored_messages_total{kind="gpu_usage"}). Its size is bounded before it gets
+// here, as any message's (limits.daemonEventBytes).
+func (g *Gateway) ignoreGPUUsage(sess *session, u *daemonv1.GpuUsage) {
+	g.metrics.IgnoreMessage("gpu_usage")
+	g.log.Debug("GPU usage not stored (not built yet)", "node_id", sess.node,
+		"minute", u.GetMinute().AsTime(), "gpus", len(u.GetGpus()))
+}

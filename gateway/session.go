@@ -271,6 +271,8 @@ func (g *Gateway) receive(ctx context.Context, sess *session, stream *connect.Bi
 			if err := g.recordGPUHealth(ctx, q, sess, m.GpuHealth); err != nil {
 				return fmt.Errorf("record GPU health: %w", err)
 			}
+		case *daemonv1.SessionRequest_GpuUsage:
+			g.ignoreGPUUsage(sess, m.GpuUsage)
 		case *daemonv1.SessionRequest_Hello:
 			// A second hello updates the inventory (the daemon re-read it).
 			if err := g.recordHello(ctx, q, sess.node, m.Hello); err != nil {

@@ -180,3 +180,29 @@ func TestGPUHealthIntervalFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUUsageFlags: bcd run takes --gpu-usage-interval, 5s by default, and --gpu-metrics-listen,
+// off by default; an interval out of range, or the endpoint without sampling, stops it before it
+// reads the state directory, naming the flag.
+func TestGPUUsageFlags(t *testing.T) {
+	t.Parallel()
+	flags := newRunCommand(&globals{}).Flags()
+	if d, _ := flags.GetDuration("gpu-usage-interval"); d.String() != "5s" {
+		t.Errorf("default --gpu-usage-interval %v", d)
+	}
+	if a, _ := flags.GetString("gpu-metrics-listen"); a != "" {
+		t.Errorf("default --gpu-metrics-listen %q", a)
+	}
+	for _, args := range [][]string{
+		{"--gpu-usage-interval", "10ms"},
+		{"--gpu-usage-interval", "2m"},
+		{"--gpu-usage-interval", "0", "--gpu-metrics-listen", "127.0.0.1:0"},
+	} {
+		root := newRootCommand()
+		root.SetArgs(append([]string{"--state-dir", t.TempDir(), "--log-level", "error", "run"}, args...))
+		err := root.ExecuteContext(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "--gpu-") {
+			t.Errorf("bcd run %v: %v", args, err)
+		}
+	}
+}

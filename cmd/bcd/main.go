@@ -206,6 +206,8 @@ drain is for.`,
 	cmd.Flags().StringVar(&o.Gateway, "gateway", "", "gateway host:port; default the one joined through")
 	cmd.Flags().DurationVar(&o.MaxBackoff, "max-backoff", 30*time.Second, "longest wait between reconnection attempts")
 	cmd.Flags().DurationVar(&o.GPUHealthInterval, "gpu-health-interval", host.DefaultGPUHealthInterval, "how often GPU health is read through nvidia-smi (1s to 1h); Xid events in the kernel log are sent as they come")
+	cmd.Flags().DurationVar(&o.GPUUsageInterval, "gpu-usage-interval", host.DefaultGPUUsageInterval, "how often GPU utilisation, memory, power and temperature are sampled through nvidia-smi (1s to 1m; 0 off); per-GPU summaries are sent each minute")
+	cmd.Flags().StringVar(&o.GPUMetricsListen, "gpu-metrics-listen", "", "serve the latest GPU usage samples as Prometheus metrics with dcgm-exporter's names at http://ADDR/metrics (e.g. 127.0.0.1:9400); off when empty")
 	cmd.Flags().IntSliceVar(&o.TunnelPorts, "tunnel-port", nil, "port of 127.0.0.1 tunnels may reach, e.g. 22 (comma separated or repeated; default none)")
 	transportFlags(cmd, &o.TransportOptions, "the one joined with")
 	return cmd

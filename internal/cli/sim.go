@@ -202,6 +202,7 @@ slowdowns); with --control PATH the simulator listens on that unix socket for
 	_ = cmd.MarkFlagRequired("ca-file")
 	_ = g
 	cmd.AddCommand(newSimInjectCommand())
+	cmd.AddCommand(newSimLoadCommand())
 	return cmd
 }
 

@@ -41,6 +41,9 @@ type Options struct {
 	// GPUHealth, when set, is the node's GPU health: its snapshot is sent after each hello and
 	// again whenever it changes.
 	GPUHealth *GPUHealthFeed
+	// GPUUsage, when set, is the node's per-minute GPU usage: each minute it queues is sent
+	// once a session is open (docs/gpus.md, "Utilisation sampling").
+	GPUUsage *GPUUsageFeed
 	// Handlers by command type (package command's names, the payload oneof's cases); a command
 	// of another type, or with no payload, fails.
 	Handlers map[string]Handler
@@ -450,6 +453,7 @@ func (a *Agent) session(ctx context.Context) error {
 		a.opts.OnSession()
 	}
 	go a.sendGPUHealth(sctx, send)
+	go a.sendGPUUsage(sctx, send)
 	interval := time.Duration(max(welcome.GetHeartbeatIntervalSeconds(), 1)) * time.Second
 	go func() {
 		t := time.NewTicker(interval)

@@ -55,7 +55,9 @@ const DefaultRebootDowntime = 2 * time.Second
 // A restart is a new Agent with the same identity, as a new process would be: a new session and
 // new connections, tunnels closed. What bcd keeps on disk survives it: the version installed, the
 // drain flag, the configuration and the idempotency record. So do the GPU signals
-// (InjectGPUSignal), which bcd would read again from the kernel log; a reboot clears them. FakeOptions.FailRate makes a chosen
+// (InjectGPUSignal), which bcd would read again from the kernel log; a reboot clears them.
+// Its GPUs are sampled every FakeOptions.UsageInterval under their load profiles (SetLoad: idle
+// until set) and the minutes sent as bcd sends them (gpu_usage). FakeOptions.FailRate makes a chosen
 // share of upgrade, reboot, configure and exec commands fail.
 type Fake struct {
 	// Runs counts handler executions per command type (a re-delivered command answered from
@@ -72,6 +74,8 @@ type Fake struct {
 	inventory atomic.Pointer[daemonv1.Inventory]
 	// gpu is the GPU health every process's Agent sends (InjectGPUSignal); a reboot clears it.
 	gpu fakeGPUHealth
+	// usage is the GPUs' load profiles and the usage minutes every process's Agent sends.
+	usage *fakeGPUUsage
 
 	mu       sync.Mutex
 	identity *Identity
@@ -189,6 +193,11 @@ type FakeOptions struct {
 	// StuckReboots makes a failing reboot never come back (until Run is called again, as the
 	// simulator's crash and restart do) instead of coming back late.
 	StuckReboots bool
+	// UsageInterval is how often Run samples the GPUs' usage (SetLoad, SampleUsage):
+	// DefaultFakeUsageInterval when zero.
+	UsageInterval time.Duration
+	// Now is the clock of the usage samples and their minutes; time.Now when nil.
+	Now func() time.Time
 }
 
 // JoinFake joins with token and returns a FakeDaemon ready to Run. Its inventory, unless
@@ -231,6 +240,7 @@ func NewFake(id *Identity, opts FakeOptions) (*Fake, error) {
 		identity: id, version: FakeVersion, installed: FakeVersion, reboots: map[string]restartPlan{},
 	}
 	f.inventory.Store(inv)
+	f.usage = newFakeGPUUsage(opts, inv.GetHostname())
 	f.ClearGPUSignals() // the first hello is followed by "no signals"
 	for typ := range f.builtins(0) {
 		f.Runs[typ] = new(atomic.Int64)
@@ -312,6 +322,13 @@ func (f *Fake) Secret(ctx context.Context, name string) ([]byte, error) {
 // again after it returned (the simulator's restart after a crash): the daemon starts with what it
 // kept, as bcd would after a crash. One Run at a time.
 func (f *Fake) Run(ctx context.Context) error {
+	// The GPUs are sampled while the daemon is away too, as bcd's queue fills while it has no
+	// session; a process that is not running sends nothing.
+	var sampling sync.WaitGroup
+	defer sampling.Wait()
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	sampling.Go(func() { f.sampleUsage(sctx) })
 	for {
 		p, err := f.boot()
 		if err != nil {
@@ -357,6 +374,7 @@ func (f *Fake) boot() (*fakeProc, error) {
 		Dialer: f.opts.Dialer, Identity: f.identity, Version: f.installed, Handlers: f.counted(f.builtins(gen)),
 		Inventory: func(context.Context) (*daemonv1.Inventory, error) { return f.inventory.Load(), nil },
 		GPUHealth: &f.gpu.feed,
+		GPUUsage:  &f.usage.feed,
 		OnRenew:   f.renewed,
 		Record:    f.record.view(gen),
 		AfterResult: func(c *daemonv1.Command, r *daemonv1.CommandResult) {

@@ -73,6 +73,9 @@ type Gateway struct {
 	// refused counts bc_gateway_anonymous_refusals_total{reason}: connections and calls without
 	// a client certificate that the gateway refused (no label names an address).
 	refused *CounterVec
+	// ignored counts bc_gateway_ignored_messages_total{kind}: session messages a daemon sent
+	// that this gateway accepts and does not store yet (gpu_usage).
+	ignored *CounterVec
 
 	mu       sync.Mutex
 	sessions []func() int
@@ -95,6 +98,8 @@ func NewGateway(r *Registry) *Gateway {
 				"Time from a command's creation to its dispatch to the node's session (both database clock).", DispatchBuckets).With(),
 			refused: r.Counter("bc_gateway_anonymous_refusals_total",
 				"Connections and calls without a client certificate that the gateway refused, by reason (a cap, the join rate, the read timeout, or a refused call).", "reason"),
+			ignored: r.Counter("bc_gateway_ignored_messages_total",
+				"Session messages from daemons that the gateway accepted and did not store, by kind (gpu_usage: not stored yet).", "kind"),
 		}
 		r.GaugeFunc("bc_gateway_sessions", "Daemon sessions this process's gateway holds.", func() float64 { return g.sum(&g.sessions) })
 		r.GaugeFunc("bc_gateway_tunnels", "Tunnels this process's gateway relays.", func() float64 { return g.sum(&g.tunnels) })
@@ -138,6 +143,15 @@ func (g *Gateway) RefuseAnonymous(reason string) {
 		return
 	}
 	g.refused.With(reason).Inc()
+}
+
+// IgnoreMessage counts one session message of kind (its oneof case: gpu_usage) that the
+// gateway accepted and did not store.
+func (g *Gateway) IgnoreMessage(kind string) {
+	if g == nil {
+		return
+	}
+	g.ignored.With(kind).Inc()
 }
 
 // ObserveDispatch records the latency of one dispatched command.

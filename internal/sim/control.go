@@ -12,6 +12,7 @@ import (
 	"time"
 
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
+	"github.com/better-compute/better-compute/internal/daemon"
 	"github.com/better-compute/better-compute/internal/gpuhealth"
 )
 
@@ -26,7 +27,24 @@ const (
 	ControlClearPath = "/v1/gpu/clear"
 	// ControlHealthPath takes ?hostname= and answers the machine's GPUHealthResponse.
 	ControlHealthPath = "/v1/gpu/health"
+	// ControlLoadPath takes a LoadRequest and answers the machine's LoadResponse.
+	ControlLoadPath = "/v1/gpu/load"
 )
+
+// LoadRequest sets the load profile of a machine's GPU (Fleet.SetGPULoad).
+type LoadRequest struct {
+	Hostname string `json:"hostname"`
+	// GPU is the GPU's nvidia-smi index on the machine; every GPU of it when absent.
+	GPU *int `json:"gpu,omitempty"`
+	// Profile is idle, busy or bursty (daemon.LoadProfiles).
+	Profile string `json:"profile"`
+}
+
+// LoadResponse is the load profiles of a machine's GPUs after the call.
+type LoadResponse struct {
+	Hostname string    `json:"hostname"`
+	GPUs     []GPULoad `json:"gpus"`
+}
 
 // MaxControlBody is the most bytes a control request's body may have.
 const MaxControlBody = 64 << 10
@@ -90,6 +108,7 @@ func ControlHandler(fleet *Fleet) http.Handler {
 	mux.HandleFunc("POST "+ControlInjectPath, h.inject)
 	mux.HandleFunc("POST "+ControlClearPath, h.clear)
 	mux.HandleFunc("GET "+ControlHealthPath, h.health)
+	mux.HandleFunc("POST "+ControlLoadPath, h.load)
 	return mux
 }
 
@@ -144,6 +163,40 @@ func (h *controlHandler) clear(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.Info("GPU signals cleared through the control socket", "host", req.Hostname)
 	h.respond(w, req.Hostname)
+}
+
+func (h *controlHandler) load(w http.ResponseWriter, r *http.Request) {
+	var req LoadRequest
+	if err := decodeControl(w, r, &req); err != nil {
+		writeControlError(w, err)
+		return
+	}
+	switch _, perr := daemon.ParseLoadProfile(req.Profile); {
+	case req.Hostname == "":
+		writeControlError(w, badField("hostname", "required: the machine's hostname"))
+		return
+	case perr != nil:
+		writeControlError(w, badField("profile", "%v", perr))
+		return
+	case req.GPU != nil && *req.GPU < 0:
+		writeControlError(w, badField("gpu", "must be 0 or more, got %d", *req.GPU))
+		return
+	}
+	gpu := -1
+	if req.GPU != nil {
+		gpu = *req.GPU
+	}
+	if err := h.fleet.SetGPULoad(req.Hostname, gpu, req.Profile); err != nil {
+		writeControlError(w, fleetError(err))
+		return
+	}
+	h.log.Info("GPU load set through the control socket", "host", req.Hostname, "gpu", gpu, "profile", req.Profile)
+	loads, err := h.fleet.GPULoads(req.Hostname)
+	if err != nil {
+		writeControlError(w, fleetError(err))
+		return
+	}
+	writeControlJSON(w, http.StatusOK, LoadResponse{Hostname: req.Hostname, GPUs: loads})
 }
 
 func (h *controlHandler) health(w http.ResponseWriter, r *http.Request) {

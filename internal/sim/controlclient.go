@@ -43,39 +43,53 @@ func (c *ControlClient) Health(ctx context.Context, hostname string) (GPUHealthR
 	return c.call(ctx, http.MethodGet, ControlHealthPath+"?"+url.Values{"hostname": {hostname}}.Encode(), nil)
 }
 
+// Load sets the load profile of a machine's GPU (every GPU with req.GPU nil); it returns the
+// machine's GPU loads after it.
+func (c *ControlClient) Load(ctx context.Context, req LoadRequest) (LoadResponse, error) {
+	var out LoadResponse
+	err := c.do(ctx, http.MethodPost, ControlLoadPath, req, &out)
+	return out, err
+}
+
 func (c *ControlClient) call(ctx context.Context, method, path string, body any) (GPUHealthResponse, error) {
 	var out GPUHealthResponse
+	err := c.do(ctx, method, path, body, &out)
+	return out, err
+}
+
+// do makes one control call with body (JSON; none when nil) and decodes its answer into out.
+func (c *ControlClient) do(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return out, fmt.Errorf("sim control: encode the request: %w", err)
+			return fmt.Errorf("sim control: encode the request: %w", err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://sim"+path, rd)
 	if err != nil {
-		return out, fmt.Errorf("sim control: %w", err)
+		return fmt.Errorf("sim control: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	res, err := c.hc.Do(req)
 	if err != nil {
-		return out, fmt.Errorf("sim control socket %s: %w (is `better-compute sim --control` or `better-compute dev --sim` running?)", c.path, err)
+		return fmt.Errorf("sim control socket %s: %w (is `better-compute sim --control` or `better-compute dev --sim` running?)", c.path, err)
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(res.Body, maxControlResponse))
 	if err != nil {
-		return out, fmt.Errorf("sim control socket %s: read the answer: %w", c.path, err)
+		return fmt.Errorf("sim control socket %s: read the answer: %w", c.path, err)
 	}
 	if res.StatusCode != http.StatusOK {
 		var e ControlError
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
-			return out, fmt.Errorf("sim control socket %s: %s", c.path, res.Status)
+			return fmt.Errorf("sim control socket %s: %s", c.path, res.Status)
 		}
-		return out, fmt.Errorf("sim control: %s", e.Error)
+		return fmt.Errorf("sim control: %s", e.Error)
 	}
-	if err := json.Unmarshal(data, &out); err != nil {
-		return out, fmt.Errorf("sim control socket %s: decode the answer: %w", c.path, err)
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("sim control socket %s: decode the answer: %w", c.path, err)
 	}
-	return out, nil
+	return nil
 }

@@ -97,6 +97,7 @@ func (m *machine) start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		m.assignLoads(fake)
 	}
 	actx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -139,6 +139,12 @@ type RunOptions struct {
 	// GPUHealthInterval is how often GPU health is probed (GPUHealthCollector.Interval):
 	// DefaultGPUHealthInterval when 0, else between 1s and 1h.
 	GPUHealthInterval time.Duration
+	// GPUUsageInterval is how often GPU usage is sampled (GPUUsageSampler.Interval), between 1s
+	// and 1m; 0 samples nothing and sends no usage.
+	GPUUsageInterval time.Duration
+	// GPUMetricsListen, when set, is the address (127.0.0.1:9400) of a Prometheus endpoint that
+	// serves the latest usage samples under dcgm-exporter's names; it needs GPUUsageInterval.
+	GPUMetricsListen string
 	// TunnelPorts is the local allow list of tunnels (daemon.Options.TunnelPorts): the ports of
 	// 127.0.0.1 the control plane may open tunnels to. None by default.
 	TunnelPorts []int
@@ -165,6 +171,12 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	if d := opts.GPUHealthInterval; d != 0 && (d < time.Second || d > time.Hour) {
 		return fmt.Errorf("--gpu-health-interval %v: want a duration between 1s and 1h", d)
+	}
+	if d := opts.GPUUsageInterval; d != 0 && (d < time.Second || d > time.Minute) {
+		return fmt.Errorf("--gpu-usage-interval %v: want 0 (off) or a duration between 1s and 1m", d)
+	}
+	if opts.GPUMetricsListen != "" && opts.GPUUsageInterval == 0 {
+		return errors.New("--gpu-metrics-listen needs --gpu-usage-interval: the endpoint serves its samples")
 	}
 	dir, err := state.New(opts.StateDir)
 	if err != nil {
@@ -211,6 +223,12 @@ func Run(ctx context.Context, opts RunOptions) error {
 	inv := &Inventory{NvidiaSMI: opts.NvidiaSMI, Logger: log}
 	gpuHealth := &daemon.GPUHealthFeed{}
 	collector := NewGPUHealthCollector(inv, gpuHealth, opts.GPUHealthInterval, log)
+	var gpuUsage *daemon.GPUUsageFeed
+	var sampler *GPUUsageSampler
+	if opts.GPUUsageInterval > 0 {
+		gpuUsage = &daemon.GPUUsageFeed{}
+		sampler = NewGPUUsageSampler(inv, gpuUsage, opts.GPUUsageInterval, log)
+	}
 	cmds := &Commands{
 		Exec: policy, Inventory: inv.Collect, Drain: dir, Config: dir, AllowReboot: opts.AllowReboot, Reboot: opts.Reboot,
 		Upgrader: upgrader, GPUs: inv, AllowGPUReset: opts.AllowGPUReset, Dcgmi: opts.Dcgmi, Logger: log,
@@ -233,6 +251,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 			}
 		},
 		MaxBackoff: opts.MaxBackoff, Logger: log, TunnelPorts: opts.TunnelPorts, GPUHealth: gpuHealth,
+		GPUUsage: gpuUsage,
 	})
 	if err != nil {
 		return err
@@ -276,6 +295,18 @@ func Run(ctx context.Context, opts RunOptions) error {
 	var watching sync.WaitGroup
 	// GPU health runs beside the session: its snapshots wait in the feed while disconnected.
 	watching.Go(func() { collector.Run(runCtx) })
+	if sampler != nil {
+		watching.Go(func() { sampler.Run(runCtx) })
+		if opts.GPUMetricsListen != "" {
+			hostname, _ := os.Hostname()
+			if err := ServeGPUMetrics(runCtx, opts.GPUMetricsListen, DCGMRegistry(hostname, sampler.Latest), log); err != nil {
+				stop(nil)
+				watching.Wait()
+				return err
+			}
+			log.Info("GPU metrics endpoint listening", "addr", opts.GPUMetricsListen)
+		}
+	}
 	if trial != nil {
 		// A roll back that could not exec the old binary ends the process instead, so that
 		// systemd starts the old binary.

@@ -12,6 +12,7 @@ package daemonv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -369,6 +370,7 @@ type SessionRequest struct {
 	//	*SessionRequest_Result
 	//	*SessionRequest_Event
 	//	*SessionRequest_GpuHealth
+	//	*SessionRequest_GpuUsage
 	Msg           isSessionRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -465,6 +467,15 @@ func (x *SessionRequest) GetGpuHealth() *GpuHealth {
 	return nil
 }
 
+func (x *SessionRequest) GetGpuUsage() *GpuUsage {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionRequest_GpuUsage); ok {
+			return x.GpuUsage
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Msg interface {
 	isSessionRequest_Msg()
 }
@@ -493,6 +504,10 @@ type SessionRequest_GpuHealth struct {
 	GpuHealth *GpuHealth `protobuf:"bytes,6,opt,name=gpu_health,json=gpuHealth,proto3,oneof"`
 }
 
+type SessionRequest_GpuUsage struct {
+	GpuUsage *GpuUsage `protobuf:"bytes,7,opt,name=gpu_usage,json=gpuUsage,proto3,oneof"`
+}
+
 func (*SessionRequest_Hello) isSessionRequest_Msg() {}
 
 func (*SessionRequest_Heartbeat) isSessionRequest_Msg() {}
@@ -504,6 +519,8 @@ func (*SessionRequest_Result) isSessionRequest_Msg() {}
 func (*SessionRequest_Event) isSessionRequest_Msg() {}
 
 func (*SessionRequest_GpuHealth) isSessionRequest_Msg() {}
+
+func (*SessionRequest_GpuUsage) isSessionRequest_Msg() {}
 
 // SessionResponse is one message from the gateway.
 type SessionResponse struct {
@@ -1733,6 +1750,235 @@ func (x *GpuSignal) GetDetail() string {
 	return ""
 }
 
+// GpuUsage is how the node's GPUs were used during one wall-clock minute: per GPU, a summary
+// (minimum, mean, maximum) of the samples the daemon took every interval, never the samples
+// themselves (docs/gpus.md, "Utilisation sampling"). The daemon sends one per minute once the
+// minute has ended; minutes that ended while it had no session are kept (the last 10) and sent
+// after the next hello, oldest first, so the same minute may arrive twice across a reconnect
+// (the later one is the same summary). A gateway that does not know the message ignores it.
+type GpuUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The start of the minute summarised, UTC, on a whole minute.
+	Minute *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=minute,proto3" json:"minute,omitempty"`
+	// The sampling interval: samples are about this far apart (--gpu-usage-interval).
+	Interval *durationpb.Duration `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
+	// One summary per GPU sampled in the minute, by index; at most 64.
+	Gpus          []*GpuUsageSummary `protobuf:"bytes,3,rep,name=gpus,proto3" json:"gpus,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuUsage) Reset() {
+	*x = GpuUsage{}
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuUsage) ProtoMessage() {}
+
+func (x *GpuUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuUsage.ProtoReflect.Descriptor instead.
+func (*GpuUsage) Descriptor() ([]byte, []int) {
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GpuUsage) GetMinute() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Minute
+	}
+	return nil
+}
+
+func (x *GpuUsage) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *GpuUsage) GetGpus() []*GpuUsageSummary {
+	if x != nil {
+		return x.Gpus
+	}
+	return nil
+}
+
+// GpuUsageSummary is one GPU's minute. A metric the driver did not give ("[N/A]", "[Not
+// Supported]") in any sample of the minute is absent (its fields unset); one given in some
+// samples is summarised over those.
+type GpuUsageSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The GPU's UUID ("GPU-…"), as nvidia-smi prints it.
+	Uuid string `protobuf:"bytes,1,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	// The GPU's index on the node (nvidia-smi's, which is PCI order).
+	Index int32 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	// How many samples the minute has for the GPU (60 s / interval for a full minute; fewer for
+	// the minute the daemon started in, or when probes failed).
+	Samples int32 `protobuf:"varint,3,opt,name=samples,proto3" json:"samples,omitempty"`
+	// The least utilisation sampled, percent (0 to 100).
+	UtilMin *float32 `protobuf:"fixed32,4,opt,name=util_min,json=utilMin,proto3,oneof" json:"util_min,omitempty"`
+	// The mean utilisation over the samples, percent (0 to 100).
+	UtilMean *float32 `protobuf:"fixed32,5,opt,name=util_mean,json=utilMean,proto3,oneof" json:"util_mean,omitempty"`
+	// The greatest utilisation sampled, percent (0 to 100).
+	UtilMax *float32 `protobuf:"fixed32,6,opt,name=util_max,json=utilMax,proto3,oneof" json:"util_max,omitempty"`
+	// Whether the utilisation is SM activity (the fraction of time an SM had work, from a
+	// DCGM-like source) rather than nvidia-smi's utilization.gpu (the fraction of time any kernel
+	// ran, which reads 100% for a kernel that keeps one SM busy). bcd reads nvidia-smi: false.
+	SmActive bool `protobuf:"varint,7,opt,name=sm_active,json=smActive,proto3" json:"sm_active,omitempty"`
+	// The most device memory in use in any sample, bytes.
+	MemoryUsedMaxBytes *uint64 `protobuf:"varint,8,opt,name=memory_used_max_bytes,json=memoryUsedMaxBytes,proto3,oneof" json:"memory_used_max_bytes,omitempty"`
+	// The GPU's device memory, bytes.
+	MemoryTotalBytes *uint64 `protobuf:"varint,9,opt,name=memory_total_bytes,json=memoryTotalBytes,proto3,oneof" json:"memory_total_bytes,omitempty"`
+	// The mean power draw over the samples, watts.
+	PowerMeanWatts *float32 `protobuf:"fixed32,10,opt,name=power_mean_watts,json=powerMeanWatts,proto3,oneof" json:"power_mean_watts,omitempty"`
+	// The greatest power draw sampled, watts.
+	PowerMaxWatts *float32 `protobuf:"fixed32,11,opt,name=power_max_watts,json=powerMaxWatts,proto3,oneof" json:"power_max_watts,omitempty"`
+	// The highest GPU temperature sampled, degrees Celsius.
+	TemperatureMaxC *float32 `protobuf:"fixed32,12,opt,name=temperature_max_c,json=temperatureMaxC,proto3,oneof" json:"temperature_max_c,omitempty"`
+	// Seconds of the minute the GPU was active: each sample at or above 5% utilisation counts
+	// for the interval (capped at 60). Absent with the utilisation.
+	ActiveSeconds *int32 `protobuf:"varint,13,opt,name=active_seconds,json=activeSeconds,proto3,oneof" json:"active_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuUsageSummary) Reset() {
+	*x = GpuUsageSummary{}
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuUsageSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuUsageSummary) ProtoMessage() {}
+
+func (x *GpuUsageSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuUsageSummary.ProtoReflect.Descriptor instead.
+func (*GpuUsageSummary) Descriptor() ([]byte, []int) {
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GpuUsageSummary) GetUuid() string {
+	if x != nil {
+		return x.Uuid
+	}
+	return ""
+}
+
+func (x *GpuUsageSummary) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *GpuUsageSummary) GetSamples() int32 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+func (x *GpuUsageSummary) GetUtilMin() float32 {
+	if x != nil && x.UtilMin != nil {
+		return *x.UtilMin
+	}
+	return 0
+}
+
+func (x *GpuUsageSummary) GetUtilMean() float32 {
+	if x != nil && x.UtilMean != nil {
+		return *x.UtilMean
+	}
+	return 0
+}
+
+func (x *GpuUsageSummary) GetUtilMax() float32 {
+	if x != nil && x.UtilMax != nil {
+		return *x.UtilMax
+	}
+	return 0
+}
+
+func (x *GpuUsageSummary) GetSmActive() bool {
+	if x != nil {
+		return x.SmActive
+	}
+	return false
+}
+
+func (x *GpuUsageSummary) GetMemoryUsedMaxBytes() uint64 {
+	if x != nil && x.MemoryUsedMaxBytes != nil {
+		return *x.MemoryUsedMaxBytes
+	}
+	return 0
+}
+
+func (x *GpuUsageSummary) GetMemoryTotalBytes() uint64 {
+	if x != nil && x.MemoryTotalBytes != nil {
+		return *x.MemoryTotalBytes
+	}
+	return 0
+}
+
+func (x *GpuUsageSummary) GetPowerMeanWatts() float32 {
+	if x != nil && x.PowerMeanWatts != nil {
+		return *x.PowerMeanWatts
+	}
+	return 0
+}
+
+func (x *GpuUsageSummary) GetPowerMaxWatts() float32 {
+	if x != nil && x.PowerMaxWatts != nil {
+		return *x.PowerMaxWatts
+	}
+	return 0
+}
+
+func (x *GpuUsageSummary) GetTemperatureMaxC() float32 {
+	if x != nil && x.TemperatureMaxC != nil {
+		return *x.TemperatureMaxC
+	}
+	return 0
+}
+
+func (x *GpuUsageSummary) GetActiveSeconds() int32 {
+	if x != nil && x.ActiveSeconds != nil {
+		return *x.ActiveSeconds
+	}
+	return 0
+}
+
 // Welcome accepts a session.
 type Welcome struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1753,7 +1999,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +2011,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[22]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +2024,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{22}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Welcome) GetNodeId() string {
@@ -1847,7 +2093,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2105,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[23]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2118,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{23}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Command) GetId() string {
@@ -2067,7 +2313,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2325,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[24]
+	mi := &file_bettercompute_daemon_v1_daemon_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2338,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{24}
+	return file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -2106,7 +2352,7 @@ var File_bettercompute_daemon_v1_daemon_proto protoreflect.FileDescriptor
 
 const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\n" +
-	"$bettercompute/daemon/v1/daemon.proto\x12\x17bettercompute.daemon.v1\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"Q\n" +
+	"$bettercompute/daemon/v1/daemon.proto\x12\x17bettercompute.daemon.v1\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"Q\n" +
 	"\vJoinRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x10\n" +
 	"\x03csr\x18\x02 \x01(\fR\x03csr\x12\x1a\n" +
@@ -2125,7 +2371,7 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\rSecretRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"&\n" +
 	"\x0eSecretResponse\x12\x14\n" +
-	"\x05value\x18\x01 \x01(\fR\x05value\"\x8b\x03\n" +
+	"\x05value\x18\x01 \x01(\fR\x05value\"\xcd\x03\n" +
 	"\x0eSessionRequest\x126\n" +
 	"\x05hello\x18\x01 \x01(\v2\x1e.bettercompute.daemon.v1.HelloH\x00R\x05hello\x12B\n" +
 	"\theartbeat\x18\x02 \x01(\v2\".bettercompute.daemon.v1.HeartbeatH\x00R\theartbeat\x127\n" +
@@ -2133,7 +2379,8 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\x06result\x18\x04 \x01(\v2&.bettercompute.daemon.v1.CommandResultH\x00R\x06result\x126\n" +
 	"\x05event\x18\x05 \x01(\v2\x1e.bettercompute.daemon.v1.EventH\x00R\x05event\x12C\n" +
 	"\n" +
-	"gpu_health\x18\x06 \x01(\v2\".bettercompute.daemon.v1.GpuHealthH\x00R\tgpuHealthB\x05\n" +
+	"gpu_health\x18\x06 \x01(\v2\".bettercompute.daemon.v1.GpuHealthH\x00R\tgpuHealth\x12@\n" +
+	"\tgpu_usage\x18\a \x01(\v2!.bettercompute.daemon.v1.GpuUsageH\x00R\bgpuUsageB\x05\n" +
 	"\x03msg\"\x9a\x02\n" +
 	"\x0fSessionResponse\x12<\n" +
 	"\awelcome\x18\x01 \x01(\v2 .bettercompute.daemon.v1.WelcomeH\x00R\awelcome\x12<\n" +
@@ -2236,7 +2483,36 @@ const file_bettercompute_daemon_v1_daemon_proto_rawDesc = "" +
 	"\n" +
 	"first_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x127\n" +
 	"\tlast_seen\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x16\n" +
-	"\x06detail\x18\b \x01(\tR\x06detail\"\xef\x01\n" +
+	"\x06detail\x18\b \x01(\tR\x06detail\"\xb3\x01\n" +
+	"\bGpuUsage\x122\n" +
+	"\x06minute\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x06minute\x125\n" +
+	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12<\n" +
+	"\x04gpus\x18\x03 \x03(\v2(.bettercompute.daemon.v1.GpuUsageSummaryR\x04gpus\"\xa3\x05\n" +
+	"\x0fGpuUsageSummary\x12\x12\n" +
+	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x05R\x05index\x12\x18\n" +
+	"\asamples\x18\x03 \x01(\x05R\asamples\x12\x1e\n" +
+	"\butil_min\x18\x04 \x01(\x02H\x00R\autilMin\x88\x01\x01\x12 \n" +
+	"\tutil_mean\x18\x05 \x01(\x02H\x01R\butilMean\x88\x01\x01\x12\x1e\n" +
+	"\butil_max\x18\x06 \x01(\x02H\x02R\autilMax\x88\x01\x01\x12\x1b\n" +
+	"\tsm_active\x18\a \x01(\bR\bsmActive\x126\n" +
+	"\x15memory_used_max_bytes\x18\b \x01(\x04H\x03R\x12memoryUsedMaxBytes\x88\x01\x01\x121\n" +
+	"\x12memory_total_bytes\x18\t \x01(\x04H\x04R\x10memoryTotalBytes\x88\x01\x01\x12-\n" +
+	"\x10power_mean_watts\x18\n" +
+	" \x01(\x02H\x05R\x0epowerMeanWatts\x88\x01\x01\x12+\n" +
+	"\x0fpower_max_watts\x18\v \x01(\x02H\x06R\rpowerMaxWatts\x88\x01\x01\x12/\n" +
+	"\x11temperature_max_c\x18\f \x01(\x02H\aR\x0ftemperatureMaxC\x88\x01\x01\x12*\n" +
+	"\x0eactive_seconds\x18\r \x01(\x05H\bR\ractiveSeconds\x88\x01\x01B\v\n" +
+	"\t_util_minB\f\n" +
+	"\n" +
+	"_util_meanB\v\n" +
+	"\t_util_maxB\x18\n" +
+	"\x16_memory_used_max_bytesB\x15\n" +
+	"\x13_memory_total_bytesB\x13\n" +
+	"\x11_power_mean_wattsB\x12\n" +
+	"\x10_power_max_wattsB\x14\n" +
+	"\x12_temperature_max_cB\x11\n" +
+	"\x0f_active_seconds\"\xef\x01\n" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x02 \x01(\x05R\x18heartbeatIntervalSeconds\x12;\n" +
@@ -2280,7 +2556,7 @@ func file_bettercompute_daemon_v1_daemon_proto_rawDescGZIP() []byte {
 	return file_bettercompute_daemon_v1_daemon_proto_rawDescData
 }
 
-var file_bettercompute_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_bettercompute_daemon_v1_daemon_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_bettercompute_daemon_v1_daemon_proto_goTypes = []any{
 	(*JoinRequest)(nil),             // 0: bettercompute.daemon.v1.JoinRequest
 	(*JoinResponse)(nil),            // 1: bettercompute.daemon.v1.JoinResponse
@@ -2304,75 +2580,82 @@ var file_bettercompute_daemon_v1_daemon_proto_goTypes = []any{
 	(*Event)(nil),                   // 19: bettercompute.daemon.v1.Event
 	(*GpuHealth)(nil),               // 20: bettercompute.daemon.v1.GpuHealth
 	(*GpuSignal)(nil),               // 21: bettercompute.daemon.v1.GpuSignal
-	(*Welcome)(nil),                 // 22: bettercompute.daemon.v1.Welcome
-	(*Command)(nil),                 // 23: bettercompute.daemon.v1.Command
-	(*Goodbye)(nil),                 // 24: bettercompute.daemon.v1.Goodbye
-	(*timestamppb.Timestamp)(nil),   // 25: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),         // 26: google.protobuf.Struct
-	(*ExecPayload)(nil),             // 27: bettercompute.daemon.v1.ExecPayload
-	(*DrainPayload)(nil),            // 28: bettercompute.daemon.v1.DrainPayload
-	(*UndrainPayload)(nil),          // 29: bettercompute.daemon.v1.UndrainPayload
-	(*UpgradePayload)(nil),          // 30: bettercompute.daemon.v1.UpgradePayload
-	(*ConfigurePayload)(nil),        // 31: bettercompute.daemon.v1.ConfigurePayload
-	(*RebootPayload)(nil),           // 32: bettercompute.daemon.v1.RebootPayload
-	(*CollectInventoryPayload)(nil), // 33: bettercompute.daemon.v1.CollectInventoryPayload
-	(*EchoPayload)(nil),             // 34: bettercompute.daemon.v1.EchoPayload
-	(*GpuResetPayload)(nil),         // 35: bettercompute.daemon.v1.GpuResetPayload
-	(*DiagnosePayload)(nil),         // 36: bettercompute.daemon.v1.DiagnosePayload
+	(*GpuUsage)(nil),                // 22: bettercompute.daemon.v1.GpuUsage
+	(*GpuUsageSummary)(nil),         // 23: bettercompute.daemon.v1.GpuUsageSummary
+	(*Welcome)(nil),                 // 24: bettercompute.daemon.v1.Welcome
+	(*Command)(nil),                 // 25: bettercompute.daemon.v1.Command
+	(*Goodbye)(nil),                 // 26: bettercompute.daemon.v1.Goodbye
+	(*timestamppb.Timestamp)(nil),   // 27: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),         // 28: google.protobuf.Struct
+	(*durationpb.Duration)(nil),     // 29: google.protobuf.Duration
+	(*ExecPayload)(nil),             // 30: bettercompute.daemon.v1.ExecPayload
+	(*DrainPayload)(nil),            // 31: bettercompute.daemon.v1.DrainPayload
+	(*UndrainPayload)(nil),          // 32: bettercompute.daemon.v1.UndrainPayload
+	(*UpgradePayload)(nil),          // 33: bettercompute.daemon.v1.UpgradePayload
+	(*ConfigurePayload)(nil),        // 34: bettercompute.daemon.v1.ConfigurePayload
+	(*RebootPayload)(nil),           // 35: bettercompute.daemon.v1.RebootPayload
+	(*CollectInventoryPayload)(nil), // 36: bettercompute.daemon.v1.CollectInventoryPayload
+	(*EchoPayload)(nil),             // 37: bettercompute.daemon.v1.EchoPayload
+	(*GpuResetPayload)(nil),         // 38: bettercompute.daemon.v1.GpuResetPayload
+	(*DiagnosePayload)(nil),         // 39: bettercompute.daemon.v1.DiagnosePayload
 }
 var file_bettercompute_daemon_v1_daemon_proto_depIdxs = []int32{
-	25, // 0: bettercompute.daemon.v1.JoinResponse.not_after:type_name -> google.protobuf.Timestamp
-	25, // 1: bettercompute.daemon.v1.RenewResponse.not_after:type_name -> google.protobuf.Timestamp
+	27, // 0: bettercompute.daemon.v1.JoinResponse.not_after:type_name -> google.protobuf.Timestamp
+	27, // 1: bettercompute.daemon.v1.RenewResponse.not_after:type_name -> google.protobuf.Timestamp
 	9,  // 2: bettercompute.daemon.v1.SessionRequest.hello:type_name -> bettercompute.daemon.v1.Hello
 	16, // 3: bettercompute.daemon.v1.SessionRequest.heartbeat:type_name -> bettercompute.daemon.v1.Heartbeat
 	17, // 4: bettercompute.daemon.v1.SessionRequest.ack:type_name -> bettercompute.daemon.v1.CommandAck
 	18, // 5: bettercompute.daemon.v1.SessionRequest.result:type_name -> bettercompute.daemon.v1.CommandResult
 	19, // 6: bettercompute.daemon.v1.SessionRequest.event:type_name -> bettercompute.daemon.v1.Event
 	20, // 7: bettercompute.daemon.v1.SessionRequest.gpu_health:type_name -> bettercompute.daemon.v1.GpuHealth
-	22, // 8: bettercompute.daemon.v1.SessionResponse.welcome:type_name -> bettercompute.daemon.v1.Welcome
-	23, // 9: bettercompute.daemon.v1.SessionResponse.command:type_name -> bettercompute.daemon.v1.Command
-	24, // 10: bettercompute.daemon.v1.SessionResponse.goodbye:type_name -> bettercompute.daemon.v1.Goodbye
-	8,  // 11: bettercompute.daemon.v1.SessionResponse.tunnel_open:type_name -> bettercompute.daemon.v1.TunnelOpen
-	10, // 12: bettercompute.daemon.v1.Hello.inventory:type_name -> bettercompute.daemon.v1.Inventory
-	25, // 13: bettercompute.daemon.v1.Hello.time:type_name -> google.protobuf.Timestamp
-	11, // 14: bettercompute.daemon.v1.Inventory.gpus:type_name -> bettercompute.daemon.v1.Gpu
-	14, // 15: bettercompute.daemon.v1.Inventory.disks:type_name -> bettercompute.daemon.v1.Disk
-	15, // 16: bettercompute.daemon.v1.Inventory.nics:type_name -> bettercompute.daemon.v1.Nic
-	13, // 17: bettercompute.daemon.v1.Inventory.gpu_driver:type_name -> bettercompute.daemon.v1.GpuDriver
-	12, // 18: bettercompute.daemon.v1.Gpu.links:type_name -> bettercompute.daemon.v1.GpuLink
-	25, // 19: bettercompute.daemon.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	26, // 20: bettercompute.daemon.v1.CommandResult.result:type_name -> google.protobuf.Struct
-	26, // 21: bettercompute.daemon.v1.Event.data:type_name -> google.protobuf.Struct
-	25, // 22: bettercompute.daemon.v1.Event.time:type_name -> google.protobuf.Timestamp
-	21, // 23: bettercompute.daemon.v1.GpuHealth.signals:type_name -> bettercompute.daemon.v1.GpuSignal
-	25, // 24: bettercompute.daemon.v1.GpuHealth.time:type_name -> google.protobuf.Timestamp
-	25, // 25: bettercompute.daemon.v1.GpuSignal.first_seen:type_name -> google.protobuf.Timestamp
-	25, // 26: bettercompute.daemon.v1.GpuSignal.last_seen:type_name -> google.protobuf.Timestamp
-	25, // 27: bettercompute.daemon.v1.Welcome.server_time:type_name -> google.protobuf.Timestamp
-	25, // 28: bettercompute.daemon.v1.Command.deadline:type_name -> google.protobuf.Timestamp
-	27, // 29: bettercompute.daemon.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
-	28, // 30: bettercompute.daemon.v1.Command.drain:type_name -> bettercompute.daemon.v1.DrainPayload
-	29, // 31: bettercompute.daemon.v1.Command.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
-	30, // 32: bettercompute.daemon.v1.Command.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
-	31, // 33: bettercompute.daemon.v1.Command.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
-	32, // 34: bettercompute.daemon.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
-	33, // 35: bettercompute.daemon.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
-	34, // 36: bettercompute.daemon.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
-	35, // 37: bettercompute.daemon.v1.Command.gpu_reset:type_name -> bettercompute.daemon.v1.GpuResetPayload
-	36, // 38: bettercompute.daemon.v1.Command.diagnose:type_name -> bettercompute.daemon.v1.DiagnosePayload
-	0,  // 39: bettercompute.daemon.v1.DaemonService.Join:input_type -> bettercompute.daemon.v1.JoinRequest
-	2,  // 40: bettercompute.daemon.v1.DaemonService.Renew:input_type -> bettercompute.daemon.v1.RenewRequest
-	4,  // 41: bettercompute.daemon.v1.DaemonService.Secret:input_type -> bettercompute.daemon.v1.SecretRequest
-	6,  // 42: bettercompute.daemon.v1.DaemonService.Session:input_type -> bettercompute.daemon.v1.SessionRequest
-	1,  // 43: bettercompute.daemon.v1.DaemonService.Join:output_type -> bettercompute.daemon.v1.JoinResponse
-	3,  // 44: bettercompute.daemon.v1.DaemonService.Renew:output_type -> bettercompute.daemon.v1.RenewResponse
-	5,  // 45: bettercompute.daemon.v1.DaemonService.Secret:output_type -> bettercompute.daemon.v1.SecretResponse
-	7,  // 46: bettercompute.daemon.v1.DaemonService.Session:output_type -> bettercompute.daemon.v1.SessionResponse
-	43, // [43:47] is the sub-list for method output_type
-	39, // [39:43] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	22, // 8: bettercompute.daemon.v1.SessionRequest.gpu_usage:type_name -> bettercompute.daemon.v1.GpuUsage
+	24, // 9: bettercompute.daemon.v1.SessionResponse.welcome:type_name -> bettercompute.daemon.v1.Welcome
+	25, // 10: bettercompute.daemon.v1.SessionResponse.command:type_name -> bettercompute.daemon.v1.Command
+	26, // 11: bettercompute.daemon.v1.SessionResponse.goodbye:type_name -> bettercompute.daemon.v1.Goodbye
+	8,  // 12: bettercompute.daemon.v1.SessionResponse.tunnel_open:type_name -> bettercompute.daemon.v1.TunnelOpen
+	10, // 13: bettercompute.daemon.v1.Hello.inventory:type_name -> bettercompute.daemon.v1.Inventory
+	27, // 14: bettercompute.daemon.v1.Hello.time:type_name -> google.protobuf.Timestamp
+	11, // 15: bettercompute.daemon.v1.Inventory.gpus:type_name -> bettercompute.daemon.v1.Gpu
+	14, // 16: bettercompute.daemon.v1.Inventory.disks:type_name -> bettercompute.daemon.v1.Disk
+	15, // 17: bettercompute.daemon.v1.Inventory.nics:type_name -> bettercompute.daemon.v1.Nic
+	13, // 18: bettercompute.daemon.v1.Inventory.gpu_driver:type_name -> bettercompute.daemon.v1.GpuDriver
+	12, // 19: bettercompute.daemon.v1.Gpu.links:type_name -> bettercompute.daemon.v1.GpuLink
+	27, // 20: bettercompute.daemon.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	28, // 21: bettercompute.daemon.v1.CommandResult.result:type_name -> google.protobuf.Struct
+	28, // 22: bettercompute.daemon.v1.Event.data:type_name -> google.protobuf.Struct
+	27, // 23: bettercompute.daemon.v1.Event.time:type_name -> google.protobuf.Timestamp
+	21, // 24: bettercompute.daemon.v1.GpuHealth.signals:type_name -> bettercompute.daemon.v1.GpuSignal
+	27, // 25: bettercompute.daemon.v1.GpuHealth.time:type_name -> google.protobuf.Timestamp
+	27, // 26: bettercompute.daemon.v1.GpuSignal.first_seen:type_name -> google.protobuf.Timestamp
+	27, // 27: bettercompute.daemon.v1.GpuSignal.last_seen:type_name -> google.protobuf.Timestamp
+	27, // 28: bettercompute.daemon.v1.GpuUsage.minute:type_name -> google.protobuf.Timestamp
+	29, // 29: bettercompute.daemon.v1.GpuUsage.interval:type_name -> google.protobuf.Duration
+	23, // 30: bettercompute.daemon.v1.GpuUsage.gpus:type_name -> bettercompute.daemon.v1.GpuUsageSummary
+	27, // 31: bettercompute.daemon.v1.Welcome.server_time:type_name -> google.protobuf.Timestamp
+	27, // 32: bettercompute.daemon.v1.Command.deadline:type_name -> google.protobuf.Timestamp
+	30, // 33: bettercompute.daemon.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
+	31, // 34: bettercompute.daemon.v1.Command.drain:type_name -> bettercompute.daemon.v1.DrainPayload
+	32, // 35: bettercompute.daemon.v1.Command.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
+	33, // 36: bettercompute.daemon.v1.Command.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
+	34, // 37: bettercompute.daemon.v1.Command.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
+	35, // 38: bettercompute.daemon.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
+	36, // 39: bettercompute.daemon.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
+	37, // 40: bettercompute.daemon.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
+	38, // 41: bettercompute.daemon.v1.Command.gpu_reset:type_name -> bettercompute.daemon.v1.GpuResetPayload
+	39, // 42: bettercompute.daemon.v1.Command.diagnose:type_name -> bettercompute.daemon.v1.DiagnosePayload
+	0,  // 43: bettercompute.daemon.v1.DaemonService.Join:input_type -> bettercompute.daemon.v1.JoinRequest
+	2,  // 44: bettercompute.daemon.v1.DaemonService.Renew:input_type -> bettercompute.daemon.v1.RenewRequest
+	4,  // 45: bettercompute.daemon.v1.DaemonService.Secret:input_type -> bettercompute.daemon.v1.SecretRequest
+	6,  // 46: bettercompute.daemon.v1.DaemonService.Session:input_type -> bettercompute.daemon.v1.SessionRequest
+	1,  // 47: bettercompute.daemon.v1.DaemonService.Join:output_type -> bettercompute.daemon.v1.JoinResponse
+	3,  // 48: bettercompute.daemon.v1.DaemonService.Renew:output_type -> bettercompute.daemon.v1.RenewResponse
+	5,  // 49: bettercompute.daemon.v1.DaemonService.Secret:output_type -> bettercompute.daemon.v1.SecretResponse
+	7,  // 50: bettercompute.daemon.v1.DaemonService.Session:output_type -> bettercompute.daemon.v1.SessionResponse
+	47, // [47:51] is the sub-list for method output_type
+	43, // [43:47] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_daemon_v1_daemon_proto_init() }
@@ -2388,6 +2671,7 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 		(*SessionRequest_Result)(nil),
 		(*SessionRequest_Event)(nil),
 		(*SessionRequest_GpuHealth)(nil),
+		(*SessionRequest_GpuUsage)(nil),
 	}
 	file_bettercompute_daemon_v1_daemon_proto_msgTypes[7].OneofWrappers = []any{
 		(*SessionResponse_Welcome)(nil),
@@ -2396,7 +2680,8 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 		(*SessionResponse_TunnelOpen)(nil),
 	}
 	file_bettercompute_daemon_v1_daemon_proto_msgTypes[11].OneofWrappers = []any{}
-	file_bettercompute_daemon_v1_daemon_proto_msgTypes[23].OneofWrappers = []any{
+	file_bettercompute_daemon_v1_daemon_proto_msgTypes[23].OneofWrappers = []any{}
+	file_bettercompute_daemon_v1_daemon_proto_msgTypes[25].OneofWrappers = []any{
 		(*Command_Exec)(nil),
 		(*Command_Drain)(nil),
 		(*Command_Undrain)(nil),
@@ -2414,7 +2699,7 @@ func file_bettercompute_daemon_v1_daemon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_daemon_v1_daemon_proto_rawDesc), len(file_bettercompute_daemon_v1_daemon_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

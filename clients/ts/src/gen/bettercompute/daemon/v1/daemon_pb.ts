@@ -9,15 +9,15 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { CollectInventoryPayload, ConfigurePayload, DiagnosePayload, DrainPayload, EchoPayload, ExecPayload, GpuResetPayload, RebootPayload, UndrainPayload, UpgradePayload } from "./commands_pb.js";
 import { file_bettercompute_daemon_v1_commands } from "./commands_pb.js";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file bettercompute/daemon/v1/daemon.proto.
  */
 export const file_bettercompute_daemon_v1_daemon: GenFile = /*@__PURE__*/
-  fileDesc("CiRiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9kYWVtb24ucHJvdG8SF2JldHRlcmNvbXB1dGUuZGFlbW9uLnYxIjsKC0pvaW5SZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgsKA2NzchgCIAEoDBIQCghob3N0bmFtZRgDIAEoCSKQAQoMSm9pblJlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSGQoRY2VydGlmaWNhdGVfY2hhaW4YAiABKAwSDwoHcm9vdF9jYRgDIAEoDBIUCgx0cnVzdF9kb21haW4YBCABKAkSLQoJbm90X2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIbCgxSZW5ld1JlcXVlc3QSCwoDY3NyGAEgASgMIlkKDVJlbmV3UmVzcG9uc2USGQoRY2VydGlmaWNhdGVfY2hhaW4YASABKAwSLQoJbm90X2FmdGVyGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIdCg1TZWNyZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkiHwoOU2VjcmV0UmVzcG9uc2USDQoFdmFsdWUYASABKAwi2gIKDlNlc3Npb25SZXF1ZXN0Ei8KBWhlbGxvGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSGVsbG9IABI3CgloZWFydGJlYXQYAiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5IZWFydGJlYXRIABIyCgNhY2sYAyABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kQWNrSAASOAoGcmVzdWx0GAQgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZFJlc3VsdEgAEi8KBWV2ZW50GAUgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXZlbnRIABI4CgpncHVfaGVhbHRoGAYgASgLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1SGVhbHRoSABCBQoDbXNnIvMBCg9TZXNzaW9uUmVzcG9uc2USMwoHd2VsY29tZRgBIAEoCzIgLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLldlbGNvbWVIABIzCgdjb21tYW5kGAIgASgLMiAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZEgAEjMKB2dvb2RieWUYAyABKAsyIC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Hb29kYnllSAASOgoLdHVubmVsX29wZW4YBCABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5UdW5uZWxPcGVuSABCBQoDbXNnIi0KClR1bm5lbE9wZW4SEQoJdHVubmVsX2lkGAEgASgJEgwKBHBvcnQYAiABKAUigAEKBUhlbGxvEhYKDmRhZW1vbl92ZXJzaW9uGAEgASgJEjUKCWludmVudG9yeRgCIAEoCzIiLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkludmVudG9yeRIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLHAgoJSW52ZW50b3J5EhAKCGhvc3RuYW1lGAEgASgJEgoKAm9zGAIgASgJEg4KBmtlcm5lbBgDIAEoCRIRCgljcHVfbW9kZWwYBCABKAkSDAoEY3B1cxgFIAEoBRIUCgxtZW1vcnlfYnl0ZXMYBiABKAMSKgoEZ3B1cxgHIAMoCzIcLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdwdRIsCgVkaXNrcxgIIAMoCzIdLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRpc2sSKgoEbmljcxgJIAMoCzIcLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLk5pYxI2CgpncHVfZHJpdmVyGAogASgLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1RHJpdmVyEhcKD2dwdV9wcm9iZV9lcnJvchgLIAEoCSLJAgoDR3B1Eg0KBWluZGV4GAEgASgFEg0KBW1vZGVsGAIgASgJEhQKDG1lbW9yeV9ieXRlcxgDIAEoAxIMCgR1dWlkGAQgASgJEg4KBnNlcmlhbBgFIAEoCRISCgpwY2lfYnVzX2lkGAYgASgJEhYKCW51bWFfbm9kZRgHIAEoBUgAiAEBEhUKDXZiaW9zX3ZlcnNpb24YCCABKAkSEAoIbWlnX21vZGUYCSABKAkSGQoRcG93ZXJfbGltaXRfd2F0dHMYCiABKAESGAoQcGVyc2lzdGVuY2VfbW9kZRgLIAEoCBIUCgxtaW5vcl9udW1iZXIYDCABKAUSLwoFbGlua3MYDSADKAsyIC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5HcHVMaW5rEhEKCW5lYXJfbmljcxgOIAMoCUIMCgpfbnVtYV9ub2RlIk8KB0dwdUxpbmsSEgoKcGVlcl9pbmRleBgBIAEoBRIRCglwZWVyX3V1aWQYAiABKAkSDAoEcGF0aBgDIAEoCRIPCgdudmxpbmtzGAQgASgFInYKCUdwdURyaXZlchIWCg5kcml2ZXJfdmVyc2lvbhgBIAEoCRIUCgxjdWRhX3ZlcnNpb24YAiABKAkSHAoUZmFicmljX21hbmFnZXJfc3RhdGUYAyABKAkSHQoVZmFicmljX21hbmFnZXJfc3RhdHVzGAQgASgJIjcKBERpc2sSDAoEbmFtZRgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgDEg0KBW1vZGVsGAMgASgJIkcKA05pYxIMCgRuYW1lGAEgASgJEgsKA21hYxgCIAEoCRISCgpzcGVlZF9tYnBzGAMgASgDEhEKCWFkZHJlc3NlcxgEIAMoCSI1CglIZWFydGJlYXQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiIAoKQ29tbWFuZEFjaxISCgpjb21tYW5kX2lkGAEgASgJImwKDUNvbW1hbmRSZXN1bHQSEgoKY29tbWFuZF9pZBgBIAEoCRIPCgdzdWNjZXNzGAIgASgIEicKBnJlc3VsdBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFZXJyb3IYBCABKAkiZgoFRXZlbnQSDAoEdHlwZRgBIAEoCRIlCgRkYXRhGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ/CglHcHVIZWFsdGgSMwoHc2lnbmFscxgBIAMoCzIiLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdwdVNpZ25hbBITCgtwcm9iZV9lcnJvchgCIAEoCRIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLMAQoJR3B1U2lnbmFsEhAKCGdwdV91dWlkGAEgASgJEhIKCnBjaV9idXNfaWQYAiABKAkSDQoFY2hlY2sYAyABKAkSDAoEY29kZRgEIAEoAxINCgVjb3VudBgFIAEoAxIuCgpmaXJzdF9zZWVuGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglsYXN0X3NlZW4YByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmRldGFpbBgIIAEoCSKiAQoHV2VsY29tZRIPCgdub2RlX2lkGAEgASgJEiIKGmhlYXJ0YmVhdF9pbnRlcnZhbF9zZWNvbmRzGAIgASgFEi8KC3NlcnZlcl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBtYXhfcmVzdWx0X2J5dGVzGAQgASgFEhcKD21heF9ldmVudF9ieXRlcxgFIAEoBSLbBQoHQ29tbWFuZBIKCgJpZBgBIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSLAoIZGVhZGxpbmUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKBGV4ZWMYBiABKAsyJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FeGVjUGF5bG9hZEgAEjYKBWRyYWluGAcgASgLMiUuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRHJhaW5QYXlsb2FkSAASOgoHdW5kcmFpbhgIIAEoCzInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlVuZHJhaW5QYXlsb2FkSAASOgoHdXBncmFkZRgJIAEoCzInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlVwZ3JhZGVQYXlsb2FkSAASPgoJY29uZmlndXJlGAogASgLMikuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29uZmlndXJlUGF5bG9hZEgAEjgKBnJlYm9vdBgLIAEoCzImLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlYm9vdFBheWxvYWRIABJNChFjb2xsZWN0X2ludmVudG9yeRgMIAEoCzIwLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkNvbGxlY3RJbnZlbnRvcnlQYXlsb2FkSAASNAoEZWNobxgNIAEoCzIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkVjaG9QYXlsb2FkSAASPQoJZ3B1X3Jlc2V0GA4gASgLMiguYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1UmVzZXRQYXlsb2FkSAASPAoIZGlhZ25vc2UYDyABKAsyKC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5EaWFnbm9zZVBheWxvYWRIAEIJCgdwYXlsb2FkSgQIAhADSgQIAxAEUgR0eXBlIhkKB0dvb2RieWUSDgoGcmVhc29uGAEgASgJMvkCCg1EYWVtb25TZXJ2aWNlElMKBEpvaW4SJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Kb2luUmVxdWVzdBolLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkpvaW5SZXNwb25zZRJWCgVSZW5ldxIlLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlbmV3UmVxdWVzdBomLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlbmV3UmVzcG9uc2USWQoGU2VjcmV0EiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2VjcmV0UmVxdWVzdBonLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlY3JldFJlc3BvbnNlEmAKB1Nlc3Npb24SJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZXNzaW9uUmVxdWVzdBooLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlc3Npb25SZXNwb25zZSgBMAFCUlpQZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9kYWVtb24vdjE7ZGFlbW9udjFiBnByb3RvMw", [file_bettercompute_daemon_v1_commands, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiRiZXR0ZXJjb21wdXRlL2RhZW1vbi92MS9kYWVtb24ucHJvdG8SF2JldHRlcmNvbXB1dGUuZGFlbW9uLnYxIjsKC0pvaW5SZXF1ZXN0Eg0KBXRva2VuGAEgASgJEgsKA2NzchgCIAEoDBIQCghob3N0bmFtZRgDIAEoCSKQAQoMSm9pblJlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSGQoRY2VydGlmaWNhdGVfY2hhaW4YAiABKAwSDwoHcm9vdF9jYRgDIAEoDBIUCgx0cnVzdF9kb21haW4YBCABKAkSLQoJbm90X2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIbCgxSZW5ld1JlcXVlc3QSCwoDY3NyGAEgASgMIlkKDVJlbmV3UmVzcG9uc2USGQoRY2VydGlmaWNhdGVfY2hhaW4YASABKAwSLQoJbm90X2FmdGVyGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIdCg1TZWNyZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkiHwoOU2VjcmV0UmVzcG9uc2USDQoFdmFsdWUYASABKAwikgMKDlNlc3Npb25SZXF1ZXN0Ei8KBWhlbGxvGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSGVsbG9IABI3CgloZWFydGJlYXQYAiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5IZWFydGJlYXRIABIyCgNhY2sYAyABKAsyIy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kQWNrSAASOAoGcmVzdWx0GAQgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29tbWFuZFJlc3VsdEgAEi8KBWV2ZW50GAUgASgLMh4uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXZlbnRIABI4CgpncHVfaGVhbHRoGAYgASgLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1SGVhbHRoSAASNgoJZ3B1X3VzYWdlGAcgASgLMiEuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1VXNhZ2VIAEIFCgNtc2ci8wEKD1Nlc3Npb25SZXNwb25zZRIzCgd3ZWxjb21lGAEgASgLMiAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuV2VsY29tZUgAEjMKB2NvbW1hbmQYAiABKAsyIC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db21tYW5kSAASMwoHZ29vZGJ5ZRgDIAEoCzIgLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdvb2RieWVIABI6Cgt0dW5uZWxfb3BlbhgEIAEoCzIjLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlR1bm5lbE9wZW5IAEIFCgNtc2ciLQoKVHVubmVsT3BlbhIRCgl0dW5uZWxfaWQYASABKAkSDAoEcG9ydBgCIAEoBSKAAQoFSGVsbG8SFgoOZGFlbW9uX3ZlcnNpb24YASABKAkSNQoJaW52ZW50b3J5GAIgASgLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSW52ZW50b3J5EigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIscCCglJbnZlbnRvcnkSEAoIaG9zdG5hbWUYASABKAkSCgoCb3MYAiABKAkSDgoGa2VybmVsGAMgASgJEhEKCWNwdV9tb2RlbBgEIAEoCRIMCgRjcHVzGAUgASgFEhQKDG1lbW9yeV9ieXRlcxgGIAEoAxIqCgRncHVzGAcgAygLMhwuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1EiwKBWRpc2tzGAggAygLMh0uYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRGlzaxIqCgRuaWNzGAkgAygLMhwuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuTmljEjYKCmdwdV9kcml2ZXIYCiABKAsyIi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5HcHVEcml2ZXISFwoPZ3B1X3Byb2JlX2Vycm9yGAsgASgJIskCCgNHcHUSDQoFaW5kZXgYASABKAUSDQoFbW9kZWwYAiABKAkSFAoMbWVtb3J5X2J5dGVzGAMgASgDEgwKBHV1aWQYBCABKAkSDgoGc2VyaWFsGAUgASgJEhIKCnBjaV9idXNfaWQYBiABKAkSFgoJbnVtYV9ub2RlGAcgASgFSACIAQESFQoNdmJpb3NfdmVyc2lvbhgIIAEoCRIQCghtaWdfbW9kZRgJIAEoCRIZChFwb3dlcl9saW1pdF93YXR0cxgKIAEoARIYChBwZXJzaXN0ZW5jZV9tb2RlGAsgASgIEhQKDG1pbm9yX251bWJlchgMIAEoBRIvCgVsaW5rcxgNIAMoCzIgLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdwdUxpbmsSEQoJbmVhcl9uaWNzGA4gAygJQgwKCl9udW1hX25vZGUiTwoHR3B1TGluaxISCgpwZWVyX2luZGV4GAEgASgFEhEKCXBlZXJfdXVpZBgCIAEoCRIMCgRwYXRoGAMgASgJEg8KB252bGlua3MYBCABKAUidgoJR3B1RHJpdmVyEhYKDmRyaXZlcl92ZXJzaW9uGAEgASgJEhQKDGN1ZGFfdmVyc2lvbhgCIAEoCRIcChRmYWJyaWNfbWFuYWdlcl9zdGF0ZRgDIAEoCRIdChVmYWJyaWNfbWFuYWdlcl9zdGF0dXMYBCABKAkiNwoERGlzaxIMCgRuYW1lGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMSDQoFbW9kZWwYAyABKAkiRwoDTmljEgwKBG5hbWUYASABKAkSCwoDbWFjGAIgASgJEhIKCnNwZWVkX21icHMYAyABKAMSEQoJYWRkcmVzc2VzGAQgAygJIjUKCUhlYXJ0YmVhdBIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIgCgpDb21tYW5kQWNrEhIKCmNvbW1hbmRfaWQYASABKAkibAoNQ29tbWFuZFJlc3VsdBISCgpjb21tYW5kX2lkGAEgASgJEg8KB3N1Y2Nlc3MYAiABKAgSJwoGcmVzdWx0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgVlcnJvchgEIAEoCSJmCgVFdmVudBIMCgR0eXBlGAEgASgJEiUKBGRhdGEYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIn8KCUdwdUhlYWx0aBIzCgdzaWduYWxzGAEgAygLMiIuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1U2lnbmFsEhMKC3Byb2JlX2Vycm9yGAIgASgJEigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIswBCglHcHVTaWduYWwSEAoIZ3B1X3V1aWQYASABKAkSEgoKcGNpX2J1c19pZBgCIAEoCRINCgVjaGVjaxgDIAEoCRIMCgRjb2RlGAQgASgDEg0KBWNvdW50GAUgASgDEi4KCmZpcnN0X3NlZW4YBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCWxhc3Rfc2VlbhgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGZGV0YWlsGAggASgJIpsBCghHcHVVc2FnZRIqCgZtaW51dGUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKCGludGVydmFsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjYKBGdwdXMYAyADKAsyKC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5HcHVVc2FnZVN1bW1hcnkiggQKD0dwdVVzYWdlU3VtbWFyeRIMCgR1dWlkGAEgASgJEg0KBWluZGV4GAIgASgFEg8KB3NhbXBsZXMYAyABKAUSFQoIdXRpbF9taW4YBCABKAJIAIgBARIWCgl1dGlsX21lYW4YBSABKAJIAYgBARIVCgh1dGlsX21heBgGIAEoAkgCiAEBEhEKCXNtX2FjdGl2ZRgHIAEoCBIiChVtZW1vcnlfdXNlZF9tYXhfYnl0ZXMYCCABKARIA4gBARIfChJtZW1vcnlfdG90YWxfYnl0ZXMYCSABKARIBIgBARIdChBwb3dlcl9tZWFuX3dhdHRzGAogASgCSAWIAQESHAoPcG93ZXJfbWF4X3dhdHRzGAsgASgCSAaIAQESHgoRdGVtcGVyYXR1cmVfbWF4X2MYDCABKAJIB4gBARIbCg5hY3RpdmVfc2Vjb25kcxgNIAEoBUgIiAEBQgsKCV91dGlsX21pbkIMCgpfdXRpbF9tZWFuQgsKCV91dGlsX21heEIYChZfbWVtb3J5X3VzZWRfbWF4X2J5dGVzQhUKE19tZW1vcnlfdG90YWxfYnl0ZXNCEwoRX3Bvd2VyX21lYW5fd2F0dHNCEgoQX3Bvd2VyX21heF93YXR0c0IUChJfdGVtcGVyYXR1cmVfbWF4X2NCEQoPX2FjdGl2ZV9zZWNvbmRzIqIBCgdXZWxjb21lEg8KB25vZGVfaWQYASABKAkSIgoaaGVhcnRiZWF0X2ludGVydmFsX3NlY29uZHMYAiABKAUSLwoLc2VydmVyX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEG1heF9yZXN1bHRfYnl0ZXMYBCABKAUSFwoPbWF4X2V2ZW50X2J5dGVzGAUgASgFItsFCgdDb21tYW5kEgoKAmlkGAEgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCRIsCghkZWFkbGluZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoEZXhlYxgGIAEoCzIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkV4ZWNQYXlsb2FkSAASNgoFZHJhaW4YByABKAsyJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5EcmFpblBheWxvYWRIABI6Cgd1bmRyYWluGAggASgLMicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuVW5kcmFpblBheWxvYWRIABI6Cgd1cGdyYWRlGAkgASgLMicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuVXBncmFkZVBheWxvYWRIABI+Cgljb25maWd1cmUYCiABKAsyKS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db25maWd1cmVQYXlsb2FkSAASOAoGcmVib290GAsgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuUmVib290UGF5bG9hZEgAEk0KEWNvbGxlY3RfaW52ZW50b3J5GAwgASgLMjAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29sbGVjdEludmVudG9yeVBheWxvYWRIABI0CgRlY2hvGA0gASgLMiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRWNob1BheWxvYWRIABI9CglncHVfcmVzZXQYDiABKAsyKC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5HcHVSZXNldFBheWxvYWRIABI8CghkaWFnbm9zZRgPIAEoCzIoLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRpYWdub3NlUGF5bG9hZEgAQgkKB3BheWxvYWRKBAgCEANKBAgDEARSBHR5cGUiGQoHR29vZGJ5ZRIOCgZyZWFzb24YASABKAky+QIKDURhZW1vblNlcnZpY2USUwoESm9pbhIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkpvaW5SZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuSm9pblJlc3BvbnNlElYKBVJlbmV3EiUuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuUmVuZXdSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuUmVuZXdSZXNwb25zZRJZCgZTZWNyZXQSJi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5TZWNyZXRSZXF1ZXN0GicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2VjcmV0UmVzcG9uc2USYAoHU2Vzc2lvbhInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlNlc3Npb25SZXF1ZXN0GiguYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuU2Vzc2lvblJlc3BvbnNlKAEwAUJSWlBnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL2RhZW1vbi92MTtkYWVtb252MWIGcHJvdG8z", [file_bettercompute_daemon_v1_commands, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * JoinRequest carries the single-use secret and the node's key.
@@ -224,6 +224,12 @@ export type SessionRequest = Message<"bettercompute.daemon.v1.SessionRequest"> &
      */
     value: GpuHealth;
     case: "gpuHealth";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.GpuUsage gpu_usage = 7;
+     */
+    value: GpuUsage;
+    case: "gpuUsage";
   } | { case: undefined; value?: undefined };
 };
 
@@ -907,6 +913,157 @@ export const GpuSignalSchema: GenMessage<GpuSignal> = /*@__PURE__*/
   messageDesc(file_bettercompute_daemon_v1_daemon, 21);
 
 /**
+ * GpuUsage is how the node's GPUs were used during one wall-clock minute: per GPU, a summary
+ * (minimum, mean, maximum) of the samples the daemon took every interval, never the samples
+ * themselves (docs/gpus.md, "Utilisation sampling"). The daemon sends one per minute once the
+ * minute has ended; minutes that ended while it had no session are kept (the last 10) and sent
+ * after the next hello, oldest first, so the same minute may arrive twice across a reconnect
+ * (the later one is the same summary). A gateway that does not know the message ignores it.
+ *
+ * @generated from message bettercompute.daemon.v1.GpuUsage
+ */
+export type GpuUsage = Message<"bettercompute.daemon.v1.GpuUsage"> & {
+  /**
+   * The start of the minute summarised, UTC, on a whole minute.
+   *
+   * @generated from field: google.protobuf.Timestamp minute = 1;
+   */
+  minute?: Timestamp | undefined;
+
+  /**
+   * The sampling interval: samples are about this far apart (--gpu-usage-interval).
+   *
+   * @generated from field: google.protobuf.Duration interval = 2;
+   */
+  interval?: Duration | undefined;
+
+  /**
+   * One summary per GPU sampled in the minute, by index; at most 64.
+   *
+   * @generated from field: repeated bettercompute.daemon.v1.GpuUsageSummary gpus = 3;
+   */
+  gpus: GpuUsageSummary[];
+};
+
+/**
+ * Describes the message bettercompute.daemon.v1.GpuUsage.
+ * Use `create(GpuUsageSchema)` to create a new message.
+ */
+export const GpuUsageSchema: GenMessage<GpuUsage> = /*@__PURE__*/
+  messageDesc(file_bettercompute_daemon_v1_daemon, 22);
+
+/**
+ * GpuUsageSummary is one GPU's minute. A metric the driver did not give ("[N/A]", "[Not
+ * Supported]") in any sample of the minute is absent (its fields unset); one given in some
+ * samples is summarised over those.
+ *
+ * @generated from message bettercompute.daemon.v1.GpuUsageSummary
+ */
+export type GpuUsageSummary = Message<"bettercompute.daemon.v1.GpuUsageSummary"> & {
+  /**
+   * The GPU's UUID ("GPU-…"), as nvidia-smi prints it.
+   *
+   * @generated from field: string uuid = 1;
+   */
+  uuid: string;
+
+  /**
+   * The GPU's index on the node (nvidia-smi's, which is PCI order).
+   *
+   * @generated from field: int32 index = 2;
+   */
+  index: number;
+
+  /**
+   * How many samples the minute has for the GPU (60 s / interval for a full minute; fewer for
+   * the minute the daemon started in, or when probes failed).
+   *
+   * @generated from field: int32 samples = 3;
+   */
+  samples: number;
+
+  /**
+   * The least utilisation sampled, percent (0 to 100).
+   *
+   * @generated from field: optional float util_min = 4;
+   */
+  utilMin?: number | undefined;
+
+  /**
+   * The mean utilisation over the samples, percent (0 to 100).
+   *
+   * @generated from field: optional float util_mean = 5;
+   */
+  utilMean?: number | undefined;
+
+  /**
+   * The greatest utilisation sampled, percent (0 to 100).
+   *
+   * @generated from field: optional float util_max = 6;
+   */
+  utilMax?: number | undefined;
+
+  /**
+   * Whether the utilisation is SM activity (the fraction of time an SM had work, from a
+   * DCGM-like source) rather than nvidia-smi's utilization.gpu (the fraction of time any kernel
+   * ran, which reads 100% for a kernel that keeps one SM busy). bcd reads nvidia-smi: false.
+   *
+   * @generated from field: bool sm_active = 7;
+   */
+  smActive: boolean;
+
+  /**
+   * The most device memory in use in any sample, bytes.
+   *
+   * @generated from field: optional uint64 memory_used_max_bytes = 8;
+   */
+  memoryUsedMaxBytes?: bigint | undefined;
+
+  /**
+   * The GPU's device memory, bytes.
+   *
+   * @generated from field: optional uint64 memory_total_bytes = 9;
+   */
+  memoryTotalBytes?: bigint | undefined;
+
+  /**
+   * The mean power draw over the samples, watts.
+   *
+   * @generated from field: optional float power_mean_watts = 10;
+   */
+  powerMeanWatts?: number | undefined;
+
+  /**
+   * The greatest power draw sampled, watts.
+   *
+   * @generated from field: optional float power_max_watts = 11;
+   */
+  powerMaxWatts?: number | undefined;
+
+  /**
+   * The highest GPU temperature sampled, degrees Celsius.
+   *
+   * @generated from field: optional float temperature_max_c = 12;
+   */
+  temperatureMaxC?: number | undefined;
+
+  /**
+   * Seconds of the minute the GPU was active: each sample at or above 5% utilisation counts
+   * for the interval (capped at 60). Absent with the utilisation.
+   *
+   * @generated from field: optional int32 active_seconds = 13;
+   */
+  activeSeconds?: number | undefined;
+};
+
+/**
+ * Describes the message bettercompute.daemon.v1.GpuUsageSummary.
+ * Use `create(GpuUsageSummarySchema)` to create a new message.
+ */
+export const GpuUsageSummarySchema: GenMessage<GpuUsageSummary> = /*@__PURE__*/
+  messageDesc(file_bettercompute_daemon_v1_daemon, 23);
+
+/**
  * Welcome accepts a session.
  *
  * @generated from message bettercompute.daemon.v1.Welcome
@@ -952,7 +1109,7 @@ export type Welcome = Message<"bettercompute.daemon.v1.Welcome"> & {
  * Use `create(WelcomeSchema)` to create a new message.
  */
 export const WelcomeSchema: GenMessage<Welcome> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 22);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 24);
 
 /**
  * Command is work for the node. A command may be delivered more than once (after a reconnect);
@@ -1052,7 +1209,7 @@ export type Command = Message<"bettercompute.daemon.v1.Command"> & {
  * Use `create(CommandSchema)` to create a new message.
  */
 export const CommandSchema: GenMessage<Command> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 23);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 25);
 
 /**
  * Goodbye ends a session: superseded by a newer one, or the node was revoked.
@@ -1071,7 +1228,7 @@ export type Goodbye = Message<"bettercompute.daemon.v1.Goodbye"> & {
  * Use `create(GoodbyeSchema)` to create a new message.
  */
 export const GoodbyeSchema: GenMessage<Goodbye> = /*@__PURE__*/
-  messageDesc(file_bettercompute_daemon_v1_daemon, 24);
+  messageDesc(file_bettercompute_daemon_v1_daemon, 26);
 
 /**
  * DaemonService is served by gateways to daemons. Join is the only call accepted without a

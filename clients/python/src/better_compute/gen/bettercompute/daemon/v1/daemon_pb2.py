@@ -23,11 +23,12 @@ _sym_db = _symbol_database.Default()
 
 
 from bettercompute.daemon.v1 import commands_pb2 as bettercompute_dot_daemon_dot_v1_dot_commands__pb2
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$bettercompute/daemon/v1/daemon.proto\x12\x17\x62\x65ttercompute.daemon.v1\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"Q\n\x0bJoinRequest\x12\x14\n\x05token\x18\x01 \x01(\tR\x05token\x12\x10\n\x03\x63sr\x18\x02 \x01(\x0cR\x03\x63sr\x12\x1a\n\x08hostname\x18\x03 \x01(\tR\x08hostname\"\xc9\x01\n\x0cJoinResponse\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12+\n\x11\x63\x65rtificate_chain\x18\x02 \x01(\x0cR\x10\x63\x65rtificateChain\x12\x17\n\x07root_ca\x18\x03 \x01(\x0cR\x06rootCa\x12!\n\x0ctrust_domain\x18\x04 \x01(\tR\x0btrustDomain\x12\x37\n\tnot_after\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08notAfter\" \n\x0cRenewRequest\x12\x10\n\x03\x63sr\x18\x01 \x01(\x0cR\x03\x63sr\"u\n\rRenewResponse\x12+\n\x11\x63\x65rtificate_chain\x18\x01 \x01(\x0cR\x10\x63\x65rtificateChain\x12\x37\n\tnot_after\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08notAfter\"#\n\rSecretRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"&\n\x0eSecretResponse\x12\x14\n\x05value\x18\x01 \x01(\x0cR\x05value\"\x8b\x03\n\x0eSessionRequest\x12\x36\n\x05hello\x18\x01 \x01(\x0b\x32\x1e.bettercompute.daemon.v1.HelloH\x00R\x05hello\x12\x42\n\theartbeat\x18\x02 \x01(\x0b\x32\".bettercompute.daemon.v1.HeartbeatH\x00R\theartbeat\x12\x37\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32#.bettercompute.daemon.v1.CommandAckH\x00R\x03\x61\x63k\x12@\n\x06result\x18\x04 \x01(\x0b\x32&.bettercompute.daemon.v1.CommandResultH\x00R\x06result\x12\x36\n\x05\x65vent\x18\x05 \x01(\x0b\x32\x1e.bettercompute.daemon.v1.EventH\x00R\x05\x65vent\x12\x43\n\ngpu_health\x18\x06 \x01(\x0b\x32\".bettercompute.daemon.v1.GpuHealthH\x00R\tgpuHealthB\x05\n\x03msg\"\x9a\x02\n\x0fSessionResponse\x12<\n\x07welcome\x18\x01 \x01(\x0b\x32 .bettercompute.daemon.v1.WelcomeH\x00R\x07welcome\x12<\n\x07\x63ommand\x18\x02 \x01(\x0b\x32 .bettercompute.daemon.v1.CommandH\x00R\x07\x63ommand\x12<\n\x07goodbye\x18\x03 \x01(\x0b\x32 .bettercompute.daemon.v1.GoodbyeH\x00R\x07goodbye\x12\x46\n\x0btunnel_open\x18\x04 \x01(\x0b\x32#.bettercompute.daemon.v1.TunnelOpenH\x00R\ntunnelOpenB\x05\n\x03msg\"=\n\nTunnelOpen\x12\x1b\n\ttunnel_id\x18\x01 \x01(\tR\x08tunnelId\x12\x12\n\x04port\x18\x02 \x01(\x05R\x04port\"\xa0\x01\n\x05Hello\x12%\n\x0e\x64\x61\x65mon_version\x18\x01 \x01(\tR\rdaemonVersion\x12@\n\tinventory\x18\x02 \x01(\x0b\x32\".bettercompute.daemon.v1.InventoryR\tinventory\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\xa7\x03\n\tInventory\x12\x1a\n\x08hostname\x18\x01 \x01(\tR\x08hostname\x12\x0e\n\x02os\x18\x02 \x01(\tR\x02os\x12\x16\n\x06kernel\x18\x03 \x01(\tR\x06kernel\x12\x1b\n\tcpu_model\x18\x04 \x01(\tR\x08\x63puModel\x12\x12\n\x04\x63pus\x18\x05 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x06 \x01(\x03R\x0bmemoryBytes\x12\x30\n\x04gpus\x18\x07 \x03(\x0b\x32\x1c.bettercompute.daemon.v1.GpuR\x04gpus\x12\x33\n\x05\x64isks\x18\x08 \x03(\x0b\x32\x1d.bettercompute.daemon.v1.DiskR\x05\x64isks\x12\x30\n\x04nics\x18\t \x03(\x0b\x32\x1c.bettercompute.daemon.v1.NicR\x04nics\x12\x41\n\ngpu_driver\x18\n \x01(\x0b\x32\".bettercompute.daemon.v1.GpuDriverR\tgpuDriver\x12&\n\x0fgpu_probe_error\x18\x0b \x01(\tR\rgpuProbeError\"\xdd\x03\n\x03Gpu\x12\x14\n\x05index\x18\x01 \x01(\x05R\x05index\x12\x14\n\x05model\x18\x02 \x01(\tR\x05model\x12!\n\x0cmemory_bytes\x18\x03 \x01(\x03R\x0bmemoryBytes\x12\x12\n\x04uuid\x18\x04 \x01(\tR\x04uuid\x12\x16\n\x06serial\x18\x05 \x01(\tR\x06serial\x12\x1c\n\npci_bus_id\x18\x06 \x01(\tR\x08pciBusId\x12 \n\tnuma_node\x18\x07 \x01(\x05H\x00R\x08numaNode\x88\x01\x01\x12#\n\rvbios_version\x18\x08 \x01(\tR\x0cvbiosVersion\x12\x19\n\x08mig_mode\x18\t \x01(\tR\x07migMode\x12*\n\x11power_limit_watts\x18\n \x01(\x01R\x0fpowerLimitWatts\x12)\n\x10persistence_mode\x18\x0b \x01(\x08R\x0fpersistenceMode\x12!\n\x0cminor_number\x18\x0c \x01(\x05R\x0bminorNumber\x12\x36\n\x05links\x18\r \x03(\x0b\x32 .bettercompute.daemon.v1.GpuLinkR\x05links\x12\x1b\n\tnear_nics\x18\x0e \x03(\tR\x08nearNicsB\x0c\n\n_numa_node\"s\n\x07GpuLink\x12\x1d\n\npeer_index\x18\x01 \x01(\x05R\tpeerIndex\x12\x1b\n\tpeer_uuid\x18\x02 \x01(\tR\x08peerUuid\x12\x12\n\x04path\x18\x03 \x01(\tR\x04path\x12\x18\n\x07nvlinks\x18\x04 \x01(\x05R\x07nvlinks\"\xbb\x01\n\tGpuDriver\x12%\n\x0e\x64river_version\x18\x01 \x01(\tR\rdriverVersion\x12!\n\x0c\x63uda_version\x18\x02 \x01(\tR\x0b\x63udaVersion\x12\x30\n\x14\x66\x61\x62ric_manager_state\x18\x03 \x01(\tR\x12\x66\x61\x62ricManagerState\x12\x32\n\x15\x66\x61\x62ric_manager_status\x18\x04 \x01(\tR\x13\x66\x61\x62ricManagerStatus\"O\n\x04\x44isk\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n\nsize_bytes\x18\x02 \x01(\x03R\tsizeBytes\x12\x14\n\x05model\x18\x03 \x01(\tR\x05model\"h\n\x03Nic\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n\x03mac\x18\x02 \x01(\tR\x03mac\x12\x1d\n\nspeed_mbps\x18\x03 \x01(\x03R\tspeedMbps\x12\x1c\n\taddresses\x18\x04 \x03(\tR\taddresses\";\n\tHeartbeat\x12.\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"+\n\nCommandAck\x12\x1d\n\ncommand_id\x18\x01 \x01(\tR\tcommandId\"\x8f\x01\n\rCommandResult\x12\x1d\n\ncommand_id\x18\x01 \x01(\tR\tcommandId\x12\x18\n\x07success\x18\x02 \x01(\x08R\x07success\x12/\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x06result\x12\x14\n\x05\x65rror\x18\x04 \x01(\tR\x05\x65rror\"x\n\x05\x45vent\x12\x12\n\x04type\x18\x01 \x01(\tR\x04type\x12+\n\x04\x64\x61ta\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructR\x04\x64\x61ta\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\x9a\x01\n\tGpuHealth\x12<\n\x07signals\x18\x01 \x03(\x0b\x32\".bettercompute.daemon.v1.GpuSignalR\x07signals\x12\x1f\n\x0bprobe_error\x18\x02 \x01(\tR\nprobeError\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\x90\x02\n\tGpuSignal\x12\x19\n\x08gpu_uuid\x18\x01 \x01(\tR\x07gpuUuid\x12\x1c\n\npci_bus_id\x18\x02 \x01(\tR\x08pciBusId\x12\x14\n\x05\x63heck\x18\x03 \x01(\tR\x05\x63heck\x12\x12\n\x04\x63ode\x18\x04 \x01(\x03R\x04\x63ode\x12\x14\n\x05\x63ount\x18\x05 \x01(\x03R\x05\x63ount\x12\x39\n\nfirst_seen\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tfirstSeen\x12\x37\n\tlast_seen\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08lastSeen\x12\x16\n\x06\x64\x65tail\x18\x08 \x01(\tR\x06\x64\x65tail\"\xef\x01\n\x07Welcome\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12<\n\x1aheartbeat_interval_seconds\x18\x02 \x01(\x05R\x18heartbeatIntervalSeconds\x12;\n\x0bserver_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nserverTime\x12(\n\x10max_result_bytes\x18\x04 \x01(\x05R\x0emaxResultBytes\x12&\n\x0fmax_event_bytes\x18\x05 \x01(\x05R\rmaxEventBytes\"\xd7\x06\n\x07\x43ommand\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\'\n\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12\x36\n\x08\x64\x65\x61\x64line\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08\x64\x65\x61\x64line\x12:\n\x04\x65xec\x18\x06 \x01(\x0b\x32$.bettercompute.daemon.v1.ExecPayloadH\x00R\x04\x65xec\x12=\n\x05\x64rain\x18\x07 \x01(\x0b\x32%.bettercompute.daemon.v1.DrainPayloadH\x00R\x05\x64rain\x12\x43\n\x07undrain\x18\x08 \x01(\x0b\x32\'.bettercompute.daemon.v1.UndrainPayloadH\x00R\x07undrain\x12\x43\n\x07upgrade\x18\t \x01(\x0b\x32\'.bettercompute.daemon.v1.UpgradePayloadH\x00R\x07upgrade\x12I\n\tconfigure\x18\n \x01(\x0b\x32).bettercompute.daemon.v1.ConfigurePayloadH\x00R\tconfigure\x12@\n\x06reboot\x18\x0b \x01(\x0b\x32&.bettercompute.daemon.v1.RebootPayloadH\x00R\x06reboot\x12_\n\x11\x63ollect_inventory\x18\x0c \x01(\x0b\x32\x30.bettercompute.daemon.v1.CollectInventoryPayloadH\x00R\x10\x63ollectInventory\x12:\n\x04\x65\x63ho\x18\r \x01(\x0b\x32$.bettercompute.daemon.v1.EchoPayloadH\x00R\x04\x65\x63ho\x12G\n\tgpu_reset\x18\x0e \x01(\x0b\x32(.bettercompute.daemon.v1.GpuResetPayloadH\x00R\x08gpuReset\x12\x46\n\x08\x64iagnose\x18\x0f \x01(\x0b\x32(.bettercompute.daemon.v1.DiagnosePayloadH\x00R\x08\x64iagnoseB\t\n\x07payloadJ\x04\x08\x02\x10\x03J\x04\x08\x03\x10\x04R\x04type\"!\n\x07Goodbye\x12\x16\n\x06reason\x18\x01 \x01(\tR\x06reason2\xf9\x02\n\rDaemonService\x12S\n\x04Join\x12$.bettercompute.daemon.v1.JoinRequest\x1a%.bettercompute.daemon.v1.JoinResponse\x12V\n\x05Renew\x12%.bettercompute.daemon.v1.RenewRequest\x1a&.bettercompute.daemon.v1.RenewResponse\x12Y\n\x06Secret\x12&.bettercompute.daemon.v1.SecretRequest\x1a\'.bettercompute.daemon.v1.SecretResponse\x12`\n\x07Session\x12\'.bettercompute.daemon.v1.SessionRequest\x1a(.bettercompute.daemon.v1.SessionResponse(\x01\x30\x01\x42RZPgithub.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1;daemonv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$bettercompute/daemon/v1/daemon.proto\x12\x17\x62\x65ttercompute.daemon.v1\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"Q\n\x0bJoinRequest\x12\x14\n\x05token\x18\x01 \x01(\tR\x05token\x12\x10\n\x03\x63sr\x18\x02 \x01(\x0cR\x03\x63sr\x12\x1a\n\x08hostname\x18\x03 \x01(\tR\x08hostname\"\xc9\x01\n\x0cJoinResponse\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12+\n\x11\x63\x65rtificate_chain\x18\x02 \x01(\x0cR\x10\x63\x65rtificateChain\x12\x17\n\x07root_ca\x18\x03 \x01(\x0cR\x06rootCa\x12!\n\x0ctrust_domain\x18\x04 \x01(\tR\x0btrustDomain\x12\x37\n\tnot_after\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08notAfter\" \n\x0cRenewRequest\x12\x10\n\x03\x63sr\x18\x01 \x01(\x0cR\x03\x63sr\"u\n\rRenewResponse\x12+\n\x11\x63\x65rtificate_chain\x18\x01 \x01(\x0cR\x10\x63\x65rtificateChain\x12\x37\n\tnot_after\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08notAfter\"#\n\rSecretRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"&\n\x0eSecretResponse\x12\x14\n\x05value\x18\x01 \x01(\x0cR\x05value\"\xcd\x03\n\x0eSessionRequest\x12\x36\n\x05hello\x18\x01 \x01(\x0b\x32\x1e.bettercompute.daemon.v1.HelloH\x00R\x05hello\x12\x42\n\theartbeat\x18\x02 \x01(\x0b\x32\".bettercompute.daemon.v1.HeartbeatH\x00R\theartbeat\x12\x37\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32#.bettercompute.daemon.v1.CommandAckH\x00R\x03\x61\x63k\x12@\n\x06result\x18\x04 \x01(\x0b\x32&.bettercompute.daemon.v1.CommandResultH\x00R\x06result\x12\x36\n\x05\x65vent\x18\x05 \x01(\x0b\x32\x1e.bettercompute.daemon.v1.EventH\x00R\x05\x65vent\x12\x43\n\ngpu_health\x18\x06 \x01(\x0b\x32\".bettercompute.daemon.v1.GpuHealthH\x00R\tgpuHealth\x12@\n\tgpu_usage\x18\x07 \x01(\x0b\x32!.bettercompute.daemon.v1.GpuUsageH\x00R\x08gpuUsageB\x05\n\x03msg\"\x9a\x02\n\x0fSessionResponse\x12<\n\x07welcome\x18\x01 \x01(\x0b\x32 .bettercompute.daemon.v1.WelcomeH\x00R\x07welcome\x12<\n\x07\x63ommand\x18\x02 \x01(\x0b\x32 .bettercompute.daemon.v1.CommandH\x00R\x07\x63ommand\x12<\n\x07goodbye\x18\x03 \x01(\x0b\x32 .bettercompute.daemon.v1.GoodbyeH\x00R\x07goodbye\x12\x46\n\x0btunnel_open\x18\x04 \x01(\x0b\x32#.bettercompute.daemon.v1.TunnelOpenH\x00R\ntunnelOpenB\x05\n\x03msg\"=\n\nTunnelOpen\x12\x1b\n\ttunnel_id\x18\x01 \x01(\tR\x08tunnelId\x12\x12\n\x04port\x18\x02 \x01(\x05R\x04port\"\xa0\x01\n\x05Hello\x12%\n\x0e\x64\x61\x65mon_version\x18\x01 \x01(\tR\rdaemonVersion\x12@\n\tinventory\x18\x02 \x01(\x0b\x32\".bettercompute.daemon.v1.InventoryR\tinventory\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\xa7\x03\n\tInventory\x12\x1a\n\x08hostname\x18\x01 \x01(\tR\x08hostname\x12\x0e\n\x02os\x18\x02 \x01(\tR\x02os\x12\x16\n\x06kernel\x18\x03 \x01(\tR\x06kernel\x12\x1b\n\tcpu_model\x18\x04 \x01(\tR\x08\x63puModel\x12\x12\n\x04\x63pus\x18\x05 \x01(\x05R\x04\x63pus\x12!\n\x0cmemory_bytes\x18\x06 \x01(\x03R\x0bmemoryBytes\x12\x30\n\x04gpus\x18\x07 \x03(\x0b\x32\x1c.bettercompute.daemon.v1.GpuR\x04gpus\x12\x33\n\x05\x64isks\x18\x08 \x03(\x0b\x32\x1d.bettercompute.daemon.v1.DiskR\x05\x64isks\x12\x30\n\x04nics\x18\t \x03(\x0b\x32\x1c.bettercompute.daemon.v1.NicR\x04nics\x12\x41\n\ngpu_driver\x18\n \x01(\x0b\x32\".bettercompute.daemon.v1.GpuDriverR\tgpuDriver\x12&\n\x0fgpu_probe_error\x18\x0b \x01(\tR\rgpuProbeError\"\xdd\x03\n\x03Gpu\x12\x14\n\x05index\x18\x01 \x01(\x05R\x05index\x12\x14\n\x05model\x18\x02 \x01(\tR\x05model\x12!\n\x0cmemory_bytes\x18\x03 \x01(\x03R\x0bmemoryBytes\x12\x12\n\x04uuid\x18\x04 \x01(\tR\x04uuid\x12\x16\n\x06serial\x18\x05 \x01(\tR\x06serial\x12\x1c\n\npci_bus_id\x18\x06 \x01(\tR\x08pciBusId\x12 \n\tnuma_node\x18\x07 \x01(\x05H\x00R\x08numaNode\x88\x01\x01\x12#\n\rvbios_version\x18\x08 \x01(\tR\x0cvbiosVersion\x12\x19\n\x08mig_mode\x18\t \x01(\tR\x07migMode\x12*\n\x11power_limit_watts\x18\n \x01(\x01R\x0fpowerLimitWatts\x12)\n\x10persistence_mode\x18\x0b \x01(\x08R\x0fpersistenceMode\x12!\n\x0cminor_number\x18\x0c \x01(\x05R\x0bminorNumber\x12\x36\n\x05links\x18\r \x03(\x0b\x32 .bettercompute.daemon.v1.GpuLinkR\x05links\x12\x1b\n\tnear_nics\x18\x0e \x03(\tR\x08nearNicsB\x0c\n\n_numa_node\"s\n\x07GpuLink\x12\x1d\n\npeer_index\x18\x01 \x01(\x05R\tpeerIndex\x12\x1b\n\tpeer_uuid\x18\x02 \x01(\tR\x08peerUuid\x12\x12\n\x04path\x18\x03 \x01(\tR\x04path\x12\x18\n\x07nvlinks\x18\x04 \x01(\x05R\x07nvlinks\"\xbb\x01\n\tGpuDriver\x12%\n\x0e\x64river_version\x18\x01 \x01(\tR\rdriverVersion\x12!\n\x0c\x63uda_version\x18\x02 \x01(\tR\x0b\x63udaVersion\x12\x30\n\x14\x66\x61\x62ric_manager_state\x18\x03 \x01(\tR\x12\x66\x61\x62ricManagerState\x12\x32\n\x15\x66\x61\x62ric_manager_status\x18\x04 \x01(\tR\x13\x66\x61\x62ricManagerStatus\"O\n\x04\x44isk\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n\nsize_bytes\x18\x02 \x01(\x03R\tsizeBytes\x12\x14\n\x05model\x18\x03 \x01(\tR\x05model\"h\n\x03Nic\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n\x03mac\x18\x02 \x01(\tR\x03mac\x12\x1d\n\nspeed_mbps\x18\x03 \x01(\x03R\tspeedMbps\x12\x1c\n\taddresses\x18\x04 \x03(\tR\taddresses\";\n\tHeartbeat\x12.\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"+\n\nCommandAck\x12\x1d\n\ncommand_id\x18\x01 \x01(\tR\tcommandId\"\x8f\x01\n\rCommandResult\x12\x1d\n\ncommand_id\x18\x01 \x01(\tR\tcommandId\x12\x18\n\x07success\x18\x02 \x01(\x08R\x07success\x12/\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x06result\x12\x14\n\x05\x65rror\x18\x04 \x01(\tR\x05\x65rror\"x\n\x05\x45vent\x12\x12\n\x04type\x18\x01 \x01(\tR\x04type\x12+\n\x04\x64\x61ta\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructR\x04\x64\x61ta\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\x9a\x01\n\tGpuHealth\x12<\n\x07signals\x18\x01 \x03(\x0b\x32\".bettercompute.daemon.v1.GpuSignalR\x07signals\x12\x1f\n\x0bprobe_error\x18\x02 \x01(\tR\nprobeError\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\x90\x02\n\tGpuSignal\x12\x19\n\x08gpu_uuid\x18\x01 \x01(\tR\x07gpuUuid\x12\x1c\n\npci_bus_id\x18\x02 \x01(\tR\x08pciBusId\x12\x14\n\x05\x63heck\x18\x03 \x01(\tR\x05\x63heck\x12\x12\n\x04\x63ode\x18\x04 \x01(\x03R\x04\x63ode\x12\x14\n\x05\x63ount\x18\x05 \x01(\x03R\x05\x63ount\x12\x39\n\nfirst_seen\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tfirstSeen\x12\x37\n\tlast_seen\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08lastSeen\x12\x16\n\x06\x64\x65tail\x18\x08 \x01(\tR\x06\x64\x65tail\"\xb3\x01\n\x08GpuUsage\x12\x32\n\x06minute\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x06minute\x12\x35\n\x08interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08interval\x12<\n\x04gpus\x18\x03 \x03(\x0b\x32(.bettercompute.daemon.v1.GpuUsageSummaryR\x04gpus\"\xa3\x05\n\x0fGpuUsageSummary\x12\x12\n\x04uuid\x18\x01 \x01(\tR\x04uuid\x12\x14\n\x05index\x18\x02 \x01(\x05R\x05index\x12\x18\n\x07samples\x18\x03 \x01(\x05R\x07samples\x12\x1e\n\x08util_min\x18\x04 \x01(\x02H\x00R\x07utilMin\x88\x01\x01\x12 \n\tutil_mean\x18\x05 \x01(\x02H\x01R\x08utilMean\x88\x01\x01\x12\x1e\n\x08util_max\x18\x06 \x01(\x02H\x02R\x07utilMax\x88\x01\x01\x12\x1b\n\tsm_active\x18\x07 \x01(\x08R\x08smActive\x12\x36\n\x15memory_used_max_bytes\x18\x08 \x01(\x04H\x03R\x12memoryUsedMaxBytes\x88\x01\x01\x12\x31\n\x12memory_total_bytes\x18\t \x01(\x04H\x04R\x10memoryTotalBytes\x88\x01\x01\x12-\n\x10power_mean_watts\x18\n \x01(\x02H\x05R\x0epowerMeanWatts\x88\x01\x01\x12+\n\x0fpower_max_watts\x18\x0b \x01(\x02H\x06R\rpowerMaxWatts\x88\x01\x01\x12/\n\x11temperature_max_c\x18\x0c \x01(\x02H\x07R\x0ftemperatureMaxC\x88\x01\x01\x12*\n\x0e\x61\x63tive_seconds\x18\r \x01(\x05H\x08R\ractiveSeconds\x88\x01\x01\x42\x0b\n\t_util_minB\x0c\n\n_util_meanB\x0b\n\t_util_maxB\x18\n\x16_memory_used_max_bytesB\x15\n\x13_memory_total_bytesB\x13\n\x11_power_mean_wattsB\x12\n\x10_power_max_wattsB\x14\n\x12_temperature_max_cB\x11\n\x0f_active_seconds\"\xef\x01\n\x07Welcome\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12<\n\x1aheartbeat_interval_seconds\x18\x02 \x01(\x05R\x18heartbeatIntervalSeconds\x12;\n\x0bserver_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nserverTime\x12(\n\x10max_result_bytes\x18\x04 \x01(\x05R\x0emaxResultBytes\x12&\n\x0fmax_event_bytes\x18\x05 \x01(\x05R\rmaxEventBytes\"\xd7\x06\n\x07\x43ommand\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\'\n\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12\x36\n\x08\x64\x65\x61\x64line\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08\x64\x65\x61\x64line\x12:\n\x04\x65xec\x18\x06 \x01(\x0b\x32$.bettercompute.daemon.v1.ExecPayloadH\x00R\x04\x65xec\x12=\n\x05\x64rain\x18\x07 \x01(\x0b\x32%.bettercompute.daemon.v1.DrainPayloadH\x00R\x05\x64rain\x12\x43\n\x07undrain\x18\x08 \x01(\x0b\x32\'.bettercompute.daemon.v1.UndrainPayloadH\x00R\x07undrain\x12\x43\n\x07upgrade\x18\t \x01(\x0b\x32\'.bettercompute.daemon.v1.UpgradePayloadH\x00R\x07upgrade\x12I\n\tconfigure\x18\n \x01(\x0b\x32).bettercompute.daemon.v1.ConfigurePayloadH\x00R\tconfigure\x12@\n\x06reboot\x18\x0b \x01(\x0b\x32&.bettercompute.daemon.v1.RebootPayloadH\x00R\x06reboot\x12_\n\x11\x63ollect_inventory\x18\x0c \x01(\x0b\x32\x30.bettercompute.daemon.v1.CollectInventoryPayloadH\x00R\x10\x63ollectInventory\x12:\n\x04\x65\x63ho\x18\r \x01(\x0b\x32$.bettercompute.daemon.v1.EchoPayloadH\x00R\x04\x65\x63ho\x12G\n\tgpu_reset\x18\x0e \x01(\x0b\x32(.bettercompute.daemon.v1.GpuResetPayloadH\x00R\x08gpuReset\x12\x46\n\x08\x64iagnose\x18\x0f \x01(\x0b\x32(.bettercompute.daemon.v1.DiagnosePayloadH\x00R\x08\x64iagnoseB\t\n\x07payloadJ\x04\x08\x02\x10\x03J\x04\x08\x03\x10\x04R\x04type\"!\n\x07Goodbye\x12\x16\n\x06reason\x18\x01 \x01(\tR\x06reason2\xf9\x02\n\rDaemonService\x12S\n\x04Join\x12$.bettercompute.daemon.v1.JoinRequest\x1a%.bettercompute.daemon.v1.JoinResponse\x12V\n\x05Renew\x12%.bettercompute.daemon.v1.RenewRequest\x1a&.bettercompute.daemon.v1.RenewResponse\x12Y\n\x06Secret\x12&.bettercompute.daemon.v1.SecretRequest\x1a\'.bettercompute.daemon.v1.SecretResponse\x12`\n\x07Session\x12\'.bettercompute.daemon.v1.SessionRequest\x1a(.bettercompute.daemon.v1.SessionResponse(\x01\x30\x01\x42RZPgithub.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1;daemonv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,56 +36,60 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'bettercompute.daemon.v1.dae
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZPgithub.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1;daemonv1'
-  _globals['_JOINREQUEST']._serialized_start=168
-  _globals['_JOINREQUEST']._serialized_end=249
-  _globals['_JOINRESPONSE']._serialized_start=252
-  _globals['_JOINRESPONSE']._serialized_end=453
-  _globals['_RENEWREQUEST']._serialized_start=455
-  _globals['_RENEWREQUEST']._serialized_end=487
-  _globals['_RENEWRESPONSE']._serialized_start=489
-  _globals['_RENEWRESPONSE']._serialized_end=606
-  _globals['_SECRETREQUEST']._serialized_start=608
-  _globals['_SECRETREQUEST']._serialized_end=643
-  _globals['_SECRETRESPONSE']._serialized_start=645
-  _globals['_SECRETRESPONSE']._serialized_end=683
-  _globals['_SESSIONREQUEST']._serialized_start=686
-  _globals['_SESSIONREQUEST']._serialized_end=1081
-  _globals['_SESSIONRESPONSE']._serialized_start=1084
-  _globals['_SESSIONRESPONSE']._serialized_end=1366
-  _globals['_TUNNELOPEN']._serialized_start=1368
-  _globals['_TUNNELOPEN']._serialized_end=1429
-  _globals['_HELLO']._serialized_start=1432
-  _globals['_HELLO']._serialized_end=1592
-  _globals['_INVENTORY']._serialized_start=1595
-  _globals['_INVENTORY']._serialized_end=2018
-  _globals['_GPU']._serialized_start=2021
-  _globals['_GPU']._serialized_end=2498
-  _globals['_GPULINK']._serialized_start=2500
-  _globals['_GPULINK']._serialized_end=2615
-  _globals['_GPUDRIVER']._serialized_start=2618
-  _globals['_GPUDRIVER']._serialized_end=2805
-  _globals['_DISK']._serialized_start=2807
-  _globals['_DISK']._serialized_end=2886
-  _globals['_NIC']._serialized_start=2888
-  _globals['_NIC']._serialized_end=2992
-  _globals['_HEARTBEAT']._serialized_start=2994
-  _globals['_HEARTBEAT']._serialized_end=3053
-  _globals['_COMMANDACK']._serialized_start=3055
-  _globals['_COMMANDACK']._serialized_end=3098
-  _globals['_COMMANDRESULT']._serialized_start=3101
-  _globals['_COMMANDRESULT']._serialized_end=3244
-  _globals['_EVENT']._serialized_start=3246
-  _globals['_EVENT']._serialized_end=3366
-  _globals['_GPUHEALTH']._serialized_start=3369
-  _globals['_GPUHEALTH']._serialized_end=3523
-  _globals['_GPUSIGNAL']._serialized_start=3526
-  _globals['_GPUSIGNAL']._serialized_end=3798
-  _globals['_WELCOME']._serialized_start=3801
-  _globals['_WELCOME']._serialized_end=4040
-  _globals['_COMMAND']._serialized_start=4043
-  _globals['_COMMAND']._serialized_end=4898
-  _globals['_GOODBYE']._serialized_start=4900
-  _globals['_GOODBYE']._serialized_end=4933
-  _globals['_DAEMONSERVICE']._serialized_start=4936
-  _globals['_DAEMONSERVICE']._serialized_end=5313
+  _globals['_JOINREQUEST']._serialized_start=200
+  _globals['_JOINREQUEST']._serialized_end=281
+  _globals['_JOINRESPONSE']._serialized_start=284
+  _globals['_JOINRESPONSE']._serialized_end=485
+  _globals['_RENEWREQUEST']._serialized_start=487
+  _globals['_RENEWREQUEST']._serialized_end=519
+  _globals['_RENEWRESPONSE']._serialized_start=521
+  _globals['_RENEWRESPONSE']._serialized_end=638
+  _globals['_SECRETREQUEST']._serialized_start=640
+  _globals['_SECRETREQUEST']._serialized_end=675
+  _globals['_SECRETRESPONSE']._serialized_start=677
+  _globals['_SECRETRESPONSE']._serialized_end=715
+  _globals['_SESSIONREQUEST']._serialized_start=718
+  _globals['_SESSIONREQUEST']._serialized_end=1179
+  _globals['_SESSIONRESPONSE']._serialized_start=1182
+  _globals['_SESSIONRESPONSE']._serialized_end=1464
+  _globals['_TUNNELOPEN']._serialized_start=1466
+  _globals['_TUNNELOPEN']._serialized_end=1527
+  _globals['_HELLO']._serialized_start=1530
+  _globals['_HELLO']._serialized_end=1690
+  _globals['_INVENTORY']._serialized_start=1693
+  _globals['_INVENTORY']._serialized_end=2116
+  _globals['_GPU']._serialized_start=2119
+  _globals['_GPU']._serialized_end=2596
+  _globals['_GPULINK']._serialized_start=2598
+  _globals['_GPULINK']._serialized_end=2713
+  _globals['_GPUDRIVER']._serialized_start=2716
+  _globals['_GPUDRIVER']._serialized_end=2903
+  _globals['_DISK']._serialized_start=2905
+  _globals['_DISK']._serialized_end=2984
+  _globals['_NIC']._serialized_start=2986
+  _globals['_NIC']._serialized_end=3090
+  _globals['_HEARTBEAT']._serialized_start=3092
+  _globals['_HEARTBEAT']._serialized_end=3151
+  _globals['_COMMANDACK']._serialized_start=3153
+  _globals['_COMMANDACK']._serialized_end=3196
+  _globals['_COMMANDRESULT']._serialized_start=3199
+  _globals['_COMMANDRESULT']._serialized_end=3342
+  _globals['_EVENT']._serialized_start=3344
+  _globals['_EVENT']._serialized_end=3464
+  _globals['_GPUHEALTH']._serialized_start=3467
+  _globals['_GPUHEALTH']._serialized_end=3621
+  _globals['_GPUSIGNAL']._serialized_start=3624
+  _globals['_GPUSIGNAL']._serialized_end=3896
+  _globals['_GPUUSAGE']._serialized_start=3899
+  _globals['_GPUUSAGE']._serialized_end=4078
+  _globals['_GPUUSAGESUMMARY']._serialized_start=4081
+  _globals['_GPUUSAGESUMMARY']._serialized_end=4756
+  _globals['_WELCOME']._serialized_start=4759
+  _globals['_WELCOME']._serialized_end=4998
+  _globals['_COMMAND']._serialized_start=5001
+  _globals['_COMMAND']._serialized_end=5856
+  _globals['_GOODBYE']._serialized_start=5858
+  _globals['_GOODBYE']._serialized_end=5891
+  _globals['_DAEMONSERVICE']._serialized_start=5894
+  _globals['_DAEMONSERVICE']._serialized_end=6271
 # @@protoc_insertion_point(module_scope)

@@ -1,6 +1,7 @@
 import datetime
 
 from bettercompute.daemon.v1 import commands_pb2 as _commands_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -62,20 +63,22 @@ class SecretResponse(_message.Message):
     def __init__(self, value: _Optional[bytes] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("hello", "heartbeat", "ack", "result", "event", "gpu_health")
+    __slots__ = ("hello", "heartbeat", "ack", "result", "event", "gpu_health", "gpu_usage")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
     GPU_HEALTH_FIELD_NUMBER: _ClassVar[int]
+    GPU_USAGE_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     heartbeat: Heartbeat
     ack: CommandAck
     result: CommandResult
     event: Event
     gpu_health: GpuHealth
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., gpu_health: _Optional[_Union[GpuHealth, _Mapping]] = ...) -> None: ...
+    gpu_usage: GpuUsage
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., gpu_health: _Optional[_Union[GpuHealth, _Mapping]] = ..., gpu_usage: _Optional[_Union[GpuUsage, _Mapping]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
     __slots__ = ("welcome", "command", "goodbye", "tunnel_open")
@@ -274,6 +277,46 @@ class GpuSignal(_message.Message):
     last_seen: _timestamp_pb2.Timestamp
     detail: str
     def __init__(self, gpu_uuid: _Optional[str] = ..., pci_bus_id: _Optional[str] = ..., check: _Optional[str] = ..., code: _Optional[int] = ..., count: _Optional[int] = ..., first_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class GpuUsage(_message.Message):
+    __slots__ = ("minute", "interval", "gpus")
+    MINUTE_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    minute: _timestamp_pb2.Timestamp
+    interval: _duration_pb2.Duration
+    gpus: _containers.RepeatedCompositeFieldContainer[GpuUsageSummary]
+    def __init__(self, minute: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., gpus: _Optional[_Iterable[_Union[GpuUsageSummary, _Mapping]]] = ...) -> None: ...
+
+class GpuUsageSummary(_message.Message):
+    __slots__ = ("uuid", "index", "samples", "util_min", "util_mean", "util_max", "sm_active", "memory_used_max_bytes", "memory_total_bytes", "power_mean_watts", "power_max_watts", "temperature_max_c", "active_seconds")
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    UTIL_MIN_FIELD_NUMBER: _ClassVar[int]
+    UTIL_MEAN_FIELD_NUMBER: _ClassVar[int]
+    UTIL_MAX_FIELD_NUMBER: _ClassVar[int]
+    SM_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USED_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    POWER_MEAN_WATTS_FIELD_NUMBER: _ClassVar[int]
+    POWER_MAX_WATTS_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_MAX_C_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    index: int
+    samples: int
+    util_min: float
+    util_mean: float
+    util_max: float
+    sm_active: bool
+    memory_used_max_bytes: int
+    memory_total_bytes: int
+    power_mean_watts: float
+    power_max_watts: float
+    temperature_max_c: float
+    active_seconds: int
+    def __init__(self, uuid: _Optional[str] = ..., index: _Optional[int] = ..., samples: _Optional[int] = ..., util_min: _Optional[float] = ..., util_mean: _Optional[float] = ..., util_max: _Optional[float] = ..., sm_active: _Optional[bool] = ..., memory_used_max_bytes: _Optional[int] = ..., memory_total_bytes: _Optional[int] = ..., power_mean_watts: _Optional[float] = ..., power_max_watts: _Optional[float] = ..., temperature_max_c: _Optional[float] = ..., active_seconds: _Optional[int] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("node_id", "heartbeat_interval_seconds", "server_time", "max_result_bytes", "max_event_bytes")
