@@ -50,6 +50,9 @@ type Workers struct {
 	// remediation's powerCycle step), reporting false when the module has no machine behind
 	// it. The remediation controller asks each module's in turn until one does it.
 	PowerCycle func(ctx context.Context, node uuid.UUID) (bool, error)
+	// Replace, when set, replaces the machine behind a node with a new one of its class (a
+	// remediation's replace step), reporting false when the module has no machine behind it.
+	Replace func(ctx context.Context, node uuid.UUID) (bool, error)
 }
 
 // Worker roles a module's parts run under.

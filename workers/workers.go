@@ -76,6 +76,9 @@ type Options struct {
 	// PowerCycle power-cycles the machine behind a node that no longer answers, for the
 	// remediation controller (the modules' moduleset.Workers.PowerCycle); nil when nothing can.
 	PowerCycle func(ctx context.Context, node uuid.UUID) (bool, error)
+	// Replace replaces the machine behind a node with a new one of its class, for the
+	// remediation controller (moduleset.Workers.Replace); nil when nothing can.
+	Replace func(ctx context.Context, node uuid.UUID) (bool, error)
 	// HolderID names this process in the locks table; a unique one is made when empty.
 	HolderID string
 	Logger   *slog.Logger
@@ -130,7 +133,7 @@ func New(opts Options) (*Workers, error) {
 	poke := func(kind string) { rt.Reconcilers().Poke(kind) }
 	rt = engine.New(engine.Options{
 		Pool: pool, Roles: roles, Logger: log, HolderID: opts.HolderID,
-		Reconcilers: slices.Concat(domainReconcilers(pool, opts.Notifier, opts.PowerCycle, poke, log), opts.Reconcilers),
+		Reconcilers: slices.Concat(domainReconcilers(pool, opts, poke, log), opts.Reconcilers),
 		Jobs:        jobs,
 		Loops: map[string][]func(context.Context, *locks.Holder){
 			RoleSinks: {func(ctx context.Context, h *locks.Holder) {
@@ -152,13 +155,14 @@ func New(opts Options) (*Workers, error) {
 // domainReconcilers are node life cycle, NodeSpec, GPU health, remediation and workflows
 // (controllers), and
 // the capacity placer (scheduler).
-func domainReconcilers(pool *pgxpool.Pool, notifier Notifier, powerCycle func(context.Context, uuid.UUID) (bool, error), poke func(kind string), log *slog.Logger) []reconcile.Registration {
+func domainReconcilers(pool *pgxpool.Pool, o Options, poke func(kind string), log *slog.Logger) []reconcile.Registration {
+	notifier := o.Notifier
 	opts := nodecontrol.Options{
 		ActiveLeases: func(ctx context.Context, node uuid.UUID) (int, error) { return placer.ActiveLeases(ctx, pool, node) },
 		Logger:       log,
 	}
 	wopts := workflows.Options{Logger: log}
-	ropts := remediator.Options{Wake: poke, PowerCycle: powerCycle, Logger: log}
+	ropts := remediator.Options{Wake: poke, PowerCycle: o.PowerCycle, Replace: o.Replace, Logger: log}
 	if notifier != nil {
 		opts.Notifier, wopts.Notifier, ropts.Notifier = notifier, notifier, notifier
 	}

@@ -69,13 +69,16 @@ type Workers struct {
 	// PowerCycle asks each module that can power-cycle a node's machine, in order, until one
 	// did (module.Workers.PowerCycle); nil when none can.
 	PowerCycle func(ctx context.Context, node uuid.UUID) (bool, error)
+	// Replace asks each module that can replace a node's machine, in order, until one did
+	// (module.Workers.Replace); nil when none can.
+	Replace func(ctx context.Context, node uuid.UUID) (bool, error)
 }
 
 // Workers collects the enabled modules' worker parts. A sink whose name does not start with its
 // module's name and a colon is refused, so no module can take another's (or a webhook's) cursor.
 func (s Set) Workers(w module.Worker) (Workers, error) {
 	all := Workers{Jobs: map[string][]locks.Job{}}
-	var cyclers []func(context.Context, uuid.UUID) (bool, error)
+	var cyclers, replacers []func(context.Context, uuid.UUID) (bool, error)
 	if w.Logger == nil {
 		w.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -114,18 +117,27 @@ func (s Set) Workers(w module.Worker) (Workers, error) {
 		if mw.PowerCycle != nil {
 			cyclers = append(cyclers, mw.PowerCycle)
 		}
-	}
-	if len(cyclers) > 0 {
-		all.PowerCycle = func(ctx context.Context, node uuid.UUID) (bool, error) {
-			for _, c := range cyclers {
-				if done, err := c(ctx, node); done || err != nil {
-					return done, err
-				}
-			}
-			return false, nil
+		if mw.Replace != nil {
+			replacers = append(replacers, mw.Replace)
 		}
 	}
+	all.PowerCycle, all.Replace = firstOf(cyclers), firstOf(replacers)
 	return all, nil
+}
+
+// firstOf asks each of fs in turn until one did the work or failed; nil when fs is empty.
+func firstOf(fs []func(context.Context, uuid.UUID) (bool, error)) func(context.Context, uuid.UUID) (bool, error) {
+	if len(fs) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, node uuid.UUID) (bool, error) {
+		for _, f := range fs {
+			if done, err := f(ctx, node); done || err != nil {
+				return done, err
+			}
+		}
+		return false, nil
+	}
 }
 
 // Checks are the enabled modules' doctor checks, named module.<module>.<check>.

@@ -177,7 +177,7 @@ func Run(ctx context.Context, opts Options) error {
 			Pool: wpool, Roles: workerRoles, Logger: log, HolderID: instance, Secret: cfg.Secret,
 			Retention: cfg.Retention, Webhooks: cfg.Webhooks,
 			Reconcilers: slices.Concat(opts.Reconcilers, mw.Reconcilers), Jobs: mw.Jobs, Sinks: mw.Sinks,
-			PowerCycle: mw.PowerCycle,
+			PowerCycle: mw.PowerCycle, Replace: mw.Replace,
 		}
 		if notifier != nil {
 			wopts.Notifier = notifier

@@ -31,12 +31,16 @@ const (
 	// ActionVerify passes when the node answers and its GPUs stay healthy for the step's window
 	// after their health signals were acknowledged.
 	ActionVerify = "verify"
+	// ActionReplace replaces the machine behind the node with a new one of its class, through
+	// its provider (a cloud machine); the remediation then ends, succeeded, and the node goes
+	// with its machine. Unavailable for a node without one.
+	ActionReplace = "replace"
 	// ActionService ends the remediation in state service: the hardware needs people.
 	ActionService = "service"
 )
 
 // fixes are the actions that start a rung: a step that fails moves to the next of them.
-var fixes = []string{ActionGPUReset, ActionReboot, ActionPowerCycle, ActionService}
+var fixes = []string{ActionGPUReset, ActionReboot, ActionPowerCycle, ActionReplace, ActionService}
 
 // IsFix reports whether an action starts a rung of a ladder.
 func IsFix(action string) bool { return slices.Contains(fixes, action) }
@@ -140,7 +144,7 @@ func (l Ladder) check() error {
 	}
 	for i, s := range l.Steps {
 		switch s.Action {
-		case ActionDrain, ActionGPUReset, ActionReboot, ActionPowerCycle, ActionService:
+		case ActionDrain, ActionGPUReset, ActionReboot, ActionPowerCycle, ActionReplace, ActionService:
 		case ActionDiagnose:
 			if s.Level < 1 || s.Level > 4 {
 				return fmt.Errorf("step %d: diagnose level %d; 1 to 4", i, s.Level)

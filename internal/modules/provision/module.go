@@ -94,7 +94,7 @@ func (m *Module) Workers(w module.Worker) (module.Workers, error) {
 	if err != nil {
 		return module.Workers{}, err
 	}
-	out := module.Workers{PowerCycle: c.PowerCycleNode}
+	out := module.Workers{PowerCycle: c.PowerCycleNode, Replace: c.ReplaceNode}
 	for _, r := range []reconcile.Registration{c.Registration(), NewAutoscaler(w.Pool, w.Logger, m.cfg).Registration(), s.Registration()} {
 		out.Reconcilers = append(out.Reconcilers, module.Reconciliation{
 			Reconciler: r.Reconciler, Role: r.Role, Concurrency: r.Concurrency, Timeout: r.Timeout,

@@ -44,6 +44,9 @@ type Options struct {
 	// PowerCycle power-cycles the machine behind a node that no longer answers, reporting false
 	// when nothing can (no provider holds it); nil: nothing can.
 	PowerCycle func(ctx context.Context, node uuid.UUID) (bool, error)
+	// Replace replaces the machine behind a node with a new one of its class, reporting false
+	// when nothing can; nil: nothing can.
+	Replace func(ctx context.Context, node uuid.UUID) (bool, error)
 	// PowerCycleWait is how long a power-cycled node has to answer again; DefaultPowerCycleWait
 	// when zero.
 	PowerCycleWait time.Duration

@@ -240,6 +240,31 @@ func (w *work) verify(ctx context.Context, first bool, s remediation.Step) (resu
 	return passed(), nil
 }
 
+// replace has the node's machine replaced by a new one of its class.
+func (w *work) replace(ctx context.Context) (result, error) {
+	if w.c.opts.Replace == nil {
+		return result{outcome: remediation.OutcomeUnavailable, detail: "no provider replaces this node's machine"}, nil
+	}
+	done, err := w.c.opts.Replace(ctx, w.r.NodeID)
+	switch {
+	case err != nil:
+		return failed(err.Error()), nil
+	case !done:
+		return result{outcome: remediation.OutcomeUnavailable, detail: "no provider holds the machine behind this node"}, nil
+	}
+	return result{outcome: remediation.OutcomePassed, detail: "a new machine of its class is requested; this one is deleted"}, nil
+}
+
+// replaced ends a remediation whose node's machine was replaced: succeeded, the node left drained
+// to go with its machine.
+func (w *work) replaced(ctx context.Context) error {
+	w.r.State = remediation.StateSucceeded
+	if err := w.emit(ctx, event.RemediationSucceeded{RemediationChange: remediation.Change(w.r)}); err != nil {
+		return err
+	}
+	return w.end(ctx, remediation.StateSucceeded)
+}
+
 // succeed puts the node back in service: ready, its daemon told to undrain.
 func (w *work) succeed(ctx context.Context) error {
 	moved, err := remediation.ReturnNode(ctx, w.q, w.r.TenantID, w.r.NodeID)

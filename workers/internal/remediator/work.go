@@ -136,6 +136,8 @@ func (w *work) step(ctx context.Context) (result, error) {
 		return w.command(ctx, first, "diagnose", &daemonv1.DiagnosePayload{Level: s.Level}, diagnoseTimeout(s.Level))
 	case remediation.ActionVerify:
 		return w.verify(ctx, first, s)
+	case remediation.ActionReplace:
+		return w.replace(ctx)
 	case remediation.ActionService:
 		return result{outcome: remediation.ActionService}, nil
 	}
@@ -157,6 +159,9 @@ func (w *work) finish(ctx context.Context, res result) error {
 	next := i + 1
 	switch res.outcome {
 	case remediation.OutcomePassed:
+		if s.Action == remediation.ActionReplace {
+			return w.replaced(ctx)
+		}
 		if remediation.RungPassed(w.steps, i) {
 			return w.succeed(ctx)
 		}

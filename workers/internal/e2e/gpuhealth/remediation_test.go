@@ -338,3 +338,55 @@ func TestRemediationRebootWaitsForTheNode(t *testing.T) {
 			diagnose, diagnose.Sub(rebooted), session)
 	}
 }
+
+// TestRemediationReplace: a ladder's replace step has the node's machine replaced where a
+// provider holds it (the remediation ends, succeeded, the node left drained to go with its
+// machine) and is unavailable where none does (the ladder goes on to service).
+func TestRemediationReplace(t *testing.T) {
+	t.Parallel()
+	var replaceable sync.Map // node id -> true
+	var replaced atomic.Int32
+	d := newDrillWith(t, func(pool *pgxpool.Pool, poke func(kind string)) []reconcile.Registration {
+		return []reconcile.Registration{remediator.Registration(pool, remediator.Options{
+			Wake: poke, Poll: 50 * time.Millisecond,
+			Replace: func(_ context.Context, node uuid.UUID) (bool, error) {
+				if _, ok := replaceable.Load(node); !ok {
+					return false, nil
+				}
+				replaced.Add(1)
+				return true, nil
+			},
+		})}
+	}, "vm-1", "vm-2")
+	var vm1 uuid.UUID
+	if err := d.env.Pool.QueryRow(ctx, `SELECT id FROM nodes WHERE hostname = 'vm-1'`).Scan(&vm1); err != nil {
+		t.Fatal(err)
+	}
+	replaceable.Store(vm1, true)
+	if _, err := d.env.Pool.Exec(ctx, `INSERT INTO remediations (id, tenant_id, node_id, reason_check, ladder, policy_version, steps)
+		SELECT gen_random_uuid(), n.tenant_id, n.id, 'xid', 'cloud', 'test',
+		       '[{"action":"drain"},{"action":"replace"},{"action":"service"}]'
+		FROM nodes n`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.env.Pool.Exec(ctx, `INSERT INTO reconcile_queue (kind, key) SELECT $1, id::text FROM remediations`, remediation.Kind); err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]struct {
+		state string
+		steps []string
+	}{
+		"vm-1": {remediation.StateSucceeded, []string{"drain:passed", "replace:passed"}},
+		"vm-2": {remediation.StateService, []string{"drain:passed", "replace:unavailable", "service:passed"}},
+	} {
+		if state, steps := d.remediationOf(t, host); state != want.state || !slices.Equal(steps, want.steps) {
+			t.Errorf("%s: %s %v, want %s %v", host, state, steps, want.state, want.steps)
+		}
+	}
+	if replaced.Load() != 1 {
+		t.Errorf("%d machines replaced, want 1", replaced.Load())
+	}
+	if n := d.count(t, `SELECT count(*) FROM nodes WHERE hostname = 'vm-1' AND state = 'draining'`); n != 1 {
+		t.Error("the replaced machine's node did not stay drained")
+	}
+}
