@@ -126,3 +126,15 @@ FROM nodes n
 JOIN pools p ON pool_member(p, n)
 WHERE n.id = sqlc.arg(node_id) AND p.remediation_override <> '{}'::jsonb
 ORDER BY p.id;
+
+-- name: ReplacedInService :many
+-- The node's remediations in service whose GPU is gone and another GPU, of another serial, is at
+-- its index now: the hardware was replaced. Locked.
+SELECT r.id, r.tenant_id, r.history, r.gpu_serial, nd.serial AS new_serial
+FROM remediations r
+JOIN devices od ON od.node_id = r.node_id AND od.kind = 'gpu' AND od.serial = r.gpu_serial AND NOT od.present
+JOIN devices nd ON nd.node_id = r.node_id AND nd.kind = 'gpu' AND nd.idx = od.idx AND nd.present
+                AND nd.serial <> '' AND nd.serial <> r.gpu_serial
+WHERE r.node_id = sqlc.arg(node_id) AND r.state = 'service' AND r.gpu_serial <> ''
+ORDER BY r.id
+FOR UPDATE OF r;

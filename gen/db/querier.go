@@ -865,6 +865,9 @@ type Querier interface {
 	RenewNodeCert(ctx context.Context, arg RenewNodeCertParams) error
 	// Renews this API process's relay lease on the open tunnels it relays (ids).
 	RenewTunnelRelays(ctx context.Context, arg RenewTunnelRelaysParams) error
+	// The node's remediations in service whose GPU is gone and another GPU, of another serial, is at
+	// its index now: the hardware was replaced. Locked.
+	ReplacedInService(ctx context.Context, nodeID uuid.UUID) ([]ReplacedInServiceRow, error)
 	// tunnels/close: asks the relaying API to end an open tunnel of the tenant, or closes an unused
 	// ticket at once (close_code, close_reason). Nothing happens to a closed tunnel or one asked to
 	// close before (no row).

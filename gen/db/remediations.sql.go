@@ -569,6 +569,53 @@ func (q *Queries) RemediationRepeats(ctx context.Context, arg RemediationRepeats
 	return column_1, err
 }
 
+const replacedInService = `-- name: ReplacedInService :many
+SELECT r.id, r.tenant_id, r.history, r.gpu_serial, nd.serial AS new_serial
+FROM remediations r
+JOIN devices od ON od.node_id = r.node_id AND od.kind = 'gpu' AND od.serial = r.gpu_serial AND NOT od.present
+JOIN devices nd ON nd.node_id = r.node_id AND nd.kind = 'gpu' AND nd.idx = od.idx AND nd.present
+                AND nd.serial <> '' AND nd.serial <> r.gpu_serial
+WHERE r.node_id = $1 AND r.state = 'service' AND r.gpu_serial <> ''
+ORDER BY r.id
+FOR UPDATE OF r
+`
+
+type ReplacedInServiceRow struct {
+	ID        uuid.UUID
+	TenantID  uuid.UUID
+	History   []byte
+	GpuSerial string
+	NewSerial string
+}
+
+// The node's remediations in service whose GPU is gone and another GPU, of another serial, is at
+// its index now: the hardware was replaced. Locked.
+func (q *Queries) ReplacedInService(ctx context.Context, nodeID uuid.UUID) ([]ReplacedInServiceRow, error) {
+	rows, err := q.db.Query(ctx, replacedInService, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReplacedInServiceRow{}
+	for rows.Next() {
+		var i ReplacedInServiceRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.History,
+			&i.GpuSerial,
+			&i.NewSerial,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const saveRemediation = `-- name: SaveRemediation :one
 UPDATE remediations
 SET state = $1, step = $2, step_started_at = $3,

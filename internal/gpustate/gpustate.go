@@ -301,6 +301,13 @@ func (n *node) apply(ctx context.Context, q *db.Queries, pools nodePools, now ti
 			return out, err
 		}
 	}
+	// A GPU sent to service and replaced since (a new serial at its index) ends its service.
+	switch moved, err := remediation.ReturnReplaced(ctx, q, n.row.ID, now); {
+	case err != nil:
+		return out, err
+	case moved:
+		out.wake(fleet.KindLifecycle)
+	}
 	return out, nil
 }
 

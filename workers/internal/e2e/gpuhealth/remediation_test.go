@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
+	"github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1/commandsv1connect"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	leasesv1 "github.com/better-compute/better-compute/gen/go/bettercompute/leases/v1"
 	"github.com/better-compute/better-compute/internal/daemon"
@@ -105,7 +107,8 @@ func TestRemediationDrill(t *testing.T) {
 }
 
 // TestRemediationRepeatOffender: a GPU remediated twice in the window goes to service on its
-// third fault, with the ticket's event, and its node stays out of service.
+// third fault, with the ticket's event, and its node stays out of service until the GPU is
+// replaced (the node reports another serial at its index).
 func TestRemediationRepeatOffender(t *testing.T) {
 	t.Parallel()
 	d := newDrillWith(t, withRemediator, "dgx-r2")
@@ -141,6 +144,24 @@ func TestRemediationRepeatOffender(t *testing.T) {
 	if n := d.count(t, `SELECT count(*) FROM nodes WHERE hostname = 'dgx-r2' AND state IN ('draining', 'drained')`); n != 1 {
 		t.Error("the node went back in service")
 	}
+
+	// The GPU is replaced: the node reports another GPU, of another serial, at index 5; the
+	// service ends (returned) and the node is back in service.
+	inv := dgx("dgx-r2")
+	inv.Gpus[5].Uuid, inv.Gpus[5].Serial = "GPU-dgx-r2-5-new", "1652922099999"
+	d.fakes["dgx-r2"].SetInventory(inv)
+	var node string
+	if err := d.env.Pool.QueryRow(ctx, `SELECT id::text FROM nodes WHERE hostname = 'dgx-r2'`).Scan(&node); err != nil {
+		t.Fatal(err)
+	}
+	req := &commandsv1.CreateRequest{NodeId: node, Payload: &commandsv1.CreateRequest_CollectInventory{CollectInventory: &daemonv1.CollectInventoryPayload{}}}
+	if _, err := commandsv1connect.NewCommandsServiceClient(d.env.HTTPClient(d.env.AdminKey), d.env.URL).Create(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 20*time.Second, "the replaced GPU's service ends and the node is ready", func() bool {
+		return d.count(t, `SELECT count(*) FROM remediations WHERE state = 'returned' AND history -> -1 ->> 'detail' = 'GPU serial 1652922000005 replaced by 1652922099999'`) == 1 &&
+			d.count(t, `SELECT count(*) FROM nodes WHERE hostname = 'dgx-r2' AND state = 'ready'`) == 1
+	})
 }
 
 // TestRemediationBudget: three nodes of one rack fault at once; the pool's budget lets one of
