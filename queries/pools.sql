@@ -9,7 +9,8 @@
 
 -- name: CreatePool :one
 -- A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace);
--- null tunnel_ports are none; a null gpu_health_policy overrides nothing.
+-- null tunnel_ports are none; a null gpu_health_policy overrides nothing; null remediation
+-- settings are the columns' defaults (automatic, one node at a time, one per rack, no override).
 INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption,
                    tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms,
                    remediation_auto, remediation_max_nodes, remediation_domain, remediation_override)
@@ -18,8 +19,8 @@ VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(name), sqlc.arg(description)
         sqlc.arg(priority_preemption), COALESCE(sqlc.narg(tunnel_ports)::integer[], '{}'),
         COALESCE(sqlc.narg(gpu_health_policy)::jsonb, '{}'), COALESCE(sqlc.narg(topology_levels)::text[], '{}'),
         COALESCE(sqlc.narg(gang_reservation_wait_ms)::bigint, 300000),
-        sqlc.arg(remediation_auto), sqlc.arg(remediation_max_nodes), sqlc.arg(remediation_domain),
-        COALESCE(sqlc.narg(remediation_override)::jsonb, '{}'))
+        COALESCE(sqlc.narg(remediation_auto)::boolean, true), COALESCE(sqlc.narg(remediation_max_nodes)::integer, 1),
+        COALESCE(sqlc.narg(remediation_domain)::text, 'rack'), COALESCE(sqlc.narg(remediation_override)::jsonb, '{}'))
 RETURNING *;
 
 -- name: GetPool :one

@@ -32,8 +32,8 @@ VALUES ($1, $2, $3, $4, $5,
         $8, COALESCE($9::integer[], '{}'),
         COALESCE($10::jsonb, '{}'), COALESCE($11::text[], '{}'),
         COALESCE($12::bigint, 300000),
-        $13, $14, $15,
-        COALESCE($16::jsonb, '{}'))
+        COALESCE($13::boolean, true), COALESCE($14::integer, 1),
+        COALESCE($15::text, 'rack'), COALESCE($16::jsonb, '{}'))
 RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override
 `
 
@@ -50,9 +50,9 @@ type CreatePoolParams struct {
 	GpuHealthPolicy       []byte
 	TopologyLevels        []string
 	GangReservationWaitMs *int64
-	RemediationAuto       bool
-	RemediationMaxNodes   int32
-	RemediationDomain     string
+	RemediationAuto       *bool
+	RemediationMaxNodes   *int32
+	RemediationDomain     *string
 	RemediationOverride   []byte
 }
 
@@ -65,7 +65,8 @@ type CreatePoolParams struct {
 // pool_member (migrations/0016_pool_membership.sql), which every statement that needs
 // membership calls.
 // A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace);
-// null tunnel_ports are none; a null gpu_health_policy overrides nothing.
+// null tunnel_ports are none; a null gpu_health_policy overrides nothing; null remediation
+// settings are the columns' defaults (automatic, one node at a time, one per rack, no override).
 func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, error) {
 	row := q.db.QueryRow(ctx, createPool,
 		arg.ID,

@@ -177,7 +177,8 @@ type Querier interface {
 	// pool_member (migrations/0016_pool_membership.sql), which every statement that needs
 	// membership calls.
 	// A null preemption_grace_ms is the column's default, 30 seconds (capacity.DefaultPreemptionGrace);
-	// null tunnel_ports are none; a null gpu_health_policy overrides nothing.
+	// null tunnel_ports are none; a null gpu_health_policy overrides nothing; null remediation
+	// settings are the columns' defaults (automatic, one node at a time, one per rack, no override).
 	CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, error)
 	// Pool leases (the API's "leases"), their allocations of devices and node resources, and the
 	// statements of the capacity placer. Named pool_lease/allocation so as not to be confused with

@@ -175,7 +175,7 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 			NodeSelector: fleet.EncodeLabels(req.GetNodeSelector()), NodeIds: ids,
 			PreemptionGraceMs: &grace, PriorityPreemption: req.GetPriorityPreemption(), TunnelPorts: ports,
 			GpuHealthPolicy: policy, TopologyLevels: levels, GangReservationWaitMs: &wait,
-			RemediationAuto: rem.auto, RemediationMaxNodes: rem.maxNodes, RemediationDomain: rem.domain,
+			RemediationAuto: &rem.auto, RemediationMaxNodes: &rem.maxNodes, RemediationDomain: &rem.domain,
 			RemediationOverride: rem.override,
 		})
 		if database.IsUniqueViolation(err) {
