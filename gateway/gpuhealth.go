@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"math"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -66,13 +68,62 @@ func checkGPUHealth(h *daemonv1.GpuHealth) (field, why string) {
 	return "", ""
 }
 
-// ignoreGPUUsage accepts a daemon's per-minute GPU usage summary and drops it: storing usage is
-// not built yet, and a message this gateway cannot use must not end the session (the daemon
-// would reconnect and send it again). It is logged at debug and counted
-// (bc_gateway_ignored_messages_total{kind="gpu_usage"}). Its size is bounded before it gets
-// here, as any message's (limits.daemonEventBytes).
-func (g *Gateway) ignoreGPUUsage(sess *session, u *daemonv1.GpuUsage) {
-	g.metrics.IgnoreMessage("gpu_usage")
-	g.log.Debug("GPU usage not stored (not built yet)", "node_id", sess.node,
-		"minute", u.GetMinute().AsTime(), "gpus", len(u.GetGpus()))
+// GPU usage minutes are stored only within these bounds of the gateway's clock: a minute further
+// ahead is a daemon's clock gone wrong, one older is past what a reconnecting daemon keeps (the
+// last 10 minutes) by far.
+const (
+	usageMaxAhead = 15 * time.Minute
+	usageMaxAge   = 24 * time.Hour
+)
+
+// recordGPUUsage stores a daemon's per-minute GPU usage on the leases that hold the GPUs, one
+// row per lease for the node and the minute, in one statement (RecordGPUUsage): GPUs no lease
+// holds are not stored, and a minute sent again replaces its rows. A minute outside the bounds
+// (usageMaxAhead, usageMaxAge), or one PostgreSQL refuses, is counted
+// (bc_gateway_ignored_messages_total{kind="gpu_usage_dropped"}), logged and dropped: a message
+// this gateway cannot use must not end the session (the daemon would send it again). Its size is
+// bounded before it gets here, as any message's (limits.daemonEventBytes).
+func (g *Gateway) recordGPUUsage(ctx context.Context, q *db.Queries, sess *session, u *daemonv1.GpuUsage) error {
+	minute := u.GetMinute().AsTime().UTC().Truncate(time.Minute)
+	now := time.Now()
+	if !u.GetMinute().IsValid() || minute.After(now.Add(usageMaxAhead)) || minute.Before(now.Add(-usageMaxAge)) {
+		g.metrics.IgnoreMessage("gpu_usage_dropped")
+		g.log.Warn("a GPU usage minute out of bounds was dropped", "node_id", sess.node, "minute", minute)
+		return nil
+	}
+	p := db.RecordGPUUsageParams{NodeID: sess.node, Minute: minute}
+	for _, s := range u.GetGpus() {
+		p.Uuids = append(p.Uuids, s.GetUuid())
+		p.UtilMeans = append(p.UtilMeans, usageValue(s.UtilMean))
+		p.UtilMaxes = append(p.UtilMaxes, usageValue(s.UtilMax))
+		active := int32(-1)
+		if s.ActiveSeconds != nil {
+			active = min(max(s.GetActiveSeconds(), 0), 60)
+		}
+		p.ActiveSeconds = append(p.ActiveSeconds, active)
+		mem := int64(-1)
+		if s.MemoryUsedMaxBytes != nil && s.GetMemoryUsedMaxBytes() <= math.MaxInt64 {
+			mem = int64(s.GetMemoryUsedMaxBytes())
+		}
+		p.MemoryUsed = append(p.MemoryUsed, mem)
+	}
+	if len(p.Uuids) == 0 {
+		return nil
+	}
+	_, err := q.RecordGPUUsage(ctx, p)
+	if err != nil && unstorable(err) {
+		g.metrics.IgnoreMessage("gpu_usage_dropped")
+		g.log.Warn("a GPU usage minute cannot be stored; dropped", "node_id", sess.node, "minute", minute, "err", err)
+		return nil
+	}
+	return err
+}
+
+// usageValue is a utilisation as RecordGPUUsage takes it: clamped to 0 to 100, and -1 when the
+// daemon did not give it (or gave no number).
+func usageValue(v *float32) float64 {
+	if v == nil || math.IsNaN(float64(*v)) {
+		return -1
+	}
+	return min(max(float64(*v), 0), 100)
 }

@@ -272,7 +272,9 @@ func (g *Gateway) receive(ctx context.Context, sess *session, stream *connect.Bi
 				return fmt.Errorf("record GPU health: %w", err)
 			}
 		case *daemonv1.SessionRequest_GpuUsage:
-			g.ignoreGPUUsage(sess, m.GpuUsage)
+			if err := g.recordGPUUsage(ctx, q, sess, m.GpuUsage); err != nil {
+				return fmt.Errorf("record GPU usage: %w", err)
+			}
 		case *daemonv1.SessionRequest_Hello:
 			// A second hello updates the inventory (the daemon re-read it).
 			if err := g.recordHello(ctx, q, sess.node, m.Hello); err != nil {

@@ -67,3 +67,12 @@ WHERE id = ANY(ARRAY(
     SELECT w.id FROM (SELECT c.id, c.at FROM gpu_health_changes c ORDER BY c.id LIMIT sqlc.arg(lim)) w
     WHERE w.at < now() - sqlc.arg(keep_ms)::bigint * interval '1 millisecond'
 ));
+
+-- name: PruneLeaseGPUMinutes :execrows
+-- Deletes up to lim of the lease GPU minutes older than keep_ms, oldest first.
+DELETE FROM lease_gpu_minutes
+WHERE (lease_id, node_id, minute) IN (
+    SELECT m.lease_id, m.node_id, m.minute FROM lease_gpu_minutes m
+    WHERE m.minute < now() - sqlc.arg(keep_ms)::bigint * interval '1 millisecond'
+    ORDER BY m.minute LIMIT sqlc.arg(lim)
+);

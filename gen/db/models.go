@@ -597,6 +597,21 @@ type JoinToken struct {
 	CreatedAt   time.Time
 }
 
+type LeaseGpuMinute struct {
+	LeaseID          uuid.UUID
+	NodeID           uuid.UUID
+	Minute           time.Time
+	TenantID         uuid.UUID
+	PoolID           uuid.UUID
+	Gpus             int32
+	GpuSeconds       int64
+	ActiveGpuSeconds int64
+	UtilSum          float64
+	UtilGpus         int32
+	UtilMax          *float32
+	MemoryPeakBytes  int64
+}
+
 type Lock struct {
 	Name         string
 	Holder       string

@@ -453,6 +453,9 @@ type Querier interface {
 	// What the tenant's pending and running leases in the pool hold and its pending leases in every
 	// pool, the new lease included, with the tenant's quota in the pool (null limits: none).
 	LeaseAdmissionUsage(ctx context.Context, arg LeaseAdmissionUsageParams) (LeaseAdmissionUsageRow, error)
+	// The utilisation of the tenant's leases among lease_ids, summed over every node and minute
+	// stored; a lease without a sample has no row.
+	LeaseUtilization(ctx context.Context, arg LeaseUtilizationParams) ([]LeaseUtilizationRow, error)
 	LeaveMembership(ctx context.Context, arg LeaveMembershipParams) error
 	// The lifecycle reconciler's resync: nodes waiting to become drained, and nodes without a
 	// Schedulable condition yet (for example nodes that joined before the reconciler ran).
@@ -763,6 +766,8 @@ type Querier interface {
 	PruneGPUHealthChanges(ctx context.Context, arg PruneGPUHealthChangesParams) (int64, error)
 	// Deletes up to lim stored idempotent responses older than keep_ms.
 	PruneIdempotencyKeys(ctx context.Context, arg PruneIdempotencyKeysParams) (int64, error)
+	// Deletes up to lim of the lease GPU minutes older than keep_ms, oldest first.
+	PruneLeaseGPUMinutes(ctx context.Context, arg PruneLeaseGPUMinutesParams) (int64, error)
 	// Forgets members silent for much longer than a TTL (crashed processes).
 	PruneMembers(ctx context.Context, arg PruneMembersParams) error
 	// Deletes outbox rows older than keep_ms among the lim first in the sinks' read order (tx_id,
@@ -809,6 +814,15 @@ type Querier interface {
 	// Stores a node's GPU health snapshot when it differs from the stored one, and then queues the
 	// node for the health reconciler in the same statement. Returns whether it changed anything.
 	RecordGPUHealth(ctx context.Context, arg RecordGPUHealthParams) (bool, error)
+	// GPU utilisation per lease (migration 0039): the gateway's write of a daemon's per-minute
+	// GpuUsage, and the roll-ups leases/get and leases/list show.
+	// Stores one minute of a node's GPU usage on the leases that hold its GPUs now, in one
+	// statement: the summaries (parallel arrays, one element per GPU; -1 for a value the daemon did
+	// not give) are joined to the node's devices by UUID and to the allocations held now (that
+	// started before the minute ended), and grouped by lease: one row per lease for the node and
+	// the minute. A GPU no lease holds writes nothing; a GPU listed twice counts once. A minute
+	// stored before is replaced. Returns the rows written.
+	RecordGPUUsage(ctx context.Context, arg RecordGPUUsageParams) (int64, error)
 	// When each background job last ran (internal/jobrun writes, doctor reads).
 	RecordJobRun(ctx context.Context, arg RecordJobRunParams) error
 	RecordMigration(ctx context.Context, arg RecordMigrationParams) error

@@ -87,6 +87,29 @@ func (q *Queries) PruneGPUHealthChanges(ctx context.Context, arg PruneGPUHealthC
 	return result.RowsAffected(), nil
 }
 
+const pruneLeaseGPUMinutes = `-- name: PruneLeaseGPUMinutes :execrows
+DELETE FROM lease_gpu_minutes
+WHERE (lease_id, node_id, minute) IN (
+    SELECT m.lease_id, m.node_id, m.minute FROM lease_gpu_minutes m
+    WHERE m.minute < now() - $1::bigint * interval '1 millisecond'
+    ORDER BY m.minute LIMIT $2
+)
+`
+
+type PruneLeaseGPUMinutesParams struct {
+	KeepMs int64
+	Lim    int32
+}
+
+// Deletes up to lim of the lease GPU minutes older than keep_ms, oldest first.
+func (q *Queries) PruneLeaseGPUMinutes(ctx context.Context, arg PruneLeaseGPUMinutesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, pruneLeaseGPUMinutes, arg.KeepMs, arg.Lim)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const pruneOutbox = `-- name: PruneOutbox :execrows
 DELETE FROM outbox
 WHERE id = ANY(ARRAY(

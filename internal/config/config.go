@@ -148,6 +148,8 @@ type Retention struct {
 	Tunnels time.Duration `yaml:"tunnels"`
 	// GPUHealth keeps the history of GPUs' health changes this long (default 2160h, 90 days).
 	GPUHealth time.Duration `yaml:"gpuHealth"`
+	// GPUUsage keeps the per-lease GPU utilisation minutes this long (default 2160h, 90 days).
+	GPUUsage time.Duration `yaml:"gpuUsage"`
 }
 
 // Gateway configures the daemon gateway.
@@ -239,6 +241,7 @@ func Default() *Config {
 			Audit:     365 * 24 * time.Hour,
 			Tunnels:   30 * 24 * time.Hour,
 			GPUHealth: 90 * 24 * time.Hour,
+			GPUUsage:  90 * 24 * time.Hour,
 		},
 		Limits:   defaultLimits(),
 		Webhooks: Webhooks{Retry: defaultWebhookRetry()},

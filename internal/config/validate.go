@@ -70,6 +70,7 @@ func (c *Config) problems() problems {
 	for key, d := range map[string]time.Duration{
 		"retention.outbox": c.Retention.Outbox, "retention.commands": c.Retention.Commands, "retention.audit": c.Retention.Audit,
 		"retention.tunnels": c.Retention.Tunnels, "retention.gpuHealth": c.Retention.GPUHealth,
+		"retention.gpuUsage": c.Retention.GPUUsage,
 	} {
 		if d <= 0 {
 			ps.add(key, "must be a positive duration, got %s", d)

@@ -534,10 +534,26 @@ func describe(ctx context.Context, q *db.Queries, rows []db.PoolLease) ([]*lease
 			return nil, err
 		}
 	}
+	use := map[uuid.UUID]*leasesv1.Utilization{}
+	if len(ids) > 0 {
+		// Every row is of the caller's tenant: the reads that give them are scoped to it.
+		us, err := q.LeaseUtilization(ctx, db.LeaseUtilizationParams{TenantID: rows[0].TenantID, LeaseIds: ids})
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range us {
+			use[u.LeaseID] = &leasesv1.Utilization{
+				GpuSecondsHeld: u.GpuSecondsHeld, GpuSecondsActive: u.GpuSecondsActive,
+				MeanUtilization: u.MeanUtilization, PeakMemoryBytes: u.PeakMemoryBytes,
+				SampledMinutes: u.SampledMinutes, LastSampleTime: timestamppb.New(u.LastMinute),
+			}
+		}
+	}
 	out := make([]*leasesv1.Lease, len(rows))
 	for i, r := range rows {
 		out[i] = toProto(r, allocs[r.ID])
 		out[i].Members = ms[r.ID]
+		out[i].Utilization = use[r.ID]
 	}
 	return out, nil
 }

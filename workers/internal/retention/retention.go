@@ -64,6 +64,9 @@ func (o Options) withDefaults() Options {
 	if o.Retention.GPUHealth <= 0 {
 		o.Retention.GPUHealth = def.GPUHealth
 	}
+	if o.Retention.GPUUsage <= 0 {
+		o.Retention.GPUUsage = def.GPUUsage
+	}
 	if o.Retention.Tunnels <= 0 {
 		o.Retention.Tunnels = def.Tunnels
 	}
@@ -95,6 +98,8 @@ type Pruned struct {
 	Audit, Commands, Outbox, Tunnels int64
 	// GPUHealth are the GPU health changes deleted.
 	GPUHealth int64
+	// GPUUsage are the lease GPU minutes deleted.
+	GPUUsage int64
 	// AuthFlows and Sessions are the sign-in flows and sessions deleted.
 	AuthFlows, Sessions int64
 }
@@ -129,6 +134,9 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, l locks.Lock, opts Options) 
 		}},
 		{"gpu_health_changes", &n.GPUHealth, true, func(q *db.Queries) (int64, error) {
 			return q.PruneGPUHealthChanges(ctx, db.PruneGPUHealthChangesParams{KeepMs: opts.Retention.GPUHealth.Milliseconds(), Lim: opts.Batch})
+		}},
+		{"lease_gpu_minutes", &n.GPUUsage, false, func(q *db.Queries) (int64, error) {
+			return q.PruneLeaseGPUMinutes(ctx, db.PruneLeaseGPUMinutesParams{KeepMs: opts.Retention.GPUUsage.Milliseconds(), Lim: opts.Batch})
 		}},
 		// Few rows (flows live ten minutes): one statement deletes them all, then one that
 		// deletes nothing ends the loop.

@@ -156,6 +156,13 @@ func newDrill(t *testing.T, hosts ...string) *drill {
 // newDrillWith is newDrill on newSystemWith.
 func newDrillWith(t *testing.T, more func(pool *pgxpool.Pool, poke func(kind string)) []reconcile.Registration, hosts ...string) *drill {
 	t.Helper()
+	return newDrillOpts(t, more, nil, hosts...)
+}
+
+// newDrillOpts is newDrillWith whose FakeDaemons' options fakeOpts may change (nil: none).
+func newDrillOpts(t *testing.T, more func(pool *pgxpool.Pool, poke func(kind string)) []reconcile.Registration,
+	fakeOpts func(*daemon.FakeOptions), hosts ...string) *drill {
+	t.Helper()
 	sys := newSystemWith(t, len(hosts), more)
 	env := sys.env
 	d := &drill{
@@ -165,9 +172,11 @@ func newDrillWith(t *testing.T, more func(pool *pgxpool.Pool, poke func(kind str
 		fakes:  map[string]*daemon.Fake{},
 	}
 	for _, host := range hosts {
-		fake, err := daemon.JoinFake(ctx, sys.rootPEM, sys.token, host, daemon.FakeOptions{
-			Dialer: daemon.Dialer{Gateway: sys.gateway}, Inventory: dgx(host),
-		})
+		opts := daemon.FakeOptions{Dialer: daemon.Dialer{Gateway: sys.gateway}, Inventory: dgx(host)}
+		if fakeOpts != nil {
+			fakeOpts(&opts)
+		}
+		fake, err := daemon.JoinFake(ctx, sys.rootPEM, sys.token, host, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

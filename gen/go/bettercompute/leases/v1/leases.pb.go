@@ -298,8 +298,11 @@ type Lease struct {
 	// While a gang waits: when the placer reserved a domain for it, the time it expects to start
 	// (only leases that end before then are placed on the reserved nodes); unset otherwise.
 	ReservedStartTime *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=reserved_start_time,json=reservedStartTime,proto3" json:"reserved_start_time,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// How the lease's GPUs were used, from the per-minute utilisation its nodes' daemons report
+	// (docs/gpus.md, "Utilisation per lease"); unset until a minute of it is stored.
+	Utilization   *Utilization `protobuf:"bytes,29,opt,name=utilization,proto3" json:"utilization,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Lease) Reset() {
@@ -528,6 +531,105 @@ func (x *Lease) GetReservedStartTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Lease) GetUtilization() *Utilization {
+	if x != nil {
+		return x.Utilization
+	}
+	return nil
+}
+
+// Utilization rolls up the minutes stored for a lease: one per node per minute, over every
+// member of a gang.
+type Utilization struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// GPU-seconds the sampled minutes cover: 60 per GPU per minute sampled.
+	GpuSecondsHeld int64 `protobuf:"varint,1,opt,name=gpu_seconds_held,json=gpuSecondsHeld,proto3" json:"gpu_seconds_held,omitempty"`
+	// GPU-seconds at or above 5% utilisation.
+	GpuSecondsActive int64 `protobuf:"varint,2,opt,name=gpu_seconds_active,json=gpuSecondsActive,proto3" json:"gpu_seconds_active,omitempty"`
+	// The mean utilisation over the GPU-minutes sampled, percent (0 to 100).
+	MeanUtilization float64 `protobuf:"fixed64,3,opt,name=mean_utilization,json=meanUtilization,proto3" json:"mean_utilization,omitempty"`
+	// The most device memory in use on any of the lease's GPUs in any minute, bytes.
+	PeakMemoryBytes int64 `protobuf:"varint,4,opt,name=peak_memory_bytes,json=peakMemoryBytes,proto3" json:"peak_memory_bytes,omitempty"`
+	// How many distinct minutes have a sample.
+	SampledMinutes int64 `protobuf:"varint,5,opt,name=sampled_minutes,json=sampledMinutes,proto3" json:"sampled_minutes,omitempty"`
+	// The start of the latest minute sampled.
+	LastSampleTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_sample_time,json=lastSampleTime,proto3" json:"last_sample_time,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Utilization) Reset() {
+	*x = Utilization{}
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Utilization) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Utilization) ProtoMessage() {}
+
+func (x *Utilization) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Utilization.ProtoReflect.Descriptor instead.
+func (*Utilization) Descriptor() ([]byte, []int) {
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Utilization) GetGpuSecondsHeld() int64 {
+	if x != nil {
+		return x.GpuSecondsHeld
+	}
+	return 0
+}
+
+func (x *Utilization) GetGpuSecondsActive() int64 {
+	if x != nil {
+		return x.GpuSecondsActive
+	}
+	return 0
+}
+
+func (x *Utilization) GetMeanUtilization() float64 {
+	if x != nil {
+		return x.MeanUtilization
+	}
+	return 0
+}
+
+func (x *Utilization) GetPeakMemoryBytes() int64 {
+	if x != nil {
+		return x.PeakMemoryBytes
+	}
+	return 0
+}
+
+func (x *Utilization) GetSampledMinutes() int64 {
+	if x != nil {
+		return x.SampledMinutes
+	}
+	return 0
+}
+
+func (x *Utilization) GetLastSampleTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSampleTime
+	}
+	return nil
+}
+
 // GangTopology asks a gang's members to share one domain at a level of the pool's topology
 // (pools.v1.Pool.topology_levels): nodes with the same values of that level's label and every
 // outer level's.
@@ -544,7 +646,7 @@ type GangTopology struct {
 
 func (x *GangTopology) Reset() {
 	*x = GangTopology{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[2]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +658,7 @@ func (x *GangTopology) String() string {
 func (*GangTopology) ProtoMessage() {}
 
 func (x *GangTopology) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[2]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +671,7 @@ func (x *GangTopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GangTopology.ProtoReflect.Descriptor instead.
 func (*GangTopology) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GangTopology) GetLevel() string {
@@ -610,7 +712,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[3]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +724,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[3]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +737,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{3}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Member) GetRank() int32 {
@@ -718,7 +820,7 @@ type Allocation struct {
 
 func (x *Allocation) Reset() {
 	*x = Allocation{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[4]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +832,7 @@ func (x *Allocation) String() string {
 func (*Allocation) ProtoMessage() {}
 
 func (x *Allocation) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[4]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +845,7 @@ func (x *Allocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
 func (*Allocation) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{4}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Allocation) GetNodeId() string {
@@ -857,7 +959,7 @@ type CreateRequest struct {
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[5]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +971,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[5]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +984,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateRequest) GetPoolId() string {
@@ -1000,7 +1102,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[6]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1114,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[6]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1127,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{6}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateResponse) GetLease() *Lease {
@@ -1045,7 +1147,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[7]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1159,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[7]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1172,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetRequest) GetId() string {
@@ -1090,7 +1192,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[8]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1204,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[8]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1217,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetResponse) GetLease() *Lease {
@@ -1139,7 +1241,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[9]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1253,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[9]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1266,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRequest) GetPoolId() string {
@@ -1207,7 +1309,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[10]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1321,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[10]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1334,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListResponse) GetLeases() []*Lease {
@@ -1261,7 +1363,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[11]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1375,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[11]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1388,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{11}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExtendRequest) GetId() string {
@@ -1313,7 +1415,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[12]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1427,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[12]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1440,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExtendResponse) GetLease() *Lease {
@@ -1358,7 +1460,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[13]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1472,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[13]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1485,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReleaseRequest) GetId() string {
@@ -1403,7 +1505,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[14]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1517,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[14]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1530,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReleaseResponse) GetLease() *Lease {
@@ -1448,8 +1550,7 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n" +
-	"\x06effect\x18\x04 \x01(\tR\x06effect\"\xd1\n" +
-	"\n" +
+	"\x06effect\x18\x04 \x01(\tR\x06effect\"\x99\v\n" +
 	"\x05Lease\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -1482,7 +1583,8 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\vgang_domain\x18\x1a \x01(\tR\n" +
 	"gangDomain\x12\\\n" +
 	"\x13on_unhealthy_member\x18\x1b \x01(\x0e2,.bettercompute.pools.v1.UnhealthyLeaseActionR\x11onUnhealthyMember\x12J\n" +
-	"\x13reserved_start_time\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\x11reservedStartTime:Lʠ\x19H\n" +
+	"\x13reserved_start_time\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\x11reservedStartTime\x12F\n" +
+	"\vutilization\x18\x1d \x01(\v2$.bettercompute.leases.v1.UtilizationR\vutilization:Lʠ\x19H\n" +
 	"\x02id\n" +
 	"\x06poolId\n" +
 	"\x05state\n" +
@@ -1492,7 +1594,14 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\bpriority\n" +
 	"\n" +
 	"createTime\n" +
-	"\aendTime\"_\n" +
+	"\aendTime\"\xab\x02\n" +
+	"\vUtilization\x12(\n" +
+	"\x10gpu_seconds_held\x18\x01 \x01(\x03R\x0egpuSecondsHeld\x12,\n" +
+	"\x12gpu_seconds_active\x18\x02 \x01(\x03R\x10gpuSecondsActive\x12)\n" +
+	"\x10mean_utilization\x18\x03 \x01(\x01R\x0fmeanUtilization\x12*\n" +
+	"\x11peak_memory_bytes\x18\x04 \x01(\x03R\x0fpeakMemoryBytes\x12'\n" +
+	"\x0fsampled_minutes\x18\x05 \x01(\x03R\x0esampledMinutes\x12D\n" +
+	"\x10last_sample_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0elastSampleTime\"_\n" +
 	"\fGangTopology\x12\x14\n" +
 	"\x05level\x18\x01 \x01(\tR\x05level\x129\n" +
 	"\x04mode\x18\x02 \x01(\x0e2%.bettercompute.leases.v1.TopologyModeR\x04mode\"\xcf\x02\n" +
@@ -1604,75 +1713,78 @@ func file_bettercompute_leases_v1_leases_proto_rawDescGZIP() []byte {
 }
 
 var file_bettercompute_leases_v1_leases_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bettercompute_leases_v1_leases_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_bettercompute_leases_v1_leases_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_bettercompute_leases_v1_leases_proto_goTypes = []any{
 	(LeaseState)(0),               // 0: bettercompute.leases.v1.LeaseState
 	(TopologyMode)(0),             // 1: bettercompute.leases.v1.TopologyMode
 	(*Toleration)(nil),            // 2: bettercompute.leases.v1.Toleration
 	(*Lease)(nil),                 // 3: bettercompute.leases.v1.Lease
-	(*GangTopology)(nil),          // 4: bettercompute.leases.v1.GangTopology
-	(*Member)(nil),                // 5: bettercompute.leases.v1.Member
-	(*Allocation)(nil),            // 6: bettercompute.leases.v1.Allocation
-	(*CreateRequest)(nil),         // 7: bettercompute.leases.v1.CreateRequest
-	(*CreateResponse)(nil),        // 8: bettercompute.leases.v1.CreateResponse
-	(*GetRequest)(nil),            // 9: bettercompute.leases.v1.GetRequest
-	(*GetResponse)(nil),           // 10: bettercompute.leases.v1.GetResponse
-	(*ListRequest)(nil),           // 11: bettercompute.leases.v1.ListRequest
-	(*ListResponse)(nil),          // 12: bettercompute.leases.v1.ListResponse
-	(*ExtendRequest)(nil),         // 13: bettercompute.leases.v1.ExtendRequest
-	(*ExtendResponse)(nil),        // 14: bettercompute.leases.v1.ExtendResponse
-	(*ReleaseRequest)(nil),        // 15: bettercompute.leases.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 16: bettercompute.leases.v1.ReleaseResponse
-	nil,                           // 17: bettercompute.leases.v1.Member.DomainEntry
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
-	(v1.UnhealthyLeaseAction)(0),  // 20: bettercompute.pools.v1.UnhealthyLeaseAction
+	(*Utilization)(nil),           // 4: bettercompute.leases.v1.Utilization
+	(*GangTopology)(nil),          // 5: bettercompute.leases.v1.GangTopology
+	(*Member)(nil),                // 6: bettercompute.leases.v1.Member
+	(*Allocation)(nil),            // 7: bettercompute.leases.v1.Allocation
+	(*CreateRequest)(nil),         // 8: bettercompute.leases.v1.CreateRequest
+	(*CreateResponse)(nil),        // 9: bettercompute.leases.v1.CreateResponse
+	(*GetRequest)(nil),            // 10: bettercompute.leases.v1.GetRequest
+	(*GetResponse)(nil),           // 11: bettercompute.leases.v1.GetResponse
+	(*ListRequest)(nil),           // 12: bettercompute.leases.v1.ListRequest
+	(*ListResponse)(nil),          // 13: bettercompute.leases.v1.ListResponse
+	(*ExtendRequest)(nil),         // 14: bettercompute.leases.v1.ExtendRequest
+	(*ExtendResponse)(nil),        // 15: bettercompute.leases.v1.ExtendResponse
+	(*ReleaseRequest)(nil),        // 16: bettercompute.leases.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 17: bettercompute.leases.v1.ReleaseResponse
+	nil,                           // 18: bettercompute.leases.v1.Member.DomainEntry
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(v1.UnhealthyLeaseAction)(0),  // 21: bettercompute.pools.v1.UnhealthyLeaseAction
 }
 var file_bettercompute_leases_v1_leases_proto_depIdxs = []int32{
 	2,  // 0: bettercompute.leases.v1.Lease.tolerations:type_name -> bettercompute.leases.v1.Toleration
-	18, // 1: bettercompute.leases.v1.Lease.duration:type_name -> google.protobuf.Duration
+	19, // 1: bettercompute.leases.v1.Lease.duration:type_name -> google.protobuf.Duration
 	0,  // 2: bettercompute.leases.v1.Lease.state:type_name -> bettercompute.leases.v1.LeaseState
-	6,  // 3: bettercompute.leases.v1.Lease.allocations:type_name -> bettercompute.leases.v1.Allocation
-	19, // 4: bettercompute.leases.v1.Lease.create_time:type_name -> google.protobuf.Timestamp
-	19, // 5: bettercompute.leases.v1.Lease.place_time:type_name -> google.protobuf.Timestamp
-	19, // 6: bettercompute.leases.v1.Lease.end_time:type_name -> google.protobuf.Timestamp
-	19, // 7: bettercompute.leases.v1.Lease.preempt_time:type_name -> google.protobuf.Timestamp
+	7,  // 3: bettercompute.leases.v1.Lease.allocations:type_name -> bettercompute.leases.v1.Allocation
+	20, // 4: bettercompute.leases.v1.Lease.create_time:type_name -> google.protobuf.Timestamp
+	20, // 5: bettercompute.leases.v1.Lease.place_time:type_name -> google.protobuf.Timestamp
+	20, // 6: bettercompute.leases.v1.Lease.end_time:type_name -> google.protobuf.Timestamp
+	20, // 7: bettercompute.leases.v1.Lease.preempt_time:type_name -> google.protobuf.Timestamp
 	1,  // 8: bettercompute.leases.v1.Lease.topology:type_name -> bettercompute.leases.v1.TopologyMode
-	4,  // 9: bettercompute.leases.v1.Lease.gang_topology:type_name -> bettercompute.leases.v1.GangTopology
-	5,  // 10: bettercompute.leases.v1.Lease.members:type_name -> bettercompute.leases.v1.Member
-	20, // 11: bettercompute.leases.v1.Lease.on_unhealthy_member:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
-	19, // 12: bettercompute.leases.v1.Lease.reserved_start_time:type_name -> google.protobuf.Timestamp
-	1,  // 13: bettercompute.leases.v1.GangTopology.mode:type_name -> bettercompute.leases.v1.TopologyMode
-	17, // 14: bettercompute.leases.v1.Member.domain:type_name -> bettercompute.leases.v1.Member.DomainEntry
-	19, // 15: bettercompute.leases.v1.Allocation.start_time:type_name -> google.protobuf.Timestamp
-	19, // 16: bettercompute.leases.v1.Allocation.end_time:type_name -> google.protobuf.Timestamp
-	18, // 17: bettercompute.leases.v1.CreateRequest.duration:type_name -> google.protobuf.Duration
-	2,  // 18: bettercompute.leases.v1.CreateRequest.tolerations:type_name -> bettercompute.leases.v1.Toleration
-	1,  // 19: bettercompute.leases.v1.CreateRequest.topology:type_name -> bettercompute.leases.v1.TopologyMode
-	4,  // 20: bettercompute.leases.v1.CreateRequest.gang_topology:type_name -> bettercompute.leases.v1.GangTopology
-	20, // 21: bettercompute.leases.v1.CreateRequest.on_unhealthy_member:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
-	3,  // 22: bettercompute.leases.v1.CreateResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	3,  // 23: bettercompute.leases.v1.GetResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	0,  // 24: bettercompute.leases.v1.ListRequest.state:type_name -> bettercompute.leases.v1.LeaseState
-	3,  // 25: bettercompute.leases.v1.ListResponse.leases:type_name -> bettercompute.leases.v1.Lease
-	18, // 26: bettercompute.leases.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
-	3,  // 27: bettercompute.leases.v1.ExtendResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	3,  // 28: bettercompute.leases.v1.ReleaseResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	7,  // 29: bettercompute.leases.v1.LeasesService.Create:input_type -> bettercompute.leases.v1.CreateRequest
-	9,  // 30: bettercompute.leases.v1.LeasesService.Get:input_type -> bettercompute.leases.v1.GetRequest
-	11, // 31: bettercompute.leases.v1.LeasesService.List:input_type -> bettercompute.leases.v1.ListRequest
-	13, // 32: bettercompute.leases.v1.LeasesService.Extend:input_type -> bettercompute.leases.v1.ExtendRequest
-	15, // 33: bettercompute.leases.v1.LeasesService.Release:input_type -> bettercompute.leases.v1.ReleaseRequest
-	8,  // 34: bettercompute.leases.v1.LeasesService.Create:output_type -> bettercompute.leases.v1.CreateResponse
-	10, // 35: bettercompute.leases.v1.LeasesService.Get:output_type -> bettercompute.leases.v1.GetResponse
-	12, // 36: bettercompute.leases.v1.LeasesService.List:output_type -> bettercompute.leases.v1.ListResponse
-	14, // 37: bettercompute.leases.v1.LeasesService.Extend:output_type -> bettercompute.leases.v1.ExtendResponse
-	16, // 38: bettercompute.leases.v1.LeasesService.Release:output_type -> bettercompute.leases.v1.ReleaseResponse
-	34, // [34:39] is the sub-list for method output_type
-	29, // [29:34] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	5,  // 9: bettercompute.leases.v1.Lease.gang_topology:type_name -> bettercompute.leases.v1.GangTopology
+	6,  // 10: bettercompute.leases.v1.Lease.members:type_name -> bettercompute.leases.v1.Member
+	21, // 11: bettercompute.leases.v1.Lease.on_unhealthy_member:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
+	20, // 12: bettercompute.leases.v1.Lease.reserved_start_time:type_name -> google.protobuf.Timestamp
+	4,  // 13: bettercompute.leases.v1.Lease.utilization:type_name -> bettercompute.leases.v1.Utilization
+	20, // 14: bettercompute.leases.v1.Utilization.last_sample_time:type_name -> google.protobuf.Timestamp
+	1,  // 15: bettercompute.leases.v1.GangTopology.mode:type_name -> bettercompute.leases.v1.TopologyMode
+	18, // 16: bettercompute.leases.v1.Member.domain:type_name -> bettercompute.leases.v1.Member.DomainEntry
+	20, // 17: bettercompute.leases.v1.Allocation.start_time:type_name -> google.protobuf.Timestamp
+	20, // 18: bettercompute.leases.v1.Allocation.end_time:type_name -> google.protobuf.Timestamp
+	19, // 19: bettercompute.leases.v1.CreateRequest.duration:type_name -> google.protobuf.Duration
+	2,  // 20: bettercompute.leases.v1.CreateRequest.tolerations:type_name -> bettercompute.leases.v1.Toleration
+	1,  // 21: bettercompute.leases.v1.CreateRequest.topology:type_name -> bettercompute.leases.v1.TopologyMode
+	5,  // 22: bettercompute.leases.v1.CreateRequest.gang_topology:type_name -> bettercompute.leases.v1.GangTopology
+	21, // 23: bettercompute.leases.v1.CreateRequest.on_unhealthy_member:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
+	3,  // 24: bettercompute.leases.v1.CreateResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	3,  // 25: bettercompute.leases.v1.GetResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	0,  // 26: bettercompute.leases.v1.ListRequest.state:type_name -> bettercompute.leases.v1.LeaseState
+	3,  // 27: bettercompute.leases.v1.ListResponse.leases:type_name -> bettercompute.leases.v1.Lease
+	19, // 28: bettercompute.leases.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
+	3,  // 29: bettercompute.leases.v1.ExtendResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	3,  // 30: bettercompute.leases.v1.ReleaseResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	8,  // 31: bettercompute.leases.v1.LeasesService.Create:input_type -> bettercompute.leases.v1.CreateRequest
+	10, // 32: bettercompute.leases.v1.LeasesService.Get:input_type -> bettercompute.leases.v1.GetRequest
+	12, // 33: bettercompute.leases.v1.LeasesService.List:input_type -> bettercompute.leases.v1.ListRequest
+	14, // 34: bettercompute.leases.v1.LeasesService.Extend:input_type -> bettercompute.leases.v1.ExtendRequest
+	16, // 35: bettercompute.leases.v1.LeasesService.Release:input_type -> bettercompute.leases.v1.ReleaseRequest
+	9,  // 36: bettercompute.leases.v1.LeasesService.Create:output_type -> bettercompute.leases.v1.CreateResponse
+	11, // 37: bettercompute.leases.v1.LeasesService.Get:output_type -> bettercompute.leases.v1.GetResponse
+	13, // 38: bettercompute.leases.v1.LeasesService.List:output_type -> bettercompute.leases.v1.ListResponse
+	15, // 39: bettercompute.leases.v1.LeasesService.Extend:output_type -> bettercompute.leases.v1.ExtendResponse
+	17, // 40: bettercompute.leases.v1.LeasesService.Release:output_type -> bettercompute.leases.v1.ReleaseResponse
+	36, // [36:41] is the sub-list for method output_type
+	31, // [31:36] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_leases_v1_leases_proto_init() }
@@ -1686,7 +1798,7 @@ func file_bettercompute_leases_v1_leases_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_leases_v1_leases_proto_rawDesc), len(file_bettercompute_leases_v1_leases_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

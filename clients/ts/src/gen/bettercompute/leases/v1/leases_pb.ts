@@ -30,7 +30,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/leases/v1/leases.proto.
  */
 export const file_bettercompute_leases_v1_leases: GenFile = /*@__PURE__*/
-  fileDesc("CiRiZXR0ZXJjb21wdXRlL2xlYXNlcy92MS9sZWFzZXMucHJvdG8SF2JldHRlcmNvbXB1dGUubGVhc2VzLnYxIkoKClRvbGVyYXRpb24SCwoDa2V5GAEgASgJEhAKCG9wZXJhdG9yGAIgASgJEg0KBXZhbHVlGAMgASgJEg4KBmVmZmVjdBgEIAEoCSKlCAoFTGVhc2USCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB3Bvb2xfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSDgoGc3ByZWFkGAggASgIEjgKC3RvbGVyYXRpb25zGAkgAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9sZXJhdGlvbhIWCg5yZXNlcnZhdGlvbl9pZBgKIAEoCRIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIyCgVzdGF0ZRgMIAEoDjIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlU3RhdGUSDgoGcmVhc29uGA0gASgJEjgKC2FsbG9jYXRpb25zGA4gAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQWxsb2NhdGlvbhIvCgtjcmVhdGVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGxhY2VfdGltZRgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHByaW9yaXR5GBIgASgFEhEKCWJvcnJvd2luZxgTIAEoCBIwCgxwcmVlbXB0X3RpbWUYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKCHRvcG9sb2d5GBUgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlEg0KBW5vZGVzGBYgASgFEhUKDWdwdXNfcGVyX25vZGUYFyABKAUSPAoNZ2FuZ190b3BvbG9neRgYIAEoCzIlLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkdhbmdUb3BvbG9neRIwCgdtZW1iZXJzGBkgAygLMh8uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTWVtYmVyEhMKC2dhbmdfZG9tYWluGBogASgJEkkKE29uX3VuaGVhbHRoeV9tZW1iZXIYGyABKA4yLC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVuaGVhbHRoeUxlYXNlQWN0aW9uEjcKE3Jlc2VydmVkX3N0YXJ0X3RpbWUYHCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wOkzKoBlICgJpZAoGcG9vbElkCgVzdGF0ZQoEZ3B1cwoIZ3B1TW9kZWwKBGNwdXMKCHByaW9yaXR5CgpjcmVhdGVUaW1lCgdlbmRUaW1lIlIKDEdhbmdUb3BvbG9neRINCgVsZXZlbBgBIAEoCRIzCgRtb2RlGAIgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlIvUBCgZNZW1iZXISDAoEcmFuaxgBIAEoBRIPCgdub2RlX2lkGAIgASgJEhAKCGhvc3RuYW1lGAMgASgJEhEKCWFkZHJlc3NlcxgEIAMoCRITCgtncHVfaW5kZXhlcxgFIAMoBRI7CgZkb21haW4YBiADKAsyKy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5NZW1iZXIuRG9tYWluRW50cnkSDwoHaGVhbHRoeRgHIAEoCBIVCg1oZWFsdGhfcmVhc29uGAggASgJGi0KC0RvbWFpbkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEi+wEKCkFsbG9jYXRpb24SDwoHbm9kZV9pZBgBIAEoCRIQCghob3N0bmFtZRgCIAEoCRIRCglncHVfaW5kZXgYAyABKAUSEAoIZ3B1X3V1aWQYBCABKAkSEQoJZ3B1X21vZGVsGAUgASgJEgwKBGNwdXMYBiABKAUSFAoMbWVtb3J5X2J5dGVzGAcgASgDEi4KCnN0YXJ0X3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCgh0b3BvbG9neRgKIAEoCSLuAwoNQ3JlYXRlUmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEgwKBGdwdXMYAiABKAUSEQoJZ3B1X21vZGVsGAMgASgJEgwKBGNwdXMYBCABKAUSFAoMbWVtb3J5X2J5dGVzGAUgASgDEisKCGR1cmF0aW9uGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnNwcmVhZBgHIAEoCBI4Cgt0b2xlcmF0aW9ucxgIIAMoCzIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLlRvbGVyYXRpb24SFgoOcmVzZXJ2YXRpb25faWQYCSABKAkSEAoIcHJpb3JpdHkYCiABKAUSNwoIdG9wb2xvZ3kYCyABKA4yJS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5Ub3BvbG9neU1vZGUSDQoFbm9kZXMYDCABKAUSFQoNZ3B1c19wZXJfbm9kZRgNIAEoBRI8Cg1nYW5nX3RvcG9sb2d5GA4gASgLMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuR2FuZ1RvcG9sb2d5EkkKE29uX3VuaGVhbHRoeV9tZW1iZXIYDyABKA4yLC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVuaGVhbHRoeUxlYXNlQWN0aW9uIj8KDkNyZWF0ZVJlc3BvbnNlEi0KBWxlYXNlGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGVhc2UiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI8CgtHZXRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlInkKC0xpc3RSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSMgoFc3RhdGUYAiABKA4yIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZVN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIlcKDExpc3RSZXNwb25zZRIuCgZsZWFzZXMYASADKAsyHi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiQgoNRXh0ZW5kUmVxdWVzdBIKCgJpZBgBIAEoCRIlCgJieRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI/Cg5FeHRlbmRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlIhwKDlJlbGVhc2VSZXF1ZXN0EgoKAmlkGAEgASgJIkAKD1JlbGVhc2VSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlKtkBCgpMZWFzZVN0YXRlEhsKF0xFQVNFX1NUQVRFX1VOU1BFQ0lGSUVEEAASFwoTTEVBU0VfU1RBVEVfUEVORElORxABEhYKEkxFQVNFX1NUQVRFX1BMQUNFRBACEhcKE0xFQVNFX1NUQVRFX0FUX1JJU0sQAxIYChRMRUFTRV9TVEFURV9SRUxFQVNFRBAEEhcKE0xFQVNFX1NUQVRFX0VYUElSRUQQBRIWChJMRUFTRV9TVEFURV9GQUlMRUQQBhIZChVMRUFTRV9TVEFURV9QUkVFTVBURUQQBypmCgxUb3BvbG9neU1vZGUSHQoZVE9QT0xPR1lfTU9ERV9VTlNQRUNJRklFRBAAEhsKF1RPUE9MT0dZX01PREVfUFJFRkVSUkVEEAESGgoWVE9QT0xPR1lfTU9ERV9SRVFVSVJFRBACMowFCg1MZWFzZXNTZXJ2aWNlEoIBCgZDcmVhdGUSJi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5DcmVhdGVSZXF1ZXN0GicuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQ3JlYXRlUmVzcG9uc2UiJ8KgGSMKBmxlYXNlcxIGY3JlYXRlGg1sZWFzZXMuY3JlYXRlKAEwARJzCgNHZXQSIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5HZXRSZXF1ZXN0GiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuR2V0UmVzcG9uc2UiIZACAcKgGRoKBmxlYXNlcxIDZ2V0GgtsZWFzZXMucmVhZBJ3CgRMaXN0EiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGlzdFJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MaXN0UmVzcG9uc2UiIpACAcKgGRsKBmxlYXNlcxIEbGlzdBoLbGVhc2VzLnJlYWQSgQEKBkV4dGVuZBImLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkV4dGVuZFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5FeHRlbmRSZXNwb25zZSImwqAZIgoGbGVhc2VzEgZleHRlbmQaDGxlYXNlcy53cml0ZSgBMAESgwEKB1JlbGVhc2USJy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5SZWxlYXNlUmVxdWVzdBooLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLlJlbGVhc2VSZXNwb25zZSIlwqAZIQoGbGVhc2VzEgdyZWxlYXNlGgxsZWFzZXMud3JpdGUwAUJSWlBnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL2xlYXNlcy92MTtsZWFzZXN2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_bettercompute_pools_v1_pools, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiRiZXR0ZXJjb21wdXRlL2xlYXNlcy92MS9sZWFzZXMucHJvdG8SF2JldHRlcmNvbXB1dGUubGVhc2VzLnYxIkoKClRvbGVyYXRpb24SCwoDa2V5GAEgASgJEhAKCG9wZXJhdG9yGAIgASgJEg0KBXZhbHVlGAMgASgJEg4KBmVmZmVjdBgEIAEoCSLgCAoFTGVhc2USCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB3Bvb2xfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSDgoGc3ByZWFkGAggASgIEjgKC3RvbGVyYXRpb25zGAkgAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9sZXJhdGlvbhIWCg5yZXNlcnZhdGlvbl9pZBgKIAEoCRIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIyCgVzdGF0ZRgMIAEoDjIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlU3RhdGUSDgoGcmVhc29uGA0gASgJEjgKC2FsbG9jYXRpb25zGA4gAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQWxsb2NhdGlvbhIvCgtjcmVhdGVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGxhY2VfdGltZRgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHByaW9yaXR5GBIgASgFEhEKCWJvcnJvd2luZxgTIAEoCBIwCgxwcmVlbXB0X3RpbWUYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKCHRvcG9sb2d5GBUgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlEg0KBW5vZGVzGBYgASgFEhUKDWdwdXNfcGVyX25vZGUYFyABKAUSPAoNZ2FuZ190b3BvbG9neRgYIAEoCzIlLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkdhbmdUb3BvbG9neRIwCgdtZW1iZXJzGBkgAygLMh8uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTWVtYmVyEhMKC2dhbmdfZG9tYWluGBogASgJEkkKE29uX3VuaGVhbHRoeV9tZW1iZXIYGyABKA4yLC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVuaGVhbHRoeUxlYXNlQWN0aW9uEjcKE3Jlc2VydmVkX3N0YXJ0X3RpbWUYHCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjkKC3V0aWxpemF0aW9uGB0gASgLMiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVXRpbGl6YXRpb246TMqgGUgKAmlkCgZwb29sSWQKBXN0YXRlCgRncHVzCghncHVNb2RlbAoEY3B1cwoIcHJpb3JpdHkKCmNyZWF0ZVRpbWUKB2VuZFRpbWUixwEKC1V0aWxpemF0aW9uEhgKEGdwdV9zZWNvbmRzX2hlbGQYASABKAMSGgoSZ3B1X3NlY29uZHNfYWN0aXZlGAIgASgDEhgKEG1lYW5fdXRpbGl6YXRpb24YAyABKAESGQoRcGVha19tZW1vcnlfYnl0ZXMYBCABKAMSFwoPc2FtcGxlZF9taW51dGVzGAUgASgDEjQKEGxhc3Rfc2FtcGxlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlIKDEdhbmdUb3BvbG9neRINCgVsZXZlbBgBIAEoCRIzCgRtb2RlGAIgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlIvUBCgZNZW1iZXISDAoEcmFuaxgBIAEoBRIPCgdub2RlX2lkGAIgASgJEhAKCGhvc3RuYW1lGAMgASgJEhEKCWFkZHJlc3NlcxgEIAMoCRITCgtncHVfaW5kZXhlcxgFIAMoBRI7CgZkb21haW4YBiADKAsyKy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5NZW1iZXIuRG9tYWluRW50cnkSDwoHaGVhbHRoeRgHIAEoCBIVCg1oZWFsdGhfcmVhc29uGAggASgJGi0KC0RvbWFpbkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEi+wEKCkFsbG9jYXRpb24SDwoHbm9kZV9pZBgBIAEoCRIQCghob3N0bmFtZRgCIAEoCRIRCglncHVfaW5kZXgYAyABKAUSEAoIZ3B1X3V1aWQYBCABKAkSEQoJZ3B1X21vZGVsGAUgASgJEgwKBGNwdXMYBiABKAUSFAoMbWVtb3J5X2J5dGVzGAcgASgDEi4KCnN0YXJ0X3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCgh0b3BvbG9neRgKIAEoCSLuAwoNQ3JlYXRlUmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEgwKBGdwdXMYAiABKAUSEQoJZ3B1X21vZGVsGAMgASgJEgwKBGNwdXMYBCABKAUSFAoMbWVtb3J5X2J5dGVzGAUgASgDEisKCGR1cmF0aW9uGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnNwcmVhZBgHIAEoCBI4Cgt0b2xlcmF0aW9ucxgIIAMoCzIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLlRvbGVyYXRpb24SFgoOcmVzZXJ2YXRpb25faWQYCSABKAkSEAoIcHJpb3JpdHkYCiABKAUSNwoIdG9wb2xvZ3kYCyABKA4yJS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5Ub3BvbG9neU1vZGUSDQoFbm9kZXMYDCABKAUSFQoNZ3B1c19wZXJfbm9kZRgNIAEoBRI8Cg1nYW5nX3RvcG9sb2d5GA4gASgLMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuR2FuZ1RvcG9sb2d5EkkKE29uX3VuaGVhbHRoeV9tZW1iZXIYDyABKA4yLC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVuaGVhbHRoeUxlYXNlQWN0aW9uIj8KDkNyZWF0ZVJlc3BvbnNlEi0KBWxlYXNlGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGVhc2UiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI8CgtHZXRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlInkKC0xpc3RSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSMgoFc3RhdGUYAiABKA4yIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZVN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIlcKDExpc3RSZXNwb25zZRIuCgZsZWFzZXMYASADKAsyHi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiQgoNRXh0ZW5kUmVxdWVzdBIKCgJpZBgBIAEoCRIlCgJieRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI/Cg5FeHRlbmRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlIhwKDlJlbGVhc2VSZXF1ZXN0EgoKAmlkGAEgASgJIkAKD1JlbGVhc2VSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlKtkBCgpMZWFzZVN0YXRlEhsKF0xFQVNFX1NUQVRFX1VOU1BFQ0lGSUVEEAASFwoTTEVBU0VfU1RBVEVfUEVORElORxABEhYKEkxFQVNFX1NUQVRFX1BMQUNFRBACEhcKE0xFQVNFX1NUQVRFX0FUX1JJU0sQAxIYChRMRUFTRV9TVEFURV9SRUxFQVNFRBAEEhcKE0xFQVNFX1NUQVRFX0VYUElSRUQQBRIWChJMRUFTRV9TVEFURV9GQUlMRUQQBhIZChVMRUFTRV9TVEFURV9QUkVFTVBURUQQBypmCgxUb3BvbG9neU1vZGUSHQoZVE9QT0xPR1lfTU9ERV9VTlNQRUNJRklFRBAAEhsKF1RPUE9MT0dZX01PREVfUFJFRkVSUkVEEAESGgoWVE9QT0xPR1lfTU9ERV9SRVFVSVJFRBACMowFCg1MZWFzZXNTZXJ2aWNlEoIBCgZDcmVhdGUSJi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5DcmVhdGVSZXF1ZXN0GicuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQ3JlYXRlUmVzcG9uc2UiJ8KgGSMKBmxlYXNlcxIGY3JlYXRlGg1sZWFzZXMuY3JlYXRlKAEwARJzCgNHZXQSIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5HZXRSZXF1ZXN0GiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuR2V0UmVzcG9uc2UiIZACAcKgGRoKBmxlYXNlcxIDZ2V0GgtsZWFzZXMucmVhZBJ3CgRMaXN0EiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGlzdFJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MaXN0UmVzcG9uc2UiIpACAcKgGRsKBmxlYXNlcxIEbGlzdBoLbGVhc2VzLnJlYWQSgQEKBkV4dGVuZBImLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkV4dGVuZFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5FeHRlbmRSZXNwb25zZSImwqAZIgoGbGVhc2VzEgZleHRlbmQaDGxlYXNlcy53cml0ZSgBMAESgwEKB1JlbGVhc2USJy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5SZWxlYXNlUmVxdWVzdBooLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLlJlbGVhc2VSZXNwb25zZSIlwqAZIQoGbGVhc2VzEgdyZWxlYXNlGgxsZWFzZXMud3JpdGUwAUJSWlBnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL2xlYXNlcy92MTtsZWFzZXN2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_bettercompute_pools_v1_pools, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * Toleration lets a lease onto nodes with a matching taint, as in Kubernetes. Nodes with
@@ -262,6 +262,14 @@ export type Lease = Message<"bettercompute.leases.v1.Lease"> & {
    * @generated from field: google.protobuf.Timestamp reserved_start_time = 28;
    */
   reservedStartTime?: Timestamp | undefined;
+
+  /**
+   * How the lease's GPUs were used, from the per-minute utilisation its nodes' daemons report
+   * (docs/gpus.md, "Utilisation per lease"); unset until a minute of it is stored.
+   *
+   * @generated from field: bettercompute.leases.v1.Utilization utilization = 29;
+   */
+  utilization?: Utilization | undefined;
 };
 
 /**
@@ -270,6 +278,63 @@ export type Lease = Message<"bettercompute.leases.v1.Lease"> & {
  */
 export const LeaseSchema: GenMessage<Lease> = /*@__PURE__*/
   messageDesc(file_bettercompute_leases_v1_leases, 1);
+
+/**
+ * Utilization rolls up the minutes stored for a lease: one per node per minute, over every
+ * member of a gang.
+ *
+ * @generated from message bettercompute.leases.v1.Utilization
+ */
+export type Utilization = Message<"bettercompute.leases.v1.Utilization"> & {
+  /**
+   * GPU-seconds the sampled minutes cover: 60 per GPU per minute sampled.
+   *
+   * @generated from field: int64 gpu_seconds_held = 1;
+   */
+  gpuSecondsHeld: bigint;
+
+  /**
+   * GPU-seconds at or above 5% utilisation.
+   *
+   * @generated from field: int64 gpu_seconds_active = 2;
+   */
+  gpuSecondsActive: bigint;
+
+  /**
+   * The mean utilisation over the GPU-minutes sampled, percent (0 to 100).
+   *
+   * @generated from field: double mean_utilization = 3;
+   */
+  meanUtilization: number;
+
+  /**
+   * The most device memory in use on any of the lease's GPUs in any minute, bytes.
+   *
+   * @generated from field: int64 peak_memory_bytes = 4;
+   */
+  peakMemoryBytes: bigint;
+
+  /**
+   * How many distinct minutes have a sample.
+   *
+   * @generated from field: int64 sampled_minutes = 5;
+   */
+  sampledMinutes: bigint;
+
+  /**
+   * The start of the latest minute sampled.
+   *
+   * @generated from field: google.protobuf.Timestamp last_sample_time = 6;
+   */
+  lastSampleTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message bettercompute.leases.v1.Utilization.
+ * Use `create(UtilizationSchema)` to create a new message.
+ */
+export const UtilizationSchema: GenMessage<Utilization> = /*@__PURE__*/
+  messageDesc(file_bettercompute_leases_v1_leases, 2);
 
 /**
  * GangTopology asks a gang's members to share one domain at a level of the pool's topology
@@ -300,7 +365,7 @@ export type GangTopology = Message<"bettercompute.leases.v1.GangTopology"> & {
  * Use `create(GangTopologySchema)` to create a new message.
  */
 export const GangTopologySchema: GenMessage<GangTopology> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 2);
+  messageDesc(file_bettercompute_leases_v1_leases, 3);
 
 /**
  * Member is one node of a placed gang.
@@ -366,7 +431,7 @@ export type Member = Message<"bettercompute.leases.v1.Member"> & {
  * Use `create(MemberSchema)` to create a new message.
  */
 export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 3);
+  messageDesc(file_bettercompute_leases_v1_leases, 4);
 
 /**
  * Allocation is one GPU, or CPUs and memory on one node, held by a lease.
@@ -438,7 +503,7 @@ export type Allocation = Message<"bettercompute.leases.v1.Allocation"> & {
  * Use `create(AllocationSchema)` to create a new message.
  */
 export const AllocationSchema: GenMessage<Allocation> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 4);
+  messageDesc(file_bettercompute_leases_v1_leases, 5);
 
 /**
  * CreateRequest asks for a lease.
@@ -556,7 +621,7 @@ export type CreateRequest = Message<"bettercompute.leases.v1.CreateRequest"> & {
  * Use `create(CreateRequestSchema)` to create a new message.
  */
 export const CreateRequestSchema: GenMessage<CreateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 5);
+  messageDesc(file_bettercompute_leases_v1_leases, 6);
 
 /**
  * CreateResponse carries the pending lease.
@@ -575,7 +640,7 @@ export type CreateResponse = Message<"bettercompute.leases.v1.CreateResponse"> &
  * Use `create(CreateResponseSchema)` to create a new message.
  */
 export const CreateResponseSchema: GenMessage<CreateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 6);
+  messageDesc(file_bettercompute_leases_v1_leases, 7);
 
 /**
  * GetRequest names a lease.
@@ -594,7 +659,7 @@ export type GetRequest = Message<"bettercompute.leases.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 7);
+  messageDesc(file_bettercompute_leases_v1_leases, 8);
 
 /**
  * GetResponse carries the lease.
@@ -613,7 +678,7 @@ export type GetResponse = Message<"bettercompute.leases.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 8);
+  messageDesc(file_bettercompute_leases_v1_leases, 9);
 
 /**
  * ListRequest pages through leases, optionally of one pool or state.
@@ -649,7 +714,7 @@ export type ListRequest = Message<"bettercompute.leases.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 9);
+  messageDesc(file_bettercompute_leases_v1_leases, 10);
 
 /**
  * ListResponse is one page of leases.
@@ -675,7 +740,7 @@ export type ListResponse = Message<"bettercompute.leases.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 10);
+  messageDesc(file_bettercompute_leases_v1_leases, 11);
 
 /**
  * ExtendRequest adds to a lease's duration.
@@ -701,7 +766,7 @@ export type ExtendRequest = Message<"bettercompute.leases.v1.ExtendRequest"> & {
  * Use `create(ExtendRequestSchema)` to create a new message.
  */
 export const ExtendRequestSchema: GenMessage<ExtendRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 11);
+  messageDesc(file_bettercompute_leases_v1_leases, 12);
 
 /**
  * ExtendResponse carries the lease.
@@ -720,7 +785,7 @@ export type ExtendResponse = Message<"bettercompute.leases.v1.ExtendResponse"> &
  * Use `create(ExtendResponseSchema)` to create a new message.
  */
 export const ExtendResponseSchema: GenMessage<ExtendResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 12);
+  messageDesc(file_bettercompute_leases_v1_leases, 13);
 
 /**
  * ReleaseRequest names a lease.
@@ -739,7 +804,7 @@ export type ReleaseRequest = Message<"bettercompute.leases.v1.ReleaseRequest"> &
  * Use `create(ReleaseRequestSchema)` to create a new message.
  */
 export const ReleaseRequestSchema: GenMessage<ReleaseRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 13);
+  messageDesc(file_bettercompute_leases_v1_leases, 14);
 
 /**
  * ReleaseResponse carries the lease.
@@ -758,7 +823,7 @@ export type ReleaseResponse = Message<"bettercompute.leases.v1.ReleaseResponse">
  * Use `create(ReleaseResponseSchema)` to create a new message.
  */
 export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 14);
+  messageDesc(file_bettercompute_leases_v1_leases, 15);
 
 /**
  * LeaseState is where a lease is in its life.

@@ -54,7 +54,7 @@ class Toleration(_message.Message):
     def __init__(self, key: _Optional[str] = ..., operator: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("id", "tenant_id", "pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "spread", "tolerations", "reservation_id", "duration", "state", "reason", "allocations", "create_time", "place_time", "end_time", "priority", "borrowing", "preempt_time", "topology", "nodes", "gpus_per_node", "gang_topology", "members", "gang_domain", "on_unhealthy_member", "reserved_start_time")
+    __slots__ = ("id", "tenant_id", "pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "spread", "tolerations", "reservation_id", "duration", "state", "reason", "allocations", "create_time", "place_time", "end_time", "priority", "borrowing", "preempt_time", "topology", "nodes", "gpus_per_node", "gang_topology", "members", "gang_domain", "on_unhealthy_member", "reserved_start_time", "utilization")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     POOL_ID_FIELD_NUMBER: _ClassVar[int]
@@ -83,6 +83,7 @@ class Lease(_message.Message):
     GANG_DOMAIN_FIELD_NUMBER: _ClassVar[int]
     ON_UNHEALTHY_MEMBER_FIELD_NUMBER: _ClassVar[int]
     RESERVED_START_TIME_FIELD_NUMBER: _ClassVar[int]
+    UTILIZATION_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     pool_id: str
@@ -111,7 +112,24 @@ class Lease(_message.Message):
     gang_domain: str
     on_unhealthy_member: _pools_pb2.UnhealthyLeaseAction
     reserved_start_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., state: _Optional[_Union[LeaseState, str]] = ..., reason: _Optional[str] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., place_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., priority: _Optional[int] = ..., borrowing: _Optional[bool] = ..., preempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., topology: _Optional[_Union[TopologyMode, str]] = ..., nodes: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gang_topology: _Optional[_Union[GangTopology, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., gang_domain: _Optional[str] = ..., on_unhealthy_member: _Optional[_Union[_pools_pb2.UnhealthyLeaseAction, str]] = ..., reserved_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    utilization: Utilization
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., state: _Optional[_Union[LeaseState, str]] = ..., reason: _Optional[str] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., place_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., priority: _Optional[int] = ..., borrowing: _Optional[bool] = ..., preempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., topology: _Optional[_Union[TopologyMode, str]] = ..., nodes: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gang_topology: _Optional[_Union[GangTopology, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., gang_domain: _Optional[str] = ..., on_unhealthy_member: _Optional[_Union[_pools_pb2.UnhealthyLeaseAction, str]] = ..., reserved_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., utilization: _Optional[_Union[Utilization, _Mapping]] = ...) -> None: ...
+
+class Utilization(_message.Message):
+    __slots__ = ("gpu_seconds_held", "gpu_seconds_active", "mean_utilization", "peak_memory_bytes", "sampled_minutes", "last_sample_time")
+    GPU_SECONDS_HELD_FIELD_NUMBER: _ClassVar[int]
+    GPU_SECONDS_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    MEAN_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    PEAK_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SAMPLED_MINUTES_FIELD_NUMBER: _ClassVar[int]
+    LAST_SAMPLE_TIME_FIELD_NUMBER: _ClassVar[int]
+    gpu_seconds_held: int
+    gpu_seconds_active: int
+    mean_utilization: float
+    peak_memory_bytes: int
+    sampled_minutes: int
+    last_sample_time: _timestamp_pb2.Timestamp
+    def __init__(self, gpu_seconds_held: _Optional[int] = ..., gpu_seconds_active: _Optional[int] = ..., mean_utilization: _Optional[float] = ..., peak_memory_bytes: _Optional[int] = ..., sampled_minutes: _Optional[int] = ..., last_sample_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GangTopology(_message.Message):
     __slots__ = ("level", "mode")

@@ -1,0 +1,53 @@
+-- GPU utilisation per lease (migration 0039): the gateway's write of a daemon's per-minute
+-- GpuUsage, and the roll-ups leases/get and leases/list show.
+
+-- name: RecordGPUUsage :execrows
+-- Stores one minute of a node's GPU usage on the leases that hold its GPUs now, in one
+-- statement: the summaries (parallel arrays, one element per GPU; -1 for a value the daemon did
+-- not give) are joined to the node's devices by UUID and to the allocations held now (that
+-- started before the minute ended), and grouped by lease: one row per lease for the node and
+-- the minute. A GPU no lease holds writes nothing; a GPU listed twice counts once. A minute
+-- stored before is replaced. Returns the rows written.
+INSERT INTO lease_gpu_minutes AS m (lease_id, node_id, minute, tenant_id, pool_id, gpus, gpu_seconds,
+                                    active_gpu_seconds, util_sum, util_gpus, util_max, memory_peak_bytes)
+SELECT a.lease_id, d.node_id, sqlc.arg(minute)::timestamptz, l.tenant_id, l.pool_id,
+       count(*)::integer, (count(*) * 60)::bigint,
+       COALESCE(sum(NULLIF(u.active_seconds, -1)), 0)::bigint,
+       COALESCE(sum(NULLIF(u.util_mean, -1)), 0)::float8,
+       count(NULLIF(u.util_mean, -1))::integer,
+       max(NULLIF(u.util_max, -1))::real,
+       COALESCE(max(NULLIF(u.memory_used, -1)), 0)::bigint
+FROM (
+    SELECT DISTINCT ON (s.uuid) s.uuid, s.util_mean, s.util_max, s.active_seconds, s.memory_used
+    FROM (
+        SELECT (sqlc.arg(uuids)::text[])[i] AS uuid, (sqlc.arg(util_means)::float8[])[i] AS util_mean,
+               (sqlc.arg(util_maxes)::float8[])[i] AS util_max, (sqlc.arg(active_seconds)::integer[])[i] AS active_seconds,
+               (sqlc.arg(memory_used)::bigint[])[i] AS memory_used
+        FROM generate_subscripts(sqlc.arg(uuids)::text[], 1) AS i
+    ) s
+    WHERE s.uuid <> ''
+    ORDER BY s.uuid
+) u
+JOIN devices d ON d.node_id = sqlc.arg(node_id) AND d.kind = 'gpu' AND d.uuid = u.uuid
+JOIN allocations a ON a.device_id = d.id AND a.ended_at IS NULL
+                  AND a.started_at < sqlc.arg(minute)::timestamptz + interval '1 minute'
+JOIN pool_leases l ON l.id = a.lease_id
+GROUP BY a.lease_id, d.node_id, l.tenant_id, l.pool_id
+ON CONFLICT (lease_id, node_id, minute) DO UPDATE
+SET gpus = excluded.gpus, gpu_seconds = excluded.gpu_seconds, active_gpu_seconds = excluded.active_gpu_seconds,
+    util_sum = excluded.util_sum, util_gpus = excluded.util_gpus, util_max = excluded.util_max,
+    memory_peak_bytes = excluded.memory_peak_bytes;
+
+-- name: LeaseUtilization :many
+-- The utilisation of the tenant's leases among lease_ids, summed over every node and minute
+-- stored; a lease without a sample has no row.
+SELECT m.lease_id,
+       sum(m.gpu_seconds)::bigint AS gpu_seconds_held,
+       sum(m.active_gpu_seconds)::bigint AS gpu_seconds_active,
+       COALESCE(sum(m.util_sum) / NULLIF(sum(m.util_gpus), 0), 0)::float8 AS mean_utilization,
+       max(m.memory_peak_bytes)::bigint AS peak_memory_bytes,
+       count(DISTINCT m.minute)::bigint AS sampled_minutes,
+       max(m.minute)::timestamptz AS last_minute
+FROM lease_gpu_minutes m
+WHERE m.tenant_id = sqlc.arg(tenant_id) AND m.lease_id = ANY(sqlc.arg(lease_ids)::uuid[])
+GROUP BY m.lease_id;
