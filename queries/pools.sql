@@ -13,14 +13,15 @@
 -- settings are the columns' defaults (automatic, one node at a time, one per rack, no override).
 INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption,
                    tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms,
-                   remediation_auto, remediation_max_nodes, remediation_domain, remediation_override)
+                   remediation_auto, remediation_max_nodes, remediation_domain, remediation_override, idle_policy)
 VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(name), sqlc.arg(description), sqlc.arg(node_selector),
         sqlc.arg(node_ids)::uuid[], COALESCE(sqlc.narg(preemption_grace_ms)::bigint, 30000),
         sqlc.arg(priority_preemption), COALESCE(sqlc.narg(tunnel_ports)::integer[], '{}'),
         COALESCE(sqlc.narg(gpu_health_policy)::jsonb, '{}'), COALESCE(sqlc.narg(topology_levels)::text[], '{}'),
         COALESCE(sqlc.narg(gang_reservation_wait_ms)::bigint, 300000),
         COALESCE(sqlc.narg(remediation_auto)::boolean, true), COALESCE(sqlc.narg(remediation_max_nodes)::integer, 1),
-        COALESCE(sqlc.narg(remediation_domain)::text, 'rack'), COALESCE(sqlc.narg(remediation_override)::jsonb, '{}'))
+        COALESCE(sqlc.narg(remediation_domain)::text, 'rack'), COALESCE(sqlc.narg(remediation_override)::jsonb, '{}'),
+        COALESCE(sqlc.narg(idle_policy)::jsonb, '{}'))
 RETURNING *;
 
 -- name: GetPool :one
@@ -52,6 +53,7 @@ SET description = COALESCE(sqlc.narg(description), description),
     remediation_max_nodes = COALESCE(sqlc.narg(remediation_max_nodes)::integer, remediation_max_nodes),
     remediation_domain = COALESCE(sqlc.narg(remediation_domain)::text, remediation_domain),
     remediation_override = COALESCE(sqlc.narg(remediation_override)::jsonb, remediation_override),
+    idle_policy = COALESCE(sqlc.narg(idle_policy)::jsonb, idle_policy),
     updated_at = now()
 WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id)
 RETURNING *;

@@ -27,6 +27,7 @@ import (
 	"github.com/better-compute/better-compute/workers/internal/engine"
 	"github.com/better-compute/better-compute/workers/internal/gpucontrol"
 	"github.com/better-compute/better-compute/workers/internal/iamjobs"
+	"github.com/better-compute/better-compute/workers/internal/idlejob"
 	"github.com/better-compute/better-compute/workers/internal/metering"
 	"github.com/better-compute/better-compute/workers/internal/nodecontrol"
 	"github.com/better-compute/better-compute/workers/internal/placer"
@@ -121,6 +122,7 @@ func New(opts Options) (*Workers, error) {
 			// returns. A gateway's wake-up at a node's hello starts a round at once.
 			nodecontrol.LivenessJob(pool, nodecontrol.LivenessOptions{OnOffline: placer.MarkAtRisk, OnOnline: placer.MarkPlaced, Woken: livenessWoken, Logger: log}),
 			metering.Job(pool, metering.Options{Logger: log}),
+			idlejob.Job(pool, idlejob.Options{Logger: log}),
 		},
 		RoleIAM: iamjobs.Jobs(pool, iamjobs.Options{Logger: log}),
 	}

@@ -68,7 +68,7 @@ VALUES ($1, $2, $3, $4, $5,
         $11, $12, $13, $14,
         $15, $16, $17, $18,
         $19)
-RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start
+RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since
 `
 
 type CreatePoolLeaseParams struct {
@@ -153,6 +153,7 @@ func (q *Queries) CreatePoolLease(ctx context.Context, arg CreatePoolLeaseParams
 		&i.GangDomain,
 		&i.OnUnhealthyMember,
 		&i.ReservedStart,
+		&i.IdleSince,
 	)
 	return i, err
 }
@@ -313,7 +314,7 @@ SET duration_ms = duration_ms + $1::bigint,
     ends_at = ends_at + $1::bigint * interval '1 millisecond',
     updated_at = now()
 WHERE tenant_id = $2 AND id = $3 AND state IN ('pending', 'placed', 'at_risk')
-RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start
+RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since
 `
 
 type ExtendPoolLeaseParams struct {
@@ -358,6 +359,7 @@ func (q *Queries) ExtendPoolLease(ctx context.Context, arg ExtendPoolLeaseParams
 		&i.GangDomain,
 		&i.OnUnhealthyMember,
 		&i.ReservedStart,
+		&i.IdleSince,
 	)
 	return i, err
 }
@@ -433,7 +435,7 @@ func (q *Queries) GangMembers(ctx context.Context, arg GangMembersParams) ([]Gan
 }
 
 const getPoolLease = `-- name: GetPoolLease :one
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start FROM pool_leases WHERE tenant_id = $1 AND id = $2
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since FROM pool_leases WHERE tenant_id = $1 AND id = $2
 `
 
 type GetPoolLeaseParams struct {
@@ -476,6 +478,7 @@ func (q *Queries) GetPoolLease(ctx context.Context, arg GetPoolLeaseParams) (Poo
 		&i.GangDomain,
 		&i.OnUnhealthyMember,
 		&i.ReservedStart,
+		&i.IdleSince,
 	)
 	return i, err
 }
@@ -561,7 +564,7 @@ func (q *Queries) InsertResourceAllocations(ctx context.Context, arg InsertResou
 }
 
 const listPoolLeases = `-- name: ListPoolLeases :many
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start FROM pool_leases
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since FROM pool_leases
 WHERE tenant_id = $1 AND id > $2
   AND ($3::uuid IS NULL OR pool_id = $3)
   AND ($4::lease_state IS NULL OR state = $4)
@@ -624,6 +627,7 @@ func (q *Queries) ListPoolLeases(ctx context.Context, arg ListPoolLeasesParams) 
 			&i.GangDomain,
 			&i.OnUnhealthyMember,
 			&i.ReservedStart,
+			&i.IdleSince,
 		); err != nil {
 			return nil, err
 		}
@@ -636,7 +640,7 @@ func (q *Queries) ListPoolLeases(ctx context.Context, arg ListPoolLeasesParams) 
 }
 
 const lockPoolLease = `-- name: LockPoolLease :one
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start FROM pool_leases WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since FROM pool_leases WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockPoolLeaseParams struct {
@@ -679,6 +683,7 @@ func (q *Queries) LockPoolLease(ctx context.Context, arg LockPoolLeaseParams) (P
 		&i.GangDomain,
 		&i.OnUnhealthyMember,
 		&i.ReservedStart,
+		&i.IdleSince,
 	)
 	return i, err
 }

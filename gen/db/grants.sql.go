@@ -13,7 +13,7 @@ import (
 )
 
 const getGrantedPool = `-- name: GetGrantedPool :one
-SELECT p.id, p.tenant_id, p.name, p.description, p.node_selector, p.node_ids, p.created_at, p.updated_at, p.preemption_grace_ms, p.priority_preemption, p.tunnel_ports, p.gpu_health_policy, p.topology_levels, p.gang_reservation_wait_ms, p.remediation_auto, p.remediation_max_nodes, p.remediation_domain, p.remediation_override, g.id, g.pool_id, g.owner_tenant_id, g.tenant_id, g.nominal, g.borrowing_limit, g.weight, g.created_at, g.updated_at, g.revoked_at
+SELECT p.id, p.tenant_id, p.name, p.description, p.node_selector, p.node_ids, p.created_at, p.updated_at, p.preemption_grace_ms, p.priority_preemption, p.tunnel_ports, p.gpu_health_policy, p.topology_levels, p.gang_reservation_wait_ms, p.remediation_auto, p.remediation_max_nodes, p.remediation_domain, p.remediation_override, p.idle_policy, g.id, g.pool_id, g.owner_tenant_id, g.tenant_id, g.nominal, g.borrowing_limit, g.weight, g.created_at, g.updated_at, g.revoked_at
 FROM pool_grants g
 JOIN pools p ON p.id = g.pool_id
 WHERE g.tenant_id = $1 AND g.revoked_at IS NULL AND p.id = $2
@@ -52,6 +52,7 @@ func (q *Queries) GetGrantedPool(ctx context.Context, arg GetGrantedPoolParams) 
 		&i.Pool.RemediationMaxNodes,
 		&i.Pool.RemediationDomain,
 		&i.Pool.RemediationOverride,
+		&i.Pool.IdlePolicy,
 		&i.PoolGrant.ID,
 		&i.PoolGrant.PoolID,
 		&i.PoolGrant.OwnerTenantID,
@@ -124,7 +125,7 @@ func (q *Queries) LatestPoolGrant(ctx context.Context, arg LatestPoolGrantParams
 }
 
 const listGrantedPools = `-- name: ListGrantedPools :many
-SELECT p.id, p.tenant_id, p.name, p.description, p.node_selector, p.node_ids, p.created_at, p.updated_at, p.preemption_grace_ms, p.priority_preemption, p.tunnel_ports, p.gpu_health_policy, p.topology_levels, p.gang_reservation_wait_ms, p.remediation_auto, p.remediation_max_nodes, p.remediation_domain, p.remediation_override, g.id, g.pool_id, g.owner_tenant_id, g.tenant_id, g.nominal, g.borrowing_limit, g.weight, g.created_at, g.updated_at, g.revoked_at
+SELECT p.id, p.tenant_id, p.name, p.description, p.node_selector, p.node_ids, p.created_at, p.updated_at, p.preemption_grace_ms, p.priority_preemption, p.tunnel_ports, p.gpu_health_policy, p.topology_levels, p.gang_reservation_wait_ms, p.remediation_auto, p.remediation_max_nodes, p.remediation_domain, p.remediation_override, p.idle_policy, g.id, g.pool_id, g.owner_tenant_id, g.tenant_id, g.nominal, g.borrowing_limit, g.weight, g.created_at, g.updated_at, g.revoked_at
 FROM pool_grants g
 JOIN pools p ON p.id = g.pool_id
 WHERE g.tenant_id = $1 AND g.revoked_at IS NULL AND p.id > $2
@@ -172,6 +173,7 @@ func (q *Queries) ListGrantedPools(ctx context.Context, arg ListGrantedPoolsPara
 			&i.Pool.RemediationMaxNodes,
 			&i.Pool.RemediationDomain,
 			&i.Pool.RemediationOverride,
+			&i.Pool.IdlePolicy,
 			&i.PoolGrant.ID,
 			&i.PoolGrant.PoolID,
 			&i.PoolGrant.OwnerTenantID,

@@ -736,6 +736,7 @@ type Pool struct {
 	RemediationMaxNodes   int32
 	RemediationDomain     string
 	RemediationOverride   []byte
+	IdlePolicy            []byte
 }
 
 type PoolGrant struct {
@@ -793,6 +794,7 @@ type PoolLease struct {
 	GangDomain        string
 	OnUnhealthyMember string
 	ReservedStart     *time.Time
+	IdleSince         *time.Time
 }
 
 type PoolLeaseUsage struct {

@@ -26,15 +26,16 @@ const createPool = `-- name: CreatePool :one
 
 INSERT INTO pools (id, tenant_id, name, description, node_selector, node_ids, preemption_grace_ms, priority_preemption,
                    tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms,
-                   remediation_auto, remediation_max_nodes, remediation_domain, remediation_override)
+                   remediation_auto, remediation_max_nodes, remediation_domain, remediation_override, idle_policy)
 VALUES ($1, $2, $3, $4, $5,
         $6::uuid[], COALESCE($7::bigint, 30000),
         $8, COALESCE($9::integer[], '{}'),
         COALESCE($10::jsonb, '{}'), COALESCE($11::text[], '{}'),
         COALESCE($12::bigint, 300000),
         COALESCE($13::boolean, true), COALESCE($14::integer, 1),
-        COALESCE($15::text, 'rack'), COALESCE($16::jsonb, '{}'))
-RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override
+        COALESCE($15::text, 'rack'), COALESCE($16::jsonb, '{}'),
+        COALESCE($17::jsonb, '{}'))
+RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override, idle_policy
 `
 
 type CreatePoolParams struct {
@@ -54,6 +55,7 @@ type CreatePoolParams struct {
 	RemediationMaxNodes   *int32
 	RemediationDomain     *string
 	RemediationOverride   []byte
+	IdlePolicy            []byte
 }
 
 // Pools: a tenant's groups of nodes that leases draw capacity from, and their quotas. API
@@ -85,6 +87,7 @@ func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, e
 		arg.RemediationMaxNodes,
 		arg.RemediationDomain,
 		arg.RemediationOverride,
+		arg.IdlePolicy,
 	)
 	var i Pool
 	err := row.Scan(
@@ -106,6 +109,7 @@ func (q *Queries) CreatePool(ctx context.Context, arg CreatePoolParams) (Pool, e
 		&i.RemediationMaxNodes,
 		&i.RemediationDomain,
 		&i.RemediationOverride,
+		&i.IdlePolicy,
 	)
 	return i, err
 }
@@ -170,7 +174,7 @@ func (q *Queries) EnqueuePoolGPUHealth(ctx context.Context, arg EnqueuePoolGPUHe
 }
 
 const getPool = `-- name: GetPool :one
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override FROM pools WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override, idle_policy FROM pools WHERE tenant_id = $1 AND id = $2
 `
 
 type GetPoolParams struct {
@@ -200,6 +204,7 @@ func (q *Queries) GetPool(ctx context.Context, arg GetPoolParams) (Pool, error) 
 		&i.RemediationMaxNodes,
 		&i.RemediationDomain,
 		&i.RemediationOverride,
+		&i.IdlePolicy,
 	)
 	return i, err
 }
@@ -286,7 +291,7 @@ func (q *Queries) ListPoolQuotas(ctx context.Context, poolIds []uuid.UUID) ([]Po
 }
 
 const listPools = `-- name: ListPools :many
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override FROM pools
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override, idle_policy FROM pools
 WHERE tenant_id = $1 AND id > $2
 ORDER BY id
 LIMIT $3
@@ -326,6 +331,7 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 			&i.RemediationMaxNodes,
 			&i.RemediationDomain,
 			&i.RemediationOverride,
+			&i.IdlePolicy,
 		); err != nil {
 			return nil, err
 		}
@@ -338,7 +344,7 @@ func (q *Queries) ListPools(ctx context.Context, arg ListPoolsParams) ([]Pool, e
 }
 
 const lockPool = `-- name: LockPool :one
-SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override FROM pools WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override, idle_policy FROM pools WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockPoolParams struct {
@@ -369,6 +375,7 @@ func (q *Queries) LockPool(ctx context.Context, arg LockPoolParams) (Pool, error
 		&i.RemediationMaxNodes,
 		&i.RemediationDomain,
 		&i.RemediationOverride,
+		&i.IdlePolicy,
 	)
 	return i, err
 }
@@ -596,9 +603,10 @@ SET description = COALESCE($1, description),
     remediation_max_nodes = COALESCE($11::integer, remediation_max_nodes),
     remediation_domain = COALESCE($12::text, remediation_domain),
     remediation_override = COALESCE($13::jsonb, remediation_override),
+    idle_policy = COALESCE($14::jsonb, idle_policy),
     updated_at = now()
-WHERE tenant_id = $14 AND id = $15
-RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override
+WHERE tenant_id = $15 AND id = $16
+RETURNING id, tenant_id, name, description, node_selector, node_ids, created_at, updated_at, preemption_grace_ms, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait_ms, remediation_auto, remediation_max_nodes, remediation_domain, remediation_override, idle_policy
 `
 
 type UpdatePoolParams struct {
@@ -615,6 +623,7 @@ type UpdatePoolParams struct {
 	RemediationMaxNodes   *int32
 	RemediationDomain     *string
 	RemediationOverride   []byte
+	IdlePolicy            []byte
 	TenantID              uuid.UUID
 	ID                    uuid.UUID
 }
@@ -635,6 +644,7 @@ func (q *Queries) UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, e
 		arg.RemediationMaxNodes,
 		arg.RemediationDomain,
 		arg.RemediationOverride,
+		arg.IdlePolicy,
 		arg.TenantID,
 		arg.ID,
 	)
@@ -658,6 +668,7 @@ func (q *Queries) UpdatePool(ctx context.Context, arg UpdatePoolParams) (Pool, e
 		&i.RemediationMaxNodes,
 		&i.RemediationDomain,
 		&i.RemediationOverride,
+		&i.IdlePolicy,
 	)
 	return i, err
 }

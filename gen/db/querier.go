@@ -423,6 +423,9 @@ type Querier interface {
 	// Shard membership: workers of a role heartbeat here; each takes the shards that rendezvous
 	// hashing gives it among the live members, under one lease per shard.
 	HeartbeatMember(ctx context.Context, arg HeartbeatMemberParams) error
+	// Placed leases of pools with an idle policy, placed at least a window ago, with their mean
+	// utilisation over the window and how many of its minutes were sampled; after id, in id order.
+	IdleCandidates(ctx context.Context, arg IdleCandidatesParams) ([]IdleCandidatesRow, error)
 	// The audit log: written by the admission layer, read by audit/list.
 	InsertAuditEvent(ctx context.Context, arg InsertAuditEventParams) error
 	// ranks: a gang member's rank, -1 outside a gang (NULL).
@@ -951,6 +954,7 @@ type Querier interface {
 	// The pool's pending gangs' reservations as the placer last planned them: when each of ids
 	// expects to start (starts), and none for the pool's other pending gangs that had one.
 	SetGangReservations(ctx context.Context, arg SetGangReservationsParams) error
+	SetLeaseIdleSince(ctx context.Context, arg SetLeaseIdleSinceParams) error
 	SetNodeConditions(ctx context.Context, arg SetNodeConditionsParams) error
 	// The node-wide part of the reconciler's verdict.
 	SetNodeGPUHealth(ctx context.Context, arg SetNodeGPUHealthParams) error

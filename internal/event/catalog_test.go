@@ -141,6 +141,8 @@ func fill(t *testing.T, v reflect.Value) {
 		v.SetString("a \"quoted\" \x01 value")
 	case reflect.Int32, reflect.Int64:
 		v.SetInt(7)
+	case reflect.Float64:
+		v.SetFloat(7.5)
 	case reflect.Bool:
 		v.SetBool(true)
 	case reflect.Slice:

@@ -102,3 +102,29 @@ func (LeaseNodeRemediation) Type() string { return "lease.node_remediation" }
 
 // Subject is "lease/<id>".
 func (e LeaseNodeRemediation) Subject() string { return "lease/" + e.ID.String() }
+
+// LeaseIdle is emitted, to a lease's tenant, when the mean utilisation of the lease's GPUs stayed
+// under its pool's idle policy's threshold for the policy's window; with the release action the
+// lease is released at ReleaseAt unless its GPUs get busy first.
+type LeaseIdle struct {
+	// ID is the lease's id.
+	ID uuid.UUID `json:"id"`
+	// PoolID is the pool the lease is in.
+	PoolID uuid.UUID `json:"poolId"`
+	// MeanUtilization is the GPUs' mean utilisation (percent) over the window.
+	MeanUtilization float64 `json:"meanUtilization"`
+	// MinUtilization is the policy's threshold (percent).
+	MinUtilization float64 `json:"minUtilization"`
+	// Window is the policy's window, as Go writes durations ("30m0s").
+	Window string `json:"window"`
+	// Action is the policy's: notify or release.
+	Action string `json:"action"`
+	// ReleaseAt is when the lease is released if still idle; unset for notify.
+	ReleaseAt *time.Time `json:"releaseAt,omitempty"`
+}
+
+// Type is "lease.idle".
+func (LeaseIdle) Type() string { return "lease.idle" }
+
+// Subject is "lease/<id>".
+func (e LeaseIdle) Subject() string { return "lease/" + e.ID.String() }

@@ -28,3 +28,11 @@ CREATE TABLE lease_gpu_minutes (
 );
 -- Retention deletes by age.
 CREATE INDEX lease_gpu_minutes_minute ON lease_gpu_minutes (minute);
+
+-- A pool's idle policy (docs/gpus.md, "Idle leases"): {"minUtilization": percent, "windowMs",
+-- "action": "notify" | "release", "graceMs"}; '{}' for none. idle_since: when the lease was last
+-- found idle and told (lease.idle), until it is busy again.
+ALTER TABLE pools
+    ADD COLUMN idle_policy jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(idle_policy) = 'object');
+ALTER TABLE pool_leases
+    ADD COLUMN idle_since timestamptz;

@@ -157,6 +157,10 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 	if err != nil {
 		return nil, err
 	}
+	idlePol, err := idlePolicy(req.GetIdlePolicy())
+	if err != nil {
+		return nil, err
+	}
 	rem, err := remediationPolicy(req.GetRemediation(), DefaultFailureDomainLabel)
 	if err != nil {
 		return nil, err
@@ -176,7 +180,7 @@ func (s *Service) Create(ctx context.Context, req *poolsv1.CreateRequest) (*pool
 			PreemptionGraceMs: &grace, PriorityPreemption: req.GetPriorityPreemption(), TunnelPorts: ports,
 			GpuHealthPolicy: policy, TopologyLevels: levels, GangReservationWaitMs: &wait,
 			RemediationAuto: &rem.auto, RemediationMaxNodes: &rem.maxNodes, RemediationDomain: &rem.domain,
-			RemediationOverride: rem.override,
+			RemediationOverride: rem.override, IdlePolicy: idlePol,
 		})
 		if database.IsUniqueViolation(err) {
 			return nil, apierr.AlreadyExists("the tenant has a pool named %q", req.GetName())
@@ -273,7 +277,7 @@ func (s *Service) List(ctx context.Context, req *poolsv1.ListRequest) (*poolsv1.
 }
 
 // updatable lists the fields Update changes, for its errors.
-const updatable = "description, node_selector, node_ids, preemption_grace_period, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait and remediation"
+const updatable = "description, node_selector, node_ids, preemption_grace_period, priority_preemption, tunnel_ports, gpu_health_policy, topology_levels, gang_reservation_wait, remediation and idle_policy"
 
 // Update changes the fields named in the mask; the placer then places pending leases on the
 // new members.
@@ -347,6 +351,10 @@ func (s *Service) Update(ctx context.Context, req *poolsv1.UpdateRequest) (*pool
 				return nil, err
 			}
 			params.GangReservationWaitMs = &wait
+		case "idle_policy":
+			if params.IdlePolicy, err = idlePolicy(req.GetIdlePolicy()); err != nil {
+				return nil, err
+			}
 		case "remediation":
 			rem, err := remediationPolicy(req.GetRemediation(), "")
 			if err != nil {
@@ -526,6 +534,7 @@ func describe(ctx context.Context, q *db.Queries, tenant uuid.UUID, rows []db.Po
 			TopologyLevels:        r.TopologyLevels,
 			GangReservationWait:   durationpb.New(time.Duration(r.GangReservationWaitMs) * time.Millisecond),
 			Remediation:           remediationToProto(r),
+			IdlePolicy:            idlePolicyToProto(r.IdlePolicy),
 		}
 		ids[i], byID[r.ID], tenantOf[r.ID] = r.ID, out[i], r.TenantID
 		if g, ok := grants[r.ID]; ok && r.TenantID != tenant {

@@ -99,3 +99,36 @@ func TestPoolRemediationPolicy(t *testing.T) {
 		wantField(t, err, connect.CodeInvalidArgument, bad.field)
 	}
 }
+
+// TestPoolIdlePolicy: a pool's idle policy is stored and read back; unset removes it; bad
+// values are refused naming the field.
+func TestPoolIdlePolicy(t *testing.T) {
+	t.Parallel()
+	env := servertest.New(t)
+	c := client(env)
+	p := &poolsv1.IdlePolicy{MinUtilization: 5, Window: durationpb.New(30 * time.Minute), Action: poolsv1.IdleAction_IDLE_ACTION_RELEASE, Grace: durationpb.New(10 * time.Minute)}
+	created, err := c.Create(ctx, &poolsv1.CreateRequest{Name: "idle", NodeSelector: map[string]string{"a": "b"}, IdlePolicy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := created.GetPool().GetIdlePolicy(); !proto.Equal(got, p) {
+		t.Fatalf("created idle policy %v, want %v", got, p)
+	}
+	mask := &fieldmaskpb.FieldMask{Paths: []string{"idle_policy"}}
+	up, err := c.Update(ctx, &poolsv1.UpdateRequest{Id: created.GetPool().GetId(), UpdateMask: mask})
+	if err != nil || up.GetPool().GetIdlePolicy() != nil {
+		t.Fatalf("removed: %v (%v)", up.GetPool().GetIdlePolicy(), err)
+	}
+	for _, bad := range []struct {
+		p     *poolsv1.IdlePolicy
+		field string
+	}{
+		{&poolsv1.IdlePolicy{MinUtilization: 0, Window: durationpb.New(time.Hour), Action: poolsv1.IdleAction_IDLE_ACTION_NOTIFY}, "idle_policy.min_utilization"},
+		{&poolsv1.IdlePolicy{MinUtilization: 5, Window: durationpb.New(time.Minute), Action: poolsv1.IdleAction_IDLE_ACTION_NOTIFY}, "idle_policy.window"},
+		{&poolsv1.IdlePolicy{MinUtilization: 5, Window: durationpb.New(time.Hour)}, "idle_policy.action"},
+		{&poolsv1.IdlePolicy{MinUtilization: 5, Window: durationpb.New(time.Hour), Action: poolsv1.IdleAction_IDLE_ACTION_RELEASE, Grace: durationpb.New(48 * time.Hour)}, "idle_policy.grace"},
+	} {
+		_, err := c.Update(ctx, &poolsv1.UpdateRequest{Id: created.GetPool().GetId(), UpdateMask: mask, IdlePolicy: bad.p})
+		wantField(t, err, connect.CodeInvalidArgument, bad.field)
+	}
+}

@@ -40,6 +40,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// IdleAction is what an idle lease gets.
+type IdleAction int32
+
+const (
+	IdleAction_IDLE_ACTION_UNSPECIFIED IdleAction = 0
+	// Its tenant is told (event lease.idle); the lease keeps running.
+	IdleAction_IDLE_ACTION_NOTIFY IdleAction = 1
+	// Its tenant is told, and the lease is released (reason "idle: …") after the grace period
+	// unless its GPUs get busy first.
+	IdleAction_IDLE_ACTION_RELEASE IdleAction = 2
+)
+
+// Enum value maps for IdleAction.
+var (
+	IdleAction_name = map[int32]string{
+		0: "IDLE_ACTION_UNSPECIFIED",
+		1: "IDLE_ACTION_NOTIFY",
+		2: "IDLE_ACTION_RELEASE",
+	}
+	IdleAction_value = map[string]int32{
+		"IDLE_ACTION_UNSPECIFIED": 0,
+		"IDLE_ACTION_NOTIFY":      1,
+		"IDLE_ACTION_RELEASE":     2,
+	}
+)
+
+func (x IdleAction) Enum() *IdleAction {
+	p := new(IdleAction)
+	*p = x
+	return p
+}
+
+func (x IdleAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IdleAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_bettercompute_pools_v1_pools_proto_enumTypes[0].Descriptor()
+}
+
+func (IdleAction) Type() protoreflect.EnumType {
+	return &file_bettercompute_pools_v1_pools_proto_enumTypes[0]
+}
+
+func (x IdleAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IdleAction.Descriptor instead.
+func (IdleAction) EnumDescriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{0}
+}
+
 // UnhealthyLeaseAction is what happens to a lease whose GPU becomes unhealthy.
 type UnhealthyLeaseAction int32
 
@@ -77,11 +130,11 @@ func (x UnhealthyLeaseAction) String() string {
 }
 
 func (UnhealthyLeaseAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_bettercompute_pools_v1_pools_proto_enumTypes[0].Descriptor()
+	return file_bettercompute_pools_v1_pools_proto_enumTypes[1].Descriptor()
 }
 
 func (UnhealthyLeaseAction) Type() protoreflect.EnumType {
-	return &file_bettercompute_pools_v1_pools_proto_enumTypes[0]
+	return &file_bettercompute_pools_v1_pools_proto_enumTypes[1]
 }
 
 func (x UnhealthyLeaseAction) Number() protoreflect.EnumNumber {
@@ -90,7 +143,7 @@ func (x UnhealthyLeaseAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UnhealthyLeaseAction.Descriptor instead.
 func (UnhealthyLeaseAction) EnumDescriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{0}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{1}
 }
 
 // Pool is a group of nodes that leases draw capacity from.
@@ -136,7 +189,9 @@ type Pool struct {
 	// (backfill), so a stream of small leases cannot starve it. Default 5m; 0s to 24h.
 	GangReservationWait *durationpb.Duration `protobuf:"bytes,18,opt,name=gang_reservation_wait,json=gangReservationWait,proto3" json:"gang_reservation_wait,omitempty"`
 	// How GPU remediations treat the pool's members (bettercompute.remediations.v1).
-	Remediation   *RemediationPolicy `protobuf:"bytes,19,opt,name=remediation,proto3" json:"remediation,omitempty"`
+	Remediation *RemediationPolicy `protobuf:"bytes,19,opt,name=remediation,proto3" json:"remediation,omitempty"`
+	// What happens to the pool's leases whose GPUs stay idle; unset for nothing.
+	IdlePolicy    *IdlePolicy `protobuf:"bytes,20,opt,name=idle_policy,json=idlePolicy,proto3" json:"idle_policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -304,6 +359,13 @@ func (x *Pool) GetRemediation() *RemediationPolicy {
 	return nil
 }
 
+func (x *Pool) GetIdlePolicy() *IdlePolicy {
+	if x != nil {
+		return x.IdlePolicy
+	}
+	return nil
+}
+
 // RemediationPolicy is a pool's budget for GPU remediations: how many of its members may be in
 // remediation at once, and whether a GPU or node that turns unhealthy starts one by itself. A
 // node in several pools is held to the strictest of them.
@@ -394,6 +456,80 @@ func (x *RemediationPolicy) GetLadders() []*RemediationLadder {
 	return nil
 }
 
+// IdlePolicy says what happens to a lease whose GPUs' mean utilisation, as the daemons sample
+// it, stays under min_utilization for window (docs/gpus.md, "Idle leases"). A lease is judged once
+// placed for a window, and only over a window sampled throughout.
+type IdlePolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Percent, above 0 and at most 100.
+	MinUtilization float64 `protobuf:"fixed64,1,opt,name=min_utilization,json=minUtilization,proto3" json:"min_utilization,omitempty"`
+	// 5m to 24h.
+	Window *durationpb.Duration `protobuf:"bytes,2,opt,name=window,proto3" json:"window,omitempty"`
+	Action IdleAction           `protobuf:"varint,3,opt,name=action,proto3,enum=bettercompute.pools.v1.IdleAction" json:"action,omitempty"`
+	// With RELEASE, how long the tenant is told before the lease is released: 0s to 24h.
+	Grace         *durationpb.Duration `protobuf:"bytes,4,opt,name=grace,proto3" json:"grace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdlePolicy) Reset() {
+	*x = IdlePolicy{}
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdlePolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdlePolicy) ProtoMessage() {}
+
+func (x *IdlePolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdlePolicy.ProtoReflect.Descriptor instead.
+func (*IdlePolicy) Descriptor() ([]byte, []int) {
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *IdlePolicy) GetMinUtilization() float64 {
+	if x != nil {
+		return x.MinUtilization
+	}
+	return 0
+}
+
+func (x *IdlePolicy) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *IdlePolicy) GetAction() IdleAction {
+	if x != nil {
+		return x.Action
+	}
+	return IdleAction_IDLE_ACTION_UNSPECIFIED
+}
+
+func (x *IdlePolicy) GetGrace() *durationpb.Duration {
+	if x != nil {
+		return x.Grace
+	}
+	return nil
+}
+
 // RemediationRule picks a ladder for a health reason.
 type RemediationRule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -409,7 +545,7 @@ type RemediationRule struct {
 
 func (x *RemediationRule) Reset() {
 	*x = RemediationRule{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +557,7 @@ func (x *RemediationRule) String() string {
 func (*RemediationRule) ProtoMessage() {}
 
 func (x *RemediationRule) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[2]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +570,7 @@ func (x *RemediationRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemediationRule.ProtoReflect.Descriptor instead.
 func (*RemediationRule) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RemediationRule) GetCheck() string {
@@ -471,7 +607,7 @@ type RemediationLadder struct {
 
 func (x *RemediationLadder) Reset() {
 	*x = RemediationLadder{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +619,7 @@ func (x *RemediationLadder) String() string {
 func (*RemediationLadder) ProtoMessage() {}
 
 func (x *RemediationLadder) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[3]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +632,7 @@ func (x *RemediationLadder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemediationLadder.ProtoReflect.Descriptor instead.
 func (*RemediationLadder) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{3}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RemediationLadder) GetName() string {
@@ -528,7 +664,7 @@ type RemediationStep struct {
 
 func (x *RemediationStep) Reset() {
 	*x = RemediationStep{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +676,7 @@ func (x *RemediationStep) String() string {
 func (*RemediationStep) ProtoMessage() {}
 
 func (x *RemediationStep) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[4]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +689,7 @@ func (x *RemediationStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemediationStep.ProtoReflect.Descriptor instead.
 func (*RemediationStep) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{4}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RemediationStep) GetAction() string {
@@ -593,7 +729,7 @@ type GpuHealthPolicy struct {
 
 func (x *GpuHealthPolicy) Reset() {
 	*x = GpuHealthPolicy{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +741,7 @@ func (x *GpuHealthPolicy) String() string {
 func (*GpuHealthPolicy) ProtoMessage() {}
 
 func (x *GpuHealthPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[5]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +754,7 @@ func (x *GpuHealthPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuHealthPolicy.ProtoReflect.Descriptor instead.
 func (*GpuHealthPolicy) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GpuHealthPolicy) GetRules() []*GpuHealthRule {
@@ -656,7 +792,7 @@ type GpuHealthRule struct {
 
 func (x *GpuHealthRule) Reset() {
 	*x = GpuHealthRule{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +804,7 @@ func (x *GpuHealthRule) String() string {
 func (*GpuHealthRule) ProtoMessage() {}
 
 func (x *GpuHealthRule) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[6]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +817,7 @@ func (x *GpuHealthRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuHealthRule.ProtoReflect.Descriptor instead.
 func (*GpuHealthRule) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{6}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GpuHealthRule) GetCheck() string {
@@ -732,7 +868,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +880,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[7]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +893,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Resources) GetGpus() map[string]int32 {
@@ -811,7 +947,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +959,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[8]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +972,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Grant) GetId() string {
@@ -942,7 +1078,7 @@ type Capacity struct {
 
 func (x *Capacity) Reset() {
 	*x = Capacity{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +1090,7 @@ func (x *Capacity) String() string {
 func (*Capacity) ProtoMessage() {}
 
 func (x *Capacity) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[9]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1103,7 @@ func (x *Capacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
 func (*Capacity) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Capacity) GetNodes() int32 {
@@ -1038,7 +1174,7 @@ type GpuCapacity struct {
 
 func (x *GpuCapacity) Reset() {
 	*x = GpuCapacity{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1186,7 @@ func (x *GpuCapacity) String() string {
 func (*GpuCapacity) ProtoMessage() {}
 
 func (x *GpuCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[10]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1199,7 @@ func (x *GpuCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuCapacity.ProtoReflect.Descriptor instead.
 func (*GpuCapacity) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GpuCapacity) GetModel() string {
@@ -1114,7 +1250,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1262,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[11]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1275,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{11}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Quota) GetMaxGpus() int32 {
@@ -1191,14 +1327,16 @@ type CreateRequest struct {
 	// Unset means 5m.
 	GangReservationWait *durationpb.Duration `protobuf:"bytes,10,opt,name=gang_reservation_wait,json=gangReservationWait,proto3" json:"gang_reservation_wait,omitempty"`
 	// Unset means remediations on, one member at a time, failure domain label "rack".
-	Remediation   *RemediationPolicy `protobuf:"bytes,11,opt,name=remediation,proto3" json:"remediation,omitempty"`
+	Remediation *RemediationPolicy `protobuf:"bytes,11,opt,name=remediation,proto3" json:"remediation,omitempty"`
+	// Unset for none.
+	IdlePolicy    *IdlePolicy `protobuf:"bytes,12,opt,name=idle_policy,json=idlePolicy,proto3" json:"idle_policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1348,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[12]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1361,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateRequest) GetName() string {
@@ -1303,6 +1441,13 @@ func (x *CreateRequest) GetRemediation() *RemediationPolicy {
 	return nil
 }
 
+func (x *CreateRequest) GetIdlePolicy() *IdlePolicy {
+	if x != nil {
+		return x.IdlePolicy
+	}
+	return nil
+}
+
 // CreateResponse carries the pool.
 type CreateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1313,7 +1458,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1470,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[13]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1483,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateResponse) GetPool() *Pool {
@@ -1358,7 +1503,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1515,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[14]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1528,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetRequest) GetId() string {
@@ -1403,7 +1548,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1560,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[15]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1573,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetResponse) GetPool() *Pool {
@@ -1450,7 +1595,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1607,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[16]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1620,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{16}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListRequest) GetPageSize() int32 {
@@ -1504,7 +1649,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1661,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[17]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1674,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{17}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListResponse) GetPools() []*Pool {
@@ -1555,7 +1700,7 @@ type UpdateRequest struct {
 	NodeIds      []string               `protobuf:"bytes,4,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
 	// Which of description, node_selector, node_ids, preemption_grace_period,
 	// priority_preemption, tunnel_ports, gpu_health_policy, topology_levels,
-	// gang_reservation_wait and remediation to change; at least one.
+	// gang_reservation_wait, remediation and idle_policy to change; at least one.
 	UpdateMask            *fieldmaskpb.FieldMask `protobuf:"bytes,5,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	PreemptionGracePeriod *durationpb.Duration   `protobuf:"bytes,6,opt,name=preemption_grace_period,json=preemptionGracePeriod,proto3" json:"preemption_grace_period,omitempty"`
 	PriorityPreemption    bool                   `protobuf:"varint,7,opt,name=priority_preemption,json=priorityPreemption,proto3" json:"priority_preemption,omitempty"`
@@ -1567,14 +1712,16 @@ type UpdateRequest struct {
 	GangReservationWait *durationpb.Duration `protobuf:"bytes,11,opt,name=gang_reservation_wait,json=gangReservationWait,proto3" json:"gang_reservation_wait,omitempty"`
 	// Replaces the pool's remediation policy; unset is remediations on, one member at a time, no
 	// failure domain label.
-	Remediation   *RemediationPolicy `protobuf:"bytes,12,opt,name=remediation,proto3" json:"remediation,omitempty"`
+	Remediation *RemediationPolicy `protobuf:"bytes,12,opt,name=remediation,proto3" json:"remediation,omitempty"`
+	// Replaces the idle policy; unset removes it.
+	IdlePolicy    *IdlePolicy `protobuf:"bytes,13,opt,name=idle_policy,json=idlePolicy,proto3" json:"idle_policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateRequest) Reset() {
 	*x = UpdateRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1733,7 @@ func (x *UpdateRequest) String() string {
 func (*UpdateRequest) ProtoMessage() {}
 
 func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[18]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1746,7 @@ func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{18}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateRequest) GetId() string {
@@ -1686,6 +1833,13 @@ func (x *UpdateRequest) GetRemediation() *RemediationPolicy {
 	return nil
 }
 
+func (x *UpdateRequest) GetIdlePolicy() *IdlePolicy {
+	if x != nil {
+		return x.IdlePolicy
+	}
+	return nil
+}
+
 // UpdateResponse carries the pool.
 type UpdateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1696,7 +1850,7 @@ type UpdateResponse struct {
 
 func (x *UpdateResponse) Reset() {
 	*x = UpdateResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1862,7 @@ func (x *UpdateResponse) String() string {
 func (*UpdateResponse) ProtoMessage() {}
 
 func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[19]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1875,7 @@ func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{19}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateResponse) GetPool() *Pool {
@@ -1741,7 +1895,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +1907,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[20]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +1920,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{20}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteRequest) GetId() string {
@@ -1785,7 +1939,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1951,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[21]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1964,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{21}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{22}
 }
 
 // SetQuotaRequest sets the quota of the caller's tenant in a pool; a quota with no limit set
@@ -1825,7 +1979,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +1991,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[22]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +2004,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{22}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetQuotaRequest) GetPoolId() string {
@@ -1877,7 +2031,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +2043,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[23]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +2056,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{23}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetQuotaResponse) GetPool() *Pool {
@@ -1931,7 +2085,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2097,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[24]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2110,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{24}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GrantRequest) GetPoolId() string {
@@ -2004,7 +2158,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2170,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[25]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2183,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{25}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GrantResponse) GetGrant() *Grant {
@@ -2050,7 +2204,7 @@ type RevokeGrantRequest struct {
 
 func (x *RevokeGrantRequest) Reset() {
 	*x = RevokeGrantRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2216,7 @@ func (x *RevokeGrantRequest) String() string {
 func (*RevokeGrantRequest) ProtoMessage() {}
 
 func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[26]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2229,7 @@ func (x *RevokeGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantRequest.ProtoReflect.Descriptor instead.
 func (*RevokeGrantRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{26}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RevokeGrantRequest) GetPoolId() string {
@@ -2102,7 +2256,7 @@ type RevokeGrantResponse struct {
 
 func (x *RevokeGrantResponse) Reset() {
 	*x = RevokeGrantResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[27]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2268,7 @@ func (x *RevokeGrantResponse) String() string {
 func (*RevokeGrantResponse) ProtoMessage() {}
 
 func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[27]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2281,7 @@ func (x *RevokeGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeGrantResponse.ProtoReflect.Descriptor instead.
 func (*RevokeGrantResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{27}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RevokeGrantResponse) GetGrant() *Grant {
@@ -2153,7 +2307,7 @@ type ListGrantsRequest struct {
 
 func (x *ListGrantsRequest) Reset() {
 	*x = ListGrantsRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[28]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2319,7 @@ func (x *ListGrantsRequest) String() string {
 func (*ListGrantsRequest) ProtoMessage() {}
 
 func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[28]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2332,7 @@ func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
 func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{28}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListGrantsRequest) GetPoolId() string {
@@ -2221,7 +2375,7 @@ type ListGrantsResponse struct {
 
 func (x *ListGrantsResponse) Reset() {
 	*x = ListGrantsResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[29]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2387,7 @@ func (x *ListGrantsResponse) String() string {
 func (*ListGrantsResponse) ProtoMessage() {}
 
 func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[29]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2400,7 @@ func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsResponse.ProtoReflect.Descriptor instead.
 func (*ListGrantsResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{29}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListGrantsResponse) GetGrants() []*Grant {
@@ -2279,7 +2433,7 @@ type ListPreemptionsRequest struct {
 
 func (x *ListPreemptionsRequest) Reset() {
 	*x = ListPreemptionsRequest{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[30]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2445,7 @@ func (x *ListPreemptionsRequest) String() string {
 func (*ListPreemptionsRequest) ProtoMessage() {}
 
 func (x *ListPreemptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[30]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2458,7 @@ func (x *ListPreemptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPreemptionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPreemptionsRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{30}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListPreemptionsRequest) GetPoolId() string {
@@ -2356,7 +2510,7 @@ type Preemption struct {
 
 func (x *Preemption) Reset() {
 	*x = Preemption{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[31]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2522,7 @@ func (x *Preemption) String() string {
 func (*Preemption) ProtoMessage() {}
 
 func (x *Preemption) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[31]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2535,7 @@ func (x *Preemption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Preemption.ProtoReflect.Descriptor instead.
 func (*Preemption) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{31}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Preemption) GetLeaseId() string {
@@ -2466,7 +2620,7 @@ type ListPreemptionsResponse struct {
 
 func (x *ListPreemptionsResponse) Reset() {
 	*x = ListPreemptionsResponse{}
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[32]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2632,7 @@ func (x *ListPreemptionsResponse) String() string {
 func (*ListPreemptionsResponse) ProtoMessage() {}
 
 func (x *ListPreemptionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[32]
+	mi := &file_bettercompute_pools_v1_pools_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2645,7 @@ func (x *ListPreemptionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPreemptionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPreemptionsResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{32}
+	return file_bettercompute_pools_v1_pools_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListPreemptionsResponse) GetPreemptions() []*Preemption {
@@ -2512,7 +2666,7 @@ var File_bettercompute_pools_v1_pools_proto protoreflect.FileDescriptor
 
 const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\n" +
-	"\"bettercompute/pools/v1/pools.proto\x12\x16bettercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\b\n" +
+	"\"bettercompute/pools/v1/pools.proto\x12\x16bettercompute.pools.v1\x1a\"bettercompute/api/v1/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\t\n" +
 	"\x04Pool\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x12\n" +
@@ -2535,7 +2689,9 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\x11gpu_health_policy\x18\x10 \x01(\v2'.bettercompute.pools.v1.GpuHealthPolicyR\x0fgpuHealthPolicy\x12'\n" +
 	"\x0ftopology_levels\x18\x11 \x03(\tR\x0etopologyLevels\x12M\n" +
 	"\x15gang_reservation_wait\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\x13gangReservationWait\x12K\n" +
-	"\vremediation\x18\x13 \x01(\v2).bettercompute.pools.v1.RemediationPolicyR\vremediation\x1a?\n" +
+	"\vremediation\x18\x13 \x01(\v2).bettercompute.pools.v1.RemediationPolicyR\vremediation\x12C\n" +
+	"\vidle_policy\x18\x14 \x01(\v2\".bettercompute.pools.v1.IdlePolicyR\n" +
+	"idlePolicy\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01:Dʠ\x19@\n" +
@@ -2551,7 +2707,13 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\tmax_nodes\x18\x02 \x01(\x05R\bmaxNodes\x120\n" +
 	"\x14failure_domain_label\x18\x03 \x01(\tR\x12failureDomainLabel\x12=\n" +
 	"\x05rules\x18\x04 \x03(\v2'.bettercompute.pools.v1.RemediationRuleR\x05rules\x12C\n" +
-	"\aladders\x18\x05 \x03(\v2).bettercompute.pools.v1.RemediationLadderR\aladders\"U\n" +
+	"\aladders\x18\x05 \x03(\v2).bettercompute.pools.v1.RemediationLadderR\aladders\"\xd5\x01\n" +
+	"\n" +
+	"IdlePolicy\x12'\n" +
+	"\x0fmin_utilization\x18\x01 \x01(\x01R\x0eminUtilization\x121\n" +
+	"\x06window\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12:\n" +
+	"\x06action\x18\x03 \x01(\x0e2\".bettercompute.pools.v1.IdleActionR\x06action\x12/\n" +
+	"\x05grace\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x05grace\"U\n" +
 	"\x0fRemediationRule\x12\x14\n" +
 	"\x05check\x18\x01 \x01(\tR\x05check\x12\x14\n" +
 	"\x05codes\x18\x02 \x03(\x03R\x05codes\x12\x16\n" +
@@ -2630,7 +2792,7 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\t_max_gpusB\v\n" +
 	"\t_max_cpusB\x13\n" +
 	"\x11_max_memory_bytesB\r\n" +
-	"\v_max_leases\"\xc0\x05\n" +
+	"\v_max_leases\"\x85\x06\n" +
 	"\rCreateRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\\\n" +
@@ -2643,7 +2805,9 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\x0ftopology_levels\x18\t \x03(\tR\x0etopologyLevels\x12M\n" +
 	"\x15gang_reservation_wait\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x13gangReservationWait\x12K\n" +
-	"\vremediation\x18\v \x01(\v2).bettercompute.pools.v1.RemediationPolicyR\vremediation\x1a?\n" +
+	"\vremediation\x18\v \x01(\v2).bettercompute.pools.v1.RemediationPolicyR\vremediation\x12C\n" +
+	"\vidle_policy\x18\f \x01(\v2\".bettercompute.pools.v1.IdlePolicyR\n" +
+	"idlePolicy\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
@@ -2660,7 +2824,7 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"j\n" +
 	"\fListResponse\x122\n" +
 	"\x05pools\x18\x01 \x03(\v2\x1c.bettercompute.pools.v1.PoolR\x05pools\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf9\x05\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbe\x06\n" +
 	"\rUpdateRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\\\n" +
@@ -2675,7 +2839,9 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\x0ftopology_levels\x18\n" +
 	" \x03(\tR\x0etopologyLevels\x12M\n" +
 	"\x15gang_reservation_wait\x18\v \x01(\v2\x19.google.protobuf.DurationR\x13gangReservationWait\x12K\n" +
-	"\vremediation\x18\f \x01(\v2).bettercompute.pools.v1.RemediationPolicyR\vremediation\x1a?\n" +
+	"\vremediation\x18\f \x01(\v2).bettercompute.pools.v1.RemediationPolicyR\vremediation\x12C\n" +
+	"\vidle_policy\x18\r \x01(\v2\".bettercompute.pools.v1.IdlePolicyR\n" +
+	"idlePolicy\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
@@ -2740,7 +2906,12 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\vpreemptTime\"\x87\x01\n" +
 	"\x17ListPreemptionsResponse\x12D\n" +
 	"\vpreemptions\x18\x01 \x03(\v2\".bettercompute.pools.v1.PreemptionR\vpreemptions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x7f\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*Z\n" +
+	"\n" +
+	"IdleAction\x12\x1b\n" +
+	"\x17IDLE_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12IDLE_ACTION_NOTIFY\x10\x01\x12\x17\n" +
+	"\x13IDLE_ACTION_RELEASE\x10\x02*\x7f\n" +
 	"\x14UnhealthyLeaseAction\x12&\n" +
 	"\"UNHEALTHY_LEASE_ACTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bUNHEALTHY_LEASE_ACTION_KEEP\x10\x01\x12\x1e\n" +
@@ -2786,129 +2957,137 @@ func file_bettercompute_pools_v1_pools_proto_rawDescGZIP() []byte {
 	return file_bettercompute_pools_v1_pools_proto_rawDescData
 }
 
-var file_bettercompute_pools_v1_pools_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bettercompute_pools_v1_pools_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_bettercompute_pools_v1_pools_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_bettercompute_pools_v1_pools_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_bettercompute_pools_v1_pools_proto_goTypes = []any{
-	(UnhealthyLeaseAction)(0),       // 0: bettercompute.pools.v1.UnhealthyLeaseAction
-	(*Pool)(nil),                    // 1: bettercompute.pools.v1.Pool
-	(*RemediationPolicy)(nil),       // 2: bettercompute.pools.v1.RemediationPolicy
-	(*RemediationRule)(nil),         // 3: bettercompute.pools.v1.RemediationRule
-	(*RemediationLadder)(nil),       // 4: bettercompute.pools.v1.RemediationLadder
-	(*RemediationStep)(nil),         // 5: bettercompute.pools.v1.RemediationStep
-	(*GpuHealthPolicy)(nil),         // 6: bettercompute.pools.v1.GpuHealthPolicy
-	(*GpuHealthRule)(nil),           // 7: bettercompute.pools.v1.GpuHealthRule
-	(*Resources)(nil),               // 8: bettercompute.pools.v1.Resources
-	(*Grant)(nil),                   // 9: bettercompute.pools.v1.Grant
-	(*Capacity)(nil),                // 10: bettercompute.pools.v1.Capacity
-	(*GpuCapacity)(nil),             // 11: bettercompute.pools.v1.GpuCapacity
-	(*Quota)(nil),                   // 12: bettercompute.pools.v1.Quota
-	(*CreateRequest)(nil),           // 13: bettercompute.pools.v1.CreateRequest
-	(*CreateResponse)(nil),          // 14: bettercompute.pools.v1.CreateResponse
-	(*GetRequest)(nil),              // 15: bettercompute.pools.v1.GetRequest
-	(*GetResponse)(nil),             // 16: bettercompute.pools.v1.GetResponse
-	(*ListRequest)(nil),             // 17: bettercompute.pools.v1.ListRequest
-	(*ListResponse)(nil),            // 18: bettercompute.pools.v1.ListResponse
-	(*UpdateRequest)(nil),           // 19: bettercompute.pools.v1.UpdateRequest
-	(*UpdateResponse)(nil),          // 20: bettercompute.pools.v1.UpdateResponse
-	(*DeleteRequest)(nil),           // 21: bettercompute.pools.v1.DeleteRequest
-	(*DeleteResponse)(nil),          // 22: bettercompute.pools.v1.DeleteResponse
-	(*SetQuotaRequest)(nil),         // 23: bettercompute.pools.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),        // 24: bettercompute.pools.v1.SetQuotaResponse
-	(*GrantRequest)(nil),            // 25: bettercompute.pools.v1.GrantRequest
-	(*GrantResponse)(nil),           // 26: bettercompute.pools.v1.GrantResponse
-	(*RevokeGrantRequest)(nil),      // 27: bettercompute.pools.v1.RevokeGrantRequest
-	(*RevokeGrantResponse)(nil),     // 28: bettercompute.pools.v1.RevokeGrantResponse
-	(*ListGrantsRequest)(nil),       // 29: bettercompute.pools.v1.ListGrantsRequest
-	(*ListGrantsResponse)(nil),      // 30: bettercompute.pools.v1.ListGrantsResponse
-	(*ListPreemptionsRequest)(nil),  // 31: bettercompute.pools.v1.ListPreemptionsRequest
-	(*Preemption)(nil),              // 32: bettercompute.pools.v1.Preemption
-	(*ListPreemptionsResponse)(nil), // 33: bettercompute.pools.v1.ListPreemptionsResponse
-	nil,                             // 34: bettercompute.pools.v1.Pool.NodeSelectorEntry
-	nil,                             // 35: bettercompute.pools.v1.Resources.GpusEntry
-	nil,                             // 36: bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
-	nil,                             // 37: bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
-	(*timestamppb.Timestamp)(nil),   // 38: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 39: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),   // 40: google.protobuf.FieldMask
+	(IdleAction)(0),                 // 0: bettercompute.pools.v1.IdleAction
+	(UnhealthyLeaseAction)(0),       // 1: bettercompute.pools.v1.UnhealthyLeaseAction
+	(*Pool)(nil),                    // 2: bettercompute.pools.v1.Pool
+	(*RemediationPolicy)(nil),       // 3: bettercompute.pools.v1.RemediationPolicy
+	(*IdlePolicy)(nil),              // 4: bettercompute.pools.v1.IdlePolicy
+	(*RemediationRule)(nil),         // 5: bettercompute.pools.v1.RemediationRule
+	(*RemediationLadder)(nil),       // 6: bettercompute.pools.v1.RemediationLadder
+	(*RemediationStep)(nil),         // 7: bettercompute.pools.v1.RemediationStep
+	(*GpuHealthPolicy)(nil),         // 8: bettercompute.pools.v1.GpuHealthPolicy
+	(*GpuHealthRule)(nil),           // 9: bettercompute.pools.v1.GpuHealthRule
+	(*Resources)(nil),               // 10: bettercompute.pools.v1.Resources
+	(*Grant)(nil),                   // 11: bettercompute.pools.v1.Grant
+	(*Capacity)(nil),                // 12: bettercompute.pools.v1.Capacity
+	(*GpuCapacity)(nil),             // 13: bettercompute.pools.v1.GpuCapacity
+	(*Quota)(nil),                   // 14: bettercompute.pools.v1.Quota
+	(*CreateRequest)(nil),           // 15: bettercompute.pools.v1.CreateRequest
+	(*CreateResponse)(nil),          // 16: bettercompute.pools.v1.CreateResponse
+	(*GetRequest)(nil),              // 17: bettercompute.pools.v1.GetRequest
+	(*GetResponse)(nil),             // 18: bettercompute.pools.v1.GetResponse
+	(*ListRequest)(nil),             // 19: bettercompute.pools.v1.ListRequest
+	(*ListResponse)(nil),            // 20: bettercompute.pools.v1.ListResponse
+	(*UpdateRequest)(nil),           // 21: bettercompute.pools.v1.UpdateRequest
+	(*UpdateResponse)(nil),          // 22: bettercompute.pools.v1.UpdateResponse
+	(*DeleteRequest)(nil),           // 23: bettercompute.pools.v1.DeleteRequest
+	(*DeleteResponse)(nil),          // 24: bettercompute.pools.v1.DeleteResponse
+	(*SetQuotaRequest)(nil),         // 25: bettercompute.pools.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),        // 26: bettercompute.pools.v1.SetQuotaResponse
+	(*GrantRequest)(nil),            // 27: bettercompute.pools.v1.GrantRequest
+	(*GrantResponse)(nil),           // 28: bettercompute.pools.v1.GrantResponse
+	(*RevokeGrantRequest)(nil),      // 29: bettercompute.pools.v1.RevokeGrantRequest
+	(*RevokeGrantResponse)(nil),     // 30: bettercompute.pools.v1.RevokeGrantResponse
+	(*ListGrantsRequest)(nil),       // 31: bettercompute.pools.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),      // 32: bettercompute.pools.v1.ListGrantsResponse
+	(*ListPreemptionsRequest)(nil),  // 33: bettercompute.pools.v1.ListPreemptionsRequest
+	(*Preemption)(nil),              // 34: bettercompute.pools.v1.Preemption
+	(*ListPreemptionsResponse)(nil), // 35: bettercompute.pools.v1.ListPreemptionsResponse
+	nil,                             // 36: bettercompute.pools.v1.Pool.NodeSelectorEntry
+	nil,                             // 37: bettercompute.pools.v1.Resources.GpusEntry
+	nil,                             // 38: bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
+	nil,                             // 39: bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
+	(*timestamppb.Timestamp)(nil),   // 40: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 41: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),   // 42: google.protobuf.FieldMask
 }
 var file_bettercompute_pools_v1_pools_proto_depIdxs = []int32{
-	34, // 0: bettercompute.pools.v1.Pool.node_selector:type_name -> bettercompute.pools.v1.Pool.NodeSelectorEntry
-	10, // 1: bettercompute.pools.v1.Pool.capacity:type_name -> bettercompute.pools.v1.Capacity
-	12, // 2: bettercompute.pools.v1.Pool.quota:type_name -> bettercompute.pools.v1.Quota
-	38, // 3: bettercompute.pools.v1.Pool.create_time:type_name -> google.protobuf.Timestamp
-	38, // 4: bettercompute.pools.v1.Pool.update_time:type_name -> google.protobuf.Timestamp
-	39, // 5: bettercompute.pools.v1.Pool.preemption_grace_period:type_name -> google.protobuf.Duration
-	9,  // 6: bettercompute.pools.v1.Pool.grant:type_name -> bettercompute.pools.v1.Grant
-	6,  // 7: bettercompute.pools.v1.Pool.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
-	39, // 8: bettercompute.pools.v1.Pool.gang_reservation_wait:type_name -> google.protobuf.Duration
-	2,  // 9: bettercompute.pools.v1.Pool.remediation:type_name -> bettercompute.pools.v1.RemediationPolicy
-	3,  // 10: bettercompute.pools.v1.RemediationPolicy.rules:type_name -> bettercompute.pools.v1.RemediationRule
-	4,  // 11: bettercompute.pools.v1.RemediationPolicy.ladders:type_name -> bettercompute.pools.v1.RemediationLadder
-	5,  // 12: bettercompute.pools.v1.RemediationLadder.steps:type_name -> bettercompute.pools.v1.RemediationStep
-	39, // 13: bettercompute.pools.v1.RemediationStep.window:type_name -> google.protobuf.Duration
-	7,  // 14: bettercompute.pools.v1.GpuHealthPolicy.rules:type_name -> bettercompute.pools.v1.GpuHealthRule
-	0,  // 15: bettercompute.pools.v1.GpuHealthPolicy.on_unhealthy_lease:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
-	39, // 16: bettercompute.pools.v1.GpuHealthRule.window:type_name -> google.protobuf.Duration
-	35, // 17: bettercompute.pools.v1.Resources.gpus:type_name -> bettercompute.pools.v1.Resources.GpusEntry
-	8,  // 18: bettercompute.pools.v1.Grant.nominal:type_name -> bettercompute.pools.v1.Resources
-	8,  // 19: bettercompute.pools.v1.Grant.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
-	8,  // 20: bettercompute.pools.v1.Grant.used:type_name -> bettercompute.pools.v1.Resources
-	8,  // 21: bettercompute.pools.v1.Grant.borrowed:type_name -> bettercompute.pools.v1.Resources
-	8,  // 22: bettercompute.pools.v1.Grant.borrowable:type_name -> bettercompute.pools.v1.Resources
-	38, // 23: bettercompute.pools.v1.Grant.create_time:type_name -> google.protobuf.Timestamp
-	38, // 24: bettercompute.pools.v1.Grant.update_time:type_name -> google.protobuf.Timestamp
-	38, // 25: bettercompute.pools.v1.Grant.revoke_time:type_name -> google.protobuf.Timestamp
-	11, // 26: bettercompute.pools.v1.Capacity.gpus:type_name -> bettercompute.pools.v1.GpuCapacity
-	36, // 27: bettercompute.pools.v1.CreateRequest.node_selector:type_name -> bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
-	39, // 28: bettercompute.pools.v1.CreateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
-	6,  // 29: bettercompute.pools.v1.CreateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
-	39, // 30: bettercompute.pools.v1.CreateRequest.gang_reservation_wait:type_name -> google.protobuf.Duration
-	2,  // 31: bettercompute.pools.v1.CreateRequest.remediation:type_name -> bettercompute.pools.v1.RemediationPolicy
-	1,  // 32: bettercompute.pools.v1.CreateResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	1,  // 33: bettercompute.pools.v1.GetResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	1,  // 34: bettercompute.pools.v1.ListResponse.pools:type_name -> bettercompute.pools.v1.Pool
-	37, // 35: bettercompute.pools.v1.UpdateRequest.node_selector:type_name -> bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
-	40, // 36: bettercompute.pools.v1.UpdateRequest.update_mask:type_name -> google.protobuf.FieldMask
-	39, // 37: bettercompute.pools.v1.UpdateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
-	6,  // 38: bettercompute.pools.v1.UpdateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
-	39, // 39: bettercompute.pools.v1.UpdateRequest.gang_reservation_wait:type_name -> google.protobuf.Duration
-	2,  // 40: bettercompute.pools.v1.UpdateRequest.remediation:type_name -> bettercompute.pools.v1.RemediationPolicy
-	1,  // 41: bettercompute.pools.v1.UpdateResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	12, // 42: bettercompute.pools.v1.SetQuotaRequest.quota:type_name -> bettercompute.pools.v1.Quota
-	1,  // 43: bettercompute.pools.v1.SetQuotaResponse.pool:type_name -> bettercompute.pools.v1.Pool
-	8,  // 44: bettercompute.pools.v1.GrantRequest.nominal:type_name -> bettercompute.pools.v1.Resources
-	8,  // 45: bettercompute.pools.v1.GrantRequest.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
-	9,  // 46: bettercompute.pools.v1.GrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
-	9,  // 47: bettercompute.pools.v1.RevokeGrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
-	9,  // 48: bettercompute.pools.v1.ListGrantsResponse.grants:type_name -> bettercompute.pools.v1.Grant
-	38, // 49: bettercompute.pools.v1.ListPreemptionsRequest.since_time:type_name -> google.protobuf.Timestamp
-	38, // 50: bettercompute.pools.v1.Preemption.preempt_time:type_name -> google.protobuf.Timestamp
-	32, // 51: bettercompute.pools.v1.ListPreemptionsResponse.preemptions:type_name -> bettercompute.pools.v1.Preemption
-	13, // 52: bettercompute.pools.v1.PoolsService.Create:input_type -> bettercompute.pools.v1.CreateRequest
-	15, // 53: bettercompute.pools.v1.PoolsService.Get:input_type -> bettercompute.pools.v1.GetRequest
-	17, // 54: bettercompute.pools.v1.PoolsService.List:input_type -> bettercompute.pools.v1.ListRequest
-	19, // 55: bettercompute.pools.v1.PoolsService.Update:input_type -> bettercompute.pools.v1.UpdateRequest
-	21, // 56: bettercompute.pools.v1.PoolsService.Delete:input_type -> bettercompute.pools.v1.DeleteRequest
-	23, // 57: bettercompute.pools.v1.PoolsService.SetQuota:input_type -> bettercompute.pools.v1.SetQuotaRequest
-	25, // 58: bettercompute.pools.v1.PoolsService.Grant:input_type -> bettercompute.pools.v1.GrantRequest
-	27, // 59: bettercompute.pools.v1.PoolsService.RevokeGrant:input_type -> bettercompute.pools.v1.RevokeGrantRequest
-	29, // 60: bettercompute.pools.v1.PoolsService.ListGrants:input_type -> bettercompute.pools.v1.ListGrantsRequest
-	31, // 61: bettercompute.pools.v1.PoolsService.ListPreemptions:input_type -> bettercompute.pools.v1.ListPreemptionsRequest
-	14, // 62: bettercompute.pools.v1.PoolsService.Create:output_type -> bettercompute.pools.v1.CreateResponse
-	16, // 63: bettercompute.pools.v1.PoolsService.Get:output_type -> bettercompute.pools.v1.GetResponse
-	18, // 64: bettercompute.pools.v1.PoolsService.List:output_type -> bettercompute.pools.v1.ListResponse
-	20, // 65: bettercompute.pools.v1.PoolsService.Update:output_type -> bettercompute.pools.v1.UpdateResponse
-	22, // 66: bettercompute.pools.v1.PoolsService.Delete:output_type -> bettercompute.pools.v1.DeleteResponse
-	24, // 67: bettercompute.pools.v1.PoolsService.SetQuota:output_type -> bettercompute.pools.v1.SetQuotaResponse
-	26, // 68: bettercompute.pools.v1.PoolsService.Grant:output_type -> bettercompute.pools.v1.GrantResponse
-	28, // 69: bettercompute.pools.v1.PoolsService.RevokeGrant:output_type -> bettercompute.pools.v1.RevokeGrantResponse
-	30, // 70: bettercompute.pools.v1.PoolsService.ListGrants:output_type -> bettercompute.pools.v1.ListGrantsResponse
-	33, // 71: bettercompute.pools.v1.PoolsService.ListPreemptions:output_type -> bettercompute.pools.v1.ListPreemptionsResponse
-	62, // [62:72] is the sub-list for method output_type
-	52, // [52:62] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	36, // 0: bettercompute.pools.v1.Pool.node_selector:type_name -> bettercompute.pools.v1.Pool.NodeSelectorEntry
+	12, // 1: bettercompute.pools.v1.Pool.capacity:type_name -> bettercompute.pools.v1.Capacity
+	14, // 2: bettercompute.pools.v1.Pool.quota:type_name -> bettercompute.pools.v1.Quota
+	40, // 3: bettercompute.pools.v1.Pool.create_time:type_name -> google.protobuf.Timestamp
+	40, // 4: bettercompute.pools.v1.Pool.update_time:type_name -> google.protobuf.Timestamp
+	41, // 5: bettercompute.pools.v1.Pool.preemption_grace_period:type_name -> google.protobuf.Duration
+	11, // 6: bettercompute.pools.v1.Pool.grant:type_name -> bettercompute.pools.v1.Grant
+	8,  // 7: bettercompute.pools.v1.Pool.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
+	41, // 8: bettercompute.pools.v1.Pool.gang_reservation_wait:type_name -> google.protobuf.Duration
+	3,  // 9: bettercompute.pools.v1.Pool.remediation:type_name -> bettercompute.pools.v1.RemediationPolicy
+	4,  // 10: bettercompute.pools.v1.Pool.idle_policy:type_name -> bettercompute.pools.v1.IdlePolicy
+	5,  // 11: bettercompute.pools.v1.RemediationPolicy.rules:type_name -> bettercompute.pools.v1.RemediationRule
+	6,  // 12: bettercompute.pools.v1.RemediationPolicy.ladders:type_name -> bettercompute.pools.v1.RemediationLadder
+	41, // 13: bettercompute.pools.v1.IdlePolicy.window:type_name -> google.protobuf.Duration
+	0,  // 14: bettercompute.pools.v1.IdlePolicy.action:type_name -> bettercompute.pools.v1.IdleAction
+	41, // 15: bettercompute.pools.v1.IdlePolicy.grace:type_name -> google.protobuf.Duration
+	7,  // 16: bettercompute.pools.v1.RemediationLadder.steps:type_name -> bettercompute.pools.v1.RemediationStep
+	41, // 17: bettercompute.pools.v1.RemediationStep.window:type_name -> google.protobuf.Duration
+	9,  // 18: bettercompute.pools.v1.GpuHealthPolicy.rules:type_name -> bettercompute.pools.v1.GpuHealthRule
+	1,  // 19: bettercompute.pools.v1.GpuHealthPolicy.on_unhealthy_lease:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
+	41, // 20: bettercompute.pools.v1.GpuHealthRule.window:type_name -> google.protobuf.Duration
+	37, // 21: bettercompute.pools.v1.Resources.gpus:type_name -> bettercompute.pools.v1.Resources.GpusEntry
+	10, // 22: bettercompute.pools.v1.Grant.nominal:type_name -> bettercompute.pools.v1.Resources
+	10, // 23: bettercompute.pools.v1.Grant.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
+	10, // 24: bettercompute.pools.v1.Grant.used:type_name -> bettercompute.pools.v1.Resources
+	10, // 25: bettercompute.pools.v1.Grant.borrowed:type_name -> bettercompute.pools.v1.Resources
+	10, // 26: bettercompute.pools.v1.Grant.borrowable:type_name -> bettercompute.pools.v1.Resources
+	40, // 27: bettercompute.pools.v1.Grant.create_time:type_name -> google.protobuf.Timestamp
+	40, // 28: bettercompute.pools.v1.Grant.update_time:type_name -> google.protobuf.Timestamp
+	40, // 29: bettercompute.pools.v1.Grant.revoke_time:type_name -> google.protobuf.Timestamp
+	13, // 30: bettercompute.pools.v1.Capacity.gpus:type_name -> bettercompute.pools.v1.GpuCapacity
+	38, // 31: bettercompute.pools.v1.CreateRequest.node_selector:type_name -> bettercompute.pools.v1.CreateRequest.NodeSelectorEntry
+	41, // 32: bettercompute.pools.v1.CreateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
+	8,  // 33: bettercompute.pools.v1.CreateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
+	41, // 34: bettercompute.pools.v1.CreateRequest.gang_reservation_wait:type_name -> google.protobuf.Duration
+	3,  // 35: bettercompute.pools.v1.CreateRequest.remediation:type_name -> bettercompute.pools.v1.RemediationPolicy
+	4,  // 36: bettercompute.pools.v1.CreateRequest.idle_policy:type_name -> bettercompute.pools.v1.IdlePolicy
+	2,  // 37: bettercompute.pools.v1.CreateResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	2,  // 38: bettercompute.pools.v1.GetResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	2,  // 39: bettercompute.pools.v1.ListResponse.pools:type_name -> bettercompute.pools.v1.Pool
+	39, // 40: bettercompute.pools.v1.UpdateRequest.node_selector:type_name -> bettercompute.pools.v1.UpdateRequest.NodeSelectorEntry
+	42, // 41: bettercompute.pools.v1.UpdateRequest.update_mask:type_name -> google.protobuf.FieldMask
+	41, // 42: bettercompute.pools.v1.UpdateRequest.preemption_grace_period:type_name -> google.protobuf.Duration
+	8,  // 43: bettercompute.pools.v1.UpdateRequest.gpu_health_policy:type_name -> bettercompute.pools.v1.GpuHealthPolicy
+	41, // 44: bettercompute.pools.v1.UpdateRequest.gang_reservation_wait:type_name -> google.protobuf.Duration
+	3,  // 45: bettercompute.pools.v1.UpdateRequest.remediation:type_name -> bettercompute.pools.v1.RemediationPolicy
+	4,  // 46: bettercompute.pools.v1.UpdateRequest.idle_policy:type_name -> bettercompute.pools.v1.IdlePolicy
+	2,  // 47: bettercompute.pools.v1.UpdateResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	14, // 48: bettercompute.pools.v1.SetQuotaRequest.quota:type_name -> bettercompute.pools.v1.Quota
+	2,  // 49: bettercompute.pools.v1.SetQuotaResponse.pool:type_name -> bettercompute.pools.v1.Pool
+	10, // 50: bettercompute.pools.v1.GrantRequest.nominal:type_name -> bettercompute.pools.v1.Resources
+	10, // 51: bettercompute.pools.v1.GrantRequest.borrowing_limit:type_name -> bettercompute.pools.v1.Resources
+	11, // 52: bettercompute.pools.v1.GrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
+	11, // 53: bettercompute.pools.v1.RevokeGrantResponse.grant:type_name -> bettercompute.pools.v1.Grant
+	11, // 54: bettercompute.pools.v1.ListGrantsResponse.grants:type_name -> bettercompute.pools.v1.Grant
+	40, // 55: bettercompute.pools.v1.ListPreemptionsRequest.since_time:type_name -> google.protobuf.Timestamp
+	40, // 56: bettercompute.pools.v1.Preemption.preempt_time:type_name -> google.protobuf.Timestamp
+	34, // 57: bettercompute.pools.v1.ListPreemptionsResponse.preemptions:type_name -> bettercompute.pools.v1.Preemption
+	15, // 58: bettercompute.pools.v1.PoolsService.Create:input_type -> bettercompute.pools.v1.CreateRequest
+	17, // 59: bettercompute.pools.v1.PoolsService.Get:input_type -> bettercompute.pools.v1.GetRequest
+	19, // 60: bettercompute.pools.v1.PoolsService.List:input_type -> bettercompute.pools.v1.ListRequest
+	21, // 61: bettercompute.pools.v1.PoolsService.Update:input_type -> bettercompute.pools.v1.UpdateRequest
+	23, // 62: bettercompute.pools.v1.PoolsService.Delete:input_type -> bettercompute.pools.v1.DeleteRequest
+	25, // 63: bettercompute.pools.v1.PoolsService.SetQuota:input_type -> bettercompute.pools.v1.SetQuotaRequest
+	27, // 64: bettercompute.pools.v1.PoolsService.Grant:input_type -> bettercompute.pools.v1.GrantRequest
+	29, // 65: bettercompute.pools.v1.PoolsService.RevokeGrant:input_type -> bettercompute.pools.v1.RevokeGrantRequest
+	31, // 66: bettercompute.pools.v1.PoolsService.ListGrants:input_type -> bettercompute.pools.v1.ListGrantsRequest
+	33, // 67: bettercompute.pools.v1.PoolsService.ListPreemptions:input_type -> bettercompute.pools.v1.ListPreemptionsRequest
+	16, // 68: bettercompute.pools.v1.PoolsService.Create:output_type -> bettercompute.pools.v1.CreateResponse
+	18, // 69: bettercompute.pools.v1.PoolsService.Get:output_type -> bettercompute.pools.v1.GetResponse
+	20, // 70: bettercompute.pools.v1.PoolsService.List:output_type -> bettercompute.pools.v1.ListResponse
+	22, // 71: bettercompute.pools.v1.PoolsService.Update:output_type -> bettercompute.pools.v1.UpdateResponse
+	24, // 72: bettercompute.pools.v1.PoolsService.Delete:output_type -> bettercompute.pools.v1.DeleteResponse
+	26, // 73: bettercompute.pools.v1.PoolsService.SetQuota:output_type -> bettercompute.pools.v1.SetQuotaResponse
+	28, // 74: bettercompute.pools.v1.PoolsService.Grant:output_type -> bettercompute.pools.v1.GrantResponse
+	30, // 75: bettercompute.pools.v1.PoolsService.RevokeGrant:output_type -> bettercompute.pools.v1.RevokeGrantResponse
+	32, // 76: bettercompute.pools.v1.PoolsService.ListGrants:output_type -> bettercompute.pools.v1.ListGrantsResponse
+	35, // 77: bettercompute.pools.v1.PoolsService.ListPreemptions:output_type -> bettercompute.pools.v1.ListPreemptionsResponse
+	68, // [68:78] is the sub-list for method output_type
+	58, // [58:68] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_pools_v1_pools_proto_init() }
@@ -2916,14 +3095,14 @@ func file_bettercompute_pools_v1_pools_proto_init() {
 	if File_bettercompute_pools_v1_pools_proto != nil {
 		return
 	}
-	file_bettercompute_pools_v1_pools_proto_msgTypes[11].OneofWrappers = []any{}
+	file_bettercompute_pools_v1_pools_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_pools_v1_pools_proto_rawDesc), len(file_bettercompute_pools_v1_pools_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   37,
+			NumEnums:      2,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

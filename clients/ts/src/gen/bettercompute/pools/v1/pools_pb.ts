@@ -28,7 +28,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/pools/v1/pools.proto.
  */
 export const file_bettercompute_pools_v1_pools: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL3Bvb2xzL3YxL3Bvb2xzLnByb3RvEhZiZXR0ZXJjb21wdXRlLnBvb2xzLnYxIuUGCgRQb29sEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEkUKDW5vZGVfc2VsZWN0b3IYBSADKAsyLi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBiADKAkSMgoIY2FwYWNpdHkYByABKAsyIC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNhcGFjaXR5EiwKBXF1b3RhGAggASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5RdW90YRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjoKF3ByZWVtcHRpb25fZ3JhY2VfcGVyaW9kGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3ByaW9yaXR5X3ByZWVtcHRpb24YDCABKAgSDwoHZ3JhbnRlZBgNIAEoCBIsCgVncmFudBgOIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQSFAoMdHVubmVsX3BvcnRzGA8gAygFEkIKEWdwdV9oZWFsdGhfcG9saWN5GBAgASgLMicuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcHVIZWFsdGhQb2xpY3kSFwoPdG9wb2xvZ3lfbGV2ZWxzGBEgAygJEjgKFWdhbmdfcmVzZXJ2YXRpb25fd2FpdBgSIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI+CgtyZW1lZGlhdGlvbhgTIAEoCzIpLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVtZWRpYXRpb25Qb2xpY3kaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ATpEyqAZQAoCaWQKBG5hbWUKC2Rlc2NyaXB0aW9uCgdncmFudGVkChJwcmlvcml0eVByZWVtcHRpb24KCmNyZWF0ZVRpbWUiygEKEVJlbWVkaWF0aW9uUG9saWN5EhAKCGRpc2FibGVkGAEgASgIEhEKCW1heF9ub2RlcxgCIAEoBRIcChRmYWlsdXJlX2RvbWFpbl9sYWJlbBgDIAEoCRI2CgVydWxlcxgEIAMoCzInLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVtZWRpYXRpb25SdWxlEjoKB2xhZGRlcnMYBSADKAsyKS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlbWVkaWF0aW9uTGFkZGVyIj8KD1JlbWVkaWF0aW9uUnVsZRINCgVjaGVjaxgBIAEoCRINCgVjb2RlcxgCIAMoAxIOCgZsYWRkZXIYAyABKAkiWQoRUmVtZWRpYXRpb25MYWRkZXISDAoEbmFtZRgBIAEoCRI2CgVzdGVwcxgCIAMoCzInLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVtZWRpYXRpb25TdGVwIlsKD1JlbWVkaWF0aW9uU3RlcBIOCgZhY3Rpb24YASABKAkSDQoFbGV2ZWwYAiABKAUSKQoGd2luZG93GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIpEBCg9HcHVIZWFsdGhQb2xpY3kSNAoFcnVsZXMYASADKAsyJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFJ1bGUSSAoSb25fdW5oZWFsdGh5X2xlYXNlGAIgASgOMiwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VbmhlYWx0aHlMZWFzZUFjdGlvbiJ7Cg1HcHVIZWFsdGhSdWxlEg0KBWNoZWNrGAEgASgJEg0KBWNvZGVzGAIgAygDEhEKCW1pbl9jb3VudBgDIAEoAxIOCgZlZmZlY3QYBCABKAkSKQoGd2luZG93GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIpcBCglSZXNvdXJjZXMSOQoEZ3B1cxgBIAMoCzIrLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzLkdwdXNFbnRyeRIMCgRjcHVzGAIgASgFEhQKDG1lbW9yeV9ieXRlcxgDIAEoAxorCglHcHVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ASKsBAoFR3JhbnQSCgoCaWQYASABKAkSDwoHcG9vbF9pZBgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSMgoHbm9taW5hbBgEIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEjoKD2JvcnJvd2luZ19saW1pdBgFIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEg4KBndlaWdodBgGIAEoBRIvCgR1c2VkGAcgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSMwoIYm9ycm93ZWQYCCABKAsyIS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcxI1Cgpib3Jyb3dhYmxlGAkgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSLwoLY3JlYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZXZva2VfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6Q8qgGT8KAmlkCgZwb29sSWQKCHRlbmFudElkCgZ3ZWlnaHQKB25vbWluYWwKCmNyZWF0ZVRpbWUKCnJldm9rZVRpbWUiwwEKCENhcGFjaXR5Eg0KBW5vZGVzGAEgASgFEhkKEXNjaGVkdWxhYmxlX25vZGVzGAIgASgFEjEKBGdwdXMYAyADKAsyIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUNhcGFjaXR5EgwKBGNwdXMYBCABKAMSFgoOY3B1c19hbGxvY2F0ZWQYBSABKAMSFAoMbWVtb3J5X2J5dGVzGAYgASgDEh4KFm1lbW9yeV9hbGxvY2F0ZWRfYnl0ZXMYByABKAMiZgoLR3B1Q2FwYWNpdHkSDQoFbW9kZWwYASABKAkSDQoFdG90YWwYAiABKAUSEwoLc2NoZWR1bGFibGUYAyABKAUSEQoJYWxsb2NhdGVkGAQgASgFEhEKCWF2YWlsYWJsZRgFIAEoBSKrAQoFUXVvdGESFQoIbWF4X2dwdXMYASABKAVIAIgBARIVCghtYXhfY3B1cxgCIAEoBUgBiAEBEh0KEG1heF9tZW1vcnlfYnl0ZXMYAyABKANIAogBARIXCgptYXhfbGVhc2VzGAQgASgFSAOIAQFCCwoJX21heF9ncHVzQgsKCV9tYXhfY3B1c0ITChFfbWF4X21lbW9yeV9ieXRlc0INCgtfbWF4X2xlYXNlcyKPBAoNQ3JlYXRlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEk4KDW5vZGVfc2VsZWN0b3IYAyADKAsyNy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlcXVlc3QuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBCADKAkSOgoXcHJlZW1wdGlvbl9ncmFjZV9wZXJpb2QYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGwoTcHJpb3JpdHlfcHJlZW1wdGlvbhgGIAEoCBIUCgx0dW5uZWxfcG9ydHMYByADKAUSQgoRZ3B1X2hlYWx0aF9wb2xpY3kYCCABKAsyJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFBvbGljeRIXCg90b3BvbG9neV9sZXZlbHMYCSADKAkSOAoVZ2FuZ19yZXNlcnZhdGlvbl93YWl0GAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEj4KC3JlbWVkaWF0aW9uGAsgASgLMikuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZW1lZGlhdGlvblBvbGljeRozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKDkNyZWF0ZVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI5CgtHZXRSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIjQKC0xpc3RSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlQKDExpc3RSZXNwb25zZRIrCgVwb29scxgBIAMoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkivgQKDVVwZGF0ZVJlcXVlc3QSCgoCaWQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSTgoNbm9kZV9zZWxlY3RvchgDIAMoCzI3LmJldHRlcmNvbXB1dGUucG9vbHMudjEuVXBkYXRlUmVxdWVzdC5Ob2RlU2VsZWN0b3JFbnRyeRIQCghub2RlX2lkcxgEIAMoCRIvCgt1cGRhdGVfbWFzaxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSOgoXcHJlZW1wdGlvbl9ncmFjZV9wZXJpb2QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGwoTcHJpb3JpdHlfcHJlZW1wdGlvbhgHIAEoCBIUCgx0dW5uZWxfcG9ydHMYCCADKAUSQgoRZ3B1X2hlYWx0aF9wb2xpY3kYCSABKAsyJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFBvbGljeRIXCg90b3BvbG9neV9sZXZlbHMYCiADKAkSOAoVZ2FuZ19yZXNlcnZhdGlvbl93YWl0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEj4KC3JlbWVkaWF0aW9uGAwgASgLMikuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZW1lZGlhdGlvblBvbGljeRozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKDlVwZGF0ZVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wiGwoNRGVsZXRlUmVxdWVzdBIKCgJpZBgBIAEoCSIQCg5EZWxldGVSZXNwb25zZSJQCg9TZXRRdW90YVJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIsCgVxdW90YRgCIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUXVvdGEiPgoQU2V0UXVvdGFSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIrIBCgxHcmFudFJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSMgoHbm9taW5hbBgDIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEjoKD2JvcnJvd2luZ19saW1pdBgEIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEg4KBndlaWdodBgFIAEoBSI9Cg1HcmFudFJlc3BvbnNlEiwKBWdyYW50GAEgASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudCI4ChJSZXZva2VHcmFudFJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkiQwoTUmV2b2tlR3JhbnRSZXNwb25zZRIsCgVncmFudBgBIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQiZAoRTGlzdEdyYW50c1JlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIXCg9pbmNsdWRlX3Jldm9rZWQYAiABKAgSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiXAoSTGlzdEdyYW50c1Jlc3BvbnNlEi0KBmdyYW50cxgBIAMoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoABChZMaXN0UHJlZW1wdGlvbnNSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSLgoKc2luY2VfdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiowIKClByZWVtcHRpb24SEAoIbGVhc2VfaWQYASABKAkSDwoHcG9vbF9pZBgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSEAoIcHJpb3JpdHkYCCABKAUSDgoGcmVhc29uGAkgASgJEjAKDHByZWVtcHRfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6RsqgGUIKB2xlYXNlSWQKCHRlbmFudElkCgRncHVzCghncHVNb2RlbAoIcHJpb3JpdHkKBnJlYXNvbgoLcHJlZW1wdFRpbWUiawoXTGlzdFByZWVtcHRpb25zUmVzcG9uc2USNwoLcHJlZW1wdGlvbnMYASADKAsyIi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlByZWVtcHRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKn8KFFVuaGVhbHRoeUxlYXNlQWN0aW9uEiYKIlVOSEVBTFRIWV9MRUFTRV9BQ1RJT05fVU5TUEVDSUZJRUQQABIfChtVTkhFQUxUSFlfTEVBU0VfQUNUSU9OX0tFRVAQARIeChpVTkhFQUxUSFlfTEVBU0VfQUNUSU9OX0VORBACMrIKCgxQb29sc1NlcnZpY2USfgoGQ3JlYXRlEiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5DcmVhdGVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5wb29scy52MS5DcmVhdGVSZXNwb25zZSIlwqAZIQoFcG9vbHMSBmNyZWF0ZRoMcG9vbHMuY3JlYXRlKAEwARJvCgNHZXQSIi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdldFJlcXVlc3QaIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdldFJlc3BvbnNlIh+QAgHCoBkYCgVwb29scxIDZ2V0Ggpwb29scy5yZWFkEnMKBExpc3QSIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RSZXF1ZXN0GiQuYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0UmVzcG9uc2UiIJACAcKgGRkKBXBvb2xzEgRsaXN0Ggpwb29scy5yZWFkEnsKBlVwZGF0ZRIlLmJldHRlcmNvbXB1dGUucG9vbHMudjEuVXBkYXRlUmVxdWVzdBomLmJldHRlcmNvbXB1dGUucG9vbHMudjEuVXBkYXRlUmVzcG9uc2UiIsKgGR4KBXBvb2xzEgZ1cGRhdGUaC3Bvb2xzLndyaXRlMAESfAoGRGVsZXRlEiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5EZWxldGVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5wb29scy52MS5EZWxldGVSZXNwb25zZSIjwqAZHwoFcG9vbHMSBmRlbGV0ZRoMcG9vbHMuZGVsZXRlMAESgwEKCFNldFF1b3RhEicuYmV0dGVyY29tcHV0ZS5wb29scy52MS5TZXRRdW90YVJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlNldFF1b3RhUmVzcG9uc2UiJMKgGSAKBXBvb2xzEghzZXRRdW90YRoLcG9vbHMud3JpdGUwARJ5CgVHcmFudBIkLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnRSZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudFJlc3BvbnNlIiPCoBkfCgVwb29scxIFZ3JhbnQaC3Bvb2xzLndyaXRlKAEwARKPAQoLUmV2b2tlR3JhbnQSKi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJldm9rZUdyYW50UmVxdWVzdBorLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmV2b2tlR3JhbnRSZXNwb25zZSInwqAZIwoFcG9vbHMSC3Jldm9rZUdyYW50Ggtwb29scy53cml0ZTABEosBCgpMaXN0R3JhbnRzEikuYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0R3JhbnRzUmVxdWVzdBoqLmJldHRlcmNvbXB1dGUucG9vbHMudjEuTGlzdEdyYW50c1Jlc3BvbnNlIiaQAgHCoBkfCgVwb29scxIKbGlzdEdyYW50cxoKcG9vbHMucmVhZBKfAQoPTGlzdFByZWVtcHRpb25zEi4uYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0UHJlZW1wdGlvbnNSZXF1ZXN0Gi8uYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0UHJlZW1wdGlvbnNSZXNwb25zZSIrkAIBwqAZJAoFcG9vbHMSD2xpc3RQcmVlbXB0aW9ucxoKcG9vbHMucmVhZEJQWk5naXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL3Bvb2xzL3YxO3Bvb2xzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL3Bvb2xzL3YxL3Bvb2xzLnByb3RvEhZiZXR0ZXJjb21wdXRlLnBvb2xzLnYxIp4HCgRQb29sEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEkUKDW5vZGVfc2VsZWN0b3IYBSADKAsyLi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBiADKAkSMgoIY2FwYWNpdHkYByABKAsyIC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNhcGFjaXR5EiwKBXF1b3RhGAggASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5RdW90YRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjoKF3ByZWVtcHRpb25fZ3JhY2VfcGVyaW9kGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3ByaW9yaXR5X3ByZWVtcHRpb24YDCABKAgSDwoHZ3JhbnRlZBgNIAEoCBIsCgVncmFudBgOIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQSFAoMdHVubmVsX3BvcnRzGA8gAygFEkIKEWdwdV9oZWFsdGhfcG9saWN5GBAgASgLMicuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcHVIZWFsdGhQb2xpY3kSFwoPdG9wb2xvZ3lfbGV2ZWxzGBEgAygJEjgKFWdhbmdfcmVzZXJ2YXRpb25fd2FpdBgSIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI+CgtyZW1lZGlhdGlvbhgTIAEoCzIpLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVtZWRpYXRpb25Qb2xpY3kSNwoLaWRsZV9wb2xpY3kYFCABKAsyIi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLklkbGVQb2xpY3kaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ATpEyqAZQAoCaWQKBG5hbWUKC2Rlc2NyaXB0aW9uCgdncmFudGVkChJwcmlvcml0eVByZWVtcHRpb24KCmNyZWF0ZVRpbWUiygEKEVJlbWVkaWF0aW9uUG9saWN5EhAKCGRpc2FibGVkGAEgASgIEhEKCW1heF9ub2RlcxgCIAEoBRIcChRmYWlsdXJlX2RvbWFpbl9sYWJlbBgDIAEoCRI2CgVydWxlcxgEIAMoCzInLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVtZWRpYXRpb25SdWxlEjoKB2xhZGRlcnMYBSADKAsyKS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlbWVkaWF0aW9uTGFkZGVyIq4BCgpJZGxlUG9saWN5EhcKD21pbl91dGlsaXphdGlvbhgBIAEoARIpCgZ3aW5kb3cYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMgoGYWN0aW9uGAMgASgOMiIuYmV0dGVyY29tcHV0ZS5wb29scy52MS5JZGxlQWN0aW9uEigKBWdyYWNlGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIj8KD1JlbWVkaWF0aW9uUnVsZRINCgVjaGVjaxgBIAEoCRINCgVjb2RlcxgCIAMoAxIOCgZsYWRkZXIYAyABKAkiWQoRUmVtZWRpYXRpb25MYWRkZXISDAoEbmFtZRgBIAEoCRI2CgVzdGVwcxgCIAMoCzInLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVtZWRpYXRpb25TdGVwIlsKD1JlbWVkaWF0aW9uU3RlcBIOCgZhY3Rpb24YASABKAkSDQoFbGV2ZWwYAiABKAUSKQoGd2luZG93GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIpEBCg9HcHVIZWFsdGhQb2xpY3kSNAoFcnVsZXMYASADKAsyJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFJ1bGUSSAoSb25fdW5oZWFsdGh5X2xlYXNlGAIgASgOMiwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VbmhlYWx0aHlMZWFzZUFjdGlvbiJ7Cg1HcHVIZWFsdGhSdWxlEg0KBWNoZWNrGAEgASgJEg0KBWNvZGVzGAIgAygDEhEKCW1pbl9jb3VudBgDIAEoAxIOCgZlZmZlY3QYBCABKAkSKQoGd2luZG93GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIpcBCglSZXNvdXJjZXMSOQoEZ3B1cxgBIAMoCzIrLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzLkdwdXNFbnRyeRIMCgRjcHVzGAIgASgFEhQKDG1lbW9yeV9ieXRlcxgDIAEoAxorCglHcHVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ASKsBAoFR3JhbnQSCgoCaWQYASABKAkSDwoHcG9vbF9pZBgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSMgoHbm9taW5hbBgEIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEjoKD2JvcnJvd2luZ19saW1pdBgFIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEg4KBndlaWdodBgGIAEoBRIvCgR1c2VkGAcgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSMwoIYm9ycm93ZWQYCCABKAsyIS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlJlc291cmNlcxI1Cgpib3Jyb3dhYmxlGAkgASgLMiEuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXNvdXJjZXMSLwoLY3JlYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZXZva2VfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6Q8qgGT8KAmlkCgZwb29sSWQKCHRlbmFudElkCgZ3ZWlnaHQKB25vbWluYWwKCmNyZWF0ZVRpbWUKCnJldm9rZVRpbWUiwwEKCENhcGFjaXR5Eg0KBW5vZGVzGAEgASgFEhkKEXNjaGVkdWxhYmxlX25vZGVzGAIgASgFEjEKBGdwdXMYAyADKAsyIy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUNhcGFjaXR5EgwKBGNwdXMYBCABKAMSFgoOY3B1c19hbGxvY2F0ZWQYBSABKAMSFAoMbWVtb3J5X2J5dGVzGAYgASgDEh4KFm1lbW9yeV9hbGxvY2F0ZWRfYnl0ZXMYByABKAMiZgoLR3B1Q2FwYWNpdHkSDQoFbW9kZWwYASABKAkSDQoFdG90YWwYAiABKAUSEwoLc2NoZWR1bGFibGUYAyABKAUSEQoJYWxsb2NhdGVkGAQgASgFEhEKCWF2YWlsYWJsZRgFIAEoBSKrAQoFUXVvdGESFQoIbWF4X2dwdXMYASABKAVIAIgBARIVCghtYXhfY3B1cxgCIAEoBUgBiAEBEh0KEG1heF9tZW1vcnlfYnl0ZXMYAyABKANIAogBARIXCgptYXhfbGVhc2VzGAQgASgFSAOIAQFCCwoJX21heF9ncHVzQgsKCV9tYXhfY3B1c0ITChFfbWF4X21lbW9yeV9ieXRlc0INCgtfbWF4X2xlYXNlcyLIBAoNQ3JlYXRlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEk4KDW5vZGVfc2VsZWN0b3IYAyADKAsyNy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlcXVlc3QuTm9kZVNlbGVjdG9yRW50cnkSEAoIbm9kZV9pZHMYBCADKAkSOgoXcHJlZW1wdGlvbl9ncmFjZV9wZXJpb2QYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGwoTcHJpb3JpdHlfcHJlZW1wdGlvbhgGIAEoCBIUCgx0dW5uZWxfcG9ydHMYByADKAUSQgoRZ3B1X2hlYWx0aF9wb2xpY3kYCCABKAsyJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFBvbGljeRIXCg90b3BvbG9neV9sZXZlbHMYCSADKAkSOAoVZ2FuZ19yZXNlcnZhdGlvbl93YWl0GAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEj4KC3JlbWVkaWF0aW9uGAsgASgLMikuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZW1lZGlhdGlvblBvbGljeRI3CgtpZGxlX3BvbGljeRgMIAEoCzIiLmJldHRlcmNvbXB1dGUucG9vbHMudjEuSWRsZVBvbGljeRozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKDkNyZWF0ZVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI5CgtHZXRSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIjQKC0xpc3RSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlQKDExpc3RSZXNwb25zZRIrCgVwb29scxgBIAMoCzIcLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUG9vbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki9wQKDVVwZGF0ZVJlcXVlc3QSCgoCaWQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSTgoNbm9kZV9zZWxlY3RvchgDIAMoCzI3LmJldHRlcmNvbXB1dGUucG9vbHMudjEuVXBkYXRlUmVxdWVzdC5Ob2RlU2VsZWN0b3JFbnRyeRIQCghub2RlX2lkcxgEIAMoCRIvCgt1cGRhdGVfbWFzaxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSOgoXcHJlZW1wdGlvbl9ncmFjZV9wZXJpb2QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGwoTcHJpb3JpdHlfcHJlZW1wdGlvbhgHIAEoCBIUCgx0dW5uZWxfcG9ydHMYCCADKAUSQgoRZ3B1X2hlYWx0aF9wb2xpY3kYCSABKAsyJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdwdUhlYWx0aFBvbGljeRIXCg90b3BvbG9neV9sZXZlbHMYCiADKAkSOAoVZ2FuZ19yZXNlcnZhdGlvbl93YWl0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEj4KC3JlbWVkaWF0aW9uGAwgASgLMikuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZW1lZGlhdGlvblBvbGljeRI3CgtpZGxlX3BvbGljeRgNIAEoCzIiLmJldHRlcmNvbXB1dGUucG9vbHMudjEuSWRsZVBvbGljeRozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKDlVwZGF0ZVJlc3BvbnNlEioKBHBvb2wYASABKAsyHC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlBvb2wiGwoNRGVsZXRlUmVxdWVzdBIKCgJpZBgBIAEoCSIQCg5EZWxldGVSZXNwb25zZSJQCg9TZXRRdW90YVJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIsCgVxdW90YRgCIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUXVvdGEiPgoQU2V0UXVvdGFSZXNwb25zZRIqCgRwb29sGAEgASgLMhwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5Qb29sIrIBCgxHcmFudFJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSMgoHbm9taW5hbBgDIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEjoKD2JvcnJvd2luZ19saW1pdBgEIAEoCzIhLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmVzb3VyY2VzEg4KBndlaWdodBgFIAEoBSI9Cg1HcmFudFJlc3BvbnNlEiwKBWdyYW50GAEgASgLMh0uYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudCI4ChJSZXZva2VHcmFudFJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkiQwoTUmV2b2tlR3JhbnRSZXNwb25zZRIsCgVncmFudBgBIAEoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQiZAoRTGlzdEdyYW50c1JlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIXCg9pbmNsdWRlX3Jldm9rZWQYAiABKAgSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiXAoSTGlzdEdyYW50c1Jlc3BvbnNlEi0KBmdyYW50cxgBIAMoCzIdLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR3JhbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoABChZMaXN0UHJlZW1wdGlvbnNSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSLgoKc2luY2VfdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiowIKClByZWVtcHRpb24SEAoIbGVhc2VfaWQYASABKAkSDwoHcG9vbF9pZBgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSEAoIcHJpb3JpdHkYCCABKAUSDgoGcmVhc29uGAkgASgJEjAKDHByZWVtcHRfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6RsqgGUIKB2xlYXNlSWQKCHRlbmFudElkCgRncHVzCghncHVNb2RlbAoIcHJpb3JpdHkKBnJlYXNvbgoLcHJlZW1wdFRpbWUiawoXTGlzdFByZWVtcHRpb25zUmVzcG9uc2USNwoLcHJlZW1wdGlvbnMYASADKAsyIi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlByZWVtcHRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKloKCklkbGVBY3Rpb24SGwoXSURMRV9BQ1RJT05fVU5TUEVDSUZJRUQQABIWChJJRExFX0FDVElPTl9OT1RJRlkQARIXChNJRExFX0FDVElPTl9SRUxFQVNFEAIqfwoUVW5oZWFsdGh5TGVhc2VBY3Rpb24SJgoiVU5IRUFMVEhZX0xFQVNFX0FDVElPTl9VTlNQRUNJRklFRBAAEh8KG1VOSEVBTFRIWV9MRUFTRV9BQ1RJT05fS0VFUBABEh4KGlVOSEVBTFRIWV9MRUFTRV9BQ1RJT05fRU5EEAIysgoKDFBvb2xzU2VydmljZRJ+CgZDcmVhdGUSJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkNyZWF0ZVJlc3BvbnNlIiXCoBkhCgVwb29scxIGY3JlYXRlGgxwb29scy5jcmVhdGUoATABEm8KA0dldBIiLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR2V0UmVxdWVzdBojLmJldHRlcmNvbXB1dGUucG9vbHMudjEuR2V0UmVzcG9uc2UiH5ACAcKgGRgKBXBvb2xzEgNnZXQaCnBvb2xzLnJlYWQScwoETGlzdBIjLmJldHRlcmNvbXB1dGUucG9vbHMudjEuTGlzdFJlcXVlc3QaJC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RSZXNwb25zZSIgkAIBwqAZGQoFcG9vbHMSBGxpc3QaCnBvb2xzLnJlYWQSewoGVXBkYXRlEiUuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VcGRhdGVSZXF1ZXN0GiYuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VcGRhdGVSZXNwb25zZSIiwqAZHgoFcG9vbHMSBnVwZGF0ZRoLcG9vbHMud3JpdGUwARJ8CgZEZWxldGUSJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkRlbGV0ZVJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkRlbGV0ZVJlc3BvbnNlIiPCoBkfCgVwb29scxIGZGVsZXRlGgxwb29scy5kZWxldGUwARKDAQoIU2V0UXVvdGESJy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlNldFF1b3RhUmVxdWVzdBooLmJldHRlcmNvbXB1dGUucG9vbHMudjEuU2V0UXVvdGFSZXNwb25zZSIkwqAZIAoFcG9vbHMSCHNldFF1b3RhGgtwb29scy53cml0ZTABEnkKBUdyYW50EiQuYmV0dGVyY29tcHV0ZS5wb29scy52MS5HcmFudFJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkdyYW50UmVzcG9uc2UiI8KgGR8KBXBvb2xzEgVncmFudBoLcG9vbHMud3JpdGUoATABEo8BCgtSZXZva2VHcmFudBIqLmJldHRlcmNvbXB1dGUucG9vbHMudjEuUmV2b2tlR3JhbnRSZXF1ZXN0GisuYmV0dGVyY29tcHV0ZS5wb29scy52MS5SZXZva2VHcmFudFJlc3BvbnNlIifCoBkjCgVwb29scxILcmV2b2tlR3JhbnQaC3Bvb2xzLndyaXRlMAESiwEKCkxpc3RHcmFudHMSKS5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RHcmFudHNSZXF1ZXN0GiouYmV0dGVyY29tcHV0ZS5wb29scy52MS5MaXN0R3JhbnRzUmVzcG9uc2UiJpACAcKgGR8KBXBvb2xzEgpsaXN0R3JhbnRzGgpwb29scy5yZWFkEp8BCg9MaXN0UHJlZW1wdGlvbnMSLi5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RQcmVlbXB0aW9uc1JlcXVlc3QaLy5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLkxpc3RQcmVlbXB0aW9uc1Jlc3BvbnNlIiuQAgHCoBkkCgVwb29scxIPbGlzdFByZWVtcHRpb25zGgpwb29scy5yZWFkQlBaTmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvcG9vbHMvdjE7cG9vbHN2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * Pool is a group of nodes that leases draw capacity from.
@@ -166,6 +166,13 @@ export type Pool = Message<"bettercompute.pools.v1.Pool"> & {
    * @generated from field: bettercompute.pools.v1.RemediationPolicy remediation = 19;
    */
   remediation?: RemediationPolicy | undefined;
+
+  /**
+   * What happens to the pool's leases whose GPUs stay idle; unset for nothing.
+   *
+   * @generated from field: bettercompute.pools.v1.IdlePolicy idle_policy = 20;
+   */
+  idlePolicy?: IdlePolicy | undefined;
 };
 
 /**
@@ -233,6 +240,48 @@ export const RemediationPolicySchema: GenMessage<RemediationPolicy> = /*@__PURE_
   messageDesc(file_bettercompute_pools_v1_pools, 1);
 
 /**
+ * IdlePolicy says what happens to a lease whose GPUs' mean utilisation, as the daemons sample
+ * it, stays under min_utilization for window (docs/gpus.md, "Idle leases"). A lease is judged once
+ * placed for a window, and only over a window sampled throughout.
+ *
+ * @generated from message bettercompute.pools.v1.IdlePolicy
+ */
+export type IdlePolicy = Message<"bettercompute.pools.v1.IdlePolicy"> & {
+  /**
+   * Percent, above 0 and at most 100.
+   *
+   * @generated from field: double min_utilization = 1;
+   */
+  minUtilization: number;
+
+  /**
+   * 5m to 24h.
+   *
+   * @generated from field: google.protobuf.Duration window = 2;
+   */
+  window?: Duration | undefined;
+
+  /**
+   * @generated from field: bettercompute.pools.v1.IdleAction action = 3;
+   */
+  action: IdleAction;
+
+  /**
+   * With RELEASE, how long the tenant is told before the lease is released: 0s to 24h.
+   *
+   * @generated from field: google.protobuf.Duration grace = 4;
+   */
+  grace?: Duration | undefined;
+};
+
+/**
+ * Describes the message bettercompute.pools.v1.IdlePolicy.
+ * Use `create(IdlePolicySchema)` to create a new message.
+ */
+export const IdlePolicySchema: GenMessage<IdlePolicy> = /*@__PURE__*/
+  messageDesc(file_bettercompute_pools_v1_pools, 2);
+
+/**
  * RemediationRule picks a ladder for a health reason.
  *
  * @generated from message bettercompute.pools.v1.RemediationRule
@@ -265,7 +314,7 @@ export type RemediationRule = Message<"bettercompute.pools.v1.RemediationRule"> 
  * Use `create(RemediationRuleSchema)` to create a new message.
  */
 export const RemediationRuleSchema: GenMessage<RemediationRule> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 2);
+  messageDesc(file_bettercompute_pools_v1_pools, 3);
 
 /**
  * RemediationLadder is a named ladder of steps: drain first, service last.
@@ -293,7 +342,7 @@ export type RemediationLadder = Message<"bettercompute.pools.v1.RemediationLadde
  * Use `create(RemediationLadderSchema)` to create a new message.
  */
 export const RemediationLadderSchema: GenMessage<RemediationLadder> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 3);
+  messageDesc(file_bettercompute_pools_v1_pools, 4);
 
 /**
  * RemediationStep is one step of a ladder.
@@ -328,7 +377,7 @@ export type RemediationStep = Message<"bettercompute.pools.v1.RemediationStep"> 
  * Use `create(RemediationStepSchema)` to create a new message.
  */
 export const RemediationStepSchema: GenMessage<RemediationStep> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 4);
+  messageDesc(file_bettercompute_pools_v1_pools, 5);
 
 /**
  * GpuHealthPolicy overrides the default GPU health policy on a pool's members (docs/gpus.md, "The
@@ -359,7 +408,7 @@ export type GpuHealthPolicy = Message<"bettercompute.pools.v1.GpuHealthPolicy"> 
  * Use `create(GpuHealthPolicySchema)` to create a new message.
  */
 export const GpuHealthPolicySchema: GenMessage<GpuHealthPolicy> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 5);
+  messageDesc(file_bettercompute_pools_v1_pools, 6);
 
 /**
  * GpuHealthRule matches signals of one check and gives them an effect.
@@ -410,7 +459,7 @@ export type GpuHealthRule = Message<"bettercompute.pools.v1.GpuHealthRule"> & {
  * Use `create(GpuHealthRuleSchema)` to create a new message.
  */
 export const GpuHealthRuleSchema: GenMessage<GpuHealthRule> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 6);
+  messageDesc(file_bettercompute_pools_v1_pools, 7);
 
 /**
  * Resources is an amount of a pool's capacity: GPUs by model, CPUs and memory.
@@ -441,7 +490,7 @@ export type Resources = Message<"bettercompute.pools.v1.Resources"> & {
  * Use `create(ResourcesSchema)` to create a new message.
  */
 export const ResourcesSchema: GenMessage<Resources> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 7);
+  messageDesc(file_bettercompute_pools_v1_pools, 8);
 
 /**
  * Grant shares a pool with a tenant other than its owner.
@@ -532,7 +581,7 @@ export type Grant = Message<"bettercompute.pools.v1.Grant"> & {
  * Use `create(GrantSchema)` to create a new message.
  */
 export const GrantSchema: GenMessage<Grant> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 8);
+  messageDesc(file_bettercompute_pools_v1_pools, 9);
 
 /**
  * Capacity is what a pool's members have and what leases hold.
@@ -587,7 +636,7 @@ export type Capacity = Message<"bettercompute.pools.v1.Capacity"> & {
  * Use `create(CapacitySchema)` to create a new message.
  */
 export const CapacitySchema: GenMessage<Capacity> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 9);
+  messageDesc(file_bettercompute_pools_v1_pools, 10);
 
 /**
  * GpuCapacity counts a pool's GPUs of one model.
@@ -636,7 +685,7 @@ export type GpuCapacity = Message<"bettercompute.pools.v1.GpuCapacity"> & {
  * Use `create(GpuCapacitySchema)` to create a new message.
  */
 export const GpuCapacitySchema: GenMessage<GpuCapacity> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 10);
+  messageDesc(file_bettercompute_pools_v1_pools, 11);
 
 /**
  * Quota limits a tenant's pending and running leases in a pool. An unset limit is no limit.
@@ -670,7 +719,7 @@ export type Quota = Message<"bettercompute.pools.v1.Quota"> & {
  * Use `create(QuotaSchema)` to create a new message.
  */
 export const QuotaSchema: GenMessage<Quota> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 11);
+  messageDesc(file_bettercompute_pools_v1_pools, 12);
 
 /**
  * CreateRequest describes the new pool.
@@ -748,6 +797,13 @@ export type CreateRequest = Message<"bettercompute.pools.v1.CreateRequest"> & {
    * @generated from field: bettercompute.pools.v1.RemediationPolicy remediation = 11;
    */
   remediation?: RemediationPolicy | undefined;
+
+  /**
+   * Unset for none.
+   *
+   * @generated from field: bettercompute.pools.v1.IdlePolicy idle_policy = 12;
+   */
+  idlePolicy?: IdlePolicy | undefined;
 };
 
 /**
@@ -755,7 +811,7 @@ export type CreateRequest = Message<"bettercompute.pools.v1.CreateRequest"> & {
  * Use `create(CreateRequestSchema)` to create a new message.
  */
 export const CreateRequestSchema: GenMessage<CreateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 12);
+  messageDesc(file_bettercompute_pools_v1_pools, 13);
 
 /**
  * CreateResponse carries the pool.
@@ -774,7 +830,7 @@ export type CreateResponse = Message<"bettercompute.pools.v1.CreateResponse"> & 
  * Use `create(CreateResponseSchema)` to create a new message.
  */
 export const CreateResponseSchema: GenMessage<CreateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 13);
+  messageDesc(file_bettercompute_pools_v1_pools, 14);
 
 /**
  * GetRequest names a pool.
@@ -793,7 +849,7 @@ export type GetRequest = Message<"bettercompute.pools.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 14);
+  messageDesc(file_bettercompute_pools_v1_pools, 15);
 
 /**
  * GetResponse carries the pool.
@@ -812,7 +868,7 @@ export type GetResponse = Message<"bettercompute.pools.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 15);
+  messageDesc(file_bettercompute_pools_v1_pools, 16);
 
 /**
  * ListRequest pages through pools.
@@ -838,7 +894,7 @@ export type ListRequest = Message<"bettercompute.pools.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 16);
+  messageDesc(file_bettercompute_pools_v1_pools, 17);
 
 /**
  * ListResponse is one page of pools.
@@ -864,7 +920,7 @@ export type ListResponse = Message<"bettercompute.pools.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 17);
+  messageDesc(file_bettercompute_pools_v1_pools, 18);
 
 /**
  * UpdateRequest changes the fields named in update_mask.
@@ -895,7 +951,7 @@ export type UpdateRequest = Message<"bettercompute.pools.v1.UpdateRequest"> & {
   /**
    * Which of description, node_selector, node_ids, preemption_grace_period,
    * priority_preemption, tunnel_ports, gpu_health_policy, topology_levels,
-   * gang_reservation_wait and remediation to change; at least one.
+   * gang_reservation_wait, remediation and idle_policy to change; at least one.
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 5;
    */
@@ -942,6 +998,13 @@ export type UpdateRequest = Message<"bettercompute.pools.v1.UpdateRequest"> & {
    * @generated from field: bettercompute.pools.v1.RemediationPolicy remediation = 12;
    */
   remediation?: RemediationPolicy | undefined;
+
+  /**
+   * Replaces the idle policy; unset removes it.
+   *
+   * @generated from field: bettercompute.pools.v1.IdlePolicy idle_policy = 13;
+   */
+  idlePolicy?: IdlePolicy | undefined;
 };
 
 /**
@@ -949,7 +1012,7 @@ export type UpdateRequest = Message<"bettercompute.pools.v1.UpdateRequest"> & {
  * Use `create(UpdateRequestSchema)` to create a new message.
  */
 export const UpdateRequestSchema: GenMessage<UpdateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 18);
+  messageDesc(file_bettercompute_pools_v1_pools, 19);
 
 /**
  * UpdateResponse carries the pool.
@@ -968,7 +1031,7 @@ export type UpdateResponse = Message<"bettercompute.pools.v1.UpdateResponse"> & 
  * Use `create(UpdateResponseSchema)` to create a new message.
  */
 export const UpdateResponseSchema: GenMessage<UpdateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 19);
+  messageDesc(file_bettercompute_pools_v1_pools, 20);
 
 /**
  * DeleteRequest names a pool.
@@ -987,7 +1050,7 @@ export type DeleteRequest = Message<"bettercompute.pools.v1.DeleteRequest"> & {
  * Use `create(DeleteRequestSchema)` to create a new message.
  */
 export const DeleteRequestSchema: GenMessage<DeleteRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 20);
+  messageDesc(file_bettercompute_pools_v1_pools, 21);
 
 /**
  * DeleteResponse is empty.
@@ -1002,7 +1065,7 @@ export type DeleteResponse = Message<"bettercompute.pools.v1.DeleteResponse"> & 
  * Use `create(DeleteResponseSchema)` to create a new message.
  */
 export const DeleteResponseSchema: GenMessage<DeleteResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 21);
+  messageDesc(file_bettercompute_pools_v1_pools, 22);
 
 /**
  * SetQuotaRequest sets the quota of the caller's tenant in a pool; a quota with no limit set
@@ -1027,7 +1090,7 @@ export type SetQuotaRequest = Message<"bettercompute.pools.v1.SetQuotaRequest"> 
  * Use `create(SetQuotaRequestSchema)` to create a new message.
  */
 export const SetQuotaRequestSchema: GenMessage<SetQuotaRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 22);
+  messageDesc(file_bettercompute_pools_v1_pools, 23);
 
 /**
  * SetQuotaResponse carries the pool with its quota.
@@ -1046,7 +1109,7 @@ export type SetQuotaResponse = Message<"bettercompute.pools.v1.SetQuotaResponse"
  * Use `create(SetQuotaResponseSchema)` to create a new message.
  */
 export const SetQuotaResponseSchema: GenMessage<SetQuotaResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 23);
+  messageDesc(file_bettercompute_pools_v1_pools, 24);
 
 /**
  * GrantRequest grants a pool of the caller's tenant to another tenant, replacing the grant it
@@ -1093,7 +1156,7 @@ export type GrantRequest = Message<"bettercompute.pools.v1.GrantRequest"> & {
  * Use `create(GrantRequestSchema)` to create a new message.
  */
 export const GrantRequestSchema: GenMessage<GrantRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 24);
+  messageDesc(file_bettercompute_pools_v1_pools, 25);
 
 /**
  * GrantResponse carries the grant.
@@ -1112,7 +1175,7 @@ export type GrantResponse = Message<"bettercompute.pools.v1.GrantResponse"> & {
  * Use `create(GrantResponseSchema)` to create a new message.
  */
 export const GrantResponseSchema: GenMessage<GrantResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 25);
+  messageDesc(file_bettercompute_pools_v1_pools, 26);
 
 /**
  * RevokeGrantRequest names a grant by its pool and grantee.
@@ -1136,7 +1199,7 @@ export type RevokeGrantRequest = Message<"bettercompute.pools.v1.RevokeGrantRequ
  * Use `create(RevokeGrantRequestSchema)` to create a new message.
  */
 export const RevokeGrantRequestSchema: GenMessage<RevokeGrantRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 26);
+  messageDesc(file_bettercompute_pools_v1_pools, 27);
 
 /**
  * RevokeGrantResponse carries the revoked grant.
@@ -1155,7 +1218,7 @@ export type RevokeGrantResponse = Message<"bettercompute.pools.v1.RevokeGrantRes
  * Use `create(RevokeGrantResponseSchema)` to create a new message.
  */
 export const RevokeGrantResponseSchema: GenMessage<RevokeGrantResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 27);
+  messageDesc(file_bettercompute_pools_v1_pools, 28);
 
 /**
  * ListGrantsRequest pages through grants.
@@ -1195,7 +1258,7 @@ export type ListGrantsRequest = Message<"bettercompute.pools.v1.ListGrantsReques
  * Use `create(ListGrantsRequestSchema)` to create a new message.
  */
 export const ListGrantsRequestSchema: GenMessage<ListGrantsRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 28);
+  messageDesc(file_bettercompute_pools_v1_pools, 29);
 
 /**
  * ListGrantsResponse is one page of grants.
@@ -1221,7 +1284,7 @@ export type ListGrantsResponse = Message<"bettercompute.pools.v1.ListGrantsRespo
  * Use `create(ListGrantsResponseSchema)` to create a new message.
  */
 export const ListGrantsResponseSchema: GenMessage<ListGrantsResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 29);
+  messageDesc(file_bettercompute_pools_v1_pools, 30);
 
 /**
  * ListPreemptionsRequest names a period.
@@ -1261,7 +1324,7 @@ export type ListPreemptionsRequest = Message<"bettercompute.pools.v1.ListPreempt
  * Use `create(ListPreemptionsRequestSchema)` to create a new message.
  */
 export const ListPreemptionsRequestSchema: GenMessage<ListPreemptionsRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 30);
+  messageDesc(file_bettercompute_pools_v1_pools, 31);
 
 /**
  * Preemption is a lease whose capacity was taken back.
@@ -1329,7 +1392,7 @@ export type Preemption = Message<"bettercompute.pools.v1.Preemption"> & {
  * Use `create(PreemptionSchema)` to create a new message.
  */
 export const PreemptionSchema: GenMessage<Preemption> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 31);
+  messageDesc(file_bettercompute_pools_v1_pools, 32);
 
 /**
  * ListPreemptionsResponse is one page of preemptions.
@@ -1355,7 +1418,40 @@ export type ListPreemptionsResponse = Message<"bettercompute.pools.v1.ListPreemp
  * Use `create(ListPreemptionsResponseSchema)` to create a new message.
  */
 export const ListPreemptionsResponseSchema: GenMessage<ListPreemptionsResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_pools_v1_pools, 32);
+  messageDesc(file_bettercompute_pools_v1_pools, 33);
+
+/**
+ * IdleAction is what an idle lease gets.
+ *
+ * @generated from enum bettercompute.pools.v1.IdleAction
+ */
+export enum IdleAction {
+  /**
+   * @generated from enum value: IDLE_ACTION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Its tenant is told (event lease.idle); the lease keeps running.
+   *
+   * @generated from enum value: IDLE_ACTION_NOTIFY = 1;
+   */
+  NOTIFY = 1,
+
+  /**
+   * Its tenant is told, and the lease is released (reason "idle: …") after the grace period
+   * unless its GPUs get busy first.
+   *
+   * @generated from enum value: IDLE_ACTION_RELEASE = 2;
+   */
+  RELEASE = 2,
+}
+
+/**
+ * Describes the enum bettercompute.pools.v1.IdleAction.
+ */
+export const IdleActionSchema: GenEnum<IdleAction> = /*@__PURE__*/
+  enumDesc(file_bettercompute_pools_v1_pools, 0);
 
 /**
  * UnhealthyLeaseAction is what happens to a lease whose GPU becomes unhealthy.
@@ -1389,7 +1485,7 @@ export enum UnhealthyLeaseAction {
  * Describes the enum bettercompute.pools.v1.UnhealthyLeaseAction.
  */
 export const UnhealthyLeaseActionSchema: GenEnum<UnhealthyLeaseAction> = /*@__PURE__*/
-  enumDesc(file_bettercompute_pools_v1_pools, 0);
+  enumDesc(file_bettercompute_pools_v1_pools, 1);
 
 /**
  * PoolsService manages the pools of the caller's tenant.

@@ -13,17 +13,26 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class IdleAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    IDLE_ACTION_UNSPECIFIED: _ClassVar[IdleAction]
+    IDLE_ACTION_NOTIFY: _ClassVar[IdleAction]
+    IDLE_ACTION_RELEASE: _ClassVar[IdleAction]
+
 class UnhealthyLeaseAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     UNHEALTHY_LEASE_ACTION_UNSPECIFIED: _ClassVar[UnhealthyLeaseAction]
     UNHEALTHY_LEASE_ACTION_KEEP: _ClassVar[UnhealthyLeaseAction]
     UNHEALTHY_LEASE_ACTION_END: _ClassVar[UnhealthyLeaseAction]
+IDLE_ACTION_UNSPECIFIED: IdleAction
+IDLE_ACTION_NOTIFY: IdleAction
+IDLE_ACTION_RELEASE: IdleAction
 UNHEALTHY_LEASE_ACTION_UNSPECIFIED: UnhealthyLeaseAction
 UNHEALTHY_LEASE_ACTION_KEEP: UnhealthyLeaseAction
 UNHEALTHY_LEASE_ACTION_END: UnhealthyLeaseAction
 
 class Pool(_message.Message):
-    __slots__ = ("id", "tenant_id", "name", "description", "node_selector", "node_ids", "capacity", "quota", "create_time", "update_time", "preemption_grace_period", "priority_preemption", "granted", "grant", "tunnel_ports", "gpu_health_policy", "topology_levels", "gang_reservation_wait", "remediation")
+    __slots__ = ("id", "tenant_id", "name", "description", "node_selector", "node_ids", "capacity", "quota", "create_time", "update_time", "preemption_grace_period", "priority_preemption", "granted", "grant", "tunnel_ports", "gpu_health_policy", "topology_levels", "gang_reservation_wait", "remediation", "idle_policy")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +59,7 @@ class Pool(_message.Message):
     TOPOLOGY_LEVELS_FIELD_NUMBER: _ClassVar[int]
     GANG_RESERVATION_WAIT_FIELD_NUMBER: _ClassVar[int]
     REMEDIATION_FIELD_NUMBER: _ClassVar[int]
+    IDLE_POLICY_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     name: str
@@ -69,7 +79,8 @@ class Pool(_message.Message):
     topology_levels: _containers.RepeatedScalarFieldContainer[str]
     gang_reservation_wait: _duration_pb2.Duration
     remediation: RemediationPolicy
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., granted: _Optional[bool] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ..., topology_levels: _Optional[_Iterable[str]] = ..., gang_reservation_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., remediation: _Optional[_Union[RemediationPolicy, _Mapping]] = ...) -> None: ...
+    idle_policy: IdlePolicy
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., granted: _Optional[bool] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ..., topology_levels: _Optional[_Iterable[str]] = ..., gang_reservation_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., remediation: _Optional[_Union[RemediationPolicy, _Mapping]] = ..., idle_policy: _Optional[_Union[IdlePolicy, _Mapping]] = ...) -> None: ...
 
 class RemediationPolicy(_message.Message):
     __slots__ = ("disabled", "max_nodes", "failure_domain_label", "rules", "ladders")
@@ -84,6 +95,18 @@ class RemediationPolicy(_message.Message):
     rules: _containers.RepeatedCompositeFieldContainer[RemediationRule]
     ladders: _containers.RepeatedCompositeFieldContainer[RemediationLadder]
     def __init__(self, disabled: _Optional[bool] = ..., max_nodes: _Optional[int] = ..., failure_domain_label: _Optional[str] = ..., rules: _Optional[_Iterable[_Union[RemediationRule, _Mapping]]] = ..., ladders: _Optional[_Iterable[_Union[RemediationLadder, _Mapping]]] = ...) -> None: ...
+
+class IdlePolicy(_message.Message):
+    __slots__ = ("min_utilization", "window", "action", "grace")
+    MIN_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    GRACE_FIELD_NUMBER: _ClassVar[int]
+    min_utilization: float
+    window: _duration_pb2.Duration
+    action: IdleAction
+    grace: _duration_pb2.Duration
+    def __init__(self, min_utilization: _Optional[float] = ..., window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action: _Optional[_Union[IdleAction, str]] = ..., grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class RemediationRule(_message.Message):
     __slots__ = ("check", "codes", "ladder")
@@ -225,7 +248,7 @@ class Quota(_message.Message):
     def __init__(self, max_gpus: _Optional[int] = ..., max_cpus: _Optional[int] = ..., max_memory_bytes: _Optional[int] = ..., max_leases: _Optional[int] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("name", "description", "node_selector", "node_ids", "preemption_grace_period", "priority_preemption", "tunnel_ports", "gpu_health_policy", "topology_levels", "gang_reservation_wait", "remediation")
+    __slots__ = ("name", "description", "node_selector", "node_ids", "preemption_grace_period", "priority_preemption", "tunnel_ports", "gpu_health_policy", "topology_levels", "gang_reservation_wait", "remediation", "idle_policy")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -244,6 +267,7 @@ class CreateRequest(_message.Message):
     TOPOLOGY_LEVELS_FIELD_NUMBER: _ClassVar[int]
     GANG_RESERVATION_WAIT_FIELD_NUMBER: _ClassVar[int]
     REMEDIATION_FIELD_NUMBER: _ClassVar[int]
+    IDLE_POLICY_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     node_selector: _containers.ScalarMap[str, str]
@@ -255,7 +279,8 @@ class CreateRequest(_message.Message):
     topology_levels: _containers.RepeatedScalarFieldContainer[str]
     gang_reservation_wait: _duration_pb2.Duration
     remediation: RemediationPolicy
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ..., topology_levels: _Optional[_Iterable[str]] = ..., gang_reservation_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., remediation: _Optional[_Union[RemediationPolicy, _Mapping]] = ...) -> None: ...
+    idle_policy: IdlePolicy
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ..., topology_levels: _Optional[_Iterable[str]] = ..., gang_reservation_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., remediation: _Optional[_Union[RemediationPolicy, _Mapping]] = ..., idle_policy: _Optional[_Union[IdlePolicy, _Mapping]] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
     __slots__ = ("pool",)
@@ -292,7 +317,7 @@ class ListResponse(_message.Message):
     def __init__(self, pools: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class UpdateRequest(_message.Message):
-    __slots__ = ("id", "description", "node_selector", "node_ids", "update_mask", "preemption_grace_period", "priority_preemption", "tunnel_ports", "gpu_health_policy", "topology_levels", "gang_reservation_wait", "remediation")
+    __slots__ = ("id", "description", "node_selector", "node_ids", "update_mask", "preemption_grace_period", "priority_preemption", "tunnel_ports", "gpu_health_policy", "topology_levels", "gang_reservation_wait", "remediation", "idle_policy")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -312,6 +337,7 @@ class UpdateRequest(_message.Message):
     TOPOLOGY_LEVELS_FIELD_NUMBER: _ClassVar[int]
     GANG_RESERVATION_WAIT_FIELD_NUMBER: _ClassVar[int]
     REMEDIATION_FIELD_NUMBER: _ClassVar[int]
+    IDLE_POLICY_FIELD_NUMBER: _ClassVar[int]
     id: str
     description: str
     node_selector: _containers.ScalarMap[str, str]
@@ -324,7 +350,8 @@ class UpdateRequest(_message.Message):
     topology_levels: _containers.RepeatedScalarFieldContainer[str]
     gang_reservation_wait: _duration_pb2.Duration
     remediation: RemediationPolicy
-    def __init__(self, id: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ..., topology_levels: _Optional[_Iterable[str]] = ..., gang_reservation_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., remediation: _Optional[_Union[RemediationPolicy, _Mapping]] = ...) -> None: ...
+    idle_policy: IdlePolicy
+    def __init__(self, id: _Optional[str] = ..., description: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_ids: _Optional[_Iterable[str]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., preemption_grace_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority_preemption: _Optional[bool] = ..., tunnel_ports: _Optional[_Iterable[int]] = ..., gpu_health_policy: _Optional[_Union[GpuHealthPolicy, _Mapping]] = ..., topology_levels: _Optional[_Iterable[str]] = ..., gang_reservation_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., remediation: _Optional[_Union[RemediationPolicy, _Mapping]] = ..., idle_policy: _Optional[_Union[IdlePolicy, _Mapping]] = ...) -> None: ...
 
 class UpdateResponse(_message.Message):
     __slots__ = ("pool",)
