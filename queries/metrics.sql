@@ -60,3 +60,20 @@ FROM remediations
 WHERE state IN ('waiting', 'running', 'service')
 GROUP BY state, ladder
 ORDER BY state, ladder;
+
+-- name: LeasedGPUUtilization :many
+-- The leased GPUs' mean utilisation (percent) and the share of their GPU-seconds that were active,
+-- over the last five minutes the daemons reported, by model: fleet-wide numbers that name no
+-- tenant.
+SELECT l.gpu_model::text AS model,
+       COALESCE(sum(m.util_sum) / NULLIF(sum(m.util_gpus), 0), 0)::float8 AS util_mean,
+       COALESCE(sum(m.active_gpu_seconds)::float8 / NULLIF(sum(m.gpu_seconds), 0), 0)::float8 AS active_ratio
+FROM lease_gpu_minutes m
+JOIN pool_leases l ON l.id = m.lease_id
+WHERE m.minute >= now() - interval '5 minutes'
+GROUP BY l.gpu_model
+ORDER BY 1;
+
+-- name: IdleLeaseCount :one
+-- Placed leases their pools' idle policies found idle (told, not yet released or busy again).
+SELECT count(*)::bigint FROM pool_leases WHERE state = 'placed' AND idle_since IS NOT NULL;

@@ -80,6 +80,58 @@ func (q *Queries) GPUsByHealth(ctx context.Context) ([]GPUsByHealthRow, error) {
 	return items, nil
 }
 
+const idleLeaseCount = `-- name: IdleLeaseCount :one
+SELECT count(*)::bigint FROM pool_leases WHERE state = 'placed' AND idle_since IS NOT NULL
+`
+
+// Placed leases their pools' idle policies found idle (told, not yet released or busy again).
+func (q *Queries) IdleLeaseCount(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, idleLeaseCount)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const leasedGPUUtilization = `-- name: LeasedGPUUtilization :many
+SELECT l.gpu_model::text AS model,
+       COALESCE(sum(m.util_sum) / NULLIF(sum(m.util_gpus), 0), 0)::float8 AS util_mean,
+       COALESCE(sum(m.active_gpu_seconds)::float8 / NULLIF(sum(m.gpu_seconds), 0), 0)::float8 AS active_ratio
+FROM lease_gpu_minutes m
+JOIN pool_leases l ON l.id = m.lease_id
+WHERE m.minute >= now() - interval '5 minutes'
+GROUP BY l.gpu_model
+ORDER BY 1
+`
+
+type LeasedGPUUtilizationRow struct {
+	Model       string
+	UtilMean    float64
+	ActiveRatio float64
+}
+
+// The leased GPUs' mean utilisation (percent) and the share of their GPU-seconds that were active,
+// over the last five minutes the daemons reported, by model: fleet-wide numbers that name no
+// tenant.
+func (q *Queries) LeasedGPUUtilization(ctx context.Context) ([]LeasedGPUUtilizationRow, error) {
+	rows, err := q.db.Query(ctx, leasedGPUUtilization)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LeasedGPUUtilizationRow{}
+	for rows.Next() {
+		var i LeasedGPUUtilizationRow
+		if err := rows.Scan(&i.Model, &i.UtilMean, &i.ActiveRatio); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const lockHolders = `-- name: LockHolders :many
 
 SELECT holder, count(*)::bigint AS locks

@@ -426,6 +426,8 @@ type Querier interface {
 	// Placed leases of pools with an idle policy, placed at least a window ago, with their mean
 	// utilisation over the window and how many of its minutes were sampled; after id, in id order.
 	IdleCandidates(ctx context.Context, arg IdleCandidatesParams) ([]IdleCandidatesRow, error)
+	// Placed leases their pools' idle policies found idle (told, not yet released or busy again).
+	IdleLeaseCount(ctx context.Context) (int64, error)
 	// The audit log: written by the admission layer, read by audit/list.
 	InsertAuditEvent(ctx context.Context, arg InsertAuditEventParams) error
 	// ranks: a gang member's rank, -1 outside a gang (NULL).
@@ -459,6 +461,10 @@ type Querier interface {
 	// The utilisation of the tenant's leases among lease_ids, summed over every node and minute
 	// stored; a lease without a sample has no row.
 	LeaseUtilization(ctx context.Context, arg LeaseUtilizationParams) ([]LeaseUtilizationRow, error)
+	// The leased GPUs' mean utilisation (percent) and the share of their GPU-seconds that were active,
+	// over the last five minutes the daemons reported, by model: fleet-wide numbers that name no
+	// tenant.
+	LeasedGPUUtilization(ctx context.Context) ([]LeasedGPUUtilizationRow, error)
 	LeaveMembership(ctx context.Context, arg LeaveMembershipParams) error
 	// The lifecycle reconciler's resync: nodes waiting to become drained, and nodes without a
 	// Schedulable condition yet (for example nodes that joined before the reconciler ran).

@@ -43,6 +43,10 @@ type DatabaseOptions struct {
 //     ecc_dbe, …; docs/gpus.md), from their last snapshots.
 //   - bc_remediations{state,ladder}: remediations waiting, running, and ended in service (the
 //     hardware not yet returned), by ladder (docs/remediation.md).
+//   - bc_leased_gpu_utilization_percent{model} and bc_leased_gpu_active_ratio{model}: the leased
+//     GPUs' mean utilisation and the share of their GPU-seconds that were active, over the last
+//     five minutes the daemons reported (docs/gpus.md, "Utilisation per lease").
+//   - bc_idle_leases: placed leases their pools' idle policies found idle.
 //   - bc_metrics_database_up: 1 when the last reading succeeded, and
 //     bc_metrics_database_errors_total.
 //
@@ -110,6 +114,30 @@ func RegisterDatabase(r *Registry, pool *pgxpool.Pool, opts DatabaseOptions) {
 					emit(float64(s.Signals), s.Check)
 				}
 			})
+		r.Func("bc_leased_gpu_utilization_percent", "Leased GPUs' mean utilisation over the last five minutes the daemons reported, by model.", TypeGauge, []string{"model"},
+			func(emit Emit) {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				for _, u := range c.utilization {
+					emit(u.UtilMean, u.Model)
+				}
+			})
+		r.Func("bc_leased_gpu_active_ratio", "Share of leased GPUs' GPU-seconds that were active (at least 5% utilisation) over the last five minutes, by model.", TypeGauge, []string{"model"},
+			func(emit Emit) {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				for _, u := range c.utilization {
+					emit(u.ActiveRatio, u.Model)
+				}
+			})
+		r.Func("bc_idle_leases", "Placed leases their pools' idle policies found idle.", TypeGauge, nil,
+			func(emit Emit) {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				if c.idleOK {
+					emit(float64(c.idle))
+				}
+			})
 		r.Func("bc_remediations", "Remediations waiting, running and ended in service (hardware not yet returned), by state and ladder.", TypeGauge, []string{"state", "ladder"},
 			func(emit Emit) {
 				c.mu.Lock()
@@ -141,6 +169,10 @@ type dbCollector struct {
 	signals []db.GPUSignalsByCheckRow
 	// remediations are those in progress or in service, by state and ladder.
 	remediations []db.RemediationsByStateRow
+	// utilization is the leased GPUs' over the last minutes, by model; idle the idle leases.
+	utilization []db.LeasedGPUUtilizationRow
+	idle        int64
+	idleOK      bool
 }
 
 // refresh reads the database unless the last attempt is younger than the TTL. Concurrent scrapes
@@ -183,6 +215,13 @@ func (c *dbCollector) refresh(ctx context.Context) {
 	}
 	if c.remediations, err = c.q.RemediationsByState(ctx); err != nil {
 		fail("remediations by state", err)
+	}
+	if c.utilization, err = c.q.LeasedGPUUtilization(ctx); err != nil {
+		fail("leased GPU utilisation", err)
+	}
+	c.idle, err = c.q.IdleLeaseCount(ctx)
+	if c.idleOK = err == nil; err != nil {
+		fail("idle leases", err)
 	}
 }
 

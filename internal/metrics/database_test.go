@@ -143,6 +143,7 @@ func TestDatabaseMetrics(t *testing.T) {
 		t.Errorf("bc_gpus = %v, want one healthy and one unhealthy H100", gpus)
 	}
 	check("bc_gpu_signals", map[string]float64{"xid": 2, "ecc_dbe": 1})
+	check("bc_idle_leases", map[string]float64{"": 0})
 	for sink, age := range series(fams, "bc_outbox_lag_seconds") {
 		if age <= 0 || age > 60 {
 			t.Errorf("outbox lag of %s is %vs", sink, age)
@@ -183,13 +184,15 @@ func TestDatabaseMetrics(t *testing.T) {
 	advance()
 	fams = parse(t, text(t, r))
 	check("bc_metrics_database_up", map[string]float64{"": 0})
-	check("bc_metrics_database_errors_total", map[string]float64{"": 6})
+	check("bc_metrics_database_errors_total", map[string]float64{"": 8})
 	check("bc_reconcile_queue_depth", map[string]float64{})
 	check("bc_leases_held", map[string]float64{})
 	check("bc_outbox_lag_events", map[string]float64{})
 	check("bc_gpus", map[string]float64{})
 	check("bc_gpu_signals", map[string]float64{})
 	check("bc_remediations", map[string]float64{})
+	check("bc_leased_gpu_utilization_percent", map[string]float64{})
+	check("bc_idle_leases", map[string]float64{})
 }
 
 func allShards() []int32 {
