@@ -404,23 +404,11 @@ func (n *node) setNode(ctx context.Context, q *db.Queries, reasons []gpuhealth.R
 	if !startDrain {
 		return nil
 	}
-	from := []string{string(fleet.StateJoining), string(fleet.StateReady), string(fleet.StateCordoned)}
-	if !slices.Contains(from, string(n.row.State)) {
-		return nil
+	moved, err := remediation.DrainNode(ctx, q, n.row.TenantID, n.row.ID)
+	if moved {
+		out.wake(fleet.KindLifecycle)
 	}
-	if _, err := q.SetNodeState(ctx, db.SetNodeStateParams{TenantID: n.row.TenantID, ID: n.row.ID, State: db.NodeState(fleet.StateDraining), FromStates: from}); err != nil {
-		return fmt.Errorf("drain node %s: %w", n.row.ID, err)
-	}
-	if err := event.Emit(ctx, q, n.row.TenantID, event.NodeDraining{NodeTransition: event.NodeTransition{
-		ID: n.row.ID, Hostname: n.row.Hostname, From: string(n.row.State), To: string(fleet.StateDraining),
-	}}); err != nil {
-		return err
-	}
-	if err := fleet.Enqueue(ctx, q, fleet.KindLifecycle, n.row.ID); err != nil {
-		return err
-	}
-	out.wake(fleet.KindLifecycle)
-	return nil
+	return err
 }
 
 // announce emits the GPU's change of health, and, when it became unhealthy under a lease, the

@@ -14,6 +14,34 @@ import (
 	"github.com/better-compute/better-compute/internal/fleet"
 )
 
+// drainFrom are the states DrainNode drains a node from; a draining or drained node stays.
+var drainFrom = []string{string(fleet.StateJoining), string(fleet.StateReady), string(fleet.StateCordoned)}
+
+// DrainNode takes a node out of service for a repair, as nodes/drain does: a joining, ready or
+// cordoned node becomes draining, node.draining is emitted and the lifecycle reconciler queued
+// (it tells the daemon and marks the node drained once no lease holds it). A node in another
+// state is left as it is. It reports whether the node moved: the caller then wakes
+// fleet.KindLifecycle after the commit. A GPU health signal that asks for a drain and a
+// remediation's drain step both drain this way.
+func DrainNode(ctx context.Context, q *db.Queries, tenant, node uuid.UUID) (bool, error) {
+	n, err := q.RemediationNodeHealth(ctx, node)
+	if err != nil {
+		return false, fmt.Errorf("read node %s: %w", node, err)
+	}
+	if !slices.Contains(drainFrom, string(n.State)) {
+		return false, nil
+	}
+	if _, err := q.SetNodeState(ctx, db.SetNodeStateParams{TenantID: tenant, ID: node, State: db.NodeState(fleet.StateDraining), FromStates: drainFrom}); err != nil {
+		return false, fmt.Errorf("drain node %s: %w", node, err)
+	}
+	if err := event.Emit(ctx, q, tenant, event.NodeDraining{NodeTransition: event.NodeTransition{
+		ID: node, Hostname: n.Hostname, From: string(n.State), To: string(fleet.StateDraining),
+	}}); err != nil {
+		return false, err
+	}
+	return true, fleet.Enqueue(ctx, q, fleet.KindLifecycle, node)
+}
+
 // leftStates are the states ReturnNode makes ready: those nodes/uncordon leaves.
 var leftStates = []string{string(fleet.StateCordoned), string(fleet.StateDraining), string(fleet.StateDrained)}
 

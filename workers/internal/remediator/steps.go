@@ -22,9 +22,6 @@ import (
 	"github.com/better-compute/better-compute/internal/remediation"
 )
 
-// drainFrom are the states a remediation drains a node from; a draining or drained node stays.
-var drainFrom = []string{string(fleet.StateJoining), string(fleet.StateReady), string(fleet.StateCordoned)}
-
 // drain takes the node out of service: no new leases; the leases on it are told, and end once
 // their pool's grace period from the drain has passed. It passes when none is left.
 func (w *work) drain(ctx context.Context, first bool) (result, error) {
@@ -89,26 +86,11 @@ func (w *work) drain(ctx context.Context, first bool) (result, error) {
 // drainNow moves the node to draining, with its event, for the life cycle reconciler to tell
 // its daemon.
 func (w *work) drainNow(ctx context.Context) error {
-	n, err := w.q.RemediationNodeHealth(ctx, w.r.NodeID)
-	if err != nil {
-		return fmt.Errorf("read the node: %w", err)
+	moved, err := remediation.DrainNode(ctx, w.q, w.r.TenantID, w.r.NodeID)
+	if moved {
+		w.out.wake = append(w.out.wake, fleet.KindLifecycle)
 	}
-	if !slices.Contains(drainFrom, string(n.State)) {
-		return nil
-	}
-	if _, err := w.q.SetNodeState(ctx, db.SetNodeStateParams{TenantID: w.r.TenantID, ID: w.r.NodeID, State: db.NodeState(fleet.StateDraining), FromStates: drainFrom}); err != nil {
-		return fmt.Errorf("drain the node: %w", err)
-	}
-	if err := w.emit(ctx, event.NodeDraining{NodeTransition: event.NodeTransition{
-		ID: w.r.NodeID, Hostname: n.Hostname, From: string(n.State), To: string(fleet.StateDraining),
-	}}); err != nil {
-		return err
-	}
-	if err := fleet.Enqueue(ctx, w.q, fleet.KindLifecycle, w.r.NodeID); err != nil {
-		return err
-	}
-	w.out.wake = append(w.out.wake, fleet.KindLifecycle)
-	return nil
+	return err
 }
 
 // command sends the step's command the first time, and then reads how it ended.
@@ -296,13 +278,8 @@ func (w *work) service(ctx context.Context) error {
 			ev.Serial, ev.PCIBusID, ev.Model = g.Device.Serial, g.Device.PciBusID, g.Device.Model
 		}
 	}
-	if w.r.GpuSerial != "" {
-		p := remediation.DefaultPolicy()
-		if ev.Repeats, err = w.q.RemediationRepeats(ctx, db.RemediationRepeatsParams{
-			GpuSerial: w.r.GpuSerial, Since: w.now.Add(-time.Duration(p.Repeat.Within)), ID: w.r.ID,
-		}); err != nil {
-			return fmt.Errorf("count the GPU's remediations: %w", err)
-		}
+	if ev.Repeats, err = w.repeats(ctx); err != nil {
+		return err
 	}
 	ev.Tried = []string{}
 	for _, h := range w.history {

@@ -81,11 +81,9 @@ func (w *work) take(ctx context.Context) (bool, error) {
 	w.r.State, w.r.Step, w.r.StepStartedAt, w.r.StepCommandID = remediation.StateRunning, 0, nil, nil
 	if w.r.GpuSerial != "" {
 		p := remediation.DefaultPolicy()
-		n, err := w.q.RemediationRepeats(ctx, db.RemediationRepeatsParams{
-			GpuSerial: w.r.GpuSerial, Since: w.now.Add(-time.Duration(p.Repeat.Within)), ID: w.r.ID,
-		})
+		n, err := w.repeats(ctx)
 		if err != nil {
-			return false, fmt.Errorf("count the GPU's remediations: %w", err)
+			return false, err
 		}
 		if n+1 >= int64(p.Repeat.Count) {
 			w.record(0, remediation.ActionDrain, remediation.OutcomeSkipped,
@@ -97,6 +95,21 @@ func (w *work) take(ctx context.Context) (bool, error) {
 		}
 	}
 	return true, w.save(ctx)
+}
+
+// repeats is how many earlier remediations the GPU (by serial) had within the policy's repeat
+// window; 0 for a node-wide remediation.
+func (w *work) repeats(ctx context.Context) (int64, error) {
+	if w.r.GpuSerial == "" {
+		return 0, nil
+	}
+	n, err := w.q.RemediationRepeats(ctx, db.RemediationRepeatsParams{
+		GpuSerial: w.r.GpuSerial, Since: w.now.Add(-time.Duration(remediation.DefaultPolicy().Repeat.Within)), ID: w.r.ID,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count the GPU's remediations: %w", err)
+	}
+	return n, nil
 }
 
 // result is what a step did, or how long to wait before looking again.
