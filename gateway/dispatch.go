@@ -167,39 +167,6 @@ func (g *Gateway) connected() []uuid.UUID {
 	return out
 }
 
-// livenessLoop writes the heartbeats received since the last round in one statement, so
-// liveness costs one write per round, not one per heartbeat.
-func (g *Gateway) livenessLoop(ctx context.Context) {
-	tick := time.NewTicker(g.opts.HeartbeatInterval / 2)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			g.flushBeats(ctx)
-		}
-	}
-}
-
-func (g *Gateway) flushBeats(ctx context.Context) {
-	g.beatsMu.Lock()
-	beats := g.beats
-	g.beats = make(map[uuid.UUID]time.Time, len(beats))
-	g.beatsMu.Unlock()
-	if len(beats) == 0 {
-		return
-	}
-	ids := make([]uuid.UUID, 0, len(beats))
-	seen := make([]time.Time, 0, len(beats))
-	for id, t := range beats {
-		ids, seen = append(ids, id), append(seen, t)
-	}
-	if err := db.New(g.opts.Pool).TouchNodes(ctx, db.TouchNodesParams{Ids: ids, Seen: seen}); err != nil {
-		g.log.Warn("write liveness", "nodes", len(ids), "err", err)
-	}
-}
-
 // watchLoop, every second, ends sessions of revoked nodes and sessions that a newer one on
 // another gateway superseded, and keeps the gateway's registration fresh. Its statements name
 // this gateway, not each node it holds (watch.go).

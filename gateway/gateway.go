@@ -98,8 +98,7 @@ type Gateway struct {
 	mu       sync.Mutex
 	sessions map[uuid.UUID]*session
 
-	beatsMu sync.Mutex
-	beats   map[uuid.UUID]time.Time // liveness not yet written
+	live *liveness // heartbeats and vouches (liveness.go)
 
 	acksMu   sync.Mutex
 	acks     []ackRef      // acks not yet written (acks.go)
@@ -148,7 +147,7 @@ func New(opts Options) *Gateway {
 		log:      opts.Logger.With("gateway", opts.ID),
 		metrics:  metrics.NewGateway(opts.Metrics),
 		sessions: map[uuid.UUID]*session{},
-		beats:    map[uuid.UUID]time.Time{},
+		live:     newLiveness(),
 		acksFull: make(chan struct{}, 1),
 		results:  make(chan pendingResult, resultQueue),
 		due:      newDueNodes(),
@@ -234,6 +233,9 @@ func (g *Gateway) Handler() http.Handler {
 // Serve serves daemons on ln (plain TCP: TLS is added here) and runs the gateway's loops until
 // ctx ends; then it ends its sessions and stops.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	if err := g.releaseVouches(ctx); err != nil {
+		return fmt.Errorf("gateway %s: end the vouches of a previous run: %w", g.opts.ID, err)
+	}
 	if err := g.register(ctx); err != nil {
 		return err
 	}
@@ -355,7 +357,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	stopLoops()
 	wg.Wait()
-	g.flushBeats(sctx)
+	g.flushLiveness(sctx)
 	g.unregister(sctx)
 	if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("gateway: %w", err)
@@ -376,6 +378,9 @@ func (g *Gateway) unregister(ctx context.Context) {
 	q := db.New(g.opts.Pool)
 	if err := q.EndGatewaySessions(ctx, g.opts.ID); err != nil {
 		g.log.Warn("clear sessions", "err", err)
+	}
+	if err := g.releaseVouches(ctx); err != nil {
+		g.log.Warn("end vouches", "err", err)
 	}
 	if err := q.DeleteGateway(ctx, g.opts.ID); err != nil {
 		g.log.Warn("unregister gateway", "err", err)

@@ -81,7 +81,7 @@ func joinBenchEnv(b *testing.B) (*Gateway, db.JoinToken) {
 		b.Fatal(err)
 	}
 	for range 5 {
-		if _, err := pool.Exec(ctx, "UPDATE nodes SET last_seen_at = now()"); err != nil {
+		if _, err := pool.Exec(ctx, "INSERT INTO node_liveness (node_id, last_seen_at) SELECT id, now() FROM nodes ON CONFLICT (node_id) DO UPDATE SET last_seen_at = now()"); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -24,7 +24,7 @@ func BenchmarkJoin(b *testing.B) {
 			b.Fatal(err)
 		}
 		for range 5 {
-			if _, err := e.Pool.Exec(ctx, "UPDATE nodes SET last_seen_at = now()"); err != nil {
+			if _, err := e.Pool.Exec(ctx, "INSERT INTO node_liveness (node_id, last_seen_at) SELECT id, now() FROM nodes ON CONFLICT (node_id) DO UPDATE SET last_seen_at = now()"); err != nil {
 				b.Fatal(err)
 			}
 		}

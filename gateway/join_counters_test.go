@@ -95,7 +95,8 @@ func TestConcurrentJoinsNeverPassTheNodeCap(t *testing.T) {
 		return v
 	}
 	before := versions()
-	e.exec("UPDATE nodes SET last_seen_at = now() WHERE tenant_id = $1", e.tenant)
+	e.exec(`INSERT INTO node_liveness (node_id, last_seen_at) SELECT id, now() FROM nodes WHERE tenant_id = $1
+		ON CONFLICT (node_id) DO UPDATE SET last_seen_at = now()`, e.tenant)
 	if after := versions(); after != before {
 		t.Fatalf("heartbeats rewrote the node counters (row versions %s, then %s)", before, after)
 	}

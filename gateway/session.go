@@ -162,6 +162,10 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 		node: nodeID, tenant: node.TenantID, id: newSessionID(), send: make(chan *daemonv1.SessionResponse, sendQueue),
 		ended: make(chan struct{}), out: stream.Send,
 	}
+	// The hello vouched for the node; from here the session's heartbeats keep the vouch, and its
+	// end, whatever ends it, ends the vouch (liveness.go).
+	g.live.start(nodeID, sess.id, time.Now())
+	defer g.live.stop(nodeID, sess.id)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sess.end = onceReason(sess, cancel)
@@ -201,7 +205,6 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 	}}}); err != nil {
 		return fmt.Errorf("send welcome: %w", err)
 	}
-	g.beat(nodeID, time.Now())
 	g.Poke(nodeID)
 
 	// This goroutine receives; the queue's writer sends (wake). Returning closes the stream.
@@ -254,7 +257,7 @@ func (g *Gateway) receive(ctx context.Context, sess *session, stream *connect.Bi
 		}
 		switch m := msg.Msg.(type) {
 		case *daemonv1.SessionRequest_Heartbeat:
-			g.beat(sess.node, time.Now())
+			g.live.beat(sess.node, sess.id, time.Now())
 		case *daemonv1.SessionRequest_Ack:
 			if id, err := uuid.Parse(m.Ack.GetCommandId()); err == nil { // else not one of ours
 				g.ack(sess.node, id)
@@ -280,6 +283,7 @@ func (g *Gateway) receive(ctx context.Context, sess *session, stream *connect.Bi
 			if err := g.recordHello(ctx, q, sess.node, m.Hello); err != nil {
 				return fmt.Errorf("record hello: %w", err)
 			}
+			g.live.start(sess.node, sess.id, time.Now())
 		}
 	}
 }
@@ -293,14 +297,19 @@ func (g *Gateway) recordHello(ctx context.Context, q *db.Queries, node uuid.UUID
 	scrub.Message(h)
 	inventory, err := protojson.Marshal(h.GetInventory())
 	if err == nil {
-		_, err = q.RecordNodeHello(ctx, db.RecordNodeHelloParams{ID: node, DaemonVersion: h.GetDaemonVersion(), Inventory: inventory})
+		_, err = q.RecordNodeHello(ctx, db.RecordNodeHelloParams{
+			ID: node, DaemonVersion: h.GetDaemonVersion(), Inventory: inventory, GatewayID: g.opts.ID,
+		})
 	}
 	switch {
 	case isNoRows(err):
 		return nil // the node is gone; the session ends with it
 	case err != nil && (unstorable(err) || inventory == nil):
 		g.log.Warn("a hello's inventory cannot be stored; keeping the previous one", "node_id", node, "err", err)
-		return nil
+		// The node was heard from all the same, and the session vouches for it.
+		return q.RecordLiveness(ctx, db.RecordLivenessParams{
+			GatewayID: g.opts.ID, Ids: []uuid.UUID{node}, Seen: []time.Time{time.Now()}, Vouch: []bool{true},
+		})
 	}
 	return err
 }
@@ -420,12 +429,6 @@ func (g *Gateway) endAll(reason string) {
 	for _, s := range all {
 		s.end(reason)
 	}
-}
-
-func (g *Gateway) beat(node uuid.UUID, at time.Time) {
-	g.beatsMu.Lock()
-	g.beats[node] = at
-	g.beatsMu.Unlock()
 }
 
 func onceReason(s *session, cancel context.CancelFunc) func(string) {

@@ -6,7 +6,8 @@ SELECT now()::timestamptz AS now;
 -- name: SilentNodes :one
 -- Nodes holding a session whose liveness stopped advancing.
 SELECT count(*)::bigint FROM nodes n JOIN node_sessions s ON s.node_id = n.id
-WHERE n.revoked_at IS NULL AND (n.last_seen_at IS NULL OR n.last_seen_at < now() - sqlc.arg(silent_ms)::bigint * interval '1 millisecond');
+LEFT JOIN node_seen v ON v.node_id = n.id
+WHERE n.revoked_at IS NULL AND (v.last_seen_at IS NULL OR v.last_seen_at < now() - sqlc.arg(silent_ms)::bigint * interval '1 millisecond');
 
 -- name: ExpiringNodeCertificates :one
 SELECT count(*)::bigint FROM nodes

@@ -98,54 +98,59 @@ WHERE revoked_at IS NULL AND state <> 'retired' AND (
 ORDER BY id;
 
 -- name: MarkNodesOffline :many
--- Liveness: up to lim online nodes not heard from within the threshold go offline, each with a
--- node.offline event, in one statement. Rows a gateway is touching right now are skipped: they
--- are alive.
-WITH gone AS (
+-- Liveness: up to lim online nodes not heard from within the threshold, directly or through a
+-- vouching gateway whose own heartbeat is that recent (node_seen), go offline, each with a
+-- node.offline event, in one statement. It reads the narrow node_liveness table, then the stale
+-- nodes by their key. A node never heard from has no liveness row and was never online.
+-- Rows a gateway is touching right now are skipped: they are alive.
+WITH stale AS (
+    SELECT v.node_id, v.last_seen_at FROM node_seen v
+    WHERE v.last_seen_at < now() - sqlc.arg(threshold_ms)::bigint * interval '1 millisecond'
+), gone AS (
     UPDATE nodes n
     SET online = false, online_changed_at = now()
     WHERE n.id = ANY(ARRAY(
-        SELECT c.id FROM nodes c
-        WHERE c.online AND (c.last_seen_at IS NULL
-            OR c.last_seen_at < now() - sqlc.arg(threshold_ms)::bigint * interval '1 millisecond')
-        ORDER BY c.last_seen_at NULLS FIRST
+        SELECT c.id FROM stale JOIN nodes c ON c.id = stale.node_id
+        WHERE c.online
+        ORDER BY stale.last_seen_at
         LIMIT sqlc.arg(lim)
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF c SKIP LOCKED
     )) AND n.online
-    RETURNING n.id, n.tenant_id, n.last_seen_at
+    RETURNING n.id, n.tenant_id
 ), events AS (
     INSERT INTO outbox (tenant_id, type, subject, payload)
     SELECT g.tenant_id, 'node.offline', 'node/' || g.id::text,
-           jsonb_build_object('id', g.id, 'lastSeenTime', g.last_seen_at)
+           jsonb_build_object('id', g.id, 'lastSeenTime', (SELECT stale.last_seen_at FROM stale WHERE stale.node_id = g.id))
     FROM gone g ORDER BY g.id
 )
 SELECT gone.id FROM gone ORDER BY gone.id;
 
 -- name: MarkNodesOnline :many
--- Liveness: up to lim offline, unrevoked nodes heard from within the threshold come online, each
--- with a node.online event, in one statement.
+-- Liveness: up to lim offline, unrevoked nodes heard from within the threshold (node_seen) come
+-- online, each with a node.online event, in one statement.
 WITH back AS (
     UPDATE nodes n
     SET online = true, online_changed_at = now()
     WHERE n.id = ANY(ARRAY(
-        SELECT c.id FROM nodes c
+        SELECT c.id FROM nodes c JOIN node_seen v ON v.node_id = c.id
         WHERE NOT c.online AND c.revoked_at IS NULL
-          AND c.last_seen_at >= now() - sqlc.arg(threshold_ms)::bigint * interval '1 millisecond'
-        ORDER BY c.last_seen_at
+          AND v.last_seen_at >= now() - sqlc.arg(threshold_ms)::bigint * interval '1 millisecond'
+        ORDER BY c.id
         LIMIT sqlc.arg(lim)
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF c SKIP LOCKED
     )) AND NOT n.online
-    RETURNING n.id, n.tenant_id, n.last_seen_at
+    RETURNING n.id, n.tenant_id
 ), events AS (
     INSERT INTO outbox (tenant_id, type, subject, payload)
     SELECT b.tenant_id, 'node.online', 'node/' || b.id::text,
-           jsonb_build_object('id', b.id, 'lastSeenTime', b.last_seen_at)
+           jsonb_build_object('id', b.id, 'lastSeenTime', (SELECT v.last_seen_at FROM node_seen v WHERE v.node_id = b.id))
     FROM back b ORDER BY b.id
 )
 SELECT back.id FROM back ORDER BY back.id;
 
 -- name: RecordNodeHello :one
--- The gateway's record of a hello, in one statement: the daemon version and inventory, liveness,
+-- The gateway's record of a hello, in one statement: the daemon version and inventory, liveness
+-- (vouched for by gateway_id, the gateway holding the session, when set),
 -- joining -> ready (with a node.ready event), and, only when the inventory differs from the
 -- stored one, a history row and a node.inventory.changed event. Returns whether the inventory
 -- changed; no row when the node does not exist.
@@ -162,13 +167,18 @@ WITH old AS (
     FROM old
 ), hello AS (
     UPDATE nodes n
-    SET daemon_version = sqlc.arg(daemon_version), inventory = merged.inventory, last_seen_at = now(),
+    SET daemon_version = sqlc.arg(daemon_version), inventory = merged.inventory,
         state = CASE WHEN old.state = 'joining' THEN 'ready' ELSE n.state END,
         state_generation = n.state_generation + CASE WHEN old.state = 'joining' THEN 1 ELSE 0 END,
         state_changed_at = CASE WHEN old.state = 'joining' THEN now() ELSE n.state_changed_at END,
         updated_at = now()
     FROM old, merged WHERE n.id = old.id
     RETURNING n.id
+), seen AS (
+    -- Heard from now, and vouched for by the gateway holding its session from here on.
+    INSERT INTO node_liveness (node_id, last_seen_at, gateway_id)
+    SELECT old.id, now(), NULLIF(sqlc.arg(gateway_id)::text, '') FROM old
+    ON CONFLICT (node_id) DO UPDATE SET last_seen_at = excluded.last_seen_at, gateway_id = excluded.gateway_id
 ), changed AS (
     SELECT old.id, old.tenant_id, merged.inventory FROM old, merged WHERE old.inventory IS DISTINCT FROM merged.inventory
 ), history AS (

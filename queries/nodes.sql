@@ -41,8 +41,9 @@ SELECT * FROM nodes WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id);
 SELECT * FROM nodes WHERE id = sqlc.arg(id);
 
 -- name: ListNodes :many
-SELECT n.*, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport
-FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
+SELECT n.*, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport,
+       v.last_seen_at
+FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id LEFT JOIN node_seen v ON v.node_id = n.id
 WHERE n.tenant_id = sqlc.arg(tenant_id) AND n.id > sqlc.arg(after)
   AND (sqlc.narg(selector)::jsonb IS NULL OR n.labels @> sqlc.narg(selector))
 ORDER BY n.id
@@ -69,20 +70,42 @@ WITH wake AS (
     WHERE w.node_id = sqlc.arg(id) AND w.open AND w.step IN ('act', 'verify', 'uncordon')
     ON CONFLICT (kind, key) DO UPDATE
     SET due_at = LEAST(reconcile_queue.due_at, now()), generation = reconcile_queue.generation + 1, enqueued_at = now()
+), seen AS (
+    INSERT INTO node_liveness (node_id, last_seen_at) SELECT o.id, now() FROM nodes o WHERE o.id = sqlc.arg(id)
+    ON CONFLICT (node_id) DO UPDATE SET last_seen_at = excluded.last_seen_at
 )
-UPDATE nodes
-SET daemon_version = sqlc.arg(daemon_version), inventory = sqlc.arg(inventory), last_seen_at = now(),
-    state = CASE WHEN state = 'joining' THEN 'ready' ELSE state END, updated_at = now()
-WHERE id = sqlc.arg(id);
+UPDATE nodes n
+SET daemon_version = sqlc.arg(daemon_version), inventory = sqlc.arg(inventory),
+    state = CASE WHEN n.state = 'joining' THEN 'ready' ELSE n.state END, updated_at = now()
+WHERE n.id = sqlc.arg(id);
 
 -- name: RenewNodeCert :exec
 UPDATE nodes SET cert_not_after = sqlc.arg(cert_not_after), updated_at = now() WHERE id = sqlc.arg(id);
 
--- name: TouchNodes :exec
--- Liveness from heartbeats, for many nodes in one statement.
-UPDATE nodes n SET last_seen_at = v.seen
-FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS id, unnest(sqlc.arg(seen)::timestamptz[]) AS seen) v
-WHERE n.id = v.id AND (n.last_seen_at IS NULL OR n.last_seen_at < v.seen);
+-- name: RecordLiveness :exec
+-- A gateway's changes of vouching, for many nodes in one statement: each node was last heard
+-- from at seen; vouch says whether the gateway now vouches for it (a session it holds whose
+-- daemon heartbeats) or stops (the session ended or its heartbeats stopped). Stopping changes
+-- only the gateway's own vouch, never another gateway's that took the node since. Nodes that
+-- no longer exist are skipped.
+INSERT INTO node_liveness AS l (node_id, last_seen_at, gateway_id)
+SELECT v.id, v.seen, CASE WHEN v.vouch THEN sqlc.arg(gateway_id)::text END
+FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS id, unnest(sqlc.arg(seen)::timestamptz[]) AS seen,
+             unnest(sqlc.arg(vouch)::boolean[]) AS vouch) v
+WHERE EXISTS (SELECT 1 FROM nodes n WHERE n.id = v.id)
+ON CONFLICT (node_id) DO UPDATE
+SET last_seen_at = GREATEST(l.last_seen_at, excluded.last_seen_at),
+    gateway_id = CASE WHEN excluded.gateway_id IS NOT NULL THEN excluded.gateway_id
+                      WHEN l.gateway_id = sqlc.arg(gateway_id)::text THEN NULL
+                      ELSE l.gateway_id END;
+
+-- name: ReleaseGatewayVouches :execrows
+-- A gateway stopping or starting again ends every vouch it held: the nodes were last heard
+-- from, as far as anyone can tell, at the gateway's last heartbeat.
+UPDATE node_liveness l
+SET gateway_id = NULL,
+    last_seen_at = GREATEST(l.last_seen_at, (SELECT g.heartbeat_at FROM gateways g WHERE g.id = sqlc.arg(gateway_id)::text))
+WHERE l.gateway_id = sqlc.arg(gateway_id)::text;
 
 -- name: RevokedAmong :many
 SELECT id FROM nodes WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND revoked_at IS NOT NULL;
@@ -121,8 +144,9 @@ SELECT * FROM gateways WHERE heartbeat_at > now() - interval '30 seconds' ORDER 
 
 -- name: GetNodeWithSession :one
 -- A node of the tenant with its live session, if any, for the API.
-SELECT n.*, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport
-FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
+SELECT n.*, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport,
+       v.last_seen_at
+FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id LEFT JOIN node_seen v ON v.node_id = n.id
 WHERE n.tenant_id = sqlc.arg(tenant_id) AND n.id = sqlc.arg(id);
 
 -- name: GetLeasedNode :one

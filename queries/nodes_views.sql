@@ -4,8 +4,9 @@
 -- expression that the index nodes_gpu_models (migration 0024) holds.
 
 -- name: ListNodesFiltered :many
-SELECT n.*, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport
-FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
+SELECT n.*, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport,
+       v.last_seen_at
+FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id LEFT JOIN node_seen v ON v.node_id = n.id
 WHERE n.tenant_id = sqlc.arg(tenant_id) AND n.id > sqlc.arg(after)
   AND (sqlc.narg(selector)::jsonb IS NULL OR n.labels @> sqlc.narg(selector))
   AND (cardinality(sqlc.arg(states)::text[]) = 0 OR n.state::text = ANY(sqlc.arg(states)::text[]))

@@ -309,7 +309,8 @@ func (q *Queries) RemediationProblems(ctx context.Context, arg RemediationProble
 
 const silentNodes = `-- name: SilentNodes :one
 SELECT count(*)::bigint FROM nodes n JOIN node_sessions s ON s.node_id = n.id
-WHERE n.revoked_at IS NULL AND (n.last_seen_at IS NULL OR n.last_seen_at < now() - $1::bigint * interval '1 millisecond')
+LEFT JOIN node_seen v ON v.node_id = n.id
+WHERE n.revoked_at IS NULL AND (v.last_seen_at IS NULL OR v.last_seen_at < now() - $1::bigint * interval '1 millisecond')
 `
 
 // Nodes holding a session whose liveness stopped advancing.

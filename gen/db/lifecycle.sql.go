@@ -161,7 +161,7 @@ func (q *Queries) ListNodeInventoryHistory(ctx context.Context, arg ListNodeInve
 }
 
 const lockNode = `-- name: LockNode :one
-SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config FROM nodes WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config FROM nodes WHERE id = $1 FOR UPDATE
 `
 
 // The reconcilers' read of a node, locked until the transaction ends.
@@ -179,7 +179,6 @@ func (q *Queries) LockNode(ctx context.Context, id uuid.UUID) (Node, error) {
 		&i.DaemonVersion,
 		&i.Inventory,
 		&i.CertNotAfter,
-		&i.LastSeenAt,
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -199,7 +198,7 @@ func (q *Queries) LockNode(ctx context.Context, id uuid.UUID) (Node, error) {
 
 const lockNodeOfTenant = `-- name: LockNodeOfTenant :one
 
-SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config FROM nodes WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config FROM nodes WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockNodeOfTenantParams struct {
@@ -226,7 +225,6 @@ func (q *Queries) LockNodeOfTenant(ctx context.Context, arg LockNodeOfTenantPara
 		&i.DaemonVersion,
 		&i.Inventory,
 		&i.CertNotAfter,
-		&i.LastSeenAt,
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -248,7 +246,7 @@ const markNodeDrained = `-- name: MarkNodeDrained :one
 UPDATE nodes
 SET state = 'drained', state_generation = state_generation + 1, state_changed_at = now(), updated_at = now()
 WHERE id = $1 AND state = 'draining' AND state_generation = $2
-RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config
+RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config
 `
 
 type MarkNodeDrainedParams struct {
@@ -271,7 +269,6 @@ func (q *Queries) MarkNodeDrained(ctx context.Context, arg MarkNodeDrainedParams
 		&i.DaemonVersion,
 		&i.Inventory,
 		&i.CertNotAfter,
-		&i.LastSeenAt,
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -290,22 +287,24 @@ func (q *Queries) MarkNodeDrained(ctx context.Context, arg MarkNodeDrainedParams
 }
 
 const markNodesOffline = `-- name: MarkNodesOffline :many
-WITH gone AS (
+WITH stale AS (
+    SELECT v.node_id, v.last_seen_at FROM node_seen v
+    WHERE v.last_seen_at < now() - $1::bigint * interval '1 millisecond'
+), gone AS (
     UPDATE nodes n
     SET online = false, online_changed_at = now()
     WHERE n.id = ANY(ARRAY(
-        SELECT c.id FROM nodes c
-        WHERE c.online AND (c.last_seen_at IS NULL
-            OR c.last_seen_at < now() - $1::bigint * interval '1 millisecond')
-        ORDER BY c.last_seen_at NULLS FIRST
+        SELECT c.id FROM stale JOIN nodes c ON c.id = stale.node_id
+        WHERE c.online
+        ORDER BY stale.last_seen_at
         LIMIT $2
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF c SKIP LOCKED
     )) AND n.online
-    RETURNING n.id, n.tenant_id, n.last_seen_at
+    RETURNING n.id, n.tenant_id
 ), events AS (
     INSERT INTO outbox (tenant_id, type, subject, payload)
     SELECT g.tenant_id, 'node.offline', 'node/' || g.id::text,
-           jsonb_build_object('id', g.id, 'lastSeenTime', g.last_seen_at)
+           jsonb_build_object('id', g.id, 'lastSeenTime', (SELECT stale.last_seen_at FROM stale WHERE stale.node_id = g.id))
     FROM gone g ORDER BY g.id
 )
 SELECT gone.id FROM gone ORDER BY gone.id
@@ -316,9 +315,11 @@ type MarkNodesOfflineParams struct {
 	Lim         int32
 }
 
-// Liveness: up to lim online nodes not heard from within the threshold go offline, each with a
-// node.offline event, in one statement. Rows a gateway is touching right now are skipped: they
-// are alive.
+// Liveness: up to lim online nodes not heard from within the threshold, directly or through a
+// vouching gateway whose own heartbeat is that recent (node_seen), go offline, each with a
+// node.offline event, in one statement. It reads the narrow node_liveness table, then the stale
+// nodes by their key. A node never heard from has no liveness row and was never online.
+// Rows a gateway is touching right now are skipped: they are alive.
 func (q *Queries) MarkNodesOffline(ctx context.Context, arg MarkNodesOfflineParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, markNodesOffline, arg.ThresholdMs, arg.Lim)
 	if err != nil {
@@ -344,18 +345,18 @@ WITH back AS (
     UPDATE nodes n
     SET online = true, online_changed_at = now()
     WHERE n.id = ANY(ARRAY(
-        SELECT c.id FROM nodes c
+        SELECT c.id FROM nodes c JOIN node_seen v ON v.node_id = c.id
         WHERE NOT c.online AND c.revoked_at IS NULL
-          AND c.last_seen_at >= now() - $1::bigint * interval '1 millisecond'
-        ORDER BY c.last_seen_at
+          AND v.last_seen_at >= now() - $1::bigint * interval '1 millisecond'
+        ORDER BY c.id
         LIMIT $2
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF c SKIP LOCKED
     )) AND NOT n.online
-    RETURNING n.id, n.tenant_id, n.last_seen_at
+    RETURNING n.id, n.tenant_id
 ), events AS (
     INSERT INTO outbox (tenant_id, type, subject, payload)
     SELECT b.tenant_id, 'node.online', 'node/' || b.id::text,
-           jsonb_build_object('id', b.id, 'lastSeenTime', b.last_seen_at)
+           jsonb_build_object('id', b.id, 'lastSeenTime', (SELECT v.last_seen_at FROM node_seen v WHERE v.node_id = b.id))
     FROM back b ORDER BY b.id
 )
 SELECT back.id FROM back ORDER BY back.id
@@ -366,8 +367,8 @@ type MarkNodesOnlineParams struct {
 	Lim         int32
 }
 
-// Liveness: up to lim offline, unrevoked nodes heard from within the threshold come online, each
-// with a node.online event, in one statement.
+// Liveness: up to lim offline, unrevoked nodes heard from within the threshold (node_seen) come
+// online, each with a node.online event, in one statement.
 func (q *Queries) MarkNodesOnline(ctx context.Context, arg MarkNodesOnlineParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, markNodesOnline, arg.ThresholdMs, arg.Lim)
 	if err != nil {
@@ -399,13 +400,18 @@ WITH old AS (
     FROM old
 ), hello AS (
     UPDATE nodes n
-    SET daemon_version = $3, inventory = merged.inventory, last_seen_at = now(),
+    SET daemon_version = $3, inventory = merged.inventory,
         state = CASE WHEN old.state = 'joining' THEN 'ready' ELSE n.state END,
         state_generation = n.state_generation + CASE WHEN old.state = 'joining' THEN 1 ELSE 0 END,
         state_changed_at = CASE WHEN old.state = 'joining' THEN now() ELSE n.state_changed_at END,
         updated_at = now()
     FROM old, merged WHERE n.id = old.id
     RETURNING n.id
+), seen AS (
+    -- Heard from now, and vouched for by the gateway holding its session from here on.
+    INSERT INTO node_liveness (node_id, last_seen_at, gateway_id)
+    SELECT old.id, now(), NULLIF($4::text, '') FROM old
+    ON CONFLICT (node_id) DO UPDATE SET last_seen_at = excluded.last_seen_at, gateway_id = excluded.gateway_id
 ), changed AS (
     SELECT old.id, old.tenant_id, merged.inventory FROM old, merged WHERE old.inventory IS DISTINCT FROM merged.inventory
 ), history AS (
@@ -429,6 +435,7 @@ type RecordNodeHelloParams struct {
 	ID            uuid.UUID
 	Inventory     []byte
 	DaemonVersion string
+	GatewayID     string
 }
 
 type RecordNodeHelloRow struct {
@@ -436,7 +443,8 @@ type RecordNodeHelloRow struct {
 	InventoryChanged bool
 }
 
-// The gateway's record of a hello, in one statement: the daemon version and inventory, liveness,
+// The gateway's record of a hello, in one statement: the daemon version and inventory, liveness
+// (vouched for by gateway_id, the gateway holding the session, when set),
 // joining -> ready (with a node.ready event), and, only when the inventory differs from the
 // stored one, a history row and a node.inventory.changed event. Returns whether the inventory
 // changed; no row when the node does not exist.
@@ -444,7 +452,12 @@ type RecordNodeHelloRow struct {
 // (gpuProbeError set: the driver did not answer) keeps the GPUs and driver stored before, which
 // are missing from this report, not gone from the node.
 func (q *Queries) RecordNodeHello(ctx context.Context, arg RecordNodeHelloParams) (RecordNodeHelloRow, error) {
-	row := q.db.QueryRow(ctx, recordNodeHello, arg.ID, arg.Inventory, arg.DaemonVersion)
+	row := q.db.QueryRow(ctx, recordNodeHello,
+		arg.ID,
+		arg.Inventory,
+		arg.DaemonVersion,
+		arg.GatewayID,
+	)
 	var i RecordNodeHelloRow
 	err := row.Scan(&i.ID, &i.InventoryChanged)
 	return i, err
@@ -567,7 +580,7 @@ const setNodeState = `-- name: SetNodeState :one
 UPDATE nodes
 SET state = $1::node_state, state_generation = state_generation + 1, state_changed_at = now(), updated_at = now()
 WHERE tenant_id = $2 AND id = $3 AND state = ANY($4::text[]::node_state[])
-RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config
+RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config
 `
 
 type SetNodeStateParams struct {
@@ -598,7 +611,6 @@ func (q *Queries) SetNodeState(ctx context.Context, arg SetNodeStateParams) (Nod
 		&i.DaemonVersion,
 		&i.Inventory,
 		&i.CertNotAfter,
-		&i.LastSeenAt,
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -653,7 +665,7 @@ const updateNodeSpec = `-- name: UpdateNodeSpec :one
 UPDATE nodes
 SET spec = $1, spec_generation = spec_generation + 1, updated_at = now()
 WHERE tenant_id = $2 AND id = $3 AND spec <> $1::jsonb
-RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config
+RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config
 `
 
 type UpdateNodeSpecParams struct {
@@ -678,7 +690,6 @@ func (q *Queries) UpdateNodeSpec(ctx context.Context, arg UpdateNodeSpecParams) 
 		&i.DaemonVersion,
 		&i.Inventory,
 		&i.CertNotAfter,
-		&i.LastSeenAt,
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,

@@ -640,7 +640,6 @@ type Node struct {
 	DaemonVersion      string
 	Inventory          []byte
 	CertNotAfter       *time.Time
-	LastSeenAt         *time.Time
 	RevokedAt          *time.Time
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
@@ -673,6 +672,12 @@ type NodeInventoryHistory struct {
 	RecordedAt time.Time
 }
 
+type NodeLiveness struct {
+	NodeID     uuid.UUID
+	LastSeenAt time.Time
+	GatewayID  *string
+}
+
 type NodeResource struct {
 	NodeID      uuid.UUID
 	Cpus        int32
@@ -680,6 +685,12 @@ type NodeResource struct {
 	Gpus        []byte
 	CpusUsed    int32
 	MemoryUsed  int64
+}
+
+type NodeSeen struct {
+	NodeID     uuid.UUID
+	LastSeenAt time.Time
+	GatewayID  *string
 }
 
 type NodeSession struct {

@@ -89,7 +89,7 @@ const createNode = `-- name: CreateNode :one
 INSERT INTO nodes (id, tenant_id, hostname, pool, labels, join_token_id, cert_not_after)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7)
-RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config
+RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config
 `
 
 type CreateNodeParams struct {
@@ -124,7 +124,6 @@ func (q *Queries) CreateNode(ctx context.Context, arg CreateNodeParams) (Node, e
 		&i.DaemonVersion,
 		&i.Inventory,
 		&i.CertNotAfter,
-		&i.LastSeenAt,
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -269,7 +268,7 @@ func (q *Queries) GetLeasedNode(ctx context.Context, arg GetLeasedNodeParams) (G
 }
 
 const getNode = `-- name: GetNode :one
-SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config FROM nodes WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config FROM nodes WHERE tenant_id = $1 AND id = $2
 `
 
 type GetNodeParams struct {
@@ -291,7 +290,6 @@ func (q *Queries) GetNode(ctx context.Context, arg GetNodeParams) (Node, error) 
 		&i.DaemonVersion,
 		&i.Inventory,
 		&i.CertNotAfter,
-		&i.LastSeenAt,
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -310,7 +308,7 @@ func (q *Queries) GetNode(ctx context.Context, arg GetNodeParams) (Node, error) 
 }
 
 const getNodeForGateway = `-- name: GetNodeForGateway :one
-SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config FROM nodes WHERE id = $1
+SELECT id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config FROM nodes WHERE id = $1
 `
 
 func (q *Queries) GetNodeForGateway(ctx context.Context, id uuid.UUID) (Node, error) {
@@ -327,7 +325,6 @@ func (q *Queries) GetNodeForGateway(ctx context.Context, id uuid.UUID) (Node, er
 		&i.DaemonVersion,
 		&i.Inventory,
 		&i.CertNotAfter,
-		&i.LastSeenAt,
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -346,8 +343,9 @@ func (q *Queries) GetNodeForGateway(ctx context.Context, id uuid.UUID) (Node, er
 }
 
 const getNodeWithSession = `-- name: GetNodeWithSession :one
-SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, n.state_generation, n.state_changed_at, n.applied_config, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport
-FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
+SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, n.state_generation, n.state_changed_at, n.applied_config, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport,
+       v.last_seen_at
+FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id LEFT JOIN node_seen v ON v.node_id = n.id
 WHERE n.tenant_id = $1 AND n.id = $2
 `
 
@@ -367,7 +365,6 @@ type GetNodeWithSessionRow struct {
 	DaemonVersion      string
 	Inventory          []byte
 	CertNotAfter       *time.Time
-	LastSeenAt         *time.Time
 	RevokedAt          *time.Time
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
@@ -384,6 +381,7 @@ type GetNodeWithSessionRow struct {
 	SessionGateway     *string
 	SessionConnectedAt *time.Time
 	SessionTransport   *string
+	LastSeenAt         *time.Time
 }
 
 // A node of the tenant with its live session, if any, for the API.
@@ -401,7 +399,6 @@ func (q *Queries) GetNodeWithSession(ctx context.Context, arg GetNodeWithSession
 		&i.DaemonVersion,
 		&i.Inventory,
 		&i.CertNotAfter,
-		&i.LastSeenAt,
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -418,6 +415,7 @@ func (q *Queries) GetNodeWithSession(ctx context.Context, arg GetNodeWithSession
 		&i.SessionGateway,
 		&i.SessionConnectedAt,
 		&i.SessionTransport,
+		&i.LastSeenAt,
 	)
 	return i, err
 }
@@ -468,8 +466,9 @@ func (q *Queries) ListJoinTokens(ctx context.Context, arg ListJoinTokensParams) 
 }
 
 const listNodes = `-- name: ListNodes :many
-SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, n.state_generation, n.state_changed_at, n.applied_config, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport
-FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
+SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, n.state_generation, n.state_changed_at, n.applied_config, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport,
+       v.last_seen_at
+FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id LEFT JOIN node_seen v ON v.node_id = n.id
 WHERE n.tenant_id = $1 AND n.id > $2
   AND ($3::jsonb IS NULL OR n.labels @> $3)
 ORDER BY n.id
@@ -494,7 +493,6 @@ type ListNodesRow struct {
 	DaemonVersion      string
 	Inventory          []byte
 	CertNotAfter       *time.Time
-	LastSeenAt         *time.Time
 	RevokedAt          *time.Time
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
@@ -511,6 +509,7 @@ type ListNodesRow struct {
 	SessionGateway     *string
 	SessionConnectedAt *time.Time
 	SessionTransport   *string
+	LastSeenAt         *time.Time
 }
 
 func (q *Queries) ListNodes(ctx context.Context, arg ListNodesParams) ([]ListNodesRow, error) {
@@ -538,7 +537,6 @@ func (q *Queries) ListNodes(ctx context.Context, arg ListNodesParams) ([]ListNod
 			&i.DaemonVersion,
 			&i.Inventory,
 			&i.CertNotAfter,
-			&i.LastSeenAt,
 			&i.RevokedAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
@@ -555,6 +553,7 @@ func (q *Queries) ListNodes(ctx context.Context, arg ListNodesParams) ([]ListNod
 			&i.SessionGateway,
 			&i.SessionConnectedAt,
 			&i.SessionTransport,
+			&i.LastSeenAt,
 		); err != nil {
 			return nil, err
 		}
@@ -603,11 +602,14 @@ WITH wake AS (
     WHERE w.node_id = $3 AND w.open AND w.step IN ('act', 'verify', 'uncordon')
     ON CONFLICT (kind, key) DO UPDATE
     SET due_at = LEAST(reconcile_queue.due_at, now()), generation = reconcile_queue.generation + 1, enqueued_at = now()
+), seen AS (
+    INSERT INTO node_liveness (node_id, last_seen_at) SELECT o.id, now() FROM nodes o WHERE o.id = $3
+    ON CONFLICT (node_id) DO UPDATE SET last_seen_at = excluded.last_seen_at
 )
-UPDATE nodes
-SET daemon_version = $1, inventory = $2, last_seen_at = now(),
-    state = CASE WHEN state = 'joining' THEN 'ready' ELSE state END, updated_at = now()
-WHERE id = $3
+UPDATE nodes n
+SET daemon_version = $1, inventory = $2,
+    state = CASE WHEN n.state = 'joining' THEN 'ready' ELSE n.state END, updated_at = now()
+WHERE n.id = $3
 `
 
 type NodeHelloParams struct {
@@ -621,6 +623,58 @@ type NodeHelloParams struct {
 func (q *Queries) NodeHello(ctx context.Context, arg NodeHelloParams) error {
 	_, err := q.db.Exec(ctx, nodeHello, arg.DaemonVersion, arg.Inventory, arg.ID)
 	return err
+}
+
+const recordLiveness = `-- name: RecordLiveness :exec
+INSERT INTO node_liveness AS l (node_id, last_seen_at, gateway_id)
+SELECT v.id, v.seen, CASE WHEN v.vouch THEN $1::text END
+FROM (SELECT unnest($2::uuid[]) AS id, unnest($3::timestamptz[]) AS seen,
+             unnest($4::boolean[]) AS vouch) v
+WHERE EXISTS (SELECT 1 FROM nodes n WHERE n.id = v.id)
+ON CONFLICT (node_id) DO UPDATE
+SET last_seen_at = GREATEST(l.last_seen_at, excluded.last_seen_at),
+    gateway_id = CASE WHEN excluded.gateway_id IS NOT NULL THEN excluded.gateway_id
+                      WHEN l.gateway_id = $1::text THEN NULL
+                      ELSE l.gateway_id END
+`
+
+type RecordLivenessParams struct {
+	GatewayID string
+	Ids       []uuid.UUID
+	Seen      []time.Time
+	Vouch     []bool
+}
+
+// A gateway's changes of vouching, for many nodes in one statement: each node was last heard
+// from at seen; vouch says whether the gateway now vouches for it (a session it holds whose
+// daemon heartbeats) or stops (the session ended or its heartbeats stopped). Stopping changes
+// only the gateway's own vouch, never another gateway's that took the node since. Nodes that
+// no longer exist are skipped.
+func (q *Queries) RecordLiveness(ctx context.Context, arg RecordLivenessParams) error {
+	_, err := q.db.Exec(ctx, recordLiveness,
+		arg.GatewayID,
+		arg.Ids,
+		arg.Seen,
+		arg.Vouch,
+	)
+	return err
+}
+
+const releaseGatewayVouches = `-- name: ReleaseGatewayVouches :execrows
+UPDATE node_liveness l
+SET gateway_id = NULL,
+    last_seen_at = GREATEST(l.last_seen_at, (SELECT g.heartbeat_at FROM gateways g WHERE g.id = $1::text))
+WHERE l.gateway_id = $1::text
+`
+
+// A gateway stopping or starting again ends every vouch it held: the nodes were last heard
+// from, as far as anyone can tell, at the gateway's last heartbeat.
+func (q *Queries) ReleaseGatewayVouches(ctx context.Context, gatewayID string) (int64, error) {
+	result, err := q.db.Exec(ctx, releaseGatewayVouches, gatewayID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const renewNodeCert = `-- name: RenewNodeCert :exec
@@ -670,7 +724,7 @@ func (q *Queries) RevokeJoinToken(ctx context.Context, arg RevokeJoinTokenParams
 const revokeNode = `-- name: RevokeNode :one
 UPDATE nodes SET revoked_at = COALESCE(revoked_at, now()), updated_at = now()
 WHERE tenant_id = $1 AND id = $2
-RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, last_seen_at, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config
+RETURNING id, tenant_id, hostname, pool, labels, join_token_id, state, daemon_version, inventory, cert_not_after, revoked_at, created_at, updated_at, online, online_changed_at, taints, spec, spec_generation, observed_generation, conditions, state_generation, state_changed_at, applied_config
 `
 
 type RevokeNodeParams struct {
@@ -692,7 +746,6 @@ func (q *Queries) RevokeNode(ctx context.Context, arg RevokeNodeParams) (Node, e
 		&i.DaemonVersion,
 		&i.Inventory,
 		&i.CertNotAfter,
-		&i.LastSeenAt,
 		&i.RevokedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -814,23 +867,6 @@ func (q *Queries) SpendJoinToken(ctx context.Context, id string) (int32, error) 
 	var uses int32
 	err := row.Scan(&uses)
 	return uses, err
-}
-
-const touchNodes = `-- name: TouchNodes :exec
-UPDATE nodes n SET last_seen_at = v.seen
-FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::timestamptz[]) AS seen) v
-WHERE n.id = v.id AND (n.last_seen_at IS NULL OR n.last_seen_at < v.seen)
-`
-
-type TouchNodesParams struct {
-	Ids  []uuid.UUID
-	Seen []time.Time
-}
-
-// Liveness from heartbeats, for many nodes in one statement.
-func (q *Queries) TouchNodes(ctx context.Context, arg TouchNodesParams) error {
-	_, err := q.db.Exec(ctx, touchNodes, arg.Ids, arg.Seen)
-	return err
 }
 
 const upsertGateway = `-- name: UpsertGateway :exec

@@ -14,8 +14,9 @@ import (
 
 const listNodesFiltered = `-- name: ListNodesFiltered :many
 
-SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.last_seen_at, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, n.state_generation, n.state_changed_at, n.applied_config, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport
-FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id
+SELECT n.id, n.tenant_id, n.hostname, n.pool, n.labels, n.join_token_id, n.state, n.daemon_version, n.inventory, n.cert_not_after, n.revoked_at, n.created_at, n.updated_at, n.online, n.online_changed_at, n.taints, n.spec, n.spec_generation, n.observed_generation, n.conditions, n.state_generation, n.state_changed_at, n.applied_config, s.gateway_id AS session_gateway, s.connected_at AS session_connected_at, s.transport AS session_transport,
+       v.last_seen_at
+FROM nodes n LEFT JOIN node_sessions s ON s.node_id = n.id LEFT JOIN node_seen v ON v.node_id = n.id
 WHERE n.tenant_id = $1 AND n.id > $2
   AND ($3::jsonb IS NULL OR n.labels @> $3)
   AND (cardinality($4::text[]) = 0 OR n.state::text = ANY($4::text[]))
@@ -51,7 +52,6 @@ type ListNodesFilteredRow struct {
 	DaemonVersion      string
 	Inventory          []byte
 	CertNotAfter       *time.Time
-	LastSeenAt         *time.Time
 	RevokedAt          *time.Time
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
@@ -68,6 +68,7 @@ type ListNodesFilteredRow struct {
 	SessionGateway     *string
 	SessionConnectedAt *time.Time
 	SessionTransport   *string
+	LastSeenAt         *time.Time
 }
 
 // Views of a large fleet (nodes/list filters, nodes/summary). The two statements share one
@@ -104,7 +105,6 @@ func (q *Queries) ListNodesFiltered(ctx context.Context, arg ListNodesFilteredPa
 			&i.DaemonVersion,
 			&i.Inventory,
 			&i.CertNotAfter,
-			&i.LastSeenAt,
 			&i.RevokedAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
@@ -121,6 +121,7 @@ func (q *Queries) ListNodesFiltered(ctx context.Context, arg ListNodesFilteredPa
 			&i.SessionGateway,
 			&i.SessionConnectedAt,
 			&i.SessionTransport,
+			&i.LastSeenAt,
 		); err != nil {
 			return nil, err
 		}

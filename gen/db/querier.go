@@ -630,12 +630,14 @@ type Querier interface {
 	// at_risk -> placed for the leases holding anything on the nodes, once every node they hold is
 	// online and not revoked.
 	MarkNodeLeasesPlaced(ctx context.Context, nodeIds []uuid.UUID) ([]MarkNodeLeasesPlacedRow, error)
-	// Liveness: up to lim online nodes not heard from within the threshold go offline, each with a
-	// node.offline event, in one statement. Rows a gateway is touching right now are skipped: they
-	// are alive.
+	// Liveness: up to lim online nodes not heard from within the threshold, directly or through a
+	// vouching gateway whose own heartbeat is that recent (node_seen), go offline, each with a
+	// node.offline event, in one statement. It reads the narrow node_liveness table, then the stale
+	// nodes by their key. A node never heard from has no liveness row and was never online.
+	// Rows a gateway is touching right now are skipped: they are alive.
 	MarkNodesOffline(ctx context.Context, arg MarkNodesOfflineParams) ([]uuid.UUID, error)
-	// Liveness: up to lim offline, unrevoked nodes heard from within the threshold come online, each
-	// with a node.online event, in one statement.
+	// Liveness: up to lim offline, unrevoked nodes heard from within the threshold (node_seen) come
+	// online, each with a node.online event, in one statement.
 	MarkNodesOnline(ctx context.Context, arg MarkNodesOnlineParams) ([]uuid.UUID, error)
 	// pending -> placed, for those of the leases still pending; a lease of a reservation ends at the
 	// reservation's end at the latest.
@@ -834,9 +836,16 @@ type Querier interface {
 	RecordGPUUsage(ctx context.Context, arg RecordGPUUsageParams) (int64, error)
 	// When each background job last ran (internal/jobrun writes, doctor reads).
 	RecordJobRun(ctx context.Context, arg RecordJobRunParams) error
+	// A gateway's changes of vouching, for many nodes in one statement: each node was last heard
+	// from at seen; vouch says whether the gateway now vouches for it (a session it holds whose
+	// daemon heartbeats) or stops (the session ended or its heartbeats stopped). Stopping changes
+	// only the gateway's own vouch, never another gateway's that took the node since. Nodes that
+	// no longer exist are skipped.
+	RecordLiveness(ctx context.Context, arg RecordLivenessParams) error
 	RecordMigration(ctx context.Context, arg RecordMigrationParams) error
 	RecordModuleMigration(ctx context.Context, arg RecordModuleMigrationParams) error
-	// The gateway's record of a hello, in one statement: the daemon version and inventory, liveness,
+	// The gateway's record of a hello, in one statement: the daemon version and inventory, liveness
+	// (vouched for by gateway_id, the gateway holding the session, when set),
 	// joining -> ready (with a node.ready event), and, only when the inventory differs from the
 	// stored one, a history row and a node.inventory.changed event. Returns whether the inventory
 	// changed; no row when the node does not exist.
@@ -859,6 +868,9 @@ type Querier interface {
 	RecordSinkError(ctx context.Context, arg RecordSinkErrorParams) (int64, error)
 	// How an open tunnel of the tenant ended, written by the API that relayed it.
 	RecordTunnelClosed(ctx context.Context, arg RecordTunnelClosedParams) error
+	// A gateway stopping or starting again ends every vouch it held: the nodes were last heard
+	// from, as far as anyone can tell, at the gateway's last heartbeat.
+	ReleaseGatewayVouches(ctx context.Context, gatewayID string) (int64, error)
 	ReleaseLocks(ctx context.Context, arg ReleaseLocksParams) error
 	ReleaseMigrationLock(ctx context.Context, lockKey int64) error
 	// A finished workflow lets go of its nodes.
@@ -1021,8 +1033,6 @@ type Querier interface {
 	// Records use at most once a minute per key, so authentication is not a write per request.
 	TouchAPIKey(ctx context.Context, id string) error
 	TouchIdentity(ctx context.Context, arg TouchIdentityParams) error
-	// Liveness from heartbeats, for many nodes in one statement.
-	TouchNodes(ctx context.Context, arg TouchNodesParams) error
 	// Records use at most once a minute per session; the idle timeout counts from it.
 	TouchSession(ctx context.Context, id string) error
 	// Keeps a webhook's newest max_rows parked events and deletes the older ones.

@@ -85,9 +85,13 @@ func Nodes(t testing.TB, pool *pgxpool.Pool, tenant uuid.UUID, n int, spec NodeS
 		invs[i] = string(Inventory(spec, hosts[i]))
 	}
 	_, err := pool.Exec(ctx, `
-		INSERT INTO nodes (id, tenant_id, hostname, labels, state, online, taints, inventory, last_seen_at)
-		SELECT u.id, $2, u.host, $3::jsonb, $4, $5, $6::jsonb, u.inv::jsonb, now()
-		FROM unnest($1::uuid[], $7::text[], $8::text[]) AS u (id, host, inv)`,
+		WITH n AS (
+			INSERT INTO nodes (id, tenant_id, hostname, labels, state, online, taints, inventory)
+			SELECT u.id, $2, u.host, $3::jsonb, $4, $5, $6::jsonb, u.inv::jsonb
+			FROM unnest($1::uuid[], $7::text[], $8::text[]) AS u (id, host, inv)
+			RETURNING id
+		)
+		INSERT INTO node_liveness (node_id, last_seen_at) SELECT id, now() FROM n`,
 		ids, tenant, labels, state, !spec.Offline, taints, hosts, invs)
 	if err != nil {
 		t.Fatalf("insert nodes: %v", err)

@@ -127,8 +127,8 @@ func Schedulable(n db.Node) fleet.Condition {
 		c.Reason, c.Message = "Drained", "the node is drained"
 	case !n.Online:
 		c.Reason, c.Message = "Offline", "the node's heartbeats stopped"
-		if n.LastSeenAt == nil {
-			c.Message = "the node has not been heard from"
+		if n.OnlineChangedAt == nil {
+			c.Message = "the node has not been online yet"
 		}
 	default:
 		c.Status, c.Reason, c.Message = fleet.StatusTrue, "Ready", "the node is ready and online"

@@ -87,7 +87,16 @@ func seen(t *testing.T, pool *pgxpool.Pool, id uuid.UUID, online bool, ago time.
 		v := time.Now().Add(-ago)
 		last = &v
 	}
-	if _, err := pool.Exec(ctx, `UPDATE nodes SET online = $2, last_seen_at = $3 WHERE id = $1`, id, online, last); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE nodes SET online = $2 WHERE id = $1`, id, online); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM node_liveness WHERE node_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if last == nil {
+		return
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO node_liveness (node_id, last_seen_at) VALUES ($1, $2)`, id, last); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -223,7 +232,7 @@ func TestLivenessJob(t *testing.T) {
 	id := newNode(t, f.Pool, f.tenant, "a", "1.0.0")
 	// Heartbeats arrive, as a gateway writes them, until stopped.
 	beat := func() error {
-		return db.New(f.Pool).TouchNodes(ctx, db.TouchNodesParams{Ids: []uuid.UUID{id}, Seen: []time.Time{time.Now()}})
+		return db.New(f.Pool).RecordLiveness(ctx, db.RecordLivenessParams{Ids: []uuid.UUID{id}, Seen: []time.Time{time.Now()}, Vouch: []bool{false}})
 	}
 	// beating sends heartbeats every 100 ms until the returned stop is called.
 	beating := func() (stop func()) {
