@@ -109,6 +109,9 @@ slowdowns); with --control PATH the simulator listens on that unix socket for
 				}
 				opts.Handlers = map[string]daemon.Handler{command.Echo: load.Echo}
 			}
+			if opts.GPUUsageInterval == 0 {
+				opts.GPUUsageInterval = -1 // off, as bcd's --gpu-usage-interval 0
+			}
 			fleet, err := sim.New(opts)
 			if err != nil {
 				return err
@@ -190,6 +193,7 @@ slowdowns); with --control PATH the simulator listens on that unix socket for
 	f.StringArrayVar(&faults, "fault", nil, "a fault, kind,key=value,... (repeatable)")
 	f.Float64Var(&opts.FailRate, "fail-rate", 0, "share (0 to 1) of upgrade, reboot, configure and exec commands that fail")
 	f.DurationVar(&opts.RebootDowntime, "reboot-downtime", daemon.DefaultRebootDowntime, "how long a reboot command keeps a machine away")
+	f.DurationVar(&opts.GPUUsageInterval, "gpu-usage-interval", daemon.DefaultFakeUsageInterval, "how often the machines sample their GPUs' usage, sending a summary a minute as bcd does (0 off)")
 	f.Float64Var(&opts.GPUFaultRate, "gpu-fault-rate", 0, "expected share of all simulated GPUs that get a fault per hour (0.01: one in a hundred), drawn from --seed")
 	f.StringVar(&control, "control", "", "serve the control API (sim inject) on this unix socket, mode 0600 (default: none)")
 	f.DurationVar(&every, "metrics-every", 10*time.Second, "interval of the progress lines")

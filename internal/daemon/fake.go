@@ -194,7 +194,8 @@ type FakeOptions struct {
 	// simulator's crash and restart do) instead of coming back late.
 	StuckReboots bool
 	// UsageInterval is how often Run samples the GPUs' usage (SetLoad, SampleUsage):
-	// DefaultFakeUsageInterval when zero.
+	// DefaultFakeUsageInterval when zero; negative samples nothing and sends no usage, as bcd
+	// with --gpu-usage-interval 0.
 	UsageInterval time.Duration
 	// Now is the clock of the usage samples and their minutes; time.Now when nil.
 	Now func() time.Time
@@ -328,7 +329,9 @@ func (f *Fake) Run(ctx context.Context) error {
 	defer sampling.Wait()
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	sampling.Go(func() { f.sampleUsage(sctx) })
+	if f.opts.UsageInterval >= 0 {
+		sampling.Go(func() { f.sampleUsage(sctx) })
+	}
 	for {
 		p, err := f.boot()
 		if err != nil {

@@ -63,6 +63,9 @@ type Options struct {
 	// from Seed (GPUFaultPlan lists them): mostly application Xids (13, 31, 43), some Xid 79,
 	// 48, 94 and 95, pending row remaps and passing thermal slowdowns. Zero by default.
 	GPUFaultRate float64
+	// GPUUsageInterval is how often the machines sample their GPUs' usage (daemon.FakeOptions.
+	// UsageInterval): the daemons' default when zero, none at all when negative.
+	GPUUsageInterval time.Duration
 	// TunnelPorts is every machine's tunnel allow list (daemon.FakeOptions.TunnelPorts): the
 	// FakeDaemons open tunnels to these ports of 127.0.0.1 on the machine the simulator runs on.
 	// None by default.

@@ -92,7 +92,7 @@ func (m *machine) start(ctx context.Context) error {
 		fake, err = daemon.NewFake(id, daemon.FakeOptions{
 			Dialer: m.dialerFor(), Inventory: m.inv, Handlers: o.Handlers, ClockSkew: m.skew, Logger: m.f.agentLog,
 			TunnelPorts: o.TunnelPorts, RebootDowntime: o.RebootDowntime, StuckReboots: o.StuckReboots,
-			FailRate: o.FailRate, FailTypes: o.FailTypes, Seed: o.Seed,
+			FailRate: o.FailRate, FailTypes: o.FailTypes, Seed: o.Seed, UsageInterval: o.GPUUsageInterval,
 		})
 		if err != nil {
 			return err
