@@ -210,7 +210,8 @@ slowdowns); with --control PATH the simulator listens on that unix socket for
 	return cmd
 }
 
-// mintJoinToken creates a join token for n machines through the API.
+// mintJoinToken creates a join token for n machines through the API, labelling them
+// simulated=true.
 func mintJoinToken(ctx context.Context, apiURL, apiKey string, n int) (string, error) {
 	if n > fleet.MaxJoinTokenUses {
 		return "", fmt.Errorf("a join token has at most %d uses: pass --token, or run several simulators", fleet.MaxJoinTokenUses)
@@ -218,6 +219,8 @@ func mintJoinToken(ctx context.Context, apiURL, apiKey string, n int) (string, e
 	client := jointokensv1connect.NewJoinTokensServiceClient(sim.APIClient(apiKey), apiURL)
 	res, err := client.Create(ctx, &jointokensv1.CreateRequest{
 		Description: "better-compute sim", MaxUses: int32(n), ExpireTime: timestamppb.New(time.Now().Add(24 * time.Hour)),
+		// As dev --sim labels its machines, so that a pool's selector finds them.
+		Labels: map[string]string{"simulated": "true"},
 	})
 	if err != nil {
 		return "", fmt.Errorf("create a join token through %s: %w", apiURL, err)
