@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .usage_pb2 import ExportRequest, ExportResponse, QueryRequest, QueryResponse
+from .usage_pb2 import ExportRequest, ExportResponse, QueryRequest, QueryResponse, UtilizationRequest, UtilizationResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -61,6 +61,16 @@ class UsageService(Protocol):
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
+    async def utilization(self, request: UtilizationRequest, ctx: RequestContext[UtilizationRequest, UtilizationResponse], /) -> UtilizationResponse:
+        """
+        Utilization returns how GPUs were used over time, from the per-minute utilisation the nodes'
+        daemons report (docs/gpus.md, "Utilisation per lease"): one point a step, of one lease, of
+        one pool, or of every lease in the scope, with the GPUs held, the share of them active, the
+        mean utilisation and the peak memory. The same scopes as Query: by default the caller's
+        tenant's own leases, with SCOPE_OWNED_POOLS every tenant's leases in the caller's pools.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
 
 class UsageServiceASGIApplication(ConnectASGIApplication[UsageService]):
     def __init__(
@@ -96,6 +106,17 @@ class UsageServiceASGIApplication(ConnectASGIApplication[UsageService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.export,
+                ),
+                "/bettercompute.usage.v1.UsageService/Utilization": Endpoint.unary(
+                    method=MethodInfo(
+                        name="Utilization",
+                        service_name="bettercompute.usage.v1.UsageService",
+                        input=UtilizationRequest,
+                        output=UtilizationResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.utilization,
                 ),
             },
             interceptors=interceptors,
@@ -196,6 +217,35 @@ class UsageServiceClient(ConnectClient):
             timeout_ms=timeout_ms,
             use_get=use_get,
         )
+    async def utilization(
+        self,
+        request: UtilizationRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> UtilizationResponse:
+        """
+        Utilization returns how GPUs were used over time, from the per-minute utilisation the nodes'
+        daemons report (docs/gpus.md, "Utilisation per lease"): one point a step, of one lease, of
+        one pool, or of every lease in the scope, with the GPUs held, the share of them active, the
+        mean utilisation and the peak memory. The same scopes as Query: by default the caller's
+        tenant's own leases, with SCOPE_OWNED_POOLS every tenant's leases in the caller's pools.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Utilization",
+                service_name="bettercompute.usage.v1.UsageService",
+                input=UtilizationRequest,
+                output=UtilizationResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
 
 class UsageServiceSync(Protocol):
     """
@@ -218,6 +268,16 @@ class UsageServiceSync(Protocol):
         refused before any row is read. A call returns one page of at most 10,000 rows: with
         page_size set, follow next_page_token to the last page and concatenate the pages' data;
         without it, a period of more than one page is refused rather than cut short.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def utilization(self, request: UtilizationRequest, ctx: RequestContext[UtilizationRequest, UtilizationResponse], /) -> UtilizationResponse:
+        """
+        Utilization returns how GPUs were used over time, from the per-minute utilisation the nodes'
+        daemons report (docs/gpus.md, "Utilisation per lease"): one point a step, of one lease, of
+        one pool, or of every lease in the scope, with the GPUs held, the share of them active, the
+        mean utilisation and the peak memory. The same scopes as Query: by default the caller's
+        tenant's own leases, with SCOPE_OWNED_POOLS every tenant's leases in the caller's pools.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -254,6 +314,17 @@ class UsageServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.export,
+                ),
+                "/bettercompute.usage.v1.UsageService/Utilization": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="Utilization",
+                        service_name="bettercompute.usage.v1.UsageService",
+                        input=UtilizationRequest,
+                        output=UtilizationResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.utilization,
                 ),
             },
             interceptors=interceptors,
@@ -347,6 +418,35 @@ class UsageServiceClientSync(ConnectClientSync):
                 service_name="bettercompute.usage.v1.UsageService",
                 input=ExportRequest,
                 output=ExportResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
+    def utilization(
+        self,
+        request: UtilizationRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> UtilizationResponse:
+        """
+        Utilization returns how GPUs were used over time, from the per-minute utilisation the nodes'
+        daemons report (docs/gpus.md, "Utilisation per lease"): one point a step, of one lease, of
+        one pool, or of every lease in the scope, with the GPUs held, the share of them active, the
+        mean utilisation and the peak memory. The same scopes as Query: by default the caller's
+        tenant's own leases, with SCOPE_OWNED_POOLS every tenant's leases in the caller's pools.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Utilization",
+                service_name="bettercompute.usage.v1.UsageService",
+                input=UtilizationRequest,
+                output=UtilizationResponse,
                 idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
                 stream_type=StreamType.UNARY,
             ),
