@@ -244,7 +244,7 @@ test("same origin: sign in, see the 3 nodes, drain one", { timeout: 120_000 }, a
   const [download] = await Promise.all([page.waitForEvent("download", { timeout: 30_000 }), page.click("#usage-csv")]);
   assert.match(download.suggestedFilename(), /^usage-my-pools-.*\.csv$/);
   const csv = readFileSync(await download.path(), "utf8");
-  assert.match(csv, /^period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity\r?\n/);
+  assert.match(csv, /^period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity,active_quantity,mean_utilization\r?\n/);
   await page.screenshot({ path: join(output, "dashboard-usage.png"), fullPage: true });
   await call("leases/release", { id: lease.id });
 
