@@ -114,7 +114,7 @@ export const utilizationPage: Page = {
       }
       chart = lineChart(
         [
-          { name: "active share of GPUs held", points: active, area: true },
+          { name: "active share", points: active, area: true },
           { name: "mean utilisation", points: mean },
         ],
         start,
@@ -203,7 +203,7 @@ export const utilizationPage: Page = {
       ),
       h(
         "section",
-        { id: "utilization" },
+        { id: "utilization", "data-target": target },
         chart,
         h(
           "p",
