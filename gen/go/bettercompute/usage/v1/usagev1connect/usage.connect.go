@@ -9,6 +9,10 @@
 // The GPU-time a lease held on a GPU while the GPU was unhealthy (quarantined by the health
 // policy or an operator) is marked, so that it can be credited: Usage.unhealthy_amount, and an
 // export's unhealthy_quantity.
+// Beside the GPU-time held, GPU rows carry the GPU-time the daemons saw active and the mean
+// utilisation, from the per-minute utilisation of the leases' GPUs (Usage.active_amount and
+// mean_utilization, an export's active_quantity and mean_utilization), and Utilization returns
+// that utilisation over time (docs/gpus.md, "Efficiency and chargeback").
 // Usage belongs to the tenant whose lease used it, also in a pool granted to it.
 package usagev1connect
 

@@ -9,6 +9,10 @@
 // The GPU-time a lease held on a GPU while the GPU was unhealthy (quarantined by the health
 // policy or an operator) is marked, so that it can be credited: Usage.unhealthy_amount, and an
 // export's unhealthy_quantity.
+// Beside the GPU-time held, GPU rows carry the GPU-time the daemons saw active and the mean
+// utilisation, from the per-minute utilisation of the leases' GPUs (Usage.active_amount and
+// mean_utilization, an export's active_quantity and mean_utilization), and Utilization returns
+// that utilisation over time (docs/gpus.md, "Efficiency and chargeback").
 // Usage belongs to the tenant whose lease used it, also in a pool granted to it.
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
@@ -507,7 +511,8 @@ export const ExportFormatSchema: GenEnum<ExportFormat> = /*@__PURE__*/
 
 /**
  * UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
- * an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
+ * an owner, the usage of every tenant's leases in its pools, by tenant (Scope): held and active
+ * GPU-hours and the mean utilisation, the tenant efficiency table an owner charges back from.
  *
  * @generated from service bettercompute.usage.v1.UsageService
  */

@@ -40,7 +40,8 @@ _GZIP_COMPRESSION = GzipCompression()
 class UsageService(Protocol):
     """
     UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
-    an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
+    an owner, the usage of every tenant's leases in its pools, by tenant (Scope): held and active
+    GPU-hours and the mean utilisation, the tenant efficiency table an owner charges back from.
     """
     async def query(self, request: QueryRequest, ctx: RequestContext[QueryRequest, QueryResponse], /) -> QueryResponse:
         """
@@ -134,7 +135,8 @@ class UsageServiceASGIApplication(ConnectASGIApplication[UsageService]):
 class UsageServiceClient(ConnectClient):
     """
     UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
-    an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
+    an owner, the usage of every tenant's leases in its pools, by tenant (Scope): held and active
+    GPU-hours and the mean utilisation, the tenant efficiency table an owner charges back from.
     """
     def __init__(
         self,
@@ -250,7 +252,8 @@ class UsageServiceClient(ConnectClient):
 class UsageServiceSync(Protocol):
     """
     UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
-    an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
+    an owner, the usage of every tenant's leases in its pools, by tenant (Scope): held and active
+    GPU-hours and the mean utilisation, the tenant efficiency table an owner charges back from.
     """
     def query(self, request: QueryRequest, ctx: RequestContext[QueryRequest, QueryResponse], /) -> QueryResponse:
         """
@@ -342,7 +345,8 @@ class UsageServiceWSGIApplication(ConnectWSGIApplication):
 class UsageServiceClientSync(ConnectClientSync):
     """
     UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
-    an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
+    an owner, the usage of every tenant's leases in its pools, by tenant (Scope): held and active
+    GPU-hours and the mean utilisation, the tenant efficiency table an owner charges back from.
     """
     def __init__(
         self,
