@@ -51,6 +51,8 @@ WITH used AS (
           AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') >= sqlc.arg(starts_at)::timestamptz
           AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') < sqlc.arg(ends_at)::timestamptz
           AND (sqlc.narg(pool_id)::uuid IS NULL OR m.pool_id = sqlc.narg(pool_id))
+          -- Only the rows the used rows (a page of them) carry.
+          AND EXISTS (SELECT 1 FROM used u WHERE u.resource = 'gpu' AND u.pool_id = m.pool_id AND u.model = m.model AND u.hour = date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00'))
     GROUP BY 1, m.pool_id, m.model
 )
 SELECT u.hour, u.pool_id, u.resource, u.model, u.amount::float8 AS amount, u.unhealthy_amount::float8 AS unhealthy_amount,
@@ -79,6 +81,8 @@ WITH used AS (
           AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') >= sqlc.arg(starts_at)::timestamptz
           AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') < sqlc.arg(ends_at)::timestamptz
           AND (sqlc.narg(pool_id)::uuid IS NULL OR m.pool_id = sqlc.narg(pool_id))
+          -- Only the rows the used rows (a page of them) carry.
+          AND EXISTS (SELECT 1 FROM used u WHERE u.resource = 'gpu' AND u.pool_id = m.pool_id AND u.model = m.model)
     GROUP BY m.pool_id, m.model
 )
 SELECT u.pool_id, u.resource, u.model, u.amount::float8 AS amount, u.unhealthy_amount::float8 AS unhealthy_amount,
@@ -109,6 +113,8 @@ WITH used AS (
           AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') >= sqlc.arg(starts_at)::timestamptz
           AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') < sqlc.arg(ends_at)::timestamptz
           AND (sqlc.narg(pool_id)::uuid IS NULL OR m.pool_id = sqlc.narg(pool_id))
+          -- Only the rows the used rows (a page of them) carry.
+          AND EXISTS (SELECT 1 FROM used u WHERE u.resource = 'gpu' AND u.pool_id = m.pool_id AND u.model = m.model AND u.tenant_id = m.tenant_id AND u.hour = date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00'))
     GROUP BY 1, m.tenant_id, m.pool_id, m.model
 )
 SELECT u.hour, u.tenant_id, u.pool_id, u.resource, u.model, u.amount::float8 AS amount,
@@ -140,6 +146,8 @@ WITH used AS (
           AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') >= sqlc.arg(starts_at)::timestamptz
           AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') < sqlc.arg(ends_at)::timestamptz
           AND (sqlc.narg(pool_id)::uuid IS NULL OR m.pool_id = sqlc.narg(pool_id))
+          -- Only the rows the used rows (a page of them) carry.
+          AND EXISTS (SELECT 1 FROM used u WHERE u.resource = 'gpu' AND u.pool_id = m.pool_id AND u.model = m.model AND u.tenant_id = m.tenant_id)
     GROUP BY m.tenant_id, m.pool_id, m.model
 )
 SELECT u.tenant_id, u.pool_id, u.resource, u.model, u.amount::float8 AS amount, u.unhealthy_amount::float8 AS unhealthy_amount,
@@ -191,6 +199,8 @@ WITH used AS (
           AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') >= sqlc.arg(starts_at)::timestamptz
           AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') < sqlc.arg(ends_at)::timestamptz
           AND (sqlc.narg(pool_id)::uuid IS NULL OR m.pool_id = sqlc.narg(pool_id))
+          -- Only the rows the used rows (a page of them) carry.
+          AND EXISTS (SELECT 1 FROM used u WHERE u.resource = 'gpu' AND u.pool_id = m.pool_id AND u.model = m.model AND u.tenant_id = m.tenant_id)
     GROUP BY m.tenant_id, m.pool_id, m.model
 )
 SELECT u.tenant_id, u.pool_id, u.pool_name, u.resource, u.model, u.amount::text AS amount,
@@ -239,6 +249,8 @@ WITH used AS (
           AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') >= sqlc.arg(starts_at)::timestamptz
           AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') < sqlc.arg(ends_at)::timestamptz
           AND (sqlc.narg(pool_id)::uuid IS NULL OR m.pool_id = sqlc.narg(pool_id))
+          -- Only the rows the used rows (a page of them) carry.
+          AND EXISTS (SELECT 1 FROM used u WHERE u.resource = 'gpu' AND u.pool_id = m.pool_id AND u.model = m.model AND u.tenant_id = m.tenant_id)
     GROUP BY m.tenant_id, m.pool_id, m.model
 )
 SELECT u.tenant_id, u.pool_id, u.pool_name::text AS pool_name, u.resource, u.model, u.amount::text AS amount,
