@@ -152,6 +152,13 @@ func TestQueryPutsActiveBesideHeld(t *testing.T) {
 		eff(s.a, s.aOwn, "A100", 45, "12.5"),
 		eff(s.a, s.gone, "H100", 0, "-"),
 	)
+	wantEfficiency(t, "a, own, hourly", res.GetHours(),
+		eff(s.a, s.shared, "H100", 120, "35", h0),
+		eff(s.a, s.shared, "cpu", 0, "-", h0),
+		eff(s.a, s.shared, "memory", 0, "-", h1),
+		eff(s.a, s.aOwn, "A100", 45, "12.5", h0),
+		eff(s.a, s.gone, "H100", 0, "-", h0),
+	)
 	// A tenant never reads another's utilisation: b's rows are b's own, in either scope.
 	wantEfficiency(t, "b, own", query(b, usagev1.Scope_SCOPE_UNSPECIFIED).GetTotals(), eff(s.b, s.shared, "H100", 60, "80"))
 	wantEfficiency(t, "b, owned pools", query(b, usagev1.Scope_SCOPE_OWNED_POOLS).GetTotals())
