@@ -18,7 +18,7 @@ import { badge, bytes, h, meter, shortId, table, when } from "./dom.js";
 import { gpusPage } from "./gpus.js";
 import { nodesPage } from "./nodes.js";
 import { remediationsPage } from "./remediations.js";
-import { utilizationPage } from "./utilization.js";
+import { showLeaseUtilization, utilizationPage } from "./utilization.js";
 import { scalingPanel } from "./scaling.js";
 import { liveRefresh, workflowsPage } from "./workflows.js";
 
@@ -523,6 +523,24 @@ function stateName(s: leasesv1.LeaseState): string {
   return (leasesv1.LeaseState[s] ?? String(s)).toLowerCase().replace("_", " ");
 }
 
+/**
+ * A lease's GPU use from its utilisation roll-up: the mean utilisation and the active share of
+ * the GPU-time sampled, with a link to its plot on the Utilisation page; "—" before a sample.
+ */
+function gpuUse(l: leasesv1.Lease): HTMLElement | string {
+  const u = l.utilization;
+  if (!u || u.gpuSecondsHeld === 0n) return "—";
+  const active = (Number(u.gpuSecondsActive) / Number(u.gpuSecondsHeld)) * 100;
+  const link = h("a", { href: "#/utilization" }, "plot");
+  link.addEventListener("click", () => showLeaseUtilization(l.id));
+  return h(
+    "span",
+    null,
+    `${u.meanUtilization.toFixed(0)}% mean`,
+    h("div", { class: "sub" }, `${active.toFixed(0)}% active · `, link),
+  );
+}
+
 export const leasesPage: Page = {
   title: "Leases",
   async render(ctx, root) {
@@ -548,10 +566,13 @@ export const leasesPage: Page = {
           { class: "state" },
           badge(stateName(l.state), leasesv1.LeaseState[l.state]?.toLowerCase()),
           l.borrowing && [" ", badge("borrowing")],
+          l.idleSince && [" ", badge("idle")],
+          l.idleSince && h("div", { class: "sub" }, "idle since ", when(l.idleSince)),
           l.preemptTime && h("div", { class: "sub" }, "preempted ", when(l.preemptTime)),
           l.reason && h("div", { class: "sub" }, l.reason),
         ),
         h("td", null, held.join(", ") || "—"),
+        h("td", { class: "gpu-use" }, gpuUse(l)),
         h("td", null, when(l.createTime)),
         h("td", null, when(l.placeTime)),
         h("td", null, when(l.endTime)),
@@ -571,7 +592,7 @@ export const leasesPage: Page = {
     );
     root.replaceChildren(
       h("h1", null, "Leases ", filter),
-      table(["Lease", "Pool", "Shape", "Priority", "State", "Holds", "Created", "Placed", "Ends"], rows, "No leases."),
+      table(["Lease", "Pool", "Shape", "Priority", "State", "Holds", "GPU use", "Created", "Placed", "Ends"], rows, "No leases."),
       h(
         "p",
         { class: "sub" },

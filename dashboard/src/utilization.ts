@@ -27,6 +27,12 @@ let utilScope = usagev1.Scope.UNSPECIFIED;
 /** What the chart shows: "" for the whole scope, "pool:<id>" or "lease:<id>". */
 let utilTarget = "";
 
+/** Makes the Utilisation page plot one of the caller's leases (the Leases page links to it). */
+export function showLeaseUtilization(id: string): void {
+  utilTarget = `lease:${id}`;
+  utilScope = usagev1.Scope.UNSPECIFIED;
+}
+
 const SCOPES: [usagev1.Scope, string][] = [
   [usagev1.Scope.UNSPECIFIED, "my leases"],
   [usagev1.Scope.OWNED_POOLS, "all leases in my pools"],
@@ -173,8 +179,7 @@ export const utilizationPage: Page = {
     const idleRows = idle.map((l) => {
       const show = h("button", { type: "button", class: "link" }, "Show");
       show.addEventListener("click", () => {
-        utilTarget = `lease:${l.id}`;
-        utilScope = usagev1.Scope.UNSPECIFIED;
+        showLeaseUtilization(l.id);
         void ctx.refresh();
       });
       return h(
@@ -182,7 +187,7 @@ export const utilizationPage: Page = {
         { "data-lease-id": l.id },
         h("td", null, h("span", { title: l.id }, shortId(l.id))),
         h("td", null, poolName.get(l.poolId) ?? shortId(l.poolId)),
-        h("td", { class: "num" }, `${l.gpus} × ${l.gpuModel || "GPU"}`),
+        h("td", null, `${l.gpus} × ${l.gpuModel || "GPU"}`),
         h("td", { class: "idle-age" }, age(timestampMs(l.idleSince!)), h("div", { class: "sub" }, when(l.idleSince))),
         h("td", { class: "num" }, l.utilization ? pct(l.utilization.meanUtilization) : "—"),
         h("td", null, show),
