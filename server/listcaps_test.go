@@ -27,6 +27,7 @@ var boundedWithoutPages = map[string]string{
 	"/iam/whoAmI":            "the caller's roles, a handful",
 	"/nodes/summary":         "node states and GPU models, a few each (an aggregate; nodes are capped by rateLimits.tenant.nodes)",
 	"/usage/query":           "totals at most usage.MaxTotalRows (refused beyond), hours at most 10,000; expensive",
+	"/usage/utilization":     "at most usage.MaxPoints points (a period of more steps is refused); expensive",
 	"/workflows/get":         "a workflow's nodes, at most workflow.MaxNodes",
 }
 

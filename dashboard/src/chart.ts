@@ -1,4 +1,5 @@
-// An inline SVG line chart of fractions (0..1) over time: one line per series, hourly points.
+// An inline SVG line chart of fractions (0..1) over time: one line per series (or a filled area),
+// points at any step.
 const SVG = "http://www.w3.org/2000/svg";
 const COLORS = ["#2563eb", "#16a34a", "#d97706", "#dc2626", "#7c3aed", "#0891b2", "#db2777", "#4b5563"];
 
@@ -6,6 +7,8 @@ export interface Series {
   name: string;
   /** Points in time order: t in milliseconds since the epoch, v a fraction 0..1. */
   points: { t: number; v: number }[];
+  /** Fill the area under the line (drawn beneath the lines). */
+  area?: boolean;
 }
 
 function el<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number>, text?: string): SVGElementTagNameMap[K] {
@@ -22,7 +25,7 @@ function tickLabel(t: number, spanMs: number): string {
   return `${d.getMonth() + 1}/${d.getDate()}${spanMs <= 8 * 86400_000 ? " " + hm : ""}`;
 }
 
-export function lineChart(series: Series[], start: number, end: number, title: string): SVGSVGElement {
+export function lineChart(series: Series[], start: number, end: number, title: string, empty = "No metered use in this period"): SVGSVGElement {
   const W = 760, H = 240, L = 44, R = 24, T = 12, B = 28;
   const x = (t: number) => L + ((t - start) / Math.max(1, end - start)) * (W - L - R);
   const y = (v: number) => T + (1 - Math.max(0, Math.min(1, v))) * (H - T - B);
@@ -41,11 +44,16 @@ export function lineChart(series: Series[], start: number, end: number, title: s
   }
   const drawn = series.filter((s) => s.points.length > 0);
   if (drawn.every((s) => s.points.every((p) => p.v === 0))) {
-    svg.append(el("text", { x: (L + W - R) / 2, y: (T + H - B) / 2, "text-anchor": "middle", class: "chart-empty" }, "No metered use in this period"));
+    svg.append(el("text", { x: (L + W - R) / 2, y: (T + H - B) / 2, "text-anchor": "middle", class: "chart-empty" }, empty));
   }
   drawn.forEach((s, i) => {
     const color = COLORS[i % COLORS.length];
     const d = s.points.map((p, j) => `${j === 0 ? "M" : "L"}${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`).join("");
+    if (s.area && s.points.length > 0) {
+      const first = s.points[0], last = s.points[s.points.length - 1];
+      const fill = `${d}L${x(last.t).toFixed(1)},${y(0).toFixed(1)}L${x(first.t).toFixed(1)},${y(0).toFixed(1)}Z`;
+      svg.append(el("path", { d: fill, fill: color, "fill-opacity": 0.18, stroke: "none", "data-area": s.name }));
+    }
     svg.append(el("path", { d, fill: "none", stroke: color, "stroke-width": 2, "data-series": s.name }));
     const lx = L + (i % 4) * 180;
     const ly = H + 8 + 18 * Math.floor(i / 4);

@@ -18,6 +18,7 @@ import { badge, bytes, h, meter, shortId, table, when } from "./dom.js";
 import { gpusPage } from "./gpus.js";
 import { nodesPage } from "./nodes.js";
 import { remediationsPage } from "./remediations.js";
+import { showLeaseUtilization, utilizationPage } from "./utilization.js";
 import { scalingPanel } from "./scaling.js";
 import { liveRefresh, workflowsPage } from "./workflows.js";
 
@@ -38,7 +39,7 @@ export interface Page {
   render(ctx: PageContext, root: HTMLElement): Promise<void>;
 }
 
-async function collect<T>(it: AsyncIterable<T>, max: number): Promise<T[]> {
+export async function collect<T>(it: AsyncIterable<T>, max: number): Promise<T[]> {
   const out: T[] = [];
   for await (const x of it) {
     out.push(x);
@@ -47,7 +48,7 @@ async function collect<T>(it: AsyncIterable<T>, max: number): Promise<T[]> {
   return out;
 }
 
-function errorText(err: unknown): string {
+export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
@@ -98,7 +99,7 @@ function resourceCell(r: poolsv1.Resources | undefined): HTMLTableCellElement {
 }
 
 /** Tenant names by id, from iam/listTenants (the caller's tenant and, for the root, its children); empty when not allowed. */
-async function tenantNames(ctx: PageContext): Promise<Map<string, string>> {
+export async function tenantNames(ctx: PageContext): Promise<Map<string, string>> {
   const names = new Map<string, string>();
   if (ctx.tenant.id) names.set(ctx.tenant.id, ctx.tenant.name);
   try {
@@ -114,7 +115,7 @@ async function tenantNames(ctx: PageContext): Promise<Map<string, string>> {
 }
 
 /** A tenant's name with its id below, or the id when the name is not known; "you" for the caller's. */
-function tenantLabel(ctx: PageContext, names: Map<string, string>, id: string): HTMLElement | string {
+export function tenantLabel(ctx: PageContext, names: Map<string, string>, id: string): HTMLElement | string {
   if (!id) return "—";
   const name = id === ctx.tenant.id ? `you${names.get(id) ? ` (${names.get(id)})` : ""}` : names.get(id);
   return name ? h("span", { "data-tenant-id": id }, name, h("div", { class: "sub" }, id)) : h("span", { "data-tenant-id": id }, id);
@@ -429,7 +430,7 @@ function preemptionsSection(
 }
 
 /** Settles a call to its value or its error, so one failing section does not fail the page. */
-function settle<T>(p: Promise<T>): Promise<T | Error> {
+export function settle<T>(p: Promise<T>): Promise<T | Error> {
   return p.catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
 }
 
@@ -522,6 +523,24 @@ function stateName(s: leasesv1.LeaseState): string {
   return (leasesv1.LeaseState[s] ?? String(s)).toLowerCase().replace("_", " ");
 }
 
+/**
+ * A lease's GPU use from its utilisation roll-up: the mean utilisation and the active share of
+ * the GPU-time sampled, with a link to its plot on the Utilisation page; "—" before a sample.
+ */
+function gpuUse(l: leasesv1.Lease): HTMLElement | string {
+  const u = l.utilization;
+  if (!u || u.gpuSecondsHeld === 0n) return "—";
+  const active = (Number(u.gpuSecondsActive) / Number(u.gpuSecondsHeld)) * 100;
+  const link = h("a", { href: "#/utilization" }, "plot");
+  link.addEventListener("click", () => showLeaseUtilization(l.id));
+  return h(
+    "span",
+    null,
+    `${u.meanUtilization.toFixed(0)}% mean`,
+    h("div", { class: "sub" }, `${active.toFixed(0)}% active · `, link),
+  );
+}
+
 export const leasesPage: Page = {
   title: "Leases",
   async render(ctx, root) {
@@ -547,10 +566,13 @@ export const leasesPage: Page = {
           { class: "state" },
           badge(stateName(l.state), leasesv1.LeaseState[l.state]?.toLowerCase()),
           l.borrowing && [" ", badge("borrowing")],
+          l.idleSince && [" ", badge("idle")],
+          l.idleSince && h("div", { class: "sub" }, "idle since ", when(l.idleSince)),
           l.preemptTime && h("div", { class: "sub" }, "preempted ", when(l.preemptTime)),
           l.reason && h("div", { class: "sub" }, l.reason),
         ),
         h("td", null, held.join(", ") || "—"),
+        h("td", { class: "gpu-use" }, gpuUse(l)),
         h("td", null, when(l.createTime)),
         h("td", null, when(l.placeTime)),
         h("td", null, when(l.endTime)),
@@ -570,7 +592,7 @@ export const leasesPage: Page = {
     );
     root.replaceChildren(
       h("h1", null, "Leases ", filter),
-      table(["Lease", "Pool", "Shape", "Priority", "State", "Holds", "Created", "Placed", "Ends"], rows, "No leases."),
+      table(["Lease", "Pool", "Shape", "Priority", "State", "Holds", "GPU use", "Created", "Placed", "Ends"], rows, "No leases."),
       h(
         "p",
         { class: "sub" },
@@ -752,6 +774,7 @@ export const pages: Record<string, Page> = {
   leases: leasesPage,
   workflows: workflowsPage,
   usage: usagePage,
+  utilization: utilizationPage,
   activity: activityPage,
   api: apiPage,
 };

@@ -244,8 +244,21 @@ test("same origin: sign in, see the 3 nodes, drain one", { timeout: 120_000 }, a
   const [download] = await Promise.all([page.waitForEvent("download", { timeout: 30_000 }), page.click("#usage-csv")]);
   assert.match(download.suggestedFilename(), /^usage-my-pools-.*\.csv$/);
   const csv = readFileSync(await download.path(), "utf8");
-  assert.match(csv, /^period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity\r?\n/);
+  assert.match(csv, /^period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity,active_quantity,mean_utilization\r?\n/);
   await page.screenshot({ path: join(output, "dashboard-usage.png"), fullPage: true });
+
+  // Utilisation: the chart over time, the efficiency table and the idle leases, of the tenant
+  // and then of the pool.
+  await page.click('a[data-page="utilization"]');
+  await pageLoaded(page, "utilization");
+  for (const id of ["#utilization", "#efficiency", "#idle-leases"]) {
+    assert.equal(await page.locator(`${id} .error`).count(), 0, await page.innerText(id));
+  }
+  assert.equal(await page.locator("#utilization-chart").count(), 1, "the utilisation chart is drawn");
+  await page.selectOption("#utilization-target", `pool:${pool.id}`);
+  await page.waitForSelector(`#utilization[data-target="pool:${pool.id}"] #utilization-chart`, { timeout: 30_000 });
+  assert.equal(await page.locator("#utilization .error").count(), 0, await page.innerText("#utilization"));
+  await page.screenshot({ path: join(output, "dashboard-utilization.png"), fullPage: true });
   await call("leases/release", { id: lease.id });
 
   assert.deepEqual([...new Set(keyed)], [apiOrigin], "the key went to the API's origin only");

@@ -73,14 +73,15 @@ func (q *Queries) LeaseUtilization(ctx context.Context, arg LeaseUtilizationPara
 const recordGPUUsage = `-- name: RecordGPUUsage :execrows
 
 INSERT INTO lease_gpu_minutes AS m (lease_id, node_id, minute, tenant_id, pool_id, gpus, gpu_seconds,
-                                    active_gpu_seconds, util_sum, util_gpus, util_max, memory_peak_bytes)
+                                    active_gpu_seconds, util_sum, util_gpus, util_max, memory_peak_bytes, model)
 SELECT a.lease_id, d.node_id, $1::timestamptz, l.tenant_id, l.pool_id,
        count(*)::integer, (count(*) * 60)::bigint,
        COALESCE(sum(NULLIF(u.active_seconds, -1)), 0)::bigint,
        COALESCE(sum(NULLIF(u.util_mean, -1)), 0)::float8,
        count(NULLIF(u.util_mean, -1))::integer,
        max(NULLIF(u.util_max, -1))::real,
-       COALESCE(max(NULLIF(u.memory_used, -1)), 0)::bigint
+       COALESCE(max(NULLIF(u.memory_used, -1)), 0)::bigint,
+       min(d.model)::text
 FROM (
     SELECT DISTINCT ON (s.uuid) s.uuid, s.util_mean, s.util_max, s.active_seconds, s.memory_used
     FROM (
@@ -100,7 +101,7 @@ GROUP BY a.lease_id, d.node_id, l.tenant_id, l.pool_id
 ON CONFLICT (lease_id, node_id, minute) DO UPDATE
 SET gpus = excluded.gpus, gpu_seconds = excluded.gpu_seconds, active_gpu_seconds = excluded.active_gpu_seconds,
     util_sum = excluded.util_sum, util_gpus = excluded.util_gpus, util_max = excluded.util_max,
-    memory_peak_bytes = excluded.memory_peak_bytes
+    memory_peak_bytes = excluded.memory_peak_bytes, model = excluded.model
 `
 
 type RecordGPUUsageParams struct {
@@ -120,7 +121,8 @@ type RecordGPUUsageParams struct {
 // not give) are joined to the node's devices by UUID and to the allocations held now (that
 // started before the minute ended), and grouped by lease: one row per lease for the node and
 // the minute. A GPU no lease holds writes nothing; a GPU listed twice counts once. A minute
-// stored before is replaced. Returns the rows written.
+// stored before is replaced. Returns the rows written. model is the GPUs' model (a lease's GPUs
+// are of one model; the least, should a node report two).
 func (q *Queries) RecordGPUUsage(ctx context.Context, arg RecordGPUUsageParams) (int64, error) {
 	result, err := q.db.Exec(ctx, recordGPUUsage,
 		arg.Minute,

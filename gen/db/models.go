@@ -610,6 +610,7 @@ type LeaseGpuMinute struct {
 	UtilGpus         int32
 	UtilMax          *float32
 	MemoryPeakBytes  int64
+	Model            string
 }
 
 type Lock struct {

@@ -305,10 +305,11 @@ type Querier interface {
 	ExportOwnedPoolsUsage(ctx context.Context, arg ExportOwnedPoolsUsageParams) ([]ExportOwnedPoolsUsageRow, error)
 	// The caller's tenant's own usage for an export: one row per tenant, pool, resource and model
 	// over the period, with the exact sums of the amounts and of their unhealthy parts as numeric
-	// text (the handler converts them to hours without a float), at most lim rows in export order after the key (a page; from the
-	// first row without one). The pool's name is read by the
-	// pool id of the tenant's own usage (the pool may be another tenant's, granted to it); empty
-	// when the pool was deleted since.
+	// text (the handler converts them to hours without a float), at most lim rows in export order
+	// after the key (a page; from the first row without one). The pool's name is read by the pool
+	// id of the tenant's own usage (the pool may be another tenant's, granted to it); empty when the
+	// pool was deleted since. GPU rows carry the active GPU-seconds (exact, text) and utilisation
+	// sums of lease_gpu_minutes of the same tenant, pool, model and hours.
 	ExportUsage(ctx context.Context, arg ExportUsageParams) ([]ExportUsageRow, error)
 	// Adds to the duration of a lease that has not ended; a placed lease's end moves with it.
 	ExtendPoolLease(ctx context.Context, arg ExtendPoolLeaseParams) (PoolLease, error)
@@ -795,14 +796,19 @@ type Querier interface {
 	// went away.
 	PruneTunnels(ctx context.Context, arg PruneTunnelsParams) (int64, error)
 	// Every tenant's usage in the pools the caller's tenant owns: joined with pools by the caller's
-	// tenant, so the usage of a pool deleted since is no longer read this way.
+	// tenant, so the usage of a pool deleted since is no longer read this way; with the GPU rows'
+	// active GPU-seconds and utilisation sums, as QueryUsageHourly.
 	QueryOwnedPoolsUsageHourly(ctx context.Context, arg QueryOwnedPoolsUsageHourlyParams) ([]QueryOwnedPoolsUsageHourlyRow, error)
-	// Every tenant's usage in the pools the caller's tenant owns, as QueryOwnedPoolsUsageHourly.
+	// Every tenant's usage in the pools the caller's tenant owns, as QueryOwnedPoolsUsageHourly:
+	// the tenant efficiency table of a pool's owner.
 	QueryOwnedPoolsUsageTotals(ctx context.Context, arg QueryOwnedPoolsUsageTotalsParams) ([]QueryOwnedPoolsUsageTotalsRow, error)
-	// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
+	// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones), with
+	// the GPU rows' active GPU-seconds and utilisation sums from lease_gpu_minutes of the same pool,
+	// model and hour (util_sum / util_gpus is the mean; util_gpus 0: no sample).
 	QueryUsageHourly(ctx context.Context, arg QueryUsageHourlyParams) ([]QueryUsageHourlyRow, error)
 	// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones); at most
-	// lim rows.
+	// lim rows; with the GPU rows' active GPU-seconds and utilisation sums from lease_gpu_minutes of
+	// the same pool, model and hours, as QueryUsageHourly.
 	QueryUsageTotals(ctx context.Context, arg QueryUsageTotalsParams) ([]QueryUsageTotalsRow, error)
 	// Queues every parked event of a webhook for delivery again, after MarkWebhookHealthy.
 	QueueDeadLetters(ctx context.Context, arg QueueDeadLettersParams) (int64, error)
@@ -832,7 +838,8 @@ type Querier interface {
 	// not give) are joined to the node's devices by UUID and to the allocations held now (that
 	// started before the minute ended), and grouped by lease: one row per lease for the node and
 	// the minute. A GPU no lease holds writes nothing; a GPU listed twice counts once. A minute
-	// stored before is replaced. Returns the rows written.
+	// stored before is replaced. Returns the rows written. model is the GPUs' model (a lease's GPUs
+	// are of one model; the least, should a node report two).
 	RecordGPUUsage(ctx context.Context, arg RecordGPUUsageParams) (int64, error)
 	// When each background job last ran (internal/jobrun writes, doctor reads).
 	RecordJobRun(ctx context.Context, arg RecordJobRunParams) error
@@ -1065,6 +1072,11 @@ type Querier interface {
 	UpsertPoolQuota(ctx context.Context, arg UpsertPoolQuotaParams) (PoolQuota, error)
 	// The records not aggregated yet, and the age of the oldest (seconds; 0 when none).
 	UsageBacklog(ctx context.Context) (UsageBacklogRow, error)
+	// The minutes of lease_gpu_minutes in [starts_at, ends_at), in steps of step_seconds from
+	// starts_at, summed per step: by default the caller's tenant's own leases' (owned false), with
+	// owned every tenant's leases in the pools the caller's tenant owns; narrowed to a lease or a
+	// pool when given. At most lim steps, in time order.
+	UtilizationSeries(ctx context.Context, arg UtilizationSeriesParams) ([]UtilizationSeriesRow, error)
 	// The tenant's waiting remediations, oldest first: the ones to look at when one ends.
 	WaitingRemediations(ctx context.Context, tenantID uuid.UUID) ([]uuid.UUID, error)
 	// A webhook's state ('healthy' or 'failing') and, when failing, why. No row: it was deleted.

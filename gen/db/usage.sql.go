@@ -137,17 +137,37 @@ func (q *Queries) CountExportUsage(ctx context.Context, arg CountExportUsagePara
 }
 
 const exportOwnedPoolsUsage = `-- name: ExportOwnedPoolsUsage :many
-SELECT u.tenant_id, u.pool_id, p.name AS pool_name, u.resource, u.model, sum(u.amount)::text AS amount,
-       sum(u.unhealthy_amount)::text AS unhealthy_amount
-FROM usage_hourly u
-JOIN pools p ON p.id = u.pool_id AND p.tenant_id = $1
-WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
-  AND ($4::uuid IS NULL OR u.pool_id = $4)
-  AND ($5::uuid IS NULL
-       OR (u.tenant_id, u.pool_id, u.resource, u.model) > ($5::uuid, $6::uuid, $7::text, $8::text))
-GROUP BY u.tenant_id, u.pool_id, p.name, u.resource, u.model
+WITH used AS (
+    SELECT u.tenant_id, u.pool_id, p.name AS pool_name, u.resource, u.model, sum(u.amount) AS amount,
+           sum(u.unhealthy_amount) AS unhealthy_amount
+    FROM usage_hourly u
+    JOIN pools p ON p.id = u.pool_id AND p.tenant_id = $1
+    WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
+      AND ($4::uuid IS NULL OR u.pool_id = $4)
+      AND ($5::uuid IS NULL
+           OR (u.tenant_id, u.pool_id, u.resource, u.model) > ($5::uuid, $6::uuid, $7::text, $8::text))
+    GROUP BY u.tenant_id, u.pool_id, p.name, u.resource, u.model
+    ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
+    LIMIT $9
+), gpu AS (
+    SELECT m.tenant_id, m.pool_id, m.model, sum(m.active_gpu_seconds) AS active, sum(m.util_sum) AS util_sum,
+           sum(m.util_gpus) AS util_gpus
+    FROM lease_gpu_minutes m
+    JOIN pools p ON p.id = m.pool_id AND p.tenant_id = $1
+    WHERE m.minute >= $2::timestamptz AND m.minute < $3::timestamptz + interval '1 hour'
+          AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') >= $2::timestamptz
+          AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') < $3::timestamptz
+          AND ($4::uuid IS NULL OR m.pool_id = $4)
+          -- Only the rows the used rows (a page of them) carry.
+          AND EXISTS (SELECT 1 FROM used u WHERE u.resource = 'gpu' AND u.pool_id = m.pool_id AND u.model = m.model AND u.tenant_id = m.tenant_id)
+    GROUP BY m.tenant_id, m.pool_id, m.model
+)
+SELECT u.tenant_id, u.pool_id, u.pool_name::text AS pool_name, u.resource, u.model, u.amount::text AS amount,
+       u.unhealthy_amount::text AS unhealthy_amount, COALESCE(g.active, 0)::text AS active_amount,
+       COALESCE(g.util_sum, 0)::float8 AS util_sum, COALESCE(g.util_gpus, 0)::bigint AS util_gpus
+FROM used u
+LEFT JOIN gpu g ON u.resource = 'gpu' AND g.tenant_id = u.tenant_id AND g.pool_id = u.pool_id AND g.model = u.model
 ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
-LIMIT $9
 `
 
 type ExportOwnedPoolsUsageParams struct {
@@ -170,6 +190,9 @@ type ExportOwnedPoolsUsageRow struct {
 	Model           string
 	Amount          string
 	UnhealthyAmount string
+	ActiveAmount    string
+	UtilSum         float64
+	UtilGpus        int64
 }
 
 // Every tenant's usage in the pools the caller's tenant owns for an export, as ExportUsage and
@@ -201,6 +224,9 @@ func (q *Queries) ExportOwnedPoolsUsage(ctx context.Context, arg ExportOwnedPool
 			&i.Model,
 			&i.Amount,
 			&i.UnhealthyAmount,
+			&i.ActiveAmount,
+			&i.UtilSum,
+			&i.UtilGpus,
 		); err != nil {
 			return nil, err
 		}
@@ -213,17 +239,36 @@ func (q *Queries) ExportOwnedPoolsUsage(ctx context.Context, arg ExportOwnedPool
 }
 
 const exportUsage = `-- name: ExportUsage :many
-SELECT u.tenant_id, u.pool_id, COALESCE(p.name, '')::text AS pool_name, u.resource, u.model,
-       sum(u.amount)::text AS amount, sum(u.unhealthy_amount)::text AS unhealthy_amount
-FROM usage_hourly u
-LEFT JOIN pools p ON p.id = u.pool_id
-WHERE u.tenant_id = $1 AND u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
-  AND ($4::uuid IS NULL OR u.pool_id = $4)
-  AND ($5::uuid IS NULL
-       OR (u.tenant_id, u.pool_id, u.resource, u.model) > ($5::uuid, $6::uuid, $7::text, $8::text))
-GROUP BY u.tenant_id, u.pool_id, p.name, u.resource, u.model
+WITH used AS (
+    SELECT u.tenant_id, u.pool_id, COALESCE(p.name, '')::text AS pool_name, u.resource, u.model,
+           sum(u.amount) AS amount, sum(u.unhealthy_amount) AS unhealthy_amount
+    FROM usage_hourly u
+    LEFT JOIN pools p ON p.id = u.pool_id
+    WHERE u.tenant_id = $1 AND u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
+      AND ($4::uuid IS NULL OR u.pool_id = $4)
+      AND ($5::uuid IS NULL
+           OR (u.tenant_id, u.pool_id, u.resource, u.model) > ($5::uuid, $6::uuid, $7::text, $8::text))
+    GROUP BY u.tenant_id, u.pool_id, p.name, u.resource, u.model
+    ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
+    LIMIT $9
+), gpu AS (
+    SELECT m.tenant_id, m.pool_id, m.model, sum(m.active_gpu_seconds) AS active, sum(m.util_sum) AS util_sum,
+           sum(m.util_gpus) AS util_gpus
+    FROM lease_gpu_minutes m
+    WHERE m.tenant_id = $1 AND m.minute >= $2::timestamptz AND m.minute < $3::timestamptz + interval '1 hour'
+          AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') >= $2::timestamptz
+          AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') < $3::timestamptz
+          AND ($4::uuid IS NULL OR m.pool_id = $4)
+          -- Only the rows the used rows (a page of them) carry.
+          AND EXISTS (SELECT 1 FROM used u WHERE u.resource = 'gpu' AND u.pool_id = m.pool_id AND u.model = m.model AND u.tenant_id = m.tenant_id)
+    GROUP BY m.tenant_id, m.pool_id, m.model
+)
+SELECT u.tenant_id, u.pool_id, u.pool_name, u.resource, u.model, u.amount::text AS amount,
+       u.unhealthy_amount::text AS unhealthy_amount, COALESCE(g.active, 0)::text AS active_amount,
+       COALESCE(g.util_sum, 0)::float8 AS util_sum, COALESCE(g.util_gpus, 0)::bigint AS util_gpus
+FROM used u
+LEFT JOIN gpu g ON u.resource = 'gpu' AND g.tenant_id = u.tenant_id AND g.pool_id = u.pool_id AND g.model = u.model
 ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
-LIMIT $9
 `
 
 type ExportUsageParams struct {
@@ -246,14 +291,18 @@ type ExportUsageRow struct {
 	Model           string
 	Amount          string
 	UnhealthyAmount string
+	ActiveAmount    string
+	UtilSum         float64
+	UtilGpus        int64
 }
 
 // The caller's tenant's own usage for an export: one row per tenant, pool, resource and model
 // over the period, with the exact sums of the amounts and of their unhealthy parts as numeric
-// text (the handler converts them to hours without a float), at most lim rows in export order after the key (a page; from the
-// first row without one). The pool's name is read by the
-// pool id of the tenant's own usage (the pool may be another tenant's, granted to it); empty
-// when the pool was deleted since.
+// text (the handler converts them to hours without a float), at most lim rows in export order
+// after the key (a page; from the first row without one). The pool's name is read by the pool
+// id of the tenant's own usage (the pool may be another tenant's, granted to it); empty when the
+// pool was deleted since. GPU rows carry the active GPU-seconds (exact, text) and utilisation
+// sums of lease_gpu_minutes of the same tenant, pool, model and hours.
 func (q *Queries) ExportUsage(ctx context.Context, arg ExportUsageParams) ([]ExportUsageRow, error) {
 	rows, err := q.db.Query(ctx, exportUsage,
 		arg.TenantID,
@@ -281,6 +330,9 @@ func (q *Queries) ExportUsage(ctx context.Context, arg ExportUsageParams) ([]Exp
 			&i.Model,
 			&i.Amount,
 			&i.UnhealthyAmount,
+			&i.ActiveAmount,
+			&i.UtilSum,
+			&i.UtilGpus,
 		); err != nil {
 			return nil, err
 		}
@@ -293,14 +345,34 @@ func (q *Queries) ExportUsage(ctx context.Context, arg ExportUsageParams) ([]Exp
 }
 
 const queryOwnedPoolsUsageHourly = `-- name: QueryOwnedPoolsUsageHourly :many
+WITH used AS (
+    SELECT u.hour, u.tenant_id, u.pool_id, u.resource, u.model, u.amount, u.unhealthy_amount
+    FROM usage_hourly u
+    JOIN pools p ON p.id = u.pool_id AND p.tenant_id = $1
+    WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
+      AND ($4::uuid IS NULL OR u.pool_id = $4)
+    ORDER BY u.hour, u.tenant_id, u.pool_id, u.resource, u.model
+    LIMIT $5
+), gpu AS (
+    SELECT date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') AS hour, m.tenant_id, m.pool_id, m.model,
+           sum(m.active_gpu_seconds) AS active, sum(m.util_sum) AS util_sum, sum(m.util_gpus) AS util_gpus
+    FROM lease_gpu_minutes m
+    JOIN pools p ON p.id = m.pool_id AND p.tenant_id = $1
+    WHERE m.minute >= $2::timestamptz AND m.minute < $3::timestamptz + interval '1 hour'
+          AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') >= $2::timestamptz
+          AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') < $3::timestamptz
+          AND ($4::uuid IS NULL OR m.pool_id = $4)
+          -- Only the rows the used rows (a page of them) carry.
+          AND EXISTS (SELECT 1 FROM used u WHERE u.resource = 'gpu' AND u.pool_id = m.pool_id AND u.model = m.model AND u.tenant_id = m.tenant_id AND u.hour = date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00'))
+    GROUP BY 1, m.tenant_id, m.pool_id, m.model
+)
 SELECT u.hour, u.tenant_id, u.pool_id, u.resource, u.model, u.amount::float8 AS amount,
-       u.unhealthy_amount::float8 AS unhealthy_amount
-FROM usage_hourly u
-JOIN pools p ON p.id = u.pool_id AND p.tenant_id = $1
-WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
-  AND ($4::uuid IS NULL OR u.pool_id = $4)
+       u.unhealthy_amount::float8 AS unhealthy_amount,
+       COALESCE(g.active, 0)::float8 AS active_amount, COALESCE(g.util_sum, 0)::float8 AS util_sum,
+       COALESCE(g.util_gpus, 0)::bigint AS util_gpus
+FROM used u
+LEFT JOIN gpu g ON u.resource = 'gpu' AND g.hour = u.hour AND g.tenant_id = u.tenant_id AND g.pool_id = u.pool_id AND g.model = u.model
 ORDER BY u.hour, u.tenant_id, u.pool_id, u.resource, u.model
-LIMIT $5
 `
 
 type QueryOwnedPoolsUsageHourlyParams struct {
@@ -319,10 +391,14 @@ type QueryOwnedPoolsUsageHourlyRow struct {
 	Model           string
 	Amount          float64
 	UnhealthyAmount float64
+	ActiveAmount    float64
+	UtilSum         float64
+	UtilGpus        int64
 }
 
 // Every tenant's usage in the pools the caller's tenant owns: joined with pools by the caller's
-// tenant, so the usage of a pool deleted since is no longer read this way.
+// tenant, so the usage of a pool deleted since is no longer read this way; with the GPU rows'
+// active GPU-seconds and utilisation sums, as QueryUsageHourly.
 func (q *Queries) QueryOwnedPoolsUsageHourly(ctx context.Context, arg QueryOwnedPoolsUsageHourlyParams) ([]QueryOwnedPoolsUsageHourlyRow, error) {
 	rows, err := q.db.Query(ctx, queryOwnedPoolsUsageHourly,
 		arg.TenantID,
@@ -346,6 +422,9 @@ func (q *Queries) QueryOwnedPoolsUsageHourly(ctx context.Context, arg QueryOwned
 			&i.Model,
 			&i.Amount,
 			&i.UnhealthyAmount,
+			&i.ActiveAmount,
+			&i.UtilSum,
+			&i.UtilGpus,
 		); err != nil {
 			return nil, err
 		}
@@ -358,15 +437,34 @@ func (q *Queries) QueryOwnedPoolsUsageHourly(ctx context.Context, arg QueryOwned
 }
 
 const queryOwnedPoolsUsageTotals = `-- name: QueryOwnedPoolsUsageTotals :many
-SELECT u.tenant_id, u.pool_id, u.resource, u.model, sum(u.amount)::float8 AS amount,
-       sum(u.unhealthy_amount)::float8 AS unhealthy_amount
-FROM usage_hourly u
-JOIN pools p ON p.id = u.pool_id AND p.tenant_id = $1
-WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
-  AND ($4::uuid IS NULL OR u.pool_id = $4)
-GROUP BY u.tenant_id, u.pool_id, u.resource, u.model
+WITH used AS (
+    SELECT u.tenant_id, u.pool_id, u.resource, u.model, sum(u.amount) AS amount, sum(u.unhealthy_amount) AS unhealthy_amount
+    FROM usage_hourly u
+    JOIN pools p ON p.id = u.pool_id AND p.tenant_id = $1
+    WHERE u.hour >= $2::timestamptz AND u.hour < $3::timestamptz
+      AND ($4::uuid IS NULL OR u.pool_id = $4)
+    GROUP BY u.tenant_id, u.pool_id, u.resource, u.model
+    ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
+    LIMIT $5
+), gpu AS (
+    SELECT m.tenant_id, m.pool_id, m.model, sum(m.active_gpu_seconds) AS active, sum(m.util_sum) AS util_sum,
+           sum(m.util_gpus) AS util_gpus
+    FROM lease_gpu_minutes m
+    JOIN pools p ON p.id = m.pool_id AND p.tenant_id = $1
+    WHERE m.minute >= $2::timestamptz AND m.minute < $3::timestamptz + interval '1 hour'
+          AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') >= $2::timestamptz
+          AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') < $3::timestamptz
+          AND ($4::uuid IS NULL OR m.pool_id = $4)
+          -- Only the rows the used rows (a page of them) carry.
+          AND EXISTS (SELECT 1 FROM used u WHERE u.resource = 'gpu' AND u.pool_id = m.pool_id AND u.model = m.model AND u.tenant_id = m.tenant_id)
+    GROUP BY m.tenant_id, m.pool_id, m.model
+)
+SELECT u.tenant_id, u.pool_id, u.resource, u.model, u.amount::float8 AS amount, u.unhealthy_amount::float8 AS unhealthy_amount,
+       COALESCE(g.active, 0)::float8 AS active_amount, COALESCE(g.util_sum, 0)::float8 AS util_sum,
+       COALESCE(g.util_gpus, 0)::bigint AS util_gpus
+FROM used u
+LEFT JOIN gpu g ON u.resource = 'gpu' AND g.tenant_id = u.tenant_id AND g.pool_id = u.pool_id AND g.model = u.model
 ORDER BY u.tenant_id, u.pool_id, u.resource, u.model
-LIMIT $5
 `
 
 type QueryOwnedPoolsUsageTotalsParams struct {
@@ -384,9 +482,13 @@ type QueryOwnedPoolsUsageTotalsRow struct {
 	Model           string
 	Amount          float64
 	UnhealthyAmount float64
+	ActiveAmount    float64
+	UtilSum         float64
+	UtilGpus        int64
 }
 
-// Every tenant's usage in the pools the caller's tenant owns, as QueryOwnedPoolsUsageHourly.
+// Every tenant's usage in the pools the caller's tenant owns, as QueryOwnedPoolsUsageHourly:
+// the tenant efficiency table of a pool's owner.
 func (q *Queries) QueryOwnedPoolsUsageTotals(ctx context.Context, arg QueryOwnedPoolsUsageTotalsParams) ([]QueryOwnedPoolsUsageTotalsRow, error) {
 	rows, err := q.db.Query(ctx, queryOwnedPoolsUsageTotals,
 		arg.TenantID,
@@ -409,6 +511,9 @@ func (q *Queries) QueryOwnedPoolsUsageTotals(ctx context.Context, arg QueryOwned
 			&i.Model,
 			&i.Amount,
 			&i.UnhealthyAmount,
+			&i.ActiveAmount,
+			&i.UtilSum,
+			&i.UtilGpus,
 		); err != nil {
 			return nil, err
 		}
@@ -421,12 +526,31 @@ func (q *Queries) QueryOwnedPoolsUsageTotals(ctx context.Context, arg QueryOwned
 }
 
 const queryUsageHourly = `-- name: QueryUsageHourly :many
-SELECT hour, pool_id, resource, model, amount::float8 AS amount, unhealthy_amount::float8 AS unhealthy_amount
-FROM usage_hourly
-WHERE tenant_id = $1 AND hour >= $2::timestamptz AND hour < $3::timestamptz
-  AND ($4::uuid IS NULL OR pool_id = $4)
-ORDER BY hour, pool_id, resource, model
-LIMIT $5
+WITH used AS (
+    SELECT h.hour, h.pool_id, h.resource, h.model, h.amount, h.unhealthy_amount
+    FROM usage_hourly h
+    WHERE h.tenant_id = $1 AND h.hour >= $2::timestamptz AND h.hour < $3::timestamptz
+      AND ($4::uuid IS NULL OR h.pool_id = $4)
+    ORDER BY h.hour, h.pool_id, h.resource, h.model
+    LIMIT $5
+), gpu AS (
+    SELECT date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') AS hour, m.pool_id, m.model,
+           sum(m.active_gpu_seconds) AS active, sum(m.util_sum) AS util_sum, sum(m.util_gpus) AS util_gpus
+    FROM lease_gpu_minutes m
+    WHERE m.tenant_id = $1 AND m.minute >= $2::timestamptz AND m.minute < $3::timestamptz + interval '1 hour'
+          AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') >= $2::timestamptz
+          AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') < $3::timestamptz
+          AND ($4::uuid IS NULL OR m.pool_id = $4)
+          -- Only the rows the used rows (a page of them) carry.
+          AND EXISTS (SELECT 1 FROM used u WHERE u.resource = 'gpu' AND u.pool_id = m.pool_id AND u.model = m.model AND u.hour = date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00'))
+    GROUP BY 1, m.pool_id, m.model
+)
+SELECT u.hour, u.pool_id, u.resource, u.model, u.amount::float8 AS amount, u.unhealthy_amount::float8 AS unhealthy_amount,
+       COALESCE(g.active, 0)::float8 AS active_amount, COALESCE(g.util_sum, 0)::float8 AS util_sum,
+       COALESCE(g.util_gpus, 0)::bigint AS util_gpus
+FROM used u
+LEFT JOIN gpu g ON u.resource = 'gpu' AND g.hour = u.hour AND g.pool_id = u.pool_id AND g.model = u.model
+ORDER BY u.hour, u.pool_id, u.resource, u.model
 `
 
 type QueryUsageHourlyParams struct {
@@ -444,9 +568,14 @@ type QueryUsageHourlyRow struct {
 	Model           string
 	Amount          float64
 	UnhealthyAmount float64
+	ActiveAmount    float64
+	UtilSum         float64
+	UtilGpus        int64
 }
 
-// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones).
+// The caller's tenant's own leases' usage, in whichever pools (its own or granted ones), with
+// the GPU rows' active GPU-seconds and utilisation sums from lease_gpu_minutes of the same pool,
+// model and hour (util_sum / util_gpus is the mean; util_gpus 0: no sample).
 func (q *Queries) QueryUsageHourly(ctx context.Context, arg QueryUsageHourlyParams) ([]QueryUsageHourlyRow, error) {
 	rows, err := q.db.Query(ctx, queryUsageHourly,
 		arg.TenantID,
@@ -469,6 +598,9 @@ func (q *Queries) QueryUsageHourly(ctx context.Context, arg QueryUsageHourlyPara
 			&i.Model,
 			&i.Amount,
 			&i.UnhealthyAmount,
+			&i.ActiveAmount,
+			&i.UtilSum,
+			&i.UtilGpus,
 		); err != nil {
 			return nil, err
 		}
@@ -481,13 +613,31 @@ func (q *Queries) QueryUsageHourly(ctx context.Context, arg QueryUsageHourlyPara
 }
 
 const queryUsageTotals = `-- name: QueryUsageTotals :many
-SELECT pool_id, resource, model, sum(amount)::float8 AS amount, sum(unhealthy_amount)::float8 AS unhealthy_amount
-FROM usage_hourly
-WHERE tenant_id = $1 AND hour >= $2::timestamptz AND hour < $3::timestamptz
-  AND ($4::uuid IS NULL OR pool_id = $4)
-GROUP BY pool_id, resource, model
-ORDER BY pool_id, resource, model
-LIMIT $5
+WITH used AS (
+    SELECT h.pool_id, h.resource, h.model, sum(h.amount) AS amount, sum(h.unhealthy_amount) AS unhealthy_amount
+    FROM usage_hourly h
+    WHERE h.tenant_id = $1 AND h.hour >= $2::timestamptz AND h.hour < $3::timestamptz
+      AND ($4::uuid IS NULL OR h.pool_id = $4)
+    GROUP BY h.pool_id, h.resource, h.model
+    ORDER BY h.pool_id, h.resource, h.model
+    LIMIT $5
+), gpu AS (
+    SELECT m.pool_id, m.model, sum(m.active_gpu_seconds) AS active, sum(m.util_sum) AS util_sum, sum(m.util_gpus) AS util_gpus
+    FROM lease_gpu_minutes m
+    WHERE m.tenant_id = $1 AND m.minute >= $2::timestamptz AND m.minute < $3::timestamptz + interval '1 hour'
+          AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') >= $2::timestamptz
+          AND date_bin('1 hour', m.minute, '2000-01-01 00:00:00+00') < $3::timestamptz
+          AND ($4::uuid IS NULL OR m.pool_id = $4)
+          -- Only the rows the used rows (a page of them) carry.
+          AND EXISTS (SELECT 1 FROM used u WHERE u.resource = 'gpu' AND u.pool_id = m.pool_id AND u.model = m.model)
+    GROUP BY m.pool_id, m.model
+)
+SELECT u.pool_id, u.resource, u.model, u.amount::float8 AS amount, u.unhealthy_amount::float8 AS unhealthy_amount,
+       COALESCE(g.active, 0)::float8 AS active_amount, COALESCE(g.util_sum, 0)::float8 AS util_sum,
+       COALESCE(g.util_gpus, 0)::bigint AS util_gpus
+FROM used u
+LEFT JOIN gpu g ON u.resource = 'gpu' AND g.pool_id = u.pool_id AND g.model = u.model
+ORDER BY u.pool_id, u.resource, u.model
 `
 
 type QueryUsageTotalsParams struct {
@@ -504,10 +654,14 @@ type QueryUsageTotalsRow struct {
 	Model           string
 	Amount          float64
 	UnhealthyAmount float64
+	ActiveAmount    float64
+	UtilSum         float64
+	UtilGpus        int64
 }
 
 // The caller's tenant's own leases' usage, in whichever pools (its own or granted ones); at most
-// lim rows.
+// lim rows; with the GPU rows' active GPU-seconds and utilisation sums from lease_gpu_minutes of
+// the same pool, model and hours, as QueryUsageHourly.
 func (q *Queries) QueryUsageTotals(ctx context.Context, arg QueryUsageTotalsParams) ([]QueryUsageTotalsRow, error) {
 	rows, err := q.db.Query(ctx, queryUsageTotals,
 		arg.TenantID,
@@ -529,6 +683,9 @@ func (q *Queries) QueryUsageTotals(ctx context.Context, arg QueryUsageTotalsPara
 			&i.Model,
 			&i.Amount,
 			&i.UnhealthyAmount,
+			&i.ActiveAmount,
+			&i.UtilSum,
+			&i.UtilGpus,
 		); err != nil {
 			return nil, err
 		}
@@ -558,4 +715,81 @@ func (q *Queries) UsageBacklog(ctx context.Context) (UsageBacklogRow, error) {
 	var i UsageBacklogRow
 	err := row.Scan(&i.Records, &i.OldestAgeSeconds)
 	return i, err
+}
+
+const utilizationSeries = `-- name: UtilizationSeries :many
+SELECT date_bin($1::bigint * interval '1 second', m.minute, $2::timestamptz)::timestamptz AS step_start,
+       sum(m.gpu_seconds)::bigint AS gpu_seconds, sum(m.active_gpu_seconds)::bigint AS active_gpu_seconds,
+       sum(m.util_sum)::float8 AS util_sum, sum(m.util_gpus)::bigint AS util_gpus,
+       max(m.memory_peak_bytes)::bigint AS memory_peak_bytes
+FROM lease_gpu_minutes m
+WHERE m.minute >= $2::timestamptz AND m.minute < $3::timestamptz
+  AND ($4::uuid IS NULL OR m.lease_id = $4)
+  AND ($5::uuid IS NULL OR m.pool_id = $5)
+  AND CASE WHEN $6::boolean
+           THEN EXISTS (SELECT 1 FROM pools p WHERE p.id = m.pool_id AND p.tenant_id = $7)
+           ELSE m.tenant_id = $7 END
+GROUP BY 1
+ORDER BY 1
+LIMIT $8
+`
+
+type UtilizationSeriesParams struct {
+	StepSeconds int64
+	StartsAt    time.Time
+	EndsAt      time.Time
+	LeaseID     *uuid.UUID
+	PoolID      *uuid.UUID
+	Owned       bool
+	TenantID    uuid.UUID
+	Lim         int32
+}
+
+type UtilizationSeriesRow struct {
+	StepStart        time.Time
+	GpuSeconds       int64
+	ActiveGpuSeconds int64
+	UtilSum          float64
+	UtilGpus         int64
+	MemoryPeakBytes  int64
+}
+
+// The minutes of lease_gpu_minutes in [starts_at, ends_at), in steps of step_seconds from
+// starts_at, summed per step: by default the caller's tenant's own leases' (owned false), with
+// owned every tenant's leases in the pools the caller's tenant owns; narrowed to a lease or a
+// pool when given. At most lim steps, in time order.
+func (q *Queries) UtilizationSeries(ctx context.Context, arg UtilizationSeriesParams) ([]UtilizationSeriesRow, error) {
+	rows, err := q.db.Query(ctx, utilizationSeries,
+		arg.StepSeconds,
+		arg.StartsAt,
+		arg.EndsAt,
+		arg.LeaseID,
+		arg.PoolID,
+		arg.Owned,
+		arg.TenantID,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UtilizationSeriesRow{}
+	for rows.Next() {
+		var i UtilizationSeriesRow
+		if err := rows.Scan(
+			&i.StepStart,
+			&i.GpuSeconds,
+			&i.ActiveGpuSeconds,
+			&i.UtilSum,
+			&i.UtilGpus,
+			&i.MemoryPeakBytes,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

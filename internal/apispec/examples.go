@@ -150,6 +150,7 @@ var Examples = map[string]Example{
 	"/tunnels/list":               {Body: `{"includeClosed": true}`},
 	"/usage/export":               {Body: `{"startTime": "2026-01-01T00:00:00Z", "endTime": "2026-02-01T00:00:00Z", "format": "EXPORT_FORMAT_CSV"}`},
 	"/usage/query":                {Body: `{"startTime": "2026-01-01T00:00:00Z", "endTime": "2026-02-01T00:00:00Z", "hourly": false}`},
+	"/usage/utilization":          {Body: `{"startTime": "2026-01-01T00:00:00Z", "endTime": "2026-01-02T00:00:00Z", "step": "3600s", "poolId": "$POOL_ID"}`},
 	"/webhooks/create":            {Body: `{"url": "https://hooks.example.com/better-compute", "eventTypes": ["node.joined", "lease.placed"]}`},
 	"/webhooks/delete":            {Body: `{"id": "$WEBHOOK_ID"}`},
 	"/webhooks/get":               {Body: `{"id": "$WEBHOOK_ID"}`},

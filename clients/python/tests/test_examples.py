@@ -124,7 +124,7 @@ def test_list_and_revoke_grants(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_usage_by_tenant(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    csv = b"period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity\n"
+    csv = b"period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity,active_quantity,mean_utilization\n"
     bc, canned = canned_client(
         Query=usagev1.QueryResponse(totals=[
             usagev1.Usage(tenant_id="tenant-2", pool_id="pool-1", resource="gpu", model=H100, amount=7200)]),

@@ -140,7 +140,7 @@ describe("the sharing example", () => {
 
   it("reads and exports usage by tenant", async () => {
     vi.spyOn(console, "log").mockImplementation(() => {});
-    const csv = "period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity\n";
+    const csv = "period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity,active_quantity,mean_utilization\n";
     const { bc, calls } = cannedClient({
       query: create(usagev1.QueryResponseSchema, {
         totals: [{ tenantId: "tenant-2", poolId: "pool-1", resource: "gpu", model: h100, amount: 7200 }],

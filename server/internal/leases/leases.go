@@ -566,8 +566,9 @@ func toProto(l db.PoolLease, allocs []db.PoolLeaseAllocationsRow) *leasesv1.Leas
 		State:    stateToProto(l.State), Reason: l.Reason,
 		CreateTime: timestamppb.New(l.CreatedAt), PlaceTime: optionalTime(l.PlacedAt), EndTime: optionalTime(l.EndsAt),
 		Priority: l.Priority, Borrowing: l.Borrowing, PreemptTime: optionalTime(l.PreemptedAt),
-		Topology: topologyToProto(l.Topology),
-		Nodes:    l.Nodes, GpusPerNode: l.GpusPerNode, GangDomain: l.GangDomain,
+		IdleSince: optionalTime(l.IdleSince),
+		Topology:  topologyToProto(l.Topology),
+		Nodes:     l.Nodes, GpusPerNode: l.GpusPerNode, GangDomain: l.GangDomain,
 		OnUnhealthyMember: gpuhealth.LeaseActionToProto(gpuhealth.LeaseAction(l.OnUnhealthyMember)),
 		ReservedStartTime: optionalTime(l.ReservedStart),
 	}

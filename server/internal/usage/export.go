@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,7 +36,7 @@ const (
 )
 
 // csvHeader is the first line of a CSV export, in the order of exportRow's fields.
-var csvHeader = []string{"period_start", "period_end", "tenant_id", "pool_id", "pool_name", "resource", "model", "quantity", "unit", "unhealthy_quantity"}
+var csvHeader = []string{"period_start", "period_end", "tenant_id", "pool_id", "pool_name", "resource", "model", "quantity", "unit", "unhealthy_quantity", "active_quantity", "mean_utilization"}
 
 // exportRow is one line of an export: what a tenant used of one resource (and GPU model) of one
 // pool over the period, in hours. Its JSON is a JSONL line.
@@ -55,12 +56,23 @@ type exportRow struct {
 	// the same unit and with as many decimals: what a credit is computed from. Last, so that a
 	// reader of the columns before it by position reads them as before.
 	UnhealthyQuantity json.Number `json:"unhealthyQuantity"`
+	// ActiveQuantity is the GPU-hours the daemons saw active in the same tenant, pool, model and
+	// hours, with as many decimals; 0 for cpu and memory and GPUs without samples. After the
+	// columns before it, for the same reason.
+	ActiveQuantity json.Number `json:"activeQuantity"`
+	// MeanUtilization is the mean utilisation of the GPU-minutes sampled, percent with 2
+	// decimals; nil (an empty CSV field, a JSON null) for cpu and memory and without samples.
+	MeanUtilization *json.Number `json:"meanUtilization"`
 	// key is the row's place in the export order, for the next page's token.
 	key *exportKey
 }
 
 func (r exportRow) csv() []string {
-	return []string{r.PeriodStart, r.PeriodEnd, r.TenantID, r.PoolID, r.PoolName, r.Resource, r.Model, r.Quantity.String(), r.Unit, r.UnhealthyQuantity.String()}
+	mean := ""
+	if r.MeanUtilization != nil {
+		mean = r.MeanUtilization.String()
+	}
+	return []string{r.PeriodStart, r.PeriodEnd, r.TenantID, r.PoolID, r.PoolName, r.Resource, r.Model, r.Quantity.String(), r.Unit, r.UnhealthyQuantity.String(), r.ActiveQuantity.String(), mean}
 }
 
 // exportKey is the export order's key of a row, which a page token holds: the last row of the
@@ -217,9 +229,19 @@ func (s *Service) exportRows(ctx context.Context, q *db.Queries, tenant uuid.UUI
 		if err != nil {
 			return nil, fmt.Errorf("unhealthy usage of pool %s: %w", u.PoolID, err)
 		}
+		active, err := hours(u.ActiveAmount, unit.perUnit)
+		if err != nil {
+			return nil, fmt.Errorf("active usage of pool %s: %w", u.PoolID, err)
+		}
+		var mean *json.Number
+		if m := meanUtilization(u.UtilSum, u.UtilGpus); m != nil {
+			n := json.Number(strconv.FormatFloat(*m, 'f', 2, 64))
+			mean = &n
+		}
 		rows = append(rows, exportRow{
 			PeriodStart: start, PeriodEnd: end, TenantID: u.TenantID.String(), PoolID: u.PoolID.String(), PoolName: u.PoolName,
 			Resource: u.Resource, Model: u.Model, Quantity: json.Number(quantity), Unit: unit.name, UnhealthyQuantity: json.Number(unhealthy),
+			ActiveQuantity: json.Number(active), MeanUtilization: mean,
 			key: &exportKey{Tenant: u.TenantID, Pool: u.PoolID, Resource: u.Resource, Model: u.Model},
 		})
 	}

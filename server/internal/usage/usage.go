@@ -138,6 +138,7 @@ func ownUsage(ctx context.Context, q *db.Queries, tenant uuid.UUID, f filter, ho
 	for _, t := range totals {
 		res.Totals = append(res.Totals, &usagev1.Usage{
 			TenantId: tenant.String(), PoolId: t.PoolID.String(), Resource: t.Resource, Model: t.Model, Amount: t.Amount, UnhealthyAmount: t.UnhealthyAmount,
+			ActiveAmount: t.ActiveAmount, MeanUtilization: meanUtilization(t.UtilSum, t.UtilGpus),
 		})
 	}
 	if !hourly {
@@ -151,6 +152,7 @@ func ownUsage(ctx context.Context, q *db.Queries, tenant uuid.UUID, f filter, ho
 		res.Hours = append(res.Hours, &usagev1.Usage{
 			TenantId: tenant.String(), PoolId: h.PoolID.String(), Resource: h.Resource, Model: h.Model, Amount: h.Amount,
 			UnhealthyAmount: h.UnhealthyAmount, Hour: timestamppb.New(h.Hour),
+			ActiveAmount: h.ActiveAmount, MeanUtilization: meanUtilization(h.UtilSum, h.UtilGpus),
 		})
 	}
 	return nil
@@ -168,6 +170,7 @@ func ownedPoolsUsage(ctx context.Context, q *db.Queries, owner uuid.UUID, f filt
 	for _, t := range totals {
 		res.Totals = append(res.Totals, &usagev1.Usage{
 			TenantId: t.TenantID.String(), PoolId: t.PoolID.String(), Resource: t.Resource, Model: t.Model, Amount: t.Amount, UnhealthyAmount: t.UnhealthyAmount,
+			ActiveAmount: t.ActiveAmount, MeanUtilization: meanUtilization(t.UtilSum, t.UtilGpus),
 		})
 	}
 	if !hourly {
@@ -183,6 +186,7 @@ func ownedPoolsUsage(ctx context.Context, q *db.Queries, owner uuid.UUID, f filt
 		res.Hours = append(res.Hours, &usagev1.Usage{
 			TenantId: h.TenantID.String(), PoolId: h.PoolID.String(), Resource: h.Resource, Model: h.Model, Amount: h.Amount,
 			UnhealthyAmount: h.UnhealthyAmount, Hour: timestamppb.New(h.Hour),
+			ActiveAmount: h.ActiveAmount, MeanUtilization: meanUtilization(h.UtilSum, h.UtilGpus),
 		})
 	}
 	return nil
@@ -191,4 +195,14 @@ func ownedPoolsUsage(ctx context.Context, q *db.Queries, owner uuid.UUID, f filt
 // tooManyTotals refuses a query of more than MaxTotalRows totals.
 func tooManyTotals() error {
 	return apierr.FailedPreconditionField("end_time", "the period has more than %d totals: narrow the period, pick a pool or use usage/export", MaxTotalRows)
+}
+
+// meanUtilization is the mean of utilisation samples from their sum and count; nil without any,
+// so that "no sample" does not read as an idle 0%.
+func meanUtilization(sum float64, n int64) *float64 {
+	if n <= 0 {
+		return nil
+	}
+	m := sum / float64(n)
+	return &m
 }

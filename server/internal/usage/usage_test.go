@@ -247,13 +247,21 @@ func TestOwnerSeesGranteesUsageByTenant(t *testing.T) {
 }
 
 // csvRecord is an export row as "tenant pool pool_name resource model quantity unit
-// unhealthy_quantity"; the unhealthy quantity is 0.000000 unless given.
+// unhealthy_quantity active_quantity mean_utilization"; the unhealthy quantity is 0.000000
+// unless given, and the active quantity 0.000000 and mean utilisation empty (no samples).
 func csvRecord(tenant, pool uuid.UUID, poolName, resource, model, quantity, unit string, unhealthy ...string) []string {
 	sick := "0.000000"
 	if len(unhealthy) > 0 {
 		sick = unhealthy[0]
 	}
-	return []string{tenant.String(), pool.String(), poolName, resource, model, quantity, unit, sick}
+	return []string{tenant.String(), pool.String(), poolName, resource, model, quantity, unit, sick, "0.000000", ""}
+}
+
+// active is csvRecord r with its active quantity and mean utilisation.
+func active(r []string, quantity, mean string) []string {
+	r = slices.Clone(r)
+	r[len(r)-2], r[len(r)-1] = quantity, mean
+	return r
 }
 
 // wantExport compares an export's records (without the period columns, which it checks) with
@@ -262,7 +270,7 @@ func wantExport(t *testing.T, what string, got [][]string, want ...[]string) {
 	t.Helper()
 	var trimmed [][]string
 	for _, r := range got {
-		if len(r) != 10 || r[0] != "2031-03-01T00:00:00Z" || r[1] != "2031-03-02T00:00:00Z" {
+		if len(r) != 12 || r[0] != "2031-03-01T00:00:00Z" || r[1] != "2031-03-02T00:00:00Z" {
 			t.Errorf("%s: record %q", what, r)
 			continue
 		}
@@ -298,7 +306,7 @@ func TestExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(records) == 0 || !slices.Equal(records[0], []string{"period_start", "period_end", "tenant_id", "pool_id", "pool_name", "resource", "model", "quantity", "unit", "unhealthy_quantity"}) {
+	if len(records) == 0 || !slices.Equal(records[0], []string{"period_start", "period_end", "tenant_id", "pool_id", "pool_name", "resource", "model", "quantity", "unit", "unhealthy_quantity", "active_quantity", "mean_utilization"}) {
 		t.Fatalf("header of %q", records)
 	}
 	wantExport(t, "owner, owned pools, csv", records[1:],
@@ -316,36 +324,7 @@ func TestExport(t *testing.T) {
 	if res.GetContentType() != usage.ContentTypeJSONL || res.GetRows() != 5 {
 		t.Errorf("content type %q, %d rows", res.GetContentType(), res.GetRows())
 	}
-	keys := []string{"periodStart", "periodEnd", "tenantId", "poolId", "poolName", "resource", "model", "quantity", "unit", "unhealthyQuantity"}
-	var got [][]string
-	dec := json.NewDecoder(bytes.NewReader(res.GetData()))
-	for {
-		var obj map[string]json.RawMessage
-		if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(slices.Sorted(maps.Keys(obj)), slices.Sorted(slices.Values(keys))) {
-			t.Fatalf("keys of %v", obj)
-		}
-		var r []string
-		for _, k := range keys {
-			var v string
-			if k == "quantity" || k == "unhealthyQuantity" {
-				// A JSON number, with its 6 decimals as written.
-				var n json.Number
-				if err := json.Unmarshal(obj[k], &n); err != nil || string(obj[k]) != n.String() {
-					t.Fatalf("%s %s is not a JSON number: %v", k, obj[k], err)
-				}
-				v = n.String()
-			} else if err := json.Unmarshal(obj[k], &v); err != nil {
-				t.Fatalf("%s: %v", k, err)
-			}
-			r = append(r, v)
-		}
-		got = append(got, r)
-	}
+	got := jsonlRecords(t, res.GetData())
 	if n := bytes.Count(res.GetData(), []byte("\n")); n != 5 {
 		t.Errorf("%d lines in %q", n, res.GetData())
 	}
@@ -372,7 +351,7 @@ func TestExport(t *testing.T) {
 		csvRecord(s.a, s.shared, "shared", "memory", "", "1.000000", "gib-hours"),
 	)
 	res, err = a.Export(ctx, &usagev1.ExportRequest{StartTime: start, EndTime: end, PoolId: s.shared.String(), Scope: usagev1.Scope_SCOPE_OWNED_POOLS})
-	if err != nil || res.GetRows() != 0 || string(res.GetData()) != "period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity\n" {
+	if err != nil || res.GetRows() != 0 || string(res.GetData()) != "period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity,active_quantity,mean_utilization\n" {
 		t.Errorf("a, owned pools, the owner's pool: %v, %v", res, err)
 	}
 
@@ -421,4 +400,46 @@ func TestExportRefusesMoreThanTheRowLimit(t *testing.T) {
 	if err != nil || res.GetRows() != 0 {
 		t.Errorf("the hour before: %v, %v", res, err)
 	}
+}
+
+// jsonlRecords decodes a JSONL export into records in the CSV's column order, checking that
+// every line has exactly the export's keys, that the quantities are JSON numbers with their
+// decimals as written, and that meanUtilization is a number or null ("" in the record).
+func jsonlRecords(t *testing.T, data []byte) [][]string {
+	t.Helper()
+	keys := []string{"periodStart", "periodEnd", "tenantId", "poolId", "poolName", "resource", "model", "quantity", "unit", "unhealthyQuantity", "activeQuantity", "meanUtilization"}
+	var got [][]string
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		var obj map[string]json.RawMessage
+		if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(slices.Sorted(maps.Keys(obj)), slices.Sorted(slices.Values(keys))) {
+			t.Fatalf("keys of %v", obj)
+		}
+		var r []string
+		for _, k := range keys {
+			var v string
+			switch {
+			case k == "meanUtilization" && string(obj[k]) == "null":
+			case k == "quantity" || k == "unhealthyQuantity" || k == "activeQuantity" || k == "meanUtilization":
+				// A JSON number, with its decimals as written.
+				var n json.Number
+				if err := json.Unmarshal(obj[k], &n); err != nil || string(obj[k]) != n.String() {
+					t.Fatalf("%s %s is not a JSON number: %v", k, obj[k], err)
+				}
+				v = n.String()
+			default:
+				if err := json.Unmarshal(obj[k], &v); err != nil {
+					t.Fatalf("%s: %v", k, err)
+				}
+			}
+			r = append(r, v)
+		}
+		got = append(got, r)
+	}
+	return got
 }

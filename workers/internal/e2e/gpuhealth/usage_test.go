@@ -166,6 +166,11 @@ func TestLeaseUtilization(t *testing.T) {
 	if n := d.count(t, `SELECT COALESCE(sum(gpus), 0) FROM lease_gpu_minutes`); n != 3*2+2*3 {
 		t.Errorf("the rows summarise %d GPU-minutes, want 12", n)
 	}
+	// Each row carries its GPUs' model, as the metering records do: what usage/query matches
+	// utilisation to usage by.
+	if n := d.count(t, `SELECT count(*) FROM lease_gpu_minutes WHERE model <> 'NVIDIA H100 80GB HBM3'`); n != 0 {
+		t.Errorf("%d rows without the GPUs' model", n)
+	}
 	if n := d.count(t, `SELECT count(*) FROM lease_gpu_minutes WHERE minute < $1`, base); n != 0 {
 		t.Errorf("%d rows of the minute two days old", n)
 	}

@@ -300,7 +300,11 @@ type Lease struct {
 	ReservedStartTime *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=reserved_start_time,json=reservedStartTime,proto3" json:"reserved_start_time,omitempty"`
 	// How the lease's GPUs were used, from the per-minute utilisation its nodes' daemons report
 	// (docs/gpus.md, "Utilisation per lease"); unset until a minute of it is stored.
-	Utilization   *Utilization `protobuf:"bytes,29,opt,name=utilization,proto3" json:"utilization,omitempty"`
+	Utilization *Utilization `protobuf:"bytes,29,opt,name=utilization,proto3" json:"utilization,omitempty"`
+	// When the idle job last found the lease idle under its pool's idle policy and told its tenant
+	// (lease.idle), until the lease is busy again: the age of an idle lease is now minus this.
+	// Unset while the lease is not idle (docs/gpus.md, "Idle leases").
+	IdleSince     *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=idle_since,json=idleSince,proto3" json:"idle_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -534,6 +538,13 @@ func (x *Lease) GetReservedStartTime() *timestamppb.Timestamp {
 func (x *Lease) GetUtilization() *Utilization {
 	if x != nil {
 		return x.Utilization
+	}
+	return nil
+}
+
+func (x *Lease) GetIdleSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.IdleSince
 	}
 	return nil
 }
@@ -1550,7 +1561,7 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n" +
-	"\x06effect\x18\x04 \x01(\tR\x06effect\"\x99\v\n" +
+	"\x06effect\x18\x04 \x01(\tR\x06effect\"\xfc\v\n" +
 	"\x05Lease\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -1584,7 +1595,9 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"gangDomain\x12\\\n" +
 	"\x13on_unhealthy_member\x18\x1b \x01(\x0e2,.bettercompute.pools.v1.UnhealthyLeaseActionR\x11onUnhealthyMember\x12J\n" +
 	"\x13reserved_start_time\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\x11reservedStartTime\x12F\n" +
-	"\vutilization\x18\x1d \x01(\v2$.bettercompute.leases.v1.UtilizationR\vutilization:Lʠ\x19H\n" +
+	"\vutilization\x18\x1d \x01(\v2$.bettercompute.leases.v1.UtilizationR\vutilization\x129\n" +
+	"\n" +
+	"idle_since\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\tidleSince:tʠ\x19p\n" +
 	"\x02id\n" +
 	"\x06poolId\n" +
 	"\x05state\n" +
@@ -1594,7 +1607,9 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\bpriority\n" +
 	"\n" +
 	"createTime\n" +
-	"\aendTime\"\xab\x02\n" +
+	"\aendTime\n" +
+	"\x1butilization.meanUtilization\n" +
+	"\tidleSince\"\xab\x02\n" +
 	"\vUtilization\x12(\n" +
 	"\x10gpu_seconds_held\x18\x01 \x01(\x03R\x0egpuSecondsHeld\x12,\n" +
 	"\x12gpu_seconds_active\x18\x02 \x01(\x03R\x10gpuSecondsActive\x12)\n" +
@@ -1753,38 +1768,39 @@ var file_bettercompute_leases_v1_leases_proto_depIdxs = []int32{
 	21, // 11: bettercompute.leases.v1.Lease.on_unhealthy_member:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
 	20, // 12: bettercompute.leases.v1.Lease.reserved_start_time:type_name -> google.protobuf.Timestamp
 	4,  // 13: bettercompute.leases.v1.Lease.utilization:type_name -> bettercompute.leases.v1.Utilization
-	20, // 14: bettercompute.leases.v1.Utilization.last_sample_time:type_name -> google.protobuf.Timestamp
-	1,  // 15: bettercompute.leases.v1.GangTopology.mode:type_name -> bettercompute.leases.v1.TopologyMode
-	18, // 16: bettercompute.leases.v1.Member.domain:type_name -> bettercompute.leases.v1.Member.DomainEntry
-	20, // 17: bettercompute.leases.v1.Allocation.start_time:type_name -> google.protobuf.Timestamp
-	20, // 18: bettercompute.leases.v1.Allocation.end_time:type_name -> google.protobuf.Timestamp
-	19, // 19: bettercompute.leases.v1.CreateRequest.duration:type_name -> google.protobuf.Duration
-	2,  // 20: bettercompute.leases.v1.CreateRequest.tolerations:type_name -> bettercompute.leases.v1.Toleration
-	1,  // 21: bettercompute.leases.v1.CreateRequest.topology:type_name -> bettercompute.leases.v1.TopologyMode
-	5,  // 22: bettercompute.leases.v1.CreateRequest.gang_topology:type_name -> bettercompute.leases.v1.GangTopology
-	21, // 23: bettercompute.leases.v1.CreateRequest.on_unhealthy_member:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
-	3,  // 24: bettercompute.leases.v1.CreateResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	3,  // 25: bettercompute.leases.v1.GetResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	0,  // 26: bettercompute.leases.v1.ListRequest.state:type_name -> bettercompute.leases.v1.LeaseState
-	3,  // 27: bettercompute.leases.v1.ListResponse.leases:type_name -> bettercompute.leases.v1.Lease
-	19, // 28: bettercompute.leases.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
-	3,  // 29: bettercompute.leases.v1.ExtendResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	3,  // 30: bettercompute.leases.v1.ReleaseResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	8,  // 31: bettercompute.leases.v1.LeasesService.Create:input_type -> bettercompute.leases.v1.CreateRequest
-	10, // 32: bettercompute.leases.v1.LeasesService.Get:input_type -> bettercompute.leases.v1.GetRequest
-	12, // 33: bettercompute.leases.v1.LeasesService.List:input_type -> bettercompute.leases.v1.ListRequest
-	14, // 34: bettercompute.leases.v1.LeasesService.Extend:input_type -> bettercompute.leases.v1.ExtendRequest
-	16, // 35: bettercompute.leases.v1.LeasesService.Release:input_type -> bettercompute.leases.v1.ReleaseRequest
-	9,  // 36: bettercompute.leases.v1.LeasesService.Create:output_type -> bettercompute.leases.v1.CreateResponse
-	11, // 37: bettercompute.leases.v1.LeasesService.Get:output_type -> bettercompute.leases.v1.GetResponse
-	13, // 38: bettercompute.leases.v1.LeasesService.List:output_type -> bettercompute.leases.v1.ListResponse
-	15, // 39: bettercompute.leases.v1.LeasesService.Extend:output_type -> bettercompute.leases.v1.ExtendResponse
-	17, // 40: bettercompute.leases.v1.LeasesService.Release:output_type -> bettercompute.leases.v1.ReleaseResponse
-	36, // [36:41] is the sub-list for method output_type
-	31, // [31:36] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	20, // 14: bettercompute.leases.v1.Lease.idle_since:type_name -> google.protobuf.Timestamp
+	20, // 15: bettercompute.leases.v1.Utilization.last_sample_time:type_name -> google.protobuf.Timestamp
+	1,  // 16: bettercompute.leases.v1.GangTopology.mode:type_name -> bettercompute.leases.v1.TopologyMode
+	18, // 17: bettercompute.leases.v1.Member.domain:type_name -> bettercompute.leases.v1.Member.DomainEntry
+	20, // 18: bettercompute.leases.v1.Allocation.start_time:type_name -> google.protobuf.Timestamp
+	20, // 19: bettercompute.leases.v1.Allocation.end_time:type_name -> google.protobuf.Timestamp
+	19, // 20: bettercompute.leases.v1.CreateRequest.duration:type_name -> google.protobuf.Duration
+	2,  // 21: bettercompute.leases.v1.CreateRequest.tolerations:type_name -> bettercompute.leases.v1.Toleration
+	1,  // 22: bettercompute.leases.v1.CreateRequest.topology:type_name -> bettercompute.leases.v1.TopologyMode
+	5,  // 23: bettercompute.leases.v1.CreateRequest.gang_topology:type_name -> bettercompute.leases.v1.GangTopology
+	21, // 24: bettercompute.leases.v1.CreateRequest.on_unhealthy_member:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
+	3,  // 25: bettercompute.leases.v1.CreateResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	3,  // 26: bettercompute.leases.v1.GetResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	0,  // 27: bettercompute.leases.v1.ListRequest.state:type_name -> bettercompute.leases.v1.LeaseState
+	3,  // 28: bettercompute.leases.v1.ListResponse.leases:type_name -> bettercompute.leases.v1.Lease
+	19, // 29: bettercompute.leases.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
+	3,  // 30: bettercompute.leases.v1.ExtendResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	3,  // 31: bettercompute.leases.v1.ReleaseResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	8,  // 32: bettercompute.leases.v1.LeasesService.Create:input_type -> bettercompute.leases.v1.CreateRequest
+	10, // 33: bettercompute.leases.v1.LeasesService.Get:input_type -> bettercompute.leases.v1.GetRequest
+	12, // 34: bettercompute.leases.v1.LeasesService.List:input_type -> bettercompute.leases.v1.ListRequest
+	14, // 35: bettercompute.leases.v1.LeasesService.Extend:input_type -> bettercompute.leases.v1.ExtendRequest
+	16, // 36: bettercompute.leases.v1.LeasesService.Release:input_type -> bettercompute.leases.v1.ReleaseRequest
+	9,  // 37: bettercompute.leases.v1.LeasesService.Create:output_type -> bettercompute.leases.v1.CreateResponse
+	11, // 38: bettercompute.leases.v1.LeasesService.Get:output_type -> bettercompute.leases.v1.GetResponse
+	13, // 39: bettercompute.leases.v1.LeasesService.List:output_type -> bettercompute.leases.v1.ListResponse
+	15, // 40: bettercompute.leases.v1.LeasesService.Extend:output_type -> bettercompute.leases.v1.ExtendResponse
+	17, // 41: bettercompute.leases.v1.LeasesService.Release:output_type -> bettercompute.leases.v1.ReleaseResponse
+	37, // [37:42] is the sub-list for method output_type
+	32, // [32:37] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_leases_v1_leases_proto_init() }

@@ -11,6 +11,10 @@
 // The GPU-time a lease held on a GPU while the GPU was unhealthy (quarantined by the health
 // policy or an operator) is marked, so that it can be credited: Usage.unhealthy_amount, and an
 // export's unhealthy_quantity.
+// Beside the GPU-time held, GPU rows carry the GPU-time the daemons saw active and the mean
+// utilisation, from the per-minute utilisation of the leases' GPUs (Usage.active_amount and
+// mean_utilization, an export's active_quantity and mean_utilization), and Utilization returns
+// that utilisation over time (docs/gpus.md, "Efficiency and chargeback").
 // Usage belongs to the tenant whose lease used it, also in a pool granted to it.
 
 package usagev1
@@ -89,13 +93,18 @@ type ExportFormat int32
 const (
 	ExportFormat_EXPORT_FORMAT_UNSPECIFIED ExportFormat = 0
 	// RFC 4180, with the header
-	// period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity.
+	// period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity,active_quantity,mean_utilization.
 	// quantity is in unit (gpu-hours, cpu-hours or gib-hours), a decimal with 6 digits after the
 	// point; unhealthy_quantity is the part of it held on a GPU while the GPU was unhealthy, in the
 	// same unit (0.000000 for cpu and memory): what a credit for faulty hardware is computed from.
+	// active_quantity is the GPU-hours the daemons saw active (at or above 5% utilisation) in the
+	// same tenant, pool, model and hours, 6 decimals (0.000000 for cpu and memory, and for GPUs
+	// without utilisation samples); mean_utilization is the mean utilisation of the GPU-minutes
+	// sampled, percent with 2 decimals, empty for cpu and memory and when no minute was sampled.
 	ExportFormat_EXPORT_FORMAT_CSV ExportFormat = 1
-	// One JSON object a line with the same fields in camelCase (unhealthyQuantity last); quantity
-	// and unhealthyQuantity are JSON numbers.
+	// One JSON object a line with the same fields in camelCase (unhealthyQuantity,
+	// activeQuantity, meanUtilization last); quantity, unhealthyQuantity and activeQuantity are
+	// JSON numbers, meanUtilization a number or null where the CSV's is empty.
 	ExportFormat_EXPORT_FORMAT_JSONL ExportFormat = 2
 )
 
@@ -410,6 +419,14 @@ type Usage struct {
 	// Of amount, the GPU-seconds held on a GPU while the GPU was unhealthy (quarantined): what a
 	// credit for faulty hardware is computed from. 0 for cpu and memory.
 	UnhealthyAmount float64 `protobuf:"fixed64,7,opt,name=unhealthy_amount,json=unhealthyAmount,proto3" json:"unhealthy_amount,omitempty"`
+	// GPU-seconds the daemons saw active (at or above 5% utilisation) in the same tenant, pool,
+	// model and hours, from the per-minute utilisation samples (docs/gpus.md, "Efficiency and
+	// chargeback"): beside amount, the GPU-seconds held, what the GPUs were busy for. 0 for cpu
+	// and memory and for GPUs without samples.
+	ActiveAmount float64 `protobuf:"fixed64,8,opt,name=active_amount,json=activeAmount,proto3" json:"active_amount,omitempty"`
+	// The mean utilisation of the GPU-minutes sampled in the same tenant, pool, model and hours,
+	// percent (0 to 100); unset for cpu and memory and when no minute was sampled.
+	MeanUtilization *float64 `protobuf:"fixed64,9,opt,name=mean_utilization,json=meanUtilization,proto3,oneof" json:"mean_utilization,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -493,6 +510,20 @@ func (x *Usage) GetUnhealthyAmount() float64 {
 	return 0
 }
 
+func (x *Usage) GetActiveAmount() float64 {
+	if x != nil {
+		return x.ActiveAmount
+	}
+	return 0
+}
+
+func (x *Usage) GetMeanUtilization() float64 {
+	if x != nil && x.MeanUtilization != nil {
+		return *x.MeanUtilization
+	}
+	return 0
+}
+
 // QueryResponse carries the usage.
 type QueryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -567,6 +598,245 @@ func (x *QueryResponse) GetAggregationLag() *durationpb.Duration {
 	return nil
 }
 
+// UtilizationRequest names a period, a step and what to read.
+type UtilizationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The minutes that start in [start_time, end_time) are read.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// After start_time; at most 366 days later, and at most 1,440 steps.
+	EndTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// The width of a point: whole minutes, from 1 minute to 1 day. Points start at start_time.
+	Step *durationpb.Duration `protobuf:"bytes,3,opt,name=step,proto3" json:"step,omitempty"`
+	// Only this lease's minutes, when set.
+	LeaseId string `protobuf:"bytes,4,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// Only this pool's minutes, when set.
+	PoolId string `protobuf:"bytes,5,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	// Whose leases: the caller's tenant's own by default; with SCOPE_OWNED_POOLS every tenant's
+	// leases in the pools the caller's tenant owns.
+	Scope         Scope `protobuf:"varint,6,opt,name=scope,proto3,enum=bettercompute.usage.v1.Scope" json:"scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UtilizationRequest) Reset() {
+	*x = UtilizationRequest{}
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UtilizationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UtilizationRequest) ProtoMessage() {}
+
+func (x *UtilizationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UtilizationRequest.ProtoReflect.Descriptor instead.
+func (*UtilizationRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_usage_v1_usage_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UtilizationRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *UtilizationRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *UtilizationRequest) GetStep() *durationpb.Duration {
+	if x != nil {
+		return x.Step
+	}
+	return nil
+}
+
+func (x *UtilizationRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *UtilizationRequest) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+func (x *UtilizationRequest) GetScope() Scope {
+	if x != nil {
+		return x.Scope
+	}
+	return Scope_SCOPE_UNSPECIFIED
+}
+
+// UtilizationPoint is how GPUs were used over one step.
+type UtilizationPoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The start of the step.
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// The GPUs held over the step, on average: the GPU-seconds sampled divided by the step's
+	// seconds (the last step's, cut at end_time, by its own).
+	HeldGpus float64 `protobuf:"fixed64,2,opt,name=held_gpus,json=heldGpus,proto3" json:"held_gpus,omitempty"`
+	// Of the GPU-seconds sampled, the share active (at or above 5% utilisation), 0 to 1.
+	ActiveShare float64 `protobuf:"fixed64,3,opt,name=active_share,json=activeShare,proto3" json:"active_share,omitempty"`
+	// The mean utilisation of the GPU-minutes sampled, percent (0 to 100).
+	MeanUtilization float64 `protobuf:"fixed64,4,opt,name=mean_utilization,json=meanUtilization,proto3" json:"mean_utilization,omitempty"`
+	// The most device memory in use on any GPU in any minute of the step, bytes.
+	PeakMemoryBytes int64 `protobuf:"varint,5,opt,name=peak_memory_bytes,json=peakMemoryBytes,proto3" json:"peak_memory_bytes,omitempty"`
+	// GPU-seconds sampled, and of them active: what the shares are computed from.
+	GpuSecondsHeld   int64 `protobuf:"varint,6,opt,name=gpu_seconds_held,json=gpuSecondsHeld,proto3" json:"gpu_seconds_held,omitempty"`
+	GpuSecondsActive int64 `protobuf:"varint,7,opt,name=gpu_seconds_active,json=gpuSecondsActive,proto3" json:"gpu_seconds_active,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UtilizationPoint) Reset() {
+	*x = UtilizationPoint{}
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UtilizationPoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UtilizationPoint) ProtoMessage() {}
+
+func (x *UtilizationPoint) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UtilizationPoint.ProtoReflect.Descriptor instead.
+func (*UtilizationPoint) Descriptor() ([]byte, []int) {
+	return file_bettercompute_usage_v1_usage_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *UtilizationPoint) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *UtilizationPoint) GetHeldGpus() float64 {
+	if x != nil {
+		return x.HeldGpus
+	}
+	return 0
+}
+
+func (x *UtilizationPoint) GetActiveShare() float64 {
+	if x != nil {
+		return x.ActiveShare
+	}
+	return 0
+}
+
+func (x *UtilizationPoint) GetMeanUtilization() float64 {
+	if x != nil {
+		return x.MeanUtilization
+	}
+	return 0
+}
+
+func (x *UtilizationPoint) GetPeakMemoryBytes() int64 {
+	if x != nil {
+		return x.PeakMemoryBytes
+	}
+	return 0
+}
+
+func (x *UtilizationPoint) GetGpuSecondsHeld() int64 {
+	if x != nil {
+		return x.GpuSecondsHeld
+	}
+	return 0
+}
+
+func (x *UtilizationPoint) GetGpuSecondsActive() int64 {
+	if x != nil {
+		return x.GpuSecondsActive
+	}
+	return 0
+}
+
+// UtilizationResponse carries the points.
+type UtilizationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per step with at least one sample, in time order; a step without one is absent (no GPU
+	// of the scope was held, or none reported).
+	Points        []*UtilizationPoint `protobuf:"bytes,1,rep,name=points,proto3" json:"points,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UtilizationResponse) Reset() {
+	*x = UtilizationResponse{}
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UtilizationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UtilizationResponse) ProtoMessage() {}
+
+func (x *UtilizationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_usage_v1_usage_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UtilizationResponse.ProtoReflect.Descriptor instead.
+func (*UtilizationResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_usage_v1_usage_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *UtilizationResponse) GetPoints() []*UtilizationPoint {
+	if x != nil {
+		return x.Points
+	}
+	return nil
+}
+
 var File_bettercompute_usage_v1_usage_proto protoreflect.FileDescriptor
 
 const file_bettercompute_usage_v1_usage_proto_rawDesc = "" +
@@ -593,7 +863,7 @@ const file_bettercompute_usage_v1_usage_proto_rawDesc = "" +
 	"\bend_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x17\n" +
 	"\apool_id\x18\x03 \x01(\tR\x06poolId\x12\x16\n" +
 	"\x06hourly\x18\x04 \x01(\bR\x06hourly\x123\n" +
-	"\x05scope\x18\x05 \x01(\x0e2\x1d.bettercompute.usage.v1.ScopeR\x05scope\"\xaa\x02\n" +
+	"\x05scope\x18\x05 \x01(\x0e2\x1d.bettercompute.usage.v1.ScopeR\x05scope\"\xb3\x03\n" +
 	"\x05Usage\x12\x17\n" +
 	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x1a\n" +
 	"\bresource\x18\x02 \x01(\tR\bresource\x12\x14\n" +
@@ -601,32 +871,63 @@ const file_bettercompute_usage_v1_usage_proto_rawDesc = "" +
 	"\x06amount\x18\x04 \x01(\x01R\x06amount\x12.\n" +
 	"\x04hour\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04hour\x12\x1b\n" +
 	"\ttenant_id\x18\x06 \x01(\tR\btenantId\x12)\n" +
-	"\x10unhealthy_amount\x18\a \x01(\x01R\x0funhealthyAmount:Fʠ\x19B\n" +
+	"\x10unhealthy_amount\x18\a \x01(\x01R\x0funhealthyAmount\x12#\n" +
+	"\ractive_amount\x18\b \x01(\x01R\factiveAmount\x12.\n" +
+	"\x10mean_utilization\x18\t \x01(\x01H\x00R\x0fmeanUtilization\x88\x01\x01:eʠ\x19a\n" +
 	"\x04hour\n" +
 	"\x06poolId\n" +
 	"\btenantId\n" +
 	"\bresource\n" +
 	"\x05model\n" +
 	"\x06amount\n" +
-	"\x0funhealthyAmount\"\xf2\x01\n" +
+	"\x0funhealthyAmount\n" +
+	"\factiveAmount\n" +
+	"\x0fmeanUtilizationB\x13\n" +
+	"\x11_mean_utilization\"\xf2\x01\n" +
 	"\rQueryResponse\x125\n" +
 	"\x06totals\x18\x01 \x03(\v2\x1d.bettercompute.usage.v1.UsageR\x06totals\x123\n" +
 	"\x05hours\x18\x02 \x03(\v2\x1d.bettercompute.usage.v1.UsageR\x05hours\x121\n" +
 	"\x14unaggregated_records\x18\x03 \x01(\x03R\x13unaggregatedRecords\x12B\n" +
-	"\x0faggregation_lag\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0eaggregationLag*5\n" +
+	"\x0faggregation_lag\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0eaggregationLag\"\x9e\x02\n" +
+	"\x12UtilizationRequest\x129\n" +
+	"\n" +
+	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12-\n" +
+	"\x04step\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04step\x12\x19\n" +
+	"\blease_id\x18\x04 \x01(\tR\aleaseId\x12\x17\n" +
+	"\apool_id\x18\x05 \x01(\tR\x06poolId\x123\n" +
+	"\x05scope\x18\x06 \x01(\x0e2\x1d.bettercompute.usage.v1.ScopeR\x05scope\"\xf6\x02\n" +
+	"\x10UtilizationPoint\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1b\n" +
+	"\theld_gpus\x18\x02 \x01(\x01R\bheldGpus\x12!\n" +
+	"\factive_share\x18\x03 \x01(\x01R\vactiveShare\x12)\n" +
+	"\x10mean_utilization\x18\x04 \x01(\x01R\x0fmeanUtilization\x12*\n" +
+	"\x11peak_memory_bytes\x18\x05 \x01(\x03R\x0fpeakMemoryBytes\x12(\n" +
+	"\x10gpu_seconds_held\x18\x06 \x01(\x03R\x0egpuSecondsHeld\x12,\n" +
+	"\x12gpu_seconds_active\x18\a \x01(\x03R\x10gpuSecondsActive:Cʠ\x19?\n" +
+	"\x04time\n" +
+	"\bheldGpus\n" +
+	"\vactiveShare\n" +
+	"\x0fmeanUtilization\n" +
+	"\x0fpeakMemoryBytes\"W\n" +
+	"\x13UtilizationResponse\x12@\n" +
+	"\x06points\x18\x01 \x03(\v2(.bettercompute.usage.v1.UtilizationPointR\x06points*5\n" +
 	"\x05Scope\x12\x15\n" +
 	"\x11SCOPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11SCOPE_OWNED_POOLS\x10\x01*]\n" +
 	"\fExportFormat\x12\x1d\n" +
 	"\x19EXPORT_FORMAT_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11EXPORT_FORMAT_CSV\x10\x01\x12\x17\n" +
-	"\x13EXPORT_FORMAT_JSONL\x10\x022\x88\x02\n" +
+	"\x13EXPORT_FORMAT_JSONL\x10\x022\x9c\x03\n" +
 	"\fUsageService\x12y\n" +
 	"\x05Query\x12$.bettercompute.usage.v1.QueryRequest\x1a%.bettercompute.usage.v1.QueryResponse\"#\u00a0\x19\x1c\n" +
 	"\x05usage\x12\x05query\x1a\n" +
 	"usage.read8\x01\x90\x02\x01\x12}\n" +
 	"\x06Export\x12%.bettercompute.usage.v1.ExportRequest\x1a&.bettercompute.usage.v1.ExportResponse\"$\u00a0\x19\x1d\n" +
 	"\x05usage\x12\x06export\x1a\n" +
+	"usage.read8\x01\x90\x02\x01\x12\x91\x01\n" +
+	"\vUtilization\x12*.bettercompute.usage.v1.UtilizationRequest\x1a+.bettercompute.usage.v1.UtilizationResponse\")\u00a0\x19\"\n" +
+	"\x05usage\x12\vutilization\x1a\n" +
 	"usage.read8\x01\x90\x02\x01BPZNgithub.com/better-compute/better-compute/gen/go/bettercompute/usage/v1;usagev1b\x06proto3"
 
 var (
@@ -642,7 +943,7 @@ func file_bettercompute_usage_v1_usage_proto_rawDescGZIP() []byte {
 }
 
 var file_bettercompute_usage_v1_usage_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bettercompute_usage_v1_usage_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_bettercompute_usage_v1_usage_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_bettercompute_usage_v1_usage_proto_goTypes = []any{
 	(Scope)(0),                    // 0: bettercompute.usage.v1.Scope
 	(ExportFormat)(0),             // 1: bettercompute.usage.v1.ExportFormat
@@ -651,30 +952,41 @@ var file_bettercompute_usage_v1_usage_proto_goTypes = []any{
 	(*QueryRequest)(nil),          // 4: bettercompute.usage.v1.QueryRequest
 	(*Usage)(nil),                 // 5: bettercompute.usage.v1.Usage
 	(*QueryResponse)(nil),         // 6: bettercompute.usage.v1.QueryResponse
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
+	(*UtilizationRequest)(nil),    // 7: bettercompute.usage.v1.UtilizationRequest
+	(*UtilizationPoint)(nil),      // 8: bettercompute.usage.v1.UtilizationPoint
+	(*UtilizationResponse)(nil),   // 9: bettercompute.usage.v1.UtilizationResponse
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
 }
 var file_bettercompute_usage_v1_usage_proto_depIdxs = []int32{
-	7,  // 0: bettercompute.usage.v1.ExportRequest.start_time:type_name -> google.protobuf.Timestamp
-	7,  // 1: bettercompute.usage.v1.ExportRequest.end_time:type_name -> google.protobuf.Timestamp
+	10, // 0: bettercompute.usage.v1.ExportRequest.start_time:type_name -> google.protobuf.Timestamp
+	10, // 1: bettercompute.usage.v1.ExportRequest.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: bettercompute.usage.v1.ExportRequest.scope:type_name -> bettercompute.usage.v1.Scope
 	1,  // 3: bettercompute.usage.v1.ExportRequest.format:type_name -> bettercompute.usage.v1.ExportFormat
-	7,  // 4: bettercompute.usage.v1.QueryRequest.start_time:type_name -> google.protobuf.Timestamp
-	7,  // 5: bettercompute.usage.v1.QueryRequest.end_time:type_name -> google.protobuf.Timestamp
+	10, // 4: bettercompute.usage.v1.QueryRequest.start_time:type_name -> google.protobuf.Timestamp
+	10, // 5: bettercompute.usage.v1.QueryRequest.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 6: bettercompute.usage.v1.QueryRequest.scope:type_name -> bettercompute.usage.v1.Scope
-	7,  // 7: bettercompute.usage.v1.Usage.hour:type_name -> google.protobuf.Timestamp
+	10, // 7: bettercompute.usage.v1.Usage.hour:type_name -> google.protobuf.Timestamp
 	5,  // 8: bettercompute.usage.v1.QueryResponse.totals:type_name -> bettercompute.usage.v1.Usage
 	5,  // 9: bettercompute.usage.v1.QueryResponse.hours:type_name -> bettercompute.usage.v1.Usage
-	8,  // 10: bettercompute.usage.v1.QueryResponse.aggregation_lag:type_name -> google.protobuf.Duration
-	4,  // 11: bettercompute.usage.v1.UsageService.Query:input_type -> bettercompute.usage.v1.QueryRequest
-	2,  // 12: bettercompute.usage.v1.UsageService.Export:input_type -> bettercompute.usage.v1.ExportRequest
-	6,  // 13: bettercompute.usage.v1.UsageService.Query:output_type -> bettercompute.usage.v1.QueryResponse
-	3,  // 14: bettercompute.usage.v1.UsageService.Export:output_type -> bettercompute.usage.v1.ExportResponse
-	13, // [13:15] is the sub-list for method output_type
-	11, // [11:13] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 10: bettercompute.usage.v1.QueryResponse.aggregation_lag:type_name -> google.protobuf.Duration
+	10, // 11: bettercompute.usage.v1.UtilizationRequest.start_time:type_name -> google.protobuf.Timestamp
+	10, // 12: bettercompute.usage.v1.UtilizationRequest.end_time:type_name -> google.protobuf.Timestamp
+	11, // 13: bettercompute.usage.v1.UtilizationRequest.step:type_name -> google.protobuf.Duration
+	0,  // 14: bettercompute.usage.v1.UtilizationRequest.scope:type_name -> bettercompute.usage.v1.Scope
+	10, // 15: bettercompute.usage.v1.UtilizationPoint.time:type_name -> google.protobuf.Timestamp
+	8,  // 16: bettercompute.usage.v1.UtilizationResponse.points:type_name -> bettercompute.usage.v1.UtilizationPoint
+	4,  // 17: bettercompute.usage.v1.UsageService.Query:input_type -> bettercompute.usage.v1.QueryRequest
+	2,  // 18: bettercompute.usage.v1.UsageService.Export:input_type -> bettercompute.usage.v1.ExportRequest
+	7,  // 19: bettercompute.usage.v1.UsageService.Utilization:input_type -> bettercompute.usage.v1.UtilizationRequest
+	6,  // 20: bettercompute.usage.v1.UsageService.Query:output_type -> bettercompute.usage.v1.QueryResponse
+	3,  // 21: bettercompute.usage.v1.UsageService.Export:output_type -> bettercompute.usage.v1.ExportResponse
+	9,  // 22: bettercompute.usage.v1.UsageService.Utilization:output_type -> bettercompute.usage.v1.UtilizationResponse
+	20, // [20:23] is the sub-list for method output_type
+	17, // [17:20] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_usage_v1_usage_proto_init() }
@@ -682,13 +994,14 @@ func file_bettercompute_usage_v1_usage_proto_init() {
 	if File_bettercompute_usage_v1_usage_proto != nil {
 		return
 	}
+	file_bettercompute_usage_v1_usage_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_usage_v1_usage_proto_rawDesc), len(file_bettercompute_usage_v1_usage_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   5,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

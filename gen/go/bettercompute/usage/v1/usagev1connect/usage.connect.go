@@ -9,6 +9,10 @@
 // The GPU-time a lease held on a GPU while the GPU was unhealthy (quarantined by the health
 // policy or an operator) is marked, so that it can be credited: Usage.unhealthy_amount, and an
 // export's unhealthy_quantity.
+// Beside the GPU-time held, GPU rows carry the GPU-time the daemons saw active and the mean
+// utilisation, from the per-minute utilisation of the leases' GPUs (Usage.active_amount and
+// mean_utilization, an export's active_quantity and mean_utilization), and Utilization returns
+// that utilisation over time (docs/gpus.md, "Efficiency and chargeback").
 // Usage belongs to the tenant whose lease used it, also in a pool granted to it.
 package usagev1connect
 
@@ -45,6 +49,9 @@ const (
 	UsageServiceQueryProcedure = "/bettercompute.usage.v1.UsageService/Query"
 	// UsageServiceExportProcedure is the fully-qualified name of the UsageService's Export RPC.
 	UsageServiceExportProcedure = "/bettercompute.usage.v1.UsageService/Export"
+	// UsageServiceUtilizationProcedure is the fully-qualified name of the UsageService's Utilization
+	// RPC.
+	UsageServiceUtilizationProcedure = "/bettercompute.usage.v1.UsageService/Utilization"
 )
 
 // UsageServiceClient is a client for the bettercompute.usage.v1.UsageService service.
@@ -60,6 +67,12 @@ type UsageServiceClient interface {
 	// page_size set, follow next_page_token to the last page and concatenate the pages' data;
 	// without it, a period of more than one page is refused rather than cut short.
 	Export(context.Context, *v1.ExportRequest) (*v1.ExportResponse, error)
+	// Utilization returns how GPUs were used over time, from the per-minute utilisation the nodes'
+	// daemons report (docs/gpus.md, "Utilisation per lease"): one point a step, of one lease, of
+	// one pool, or of every lease in the scope, with the GPUs held, the share of them active, the
+	// mean utilisation and the peak memory. The same scopes as Query: by default the caller's
+	// tenant's own leases, with SCOPE_OWNED_POOLS every tenant's leases in the caller's pools.
+	Utilization(context.Context, *v1.UtilizationRequest) (*v1.UtilizationResponse, error)
 }
 
 // NewUsageServiceClient constructs a client for the bettercompute.usage.v1.UsageService service. By
@@ -87,13 +100,21 @@ func NewUsageServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		utilization: connect.NewClient[v1.UtilizationRequest, v1.UtilizationResponse](
+			httpClient,
+			baseURL+UsageServiceUtilizationProcedure,
+			connect.WithSchema(usageServiceMethods.ByName("Utilization")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // usageServiceClient implements UsageServiceClient.
 type usageServiceClient struct {
-	query  *connect.Client[v1.QueryRequest, v1.QueryResponse]
-	export *connect.Client[v1.ExportRequest, v1.ExportResponse]
+	query       *connect.Client[v1.QueryRequest, v1.QueryResponse]
+	export      *connect.Client[v1.ExportRequest, v1.ExportResponse]
+	utilization *connect.Client[v1.UtilizationRequest, v1.UtilizationResponse]
 }
 
 // Query calls bettercompute.usage.v1.UsageService.Query.
@@ -114,6 +135,15 @@ func (c *usageServiceClient) Export(ctx context.Context, req *v1.ExportRequest) 
 	return nil, err
 }
 
+// Utilization calls bettercompute.usage.v1.UsageService.Utilization.
+func (c *usageServiceClient) Utilization(ctx context.Context, req *v1.UtilizationRequest) (*v1.UtilizationResponse, error) {
+	response, err := c.utilization.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // UsageServiceHandler is an implementation of the bettercompute.usage.v1.UsageService service.
 type UsageServiceHandler interface {
 	// Query returns the usage of hours in a period, in total and hour by hour, optionally of one
@@ -127,6 +157,12 @@ type UsageServiceHandler interface {
 	// page_size set, follow next_page_token to the last page and concatenate the pages' data;
 	// without it, a period of more than one page is refused rather than cut short.
 	Export(context.Context, *v1.ExportRequest) (*v1.ExportResponse, error)
+	// Utilization returns how GPUs were used over time, from the per-minute utilisation the nodes'
+	// daemons report (docs/gpus.md, "Utilisation per lease"): one point a step, of one lease, of
+	// one pool, or of every lease in the scope, with the GPUs held, the share of them active, the
+	// mean utilisation and the peak memory. The same scopes as Query: by default the caller's
+	// tenant's own leases, with SCOPE_OWNED_POOLS every tenant's leases in the caller's pools.
+	Utilization(context.Context, *v1.UtilizationRequest) (*v1.UtilizationResponse, error)
 }
 
 // NewUsageServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -150,12 +186,21 @@ func NewUsageServiceHandler(svc UsageServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	usageServiceUtilizationHandler := connect.NewUnaryHandlerSimple(
+		UsageServiceUtilizationProcedure,
+		svc.Utilization,
+		connect.WithSchema(usageServiceMethods.ByName("Utilization")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/bettercompute.usage.v1.UsageService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case UsageServiceQueryProcedure:
 			usageServiceQueryHandler.ServeHTTP(w, r)
 		case UsageServiceExportProcedure:
 			usageServiceExportHandler.ServeHTTP(w, r)
+		case UsageServiceUtilizationProcedure:
+			usageServiceUtilizationHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -171,4 +216,8 @@ func (UnimplementedUsageServiceHandler) Query(context.Context, *v1.QueryRequest)
 
 func (UnimplementedUsageServiceHandler) Export(context.Context, *v1.ExportRequest) (*v1.ExportResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.usage.v1.UsageService.Export is not implemented"))
+}
+
+func (UnimplementedUsageServiceHandler) Utilization(context.Context, *v1.UtilizationRequest) (*v1.UtilizationResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.usage.v1.UsageService.Utilization is not implemented"))
 }

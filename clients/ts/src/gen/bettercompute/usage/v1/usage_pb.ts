@@ -9,6 +9,10 @@
 // The GPU-time a lease held on a GPU while the GPU was unhealthy (quarantined by the health
 // policy or an operator) is marked, so that it can be credited: Usage.unhealthy_amount, and an
 // export's unhealthy_quantity.
+// Beside the GPU-time held, GPU rows carry the GPU-time the daemons saw active and the mean
+// utilisation, from the per-minute utilisation of the leases' GPUs (Usage.active_amount and
+// mean_utilization, an export's active_quantity and mean_utilization), and Utilization returns
+// that utilisation over time (docs/gpus.md, "Efficiency and chargeback").
 // Usage belongs to the tenant whose lease used it, also in a pool granted to it.
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
@@ -22,7 +26,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/usage/v1/usage.proto.
  */
 export const file_bettercompute_usage_v1_usage: GenFile = /*@__PURE__*/
-  fileDesc("CiJiZXR0ZXJjb21wdXRlL3VzYWdlL3YxL3VzYWdlLnByb3RvEhZiZXR0ZXJjb21wdXRlLnVzYWdlLnYxIokCCg1FeHBvcnRSZXF1ZXN0Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgVzY29wZRgDIAEoDjIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuU2NvcGUSDwoHcG9vbF9pZBgEIAEoCRI0CgZmb3JtYXQYBSABKA4yJC5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLkV4cG9ydEZvcm1hdBIRCglwYWdlX3NpemUYBiABKAUSEgoKcGFnZV90b2tlbhgHIAEoCSJbCg5FeHBvcnRSZXNwb25zZRIUCgxjb250ZW50X3R5cGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRyb3dzGAMgASgDEhcKD25leHRfcGFnZV90b2tlbhgEIAEoCSK7AQoMUXVlcnlSZXF1ZXN0Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdwb29sX2lkGAMgASgJEg4KBmhvdXJseRgEIAEoCBIsCgVzY29wZRgFIAEoDjIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuU2NvcGUi6AEKBVVzYWdlEg8KB3Bvb2xfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSDQoFbW9kZWwYAyABKAkSDgoGYW1vdW50GAQgASgBEigKBGhvdXIYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXRlbmFudF9pZBgGIAEoCRIYChB1bmhlYWx0aHlfYW1vdW50GAcgASgBOkbKoBlCCgRob3VyCgZwb29sSWQKCHRlbmFudElkCghyZXNvdXJjZQoFbW9kZWwKBmFtb3VudAoPdW5oZWFsdGh5QW1vdW50Ir4BCg1RdWVyeVJlc3BvbnNlEi0KBnRvdGFscxgBIAMoCzIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuVXNhZ2USLAoFaG91cnMYAiADKAsyHS5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLlVzYWdlEhwKFHVuYWdncmVnYXRlZF9yZWNvcmRzGAMgASgDEjIKD2FnZ3JlZ2F0aW9uX2xhZxgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbio1CgVTY29wZRIVChFTQ09QRV9VTlNQRUNJRklFRBAAEhUKEVNDT1BFX09XTkVEX1BPT0xTEAEqXQoMRXhwb3J0Rm9ybWF0Eh0KGUVYUE9SVF9GT1JNQVRfVU5TUEVDSUZJRUQQABIVChFFWFBPUlRfRk9STUFUX0NTVhABEhcKE0VYUE9SVF9GT1JNQVRfSlNPTkwQAjKIAgoMVXNhZ2VTZXJ2aWNlEnkKBVF1ZXJ5EiQuYmV0dGVyY29tcHV0ZS51c2FnZS52MS5RdWVyeVJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLlF1ZXJ5UmVzcG9uc2UiI5ACAcKgGRwKBXVzYWdlEgVxdWVyeRoKdXNhZ2UucmVhZDgBEn0KBkV4cG9ydBIlLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuRXhwb3J0UmVxdWVzdBomLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuRXhwb3J0UmVzcG9uc2UiJJACAcKgGR0KBXVzYWdlEgZleHBvcnQaCnVzYWdlLnJlYWQ4AUJQWk5naXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL3VzYWdlL3YxO3VzYWdldjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiJiZXR0ZXJjb21wdXRlL3VzYWdlL3YxL3VzYWdlLnByb3RvEhZiZXR0ZXJjb21wdXRlLnVzYWdlLnYxIokCCg1FeHBvcnRSZXF1ZXN0Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgVzY29wZRgDIAEoDjIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuU2NvcGUSDwoHcG9vbF9pZBgEIAEoCRI0CgZmb3JtYXQYBSABKA4yJC5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLkV4cG9ydEZvcm1hdBIRCglwYWdlX3NpemUYBiABKAUSEgoKcGFnZV90b2tlbhgHIAEoCSJbCg5FeHBvcnRSZXNwb25zZRIUCgxjb250ZW50X3R5cGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRyb3dzGAMgASgDEhcKD25leHRfcGFnZV90b2tlbhgEIAEoCSK7AQoMUXVlcnlSZXF1ZXN0Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdwb29sX2lkGAMgASgJEg4KBmhvdXJseRgEIAEoCBIsCgVzY29wZRgFIAEoDjIdLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuU2NvcGUi0gIKBVVzYWdlEg8KB3Bvb2xfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSDQoFbW9kZWwYAyABKAkSDgoGYW1vdW50GAQgASgBEigKBGhvdXIYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXRlbmFudF9pZBgGIAEoCRIYChB1bmhlYWx0aHlfYW1vdW50GAcgASgBEhUKDWFjdGl2ZV9hbW91bnQYCCABKAESHQoQbWVhbl91dGlsaXphdGlvbhgJIAEoAUgAiAEBOmXKoBlhCgRob3VyCgZwb29sSWQKCHRlbmFudElkCghyZXNvdXJjZQoFbW9kZWwKBmFtb3VudAoPdW5oZWFsdGh5QW1vdW50CgxhY3RpdmVBbW91bnQKD21lYW5VdGlsaXphdGlvbkITChFfbWVhbl91dGlsaXphdGlvbiK+AQoNUXVlcnlSZXNwb25zZRItCgZ0b3RhbHMYASADKAsyHS5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLlVzYWdlEiwKBWhvdXJzGAIgAygLMh0uYmV0dGVyY29tcHV0ZS51c2FnZS52MS5Vc2FnZRIcChR1bmFnZ3JlZ2F0ZWRfcmVjb3JkcxgDIAEoAxIyCg9hZ2dyZWdhdGlvbl9sYWcYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i7AEKElV0aWxpemF0aW9uUmVxdWVzdBIuCgpzdGFydF90aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwoEc3RlcBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIQCghsZWFzZV9pZBgEIAEoCRIPCgdwb29sX2lkGAUgASgJEiwKBXNjb3BlGAYgASgOMh0uYmV0dGVyY29tcHV0ZS51c2FnZS52MS5TY29wZSKVAgoQVXRpbGl6YXRpb25Qb2ludBIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgloZWxkX2dwdXMYAiABKAESFAoMYWN0aXZlX3NoYXJlGAMgASgBEhgKEG1lYW5fdXRpbGl6YXRpb24YBCABKAESGQoRcGVha19tZW1vcnlfYnl0ZXMYBSABKAMSGAoQZ3B1X3NlY29uZHNfaGVsZBgGIAEoAxIaChJncHVfc2Vjb25kc19hY3RpdmUYByABKAM6Q8qgGT8KBHRpbWUKCGhlbGRHcHVzCgthY3RpdmVTaGFyZQoPbWVhblV0aWxpemF0aW9uCg9wZWFrTWVtb3J5Qnl0ZXMiTwoTVXRpbGl6YXRpb25SZXNwb25zZRI4CgZwb2ludHMYASADKAsyKC5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLlV0aWxpemF0aW9uUG9pbnQqNQoFU2NvcGUSFQoRU0NPUEVfVU5TUEVDSUZJRUQQABIVChFTQ09QRV9PV05FRF9QT09MUxABKl0KDEV4cG9ydEZvcm1hdBIdChlFWFBPUlRfRk9STUFUX1VOU1BFQ0lGSUVEEAASFQoRRVhQT1JUX0ZPUk1BVF9DU1YQARIXChNFWFBPUlRfRk9STUFUX0pTT05MEAIynAMKDFVzYWdlU2VydmljZRJ5CgVRdWVyeRIkLmJldHRlcmNvbXB1dGUudXNhZ2UudjEuUXVlcnlSZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS51c2FnZS52MS5RdWVyeVJlc3BvbnNlIiOQAgHCoBkcCgV1c2FnZRIFcXVlcnkaCnVzYWdlLnJlYWQ4ARJ9CgZFeHBvcnQSJS5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLkV4cG9ydFJlcXVlc3QaJi5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLkV4cG9ydFJlc3BvbnNlIiSQAgHCoBkdCgV1c2FnZRIGZXhwb3J0Ggp1c2FnZS5yZWFkOAESkQEKC1V0aWxpemF0aW9uEiouYmV0dGVyY29tcHV0ZS51c2FnZS52MS5VdGlsaXphdGlvblJlcXVlc3QaKy5iZXR0ZXJjb21wdXRlLnVzYWdlLnYxLlV0aWxpemF0aW9uUmVzcG9uc2UiKZACAcKgGSIKBXVzYWdlEgt1dGlsaXphdGlvbhoKdXNhZ2UucmVhZDgBQlBaTmdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvdXNhZ2UvdjE7dXNhZ2V2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * ExportRequest names the period and the encoding.
@@ -225,6 +229,24 @@ export type Usage = Message<"bettercompute.usage.v1.Usage"> & {
    * @generated from field: double unhealthy_amount = 7;
    */
   unhealthyAmount: number;
+
+  /**
+   * GPU-seconds the daemons saw active (at or above 5% utilisation) in the same tenant, pool,
+   * model and hours, from the per-minute utilisation samples (docs/gpus.md, "Efficiency and
+   * chargeback"): beside amount, the GPU-seconds held, what the GPUs were busy for. 0 for cpu
+   * and memory and for GPUs without samples.
+   *
+   * @generated from field: double active_amount = 8;
+   */
+  activeAmount: number;
+
+  /**
+   * The mean utilisation of the GPU-minutes sampled in the same tenant, pool, model and hours,
+   * percent (0 to 100); unset for cpu and memory and when no minute was sampled.
+   *
+   * @generated from field: optional double mean_utilization = 9;
+   */
+  meanUtilization?: number | undefined;
 };
 
 /**
@@ -277,6 +299,147 @@ export const QueryResponseSchema: GenMessage<QueryResponse> = /*@__PURE__*/
   messageDesc(file_bettercompute_usage_v1_usage, 4);
 
 /**
+ * UtilizationRequest names a period, a step and what to read.
+ *
+ * @generated from message bettercompute.usage.v1.UtilizationRequest
+ */
+export type UtilizationRequest = Message<"bettercompute.usage.v1.UtilizationRequest"> & {
+  /**
+   * The minutes that start in [start_time, end_time) are read.
+   *
+   * @generated from field: google.protobuf.Timestamp start_time = 1;
+   */
+  startTime?: Timestamp | undefined;
+
+  /**
+   * After start_time; at most 366 days later, and at most 1,440 steps.
+   *
+   * @generated from field: google.protobuf.Timestamp end_time = 2;
+   */
+  endTime?: Timestamp | undefined;
+
+  /**
+   * The width of a point: whole minutes, from 1 minute to 1 day. Points start at start_time.
+   *
+   * @generated from field: google.protobuf.Duration step = 3;
+   */
+  step?: Duration | undefined;
+
+  /**
+   * Only this lease's minutes, when set.
+   *
+   * @generated from field: string lease_id = 4;
+   */
+  leaseId: string;
+
+  /**
+   * Only this pool's minutes, when set.
+   *
+   * @generated from field: string pool_id = 5;
+   */
+  poolId: string;
+
+  /**
+   * Whose leases: the caller's tenant's own by default; with SCOPE_OWNED_POOLS every tenant's
+   * leases in the pools the caller's tenant owns.
+   *
+   * @generated from field: bettercompute.usage.v1.Scope scope = 6;
+   */
+  scope: Scope;
+};
+
+/**
+ * Describes the message bettercompute.usage.v1.UtilizationRequest.
+ * Use `create(UtilizationRequestSchema)` to create a new message.
+ */
+export const UtilizationRequestSchema: GenMessage<UtilizationRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_usage_v1_usage, 5);
+
+/**
+ * UtilizationPoint is how GPUs were used over one step.
+ *
+ * @generated from message bettercompute.usage.v1.UtilizationPoint
+ */
+export type UtilizationPoint = Message<"bettercompute.usage.v1.UtilizationPoint"> & {
+  /**
+   * The start of the step.
+   *
+   * @generated from field: google.protobuf.Timestamp time = 1;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * The GPUs held over the step, on average: the GPU-seconds sampled divided by the step's
+   * seconds (the last step's, cut at end_time, by its own).
+   *
+   * @generated from field: double held_gpus = 2;
+   */
+  heldGpus: number;
+
+  /**
+   * Of the GPU-seconds sampled, the share active (at or above 5% utilisation), 0 to 1.
+   *
+   * @generated from field: double active_share = 3;
+   */
+  activeShare: number;
+
+  /**
+   * The mean utilisation of the GPU-minutes sampled, percent (0 to 100).
+   *
+   * @generated from field: double mean_utilization = 4;
+   */
+  meanUtilization: number;
+
+  /**
+   * The most device memory in use on any GPU in any minute of the step, bytes.
+   *
+   * @generated from field: int64 peak_memory_bytes = 5;
+   */
+  peakMemoryBytes: bigint;
+
+  /**
+   * GPU-seconds sampled, and of them active: what the shares are computed from.
+   *
+   * @generated from field: int64 gpu_seconds_held = 6;
+   */
+  gpuSecondsHeld: bigint;
+
+  /**
+   * @generated from field: int64 gpu_seconds_active = 7;
+   */
+  gpuSecondsActive: bigint;
+};
+
+/**
+ * Describes the message bettercompute.usage.v1.UtilizationPoint.
+ * Use `create(UtilizationPointSchema)` to create a new message.
+ */
+export const UtilizationPointSchema: GenMessage<UtilizationPoint> = /*@__PURE__*/
+  messageDesc(file_bettercompute_usage_v1_usage, 6);
+
+/**
+ * UtilizationResponse carries the points.
+ *
+ * @generated from message bettercompute.usage.v1.UtilizationResponse
+ */
+export type UtilizationResponse = Message<"bettercompute.usage.v1.UtilizationResponse"> & {
+  /**
+   * One per step with at least one sample, in time order; a step without one is absent (no GPU
+   * of the scope was held, or none reported).
+   *
+   * @generated from field: repeated bettercompute.usage.v1.UtilizationPoint points = 1;
+   */
+  points: UtilizationPoint[];
+};
+
+/**
+ * Describes the message bettercompute.usage.v1.UtilizationResponse.
+ * Use `create(UtilizationResponseSchema)` to create a new message.
+ */
+export const UtilizationResponseSchema: GenMessage<UtilizationResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_usage_v1_usage, 7);
+
+/**
  * Scope says whose usage a query reads.
  *
  * @generated from enum bettercompute.usage.v1.Scope
@@ -317,18 +480,23 @@ export enum ExportFormat {
 
   /**
    * RFC 4180, with the header
-   * period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity.
+   * period_start,period_end,tenant_id,pool_id,pool_name,resource,model,quantity,unit,unhealthy_quantity,active_quantity,mean_utilization.
    * quantity is in unit (gpu-hours, cpu-hours or gib-hours), a decimal with 6 digits after the
    * point; unhealthy_quantity is the part of it held on a GPU while the GPU was unhealthy, in the
    * same unit (0.000000 for cpu and memory): what a credit for faulty hardware is computed from.
+   * active_quantity is the GPU-hours the daemons saw active (at or above 5% utilisation) in the
+   * same tenant, pool, model and hours, 6 decimals (0.000000 for cpu and memory, and for GPUs
+   * without utilisation samples); mean_utilization is the mean utilisation of the GPU-minutes
+   * sampled, percent with 2 decimals, empty for cpu and memory and when no minute was sampled.
    *
    * @generated from enum value: EXPORT_FORMAT_CSV = 1;
    */
   CSV = 1,
 
   /**
-   * One JSON object a line with the same fields in camelCase (unhealthyQuantity last); quantity
-   * and unhealthyQuantity are JSON numbers.
+   * One JSON object a line with the same fields in camelCase (unhealthyQuantity,
+   * activeQuantity, meanUtilization last); quantity, unhealthyQuantity and activeQuantity are
+   * JSON numbers, meanUtilization a number or null where the CSV's is empty.
    *
    * @generated from enum value: EXPORT_FORMAT_JSONL = 2;
    */
@@ -343,7 +511,8 @@ export const ExportFormatSchema: GenEnum<ExportFormat> = /*@__PURE__*/
 
 /**
  * UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
- * an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
+ * an owner, the usage of every tenant's leases in its pools, by tenant (Scope): held and active
+ * GPU-hours and the mean utilisation, the tenant efficiency table an owner charges back from.
  *
  * @generated from service bettercompute.usage.v1.UsageService
  */
@@ -374,6 +543,20 @@ export const UsageService: GenService<{
     methodKind: "unary";
     input: typeof ExportRequestSchema;
     output: typeof ExportResponseSchema;
+  },
+  /**
+   * Utilization returns how GPUs were used over time, from the per-minute utilisation the nodes'
+   * daemons report (docs/gpus.md, "Utilisation per lease"): one point a step, of one lease, of
+   * one pool, or of every lease in the scope, with the GPUs held, the share of them active, the
+   * mean utilisation and the peak memory. The same scopes as Query: by default the caller's
+   * tenant's own leases, with SCOPE_OWNED_POOLS every tenant's leases in the caller's pools.
+   *
+   * @generated from rpc bettercompute.usage.v1.UsageService.Utilization
+   */
+  utilization: {
+    methodKind: "unary";
+    input: typeof UtilizationRequestSchema;
+    output: typeof UtilizationResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_bettercompute_usage_v1_usage, 0);

@@ -54,7 +54,7 @@ class Toleration(_message.Message):
     def __init__(self, key: _Optional[str] = ..., operator: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("id", "tenant_id", "pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "spread", "tolerations", "reservation_id", "duration", "state", "reason", "allocations", "create_time", "place_time", "end_time", "priority", "borrowing", "preempt_time", "topology", "nodes", "gpus_per_node", "gang_topology", "members", "gang_domain", "on_unhealthy_member", "reserved_start_time", "utilization")
+    __slots__ = ("id", "tenant_id", "pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "spread", "tolerations", "reservation_id", "duration", "state", "reason", "allocations", "create_time", "place_time", "end_time", "priority", "borrowing", "preempt_time", "topology", "nodes", "gpus_per_node", "gang_topology", "members", "gang_domain", "on_unhealthy_member", "reserved_start_time", "utilization", "idle_since")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     POOL_ID_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +84,7 @@ class Lease(_message.Message):
     ON_UNHEALTHY_MEMBER_FIELD_NUMBER: _ClassVar[int]
     RESERVED_START_TIME_FIELD_NUMBER: _ClassVar[int]
     UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    IDLE_SINCE_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     pool_id: str
@@ -113,7 +114,8 @@ class Lease(_message.Message):
     on_unhealthy_member: _pools_pb2.UnhealthyLeaseAction
     reserved_start_time: _timestamp_pb2.Timestamp
     utilization: Utilization
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., state: _Optional[_Union[LeaseState, str]] = ..., reason: _Optional[str] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., place_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., priority: _Optional[int] = ..., borrowing: _Optional[bool] = ..., preempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., topology: _Optional[_Union[TopologyMode, str]] = ..., nodes: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gang_topology: _Optional[_Union[GangTopology, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., gang_domain: _Optional[str] = ..., on_unhealthy_member: _Optional[_Union[_pools_pb2.UnhealthyLeaseAction, str]] = ..., reserved_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., utilization: _Optional[_Union[Utilization, _Mapping]] = ...) -> None: ...
+    idle_since: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., state: _Optional[_Union[LeaseState, str]] = ..., reason: _Optional[str] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., place_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., priority: _Optional[int] = ..., borrowing: _Optional[bool] = ..., preempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., topology: _Optional[_Union[TopologyMode, str]] = ..., nodes: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gang_topology: _Optional[_Union[GangTopology, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., gang_domain: _Optional[str] = ..., on_unhealthy_member: _Optional[_Union[_pools_pb2.UnhealthyLeaseAction, str]] = ..., reserved_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., utilization: _Optional[_Union[Utilization, _Mapping]] = ..., idle_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Utilization(_message.Message):
     __slots__ = ("gpu_seconds_held", "gpu_seconds_active", "mean_utilization", "peak_memory_bytes", "sampled_minutes", "last_sample_time")

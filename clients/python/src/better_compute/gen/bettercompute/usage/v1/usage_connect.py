@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .usage_pb2 import ExportRequest, ExportResponse, QueryRequest, QueryResponse
+from .usage_pb2 import ExportRequest, ExportResponse, QueryRequest, QueryResponse, UtilizationRequest, UtilizationResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -40,7 +40,8 @@ _GZIP_COMPRESSION = GzipCompression()
 class UsageService(Protocol):
     """
     UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
-    an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
+    an owner, the usage of every tenant's leases in its pools, by tenant (Scope): held and active
+    GPU-hours and the mean utilisation, the tenant efficiency table an owner charges back from.
     """
     async def query(self, request: QueryRequest, ctx: RequestContext[QueryRequest, QueryResponse], /) -> QueryResponse:
         """
@@ -58,6 +59,16 @@ class UsageService(Protocol):
         refused before any row is read. A call returns one page of at most 10,000 rows: with
         page_size set, follow next_page_token to the last page and concatenate the pages' data;
         without it, a period of more than one page is refused rather than cut short.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def utilization(self, request: UtilizationRequest, ctx: RequestContext[UtilizationRequest, UtilizationResponse], /) -> UtilizationResponse:
+        """
+        Utilization returns how GPUs were used over time, from the per-minute utilisation the nodes'
+        daemons report (docs/gpus.md, "Utilisation per lease"): one point a step, of one lease, of
+        one pool, or of every lease in the scope, with the GPUs held, the share of them active, the
+        mean utilisation and the peak memory. The same scopes as Query: by default the caller's
+        tenant's own leases, with SCOPE_OWNED_POOLS every tenant's leases in the caller's pools.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -97,6 +108,17 @@ class UsageServiceASGIApplication(ConnectASGIApplication[UsageService]):
                     ),
                     function=svc.export,
                 ),
+                "/bettercompute.usage.v1.UsageService/Utilization": Endpoint.unary(
+                    method=MethodInfo(
+                        name="Utilization",
+                        service_name="bettercompute.usage.v1.UsageService",
+                        input=UtilizationRequest,
+                        output=UtilizationResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.utilization,
+                ),
             },
             interceptors=interceptors,
             read_max_bytes=read_max_bytes,
@@ -113,7 +135,8 @@ class UsageServiceASGIApplication(ConnectASGIApplication[UsageService]):
 class UsageServiceClient(ConnectClient):
     """
     UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
-    an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
+    an owner, the usage of every tenant's leases in its pools, by tenant (Scope): held and active
+    GPU-hours and the mean utilisation, the tenant efficiency table an owner charges back from.
     """
     def __init__(
         self,
@@ -196,11 +219,41 @@ class UsageServiceClient(ConnectClient):
             timeout_ms=timeout_ms,
             use_get=use_get,
         )
+    async def utilization(
+        self,
+        request: UtilizationRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> UtilizationResponse:
+        """
+        Utilization returns how GPUs were used over time, from the per-minute utilisation the nodes'
+        daemons report (docs/gpus.md, "Utilisation per lease"): one point a step, of one lease, of
+        one pool, or of every lease in the scope, with the GPUs held, the share of them active, the
+        mean utilisation and the peak memory. The same scopes as Query: by default the caller's
+        tenant's own leases, with SCOPE_OWNED_POOLS every tenant's leases in the caller's pools.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Utilization",
+                service_name="bettercompute.usage.v1.UsageService",
+                input=UtilizationRequest,
+                output=UtilizationResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
 
 class UsageServiceSync(Protocol):
     """
     UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
-    an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
+    an owner, the usage of every tenant's leases in its pools, by tenant (Scope): held and active
+    GPU-hours and the mean utilisation, the tenant efficiency table an owner charges back from.
     """
     def query(self, request: QueryRequest, ctx: RequestContext[QueryRequest, QueryResponse], /) -> QueryResponse:
         """
@@ -218,6 +271,16 @@ class UsageServiceSync(Protocol):
         refused before any row is read. A call returns one page of at most 10,000 rows: with
         page_size set, follow next_page_token to the last page and concatenate the pages' data;
         without it, a period of more than one page is refused rather than cut short.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def utilization(self, request: UtilizationRequest, ctx: RequestContext[UtilizationRequest, UtilizationResponse], /) -> UtilizationResponse:
+        """
+        Utilization returns how GPUs were used over time, from the per-minute utilisation the nodes'
+        daemons report (docs/gpus.md, "Utilisation per lease"): one point a step, of one lease, of
+        one pool, or of every lease in the scope, with the GPUs held, the share of them active, the
+        mean utilisation and the peak memory. The same scopes as Query: by default the caller's
+        tenant's own leases, with SCOPE_OWNED_POOLS every tenant's leases in the caller's pools.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -255,6 +318,17 @@ class UsageServiceWSGIApplication(ConnectWSGIApplication):
                     ),
                     function=service.export,
                 ),
+                "/bettercompute.usage.v1.UsageService/Utilization": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="Utilization",
+                        service_name="bettercompute.usage.v1.UsageService",
+                        input=UtilizationRequest,
+                        output=UtilizationResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.utilization,
+                ),
             },
             interceptors=interceptors,
             read_max_bytes=read_max_bytes,
@@ -271,7 +345,8 @@ class UsageServiceWSGIApplication(ConnectWSGIApplication):
 class UsageServiceClientSync(ConnectClientSync):
     """
     UsageService reports the usage of the caller's tenant's leases, wherever they ran, and, for
-    an owner, the usage of every tenant's leases in its pools, by tenant (Scope).
+    an owner, the usage of every tenant's leases in its pools, by tenant (Scope): held and active
+    GPU-hours and the mean utilisation, the tenant efficiency table an owner charges back from.
     """
     def __init__(
         self,
@@ -347,6 +422,35 @@ class UsageServiceClientSync(ConnectClientSync):
                 service_name="bettercompute.usage.v1.UsageService",
                 input=ExportRequest,
                 output=ExportResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
+    def utilization(
+        self,
+        request: UtilizationRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> UtilizationResponse:
+        """
+        Utilization returns how GPUs were used over time, from the per-minute utilisation the nodes'
+        daemons report (docs/gpus.md, "Utilisation per lease"): one point a step, of one lease, of
+        one pool, or of every lease in the scope, with the GPUs held, the share of them active, the
+        mean utilisation and the peak memory. The same scopes as Query: by default the caller's
+        tenant's own leases, with SCOPE_OWNED_POOLS every tenant's leases in the caller's pools.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Utilization",
+                service_name="bettercompute.usage.v1.UsageService",
+                input=UtilizationRequest,
+                output=UtilizationResponse,
                 idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
                 stream_type=StreamType.UNARY,
             ),

@@ -73,7 +73,7 @@ class QueryRequest(_message.Message):
     def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pool_id: _Optional[str] = ..., hourly: _Optional[bool] = ..., scope: _Optional[_Union[Scope, str]] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("pool_id", "resource", "model", "amount", "hour", "tenant_id", "unhealthy_amount")
+    __slots__ = ("pool_id", "resource", "model", "amount", "hour", "tenant_id", "unhealthy_amount", "active_amount", "mean_utilization")
     POOL_ID_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +81,8 @@ class Usage(_message.Message):
     HOUR_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     UNHEALTHY_AMOUNT_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_AMOUNT_FIELD_NUMBER: _ClassVar[int]
+    MEAN_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
     pool_id: str
     resource: str
     model: str
@@ -88,7 +90,9 @@ class Usage(_message.Message):
     hour: _timestamp_pb2.Timestamp
     tenant_id: str
     unhealthy_amount: float
-    def __init__(self, pool_id: _Optional[str] = ..., resource: _Optional[str] = ..., model: _Optional[str] = ..., amount: _Optional[float] = ..., hour: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tenant_id: _Optional[str] = ..., unhealthy_amount: _Optional[float] = ...) -> None: ...
+    active_amount: float
+    mean_utilization: float
+    def __init__(self, pool_id: _Optional[str] = ..., resource: _Optional[str] = ..., model: _Optional[str] = ..., amount: _Optional[float] = ..., hour: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tenant_id: _Optional[str] = ..., unhealthy_amount: _Optional[float] = ..., active_amount: _Optional[float] = ..., mean_utilization: _Optional[float] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
     __slots__ = ("totals", "hours", "unaggregated_records", "aggregation_lag")
@@ -101,3 +105,43 @@ class QueryResponse(_message.Message):
     unaggregated_records: int
     aggregation_lag: _duration_pb2.Duration
     def __init__(self, totals: _Optional[_Iterable[_Union[Usage, _Mapping]]] = ..., hours: _Optional[_Iterable[_Union[Usage, _Mapping]]] = ..., unaggregated_records: _Optional[int] = ..., aggregation_lag: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class UtilizationRequest(_message.Message):
+    __slots__ = ("start_time", "end_time", "step", "lease_id", "pool_id", "scope")
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    start_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    step: _duration_pb2.Duration
+    lease_id: str
+    pool_id: str
+    scope: Scope
+    def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., step: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., lease_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., scope: _Optional[_Union[Scope, str]] = ...) -> None: ...
+
+class UtilizationPoint(_message.Message):
+    __slots__ = ("time", "held_gpus", "active_share", "mean_utilization", "peak_memory_bytes", "gpu_seconds_held", "gpu_seconds_active")
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    HELD_GPUS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_SHARE_FIELD_NUMBER: _ClassVar[int]
+    MEAN_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    PEAK_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    GPU_SECONDS_HELD_FIELD_NUMBER: _ClassVar[int]
+    GPU_SECONDS_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    time: _timestamp_pb2.Timestamp
+    held_gpus: float
+    active_share: float
+    mean_utilization: float
+    peak_memory_bytes: int
+    gpu_seconds_held: int
+    gpu_seconds_active: int
+    def __init__(self, time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., held_gpus: _Optional[float] = ..., active_share: _Optional[float] = ..., mean_utilization: _Optional[float] = ..., peak_memory_bytes: _Optional[int] = ..., gpu_seconds_held: _Optional[int] = ..., gpu_seconds_active: _Optional[int] = ...) -> None: ...
+
+class UtilizationResponse(_message.Message):
+    __slots__ = ("points",)
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    points: _containers.RepeatedCompositeFieldContainer[UtilizationPoint]
+    def __init__(self, points: _Optional[_Iterable[_Union[UtilizationPoint, _Mapping]]] = ...) -> None: ...
