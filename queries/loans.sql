@@ -94,11 +94,12 @@ JOIN allocations a ON a.id = ll.allocation_id
 WHERE ll.lease_id = sqlc.arg(lease_id);
 
 -- name: EndLoans :exec
--- Ends the loans of leases (given back, or the holder ended): borrowers keep running.
+-- Ends the loans of leases (given back, or the holder ended): borrowers keep running. A lease
+-- given back is judged afresh (idle_since cleared).
 WITH gone AS (
     DELETE FROM lease_loans WHERE lease_id = ANY(sqlc.arg(lease_ids)::uuid[])
 )
-UPDATE pool_leases SET lent_since = NULL, wake_requested_at = NULL, updated_at = now()
+UPDATE pool_leases SET lent_since = NULL, wake_requested_at = NULL, idle_since = NULL, updated_at = now()
 WHERE id = ANY(sqlc.arg(lease_ids)::uuid[]) AND lent_since IS NOT NULL;
 
 -- name: LeaseLoans :many
