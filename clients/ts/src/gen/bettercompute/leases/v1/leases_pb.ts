@@ -30,7 +30,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/leases/v1/leases.proto.
  */
 export const file_bettercompute_leases_v1_leases: GenFile = /*@__PURE__*/
-  fileDesc("CiRiZXR0ZXJjb21wdXRlL2xlYXNlcy92MS9sZWFzZXMucHJvdG8SF2JldHRlcmNvbXB1dGUubGVhc2VzLnYxIkoKClRvbGVyYXRpb24SCwoDa2V5GAEgASgJEhAKCG9wZXJhdG9yGAIgASgJEg0KBXZhbHVlGAMgASgJEg4KBmVmZmVjdBgEIAEoCSLgCAoFTGVhc2USCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB3Bvb2xfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSDgoGc3ByZWFkGAggASgIEjgKC3RvbGVyYXRpb25zGAkgAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9sZXJhdGlvbhIWCg5yZXNlcnZhdGlvbl9pZBgKIAEoCRIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIyCgVzdGF0ZRgMIAEoDjIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlU3RhdGUSDgoGcmVhc29uGA0gASgJEjgKC2FsbG9jYXRpb25zGA4gAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQWxsb2NhdGlvbhIvCgtjcmVhdGVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGxhY2VfdGltZRgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHByaW9yaXR5GBIgASgFEhEKCWJvcnJvd2luZxgTIAEoCBIwCgxwcmVlbXB0X3RpbWUYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKCHRvcG9sb2d5GBUgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlEg0KBW5vZGVzGBYgASgFEhUKDWdwdXNfcGVyX25vZGUYFyABKAUSPAoNZ2FuZ190b3BvbG9neRgYIAEoCzIlLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkdhbmdUb3BvbG9neRIwCgdtZW1iZXJzGBkgAygLMh8uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTWVtYmVyEhMKC2dhbmdfZG9tYWluGBogASgJEkkKE29uX3VuaGVhbHRoeV9tZW1iZXIYGyABKA4yLC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVuaGVhbHRoeUxlYXNlQWN0aW9uEjcKE3Jlc2VydmVkX3N0YXJ0X3RpbWUYHCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjkKC3V0aWxpemF0aW9uGB0gASgLMiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVXRpbGl6YXRpb246TMqgGUgKAmlkCgZwb29sSWQKBXN0YXRlCgRncHVzCghncHVNb2RlbAoEY3B1cwoIcHJpb3JpdHkKCmNyZWF0ZVRpbWUKB2VuZFRpbWUixwEKC1V0aWxpemF0aW9uEhgKEGdwdV9zZWNvbmRzX2hlbGQYASABKAMSGgoSZ3B1X3NlY29uZHNfYWN0aXZlGAIgASgDEhgKEG1lYW5fdXRpbGl6YXRpb24YAyABKAESGQoRcGVha19tZW1vcnlfYnl0ZXMYBCABKAMSFwoPc2FtcGxlZF9taW51dGVzGAUgASgDEjQKEGxhc3Rfc2FtcGxlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlIKDEdhbmdUb3BvbG9neRINCgVsZXZlbBgBIAEoCRIzCgRtb2RlGAIgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlIvUBCgZNZW1iZXISDAoEcmFuaxgBIAEoBRIPCgdub2RlX2lkGAIgASgJEhAKCGhvc3RuYW1lGAMgASgJEhEKCWFkZHJlc3NlcxgEIAMoCRITCgtncHVfaW5kZXhlcxgFIAMoBRI7CgZkb21haW4YBiADKAsyKy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5NZW1iZXIuRG9tYWluRW50cnkSDwoHaGVhbHRoeRgHIAEoCBIVCg1oZWFsdGhfcmVhc29uGAggASgJGi0KC0RvbWFpbkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEi+wEKCkFsbG9jYXRpb24SDwoHbm9kZV9pZBgBIAEoCRIQCghob3N0bmFtZRgCIAEoCRIRCglncHVfaW5kZXgYAyABKAUSEAoIZ3B1X3V1aWQYBCABKAkSEQoJZ3B1X21vZGVsGAUgASgJEgwKBGNwdXMYBiABKAUSFAoMbWVtb3J5X2J5dGVzGAcgASgDEi4KCnN0YXJ0X3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCgh0b3BvbG9neRgKIAEoCSLuAwoNQ3JlYXRlUmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEgwKBGdwdXMYAiABKAUSEQoJZ3B1X21vZGVsGAMgASgJEgwKBGNwdXMYBCABKAUSFAoMbWVtb3J5X2J5dGVzGAUgASgDEisKCGR1cmF0aW9uGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnNwcmVhZBgHIAEoCBI4Cgt0b2xlcmF0aW9ucxgIIAMoCzIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLlRvbGVyYXRpb24SFgoOcmVzZXJ2YXRpb25faWQYCSABKAkSEAoIcHJpb3JpdHkYCiABKAUSNwoIdG9wb2xvZ3kYCyABKA4yJS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5Ub3BvbG9neU1vZGUSDQoFbm9kZXMYDCABKAUSFQoNZ3B1c19wZXJfbm9kZRgNIAEoBRI8Cg1nYW5nX3RvcG9sb2d5GA4gASgLMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuR2FuZ1RvcG9sb2d5EkkKE29uX3VuaGVhbHRoeV9tZW1iZXIYDyABKA4yLC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVuaGVhbHRoeUxlYXNlQWN0aW9uIj8KDkNyZWF0ZVJlc3BvbnNlEi0KBWxlYXNlGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGVhc2UiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI8CgtHZXRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlInkKC0xpc3RSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSMgoFc3RhdGUYAiABKA4yIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZVN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIlcKDExpc3RSZXNwb25zZRIuCgZsZWFzZXMYASADKAsyHi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiQgoNRXh0ZW5kUmVxdWVzdBIKCgJpZBgBIAEoCRIlCgJieRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI/Cg5FeHRlbmRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlIhwKDlJlbGVhc2VSZXF1ZXN0EgoKAmlkGAEgASgJIkAKD1JlbGVhc2VSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlKtkBCgpMZWFzZVN0YXRlEhsKF0xFQVNFX1NUQVRFX1VOU1BFQ0lGSUVEEAASFwoTTEVBU0VfU1RBVEVfUEVORElORxABEhYKEkxFQVNFX1NUQVRFX1BMQUNFRBACEhcKE0xFQVNFX1NUQVRFX0FUX1JJU0sQAxIYChRMRUFTRV9TVEFURV9SRUxFQVNFRBAEEhcKE0xFQVNFX1NUQVRFX0VYUElSRUQQBRIWChJMRUFTRV9TVEFURV9GQUlMRUQQBhIZChVMRUFTRV9TVEFURV9QUkVFTVBURUQQBypmCgxUb3BvbG9neU1vZGUSHQoZVE9QT0xPR1lfTU9ERV9VTlNQRUNJRklFRBAAEhsKF1RPUE9MT0dZX01PREVfUFJFRkVSUkVEEAESGgoWVE9QT0xPR1lfTU9ERV9SRVFVSVJFRBACMowFCg1MZWFzZXNTZXJ2aWNlEoIBCgZDcmVhdGUSJi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5DcmVhdGVSZXF1ZXN0GicuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQ3JlYXRlUmVzcG9uc2UiJ8KgGSMKBmxlYXNlcxIGY3JlYXRlGg1sZWFzZXMuY3JlYXRlKAEwARJzCgNHZXQSIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5HZXRSZXF1ZXN0GiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuR2V0UmVzcG9uc2UiIZACAcKgGRoKBmxlYXNlcxIDZ2V0GgtsZWFzZXMucmVhZBJ3CgRMaXN0EiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGlzdFJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MaXN0UmVzcG9uc2UiIpACAcKgGRsKBmxlYXNlcxIEbGlzdBoLbGVhc2VzLnJlYWQSgQEKBkV4dGVuZBImLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkV4dGVuZFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5FeHRlbmRSZXNwb25zZSImwqAZIgoGbGVhc2VzEgZleHRlbmQaDGxlYXNlcy53cml0ZSgBMAESgwEKB1JlbGVhc2USJy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5SZWxlYXNlUmVxdWVzdBooLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLlJlbGVhc2VSZXNwb25zZSIlwqAZIQoGbGVhc2VzEgdyZWxlYXNlGgxsZWFzZXMud3JpdGUwAUJSWlBnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL2xlYXNlcy92MTtsZWFzZXN2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_bettercompute_pools_v1_pools, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiRiZXR0ZXJjb21wdXRlL2xlYXNlcy92MS9sZWFzZXMucHJvdG8SF2JldHRlcmNvbXB1dGUubGVhc2VzLnYxIkoKClRvbGVyYXRpb24SCwoDa2V5GAEgASgJEhAKCG9wZXJhdG9yGAIgASgJEg0KBXZhbHVlGAMgASgJEg4KBmVmZmVjdBgEIAEoCSKjCQoFTGVhc2USCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB3Bvb2xfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSDgoGc3ByZWFkGAggASgIEjgKC3RvbGVyYXRpb25zGAkgAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9sZXJhdGlvbhIWCg5yZXNlcnZhdGlvbl9pZBgKIAEoCRIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIyCgVzdGF0ZRgMIAEoDjIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlU3RhdGUSDgoGcmVhc29uGA0gASgJEjgKC2FsbG9jYXRpb25zGA4gAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQWxsb2NhdGlvbhIvCgtjcmVhdGVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGxhY2VfdGltZRgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHByaW9yaXR5GBIgASgFEhEKCWJvcnJvd2luZxgTIAEoCBIwCgxwcmVlbXB0X3RpbWUYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKCHRvcG9sb2d5GBUgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlEg0KBW5vZGVzGBYgASgFEhUKDWdwdXNfcGVyX25vZGUYFyABKAUSPAoNZ2FuZ190b3BvbG9neRgYIAEoCzIlLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkdhbmdUb3BvbG9neRIwCgdtZW1iZXJzGBkgAygLMh8uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTWVtYmVyEhMKC2dhbmdfZG9tYWluGBogASgJEkkKE29uX3VuaGVhbHRoeV9tZW1iZXIYGyABKA4yLC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVuaGVhbHRoeUxlYXNlQWN0aW9uEjcKE3Jlc2VydmVkX3N0YXJ0X3RpbWUYHCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjkKC3V0aWxpemF0aW9uGB0gASgLMiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVXRpbGl6YXRpb24SFAoMaWRsZV9vcHRfb3V0GB4gASgIEisKBGxlbnQYHyABKAsyHS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZW50OkzKoBlICgJpZAoGcG9vbElkCgVzdGF0ZQoEZ3B1cwoIZ3B1TW9kZWwKBGNwdXMKCHByaW9yaXR5CgpjcmVhdGVUaW1lCgdlbmRUaW1lIoEBCgRMZW50EikKBXNpbmNlGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRncHVzGAIgASgFEhEKCWJvcnJvd2VycxgDIAEoBRItCgl3YWtlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIscBCgtVdGlsaXphdGlvbhIYChBncHVfc2Vjb25kc19oZWxkGAEgASgDEhoKEmdwdV9zZWNvbmRzX2FjdGl2ZRgCIAEoAxIYChBtZWFuX3V0aWxpemF0aW9uGAMgASgBEhkKEXBlYWtfbWVtb3J5X2J5dGVzGAQgASgDEhcKD3NhbXBsZWRfbWludXRlcxgFIAEoAxI0ChBsYXN0X3NhbXBsZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJSCgxHYW5nVG9wb2xvZ3kSDQoFbGV2ZWwYASABKAkSMwoEbW9kZRgCIAEoDjIlLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLlRvcG9sb2d5TW9kZSL1AQoGTWVtYmVyEgwKBHJhbmsYASABKAUSDwoHbm9kZV9pZBgCIAEoCRIQCghob3N0bmFtZRgDIAEoCRIRCglhZGRyZXNzZXMYBCADKAkSEwoLZ3B1X2luZGV4ZXMYBSADKAUSOwoGZG9tYWluGAYgAygLMisuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTWVtYmVyLkRvbWFpbkVudHJ5Eg8KB2hlYWx0aHkYByABKAgSFQoNaGVhbHRoX3JlYXNvbhgIIAEoCRotCgtEb21haW5FbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIvsBCgpBbGxvY2F0aW9uEg8KB25vZGVfaWQYASABKAkSEAoIaG9zdG5hbWUYAiABKAkSEQoJZ3B1X2luZGV4GAMgASgFEhAKCGdwdV91dWlkGAQgASgJEhEKCWdwdV9tb2RlbBgFIAEoCRIMCgRjcHVzGAYgASgFEhQKDG1lbW9yeV9ieXRlcxgHIAEoAxIuCgpzdGFydF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIdG9wb2xvZ3kYCiABKAkihAQKDUNyZWF0ZVJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIMCgRncHVzGAIgASgFEhEKCWdwdV9tb2RlbBgDIAEoCRIMCgRjcHVzGAQgASgFEhQKDG1lbW9yeV9ieXRlcxgFIAEoAxIrCghkdXJhdGlvbhgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZzcHJlYWQYByABKAgSOAoLdG9sZXJhdGlvbnMYCCADKAsyIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5Ub2xlcmF0aW9uEhYKDnJlc2VydmF0aW9uX2lkGAkgASgJEhAKCHByaW9yaXR5GAogASgFEjcKCHRvcG9sb2d5GAsgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlEg0KBW5vZGVzGAwgASgFEhUKDWdwdXNfcGVyX25vZGUYDSABKAUSPAoNZ2FuZ190b3BvbG9neRgOIAEoCzIlLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkdhbmdUb3BvbG9neRJJChNvbl91bmhlYWx0aHlfbWVtYmVyGA8gASgOMiwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VbmhlYWx0aHlMZWFzZUFjdGlvbhIUCgxpZGxlX29wdF9vdXQYECABKAgiPwoOQ3JlYXRlUmVzcG9uc2USLQoFbGVhc2UYASABKAsyHi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZSIYCgpHZXRSZXF1ZXN0EgoKAmlkGAEgASgJIjwKC0dldFJlc3BvbnNlEi0KBWxlYXNlGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGVhc2UieQoLTGlzdFJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIyCgVzdGF0ZRgCIAEoDjIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlU3RhdGUSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiVwoMTGlzdFJlc3BvbnNlEi4KBmxlYXNlcxgBIAMoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJCCg1FeHRlbmRSZXF1ZXN0EgoKAmlkGAEgASgJEiUKAmJ5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIj8KDkV4dGVuZFJlc3BvbnNlEi0KBWxlYXNlGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGVhc2UiHAoOUmVsZWFzZVJlcXVlc3QSCgoCaWQYASABKAkiQAoPUmVsZWFzZVJlc3BvbnNlEi0KBWxlYXNlGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGVhc2UiGQoLV2FrZVJlcXVlc3QSCgoCaWQYASABKAkiPQoMV2FrZVJlc3BvbnNlEi0KBWxlYXNlGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGVhc2Uq2QEKCkxlYXNlU3RhdGUSGwoXTEVBU0VfU1RBVEVfVU5TUEVDSUZJRUQQABIXChNMRUFTRV9TVEFURV9QRU5ESU5HEAESFgoSTEVBU0VfU1RBVEVfUExBQ0VEEAISFwoTTEVBU0VfU1RBVEVfQVRfUklTSxADEhgKFExFQVNFX1NUQVRFX1JFTEVBU0VEEAQSFwoTTEVBU0VfU1RBVEVfRVhQSVJFRBAFEhYKEkxFQVNFX1NUQVRFX0ZBSUxFRBAGEhkKFUxFQVNFX1NUQVRFX1BSRUVNUFRFRBAHKmYKDFRvcG9sb2d5TW9kZRIdChlUT1BPTE9HWV9NT0RFX1VOU1BFQ0lGSUVEEAASGwoXVE9QT0xPR1lfTU9ERV9QUkVGRVJSRUQQARIaChZUT1BPTE9HWV9NT0RFX1JFUVVJUkVEEAIyhwYKDUxlYXNlc1NlcnZpY2USggEKBkNyZWF0ZRImLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkNyZWF0ZVJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5DcmVhdGVSZXNwb25zZSInwqAZIwoGbGVhc2VzEgZjcmVhdGUaDWxlYXNlcy5jcmVhdGUoATABEnMKA0dldBIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkdldFJlcXVlc3QaJC5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5HZXRSZXNwb25zZSIhkAIBwqAZGgoGbGVhc2VzEgNnZXQaC2xlYXNlcy5yZWFkEncKBExpc3QSJC5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MaXN0UmVxdWVzdBolLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxpc3RSZXNwb25zZSIikAIBwqAZGwoGbGVhc2VzEgRsaXN0GgtsZWFzZXMucmVhZBKBAQoGRXh0ZW5kEiYuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuRXh0ZW5kUmVxdWVzdBonLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkV4dGVuZFJlc3BvbnNlIibCoBkiCgZsZWFzZXMSBmV4dGVuZBoMbGVhc2VzLndyaXRlKAEwARKDAQoHUmVsZWFzZRInLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLlJlbGVhc2VSZXF1ZXN0GiguYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuUmVsZWFzZVJlc3BvbnNlIiXCoBkhCgZsZWFzZXMSB3JlbGVhc2UaDGxlYXNlcy53cml0ZTABEnkKBFdha2USJC5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5XYWtlUmVxdWVzdBolLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLldha2VSZXNwb25zZSIkwqAZIAoGbGVhc2VzEgR3YWtlGgxsZWFzZXMud3JpdGUoATABQlJaUGdpdGh1Yi5jb20vYmV0dGVyLWNvbXB1dGUvYmV0dGVyLWNvbXB1dGUvZ2VuL2dvL2JldHRlcmNvbXB1dGUvbGVhc2VzL3YxO2xlYXNlc3YxYgZwcm90bzM", [file_bettercompute_api_v1_options, file_bettercompute_pools_v1_pools, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * Toleration lets a lease onto nodes with a matching taint, as in Kubernetes. Nodes with
@@ -270,6 +270,20 @@ export type Lease = Message<"bettercompute.leases.v1.Lease"> & {
    * @generated from field: bettercompute.leases.v1.Utilization utilization = 29;
    */
   utilization?: Utilization | undefined;
+
+  /**
+   * As created: the pool's idle policy leaves the lease alone.
+   *
+   * @generated from field: bool idle_opt_out = 30;
+   */
+  idleOptOut: boolean;
+
+  /**
+   * Set while its GPUs are lent to other tenants' leases (the pool's idle policy, action LEND).
+   *
+   * @generated from field: bettercompute.leases.v1.Lent lent = 31;
+   */
+  lent?: Lent | undefined;
 };
 
 /**
@@ -278,6 +292,49 @@ export type Lease = Message<"bettercompute.leases.v1.Lease"> & {
  */
 export const LeaseSchema: GenMessage<Lease> = /*@__PURE__*/
   messageDesc(file_bettercompute_leases_v1_leases, 1);
+
+/**
+ * Lent says that a placed lease's GPUs are lent: the lease holds none of them (and is not
+ * billed for them) until it wakes.
+ *
+ * @generated from message bettercompute.leases.v1.Lent
+ */
+export type Lent = Message<"bettercompute.leases.v1.Lent"> & {
+  /**
+   * When they were lent.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 1;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * How many GPUs are lent.
+   *
+   * @generated from field: int32 gpus = 2;
+   */
+  gpus: number;
+
+  /**
+   * How many leases of other tenants hold them now.
+   *
+   * @generated from field: int32 borrowers = 3;
+   */
+  borrowers: number;
+
+  /**
+   * When the lease asked for them back (leases/wake, or tunnel activity); unset until then.
+   *
+   * @generated from field: google.protobuf.Timestamp wake_time = 4;
+   */
+  wakeTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message bettercompute.leases.v1.Lent.
+ * Use `create(LentSchema)` to create a new message.
+ */
+export const LentSchema: GenMessage<Lent> = /*@__PURE__*/
+  messageDesc(file_bettercompute_leases_v1_leases, 2);
 
 /**
  * Utilization rolls up the minutes stored for a lease: one per node per minute, over every
@@ -334,7 +391,7 @@ export type Utilization = Message<"bettercompute.leases.v1.Utilization"> & {
  * Use `create(UtilizationSchema)` to create a new message.
  */
 export const UtilizationSchema: GenMessage<Utilization> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 2);
+  messageDesc(file_bettercompute_leases_v1_leases, 3);
 
 /**
  * GangTopology asks a gang's members to share one domain at a level of the pool's topology
@@ -365,7 +422,7 @@ export type GangTopology = Message<"bettercompute.leases.v1.GangTopology"> & {
  * Use `create(GangTopologySchema)` to create a new message.
  */
 export const GangTopologySchema: GenMessage<GangTopology> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 3);
+  messageDesc(file_bettercompute_leases_v1_leases, 4);
 
 /**
  * Member is one node of a placed gang.
@@ -431,7 +488,7 @@ export type Member = Message<"bettercompute.leases.v1.Member"> & {
  * Use `create(MemberSchema)` to create a new message.
  */
 export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 4);
+  messageDesc(file_bettercompute_leases_v1_leases, 5);
 
 /**
  * Allocation is one GPU, or CPUs and memory on one node, held by a lease.
@@ -503,7 +560,7 @@ export type Allocation = Message<"bettercompute.leases.v1.Allocation"> & {
  * Use `create(AllocationSchema)` to create a new message.
  */
 export const AllocationSchema: GenMessage<Allocation> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 5);
+  messageDesc(file_bettercompute_leases_v1_leases, 6);
 
 /**
  * CreateRequest asks for a lease.
@@ -614,6 +671,14 @@ export type CreateRequest = Message<"bettercompute.leases.v1.CreateRequest"> & {
    * @generated from field: bettercompute.pools.v1.UnhealthyLeaseAction on_unhealthy_member = 15;
    */
   onUnhealthyMember: UnhealthyLeaseAction;
+
+  /**
+   * Leave the lease out of the pool's idle policy; refused (InvalidArgument) unless the policy
+   * has allow_opt_out.
+   *
+   * @generated from field: bool idle_opt_out = 16;
+   */
+  idleOptOut: boolean;
 };
 
 /**
@@ -621,7 +686,7 @@ export type CreateRequest = Message<"bettercompute.leases.v1.CreateRequest"> & {
  * Use `create(CreateRequestSchema)` to create a new message.
  */
 export const CreateRequestSchema: GenMessage<CreateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 6);
+  messageDesc(file_bettercompute_leases_v1_leases, 7);
 
 /**
  * CreateResponse carries the pending lease.
@@ -640,7 +705,7 @@ export type CreateResponse = Message<"bettercompute.leases.v1.CreateResponse"> &
  * Use `create(CreateResponseSchema)` to create a new message.
  */
 export const CreateResponseSchema: GenMessage<CreateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 7);
+  messageDesc(file_bettercompute_leases_v1_leases, 8);
 
 /**
  * GetRequest names a lease.
@@ -659,7 +724,7 @@ export type GetRequest = Message<"bettercompute.leases.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 8);
+  messageDesc(file_bettercompute_leases_v1_leases, 9);
 
 /**
  * GetResponse carries the lease.
@@ -678,7 +743,7 @@ export type GetResponse = Message<"bettercompute.leases.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 9);
+  messageDesc(file_bettercompute_leases_v1_leases, 10);
 
 /**
  * ListRequest pages through leases, optionally of one pool or state.
@@ -714,7 +779,7 @@ export type ListRequest = Message<"bettercompute.leases.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 10);
+  messageDesc(file_bettercompute_leases_v1_leases, 11);
 
 /**
  * ListResponse is one page of leases.
@@ -740,7 +805,7 @@ export type ListResponse = Message<"bettercompute.leases.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 11);
+  messageDesc(file_bettercompute_leases_v1_leases, 12);
 
 /**
  * ExtendRequest adds to a lease's duration.
@@ -766,7 +831,7 @@ export type ExtendRequest = Message<"bettercompute.leases.v1.ExtendRequest"> & {
  * Use `create(ExtendRequestSchema)` to create a new message.
  */
 export const ExtendRequestSchema: GenMessage<ExtendRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 12);
+  messageDesc(file_bettercompute_leases_v1_leases, 13);
 
 /**
  * ExtendResponse carries the lease.
@@ -785,7 +850,7 @@ export type ExtendResponse = Message<"bettercompute.leases.v1.ExtendResponse"> &
  * Use `create(ExtendResponseSchema)` to create a new message.
  */
 export const ExtendResponseSchema: GenMessage<ExtendResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 13);
+  messageDesc(file_bettercompute_leases_v1_leases, 14);
 
 /**
  * ReleaseRequest names a lease.
@@ -804,7 +869,7 @@ export type ReleaseRequest = Message<"bettercompute.leases.v1.ReleaseRequest"> &
  * Use `create(ReleaseRequestSchema)` to create a new message.
  */
 export const ReleaseRequestSchema: GenMessage<ReleaseRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 14);
+  messageDesc(file_bettercompute_leases_v1_leases, 15);
 
 /**
  * ReleaseResponse carries the lease.
@@ -823,7 +888,45 @@ export type ReleaseResponse = Message<"bettercompute.leases.v1.ReleaseResponse">
  * Use `create(ReleaseResponseSchema)` to create a new message.
  */
 export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 15);
+  messageDesc(file_bettercompute_leases_v1_leases, 16);
+
+/**
+ * WakeRequest names a lease.
+ *
+ * @generated from message bettercompute.leases.v1.WakeRequest
+ */
+export type WakeRequest = Message<"bettercompute.leases.v1.WakeRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message bettercompute.leases.v1.WakeRequest.
+ * Use `create(WakeRequestSchema)` to create a new message.
+ */
+export const WakeRequestSchema: GenMessage<WakeRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_leases_v1_leases, 17);
+
+/**
+ * WakeResponse carries the lease: with lent.wake_time set while its GPUs are on their way back.
+ *
+ * @generated from message bettercompute.leases.v1.WakeResponse
+ */
+export type WakeResponse = Message<"bettercompute.leases.v1.WakeResponse"> & {
+  /**
+   * @generated from field: bettercompute.leases.v1.Lease lease = 1;
+   */
+  lease?: Lease | undefined;
+};
+
+/**
+ * Describes the message bettercompute.leases.v1.WakeResponse.
+ * Use `create(WakeResponseSchema)` to create a new message.
+ */
+export const WakeResponseSchema: GenMessage<WakeResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_leases_v1_leases, 18);
 
 /**
  * LeaseState is where a lease is in its life.
@@ -988,6 +1091,18 @@ export const LeasesService: GenService<{
     methodKind: "unary";
     input: typeof ReleaseRequestSchema;
     output: typeof ReleaseResponseSchema;
+  },
+  /**
+   * Wake takes back a lease's GPUs lent under its pool's idle policy (action LEND): the leases
+   * of other tenants on them are preempted with the pool's preemption grace, then the lease
+   * holds the same GPUs again (event lease.woke). A lease that is not lent is returned as it is.
+   *
+   * @generated from rpc bettercompute.leases.v1.LeasesService.Wake
+   */
+  wake: {
+    methodKind: "unary";
+    input: typeof WakeRequestSchema;
+    output: typeof WakeResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_bettercompute_leases_v1_leases, 0);
