@@ -140,7 +140,7 @@ type LeaseLent struct {
 	// PoolID is the pool the lease is in.
 	PoolID uuid.UUID `json:"poolId"`
 	// GPUs is how many GPUs were lent.
-	GPUs int `json:"gpus"`
+	GPUs int32 `json:"gpus"`
 	// Since is when they were lent.
 	Since time.Time `json:"since"`
 }
@@ -159,7 +159,7 @@ type LeaseWoke struct {
 	// PoolID is the pool the lease is in.
 	PoolID uuid.UUID `json:"poolId"`
 	// GPUs is how many GPUs it got back.
-	GPUs int `json:"gpus"`
+	GPUs int32 `json:"gpus"`
 	// LentSince is when they had been lent.
 	LentSince time.Time `json:"lentSince"`
 	// WakeRequestedAt is when the lease asked for them back.

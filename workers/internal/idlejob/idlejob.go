@@ -217,7 +217,7 @@ func lend(ctx context.Context, q *db.Queries, r db.IdleCandidatesRow, now time.T
 		return nil // holds no GPUs: nothing to lend
 	}
 	st.Lent++
-	if err := event.Emit(ctx, q, r.TenantID, event.LeaseLent{ID: r.ID, PoolID: r.PoolID, GPUs: len(devices), Since: now}); err != nil {
+	if err := event.Emit(ctx, q, r.TenantID, event.LeaseLent{ID: r.ID, PoolID: r.PoolID, GPUs: int32(len(devices)), Since: now}); err != nil {
 		return err
 	}
 	return capacity.EnqueuePlacer(ctx, q, r.PoolID)

@@ -59,7 +59,7 @@ func (p *Placer) returnLoans(ctx context.Context, pl db.PlacerPoolRow, now time.
 				return fmt.Errorf("end the loan of lease %s: %w", w.ID, err)
 			}
 			returned++
-			e := event.LeaseWoke{ID: w.ID, PoolID: pl.ID, GPUs: int(n)}
+			e := event.LeaseWoke{ID: w.ID, PoolID: pl.ID, GPUs: int32(n)}
 			if w.LentSince != nil {
 				e.LentSince = *w.LentSince
 			}
