@@ -39,3 +39,7 @@ END
 $$;
 CREATE TRIGGER allocations_loan BEFORE INSERT ON allocations
     FOR EACH ROW WHEN (NEW.device_id IS NOT NULL) EXECUTE FUNCTION allocations_mark_loan();
+
+-- The placer reads a pool's waking loans on every reconcile, the idle job the lent leases
+-- every minute.
+CREATE INDEX pool_leases_lent ON pool_leases (pool_id) WHERE lent_since IS NOT NULL;
