@@ -9,8 +9,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/capacity"
 	"github.com/better-compute/better-compute/internal/capacity/capacitytest"
 	"github.com/better-compute/better-compute/internal/dbtest"
+	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/workers/internal/idlejob"
 	"github.com/better-compute/better-compute/workers/internal/placer"
 )
@@ -191,7 +193,36 @@ func TestLendAndWake(t *testing.T) {
 		holder, b.now, back); n != 0 {
 		t.Fatalf("%d usage records of the holder inside its loan", n)
 	}
+
+	// Idle again for a window after it got its GPUs back: lent again.
+	again := back.Truncate(time.Minute).Add(12 * time.Minute)
+	for m := range 10 {
+		b.exec(t, `INSERT INTO lease_gpu_minutes (lease_id, node_id, minute, tenant_id, pool_id, gpus, gpu_seconds,
+				active_gpu_seconds, util_sum, util_gpus, util_max, memory_peak_bytes)
+			VALUES ($1, $2, $3, $4, $5, 2, 120, 0, 4, 2, 2, 0)`,
+			holder, b.nodes[0], again.Add(-time.Duration(m+1)*time.Minute), b.owner, b.pid)
+	}
+	if st := b.idle(t, again); st.Told != 1 || st.Lent != 1 {
+		t.Fatalf("idle again: %+v, want the lease told and lent again", st)
+	}
+	// It ends while lent: the loan ends, a borrower placed meanwhile keeps running.
+	p = placer.New(b.pool, placer.Options{Now: func() time.Time { return again.Add(time.Minute) }})
+	if res, err := p.ReconcilePool(ctx, b.pid.String()); err != nil || res.Placed != 1 {
+		t.Fatalf("place a borrower again: %+v, %v", res, err)
+	}
+	if _, err := capacity.EndLeases(ctx, db.New(b.pool), []uuid.UUID{holder}, capacity.LeaseReleased, "test", ptr(again.Add(2*time.Minute)), func(uuid.UUID, event.Event) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count(t, `SELECT count(*) FROM lease_loans`); n != 0 {
+		t.Fatalf("%d loans left after the holder ended", n)
+	}
+	if n := b.count(t, `SELECT count(*) FROM allocations a JOIN pool_leases l ON l.id = a.lease_id
+		WHERE a.lent_from = $1 AND a.ended_at IS NULL AND l.state = 'placed'`, holder); n != 1 {
+		t.Fatalf("%d borrowers' allocations still held after the holder ended, want 1", n)
+	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // TestIdleOptOutAndTunnels: a lease opted out is never judged; a lease whose node has its
 // tenant's tunnel open is busy where the policy counts tunnels as use; a lent lease whose
