@@ -65,6 +65,21 @@ WHERE p.id = l.pool_id AND l.lent_since IS NOT NULL AND l.wake_requested_at IS N
         AND t.node_id IN (SELECT ll.node_id FROM lease_loans ll WHERE ll.lease_id = l.id))
 RETURNING l.id, l.tenant_id, l.pool_id;
 
+-- name: WakeBusyLoans :many
+-- Lent leases, not waking yet, with a minute since they were lent whose mean utilisation, on
+-- lent GPUs no one held (RecordGPUUsage stores those on the lender), is at or above their pool's
+-- threshold: the holder uses them anyway, and they wake.
+UPDATE pool_leases l
+SET wake_requested_at = sqlc.arg(now)::timestamptz, updated_at = now()
+FROM pools p
+WHERE p.id = l.pool_id AND l.lent_since IS NOT NULL AND l.wake_requested_at IS NULL
+  AND l.state IN ('placed', 'at_risk')
+  AND EXISTS (
+      SELECT 1 FROM lease_gpu_minutes g
+      WHERE g.lease_id = l.id AND g.minute >= l.lent_since AND g.util_gpus > 0
+        AND g.util_sum / g.util_gpus >= (p.idle_policy ->> 'minUtilization')::float8)
+RETURNING l.id, l.tenant_id, l.pool_id;
+
 -- name: WakingLoans :many
 -- The pool's lent leases that asked for their GPUs back, with how many of their lent GPUs an
 -- allocation (a borrower's) still holds.

@@ -280,6 +280,48 @@ func (q *Queries) ReturnLoan(ctx context.Context, arg ReturnLoanParams) (int64, 
 	return result.RowsAffected(), nil
 }
 
+const wakeBusyLoans = `-- name: WakeBusyLoans :many
+UPDATE pool_leases l
+SET wake_requested_at = $1::timestamptz, updated_at = now()
+FROM pools p
+WHERE p.id = l.pool_id AND l.lent_since IS NOT NULL AND l.wake_requested_at IS NULL
+  AND l.state IN ('placed', 'at_risk')
+  AND EXISTS (
+      SELECT 1 FROM lease_gpu_minutes g
+      WHERE g.lease_id = l.id AND g.minute >= l.lent_since AND g.util_gpus > 0
+        AND g.util_sum / g.util_gpus >= (p.idle_policy ->> 'minUtilization')::float8)
+RETURNING l.id, l.tenant_id, l.pool_id
+`
+
+type WakeBusyLoansRow struct {
+	ID       uuid.UUID
+	TenantID uuid.UUID
+	PoolID   uuid.UUID
+}
+
+// Lent leases, not waking yet, with a minute since they were lent whose mean utilisation, on
+// lent GPUs no one held (RecordGPUUsage stores those on the lender), is at or above their pool's
+// threshold: the holder uses them anyway, and they wake.
+func (q *Queries) WakeBusyLoans(ctx context.Context, now time.Time) ([]WakeBusyLoansRow, error) {
+	rows, err := q.db.Query(ctx, wakeBusyLoans, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WakeBusyLoansRow{}
+	for rows.Next() {
+		var i WakeBusyLoansRow
+		if err := rows.Scan(&i.ID, &i.TenantID, &i.PoolID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const wakeTunnelledLoans = `-- name: WakeTunnelledLoans :many
 UPDATE pool_leases l
 SET wake_requested_at = $1::timestamptz, updated_at = now()

@@ -850,8 +850,9 @@ type Querier interface {
 	// statement: the summaries (parallel arrays, one element per GPU; -1 for a value the daemon did
 	// not give) are joined to the node's devices by UUID and to the allocations held now (that
 	// started before the minute ended), and grouped by lease: one row per lease for the node and
-	// the minute. A GPU no lease holds writes nothing; a GPU listed twice counts once. A minute
-	// stored before is replaced. Returns the rows written.
+	// the minute. A GPU no lease holds writes nothing, unless an idle lease lent it (then it is the
+	// lender's); a GPU listed twice counts once. A minute stored before is replaced. Returns the rows
+	// written.
 	RecordGPUUsage(ctx context.Context, arg RecordGPUUsageParams) (int64, error)
 	// When each background job last ran (internal/jobrun writes, doctor reads).
 	RecordJobRun(ctx context.Context, arg RecordJobRunParams) error
@@ -1084,6 +1085,10 @@ type Querier interface {
 	UsageBacklog(ctx context.Context) (UsageBacklogRow, error)
 	// The tenant's waiting remediations, oldest first: the ones to look at when one ends.
 	WaitingRemediations(ctx context.Context, tenantID uuid.UUID) ([]uuid.UUID, error)
+	// Lent leases, not waking yet, with a minute since they were lent whose mean utilisation, on
+	// lent GPUs no one held (RecordGPUUsage stores those on the lender), is at or above their pool's
+	// threshold: the holder uses them anyway, and they wake.
+	WakeBusyLoans(ctx context.Context, now time.Time) ([]WakeBusyLoansRow, error)
 	// Lent leases, not waking yet, of pools whose idle policy counts tunnels as use, with a tunnel of
 	// their tenant to a node of their lent GPUs open, or closed since they were lent: they wake.
 	WakeTunnelledLoans(ctx context.Context, now time.Time) ([]WakeTunnelledLoansRow, error)

@@ -5,8 +5,9 @@
 // passed and it is still idle; a lease whose GPUs got busy again is idle no more. With the lend
 // action the lease's GPUs are lent instead (LendLease: its allocations end, lease_loans keeps
 // them) and the pool's placer is woken to place other leases on them; a lent lease whose tenant
-// opened a tunnel to one of its nodes wakes, where the policy counts tunnels as use, and the
-// placer gives it its GPUs back (workers/internal/placer, loans.go). Leases created with
+// opened a tunnel to one of its nodes wakes, where the policy counts tunnels as use, and so does
+// one whose lent GPUs, held by no one, show utilisation at or above the threshold; the placer
+// gives it its GPUs back (workers/internal/placer, loans.go). Leases created with
 // idle_opt_out are never judged.
 package idlejob
 
@@ -77,7 +78,8 @@ func Job(pool *pgxpool.Pool, opts Options) locks.Job {
 // Stats is what one run did.
 type Stats struct {
 	// Told are the leases newly found idle, Released those released, Busy those idle no more,
-	// Lent those whose GPUs were lent, Woken lent ones whose tenant's tunnels woke them.
+	// Lent those whose GPUs were lent, Woken lent ones that woke (a tunnel, or their lent GPUs
+	// busy while no one held them).
 	Told, Released, Busy, Lent, Woken int
 }
 
@@ -117,8 +119,26 @@ func RunOnce(ctx context.Context, pool *pgxpool.Pool, opts Options) (Stats, erro
 	return st, wakeTunnelled(ctx, pool, opts, &st)
 }
 
+// poolsOf and poolsOfBusy are the pools of woken leases, one per lease.
+func poolsOf(rows []db.WakeTunnelledLoansRow) []uuid.UUID {
+	out := make([]uuid.UUID, len(rows))
+	for i, r := range rows {
+		out[i] = r.PoolID
+	}
+	return out
+}
+
+func poolsOfBusy(rows []db.WakeBusyLoansRow) []uuid.UUID {
+	out := make([]uuid.UUID, len(rows))
+	for i, r := range rows {
+		out[i] = r.PoolID
+	}
+	return out
+}
+
 // wakeTunnelled wakes the lent leases whose tenant's tunnels to their nodes count as use, and
-// queues their pools' placers.
+// those whose lent GPUs, held by no one, got busy (the holder uses them anyway), and queues their
+// pools' placers.
 func wakeTunnelled(ctx context.Context, pool *pgxpool.Pool, opts Options, st *Stats) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
@@ -126,16 +146,20 @@ func wakeTunnelled(ctx context.Context, pool *pgxpool.Pool, opts Options, st *St
 		if err != nil {
 			return err
 		}
-		rows, err := q.WakeTunnelledLoans(ctx, now)
+		tunnelled, err := q.WakeTunnelledLoans(ctx, now)
 		if err != nil {
 			return fmt.Errorf("wake lent leases with tunnels: %w", err)
 		}
+		busy, err := q.WakeBusyLoans(ctx, now)
+		if err != nil {
+			return fmt.Errorf("wake lent leases whose GPUs got busy: %w", err)
+		}
 		pools := map[uuid.UUID]bool{}
-		for _, r := range rows {
+		for _, poolID := range append(poolsOf(tunnelled), poolsOfBusy(busy)...) {
 			st.Woken++
-			if !pools[r.PoolID] {
-				pools[r.PoolID] = true
-				if err := capacity.EnqueuePlacer(ctx, q, r.PoolID); err != nil {
+			if !pools[poolID] {
+				pools[poolID] = true
+				if err := capacity.EnqueuePlacer(ctx, q, poolID); err != nil {
 					return err
 				}
 			}

@@ -259,3 +259,55 @@ func TestIdleOptOutAndTunnels(t *testing.T) {
 		t.Fatalf("the woken lease holds %v", d)
 	}
 }
+
+// TestLentGPUsInUseWake: the minutes of a lent GPU no one holds are stored on the lease that
+// lent it; an idle one leaves it lent, a busy one (the holder uses its GPUs anyway) wakes it,
+// and the placer gives them back.
+func TestLentGPUsInUseWake(t *testing.T) {
+	t.Parallel()
+	b := setupLend(t, `{"minUtilization": 10, "windowMs": 600000, "action": "lend"}`, 1)
+	holder := b.leases[0]
+	if st := b.idle(t, b.now); st.Lent != 1 {
+		t.Fatalf("idle run: %+v", st)
+	}
+	var uuids []string
+	rows, err := b.pool.Query(ctx, `SELECT uuid FROM devices WHERE node_id = $1 ORDER BY idx`, b.nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			t.Fatal(err)
+		}
+		uuids = append(uuids, u)
+	}
+	if len(uuids) != 2 {
+		t.Fatalf("devices %v", uuids)
+	}
+	minute := func(at time.Time, util float64) {
+		t.Helper()
+		n, err := db.New(b.pool).RecordGPUUsage(ctx, db.RecordGPUUsageParams{
+			Minute: at, NodeID: b.nodes[0], Uuids: uuids, UtilMeans: []float64{util, util}, UtilMaxes: []float64{util, util},
+			ActiveSeconds: []int32{0, 0}, MemoryUsed: []int64{0, 0},
+		})
+		if err != nil || n != 1 {
+			t.Fatalf("record a minute: %d rows, %v", n, err)
+		}
+	}
+	minute(b.now, 1)
+	if st := b.idle(t, b.now.Add(time.Minute)); st.Woken != 0 {
+		t.Fatalf("an idle lent minute woke the lease: %+v", st)
+	}
+	minute(b.now.Add(time.Minute), 80)
+	if st := b.idle(t, b.now.Add(2*time.Minute)); st.Woken != 1 {
+		t.Fatalf("a busy lent minute: %+v, want the lease woken", st)
+	}
+	p := placer.New(b.pool, placer.Options{Now: func() time.Time { return b.now.Add(3 * time.Minute) }})
+	if res, err := p.ReconcilePool(ctx, b.pid.String()); err != nil || res.Returned != 1 {
+		t.Fatalf("placer: %+v, %v", res, err)
+	}
+	if d := b.devices(t, holder); len(d) != 2 {
+		t.Fatalf("the woken lease holds %v", d)
+	}
+}

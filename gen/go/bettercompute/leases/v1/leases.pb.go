@@ -566,7 +566,8 @@ type Lent struct {
 	Gpus int32 `protobuf:"varint,2,opt,name=gpus,proto3" json:"gpus,omitempty"`
 	// How many leases of other tenants hold them now.
 	Borrowers int32 `protobuf:"varint,3,opt,name=borrowers,proto3" json:"borrowers,omitempty"`
-	// When the lease asked for them back (leases/wake, or tunnel activity); unset until then.
+	// When the lease asked for them back (leases/wake, its own use of a lent GPU no one held, or
+	// tunnel activity); unset until then.
 	WakeTime      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=wake_time,json=wakeTime,proto3" json:"wake_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -322,7 +322,8 @@ export type Lent = Message<"bettercompute.leases.v1.Lent"> & {
   borrowers: number;
 
   /**
-   * When the lease asked for them back (leases/wake, or tunnel activity); unset until then.
+   * When the lease asked for them back (leases/wake, its own use of a lent GPU no one held, or
+   * tunnel activity); unset until then.
    *
    * @generated from field: google.protobuf.Timestamp wake_time = 4;
    */

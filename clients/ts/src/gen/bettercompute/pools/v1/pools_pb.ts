@@ -1466,7 +1466,8 @@ export enum IdleAction {
    * Its tenant is told, and after the grace period, unless its GPUs get busy first, the lease
    * is lent: its allocations end (it is not billed for lent time) and other tenants' leases
    * may be placed on its GPUs, on loan and preemptible. The lease stays placed (Lease.lent)
-   * until it wakes (leases/wake, or tunnel activity where tunnel_counts_as_use): the borrowers
+   * until it wakes (leases/wake; a lent GPU no one holds used at or above min_utilization; or
+   * tunnel activity where tunnel_counts_as_use): the borrowers
    * are preempted with the pool's preemption grace, and it gets the same GPUs back.
    *
    * @generated from enum value: IDLE_ACTION_LEND = 3;
