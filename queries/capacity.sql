@@ -7,12 +7,12 @@
 -- name: CreatePoolLease :one
 INSERT INTO pool_leases (id, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus,
                          memory_bytes, spread, tolerations, duration_ms, priority, topology,
-                         nodes, gpus_per_node, gang_level, gang_level_required, on_unhealthy_member)
+                         nodes, gpus_per_node, gang_level, gang_level_required, on_unhealthy_member, idle_opt_out)
 VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(pool_id), sqlc.narg(principal_id), sqlc.narg(reservation_id),
         sqlc.arg(gpus), sqlc.arg(gpu_model), sqlc.arg(cpus), sqlc.arg(memory_bytes), sqlc.arg(spread),
         sqlc.arg(tolerations), sqlc.arg(duration_ms), sqlc.arg(priority), sqlc.arg(topology),
         sqlc.arg(nodes), sqlc.arg(gpus_per_node), sqlc.arg(gang_level), sqlc.arg(gang_level_required),
-        sqlc.arg(on_unhealthy_member))
+        sqlc.arg(on_unhealthy_member), sqlc.arg(idle_opt_out))
 RETURNING *;
 
 -- name: ActivePoolLeaseTotals :one
@@ -235,8 +235,12 @@ ORDER BY n.id;
 -- name: PlacerDevices :many
 -- The present devices of the pool's members that are not unhealthy (quarantined GPUs are never
 -- allocated), and whether an allocation holds each, with their NUMA node and links (migration 0036).
+-- A GPU lent by an idle lease (migration 0040) is free to borrow until the lease wakes; then it
+-- is held for the lease until the lease has it back.
 SELECT d.id, d.node_id, d.idx, d.model, d.numa_node, d.links,
-       EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL) AS held
+       (EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL)
+        OR EXISTS (SELECT 1 FROM lease_loans ll JOIN pool_leases h ON h.id = ll.lease_id
+                   WHERE ll.device_id = d.id AND h.wake_requested_at IS NOT NULL AND h.ended_at IS NULL))::boolean AS held
 FROM pools p
 JOIN nodes n ON pool_member(p, n)
 JOIN devices d ON d.node_id = n.id AND d.present AND d.health <> 'unhealthy'

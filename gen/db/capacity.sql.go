@@ -62,13 +62,13 @@ const createPoolLease = `-- name: CreatePoolLease :one
 
 INSERT INTO pool_leases (id, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus,
                          memory_bytes, spread, tolerations, duration_ms, priority, topology,
-                         nodes, gpus_per_node, gang_level, gang_level_required, on_unhealthy_member)
+                         nodes, gpus_per_node, gang_level, gang_level_required, on_unhealthy_member, idle_opt_out)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8, $9, $10,
         $11, $12, $13, $14,
         $15, $16, $17, $18,
-        $19)
-RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since
+        $19, $20)
+RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since, idle_opt_out, lent_since, wake_requested_at
 `
 
 type CreatePoolLeaseParams struct {
@@ -91,6 +91,7 @@ type CreatePoolLeaseParams struct {
 	GangLevel         string
 	GangLevelRequired bool
 	OnUnhealthyMember string
+	IdleOptOut        bool
 }
 
 // Pool leases (the API's "leases"), their allocations of devices and node resources, and the
@@ -119,6 +120,7 @@ func (q *Queries) CreatePoolLease(ctx context.Context, arg CreatePoolLeaseParams
 		arg.GangLevel,
 		arg.GangLevelRequired,
 		arg.OnUnhealthyMember,
+		arg.IdleOptOut,
 	)
 	var i PoolLease
 	err := row.Scan(
@@ -154,6 +156,9 @@ func (q *Queries) CreatePoolLease(ctx context.Context, arg CreatePoolLeaseParams
 		&i.OnUnhealthyMember,
 		&i.ReservedStart,
 		&i.IdleSince,
+		&i.IdleOptOut,
+		&i.LentSince,
+		&i.WakeRequestedAt,
 	)
 	return i, err
 }
@@ -314,7 +319,7 @@ SET duration_ms = duration_ms + $1::bigint,
     ends_at = ends_at + $1::bigint * interval '1 millisecond',
     updated_at = now()
 WHERE tenant_id = $2 AND id = $3 AND state IN ('pending', 'placed', 'at_risk')
-RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since
+RETURNING id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since, idle_opt_out, lent_since, wake_requested_at
 `
 
 type ExtendPoolLeaseParams struct {
@@ -360,6 +365,9 @@ func (q *Queries) ExtendPoolLease(ctx context.Context, arg ExtendPoolLeaseParams
 		&i.OnUnhealthyMember,
 		&i.ReservedStart,
 		&i.IdleSince,
+		&i.IdleOptOut,
+		&i.LentSince,
+		&i.WakeRequestedAt,
 	)
 	return i, err
 }
@@ -435,7 +443,7 @@ func (q *Queries) GangMembers(ctx context.Context, arg GangMembersParams) ([]Gan
 }
 
 const getPoolLease = `-- name: GetPoolLease :one
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since FROM pool_leases WHERE tenant_id = $1 AND id = $2
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since, idle_opt_out, lent_since, wake_requested_at FROM pool_leases WHERE tenant_id = $1 AND id = $2
 `
 
 type GetPoolLeaseParams struct {
@@ -479,6 +487,9 @@ func (q *Queries) GetPoolLease(ctx context.Context, arg GetPoolLeaseParams) (Poo
 		&i.OnUnhealthyMember,
 		&i.ReservedStart,
 		&i.IdleSince,
+		&i.IdleOptOut,
+		&i.LentSince,
+		&i.WakeRequestedAt,
 	)
 	return i, err
 }
@@ -564,7 +575,7 @@ func (q *Queries) InsertResourceAllocations(ctx context.Context, arg InsertResou
 }
 
 const listPoolLeases = `-- name: ListPoolLeases :many
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since FROM pool_leases
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since, idle_opt_out, lent_since, wake_requested_at FROM pool_leases
 WHERE tenant_id = $1 AND id > $2
   AND ($3::uuid IS NULL OR pool_id = $3)
   AND ($4::lease_state IS NULL OR state = $4)
@@ -628,6 +639,9 @@ func (q *Queries) ListPoolLeases(ctx context.Context, arg ListPoolLeasesParams) 
 			&i.OnUnhealthyMember,
 			&i.ReservedStart,
 			&i.IdleSince,
+			&i.IdleOptOut,
+			&i.LentSince,
+			&i.WakeRequestedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -640,7 +654,7 @@ func (q *Queries) ListPoolLeases(ctx context.Context, arg ListPoolLeasesParams) 
 }
 
 const lockPoolLease = `-- name: LockPoolLease :one
-SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since FROM pool_leases WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, seq, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus, memory_bytes, spread, tolerations, duration_ms, state, reason, created_at, placed_at, ends_at, ended_at, updated_at, priority, borrowing, preempted_at, topology, nodes, gpus_per_node, gang_level, gang_level_required, gang_domain, on_unhealthy_member, reserved_start, idle_since, idle_opt_out, lent_since, wake_requested_at FROM pool_leases WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockPoolLeaseParams struct {
@@ -684,6 +698,9 @@ func (q *Queries) LockPoolLease(ctx context.Context, arg LockPoolLeaseParams) (P
 		&i.OnUnhealthyMember,
 		&i.ReservedStart,
 		&i.IdleSince,
+		&i.IdleOptOut,
+		&i.LentSince,
+		&i.WakeRequestedAt,
 	)
 	return i, err
 }
@@ -974,7 +991,9 @@ func (q *Queries) PendingPoolLeases(ctx context.Context, arg PendingPoolLeasesPa
 
 const placerDevices = `-- name: PlacerDevices :many
 SELECT d.id, d.node_id, d.idx, d.model, d.numa_node, d.links,
-       EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL) AS held
+       (EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL)
+        OR EXISTS (SELECT 1 FROM lease_loans ll JOIN pool_leases h ON h.id = ll.lease_id
+                   WHERE ll.device_id = d.id AND h.wake_requested_at IS NOT NULL AND h.ended_at IS NULL))::boolean AS held
 FROM pools p
 JOIN nodes n ON pool_member(p, n)
 JOIN devices d ON d.node_id = n.id AND d.present AND d.health <> 'unhealthy'
@@ -994,6 +1013,8 @@ type PlacerDevicesRow struct {
 
 // The present devices of the pool's members that are not unhealthy (quarantined GPUs are never
 // allocated), and whether an allocation holds each, with their NUMA node and links (migration 0036).
+// A GPU lent by an idle lease (migration 0040) is free to borrow until the lease wakes; then it
+// is held for the lease until the lease has it back.
 func (q *Queries) PlacerDevices(ctx context.Context, poolID uuid.UUID) ([]PlacerDevicesRow, error) {
 	rows, err := q.db.Query(ctx, placerDevices, poolID)
 	if err != nil {

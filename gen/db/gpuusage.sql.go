@@ -94,8 +94,19 @@ FROM (
     ORDER BY s.uuid
 ) u
 JOIN devices d ON d.node_id = $7 AND d.kind = 'gpu' AND d.uuid = u.uuid
-JOIN allocations a ON a.device_id = d.id AND a.ended_at IS NULL
-                  AND a.started_at < $1::timestamptz + interval '1 minute'
+CROSS JOIN LATERAL (
+    SELECT a.lease_id FROM allocations a
+    WHERE a.device_id = d.id AND a.ended_at IS NULL
+      AND a.started_at < $1::timestamptz + interval '1 minute'
+    UNION ALL
+    -- A GPU lent by an idle lease (migration 0040) that no allocation held in the minute: on
+    -- the lease that lent it, so that the idle job sees the holder use it anyway.
+    SELECT ll.lease_id FROM lease_loans ll
+    WHERE ll.device_id = d.id AND ll.since <= $1::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM allocations b
+                      WHERE b.device_id = d.id AND b.started_at < $1::timestamptz + interval '1 minute'
+                        AND (b.ended_at IS NULL OR b.ended_at > $1::timestamptz))
+) a
 JOIN pool_leases l ON l.id = a.lease_id
 GROUP BY a.lease_id, d.node_id, l.tenant_id, l.pool_id
 ON CONFLICT (lease_id, node_id, minute) DO UPDATE
@@ -120,9 +131,10 @@ type RecordGPUUsageParams struct {
 // statement: the summaries (parallel arrays, one element per GPU; -1 for a value the daemon did
 // not give) are joined to the node's devices by UUID and to the allocations held now (that
 // started before the minute ended), and grouped by lease: one row per lease for the node and
-// the minute. A GPU no lease holds writes nothing; a GPU listed twice counts once. A minute
-// stored before is replaced. Returns the rows written. model is the GPUs' model (a lease's GPUs
-// are of one model; the least, should a node report two).
+// the minute. A GPU no lease holds writes nothing, unless an idle lease lent it (then it is the
+// lender's); a GPU listed twice counts once. A minute stored before is replaced. Returns the rows
+// written. model is the GPUs' model (a lease's GPUs are of one model; the least, should a node
+// report two).
 func (q *Queries) RecordGPUUsage(ctx context.Context, arg RecordGPUUsageParams) (int64, error) {
 	result, err := q.db.Exec(ctx, recordGPUUsage,
 		arg.Minute,

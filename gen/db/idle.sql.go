@@ -14,7 +14,13 @@ import (
 
 const idleCandidates = `-- name: IdleCandidates :many
 SELECT l.id, l.tenant_id, l.pool_id, l.idle_since, p.idle_policy,
-       m.minutes, m.util_mean
+       m.minutes, m.util_mean,
+       (COALESCE((p.idle_policy ->> 'tunnelCountsAsUse')::boolean, false) AND EXISTS (
+           SELECT 1 FROM tunnels t
+           WHERE t.tenant_id = l.tenant_id AND t.opened_at IS NOT NULL
+             AND (t.closed_at IS NULL OR t.closed_at >= $1::timestamptz - (p.idle_policy ->> 'windowMs')::bigint * interval '1 millisecond')
+             AND t.node_id IN (SELECT a.node_id FROM allocations a WHERE a.lease_id = l.id AND a.ended_at IS NULL)
+       ))::boolean AS tunnel_active
 FROM pool_leases l
 JOIN pools p ON p.id = l.pool_id AND p.idle_policy <> '{}'::jsonb
 CROSS JOIN LATERAL (
@@ -24,7 +30,7 @@ CROSS JOIN LATERAL (
     WHERE g.lease_id = l.id
       AND g.minute >= $1::timestamptz - (p.idle_policy ->> 'windowMs')::bigint * interval '1 millisecond'
 ) m
-WHERE l.state = 'placed' AND l.id > $2
+WHERE l.state = 'placed' AND l.id > $2 AND NOT l.idle_opt_out AND l.lent_since IS NULL
   AND l.placed_at <= $1::timestamptz - (p.idle_policy ->> 'windowMs')::bigint * interval '1 millisecond'
 ORDER BY l.id
 LIMIT $3
@@ -37,17 +43,20 @@ type IdleCandidatesParams struct {
 }
 
 type IdleCandidatesRow struct {
-	ID         uuid.UUID
-	TenantID   uuid.UUID
-	PoolID     uuid.UUID
-	IdleSince  *time.Time
-	IdlePolicy []byte
-	Minutes    int64
-	UtilMean   float64
+	ID           uuid.UUID
+	TenantID     uuid.UUID
+	PoolID       uuid.UUID
+	IdleSince    *time.Time
+	IdlePolicy   []byte
+	Minutes      int64
+	UtilMean     float64
+	TunnelActive bool
 }
 
 // Placed leases of pools with an idle policy, placed at least a window ago, with their mean
-// utilisation over the window and how many of its minutes were sampled; after id, in id order.
+// utilisation over the window and how many of its minutes were sampled, and whether a tunnel of
+// its tenant to a node it holds was open within the window (where the policy counts tunnels as
+// use); after id, in id order. Leases opted out and leases lent are not judged.
 func (q *Queries) IdleCandidates(ctx context.Context, arg IdleCandidatesParams) ([]IdleCandidatesRow, error) {
 	rows, err := q.db.Query(ctx, idleCandidates, arg.Now, arg.After, arg.Lim)
 	if err != nil {
@@ -65,6 +74,7 @@ func (q *Queries) IdleCandidates(ctx context.Context, arg IdleCandidatesParams) 
 			&i.IdlePolicy,
 			&i.Minutes,
 			&i.UtilMean,
+			&i.TunnelActive,
 		); err != nil {
 			return nil, err
 		}

@@ -448,6 +448,7 @@ type Allocation struct {
 	UnhealthyUntil *time.Time
 	Topology       string
 	Rank           *int32
+	LentFrom       *uuid.UUID
 }
 
 type ApiKey struct {
@@ -611,6 +612,14 @@ type LeaseGpuMinute struct {
 	UtilMax          *float32
 	MemoryPeakBytes  int64
 	Model            string
+}
+
+type LeaseLoan struct {
+	LeaseID      uuid.UUID
+	AllocationID int64
+	DeviceID     int64
+	NodeID       uuid.UUID
+	Since        time.Time
 }
 
 type Lock struct {
@@ -807,6 +816,9 @@ type PoolLease struct {
 	OnUnhealthyMember string
 	ReservedStart     *time.Time
 	IdleSince         *time.Time
+	IdleOptOut        bool
+	LentSince         *time.Time
+	WakeRequestedAt   *time.Time
 }
 
 type PoolLeaseUsage struct {

@@ -260,6 +260,9 @@ type Querier interface {
 	// the root tenant's methods may sign principals in there).
 	EndAuthMethodSessions(ctx context.Context, arg EndAuthMethodSessionsParams) (int64, error)
 	EndGatewaySessions(ctx context.Context, gatewayID string) error
+	// Ends the loans of leases (given back, or the holder ended): borrowers keep running. A lease
+	// given back is judged afresh (idle_since cleared).
+	EndLoans(ctx context.Context, leaseIds []uuid.UUID) error
 	// Ends leases that have not ended, as state (released, expired or failed): a placed lease ends at
 	// its end or now, whichever comes first, a pending one now (now is the database's clock when
 	// null). A preempted lease within its grace period ends the same way but stays preempted, with
@@ -425,7 +428,9 @@ type Querier interface {
 	// hashing gives it among the live members, under one lease per shard.
 	HeartbeatMember(ctx context.Context, arg HeartbeatMemberParams) error
 	// Placed leases of pools with an idle policy, placed at least a window ago, with their mean
-	// utilisation over the window and how many of its minutes were sampled; after id, in id order.
+	// utilisation over the window and how many of its minutes were sampled, and whether a tunnel of
+	// its tenant to a node it holds was open within the window (where the policy counts tunnels as
+	// use); after id, in id order. Leases opted out and leases lent are not judged.
 	IdleCandidates(ctx context.Context, arg IdleCandidatesParams) ([]IdleCandidatesRow, error)
 	// Placed leases their pools' idle policies found idle (told, not yet released or busy again).
 	IdleLeaseCount(ctx context.Context) (int64, error)
@@ -459,6 +464,9 @@ type Querier interface {
 	// What the tenant's pending and running leases in the pool hold and its pending leases in every
 	// pool, the new lease included, with the tenant's quota in the pool (null limits: none).
 	LeaseAdmissionUsage(ctx context.Context, arg LeaseAdmissionUsageParams) (LeaseAdmissionUsageRow, error)
+	// The tenant's lent leases among lease_ids: how many GPUs each lent and how many leases hold
+	// them now.
+	LeaseLoans(ctx context.Context, arg LeaseLoansParams) ([]LeaseLoansRow, error)
 	// The utilisation of the tenant's leases among lease_ids, summed over every node and minute
 	// stored; a lease without a sample has no row.
 	LeaseUtilization(ctx context.Context, arg LeaseUtilizationParams) ([]LeaseUtilizationRow, error)
@@ -467,6 +475,13 @@ type Querier interface {
 	// tenant.
 	LeasedGPUUtilization(ctx context.Context) ([]LeasedGPUUtilizationRow, error)
 	LeaveMembership(ctx context.Context, arg LeaveMembershipParams) error
+	// Idle leases lent (pools' idle policy action "lend", migration 0040): the idle job lends a
+	// lease's GPUs, the placer gives them back when the lease wakes. Statements that depend on the
+	// time take it as an argument (now).
+	// Lends a placed lease's GPUs at now: its held GPU allocations end at now and are metered up to
+	// it (one usage record per resource, model and UTC hour), each is kept in lease_loans to be
+	// given back, and the lease is marked lent. Returns the devices lent.
+	LendLease(ctx context.Context, arg LendLeaseParams) ([]int64, error)
 	// The lifecycle reconciler's resync: nodes waiting to become drained, and nodes without a
 	// Schedulable condition yet (for example nodes that joined before the reconciler ran).
 	LifecycleResyncNodeKeys(ctx context.Context) ([]string, error)
@@ -547,6 +562,8 @@ type Querier interface {
 	ListenReconcile(ctx context.Context) error
 	LiveGateways(ctx context.Context) ([]Gateway, error)
 	LiveMembers(ctx context.Context, arg LiveMembersParams) ([]string, error)
+	// The leases, not yet preempted, that hold a GPU lent by one of holders.
+	LoanBorrowers(ctx context.Context, holders []uuid.UUID) ([]LoanBorrowersRow, error)
 	// Sign-in flows in progress (auth_flows): a code flow's state or a device flow's handle, by
 	// hash, spent once. They belong to no caller yet: the state (or handle) is the credential.
 	// Serializes the starts of one client address and of one method until the transaction ends, so
@@ -713,6 +730,8 @@ type Querier interface {
 	PendingWorkflowNodes(ctx context.Context, arg PendingWorkflowNodesParams) ([]PendingWorkflowNodesRow, error)
 	// The present devices of the pool's members that are not unhealthy (quarantined GPUs are never
 	// allocated), and whether an allocation holds each, with their NUMA node and links (migration 0036).
+	// A GPU lent by an idle lease (migration 0040) is free to borrow until the lease wakes; then it
+	// is held for the lease until the lease has it back.
 	PlacerDevices(ctx context.Context, poolID uuid.UUID) ([]PlacerDevicesRow, error)
 	// The pool's active grants: each grantee's nominal quota, borrowing limit and weight.
 	PlacerGrants(ctx context.Context, poolID uuid.UUID) ([]PlacerGrantsRow, error)
@@ -743,6 +762,8 @@ type Querier interface {
 	// What each grantee's placed and at-risk leases in the granted pool hold, by grant and GPU model
 	// (CPU and memory leases under an empty model), for grants the tenant sees.
 	PoolGrantUsage(ctx context.Context, arg PoolGrantUsageParams) ([]PoolGrantUsageRow, error)
+	// The idle policy of a pool of the tenant or granted to it.
+	PoolIdlePolicyForTenant(ctx context.Context, arg PoolIdlePolicyForTenantParams) ([]byte, error)
 	// What the leases hold or held, with the devices' and nodes' names.
 	PoolLeaseAllocations(ctx context.Context, leaseIds []uuid.UUID) ([]PoolLeaseAllocationsRow, error)
 	// Members of the pools, CPUs and memory: all, and held by leases.
@@ -837,9 +858,10 @@ type Querier interface {
 	// statement: the summaries (parallel arrays, one element per GPU; -1 for a value the daemon did
 	// not give) are joined to the node's devices by UUID and to the allocations held now (that
 	// started before the minute ended), and grouped by lease: one row per lease for the node and
-	// the minute. A GPU no lease holds writes nothing; a GPU listed twice counts once. A minute
-	// stored before is replaced. Returns the rows written. model is the GPUs' model (a lease's GPUs
-	// are of one model; the least, should a node report two).
+	// the minute. A GPU no lease holds writes nothing, unless an idle lease lent it (then it is the
+	// lender's); a GPU listed twice counts once. A minute stored before is replaced. Returns the rows
+	// written. model is the GPUs' model (a lease's GPUs are of one model; the least, should a node
+	// report two).
 	RecordGPUUsage(ctx context.Context, arg RecordGPUUsageParams) (int64, error)
 	// When each background job last ran (internal/jobrun writes, doctor reads).
 	RecordJobRun(ctx context.Context, arg RecordJobRunParams) error
@@ -911,6 +933,9 @@ type Querier interface {
 	// The node's remediations in service whose GPU is gone and another GPU, of another serial, is at
 	// its index now: the hardware was replaced. Locked.
 	ReplacedInService(ctx context.Context, nodeID uuid.UUID) ([]ReplacedInServiceRow, error)
+	// The tenant's lease asks for its lent GPUs back (leases/wake); a lease not lent, or already
+	// waking, is returned as it is.
+	RequestLeaseWake(ctx context.Context, arg RequestLeaseWakeParams) (PoolLease, error)
 	// tunnels/close: asks the relaying API to end an open tunnel of the tenant, or closes an unused
 	// ticket at once (close_code, close_reason). Nothing happens to a closed tunnel or one asked to
 	// close before (no row).
@@ -931,6 +956,9 @@ type Querier interface {
 	// Failed nodes start over: pending again, with the next attempt.
 	RetryFailedWorkflowNodes(ctx context.Context, arg RetryFailedWorkflowNodesParams) (int64, error)
 	RetryReconcile(ctx context.Context, arg RetryReconcileParams) error
+	// Gives a lent lease its GPUs back at now: its allocations start again on the same devices, with
+	// the topology and rank they had. The devices must be free (the exclusion constraint says so).
+	ReturnLoan(ctx context.Context, arg ReturnLoanParams) (int64, error)
 	RevokeJoinToken(ctx context.Context, arg RevokeJoinTokenParams) (JoinToken, error)
 	// On promotion to owner: the principal's keys that a non-owner minted (or that predate the
 	// record) stop working, so no key held by a non-owner becomes an owner's.
@@ -1079,6 +1107,16 @@ type Querier interface {
 	UtilizationSeries(ctx context.Context, arg UtilizationSeriesParams) ([]UtilizationSeriesRow, error)
 	// The tenant's waiting remediations, oldest first: the ones to look at when one ends.
 	WaitingRemediations(ctx context.Context, tenantID uuid.UUID) ([]uuid.UUID, error)
+	// Lent leases, not waking yet, with a minute since they were lent whose mean utilisation, on
+	// lent GPUs no one held (RecordGPUUsage stores those on the lender), is at or above their pool's
+	// threshold: the holder uses them anyway, and they wake.
+	WakeBusyLoans(ctx context.Context, now time.Time) ([]WakeBusyLoansRow, error)
+	// Lent leases, not waking yet, of pools whose idle policy counts tunnels as use, with a tunnel of
+	// their tenant to a node of their lent GPUs open, or closed since they were lent: they wake.
+	WakeTunnelledLoans(ctx context.Context, now time.Time) ([]WakeTunnelledLoansRow, error)
+	// The pool's lent leases that asked for their GPUs back, with how many of their lent GPUs an
+	// allocation (a borrower's) still holds.
+	WakingLoans(ctx context.Context, poolID uuid.UUID) ([]WakingLoansRow, error)
 	// A webhook's state ('healthy' or 'failing') and, when failing, why. No row: it was deleted.
 	WebhookState(ctx context.Context, id uuid.UUID) (WebhookStateRow, error)
 	// The controller's view of a workflow's admitted, unfinished nodes: each with its node and the

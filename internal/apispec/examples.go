@@ -78,6 +78,7 @@ var Examples = map[string]Example{
 	"/leases/get":            {Body: `{"id": "$LEASE_ID"}`},
 	"/leases/list":           {Body: `{"state": "LEASE_STATE_PLACED", "pageSize": 20}`},
 	"/leases/release":        {Body: `{"id": "$LEASE_ID"}`},
+	"/leases/wake":           {Body: `{"id": "$LEASE_ID"}`},
 	"/machineClasses/create": {Body: `{"name": "small", "provider": "sim", "params": {"bootDelay": "2s"}}`, Status: 404,
 		Note: "dev enables the provision module only with --sim-provider-delay, so the method is not served here (unimplemented)."},
 	"/machineClasses/delete": {Body: `{"name": "small"}`, Status: 404,

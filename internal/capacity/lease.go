@@ -43,8 +43,9 @@ const (
 // a pending one at now. A preempted lease within its grace period frees what it holds but stays
 // preempted, and gets no event: lease.preempted already said when it ends. Every event is filled
 // the same way wherever a lease ends: its id, pool, the state it ended in and the one it left,
-// reason, the nodes it held and its end, to the lease's tenant. It returns every lease it ended,
-// preempted ones included.
+// reason, the nodes it held and its end, to the lease's tenant. A lease whose GPUs were lent
+// (idle policy action lend) ends its loan; its borrowers keep running. It returns every lease it
+// ended, preempted ones included.
 func EndLeases(ctx context.Context, q *db.Queries, ids []uuid.UUID, state LeaseState, reason string, now *time.Time, emit event.Emitter) ([]db.EndPoolLeasesRow, error) {
 	ended, ok := endEvents[state]
 	if !ok {
@@ -66,6 +67,11 @@ func EndLeases(ctx context.Context, q *db.Queries, ids []uuid.UUID, state LeaseS
 	if len(placed) > 0 {
 		if err := q.EndAllocations(ctx, placed); err != nil {
 			return nil, fmt.Errorf("end allocations: %w", err)
+		}
+		// A lease that ends while its GPUs are lent ends its loan: the leases that borrowed
+		// them keep running until their own end, as ordinary allocations.
+		if err := q.EndLoans(ctx, placed); err != nil {
+			return nil, fmt.Errorf("end loans: %w", err)
 		}
 	}
 	for _, r := range rows {

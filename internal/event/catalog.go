@@ -49,7 +49,7 @@ var all = []Event{
 	PoolScaledUp{}, PoolScaledDown{}, PoolScaleBlocked{},
 	MachineOrphanFound{}, MachineOrphanRemoved{},
 	LeaseCreated{}, LeasePlaced{}, LeaseAtRisk{}, LeaseExtended{}, LeaseReleased{}, LeaseExpired{}, LeasePreempted{}, LeaseFailed{},
-	LeaseGPUUnhealthy{}, LeaseIdle{},
+	LeaseGPUUnhealthy{}, LeaseIdle{}, LeaseLent{}, LeaseWoke{},
 	GPUHealthy{}, GPUDegraded{}, GPUUnhealthy{},
 	RemediationStarted{}, RemediationStep{}, RemediationSucceeded{}, RemediationCancelled{}, GPUServiceRequired{},
 	LeaseNodeRemediation{},

@@ -117,10 +117,12 @@ type LeaseIdle struct {
 	MinUtilization float64 `json:"minUtilization"`
 	// Window is the policy's window, as Go writes durations ("30m0s").
 	Window string `json:"window"`
-	// Action is the policy's: notify or release.
+	// Action is the policy's: notify, release or lend.
 	Action string `json:"action"`
-	// ReleaseAt is when the lease is released if still idle; unset for notify.
+	// ReleaseAt is when the lease is released if still idle; unset for notify and lend.
 	ReleaseAt *time.Time `json:"releaseAt,omitempty"`
+	// LendAt is when the lease's GPUs are lent if still idle; unset unless lend.
+	LendAt *time.Time `json:"lendAt,omitempty"`
 }
 
 // Type is "lease.idle".
@@ -128,3 +130,44 @@ func (LeaseIdle) Type() string { return "lease.idle" }
 
 // Subject is "lease/<id>".
 func (e LeaseIdle) Subject() string { return "lease/" + e.ID.String() }
+
+// LeaseLent is emitted, to a lease's tenant, when its idle GPUs were lent under its pool's idle
+// policy (action lend): the lease holds none of them, and is not billed for them, until it wakes
+// (leases/wake, or tunnel activity where the policy counts it).
+type LeaseLent struct {
+	// ID is the lease's id.
+	ID uuid.UUID `json:"id"`
+	// PoolID is the pool the lease is in.
+	PoolID uuid.UUID `json:"poolId"`
+	// GPUs is how many GPUs were lent.
+	GPUs int32 `json:"gpus"`
+	// Since is when they were lent.
+	Since time.Time `json:"since"`
+}
+
+// Type is "lease.lent".
+func (LeaseLent) Type() string { return "lease.lent" }
+
+// Subject is "lease/<id>".
+func (e LeaseLent) Subject() string { return "lease/" + e.ID.String() }
+
+// LeaseWoke is emitted, to a lease's tenant, when a lent lease holds its GPUs again, the same
+// ones, once the leases that borrowed them were preempted and ended.
+type LeaseWoke struct {
+	// ID is the lease's id.
+	ID uuid.UUID `json:"id"`
+	// PoolID is the pool the lease is in.
+	PoolID uuid.UUID `json:"poolId"`
+	// GPUs is how many GPUs it got back.
+	GPUs int32 `json:"gpus"`
+	// LentSince is when they had been lent.
+	LentSince time.Time `json:"lentSince"`
+	// WakeRequestedAt is when the lease asked for them back.
+	WakeRequestedAt time.Time `json:"wakeRequestedAt"`
+}
+
+// Type is "lease.woke".
+func (LeaseWoke) Type() string { return "lease.woke" }
+
+// Subject is "lease/<id>".
+func (e LeaseWoke) Subject() string { return "lease/" + e.ID.String() }

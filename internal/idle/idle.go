@@ -17,6 +17,11 @@ const (
 	// ActionRelease tells the tenant, then releases the lease (reason "idle: …") once the grace
 	// period has passed and it is still idle.
 	ActionRelease = "release"
+	// ActionLend tells the tenant, then, once the grace period has passed and it is still idle,
+	// lends the lease's GPUs to other tenants' leases until the holder wakes (leases/wake, or
+	// tunnel activity where TunnelCountsAsUse); the lease stays placed and is not billed for
+	// them while they are lent.
+	ActionLend = "lend"
 )
 
 // Bounds of a policy.
@@ -37,6 +42,11 @@ type Policy struct {
 	Action string `json:"action"`
 	// GraceMs is how long an idle lease is told before it is released (ActionRelease).
 	GraceMs int64 `json:"graceMs,omitempty"`
+	// AllowOptOut lets leases/create take idle_opt_out: such a lease is never judged.
+	AllowOptOut bool `json:"allowOptOut,omitempty"`
+	// TunnelCountsAsUse: a lease whose nodes had a tunnel of its tenant open within the window
+	// is not idle, and a lent one wakes.
+	TunnelCountsAsUse bool `json:"tunnelCountsAsUse,omitempty"`
 }
 
 // IsZero reports whether the policy is none.
@@ -45,7 +55,7 @@ func (p Policy) IsZero() bool { return p == Policy{} }
 // Window and Grace are the policy's durations.
 func (p Policy) Window() time.Duration { return time.Duration(p.WindowMs) * time.Millisecond }
 
-// Grace is how long an idle lease is told before it is released.
+// Grace is how long an idle lease is told before it is released or lent.
 func (p Policy) Grace() time.Duration { return time.Duration(p.GraceMs) * time.Millisecond }
 
 // Check reports what is wrong with a policy, naming its field as the API does.
@@ -55,8 +65,8 @@ func (p Policy) Check() (field string, err error) {
 		return "min_utilization", fmt.Errorf("must be above 0 and at most 100, got %v", p.MinUtilization)
 	case p.Window() < MinWindow || p.Window() > MaxWindow:
 		return "window", fmt.Errorf("must be %v to %v, got %v", MinWindow, MaxWindow, p.Window())
-	case p.Action != ActionNotify && p.Action != ActionRelease:
-		return "action", errors.New("must be NOTIFY or RELEASE")
+	case p.Action != ActionNotify && p.Action != ActionRelease && p.Action != ActionLend:
+		return "action", errors.New("must be NOTIFY, RELEASE or LEND")
 	case p.Grace() < 0 || p.Grace() > MaxGrace:
 		return "grace", fmt.Errorf("must be 0s to %v, got %v", MaxGrace, p.Grace())
 	}

@@ -161,6 +161,11 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 		if err := g.checkLevel(levels); err != nil {
 			return nil, err
 		}
+		if req.GetIdleOptOut() {
+			if err := admitIdleOptOut(ctx, tx.Q, p.TenantID, poolID); err != nil {
+				return nil, err
+			}
+		}
 		model, err := s.admitShape(ctx, tx.Q, poolID, areq)
 		if err != nil {
 			return nil, err
@@ -196,7 +201,7 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 			Gpus: areq.GetGpus(), GpuModel: model, Cpus: req.GetCpus(), MemoryBytes: req.GetMemoryBytes(),
 			Spread: req.GetSpread(), Tolerations: tolJSON, DurationMs: d.Milliseconds(), Priority: req.GetPriority(),
 			Topology: topology, Nodes: g.nodes, GpusPerNode: g.perNode, GangLevel: g.level, GangLevelRequired: g.required,
-			OnUnhealthyMember: string(g.onUnhealthy),
+			OnUnhealthyMember: string(g.onUnhealthy), IdleOptOut: req.GetIdleOptOut(),
 		})
 		if err != nil {
 			return nil, err
@@ -549,11 +554,16 @@ func describe(ctx context.Context, q *db.Queries, rows []db.PoolLease) ([]*lease
 			}
 		}
 	}
+	lent, err := loans(ctx, q, rows, ids)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*leasesv1.Lease, len(rows))
 	for i, r := range rows {
 		out[i] = toProto(r, allocs[r.ID])
 		out[i].Members = ms[r.ID]
 		out[i].Utilization = use[r.ID]
+		out[i].Lent = lent[r.ID]
 	}
 	return out, nil
 }
@@ -570,7 +580,7 @@ func toProto(l db.PoolLease, allocs []db.PoolLeaseAllocationsRow) *leasesv1.Leas
 		Topology:  topologyToProto(l.Topology),
 		Nodes:     l.Nodes, GpusPerNode: l.GpusPerNode, GangDomain: l.GangDomain,
 		OnUnhealthyMember: gpuhealth.LeaseActionToProto(gpuhealth.LeaseAction(l.OnUnhealthyMember)),
-		ReservedStartTime: optionalTime(l.ReservedStart),
+		ReservedStartTime: optionalTime(l.ReservedStart), IdleOptOut: l.IdleOptOut,
 	}
 	if l.Nodes > 0 {
 		out.GangTopology = &leasesv1.GangTopology{Level: l.GangLevel, Mode: leasesv1.TopologyMode_TOPOLOGY_MODE_PREFERRED}

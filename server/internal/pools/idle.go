@@ -15,6 +15,7 @@ import (
 var idleActions = map[poolsv1.IdleAction]string{
 	poolsv1.IdleAction_IDLE_ACTION_NOTIFY:  idle.ActionNotify,
 	poolsv1.IdleAction_IDLE_ACTION_RELEASE: idle.ActionRelease,
+	poolsv1.IdleAction_IDLE_ACTION_LEND:    idle.ActionLend,
 }
 
 // idlePolicy checks a request's idle policy and encodes it for pools.idle_policy; unset is none
@@ -24,7 +25,10 @@ func idlePolicy(p *poolsv1.IdlePolicy) ([]byte, error) {
 		return []byte("{}"), nil
 	}
 	const field = "idle_policy"
-	out := idle.Policy{MinUtilization: p.GetMinUtilization(), Action: idleActions[p.GetAction()]}
+	out := idle.Policy{
+		MinUtilization: p.GetMinUtilization(), Action: idleActions[p.GetAction()],
+		AllowOptOut: p.GetAllowOptOut(), TunnelCountsAsUse: p.GetTunnelCountsAsUse(),
+	}
 	for name, d := range map[string]*durationpb.Duration{"window": p.GetWindow(), "grace": p.GetGrace()} {
 		if d == nil {
 			continue
@@ -46,7 +50,10 @@ func idlePolicyToProto(b []byte) *poolsv1.IdlePolicy {
 	if err != nil || p.IsZero() {
 		return nil
 	}
-	out := &poolsv1.IdlePolicy{MinUtilization: p.MinUtilization, Window: durationpb.New(p.Window()), Grace: durationpb.New(time.Duration(p.GraceMs) * time.Millisecond)}
+	out := &poolsv1.IdlePolicy{
+		MinUtilization: p.MinUtilization, Window: durationpb.New(p.Window()), Grace: durationpb.New(time.Duration(p.GraceMs) * time.Millisecond),
+		AllowOptOut: p.AllowOptOut, TunnelCountsAsUse: p.TunnelCountsAsUse,
+	}
 	for a, s := range idleActions {
 		if s == p.Action {
 			out.Action = a

@@ -5,7 +5,9 @@
 // Its key is a pool id. The reconcile runtime never runs one key twice at once, so each pool has
 // one placer at a time; pools place in parallel. A reconcile of a pool
 //
-//  1. expires the pool's placed leases whose end has come, freeing and metering their devices;
+//  1. expires the pool's placed leases whose end has come, freeing and metering their devices,
+//     and gives lent leases that woke their GPUs back, preempting the leases that borrowed them
+//     (loans.go);
 //  2. takes a snapshot of the pool's members (schedulable ones: ready, online, not revoked),
 //     their free devices, CPUs and memory, their taints and the reservations that cover them;
 //  3. places pending leases in creation order, in memory against the snapshot, a batch at a
@@ -131,6 +133,8 @@ func (p *Placer) now(ctx context.Context, q *db.Queries) (time.Time, error) {
 // Result is what one reconcile of a pool did.
 type Result struct {
 	Expired, Placed, Failed, Preempted int
+	// Returned is how many lent leases got their GPUs back (loans.go).
+	Returned int
 	// More is true when pending leases were left for the next reconcile (out of time).
 	More bool
 }
@@ -162,6 +166,9 @@ func (p *Placer) ReconcilePool(ctx context.Context, key string) (Result, error) 
 		return res, err
 	}
 	if res.Expired, err = p.expire(ctx, pl, now); err != nil {
+		return res, err
+	}
+	if res.Preempted, res.Returned, err = p.returnLoans(ctx, pl, now); err != nil {
 		return res, err
 	}
 	if err := p.place(ctx, pl, &res); err != nil {

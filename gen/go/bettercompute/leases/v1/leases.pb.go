@@ -304,7 +304,11 @@ type Lease struct {
 	// When the idle job last found the lease idle under its pool's idle policy and told its tenant
 	// (lease.idle), until the lease is busy again: the age of an idle lease is now minus this.
 	// Unset while the lease is not idle (docs/gpus.md, "Idle leases").
-	IdleSince     *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=idle_since,json=idleSince,proto3" json:"idle_since,omitempty"`
+	IdleSince *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=idle_since,json=idleSince,proto3" json:"idle_since,omitempty"`
+	// As created: the pool's idle policy leaves the lease alone.
+	IdleOptOut bool `protobuf:"varint,32,opt,name=idle_opt_out,json=idleOptOut,proto3" json:"idle_opt_out,omitempty"`
+	// Set while its GPUs are lent to other tenants' leases (the pool's idle policy, action LEND).
+	Lent          *Lent `protobuf:"bytes,31,opt,name=lent,proto3" json:"lent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -549,6 +553,95 @@ func (x *Lease) GetIdleSince() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Lease) GetIdleOptOut() bool {
+	if x != nil {
+		return x.IdleOptOut
+	}
+	return false
+}
+
+func (x *Lease) GetLent() *Lent {
+	if x != nil {
+		return x.Lent
+	}
+	return nil
+}
+
+// Lent says that a placed lease's GPUs are lent: the lease holds none of them (and is not
+// billed for them) until it wakes.
+type Lent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When they were lent.
+	Since *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	// How many GPUs are lent.
+	Gpus int32 `protobuf:"varint,2,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	// How many leases of other tenants hold them now.
+	Borrowers int32 `protobuf:"varint,3,opt,name=borrowers,proto3" json:"borrowers,omitempty"`
+	// When the lease asked for them back (leases/wake, its own use of a lent GPU no one held, or
+	// tunnel activity); unset until then.
+	WakeTime      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=wake_time,json=wakeTime,proto3" json:"wake_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Lent) Reset() {
+	*x = Lent{}
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Lent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Lent) ProtoMessage() {}
+
+func (x *Lent) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Lent.ProtoReflect.Descriptor instead.
+func (*Lent) Descriptor() ([]byte, []int) {
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Lent) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *Lent) GetGpus() int32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return 0
+}
+
+func (x *Lent) GetBorrowers() int32 {
+	if x != nil {
+		return x.Borrowers
+	}
+	return 0
+}
+
+func (x *Lent) GetWakeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WakeTime
+	}
+	return nil
+}
+
 // Utilization rolls up the minutes stored for a lease: one per node per minute, over every
 // member of a gang.
 type Utilization struct {
@@ -571,7 +664,7 @@ type Utilization struct {
 
 func (x *Utilization) Reset() {
 	*x = Utilization{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[2]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -583,7 +676,7 @@ func (x *Utilization) String() string {
 func (*Utilization) ProtoMessage() {}
 
 func (x *Utilization) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[2]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -596,7 +689,7 @@ func (x *Utilization) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Utilization.ProtoReflect.Descriptor instead.
 func (*Utilization) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Utilization) GetGpuSecondsHeld() int64 {
@@ -657,7 +750,7 @@ type GangTopology struct {
 
 func (x *GangTopology) Reset() {
 	*x = GangTopology{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[3]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +762,7 @@ func (x *GangTopology) String() string {
 func (*GangTopology) ProtoMessage() {}
 
 func (x *GangTopology) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[3]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +775,7 @@ func (x *GangTopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GangTopology.ProtoReflect.Descriptor instead.
 func (*GangTopology) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{3}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GangTopology) GetLevel() string {
@@ -723,7 +816,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[4]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +828,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[4]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +841,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{4}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Member) GetRank() int32 {
@@ -831,7 +924,7 @@ type Allocation struct {
 
 func (x *Allocation) Reset() {
 	*x = Allocation{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[5]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +936,7 @@ func (x *Allocation) String() string {
 func (*Allocation) ProtoMessage() {}
 
 func (x *Allocation) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[5]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +949,7 @@ func (x *Allocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
 func (*Allocation) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Allocation) GetNodeId() string {
@@ -964,13 +1057,16 @@ type CreateRequest struct {
 	GangTopology *GangTopology `protobuf:"bytes,14,opt,name=gang_topology,json=gangTopology,proto3" json:"gang_topology,omitempty"`
 	// Only with nodes: whether the gang ends when a member's GPU becomes unhealthy.
 	OnUnhealthyMember v1.UnhealthyLeaseAction `protobuf:"varint,15,opt,name=on_unhealthy_member,json=onUnhealthyMember,proto3,enum=bettercompute.pools.v1.UnhealthyLeaseAction" json:"on_unhealthy_member,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Leave the lease out of the pool's idle policy; refused (InvalidArgument) unless the policy
+	// has allow_opt_out.
+	IdleOptOut    bool `protobuf:"varint,16,opt,name=idle_opt_out,json=idleOptOut,proto3" json:"idle_opt_out,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[6]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1078,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[6]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1091,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{6}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateRequest) GetPoolId() string {
@@ -1103,6 +1199,13 @@ func (x *CreateRequest) GetOnUnhealthyMember() v1.UnhealthyLeaseAction {
 	return v1.UnhealthyLeaseAction(0)
 }
 
+func (x *CreateRequest) GetIdleOptOut() bool {
+	if x != nil {
+		return x.IdleOptOut
+	}
+	return false
+}
+
 // CreateResponse carries the pending lease.
 type CreateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1113,7 +1216,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[7]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1228,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[7]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1241,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateResponse) GetLease() *Lease {
@@ -1158,7 +1261,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[8]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1273,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[8]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1286,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetRequest) GetId() string {
@@ -1203,7 +1306,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[9]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1318,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[9]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1331,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetResponse) GetLease() *Lease {
@@ -1252,7 +1355,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[10]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1367,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[10]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1380,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListRequest) GetPoolId() string {
@@ -1320,7 +1423,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[11]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1435,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[11]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1448,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{11}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListResponse) GetLeases() []*Lease {
@@ -1374,7 +1477,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[12]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1489,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[12]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1502,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExtendRequest) GetId() string {
@@ -1426,7 +1529,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[13]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1541,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[13]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1554,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExtendResponse) GetLease() *Lease {
@@ -1471,7 +1574,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[14]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1586,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[14]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1599,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReleaseRequest) GetId() string {
@@ -1516,7 +1619,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[15]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1631,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[15]
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,10 +1644,100 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReleaseResponse) GetLease() *Lease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+// WakeRequest names a lease.
+type WakeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WakeRequest) Reset() {
+	*x = WakeRequest{}
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WakeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WakeRequest) ProtoMessage() {}
+
+func (x *WakeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WakeRequest.ProtoReflect.Descriptor instead.
+func (*WakeRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *WakeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// WakeResponse carries the lease: with lent.wake_time set while its GPUs are on their way back.
+type WakeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lease         *Lease                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WakeResponse) Reset() {
+	*x = WakeResponse{}
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WakeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WakeResponse) ProtoMessage() {}
+
+func (x *WakeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_leases_v1_leases_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WakeResponse.ProtoReflect.Descriptor instead.
+func (*WakeResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_leases_v1_leases_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *WakeResponse) GetLease() *Lease {
 	if x != nil {
 		return x.Lease
 	}
@@ -1561,7 +1754,7 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n" +
-	"\x06effect\x18\x04 \x01(\tR\x06effect\"\xfc\v\n" +
+	"\x06effect\x18\x04 \x01(\tR\x06effect\"\xd1\f\n" +
 	"\x05Lease\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -1597,7 +1790,10 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\x13reserved_start_time\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\x11reservedStartTime\x12F\n" +
 	"\vutilization\x18\x1d \x01(\v2$.bettercompute.leases.v1.UtilizationR\vutilization\x129\n" +
 	"\n" +
-	"idle_since\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\tidleSince:tʠ\x19p\n" +
+	"idle_since\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\tidleSince\x12 \n" +
+	"\fidle_opt_out\x18  \x01(\bR\n" +
+	"idleOptOut\x121\n" +
+	"\x04lent\x18\x1f \x01(\v2\x1d.bettercompute.leases.v1.LentR\x04lent:tʠ\x19p\n" +
 	"\x02id\n" +
 	"\x06poolId\n" +
 	"\x05state\n" +
@@ -1609,7 +1805,12 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"createTime\n" +
 	"\aendTime\n" +
 	"\x1butilization.meanUtilization\n" +
-	"\tidleSince\"\xab\x02\n" +
+	"\tidleSince\"\xa3\x01\n" +
+	"\x04Lent\x120\n" +
+	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x12\n" +
+	"\x04gpus\x18\x02 \x01(\x05R\x04gpus\x12\x1c\n" +
+	"\tborrowers\x18\x03 \x01(\x05R\tborrowers\x127\n" +
+	"\twake_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bwakeTime\"\xab\x02\n" +
 	"\vUtilization\x12(\n" +
 	"\x10gpu_seconds_held\x18\x01 \x01(\x03R\x0egpuSecondsHeld\x12,\n" +
 	"\x12gpu_seconds_active\x18\x02 \x01(\x03R\x10gpuSecondsActive\x12)\n" +
@@ -1646,7 +1847,7 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"start_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1a\n" +
 	"\btopology\x18\n" +
-	" \x01(\tR\btopology\"\x90\x05\n" +
+	" \x01(\tR\btopology\"\xb2\x05\n" +
 	"\rCreateRequest\x12\x17\n" +
 	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x12\n" +
 	"\x04gpus\x18\x02 \x01(\x05R\x04gpus\x12\x1b\n" +
@@ -1663,7 +1864,9 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\x05nodes\x18\f \x01(\x05R\x05nodes\x12\"\n" +
 	"\rgpus_per_node\x18\r \x01(\x05R\vgpusPerNode\x12J\n" +
 	"\rgang_topology\x18\x0e \x01(\v2%.bettercompute.leases.v1.GangTopologyR\fgangTopology\x12\\\n" +
-	"\x13on_unhealthy_member\x18\x0f \x01(\x0e2,.bettercompute.pools.v1.UnhealthyLeaseActionR\x11onUnhealthyMember\"F\n" +
+	"\x13on_unhealthy_member\x18\x0f \x01(\x0e2,.bettercompute.pools.v1.UnhealthyLeaseActionR\x11onUnhealthyMember\x12 \n" +
+	"\fidle_opt_out\x18\x10 \x01(\bR\n" +
+	"idleOptOut\"F\n" +
 	"\x0eCreateResponse\x124\n" +
 	"\x05lease\x18\x01 \x01(\v2\x1e.bettercompute.leases.v1.LeaseR\x05lease\"\x1c\n" +
 	"\n" +
@@ -1688,6 +1891,10 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\x0eReleaseRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"G\n" +
 	"\x0fReleaseResponse\x124\n" +
+	"\x05lease\x18\x01 \x01(\v2\x1e.bettercompute.leases.v1.LeaseR\x05lease\"\x1d\n" +
+	"\vWakeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"D\n" +
+	"\fWakeResponse\x124\n" +
 	"\x05lease\x18\x01 \x01(\v2\x1e.bettercompute.leases.v1.LeaseR\x05lease*\xd9\x01\n" +
 	"\n" +
 	"LeaseState\x12\x1b\n" +
@@ -1702,7 +1909,7 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\fTopologyMode\x12\x1d\n" +
 	"\x19TOPOLOGY_MODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17TOPOLOGY_MODE_PREFERRED\x10\x01\x12\x1a\n" +
-	"\x16TOPOLOGY_MODE_REQUIRED\x10\x022\x8c\x05\n" +
+	"\x16TOPOLOGY_MODE_REQUIRED\x10\x022\x87\x06\n" +
 	"\rLeasesService\x12\x82\x01\n" +
 	"\x06Create\x12&.bettercompute.leases.v1.CreateRequest\x1a'.bettercompute.leases.v1.CreateResponse\"'\u00a0\x19#\n" +
 	"\x06leases\x12\x06create\x1a\rleases.create(\x010\x01\x12s\n" +
@@ -1713,7 +1920,9 @@ const file_bettercompute_leases_v1_leases_proto_rawDesc = "" +
 	"\x06Extend\x12&.bettercompute.leases.v1.ExtendRequest\x1a'.bettercompute.leases.v1.ExtendResponse\"&\u00a0\x19\"\n" +
 	"\x06leases\x12\x06extend\x1a\fleases.write(\x010\x01\x12\x83\x01\n" +
 	"\aRelease\x12'.bettercompute.leases.v1.ReleaseRequest\x1a(.bettercompute.leases.v1.ReleaseResponse\"%\u00a0\x19!\n" +
-	"\x06leases\x12\arelease\x1a\fleases.write0\x01BRZPgithub.com/better-compute/better-compute/gen/go/bettercompute/leases/v1;leasesv1b\x06proto3"
+	"\x06leases\x12\arelease\x1a\fleases.write0\x01\x12y\n" +
+	"\x04Wake\x12$.bettercompute.leases.v1.WakeRequest\x1a%.bettercompute.leases.v1.WakeResponse\"$\u00a0\x19 \n" +
+	"\x06leases\x12\x04wake\x1a\fleases.write(\x010\x01BRZPgithub.com/better-compute/better-compute/gen/go/bettercompute/leases/v1;leasesv1b\x06proto3"
 
 var (
 	file_bettercompute_leases_v1_leases_proto_rawDescOnce sync.Once
@@ -1728,79 +1937,88 @@ func file_bettercompute_leases_v1_leases_proto_rawDescGZIP() []byte {
 }
 
 var file_bettercompute_leases_v1_leases_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_bettercompute_leases_v1_leases_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_bettercompute_leases_v1_leases_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_bettercompute_leases_v1_leases_proto_goTypes = []any{
 	(LeaseState)(0),               // 0: bettercompute.leases.v1.LeaseState
 	(TopologyMode)(0),             // 1: bettercompute.leases.v1.TopologyMode
 	(*Toleration)(nil),            // 2: bettercompute.leases.v1.Toleration
 	(*Lease)(nil),                 // 3: bettercompute.leases.v1.Lease
-	(*Utilization)(nil),           // 4: bettercompute.leases.v1.Utilization
-	(*GangTopology)(nil),          // 5: bettercompute.leases.v1.GangTopology
-	(*Member)(nil),                // 6: bettercompute.leases.v1.Member
-	(*Allocation)(nil),            // 7: bettercompute.leases.v1.Allocation
-	(*CreateRequest)(nil),         // 8: bettercompute.leases.v1.CreateRequest
-	(*CreateResponse)(nil),        // 9: bettercompute.leases.v1.CreateResponse
-	(*GetRequest)(nil),            // 10: bettercompute.leases.v1.GetRequest
-	(*GetResponse)(nil),           // 11: bettercompute.leases.v1.GetResponse
-	(*ListRequest)(nil),           // 12: bettercompute.leases.v1.ListRequest
-	(*ListResponse)(nil),          // 13: bettercompute.leases.v1.ListResponse
-	(*ExtendRequest)(nil),         // 14: bettercompute.leases.v1.ExtendRequest
-	(*ExtendResponse)(nil),        // 15: bettercompute.leases.v1.ExtendResponse
-	(*ReleaseRequest)(nil),        // 16: bettercompute.leases.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 17: bettercompute.leases.v1.ReleaseResponse
-	nil,                           // 18: bettercompute.leases.v1.Member.DomainEntry
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(v1.UnhealthyLeaseAction)(0),  // 21: bettercompute.pools.v1.UnhealthyLeaseAction
+	(*Lent)(nil),                  // 4: bettercompute.leases.v1.Lent
+	(*Utilization)(nil),           // 5: bettercompute.leases.v1.Utilization
+	(*GangTopology)(nil),          // 6: bettercompute.leases.v1.GangTopology
+	(*Member)(nil),                // 7: bettercompute.leases.v1.Member
+	(*Allocation)(nil),            // 8: bettercompute.leases.v1.Allocation
+	(*CreateRequest)(nil),         // 9: bettercompute.leases.v1.CreateRequest
+	(*CreateResponse)(nil),        // 10: bettercompute.leases.v1.CreateResponse
+	(*GetRequest)(nil),            // 11: bettercompute.leases.v1.GetRequest
+	(*GetResponse)(nil),           // 12: bettercompute.leases.v1.GetResponse
+	(*ListRequest)(nil),           // 13: bettercompute.leases.v1.ListRequest
+	(*ListResponse)(nil),          // 14: bettercompute.leases.v1.ListResponse
+	(*ExtendRequest)(nil),         // 15: bettercompute.leases.v1.ExtendRequest
+	(*ExtendResponse)(nil),        // 16: bettercompute.leases.v1.ExtendResponse
+	(*ReleaseRequest)(nil),        // 17: bettercompute.leases.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 18: bettercompute.leases.v1.ReleaseResponse
+	(*WakeRequest)(nil),           // 19: bettercompute.leases.v1.WakeRequest
+	(*WakeResponse)(nil),          // 20: bettercompute.leases.v1.WakeResponse
+	nil,                           // 21: bettercompute.leases.v1.Member.DomainEntry
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(v1.UnhealthyLeaseAction)(0),  // 24: bettercompute.pools.v1.UnhealthyLeaseAction
 }
 var file_bettercompute_leases_v1_leases_proto_depIdxs = []int32{
 	2,  // 0: bettercompute.leases.v1.Lease.tolerations:type_name -> bettercompute.leases.v1.Toleration
-	19, // 1: bettercompute.leases.v1.Lease.duration:type_name -> google.protobuf.Duration
+	22, // 1: bettercompute.leases.v1.Lease.duration:type_name -> google.protobuf.Duration
 	0,  // 2: bettercompute.leases.v1.Lease.state:type_name -> bettercompute.leases.v1.LeaseState
-	7,  // 3: bettercompute.leases.v1.Lease.allocations:type_name -> bettercompute.leases.v1.Allocation
-	20, // 4: bettercompute.leases.v1.Lease.create_time:type_name -> google.protobuf.Timestamp
-	20, // 5: bettercompute.leases.v1.Lease.place_time:type_name -> google.protobuf.Timestamp
-	20, // 6: bettercompute.leases.v1.Lease.end_time:type_name -> google.protobuf.Timestamp
-	20, // 7: bettercompute.leases.v1.Lease.preempt_time:type_name -> google.protobuf.Timestamp
+	8,  // 3: bettercompute.leases.v1.Lease.allocations:type_name -> bettercompute.leases.v1.Allocation
+	23, // 4: bettercompute.leases.v1.Lease.create_time:type_name -> google.protobuf.Timestamp
+	23, // 5: bettercompute.leases.v1.Lease.place_time:type_name -> google.protobuf.Timestamp
+	23, // 6: bettercompute.leases.v1.Lease.end_time:type_name -> google.protobuf.Timestamp
+	23, // 7: bettercompute.leases.v1.Lease.preempt_time:type_name -> google.protobuf.Timestamp
 	1,  // 8: bettercompute.leases.v1.Lease.topology:type_name -> bettercompute.leases.v1.TopologyMode
-	5,  // 9: bettercompute.leases.v1.Lease.gang_topology:type_name -> bettercompute.leases.v1.GangTopology
-	6,  // 10: bettercompute.leases.v1.Lease.members:type_name -> bettercompute.leases.v1.Member
-	21, // 11: bettercompute.leases.v1.Lease.on_unhealthy_member:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
-	20, // 12: bettercompute.leases.v1.Lease.reserved_start_time:type_name -> google.protobuf.Timestamp
-	4,  // 13: bettercompute.leases.v1.Lease.utilization:type_name -> bettercompute.leases.v1.Utilization
-	20, // 14: bettercompute.leases.v1.Lease.idle_since:type_name -> google.protobuf.Timestamp
-	20, // 15: bettercompute.leases.v1.Utilization.last_sample_time:type_name -> google.protobuf.Timestamp
-	1,  // 16: bettercompute.leases.v1.GangTopology.mode:type_name -> bettercompute.leases.v1.TopologyMode
-	18, // 17: bettercompute.leases.v1.Member.domain:type_name -> bettercompute.leases.v1.Member.DomainEntry
-	20, // 18: bettercompute.leases.v1.Allocation.start_time:type_name -> google.protobuf.Timestamp
-	20, // 19: bettercompute.leases.v1.Allocation.end_time:type_name -> google.protobuf.Timestamp
-	19, // 20: bettercompute.leases.v1.CreateRequest.duration:type_name -> google.protobuf.Duration
-	2,  // 21: bettercompute.leases.v1.CreateRequest.tolerations:type_name -> bettercompute.leases.v1.Toleration
-	1,  // 22: bettercompute.leases.v1.CreateRequest.topology:type_name -> bettercompute.leases.v1.TopologyMode
-	5,  // 23: bettercompute.leases.v1.CreateRequest.gang_topology:type_name -> bettercompute.leases.v1.GangTopology
-	21, // 24: bettercompute.leases.v1.CreateRequest.on_unhealthy_member:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
-	3,  // 25: bettercompute.leases.v1.CreateResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	3,  // 26: bettercompute.leases.v1.GetResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	0,  // 27: bettercompute.leases.v1.ListRequest.state:type_name -> bettercompute.leases.v1.LeaseState
-	3,  // 28: bettercompute.leases.v1.ListResponse.leases:type_name -> bettercompute.leases.v1.Lease
-	19, // 29: bettercompute.leases.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
-	3,  // 30: bettercompute.leases.v1.ExtendResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	3,  // 31: bettercompute.leases.v1.ReleaseResponse.lease:type_name -> bettercompute.leases.v1.Lease
-	8,  // 32: bettercompute.leases.v1.LeasesService.Create:input_type -> bettercompute.leases.v1.CreateRequest
-	10, // 33: bettercompute.leases.v1.LeasesService.Get:input_type -> bettercompute.leases.v1.GetRequest
-	12, // 34: bettercompute.leases.v1.LeasesService.List:input_type -> bettercompute.leases.v1.ListRequest
-	14, // 35: bettercompute.leases.v1.LeasesService.Extend:input_type -> bettercompute.leases.v1.ExtendRequest
-	16, // 36: bettercompute.leases.v1.LeasesService.Release:input_type -> bettercompute.leases.v1.ReleaseRequest
-	9,  // 37: bettercompute.leases.v1.LeasesService.Create:output_type -> bettercompute.leases.v1.CreateResponse
-	11, // 38: bettercompute.leases.v1.LeasesService.Get:output_type -> bettercompute.leases.v1.GetResponse
-	13, // 39: bettercompute.leases.v1.LeasesService.List:output_type -> bettercompute.leases.v1.ListResponse
-	15, // 40: bettercompute.leases.v1.LeasesService.Extend:output_type -> bettercompute.leases.v1.ExtendResponse
-	17, // 41: bettercompute.leases.v1.LeasesService.Release:output_type -> bettercompute.leases.v1.ReleaseResponse
-	37, // [37:42] is the sub-list for method output_type
-	32, // [32:37] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	6,  // 9: bettercompute.leases.v1.Lease.gang_topology:type_name -> bettercompute.leases.v1.GangTopology
+	7,  // 10: bettercompute.leases.v1.Lease.members:type_name -> bettercompute.leases.v1.Member
+	24, // 11: bettercompute.leases.v1.Lease.on_unhealthy_member:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
+	23, // 12: bettercompute.leases.v1.Lease.reserved_start_time:type_name -> google.protobuf.Timestamp
+	5,  // 13: bettercompute.leases.v1.Lease.utilization:type_name -> bettercompute.leases.v1.Utilization
+	23, // 14: bettercompute.leases.v1.Lease.idle_since:type_name -> google.protobuf.Timestamp
+	4,  // 15: bettercompute.leases.v1.Lease.lent:type_name -> bettercompute.leases.v1.Lent
+	23, // 16: bettercompute.leases.v1.Lent.since:type_name -> google.protobuf.Timestamp
+	23, // 17: bettercompute.leases.v1.Lent.wake_time:type_name -> google.protobuf.Timestamp
+	23, // 18: bettercompute.leases.v1.Utilization.last_sample_time:type_name -> google.protobuf.Timestamp
+	1,  // 19: bettercompute.leases.v1.GangTopology.mode:type_name -> bettercompute.leases.v1.TopologyMode
+	21, // 20: bettercompute.leases.v1.Member.domain:type_name -> bettercompute.leases.v1.Member.DomainEntry
+	23, // 21: bettercompute.leases.v1.Allocation.start_time:type_name -> google.protobuf.Timestamp
+	23, // 22: bettercompute.leases.v1.Allocation.end_time:type_name -> google.protobuf.Timestamp
+	22, // 23: bettercompute.leases.v1.CreateRequest.duration:type_name -> google.protobuf.Duration
+	2,  // 24: bettercompute.leases.v1.CreateRequest.tolerations:type_name -> bettercompute.leases.v1.Toleration
+	1,  // 25: bettercompute.leases.v1.CreateRequest.topology:type_name -> bettercompute.leases.v1.TopologyMode
+	6,  // 26: bettercompute.leases.v1.CreateRequest.gang_topology:type_name -> bettercompute.leases.v1.GangTopology
+	24, // 27: bettercompute.leases.v1.CreateRequest.on_unhealthy_member:type_name -> bettercompute.pools.v1.UnhealthyLeaseAction
+	3,  // 28: bettercompute.leases.v1.CreateResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	3,  // 29: bettercompute.leases.v1.GetResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	0,  // 30: bettercompute.leases.v1.ListRequest.state:type_name -> bettercompute.leases.v1.LeaseState
+	3,  // 31: bettercompute.leases.v1.ListResponse.leases:type_name -> bettercompute.leases.v1.Lease
+	22, // 32: bettercompute.leases.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
+	3,  // 33: bettercompute.leases.v1.ExtendResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	3,  // 34: bettercompute.leases.v1.ReleaseResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	3,  // 35: bettercompute.leases.v1.WakeResponse.lease:type_name -> bettercompute.leases.v1.Lease
+	9,  // 36: bettercompute.leases.v1.LeasesService.Create:input_type -> bettercompute.leases.v1.CreateRequest
+	11, // 37: bettercompute.leases.v1.LeasesService.Get:input_type -> bettercompute.leases.v1.GetRequest
+	13, // 38: bettercompute.leases.v1.LeasesService.List:input_type -> bettercompute.leases.v1.ListRequest
+	15, // 39: bettercompute.leases.v1.LeasesService.Extend:input_type -> bettercompute.leases.v1.ExtendRequest
+	17, // 40: bettercompute.leases.v1.LeasesService.Release:input_type -> bettercompute.leases.v1.ReleaseRequest
+	19, // 41: bettercompute.leases.v1.LeasesService.Wake:input_type -> bettercompute.leases.v1.WakeRequest
+	10, // 42: bettercompute.leases.v1.LeasesService.Create:output_type -> bettercompute.leases.v1.CreateResponse
+	12, // 43: bettercompute.leases.v1.LeasesService.Get:output_type -> bettercompute.leases.v1.GetResponse
+	14, // 44: bettercompute.leases.v1.LeasesService.List:output_type -> bettercompute.leases.v1.ListResponse
+	16, // 45: bettercompute.leases.v1.LeasesService.Extend:output_type -> bettercompute.leases.v1.ExtendResponse
+	18, // 46: bettercompute.leases.v1.LeasesService.Release:output_type -> bettercompute.leases.v1.ReleaseResponse
+	20, // 47: bettercompute.leases.v1.LeasesService.Wake:output_type -> bettercompute.leases.v1.WakeResponse
+	42, // [42:48] is the sub-list for method output_type
+	36, // [36:42] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_leases_v1_leases_proto_init() }
@@ -1814,7 +2032,7 @@ func file_bettercompute_leases_v1_leases_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_leases_v1_leases_proto_rawDesc), len(file_bettercompute_leases_v1_leases_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

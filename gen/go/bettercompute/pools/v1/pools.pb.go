@@ -50,6 +50,13 @@ const (
 	// Its tenant is told, and the lease is released (reason "idle: …") after the grace period
 	// unless its GPUs get busy first.
 	IdleAction_IDLE_ACTION_RELEASE IdleAction = 2
+	// Its tenant is told, and after the grace period, unless its GPUs get busy first, the lease
+	// is lent: its allocations end (it is not billed for lent time) and other tenants' leases
+	// may be placed on its GPUs, on loan and preemptible. The lease stays placed (Lease.lent)
+	// until it wakes (leases/wake; a lent GPU no one holds used at or above min_utilization; or
+	// tunnel activity where tunnel_counts_as_use): the borrowers
+	// are preempted with the pool's preemption grace, and it gets the same GPUs back.
+	IdleAction_IDLE_ACTION_LEND IdleAction = 3
 )
 
 // Enum value maps for IdleAction.
@@ -58,11 +65,13 @@ var (
 		0: "IDLE_ACTION_UNSPECIFIED",
 		1: "IDLE_ACTION_NOTIFY",
 		2: "IDLE_ACTION_RELEASE",
+		3: "IDLE_ACTION_LEND",
 	}
 	IdleAction_value = map[string]int32{
 		"IDLE_ACTION_UNSPECIFIED": 0,
 		"IDLE_ACTION_NOTIFY":      1,
 		"IDLE_ACTION_RELEASE":     2,
+		"IDLE_ACTION_LEND":        3,
 	}
 )
 
@@ -466,10 +475,16 @@ type IdlePolicy struct {
 	// 5m to 24h.
 	Window *durationpb.Duration `protobuf:"bytes,2,opt,name=window,proto3" json:"window,omitempty"`
 	Action IdleAction           `protobuf:"varint,3,opt,name=action,proto3,enum=bettercompute.pools.v1.IdleAction" json:"action,omitempty"`
-	// With RELEASE, how long the tenant is told before the lease is released: 0s to 24h.
-	Grace         *durationpb.Duration `protobuf:"bytes,4,opt,name=grace,proto3" json:"grace,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// With RELEASE or LEND, how long the tenant is told before the lease is released or lent:
+	// 0s to 24h.
+	Grace *durationpb.Duration `protobuf:"bytes,4,opt,name=grace,proto3" json:"grace,omitempty"`
+	// Lets leases/create take idle_opt_out: such a lease is never judged idle.
+	AllowOptOut bool `protobuf:"varint,5,opt,name=allow_opt_out,json=allowOptOut,proto3" json:"allow_opt_out,omitempty"`
+	// A lease whose nodes had a tunnel of its tenant open within the window is not idle (an open
+	// tunnel counts however little it carries), and a lent lease whose nodes get one wakes.
+	TunnelCountsAsUse bool `protobuf:"varint,6,opt,name=tunnel_counts_as_use,json=tunnelCountsAsUse,proto3" json:"tunnel_counts_as_use,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *IdlePolicy) Reset() {
@@ -528,6 +543,20 @@ func (x *IdlePolicy) GetGrace() *durationpb.Duration {
 		return x.Grace
 	}
 	return nil
+}
+
+func (x *IdlePolicy) GetAllowOptOut() bool {
+	if x != nil {
+		return x.AllowOptOut
+	}
+	return false
+}
+
+func (x *IdlePolicy) GetTunnelCountsAsUse() bool {
+	if x != nil {
+		return x.TunnelCountsAsUse
+	}
+	return false
 }
 
 // RemediationRule picks a ladder for a health reason.
@@ -2707,13 +2736,15 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\tmax_nodes\x18\x02 \x01(\x05R\bmaxNodes\x120\n" +
 	"\x14failure_domain_label\x18\x03 \x01(\tR\x12failureDomainLabel\x12=\n" +
 	"\x05rules\x18\x04 \x03(\v2'.bettercompute.pools.v1.RemediationRuleR\x05rules\x12C\n" +
-	"\aladders\x18\x05 \x03(\v2).bettercompute.pools.v1.RemediationLadderR\aladders\"\xd5\x01\n" +
+	"\aladders\x18\x05 \x03(\v2).bettercompute.pools.v1.RemediationLadderR\aladders\"\xaa\x02\n" +
 	"\n" +
 	"IdlePolicy\x12'\n" +
 	"\x0fmin_utilization\x18\x01 \x01(\x01R\x0eminUtilization\x121\n" +
 	"\x06window\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12:\n" +
 	"\x06action\x18\x03 \x01(\x0e2\".bettercompute.pools.v1.IdleActionR\x06action\x12/\n" +
-	"\x05grace\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x05grace\"U\n" +
+	"\x05grace\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x05grace\x12\"\n" +
+	"\rallow_opt_out\x18\x05 \x01(\bR\vallowOptOut\x12/\n" +
+	"\x14tunnel_counts_as_use\x18\x06 \x01(\bR\x11tunnelCountsAsUse\"U\n" +
 	"\x0fRemediationRule\x12\x14\n" +
 	"\x05check\x18\x01 \x01(\tR\x05check\x12\x14\n" +
 	"\x05codes\x18\x02 \x03(\x03R\x05codes\x12\x16\n" +
@@ -2906,12 +2937,13 @@ const file_bettercompute_pools_v1_pools_proto_rawDesc = "" +
 	"\vpreemptTime\"\x87\x01\n" +
 	"\x17ListPreemptionsResponse\x12D\n" +
 	"\vpreemptions\x18\x01 \x03(\v2\".bettercompute.pools.v1.PreemptionR\vpreemptions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*Z\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*p\n" +
 	"\n" +
 	"IdleAction\x12\x1b\n" +
 	"\x17IDLE_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12IDLE_ACTION_NOTIFY\x10\x01\x12\x17\n" +
-	"\x13IDLE_ACTION_RELEASE\x10\x02*\x7f\n" +
+	"\x13IDLE_ACTION_RELEASE\x10\x02\x12\x14\n" +
+	"\x10IDLE_ACTION_LEND\x10\x03*\x7f\n" +
 	"\x14UnhealthyLeaseAction\x12&\n" +
 	"\"UNHEALTHY_LEASE_ACTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bUNHEALTHY_LEASE_ACTION_KEEP\x10\x01\x12\x1e\n" +

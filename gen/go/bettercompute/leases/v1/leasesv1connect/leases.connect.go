@@ -57,6 +57,8 @@ const (
 	LeasesServiceExtendProcedure = "/bettercompute.leases.v1.LeasesService/Extend"
 	// LeasesServiceReleaseProcedure is the fully-qualified name of the LeasesService's Release RPC.
 	LeasesServiceReleaseProcedure = "/bettercompute.leases.v1.LeasesService/Release"
+	// LeasesServiceWakeProcedure is the fully-qualified name of the LeasesService's Wake RPC.
+	LeasesServiceWakeProcedure = "/bettercompute.leases.v1.LeasesService/Wake"
 )
 
 // LeasesServiceClient is a client for the bettercompute.leases.v1.LeasesService service.
@@ -75,6 +77,10 @@ type LeasesServiceClient interface {
 	// Release ends a lease now and frees what it holds. Releasing a lease that has ended changes
 	// nothing.
 	Release(context.Context, *v1.ReleaseRequest) (*v1.ReleaseResponse, error)
+	// Wake takes back a lease's GPUs lent under its pool's idle policy (action LEND): the leases
+	// of other tenants on them are preempted with the pool's preemption grace, then the lease
+	// holds the same GPUs again (event lease.woke). A lease that is not lent is returned as it is.
+	Wake(context.Context, *v1.WakeRequest) (*v1.WakeResponse, error)
 }
 
 // NewLeasesServiceClient constructs a client for the bettercompute.leases.v1.LeasesService service.
@@ -120,6 +126,12 @@ func NewLeasesServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(leasesServiceMethods.ByName("Release")),
 			connect.WithClientOptions(opts...),
 		),
+		wake: connect.NewClient[v1.WakeRequest, v1.WakeResponse](
+			httpClient,
+			baseURL+LeasesServiceWakeProcedure,
+			connect.WithSchema(leasesServiceMethods.ByName("Wake")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -130,6 +142,7 @@ type leasesServiceClient struct {
 	list    *connect.Client[v1.ListRequest, v1.ListResponse]
 	extend  *connect.Client[v1.ExtendRequest, v1.ExtendResponse]
 	release *connect.Client[v1.ReleaseRequest, v1.ReleaseResponse]
+	wake    *connect.Client[v1.WakeRequest, v1.WakeResponse]
 }
 
 // Create calls bettercompute.leases.v1.LeasesService.Create.
@@ -177,6 +190,15 @@ func (c *leasesServiceClient) Release(ctx context.Context, req *v1.ReleaseReques
 	return nil, err
 }
 
+// Wake calls bettercompute.leases.v1.LeasesService.Wake.
+func (c *leasesServiceClient) Wake(ctx context.Context, req *v1.WakeRequest) (*v1.WakeResponse, error) {
+	response, err := c.wake.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // LeasesServiceHandler is an implementation of the bettercompute.leases.v1.LeasesService service.
 type LeasesServiceHandler interface {
 	// Create asks for capacity from a pool. It is admitted in one transaction against the pool's
@@ -193,6 +215,10 @@ type LeasesServiceHandler interface {
 	// Release ends a lease now and frees what it holds. Releasing a lease that has ended changes
 	// nothing.
 	Release(context.Context, *v1.ReleaseRequest) (*v1.ReleaseResponse, error)
+	// Wake takes back a lease's GPUs lent under its pool's idle policy (action LEND): the leases
+	// of other tenants on them are preempted with the pool's preemption grace, then the lease
+	// holds the same GPUs again (event lease.woke). A lease that is not lent is returned as it is.
+	Wake(context.Context, *v1.WakeRequest) (*v1.WakeResponse, error)
 }
 
 // NewLeasesServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -234,6 +260,12 @@ func NewLeasesServiceHandler(svc LeasesServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(leasesServiceMethods.ByName("Release")),
 		connect.WithHandlerOptions(opts...),
 	)
+	leasesServiceWakeHandler := connect.NewUnaryHandlerSimple(
+		LeasesServiceWakeProcedure,
+		svc.Wake,
+		connect.WithSchema(leasesServiceMethods.ByName("Wake")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/bettercompute.leases.v1.LeasesService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LeasesServiceCreateProcedure:
@@ -246,6 +278,8 @@ func NewLeasesServiceHandler(svc LeasesServiceHandler, opts ...connect.HandlerOp
 			leasesServiceExtendHandler.ServeHTTP(w, r)
 		case LeasesServiceReleaseProcedure:
 			leasesServiceReleaseHandler.ServeHTTP(w, r)
+		case LeasesServiceWakeProcedure:
+			leasesServiceWakeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -273,4 +307,8 @@ func (UnimplementedLeasesServiceHandler) Extend(context.Context, *v1.ExtendReque
 
 func (UnimplementedLeasesServiceHandler) Release(context.Context, *v1.ReleaseRequest) (*v1.ReleaseResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.leases.v1.LeasesService.Release is not implemented"))
+}
+
+func (UnimplementedLeasesServiceHandler) Wake(context.Context, *v1.WakeRequest) (*v1.WakeResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.leases.v1.LeasesService.Wake is not implemented"))
 }

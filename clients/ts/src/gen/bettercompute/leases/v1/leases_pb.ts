@@ -30,7 +30,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/leases/v1/leases.proto.
  */
 export const file_bettercompute_leases_v1_leases: GenFile = /*@__PURE__*/
-  fileDesc("CiRiZXR0ZXJjb21wdXRlL2xlYXNlcy92MS9sZWFzZXMucHJvdG8SF2JldHRlcmNvbXB1dGUubGVhc2VzLnYxIkoKClRvbGVyYXRpb24SCwoDa2V5GAEgASgJEhAKCG9wZXJhdG9yGAIgASgJEg0KBXZhbHVlGAMgASgJEg4KBmVmZmVjdBgEIAEoCSK4CQoFTGVhc2USCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB3Bvb2xfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSDgoGc3ByZWFkGAggASgIEjgKC3RvbGVyYXRpb25zGAkgAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9sZXJhdGlvbhIWCg5yZXNlcnZhdGlvbl9pZBgKIAEoCRIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIyCgVzdGF0ZRgMIAEoDjIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlU3RhdGUSDgoGcmVhc29uGA0gASgJEjgKC2FsbG9jYXRpb25zGA4gAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQWxsb2NhdGlvbhIvCgtjcmVhdGVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGxhY2VfdGltZRgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHByaW9yaXR5GBIgASgFEhEKCWJvcnJvd2luZxgTIAEoCBIwCgxwcmVlbXB0X3RpbWUYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKCHRvcG9sb2d5GBUgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlEg0KBW5vZGVzGBYgASgFEhUKDWdwdXNfcGVyX25vZGUYFyABKAUSPAoNZ2FuZ190b3BvbG9neRgYIAEoCzIlLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkdhbmdUb3BvbG9neRIwCgdtZW1iZXJzGBkgAygLMh8uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTWVtYmVyEhMKC2dhbmdfZG9tYWluGBogASgJEkkKE29uX3VuaGVhbHRoeV9tZW1iZXIYGyABKA4yLC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVuaGVhbHRoeUxlYXNlQWN0aW9uEjcKE3Jlc2VydmVkX3N0YXJ0X3RpbWUYHCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjkKC3V0aWxpemF0aW9uGB0gASgLMiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVXRpbGl6YXRpb24SLgoKaWRsZV9zaW5jZRgeIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6dMqgGXAKAmlkCgZwb29sSWQKBXN0YXRlCgRncHVzCghncHVNb2RlbAoEY3B1cwoIcHJpb3JpdHkKCmNyZWF0ZVRpbWUKB2VuZFRpbWUKG3V0aWxpemF0aW9uLm1lYW5VdGlsaXphdGlvbgoJaWRsZVNpbmNlIscBCgtVdGlsaXphdGlvbhIYChBncHVfc2Vjb25kc19oZWxkGAEgASgDEhoKEmdwdV9zZWNvbmRzX2FjdGl2ZRgCIAEoAxIYChBtZWFuX3V0aWxpemF0aW9uGAMgASgBEhkKEXBlYWtfbWVtb3J5X2J5dGVzGAQgASgDEhcKD3NhbXBsZWRfbWludXRlcxgFIAEoAxI0ChBsYXN0X3NhbXBsZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJSCgxHYW5nVG9wb2xvZ3kSDQoFbGV2ZWwYASABKAkSMwoEbW9kZRgCIAEoDjIlLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLlRvcG9sb2d5TW9kZSL1AQoGTWVtYmVyEgwKBHJhbmsYASABKAUSDwoHbm9kZV9pZBgCIAEoCRIQCghob3N0bmFtZRgDIAEoCRIRCglhZGRyZXNzZXMYBCADKAkSEwoLZ3B1X2luZGV4ZXMYBSADKAUSOwoGZG9tYWluGAYgAygLMisuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTWVtYmVyLkRvbWFpbkVudHJ5Eg8KB2hlYWx0aHkYByABKAgSFQoNaGVhbHRoX3JlYXNvbhgIIAEoCRotCgtEb21haW5FbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIvsBCgpBbGxvY2F0aW9uEg8KB25vZGVfaWQYASABKAkSEAoIaG9zdG5hbWUYAiABKAkSEQoJZ3B1X2luZGV4GAMgASgFEhAKCGdwdV91dWlkGAQgASgJEhEKCWdwdV9tb2RlbBgFIAEoCRIMCgRjcHVzGAYgASgFEhQKDG1lbW9yeV9ieXRlcxgHIAEoAxIuCgpzdGFydF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIdG9wb2xvZ3kYCiABKAki7gMKDUNyZWF0ZVJlcXVlc3QSDwoHcG9vbF9pZBgBIAEoCRIMCgRncHVzGAIgASgFEhEKCWdwdV9tb2RlbBgDIAEoCRIMCgRjcHVzGAQgASgFEhQKDG1lbW9yeV9ieXRlcxgFIAEoAxIrCghkdXJhdGlvbhgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZzcHJlYWQYByABKAgSOAoLdG9sZXJhdGlvbnMYCCADKAsyIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5Ub2xlcmF0aW9uEhYKDnJlc2VydmF0aW9uX2lkGAkgASgJEhAKCHByaW9yaXR5GAogASgFEjcKCHRvcG9sb2d5GAsgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlEg0KBW5vZGVzGAwgASgFEhUKDWdwdXNfcGVyX25vZGUYDSABKAUSPAoNZ2FuZ190b3BvbG9neRgOIAEoCzIlLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkdhbmdUb3BvbG9neRJJChNvbl91bmhlYWx0aHlfbWVtYmVyGA8gASgOMiwuYmV0dGVyY29tcHV0ZS5wb29scy52MS5VbmhlYWx0aHlMZWFzZUFjdGlvbiI/Cg5DcmVhdGVSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlIhgKCkdldFJlcXVlc3QSCgoCaWQYASABKAkiPAoLR2V0UmVzcG9uc2USLQoFbGVhc2UYASABKAsyHi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZSJ5CgtMaXN0UmVxdWVzdBIPCgdwb29sX2lkGAEgASgJEjIKBXN0YXRlGAIgASgOMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGVhc2VTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJXCgxMaXN0UmVzcG9uc2USLgoGbGVhc2VzGAEgAygLMh4uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGVhc2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkIKDUV4dGVuZFJlcXVlc3QSCgoCaWQYASABKAkSJQoCYnkYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iPwoORXh0ZW5kUmVzcG9uc2USLQoFbGVhc2UYASABKAsyHi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZSIcCg5SZWxlYXNlUmVxdWVzdBIKCgJpZBgBIAEoCSJACg9SZWxlYXNlUmVzcG9uc2USLQoFbGVhc2UYASABKAsyHi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZSrZAQoKTGVhc2VTdGF0ZRIbChdMRUFTRV9TVEFURV9VTlNQRUNJRklFRBAAEhcKE0xFQVNFX1NUQVRFX1BFTkRJTkcQARIWChJMRUFTRV9TVEFURV9QTEFDRUQQAhIXChNMRUFTRV9TVEFURV9BVF9SSVNLEAMSGAoUTEVBU0VfU1RBVEVfUkVMRUFTRUQQBBIXChNMRUFTRV9TVEFURV9FWFBJUkVEEAUSFgoSTEVBU0VfU1RBVEVfRkFJTEVEEAYSGQoVTEVBU0VfU1RBVEVfUFJFRU1QVEVEEAcqZgoMVG9wb2xvZ3lNb2RlEh0KGVRPUE9MT0dZX01PREVfVU5TUEVDSUZJRUQQABIbChdUT1BPTE9HWV9NT0RFX1BSRUZFUlJFRBABEhoKFlRPUE9MT0dZX01PREVfUkVRVUlSRUQQAjKMBQoNTGVhc2VzU2VydmljZRKCAQoGQ3JlYXRlEiYuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQ3JlYXRlUmVxdWVzdBonLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkNyZWF0ZVJlc3BvbnNlIifCoBkjCgZsZWFzZXMSBmNyZWF0ZRoNbGVhc2VzLmNyZWF0ZSgBMAEScwoDR2V0EiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuR2V0UmVxdWVzdBokLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkdldFJlc3BvbnNlIiGQAgHCoBkaCgZsZWFzZXMSA2dldBoLbGVhc2VzLnJlYWQSdwoETGlzdBIkLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxpc3RSZXF1ZXN0GiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGlzdFJlc3BvbnNlIiKQAgHCoBkbCgZsZWFzZXMSBGxpc3QaC2xlYXNlcy5yZWFkEoEBCgZFeHRlbmQSJi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5FeHRlbmRSZXF1ZXN0GicuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuRXh0ZW5kUmVzcG9uc2UiJsKgGSIKBmxlYXNlcxIGZXh0ZW5kGgxsZWFzZXMud3JpdGUoATABEoMBCgdSZWxlYXNlEicuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuUmVsZWFzZVJlcXVlc3QaKC5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5SZWxlYXNlUmVzcG9uc2UiJcKgGSEKBmxlYXNlcxIHcmVsZWFzZRoMbGVhc2VzLndyaXRlMAFCUlpQZ2l0aHViLmNvbS9iZXR0ZXItY29tcHV0ZS9iZXR0ZXItY29tcHV0ZS9nZW4vZ28vYmV0dGVyY29tcHV0ZS9sZWFzZXMvdjE7bGVhc2VzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_bettercompute_pools_v1_pools, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiRiZXR0ZXJjb21wdXRlL2xlYXNlcy92MS9sZWFzZXMucHJvdG8SF2JldHRlcmNvbXB1dGUubGVhc2VzLnYxIkoKClRvbGVyYXRpb24SCwoDa2V5GAEgASgJEhAKCG9wZXJhdG9yGAIgASgJEg0KBXZhbHVlGAMgASgJEg4KBmVmZmVjdBgEIAEoCSL7CQoFTGVhc2USCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB3Bvb2xfaWQYAyABKAkSDAoEZ3B1cxgEIAEoBRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSDgoGc3ByZWFkGAggASgIEjgKC3RvbGVyYXRpb25zGAkgAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9sZXJhdGlvbhIWCg5yZXNlcnZhdGlvbl9pZBgKIAEoCRIrCghkdXJhdGlvbhgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIyCgVzdGF0ZRgMIAEoDjIjLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlU3RhdGUSDgoGcmVhc29uGA0gASgJEjgKC2FsbG9jYXRpb25zGA4gAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQWxsb2NhdGlvbhIvCgtjcmVhdGVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGxhY2VfdGltZRgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHByaW9yaXR5GBIgASgFEhEKCWJvcnJvd2luZxgTIAEoCBIwCgxwcmVlbXB0X3RpbWUYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKCHRvcG9sb2d5GBUgASgOMiUuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9wb2xvZ3lNb2RlEg0KBW5vZGVzGBYgASgFEhUKDWdwdXNfcGVyX25vZGUYFyABKAUSPAoNZ2FuZ190b3BvbG9neRgYIAEoCzIlLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkdhbmdUb3BvbG9neRIwCgdtZW1iZXJzGBkgAygLMh8uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTWVtYmVyEhMKC2dhbmdfZG9tYWluGBogASgJEkkKE29uX3VuaGVhbHRoeV9tZW1iZXIYGyABKA4yLC5iZXR0ZXJjb21wdXRlLnBvb2xzLnYxLlVuaGVhbHRoeUxlYXNlQWN0aW9uEjcKE3Jlc2VydmVkX3N0YXJ0X3RpbWUYHCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjkKC3V0aWxpemF0aW9uGB0gASgLMiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVXRpbGl6YXRpb24SLgoKaWRsZV9zaW5jZRgeIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMaWRsZV9vcHRfb3V0GCAgASgIEisKBGxlbnQYHyABKAsyHS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZW50OnTKoBlwCgJpZAoGcG9vbElkCgVzdGF0ZQoEZ3B1cwoIZ3B1TW9kZWwKBGNwdXMKCHByaW9yaXR5CgpjcmVhdGVUaW1lCgdlbmRUaW1lCht1dGlsaXphdGlvbi5tZWFuVXRpbGl6YXRpb24KCWlkbGVTaW5jZSKBAQoETGVudBIpCgVzaW5jZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEZ3B1cxgCIAEoBRIRCglib3Jyb3dlcnMYAyABKAUSLQoJd2FrZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLHAQoLVXRpbGl6YXRpb24SGAoQZ3B1X3NlY29uZHNfaGVsZBgBIAEoAxIaChJncHVfc2Vjb25kc19hY3RpdmUYAiABKAMSGAoQbWVhbl91dGlsaXphdGlvbhgDIAEoARIZChFwZWFrX21lbW9yeV9ieXRlcxgEIAEoAxIXCg9zYW1wbGVkX21pbnV0ZXMYBSABKAMSNAoQbGFzdF9zYW1wbGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUgoMR2FuZ1RvcG9sb2d5Eg0KBWxldmVsGAEgASgJEjMKBG1vZGUYAiABKA4yJS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5Ub3BvbG9neU1vZGUi9QEKBk1lbWJlchIMCgRyYW5rGAEgASgFEg8KB25vZGVfaWQYAiABKAkSEAoIaG9zdG5hbWUYAyABKAkSEQoJYWRkcmVzc2VzGAQgAygJEhMKC2dwdV9pbmRleGVzGAUgAygFEjsKBmRvbWFpbhgGIAMoCzIrLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLk1lbWJlci5Eb21haW5FbnRyeRIPCgdoZWFsdGh5GAcgASgIEhUKDWhlYWx0aF9yZWFzb24YCCABKAkaLQoLRG9tYWluRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASL7AQoKQWxsb2NhdGlvbhIPCgdub2RlX2lkGAEgASgJEhAKCGhvc3RuYW1lGAIgASgJEhEKCWdwdV9pbmRleBgDIAEoBRIQCghncHVfdXVpZBgEIAEoCRIRCglncHVfbW9kZWwYBSABKAkSDAoEY3B1cxgGIAEoBRIUCgxtZW1vcnlfYnl0ZXMYByABKAMSLgoKc3RhcnRfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHRvcG9sb2d5GAogASgJIoQECg1DcmVhdGVSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSDAoEZ3B1cxgCIAEoBRIRCglncHVfbW9kZWwYAyABKAkSDAoEY3B1cxgEIAEoBRIUCgxtZW1vcnlfYnl0ZXMYBSABKAMSKwoIZHVyYXRpb24YBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDgoGc3ByZWFkGAcgASgIEjgKC3RvbGVyYXRpb25zGAggAygLMiMuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuVG9sZXJhdGlvbhIWCg5yZXNlcnZhdGlvbl9pZBgJIAEoCRIQCghwcmlvcml0eRgKIAEoBRI3Cgh0b3BvbG9neRgLIAEoDjIlLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLlRvcG9sb2d5TW9kZRINCgVub2RlcxgMIAEoBRIVCg1ncHVzX3Blcl9ub2RlGA0gASgFEjwKDWdhbmdfdG9wb2xvZ3kYDiABKAsyJS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5HYW5nVG9wb2xvZ3kSSQoTb25fdW5oZWFsdGh5X21lbWJlchgPIAEoDjIsLmJldHRlcmNvbXB1dGUucG9vbHMudjEuVW5oZWFsdGh5TGVhc2VBY3Rpb24SFAoMaWRsZV9vcHRfb3V0GBAgASgIIj8KDkNyZWF0ZVJlc3BvbnNlEi0KBWxlYXNlGAEgASgLMh4uYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGVhc2UiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSI8CgtHZXRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlInkKC0xpc3RSZXF1ZXN0Eg8KB3Bvb2xfaWQYASABKAkSMgoFc3RhdGUYAiABKA4yIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZVN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIlcKDExpc3RSZXNwb25zZRIuCgZsZWFzZXMYASADKAsyHi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MZWFzZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiQgoNRXh0ZW5kUmVxdWVzdBIKCgJpZBgBIAEoCRIlCgJieRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI/Cg5FeHRlbmRSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlIhwKDlJlbGVhc2VSZXF1ZXN0EgoKAmlkGAEgASgJIkAKD1JlbGVhc2VSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlIhkKC1dha2VSZXF1ZXN0EgoKAmlkGAEgASgJIj0KDFdha2VSZXNwb25zZRItCgVsZWFzZRgBIAEoCzIeLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkxlYXNlKtkBCgpMZWFzZVN0YXRlEhsKF0xFQVNFX1NUQVRFX1VOU1BFQ0lGSUVEEAASFwoTTEVBU0VfU1RBVEVfUEVORElORxABEhYKEkxFQVNFX1NUQVRFX1BMQUNFRBACEhcKE0xFQVNFX1NUQVRFX0FUX1JJU0sQAxIYChRMRUFTRV9TVEFURV9SRUxFQVNFRBAEEhcKE0xFQVNFX1NUQVRFX0VYUElSRUQQBRIWChJMRUFTRV9TVEFURV9GQUlMRUQQBhIZChVMRUFTRV9TVEFURV9QUkVFTVBURUQQBypmCgxUb3BvbG9neU1vZGUSHQoZVE9QT0xPR1lfTU9ERV9VTlNQRUNJRklFRBAAEhsKF1RPUE9MT0dZX01PREVfUFJFRkVSUkVEEAESGgoWVE9QT0xPR1lfTU9ERV9SRVFVSVJFRBACMocGCg1MZWFzZXNTZXJ2aWNlEoIBCgZDcmVhdGUSJi5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5DcmVhdGVSZXF1ZXN0GicuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuQ3JlYXRlUmVzcG9uc2UiJ8KgGSMKBmxlYXNlcxIGY3JlYXRlGg1sZWFzZXMuY3JlYXRlKAEwARJzCgNHZXQSIy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5HZXRSZXF1ZXN0GiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuR2V0UmVzcG9uc2UiIZACAcKgGRoKBmxlYXNlcxIDZ2V0GgtsZWFzZXMucmVhZBJ3CgRMaXN0EiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuTGlzdFJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5MaXN0UmVzcG9uc2UiIpACAcKgGRsKBmxlYXNlcxIEbGlzdBoLbGVhc2VzLnJlYWQSgQEKBkV4dGVuZBImLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLkV4dGVuZFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5FeHRlbmRSZXNwb25zZSImwqAZIgoGbGVhc2VzEgZleHRlbmQaDGxlYXNlcy53cml0ZSgBMAESgwEKB1JlbGVhc2USJy5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5SZWxlYXNlUmVxdWVzdBooLmJldHRlcmNvbXB1dGUubGVhc2VzLnYxLlJlbGVhc2VSZXNwb25zZSIlwqAZIQoGbGVhc2VzEgdyZWxlYXNlGgxsZWFzZXMud3JpdGUwARJ5CgRXYWtlEiQuYmV0dGVyY29tcHV0ZS5sZWFzZXMudjEuV2FrZVJlcXVlc3QaJS5iZXR0ZXJjb21wdXRlLmxlYXNlcy52MS5XYWtlUmVzcG9uc2UiJMKgGSAKBmxlYXNlcxIEd2FrZRoMbGVhc2VzLndyaXRlKAEwAUJSWlBnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL2xlYXNlcy92MTtsZWFzZXN2MWIGcHJvdG8z", [file_bettercompute_api_v1_options, file_bettercompute_pools_v1_pools, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * Toleration lets a lease onto nodes with a matching taint, as in Kubernetes. Nodes with
@@ -279,6 +279,20 @@ export type Lease = Message<"bettercompute.leases.v1.Lease"> & {
    * @generated from field: google.protobuf.Timestamp idle_since = 30;
    */
   idleSince?: Timestamp | undefined;
+
+  /**
+   * As created: the pool's idle policy leaves the lease alone.
+   *
+   * @generated from field: bool idle_opt_out = 32;
+   */
+  idleOptOut: boolean;
+
+  /**
+   * Set while its GPUs are lent to other tenants' leases (the pool's idle policy, action LEND).
+   *
+   * @generated from field: bettercompute.leases.v1.Lent lent = 31;
+   */
+  lent?: Lent | undefined;
 };
 
 /**
@@ -287,6 +301,50 @@ export type Lease = Message<"bettercompute.leases.v1.Lease"> & {
  */
 export const LeaseSchema: GenMessage<Lease> = /*@__PURE__*/
   messageDesc(file_bettercompute_leases_v1_leases, 1);
+
+/**
+ * Lent says that a placed lease's GPUs are lent: the lease holds none of them (and is not
+ * billed for them) until it wakes.
+ *
+ * @generated from message bettercompute.leases.v1.Lent
+ */
+export type Lent = Message<"bettercompute.leases.v1.Lent"> & {
+  /**
+   * When they were lent.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 1;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * How many GPUs are lent.
+   *
+   * @generated from field: int32 gpus = 2;
+   */
+  gpus: number;
+
+  /**
+   * How many leases of other tenants hold them now.
+   *
+   * @generated from field: int32 borrowers = 3;
+   */
+  borrowers: number;
+
+  /**
+   * When the lease asked for them back (leases/wake, its own use of a lent GPU no one held, or
+   * tunnel activity); unset until then.
+   *
+   * @generated from field: google.protobuf.Timestamp wake_time = 4;
+   */
+  wakeTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message bettercompute.leases.v1.Lent.
+ * Use `create(LentSchema)` to create a new message.
+ */
+export const LentSchema: GenMessage<Lent> = /*@__PURE__*/
+  messageDesc(file_bettercompute_leases_v1_leases, 2);
 
 /**
  * Utilization rolls up the minutes stored for a lease: one per node per minute, over every
@@ -343,7 +401,7 @@ export type Utilization = Message<"bettercompute.leases.v1.Utilization"> & {
  * Use `create(UtilizationSchema)` to create a new message.
  */
 export const UtilizationSchema: GenMessage<Utilization> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 2);
+  messageDesc(file_bettercompute_leases_v1_leases, 3);
 
 /**
  * GangTopology asks a gang's members to share one domain at a level of the pool's topology
@@ -374,7 +432,7 @@ export type GangTopology = Message<"bettercompute.leases.v1.GangTopology"> & {
  * Use `create(GangTopologySchema)` to create a new message.
  */
 export const GangTopologySchema: GenMessage<GangTopology> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 3);
+  messageDesc(file_bettercompute_leases_v1_leases, 4);
 
 /**
  * Member is one node of a placed gang.
@@ -440,7 +498,7 @@ export type Member = Message<"bettercompute.leases.v1.Member"> & {
  * Use `create(MemberSchema)` to create a new message.
  */
 export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 4);
+  messageDesc(file_bettercompute_leases_v1_leases, 5);
 
 /**
  * Allocation is one GPU, or CPUs and memory on one node, held by a lease.
@@ -512,7 +570,7 @@ export type Allocation = Message<"bettercompute.leases.v1.Allocation"> & {
  * Use `create(AllocationSchema)` to create a new message.
  */
 export const AllocationSchema: GenMessage<Allocation> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 5);
+  messageDesc(file_bettercompute_leases_v1_leases, 6);
 
 /**
  * CreateRequest asks for a lease.
@@ -623,6 +681,14 @@ export type CreateRequest = Message<"bettercompute.leases.v1.CreateRequest"> & {
    * @generated from field: bettercompute.pools.v1.UnhealthyLeaseAction on_unhealthy_member = 15;
    */
   onUnhealthyMember: UnhealthyLeaseAction;
+
+  /**
+   * Leave the lease out of the pool's idle policy; refused (InvalidArgument) unless the policy
+   * has allow_opt_out.
+   *
+   * @generated from field: bool idle_opt_out = 16;
+   */
+  idleOptOut: boolean;
 };
 
 /**
@@ -630,7 +696,7 @@ export type CreateRequest = Message<"bettercompute.leases.v1.CreateRequest"> & {
  * Use `create(CreateRequestSchema)` to create a new message.
  */
 export const CreateRequestSchema: GenMessage<CreateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 6);
+  messageDesc(file_bettercompute_leases_v1_leases, 7);
 
 /**
  * CreateResponse carries the pending lease.
@@ -649,7 +715,7 @@ export type CreateResponse = Message<"bettercompute.leases.v1.CreateResponse"> &
  * Use `create(CreateResponseSchema)` to create a new message.
  */
 export const CreateResponseSchema: GenMessage<CreateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 7);
+  messageDesc(file_bettercompute_leases_v1_leases, 8);
 
 /**
  * GetRequest names a lease.
@@ -668,7 +734,7 @@ export type GetRequest = Message<"bettercompute.leases.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 8);
+  messageDesc(file_bettercompute_leases_v1_leases, 9);
 
 /**
  * GetResponse carries the lease.
@@ -687,7 +753,7 @@ export type GetResponse = Message<"bettercompute.leases.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 9);
+  messageDesc(file_bettercompute_leases_v1_leases, 10);
 
 /**
  * ListRequest pages through leases, optionally of one pool or state.
@@ -723,7 +789,7 @@ export type ListRequest = Message<"bettercompute.leases.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 10);
+  messageDesc(file_bettercompute_leases_v1_leases, 11);
 
 /**
  * ListResponse is one page of leases.
@@ -749,7 +815,7 @@ export type ListResponse = Message<"bettercompute.leases.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 11);
+  messageDesc(file_bettercompute_leases_v1_leases, 12);
 
 /**
  * ExtendRequest adds to a lease's duration.
@@ -775,7 +841,7 @@ export type ExtendRequest = Message<"bettercompute.leases.v1.ExtendRequest"> & {
  * Use `create(ExtendRequestSchema)` to create a new message.
  */
 export const ExtendRequestSchema: GenMessage<ExtendRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 12);
+  messageDesc(file_bettercompute_leases_v1_leases, 13);
 
 /**
  * ExtendResponse carries the lease.
@@ -794,7 +860,7 @@ export type ExtendResponse = Message<"bettercompute.leases.v1.ExtendResponse"> &
  * Use `create(ExtendResponseSchema)` to create a new message.
  */
 export const ExtendResponseSchema: GenMessage<ExtendResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 13);
+  messageDesc(file_bettercompute_leases_v1_leases, 14);
 
 /**
  * ReleaseRequest names a lease.
@@ -813,7 +879,7 @@ export type ReleaseRequest = Message<"bettercompute.leases.v1.ReleaseRequest"> &
  * Use `create(ReleaseRequestSchema)` to create a new message.
  */
 export const ReleaseRequestSchema: GenMessage<ReleaseRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 14);
+  messageDesc(file_bettercompute_leases_v1_leases, 15);
 
 /**
  * ReleaseResponse carries the lease.
@@ -832,7 +898,45 @@ export type ReleaseResponse = Message<"bettercompute.leases.v1.ReleaseResponse">
  * Use `create(ReleaseResponseSchema)` to create a new message.
  */
 export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_leases_v1_leases, 15);
+  messageDesc(file_bettercompute_leases_v1_leases, 16);
+
+/**
+ * WakeRequest names a lease.
+ *
+ * @generated from message bettercompute.leases.v1.WakeRequest
+ */
+export type WakeRequest = Message<"bettercompute.leases.v1.WakeRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message bettercompute.leases.v1.WakeRequest.
+ * Use `create(WakeRequestSchema)` to create a new message.
+ */
+export const WakeRequestSchema: GenMessage<WakeRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_leases_v1_leases, 17);
+
+/**
+ * WakeResponse carries the lease: with lent.wake_time set while its GPUs are on their way back.
+ *
+ * @generated from message bettercompute.leases.v1.WakeResponse
+ */
+export type WakeResponse = Message<"bettercompute.leases.v1.WakeResponse"> & {
+  /**
+   * @generated from field: bettercompute.leases.v1.Lease lease = 1;
+   */
+  lease?: Lease | undefined;
+};
+
+/**
+ * Describes the message bettercompute.leases.v1.WakeResponse.
+ * Use `create(WakeResponseSchema)` to create a new message.
+ */
+export const WakeResponseSchema: GenMessage<WakeResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_leases_v1_leases, 18);
 
 /**
  * LeaseState is where a lease is in its life.
@@ -997,6 +1101,18 @@ export const LeasesService: GenService<{
     methodKind: "unary";
     input: typeof ReleaseRequestSchema;
     output: typeof ReleaseResponseSchema;
+  },
+  /**
+   * Wake takes back a lease's GPUs lent under its pool's idle policy (action LEND): the leases
+   * of other tenants on them are preempted with the pool's preemption grace, then the lease
+   * holds the same GPUs again (event lease.woke). A lease that is not lent is returned as it is.
+   *
+   * @generated from rpc bettercompute.leases.v1.LeasesService.Wake
+   */
+  wake: {
+    methodKind: "unary";
+    input: typeof WakeRequestSchema;
+    output: typeof WakeResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_bettercompute_leases_v1_leases, 0);

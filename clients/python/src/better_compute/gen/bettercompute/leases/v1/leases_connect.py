@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .leases_pb2 import CreateRequest, CreateResponse, ExtendRequest, ExtendResponse, GetRequest, GetResponse, ListRequest, ListResponse, ReleaseRequest, ReleaseResponse
+from .leases_pb2 import CreateRequest, CreateResponse, ExtendRequest, ExtendResponse, GetRequest, GetResponse, ListRequest, ListResponse, ReleaseRequest, ReleaseResponse, WakeRequest, WakeResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -72,6 +72,14 @@ class LeasesService(Protocol):
         """
         Release ends a lease now and frees what it holds. Releasing a lease that has ended changes
         nothing.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def wake(self, request: WakeRequest, ctx: RequestContext[WakeRequest, WakeResponse], /) -> WakeResponse:
+        """
+        Wake takes back a lease's GPUs lent under its pool's idle policy (action LEND): the leases
+        of other tenants on them are preempted with the pool's preemption grace, then the lease
+        holds the same GPUs again (event lease.woke). A lease that is not lent is returned as it is.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -143,6 +151,17 @@ class LeasesServiceASGIApplication(ConnectASGIApplication[LeasesService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.release,
+                ),
+                "/bettercompute.leases.v1.LeasesService/Wake": Endpoint.unary(
+                    method=MethodInfo(
+                        name="Wake",
+                        service_name="bettercompute.leases.v1.LeasesService",
+                        input=WakeRequest,
+                        output=WakeResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.wake,
                 ),
             },
             interceptors=interceptors,
@@ -308,6 +327,31 @@ class LeasesServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def wake(
+        self,
+        request: WakeRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> WakeResponse:
+        """
+        Wake takes back a lease's GPUs lent under its pool's idle policy (action LEND): the leases
+        of other tenants on them are preempted with the pool's preemption grace, then the lease
+        holds the same GPUs again (event lease.woke). A lease that is not lent is returned as it is.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Wake",
+                service_name="bettercompute.leases.v1.LeasesService",
+                input=WakeRequest,
+                output=WakeResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class LeasesServiceSync(Protocol):
     """
@@ -344,6 +388,14 @@ class LeasesServiceSync(Protocol):
         """
         Release ends a lease now and frees what it holds. Releasing a lease that has ended changes
         nothing.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def wake(self, request: WakeRequest, ctx: RequestContext[WakeRequest, WakeResponse], /) -> WakeResponse:
+        """
+        Wake takes back a lease's GPUs lent under its pool's idle policy (action LEND): the leases
+        of other tenants on them are preempted with the pool's preemption grace, then the lease
+        holds the same GPUs again (event lease.woke). A lease that is not lent is returned as it is.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -413,6 +465,17 @@ class LeasesServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.release,
+                ),
+                "/bettercompute.leases.v1.LeasesService/Wake": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="Wake",
+                        service_name="bettercompute.leases.v1.LeasesService",
+                        input=WakeRequest,
+                        output=WakeResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.wake,
                 ),
             },
             interceptors=interceptors,
@@ -572,6 +635,31 @@ class LeasesServiceClientSync(ConnectClientSync):
                 service_name="bettercompute.leases.v1.LeasesService",
                 input=ReleaseRequest,
                 output=ReleaseResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def wake(
+        self,
+        request: WakeRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> WakeResponse:
+        """
+        Wake takes back a lease's GPUs lent under its pool's idle policy (action LEND): the leases
+        of other tenants on them are preempted with the pool's preemption grace, then the lease
+        holds the same GPUs again (event lease.woke). A lease that is not lent is returned as it is.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Wake",
+                service_name="bettercompute.leases.v1.LeasesService",
+                input=WakeRequest,
+                output=WakeResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

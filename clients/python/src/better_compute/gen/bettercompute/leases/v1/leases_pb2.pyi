@@ -54,7 +54,7 @@ class Toleration(_message.Message):
     def __init__(self, key: _Optional[str] = ..., operator: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("id", "tenant_id", "pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "spread", "tolerations", "reservation_id", "duration", "state", "reason", "allocations", "create_time", "place_time", "end_time", "priority", "borrowing", "preempt_time", "topology", "nodes", "gpus_per_node", "gang_topology", "members", "gang_domain", "on_unhealthy_member", "reserved_start_time", "utilization", "idle_since")
+    __slots__ = ("id", "tenant_id", "pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "spread", "tolerations", "reservation_id", "duration", "state", "reason", "allocations", "create_time", "place_time", "end_time", "priority", "borrowing", "preempt_time", "topology", "nodes", "gpus_per_node", "gang_topology", "members", "gang_domain", "on_unhealthy_member", "reserved_start_time", "utilization", "idle_since", "idle_opt_out", "lent")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     POOL_ID_FIELD_NUMBER: _ClassVar[int]
@@ -85,6 +85,8 @@ class Lease(_message.Message):
     RESERVED_START_TIME_FIELD_NUMBER: _ClassVar[int]
     UTILIZATION_FIELD_NUMBER: _ClassVar[int]
     IDLE_SINCE_FIELD_NUMBER: _ClassVar[int]
+    IDLE_OPT_OUT_FIELD_NUMBER: _ClassVar[int]
+    LENT_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     pool_id: str
@@ -115,7 +117,21 @@ class Lease(_message.Message):
     reserved_start_time: _timestamp_pb2.Timestamp
     utilization: Utilization
     idle_since: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., state: _Optional[_Union[LeaseState, str]] = ..., reason: _Optional[str] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., place_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., priority: _Optional[int] = ..., borrowing: _Optional[bool] = ..., preempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., topology: _Optional[_Union[TopologyMode, str]] = ..., nodes: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gang_topology: _Optional[_Union[GangTopology, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., gang_domain: _Optional[str] = ..., on_unhealthy_member: _Optional[_Union[_pools_pb2.UnhealthyLeaseAction, str]] = ..., reserved_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., utilization: _Optional[_Union[Utilization, _Mapping]] = ..., idle_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    idle_opt_out: bool
+    lent: Lent
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., state: _Optional[_Union[LeaseState, str]] = ..., reason: _Optional[str] = ..., allocations: _Optional[_Iterable[_Union[Allocation, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., place_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., priority: _Optional[int] = ..., borrowing: _Optional[bool] = ..., preempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., topology: _Optional[_Union[TopologyMode, str]] = ..., nodes: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gang_topology: _Optional[_Union[GangTopology, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., gang_domain: _Optional[str] = ..., on_unhealthy_member: _Optional[_Union[_pools_pb2.UnhealthyLeaseAction, str]] = ..., reserved_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., utilization: _Optional[_Union[Utilization, _Mapping]] = ..., idle_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idle_opt_out: _Optional[bool] = ..., lent: _Optional[_Union[Lent, _Mapping]] = ...) -> None: ...
+
+class Lent(_message.Message):
+    __slots__ = ("since", "gpus", "borrowers", "wake_time")
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    BORROWERS_FIELD_NUMBER: _ClassVar[int]
+    WAKE_TIME_FIELD_NUMBER: _ClassVar[int]
+    since: _timestamp_pb2.Timestamp
+    gpus: int
+    borrowers: int
+    wake_time: _timestamp_pb2.Timestamp
+    def __init__(self, since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., gpus: _Optional[int] = ..., borrowers: _Optional[int] = ..., wake_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Utilization(_message.Message):
     __slots__ = ("gpu_seconds_held", "gpu_seconds_active", "mean_utilization", "peak_memory_bytes", "sampled_minutes", "last_sample_time")
@@ -193,7 +209,7 @@ class Allocation(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., hostname: _Optional[str] = ..., gpu_index: _Optional[int] = ..., gpu_uuid: _Optional[str] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., topology: _Optional[str] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "duration", "spread", "tolerations", "reservation_id", "priority", "topology", "nodes", "gpus_per_node", "gang_topology", "on_unhealthy_member")
+    __slots__ = ("pool_id", "gpus", "gpu_model", "cpus", "memory_bytes", "duration", "spread", "tolerations", "reservation_id", "priority", "topology", "nodes", "gpus_per_node", "gang_topology", "on_unhealthy_member", "idle_opt_out")
     POOL_ID_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     GPU_MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -209,6 +225,7 @@ class CreateRequest(_message.Message):
     GPUS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
     GANG_TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
     ON_UNHEALTHY_MEMBER_FIELD_NUMBER: _ClassVar[int]
+    IDLE_OPT_OUT_FIELD_NUMBER: _ClassVar[int]
     pool_id: str
     gpus: int
     gpu_model: str
@@ -224,7 +241,8 @@ class CreateRequest(_message.Message):
     gpus_per_node: int
     gang_topology: GangTopology
     on_unhealthy_member: _pools_pb2.UnhealthyLeaseAction
-    def __init__(self, pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., priority: _Optional[int] = ..., topology: _Optional[_Union[TopologyMode, str]] = ..., nodes: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gang_topology: _Optional[_Union[GangTopology, _Mapping]] = ..., on_unhealthy_member: _Optional[_Union[_pools_pb2.UnhealthyLeaseAction, str]] = ...) -> None: ...
+    idle_opt_out: bool
+    def __init__(self, pool_id: _Optional[str] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., spread: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., reservation_id: _Optional[str] = ..., priority: _Optional[int] = ..., topology: _Optional[_Union[TopologyMode, str]] = ..., nodes: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., gang_topology: _Optional[_Union[GangTopology, _Mapping]] = ..., on_unhealthy_member: _Optional[_Union[_pools_pb2.UnhealthyLeaseAction, str]] = ..., idle_opt_out: _Optional[bool] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
     __slots__ = ("lease",)
@@ -285,6 +303,18 @@ class ReleaseRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class ReleaseResponse(_message.Message):
+    __slots__ = ("lease",)
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    lease: Lease
+    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
+
+class WakeRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class WakeResponse(_message.Message):
     __slots__ = ("lease",)
     LEASE_FIELD_NUMBER: _ClassVar[int]
     lease: Lease

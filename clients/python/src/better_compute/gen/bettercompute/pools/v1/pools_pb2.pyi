@@ -18,6 +18,7 @@ class IdleAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     IDLE_ACTION_UNSPECIFIED: _ClassVar[IdleAction]
     IDLE_ACTION_NOTIFY: _ClassVar[IdleAction]
     IDLE_ACTION_RELEASE: _ClassVar[IdleAction]
+    IDLE_ACTION_LEND: _ClassVar[IdleAction]
 
 class UnhealthyLeaseAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -27,6 +28,7 @@ class UnhealthyLeaseAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 IDLE_ACTION_UNSPECIFIED: IdleAction
 IDLE_ACTION_NOTIFY: IdleAction
 IDLE_ACTION_RELEASE: IdleAction
+IDLE_ACTION_LEND: IdleAction
 UNHEALTHY_LEASE_ACTION_UNSPECIFIED: UnhealthyLeaseAction
 UNHEALTHY_LEASE_ACTION_KEEP: UnhealthyLeaseAction
 UNHEALTHY_LEASE_ACTION_END: UnhealthyLeaseAction
@@ -97,16 +99,20 @@ class RemediationPolicy(_message.Message):
     def __init__(self, disabled: _Optional[bool] = ..., max_nodes: _Optional[int] = ..., failure_domain_label: _Optional[str] = ..., rules: _Optional[_Iterable[_Union[RemediationRule, _Mapping]]] = ..., ladders: _Optional[_Iterable[_Union[RemediationLadder, _Mapping]]] = ...) -> None: ...
 
 class IdlePolicy(_message.Message):
-    __slots__ = ("min_utilization", "window", "action", "grace")
+    __slots__ = ("min_utilization", "window", "action", "grace", "allow_opt_out", "tunnel_counts_as_use")
     MIN_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     GRACE_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_OPT_OUT_FIELD_NUMBER: _ClassVar[int]
+    TUNNEL_COUNTS_AS_USE_FIELD_NUMBER: _ClassVar[int]
     min_utilization: float
     window: _duration_pb2.Duration
     action: IdleAction
     grace: _duration_pb2.Duration
-    def __init__(self, min_utilization: _Optional[float] = ..., window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action: _Optional[_Union[IdleAction, str]] = ..., grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    allow_opt_out: bool
+    tunnel_counts_as_use: bool
+    def __init__(self, min_utilization: _Optional[float] = ..., window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action: _Optional[_Union[IdleAction, str]] = ..., grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., allow_opt_out: _Optional[bool] = ..., tunnel_counts_as_use: _Optional[bool] = ...) -> None: ...
 
 class RemediationRule(_message.Message):
     __slots__ = ("check", "codes", "ladder")
