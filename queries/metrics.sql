@@ -62,17 +62,17 @@ GROUP BY state, ladder
 ORDER BY state, ladder;
 
 -- name: LeasedGPUUtilization :many
--- The leased GPUs' mean utilisation (percent) and the share of their GPU-seconds that were active,
--- over the last five minutes the daemons reported, by model: fleet-wide numbers that name no
--- tenant.
-SELECT l.gpu_model::text AS model,
-       COALESCE(sum(m.util_sum) / NULLIF(sum(m.util_gpus), 0), 0)::float8 AS util_mean,
-       COALESCE(sum(m.active_gpu_seconds)::float8 / NULLIF(sum(m.gpu_seconds), 0), 0)::float8 AS active_ratio
+-- What the leased GPUs did over the last five minutes the daemons reported, by tenant, pool and
+-- model, as sums (the metrics add them up by model too): utilisation summed over the GPU-minutes
+-- that gave one, GPU-seconds held and active.
+SELECT m.tenant_id, m.pool_id, l.gpu_model::text AS model,
+       sum(m.util_sum)::float8 AS util_sum, sum(m.util_gpus)::bigint AS util_gpus,
+       sum(m.gpu_seconds)::bigint AS gpu_seconds, sum(m.active_gpu_seconds)::bigint AS active_gpu_seconds
 FROM lease_gpu_minutes m
 JOIN pool_leases l ON l.id = m.lease_id
 WHERE m.minute >= now() - interval '5 minutes'
-GROUP BY l.gpu_model
-ORDER BY 1;
+GROUP BY m.tenant_id, m.pool_id, l.gpu_model
+ORDER BY 1, 2, 3;
 
 -- name: IdleLeaseCount :one
 -- Placed leases their pools' idle policies found idle (told, not yet released or busy again).

@@ -7,6 +7,8 @@ package db
 
 import (
 	"context"
+
+	"github.com/google/uuid"
 )
 
 const gPUSignalsByCheck = `-- name: GPUSignalsByCheck :many
@@ -93,25 +95,29 @@ func (q *Queries) IdleLeaseCount(ctx context.Context) (int64, error) {
 }
 
 const leasedGPUUtilization = `-- name: LeasedGPUUtilization :many
-SELECT l.gpu_model::text AS model,
-       COALESCE(sum(m.util_sum) / NULLIF(sum(m.util_gpus), 0), 0)::float8 AS util_mean,
-       COALESCE(sum(m.active_gpu_seconds)::float8 / NULLIF(sum(m.gpu_seconds), 0), 0)::float8 AS active_ratio
+SELECT m.tenant_id, m.pool_id, l.gpu_model::text AS model,
+       sum(m.util_sum)::float8 AS util_sum, sum(m.util_gpus)::bigint AS util_gpus,
+       sum(m.gpu_seconds)::bigint AS gpu_seconds, sum(m.active_gpu_seconds)::bigint AS active_gpu_seconds
 FROM lease_gpu_minutes m
 JOIN pool_leases l ON l.id = m.lease_id
 WHERE m.minute >= now() - interval '5 minutes'
-GROUP BY l.gpu_model
-ORDER BY 1
+GROUP BY m.tenant_id, m.pool_id, l.gpu_model
+ORDER BY 1, 2, 3
 `
 
 type LeasedGPUUtilizationRow struct {
-	Model       string
-	UtilMean    float64
-	ActiveRatio float64
+	TenantID         uuid.UUID
+	PoolID           uuid.UUID
+	Model            string
+	UtilSum          float64
+	UtilGpus         int64
+	GpuSeconds       int64
+	ActiveGpuSeconds int64
 }
 
-// The leased GPUs' mean utilisation (percent) and the share of their GPU-seconds that were active,
-// over the last five minutes the daemons reported, by model: fleet-wide numbers that name no
-// tenant.
+// What the leased GPUs did over the last five minutes the daemons reported, by tenant, pool and
+// model, as sums (the metrics add them up by model too): utilisation summed over the GPU-minutes
+// that gave one, GPU-seconds held and active.
 func (q *Queries) LeasedGPUUtilization(ctx context.Context) ([]LeasedGPUUtilizationRow, error) {
 	rows, err := q.db.Query(ctx, leasedGPUUtilization)
 	if err != nil {
@@ -121,7 +127,15 @@ func (q *Queries) LeasedGPUUtilization(ctx context.Context) ([]LeasedGPUUtilizat
 	items := []LeasedGPUUtilizationRow{}
 	for rows.Next() {
 		var i LeasedGPUUtilizationRow
-		if err := rows.Scan(&i.Model, &i.UtilMean, &i.ActiveRatio); err != nil {
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.PoolID,
+			&i.Model,
+			&i.UtilSum,
+			&i.UtilGpus,
+			&i.GpuSeconds,
+			&i.ActiveGpuSeconds,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

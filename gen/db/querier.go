@@ -470,9 +470,9 @@ type Querier interface {
 	// The utilisation of the tenant's leases among lease_ids, summed over every node and minute
 	// stored; a lease without a sample has no row.
 	LeaseUtilization(ctx context.Context, arg LeaseUtilizationParams) ([]LeaseUtilizationRow, error)
-	// The leased GPUs' mean utilisation (percent) and the share of their GPU-seconds that were active,
-	// over the last five minutes the daemons reported, by model: fleet-wide numbers that name no
-	// tenant.
+	// What the leased GPUs did over the last five minutes the daemons reported, by tenant, pool and
+	// model, as sums (the metrics add them up by model too): utilisation summed over the GPU-minutes
+	// that gave one, GPU-seconds held and active.
 	LeasedGPUUtilization(ctx context.Context) ([]LeasedGPUUtilizationRow, error)
 	LeaveMembership(ctx context.Context, arg LeaveMembershipParams) error
 	// Idle leases lent (pools' idle policy action "lend", migration 0040): the idle job lends a

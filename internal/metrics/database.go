@@ -45,7 +45,11 @@ type DatabaseOptions struct {
 //     hardware not yet returned), by ladder (docs/remediation.md).
 //   - bc_leased_gpu_utilization_percent{model} and bc_leased_gpu_active_ratio{model}: the leased
 //     GPUs' mean utilisation and the share of their GPU-seconds that were active, over the last
-//     five minutes the daemons reported (docs/gpus.md, "Utilisation per lease").
+//     five minutes the daemons reported (docs/gpus.md, "Utilisation per lease"); the same by
+//     tenant, pool and model as bc_tenant_gpu_utilization_percent and bc_tenant_gpu_active_ratio,
+//     with bc_tenant_idle_gpus (GPUs held but not active, on average over the five minutes).
+//     The tenant's and pool's ids are labels: what an operator charges back, on an endpoint
+//     only operators reach; a series exists only for a tenant with leased GPUs sampled lately.
 //   - bc_idle_leases: placed leases their pools' idle policies found idle.
 //   - bc_metrics_database_up: 1 when the last reading succeeded, and
 //     bc_metrics_database_errors_total.
@@ -115,21 +119,16 @@ func RegisterDatabase(r *Registry, pool *pgxpool.Pool, opts DatabaseOptions) {
 				}
 			})
 		r.Func("bc_leased_gpu_utilization_percent", "Leased GPUs' mean utilisation over the last five minutes the daemons reported, by model.", TypeGauge, []string{"model"},
-			func(emit Emit) {
-				c.mu.Lock()
-				defer c.mu.Unlock()
-				for _, u := range c.utilization {
-					emit(u.UtilMean, u.Model)
-				}
-			})
+			c.usageByModel(gpuUse.utilization))
 		r.Func("bc_leased_gpu_active_ratio", "Share of leased GPUs' GPU-seconds that were active (at least 5% utilisation) over the last five minutes, by model.", TypeGauge, []string{"model"},
-			func(emit Emit) {
-				c.mu.Lock()
-				defer c.mu.Unlock()
-				for _, u := range c.utilization {
-					emit(u.ActiveRatio, u.Model)
-				}
-			})
+			c.usageByModel(gpuUse.activeRatio))
+		byTenant := []string{"tenant_id", "pool_id", "model"}
+		r.Func("bc_tenant_gpu_utilization_percent", "Leased GPUs' mean utilisation over the last five minutes the daemons reported, by tenant, pool and model.", TypeGauge, byTenant,
+			c.usageByTenant(gpuUse.utilization))
+		r.Func("bc_tenant_gpu_active_ratio", "Share of leased GPUs' GPU-seconds that were active over the last five minutes, by tenant, pool and model.", TypeGauge, byTenant,
+			c.usageByTenant(gpuUse.activeRatio))
+		r.Func("bc_tenant_idle_gpus", "Leased GPUs that were not active, on average over the last five minutes, by tenant, pool and model: avg_over_time over an hour is idle GPU-hours an hour.", TypeGauge, byTenant,
+			c.usageByTenant(gpuUse.idleGPUs))
 		r.Func("bc_idle_leases", "Placed leases their pools' idle policies found idle.", TypeGauge, nil,
 			func(emit Emit) {
 				c.mu.Lock()
