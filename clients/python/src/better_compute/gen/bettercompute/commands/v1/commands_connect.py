@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .commands_pb2 import CancelRequest, CancelResponse, CreateRequest, CreateResponse, GetRequest, GetResponse, ListRequest, ListResponse
+from .commands_pb2 import CancelRequest, CancelResponse, CreateRequest, CreateResponse, FanOutRequest, FanOutResponse, GetFanOutRequest, GetFanOutResponse, GetRequest, GetResponse, ListRequest, ListResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -46,6 +46,25 @@ class CommandsService(Protocol):
         Create queues a command for one node, or for every live node matching a label selector. The
         daemon runs a command once per idempotency key: creating again with the same key returns the
         same commands instead of queueing new ones.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def fan_out(self, request: FanOutRequest, ctx: RequestContext[FanOutRequest, FanOutResponse], /) -> FanOutResponse:
+        """
+        FanOut queues one command for every node a selector reaches, any number of them, admitted
+        once: the tenant's commands-per-minute cap counts the nodes reached, and the commands with
+        their "command.created" events are written in one statement. It answers with the fan-out's
+        id and how many nodes it reached, not with the commands (commands/list with fan_out_id
+        pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
+        commands are sent but unfinished at once; the others wait, pending. Calling again with the
+        same idempotency key returns the same fan-out.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def get_fan_out(self, request: GetFanOutRequest, ctx: RequestContext[GetFanOutRequest, GetFanOutResponse], /) -> GetFanOutResponse:
+        """
+        GetFanOut returns a fan-out of the caller's tenant with its commands counted by state and
+        its first failed or expired commands.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -94,6 +113,28 @@ class CommandsServiceASGIApplication(ConnectASGIApplication[CommandsService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.create,
+                ),
+                "/bettercompute.commands.v1.CommandsService/FanOut": Endpoint.unary(
+                    method=MethodInfo(
+                        name="FanOut",
+                        service_name="bettercompute.commands.v1.CommandsService",
+                        input=FanOutRequest,
+                        output=FanOutResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.fan_out,
+                ),
+                "/bettercompute.commands.v1.CommandsService/GetFanOut": Endpoint.unary(
+                    method=MethodInfo(
+                        name="GetFanOut",
+                        service_name="bettercompute.commands.v1.CommandsService",
+                        input=GetFanOutRequest,
+                        output=GetFanOutResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.get_fan_out,
                 ),
                 "/bettercompute.commands.v1.CommandsService/Get": Endpoint.unary(
                     method=MethodInfo(
@@ -194,6 +235,61 @@ class CommandsServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def fan_out(
+        self,
+        request: FanOutRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> FanOutResponse:
+        """
+        FanOut queues one command for every node a selector reaches, any number of them, admitted
+        once: the tenant's commands-per-minute cap counts the nodes reached, and the commands with
+        their "command.created" events are written in one statement. It answers with the fan-out's
+        id and how many nodes it reached, not with the commands (commands/list with fan_out_id
+        pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
+        commands are sent but unfinished at once; the others wait, pending. Calling again with the
+        same idempotency key returns the same fan-out.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="FanOut",
+                service_name="bettercompute.commands.v1.CommandsService",
+                input=FanOutRequest,
+                output=FanOutResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def get_fan_out(
+        self,
+        request: GetFanOutRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> GetFanOutResponse:
+        """
+        GetFanOut returns a fan-out of the caller's tenant with its commands counted by state and
+        its first failed or expired commands.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetFanOut",
+                service_name="bettercompute.commands.v1.CommandsService",
+                input=GetFanOutRequest,
+                output=GetFanOutResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
+        )
     async def get(
         self,
         request: GetRequest,
@@ -283,6 +379,25 @@ class CommandsServiceSync(Protocol):
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
+    def fan_out(self, request: FanOutRequest, ctx: RequestContext[FanOutRequest, FanOutResponse], /) -> FanOutResponse:
+        """
+        FanOut queues one command for every node a selector reaches, any number of them, admitted
+        once: the tenant's commands-per-minute cap counts the nodes reached, and the commands with
+        their "command.created" events are written in one statement. It answers with the fan-out's
+        id and how many nodes it reached, not with the commands (commands/list with fan_out_id
+        pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
+        commands are sent but unfinished at once; the others wait, pending. Calling again with the
+        same idempotency key returns the same fan-out.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def get_fan_out(self, request: GetFanOutRequest, ctx: RequestContext[GetFanOutRequest, GetFanOutResponse], /) -> GetFanOutResponse:
+        """
+        GetFanOut returns a fan-out of the caller's tenant with its commands counted by state and
+        its first failed or expired commands.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
     def get(self, request: GetRequest, ctx: RequestContext[GetRequest, GetResponse], /) -> GetResponse:
         """
         Get returns a command of the caller's tenant.
@@ -326,6 +441,28 @@ class CommandsServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.create,
+                ),
+                "/bettercompute.commands.v1.CommandsService/FanOut": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="FanOut",
+                        service_name="bettercompute.commands.v1.CommandsService",
+                        input=FanOutRequest,
+                        output=FanOutResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.fan_out,
+                ),
+                "/bettercompute.commands.v1.CommandsService/GetFanOut": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="GetFanOut",
+                        service_name="bettercompute.commands.v1.CommandsService",
+                        input=GetFanOutRequest,
+                        output=GetFanOutResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.get_fan_out,
                 ),
                 "/bettercompute.commands.v1.CommandsService/Get": EndpointSync.unary(
                     method=MethodInfo(
@@ -425,6 +562,61 @@ class CommandsServiceClientSync(ConnectClientSync):
             ),
             headers=headers,
             timeout_ms=timeout_ms,
+        )
+    def fan_out(
+        self,
+        request: FanOutRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> FanOutResponse:
+        """
+        FanOut queues one command for every node a selector reaches, any number of them, admitted
+        once: the tenant's commands-per-minute cap counts the nodes reached, and the commands with
+        their "command.created" events are written in one statement. It answers with the fan-out's
+        id and how many nodes it reached, not with the commands (commands/list with fan_out_id
+        pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
+        commands are sent but unfinished at once; the others wait, pending. Calling again with the
+        same idempotency key returns the same fan-out.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="FanOut",
+                service_name="bettercompute.commands.v1.CommandsService",
+                input=FanOutRequest,
+                output=FanOutResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def get_fan_out(
+        self,
+        request: GetFanOutRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> GetFanOutResponse:
+        """
+        GetFanOut returns a fan-out of the caller's tenant with its commands counted by state and
+        its first failed or expired commands.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetFanOut",
+                service_name="bettercompute.commands.v1.CommandsService",
+                input=GetFanOutRequest,
+                output=GetFanOutResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
         )
     def get(
         self,
