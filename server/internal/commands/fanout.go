@@ -166,7 +166,11 @@ func (s *Service) FanOut(ctx context.Context, req *commandsv1.FanOutRequest) (*c
 	tid := auth.Caller(ctx).TenantID
 	q := db.New(s.pool)
 	if f, err := q.GetFanOutByKey(ctx, db.GetFanOutByKeyParams{TenantID: tid, IdempotencyKey: key}); err == nil {
-		return &commandsv1.FanOutResponse{FanOut: fanOutToProto(f)}, nil
+		// A repeat: audited like the call that created it, and answered with that fan-out.
+		return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*commandsv1.FanOutResponse, error) {
+			tx.Target("fanOut", f.ID)
+			return &commandsv1.FanOutResponse{FanOut: fanOutToProto(f)}, nil
+		})
 	} else if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("read fan-out by key: %w", err)
 	}
