@@ -17,6 +17,7 @@ import { lineChart, type Series } from "./chart.js";
 import { badge, bytes, h, meter, shortId, table, when } from "./dom.js";
 import { gpusPage } from "./gpus.js";
 import { nodesPage } from "./nodes.js";
+import { fanOutsPage } from "./fanouts.js";
 import { remediationsPage } from "./remediations.js";
 import { scalingPanel } from "./scaling.js";
 import { liveRefresh, workflowsPage } from "./workflows.js";
@@ -751,6 +752,7 @@ export const pages: Record<string, Page> = {
   pools: poolsPage,
   leases: leasesPage,
   workflows: workflowsPage,
+  fanouts: fanOutsPage,
   usage: usagePage,
   activity: activityPage,
   api: apiPage,

@@ -197,4 +197,3 @@ func finishAs(t *testing.T, env *servertest.Env, node, id uuid.UUID, state strin
 		t.Fatal(err)
 	}
 }
-

@@ -234,8 +234,8 @@ type FanOutRequest struct {
 	// How long each command may wait and run before it expires; 5 minutes by default, at most 24
 	// hours.
 	Timeout *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	// At most this many of the fan-out's commands are sent but unfinished at once; 0 for the
-	// server's limit (commands.fanOutMaxInFlight, 1,000 by default), which also caps it.
+	// At most this many of the fan-out's commands are sent but unfinished at once, at most 1,000
+	// (the server's limit); 0 for 1,000.
 	MaxInFlight   int32 `protobuf:"varint,4,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

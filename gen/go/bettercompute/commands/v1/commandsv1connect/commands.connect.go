@@ -56,13 +56,14 @@ const (
 
 // CommandsServiceClient is a client for the bettercompute.commands.v1.CommandsService service.
 type CommandsServiceClient interface {
-	// Create queues a command for one node, or for every live node matching a label selector. The
+	// Create queues a command for one node, or for every live node matching a label selector (at
+	// most 1,000; FanOut reaches any number, and answers with counts rather than every command). The
 	// daemon runs a command once per idempotency key: creating again with the same key returns the
 	// same commands instead of queueing new ones.
 	Create(context.Context, *v1.CreateRequest) (*v1.CreateResponse, error)
-	// FanOut queues one command for every node a selector reaches, any number of them, admitted
-	// once: the tenant's commands-per-minute cap counts the nodes reached, and the commands with
-	// their "command.created" events are written in one statement. It answers with the fan-out's
+	// FanOut queues one command for every node a selector reaches, up to 100,000 of them. The call
+	// is admitted once: the tenant's commands-per-minute cap counts the nodes reached, and the
+	// commands with their "command.created" events are written in one statement. It answers with the fan-out's
 	// id and how many nodes it reached, not with the commands (commands/list with fan_out_id
 	// pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
 	// commands are sent but unfinished at once; the others wait, pending. Calling again with the
@@ -73,8 +74,8 @@ type CommandsServiceClient interface {
 	GetFanOut(context.Context, *v1.GetFanOutRequest) (*v1.GetFanOutResponse, error)
 	// Get returns a command of the caller's tenant.
 	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
-	// List lists the commands of the caller's tenant, oldest first, optionally of one node or in
-	// one state.
+	// List lists the commands of the caller's tenant, oldest first, optionally of one node, in one
+	// state or of one fan-out.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
 	// Cancel cancels a command that has not finished and emits a "command.cancelled" event. A
 	// command already sent may still run on its node; its result is then ignored. Cancelling a
@@ -202,13 +203,14 @@ func (c *commandsServiceClient) Cancel(ctx context.Context, req *v1.CancelReques
 // CommandsServiceHandler is an implementation of the bettercompute.commands.v1.CommandsService
 // service.
 type CommandsServiceHandler interface {
-	// Create queues a command for one node, or for every live node matching a label selector. The
+	// Create queues a command for one node, or for every live node matching a label selector (at
+	// most 1,000; FanOut reaches any number, and answers with counts rather than every command). The
 	// daemon runs a command once per idempotency key: creating again with the same key returns the
 	// same commands instead of queueing new ones.
 	Create(context.Context, *v1.CreateRequest) (*v1.CreateResponse, error)
-	// FanOut queues one command for every node a selector reaches, any number of them, admitted
-	// once: the tenant's commands-per-minute cap counts the nodes reached, and the commands with
-	// their "command.created" events are written in one statement. It answers with the fan-out's
+	// FanOut queues one command for every node a selector reaches, up to 100,000 of them. The call
+	// is admitted once: the tenant's commands-per-minute cap counts the nodes reached, and the
+	// commands with their "command.created" events are written in one statement. It answers with the fan-out's
 	// id and how many nodes it reached, not with the commands (commands/list with fan_out_id
 	// pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
 	// commands are sent but unfinished at once; the others wait, pending. Calling again with the
@@ -219,8 +221,8 @@ type CommandsServiceHandler interface {
 	GetFanOut(context.Context, *v1.GetFanOutRequest) (*v1.GetFanOutResponse, error)
 	// Get returns a command of the caller's tenant.
 	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
-	// List lists the commands of the caller's tenant, oldest first, optionally of one node or in
-	// one state.
+	// List lists the commands of the caller's tenant, oldest first, optionally of one node, in one
+	// state or of one fan-out.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
 	// Cancel cancels a command that has not finished and emits a "command.cancelled" event. A
 	// command already sent may still run on its node; its result is then ignored. Cancelling a

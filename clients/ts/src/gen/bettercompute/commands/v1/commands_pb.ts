@@ -187,8 +187,8 @@ export type FanOutRequest = Message<"bettercompute.commands.v1.FanOutRequest"> &
   timeout?: Duration | undefined;
 
   /**
-   * At most this many of the fan-out's commands are sent but unfinished at once; 0 for the
-   * server's limit (commands.fanOutMaxInFlight, 1,000 by default), which also caps it.
+   * At most this many of the fan-out's commands are sent but unfinished at once, at most 1,000
+   * (the server's limit); 0 for 1,000.
    *
    * @generated from field: int32 max_in_flight = 4;
    */
@@ -919,7 +919,8 @@ export const CommandStateSchema: GenEnum<CommandState> = /*@__PURE__*/
  */
 export const CommandsService: GenService<{
   /**
-   * Create queues a command for one node, or for every live node matching a label selector. The
+   * Create queues a command for one node, or for every live node matching a label selector (at
+   * most 1,000; FanOut reaches any number, and answers with counts rather than every command). The
    * daemon runs a command once per idempotency key: creating again with the same key returns the
    * same commands instead of queueing new ones.
    *
@@ -931,9 +932,9 @@ export const CommandsService: GenService<{
     output: typeof CreateResponseSchema;
   },
   /**
-   * FanOut queues one command for every node a selector reaches, any number of them, admitted
-   * once: the tenant's commands-per-minute cap counts the nodes reached, and the commands with
-   * their "command.created" events are written in one statement. It answers with the fan-out's
+   * FanOut queues one command for every node a selector reaches, up to 100,000 of them. The call
+   * is admitted once: the tenant's commands-per-minute cap counts the nodes reached, and the
+   * commands with their "command.created" events are written in one statement. It answers with the fan-out's
    * id and how many nodes it reached, not with the commands (commands/list with fan_out_id
    * pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
    * commands are sent but unfinished at once; the others wait, pending. Calling again with the
@@ -968,8 +969,8 @@ export const CommandsService: GenService<{
     output: typeof GetResponseSchema;
   },
   /**
-   * List lists the commands of the caller's tenant, oldest first, optionally of one node or in
-   * one state.
+   * List lists the commands of the caller's tenant, oldest first, optionally of one node, in one
+   * state or of one fan-out.
    *
    * @generated from rpc bettercompute.commands.v1.CommandsService.List
    */

@@ -43,7 +43,8 @@ class CommandsService(Protocol):
     """
     async def create(self, request: CreateRequest, ctx: RequestContext[CreateRequest, CreateResponse], /) -> CreateResponse:
         """
-        Create queues a command for one node, or for every live node matching a label selector. The
+        Create queues a command for one node, or for every live node matching a label selector (at
+        most 1,000; FanOut reaches any number, and answers with counts rather than every command). The
         daemon runs a command once per idempotency key: creating again with the same key returns the
         same commands instead of queueing new ones.
         """
@@ -51,9 +52,9 @@ class CommandsService(Protocol):
 
     async def fan_out(self, request: FanOutRequest, ctx: RequestContext[FanOutRequest, FanOutResponse], /) -> FanOutResponse:
         """
-        FanOut queues one command for every node a selector reaches, any number of them, admitted
-        once: the tenant's commands-per-minute cap counts the nodes reached, and the commands with
-        their "command.created" events are written in one statement. It answers with the fan-out's
+        FanOut queues one command for every node a selector reaches, up to 100,000 of them. The call
+        is admitted once: the tenant's commands-per-minute cap counts the nodes reached, and the
+        commands with their "command.created" events are written in one statement. It answers with the fan-out's
         id and how many nodes it reached, not with the commands (commands/list with fan_out_id
         pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
         commands are sent but unfinished at once; the others wait, pending. Calling again with the
@@ -76,8 +77,8 @@ class CommandsService(Protocol):
 
     async def list(self, request: ListRequest, ctx: RequestContext[ListRequest, ListResponse], /) -> ListResponse:
         """
-        List lists the commands of the caller's tenant, oldest first, optionally of one node or in
-        one state.
+        List lists the commands of the caller's tenant, oldest first, optionally of one node, in one
+        state or of one fan-out.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -218,7 +219,8 @@ class CommandsServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> CreateResponse:
         """
-        Create queues a command for one node, or for every live node matching a label selector. The
+        Create queues a command for one node, or for every live node matching a label selector (at
+        most 1,000; FanOut reaches any number, and answers with counts rather than every command). The
         daemon runs a command once per idempotency key: creating again with the same key returns the
         same commands instead of queueing new ones.
         """
@@ -243,9 +245,9 @@ class CommandsServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> FanOutResponse:
         """
-        FanOut queues one command for every node a selector reaches, any number of them, admitted
-        once: the tenant's commands-per-minute cap counts the nodes reached, and the commands with
-        their "command.created" events are written in one statement. It answers with the fan-out's
+        FanOut queues one command for every node a selector reaches, up to 100,000 of them. The call
+        is admitted once: the tenant's commands-per-minute cap counts the nodes reached, and the
+        commands with their "command.created" events are written in one statement. It answers with the fan-out's
         id and how many nodes it reached, not with the commands (commands/list with fan_out_id
         pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
         commands are sent but unfinished at once; the others wait, pending. Calling again with the
@@ -324,8 +326,8 @@ class CommandsServiceClient(ConnectClient):
         use_get: bool = False,
     ) -> ListResponse:
         """
-        List lists the commands of the caller's tenant, oldest first, optionally of one node or in
-        one state.
+        List lists the commands of the caller's tenant, oldest first, optionally of one node, in one
+        state or of one fan-out.
         """
         return await self.execute_unary(
             request=request,
@@ -373,7 +375,8 @@ class CommandsServiceSync(Protocol):
     """
     def create(self, request: CreateRequest, ctx: RequestContext[CreateRequest, CreateResponse], /) -> CreateResponse:
         """
-        Create queues a command for one node, or for every live node matching a label selector. The
+        Create queues a command for one node, or for every live node matching a label selector (at
+        most 1,000; FanOut reaches any number, and answers with counts rather than every command). The
         daemon runs a command once per idempotency key: creating again with the same key returns the
         same commands instead of queueing new ones.
         """
@@ -381,9 +384,9 @@ class CommandsServiceSync(Protocol):
 
     def fan_out(self, request: FanOutRequest, ctx: RequestContext[FanOutRequest, FanOutResponse], /) -> FanOutResponse:
         """
-        FanOut queues one command for every node a selector reaches, any number of them, admitted
-        once: the tenant's commands-per-minute cap counts the nodes reached, and the commands with
-        their "command.created" events are written in one statement. It answers with the fan-out's
+        FanOut queues one command for every node a selector reaches, up to 100,000 of them. The call
+        is admitted once: the tenant's commands-per-minute cap counts the nodes reached, and the
+        commands with their "command.created" events are written in one statement. It answers with the fan-out's
         id and how many nodes it reached, not with the commands (commands/list with fan_out_id
         pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
         commands are sent but unfinished at once; the others wait, pending. Calling again with the
@@ -406,8 +409,8 @@ class CommandsServiceSync(Protocol):
 
     def list(self, request: ListRequest, ctx: RequestContext[ListRequest, ListResponse], /) -> ListResponse:
         """
-        List lists the commands of the caller's tenant, oldest first, optionally of one node or in
-        one state.
+        List lists the commands of the caller's tenant, oldest first, optionally of one node, in one
+        state or of one fan-out.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -546,7 +549,8 @@ class CommandsServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> CreateResponse:
         """
-        Create queues a command for one node, or for every live node matching a label selector. The
+        Create queues a command for one node, or for every live node matching a label selector (at
+        most 1,000; FanOut reaches any number, and answers with counts rather than every command). The
         daemon runs a command once per idempotency key: creating again with the same key returns the
         same commands instead of queueing new ones.
         """
@@ -571,9 +575,9 @@ class CommandsServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> FanOutResponse:
         """
-        FanOut queues one command for every node a selector reaches, any number of them, admitted
-        once: the tenant's commands-per-minute cap counts the nodes reached, and the commands with
-        their "command.created" events are written in one statement. It answers with the fan-out's
+        FanOut queues one command for every node a selector reaches, up to 100,000 of them. The call
+        is admitted once: the tenant's commands-per-minute cap counts the nodes reached, and the
+        commands with their "command.created" events are written in one statement. It answers with the fan-out's
         id and how many nodes it reached, not with the commands (commands/list with fan_out_id
         pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
         commands are sent but unfinished at once; the others wait, pending. Calling again with the
@@ -652,8 +656,8 @@ class CommandsServiceClientSync(ConnectClientSync):
         use_get: bool = False,
     ) -> ListResponse:
         """
-        List lists the commands of the caller's tenant, oldest first, optionally of one node or in
-        one state.
+        List lists the commands of the caller's tenant, oldest first, optionally of one node, in one
+        state or of one fan-out.
         """
         return self.execute_unary(
             request=request,
