@@ -10,6 +10,7 @@ import (
 )
 
 func TestFanOutLines(t *testing.T) {
+	t.Parallel()
 	c := &commandsv1.FanOutCounts{Pending: 551, Sent: 30, Acked: 7, Succeeded: 409, Failed: 3}
 	if got, want := fanOutLine(c, 1000, 4200*time.Millisecond), "[########------------] 412/1000 · 37 in flight · 551 pending · 3 failed · 4s"; got != want {
 		t.Errorf("progress line\n got %q\nwant %q", got, want)
