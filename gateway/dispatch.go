@@ -37,12 +37,14 @@ func (g *Gateway) dispatchLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			nodes = g.connected()
-			open, err := db.New(g.opts.Pool).OpenFanOuts(ctx, maxOpenFanOuts)
-			if err != nil && ctx.Err() == nil {
-				g.log.Warn("find open fan-outs", "err", err)
+			nodes, fanOuts = g.connected(), g.due.takeFanOuts()
+			if len(nodes) > 0 {
+				open, err := db.New(g.opts.Pool).OpenFanOuts(ctx, maxOpenFanOuts)
+				if err != nil && ctx.Err() == nil {
+					g.log.Warn("find open fan-outs", "err", err)
+				}
+				fanOuts = append(fanOuts, open...)
 			}
-			fanOuts = append(g.due.takeFanOuts(), open...)
 		case <-g.due.wake:
 			nodes, fanOuts = g.due.take(), g.due.takeFanOuts()
 		}
