@@ -43,7 +43,10 @@ type fanOutSystem struct {
 	work     time.Duration // how long each echo takes
 }
 
-func newFanOutSystem(tb testing.TB, e *env, n int, work time.Duration, dispatch time.Duration) *fanOutSystem {
+// newFanOutSystem starts it with n machines, each echo taking work, the gateway's dispatch loop
+// every dispatch and, when heartbeat is not zero, the daemons' heartbeats that often (gatewaytest's
+// 1 second otherwise, which thousands of machines on a small test machine cannot afford).
+func newFanOutSystem(tb testing.TB, e *env, n int, work, dispatch, heartbeat time.Duration) *fanOutSystem {
 	tb.Helper()
 	notifier, err := gateway.NewNotifier(e.pool, e.bundle, nil)
 	if err != nil {
@@ -61,7 +64,12 @@ func newFanOutSystem(tb testing.TB, e *env, n int, work time.Duration, dispatch 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gw := e.StartGateway("gw-fan", func(o *gateway.Options) { o.DispatchInterval = dispatch })
+	gw := e.StartGateway("gw-fan", func(o *gateway.Options) {
+		o.DispatchInterval = dispatch
+		if heartbeat > 0 {
+			o.HeartbeatInterval = heartbeat
+		}
+	})
 	s := &fanOutSystem{commands: commandsv1connect.NewCommandsServiceClient(client, api.URL), runs: map[string]int{}, work: work}
 	fleet, err := sim.New(sim.Options{
 		Gateway: gw.Addr, RootPEM: e.bundle.RootPEM(), Token: tok.GetToken(), N: n, Seed: 37,
@@ -113,7 +121,7 @@ func TestFanOutRunsEveryNodeOnce(t *testing.T) {
 	e := newEnv(t)
 	// The dispatch loop is slowed so that only the pokes (the API's, and the gateway's own as
 	// commands finish) make progress quickly.
-	s := newFanOutSystem(t, e, n, 5*time.Millisecond, 30*time.Second)
+	s := newFanOutSystem(t, e, n, 5*time.Millisecond, 30*time.Second, 0)
 	data, _ := structpb.NewStruct(map[string]any{"k": "v"})
 	res, err := s.commands.FanOut(ctx, &commandsv1.FanOutRequest{
 		Selector: &commandsv1.FanOutSelector{Labels: map[string]string{"fleet": "fan"}}, MaxInFlight: inFlight,
@@ -216,10 +224,19 @@ func BenchmarkFanOut(b *testing.B) {
 		}
 		inFlight = int32(k)
 	}
+	joinStart := time.Now()
 	ge := gatewaytest.New(b)
 	e := &env{Env: ge, pool: ge.Pool, bundle: ge.Bundle, tenant: ge.Tenant}
-	s := newFanOutSystem(b, e, n, 0, time.Second)
-	b.Logf("%d simulated nodes connected", n)
+	s := newFanOutSystem(b, e, n, 0, time.Second, 10*time.Second)
+	b.Logf("%d simulated nodes connected in %v", n, time.Since(joinStart).Round(time.Millisecond))
+	// The gateway records each new session's hello (inventory, events) after the session is up;
+	// the fan-out is measured on a settled fleet, not behind that backlog.
+	poll.Until(b, 10*time.Minute, "every node's hello is recorded", func() bool {
+		var ready int
+		_ = e.pool.QueryRow(ctx, `SELECT count(*) FROM nodes WHERE state = 'ready'`).Scan(&ready)
+		return ready == n
+	}, poll.Every(100*time.Millisecond))
+	b.Logf("settled after %v", time.Since(joinStart).Round(time.Millisecond))
 	b.ResetTimer()
 	for i := range b.N {
 		start := time.Now()
@@ -250,6 +267,20 @@ func BenchmarkFanOut(b *testing.B) {
 			       max(extract(epoch FROM c.finished_at - f.created_at))
 			FROM commands c JOIN fan_outs f ON f.id = c.fan_out_id WHERE c.fan_out_id = $1`, id).Scan(&ackP99, &ackLast, &finLast); err != nil {
 			b.Fatal(err)
+		}
+		if os.Getenv("BENCH_FANOUT_TIMELINE") != "" {
+			rows, err := e.pool.Query(ctx, `
+				SELECT floor(extract(epoch FROM c.sent_at - f.created_at) * 10)::int AS t, count(*), max(c.attempts)
+				FROM commands c JOIN fan_outs f ON f.id = c.fan_out_id WHERE c.fan_out_id = $1 GROUP BY 1 ORDER BY 1`, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for rows.Next() {
+				var t, k, att int
+				_ = rows.Scan(&t, &k, &att)
+				b.Logf("sent at %d00 ms: %d (attempts up to %d)", t, k, att)
+			}
+			rows.Close()
 		}
 		var failed int
 		_ = e.pool.QueryRow(ctx, `SELECT count(*) FROM commands WHERE fan_out_id = $1 AND state <> 'succeeded'`, id).Scan(&failed)
