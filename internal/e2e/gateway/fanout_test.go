@@ -270,15 +270,17 @@ func BenchmarkFanOut(b *testing.B) {
 		}
 		if os.Getenv("BENCH_FANOUT_TIMELINE") != "" {
 			rows, err := e.pool.Query(ctx, `
-				SELECT floor(extract(epoch FROM c.sent_at - f.created_at) * 10)::int AS t, count(*), max(c.attempts)
+				SELECT floor(extract(epoch FROM c.sent_at - f.created_at) * 10)::int AS t, count(*), max(c.attempts),
+				       (max(extract(epoch FROM c.acked_at - c.sent_at)) * 1000)::int, (max(extract(epoch FROM c.finished_at - c.sent_at)) * 1000)::int
 				FROM commands c JOIN fan_outs f ON f.id = c.fan_out_id WHERE c.fan_out_id = $1 GROUP BY 1 ORDER BY 1`, id)
 			if err != nil {
 				b.Fatal(err)
 			}
 			for rows.Next() {
 				var t, k, att int
-				_ = rows.Scan(&t, &k, &att)
-				b.Logf("sent at %d00 ms: %d (attempts up to %d)", t, k, att)
+				var ack, fin *int
+				_ = rows.Scan(&t, &k, &att, &ack, &fin)
+				b.Logf("sent at %d00 ms: %d (attempts up to %d), acked within %v ms, finished within %v ms", t, k, att, deref(ack), deref(fin))
 			}
 			rows.Close()
 		}
@@ -301,4 +303,11 @@ func BenchmarkFanOut(b *testing.B) {
 		clear(s.runs)
 		s.mu.Unlock()
 	}
+}
+
+func deref(p *int) any {
+	if p == nil {
+		return "-"
+	}
+	return *p
 }
