@@ -50,6 +50,9 @@ const controlBodyBytes = 1 << 20
 // poke round rarely needs more than one call per gateway.
 const maxControlNodes = 20_000
 
+// maxControlFanOuts bounds the fan-out ids of one Poke, as control.proto promises.
+const maxControlFanOuts = 1000
+
 // ControlHandler serves the control API's routes, every one to internal identities of
 // trustDomain only: the Connect service GatewayControlService, its messages bounded to
 // controlBodyBytes, and the tunnel route (serveTunnel).
@@ -94,13 +97,24 @@ type controlService struct {
 	g *Gateway
 }
 
-// Poke takes the nodes into the next dispatch round, which it wakes (Gateway.Poke).
+// Poke takes the nodes and the fan-outs into the next dispatch round, which it wakes
+// (Gateway.Poke, Gateway.PokeFanOuts).
 func (s *controlService) Poke(_ context.Context, req *gatewayv1.PokeRequest) (*gatewayv1.PokeResponse, error) {
 	ids, err := controlNodes(req.GetNodeIds())
 	if err != nil {
 		return nil, err
 	}
+	if len(req.GetFanOutIds()) > maxControlFanOuts {
+		return nil, apierr.InvalidArgument("fan_out_ids", "at most %d ids in one call, got %d", maxControlFanOuts, len(req.GetFanOutIds()))
+	}
+	fanOuts := make([]uuid.UUID, len(req.GetFanOutIds()))
+	for i, s := range req.GetFanOutIds() {
+		if fanOuts[i], err = apierr.ParseID(fmt.Sprintf("fan_out_ids[%d]", i), s); err != nil {
+			return nil, err
+		}
+	}
 	s.g.Poke(ids...)
+	s.g.PokeFanOuts(fanOuts...)
 	return &gatewayv1.PokeResponse{}, nil
 }
 

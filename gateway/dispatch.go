@@ -25,22 +25,34 @@ import (
 const dispatchBatch = 1000
 
 // dispatchLoop sends pending commands of connected nodes every DispatchInterval, and at once
-// for the nodes poked since the last round (due.go).
+// for the nodes and fan-outs poked since the last round (due.go). Every DispatchInterval it also
+// looks for the fan-outs with pending commands (OpenFanOuts), so a fan-out whose poke was lost,
+// or whose commands wait for earlier ones to finish, goes on.
 func (g *Gateway) dispatchLoop(ctx context.Context) {
 	tick := time.NewTicker(g.opts.DispatchInterval)
 	defer tick.Stop()
 	for {
-		var nodes []uuid.UUID
+		var nodes, fanOuts []uuid.UUID
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			nodes = g.connected()
+			nodes, fanOuts = g.connected(), g.due.takeFanOuts()
+			if len(nodes) > 0 {
+				open, err := db.New(g.opts.Pool).OpenFanOuts(ctx, maxOpenFanOuts)
+				if err != nil && ctx.Err() == nil {
+					g.log.Warn("find open fan-outs", "err", err)
+				}
+				fanOuts = append(fanOuts, open...)
+			}
 		case <-g.due.wake:
-			nodes = g.due.take()
+			nodes, fanOuts = g.due.take(), g.due.takeFanOuts()
 		}
 		if err := g.dispatch(ctx, nodes); err != nil && ctx.Err() == nil {
 			g.log.Warn("dispatch commands", "err", err)
+		}
+		if err := g.dispatchFanOuts(ctx, fanOuts); err != nil && ctx.Err() == nil {
+			g.log.Warn("dispatch fan-outs", "err", err)
 		}
 	}
 }

@@ -125,6 +125,27 @@ func (n *Notifier) pokeGateways(nodeIDs []uuid.UUID) {
 	}
 }
 
+// FanOutCreated pokes, once each, the gateways that hold a session of one of the fan-out's
+// nodes, naming the fan-out rather than its nodes (the gateway claims the fan-out's commands for
+// all its sessions in one statement). Fan-outs are few, so they are not batched; one query
+// finds the gateways however many nodes the fan-out reaches.
+func (n *Notifier) FanOutCreated(ctx context.Context, fanOutID uuid.UUID) {
+	ctx = context.WithoutCancel(ctx)
+	n.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, notifyTimeout)
+		defer cancel()
+		urls, err := db.New(n.pool).FanOutGateways(ctx, fanOutID)
+		if err != nil {
+			n.log.Warn("find gateways to notify of a fan-out", "fan_out_id", fanOutID, "err", err)
+			return
+		}
+		for _, url := range urls {
+			_, err := n.control(url).Poke(ctx, &gatewayv1.PokeRequest{FanOutIds: []string{fanOutID.String()}})
+			n.logFailure(url, "poke", err)
+		}
+	})
+}
+
 // NodesRevoked tells every live gateway to end the nodes' sessions now. Revocations are rare
 // and urgent, so they are not batched.
 func (n *Notifier) NodesRevoked(ctx context.Context, nodeIDs []uuid.UUID) {

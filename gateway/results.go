@@ -155,5 +155,16 @@ func (g *Gateway) recordResults(ctx context.Context, batch []pendingResult) erro
 		return nil // every result was a repeat: nothing to commit
 	}
 	tx.CommitNext()
-	return events.Emit(ctx, q)
+	if err := events.Emit(ctx, q); err != nil {
+		return err
+	}
+	// A finished command of a fan-out may let another of its commands go out (max_in_flight).
+	var fanOuts []uuid.UUID
+	for _, c := range finished {
+		if c.FanOutID != nil {
+			fanOuts = append(fanOuts, *c.FanOutID)
+		}
+	}
+	g.due.addFanOuts(fanOuts...)
+	return nil
 }

@@ -32,6 +32,7 @@ SELECT * FROM commands
 WHERE tenant_id = sqlc.arg(tenant_id)
   AND (sqlc.narg(node_id)::uuid IS NULL OR node_id = sqlc.narg(node_id))
   AND (sqlc.narg(state)::command_state IS NULL OR state = sqlc.narg(state))
+  AND (sqlc.narg(fan_out_id)::uuid IS NULL OR fan_out_id = sqlc.narg(fan_out_id))
   AND id > sqlc.arg(after)
 ORDER BY id
 LIMIT sqlc.arg(lim);

@@ -3,7 +3,8 @@
 -- name: ClaimPendingCommands :many
 -- pending -> sent for the pending, not yet overdue commands of the nodes, oldest first and at
 -- most rooms[i] of node_ids[i] (what its session's queue has room for) and lim in all;
--- returns those that moved. The outer state check skips commands cancelled, expired or sent by another gateway
+-- returns those that moved. A fan-out's commands are left to ClaimFanOutCommands, which keeps
+-- the fan-out within its max_in_flight. The outer state check skips commands cancelled, expired or sent by another gateway
 -- since the subquery's snapshot.
 UPDATE commands c
 SET state = 'sent', attempts = c.attempts + 1, sent_at = now(), updated_at = now()
@@ -12,7 +13,7 @@ FROM (
     FROM unnest(sqlc.arg(node_ids)::uuid[]) WITH ORDINALITY AS r (node_id, i)
     CROSS JOIN LATERAL (
         SELECT id FROM commands
-        WHERE node_id = r.node_id AND state = 'pending' AND deadline > now()
+        WHERE node_id = r.node_id AND state = 'pending' AND deadline > now() AND fan_out_id IS NULL
         ORDER BY id
         LIMIT (sqlc.arg(rooms)::int[])[r.i]
     ) p

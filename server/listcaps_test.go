@@ -21,6 +21,7 @@ var boundedWithoutPages = map[string]string{
 	"/auth/loginMethods":     "a tenant's auth methods, at most authmethods.MaxPerTenant",
 	"/authMethods/list":      "a tenant's auth methods, at most authmethods.MaxPerTenant",
 	"/commands/create":       "the commands it created, one per node of its request (bounded there)",
+	"/commands/getFanOut":    "a fan-out's first failures, at most commands.MaxFanOutFailures",
 	"/gpus/get":              "a GPU's history, at most gpus.MaxHistorySize entries (history_size)",
 	"/gpus/summary":          "counts by GPU model and health and by health reason: a few each (an aggregate)",
 	"/iam/createRoleBinding": "the principal's API keys it revoked, at most rateLimits.tenant.apiKeys",

@@ -17,6 +17,7 @@ import { lineChart, type Series } from "./chart.js";
 import { badge, bytes, h, meter, shortId, table, when } from "./dom.js";
 import { gpusPage } from "./gpus.js";
 import { nodesPage } from "./nodes.js";
+import { fanOutsPage } from "./fanouts.js";
 import { remediationsPage } from "./remediations.js";
 import { showLeaseUtilization, utilizationPage } from "./utilization.js";
 import { scalingPanel } from "./scaling.js";
@@ -773,6 +774,7 @@ export const pages: Record<string, Page> = {
   pools: poolsPage,
   leases: leasesPage,
   workflows: workflowsPage,
+  fanouts: fanOutsPage,
   usage: usagePage,
   utilization: utilizationPage,
   activity: activityPage,

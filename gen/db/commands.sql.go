@@ -16,7 +16,7 @@ const ackCommand = `-- name: AckCommand :one
 UPDATE commands
 SET state = 'acked', acked_at = now(), updated_at = now()
 WHERE node_id = $1 AND id = $2 AND state = 'sent'
-RETURNING id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at
+RETURNING id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at, fan_out_id
 `
 
 type AckCommandParams struct {
@@ -45,6 +45,7 @@ func (q *Queries) AckCommand(ctx context.Context, arg AckCommandParams) (Command
 		&i.AckedAt,
 		&i.FinishedAt,
 		&i.UpdatedAt,
+		&i.FanOutID,
 	)
 	return i, err
 }
@@ -53,7 +54,7 @@ const cancelCommand = `-- name: CancelCommand :one
 UPDATE commands
 SET state = 'cancelled', finished_at = now(), updated_at = now()
 WHERE tenant_id = $1 AND id = $2 AND state IN ('pending', 'sent', 'acked')
-RETURNING id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at
+RETURNING id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at, fan_out_id
 `
 
 type CancelCommandParams struct {
@@ -82,6 +83,7 @@ func (q *Queries) CancelCommand(ctx context.Context, arg CancelCommandParams) (C
 		&i.AckedAt,
 		&i.FinishedAt,
 		&i.UpdatedAt,
+		&i.FanOutID,
 	)
 	return i, err
 }
@@ -92,7 +94,7 @@ INSERT INTO commands (id, tenant_id, node_id, type, payload, idempotency_key, de
 VALUES ($1, $2, $3, $4, $5,
         $6, $7)
 ON CONFLICT (tenant_id, node_id, idempotency_key) DO UPDATE SET idempotency_key = excluded.idempotency_key
-RETURNING id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at
+RETURNING id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at, fan_out_id
 `
 
 type CreateCommandParams struct {
@@ -147,6 +149,7 @@ func (q *Queries) CreateCommand(ctx context.Context, arg CreateCommandParams) (C
 		&i.AckedAt,
 		&i.FinishedAt,
 		&i.UpdatedAt,
+		&i.FanOutID,
 	)
 	return i, err
 }
@@ -181,7 +184,7 @@ WITH finished AS (
         finished_at = now(), updated_at = now()
     WHERE commands.node_id = $4 AND commands.id = $5 AND commands.state IN ('sent', 'acked')
       AND $1::command_state IN ('succeeded', 'failed')
-    RETURNING id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at
+    RETURNING id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at, fan_out_id
 ), wake AS (
     INSERT INTO reconcile_queue (kind, key)
     SELECT 'workflow', w.workflow_id::text FROM workflow_nodes w JOIN finished f ON w.command_id = f.id
@@ -189,7 +192,7 @@ WITH finished AS (
     ON CONFLICT (kind, key) DO UPDATE
     SET due_at = LEAST(reconcile_queue.due_at, now()), generation = reconcile_queue.generation + 1, enqueued_at = now()
 )
-SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at FROM finished
+SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at, fan_out_id FROM finished
 `
 
 type FinishCommandParams struct {
@@ -217,6 +220,7 @@ type FinishCommandRow struct {
 	AckedAt        *time.Time
 	FinishedAt     *time.Time
 	UpdatedAt      time.Time
+	FanOutID       *uuid.UUID
 }
 
 // sent | acked -> succeeded | failed, with what the node reported (a result can overtake an ack
@@ -248,12 +252,13 @@ func (q *Queries) FinishCommand(ctx context.Context, arg FinishCommandParams) (F
 		&i.AckedAt,
 		&i.FinishedAt,
 		&i.UpdatedAt,
+		&i.FanOutID,
 	)
 	return i, err
 }
 
 const getCommand = `-- name: GetCommand :one
-SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at FROM commands WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at, fan_out_id FROM commands WHERE tenant_id = $1 AND id = $2
 `
 
 type GetCommandParams struct {
@@ -281,24 +286,27 @@ func (q *Queries) GetCommand(ctx context.Context, arg GetCommandParams) (Command
 		&i.AckedAt,
 		&i.FinishedAt,
 		&i.UpdatedAt,
+		&i.FanOutID,
 	)
 	return i, err
 }
 
 const listCommands = `-- name: ListCommands :many
-SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at FROM commands
+SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at, fan_out_id FROM commands
 WHERE tenant_id = $1
   AND ($2::uuid IS NULL OR node_id = $2)
   AND ($3::command_state IS NULL OR state = $3)
-  AND id > $4
+  AND ($4::uuid IS NULL OR fan_out_id = $4)
+  AND id > $5
 ORDER BY id
-LIMIT $5
+LIMIT $6
 `
 
 type ListCommandsParams struct {
 	TenantID uuid.UUID
 	NodeID   *uuid.UUID
 	State    *CommandState
+	FanOutID *uuid.UUID
 	After    uuid.UUID
 	Lim      int32
 }
@@ -308,6 +316,7 @@ func (q *Queries) ListCommands(ctx context.Context, arg ListCommandsParams) ([]C
 		arg.TenantID,
 		arg.NodeID,
 		arg.State,
+		arg.FanOutID,
 		arg.After,
 		arg.Lim,
 	)
@@ -335,6 +344,7 @@ func (q *Queries) ListCommands(ctx context.Context, arg ListCommandsParams) ([]C
 			&i.AckedAt,
 			&i.FinishedAt,
 			&i.UpdatedAt,
+			&i.FanOutID,
 		); err != nil {
 			return nil, err
 		}
@@ -347,7 +357,7 @@ func (q *Queries) ListCommands(ctx context.Context, arg ListCommandsParams) ([]C
 }
 
 const lockCommand = `-- name: LockCommand :one
-SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at FROM commands WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at, fan_out_id FROM commands WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type LockCommandParams struct {
@@ -376,6 +386,7 @@ func (q *Queries) LockCommand(ctx context.Context, arg LockCommandParams) (Comma
 		&i.AckedAt,
 		&i.FinishedAt,
 		&i.UpdatedAt,
+		&i.FanOutID,
 	)
 	return i, err
 }
@@ -384,7 +395,7 @@ const markCommandsSent = `-- name: MarkCommandsSent :many
 UPDATE commands
 SET state = 'sent', attempts = attempts + 1, sent_at = now(), updated_at = now()
 WHERE node_id = $1 AND id = ANY($2::uuid[]) AND state = 'pending'
-RETURNING id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at
+RETURNING id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at, fan_out_id
 `
 
 type MarkCommandsSentParams struct {
@@ -420,6 +431,7 @@ func (q *Queries) MarkCommandsSent(ctx context.Context, arg MarkCommandsSentPara
 			&i.AckedAt,
 			&i.FinishedAt,
 			&i.UpdatedAt,
+			&i.FanOutID,
 		); err != nil {
 			return nil, err
 		}
@@ -432,7 +444,7 @@ func (q *Queries) MarkCommandsSent(ctx context.Context, arg MarkCommandsSentPara
 }
 
 const pendingCommands = `-- name: PendingCommands :many
-SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at FROM commands
+SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at, fan_out_id FROM commands
 WHERE node_id = ANY($1::uuid[]) AND state = 'pending' AND deadline > now()
 ORDER BY node_id, id
 LIMIT $2
@@ -470,6 +482,7 @@ func (q *Queries) PendingCommands(ctx context.Context, arg PendingCommandsParams
 			&i.AckedAt,
 			&i.FinishedAt,
 			&i.UpdatedAt,
+			&i.FanOutID,
 		); err != nil {
 			return nil, err
 		}

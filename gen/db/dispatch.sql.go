@@ -41,14 +41,14 @@ FROM (
     FROM unnest($1::uuid[]) WITH ORDINALITY AS r (node_id, i)
     CROSS JOIN LATERAL (
         SELECT id FROM commands
-        WHERE node_id = r.node_id AND state = 'pending' AND deadline > now()
+        WHERE node_id = r.node_id AND state = 'pending' AND deadline > now() AND fan_out_id IS NULL
         ORDER BY id
         LIMIT ($2::int[])[r.i]
     ) p
     LIMIT $3
 ) due
 WHERE c.id = due.id AND c.state = 'pending'
-RETURNING c.id, c.tenant_id, c.node_id, c.type, c.payload, c.state, c.idempotency_key, c.deadline, c.attempts, c.result, c.error, c.created_at, c.sent_at, c.acked_at, c.finished_at, c.updated_at
+RETURNING c.id, c.tenant_id, c.node_id, c.type, c.payload, c.state, c.idempotency_key, c.deadline, c.attempts, c.result, c.error, c.created_at, c.sent_at, c.acked_at, c.finished_at, c.updated_at, c.fan_out_id
 `
 
 type ClaimPendingCommandsParams struct {
@@ -60,7 +60,8 @@ type ClaimPendingCommandsParams struct {
 // Gateway dispatch (issue 18): a round's commands claimed in one statement.
 // pending -> sent for the pending, not yet overdue commands of the nodes, oldest first and at
 // most rooms[i] of node_ids[i] (what its session's queue has room for) and lim in all;
-// returns those that moved. The outer state check skips commands cancelled, expired or sent by another gateway
+// returns those that moved. A fan-out's commands are left to ClaimFanOutCommands, which keeps
+// the fan-out within its max_in_flight. The outer state check skips commands cancelled, expired or sent by another gateway
 // since the subquery's snapshot.
 func (q *Queries) ClaimPendingCommands(ctx context.Context, arg ClaimPendingCommandsParams) ([]Command, error) {
 	rows, err := q.db.Query(ctx, claimPendingCommands, arg.NodeIds, arg.Rooms, arg.Lim)
@@ -88,6 +89,7 @@ func (q *Queries) ClaimPendingCommands(ctx context.Context, arg ClaimPendingComm
 			&i.AckedAt,
 			&i.FinishedAt,
 			&i.UpdatedAt,
+			&i.FanOutID,
 		); err != nil {
 			return nil, err
 		}
@@ -109,7 +111,7 @@ WITH r AS (
     SET state = r.state, result = NULLIF(r.result, '')::jsonb, error = r.error, finished_at = now(), updated_at = now()
     FROM r
     WHERE c.node_id = r.node_id AND c.id = r.id AND c.state IN ('sent', 'acked') AND r.state IN ('succeeded', 'failed')
-    RETURNING c.id, c.tenant_id, c.node_id, c.type, c.payload, c.state, c.idempotency_key, c.deadline, c.attempts, c.result, c.error, c.created_at, c.sent_at, c.acked_at, c.finished_at, c.updated_at
+    RETURNING c.id, c.tenant_id, c.node_id, c.type, c.payload, c.state, c.idempotency_key, c.deadline, c.attempts, c.result, c.error, c.created_at, c.sent_at, c.acked_at, c.finished_at, c.updated_at, c.fan_out_id
 ), wake AS (
     INSERT INTO reconcile_queue (kind, key)
     SELECT DISTINCT 'workflow', w.workflow_id::text FROM workflow_nodes w JOIN finished f ON w.command_id = f.id
@@ -117,7 +119,7 @@ WITH r AS (
     ON CONFLICT (kind, key) DO UPDATE
     SET due_at = LEAST(reconcile_queue.due_at, now()), generation = reconcile_queue.generation + 1, enqueued_at = now()
 )
-SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at FROM finished
+SELECT id, tenant_id, node_id, type, payload, state, idempotency_key, deadline, attempts, result, error, created_at, sent_at, acked_at, finished_at, updated_at, fan_out_id FROM finished
 `
 
 type FinishCommandsParams struct {
@@ -145,6 +147,7 @@ type FinishCommandsRow struct {
 	AckedAt        *time.Time
 	FinishedAt     *time.Time
 	UpdatedAt      time.Time
+	FanOutID       *uuid.UUID
 }
 
 // FinishCommand for the results a gateway received in the last few milliseconds, in one
@@ -183,6 +186,7 @@ func (q *Queries) FinishCommands(ctx context.Context, arg FinishCommandsParams) 
 			&i.AckedAt,
 			&i.FinishedAt,
 			&i.UpdatedAt,
+			&i.FanOutID,
 		); err != nil {
 			return nil, err
 		}

@@ -525,6 +525,7 @@ type Command struct {
 	AckedAt        *time.Time
 	FinishedAt     *time.Time
 	UpdatedAt      time.Time
+	FanOutID       *uuid.UUID
 }
 
 type Device struct {
@@ -547,6 +548,18 @@ type Device struct {
 	Acknowledged     []byte
 	NumaNode         *int32
 	Links            []byte
+}
+
+type FanOut struct {
+	ID             uuid.UUID
+	TenantID       uuid.UUID
+	Type           string
+	Selector       []byte
+	IdempotencyKey string
+	MaxInFlight    int32
+	Total          int32
+	Deadline       time.Time
+	CreatedAt      time.Time
 }
 
 type Gateway struct {

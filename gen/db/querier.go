@@ -61,6 +61,12 @@ type Querier interface {
 	// another tenant's node), the control URL of the live gateway holding the node's session (empty
 	// when there is none), and the open tunnels on the node and of the tenant, this one included.
 	CheckTunnelOpen(ctx context.Context, arg CheckTunnelOpenParams) (CheckTunnelOpenRow, error)
+	// pending -> sent for up to lim pending, not yet overdue commands of the fan-out on the nodes
+	// (those a gateway holds with room on their sessions), oldest first, and no more than leaves
+	// max_in_flight of the fan-out's commands sent or acked. Run after LockFanOut in its
+	// transaction. The outer state check skips commands cancelled or expired since the subquery's
+	// snapshot.
+	ClaimFanOutCommands(ctx context.Context, arg ClaimFanOutCommandsParams) ([]Command, error)
 	// Stored responses of idempotent calls, keyed by the caller and its Idempotency-Key.
 	// Takes the key for this transaction. A concurrent call with the same key waits here until the
 	// first commits (then finds its row) or rolls back (then claims the key itself).
@@ -68,7 +74,8 @@ type Querier interface {
 	// Gateway dispatch (issue 18): a round's commands claimed in one statement.
 	// pending -> sent for the pending, not yet overdue commands of the nodes, oldest first and at
 	// most rooms[i] of node_ids[i] (what its session's queue has room for) and lim in all;
-	// returns those that moved. The outer state check skips commands cancelled, expired or sent by another gateway
+	// returns those that moved. A fan-out's commands are left to ClaimFanOutCommands, which keeps
+	// the fan-out within its max_in_flight. The outer state check skips commands cancelled, expired or sent by another gateway
 	// since the subquery's snapshot.
 	ClaimPendingCommands(ctx context.Context, arg ClaimPendingCommandsParams) ([]Command, error)
 	ClaimReconcile(ctx context.Context, arg ClaimReconcileParams) ([]ClaimReconcileRow, error)
@@ -93,6 +100,15 @@ type Querier interface {
 	// How many rows ExportUsage would return after the key (all of them without one), counted up to
 	// lim only: the export checks its row cap with it before reading any row.
 	CountExportUsage(ctx context.Context, arg CountExportUsageParams) (int64, error)
+	// A fan-out's commands by state.
+	CountFanOutStates(ctx context.Context, arg CountFanOutStatesParams) ([]CountFanOutStatesRow, error)
+	// Fan-outs (issue 37): one command to many nodes. The API's statements take the caller's tenant
+	// id; the gateways' name the fan-out and the nodes they hold. The node selection is written
+	// once per statement that needs it and must stay the same in CountFanOutTargets and
+	// CreateFanOut, so the cap reserved for a fan-out counts the nodes it reaches. It is
+	// nodes/list's filter (nodes_views.sql) on the tenant's live (not revoked) nodes, with node ids.
+	// How many nodes a fan-out would reach, at most lim.
+	CountFanOutTargets(ctx context.Context, arg CountFanOutTargetsParams) (int64, error)
 	// The tenant's degraded and unhealthy GPUs by reason (check, code, effect); a GPU with two
 	// reasons counts under both, and once under a reason it lists twice.
 	CountGPUHealthReasons(ctx context.Context, arg CountGPUHealthReasonsParams) ([]CountGPUHealthReasonsRow, error)
@@ -161,6 +177,10 @@ type Querier interface {
 	// existing row's lock, so a concurrent create with the same key waits and returns the winner's
 	// row rather than nothing.
 	CreateCommand(ctx context.Context, arg CreateCommandParams) (Command, error)
+	// The fan-out and its commands, one pending command per selected node (the first lim by id),
+	// each with its command.created event, in one statement. A node that already has a command
+	// with the idempotency key keeps it and gets none; total counts the commands created.
+	CreateFanOut(ctx context.Context, arg CreateFanOutParams) (FanOut, error)
 	// Links a principal just created to the provider's subject through the method; 0 rows when a
 	// concurrent sign-in of the same subject through the same method won the race.
 	CreateIdentity(ctx context.Context, arg CreateIdentityParams) (int64, error)
@@ -320,6 +340,11 @@ type Querier interface {
 	// Webhooks whose retry schedule ran out (their events are parked), longest failing first, with
 	// how many there are in all and how many events each has parked.
 	FailingWebhooks(ctx context.Context) ([]FailingWebhooksRow, error)
+	// The first lim commands of a fan-out that failed or expired, oldest first.
+	FanOutFailures(ctx context.Context, arg FanOutFailuresParams) ([]Command, error)
+	// Where to poke for a new fan-out: the control API of every gateway holding a session of one
+	// of its nodes, once each.
+	FanOutGateways(ctx context.Context, fanOutID uuid.UUID) ([]string, error)
 	// Inside a transaction: holds the lock row share-locked, so it cannot change hands before the
 	// transaction ends, and reports whether the token is still the current, unexpired one.
 	FenceLock(ctx context.Context, arg FenceLockParams) (bool, error)
@@ -369,6 +394,8 @@ type Querier interface {
 	GetCommand(ctx context.Context, arg GetCommandParams) (Command, error)
 	// A device flow still waiting for the user, for its poll (spent with SpendAuthFlow once approved).
 	GetDeviceFlow(ctx context.Context, stateHash []byte) (AuthFlow, error)
+	GetFanOut(ctx context.Context, arg GetFanOutParams) (FanOut, error)
+	GetFanOutByKey(ctx context.Context, arg GetFanOutByKeyParams) (FanOut, error)
 	// The tenant's GPU of this UUID. A GPU moved to another node of the tenant has a row on each;
 	// the present one, else the one updated last, is the GPU.
 	GetGPU(ctx context.Context, arg GetGPUParams) (GetGPURow, error)
@@ -577,6 +604,10 @@ type Querier interface {
 	LockChildTenant(ctx context.Context, arg LockChildTenantParams) (Tenant, error)
 	// GetCommand inside a transaction, holding the row until it ends.
 	LockCommand(ctx context.Context, arg LockCommandParams) (Command, error)
+	// Holds the fan-out's row for a claim (ClaimFanOutCommands in the same transaction): claims of
+	// one fan-out by several gateways take turns, and each counts the commands in flight after the
+	// one before it committed.
+	LockFanOut(ctx context.Context, id uuid.UUID) (int32, error)
 	// The node's GPUs, locked: the reconciler and the operators' quarantine and clear change a
 	// node's GPUs one transaction at a time. With the lease that holds each now, and, for a gang,
 	// what it asked to happen when a member's GPU becomes unhealthy ('' for the pool's policy).
@@ -699,6 +730,8 @@ type Querier interface {
 	// as a JSON array of {uuid, idx, health, reasons}, to match with the inventory's GPUs.
 	NodesGPUHealth(ctx context.Context, arg NodesGPUHealthParams) ([]NodesGPUHealthRow, error)
 	NotifyReconcile(ctx context.Context, kind string) error
+	// The gateways' loop: fan-outs, oldest first, with pending commands that are not yet overdue.
+	OpenFanOuts(ctx context.Context, lim int32) ([]uuid.UUID, error)
 	// Starts a remediation of the node unless one is in progress (then no row).
 	OpenRemediation(ctx context.Context, arg OpenRemediationParams) (Remediation, error)
 	// Which of the nodes are in an open workflow, and which.

@@ -105,6 +105,9 @@ var fixtures = map[string]fixture{
 		route: "/remediations/create", body: `{"nodeId": "$NODE_ID", "reason": "example $SEQ", "ladder": "reboot"}`, path: "remediation.id",
 		undo: &cancelRemediation, retry: true, restore: &uncordonNode,
 	},
+	"FAN_OUT_ID": {
+		route: "/commands/fanOut", body: `{"selector": {"labels": {"simulated": "true"}, "limit": 1}, "echo": {"data": {"seq": "$SEQ"}}}`, path: "fanOut.id",
+	},
 	"COMMAND_ID": {
 		route: "/commands/create", body: `{"nodeId": "$NODE_ID", "echo": {"data": {"seq": "$SEQ"}}}`, path: "commands.0.id",
 		settle:  &fixture{route: "/commands/get", body: `{"id": "$ID"}`, path: "command.state"},

@@ -84,6 +84,7 @@ then BETTER_COMPUTE_* environment variables, then flags.
 	if err == nil {
 		// Hand-written beside the generated method commands of its group.
 		addRemediationsFollow(root, api)
+		addCommandsRun(root, api)
 	}
 	if err != nil {
 		root.PersistentPreRunE = func(*cobra.Command, []string) error { return err }

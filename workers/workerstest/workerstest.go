@@ -13,6 +13,7 @@ import (
 	"github.com/better-compute/better-compute/internal/config"
 	"github.com/better-compute/better-compute/internal/locks"
 	"github.com/better-compute/better-compute/internal/reconcile"
+	"github.com/better-compute/better-compute/workers/internal/commandsweep"
 	"github.com/better-compute/better-compute/workers/internal/engine"
 	"github.com/better-compute/better-compute/workers/internal/nodecontrol"
 	"github.com/better-compute/better-compute/workers/internal/placer"
@@ -104,4 +105,13 @@ func Prune(t testing.TB, pool *pgxpool.Pool, periods config.Retention) {
 	if _, err := retention.Prune(ctx, pool, ls[0], retention.Options{Retention: periods}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// CommandSweeperOptions tune the CommandSweeper.
+type CommandSweeperOptions = commandsweep.SweeperOptions
+
+// CommandSweeper is the job that re-queues commands sent but not acked in time and expires
+// overdue ones (controllers role).
+func CommandSweeper(pool *pgxpool.Pool, opts CommandSweeperOptions) locks.Job {
+	return commandsweep.Sweeper(pool, opts)
 }

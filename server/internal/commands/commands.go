@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -189,7 +190,8 @@ func (s *Service) Get(ctx context.Context, req *commandsv1.GetRequest) (*command
 	return &commandsv1.GetResponse{Command: pc}, nil
 }
 
-// List lists the commands of the caller's tenant in id (creation) order.
+// List lists the commands of the caller's tenant in id (creation) order, optionally of one node,
+// in one state or of one fan-out.
 func (s *Service) List(ctx context.Context, req *commandsv1.ListRequest) (*commandsv1.ListResponse, error) {
 	params := db.ListCommandsParams{TenantID: auth.Caller(ctx).TenantID}
 	if n := req.GetNodeId(); n != "" {
@@ -209,6 +211,13 @@ func (s *Service) List(ctx context.Context, req *commandsv1.ListRequest) (*comma
 	size, after, err := page.Of(req.GetPageSize(), req.GetPageToken(), uuid.Nil)
 	if err != nil {
 		return nil, err
+	}
+	if f := req.GetFanOutId(); f != "" {
+		id, err := apierr.ParseID("fan_out_id", f)
+		if err != nil {
+			return nil, err
+		}
+		params.FanOutID = &id
 	}
 	params.After, params.Lim = after, size+1
 	rows, err := db.New(s.pool).ListCommands(ctx, params)
@@ -306,7 +315,7 @@ func commandToProto(c db.Command) (*commandsv1.Command, error) {
 // payloadFromRequest returns the type and the stored form of a create's typed payload: exactly
 // one case of its payload oneof, within the bounds of command.Validate (errors name the field,
 // for example "exec.path").
-func payloadFromRequest(req *commandsv1.CreateRequest) (string, []byte, error) {
+func payloadFromRequest(req proto.Message) (string, []byte, error) {
 	typ, p := command.PayloadOf(req)
 	if typ == "" {
 		return "", nil, apierr.InvalidArgument("payload", "set exactly one command: %s", strings.Join(command.Types(), ", "))

@@ -105,6 +105,722 @@ func (CommandState) EnumDescriptor() ([]byte, []int) {
 	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{0}
 }
 
+// FanOutSelector picks the nodes of a fan-out: the caller's tenant's live (not revoked) nodes
+// that match every field set; an empty field matches every node. Fields that nodes/list also
+// has mean what they mean there.
+type FanOutSelector struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Nodes that have all these labels with these values; at most 64 pairs.
+	Labels map[string]string `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Nodes in this pool (Node.pool). At most 256 characters.
+	Pool string `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
+	// Nodes with one of these ids; at most 10,000.
+	NodeIds []string `protobuf:"bytes,3,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
+	// Nodes with at least one GPU of exactly this model. At most 256 characters.
+	GpuModel string `protobuf:"bytes,4,opt,name=gpu_model,json=gpuModel,proto3" json:"gpu_model,omitempty"`
+	// Nodes in one of these lifecycle states (Node.state), for example ["ready"].
+	States []string `protobuf:"bytes,5,rep,name=states,proto3" json:"states,omitempty"`
+	// Only online nodes when true, only offline ones when false; unset for both.
+	Online *bool `protobuf:"varint,6,opt,name=online,proto3,oneof" json:"online,omitempty"`
+	// Reach at most this many of the matching nodes, the first by id; 0 for all of them. A
+	// selector that matches more than 100,000 nodes needs a limit (at most 100,000).
+	Limit         int32 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FanOutSelector) Reset() {
+	*x = FanOutSelector{}
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FanOutSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FanOutSelector) ProtoMessage() {}
+
+func (x *FanOutSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FanOutSelector.ProtoReflect.Descriptor instead.
+func (*FanOutSelector) Descriptor() ([]byte, []int) {
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *FanOutSelector) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *FanOutSelector) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *FanOutSelector) GetNodeIds() []string {
+	if x != nil {
+		return x.NodeIds
+	}
+	return nil
+}
+
+func (x *FanOutSelector) GetGpuModel() string {
+	if x != nil {
+		return x.GpuModel
+	}
+	return ""
+}
+
+func (x *FanOutSelector) GetStates() []string {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *FanOutSelector) GetOnline() bool {
+	if x != nil && x.Online != nil {
+		return *x.Online
+	}
+	return false
+}
+
+func (x *FanOutSelector) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// FanOutRequest says what to run on which nodes.
+type FanOutRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The nodes to run on; at least one field must be set.
+	Selector *FanOutSelector `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	// What to run: exactly one case, as in CreateRequest.
+	//
+	// Types that are valid to be assigned to Payload:
+	//
+	//	*FanOutRequest_Exec
+	//	*FanOutRequest_Drain
+	//	*FanOutRequest_Undrain
+	//	*FanOutRequest_Upgrade
+	//	*FanOutRequest_Configure
+	//	*FanOutRequest_Reboot
+	//	*FanOutRequest_CollectInventory
+	//	*FanOutRequest_Echo
+	//	*FanOutRequest_GpuReset
+	//	*FanOutRequest_Diagnose
+	Payload isFanOutRequest_Payload `protobuf_oneof:"payload"`
+	// Names the fan-out, and each of its commands for the daemons; empty for a fresh one. Reusing
+	// a key returns the fan-out created with it. At most 255 characters.
+	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// How long each command may wait and run before it expires; 5 minutes by default, at most 24
+	// hours.
+	Timeout *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// At most this many of the fan-out's commands are sent but unfinished at once, at most 1,000
+	// (the server's limit); 0 for 1,000.
+	MaxInFlight   int32 `protobuf:"varint,4,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FanOutRequest) Reset() {
+	*x = FanOutRequest{}
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FanOutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FanOutRequest) ProtoMessage() {}
+
+func (x *FanOutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FanOutRequest.ProtoReflect.Descriptor instead.
+func (*FanOutRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *FanOutRequest) GetSelector() *FanOutSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *FanOutRequest) GetPayload() isFanOutRequest_Payload {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *FanOutRequest) GetExec() *v1.ExecPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*FanOutRequest_Exec); ok {
+			return x.Exec
+		}
+	}
+	return nil
+}
+
+func (x *FanOutRequest) GetDrain() *v1.DrainPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*FanOutRequest_Drain); ok {
+			return x.Drain
+		}
+	}
+	return nil
+}
+
+func (x *FanOutRequest) GetUndrain() *v1.UndrainPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*FanOutRequest_Undrain); ok {
+			return x.Undrain
+		}
+	}
+	return nil
+}
+
+func (x *FanOutRequest) GetUpgrade() *v1.UpgradePayload {
+	if x != nil {
+		if x, ok := x.Payload.(*FanOutRequest_Upgrade); ok {
+			return x.Upgrade
+		}
+	}
+	return nil
+}
+
+func (x *FanOutRequest) GetConfigure() *v1.ConfigurePayload {
+	if x != nil {
+		if x, ok := x.Payload.(*FanOutRequest_Configure); ok {
+			return x.Configure
+		}
+	}
+	return nil
+}
+
+func (x *FanOutRequest) GetReboot() *v1.RebootPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*FanOutRequest_Reboot); ok {
+			return x.Reboot
+		}
+	}
+	return nil
+}
+
+func (x *FanOutRequest) GetCollectInventory() *v1.CollectInventoryPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*FanOutRequest_CollectInventory); ok {
+			return x.CollectInventory
+		}
+	}
+	return nil
+}
+
+func (x *FanOutRequest) GetEcho() *v1.EchoPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*FanOutRequest_Echo); ok {
+			return x.Echo
+		}
+	}
+	return nil
+}
+
+func (x *FanOutRequest) GetGpuReset() *v1.GpuResetPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*FanOutRequest_GpuReset); ok {
+			return x.GpuReset
+		}
+	}
+	return nil
+}
+
+func (x *FanOutRequest) GetDiagnose() *v1.DiagnosePayload {
+	if x != nil {
+		if x, ok := x.Payload.(*FanOutRequest_Diagnose); ok {
+			return x.Diagnose
+		}
+	}
+	return nil
+}
+
+func (x *FanOutRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *FanOutRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *FanOutRequest) GetMaxInFlight() int32 {
+	if x != nil {
+		return x.MaxInFlight
+	}
+	return 0
+}
+
+type isFanOutRequest_Payload interface {
+	isFanOutRequest_Payload()
+}
+
+type FanOutRequest_Exec struct {
+	Exec *v1.ExecPayload `protobuf:"bytes,7,opt,name=exec,proto3,oneof"`
+}
+
+type FanOutRequest_Drain struct {
+	Drain *v1.DrainPayload `protobuf:"bytes,8,opt,name=drain,proto3,oneof"`
+}
+
+type FanOutRequest_Undrain struct {
+	Undrain *v1.UndrainPayload `protobuf:"bytes,9,opt,name=undrain,proto3,oneof"`
+}
+
+type FanOutRequest_Upgrade struct {
+	Upgrade *v1.UpgradePayload `protobuf:"bytes,10,opt,name=upgrade,proto3,oneof"`
+}
+
+type FanOutRequest_Configure struct {
+	Configure *v1.ConfigurePayload `protobuf:"bytes,11,opt,name=configure,proto3,oneof"`
+}
+
+type FanOutRequest_Reboot struct {
+	Reboot *v1.RebootPayload `protobuf:"bytes,12,opt,name=reboot,proto3,oneof"`
+}
+
+type FanOutRequest_CollectInventory struct {
+	CollectInventory *v1.CollectInventoryPayload `protobuf:"bytes,13,opt,name=collect_inventory,json=collectInventory,proto3,oneof"`
+}
+
+type FanOutRequest_Echo struct {
+	Echo *v1.EchoPayload `protobuf:"bytes,14,opt,name=echo,proto3,oneof"`
+}
+
+type FanOutRequest_GpuReset struct {
+	GpuReset *v1.GpuResetPayload `protobuf:"bytes,15,opt,name=gpu_reset,json=gpuReset,proto3,oneof"`
+}
+
+type FanOutRequest_Diagnose struct {
+	Diagnose *v1.DiagnosePayload `protobuf:"bytes,16,opt,name=diagnose,proto3,oneof"`
+}
+
+func (*FanOutRequest_Exec) isFanOutRequest_Payload() {}
+
+func (*FanOutRequest_Drain) isFanOutRequest_Payload() {}
+
+func (*FanOutRequest_Undrain) isFanOutRequest_Payload() {}
+
+func (*FanOutRequest_Upgrade) isFanOutRequest_Payload() {}
+
+func (*FanOutRequest_Configure) isFanOutRequest_Payload() {}
+
+func (*FanOutRequest_Reboot) isFanOutRequest_Payload() {}
+
+func (*FanOutRequest_CollectInventory) isFanOutRequest_Payload() {}
+
+func (*FanOutRequest_Echo) isFanOutRequest_Payload() {}
+
+func (*FanOutRequest_GpuReset) isFanOutRequest_Payload() {}
+
+func (*FanOutRequest_Diagnose) isFanOutRequest_Payload() {}
+
+// FanOut is one command to many nodes.
+type FanOut struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The command's type (Command.type).
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The selector as given.
+	Selector *FanOutSelector `protobuf:"bytes,3,opt,name=selector,proto3" json:"selector,omitempty"`
+	// The commands created: one per node reached.
+	Total int32 `protobuf:"varint,4,opt,name=total,proto3" json:"total,omitempty"`
+	// The most commands sent but unfinished at once.
+	MaxInFlight    int32  `protobuf:"varint,5,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// Every command of the fan-out expires if it has not finished by then.
+	DeadlineTime  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=deadline_time,json=deadlineTime,proto3" json:"deadline_time,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FanOut) Reset() {
+	*x = FanOut{}
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FanOut) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FanOut) ProtoMessage() {}
+
+func (x *FanOut) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FanOut.ProtoReflect.Descriptor instead.
+func (*FanOut) Descriptor() ([]byte, []int) {
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FanOut) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *FanOut) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *FanOut) GetSelector() *FanOutSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *FanOut) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *FanOut) GetMaxInFlight() int32 {
+	if x != nil {
+		return x.MaxInFlight
+	}
+	return 0
+}
+
+func (x *FanOut) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *FanOut) GetDeadlineTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeadlineTime
+	}
+	return nil
+}
+
+func (x *FanOut) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+// FanOutResponse carries the fan-out created (or the one created before with the same key).
+type FanOutResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FanOut        *FanOut                `protobuf:"bytes,1,opt,name=fan_out,json=fanOut,proto3" json:"fan_out,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FanOutResponse) Reset() {
+	*x = FanOutResponse{}
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FanOutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FanOutResponse) ProtoMessage() {}
+
+func (x *FanOutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FanOutResponse.ProtoReflect.Descriptor instead.
+func (*FanOutResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FanOutResponse) GetFanOut() *FanOut {
+	if x != nil {
+		return x.FanOut
+	}
+	return nil
+}
+
+// GetFanOutRequest names a fan-out.
+type GetFanOutRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFanOutRequest) Reset() {
+	*x = GetFanOutRequest{}
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFanOutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFanOutRequest) ProtoMessage() {}
+
+func (x *GetFanOutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFanOutRequest.ProtoReflect.Descriptor instead.
+func (*GetFanOutRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetFanOutRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// FanOutCounts counts a fan-out's commands by state.
+type FanOutCounts struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pending       int32                  `protobuf:"varint,1,opt,name=pending,proto3" json:"pending,omitempty"`
+	Sent          int32                  `protobuf:"varint,2,opt,name=sent,proto3" json:"sent,omitempty"`
+	Acked         int32                  `protobuf:"varint,3,opt,name=acked,proto3" json:"acked,omitempty"`
+	Succeeded     int32                  `protobuf:"varint,4,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Failed        int32                  `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"`
+	Expired       int32                  `protobuf:"varint,6,opt,name=expired,proto3" json:"expired,omitempty"`
+	Cancelled     int32                  `protobuf:"varint,7,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FanOutCounts) Reset() {
+	*x = FanOutCounts{}
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FanOutCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FanOutCounts) ProtoMessage() {}
+
+func (x *FanOutCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FanOutCounts.ProtoReflect.Descriptor instead.
+func (*FanOutCounts) Descriptor() ([]byte, []int) {
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FanOutCounts) GetPending() int32 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *FanOutCounts) GetSent() int32 {
+	if x != nil {
+		return x.Sent
+	}
+	return 0
+}
+
+func (x *FanOutCounts) GetAcked() int32 {
+	if x != nil {
+		return x.Acked
+	}
+	return 0
+}
+
+func (x *FanOutCounts) GetSucceeded() int32 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *FanOutCounts) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *FanOutCounts) GetExpired() int32 {
+	if x != nil {
+		return x.Expired
+	}
+	return 0
+}
+
+func (x *FanOutCounts) GetCancelled() int32 {
+	if x != nil {
+		return x.Cancelled
+	}
+	return 0
+}
+
+// GetFanOutResponse is a fan-out's progress.
+type GetFanOutResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	FanOut *FanOut                `protobuf:"bytes,1,opt,name=fan_out,json=fanOut,proto3" json:"fan_out,omitempty"`
+	Counts *FanOutCounts          `protobuf:"bytes,2,opt,name=counts,proto3" json:"counts,omitempty"`
+	// True once every command has finished (succeeded, failed, expired or cancelled).
+	Done bool `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	// The first (oldest) failed or expired commands, at most 20; commands/list with fan_out_id
+	// and state pages through all of them.
+	Failures      []*Command `protobuf:"bytes,4,rep,name=failures,proto3" json:"failures,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFanOutResponse) Reset() {
+	*x = GetFanOutResponse{}
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFanOutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFanOutResponse) ProtoMessage() {}
+
+func (x *GetFanOutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFanOutResponse.ProtoReflect.Descriptor instead.
+func (*GetFanOutResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetFanOutResponse) GetFanOut() *FanOut {
+	if x != nil {
+		return x.FanOut
+	}
+	return nil
+}
+
+func (x *GetFanOutResponse) GetCounts() *FanOutCounts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *GetFanOutResponse) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *GetFanOutResponse) GetFailures() []*Command {
+	if x != nil {
+		return x.Failures
+	}
+	return nil
+}
+
 // Command is work for one node.
 type Command struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -153,7 +869,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[0]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -165,7 +881,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[0]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -178,7 +894,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{0}
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Command) GetId() string {
@@ -457,7 +1173,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[1]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +1185,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[1]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +1198,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{1}
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetRequest) GetId() string {
@@ -502,7 +1218,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[2]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +1230,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[2]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +1243,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetResponse) GetCommand() *Command {
@@ -545,15 +1261,17 @@ type ListRequest struct {
 	// Only commands in this state.
 	State CommandState `protobuf:"varint,2,opt,name=state,proto3,enum=bettercompute.commands.v1.CommandState" json:"state,omitempty"`
 	// At most 500; 0 means 50.
-	PageSize      int32  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageSize  int32  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only the commands of this fan-out (FanOut.id).
+	FanOutId      string `protobuf:"bytes,5,opt,name=fan_out_id,json=fanOutId,proto3" json:"fan_out_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[3]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +1283,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[3]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +1296,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{3}
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRequest) GetNodeId() string {
@@ -609,6 +1327,13 @@ func (x *ListRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListRequest) GetFanOutId() string {
+	if x != nil {
+		return x.FanOutId
+	}
+	return ""
+}
+
 // ListResponse is one page of commands.
 type ListResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -621,7 +1346,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[4]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +1358,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[4]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +1371,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{4}
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListResponse) GetCommands() []*Command {
@@ -673,7 +1398,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[5]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +1410,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[5]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +1423,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelRequest) GetId() string {
@@ -718,7 +1443,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[6]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +1455,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[6]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +1468,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{6}
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CancelResponse) GetCommand() *Command {
@@ -788,7 +1513,7 @@ type CreateRequest struct {
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[7]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +1525,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[7]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +1538,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateRequest) GetNodeId() string {
@@ -1015,7 +1740,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[8]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1752,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[8]
+	mi := &file_bettercompute_commands_v1_commands_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1765,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_commands_v1_commands_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateResponse) GetCommands() []*Command {
@@ -1054,7 +1779,69 @@ var File_bettercompute_commands_v1_commands_proto protoreflect.FileDescriptor
 
 const file_bettercompute_commands_v1_commands_proto_rawDesc = "" +
 	"\n" +
-	"(bettercompute/commands/v1/commands.proto\x12\x19bettercompute.commands.v1\x1a\"bettercompute/api/v1/options.proto\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\v\n" +
+	"(bettercompute/commands/v1/commands.proto\x12\x19bettercompute.commands.v1\x1a\"bettercompute/api/v1/options.proto\x1a&bettercompute/daemon/v1/commands.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbc\x02\n" +
+	"\x0eFanOutSelector\x12M\n" +
+	"\x06labels\x18\x01 \x03(\v25.bettercompute.commands.v1.FanOutSelector.LabelsEntryR\x06labels\x12\x12\n" +
+	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x19\n" +
+	"\bnode_ids\x18\x03 \x03(\tR\anodeIds\x12\x1b\n" +
+	"\tgpu_model\x18\x04 \x01(\tR\bgpuModel\x12\x16\n" +
+	"\x06states\x18\x05 \x03(\tR\x06states\x12\x1b\n" +
+	"\x06online\x18\x06 \x01(\bH\x00R\x06online\x88\x01\x01\x12\x14\n" +
+	"\x05limit\x18\a \x01(\x05R\x05limit\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\t\n" +
+	"\a_online\"\xa3\a\n" +
+	"\rFanOutRequest\x12E\n" +
+	"\bselector\x18\x01 \x01(\v2).bettercompute.commands.v1.FanOutSelectorR\bselector\x12:\n" +
+	"\x04exec\x18\a \x01(\v2$.bettercompute.daemon.v1.ExecPayloadH\x00R\x04exec\x12=\n" +
+	"\x05drain\x18\b \x01(\v2%.bettercompute.daemon.v1.DrainPayloadH\x00R\x05drain\x12C\n" +
+	"\aundrain\x18\t \x01(\v2'.bettercompute.daemon.v1.UndrainPayloadH\x00R\aundrain\x12C\n" +
+	"\aupgrade\x18\n" +
+	" \x01(\v2'.bettercompute.daemon.v1.UpgradePayloadH\x00R\aupgrade\x12I\n" +
+	"\tconfigure\x18\v \x01(\v2).bettercompute.daemon.v1.ConfigurePayloadH\x00R\tconfigure\x12@\n" +
+	"\x06reboot\x18\f \x01(\v2&.bettercompute.daemon.v1.RebootPayloadH\x00R\x06reboot\x12_\n" +
+	"\x11collect_inventory\x18\r \x01(\v20.bettercompute.daemon.v1.CollectInventoryPayloadH\x00R\x10collectInventory\x12:\n" +
+	"\x04echo\x18\x0e \x01(\v2$.bettercompute.daemon.v1.EchoPayloadH\x00R\x04echo\x12G\n" +
+	"\tgpu_reset\x18\x0f \x01(\v2(.bettercompute.daemon.v1.GpuResetPayloadH\x00R\bgpuReset\x12F\n" +
+	"\bdiagnose\x18\x10 \x01(\v2(.bettercompute.daemon.v1.DiagnosePayloadH\x00R\bdiagnose\x12'\n" +
+	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x123\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\"\n" +
+	"\rmax_in_flight\x18\x04 \x01(\x05R\vmaxInFlightB\t\n" +
+	"\apayload\"\x84\x03\n" +
+	"\x06FanOut\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12E\n" +
+	"\bselector\x18\x03 \x01(\v2).bettercompute.commands.v1.FanOutSelectorR\bselector\x12\x14\n" +
+	"\x05total\x18\x04 \x01(\x05R\x05total\x12\"\n" +
+	"\rmax_in_flight\x18\x05 \x01(\x05R\vmaxInFlight\x12'\n" +
+	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\x12?\n" +
+	"\rdeadline_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\fdeadlineTime\x12;\n" +
+	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime:.ʠ\x19*\n" +
+	"\x02id\n" +
+	"\x04type\n" +
+	"\x05total\n" +
+	"\vmaxInFlight\n" +
+	"\n" +
+	"createTime\"L\n" +
+	"\x0eFanOutResponse\x12:\n" +
+	"\afan_out\x18\x01 \x01(\v2!.bettercompute.commands.v1.FanOutR\x06fanOut\"\"\n" +
+	"\x10GetFanOutRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xc0\x01\n" +
+	"\fFanOutCounts\x12\x18\n" +
+	"\apending\x18\x01 \x01(\x05R\apending\x12\x12\n" +
+	"\x04sent\x18\x02 \x01(\x05R\x04sent\x12\x14\n" +
+	"\x05acked\x18\x03 \x01(\x05R\x05acked\x12\x1c\n" +
+	"\tsucceeded\x18\x04 \x01(\x05R\tsucceeded\x12\x16\n" +
+	"\x06failed\x18\x05 \x01(\x05R\x06failed\x12\x18\n" +
+	"\aexpired\x18\x06 \x01(\x05R\aexpired\x12\x1c\n" +
+	"\tcancelled\x18\a \x01(\x05R\tcancelled\"\xe4\x01\n" +
+	"\x11GetFanOutResponse\x12:\n" +
+	"\afan_out\x18\x01 \x01(\v2!.bettercompute.commands.v1.FanOutR\x06fanOut\x12?\n" +
+	"\x06counts\x18\x02 \x01(\v2'.bettercompute.commands.v1.FanOutCountsR\x06counts\x12\x12\n" +
+	"\x04done\x18\x03 \x01(\bR\x04done\x12>\n" +
+	"\bfailures\x18\x04 \x03(\v2\".bettercompute.commands.v1.CommandR\bfailures\"\xa8\v\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -1099,13 +1886,15 @@ const file_bettercompute_commands_v1_commands_proto_rawDesc = "" +
 	"GetRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
 	"\vGetResponse\x12<\n" +
-	"\acommand\x18\x01 \x01(\v2\".bettercompute.commands.v1.CommandR\acommand\"\xa1\x01\n" +
+	"\acommand\x18\x01 \x01(\v2\".bettercompute.commands.v1.CommandR\acommand\"\xbf\x01\n" +
 	"\vListRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12=\n" +
 	"\x05state\x18\x02 \x01(\x0e2'.bettercompute.commands.v1.CommandStateR\x05state\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"v\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x1c\n" +
+	"\n" +
+	"fan_out_id\x18\x05 \x01(\tR\bfanOutId\"v\n" +
 	"\fListResponse\x12>\n" +
 	"\bcommands\x18\x01 \x03(\v2\".bettercompute.commands.v1.CommandR\bcommands\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1f\n" +
@@ -1143,10 +1932,14 @@ const file_bettercompute_commands_v1_commands_proto_rawDesc = "" +
 	"\x17COMMAND_STATE_SUCCEEDED\x10\x04\x12\x18\n" +
 	"\x14COMMAND_STATE_FAILED\x10\x05\x12\x19\n" +
 	"\x15COMMAND_STATE_EXPIRED\x10\x06\x12\x1b\n" +
-	"\x17COMMAND_STATE_CANCELLED\x10\a2\xa9\x04\n" +
+	"\x17COMMAND_STATE_CANCELLED\x10\a2\xcd\x06\n" +
 	"\x0fCommandsService\x12\x8b\x01\n" +
 	"\x06Create\x12(.bettercompute.commands.v1.CreateRequest\x1a).bettercompute.commands.v1.CreateResponse\",\u00a0\x19(\n" +
-	"\bcommands\x12\x06create\x1a\x10commands.operate(\x010\x01\x12{\n" +
+	"\bcommands\x12\x06create\x1a\x10commands.operate(\x010\x01\x12\x8b\x01\n" +
+	"\x06FanOut\x12(.bettercompute.commands.v1.FanOutRequest\x1a).bettercompute.commands.v1.FanOutResponse\",\u00a0\x19(\n" +
+	"\bcommands\x12\x06fanOut\x1a\x10commands.operate(\x010\x01\x12\x93\x01\n" +
+	"\tGetFanOut\x12+.bettercompute.commands.v1.GetFanOutRequest\x1a,.bettercompute.commands.v1.GetFanOutResponse\"+\u00a0\x19$\n" +
+	"\bcommands\x12\tgetFanOut\x1a\rcommands.read\x90\x02\x01\x12{\n" +
 	"\x03Get\x12%.bettercompute.commands.v1.GetRequest\x1a&.bettercompute.commands.v1.GetResponse\"%\u00a0\x19\x1e\n" +
 	"\bcommands\x12\x03get\x1a\rcommands.read\x90\x02\x01\x12\x7f\n" +
 	"\x04List\x12&.bettercompute.commands.v1.ListRequest\x1a'.bettercompute.commands.v1.ListResponse\"&\u00a0\x19\x1f\n" +
@@ -1167,82 +1960,114 @@ func file_bettercompute_commands_v1_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_bettercompute_commands_v1_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bettercompute_commands_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_bettercompute_commands_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_bettercompute_commands_v1_commands_proto_goTypes = []any{
 	(CommandState)(0),                  // 0: bettercompute.commands.v1.CommandState
-	(*Command)(nil),                    // 1: bettercompute.commands.v1.Command
-	(*GetRequest)(nil),                 // 2: bettercompute.commands.v1.GetRequest
-	(*GetResponse)(nil),                // 3: bettercompute.commands.v1.GetResponse
-	(*ListRequest)(nil),                // 4: bettercompute.commands.v1.ListRequest
-	(*ListResponse)(nil),               // 5: bettercompute.commands.v1.ListResponse
-	(*CancelRequest)(nil),              // 6: bettercompute.commands.v1.CancelRequest
-	(*CancelResponse)(nil),             // 7: bettercompute.commands.v1.CancelResponse
-	(*CreateRequest)(nil),              // 8: bettercompute.commands.v1.CreateRequest
-	(*CreateResponse)(nil),             // 9: bettercompute.commands.v1.CreateResponse
-	nil,                                // 10: bettercompute.commands.v1.CreateRequest.LabelSelectorEntry
-	(*v1.ExecPayload)(nil),             // 11: bettercompute.daemon.v1.ExecPayload
-	(*v1.DrainPayload)(nil),            // 12: bettercompute.daemon.v1.DrainPayload
-	(*v1.UndrainPayload)(nil),          // 13: bettercompute.daemon.v1.UndrainPayload
-	(*v1.UpgradePayload)(nil),          // 14: bettercompute.daemon.v1.UpgradePayload
-	(*v1.ConfigurePayload)(nil),        // 15: bettercompute.daemon.v1.ConfigurePayload
-	(*v1.RebootPayload)(nil),           // 16: bettercompute.daemon.v1.RebootPayload
-	(*v1.CollectInventoryPayload)(nil), // 17: bettercompute.daemon.v1.CollectInventoryPayload
-	(*v1.EchoPayload)(nil),             // 18: bettercompute.daemon.v1.EchoPayload
-	(*v1.GpuResetPayload)(nil),         // 19: bettercompute.daemon.v1.GpuResetPayload
-	(*v1.DiagnosePayload)(nil),         // 20: bettercompute.daemon.v1.DiagnosePayload
-	(*timestamppb.Timestamp)(nil),      // 21: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),            // 22: google.protobuf.Struct
-	(*durationpb.Duration)(nil),        // 23: google.protobuf.Duration
+	(*FanOutSelector)(nil),             // 1: bettercompute.commands.v1.FanOutSelector
+	(*FanOutRequest)(nil),              // 2: bettercompute.commands.v1.FanOutRequest
+	(*FanOut)(nil),                     // 3: bettercompute.commands.v1.FanOut
+	(*FanOutResponse)(nil),             // 4: bettercompute.commands.v1.FanOutResponse
+	(*GetFanOutRequest)(nil),           // 5: bettercompute.commands.v1.GetFanOutRequest
+	(*FanOutCounts)(nil),               // 6: bettercompute.commands.v1.FanOutCounts
+	(*GetFanOutResponse)(nil),          // 7: bettercompute.commands.v1.GetFanOutResponse
+	(*Command)(nil),                    // 8: bettercompute.commands.v1.Command
+	(*GetRequest)(nil),                 // 9: bettercompute.commands.v1.GetRequest
+	(*GetResponse)(nil),                // 10: bettercompute.commands.v1.GetResponse
+	(*ListRequest)(nil),                // 11: bettercompute.commands.v1.ListRequest
+	(*ListResponse)(nil),               // 12: bettercompute.commands.v1.ListResponse
+	(*CancelRequest)(nil),              // 13: bettercompute.commands.v1.CancelRequest
+	(*CancelResponse)(nil),             // 14: bettercompute.commands.v1.CancelResponse
+	(*CreateRequest)(nil),              // 15: bettercompute.commands.v1.CreateRequest
+	(*CreateResponse)(nil),             // 16: bettercompute.commands.v1.CreateResponse
+	nil,                                // 17: bettercompute.commands.v1.FanOutSelector.LabelsEntry
+	nil,                                // 18: bettercompute.commands.v1.CreateRequest.LabelSelectorEntry
+	(*v1.ExecPayload)(nil),             // 19: bettercompute.daemon.v1.ExecPayload
+	(*v1.DrainPayload)(nil),            // 20: bettercompute.daemon.v1.DrainPayload
+	(*v1.UndrainPayload)(nil),          // 21: bettercompute.daemon.v1.UndrainPayload
+	(*v1.UpgradePayload)(nil),          // 22: bettercompute.daemon.v1.UpgradePayload
+	(*v1.ConfigurePayload)(nil),        // 23: bettercompute.daemon.v1.ConfigurePayload
+	(*v1.RebootPayload)(nil),           // 24: bettercompute.daemon.v1.RebootPayload
+	(*v1.CollectInventoryPayload)(nil), // 25: bettercompute.daemon.v1.CollectInventoryPayload
+	(*v1.EchoPayload)(nil),             // 26: bettercompute.daemon.v1.EchoPayload
+	(*v1.GpuResetPayload)(nil),         // 27: bettercompute.daemon.v1.GpuResetPayload
+	(*v1.DiagnosePayload)(nil),         // 28: bettercompute.daemon.v1.DiagnosePayload
+	(*durationpb.Duration)(nil),        // 29: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 30: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),            // 31: google.protobuf.Struct
 }
 var file_bettercompute_commands_v1_commands_proto_depIdxs = []int32{
-	11, // 0: bettercompute.commands.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
-	12, // 1: bettercompute.commands.v1.Command.drain:type_name -> bettercompute.daemon.v1.DrainPayload
-	13, // 2: bettercompute.commands.v1.Command.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
-	14, // 3: bettercompute.commands.v1.Command.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
-	15, // 4: bettercompute.commands.v1.Command.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
-	16, // 5: bettercompute.commands.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
-	17, // 6: bettercompute.commands.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
-	18, // 7: bettercompute.commands.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
-	19, // 8: bettercompute.commands.v1.Command.gpu_reset:type_name -> bettercompute.daemon.v1.GpuResetPayload
-	20, // 9: bettercompute.commands.v1.Command.diagnose:type_name -> bettercompute.daemon.v1.DiagnosePayload
-	0,  // 10: bettercompute.commands.v1.Command.state:type_name -> bettercompute.commands.v1.CommandState
-	21, // 11: bettercompute.commands.v1.Command.deadline_time:type_name -> google.protobuf.Timestamp
-	22, // 12: bettercompute.commands.v1.Command.result:type_name -> google.protobuf.Struct
-	21, // 13: bettercompute.commands.v1.Command.create_time:type_name -> google.protobuf.Timestamp
-	21, // 14: bettercompute.commands.v1.Command.send_time:type_name -> google.protobuf.Timestamp
-	21, // 15: bettercompute.commands.v1.Command.ack_time:type_name -> google.protobuf.Timestamp
-	21, // 16: bettercompute.commands.v1.Command.finish_time:type_name -> google.protobuf.Timestamp
-	21, // 17: bettercompute.commands.v1.Command.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 18: bettercompute.commands.v1.GetResponse.command:type_name -> bettercompute.commands.v1.Command
-	0,  // 19: bettercompute.commands.v1.ListRequest.state:type_name -> bettercompute.commands.v1.CommandState
-	1,  // 20: bettercompute.commands.v1.ListResponse.commands:type_name -> bettercompute.commands.v1.Command
-	1,  // 21: bettercompute.commands.v1.CancelResponse.command:type_name -> bettercompute.commands.v1.Command
-	10, // 22: bettercompute.commands.v1.CreateRequest.label_selector:type_name -> bettercompute.commands.v1.CreateRequest.LabelSelectorEntry
-	11, // 23: bettercompute.commands.v1.CreateRequest.exec:type_name -> bettercompute.daemon.v1.ExecPayload
-	12, // 24: bettercompute.commands.v1.CreateRequest.drain:type_name -> bettercompute.daemon.v1.DrainPayload
-	13, // 25: bettercompute.commands.v1.CreateRequest.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
-	14, // 26: bettercompute.commands.v1.CreateRequest.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
-	15, // 27: bettercompute.commands.v1.CreateRequest.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
-	16, // 28: bettercompute.commands.v1.CreateRequest.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
-	17, // 29: bettercompute.commands.v1.CreateRequest.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
-	18, // 30: bettercompute.commands.v1.CreateRequest.echo:type_name -> bettercompute.daemon.v1.EchoPayload
-	19, // 31: bettercompute.commands.v1.CreateRequest.gpu_reset:type_name -> bettercompute.daemon.v1.GpuResetPayload
-	20, // 32: bettercompute.commands.v1.CreateRequest.diagnose:type_name -> bettercompute.daemon.v1.DiagnosePayload
-	23, // 33: bettercompute.commands.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
-	1,  // 34: bettercompute.commands.v1.CreateResponse.commands:type_name -> bettercompute.commands.v1.Command
-	8,  // 35: bettercompute.commands.v1.CommandsService.Create:input_type -> bettercompute.commands.v1.CreateRequest
-	2,  // 36: bettercompute.commands.v1.CommandsService.Get:input_type -> bettercompute.commands.v1.GetRequest
-	4,  // 37: bettercompute.commands.v1.CommandsService.List:input_type -> bettercompute.commands.v1.ListRequest
-	6,  // 38: bettercompute.commands.v1.CommandsService.Cancel:input_type -> bettercompute.commands.v1.CancelRequest
-	9,  // 39: bettercompute.commands.v1.CommandsService.Create:output_type -> bettercompute.commands.v1.CreateResponse
-	3,  // 40: bettercompute.commands.v1.CommandsService.Get:output_type -> bettercompute.commands.v1.GetResponse
-	5,  // 41: bettercompute.commands.v1.CommandsService.List:output_type -> bettercompute.commands.v1.ListResponse
-	7,  // 42: bettercompute.commands.v1.CommandsService.Cancel:output_type -> bettercompute.commands.v1.CancelResponse
-	39, // [39:43] is the sub-list for method output_type
-	35, // [35:39] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	17, // 0: bettercompute.commands.v1.FanOutSelector.labels:type_name -> bettercompute.commands.v1.FanOutSelector.LabelsEntry
+	1,  // 1: bettercompute.commands.v1.FanOutRequest.selector:type_name -> bettercompute.commands.v1.FanOutSelector
+	19, // 2: bettercompute.commands.v1.FanOutRequest.exec:type_name -> bettercompute.daemon.v1.ExecPayload
+	20, // 3: bettercompute.commands.v1.FanOutRequest.drain:type_name -> bettercompute.daemon.v1.DrainPayload
+	21, // 4: bettercompute.commands.v1.FanOutRequest.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
+	22, // 5: bettercompute.commands.v1.FanOutRequest.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
+	23, // 6: bettercompute.commands.v1.FanOutRequest.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
+	24, // 7: bettercompute.commands.v1.FanOutRequest.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
+	25, // 8: bettercompute.commands.v1.FanOutRequest.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
+	26, // 9: bettercompute.commands.v1.FanOutRequest.echo:type_name -> bettercompute.daemon.v1.EchoPayload
+	27, // 10: bettercompute.commands.v1.FanOutRequest.gpu_reset:type_name -> bettercompute.daemon.v1.GpuResetPayload
+	28, // 11: bettercompute.commands.v1.FanOutRequest.diagnose:type_name -> bettercompute.daemon.v1.DiagnosePayload
+	29, // 12: bettercompute.commands.v1.FanOutRequest.timeout:type_name -> google.protobuf.Duration
+	1,  // 13: bettercompute.commands.v1.FanOut.selector:type_name -> bettercompute.commands.v1.FanOutSelector
+	30, // 14: bettercompute.commands.v1.FanOut.deadline_time:type_name -> google.protobuf.Timestamp
+	30, // 15: bettercompute.commands.v1.FanOut.create_time:type_name -> google.protobuf.Timestamp
+	3,  // 16: bettercompute.commands.v1.FanOutResponse.fan_out:type_name -> bettercompute.commands.v1.FanOut
+	3,  // 17: bettercompute.commands.v1.GetFanOutResponse.fan_out:type_name -> bettercompute.commands.v1.FanOut
+	6,  // 18: bettercompute.commands.v1.GetFanOutResponse.counts:type_name -> bettercompute.commands.v1.FanOutCounts
+	8,  // 19: bettercompute.commands.v1.GetFanOutResponse.failures:type_name -> bettercompute.commands.v1.Command
+	19, // 20: bettercompute.commands.v1.Command.exec:type_name -> bettercompute.daemon.v1.ExecPayload
+	20, // 21: bettercompute.commands.v1.Command.drain:type_name -> bettercompute.daemon.v1.DrainPayload
+	21, // 22: bettercompute.commands.v1.Command.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
+	22, // 23: bettercompute.commands.v1.Command.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
+	23, // 24: bettercompute.commands.v1.Command.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
+	24, // 25: bettercompute.commands.v1.Command.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
+	25, // 26: bettercompute.commands.v1.Command.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
+	26, // 27: bettercompute.commands.v1.Command.echo:type_name -> bettercompute.daemon.v1.EchoPayload
+	27, // 28: bettercompute.commands.v1.Command.gpu_reset:type_name -> bettercompute.daemon.v1.GpuResetPayload
+	28, // 29: bettercompute.commands.v1.Command.diagnose:type_name -> bettercompute.daemon.v1.DiagnosePayload
+	0,  // 30: bettercompute.commands.v1.Command.state:type_name -> bettercompute.commands.v1.CommandState
+	30, // 31: bettercompute.commands.v1.Command.deadline_time:type_name -> google.protobuf.Timestamp
+	31, // 32: bettercompute.commands.v1.Command.result:type_name -> google.protobuf.Struct
+	30, // 33: bettercompute.commands.v1.Command.create_time:type_name -> google.protobuf.Timestamp
+	30, // 34: bettercompute.commands.v1.Command.send_time:type_name -> google.protobuf.Timestamp
+	30, // 35: bettercompute.commands.v1.Command.ack_time:type_name -> google.protobuf.Timestamp
+	30, // 36: bettercompute.commands.v1.Command.finish_time:type_name -> google.protobuf.Timestamp
+	30, // 37: bettercompute.commands.v1.Command.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 38: bettercompute.commands.v1.GetResponse.command:type_name -> bettercompute.commands.v1.Command
+	0,  // 39: bettercompute.commands.v1.ListRequest.state:type_name -> bettercompute.commands.v1.CommandState
+	8,  // 40: bettercompute.commands.v1.ListResponse.commands:type_name -> bettercompute.commands.v1.Command
+	8,  // 41: bettercompute.commands.v1.CancelResponse.command:type_name -> bettercompute.commands.v1.Command
+	18, // 42: bettercompute.commands.v1.CreateRequest.label_selector:type_name -> bettercompute.commands.v1.CreateRequest.LabelSelectorEntry
+	19, // 43: bettercompute.commands.v1.CreateRequest.exec:type_name -> bettercompute.daemon.v1.ExecPayload
+	20, // 44: bettercompute.commands.v1.CreateRequest.drain:type_name -> bettercompute.daemon.v1.DrainPayload
+	21, // 45: bettercompute.commands.v1.CreateRequest.undrain:type_name -> bettercompute.daemon.v1.UndrainPayload
+	22, // 46: bettercompute.commands.v1.CreateRequest.upgrade:type_name -> bettercompute.daemon.v1.UpgradePayload
+	23, // 47: bettercompute.commands.v1.CreateRequest.configure:type_name -> bettercompute.daemon.v1.ConfigurePayload
+	24, // 48: bettercompute.commands.v1.CreateRequest.reboot:type_name -> bettercompute.daemon.v1.RebootPayload
+	25, // 49: bettercompute.commands.v1.CreateRequest.collect_inventory:type_name -> bettercompute.daemon.v1.CollectInventoryPayload
+	26, // 50: bettercompute.commands.v1.CreateRequest.echo:type_name -> bettercompute.daemon.v1.EchoPayload
+	27, // 51: bettercompute.commands.v1.CreateRequest.gpu_reset:type_name -> bettercompute.daemon.v1.GpuResetPayload
+	28, // 52: bettercompute.commands.v1.CreateRequest.diagnose:type_name -> bettercompute.daemon.v1.DiagnosePayload
+	29, // 53: bettercompute.commands.v1.CreateRequest.timeout:type_name -> google.protobuf.Duration
+	8,  // 54: bettercompute.commands.v1.CreateResponse.commands:type_name -> bettercompute.commands.v1.Command
+	15, // 55: bettercompute.commands.v1.CommandsService.Create:input_type -> bettercompute.commands.v1.CreateRequest
+	2,  // 56: bettercompute.commands.v1.CommandsService.FanOut:input_type -> bettercompute.commands.v1.FanOutRequest
+	5,  // 57: bettercompute.commands.v1.CommandsService.GetFanOut:input_type -> bettercompute.commands.v1.GetFanOutRequest
+	9,  // 58: bettercompute.commands.v1.CommandsService.Get:input_type -> bettercompute.commands.v1.GetRequest
+	11, // 59: bettercompute.commands.v1.CommandsService.List:input_type -> bettercompute.commands.v1.ListRequest
+	13, // 60: bettercompute.commands.v1.CommandsService.Cancel:input_type -> bettercompute.commands.v1.CancelRequest
+	16, // 61: bettercompute.commands.v1.CommandsService.Create:output_type -> bettercompute.commands.v1.CreateResponse
+	4,  // 62: bettercompute.commands.v1.CommandsService.FanOut:output_type -> bettercompute.commands.v1.FanOutResponse
+	7,  // 63: bettercompute.commands.v1.CommandsService.GetFanOut:output_type -> bettercompute.commands.v1.GetFanOutResponse
+	10, // 64: bettercompute.commands.v1.CommandsService.Get:output_type -> bettercompute.commands.v1.GetResponse
+	12, // 65: bettercompute.commands.v1.CommandsService.List:output_type -> bettercompute.commands.v1.ListResponse
+	14, // 66: bettercompute.commands.v1.CommandsService.Cancel:output_type -> bettercompute.commands.v1.CancelResponse
+	61, // [61:67] is the sub-list for method output_type
+	55, // [55:61] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_commands_v1_commands_proto_init() }
@@ -1250,7 +2075,20 @@ func file_bettercompute_commands_v1_commands_proto_init() {
 	if File_bettercompute_commands_v1_commands_proto != nil {
 		return
 	}
-	file_bettercompute_commands_v1_commands_proto_msgTypes[0].OneofWrappers = []any{
+	file_bettercompute_commands_v1_commands_proto_msgTypes[0].OneofWrappers = []any{}
+	file_bettercompute_commands_v1_commands_proto_msgTypes[1].OneofWrappers = []any{
+		(*FanOutRequest_Exec)(nil),
+		(*FanOutRequest_Drain)(nil),
+		(*FanOutRequest_Undrain)(nil),
+		(*FanOutRequest_Upgrade)(nil),
+		(*FanOutRequest_Configure)(nil),
+		(*FanOutRequest_Reboot)(nil),
+		(*FanOutRequest_CollectInventory)(nil),
+		(*FanOutRequest_Echo)(nil),
+		(*FanOutRequest_GpuReset)(nil),
+		(*FanOutRequest_Diagnose)(nil),
+	}
+	file_bettercompute_commands_v1_commands_proto_msgTypes[7].OneofWrappers = []any{
 		(*Command_Exec)(nil),
 		(*Command_Drain)(nil),
 		(*Command_Undrain)(nil),
@@ -1262,7 +2100,7 @@ func file_bettercompute_commands_v1_commands_proto_init() {
 		(*Command_GpuReset)(nil),
 		(*Command_Diagnose)(nil),
 	}
-	file_bettercompute_commands_v1_commands_proto_msgTypes[7].OneofWrappers = []any{
+	file_bettercompute_commands_v1_commands_proto_msgTypes[14].OneofWrappers = []any{
 		(*CreateRequest_Exec)(nil),
 		(*CreateRequest_Drain)(nil),
 		(*CreateRequest_Undrain)(nil),
@@ -1280,7 +2118,7 @@ func file_bettercompute_commands_v1_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_commands_v1_commands_proto_rawDesc), len(file_bettercompute_commands_v1_commands_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

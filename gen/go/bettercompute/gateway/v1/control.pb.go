@@ -43,7 +43,10 @@ type PokeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The nodes' ids, UUIDs in their text form; at most 20,000 (a caller with more splits them
 	// into several calls). Repeated ids are allowed.
-	NodeIds       []string `protobuf:"bytes,1,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
+	NodeIds []string `protobuf:"bytes,1,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
+	// Fan-outs with new commands (commands/fanOut), ids in their text form; at most 1,000. The
+	// gateway claims the pending commands of each for the sessions it holds.
+	FanOutIds     []string `protobuf:"bytes,2,rep,name=fan_out_ids,json=fanOutIds,proto3" json:"fan_out_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -81,6 +84,13 @@ func (*PokeRequest) Descriptor() ([]byte, []int) {
 func (x *PokeRequest) GetNodeIds() []string {
 	if x != nil {
 		return x.NodeIds
+	}
+	return nil
+}
+
+func (x *PokeRequest) GetFanOutIds() []string {
+	if x != nil {
+		return x.FanOutIds
 	}
 	return nil
 }
@@ -285,9 +295,10 @@ var File_bettercompute_gateway_v1_control_proto protoreflect.FileDescriptor
 
 const file_bettercompute_gateway_v1_control_proto_rawDesc = "" +
 	"\n" +
-	"&bettercompute/gateway/v1/control.proto\x12\x18bettercompute.gateway.v1\"(\n" +
+	"&bettercompute/gateway/v1/control.proto\x12\x18bettercompute.gateway.v1\"H\n" +
 	"\vPokeRequest\x12\x19\n" +
-	"\bnode_ids\x18\x01 \x03(\tR\anodeIds\"\x0e\n" +
+	"\bnode_ids\x18\x01 \x03(\tR\anodeIds\x12\x1e\n" +
+	"\vfan_out_ids\x18\x02 \x03(\tR\tfanOutIds\"\x0e\n" +
 	"\fPokeResponse\"*\n" +
 	"\rRevokeRequest\x12\x19\n" +
 	"\bnode_ids\x18\x01 \x03(\tR\anodeIds\"\x10\n" +

@@ -41,6 +41,11 @@ const (
 const (
 	// CommandsServiceCreateProcedure is the fully-qualified name of the CommandsService's Create RPC.
 	CommandsServiceCreateProcedure = "/bettercompute.commands.v1.CommandsService/Create"
+	// CommandsServiceFanOutProcedure is the fully-qualified name of the CommandsService's FanOut RPC.
+	CommandsServiceFanOutProcedure = "/bettercompute.commands.v1.CommandsService/FanOut"
+	// CommandsServiceGetFanOutProcedure is the fully-qualified name of the CommandsService's GetFanOut
+	// RPC.
+	CommandsServiceGetFanOutProcedure = "/bettercompute.commands.v1.CommandsService/GetFanOut"
 	// CommandsServiceGetProcedure is the fully-qualified name of the CommandsService's Get RPC.
 	CommandsServiceGetProcedure = "/bettercompute.commands.v1.CommandsService/Get"
 	// CommandsServiceListProcedure is the fully-qualified name of the CommandsService's List RPC.
@@ -51,14 +56,26 @@ const (
 
 // CommandsServiceClient is a client for the bettercompute.commands.v1.CommandsService service.
 type CommandsServiceClient interface {
-	// Create queues a command for one node, or for every live node matching a label selector. The
+	// Create queues a command for one node, or for every live node matching a label selector (at
+	// most 1,000; FanOut reaches any number, and answers with counts rather than every command). The
 	// daemon runs a command once per idempotency key: creating again with the same key returns the
 	// same commands instead of queueing new ones.
 	Create(context.Context, *v1.CreateRequest) (*v1.CreateResponse, error)
+	// FanOut queues one command for every node a selector reaches, up to 100,000 of them. The call
+	// is admitted once: the tenant's commands-per-minute cap counts the nodes reached, and the
+	// commands with their "command.created" events are written in one statement. It answers with the fan-out's
+	// id and how many nodes it reached, not with the commands (commands/list with fan_out_id
+	// pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
+	// commands are sent but unfinished at once; the others wait, pending. Calling again with the
+	// same idempotency key returns the same fan-out.
+	FanOut(context.Context, *v1.FanOutRequest) (*v1.FanOutResponse, error)
+	// GetFanOut returns a fan-out of the caller's tenant with its commands counted by state and
+	// its first failed or expired commands.
+	GetFanOut(context.Context, *v1.GetFanOutRequest) (*v1.GetFanOutResponse, error)
 	// Get returns a command of the caller's tenant.
 	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
-	// List lists the commands of the caller's tenant, oldest first, optionally of one node or in
-	// one state.
+	// List lists the commands of the caller's tenant, oldest first, optionally of one node, in one
+	// state or of one fan-out.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
 	// Cancel cancels a command that has not finished and emits a "command.cancelled" event. A
 	// command already sent may still run on its node; its result is then ignored. Cancelling a
@@ -81,6 +98,19 @@ func NewCommandsServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			httpClient,
 			baseURL+CommandsServiceCreateProcedure,
 			connect.WithSchema(commandsServiceMethods.ByName("Create")),
+			connect.WithClientOptions(opts...),
+		),
+		fanOut: connect.NewClient[v1.FanOutRequest, v1.FanOutResponse](
+			httpClient,
+			baseURL+CommandsServiceFanOutProcedure,
+			connect.WithSchema(commandsServiceMethods.ByName("FanOut")),
+			connect.WithClientOptions(opts...),
+		),
+		getFanOut: connect.NewClient[v1.GetFanOutRequest, v1.GetFanOutResponse](
+			httpClient,
+			baseURL+CommandsServiceGetFanOutProcedure,
+			connect.WithSchema(commandsServiceMethods.ByName("GetFanOut")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		get: connect.NewClient[v1.GetRequest, v1.GetResponse](
@@ -108,15 +138,35 @@ func NewCommandsServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 
 // commandsServiceClient implements CommandsServiceClient.
 type commandsServiceClient struct {
-	create *connect.Client[v1.CreateRequest, v1.CreateResponse]
-	get    *connect.Client[v1.GetRequest, v1.GetResponse]
-	list   *connect.Client[v1.ListRequest, v1.ListResponse]
-	cancel *connect.Client[v1.CancelRequest, v1.CancelResponse]
+	create    *connect.Client[v1.CreateRequest, v1.CreateResponse]
+	fanOut    *connect.Client[v1.FanOutRequest, v1.FanOutResponse]
+	getFanOut *connect.Client[v1.GetFanOutRequest, v1.GetFanOutResponse]
+	get       *connect.Client[v1.GetRequest, v1.GetResponse]
+	list      *connect.Client[v1.ListRequest, v1.ListResponse]
+	cancel    *connect.Client[v1.CancelRequest, v1.CancelResponse]
 }
 
 // Create calls bettercompute.commands.v1.CommandsService.Create.
 func (c *commandsServiceClient) Create(ctx context.Context, req *v1.CreateRequest) (*v1.CreateResponse, error) {
 	response, err := c.create.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// FanOut calls bettercompute.commands.v1.CommandsService.FanOut.
+func (c *commandsServiceClient) FanOut(ctx context.Context, req *v1.FanOutRequest) (*v1.FanOutResponse, error) {
+	response, err := c.fanOut.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// GetFanOut calls bettercompute.commands.v1.CommandsService.GetFanOut.
+func (c *commandsServiceClient) GetFanOut(ctx context.Context, req *v1.GetFanOutRequest) (*v1.GetFanOutResponse, error) {
+	response, err := c.getFanOut.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -153,14 +203,26 @@ func (c *commandsServiceClient) Cancel(ctx context.Context, req *v1.CancelReques
 // CommandsServiceHandler is an implementation of the bettercompute.commands.v1.CommandsService
 // service.
 type CommandsServiceHandler interface {
-	// Create queues a command for one node, or for every live node matching a label selector. The
+	// Create queues a command for one node, or for every live node matching a label selector (at
+	// most 1,000; FanOut reaches any number, and answers with counts rather than every command). The
 	// daemon runs a command once per idempotency key: creating again with the same key returns the
 	// same commands instead of queueing new ones.
 	Create(context.Context, *v1.CreateRequest) (*v1.CreateResponse, error)
+	// FanOut queues one command for every node a selector reaches, up to 100,000 of them. The call
+	// is admitted once: the tenant's commands-per-minute cap counts the nodes reached, and the
+	// commands with their "command.created" events are written in one statement. It answers with the fan-out's
+	// id and how many nodes it reached, not with the commands (commands/list with fan_out_id
+	// pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
+	// commands are sent but unfinished at once; the others wait, pending. Calling again with the
+	// same idempotency key returns the same fan-out.
+	FanOut(context.Context, *v1.FanOutRequest) (*v1.FanOutResponse, error)
+	// GetFanOut returns a fan-out of the caller's tenant with its commands counted by state and
+	// its first failed or expired commands.
+	GetFanOut(context.Context, *v1.GetFanOutRequest) (*v1.GetFanOutResponse, error)
 	// Get returns a command of the caller's tenant.
 	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
-	// List lists the commands of the caller's tenant, oldest first, optionally of one node or in
-	// one state.
+	// List lists the commands of the caller's tenant, oldest first, optionally of one node, in one
+	// state or of one fan-out.
 	List(context.Context, *v1.ListRequest) (*v1.ListResponse, error)
 	// Cancel cancels a command that has not finished and emits a "command.cancelled" event. A
 	// command already sent may still run on its node; its result is then ignored. Cancelling a
@@ -179,6 +241,19 @@ func NewCommandsServiceHandler(svc CommandsServiceHandler, opts ...connect.Handl
 		CommandsServiceCreateProcedure,
 		svc.Create,
 		connect.WithSchema(commandsServiceMethods.ByName("Create")),
+		connect.WithHandlerOptions(opts...),
+	)
+	commandsServiceFanOutHandler := connect.NewUnaryHandlerSimple(
+		CommandsServiceFanOutProcedure,
+		svc.FanOut,
+		connect.WithSchema(commandsServiceMethods.ByName("FanOut")),
+		connect.WithHandlerOptions(opts...),
+	)
+	commandsServiceGetFanOutHandler := connect.NewUnaryHandlerSimple(
+		CommandsServiceGetFanOutProcedure,
+		svc.GetFanOut,
+		connect.WithSchema(commandsServiceMethods.ByName("GetFanOut")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	commandsServiceGetHandler := connect.NewUnaryHandlerSimple(
@@ -205,6 +280,10 @@ func NewCommandsServiceHandler(svc CommandsServiceHandler, opts ...connect.Handl
 		switch r.URL.Path {
 		case CommandsServiceCreateProcedure:
 			commandsServiceCreateHandler.ServeHTTP(w, r)
+		case CommandsServiceFanOutProcedure:
+			commandsServiceFanOutHandler.ServeHTTP(w, r)
+		case CommandsServiceGetFanOutProcedure:
+			commandsServiceGetFanOutHandler.ServeHTTP(w, r)
 		case CommandsServiceGetProcedure:
 			commandsServiceGetHandler.ServeHTTP(w, r)
 		case CommandsServiceListProcedure:
@@ -222,6 +301,14 @@ type UnimplementedCommandsServiceHandler struct{}
 
 func (UnimplementedCommandsServiceHandler) Create(context.Context, *v1.CreateRequest) (*v1.CreateResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.commands.v1.CommandsService.Create is not implemented"))
+}
+
+func (UnimplementedCommandsServiceHandler) FanOut(context.Context, *v1.FanOutRequest) (*v1.FanOutResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.commands.v1.CommandsService.FanOut is not implemented"))
+}
+
+func (UnimplementedCommandsServiceHandler) GetFanOut(context.Context, *v1.GetFanOutRequest) (*v1.GetFanOutResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.commands.v1.CommandsService.GetFanOut is not implemented"))
 }
 
 func (UnimplementedCommandsServiceHandler) Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error) {

@@ -22,7 +22,375 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file bettercompute/commands/v1/commands.proto.
  */
 export const file_bettercompute_commands_v1_commands: GenFile = /*@__PURE__*/
-  fileDesc("CihiZXR0ZXJjb21wdXRlL2NvbW1hbmRzL3YxL2NvbW1hbmRzLnByb3RvEhliZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxIrkJCgdDb21tYW5kEgoKAmlkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRIPCgdub2RlX2lkGAMgASgJEgwKBHR5cGUYBCABKAkSNAoEZXhlYxgRIAEoCzIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkV4ZWNQYXlsb2FkSAASNgoFZHJhaW4YEiABKAsyJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5EcmFpblBheWxvYWRIABI6Cgd1bmRyYWluGBMgASgLMicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuVW5kcmFpblBheWxvYWRIABI6Cgd1cGdyYWRlGBQgASgLMicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuVXBncmFkZVBheWxvYWRIABI+Cgljb25maWd1cmUYFSABKAsyKS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db25maWd1cmVQYXlsb2FkSAASOAoGcmVib290GBYgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuUmVib290UGF5bG9hZEgAEk0KEWNvbGxlY3RfaW52ZW50b3J5GBcgASgLMjAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29sbGVjdEludmVudG9yeVBheWxvYWRIABI0CgRlY2hvGBggASgLMiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRWNob1BheWxvYWRIABI9CglncHVfcmVzZXQYGSABKAsyKC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5HcHVSZXNldFBheWxvYWRIABI8CghkaWFnbm9zZRgaIAEoCzIoLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRpYWdub3NlUGF5bG9hZEgAEjYKBXN0YXRlGAYgASgOMicuYmV0dGVyY29tcHV0ZS5jb21tYW5kcy52MS5Db21tYW5kU3RhdGUSFwoPaWRlbXBvdGVuY3lfa2V5GAcgASgJEjEKDWRlYWRsaW5lX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGF0dGVtcHRzGAkgASgFEicKBnJlc3VsdBgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFZXJyb3IYCyABKAkSLwoLY3JlYXRlX3RpbWUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCXNlbmRfdGltZRgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIYWNrX3RpbWUYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaF90aW1lGA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6P8qgGTsKAmlkCgZub2RlSWQKBHR5cGUKBXN0YXRlCghhdHRlbXB0cwoKY3JlYXRlVGltZQoKZmluaXNoVGltZUIJCgdwYXlsb2FkSgQIBRAGIhgKCkdldFJlcXVlc3QSCgoCaWQYASABKAkiQgoLR2V0UmVzcG9uc2USMwoHY29tbWFuZBgBIAEoCzIiLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ29tbWFuZCJ9CgtMaXN0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEjYKBXN0YXRlGAIgASgOMicuYmV0dGVyY29tcHV0ZS5jb21tYW5kcy52MS5Db21tYW5kU3RhdGUSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiXQoMTGlzdFJlc3BvbnNlEjQKCGNvbW1hbmRzGAEgAygLMiIuYmV0dGVyY29tcHV0ZS5jb21tYW5kcy52MS5Db21tYW5kEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIbCg1DYW5jZWxSZXF1ZXN0EgoKAmlkGAEgASgJIkUKDkNhbmNlbFJlc3BvbnNlEjMKB2NvbW1hbmQYASABKAsyIi5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkNvbW1hbmQi7wYKDUNyZWF0ZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRJTCg5sYWJlbF9zZWxlY3RvchgCIAMoCzI7LmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ3JlYXRlUmVxdWVzdC5MYWJlbFNlbGVjdG9yRW50cnkSNAoEZXhlYxgHIAEoCzIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkV4ZWNQYXlsb2FkSAASNgoFZHJhaW4YCCABKAsyJS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5EcmFpblBheWxvYWRIABI6Cgd1bmRyYWluGAkgASgLMicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuVW5kcmFpblBheWxvYWRIABI6Cgd1cGdyYWRlGAogASgLMicuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuVXBncmFkZVBheWxvYWRIABI+Cgljb25maWd1cmUYCyABKAsyKS5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db25maWd1cmVQYXlsb2FkSAASOAoGcmVib290GAwgASgLMiYuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuUmVib290UGF5bG9hZEgAEk0KEWNvbGxlY3RfaW52ZW50b3J5GA0gASgLMjAuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29sbGVjdEludmVudG9yeVBheWxvYWRIABI0CgRlY2hvGA4gASgLMiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRWNob1BheWxvYWRIABI9CglncHVfcmVzZXQYDyABKAsyKC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5HcHVSZXNldFBheWxvYWRIABI8CghkaWFnbm9zZRgQIAEoCzIoLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRpYWdub3NlUGF5bG9hZEgAEhcKD2lkZW1wb3RlbmN5X2tleRgFIAEoCRIqCgd0aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB3BheWxvYWRKBAgDEARKBAgEEAVSBHR5cGUiRgoOQ3JlYXRlUmVzcG9uc2USNAoIY29tbWFuZHMYASADKAsyIi5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkNvbW1hbmQq6AEKDENvbW1hbmRTdGF0ZRIdChlDT01NQU5EX1NUQVRFX1VOU1BFQ0lGSUVEEAASGQoVQ09NTUFORF9TVEFURV9QRU5ESU5HEAESFgoSQ09NTUFORF9TVEFURV9TRU5UEAISFwoTQ09NTUFORF9TVEFURV9BQ0tFRBADEhsKF0NPTU1BTkRfU1RBVEVfU1VDQ0VFREVEEAQSGAoUQ09NTUFORF9TVEFURV9GQUlMRUQQBRIZChVDT01NQU5EX1NUQVRFX0VYUElSRUQQBhIbChdDT01NQU5EX1NUQVRFX0NBTkNFTExFRBAHMqkECg9Db21tYW5kc1NlcnZpY2USiwEKBkNyZWF0ZRIoLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ3JlYXRlUmVxdWVzdBopLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ3JlYXRlUmVzcG9uc2UiLMKgGSgKCGNvbW1hbmRzEgZjcmVhdGUaEGNvbW1hbmRzLm9wZXJhdGUoATABEnsKA0dldBIlLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuR2V0UmVxdWVzdBomLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuR2V0UmVzcG9uc2UiJZACAcKgGR4KCGNvbW1hbmRzEgNnZXQaDWNvbW1hbmRzLnJlYWQSfwoETGlzdBImLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuTGlzdFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkxpc3RSZXNwb25zZSImkAIBwqAZHwoIY29tbWFuZHMSBGxpc3QaDWNvbW1hbmRzLnJlYWQSiQEKBkNhbmNlbBIoLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ2FuY2VsUmVxdWVzdBopLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ2FuY2VsUmVzcG9uc2UiKsKgGSYKCGNvbW1hbmRzEgZjYW5jZWwaEGNvbW1hbmRzLm9wZXJhdGUwAUJWWlRnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL2NvbW1hbmRzL3YxO2NvbW1hbmRzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_bettercompute_daemon_v1_commands, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CihiZXR0ZXJjb21wdXRlL2NvbW1hbmRzL3YxL2NvbW1hbmRzLnByb3RvEhliZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxIvgBCg5GYW5PdXRTZWxlY3RvchJFCgZsYWJlbHMYASADKAsyNS5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkZhbk91dFNlbGVjdG9yLkxhYmVsc0VudHJ5EgwKBHBvb2wYAiABKAkSEAoIbm9kZV9pZHMYAyADKAkSEQoJZ3B1X21vZGVsGAQgASgJEg4KBnN0YXRlcxgFIAMoCRITCgZvbmxpbmUYBiABKAhIAIgBARINCgVsaW1pdBgHIAEoBRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB19vbmxpbmUilQYKDUZhbk91dFJlcXVlc3QSOwoIc2VsZWN0b3IYASABKAsyKS5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkZhbk91dFNlbGVjdG9yEjQKBGV4ZWMYByABKAsyJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FeGVjUGF5bG9hZEgAEjYKBWRyYWluGAggASgLMiUuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRHJhaW5QYXlsb2FkSAASOgoHdW5kcmFpbhgJIAEoCzInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlVuZHJhaW5QYXlsb2FkSAASOgoHdXBncmFkZRgKIAEoCzInLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlVwZ3JhZGVQYXlsb2FkSAASPgoJY29uZmlndXJlGAsgASgLMikuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuQ29uZmlndXJlUGF5bG9hZEgAEjgKBnJlYm9vdBgMIAEoCzImLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLlJlYm9vdFBheWxvYWRIABJNChFjb2xsZWN0X2ludmVudG9yeRgNIAEoCzIwLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkNvbGxlY3RJbnZlbnRvcnlQYXlsb2FkSAASNAoEZWNobxgOIAEoCzIkLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkVjaG9QYXlsb2FkSAASPQoJZ3B1X3Jlc2V0GA8gASgLMiguYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuR3B1UmVzZXRQYXlsb2FkSAASPAoIZGlhZ25vc2UYECABKAsyKC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5EaWFnbm9zZVBheWxvYWRIABIXCg9pZGVtcG90ZW5jeV9rZXkYAiABKAkSKgoHdGltZW91dBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1tYXhfaW5fZmxpZ2h0GAQgASgFQgkKB3BheWxvYWQisgIKBkZhbk91dBIKCgJpZBgBIAEoCRIMCgR0eXBlGAIgASgJEjsKCHNlbGVjdG9yGAMgASgLMikuYmV0dGVyY29tcHV0ZS5jb21tYW5kcy52MS5GYW5PdXRTZWxlY3RvchINCgV0b3RhbBgEIAEoBRIVCg1tYXhfaW5fZmxpZ2h0GAUgASgFEhcKD2lkZW1wb3RlbmN5X2tleRgGIAEoCRIxCg1kZWFkbGluZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtjcmVhdGVfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6LsqgGSoKAmlkCgR0eXBlCgV0b3RhbAoLbWF4SW5GbGlnaHQKCmNyZWF0ZVRpbWUiRAoORmFuT3V0UmVzcG9uc2USMgoHZmFuX291dBgBIAEoCzIhLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuRmFuT3V0Ih4KEEdldEZhbk91dFJlcXVlc3QSCgoCaWQYASABKAkigwEKDEZhbk91dENvdW50cxIPCgdwZW5kaW5nGAEgASgFEgwKBHNlbnQYAiABKAUSDQoFYWNrZWQYAyABKAUSEQoJc3VjY2VlZGVkGAQgASgFEg4KBmZhaWxlZBgFIAEoBRIPCgdleHBpcmVkGAYgASgFEhEKCWNhbmNlbGxlZBgHIAEoBSLEAQoRR2V0RmFuT3V0UmVzcG9uc2USMgoHZmFuX291dBgBIAEoCzIhLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuRmFuT3V0EjcKBmNvdW50cxgCIAEoCzInLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuRmFuT3V0Q291bnRzEgwKBGRvbmUYAyABKAgSNAoIZmFpbHVyZXMYBCADKAsyIi5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkNvbW1hbmQiuQkKB0NvbW1hbmQSCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB25vZGVfaWQYAyABKAkSDAoEdHlwZRgEIAEoCRI0CgRleGVjGBEgASgLMiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXhlY1BheWxvYWRIABI2CgVkcmFpbhgSIAEoCzIlLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRyYWluUGF5bG9hZEgAEjoKB3VuZHJhaW4YEyABKAsyJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5VbmRyYWluUGF5bG9hZEgAEjoKB3VwZ3JhZGUYFCABKAsyJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5VcGdyYWRlUGF5bG9hZEgAEj4KCWNvbmZpZ3VyZRgVIAEoCzIpLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkNvbmZpZ3VyZVBheWxvYWRIABI4CgZyZWJvb3QYFiABKAsyJi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5SZWJvb3RQYXlsb2FkSAASTQoRY29sbGVjdF9pbnZlbnRvcnkYFyABKAsyMC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db2xsZWN0SW52ZW50b3J5UGF5bG9hZEgAEjQKBGVjaG8YGCABKAsyJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FY2hvUGF5bG9hZEgAEj0KCWdwdV9yZXNldBgZIAEoCzIoLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdwdVJlc2V0UGF5bG9hZEgAEjwKCGRpYWdub3NlGBogASgLMiguYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRGlhZ25vc2VQYXlsb2FkSAASNgoFc3RhdGUYBiABKA4yJy5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkNvbW1hbmRTdGF0ZRIXCg9pZGVtcG90ZW5jeV9rZXkYByABKAkSMQoNZGVhZGxpbmVfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXR0ZW1wdHMYCSABKAUSJwoGcmVzdWx0GAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgVlcnJvchgLIAEoCRIvCgtjcmVhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJc2VuZF90aW1lGA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghhY2tfdGltZRgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoX3RpbWUYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDo/yqAZOwoCaWQKBm5vZGVJZAoEdHlwZQoFc3RhdGUKCGF0dGVtcHRzCgpjcmVhdGVUaW1lCgpmaW5pc2hUaW1lQgkKB3BheWxvYWRKBAgFEAYiGAoKR2V0UmVxdWVzdBIKCgJpZBgBIAEoCSJCCgtHZXRSZXNwb25zZRIzCgdjb21tYW5kGAEgASgLMiIuYmV0dGVyY29tcHV0ZS5jb21tYW5kcy52MS5Db21tYW5kIpEBCgtMaXN0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEjYKBXN0YXRlGAIgASgOMicuYmV0dGVyY29tcHV0ZS5jb21tYW5kcy52MS5Db21tYW5kU3RhdGUSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSEgoKZmFuX291dF9pZBgFIAEoCSJdCgxMaXN0UmVzcG9uc2USNAoIY29tbWFuZHMYASADKAsyIi5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkNvbW1hbmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIhsKDUNhbmNlbFJlcXVlc3QSCgoCaWQYASABKAkiRQoOQ2FuY2VsUmVzcG9uc2USMwoHY29tbWFuZBgBIAEoCzIiLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ29tbWFuZCLvBgoNQ3JlYXRlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJElMKDmxhYmVsX3NlbGVjdG9yGAIgAygLMjsuYmV0dGVyY29tcHV0ZS5jb21tYW5kcy52MS5DcmVhdGVSZXF1ZXN0LkxhYmVsU2VsZWN0b3JFbnRyeRI0CgRleGVjGAcgASgLMiQuYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRXhlY1BheWxvYWRIABI2CgVkcmFpbhgIIAEoCzIlLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkRyYWluUGF5bG9hZEgAEjoKB3VuZHJhaW4YCSABKAsyJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5VbmRyYWluUGF5bG9hZEgAEjoKB3VwZ3JhZGUYCiABKAsyJy5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5VcGdyYWRlUGF5bG9hZEgAEj4KCWNvbmZpZ3VyZRgLIAEoCzIpLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkNvbmZpZ3VyZVBheWxvYWRIABI4CgZyZWJvb3QYDCABKAsyJi5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5SZWJvb3RQYXlsb2FkSAASTQoRY29sbGVjdF9pbnZlbnRvcnkYDSABKAsyMC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5Db2xsZWN0SW52ZW50b3J5UGF5bG9hZEgAEjQKBGVjaG8YDiABKAsyJC5iZXR0ZXJjb21wdXRlLmRhZW1vbi52MS5FY2hvUGF5bG9hZEgAEj0KCWdwdV9yZXNldBgPIAEoCzIoLmJldHRlcmNvbXB1dGUuZGFlbW9uLnYxLkdwdVJlc2V0UGF5bG9hZEgAEjwKCGRpYWdub3NlGBAgASgLMiguYmV0dGVyY29tcHV0ZS5kYWVtb24udjEuRGlhZ25vc2VQYXlsb2FkSAASFwoPaWRlbXBvdGVuY3lfa2V5GAUgASgJEioKB3RpbWVvdXQYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24aNAoSTGFiZWxTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCQoHcGF5bG9hZEoECAMQBEoECAQQBVIEdHlwZSJGCg5DcmVhdGVSZXNwb25zZRI0Cghjb21tYW5kcxgBIAMoCzIiLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ29tbWFuZCroAQoMQ29tbWFuZFN0YXRlEh0KGUNPTU1BTkRfU1RBVEVfVU5TUEVDSUZJRUQQABIZChVDT01NQU5EX1NUQVRFX1BFTkRJTkcQARIWChJDT01NQU5EX1NUQVRFX1NFTlQQAhIXChNDT01NQU5EX1NUQVRFX0FDS0VEEAMSGwoXQ09NTUFORF9TVEFURV9TVUNDRUVERUQQBBIYChRDT01NQU5EX1NUQVRFX0ZBSUxFRBAFEhkKFUNPTU1BTkRfU1RBVEVfRVhQSVJFRBAGEhsKF0NPTU1BTkRfU1RBVEVfQ0FOQ0VMTEVEEAcyzQYKD0NvbW1hbmRzU2VydmljZRKLAQoGQ3JlYXRlEiguYmV0dGVyY29tcHV0ZS5jb21tYW5kcy52MS5DcmVhdGVSZXF1ZXN0GikuYmV0dGVyY29tcHV0ZS5jb21tYW5kcy52MS5DcmVhdGVSZXNwb25zZSIswqAZKAoIY29tbWFuZHMSBmNyZWF0ZRoQY29tbWFuZHMub3BlcmF0ZSgBMAESiwEKBkZhbk91dBIoLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuRmFuT3V0UmVxdWVzdBopLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuRmFuT3V0UmVzcG9uc2UiLMKgGSgKCGNvbW1hbmRzEgZmYW5PdXQaEGNvbW1hbmRzLm9wZXJhdGUoATABEpMBCglHZXRGYW5PdXQSKy5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkdldEZhbk91dFJlcXVlc3QaLC5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkdldEZhbk91dFJlc3BvbnNlIiuQAgHCoBkkCghjb21tYW5kcxIJZ2V0RmFuT3V0Gg1jb21tYW5kcy5yZWFkEnsKA0dldBIlLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuR2V0UmVxdWVzdBomLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuR2V0UmVzcG9uc2UiJZACAcKgGR4KCGNvbW1hbmRzEgNnZXQaDWNvbW1hbmRzLnJlYWQSfwoETGlzdBImLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuTGlzdFJlcXVlc3QaJy5iZXR0ZXJjb21wdXRlLmNvbW1hbmRzLnYxLkxpc3RSZXNwb25zZSImkAIBwqAZHwoIY29tbWFuZHMSBGxpc3QaDWNvbW1hbmRzLnJlYWQSiQEKBkNhbmNlbBIoLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ2FuY2VsUmVxdWVzdBopLmJldHRlcmNvbXB1dGUuY29tbWFuZHMudjEuQ2FuY2VsUmVzcG9uc2UiKsKgGSYKCGNvbW1hbmRzEgZjYW5jZWwaEGNvbW1hbmRzLm9wZXJhdGUwAUJWWlRnaXRodWIuY29tL2JldHRlci1jb21wdXRlL2JldHRlci1jb21wdXRlL2dlbi9nby9iZXR0ZXJjb21wdXRlL2NvbW1hbmRzL3YxO2NvbW1hbmRzdjFiBnByb3RvMw", [file_bettercompute_api_v1_options, file_bettercompute_daemon_v1_commands, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+
+/**
+ * FanOutSelector picks the nodes of a fan-out: the caller's tenant's live (not revoked) nodes
+ * that match every field set; an empty field matches every node. Fields that nodes/list also
+ * has mean what they mean there.
+ *
+ * @generated from message bettercompute.commands.v1.FanOutSelector
+ */
+export type FanOutSelector = Message<"bettercompute.commands.v1.FanOutSelector"> & {
+  /**
+   * Nodes that have all these labels with these values; at most 64 pairs.
+   *
+   * @generated from field: map<string, string> labels = 1;
+   */
+  labels: { [key: string]: string };
+
+  /**
+   * Nodes in this pool (Node.pool). At most 256 characters.
+   *
+   * @generated from field: string pool = 2;
+   */
+  pool: string;
+
+  /**
+   * Nodes with one of these ids; at most 10,000.
+   *
+   * @generated from field: repeated string node_ids = 3;
+   */
+  nodeIds: string[];
+
+  /**
+   * Nodes with at least one GPU of exactly this model. At most 256 characters.
+   *
+   * @generated from field: string gpu_model = 4;
+   */
+  gpuModel: string;
+
+  /**
+   * Nodes in one of these lifecycle states (Node.state), for example ["ready"].
+   *
+   * @generated from field: repeated string states = 5;
+   */
+  states: string[];
+
+  /**
+   * Only online nodes when true, only offline ones when false; unset for both.
+   *
+   * @generated from field: optional bool online = 6;
+   */
+  online?: boolean | undefined;
+
+  /**
+   * Reach at most this many of the matching nodes, the first by id; 0 for all of them. A
+   * selector that matches more than 100,000 nodes needs a limit (at most 100,000).
+   *
+   * @generated from field: int32 limit = 7;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message bettercompute.commands.v1.FanOutSelector.
+ * Use `create(FanOutSelectorSchema)` to create a new message.
+ */
+export const FanOutSelectorSchema: GenMessage<FanOutSelector> = /*@__PURE__*/
+  messageDesc(file_bettercompute_commands_v1_commands, 0);
+
+/**
+ * FanOutRequest says what to run on which nodes.
+ *
+ * @generated from message bettercompute.commands.v1.FanOutRequest
+ */
+export type FanOutRequest = Message<"bettercompute.commands.v1.FanOutRequest"> & {
+  /**
+   * The nodes to run on; at least one field must be set.
+   *
+   * @generated from field: bettercompute.commands.v1.FanOutSelector selector = 1;
+   */
+  selector?: FanOutSelector | undefined;
+
+  /**
+   * What to run: exactly one case, as in CreateRequest.
+   *
+   * @generated from oneof bettercompute.commands.v1.FanOutRequest.payload
+   */
+  payload: {
+    /**
+     * @generated from field: bettercompute.daemon.v1.ExecPayload exec = 7;
+     */
+    value: ExecPayload;
+    case: "exec";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.DrainPayload drain = 8;
+     */
+    value: DrainPayload;
+    case: "drain";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.UndrainPayload undrain = 9;
+     */
+    value: UndrainPayload;
+    case: "undrain";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.UpgradePayload upgrade = 10;
+     */
+    value: UpgradePayload;
+    case: "upgrade";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.ConfigurePayload configure = 11;
+     */
+    value: ConfigurePayload;
+    case: "configure";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.RebootPayload reboot = 12;
+     */
+    value: RebootPayload;
+    case: "reboot";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.CollectInventoryPayload collect_inventory = 13;
+     */
+    value: CollectInventoryPayload;
+    case: "collectInventory";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.EchoPayload echo = 14;
+     */
+    value: EchoPayload;
+    case: "echo";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.GpuResetPayload gpu_reset = 15;
+     */
+    value: GpuResetPayload;
+    case: "gpuReset";
+  } | {
+    /**
+     * @generated from field: bettercompute.daemon.v1.DiagnosePayload diagnose = 16;
+     */
+    value: DiagnosePayload;
+    case: "diagnose";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * Names the fan-out, and each of its commands for the daemons; empty for a fresh one. Reusing
+   * a key returns the fan-out created with it. At most 255 characters.
+   *
+   * @generated from field: string idempotency_key = 2;
+   */
+  idempotencyKey: string;
+
+  /**
+   * How long each command may wait and run before it expires; 5 minutes by default, at most 24
+   * hours.
+   *
+   * @generated from field: google.protobuf.Duration timeout = 3;
+   */
+  timeout?: Duration | undefined;
+
+  /**
+   * At most this many of the fan-out's commands are sent but unfinished at once, at most 1,000
+   * (the server's limit); 0 for 1,000.
+   *
+   * @generated from field: int32 max_in_flight = 4;
+   */
+  maxInFlight: number;
+};
+
+/**
+ * Describes the message bettercompute.commands.v1.FanOutRequest.
+ * Use `create(FanOutRequestSchema)` to create a new message.
+ */
+export const FanOutRequestSchema: GenMessage<FanOutRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_commands_v1_commands, 1);
+
+/**
+ * FanOut is one command to many nodes.
+ *
+ * @generated from message bettercompute.commands.v1.FanOut
+ */
+export type FanOut = Message<"bettercompute.commands.v1.FanOut"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The command's type (Command.type).
+   *
+   * @generated from field: string type = 2;
+   */
+  type: string;
+
+  /**
+   * The selector as given.
+   *
+   * @generated from field: bettercompute.commands.v1.FanOutSelector selector = 3;
+   */
+  selector?: FanOutSelector | undefined;
+
+  /**
+   * The commands created: one per node reached.
+   *
+   * @generated from field: int32 total = 4;
+   */
+  total: number;
+
+  /**
+   * The most commands sent but unfinished at once.
+   *
+   * @generated from field: int32 max_in_flight = 5;
+   */
+  maxInFlight: number;
+
+  /**
+   * @generated from field: string idempotency_key = 6;
+   */
+  idempotencyKey: string;
+
+  /**
+   * Every command of the fan-out expires if it has not finished by then.
+   *
+   * @generated from field: google.protobuf.Timestamp deadline_time = 7;
+   */
+  deadlineTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp create_time = 8;
+   */
+  createTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message bettercompute.commands.v1.FanOut.
+ * Use `create(FanOutSchema)` to create a new message.
+ */
+export const FanOutSchema: GenMessage<FanOut> = /*@__PURE__*/
+  messageDesc(file_bettercompute_commands_v1_commands, 2);
+
+/**
+ * FanOutResponse carries the fan-out created (or the one created before with the same key).
+ *
+ * @generated from message bettercompute.commands.v1.FanOutResponse
+ */
+export type FanOutResponse = Message<"bettercompute.commands.v1.FanOutResponse"> & {
+  /**
+   * @generated from field: bettercompute.commands.v1.FanOut fan_out = 1;
+   */
+  fanOut?: FanOut | undefined;
+};
+
+/**
+ * Describes the message bettercompute.commands.v1.FanOutResponse.
+ * Use `create(FanOutResponseSchema)` to create a new message.
+ */
+export const FanOutResponseSchema: GenMessage<FanOutResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_commands_v1_commands, 3);
+
+/**
+ * GetFanOutRequest names a fan-out.
+ *
+ * @generated from message bettercompute.commands.v1.GetFanOutRequest
+ */
+export type GetFanOutRequest = Message<"bettercompute.commands.v1.GetFanOutRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message bettercompute.commands.v1.GetFanOutRequest.
+ * Use `create(GetFanOutRequestSchema)` to create a new message.
+ */
+export const GetFanOutRequestSchema: GenMessage<GetFanOutRequest> = /*@__PURE__*/
+  messageDesc(file_bettercompute_commands_v1_commands, 4);
+
+/**
+ * FanOutCounts counts a fan-out's commands by state.
+ *
+ * @generated from message bettercompute.commands.v1.FanOutCounts
+ */
+export type FanOutCounts = Message<"bettercompute.commands.v1.FanOutCounts"> & {
+  /**
+   * @generated from field: int32 pending = 1;
+   */
+  pending: number;
+
+  /**
+   * @generated from field: int32 sent = 2;
+   */
+  sent: number;
+
+  /**
+   * @generated from field: int32 acked = 3;
+   */
+  acked: number;
+
+  /**
+   * @generated from field: int32 succeeded = 4;
+   */
+  succeeded: number;
+
+  /**
+   * @generated from field: int32 failed = 5;
+   */
+  failed: number;
+
+  /**
+   * @generated from field: int32 expired = 6;
+   */
+  expired: number;
+
+  /**
+   * @generated from field: int32 cancelled = 7;
+   */
+  cancelled: number;
+};
+
+/**
+ * Describes the message bettercompute.commands.v1.FanOutCounts.
+ * Use `create(FanOutCountsSchema)` to create a new message.
+ */
+export const FanOutCountsSchema: GenMessage<FanOutCounts> = /*@__PURE__*/
+  messageDesc(file_bettercompute_commands_v1_commands, 5);
+
+/**
+ * GetFanOutResponse is a fan-out's progress.
+ *
+ * @generated from message bettercompute.commands.v1.GetFanOutResponse
+ */
+export type GetFanOutResponse = Message<"bettercompute.commands.v1.GetFanOutResponse"> & {
+  /**
+   * @generated from field: bettercompute.commands.v1.FanOut fan_out = 1;
+   */
+  fanOut?: FanOut | undefined;
+
+  /**
+   * @generated from field: bettercompute.commands.v1.FanOutCounts counts = 2;
+   */
+  counts?: FanOutCounts | undefined;
+
+  /**
+   * True once every command has finished (succeeded, failed, expired or cancelled).
+   *
+   * @generated from field: bool done = 3;
+   */
+  done: boolean;
+
+  /**
+   * The first (oldest) failed or expired commands, at most 20; commands/list with fan_out_id
+   * and state pages through all of them.
+   *
+   * @generated from field: repeated bettercompute.commands.v1.Command failures = 4;
+   */
+  failures: Command[];
+};
+
+/**
+ * Describes the message bettercompute.commands.v1.GetFanOutResponse.
+ * Use `create(GetFanOutResponseSchema)` to create a new message.
+ */
+export const GetFanOutResponseSchema: GenMessage<GetFanOutResponse> = /*@__PURE__*/
+  messageDesc(file_bettercompute_commands_v1_commands, 6);
 
 /**
  * Command is work for one node.
@@ -195,7 +563,7 @@ export type Command = Message<"bettercompute.commands.v1.Command"> & {
  * Use `create(CommandSchema)` to create a new message.
  */
 export const CommandSchema: GenMessage<Command> = /*@__PURE__*/
-  messageDesc(file_bettercompute_commands_v1_commands, 0);
+  messageDesc(file_bettercompute_commands_v1_commands, 7);
 
 /**
  * GetRequest names a command.
@@ -214,7 +582,7 @@ export type GetRequest = Message<"bettercompute.commands.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_commands_v1_commands, 1);
+  messageDesc(file_bettercompute_commands_v1_commands, 8);
 
 /**
  * GetResponse carries the command.
@@ -233,7 +601,7 @@ export type GetResponse = Message<"bettercompute.commands.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_commands_v1_commands, 2);
+  messageDesc(file_bettercompute_commands_v1_commands, 9);
 
 /**
  * ListRequest filters and pages commands. Filters combine with AND.
@@ -266,6 +634,13 @@ export type ListRequest = Message<"bettercompute.commands.v1.ListRequest"> & {
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
+
+  /**
+   * Only the commands of this fan-out (FanOut.id).
+   *
+   * @generated from field: string fan_out_id = 5;
+   */
+  fanOutId: string;
 };
 
 /**
@@ -273,7 +648,7 @@ export type ListRequest = Message<"bettercompute.commands.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_commands_v1_commands, 3);
+  messageDesc(file_bettercompute_commands_v1_commands, 10);
 
 /**
  * ListResponse is one page of commands.
@@ -299,7 +674,7 @@ export type ListResponse = Message<"bettercompute.commands.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_commands_v1_commands, 4);
+  messageDesc(file_bettercompute_commands_v1_commands, 11);
 
 /**
  * CancelRequest names the command to cancel.
@@ -318,7 +693,7 @@ export type CancelRequest = Message<"bettercompute.commands.v1.CancelRequest"> &
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_commands_v1_commands, 5);
+  messageDesc(file_bettercompute_commands_v1_commands, 12);
 
 /**
  * CancelResponse carries the cancelled command.
@@ -337,7 +712,7 @@ export type CancelResponse = Message<"bettercompute.commands.v1.CancelResponse">
  * Use `create(CancelResponseSchema)` to create a new message.
  */
 export const CancelResponseSchema: GenMessage<CancelResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_commands_v1_commands, 6);
+  messageDesc(file_bettercompute_commands_v1_commands, 13);
 
 /**
  * CreateRequest says what to run where. Exactly one of node_id and label_selector is set.
@@ -449,7 +824,7 @@ export type CreateRequest = Message<"bettercompute.commands.v1.CreateRequest"> &
  * Use `create(CreateRequestSchema)` to create a new message.
  */
 export const CreateRequestSchema: GenMessage<CreateRequest> = /*@__PURE__*/
-  messageDesc(file_bettercompute_commands_v1_commands, 7);
+  messageDesc(file_bettercompute_commands_v1_commands, 14);
 
 /**
  * CreateResponse lists the commands, one per node.
@@ -468,7 +843,7 @@ export type CreateResponse = Message<"bettercompute.commands.v1.CreateResponse">
  * Use `create(CreateResponseSchema)` to create a new message.
  */
 export const CreateResponseSchema: GenMessage<CreateResponse> = /*@__PURE__*/
-  messageDesc(file_bettercompute_commands_v1_commands, 8);
+  messageDesc(file_bettercompute_commands_v1_commands, 15);
 
 /**
  * CommandState is where a command is in its life cycle.
@@ -544,7 +919,8 @@ export const CommandStateSchema: GenEnum<CommandState> = /*@__PURE__*/
  */
 export const CommandsService: GenService<{
   /**
-   * Create queues a command for one node, or for every live node matching a label selector. The
+   * Create queues a command for one node, or for every live node matching a label selector (at
+   * most 1,000; FanOut reaches any number, and answers with counts rather than every command). The
    * daemon runs a command once per idempotency key: creating again with the same key returns the
    * same commands instead of queueing new ones.
    *
@@ -554,6 +930,33 @@ export const CommandsService: GenService<{
     methodKind: "unary";
     input: typeof CreateRequestSchema;
     output: typeof CreateResponseSchema;
+  },
+  /**
+   * FanOut queues one command for every node a selector reaches, up to 100,000 of them. The call
+   * is admitted once: the tenant's commands-per-minute cap counts the nodes reached, and the
+   * commands with their "command.created" events are written in one statement. It answers with the fan-out's
+   * id and how many nodes it reached, not with the commands (commands/list with fan_out_id
+   * pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
+   * commands are sent but unfinished at once; the others wait, pending. Calling again with the
+   * same idempotency key returns the same fan-out.
+   *
+   * @generated from rpc bettercompute.commands.v1.CommandsService.FanOut
+   */
+  fanOut: {
+    methodKind: "unary";
+    input: typeof FanOutRequestSchema;
+    output: typeof FanOutResponseSchema;
+  },
+  /**
+   * GetFanOut returns a fan-out of the caller's tenant with its commands counted by state and
+   * its first failed or expired commands.
+   *
+   * @generated from rpc bettercompute.commands.v1.CommandsService.GetFanOut
+   */
+  getFanOut: {
+    methodKind: "unary";
+    input: typeof GetFanOutRequestSchema;
+    output: typeof GetFanOutResponseSchema;
   },
   /**
    * Get returns a command of the caller's tenant.
@@ -566,8 +969,8 @@ export const CommandsService: GenService<{
     output: typeof GetResponseSchema;
   },
   /**
-   * List lists the commands of the caller's tenant, oldest first, optionally of one node or in
-   * one state.
+   * List lists the commands of the caller's tenant, oldest first, optionally of one node, in one
+   * state or of one fan-out.
    *
    * @generated from rpc bettercompute.commands.v1.CommandsService.List
    */

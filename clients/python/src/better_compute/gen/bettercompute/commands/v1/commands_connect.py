@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .commands_pb2 import CancelRequest, CancelResponse, CreateRequest, CreateResponse, GetRequest, GetResponse, ListRequest, ListResponse
+from .commands_pb2 import CancelRequest, CancelResponse, CreateRequest, CreateResponse, FanOutRequest, FanOutResponse, GetFanOutRequest, GetFanOutResponse, GetRequest, GetResponse, ListRequest, ListResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -43,9 +43,29 @@ class CommandsService(Protocol):
     """
     async def create(self, request: CreateRequest, ctx: RequestContext[CreateRequest, CreateResponse], /) -> CreateResponse:
         """
-        Create queues a command for one node, or for every live node matching a label selector. The
+        Create queues a command for one node, or for every live node matching a label selector (at
+        most 1,000; FanOut reaches any number, and answers with counts rather than every command). The
         daemon runs a command once per idempotency key: creating again with the same key returns the
         same commands instead of queueing new ones.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def fan_out(self, request: FanOutRequest, ctx: RequestContext[FanOutRequest, FanOutResponse], /) -> FanOutResponse:
+        """
+        FanOut queues one command for every node a selector reaches, up to 100,000 of them. The call
+        is admitted once: the tenant's commands-per-minute cap counts the nodes reached, and the
+        commands with their "command.created" events are written in one statement. It answers with the fan-out's
+        id and how many nodes it reached, not with the commands (commands/list with fan_out_id
+        pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
+        commands are sent but unfinished at once; the others wait, pending. Calling again with the
+        same idempotency key returns the same fan-out.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def get_fan_out(self, request: GetFanOutRequest, ctx: RequestContext[GetFanOutRequest, GetFanOutResponse], /) -> GetFanOutResponse:
+        """
+        GetFanOut returns a fan-out of the caller's tenant with its commands counted by state and
+        its first failed or expired commands.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -57,8 +77,8 @@ class CommandsService(Protocol):
 
     async def list(self, request: ListRequest, ctx: RequestContext[ListRequest, ListResponse], /) -> ListResponse:
         """
-        List lists the commands of the caller's tenant, oldest first, optionally of one node or in
-        one state.
+        List lists the commands of the caller's tenant, oldest first, optionally of one node, in one
+        state or of one fan-out.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -94,6 +114,28 @@ class CommandsServiceASGIApplication(ConnectASGIApplication[CommandsService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.create,
+                ),
+                "/bettercompute.commands.v1.CommandsService/FanOut": Endpoint.unary(
+                    method=MethodInfo(
+                        name="FanOut",
+                        service_name="bettercompute.commands.v1.CommandsService",
+                        input=FanOutRequest,
+                        output=FanOutResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.fan_out,
+                ),
+                "/bettercompute.commands.v1.CommandsService/GetFanOut": Endpoint.unary(
+                    method=MethodInfo(
+                        name="GetFanOut",
+                        service_name="bettercompute.commands.v1.CommandsService",
+                        input=GetFanOutRequest,
+                        output=GetFanOutResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.get_fan_out,
                 ),
                 "/bettercompute.commands.v1.CommandsService/Get": Endpoint.unary(
                     method=MethodInfo(
@@ -177,7 +219,8 @@ class CommandsServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> CreateResponse:
         """
-        Create queues a command for one node, or for every live node matching a label selector. The
+        Create queues a command for one node, or for every live node matching a label selector (at
+        most 1,000; FanOut reaches any number, and answers with counts rather than every command). The
         daemon runs a command once per idempotency key: creating again with the same key returns the
         same commands instead of queueing new ones.
         """
@@ -193,6 +236,61 @@ class CommandsServiceClient(ConnectClient):
             ),
             headers=headers,
             timeout_ms=timeout_ms,
+        )
+    async def fan_out(
+        self,
+        request: FanOutRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> FanOutResponse:
+        """
+        FanOut queues one command for every node a selector reaches, up to 100,000 of them. The call
+        is admitted once: the tenant's commands-per-minute cap counts the nodes reached, and the
+        commands with their "command.created" events are written in one statement. It answers with the fan-out's
+        id and how many nodes it reached, not with the commands (commands/list with fan_out_id
+        pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
+        commands are sent but unfinished at once; the others wait, pending. Calling again with the
+        same idempotency key returns the same fan-out.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="FanOut",
+                service_name="bettercompute.commands.v1.CommandsService",
+                input=FanOutRequest,
+                output=FanOutResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def get_fan_out(
+        self,
+        request: GetFanOutRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> GetFanOutResponse:
+        """
+        GetFanOut returns a fan-out of the caller's tenant with its commands counted by state and
+        its first failed or expired commands.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetFanOut",
+                service_name="bettercompute.commands.v1.CommandsService",
+                input=GetFanOutRequest,
+                output=GetFanOutResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
         )
     async def get(
         self,
@@ -228,8 +326,8 @@ class CommandsServiceClient(ConnectClient):
         use_get: bool = False,
     ) -> ListResponse:
         """
-        List lists the commands of the caller's tenant, oldest first, optionally of one node or in
-        one state.
+        List lists the commands of the caller's tenant, oldest first, optionally of one node, in one
+        state or of one fan-out.
         """
         return await self.execute_unary(
             request=request,
@@ -277,9 +375,29 @@ class CommandsServiceSync(Protocol):
     """
     def create(self, request: CreateRequest, ctx: RequestContext[CreateRequest, CreateResponse], /) -> CreateResponse:
         """
-        Create queues a command for one node, or for every live node matching a label selector. The
+        Create queues a command for one node, or for every live node matching a label selector (at
+        most 1,000; FanOut reaches any number, and answers with counts rather than every command). The
         daemon runs a command once per idempotency key: creating again with the same key returns the
         same commands instead of queueing new ones.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def fan_out(self, request: FanOutRequest, ctx: RequestContext[FanOutRequest, FanOutResponse], /) -> FanOutResponse:
+        """
+        FanOut queues one command for every node a selector reaches, up to 100,000 of them. The call
+        is admitted once: the tenant's commands-per-minute cap counts the nodes reached, and the
+        commands with their "command.created" events are written in one statement. It answers with the fan-out's
+        id and how many nodes it reached, not with the commands (commands/list with fan_out_id
+        pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
+        commands are sent but unfinished at once; the others wait, pending. Calling again with the
+        same idempotency key returns the same fan-out.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def get_fan_out(self, request: GetFanOutRequest, ctx: RequestContext[GetFanOutRequest, GetFanOutResponse], /) -> GetFanOutResponse:
+        """
+        GetFanOut returns a fan-out of the caller's tenant with its commands counted by state and
+        its first failed or expired commands.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -291,8 +409,8 @@ class CommandsServiceSync(Protocol):
 
     def list(self, request: ListRequest, ctx: RequestContext[ListRequest, ListResponse], /) -> ListResponse:
         """
-        List lists the commands of the caller's tenant, oldest first, optionally of one node or in
-        one state.
+        List lists the commands of the caller's tenant, oldest first, optionally of one node, in one
+        state or of one fan-out.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -326,6 +444,28 @@ class CommandsServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.create,
+                ),
+                "/bettercompute.commands.v1.CommandsService/FanOut": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="FanOut",
+                        service_name="bettercompute.commands.v1.CommandsService",
+                        input=FanOutRequest,
+                        output=FanOutResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.fan_out,
+                ),
+                "/bettercompute.commands.v1.CommandsService/GetFanOut": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="GetFanOut",
+                        service_name="bettercompute.commands.v1.CommandsService",
+                        input=GetFanOutRequest,
+                        output=GetFanOutResponse,
+                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.get_fan_out,
                 ),
                 "/bettercompute.commands.v1.CommandsService/Get": EndpointSync.unary(
                     method=MethodInfo(
@@ -409,7 +549,8 @@ class CommandsServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> CreateResponse:
         """
-        Create queues a command for one node, or for every live node matching a label selector. The
+        Create queues a command for one node, or for every live node matching a label selector (at
+        most 1,000; FanOut reaches any number, and answers with counts rather than every command). The
         daemon runs a command once per idempotency key: creating again with the same key returns the
         same commands instead of queueing new ones.
         """
@@ -425,6 +566,61 @@ class CommandsServiceClientSync(ConnectClientSync):
             ),
             headers=headers,
             timeout_ms=timeout_ms,
+        )
+    def fan_out(
+        self,
+        request: FanOutRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> FanOutResponse:
+        """
+        FanOut queues one command for every node a selector reaches, up to 100,000 of them. The call
+        is admitted once: the tenant's commands-per-minute cap counts the nodes reached, and the
+        commands with their "command.created" events are written in one statement. It answers with the fan-out's
+        id and how many nodes it reached, not with the commands (commands/list with fan_out_id
+        pages through them, commands/getFanOut counts them by state). At most max_in_flight of its
+        commands are sent but unfinished at once; the others wait, pending. Calling again with the
+        same idempotency key returns the same fan-out.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="FanOut",
+                service_name="bettercompute.commands.v1.CommandsService",
+                input=FanOutRequest,
+                output=FanOutResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def get_fan_out(
+        self,
+        request: GetFanOutRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+        use_get: bool = False,
+    ) -> GetFanOutResponse:
+        """
+        GetFanOut returns a fan-out of the caller's tenant with its commands counted by state and
+        its first failed or expired commands.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetFanOut",
+                service_name="bettercompute.commands.v1.CommandsService",
+                input=GetFanOutRequest,
+                output=GetFanOutResponse,
+                idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+            use_get=use_get,
         )
     def get(
         self,
@@ -460,8 +656,8 @@ class CommandsServiceClientSync(ConnectClientSync):
         use_get: bool = False,
     ) -> ListResponse:
         """
-        List lists the commands of the caller's tenant, oldest first, optionally of one node or in
-        one state.
+        List lists the commands of the caller's tenant, oldest first, optionally of one node, in one
+        state or of one fan-out.
         """
         return self.execute_unary(
             request=request,

@@ -33,6 +33,125 @@ COMMAND_STATE_FAILED: CommandState
 COMMAND_STATE_EXPIRED: CommandState
 COMMAND_STATE_CANCELLED: CommandState
 
+class FanOutSelector(_message.Message):
+    __slots__ = ("labels", "pool", "node_ids", "gpu_model", "states", "online", "limit")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    GPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    ONLINE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.ScalarMap[str, str]
+    pool: str
+    node_ids: _containers.RepeatedScalarFieldContainer[str]
+    gpu_model: str
+    states: _containers.RepeatedScalarFieldContainer[str]
+    online: bool
+    limit: int
+    def __init__(self, labels: _Optional[_Mapping[str, str]] = ..., pool: _Optional[str] = ..., node_ids: _Optional[_Iterable[str]] = ..., gpu_model: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ..., online: _Optional[bool] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class FanOutRequest(_message.Message):
+    __slots__ = ("selector", "exec", "drain", "undrain", "upgrade", "configure", "reboot", "collect_inventory", "echo", "gpu_reset", "diagnose", "idempotency_key", "timeout", "max_in_flight")
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    EXEC_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    UNDRAIN_FIELD_NUMBER: _ClassVar[int]
+    UPGRADE_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURE_FIELD_NUMBER: _ClassVar[int]
+    REBOOT_FIELD_NUMBER: _ClassVar[int]
+    COLLECT_INVENTORY_FIELD_NUMBER: _ClassVar[int]
+    ECHO_FIELD_NUMBER: _ClassVar[int]
+    GPU_RESET_FIELD_NUMBER: _ClassVar[int]
+    DIAGNOSE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    selector: FanOutSelector
+    exec: _commands_pb2.ExecPayload
+    drain: _commands_pb2.DrainPayload
+    undrain: _commands_pb2.UndrainPayload
+    upgrade: _commands_pb2.UpgradePayload
+    configure: _commands_pb2.ConfigurePayload
+    reboot: _commands_pb2.RebootPayload
+    collect_inventory: _commands_pb2.CollectInventoryPayload
+    echo: _commands_pb2.EchoPayload
+    gpu_reset: _commands_pb2.GpuResetPayload
+    diagnose: _commands_pb2.DiagnosePayload
+    idempotency_key: str
+    timeout: _duration_pb2.Duration
+    max_in_flight: int
+    def __init__(self, selector: _Optional[_Union[FanOutSelector, _Mapping]] = ..., exec: _Optional[_Union[_commands_pb2.ExecPayload, _Mapping]] = ..., drain: _Optional[_Union[_commands_pb2.DrainPayload, _Mapping]] = ..., undrain: _Optional[_Union[_commands_pb2.UndrainPayload, _Mapping]] = ..., upgrade: _Optional[_Union[_commands_pb2.UpgradePayload, _Mapping]] = ..., configure: _Optional[_Union[_commands_pb2.ConfigurePayload, _Mapping]] = ..., reboot: _Optional[_Union[_commands_pb2.RebootPayload, _Mapping]] = ..., collect_inventory: _Optional[_Union[_commands_pb2.CollectInventoryPayload, _Mapping]] = ..., echo: _Optional[_Union[_commands_pb2.EchoPayload, _Mapping]] = ..., gpu_reset: _Optional[_Union[_commands_pb2.GpuResetPayload, _Mapping]] = ..., diagnose: _Optional[_Union[_commands_pb2.DiagnosePayload, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_in_flight: _Optional[int] = ...) -> None: ...
+
+class FanOut(_message.Message):
+    __slots__ = ("id", "type", "selector", "total", "max_in_flight", "idempotency_key", "deadline_time", "create_time")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    type: str
+    selector: FanOutSelector
+    total: int
+    max_in_flight: int
+    idempotency_key: str
+    deadline_time: _timestamp_pb2.Timestamp
+    create_time: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., selector: _Optional[_Union[FanOutSelector, _Mapping]] = ..., total: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., deadline_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class FanOutResponse(_message.Message):
+    __slots__ = ("fan_out",)
+    FAN_OUT_FIELD_NUMBER: _ClassVar[int]
+    fan_out: FanOut
+    def __init__(self, fan_out: _Optional[_Union[FanOut, _Mapping]] = ...) -> None: ...
+
+class GetFanOutRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class FanOutCounts(_message.Message):
+    __slots__ = ("pending", "sent", "acked", "succeeded", "failed", "expired", "cancelled")
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    SENT_FIELD_NUMBER: _ClassVar[int]
+    ACKED_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    pending: int
+    sent: int
+    acked: int
+    succeeded: int
+    failed: int
+    expired: int
+    cancelled: int
+    def __init__(self, pending: _Optional[int] = ..., sent: _Optional[int] = ..., acked: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., expired: _Optional[int] = ..., cancelled: _Optional[int] = ...) -> None: ...
+
+class GetFanOutResponse(_message.Message):
+    __slots__ = ("fan_out", "counts", "done", "failures")
+    FAN_OUT_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    fan_out: FanOut
+    counts: FanOutCounts
+    done: bool
+    failures: _containers.RepeatedCompositeFieldContainer[Command]
+    def __init__(self, fan_out: _Optional[_Union[FanOut, _Mapping]] = ..., counts: _Optional[_Union[FanOutCounts, _Mapping]] = ..., done: _Optional[bool] = ..., failures: _Optional[_Iterable[_Union[Command, _Mapping]]] = ...) -> None: ...
+
 class Command(_message.Message):
     __slots__ = ("id", "tenant_id", "node_id", "type", "exec", "drain", "undrain", "upgrade", "configure", "reboot", "collect_inventory", "echo", "gpu_reset", "diagnose", "state", "idempotency_key", "deadline_time", "attempts", "result", "error", "create_time", "send_time", "ack_time", "finish_time", "update_time")
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -100,16 +219,18 @@ class GetResponse(_message.Message):
     def __init__(self, command: _Optional[_Union[Command, _Mapping]] = ...) -> None: ...
 
 class ListRequest(_message.Message):
-    __slots__ = ("node_id", "state", "page_size", "page_token")
+    __slots__ = ("node_id", "state", "page_size", "page_token", "fan_out_id")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FAN_OUT_ID_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     state: CommandState
     page_size: int
     page_token: str
-    def __init__(self, node_id: _Optional[str] = ..., state: _Optional[_Union[CommandState, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    fan_out_id: str
+    def __init__(self, node_id: _Optional[str] = ..., state: _Optional[_Union[CommandState, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., fan_out_id: _Optional[str] = ...) -> None: ...
 
 class ListResponse(_message.Message):
     __slots__ = ("commands", "next_page_token")

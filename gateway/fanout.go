@@ -1,0 +1,83 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/better-compute/better-compute/gen/db"
+)
+
+// maxOpenFanOuts bounds the fan-outs one loop round looks at; more wait for the next rounds.
+const maxOpenFanOuts = 100
+
+// dispatchFanOuts claims, for each fan-out, its pending commands to the sessions held here with
+// room in their queues, and queues them: one statement per fan-out for all those sessions
+// (ClaimFanOutCommands), at most dispatchBatch commands, and never more than keeps the fan-out
+// within its max_in_flight (across all gateways: the claim holds the fan-out's row). A fan-out
+// whose claim filled the batch is due again at once; one held back by max_in_flight is due again
+// when one of its commands finishes here (recordResults), or at the next loop round.
+func (g *Gateway) dispatchFanOuts(ctx context.Context, fanOuts []uuid.UUID) error {
+	if len(fanOuts) == 0 {
+		return nil
+	}
+	slices.SortFunc(fanOuts, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
+	fanOuts = slices.Compact(fanOuts)
+	var errs []error
+	for _, f := range fanOuts {
+		sessions := map[uuid.UUID]*session{}
+		var ids []uuid.UUID
+		for _, id := range g.connected() {
+			s := g.lookup(id)
+			if s == nil || cap(s.send)-len(s.send) <= 0 {
+				continue
+			}
+			sessions[id] = s
+			ids = append(ids, id)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		sent, err := g.claimFanOut(ctx, f, ids)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("fan-out %s: %w", f, err))
+			continue
+		}
+		slices.SortFunc(sent, func(a, b db.Command) int { return slices.Compare(a.ID[:], b.ID[:]) })
+		for _, c := range sent {
+			g.send(ctx, sessions[c.NodeID], c)
+		}
+		if len(sent) == dispatchBatch {
+			g.due.addFanOuts(f)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("claim fan-out commands: %v", errs)
+	}
+	return nil
+}
+
+// claimFanOut runs LockFanOut and ClaimFanOutCommands in one transaction.
+func (g *Gateway) claimFanOut(ctx context.Context, fanOut uuid.UUID, nodes []uuid.UUID) ([]db.Command, error) {
+	var sent []db.Command
+	err := pgx.BeginFunc(ctx, g.opts.Pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		most, err := q.LockFanOut(ctx, fanOut)
+		if isNoRows(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		sent, err = q.ClaimFanOutCommands(ctx, db.ClaimFanOutCommandsParams{
+			FanOutID: fanOut, NodeIds: nodes, Lim: dispatchBatch, MaxInFlight: int64(most),
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sent, nil
+}
