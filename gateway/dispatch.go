@@ -180,8 +180,8 @@ func (g *Gateway) connected() []uuid.UUID {
 }
 
 // watchLoop, every second, ends sessions of revoked nodes and sessions that a newer one on
-// another gateway superseded, and keeps the gateway's registration fresh. Its statements name
-// this gateway, not each node it holds (watch.go).
+// another gateway superseded. Its statements name this gateway, not each node it holds
+// (watch.go). The gateway's registration, its heartbeat, is the liveness loop's (liveness.go).
 func (g *Gateway) watchLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -192,11 +192,6 @@ func (g *Gateway) watchLoop(ctx context.Context) {
 		case <-tick.C:
 		}
 		g.watch(ctx, round%fullWatchEvery == 0)
-		if round%10 == 0 {
-			if err := g.register(ctx); err != nil {
-				g.log.Warn("refresh registration", "err", err)
-			}
-		}
 	}
 }
 

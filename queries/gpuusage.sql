@@ -31,7 +31,8 @@ FROM (
     WHERE s.uuid <> ''
     ORDER BY s.uuid
 ) u
-JOIN devices d ON d.node_id = sqlc.arg(node_id) AND d.kind = 'gpu' AND d.uuid = u.uuid
+-- uuid <> '' lets the partial index devices_node_uuid find the node's GPUs (else a scan of every device).
+JOIN devices d ON d.node_id = sqlc.arg(node_id) AND d.kind = 'gpu' AND d.uuid <> '' AND d.uuid = u.uuid
 CROSS JOIN LATERAL (
     SELECT a.lease_id FROM allocations a
     WHERE a.device_id = d.id AND a.ended_at IS NULL

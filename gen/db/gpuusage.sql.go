@@ -93,7 +93,7 @@ FROM (
     WHERE s.uuid <> ''
     ORDER BY s.uuid
 ) u
-JOIN devices d ON d.node_id = $7 AND d.kind = 'gpu' AND d.uuid = u.uuid
+JOIN devices d ON d.node_id = $7 AND d.kind = 'gpu' AND d.uuid <> '' AND d.uuid = u.uuid
 CROSS JOIN LATERAL (
     SELECT a.lease_id FROM allocations a
     WHERE a.device_id = d.id AND a.ended_at IS NULL
@@ -135,6 +135,7 @@ type RecordGPUUsageParams struct {
 // lender's); a GPU listed twice counts once. A minute stored before is replaced. Returns the rows
 // written. model is the GPUs' model (a lease's GPUs are of one model; the least, should a node
 // report two).
+// uuid <> ” lets the partial index devices_node_uuid find the node's GPUs (else a scan of every device).
 func (q *Queries) RecordGPUUsage(ctx context.Context, arg RecordGPUUsageParams) (int64, error) {
 	result, err := q.db.Exec(ctx, recordGPUUsage,
 		arg.Minute,

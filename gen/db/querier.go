@@ -895,6 +895,7 @@ type Querier interface {
 	// lender's); a GPU listed twice counts once. A minute stored before is replaced. Returns the rows
 	// written. model is the GPUs' model (a lease's GPUs are of one model; the least, should a node
 	// report two).
+	// uuid <> '' lets the partial index devices_node_uuid find the node's GPUs (else a scan of every device).
 	RecordGPUUsage(ctx context.Context, arg RecordGPUUsageParams) (int64, error)
 	// When each background job last ran (internal/jobrun writes, doctor reads).
 	RecordJobRun(ctx context.Context, arg RecordJobRunParams) error
