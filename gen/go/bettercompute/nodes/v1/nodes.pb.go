@@ -64,7 +64,9 @@ type Node struct {
 	GatewayId string `protobuf:"bytes,9,opt,name=gateway_id,json=gatewayId,proto3" json:"gateway_id,omitempty"`
 	// When the current session started; unset when not connected.
 	ConnectTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=connect_time,json=connectTime,proto3" json:"connect_time,omitempty"`
-	// When a gateway last heard from the node; unset if never.
+	// When a gateway last heard from the node; unset if never. While a gateway holds the node's
+	// session and its daemon heartbeats, this is the gateway's own latest heartbeat (every 5 s),
+	// not each of the daemon's, which are not written (docs/scaling.md, "Liveness").
 	LastSeenTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
 	// When the node's current certificate expires; the daemon renews it over its session.
 	CertExpireTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=cert_expire_time,json=certExpireTime,proto3" json:"cert_expire_time,omitempty"`

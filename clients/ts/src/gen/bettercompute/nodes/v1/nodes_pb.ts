@@ -107,7 +107,9 @@ export type Node = Message<"bettercompute.nodes.v1.Node"> & {
   connectTime?: Timestamp | undefined;
 
   /**
-   * When a gateway last heard from the node; unset if never.
+   * When a gateway last heard from the node; unset if never. While a gateway holds the node's
+   * session and its daemon heartbeats, this is the gateway's own latest heartbeat (every 5 s),
+   * not each of the daemon's, which are not written (docs/scaling.md, "Liveness").
    *
    * @generated from field: google.protobuf.Timestamp last_seen_time = 11;
    */
