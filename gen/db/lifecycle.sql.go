@@ -294,11 +294,12 @@ WITH stale AS (
     UPDATE nodes n
     SET online = false, online_changed_at = now()
     WHERE n.id = ANY(ARRAY(
-        SELECT c.id FROM stale JOIN nodes c ON c.id = stale.node_id
-        WHERE c.online
-        ORDER BY stale.last_seen_at
+        -- The stale nodes by key, not a join: a join's estimate of them reads every node.
+        SELECT c.id FROM nodes c
+        WHERE c.id = ANY(ARRAY(SELECT stale.node_id FROM stale)) AND c.online
+        ORDER BY c.id
         LIMIT $2
-        FOR UPDATE OF c SKIP LOCKED
+        FOR UPDATE SKIP LOCKED
     )) AND n.online
     RETURNING n.id, n.tenant_id
 ), events AS (
