@@ -569,6 +569,16 @@ export const leasesPage: Page = {
           l.borrowing && [" ", badge("borrowing")],
           l.idleSince && [" ", badge("idle")],
           l.idleSince && h("div", { class: "sub" }, "idle since ", when(l.idleSince)),
+          l.lent && [" ", badge("lent")],
+          l.lent &&
+            h(
+              "div",
+              { class: "sub" },
+              `${l.lent.gpus} GPUs lent `,
+              when(l.lent.since),
+              ` to ${l.lent.borrowers} lease${l.lent.borrowers === 1 ? "" : "s"}`,
+              l.lent.wakeTime && [", waking since ", when(l.lent.wakeTime)],
+            ),
           l.preemptTime && h("div", { class: "sub" }, "preempted ", when(l.preemptTime)),
           l.reason && h("div", { class: "sub" }, l.reason),
         ),
