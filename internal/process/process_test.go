@@ -70,7 +70,7 @@ func TestMetricsListener(t *testing.T) {
 	}()
 
 	var url string
-	for deadline := time.Now().Add(10 * time.Second); url == ""; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); url == ""; time.Sleep(20 * time.Millisecond) { // a loaded CI machine starts slowly
 		if time.Now().After(deadline) {
 			t.Fatal("no \"metrics listening\" log line")
 		}
