@@ -17,8 +17,10 @@ SELECT join_admit(sqlc.arg(token_id)::text, sqlc.arg(tenant_id)::uuid, sqlc.arg(
 -- The tenant's nodes that count against its cap: neither revoked nor retired.
 SELECT COALESCE(sum(nodes), 0)::bigint FROM tenant_node_counts WHERE tenant_id = sqlc.arg(tenant_id);
 
--- name: ReserveCommands :exec
--- commands/create's reservation of its commands against max_commands a minute, before its own
--- transaction and in one of its own (an implicit one: this is its only statement): refuses, by
--- raising, when the tenant's commands of the last minute would be over it.
-SELECT commands_reserve(sqlc.arg(tenant_id)::uuid, sqlc.arg(commands)::bigint, sqlc.arg(max_commands)::bigint);
+-- name: ReserveCommands :one
+-- The reservations of a batch of commands/create and commands/fanOut calls of one tenant against
+-- their caps of commands a minute (quota.CommandReserver), before their own transactions and in
+-- one of its own (an implicit one: this is its only statement): one number per call, 0 when
+-- reserved, else the commands of the minute it would have made, then the seconds until the
+-- minute's oldest second leaves it (commands_reserve_all, migration 0044).
+SELECT commands_reserve_all(sqlc.arg(tenant_id)::uuid, sqlc.arg(commands)::bigint[], sqlc.arg(max_commands)::bigint[])::bigint[];

@@ -63,22 +63,26 @@ func (q *Queries) InsertJoinedNode(ctx context.Context, arg InsertJoinedNodePara
 	return err
 }
 
-const reserveCommands = `-- name: ReserveCommands :exec
-SELECT commands_reserve($1::uuid, $2::bigint, $3::bigint)
+const reserveCommands = `-- name: ReserveCommands :one
+SELECT commands_reserve_all($1::uuid, $2::bigint[], $3::bigint[])::bigint[]
 `
 
 type ReserveCommandsParams struct {
 	TenantID    uuid.UUID
-	Commands    int64
-	MaxCommands int64
+	Commands    []int64
+	MaxCommands []int64
 }
 
-// commands/create's reservation of its commands against max_commands a minute, before its own
-// transaction and in one of its own (an implicit one: this is its only statement): refuses, by
-// raising, when the tenant's commands of the last minute would be over it.
-func (q *Queries) ReserveCommands(ctx context.Context, arg ReserveCommandsParams) error {
-	_, err := q.db.Exec(ctx, reserveCommands, arg.TenantID, arg.Commands, arg.MaxCommands)
-	return err
+// The reservations of a batch of commands/create and commands/fanOut calls of one tenant against
+// their caps of commands a minute (quota.CommandReserver), before their own transactions and in
+// one of its own (an implicit one: this is its only statement): one number per call, 0 when
+// reserved, else the commands of the minute it would have made, then the seconds until the
+// minute's oldest second leaves it (commands_reserve_all, migration 0044).
+func (q *Queries) ReserveCommands(ctx context.Context, arg ReserveCommandsParams) ([]int64, error) {
+	row := q.db.QueryRow(ctx, reserveCommands, arg.TenantID, arg.Commands, arg.MaxCommands)
+	var column_1 []int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const tenantNodeCount = `-- name: TenantNodeCount :one

@@ -980,10 +980,12 @@ type Querier interface {
 	// Active reservations, other than the lease's own, of any pool that contains a node the lease
 	// holds, whose window overlaps [starts_at, ends_at): an extension must not run into them.
 	ReservationsAgainstLease(ctx context.Context, arg ReservationsAgainstLeaseParams) ([]ReservationsAgainstLeaseRow, error)
-	// commands/create's reservation of its commands against max_commands a minute, before its own
-	// transaction and in one of its own (an implicit one: this is its only statement): refuses, by
-	// raising, when the tenant's commands of the last minute would be over it.
-	ReserveCommands(ctx context.Context, arg ReserveCommandsParams) error
+	// The reservations of a batch of commands/create and commands/fanOut calls of one tenant against
+	// their caps of commands a minute (quota.CommandReserver), before their own transactions and in
+	// one of its own (an implicit one: this is its only statement): one number per call, 0 when
+	// reserved, else the commands of the minute it would have made, then the seconds until the
+	// minute's oldest second leaves it (commands_reserve_all, migration 0044).
+	ReserveCommands(ctx context.Context, arg ReserveCommandsParams) ([]int64, error)
 	// Ends, at the latest at until, the acceptance of every authority of the kind: the issuer and
 	// rotated-out ones whose overlap would last longer.
 	RetirePKIAuthorities(ctx context.Context, arg RetirePKIAuthoritiesParams) error

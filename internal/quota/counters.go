@@ -8,47 +8,28 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/better-compute/better-compute/gen/db"
 	"github.com/better-compute/better-compute/internal/apierr"
 )
 
-// ReserveCommands reserves n commands of tenant against the commandsPerMinute cap that ctx
-// carries, before the create's own transaction, in a short one of its own on q's pool
-// (commands_reserve, migration 0025_tenant_counters): it takes the tenant's lock, reads the last
-// minute's reservations, and adds these or refuses, committing without waiting for the disk, so
-// the lock is held for microseconds and concurrent creates of a tenant never queue behind each
-// other's durable commits. A refusal is the database's error: CommandsRefusal turns it into the
-// cap's. Reserved commands count even if the create then fails or is a replay of its
-// idempotency key, which errs towards refusing.
-func ReserveCommands(ctx context.Context, q *db.Queries, tenant uuid.UUID, n int) error {
-	return q.ReserveCommands(ctx, db.ReserveCommandsParams{
-		TenantID: tenant, Commands: int64(n), MaxCommands: int64(LimitsFrom(ctx).Of(CommandsPerMinute)),
-	})
-}
-
-// CommandsRefusal turns the refusal of ReserveCommands into ResourceExhausted naming the cap that
-// ctx carries, with Retry-After saying when the oldest second of the minute leaves it (unless
-// the create alone is over the cap); added is how many commands the create reserved. ok is false
-// for any other error, which the caller handles.
+// CommandsRefusal turns the refusal of CommandReserver.Reserve into ResourceExhausted naming the
+// cap that ctx carries, with Retry-After saying when the oldest second of the minute leaves it
+// (unless the create alone is over the cap); added is how many commands the create reserved. ok
+// is false for any other error, which the caller handles.
 func CommandsRefusal(ctx context.Context, err error, added int) (refusal error, ok bool) {
-	d, ok := guardDetail(err, CommandsPerMinute, 2)
-	if !ok {
+	var r *commandsRefused
+	if !errors.As(err, &r) {
 		return nil, false
-	}
-	if d == nil {
-		return fmt.Errorf("tenant cap %s: the database's refusal has no counts: %w", CommandsPerMinute, err), true
 	}
 	most := LimitsFrom(ctx).Of(CommandsPerMinute)
 	msg := fmt.Sprintf("%s: the tenant created %d commands in the last minute and this call adds %d; at most %d a minute",
-		CommandsPerMinute.Key(), d[0]-int64(added), added, most)
+		CommandsPerMinute.Key(), r.total-int64(added), added, most)
 	if added > most {
 		return &apierr.Error{Code: connect.CodeResourceExhausted, Msg: msg + "; address fewer nodes"}, true
 	}
 	cerr := connect.NewError(connect.CodeResourceExhausted, errors.New(msg))
-	cerr.Meta().Set("Retry-After", strconv.FormatInt(max(1, d[1]), 10))
+	cerr.Meta().Set("Retry-After", strconv.FormatInt(max(1, r.retry), 10))
 	return cerr, true
 }
 

@@ -15,12 +15,14 @@
 //     create then reads the counter, its own rows included, and rolls back if over. A join does
 //     the read in the database (join_admit, migration 0025), which raises on a refusal so that
 //     the join's statements and COMMIT go in one round trip.
-//   - commands a minute (ReserveCommands, CommandsRefusal): commands/create reserves its commands
+//   - commands a minute (CommandReserver, CommandsRefusal): commands/create reserves its commands
 //     before its own transaction, in a short one of its own that takes the advisory lock, reads
 //     the tenant's per-second reservations of the last minute, and adds or refuses, committing
 //     without waiting for the disk: the lock is held for microseconds, never across a create's
-//     durable commit. It counts the tenant's calls; commands the workers make (workflows, node
-//     control) are bounded by their own caps.
+//     durable commit. A process keeps one such call in flight per tenant and sends the
+//     reservations that arrive meanwhile together in the next, so a tenant's creates do not
+//     convoy on the lock. It counts the tenant's calls; commands the workers make (workflows,
+//     node control) are bounded by their own caps.
 //
 // A refusal is ResourceExhausted naming the configuration key of the cap.
 package quota

@@ -38,6 +38,7 @@ type Service struct {
 	pool     *pgxpool.Pool
 	admit    *admission.Admitter
 	notifier Notifier
+	reserve  *quota.CommandReserver
 }
 
 // Notifier tells gateways that nodes have new commands (gateway.Notifier does, over the
@@ -50,7 +51,7 @@ var _ commandsv1connect.CommandsServiceHandler = (*Service)(nil)
 
 // New returns the service; notifier may be nil.
 func New(pool *pgxpool.Pool, admit *admission.Admitter, notifier Notifier) *Service {
-	return &Service{pool: pool, admit: admit, notifier: notifier}
+	return &Service{pool: pool, admit: admit, notifier: notifier, reserve: quota.NewCommandReserver(db.New(pool))}
 }
 
 // Limits of commands/create.
@@ -104,9 +105,10 @@ func (s *Service) Create(ctx context.Context, req *commandsv1.CreateRequest) (*c
 	if err != nil {
 		return nil, err
 	}
-	// Reserved before the transaction, in a short one of its own: concurrent creates of the
-	// tenant queue on the cap's lock for microseconds, not for each other's commits.
-	if err := quota.ReserveCommands(ctx, db.New(s.pool), tid, len(targets)); err != nil {
+	// Reserved before the transaction, in a short one of its own that the creates of the tenant
+	// arriving meanwhile share: they never queue on the cap's lock one by one, nor for each
+	// other's commits.
+	if err := s.reserve.Reserve(ctx, tid, len(targets)); err != nil {
 		if refusal, ok := quota.CommandsRefusal(ctx, err, len(targets)); ok {
 			return nil, refusal
 		}

@@ -188,7 +188,7 @@ func (s *Service) FanOut(ctx context.Context, req *commandsv1.FanOutRequest) (*c
 		return nil, apierr.InvalidArgument("selector.limit", "the selector matches more than %d nodes; set a limit or narrow it", MaxFanOutNodes)
 	}
 	// Reserved before the transaction, as Create does, for every node the fan-out reaches.
-	if err := quota.ReserveCommands(ctx, q, tid, int(n)); err != nil {
+	if err := s.reserve.Reserve(ctx, tid, int(n)); err != nil {
 		if refusal, ok := quota.CommandsRefusal(ctx, err, int(n)); ok {
 			return nil, refusal
 		}
