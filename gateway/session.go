@@ -115,97 +115,23 @@ const sendQueue = 32
 
 // Session serves a node's stream until the node goes away, a newer session supersedes it, the
 // node is revoked or the gateway stops.
+//
+// The handler's goroutine only receives, for as long as the session lasts: the session's start
+// (database statements, logging, the welcome) runs on a goroutine of its own that ends when the
+// session is open, so that the handler's stack, which every idle session keeps, is not grown by
+// it (a stack grown to 16 KiB stays there while its goroutine waits in Receive).
 func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemonv1.SessionRequest, daemonv1.SessionResponse]) error {
 	g := s.g
-	// The daemon sends its hello as it opens the stream: compare its clock with this moment,
-	// not with when the hello is read (after the database has answered, seconds later in a
-	// reconnect storm).
-	opened := time.Now()
-	nodeID, err := nodeFrom(ctx)
+	var (
+		open *openSession
+		err  error
+	)
+	onFreshStack(func() { open, err = g.openSession(ctx, stream) })
 	if err != nil {
 		return err
 	}
-	release, err := g.seat(nodeID)
-	if err != nil {
-		return err
-	}
-	defer release()
-	q := db.New(g.opts.Pool)
-	node, err := q.GetNodeForGateway(ctx, nodeID)
-	if err != nil {
-		return fmt.Errorf("session of node %s: %w", nodeID, err)
-	}
-	if node.RevokedAt != nil {
-		return apierr.PermissionDenied("node %s is revoked", nodeID)
-	}
-	first, err := stream.Receive()
-	if err != nil {
-		if lerr := g.opts.Limits.overReadLimit(err); lerr != nil {
-			return lerr
-		}
-		return fmt.Errorf("session of node %s: receive hello: %w", nodeID, err)
-	}
-	hello := first.GetHello()
-	if hello == nil {
-		return apierr.InvalidArgument("hello", "the first message of a session must be a hello")
-	}
-	if err := g.opts.Limits.checkMessage(first); err != nil {
-		return err
-	}
-	if err := g.recordHello(ctx, q, nodeID, hello); err != nil {
-		return fmt.Errorf("record hello of node %s: %w", nodeID, err)
-	}
-	if g.opts.Wake != nil {
-		g.opts.Wake(fleet.KindLiveness)
-	}
-	sess := &session{
-		node: nodeID, tenant: node.TenantID, id: newSessionID(), send: make(chan *daemonv1.SessionResponse, sendQueue),
-		ended: make(chan struct{}), out: stream.Send,
-	}
-	// The hello vouched for the node; from here the session's heartbeats keep the vouch, and its
-	// end, whatever ends it, ends the vouch (liveness.go).
-	g.live.start(nodeID, sess.id, time.Now())
-	defer g.live.stop(nodeID, sess.id)
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sess.end = onceReason(sess, cancel)
-	// Ending the session (on purpose, or with the daemon's connection) closes the request body,
-	// which is what ends this goroutine's wait in Receive.
-	if body, ok := ctx.Value(bodyKey{}).(io.Closer); ok {
-		stop := context.AfterFunc(sctx, func() { _ = body.Close() })
-		defer stop()
-	}
-	// After the handler returns, the stream is not to be written: wait for a write in progress.
-	defer sess.close()
-	if err := q.ClaimSession(ctx, db.ClaimSessionParams{NodeID: nodeID, GatewayID: g.opts.ID, SessionID: sess.id, Transport: string(transportOf(ctx))}); err != nil {
-		return fmt.Errorf("claim session of node %s: %w", nodeID, err)
-	}
-	g.add(sess)
-	log := g.log.With("node_id", nodeID, "session_id", sess.id, "transport", transportOf(ctx))
-	skew := clockSkew(hello, opened)
-	log.Info("session started", "daemon_version", hello.GetDaemonVersion(), "clock_skew", skew)
-	if skew > maxClockSkew || skew < -maxClockSkew {
-		log.Warn("the daemon's clock is off", "clock_skew", skew)
-	}
-	defer func() {
-		g.remove(sess)
-		ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer ecancel()
-		if err := q.EndSession(ectx, db.EndSessionParams{NodeID: nodeID, SessionID: sess.id}); err != nil {
-			log.Warn("record session end", "err", err)
-		}
-		log.Info("session ended", "reason", sess.why())
-	}()
-
-	if err := sess.write(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Welcome{Welcome: &daemonv1.Welcome{
-		NodeId: nodeID.String(), HeartbeatIntervalSeconds: int32(g.opts.HeartbeatInterval / time.Second),
-		ServerTime:     timestamppb.Now(),
-		MaxResultBytes: int32(min(g.opts.Limits.ResultBytes, math.MaxInt32)),
-		MaxEventBytes:  int32(min(g.opts.Limits.EventBytes, math.MaxInt32)),
-	}}}); err != nil {
-		return fmt.Errorf("send welcome: %w", err)
-	}
-	g.Poke(nodeID)
+	sess, sctx := open.sess, open.ctx
+	defer onFreshStack(open.close)
 
 	// This goroutine receives; the queue's writer sends (wake). Returning closes the stream.
 	goodbye := func() {
@@ -231,6 +157,139 @@ func (s *service) Session(ctx context.Context, stream *connect.BidiStream[daemon
 	}
 	sess.end("daemon closed the session")
 	return nil
+}
+
+// onFreshStack runs f on a goroutine of its own and waits for it; a panic of f is raised again
+// in the caller, as if f had run there (the HTTP server recovers its handlers' panics).
+func onFreshStack(f func()) {
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		f()
+	}()
+	if p := <-done; p != nil {
+		panic(p)
+	}
+}
+
+// openSession is a session that Session opened: its context ends with the session, and close
+// undoes what opening did (in reverse), after the session ended.
+type openSession struct {
+	sess    *session
+	ctx     context.Context
+	undo    []func()
+	undoing sync.Once
+}
+
+// close runs the undo steps, last first, once.
+func (o *openSession) close() {
+	o.undoing.Do(func() {
+		for i := len(o.undo) - 1; i >= 0; i-- {
+			o.undo[i]()
+		}
+	})
+}
+
+// openSession takes the node's seat, reads its hello, records and claims the session and sends
+// the welcome. On an error it undoes what it did.
+func (g *Gateway) openSession(ctx context.Context, stream *connect.BidiStream[daemonv1.SessionRequest, daemonv1.SessionResponse]) (_ *openSession, err error) {
+	// The daemon sends its hello as it opens the stream: compare its clock with this moment,
+	// not with when the hello is read (after the database has answered, seconds later in a
+	// reconnect storm).
+	opened := time.Now()
+	nodeID, err := nodeFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	release, err := g.seat(nodeID)
+	if err != nil {
+		return nil, err
+	}
+	o := &openSession{undo: []func(){release}}
+	defer func() {
+		if err != nil {
+			o.close()
+		}
+	}()
+	q := db.New(g.opts.Pool)
+	node, err := q.GetNodeForGateway(ctx, nodeID)
+	if err != nil {
+		return nil, fmt.Errorf("session of node %s: %w", nodeID, err)
+	}
+	if node.RevokedAt != nil {
+		return nil, apierr.PermissionDenied("node %s is revoked", nodeID)
+	}
+	first, err := stream.Receive()
+	if err != nil {
+		if lerr := g.opts.Limits.overReadLimit(err); lerr != nil {
+			return nil, lerr
+		}
+		return nil, fmt.Errorf("session of node %s: receive hello: %w", nodeID, err)
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return nil, apierr.InvalidArgument("hello", "the first message of a session must be a hello")
+	}
+	if err := g.opts.Limits.checkMessage(first); err != nil {
+		return nil, err
+	}
+	if err := g.recordHello(ctx, q, nodeID, hello); err != nil {
+		return nil, fmt.Errorf("record hello of node %s: %w", nodeID, err)
+	}
+	if g.opts.Wake != nil {
+		g.opts.Wake(fleet.KindLiveness)
+	}
+	sess := &session{
+		node: nodeID, tenant: node.TenantID, id: newSessionID(), send: make(chan *daemonv1.SessionResponse, sendQueue),
+		ended: make(chan struct{}), out: stream.Send,
+	}
+	o.sess = sess
+	// The hello vouched for the node; from here the session's heartbeats keep the vouch, and its
+	// end, whatever ends it, ends the vouch (liveness.go).
+	g.live.start(nodeID, sess.id, time.Now())
+	o.undo = append(o.undo, func() { g.live.stop(nodeID, sess.id) })
+	sctx, cancel := context.WithCancel(ctx)
+	o.ctx = sctx
+	o.undo = append(o.undo, cancel)
+	sess.end = onceReason(sess, cancel)
+	// Ending the session (on purpose, or with the daemon's connection) closes the request body,
+	// which is what ends the handler's wait in Receive.
+	if body, ok := ctx.Value(bodyKey{}).(io.Closer); ok {
+		stop := context.AfterFunc(sctx, func() { _ = body.Close() })
+		o.undo = append(o.undo, func() { stop() })
+	}
+	// After the handler returns, the stream is not to be written: wait for a write in progress.
+	o.undo = append(o.undo, sess.close)
+	if err := q.ClaimSession(ctx, db.ClaimSessionParams{NodeID: nodeID, GatewayID: g.opts.ID, SessionID: sess.id, Transport: string(transportOf(ctx))}); err != nil {
+		return nil, fmt.Errorf("claim session of node %s: %w", nodeID, err)
+	}
+	g.add(sess)
+	log := g.log.With("node_id", nodeID, "session_id", sess.id, "transport", transportOf(ctx))
+	skew := clockSkew(hello, opened)
+	log.Info("session started", "daemon_version", hello.GetDaemonVersion(), "clock_skew", skew)
+	if skew > maxClockSkew || skew < -maxClockSkew {
+		log.Warn("the daemon's clock is off", "clock_skew", skew)
+	}
+	o.undo = append(o.undo, func() {
+		g.remove(sess)
+		ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer ecancel()
+		if err := q.EndSession(ectx, db.EndSessionParams{NodeID: nodeID, SessionID: sess.id}); err != nil {
+			log.Warn("record session end", "err", err)
+		}
+		log.Info("session ended", "reason", sess.why())
+	})
+
+	if err := sess.write(&daemonv1.SessionResponse{Msg: &daemonv1.SessionResponse_Welcome{Welcome: &daemonv1.Welcome{
+		NodeId: nodeID.String(), HeartbeatIntervalSeconds: int32(g.opts.HeartbeatInterval / time.Second),
+		ServerTime:     timestamppb.Now(),
+		MaxResultBytes: int32(min(g.opts.Limits.ResultBytes, math.MaxInt32)),
+		MaxEventBytes:  int32(min(g.opts.Limits.EventBytes, math.MaxInt32)),
+	}}}); err != nil {
+		return nil, fmt.Errorf("send welcome: %w", err)
+	}
+	g.Poke(nodeID)
+	return o, nil
 }
 
 // receive handles the daemon's messages until the stream ends.
