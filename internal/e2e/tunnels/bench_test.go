@@ -42,6 +42,12 @@ const (
 //     tunnel-rtt50ms through a tunnel whose daemon's data plane has benchRTT of injected round
 //     trip (sim.DelayConn, the simulator's TunnelRTT), and tunnel-websocket through a tunnel whose
 //     daemon reaches the gateway over its WebSocket listener (outer TLS, the gateway's own).
+//     cli-local connects to `better-compute tunnel --local` (the binary, its own process, as
+//     ssh -L is), which forwards through a tunnel as tunnel does, and cli-stdio writes to and
+//     reads from a `better-compute tunnel --stdio` process per iteration (bench_cli_test.go).
+//   - download/*: the other direction: benchBytes from a port on the node that writes them once
+//     the client's first byte came (the time starts then) and half-closes, read to the end by
+//     the client, through the same paths (curl of a file through the CLI is this direction).
 //   - open/*: benchTunnels tunnels opened one after the other, each timed from tunnels/create to
 //     its first byte echoed by the node's port (create, upgrade, the gateway's TunnelOpen, the
 //     daemon's dial and data-plane stream, one round trip); reported as p50 and p99, and as
@@ -55,7 +61,10 @@ const (
 func BenchmarkTunnel(b *testing.B) {
 	e := newEnvWith(b, envOptions{gateway: gatewaytest.WebSocket(b, true)})
 	sinkPort, echoPort := listen(b, sink), listen(b, echo)
-	ports := []int{sinkPort.port, echoPort.port}
+	data := make([]byte, 1<<20)
+	_, _ = rand.Read(data)
+	sourcePort := listen(b, source(data))
+	ports := []int{sinkPort.port, echoPort.port, sourcePort.port}
 	direct := e.startFake(fakeOptions{tunnelPorts: ports})
 	// The same daemon protocol inside a WebSocket with the gateway's own outer TLS: two TLS
 	// layers, as through a CONNECT proxy.
@@ -72,9 +81,7 @@ func BenchmarkTunnel(b *testing.B) {
 	e.allow(direct, ports...)
 	e.allow(overWS, ports...)
 	e.allow(delayed, ports...)
-	sinkAddr := sinkPort.ln.Addr().String()
-	data := make([]byte, 1<<20)
-	_, _ = rand.Read(data)
+	sinkAddr, sourceAddr := sinkPort.ln.Addr().String(), sourcePort.ln.Addr().String()
 
 	tcp := func(addr string) func(b *testing.B) halfCloser {
 		return func(b *testing.B) halfCloser {
@@ -87,10 +94,10 @@ func BenchmarkTunnel(b *testing.B) {
 			return c.(*net.TCPConn)
 		}
 	}
-	through := func(n *node) func(b *testing.B) halfCloser {
+	through := func(n *node, port int) func(b *testing.B) halfCloser {
 		return func(b *testing.B) halfCloser {
 			b.Helper()
-			c, err := e.admin.Tunnel(ctx, n.id, sinkPort.port)
+			c, err := e.admin.Tunnel(ctx, n.id, port)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -103,9 +110,23 @@ func BenchmarkTunnel(b *testing.B) {
 		sshd := startSSHD(b)
 		throughput(b, tcp(sshd.forward(b, sinkPort.port)), data)
 	})
-	b.Run("throughput=tunnel", func(b *testing.B) { throughput(b, through(direct), data) })
-	b.Run("throughput=tunnel-websocket", func(b *testing.B) { throughput(b, through(overWS), data) })
-	b.Run("throughput=tunnel-rtt50ms", func(b *testing.B) { throughput(b, through(delayed), data) })
+	b.Run("throughput=tunnel", func(b *testing.B) { throughput(b, through(direct, sinkPort.port), data) })
+	b.Run("throughput=tunnel-websocket", func(b *testing.B) { throughput(b, through(overWS, sinkPort.port), data) })
+	b.Run("throughput=tunnel-rtt50ms", func(b *testing.B) { throughput(b, through(delayed, sinkPort.port), data) })
+	b.Run("throughput=cli-local", func(b *testing.B) {
+		throughput(b, tcpOpened(e, cliLocal(b, e, cliBinary(b), direct, sinkPort.port), direct), data)
+	})
+	b.Run("throughput=cli-stdio", func(b *testing.B) { throughput(b, cliStdio(e, cliBinary(b), direct, sinkPort.port), data) })
+	b.Run("download=raw-tcp", func(b *testing.B) { download(b, tcp(sourceAddr)) })
+	b.Run("download=ssh-L", func(b *testing.B) {
+		sshd := startSSHD(b)
+		download(b, tcp(sshd.forward(b, sourcePort.port)))
+	})
+	b.Run("download=tunnel", func(b *testing.B) { download(b, through(direct, sourcePort.port)) })
+	b.Run("download=cli-local", func(b *testing.B) {
+		download(b, tcpOpened(e, cliLocal(b, e, cliBinary(b), direct, sourcePort.port), direct))
+	})
+	b.Run("download=cli-stdio", func(b *testing.B) { download(b, cliStdio(e, cliBinary(b), direct, sourcePort.port)) })
 	b.Run("open=direct", func(b *testing.B) { opens(b, e, direct, echoPort.port) })
 	b.Run("open=websocket", func(b *testing.B) { opens(b, e, overWS, echoPort.port) })
 	b.Run("open=rtt50ms", func(b *testing.B) { opens(b, e, delayed, echoPort.port) })
@@ -134,6 +155,49 @@ func throughput(b *testing.B, dial func(*testing.B) halfCloser, data []byte) {
 		if err != nil || string(got) != strconv.Itoa(benchBytes) {
 			b.Fatalf("the sink read %q bytes (%v), want %d", got, err, benchBytes)
 		}
+	}
+}
+
+// source is the node's end of the download benchmarks: after the client's first byte it writes
+// benchBytes (data, repeated), half-closes, and reads to the end.
+func source(data []byte) func(*net.TCPConn) {
+	return func(c *net.TCPConn) {
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			return
+		}
+		for sent := 0; sent < benchBytes; sent += len(data) {
+			if _, err := c.Write(data); err != nil {
+				return
+			}
+		}
+		_ = c.CloseWrite()
+		_, _ = io.Copy(io.Discard, c)
+	}
+}
+
+// download reads benchBytes from a source port on a new connection per iteration, timed from the
+// byte that starts it to the end of the stream.
+func download(b *testing.B, dial func(*testing.B) halfCloser) {
+	b.Helper()
+	b.SetBytes(benchBytes)
+	buf := make([]byte, 1<<20)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		c := dial(b)
+		b.StartTimer()
+		if _, err := c.Write([]byte{1}); err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{c}, buf)
+		if err != nil || n != benchBytes {
+			b.Fatalf("read %d bytes from the source (%v), want %d", n, err, benchBytes)
+		}
+		b.StopTimer()
+		if err := c.CloseWrite(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
 	}
 }
 
