@@ -42,6 +42,7 @@ func frame(n int) []byte {
 // write a frame (or more frames, when a write ends several), in order; a frame longer than
 // maxPendingWrite goes out in pieces, all of it.
 func TestFrameWrites(t *testing.T) {
+	t.Parallel()
 	sizes := []int{0, 1, 125, 126, 4091, 4096, 65535, 65536, 1 + 64<<10, 100, 3*maxPendingWrite + 17}
 	var stream []byte
 	var frames [][]byte

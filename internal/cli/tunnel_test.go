@@ -54,6 +54,7 @@ func TestTunnelStdio(t *testing.T) {
 }
 
 func testTunnelStdio(t *testing.T, inR io.Reader, inW io.WriteCloser) {
+	t.Helper()
 	ended := make(chan error, 1)
 	srv := tunneltest.New(t, tunneltest.Echo(func(err error) { ended <- err }))
 	outR, outW := io.Pipe()

@@ -175,6 +175,7 @@ func (h *hopCPU) around(c halfCloser, transfer func()) {
 
 // report reports the CPU time per byte, as hop-cpu-ns/B, of n transfers of benchBytes.
 func (h *hopCPU) report(b *testing.B, n int) {
+	b.Helper()
 	if h.ok {
 		b.ReportMetric(float64(h.total.Nanoseconds())/float64(n)/benchBytes, "hop-cpu-ns/B")
 	}

@@ -101,7 +101,10 @@ func BenchmarkTunnel(b *testing.B) {
 	}
 	tcpThrough := func(addr string, pid int) func(b *testing.B) halfCloser {
 		dial := tcp(addr)
-		return func(b *testing.B) halfCloser { return procConn{dial(b), pid} }
+		return func(b *testing.B) halfCloser {
+			b.Helper()
+			return procConn{dial(b), pid}
+		}
 	}
 	through := func(n *node, port int) func(b *testing.B) halfCloser {
 		return func(b *testing.B) halfCloser {
@@ -127,6 +130,7 @@ func BenchmarkTunnel(b *testing.B) {
 		clis = append(clis, struct{ suffix, bin string }{"-baseline", base})
 	}
 	cliLocalTo := func(b *testing.B, bin string, port int) func(*testing.B) halfCloser {
+		b.Helper()
 		if bin == "" {
 			bin = cliBinary(b)
 		}
@@ -134,6 +138,7 @@ func BenchmarkTunnel(b *testing.B) {
 		return tcpOpened(e, addr, pid, direct)
 	}
 	cliStdioTo := func(b *testing.B, bin string, port int) func(*testing.B) halfCloser {
+		b.Helper()
 		if bin == "" {
 			bin = cliBinary(b)
 		}
