@@ -93,7 +93,7 @@ func (c *Client) dialTunnel(ctx context.Context, url string) (*tunnel.WebSocketS
 	}
 	hc, _ := c.httpClient.(*http.Client) // nil: http.DefaultClient
 	conn, res, err := websocket.Dial(ctx, url, &websocket.DialOptions{
-		HTTPClient:      hc,
+		HTTPClient:      withFrameWrites(hc),
 		HTTPHeader:      h,
 		Subprotocols:    []string{tunnel.Subprotocol},
 		CompressionMode: websocket.CompressionDisabled,

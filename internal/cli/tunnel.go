@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -142,17 +143,23 @@ func tunnelListen(ctx context.Context, c *client.Client, nodeID string, port int
 	}
 }
 
-// stdioConn is a tunnel.Conn over standard input and output. A goroutine reads in, one buffer
-// at a time, so that Close returns a pending Read at once (a read of a terminal or a pipe
-// cannot be interrupted); CloseWrite closes out (the reader of our output sees EOF).
+// stdioConn is a tunnel.Conn over standard input and output. Input that is a pipe or a socket
+// (ssh's ProxyCommand gives a pipe) is read directly, through the runtime's poller
+// (pollableInput), so that Close returns a pending Read at once; any other input (a terminal) is
+// read by a goroutine, one buffer at a time, for the same reason: a blocking read cannot be
+// interrupted. Reading a pipe directly spares each buffer a hand-over between goroutines: the
+// goroutine's hand-over halved --stdio's throughput from the client (docs/benchmarks.md).
+// CloseWrite closes out (the reader of our output sees EOF).
 type stdioConn struct {
-	out    io.Writer
-	reads  chan stdioRead
-	next   chan struct{} // the last read's buffer may be reused
-	closed chan struct{}
-	once   sync.Once
-	rest   []byte
-	err    error
+	out     io.Writer
+	file    *os.File // pollable input, read directly; nil: reads come from the goroutine
+	restore func()   // file's: closes it and makes the input blocking again
+	reads   chan stdioRead
+	next    chan struct{} // the last read's buffer may be reused
+	closed  chan struct{}
+	once    sync.Once
+	rest    []byte
+	err     error
 }
 
 type stdioRead struct {
@@ -162,6 +169,10 @@ type stdioRead struct {
 
 func newStdioConn(in io.Reader, out io.Writer) *stdioConn {
 	c := &stdioConn{out: out, reads: make(chan stdioRead), next: make(chan struct{}), closed: make(chan struct{})}
+	if f, restore, ok := pollableInput(in); ok {
+		c.file, c.restore = f, restore
+		return c
+	}
 	go func() {
 		buf := make([]byte, tunnel.MaxPayload)
 		for {
@@ -185,6 +196,13 @@ func newStdioConn(in io.Reader, out io.Writer) *stdioConn {
 }
 
 func (c *stdioConn) Read(p []byte) (int, error) {
+	if c.file != nil {
+		n, err := c.file.Read(p)
+		if errors.Is(err, os.ErrClosed) {
+			err = net.ErrClosed
+		}
+		return n, err
+	}
 	if len(c.rest) == 0 {
 		if c.err != nil {
 			return 0, c.err
@@ -230,7 +248,12 @@ func (c *stdioConn) CloseWrite() error {
 
 // Close stops reading and closes standard output.
 func (c *stdioConn) Close() error {
-	c.once.Do(func() { close(c.closed) })
+	c.once.Do(func() {
+		close(c.closed)
+		if c.restore != nil {
+			c.restore()
+		}
+	})
 	_ = c.CloseWrite()
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -35,9 +36,27 @@ func runTunnel(ctx context.Context, in io.Reader, out, errOut io.Writer, args ..
 // command succeeds.
 func TestTunnelStdio(t *testing.T) {
 	t.Parallel()
+	t.Run("reader", func(t *testing.T) {
+		t.Parallel()
+		inR, inW := io.Pipe()
+		testTunnelStdio(t, inR, inW)
+	})
+	// A pipe, as ssh's ProxyCommand gives: read through the poller (pollableInput).
+	t.Run("pipe", func(t *testing.T) {
+		t.Parallel()
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = inR.Close() })
+		testTunnelStdio(t, inR, inW)
+	})
+}
+
+func testTunnelStdio(t *testing.T, inR io.Reader, inW io.WriteCloser) {
+	t.Helper()
 	ended := make(chan error, 1)
 	srv := tunneltest.New(t, tunneltest.Echo(func(err error) { ended <- err }))
-	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -74,7 +93,12 @@ func TestTunnelStdioAbort(t *testing.T) {
 	srv := tunneltest.New(t, tunneltest.Abort(tunnel.CodeDialFailed, "dial tcp 127.0.0.1:22: connection refused"))
 	args := []string{"--api", srv.URL, "--api-key", tunneltest.Key, "--node", "node-1", "--port", "22", "--stdio"}
 
-	inR, inW := io.Pipe()
+	// A pipe whose writer stays open: the abort must return the read pending on it.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = inR.Close() })
 	t.Cleanup(func() { _ = inW.Close() })
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
@@ -83,7 +107,7 @@ func TestTunnelStdioAbort(t *testing.T) {
 	if _, err := io.ReadAll(outR); err != nil {
 		t.Fatal(err)
 	}
-	err := <-done
+	err = <-done
 	var ae *tunnel.AbortError
 	if !errors.As(err, &ae) || ae.Code != tunnel.CodeDialFailed || !strings.Contains(err.Error(), "4005") ||
 		!strings.Contains(err.Error(), "connection refused") {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -42,6 +43,16 @@ const (
 //     tunnel-rtt50ms through a tunnel whose daemon's data plane has benchRTT of injected round
 //     trip (sim.DelayConn, the simulator's TunnelRTT), and tunnel-websocket through a tunnel whose
 //     daemon reaches the gateway over its WebSocket listener (outer TLS, the gateway's own).
+//     cli-local connects to `better-compute tunnel --local` (the binary, its own process, as
+//     ssh -L is), which forwards through a tunnel as tunnel does, and cli-stdio writes to and
+//     reads from a `better-compute tunnel --stdio` process per iteration (bench_cli_test.go);
+//     BENCH_TUNNEL_CLI names the binary (else one is built from this tree), and
+//     BENCH_TUNNEL_CLI_BASELINE another, run beside it as cli-*-baseline, to compare two builds
+//     in one run. The cases through a process (ssh -L, the CLI) also report its CPU time per
+//     byte carried (hop-cpu-ns/B), which the machine's other work changes less than the time.
+//   - download/*: the other direction: benchBytes from a port on the node that writes them once
+//     the client's first byte came (the time starts then) and half-closes, read to the end by
+//     the client, through the same paths (curl of a file through the CLI is this direction).
 //   - open/*: benchTunnels tunnels opened one after the other, each timed from tunnels/create to
 //     its first byte echoed by the node's port (create, upgrade, the gateway's TunnelOpen, the
 //     daemon's dial and data-plane stream, one round trip); reported as p50 and p99, and as
@@ -55,7 +66,10 @@ const (
 func BenchmarkTunnel(b *testing.B) {
 	e := newEnvWith(b, envOptions{gateway: gatewaytest.WebSocket(b, true)})
 	sinkPort, echoPort := listen(b, sink), listen(b, echo)
-	ports := []int{sinkPort.port, echoPort.port}
+	data := make([]byte, 1<<20)
+	_, _ = rand.Read(data)
+	sourcePort := listen(b, source(data))
+	ports := []int{sinkPort.port, echoPort.port, sourcePort.port}
 	direct := e.startFake(fakeOptions{tunnelPorts: ports})
 	// The same daemon protocol inside a WebSocket with the gateway's own outer TLS: two TLS
 	// layers, as through a CONNECT proxy.
@@ -72,9 +86,7 @@ func BenchmarkTunnel(b *testing.B) {
 	e.allow(direct, ports...)
 	e.allow(overWS, ports...)
 	e.allow(delayed, ports...)
-	sinkAddr := sinkPort.ln.Addr().String()
-	data := make([]byte, 1<<20)
-	_, _ = rand.Read(data)
+	sinkAddr, sourceAddr := sinkPort.ln.Addr().String(), sourcePort.ln.Addr().String()
 
 	tcp := func(addr string) func(b *testing.B) halfCloser {
 		return func(b *testing.B) halfCloser {
@@ -87,10 +99,17 @@ func BenchmarkTunnel(b *testing.B) {
 			return c.(*net.TCPConn)
 		}
 	}
-	through := func(n *node) func(b *testing.B) halfCloser {
+	tcpThrough := func(addr string, pid int) func(b *testing.B) halfCloser {
+		dial := tcp(addr)
 		return func(b *testing.B) halfCloser {
 			b.Helper()
-			c, err := e.admin.Tunnel(ctx, n.id, sinkPort.port)
+			return procConn{dial(b), pid}
+		}
+	}
+	through := func(n *node, port int) func(b *testing.B) halfCloser {
+		return func(b *testing.B) halfCloser {
+			b.Helper()
+			c, err := e.admin.Tunnel(ctx, n.id, port)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -101,11 +120,48 @@ func BenchmarkTunnel(b *testing.B) {
 	b.Run("throughput=raw-tcp", func(b *testing.B) { throughput(b, tcp(sinkAddr), data) })
 	b.Run("throughput=ssh-L", func(b *testing.B) {
 		sshd := startSSHD(b)
-		throughput(b, tcp(sshd.forward(b, sinkPort.port)), data)
+		throughput(b, tcpThrough(sshd.forward(b, sinkPort.port)), data)
 	})
-	b.Run("throughput=tunnel", func(b *testing.B) { throughput(b, through(direct), data) })
-	b.Run("throughput=tunnel-websocket", func(b *testing.B) { throughput(b, through(overWS), data) })
-	b.Run("throughput=tunnel-rtt50ms", func(b *testing.B) { throughput(b, through(delayed), data) })
+	b.Run("throughput=tunnel", func(b *testing.B) { throughput(b, through(direct, sinkPort.port), data) })
+	b.Run("throughput=tunnel-websocket", func(b *testing.B) { throughput(b, through(overWS, sinkPort.port), data) })
+	b.Run("throughput=tunnel-rtt50ms", func(b *testing.B) { throughput(b, through(delayed, sinkPort.port), data) })
+	clis := []struct{ suffix, bin string }{{"", ""}}
+	if base := os.Getenv("BENCH_TUNNEL_CLI_BASELINE"); base != "" {
+		clis = append(clis, struct{ suffix, bin string }{"-baseline", base})
+	}
+	cliLocalTo := func(b *testing.B, bin string, port int) func(*testing.B) halfCloser {
+		b.Helper()
+		if bin == "" {
+			bin = cliBinary(b)
+		}
+		addr, pid := cliLocal(b, e, bin, direct, port)
+		return tcpOpened(e, addr, pid, direct)
+	}
+	cliStdioTo := func(b *testing.B, bin string, port int) func(*testing.B) halfCloser {
+		b.Helper()
+		if bin == "" {
+			bin = cliBinary(b)
+		}
+		return cliStdio(e, bin, direct, port)
+	}
+	for _, cli := range clis {
+		b.Run("throughput=cli-local"+cli.suffix, func(b *testing.B) { throughput(b, cliLocalTo(b, cli.bin, sinkPort.port), data) })
+	}
+	for _, cli := range clis {
+		b.Run("throughput=cli-stdio"+cli.suffix, func(b *testing.B) { throughput(b, cliStdioTo(b, cli.bin, sinkPort.port), data) })
+	}
+	b.Run("download=raw-tcp", func(b *testing.B) { download(b, tcp(sourceAddr)) })
+	b.Run("download=ssh-L", func(b *testing.B) {
+		sshd := startSSHD(b)
+		download(b, tcpThrough(sshd.forward(b, sourcePort.port)))
+	})
+	b.Run("download=tunnel", func(b *testing.B) { download(b, through(direct, sourcePort.port)) })
+	for _, cli := range clis {
+		b.Run("download=cli-local"+cli.suffix, func(b *testing.B) { download(b, cliLocalTo(b, cli.bin, sourcePort.port)) })
+	}
+	for _, cli := range clis {
+		b.Run("download=cli-stdio"+cli.suffix, func(b *testing.B) { download(b, cliStdioTo(b, cli.bin, sourcePort.port)) })
+	}
 	b.Run("open=direct", func(b *testing.B) { opens(b, e, direct, echoPort.port) })
 	b.Run("open=websocket", func(b *testing.B) { opens(b, e, overWS, echoPort.port) })
 	b.Run("open=rtt50ms", func(b *testing.B) { opens(b, e, delayed, echoPort.port) })
@@ -117,24 +173,75 @@ func BenchmarkTunnel(b *testing.B) {
 func throughput(b *testing.B, dial func(*testing.B) halfCloser, data []byte) {
 	b.Helper()
 	b.SetBytes(benchBytes)
+	var cpu hopCPU
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
 		c := dial(b)
 		b.StartTimer()
-		for sent := 0; sent < benchBytes; sent += len(data) {
-			if _, err := c.Write(data); err != nil {
+		cpu.around(c, func() {
+			for sent := 0; sent < benchBytes; sent += len(data) {
+				if _, err := c.Write(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := c.CloseWrite(); err != nil {
 				b.Fatal(err)
 			}
+			got, err := io.ReadAll(c)
+			if err != nil || string(got) != strconv.Itoa(benchBytes) {
+				b.Fatalf("the sink read %q bytes (%v), want %d", got, err, benchBytes)
+			}
+		})
+	}
+	cpu.report(b, b.N)
+}
+
+// source is the node's end of the download benchmarks: after the client's first byte it writes
+// benchBytes (data, repeated), half-closes, and reads to the end.
+func source(data []byte) func(*net.TCPConn) {
+	return func(c *net.TCPConn) {
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			return
 		}
+		for sent := 0; sent < benchBytes; sent += len(data) {
+			if _, err := c.Write(data); err != nil {
+				return
+			}
+		}
+		_ = c.CloseWrite()
+		_, _ = io.Copy(io.Discard, c)
+	}
+}
+
+// download reads benchBytes from a source port on a new connection per iteration, timed from the
+// byte that starts it to the end of the stream.
+func download(b *testing.B, dial func(*testing.B) halfCloser) {
+	b.Helper()
+	b.SetBytes(benchBytes)
+	buf := make([]byte, 1<<20)
+	var cpu hopCPU
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		c := dial(b)
+		b.StartTimer()
+		cpu.around(c, func() {
+			if _, err := c.Write([]byte{1}); err != nil {
+				b.Fatal(err)
+			}
+			n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{c}, buf)
+			if err != nil || n != benchBytes {
+				b.Fatalf("read %d bytes from the source (%v), want %d", n, err, benchBytes)
+			}
+		})
+		b.StopTimer()
 		if err := c.CloseWrite(); err != nil {
 			b.Fatal(err)
 		}
-		got, err := io.ReadAll(c)
-		if err != nil || string(got) != strconv.Itoa(benchBytes) {
-			b.Fatalf("the sink read %q bytes (%v), want %d", got, err, benchBytes)
-		}
+		b.StartTimer()
 	}
+	cpu.report(b, b.N)
 }
 
 // opens opens benchTunnels tunnels per iteration, one at a time, and reports the open time's
@@ -358,8 +465,9 @@ func goroutines() goroutineCensus {
 }
 
 // forward starts OpenSSH's own forward of a local port to port on this machine through the
-// server (`ssh -N -L`), until the benchmark ends, and returns the local address.
-func (s *sshd) forward(b *testing.B, port int) string {
+// server (`ssh -N -L`), until the benchmark ends, and returns the local address and the ssh
+// process's id.
+func (s *sshd) forward(b *testing.B, port int) (string, int) {
 	b.Helper()
 	local := "127.0.0.1:" + strconv.Itoa(freePort(b))
 	args := append(s.clientArgs(), "-N", "-o", "ExitOnForwardFailure=yes", "-L", local+":127.0.0.1:"+strconv.Itoa(port),
@@ -386,5 +494,5 @@ func (s *sshd) forward(b *testing.B, port int) string {
 		_ = c.Close()
 		return true
 	}, poll.Every(50*time.Millisecond))
-	return local
+	return local, cmd.Process.Pid
 }
