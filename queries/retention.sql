@@ -76,3 +76,16 @@ WHERE (lease_id, node_id, minute) IN (
     WHERE m.minute < now() - sqlc.arg(keep_ms)::bigint * interval '1 millisecond'
     ORDER BY m.minute LIMIT sqlc.arg(lim)
 );
+
+-- name: PruneFanOuts :execrows
+-- Deletes up to lim fan-outs whose deadline passed more than keep_ms ago (retention.commands) and
+-- whose commands are all gone: every command of a fan-out has its deadline, so by then they are
+-- final, and PruneFinishedCommands deletes them on the same retention.
+DELETE FROM fan_outs
+WHERE id = ANY(ARRAY(
+    SELECT f.id FROM fan_outs f
+    WHERE f.deadline < now() - sqlc.arg(keep_ms)::bigint * interval '1 millisecond'
+      AND NOT EXISTS (SELECT 1 FROM commands c WHERE c.fan_out_id = f.id)
+    ORDER BY f.deadline
+    LIMIT sqlc.arg(lim)
+));

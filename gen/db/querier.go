@@ -824,6 +824,10 @@ type Querier interface {
 	// Deletes up to lim sessions that expired or were revoked more than keep_ms ago. A session that
 	// ended by its idle timeout only is deleted once its absolute expiry is that old.
 	PruneEndedSessions(ctx context.Context, arg PruneEndedSessionsParams) (int64, error)
+	// Deletes up to lim fan-outs whose deadline passed more than keep_ms ago (retention.commands) and
+	// whose commands are all gone: every command of a fan-out has its deadline, so by then they are
+	// final, and PruneFinishedCommands deletes them on the same retention.
+	PruneFanOuts(ctx context.Context, arg PruneFanOutsParams) (int64, error)
 	// Deletes up to lim commands that reached a final state more than keep_ms ago. Final states
 	// are never left, so nothing else writes these rows.
 	PruneFinishedCommands(ctx context.Context, arg PruneFinishedCommandsParams) (int64, error)

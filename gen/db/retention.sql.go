@@ -39,6 +39,33 @@ func (q *Queries) PruneAuditEvents(ctx context.Context, arg PruneAuditEventsPara
 	return result.RowsAffected(), nil
 }
 
+const pruneFanOuts = `-- name: PruneFanOuts :execrows
+DELETE FROM fan_outs
+WHERE id = ANY(ARRAY(
+    SELECT f.id FROM fan_outs f
+    WHERE f.deadline < now() - $1::bigint * interval '1 millisecond'
+      AND NOT EXISTS (SELECT 1 FROM commands c WHERE c.fan_out_id = f.id)
+    ORDER BY f.deadline
+    LIMIT $2
+))
+`
+
+type PruneFanOutsParams struct {
+	KeepMs int64
+	Lim    int32
+}
+
+// Deletes up to lim fan-outs whose deadline passed more than keep_ms ago (retention.commands) and
+// whose commands are all gone: every command of a fan-out has its deadline, so by then they are
+// final, and PruneFinishedCommands deletes them on the same retention.
+func (q *Queries) PruneFanOuts(ctx context.Context, arg PruneFanOutsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, pruneFanOuts, arg.KeepMs, arg.Lim)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const pruneFinishedCommands = `-- name: PruneFinishedCommands :execrows
 DELETE FROM commands
 WHERE id = ANY(ARRAY(

@@ -24,6 +24,10 @@ type DatabaseOptions struct {
 	Logger    *slog.Logger
 	// Now is the clock, for tests; time.Now when nil.
 	Now func() time.Time
+	// ByTenant adds the series labelled by tenant and pool (bc_tenant_*), for a registry served
+	// only to operators (metrics.listen): the API's own /metrics, which anyone who reaches the
+	// API port may read, names no tenant.
+	ByTenant bool
 }
 
 // RegisterDatabase adds the metrics read from pool at scrape time (the same database every
@@ -47,9 +51,9 @@ type DatabaseOptions struct {
 //     GPUs' mean utilisation and the share of their GPU-seconds that were active, over the last
 //     five minutes the daemons reported (docs/gpus.md, "Utilisation per lease"); the same by
 //     tenant, pool and model as bc_tenant_gpu_utilization_percent and bc_tenant_gpu_active_ratio,
-//     with bc_tenant_idle_gpus (GPUs held but not active, on average over the five minutes).
-//     The tenant's and pool's ids are labels: what an operator charges back, on an endpoint
-//     only operators reach; a series exists only for a tenant with leased GPUs sampled lately.
+//     with bc_tenant_idle_gpus (GPUs held but not active, on average over the five minutes),
+//     only with DatabaseOptions.ByTenant: the tenant's and pool's ids are labels, what an
+//     operator charges back, so only an endpoint that only operators reach has them.
 //   - bc_idle_leases: placed leases their pools' idle policies found idle.
 //   - bc_metrics_database_up: 1 when the last reading succeeded, and
 //     bc_metrics_database_errors_total.
@@ -122,13 +126,15 @@ func RegisterDatabase(r *Registry, pool *pgxpool.Pool, opts DatabaseOptions) {
 			c.usageByModel(gpuUse.utilization))
 		r.Func("bc_leased_gpu_active_ratio", "Share of leased GPUs' GPU-seconds that were active (at least 5% utilisation) over the last five minutes, by model.", TypeGauge, []string{"model"},
 			c.usageByModel(gpuUse.activeRatio))
-		byTenant := []string{"tenant_id", "pool_id", "model"}
-		r.Func("bc_tenant_gpu_utilization_percent", "Leased GPUs' mean utilisation over the last five minutes the daemons reported, by tenant, pool and model.", TypeGauge, byTenant,
-			c.usageByTenant(gpuUse.utilization))
-		r.Func("bc_tenant_gpu_active_ratio", "Share of leased GPUs' GPU-seconds that were active over the last five minutes, by tenant, pool and model.", TypeGauge, byTenant,
-			c.usageByTenant(gpuUse.activeRatio))
-		r.Func("bc_tenant_idle_gpus", "Leased GPUs that were not active, on average over the last five minutes, by tenant, pool and model: avg_over_time over an hour is idle GPU-hours an hour.", TypeGauge, byTenant,
-			c.usageByTenant(gpuUse.idleGPUs))
+		if opts.ByTenant {
+			byTenant := []string{"tenant_id", "pool_id", "model"}
+			r.Func("bc_tenant_gpu_utilization_percent", "Leased GPUs' mean utilisation over the last five minutes the daemons reported, by tenant, pool and model.", TypeGauge, byTenant,
+				c.usageByTenant(gpuUse.utilization))
+			r.Func("bc_tenant_gpu_active_ratio", "Share of leased GPUs' GPU-seconds that were active over the last five minutes, by tenant, pool and model.", TypeGauge, byTenant,
+				c.usageByTenant(gpuUse.activeRatio))
+			r.Func("bc_tenant_idle_gpus", "Leased GPUs that were not active, on average over the last five minutes, by tenant, pool and model: avg_over_time over an hour is idle GPU-hours an hour.", TypeGauge, byTenant,
+				c.usageByTenant(gpuUse.idleGPUs))
+		}
 		r.Func("bc_idle_leases", "Placed leases their pools' idle policies found idle.", TypeGauge, nil,
 			func(emit Emit) {
 				c.mu.Lock()

@@ -9,8 +9,8 @@ import (
 )
 
 // TestGPUUseMetrics: the leased GPUs' use over the last five minutes, exact against known
-// minutes, by model (the fleet) and by tenant, pool and model; a minute older than the window
-// counts nowhere.
+// minutes, by model (the fleet) and, for the operators' listener only, by tenant, pool and
+// model; a minute older than the window counts nowhere.
 func TestGPUUseMetrics(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
@@ -31,7 +31,7 @@ func TestGPUUseMetrics(t *testing.T) {
 	must(t, err)
 
 	r := NewRegistry()
-	RegisterDatabase(r, pool, DatabaseOptions{})
+	RegisterDatabase(r, pool, DatabaseOptions{ByTenant: true})
 	fams := parse(t, text(t, r))
 	get := func(name string) map[string]float64 {
 		out := map[string]float64{}
@@ -63,4 +63,17 @@ func TestGPUUseMetrics(t *testing.T) {
 	near("bc_tenant_gpu_utilization_percent", map[string]float64{me: 50, them: 90})
 	near("bc_tenant_gpu_active_ratio", map[string]float64{me: 0.5, them: 1})
 	near("bc_tenant_idle_gpus", map[string]float64{me: 120.0 / 300, them: 0})
+
+	// Without ByTenant (the API port's /metrics) no series names a tenant.
+	api := NewRegistry()
+	RegisterDatabase(api, pool, DatabaseOptions{})
+	exposed := text(t, api)
+	for _, id := range []string{root.String(), other.String()} {
+		if strings.Contains(exposed, id) {
+			t.Errorf("the API port's /metrics names tenant %s", id)
+		}
+	}
+	if !strings.Contains(exposed, "bc_leased_gpu_utilization_percent") {
+		t.Error("the fleet's series are missing")
+	}
 }

@@ -91,7 +91,8 @@ func Run(ctx context.Context, opts Options) error {
 		reg = metrics.NewRegistry()
 	}
 	metrics.RegisterPool(reg, opts.Pool)
-	metrics.RegisterDatabase(reg, opts.Pool, metrics.DatabaseOptions{Logger: log})
+	// The series by tenant only where /metrics is off the API's port (docs/security.md).
+	metrics.RegisterDatabase(reg, opts.Pool, metrics.DatabaseOptions{Logger: log, ByTenant: cfg.Metrics.Listen != ""})
 	roleNames := keys(roles)
 	slices.Sort(roleNames)
 	stopTracing, err := tracing.Setup(ctx, tracing.Options{

@@ -100,6 +100,8 @@ type Pruned struct {
 	GPUHealth int64
 	// GPUUsage are the lease GPU minutes deleted.
 	GPUUsage int64
+	// FanOuts are the fan-outs deleted once their commands were.
+	FanOuts int64
 	// AuthFlows and Sessions are the sign-in flows and sessions deleted.
 	AuthFlows, Sessions int64
 }
@@ -125,6 +127,9 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, l locks.Lock, opts Options) 
 		}},
 		{"commands", &n.Commands, false, func(q *db.Queries) (int64, error) {
 			return q.PruneFinishedCommands(ctx, db.PruneFinishedCommandsParams{KeepMs: opts.Retention.Commands.Milliseconds(), Lim: opts.Batch})
+		}},
+		{"fan_outs", &n.FanOuts, false, func(q *db.Queries) (int64, error) {
+			return q.PruneFanOuts(ctx, db.PruneFanOutsParams{KeepMs: opts.Retention.Commands.Milliseconds(), Lim: opts.Batch})
 		}},
 		{"outbox", &n.Outbox, true, func(q *db.Queries) (int64, error) {
 			return q.PruneOutbox(ctx, db.PruneOutboxParams{KeepMs: opts.Retention.Outbox.Milliseconds(), Lim: opts.Batch})
