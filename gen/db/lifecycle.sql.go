@@ -305,8 +305,8 @@ WITH stale AS (
 ), events AS (
     INSERT INTO outbox (tenant_id, type, subject, payload)
     SELECT g.tenant_id, 'node.offline', 'node/' || g.id::text,
-           jsonb_build_object('id', g.id, 'lastSeenTime', (SELECT stale.last_seen_at FROM stale WHERE stale.node_id = g.id))
-    FROM gone g ORDER BY g.id
+           jsonb_build_object('id', g.id, 'lastSeenTime', st.last_seen_at)
+    FROM gone g JOIN stale st ON st.node_id = g.id ORDER BY g.id
 )
 SELECT gone.id FROM gone ORDER BY gone.id
 `
@@ -319,8 +319,8 @@ type MarkNodesOfflineParams struct {
 // Liveness: up to lim online nodes not heard from within the threshold, directly or through a
 // vouching gateway whose own heartbeat is that recent (node_seen), go offline, each with a
 // node.offline event, in one statement. It reads the narrow node_liveness table, then the stale
-// nodes by their key. A node never heard from has no liveness row and was never online.
-// Rows a gateway is touching right now are skipped: they are alive.
+// nodes by their key. A node never heard from has no liveness row and was never online. Node
+// rows another transaction holds are skipped, for the next round.
 func (q *Queries) MarkNodesOffline(ctx context.Context, arg MarkNodesOfflineParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, markNodesOffline, arg.ThresholdMs, arg.Lim)
 	if err != nil {

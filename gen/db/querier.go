@@ -682,8 +682,8 @@ type Querier interface {
 	// Liveness: up to lim online nodes not heard from within the threshold, directly or through a
 	// vouching gateway whose own heartbeat is that recent (node_seen), go offline, each with a
 	// node.offline event, in one statement. It reads the narrow node_liveness table, then the stale
-	// nodes by their key. A node never heard from has no liveness row and was never online.
-	// Rows a gateway is touching right now are skipped: they are alive.
+	// nodes by their key. A node never heard from has no liveness row and was never online. Node
+	// rows another transaction holds are skipped, for the next round.
 	MarkNodesOffline(ctx context.Context, arg MarkNodesOfflineParams) ([]uuid.UUID, error)
 	// Liveness: up to lim offline, unrevoked nodes heard from within the threshold (node_seen) come
 	// online, each with a node.online event, in one statement.
