@@ -25,31 +25,52 @@ RETURNING c.*;
 -- name: AckCommands :exec
 -- sent -> acked for the acks a gateway received in the last few milliseconds, in one statement
 -- (AckCommand's transition for many commands): node_ids[i] acked ids[i]. An ack that a result
--- overtook finds its command finished and changes nothing.
+-- overtook finds its command finished and changes nothing. The commands are locked in id order,
+-- as FinishCommands locks them, so that an ack batch and a result batch of the same commands,
+-- written at once, wait for each other rather than deadlock.
+WITH locked AS (
+    SELECT c.id
+    FROM commands c
+    JOIN (SELECT unnest(sqlc.arg(node_ids)::uuid[]) AS node_id, unnest(sqlc.arg(ids)::uuid[]) AS id) a
+      ON c.node_id = a.node_id AND c.id = a.id
+    WHERE c.state = 'sent'
+    ORDER BY c.id
+    FOR UPDATE OF c
+)
 UPDATE commands c
 SET state = 'acked', acked_at = now(), updated_at = now()
-FROM (SELECT unnest(sqlc.arg(node_ids)::uuid[]) AS node_id, unnest(sqlc.arg(ids)::uuid[]) AS id) a
-WHERE c.node_id = a.node_id AND c.id = a.id AND c.state = 'sent';
+FROM locked
+WHERE c.id = locked.id AND c.state = 'sent';
 
 -- name: FinishCommands :many
 -- FinishCommand for the results a gateway received in the last few milliseconds, in one
 -- statement: node_ids[i] reported states[i] (succeeded or failed) for ids[i], with results[i]
 -- (protojson, '' for none) and errors[i]. A repeated result finds its command finished and
--- changes nothing; the workflows waiting for any of the commands are woken.
+-- changes nothing; the workflows waiting for any of the commands are woken. The commands are
+-- locked in id order (see AckCommands), and the workflows' queue rows in key order, so that
+-- batches written at once never deadlock.
 WITH r AS (
     SELECT unnest(sqlc.arg(node_ids)::uuid[]) AS node_id, unnest(sqlc.arg(ids)::uuid[]) AS id,
            unnest(sqlc.arg(states)::text[])::command_state AS state, unnest(sqlc.arg(results)::text[]) AS result,
            unnest(sqlc.arg(errors)::text[]) AS error
+), locked AS (
+    SELECT c.id
+    FROM commands c
+    JOIN r ON c.node_id = r.node_id AND c.id = r.id
+    WHERE c.state IN ('sent', 'acked') AND r.state IN ('succeeded', 'failed')
+    ORDER BY c.id
+    FOR UPDATE OF c
 ), finished AS (
     UPDATE commands c
     SET state = r.state, result = NULLIF(r.result, '')::jsonb, error = r.error, finished_at = now(), updated_at = now()
-    FROM r
-    WHERE c.node_id = r.node_id AND c.id = r.id AND c.state IN ('sent', 'acked') AND r.state IN ('succeeded', 'failed')
+    FROM r, locked
+    WHERE c.id = locked.id AND c.node_id = r.node_id AND c.id = r.id AND c.state IN ('sent', 'acked') AND r.state IN ('succeeded', 'failed')
     RETURNING c.*
 ), wake AS (
     INSERT INTO reconcile_queue (kind, key)
     SELECT DISTINCT 'workflow', w.workflow_id::text FROM workflow_nodes w JOIN finished f ON w.command_id = f.id
     WHERE w.open
+    ORDER BY 2
     ON CONFLICT (kind, key) DO UPDATE
     SET due_at = LEAST(reconcile_queue.due_at, now()), generation = reconcile_queue.generation + 1, enqueued_at = now()
 )

@@ -13,10 +13,19 @@ import (
 )
 
 const ackCommands = `-- name: AckCommands :exec
+WITH locked AS (
+    SELECT c.id
+    FROM commands c
+    JOIN (SELECT unnest($1::uuid[]) AS node_id, unnest($2::uuid[]) AS id) a
+      ON c.node_id = a.node_id AND c.id = a.id
+    WHERE c.state = 'sent'
+    ORDER BY c.id
+    FOR UPDATE OF c
+)
 UPDATE commands c
 SET state = 'acked', acked_at = now(), updated_at = now()
-FROM (SELECT unnest($1::uuid[]) AS node_id, unnest($2::uuid[]) AS id) a
-WHERE c.node_id = a.node_id AND c.id = a.id AND c.state = 'sent'
+FROM locked
+WHERE c.id = locked.id AND c.state = 'sent'
 `
 
 type AckCommandsParams struct {
@@ -26,7 +35,9 @@ type AckCommandsParams struct {
 
 // sent -> acked for the acks a gateway received in the last few milliseconds, in one statement
 // (AckCommand's transition for many commands): node_ids[i] acked ids[i]. An ack that a result
-// overtook finds its command finished and changes nothing.
+// overtook finds its command finished and changes nothing. The commands are locked in id order,
+// as FinishCommands locks them, so that an ack batch and a result batch of the same commands,
+// written at once, wait for each other rather than deadlock.
 func (q *Queries) AckCommands(ctx context.Context, arg AckCommandsParams) error {
 	_, err := q.db.Exec(ctx, ackCommands, arg.NodeIds, arg.Ids)
 	return err
@@ -106,16 +117,24 @@ WITH r AS (
     SELECT unnest($1::uuid[]) AS node_id, unnest($2::uuid[]) AS id,
            unnest($3::text[])::command_state AS state, unnest($4::text[]) AS result,
            unnest($5::text[]) AS error
+), locked AS (
+    SELECT c.id
+    FROM commands c
+    JOIN r ON c.node_id = r.node_id AND c.id = r.id
+    WHERE c.state IN ('sent', 'acked') AND r.state IN ('succeeded', 'failed')
+    ORDER BY c.id
+    FOR UPDATE OF c
 ), finished AS (
     UPDATE commands c
     SET state = r.state, result = NULLIF(r.result, '')::jsonb, error = r.error, finished_at = now(), updated_at = now()
-    FROM r
-    WHERE c.node_id = r.node_id AND c.id = r.id AND c.state IN ('sent', 'acked') AND r.state IN ('succeeded', 'failed')
+    FROM r, locked
+    WHERE c.id = locked.id AND c.node_id = r.node_id AND c.id = r.id AND c.state IN ('sent', 'acked') AND r.state IN ('succeeded', 'failed')
     RETURNING c.id, c.tenant_id, c.node_id, c.type, c.payload, c.state, c.idempotency_key, c.deadline, c.attempts, c.result, c.error, c.created_at, c.sent_at, c.acked_at, c.finished_at, c.updated_at, c.fan_out_id
 ), wake AS (
     INSERT INTO reconcile_queue (kind, key)
     SELECT DISTINCT 'workflow', w.workflow_id::text FROM workflow_nodes w JOIN finished f ON w.command_id = f.id
     WHERE w.open
+    ORDER BY 2
     ON CONFLICT (kind, key) DO UPDATE
     SET due_at = LEAST(reconcile_queue.due_at, now()), generation = reconcile_queue.generation + 1, enqueued_at = now()
 )
@@ -153,7 +172,9 @@ type FinishCommandsRow struct {
 // FinishCommand for the results a gateway received in the last few milliseconds, in one
 // statement: node_ids[i] reported states[i] (succeeded or failed) for ids[i], with results[i]
 // (protojson, ” for none) and errors[i]. A repeated result finds its command finished and
-// changes nothing; the workflows waiting for any of the commands are woken.
+// changes nothing; the workflows waiting for any of the commands are woken. The commands are
+// locked in id order (see AckCommands), and the workflows' queue rows in key order, so that
+// batches written at once never deadlock.
 func (q *Queries) FinishCommands(ctx context.Context, arg FinishCommandsParams) ([]FinishCommandsRow, error) {
 	rows, err := q.db.Query(ctx, finishCommands,
 		arg.NodeIds,

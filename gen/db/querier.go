@@ -16,7 +16,9 @@ type Querier interface {
 	AckCommand(ctx context.Context, arg AckCommandParams) (Command, error)
 	// sent -> acked for the acks a gateway received in the last few milliseconds, in one statement
 	// (AckCommand's transition for many commands): node_ids[i] acked ids[i]. An ack that a result
-	// overtook finds its command finished and changes nothing.
+	// overtook finds its command finished and changes nothing. The commands are locked in id order,
+	// as FinishCommands locks them, so that an ack batch and a result batch of the same commands,
+	// written at once, wait for each other rather than deadlock.
 	AckCommands(ctx context.Context, arg AckCommandsParams) error
 	// Locks: the workers' single-writer work (internal/locks). A lock is taken when free or
 	// expired, renewed by its holder before it expires, and released by expiring it (the row stays,
@@ -357,7 +359,9 @@ type Querier interface {
 	// FinishCommand for the results a gateway received in the last few milliseconds, in one
 	// statement: node_ids[i] reported states[i] (succeeded or failed) for ids[i], with results[i]
 	// (protojson, '' for none) and errors[i]. A repeated result finds its command finished and
-	// changes nothing; the workflows waiting for any of the commands are woken.
+	// changes nothing; the workflows waiting for any of the commands are woken. The commands are
+	// locked in id order (see AckCommands), and the workflows' queue rows in key order, so that
+	// batches written at once never deadlock.
 	FinishCommands(ctx context.Context, arg FinishCommandsParams) ([]FinishCommandsRow, error)
 	// The node as the health reconciler needs it, with what its daemon last pushed and what the
 	// reconciler made of it last time.

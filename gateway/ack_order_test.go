@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/better-compute/better-compute/gen/db"
+	"github.com/better-compute/better-compute/internal/auth"
+	"github.com/better-compute/better-compute/internal/dbtest"
+)
+
+// TestAcksAndResultsNeverDeadlock: a batch of acks and a batch of results for the same commands,
+// written at once in opposite orders, both succeed. Each statement locks its commands in id
+// order, whatever order the sessions received them in; before, they locked in arrival order and
+// a fast command's ack and result, in two batches, deadlocked (a second of deadlock_timeout and
+// a refused batch each time).
+func TestAcksAndResultsNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	root, err := auth.EnsureRootTenant(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := uuid.New()
+	if _, err := pool.Exec(ctx, `INSERT INTO nodes (id, tenant_id) VALUES ($1, $2)`, node, root.ID); err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		ids[i] = uuid.New()
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO commands (id, tenant_id, node_id, type, idempotency_key, deadline, state)
+		SELECT id, $2, $3, 'exec', id::text, now() + interval '1 hour', 'sent' FROM unnest($1::uuid[]) AS id`,
+		ids, root.ID, node); err != nil {
+		t.Fatal(err)
+	}
+	g := &Gateway{opts: Options{Pool: pool}, log: slog.New(slog.DiscardHandler)}
+	sess := &session{node: node, tenant: root.ID}
+	nodes := slices.Repeat([]uuid.UUID{node}, n)
+	reversed := slices.Clone(ids)
+	slices.Reverse(reversed)
+	for round := range 10 {
+		if _, err := pool.Exec(ctx, `UPDATE commands SET state = 'sent', result = NULL, finished_at = NULL, acked_at = NULL`); err != nil {
+			t.Fatal(err)
+		}
+		batch := make([]pendingResult, n)
+		for i, id := range reversed {
+			batch[i] = pendingResult{sess: sess, id: id, success: true}
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		var ackErr, resultErr error
+		wg.Go(func() {
+			<-start
+			ackErr = db.New(pool).AckCommands(ctx, db.AckCommandsParams{NodeIds: nodes, Ids: ids})
+		})
+		wg.Go(func() {
+			<-start
+			resultErr = g.recordResults(ctx, batch)
+		})
+		close(start)
+		wg.Wait()
+		if ackErr != nil || resultErr != nil {
+			t.Fatalf("round %d: acks: %v; results: %v", round, ackErr, resultErr)
+		}
+		var finished int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM commands WHERE state = 'succeeded'`).Scan(&finished); err != nil {
+			t.Fatal(err)
+		}
+		if finished != n {
+			t.Fatalf("round %d: %d of %d commands succeeded", round, finished, n)
+		}
+	}
+}
