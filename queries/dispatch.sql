@@ -5,10 +5,13 @@
 -- most rooms[i] of node_ids[i] (what its session's queue has room for) and lim in all;
 -- returns those that moved. A fan-out's commands are left to ClaimFanOutCommands, which keeps
 -- the fan-out within its max_in_flight. The outer state check skips commands cancelled, expired or sent by another gateway
--- since the subquery's snapshot.
+-- since the subquery's snapshot. The ids are chosen once (ARRAY(...), an InitPlan) and the
+-- rows then found by primary key: as a join, a plan cached while the table was small put the
+-- pending commands outside and ran the per-node lookups again for each of them (3,000 nodes
+-- with a fan-out pending: 9 million index probes, 9 to 37 s).
 UPDATE commands c
 SET state = 'sent', attempts = c.attempts + 1, sent_at = now(), updated_at = now()
-FROM (
+WHERE c.id = ANY(ARRAY(
     SELECT p.id
     FROM unnest(sqlc.arg(node_ids)::uuid[]) WITH ORDINALITY AS r (node_id, i)
     CROSS JOIN LATERAL (
@@ -18,8 +21,7 @@ FROM (
         LIMIT (sqlc.arg(rooms)::int[])[r.i]
     ) p
     LIMIT sqlc.arg(lim)
-) due
-WHERE c.id = due.id AND c.state = 'pending'
+)) AND c.state = 'pending'
 RETURNING c.*;
 
 -- name: AckCommands :exec
@@ -28,7 +30,7 @@ RETURNING c.*;
 -- overtook finds its command finished and changes nothing. The commands are locked in id order,
 -- as FinishCommands locks them, so that an ack batch and a result batch of the same commands,
 -- written at once, wait for each other rather than deadlock.
-WITH locked AS (
+WITH locked AS MATERIALIZED (
     SELECT c.id
     FROM commands c
     JOIN (SELECT unnest(sqlc.arg(node_ids)::uuid[]) AS node_id, unnest(sqlc.arg(ids)::uuid[]) AS id) a
@@ -53,7 +55,7 @@ WITH r AS (
     SELECT unnest(sqlc.arg(node_ids)::uuid[]) AS node_id, unnest(sqlc.arg(ids)::uuid[]) AS id,
            unnest(sqlc.arg(states)::text[])::command_state AS state, unnest(sqlc.arg(results)::text[]) AS result,
            unnest(sqlc.arg(errors)::text[]) AS error
-), locked AS (
+), locked AS MATERIALIZED (
     SELECT c.id
     FROM commands c
     JOIN r ON c.node_id = r.node_id AND c.id = r.id

@@ -98,16 +98,16 @@ SELECT max_in_flight FROM fan_outs WHERE id = sqlc.arg(id) FOR UPDATE;
 -- (those a gateway holds with room on their sessions), oldest first, and no more than leaves
 -- max_in_flight of the fan-out's commands sent or acked. Run after LockFanOut in its
 -- transaction. The outer state check skips commands cancelled or expired since the subquery's
--- snapshot.
+-- snapshot. The ids are chosen once (ARRAY(...)), as in ClaimPendingCommands, so that no cached
+-- plan runs the choice again for each pending command.
 UPDATE commands c
 SET state = 'sent', attempts = c.attempts + 1, sent_at = now(), updated_at = now()
-FROM (
+WHERE c.id = ANY(ARRAY(
     SELECT p.id FROM commands p
     WHERE p.fan_out_id = sqlc.arg(fan_out_id)::uuid AND p.state = 'pending' AND p.deadline > now()
       AND p.node_id = ANY(sqlc.arg(node_ids)::uuid[])
     ORDER BY p.id
     LIMIT LEAST(sqlc.arg(lim)::bigint, GREATEST(0, sqlc.arg(max_in_flight)::bigint - (
         SELECT count(*) FROM commands f WHERE f.fan_out_id = sqlc.arg(fan_out_id)::uuid AND f.state IN ('sent', 'acked'))))
-) due
-WHERE c.id = due.id AND c.state = 'pending'
+)) AND c.state = 'pending'
 RETURNING c.*;

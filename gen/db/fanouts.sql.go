@@ -15,15 +15,14 @@ import (
 const claimFanOutCommands = `-- name: ClaimFanOutCommands :many
 UPDATE commands c
 SET state = 'sent', attempts = c.attempts + 1, sent_at = now(), updated_at = now()
-FROM (
+WHERE c.id = ANY(ARRAY(
     SELECT p.id FROM commands p
     WHERE p.fan_out_id = $1::uuid AND p.state = 'pending' AND p.deadline > now()
       AND p.node_id = ANY($2::uuid[])
     ORDER BY p.id
     LIMIT LEAST($3::bigint, GREATEST(0, $4::bigint - (
         SELECT count(*) FROM commands f WHERE f.fan_out_id = $1::uuid AND f.state IN ('sent', 'acked'))))
-) due
-WHERE c.id = due.id AND c.state = 'pending'
+)) AND c.state = 'pending'
 RETURNING c.id, c.tenant_id, c.node_id, c.type, c.payload, c.state, c.idempotency_key, c.deadline, c.attempts, c.result, c.error, c.created_at, c.sent_at, c.acked_at, c.finished_at, c.updated_at, c.fan_out_id
 `
 
@@ -38,7 +37,8 @@ type ClaimFanOutCommandsParams struct {
 // (those a gateway holds with room on their sessions), oldest first, and no more than leaves
 // max_in_flight of the fan-out's commands sent or acked. Run after LockFanOut in its
 // transaction. The outer state check skips commands cancelled or expired since the subquery's
-// snapshot.
+// snapshot. The ids are chosen once (ARRAY(...)), as in ClaimPendingCommands, so that no cached
+// plan runs the choice again for each pending command.
 func (q *Queries) ClaimFanOutCommands(ctx context.Context, arg ClaimFanOutCommandsParams) ([]Command, error) {
 	rows, err := q.db.Query(ctx, claimFanOutCommands,
 		arg.FanOutID,
