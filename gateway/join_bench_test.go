@@ -1,12 +1,17 @@
 package gateway_test
 
 import (
+	"bytes"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,7 +68,17 @@ func benchJoins(b *testing.B, e *gatewaytest.Env) {
 // the client's chain and said so with a byte.
 func benchHandshakes(b *testing.B, e *gatewaytest.Env) {
 	b.Helper()
-	gw := e.StartGateway("bench", nil)
+	// The gateway's certificate and configuration as StartGateway makes them, without serving:
+	// only its TLS configuration is used.
+	certPEM, keyPEM, err := e.Bundle.IssueGateway("test", "bench", nil, []net.IP{net.ParseIP("127.0.0.1")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gwCert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		b.Fatal(err)
+	}
+	serverCfg := gateway.New(gateway.Options{Pool: e.Pool, Authority: e.Bundle, ID: "bench", Region: "test", Certificate: gwCert}).TLSConfig()
 	key, err := daemon.NewKey()
 	if err != nil {
 		b.Fatal(err)
@@ -85,7 +100,6 @@ func benchHandshakes(b *testing.B, e *gatewaytest.Env) {
 		b.Fatal(err)
 	}
 	defer ln.Close() //nolint:errcheck // ends the accept loop
-	serverCfg := gw.TLSConfig()
 	go func() {
 		for {
 			raw, err := ln.Accept()
@@ -127,11 +141,15 @@ func benchHandshakes(b *testing.B, e *gatewaytest.Env) {
 }
 
 // inFlight runs b.N calls of do, 32 at a time (the simulator's joins in flight), and reports
-// their rate as metric.
+// their rate as metric and the CPU time a call took in this process and its database cluster
+// (cpu-ms/op, when /proc can be read): on a machine shared with other work the rate moves with
+// that work, the CPU time much less, and the ratio of two rates on saturated cores tends to the
+// inverse ratio of their CPU times.
 func inFlight(b *testing.B, metric string, do func() error) {
 	b.Helper()
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	cpu0, cpuOK := treeCPU()
 	start := time.Now()
 	for range 32 {
 		wg.Go(func() {
@@ -145,4 +163,61 @@ func inFlight(b *testing.B, metric string, do func() error) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), metric)
+	if cpu1, ok := treeCPU(); ok && cpuOK {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	}
 }
+
+// treeCPU is the CPU time (user and system) used so far by this process and by its live
+// descendants (the test database's postmaster and backends) and the children they reaped, from
+// getrusage and /proc; false where /proc cannot be read.
+func treeCPU() (time.Duration, bool) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, false
+	}
+	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, false
+	}
+	type proc struct {
+		ppid int
+		cpu  time.Duration
+	}
+	procs := map[int]proc{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// The command, in parentheses, may hold spaces: count the fields after it.
+		i := bytes.LastIndexByte(stat, ')')
+		f := strings.Fields(string(stat[i+1:])) // f[0] is field 3 of proc(5), the state
+		if i < 0 || len(f) < 15 {
+			continue
+		}
+		var n [15]int64
+		for _, k := range []int{1, 11, 12, 13, 14} { // ppid, utime, stime, cutime, cstime
+			n[k], _ = strconv.ParseInt(f[k], 10, 64)
+		}
+		procs[pid] = proc{ppid: int(n[1]), cpu: time.Duration(n[11]+n[12]+n[13]+n[14]) * clockTick}
+	}
+	self := os.Getpid()
+	for pid, p := range procs {
+		for a, hops := p.ppid, 0; a > 1 && hops < 64; a, hops = procs[a].ppid, hops+1 {
+			if a == self && pid != self {
+				total += p.cpu
+				break
+			}
+		}
+	}
+	return total, true
+}
+
+// clockTick is the unit of /proc/PID/stat's times (USER_HZ, 100 on Linux).
+const clockTick = 10 * time.Millisecond
