@@ -212,6 +212,7 @@ func timed(b *testing.B, n int, do func() error) (time.Duration, cpuTime) {
 // machine shared with other work the rate moves with that work, the CPU time much less, and the
 // ratio of two rates on saturated cores tends to the inverse ratio of their CPU times.
 func report(b *testing.B, n int, perSecond float64, cpu cpuTime, metric string) {
+	b.Helper()
 	b.ReportMetric(perSecond, metric)
 	if cpu.ok {
 		b.ReportMetric(cpu.perOp(n), "cpu-ms/op")
