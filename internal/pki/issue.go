@@ -58,7 +58,7 @@ func (b *Bundle) IssueNodeChecked(csr *x509.CertificateRequest, nodeID string, t
 		}
 	}
 	ca := b.nodeCAs[0]
-	cert, err := b.sign(ca, &x509.Certificate{
+	der, notAfter, err := b.sign(ca, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: nodeID},
 		URIs:        []*url.URL{id},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
@@ -66,7 +66,7 @@ func (b *Bundle) IssueNodeChecked(csr *x509.CertificateRequest, nodeID string, t
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	return append(certPEM(cert.Raw), ca.certPEM...), cert.NotAfter, nil
+	return append(certPEM(der), ca.certPEM...), notAfter, nil
 }
 
 // IssueGateway makes a key and serving certificate for gateway id of region, valid for the DNS
@@ -119,7 +119,7 @@ func (b *Bundle) issueServer(ca *authority, id *url.URL, cn string, dnsNames []s
 	if err != nil {
 		return nil, nil, fmt.Errorf("pki: generate a key: %w", err)
 	}
-	cert, err := b.sign(ca, &x509.Certificate{
+	certDER, _, err := b.sign(ca, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: cn},
 		URIs:        []*url.URL{id},
 		DNSNames:    dnsNames,
@@ -133,7 +133,7 @@ func (b *Bundle) issueServer(ca *authority, id *url.URL, cn string, dnsNames []s
 	if err != nil {
 		return nil, nil, fmt.Errorf("pki: encode the key: %w", err)
 	}
-	certOut = certPEM(cert.Raw)
+	certOut = certPEM(certDER)
 	if chain {
 		certOut = append(certOut, ca.certPEM...)
 	}
@@ -141,22 +141,25 @@ func (b *Bundle) issueServer(ca *authority, id *url.URL, cn string, dnsNames []s
 }
 
 // sign completes tmpl as a leaf certificate valid from now (less clock skew) for ttl, never past
-// the CA, and signs it with ca.
-func (b *Bundle) sign(ca *authority, tmpl *x509.Certificate, pub crypto.PublicKey, ttl time.Duration) (*x509.Certificate, error) {
+// the CA, signs it with ca, and returns its DER and when it expires. It does not parse what it
+// made back: x509.CreateCertificate has already checked the signature against ca's key, and a
+// join pays for every parse.
+func (b *Bundle) sign(ca *authority, tmpl *x509.Certificate, pub crypto.PublicKey, ttl time.Duration) (der []byte, notAfter time.Time, err error) {
 	now := b.now()
 	if !now.Before(ca.cert.NotAfter) {
-		return nil, fmt.Errorf("pki: the %s CA expired on %s", ca.kind, ca.cert.NotAfter.UTC().Format(time.RFC3339))
+		return nil, time.Time{}, fmt.Errorf("pki: the %s CA expired on %s", ca.kind, ca.cert.NotAfter.UTC().Format(time.RFC3339))
 	}
 	tmpl.NotBefore = now.Add(-clockSkew)
 	tmpl.NotAfter = minTime(now.Add(ttl), ca.cert.NotAfter)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.BasicConstraintsValid = true
 	// SerialNumber nil: x509 draws a random one as RFC 5280 asks.
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
+	der, err = x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
 	if err != nil {
-		return nil, fmt.Errorf("pki: sign the certificate: %w", err)
+		return nil, time.Time{}, fmt.Errorf("pki: sign the certificate: %w", err)
 	}
-	return x509.ParseCertificate(der)
+	// The certificate holds whole seconds in UTC: the expiry is what a parse would read.
+	return der, tmpl.NotAfter.UTC().Truncate(time.Second), nil
 }
 
 // VerifyNode verifies a node's client certificate chain (leaf first, as crypto/tls gives it in
