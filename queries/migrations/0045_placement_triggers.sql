@@ -1,3 +1,6 @@
+-- Two row-at-a-time triggers that the placer's batches paid for 5,000 times a statement, made
+-- statement-at-a-time (docs/benchmarks.md, "One-tenant placement"). What they record is unchanged.
+--
 -- The lease usage counters of migration 0023, kept on updates of pool_leases at a fraction of the
 -- cost. The placer marks up to 5,000 leases placed in one statement (docs/benchmarks.md, "One-tenant
 -- placement"): the update trigger of 0023 called lease_usage_delta, a function in FROM that
@@ -39,3 +42,25 @@ $$;
 DROP TRIGGER pool_leases_usage_update ON pool_leases;
 CREATE TRIGGER pool_leases_usage_update AFTER UPDATE ON pool_leases
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION pool_leases_count_usage_update();
+
+-- Allocations on a lent GPU (migration 0040) are marked once per statement instead of once per
+-- row: the placer inserts up to 5,000 allocations in one statement, and 0040's BEFORE INSERT row
+-- trigger ran a query per row (30 ms of such an insert) to find the few, if any, on lent GPUs.
+-- After the insert, the allocations it made on a GPU lent by another lease that has not ended
+-- get lent_from, as before: at the end of the inserting statement, so the transaction's next
+-- statement, and every other transaction, sees them marked.
+CREATE FUNCTION allocations_mark_loans() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE allocations a SET lent_from = l.lease_id
+    FROM new_rows n
+    JOIN lease_loans l ON l.device_id = n.device_id AND l.lease_id <> n.lease_id
+    JOIN pool_leases h ON h.id = l.lease_id AND h.ended_at IS NULL
+    WHERE a.id = n.id;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER allocations_loan ON allocations;
+DROP FUNCTION allocations_mark_loan();
+CREATE TRIGGER allocations_loans AFTER INSERT ON allocations
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION allocations_mark_loans();
