@@ -236,11 +236,12 @@ ORDER BY n.id;
 -- The present devices of the pool's members that are not unhealthy (quarantined GPUs are never
 -- allocated), and whether an allocation holds each, with their NUMA node and links (migration 0036).
 -- A GPU lent by an idle lease (migration 0040) is free to borrow until the lease wakes; then it
--- is held for the lease until the lease has it back.
+-- is held for the lease until the lease has it back. The GPUs of waking loans are few: read once
+-- (a hashed subplan), not probed for each of the pool's devices.
 SELECT d.id, d.node_id, d.idx, d.model, d.numa_node, d.links,
        (EXISTS (SELECT 1 FROM allocations a WHERE a.device_id = d.id AND a.ended_at IS NULL)
-        OR EXISTS (SELECT 1 FROM lease_loans ll JOIN pool_leases h ON h.id = ll.lease_id
-                   WHERE ll.device_id = d.id AND h.wake_requested_at IS NOT NULL AND h.ended_at IS NULL))::boolean AS held
+        OR d.id IN (SELECT ll.device_id FROM lease_loans ll JOIN pool_leases h ON h.id = ll.lease_id
+                    WHERE h.wake_requested_at IS NOT NULL AND h.ended_at IS NULL))::boolean AS held
 FROM pools p
 JOIN nodes n ON pool_member(p, n)
 JOIN devices d ON d.node_id = n.id AND d.present AND d.health <> 'unhealthy'

@@ -772,7 +772,8 @@ type Querier interface {
 	// The present devices of the pool's members that are not unhealthy (quarantined GPUs are never
 	// allocated), and whether an allocation holds each, with their NUMA node and links (migration 0036).
 	// A GPU lent by an idle lease (migration 0040) is free to borrow until the lease wakes; then it
-	// is held for the lease until the lease has it back.
+	// is held for the lease until the lease has it back. The GPUs of waking loans are few: read once
+	// (a hashed subplan), not probed for each of the pool's devices.
 	PlacerDevices(ctx context.Context, poolID uuid.UUID) ([]PlacerDevicesRow, error)
 	// The pool's active grants: each grantee's nominal quota, borrowing limit and weight.
 	PlacerGrants(ctx context.Context, poolID uuid.UUID) ([]PlacerGrantsRow, error)

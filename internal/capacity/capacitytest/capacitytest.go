@@ -225,6 +225,32 @@ func AssertNoOvercommit(t testing.TB, pool *pgxpool.Pool) int {
 	return held
 }
 
+// AssertUsageCounted fails the test unless the lease usage counters that admission reads
+// (pool_lease_usage, tenant_lease_usage, kept by triggers on pool_leases) add up to what the
+// leases themselves hold: the active leases of each tenant in each pool with their GPUs, CPUs
+// and memory, and each tenant's pending leases.
+func AssertUsageCounted(t testing.TB, pool *pgxpool.Pool) {
+	t.Helper()
+	var pools, tenants int
+	err := pool.QueryRow(ctx, `
+		WITH l AS (SELECT tenant_id, pool_id, count(*)::numeric AS leases, sum(gpus)::numeric AS gpus, sum(cpus)::numeric AS cpus,
+		                  sum(memory_bytes)::numeric AS memory_bytes
+		           FROM pool_leases WHERE state IN ('pending', 'placed', 'at_risk') GROUP BY 1, 2),
+		     u AS (SELECT tenant_id, pool_id, sum(leases)::numeric AS leases, sum(gpus)::numeric AS gpus, sum(cpus)::numeric AS cpus,
+		                  sum(memory_bytes)::numeric AS memory_bytes
+		           FROM pool_lease_usage GROUP BY 1, 2
+		           HAVING (sum(leases), sum(gpus), sum(cpus), sum(memory_bytes)) <> (0, 0, 0, 0))
+		SELECT (SELECT count(*) FROM ((SELECT * FROM l EXCEPT SELECT * FROM u) UNION ALL (SELECT * FROM u EXCEPT SELECT * FROM l)) d),
+		       (SELECT count(*) FROM (SELECT tenant_id, sum(pending) AS pending FROM tenant_lease_usage GROUP BY 1) u
+		        WHERE u.pending <> (SELECT count(*) FROM pool_leases l WHERE l.tenant_id = u.tenant_id AND l.state = 'pending'))`).Scan(&pools, &tenants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pools > 0 || tenants > 0 {
+		t.Fatalf("usage counters: %d (tenant, pool) rows of pool_lease_usage and %d tenants' pending counts differ from the leases", pools, tenants)
+	}
+}
+
 // States counts leases by state.
 func States(t testing.TB, pool *pgxpool.Pool, ids []uuid.UUID) map[db.LeaseState]int {
 	t.Helper()

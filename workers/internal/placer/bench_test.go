@@ -79,6 +79,7 @@ func benchPlacement(b *testing.B, quarantineEvery int) {
 		}
 		placed += res.Placed
 		capacitytest.AssertNoOvercommit(b, pool)
+		capacitytest.AssertUsageCounted(b, pool)
 		var onQuarantined int
 		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM allocations a JOIN devices d ON d.id = a.device_id
 			WHERE d.health = 'unhealthy'`).Scan(&onQuarantined); err != nil || onQuarantined != 0 {
@@ -137,6 +138,7 @@ func BenchmarkPlacementRuntime(b *testing.B) {
 		cancel()
 		wg.Wait()
 		capacitytest.AssertNoOvercommit(b, pool)
+		capacitytest.AssertUsageCounted(b, pool)
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(placed)/elapsed.Seconds(), "placements/s")
@@ -210,6 +212,7 @@ func BenchmarkPlacementShared(b *testing.B) {
 		placed += got.Placed
 		preempted += got.Preempted
 		capacitytest.AssertNoOvercommit(b, pool)
+		capacitytest.AssertUsageCounted(b, pool)
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(placed)/elapsed.Seconds(), "placements/s")

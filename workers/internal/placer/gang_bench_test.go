@@ -272,6 +272,7 @@ func BenchmarkOneGPUReclaim(b *testing.B) {
 			b.Fatalf("placed %d and preempted %d in %d reconciles, want 1 and 1", got.Placed, got.Preempted, n)
 		}
 		capacitytest.AssertNoOvercommit(b, pool)
+		capacitytest.AssertUsageCounted(b, pool)
 		preempted += got.Preempted
 		reconciles += n
 		b.StartTimer()

@@ -84,6 +84,7 @@ func TestBinPackingFillsNodesBeforeOpeningOthers(t *testing.T) {
 		}
 	}
 	capacitytest.AssertNoOvercommit(t, pool)
+	capacitytest.AssertUsageCounted(t, pool)
 
 	// Spread leases go to the emptiest nodes, one per node.
 	spread := capacitytest.Leases(t, pool, tenant, pid, 2, capacitytest.LeaseSpec{GPUs: 1, Model: "H100", Spread: true})
@@ -181,6 +182,7 @@ func TestUnschedulableNodesGetNoPlacement(t *testing.T) {
 		}
 	}
 	capacitytest.AssertNoOvercommit(t, pool)
+	capacitytest.AssertUsageCounted(t, pool)
 }
 
 func TestOfflineNodeLeasesAtRiskAndBack(t *testing.T) {
@@ -226,6 +228,7 @@ func TestOfflineNodeLeasesAtRiskAndBack(t *testing.T) {
 		t.Fatalf("new lease %v, want pending (the only free capacity is offline)", st)
 	}
 	capacitytest.AssertNoOvercommit(t, pool)
+	capacitytest.AssertUsageCounted(t, pool)
 
 	setOnline(true, placer.MarkPlaced)
 	if s := capacitytest.States(t, pool, leases[:1]); s[capacity.LeasePlaced] != 1 {
@@ -287,6 +290,7 @@ func TestExpiryFreesDevicesAndReschedules(t *testing.T) {
 		t.Errorf("second lease placed at %v, want %v", placedAt, now)
 	}
 	capacitytest.AssertNoOvercommit(t, pool)
+	capacitytest.AssertUsageCounted(t, pool)
 }
 
 func TestReservationsKeepOthersOff(t *testing.T) {
@@ -336,6 +340,7 @@ func TestReservationsKeepOthersOff(t *testing.T) {
 		t.Fatalf("result %+v: rack a is reserved, nothing else may go there", res)
 	}
 	capacitytest.AssertNoOvercommit(t, pool)
+	capacitytest.AssertUsageCounted(t, pool)
 }
 
 func TestConcurrentPlacersNeverOvercommit(t *testing.T) {

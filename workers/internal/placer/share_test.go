@@ -119,6 +119,7 @@ func TestBorrowedCapacityIsReclaimedByPreemption(t *testing.T) {
 		t.Fatalf("a's preempted leases %v, want them to stay preempted once ended", s)
 	}
 	capacitytest.AssertNoOvercommit(t, b.pool)
+	capacitytest.AssertUsageCounted(t, b.pool)
 }
 
 func TestNoPreemptionBelowNominalQuota(t *testing.T) {
@@ -165,6 +166,7 @@ func TestBorrowingStopsAtTheLimitAndWaitsForNominalDemand(t *testing.T) {
 		t.Fatalf("owner's leases %v, want placed", s)
 	}
 	capacitytest.AssertNoOvercommit(t, b.pool)
+	capacitytest.AssertUsageCounted(t, b.pool)
 }
 
 func TestPriorityPreemptionWithinATenantOnlyWhereAllowed(t *testing.T) {
@@ -264,4 +266,5 @@ func TestFairShareOfBorrowedCapacity(t *testing.T) {
 		t.Fatalf("light's share of borrowed GPU-time is %.3f, want 0.25 ± 0.05", lightShare)
 	}
 	capacitytest.AssertNoOvercommit(t, b.pool)
+	capacitytest.AssertUsageCounted(t, b.pool)
 }
