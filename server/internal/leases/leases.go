@@ -152,60 +152,35 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 		}
 		resID = &id
 	}
+	tolJSON, err := encodeTolerations(tols)
+	if err != nil {
+		return nil, err
+	}
 	p := auth.Caller(ctx)
-	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.CreateResponse, error) {
-		grant, levels, err := poolAccess(ctx, tx.Q, p.TenantID, poolID)
-		if err != nil {
-			return nil, err
-		}
-		if err := g.checkLevel(levels); err != nil {
-			return nil, err
-		}
-		if req.GetIdleOptOut() {
-			if err := admitIdleOptOut(ctx, tx.Q, p.TenantID, poolID); err != nil {
-				return nil, err
-			}
-		}
-		model, err := s.admitShape(ctx, tx.Q, poolID, areq)
-		if err != nil {
-			return nil, err
-		}
-		if grant != nil {
-			if resID != nil {
-				return nil, apierr.FailedPreconditionField("reservation_id", "reservations are for the pool's own tenant; pool %s is granted to the caller's", poolID)
-			}
-			if err := admitGrant(*grant, model, areq); err != nil {
-				return nil, err
-			}
-		}
-		if resID != nil {
-			r, err := tx.Q.GetReservation(ctx, db.GetReservationParams{TenantID: p.TenantID, ID: *resID})
-			switch {
-			case errors.Is(err, pgx.ErrNoRows) || (err == nil && r.PoolID != poolID):
-				return nil, apierr.FailedPreconditionField("reservation_id", "the pool has no reservation %s", *resID)
-			case err != nil:
-				return nil, err
-			case r.State != "active":
-				return nil, apierr.FailedPreconditionField("reservation_id", "reservation %s is %s", *resID, r.State)
-			case !r.EndsAt.After(time.Now()):
-				return nil, apierr.FailedPreconditionField("reservation_id", "reservation %s ended at %s", *resID, r.EndsAt.UTC().Format(time.RFC3339))
-			}
-		}
-		tolJSON, err := encodeTolerations(tols)
-		if err != nil {
-			return nil, err
-		}
-		id := uuid.Must(uuid.NewV7())
-		row, err := tx.Q.CreatePoolLease(ctx, db.CreatePoolLeaseParams{
-			ID: id, TenantID: p.TenantID, PoolID: poolID, PrincipalID: &p.ID, ReservationID: resID,
+	lease := func(model string) db.CreatePoolLeaseParams {
+		return db.CreatePoolLeaseParams{
+			ID: uuid.Must(uuid.NewV7()), TenantID: p.TenantID, PoolID: poolID, PrincipalID: &p.ID, ReservationID: resID,
 			Gpus: areq.GetGpus(), GpuModel: model, Cpus: req.GetCpus(), MemoryBytes: req.GetMemoryBytes(),
 			Spread: req.GetSpread(), Tolerations: tolJSON, DurationMs: d.Milliseconds(), Priority: req.GetPriority(),
 			Topology: topology, Nodes: g.nodes, GpusPerNode: g.perNode, GangLevel: g.level, GangLevelRequired: g.required,
 			OnUnhealthyMember: string(g.onUnhealthy), IdleOptOut: req.GetIdleOptOut(),
-		})
+		}
+	}
+	// The common lease (no gang level, reservation or idle opt-out) in a pool of the tenant's own
+	// whose cached shape admits it needs none of the checks before the insert but the pool's
+	// lookup, which the insert does itself (createOwn).
+	quick := g.level == "" && resID == nil && !req.GetIdleOptOut()
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.CreateResponse, error) {
+		row, ok, err := s.createOwn(ctx, tx.Q, quick, poolID, areq, lease)
 		if err != nil {
 			return nil, err
 		}
+		if !ok {
+			if row, err = s.create(ctx, tx.Q, p.TenantID, poolID, g, req, areq, resID, lease); err != nil {
+				return nil, err
+			}
+		}
+		id := row.ID
 		if err := admitUsage(ctx, tx.Q, p.TenantID, poolID, areq); err != nil {
 			return nil, err
 		}
@@ -218,6 +193,73 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 		s.pokeAfterCommit(tx, poolID)
 		return &leasesv1.CreateResponse{Lease: toProto(row, nil)}, nil
 	})
+}
+
+// createOwn inserts the lease in one statement with the pool's lookup when quick says the lease
+// needs no other check before its insert and the pool's cached shape admits it: ok is false, and
+// nothing was inserted, when the shape is not cached or the pool is not the tenant's own (it may
+// be granted to it), and create must then admit the lease. Either way the checks run in the order
+// create runs them: the shape only ever admits here, so the first error of a lease that reaches
+// the insert is still the usage's.
+func (s *Service) createOwn(ctx context.Context, q *db.Queries, quick bool, poolID uuid.UUID, areq *leasesv1.CreateRequest, lease func(model string) db.CreatePoolLeaseParams) (db.PoolLease, bool, error) {
+	if !quick {
+		return db.PoolLease{}, false, nil
+	}
+	model, ok := s.shapes.admits(poolID, areq)
+	if !ok {
+		return db.PoolLease{}, false, nil
+	}
+	row, err := q.CreateOwnPoolLease(ctx, db.CreateOwnPoolLeaseParams(lease(model)))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return db.PoolLease{}, false, nil
+	case err != nil:
+		return db.PoolLease{}, false, err
+	}
+	return row, true, nil
+}
+
+// create checks that the tenant may ask the pool for the lease and that the pool can hold it,
+// then inserts it.
+func (s *Service) create(ctx context.Context, q *db.Queries, tenant, poolID uuid.UUID, g gang, req, areq *leasesv1.CreateRequest, resID *uuid.UUID, lease func(model string) db.CreatePoolLeaseParams) (db.PoolLease, error) {
+	grant, levels, err := poolAccess(ctx, q, tenant, poolID)
+	if err != nil {
+		return db.PoolLease{}, err
+	}
+	if err := g.checkLevel(levels); err != nil {
+		return db.PoolLease{}, err
+	}
+	if req.GetIdleOptOut() {
+		if err := admitIdleOptOut(ctx, q, tenant, poolID); err != nil {
+			return db.PoolLease{}, err
+		}
+	}
+	model, err := s.admitShape(ctx, q, poolID, areq)
+	if err != nil {
+		return db.PoolLease{}, err
+	}
+	if grant != nil {
+		if resID != nil {
+			return db.PoolLease{}, apierr.FailedPreconditionField("reservation_id", "reservations are for the pool's own tenant; pool %s is granted to the caller's", poolID)
+		}
+		if err := admitGrant(*grant, model, areq); err != nil {
+			return db.PoolLease{}, err
+		}
+	}
+	if resID != nil {
+		r, err := q.GetReservation(ctx, db.GetReservationParams{TenantID: tenant, ID: *resID})
+		switch {
+		case errors.Is(err, pgx.ErrNoRows) || (err == nil && r.PoolID != poolID):
+			return db.PoolLease{}, apierr.FailedPreconditionField("reservation_id", "the pool has no reservation %s", *resID)
+		case err != nil:
+			return db.PoolLease{}, err
+		case r.State != "active":
+			return db.PoolLease{}, apierr.FailedPreconditionField("reservation_id", "reservation %s is %s", *resID, r.State)
+		case !r.EndsAt.After(time.Now()):
+			return db.PoolLease{}, apierr.FailedPreconditionField("reservation_id", "reservation %s ended at %s", *resID, r.EndsAt.UTC().Format(time.RFC3339))
+		}
+	}
+	return q.CreatePoolLease(ctx, lease(model))
 }
 
 // poolAccess finds the pool a lease is asked of: a pool of the tenant (nil grant), or a pool
