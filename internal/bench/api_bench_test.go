@@ -1,8 +1,9 @@
 // Package bench_test measures the API against the database it runs on: authenticated reads and
 // admission writes over real HTTP, pgbench's simple-update on the same private PostgreSQL cluster
 // (fsync, synchronous_commit and full_page_writes off, as dbtest starts it), and pgbench
-// replaying CreateTenant's own SQL, so the API's write rate can be set against what the database
-// does without it.
+// replaying CreateTenant's and leases/create's own SQL, so the API's write rate can be set
+// against what the database does without it. pgbench is taken from beside the server's binaries,
+// or else from PATH.
 //
 //	go test -run '^$' -bench . -benchtime 5s ./bench/
 //
