@@ -15,6 +15,22 @@ VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(pool_id), sqlc.narg(principa
         sqlc.arg(on_unhealthy_member), sqlc.arg(idle_opt_out))
 RETURNING *;
 
+-- name: CreateOwnPoolLease :one
+-- CreatePoolLease into a pool of the lease's own tenant, with the pool's lookup folded in (one
+-- round trip instead of two): no row, and nothing inserted, when the tenant has no such pool.
+INSERT INTO pool_leases (id, tenant_id, pool_id, principal_id, reservation_id, gpus, gpu_model, cpus,
+                         memory_bytes, spread, tolerations, duration_ms, priority, topology,
+                         nodes, gpus_per_node, gang_level, gang_level_required, on_unhealthy_member, idle_opt_out)
+SELECT sqlc.arg(id)::uuid, sqlc.arg(tenant_id)::uuid, sqlc.arg(pool_id)::uuid, sqlc.narg(principal_id)::uuid, sqlc.narg(reservation_id)::uuid,
+       sqlc.arg(gpus)::integer, sqlc.arg(gpu_model)::text, sqlc.arg(cpus)::integer, sqlc.arg(memory_bytes)::bigint,
+       sqlc.arg(spread)::boolean, sqlc.arg(tolerations)::jsonb, sqlc.arg(duration_ms)::bigint,
+       sqlc.arg(priority)::integer, sqlc.arg(topology)::text, sqlc.arg(nodes)::integer,
+       sqlc.arg(gpus_per_node)::integer, sqlc.arg(gang_level)::text, sqlc.arg(gang_level_required)::boolean,
+       sqlc.arg(on_unhealthy_member)::text, sqlc.arg(idle_opt_out)::boolean
+FROM pools p
+WHERE p.tenant_id = sqlc.arg(tenant_id) AND p.id = sqlc.arg(pool_id)
+RETURNING *;
+
 -- name: ActivePoolLeaseTotals :one
 -- What the tenant's pending and running leases in a pool ask for, against its quota.
 SELECT count(*)::bigint AS leases,

@@ -194,6 +194,9 @@ type Querier interface {
 	// gateway's take the node id from the node's certificate.
 	CreateJoinToken(ctx context.Context, arg CreateJoinTokenParams) (JoinToken, error)
 	CreateNode(ctx context.Context, arg CreateNodeParams) (Node, error)
+	// CreatePoolLease into a pool of the lease's own tenant, with the pool's lookup folded in (one
+	// round trip instead of two): no row, and nothing inserted, when the tenant has no such pool.
+	CreateOwnPoolLease(ctx context.Context, arg CreateOwnPoolLeaseParams) (PoolLease, error)
 	// Pools: a tenant's groups of nodes that leases draw capacity from, and their quotas. API
 	// statements take the caller's tenant id.
 	//

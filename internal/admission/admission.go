@@ -49,6 +49,11 @@ func (t *Tx) Emit(tenant uuid.UUID, ev event.Event) error { return t.events.Add(
 // what they write commits or rolls back with the call.
 func (t *Tx) DB() db.DBTX { return t.tx }
 
+// Following is the transaction's slot for a read to go with its next statement, in one round
+// trip (database.PipeTx.Following): run a generated :one query on it before that statement, and
+// again after it for its row.
+func (t *Tx) Following() database.Following { return t.tx.Following() }
+
 // Wake has the reconcilers of kind woken once the transaction commits, so that the keys it
 // enqueued for them are reconciled at once rather than at their next poll. Nothing is woken
 // when the call fails and rolls back, or when it replays a stored response; a kind named

@@ -1,12 +1,15 @@
 package database
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -26,6 +29,9 @@ type PipeTx struct {
 	commitNext bool
 	done       bool
 	deferred   []deferredStmt
+	// follow is the query to go after the next statement (Following); followed is its result.
+	follow   *deferredStmt
+	followed *followedRow
 }
 
 type deferredStmt struct {
@@ -72,11 +78,96 @@ func (d Deferred) Query(context.Context, string, ...any) (pgx.Rows, error) {
 // QueryRow fails: a deferred statement returns nothing.
 func (d Deferred) QueryRow(context.Context, string, ...any) pgx.Row { return errRow{errDeferredRows} }
 
+// Following returns the transaction's slot for a query of one row to be sent right after its
+// next statement, in that statement's round trip: a generated :one query run on it the first
+// time is queued and returns ErrFollowing; run again with the same arguments once the next
+// statement has run, it returns its row (or the error that aborted it). It saves a round trip
+// where a read must follow a write but needs nothing the write returns.
+func (t *PipeTx) Following() Following { return Following{t: t} }
+
+// ErrFollowing is what a query queued on Following returns: it was queued, not run.
+var ErrFollowing = errors.New("database: queued to follow the next statement")
+
+// Following queues a query after a PipeTx's next statement and then returns its row; see
+// PipeTx.Following. It serves generated :one queries (db.New).
+type Following struct{ t *PipeTx }
+
+// QueryRow queues the query the first time, and returns its row once it has run.
+func (f Following) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	t := f.t
+	switch {
+	case t.followed != nil && t.followed.sql == sql:
+		r := t.followed
+		t.followed = nil
+		return r
+	case t.follow == nil && t.followed == nil:
+		t.follow = &deferredStmt{sql: sql, args: args}
+		return errRow{ErrFollowing}
+	case t.follow != nil:
+		return errRow{errors.New("database: the following query has not been sent: no statement ran after it was queued")}
+	}
+	return errRow{errors.New("database: a different query than the one that followed")}
+}
+
+var errFollowingRows = errors.New("database: a following query returns one row")
+
+// Exec fails: a following query returns one row.
+func (f Following) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errFollowingRows
+}
+
+// Query fails: a following query returns one row.
+func (f Following) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errFollowingRows
+}
+
+// followedRow is a following query's row, read off the batch and kept until the query is run
+// again for it.
+type followedRow struct {
+	sql     string
+	err     error
+	found   bool
+	fields  []pgconn.FieldDescription
+	values  [][]byte
+	typeMap *pgtype.Map
+}
+
+func (r *followedRow) Scan(dest ...any) error {
+	switch {
+	case r.err != nil:
+		return r.err
+	case !r.found:
+		return pgx.ErrNoRows
+	}
+	return pgx.ScanRow(r.typeMap, r.fields, r.values, dest...)
+}
+
+// readFollow reads the result of the following query s, which the batch sent after the
+// caller's statement, and keeps it for Following.
+func (t *PipeTx) readFollow(br pgx.BatchResults, s *deferredStmt) {
+	r := &followedRow{sql: s.sql, typeMap: t.conn.Conn().TypeMap()}
+	rows, err := br.Query()
+	if err == nil {
+		if rows.Next() {
+			r.found = true
+			r.fields = slices.Clone(rows.FieldDescriptions())
+			for _, v := range rows.RawValues() {
+				r.values = append(r.values, bytes.Clone(v)) // nil stays nil: NULL
+			}
+		}
+		rows.Close()
+		err = rows.Err()
+	}
+	r.err = err
+	t.followed = r
+}
+
 // batch queues BEGIN when the transaction has not begun and the deferred statements, then the
-// statement; pre says what came before it.
+// statement, then the following query if one is queued; pre says what came before it and what
+// follows.
 func (t *PipeTx) batch(sql string, args []any) (*pgx.Batch, prefix) {
 	b := &pgx.Batch{}
-	pre := prefix{begin: !t.begun, deferred: len(t.deferred)}
+	pre := prefix{begin: !t.begun, deferred: len(t.deferred), follow: t.follow}
 	if pre.begin {
 		b.Queue("begin")
 		t.begun = true
@@ -86,6 +177,10 @@ func (t *PipeTx) batch(sql string, args []any) (*pgx.Batch, prefix) {
 	}
 	t.deferred = nil
 	b.Queue(sql, args...)
+	if t.follow != nil {
+		b.Queue(t.follow.sql, t.follow.args...)
+		t.follow = nil
+	}
 	return b, pre
 }
 
@@ -93,10 +188,13 @@ func (t *PipeTx) batch(sql string, args []any) (*pgx.Batch, prefix) {
 type prefix struct {
 	begin    bool
 	deferred int
+	follow   *deferredStmt // sent after the statement
 }
 
 // direct says whether a statement goes alone, with nothing before or after it.
-func (t *PipeTx) direct(commit bool) bool { return t.begun && len(t.deferred) == 0 && !commit }
+func (t *PipeTx) direct(commit bool) bool {
+	return t.begun && len(t.deferred) == 0 && t.follow == nil && !commit
+}
 
 // read reads the results of the statements queued before the caller's.
 func (p prefix) read(br pgx.BatchResults) error {
@@ -138,6 +236,9 @@ func (t *PipeTx) results(br pgx.BatchResults, pre prefix, commit bool) (pgconn.C
 		return pgconn.CommandTag{}, err
 	}
 	tag, err := br.Exec()
+	if pre.follow != nil {
+		t.readFollow(br, pre.follow)
+	}
 	if err != nil || !commit {
 		return tag, err
 	}
@@ -166,7 +267,7 @@ func (t *PipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	if err != nil {
 		return nil, errors.Join(err, br.Close())
 	}
-	return &batchRows{Rows: rows, br: br}, nil
+	return &batchRows{Rows: rows, br: br, t: t, follow: pre.follow}, nil
 }
 
 // QueryRow runs a query of one row, with BEGIN and the deferred statements before it when
@@ -180,7 +281,7 @@ func (t *PipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	if err := pre.read(br); err != nil {
 		return errRow{errors.Join(err, br.Close())}
 	}
-	return &batchRow{row: br.QueryRow(), br: br}
+	return &batchRow{row: br.QueryRow(), br: br, t: t, follow: pre.follow}
 }
 
 // End rolls back a transaction that did not commit, and gives the connection back to the pool
@@ -197,6 +298,8 @@ func (t *PipeTx) End(ctx context.Context) {
 type batchRows struct {
 	pgx.Rows
 	br     pgx.BatchResults
+	t      *PipeTx
+	follow *deferredStmt
 	closed bool
 	err    error
 }
@@ -205,6 +308,9 @@ func (r *batchRows) Close() {
 	r.Rows.Close()
 	if !r.closed {
 		r.closed = true
+		if r.follow != nil {
+			r.t.readFollow(r.br, r.follow)
+		}
 		r.err = r.br.Close()
 	}
 }
@@ -226,12 +332,17 @@ func (r *batchRows) Next() bool {
 
 // batchRow is the row of a batch's last statement: scanning it finishes the batch.
 type batchRow struct {
-	row pgx.Row
-	br  pgx.BatchResults
+	row    pgx.Row
+	br     pgx.BatchResults
+	t      *PipeTx
+	follow *deferredStmt
 }
 
 func (r *batchRow) Scan(dest ...any) error {
 	err := r.row.Scan(dest...)
+	if r.follow != nil {
+		r.t.readFollow(r.br, r.follow)
+	}
 	if cerr := r.br.Close(); err == nil && cerr != nil {
 		err = cerr
 	}

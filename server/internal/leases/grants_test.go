@@ -61,3 +61,41 @@ func TestLeasesFromAGrantedPool(t *testing.T) {
 		t.Fatalf("%d leases, want only the admitted one", n)
 	}
 }
+
+// TestCachedShapeKeepsAccess: once a lease of the pool's owner has cached the pool's shape, a
+// lease asked of the pool by another tenant still goes through its grant, and a tenant without
+// one still does not see the pool (leases/create inserts into a pool of its own tenant in the
+// same statement that looks the pool up, and falls back to the grant's checks when it is not).
+func TestCachedShapeKeepsAccess(t *testing.T) {
+	t.Parallel()
+	env := servertest.New(t)
+	poolID := fleet(t, env, 2, 4)
+	owner := capacitytest.RootTenant(t, env.Pool)
+	grantee, granteeKey := childTenant(t, env, "team-a")
+	_, strangerKey := childTenant(t, env, "team-b")
+	capacitytest.Grant(t, env.Pool, uuid.MustParse(poolID), owner, grantee, capacitytest.GPUs("H100", 1), capacitytest.GPUs("H100", 1), 1)
+	c := leasesv1connect.NewLeasesServiceClient(env.HTTPClient(granteeKey), env.URL)
+	stranger := leasesv1connect.NewLeasesServiceClient(env.HTTPClient(strangerKey), env.URL)
+	for i := range 2 { // the owner's first create reads the shape, the second uses it
+		if _, err := leases(env).Create(ctx, &leasesv1.CreateRequest{PoolId: poolID, Gpus: 1, Duration: hour()}); err != nil {
+			t.Fatalf("owner's lease %d: %v", i, err)
+		}
+	}
+	created, err := c.Create(ctx, &leasesv1.CreateRequest{PoolId: poolID, Gpus: 2, Duration: hour()})
+	if err != nil || created.GetLease().GetTenantId() != grantee.String() {
+		t.Fatalf("grantee's lease %v, %v; want the grantee's", created, err)
+	}
+	_, err = c.Create(ctx, &leasesv1.CreateRequest{PoolId: poolID, Gpus: 3, Duration: hour()})
+	wantField(t, err, connect.CodeFailedPrecondition, "gpus")
+	_, err = stranger.Create(ctx, &leasesv1.CreateRequest{PoolId: poolID, Gpus: 1, Duration: hour()})
+	wantField(t, err, connect.CodeFailedPrecondition, "pool_id")
+	if n := count(t, env, `SELECT count(*) FROM pool_leases`); n != 3 {
+		t.Fatalf("%d leases, want the owner's two and the grantee's one", n)
+	}
+	if n := count(t, env, `SELECT count(*) FROM outbox WHERE type = 'lease.created'`); n != 3 {
+		t.Fatalf("%d lease.created events, want 3", n)
+	}
+	if n := count(t, env, `SELECT count(*) FROM audit_events WHERE method = 'leases/create' AND outcome = 'ok'`); n != 3 {
+		t.Fatalf("%d audited creates, want 3", n)
+	}
+}

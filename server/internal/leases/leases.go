@@ -28,6 +28,7 @@ import (
 	"github.com/better-compute/better-compute/internal/apierr"
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/capacity"
+	"github.com/better-compute/better-compute/internal/database"
 	"github.com/better-compute/better-compute/internal/event"
 	"github.com/better-compute/better-compute/internal/fleet"
 	"github.com/better-compute/better-compute/internal/gpuhealth"
@@ -152,61 +153,39 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 		}
 		resID = &id
 	}
+	tolJSON, err := encodeTolerations(tols)
+	if err != nil {
+		return nil, err
+	}
 	p := auth.Caller(ctx)
-	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.CreateResponse, error) {
-		grant, levels, err := poolAccess(ctx, tx.Q, p.TenantID, poolID)
-		if err != nil {
-			return nil, err
-		}
-		if err := g.checkLevel(levels); err != nil {
-			return nil, err
-		}
-		if req.GetIdleOptOut() {
-			if err := admitIdleOptOut(ctx, tx.Q, p.TenantID, poolID); err != nil {
-				return nil, err
-			}
-		}
-		model, err := s.admitShape(ctx, tx.Q, poolID, areq)
-		if err != nil {
-			return nil, err
-		}
-		if grant != nil {
-			if resID != nil {
-				return nil, apierr.FailedPreconditionField("reservation_id", "reservations are for the pool's own tenant; pool %s is granted to the caller's", poolID)
-			}
-			if err := admitGrant(*grant, model, areq); err != nil {
-				return nil, err
-			}
-		}
-		if resID != nil {
-			r, err := tx.Q.GetReservation(ctx, db.GetReservationParams{TenantID: p.TenantID, ID: *resID})
-			switch {
-			case errors.Is(err, pgx.ErrNoRows) || (err == nil && r.PoolID != poolID):
-				return nil, apierr.FailedPreconditionField("reservation_id", "the pool has no reservation %s", *resID)
-			case err != nil:
-				return nil, err
-			case r.State != "active":
-				return nil, apierr.FailedPreconditionField("reservation_id", "reservation %s is %s", *resID, r.State)
-			case !r.EndsAt.After(time.Now()):
-				return nil, apierr.FailedPreconditionField("reservation_id", "reservation %s ended at %s", *resID, r.EndsAt.UTC().Format(time.RFC3339))
-			}
-		}
-		tolJSON, err := encodeTolerations(tols)
-		if err != nil {
-			return nil, err
-		}
-		id := uuid.Must(uuid.NewV7())
-		row, err := tx.Q.CreatePoolLease(ctx, db.CreatePoolLeaseParams{
-			ID: id, TenantID: p.TenantID, PoolID: poolID, PrincipalID: &p.ID, ReservationID: resID,
+	lease := func(model string) db.CreatePoolLeaseParams {
+		return db.CreatePoolLeaseParams{
+			ID: uuid.Must(uuid.NewV7()), TenantID: p.TenantID, PoolID: poolID, PrincipalID: &p.ID, ReservationID: resID,
 			Gpus: areq.GetGpus(), GpuModel: model, Cpus: req.GetCpus(), MemoryBytes: req.GetMemoryBytes(),
 			Spread: req.GetSpread(), Tolerations: tolJSON, DurationMs: d.Milliseconds(), Priority: req.GetPriority(),
 			Topology: topology, Nodes: g.nodes, GpusPerNode: g.perNode, GangLevel: g.level, GangLevelRequired: g.required,
 			OnUnhealthyMember: string(g.onUnhealthy), IdleOptOut: req.GetIdleOptOut(),
-		})
+		}
+	}
+	// The common lease (no gang level, reservation or idle opt-out) in a pool of the tenant's own
+	// whose cached shape admits it needs none of the checks before the insert but the pool's
+	// lookup, which the insert does itself (createOwn).
+	quick := g.level == "" && resID == nil && !req.GetIdleOptOut()
+	return admission.Do(ctx, s.admit, req, func(ctx context.Context, tx *admission.Tx) (*leasesv1.CreateResponse, error) {
+		row, u, ok, err := s.createOwn(ctx, tx, quick, p.TenantID, poolID, areq, lease)
 		if err != nil {
 			return nil, err
 		}
-		if err := admitUsage(ctx, tx.Q, p.TenantID, poolID, areq); err != nil {
+		if !ok {
+			if row, err = s.create(ctx, tx.Q, p.TenantID, poolID, g, req, areq, resID, lease); err != nil {
+				return nil, err
+			}
+			if u, err = tx.Q.LeaseAdmissionUsage(ctx, db.LeaseAdmissionUsageParams{TenantID: p.TenantID, PoolID: poolID}); err != nil {
+				return nil, fmt.Errorf("read lease usage: %w", err)
+			}
+		}
+		id := row.ID
+		if err := admitUsage(ctx, u, areq); err != nil {
 			return nil, err
 		}
 		tx.Target("lease", id)
@@ -218,6 +197,85 @@ func (s *Service) Create(ctx context.Context, req *leasesv1.CreateRequest) (*lea
 		s.pokeAfterCommit(tx, poolID)
 		return &leasesv1.CreateResponse{Lease: toProto(row, nil)}, nil
 	})
+}
+
+// createOwn inserts the lease in one statement with the pool's lookup, and reads the usage
+// admitUsage checks in the same round trip, when quick says the lease needs no other check
+// before its insert and the pool's cached shape admits it: one round trip instead of three. ok is
+// false, and nothing was inserted, when the shape is not cached or the pool is not the tenant's
+// own (it may be granted to it), and create must then admit the lease. Either way the checks run
+// in the order create runs them: the shape only ever admits here, so the first error of a lease
+// that reaches the insert is still the usage's.
+func (s *Service) createOwn(ctx context.Context, tx *admission.Tx, quick bool, tenant, poolID uuid.UUID, areq *leasesv1.CreateRequest, lease func(model string) db.CreatePoolLeaseParams) (db.PoolLease, db.LeaseAdmissionUsageRow, bool, error) {
+	var none db.LeaseAdmissionUsageRow
+	if !quick {
+		return db.PoolLease{}, none, false, nil
+	}
+	model, ok := s.shapes.admits(poolID, areq)
+	if !ok {
+		return db.PoolLease{}, none, false, nil
+	}
+	// The usage read goes right after the insert, in its round trip: it sees the counters the
+	// insert's trigger bumped and locked (admitUsage).
+	usage := db.New(tx.Following())
+	params := db.LeaseAdmissionUsageParams{TenantID: tenant, PoolID: poolID}
+	if _, err := usage.LeaseAdmissionUsage(ctx, params); !errors.Is(err, database.ErrFollowing) {
+		return db.PoolLease{}, none, false, fmt.Errorf("queue the lease usage read: %w", err)
+	}
+	row, err := tx.Q.CreateOwnPoolLease(ctx, db.CreateOwnPoolLeaseParams(lease(model)))
+	u, uerr := usage.LeaseAdmissionUsage(ctx, params) // read it in every case, to free the slot
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return db.PoolLease{}, none, false, nil
+	case err != nil:
+		return db.PoolLease{}, none, false, err
+	case uerr != nil:
+		return db.PoolLease{}, none, false, fmt.Errorf("read lease usage: %w", uerr)
+	}
+	return row, u, true, nil
+}
+
+// create checks that the tenant may ask the pool for the lease and that the pool can hold it,
+// then inserts it.
+func (s *Service) create(ctx context.Context, q *db.Queries, tenant, poolID uuid.UUID, g gang, req, areq *leasesv1.CreateRequest, resID *uuid.UUID, lease func(model string) db.CreatePoolLeaseParams) (db.PoolLease, error) {
+	grant, levels, err := poolAccess(ctx, q, tenant, poolID)
+	if err != nil {
+		return db.PoolLease{}, err
+	}
+	if err := g.checkLevel(levels); err != nil {
+		return db.PoolLease{}, err
+	}
+	if req.GetIdleOptOut() {
+		if err := admitIdleOptOut(ctx, q, tenant, poolID); err != nil {
+			return db.PoolLease{}, err
+		}
+	}
+	model, err := s.admitShape(ctx, q, poolID, areq)
+	if err != nil {
+		return db.PoolLease{}, err
+	}
+	if grant != nil {
+		if resID != nil {
+			return db.PoolLease{}, apierr.FailedPreconditionField("reservation_id", "reservations are for the pool's own tenant; pool %s is granted to the caller's", poolID)
+		}
+		if err := admitGrant(*grant, model, areq); err != nil {
+			return db.PoolLease{}, err
+		}
+	}
+	if resID != nil {
+		r, err := q.GetReservation(ctx, db.GetReservationParams{TenantID: tenant, ID: *resID})
+		switch {
+		case errors.Is(err, pgx.ErrNoRows) || (err == nil && r.PoolID != poolID):
+			return db.PoolLease{}, apierr.FailedPreconditionField("reservation_id", "the pool has no reservation %s", *resID)
+		case err != nil:
+			return db.PoolLease{}, err
+		case r.State != "active":
+			return db.PoolLease{}, apierr.FailedPreconditionField("reservation_id", "reservation %s is %s", *resID, r.State)
+		case !r.EndsAt.After(time.Now()):
+			return db.PoolLease{}, apierr.FailedPreconditionField("reservation_id", "reservation %s ended at %s", *resID, r.EndsAt.UTC().Format(time.RFC3339))
+		}
+	}
+	return q.CreatePoolLease(ctx, lease(model))
 }
 
 // poolAccess finds the pool a lease is asked of: a pool of the tenant (nil grant), or a pool
@@ -265,18 +323,15 @@ func admitGrant(g capacity.Grant, model string, req *leasesv1.CreateRequest) err
 }
 
 // admitUsage refuses a lease, just inserted, that takes the tenant's pending and running leases
-// in the pool past its quota, or its pending leases past the pendingLeases cap. It runs after
-// the insert on purpose: the insert's trigger bumped the tenant's and the pool's usage counters
-// (migration 0023_lease_usage) and holds them locked until the transaction ends, so concurrent
-// admissions of one tenant queue there from the insert to the commit (a few statements, none of
-// which grows with the leases), and each one reads counts with every earlier admission's lease in
-// them. The caller's rollback of a refusal takes the lease and its counts out again. The quota is
-// read, not locked: a concurrent pools/setQuota applies from the next admission.
-func admitUsage(ctx context.Context, q *db.Queries, tenant, poolID uuid.UUID, req *leasesv1.CreateRequest) error {
-	u, err := q.LeaseAdmissionUsage(ctx, db.LeaseAdmissionUsageParams{TenantID: tenant, PoolID: poolID})
-	if err != nil {
-		return fmt.Errorf("read lease usage: %w", err)
-	}
+// in the pool past its quota, or its pending leases past the pendingLeases cap, as u
+// (LeaseAdmissionUsage, read after the insert) says. The read follows the insert on purpose: the
+// insert's trigger bumped the tenant's and the pool's usage counters (migration 0023_lease_usage)
+// and holds them locked until the transaction ends, so concurrent admissions of one tenant queue
+// there from the insert to the commit (a few statements, none of which grows with the leases),
+// and each one reads counts with every earlier admission's lease in them. The caller's rollback
+// of a refusal takes the lease and its counts out again. The quota is read, not locked: a
+// concurrent pools/setQuota applies from the next admission.
+func admitUsage(ctx context.Context, u db.LeaseAdmissionUsageRow, req *leasesv1.CreateRequest) error {
 	over := func(field, what string, limit *int64, total, asked int64) error {
 		if limit != nil && total > *limit {
 			return apierr.FailedPreconditionField(field, "the tenant's quota in the pool is %d %s; %d are pending or running, and this lease asks for %d", *limit, what, total-asked, asked)

@@ -70,6 +70,18 @@ func (c *shapes) put(pool uuid.UUID, s shape) {
 	c.m[pool] = s
 }
 
+// admits says whether the pool's cached shape, fresh and with the side req is checked against,
+// admits req, and on which GPU model. It reads nothing: a pool without such a shape, or whose
+// shape refuses, is for admitShape.
+func (c *shapes) admits(pool uuid.UUID, req *leasesv1.CreateRequest) (string, bool) {
+	cached, ok := c.get(pool)
+	if !ok || !cached.has(req) {
+		return "", false
+	}
+	model, err := cached.admit(req)
+	return model, err == nil
+}
+
 // admitShape checks that the pool's members could hold the lease at all, and returns the GPU
 // model it will run on (the pool's only model when the request names none).
 func (s *Service) admitShape(ctx context.Context, q *db.Queries, poolID uuid.UUID, req *leasesv1.CreateRequest) (string, error) {
