@@ -115,7 +115,7 @@ API command on an API error.
 	fs.StringVar(&f.gpuModel, "gpu-model", "", "only nodes with a GPU of exactly this model")
 	fs.StringSliceVar(&f.states, "state", nil, "only nodes in these states (repeatable), for example ready")
 	fs.Int32Var(&f.limit, "limit", 0, "reach at most this many of the matching nodes (0: all)")
-	fs.Int32Var(&f.maxInFlight, "max-in-flight", 0, "at most this many commands sent but unfinished at once (0: the server's limit)")
+	fs.Int32Var(&f.maxInFlight, "max-in-flight", 0, "at most this many commands sent but unfinished at once (0: 1,000; the server allows 10,000)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "how long each command may wait and run (0: the server's default, 5m)")
 	fs.StringVar(&f.key, "idempotency-key", "", "names the fan-out: running again with the same key follows the same fan-out")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the failures, not every result")

@@ -29,8 +29,12 @@ const (
 	MaxFanOutNodes = 100_000
 	// MaxFanOutNodeIDs bounds selector.node_ids.
 	MaxFanOutNodeIDs = 10_000
-	// MaxInFlight is the server-wide cap of a fan-out's max_in_flight, and its default.
-	MaxInFlight = 1000
+	// MaxInFlight is the server-wide cap of a fan-out's max_in_flight. A gateway claims at most
+	// 1,000 commands a statement and its sessions' queues and results' queue are bounded, so what
+	// is in flight bounds the database's rows in sent and acked, not any one write.
+	MaxInFlight = 10_000
+	// DefaultMaxInFlight is a fan-out's max_in_flight when the request leaves it 0.
+	DefaultMaxInFlight = 1000
 	// MaxFanOutFailures bounds the failures commands/getFanOut lists.
 	MaxFanOutFailures = 20
 	// maxSelectorText bounds the selector's text fields, as nodes/list bounds its filters.
@@ -154,7 +158,7 @@ func (s *Service) FanOut(ctx context.Context, req *commandsv1.FanOutRequest) (*c
 	case inFlight < 0 || inFlight > MaxInFlight:
 		return nil, apierr.InvalidArgument("max_in_flight", "must be between 0 and %d (the server's limit)", MaxInFlight)
 	case inFlight == 0:
-		inFlight = MaxInFlight
+		inFlight = DefaultMaxInFlight
 	}
 	key := req.GetIdempotencyKey()
 	if len(key) > 255 {

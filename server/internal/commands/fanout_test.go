@@ -12,6 +12,7 @@ import (
 	commandsv1 "github.com/better-compute/better-compute/gen/go/bettercompute/commands/v1"
 	daemonv1 "github.com/better-compute/better-compute/gen/go/bettercompute/daemon/v1"
 	iamv1 "github.com/better-compute/better-compute/gen/go/bettercompute/iam/v1"
+	"github.com/better-compute/better-compute/server/internal/commands"
 	"github.com/better-compute/better-compute/server/servertest"
 )
 
@@ -135,7 +136,7 @@ func TestFanOutValidation(t *testing.T) {
 		{"selector.limit", fanOutEcho(&commandsv1.FanOutSelector{Limit: 100_001})},
 		{"payload", &commandsv1.FanOutRequest{Selector: sel}},
 		{"exec.path", &commandsv1.FanOutRequest{Selector: sel, Payload: &commandsv1.FanOutRequest_Exec{Exec: &daemonv1.ExecPayload{Path: "nvidia-smi"}}}},
-		{"max_in_flight", &commandsv1.FanOutRequest{Selector: sel, Payload: &commandsv1.FanOutRequest_Echo{Echo: echo}, MaxInFlight: 1001}},
+		{"max_in_flight", &commandsv1.FanOutRequest{Selector: sel, Payload: &commandsv1.FanOutRequest_Echo{Echo: echo}, MaxInFlight: commands.MaxInFlight + 1}},
 		{"max_in_flight", &commandsv1.FanOutRequest{Selector: sel, Payload: &commandsv1.FanOutRequest_Echo{Echo: echo}, MaxInFlight: -1}},
 		{"idempotency_key", &commandsv1.FanOutRequest{Selector: sel, Payload: &commandsv1.FanOutRequest_Echo{Echo: echo}, IdempotencyKey: strings.Repeat("k", 256)}},
 	} {

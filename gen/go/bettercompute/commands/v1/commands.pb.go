@@ -234,7 +234,7 @@ type FanOutRequest struct {
 	// How long each command may wait and run before it expires; 5 minutes by default, at most 24
 	// hours.
 	Timeout *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	// At most this many of the fan-out's commands are sent but unfinished at once, at most 1,000
+	// At most this many of the fan-out's commands are sent but unfinished at once, at most 10,000
 	// (the server's limit); 0 for 1,000.
 	MaxInFlight   int32 `protobuf:"varint,4,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -187,7 +187,7 @@ export type FanOutRequest = Message<"bettercompute.commands.v1.FanOutRequest"> &
   timeout?: Duration | undefined;
 
   /**
-   * At most this many of the fan-out's commands are sent but unfinished at once, at most 1,000
+   * At most this many of the fan-out's commands are sent but unfinished at once, at most 10,000
    * (the server's limit); 0 for 1,000.
    *
    * @generated from field: int32 max_in_flight = 4;
