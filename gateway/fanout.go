@@ -11,12 +11,17 @@ import (
 	"github.com/better-compute/better-compute/gen/db"
 )
 
+// fanOutBatch bounds the commands of a fan-out one claim sends. A claim's fixed cost (the
+// fan-out's lock, its count of what is in flight, a probe per session held) is paid per batch,
+// so a fan-out's batches are larger than a round's of single commands (dispatchBatch).
+const fanOutBatch = 5000
+
 // maxOpenFanOuts bounds the fan-outs one loop round looks at; more wait for the next rounds.
 const maxOpenFanOuts = 100
 
 // dispatchFanOuts claims, for each fan-out, its pending commands to the sessions held here with
 // room in their queues, and queues them: one statement per fan-out for all those sessions
-// (ClaimFanOutCommands), at most dispatchBatch commands, and never more than keeps the fan-out
+// (ClaimFanOutCommands), at most fanOutBatch commands, and never more than keeps the fan-out
 // within its max_in_flight (across all gateways: the claim holds the fan-out's row). A fan-out
 // whose claim filled the batch is due again at once; one held back by max_in_flight is due again
 // when one of its commands finishes here (recordResults), or at the next loop round.
@@ -50,7 +55,7 @@ func (g *Gateway) dispatchFanOuts(ctx context.Context, fanOuts []uuid.UUID) erro
 		for _, c := range sent {
 			g.send(ctx, sessions[c.NodeID], c)
 		}
-		if len(sent) == dispatchBatch {
+		if len(sent) == fanOutBatch {
 			g.due.addFanOuts(f)
 		}
 	}
@@ -72,7 +77,7 @@ func (g *Gateway) claimFanOut(ctx context.Context, fanOut uuid.UUID, nodes []uui
 			return err
 		}
 		sent, err = q.ClaimFanOutCommands(ctx, db.ClaimFanOutCommandsParams{
-			FanOutID: fanOut, NodeIds: nodes, Lim: dispatchBatch, MaxInFlight: int64(most),
+			FanOutID: fanOut, NodeIds: nodes, Lim: fanOutBatch, MaxInFlight: int64(most),
 		})
 		return err
 	})
