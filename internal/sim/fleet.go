@@ -83,6 +83,10 @@ type Options struct {
 	AgentLogger *slog.Logger
 }
 
+// faultsWaitConnected bounds how long the scenario's faults wait for the joined machines to hold
+// their sessions before they start all the same.
+const faultsWaitConnected = 30 * time.Second
+
 // DefaultJoinConcurrency bounds the joins in flight when Options does not.
 const DefaultJoinConcurrency = 32
 
@@ -192,6 +196,13 @@ func (f *Fleet) Run(ctx context.Context) error {
 	f.ctx = ctx
 	defer f.stopAll()
 	f.joinAll(ctx)
+	if len(f.opts.Scenario.Faults) > 0 {
+		// A fault's after counts from when the joined machines hold their sessions: a disconnect
+		// aimed at a machine still opening its session would find nothing to break.
+		wctx, cancel := context.WithTimeout(ctx, faultsWaitConnected)
+		_, _ = f.WaitConnected(wctx)
+		cancel()
+	}
 	var wg sync.WaitGroup
 	for i, fault := range f.opts.Scenario.Faults {
 		if fault.Kind != FaultSkew {

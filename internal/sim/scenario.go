@@ -34,7 +34,8 @@ type Fault struct {
 	// Fraction of the machines hit (0 to 1), or Count of them; Fraction wins when both are set.
 	Fraction float64 `yaml:"fraction"`
 	Count    int     `yaml:"count"`
-	// After is when the fault starts, counted from the end of the join phase.
+	// After is when the fault starts, counted from the end of the join phase once the joined
+	// machines hold their sessions (or 30 s after it, if some never do).
 	After time.Duration `yaml:"after"`
 	// Every repeats the fault (disconnect, crash, latency: a fresh random choice of machines each
 	// time; flap: the same machines); zero means once. Flap defaults to 10s.
