@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -10,8 +9,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/better-compute/better-compute/gen/db"
-	"github.com/better-compute/better-compute/internal/auth"
-	"github.com/better-compute/better-compute/internal/dbtest"
 )
 
 // TestAcksAndResultsNeverDeadlock: a batch of acks and a batch of results for the same commands,
@@ -22,28 +19,14 @@ import (
 func TestAcksAndResultsNeverDeadlock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := dbtest.Pool(t)
-	root, err := auth.EnsureRootTenant(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := uuid.New()
-	if _, err := pool.Exec(ctx, `INSERT INTO nodes (id, tenant_id) VALUES ($1, $2)`, node, root.ID); err != nil {
-		t.Fatal(err)
-	}
+	pool, g, sess := newRecorder(t)
 	const n = 400
 	ids := make([]uuid.UUID, n)
 	for i := range ids {
 		ids[i] = uuid.New()
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO commands (id, tenant_id, node_id, type, idempotency_key, deadline, state)
-		SELECT id, $2, $3, 'exec', id::text, now() + interval '1 hour', 'sent' FROM unnest($1::uuid[]) AS id`,
-		ids, root.ID, node); err != nil {
-		t.Fatal(err)
-	}
-	g := &Gateway{opts: Options{Pool: pool}, log: slog.New(slog.DiscardHandler)}
-	sess := &session{node: node, tenant: root.ID}
-	nodes := slices.Repeat([]uuid.UUID{node}, n)
+	sentCommands(t, pool, sess, ids)
+	nodes := slices.Repeat([]uuid.UUID{sess.node}, n)
 	reversed := slices.Clone(ids)
 	slices.Reverse(reversed)
 	for round := range 10 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/better-compute/better-compute/internal/auth"
 	"github.com/better-compute/better-compute/internal/dbtest"
@@ -17,24 +18,9 @@ import (
 func TestResultsBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := dbtest.Pool(t)
-	root, err := auth.EnsureRootTenant(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := uuid.New()
-	if _, err := pool.Exec(ctx, `INSERT INTO nodes (id, tenant_id) VALUES ($1, $2)`, node, root.ID); err != nil {
-		t.Fatal(err)
-	}
+	pool, g, sess := newRecorder(t)
 	ids := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
-	for i, id := range ids {
-		if _, err := pool.Exec(ctx, `INSERT INTO commands (id, tenant_id, node_id, type, idempotency_key, deadline, state)
-			VALUES ($1, $2, $3, 'exec', $4, now() + interval '1 hour', 'sent')`, id, root.ID, node, id.String()); err != nil {
-			t.Fatalf("command %d: %v", i, err)
-		}
-	}
-	g := &Gateway{opts: Options{Pool: pool}, log: slog.New(slog.DiscardHandler)}
-	sess := &session{node: node, tenant: root.ID}
+	sentCommands(t, pool, sess, ids)
 	batch := []pendingResult{
 		{sess: sess, id: ids[0], success: true, result: []byte(`{"out":"a"}`)},
 		{sess: sess, id: ids[1], errText: "exit 1"},
@@ -59,5 +45,31 @@ func TestResultsBatch(t *testing.T) {
 	}
 	if succeeded != 2 || failed != 1 || events != 3 || out != `{"out": "a"}` {
 		t.Errorf("%d succeeded, %d failed, %d events, result %s; want 2, 1, 3 and the first result", succeeded, failed, events, out)
+	}
+}
+
+// newRecorder is a gateway that only records (its database, no listener) and a session of one
+// node of the root tenant, for tests of the statements that record what sessions receive.
+func newRecorder(t *testing.T) (*pgxpool.Pool, *Gateway, *session) {
+	t.Helper()
+	pool := dbtest.Pool(t)
+	root, err := auth.EnsureRootTenant(context.Background(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := uuid.New()
+	if _, err := pool.Exec(context.Background(), `INSERT INTO nodes (id, tenant_id) VALUES ($1, $2)`, node, root.ID); err != nil {
+		t.Fatal(err)
+	}
+	return pool, &Gateway{opts: Options{Pool: pool}, log: slog.New(slog.DiscardHandler)}, &session{node: node, tenant: root.ID}
+}
+
+// sentCommands inserts commands with these ids for the session's node, sent and not yet acked.
+func sentCommands(t *testing.T, pool *pgxpool.Pool, sess *session, ids []uuid.UUID) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `INSERT INTO commands (id, tenant_id, node_id, type, idempotency_key, deadline, state)
+		SELECT id, $2, $3, 'exec', id::text, now() + interval '1 hour', 'sent' FROM unnest($1::uuid[]) AS id`,
+		ids, sess.tenant, sess.node); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -475,20 +475,37 @@ func BenchmarkPgbenchSimpleUpdate(b *testing.B) {
 // protobuf in the way. "pipelined" sends the transaction as one pipeline (pgbench
 // \startpipeline), as a pgx.Batch would: two round trips instead of nine.
 func BenchmarkPgbenchCreateTenantSQL(b *testing.B) {
+	pgbenchReplay(b, "create-tenant", createTenantScript)
+}
+
+// pgbenchReplay runs a replay of an API call's SQL twice, each statement in a round trip of its
+// own ("round-trips") and the transaction as one pipeline ("pipelined"), with script writing
+// the pgbench script for the database at u and returning pgbench's arguments.
+func pgbenchReplay(b *testing.B, name string, script func(b *testing.B, u string, pipelined bool) ([]string, error)) {
+	b.Helper()
 	c := clients(b)
 	for _, pipelined := range []bool{false, true} {
-		name := "round-trips"
+		variant := "round-trips"
 		if pipelined {
-			name = "pipelined"
+			variant = "pipelined"
 		}
-		b.Run(fmt.Sprintf("%s/clients=%d", name, c), func(b *testing.B) {
-			pgbenchBench(b, "create-tenant-"+name, func() (pgbenchResult, error) {
+		b.Run(fmt.Sprintf("%s/clients=%d", variant, c), func(b *testing.B) {
+			pgbenchBench(b, name+"-"+variant, func() (pgbenchResult, error) {
 				return runPgbench(b, c, func(_, u string) ([]string, error) {
-					return createTenantScript(b, u, pipelined)
+					return script(b, u, pipelined)
 				})
 			})
 		})
 	}
+}
+
+// pipelineMarks are the pgbench meta-commands around a transaction sent as one pipeline, or
+// nothing.
+func pipelineMarks(pipelined bool) (start, end string) {
+	if pipelined {
+		return "\\startpipeline\n", "\\endpipeline\n"
+	}
+	return "", ""
 }
 
 // createTenantScript mints an admin key in the database at u and writes the pgbench script.
@@ -508,10 +525,7 @@ func createTenantScript(b *testing.B, u string, pipelined bool) ([]string, error
 	if err := pool.QueryRow(ctx, "SELECT tenant_id::text, principal_id::text FROM api_keys WHERE id = $1", key.ID).Scan(&root, &admin); err != nil {
 		return nil, err
 	}
-	start, end := "", ""
-	if pipelined {
-		start, end = "\\startpipeline\n", "\\endpipeline\n"
-	}
+	start, end := pipelineMarks(pipelined)
 	// Ids derive from a random number, so statements need no earlier results; md5 makes UUIDs.
 	script := `\set n random(1, 1000000000000000)
 SELECT k.id, k.secret_hash, k.expires_at, k.last_used_at, k.tenant_id, k.principal_id, p.kind, p.name AS principal_name, t.is_root, COALESCE(array_agg(rb.role ORDER BY rb.role) FILTER (WHERE rb.role IS NOT NULL), '{}')::text[] AS roles FROM api_keys k JOIN principals p ON p.id = k.principal_id JOIN tenants t ON t.id = k.tenant_id LEFT JOIN role_bindings rb ON rb.principal_id = k.principal_id WHERE k.id = :key GROUP BY k.id, p.id, t.id;

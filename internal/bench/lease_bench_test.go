@@ -2,7 +2,6 @@ package bench_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -79,20 +78,7 @@ func (e *env) httpClient(b *testing.B, key string) *http.Client {
 // nine. The database holds the same pool, nodes and quota as BenchmarkAdmissionWrite's
 // LeaseCreate.
 func BenchmarkPgbenchCreateLeaseSQL(b *testing.B) {
-	c := clients(b)
-	for _, pipelined := range []bool{false, true} {
-		name := "round-trips"
-		if pipelined {
-			name = "pipelined"
-		}
-		b.Run(fmt.Sprintf("%s/clients=%d", name, c), func(b *testing.B) {
-			pgbenchBench(b, "create-lease-"+name, func() (pgbenchResult, error) {
-				return runPgbench(b, c, func(_, u string) ([]string, error) {
-					return createLeaseScript(b, u, pipelined)
-				})
-			})
-		})
-	}
+	pgbenchReplay(b, "create-lease", createLeaseScript)
 }
 
 // createLeaseScript sets up the pool and an admin key in the database at u and writes the
@@ -114,10 +100,7 @@ func createLeaseScript(b *testing.B, u string, pipelined bool) ([]string, error)
 	if err := pool.QueryRow(ctx, "SELECT principal_id::text FROM api_keys WHERE id = $1", key.ID).Scan(&admin); err != nil {
 		return nil, err
 	}
-	start, end := "", ""
-	if pipelined {
-		start, end = "\\startpipeline\n", "\\endpipeline\n"
-	}
+	start, end := pipelineMarks(pipelined)
 	// The lease id derives from a random number; md5 makes a UUID of it.
 	script := `\set n random(1, 1000000000000000)
 SELECT k.id, k.secret_hash, k.expires_at, k.last_used_at, k.tenant_id, k.principal_id, p.kind, p.name AS principal_name, t.is_root, t.name AS tenant_name, t.suspended_at, t.deleted_at, COALESCE(array_agg(rb.role ORDER BY rb.role) FILTER (WHERE rb.role IS NOT NULL), '{}')::text[] AS roles FROM api_keys k JOIN principals p ON p.id = k.principal_id JOIN tenants t ON t.id = k.tenant_id LEFT JOIN role_bindings rb ON rb.principal_id = k.principal_id WHERE k.id = :key GROUP BY k.id, p.id, t.id;

@@ -3,10 +3,10 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,10 +41,12 @@ func startChildFleet(tb testing.TB, e *env, gw *gatewaytest.Gateway, token strin
 	child := exec.CommandContext(cctx, os.Args[0], "-test.run=^TestFanOutFleetChild$", "-test.v")
 	child.Env = append(os.Environ(), childFleetAddr+"="+gw.Addr, childFleetRoot+"="+root,
 		childFleetToken+"="+token, childFleetN+"="+strconv.Itoa(n))
-	var mu sync.Mutex
 	var out bytes.Buffer
-	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(p) })
-	child.Stdout, child.Stderr = w, w
+	var w io.Writer = &out
+	if os.Getenv("BENCH_FANOUT_TIMELINE") != "" {
+		w = io.MultiWriter(&out, os.Stderr) // the child's join progress, as it comes
+	}
+	child.Stdout, child.Stderr = w, w // one writer for both: exec calls it from one goroutine at a time
 	if err := child.Start(); err != nil {
 		tb.Fatal(err)
 	}
@@ -54,9 +56,7 @@ func startChildFleet(tb testing.TB, e *env, gw *gatewaytest.Gateway, token strin
 		stop()
 		<-exited
 		if tb.Failed() {
-			mu.Lock()
-			tb.Log(out.String())
-			mu.Unlock()
+			tb.Log(out.String()) // the child has exited: nothing writes to out any more
 		}
 	})
 	poll.Until(tb, 20*time.Minute, "the child's machines hold their sessions", func() bool {
@@ -82,10 +82,6 @@ func startChildFleet(tb testing.TB, e *env, gw *gatewaytest.Gateway, token strin
 	}
 	return nodes
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // TestFanOutFleetChild is startChildFleet's child: BC_FANOUT_FLEET_N simulated machines that
 // answer echo, joined through BC_FANOUT_FLEET_ADDR, run until the process is killed.
