@@ -24,7 +24,7 @@ UPDATE reconcile_queue q
 SET due_at = now() + sqlc.arg(visibility_ms)::bigint * interval '1 millisecond'
 FROM due
 WHERE q.kind = due.kind AND q.key = due.key
-RETURNING q.key, q.shard, q.generation, q.attempts;
+RETURNING q.key, q.shard, q.generation, q.attempts, q.due_at AS hidden_until;
 
 -- name: CompleteReconcile :exec
 -- Removes reconciled keys, unless they were enqueued again meanwhile (generation moved on).
@@ -39,6 +39,17 @@ SET attempts = attempts + 1,
     last_error = sqlc.arg(last_error),
     due_at = now() + sqlc.arg(delay_ms)::bigint * interval '1 millisecond'
 WHERE kind = sqlc.arg(kind) AND key = sqlc.arg(key);
+
+-- name: ReleaseReconcile :exec
+-- Makes claimed keys due again at once, attempts unchanged: a worker stopping hands back what it
+-- claimed and did not finish, rather than hiding it for the rest of its visibility window. A key
+-- whose due time moved since the claim (deferred, retried, or claimed again after the window)
+-- is left as it is.
+UPDATE reconcile_queue q
+SET due_at = now()
+WHERE q.kind = sqlc.arg(kind)
+  AND (q.key, q.due_at) IN (
+      SELECT unnest(sqlc.arg(keys)::text[]), unnest(sqlc.arg(hidden_until)::timestamptz[]));
 
 -- name: NotifyReconcile :exec
 SELECT pg_notify('bc_reconcile', sqlc.arg(kind)::text);

@@ -952,6 +952,11 @@ type Querier interface {
 	ReleaseGatewayVouches(ctx context.Context, gatewayID string) (int64, error)
 	ReleaseLocks(ctx context.Context, arg ReleaseLocksParams) error
 	ReleaseMigrationLock(ctx context.Context, lockKey int64) error
+	// Makes claimed keys due again at once, attempts unchanged: a worker stopping hands back what it
+	// claimed and did not finish, rather than hiding it for the rest of its visibility window. A key
+	// whose due time moved since the claim (deferred, retried, or claimed again after the window)
+	// is left as it is.
+	ReleaseReconcile(ctx context.Context, arg ReleaseReconcileParams) error
 	// A finished workflow lets go of its nodes.
 	ReleaseWorkflowNodes(ctx context.Context, workflowID uuid.UUID) error
 	// Whether a remediation of the node must wait: some pool the node is a member of already has its

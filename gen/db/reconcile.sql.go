@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 )
 
 const claimReconcile = `-- name: ClaimReconcile :many
@@ -21,7 +22,7 @@ UPDATE reconcile_queue q
 SET due_at = now() + $1::bigint * interval '1 millisecond'
 FROM due
 WHERE q.kind = due.kind AND q.key = due.key
-RETURNING q.key, q.shard, q.generation, q.attempts
+RETURNING q.key, q.shard, q.generation, q.attempts, q.due_at AS hidden_until
 `
 
 type ClaimReconcileParams struct {
@@ -32,10 +33,11 @@ type ClaimReconcileParams struct {
 }
 
 type ClaimReconcileRow struct {
-	Key        string
-	Shard      int32
-	Generation int64
-	Attempts   int32
+	Key         string
+	Shard       int32
+	Generation  int64
+	Attempts    int32
+	HiddenUntil time.Time
 }
 
 func (q *Queries) ClaimReconcile(ctx context.Context, arg ClaimReconcileParams) ([]ClaimReconcileRow, error) {
@@ -57,6 +59,7 @@ func (q *Queries) ClaimReconcile(ctx context.Context, arg ClaimReconcileParams) 
 			&i.Shard,
 			&i.Generation,
 			&i.Attempts,
+			&i.HiddenUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -171,6 +174,29 @@ func (q *Queries) ReconcileQueueStats(ctx context.Context) ([]ReconcileQueueStat
 		return nil, err
 	}
 	return items, nil
+}
+
+const releaseReconcile = `-- name: ReleaseReconcile :exec
+UPDATE reconcile_queue q
+SET due_at = now()
+WHERE q.kind = $1
+  AND (q.key, q.due_at) IN (
+      SELECT unnest($2::text[]), unnest($3::timestamptz[]))
+`
+
+type ReleaseReconcileParams struct {
+	Kind        string
+	Keys        []string
+	HiddenUntil []time.Time
+}
+
+// Makes claimed keys due again at once, attempts unchanged: a worker stopping hands back what it
+// claimed and did not finish, rather than hiding it for the rest of its visibility window. A key
+// whose due time moved since the claim (deferred, retried, or claimed again after the window)
+// is left as it is.
+func (q *Queries) ReleaseReconcile(ctx context.Context, arg ReleaseReconcileParams) error {
+	_, err := q.db.Exec(ctx, releaseReconcile, arg.Kind, arg.Keys, arg.HiddenUntil)
+	return err
 }
 
 const retryReconcile = `-- name: RetryReconcile :exec

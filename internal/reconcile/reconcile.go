@@ -4,9 +4,10 @@
 // Callers enqueue keys in their own transaction (Enqueue) and, after commit, may wake the
 // workers (Waker); a worker of the reconciler's role claims due keys of the shards it holds with
 // FOR UPDATE SKIP LOCKED and hides them for a visibility timeout while it works, so no key is
-// reconciled by two workers at once. Success removes the key unless it was enqueued again
-// meanwhile; failure retries it with exponential backoff and jitter, recording the error and the
-// attempt count. LISTEN/NOTIFY only shortens the wait: a worker also polls, and an optional
+// reconciled by two workers at once; a worker that stops hands back what it claimed and did not
+// finish, so only a crash leaves keys hidden for the window. Success removes the key unless it
+// was enqueued again meanwhile; failure retries it with exponential backoff and jitter,
+// recording the error and the attempt count. LISTEN/NOTIFY only shortens the wait: a worker also polls, and an optional
 // periodic resync enqueues every key, so a lost notification or a missed enqueue only delays
 // work.
 package reconcile
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -153,8 +155,14 @@ func (rt *Runtime) Poke(kind string) {
 	}
 }
 
-// pollInterval bounds how long a due key waits when its notification was lost.
-const pollInterval = time.Second
+const (
+	// pollInterval bounds how long a due key waits when its notification was lost.
+	pollInterval = time.Second
+	// claimTimeout bounds a claim, and recordTimeout the writing of outcomes, both of which run
+	// to the end when the worker is stopped.
+	claimTimeout  = 10 * time.Second
+	recordTimeout = 10 * time.Second
+)
 
 func (rt *Runtime) work(ctx context.Context, reg Registration, m *shard.Member) {
 	kind := reg.Reconciler.Kind()
@@ -171,12 +179,20 @@ func (rt *Runtime) work(ctx context.Context, reg Registration, m *shard.Member) 
 			for i, s := range shards {
 				s32[i] = int32(s)
 			}
+			// The claim is not cut off by a stop: a claim committed but never read would hide its
+			// keys for a whole visibility window. What it returns after a stop is handed back.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 			var err error
-			claimed, err = q.ClaimReconcile(ctx, db.ClaimReconcileParams{
+			claimed, err = q.ClaimReconcile(cctx, db.ClaimReconcileParams{
 				Kind: kind, Shards: s32, Lim: batch, VisibilityMs: visibility.Milliseconds(),
 			})
-			if err != nil && ctx.Err() == nil {
+			cancel()
+			if err != nil {
 				log.Warn("claim due keys", "err", err)
+			}
+			if ctx.Err() != nil {
+				rt.release(ctx, kind, claimed, log)
+				return
 			}
 		}
 		if len(claimed) == 0 {
@@ -234,17 +250,32 @@ func (rt *Runtime) reconcileBatch(ctx context.Context, reg Registration, claimed
 			}
 		})
 	}
+	sent := 0
+dispatch:
 	for _, row := range claimed {
 		select {
 		case next <- row:
+			sent++
 		case <-ctx.Done():
+			break dispatch
 		}
 	}
 	close(next)
 	wg.Wait()
+	undone := slices.Clone(claimed[sent:])
+
+	// A failure while the worker stops is the stop's, not the key's: the key is handed back
+	// with its attempts unchanged, with the keys never started, instead of backing off.
+	if ctx.Err() != nil {
+		for _, f := range failed {
+			undone = append(undone, f.row)
+		}
+		failed = nil
+	}
+	rt.release(ctx, kind, undone, log)
 
 	// Record outcomes even while stopping: the work is done.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	q := db.New(rt.pool)
 	if len(doneKeys) > 0 {
@@ -261,6 +292,24 @@ func (rt *Runtime) reconcileBatch(ctx context.Context, reg Registration, claimed
 		}); err != nil {
 			log.Warn("record reconcile failure", "key", f.row.Key, "err", err)
 		}
+	}
+}
+
+// release makes claimed keys that a stopping worker did not finish due again at once, so a
+// restart delays them by no more than the next claim.
+func (rt *Runtime) release(ctx context.Context, kind string, rows []db.ClaimReconcileRow, log *slog.Logger) {
+	if len(rows) == 0 {
+		return
+	}
+	keys := make([]string, len(rows))
+	hidden := make([]time.Time, len(rows))
+	for i, r := range rows {
+		keys[i], hidden[i] = r.Key, r.HiddenUntil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if err := db.New(rt.pool).ReleaseReconcile(rctx, db.ReleaseReconcileParams{Kind: kind, Keys: keys, HiddenUntil: hidden}); err != nil {
+		log.Warn("hand back unfinished keys", "keys", len(keys), "err", err)
 	}
 }
 

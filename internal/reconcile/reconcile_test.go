@@ -211,6 +211,57 @@ func TestFailuresRetryWithBackoff(t *testing.T) {
 	poll.Until(t, 5*time.Second, "only the broken key stays queued", func() bool { return queueDepth(t, pool, tr.kind) == 1 })
 }
 
+// blocker is a reconciler that holds each key until its context ends, telling started.
+type blocker struct{ started chan string }
+
+func (b *blocker) Kind() string { return "test.stop" }
+
+func (b *blocker) Reconcile(ctx context.Context, key string) error {
+	b.started <- key
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestStoppedWorkerHandsBackItsKeys: a worker stopped while it holds claimed keys (one being
+// reconciled, one not yet started) makes both due again at once, attempts unchanged, instead
+// of hiding them for their visibility window (a minute here) or backing them off.
+func TestStoppedWorkerHandsBackItsKeys(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	b := &blocker{started: make(chan string, 2)}
+	w := startWorker(t, pool, "w", time.Second, reconcile.Registration{Reconciler: b, Concurrency: 1})
+	poll.Until(t, 5*time.Second, "w holds every shard", func() bool { return disjointCover(w) })
+	enqueue(t, pool, b.Kind(), []string{"first", "second"})
+	w.rt.Poke(b.Kind())
+	<-b.started
+	w.stop()
+
+	rows, err := pool.Query(context.Background(), `SELECT key, attempts, due_at <= now() FROM reconcile_queue WHERE kind = $1 ORDER BY key`, b.Kind())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var key string
+		var attempts int
+		var due bool
+		if err := rows.Scan(&key, &attempts, &due); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if attempts != 0 || !due {
+			t.Errorf("key %s: %d attempts, due now %v; want 0 attempts and due now", key, attempts, due)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("%d keys queued, want 2", n)
+	}
+}
+
 func TestBackoffGrowsAndIsCapped(t *testing.T) {
 	t.Parallel()
 	prev := time.Duration(0)

@@ -62,6 +62,7 @@ func dgx(host string) *daemonv1.Inventory {
 
 // drill is the running system of the test.
 type drill struct {
+	sys    *system
 	env    *servertest.Env
 	leases leasesv1connect.LeasesServiceClient
 	gpus   gpusv1connect.GpusServiceClient
@@ -78,6 +79,9 @@ type system struct {
 	token   string
 	ctx     context.Context
 	wg      *sync.WaitGroup
+	// stopControllers stops the process running the controllers role, for a test that runs
+	// its own.
+	stopControllers func()
 }
 
 // newSystem starts the API, the health reconciler (controllers) and the placer (scheduler),
@@ -88,30 +92,43 @@ func newSystem(t testing.TB, machines int) *system {
 	return newSystemWith(t, machines, nil)
 }
 
-// newSystemWith is newSystem with more reconcilers, made with the system's waker.
+// controllers is what a process of the controllers role runs: the health reconciler, the
+// liveness job (nodes are schedulable once online, which it records from their hellos) and
+// more, made with the process's waker.
+func controllers(pool *pgxpool.Pool, poke func(kind string), more func(pool *pgxpool.Pool, poke func(kind string)) []reconcile.Registration) engine.Options {
+	regs := []reconcile.Registration{gpucontrol.Registration(pool, gpucontrol.Options{Wake: poke})}
+	if more != nil {
+		regs = append(regs, more(pool, poke)...)
+	}
+	return engine.Options{
+		Pool: pool, Roles: map[string]bool{reconcile.RoleControllers: true}, Reconcilers: regs,
+		Jobs: map[string][]locks.Job{reconcile.RoleControllers: {nodecontrol.LivenessJob(pool, nodecontrol.LivenessOptions{
+			Interval: 100 * time.Millisecond, Threshold: time.Minute,
+		})}},
+	}
+}
+
+// newSystemWith is newSystem with more reconcilers of the controllers role, made with the
+// system's waker. The controllers and the scheduler run as two processes would.
 func newSystemWith(t testing.TB, machines int, more func(pool *pgxpool.Pool, poke func(kind string)) []reconcile.Registration) *system {
 	t.Helper()
 	env := servertest.New(t)
-	var rt *engine.Runtime
-	poke := func(kind string) { rt.Reconcilers().Poke(kind) }
-	regs := []reconcile.Registration{
-		gpucontrol.Registration(env.Pool, gpucontrol.Options{Wake: poke}),
-		placer.Registration(env.Pool, placer.Options{}),
+	var ctl, sched *engine.Runtime
+	poke := func(kind string) {
+		ctl.Reconcilers().Poke(kind)
+		sched.Reconcilers().Poke(kind)
 	}
-	if more != nil {
-		regs = append(regs, more(env.Pool, poke)...)
-	}
-	rt = engine.New(engine.Options{
-		Pool: env.Pool, Roles: map[string]bool{"controllers": true, "scheduler": true},
-		Reconcilers: regs,
-		// Nodes are schedulable once online, which the liveness job records from their hellos.
-		Jobs: map[string][]locks.Job{"controllers": {nodecontrol.LivenessJob(env.Pool, nodecontrol.LivenessOptions{
-			Interval: 100 * time.Millisecond, Threshold: time.Minute,
-		})}},
+	ctl = engine.New(controllers(env.Pool, poke, more))
+	sched = engine.New(engine.Options{
+		Pool: env.Pool, Roles: map[string]bool{reconcile.RoleScheduler: true},
+		Reconcilers: []reconcile.Registration{placer.Registration(env.Pool, placer.Options{})},
 	})
 	rctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { rt.Run(rctx) })
+	wg.Go(func() { sched.Run(rctx) })
+	cctx, stopCtl := context.WithCancel(rctx)
+	ctlDone := make(chan struct{})
+	wg.Go(func() { defer close(ctlDone); ctl.Run(cctx) })
 	t.Cleanup(func() { stop(); wg.Wait() })
 
 	bundle, err := pki.Init(ctx, env.Pool, "gpu-drill-secret-0123456789abcdef", "test.local")
@@ -145,7 +162,10 @@ func newSystemWith(t testing.TB, machines int, more func(pool *pgxpool.Pool, pok
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &system{env: env, gateway: ln.Addr().String(), rootPEM: bundle.RootPEM(), token: tok.GetToken(), ctx: rctx, wg: &wg}
+	return &system{
+		env: env, gateway: ln.Addr().String(), rootPEM: bundle.RootPEM(), token: tok.GetToken(), ctx: rctx, wg: &wg,
+		stopControllers: func() { stopCtl(); <-ctlDone },
+	}
 }
 
 func newDrill(t *testing.T, hosts ...string) *drill {
@@ -166,6 +186,7 @@ func newDrillOpts(t *testing.T, more func(pool *pgxpool.Pool, poke func(kind str
 	sys := newSystemWith(t, len(hosts), more)
 	env := sys.env
 	d := &drill{
+		sys:    sys,
 		env:    env,
 		leases: leasesv1connect.NewLeasesServiceClient(env.HTTPClient(env.AdminKey), env.URL),
 		gpus:   gpusv1connect.NewGpusServiceClient(env.HTTPClient(env.AdminKey), env.URL),
