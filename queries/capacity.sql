@@ -315,14 +315,14 @@ WHERE l.id = x.id;
 
 -- name: SetGangReservations :exec
 -- The pool's pending gangs' reservations as the placer last planned them: when each of ids
--- expects to start (starts), and none for the pool's other pending gangs that had one.
-UPDATE pool_leases l SET reserved_start = x.start
-FROM (SELECT p.id, s.start
-      FROM pool_leases p
-      LEFT JOIN (SELECT unnest(sqlc.arg(ids)::uuid[]) AS id, unnest(sqlc.arg(starts)::timestamptz[]) AS start) AS s ON s.id = p.id
-      WHERE p.pool_id = sqlc.arg(pool_id) AND p.state = 'pending' AND p.nodes > 0
-        AND (s.id IS NOT NULL OR p.reserved_start IS NOT NULL)) AS x
-WHERE l.id = x.id AND l.reserved_start IS DISTINCT FROM x.start;
+-- expects to start (starts), and none for the pool's other pending gangs that had one. One scan
+-- of the pool's pending leases, no join: a self-join's plan cached while pool_leases was nearly
+-- empty scanned the whole table again for each reserved gang.
+UPDATE pool_leases l
+SET reserved_start = (sqlc.arg(starts)::timestamptz[])[array_position(sqlc.arg(ids)::uuid[], l.id)]
+WHERE l.pool_id = sqlc.arg(pool_id) AND l.state = 'pending' AND l.nodes > 0
+  AND (l.id = ANY(sqlc.arg(ids)::uuid[]) OR l.reserved_start IS NOT NULL)
+  AND l.reserved_start IS DISTINCT FROM (sqlc.arg(starts)::timestamptz[])[array_position(sqlc.arg(ids)::uuid[], l.id)];
 
 -- name: GangMembers :many
 -- The nodes the gangs hold or held: each member's rank, its domain (its labels of the pool's

@@ -1742,25 +1742,25 @@ func (q *Queries) SetGangDomains(ctx context.Context, arg SetGangDomainsParams) 
 }
 
 const setGangReservations = `-- name: SetGangReservations :exec
-UPDATE pool_leases l SET reserved_start = x.start
-FROM (SELECT p.id, s.start
-      FROM pool_leases p
-      LEFT JOIN (SELECT unnest($1::uuid[]) AS id, unnest($2::timestamptz[]) AS start) AS s ON s.id = p.id
-      WHERE p.pool_id = $3 AND p.state = 'pending' AND p.nodes > 0
-        AND (s.id IS NOT NULL OR p.reserved_start IS NOT NULL)) AS x
-WHERE l.id = x.id AND l.reserved_start IS DISTINCT FROM x.start
+UPDATE pool_leases l
+SET reserved_start = ($1::timestamptz[])[array_position($2::uuid[], l.id)]
+WHERE l.pool_id = $3 AND l.state = 'pending' AND l.nodes > 0
+  AND (l.id = ANY($2::uuid[]) OR l.reserved_start IS NOT NULL)
+  AND l.reserved_start IS DISTINCT FROM ($1::timestamptz[])[array_position($2::uuid[], l.id)]
 `
 
 type SetGangReservationsParams struct {
-	Ids    []uuid.UUID
 	Starts []time.Time
+	Ids    []uuid.UUID
 	PoolID uuid.UUID
 }
 
 // The pool's pending gangs' reservations as the placer last planned them: when each of ids
-// expects to start (starts), and none for the pool's other pending gangs that had one.
+// expects to start (starts), and none for the pool's other pending gangs that had one. One scan
+// of the pool's pending leases, no join: a self-join's plan cached while pool_leases was nearly
+// empty scanned the whole table again for each reserved gang.
 func (q *Queries) SetGangReservations(ctx context.Context, arg SetGangReservationsParams) error {
-	_, err := q.db.Exec(ctx, setGangReservations, arg.Ids, arg.Starts, arg.PoolID)
+	_, err := q.db.Exec(ctx, setGangReservations, arg.Starts, arg.Ids, arg.PoolID)
 	return err
 }
 

@@ -1062,7 +1062,9 @@ type Querier interface {
 	// The domains the placed gangs got.
 	SetGangDomains(ctx context.Context, arg SetGangDomainsParams) error
 	// The pool's pending gangs' reservations as the placer last planned them: when each of ids
-	// expects to start (starts), and none for the pool's other pending gangs that had one.
+	// expects to start (starts), and none for the pool's other pending gangs that had one. One scan
+	// of the pool's pending leases, no join: a self-join's plan cached while pool_leases was nearly
+	// empty scanned the whole table again for each reserved gang.
 	SetGangReservations(ctx context.Context, arg SetGangReservationsParams) error
 	SetLeaseIdleSince(ctx context.Context, arg SetLeaseIdleSinceParams) error
 	SetNodeConditions(ctx context.Context, arg SetNodeConditionsParams) error
