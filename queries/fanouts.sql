@@ -91,7 +91,11 @@ LIMIT sqlc.arg(lim);
 -- Holds the fan-out's row for a claim (ClaimFanOutCommands in the same transaction): claims of
 -- one fan-out by several gateways take turns, and each counts the commands in flight after the
 -- one before it committed.
-SELECT max_in_flight FROM fan_outs WHERE id = sqlc.arg(id) FOR UPDATE;
+-- It also gives the size of the fan-out's payload, which all its commands share, so the claim
+-- can bound the bytes it returns.
+SELECT f.max_in_flight,
+       COALESCE((SELECT octet_length(c.payload::text) FROM commands c WHERE c.fan_out_id = f.id ORDER BY c.id LIMIT 1), 0)::bigint AS payload_bytes
+FROM fan_outs f WHERE f.id = sqlc.arg(id) FOR UPDATE OF f;
 
 -- name: ClaimFanOutCommands :many
 -- pending -> sent for up to lim pending, not yet overdue commands of the fan-out on the nodes

@@ -387,17 +387,26 @@ func (q *Queries) GetFanOutByKey(ctx context.Context, arg GetFanOutByKeyParams) 
 }
 
 const lockFanOut = `-- name: LockFanOut :one
-SELECT max_in_flight FROM fan_outs WHERE id = $1 FOR UPDATE
+SELECT f.max_in_flight,
+       COALESCE((SELECT octet_length(c.payload::text) FROM commands c WHERE c.fan_out_id = f.id ORDER BY c.id LIMIT 1), 0)::bigint AS payload_bytes
+FROM fan_outs f WHERE f.id = $1 FOR UPDATE OF f
 `
+
+type LockFanOutRow struct {
+	MaxInFlight  int32
+	PayloadBytes int64
+}
 
 // Holds the fan-out's row for a claim (ClaimFanOutCommands in the same transaction): claims of
 // one fan-out by several gateways take turns, and each counts the commands in flight after the
 // one before it committed.
-func (q *Queries) LockFanOut(ctx context.Context, id uuid.UUID) (int32, error) {
+// It also gives the size of the fan-out's payload, which all its commands share, so the claim
+// can bound the bytes it returns.
+func (q *Queries) LockFanOut(ctx context.Context, id uuid.UUID) (LockFanOutRow, error) {
 	row := q.db.QueryRow(ctx, lockFanOut, id)
-	var max_in_flight int32
-	err := row.Scan(&max_in_flight)
-	return max_in_flight, err
+	var i LockFanOutRow
+	err := row.Scan(&i.MaxInFlight, &i.PayloadBytes)
+	return i, err
 }
 
 const openFanOuts = `-- name: OpenFanOuts :many

@@ -618,7 +618,9 @@ type Querier interface {
 	// Holds the fan-out's row for a claim (ClaimFanOutCommands in the same transaction): claims of
 	// one fan-out by several gateways take turns, and each counts the commands in flight after the
 	// one before it committed.
-	LockFanOut(ctx context.Context, id uuid.UUID) (int32, error)
+	// It also gives the size of the fan-out's payload, which all its commands share, so the claim
+	// can bound the bytes it returns.
+	LockFanOut(ctx context.Context, id uuid.UUID) (LockFanOutRow, error)
 	// The node's GPUs, locked: the reconciler and the operators' quarantine and clear change a
 	// node's GPUs one transaction at a time. With the lease that holds each now, and, for a gang,
 	// what it asked to happen when a member's GPU becomes unhealthy ('' for the pool's policy).
