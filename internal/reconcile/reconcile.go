@@ -7,9 +7,9 @@
 // reconciled by two workers at once; a worker that stops hands back what it claimed and did not
 // finish, so only a crash leaves keys hidden for the window. Success removes the key unless it
 // was enqueued again meanwhile; failure retries it with exponential backoff and jitter,
-// recording the error and the attempt count. LISTEN/NOTIFY only shortens the wait: a worker also polls, and an optional
-// periodic resync enqueues every key, so a lost notification or a missed enqueue only delays
-// work.
+// recording the error and the attempt count. LISTEN/NOTIFY only shortens the wait: a worker
+// also polls, and an optional periodic resync enqueues every key, so a lost notification or a
+// missed enqueue only delays work.
 package reconcile
 
 import (
