@@ -62,3 +62,33 @@ func TestAcksAndResultsNeverDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// TestAcksAreNotWaitedForOnDisk: the ack statement turns synchronous_commit off for its own
+// transaction (an ack lost with a crash costs a redelivery), and still acks.
+func TestAcksAreNotWaitedForOnDisk(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _, sess := newRecorder(t)
+	id := uuid.New()
+	sentCommands(t, pool, sess, []uuid.UUID{id})
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// The tests' cluster runs with synchronous_commit off: turn it on, so the statement must
+	// be what turns it off.
+	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.New(tx).AckCommands(ctx, db.AckCommandsParams{NodeIds: []uuid.UUID{sess.node}, Ids: []uuid.UUID{id}}); err != nil {
+		t.Fatal(err)
+	}
+	var setting, state string
+	if err := tx.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), (SELECT state::text FROM commands WHERE id = $1)`, id).Scan(&setting, &state); err != nil {
+		t.Fatal(err)
+	}
+	if setting != "off" || state != "acked" {
+		t.Errorf("after the ack: synchronous_commit %s, the command %s; want off and acked", setting, state)
+	}
+}

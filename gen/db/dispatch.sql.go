@@ -26,6 +26,7 @@ UPDATE commands c
 SET state = 'acked', acked_at = now(), updated_at = now()
 FROM locked
 WHERE c.id = locked.id AND c.state = 'sent'
+  AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
 `
 
 type AckCommandsParams struct {
@@ -37,7 +38,11 @@ type AckCommandsParams struct {
 // (AckCommand's transition for many commands): node_ids[i] acked ids[i]. An ack that a result
 // overtook finds its command finished and changes nothing. The commands are locked in id order,
 // as FinishCommands locks them, so that an ack batch and a result batch of the same commands,
-// written at once, wait for each other rather than deadlock.
+// written at once, wait for each other rather than deadlock. Its commit is not waited for on
+// disk (synchronous_commit off for this statement's transaction, as commands_reserve_all's): an
+// ack only narrows what the sweeper re-queues, so one lost with a crash costs at most a
+// redelivery that the daemon answers from its record, and the creates' and results' durable
+// commits no longer queue behind an ack's.
 func (q *Queries) AckCommands(ctx context.Context, arg AckCommandsParams) error {
 	_, err := q.db.Exec(ctx, ackCommands, arg.NodeIds, arg.Ids)
 	return err

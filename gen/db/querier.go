@@ -18,7 +18,11 @@ type Querier interface {
 	// (AckCommand's transition for many commands): node_ids[i] acked ids[i]. An ack that a result
 	// overtook finds its command finished and changes nothing. The commands are locked in id order,
 	// as FinishCommands locks them, so that an ack batch and a result batch of the same commands,
-	// written at once, wait for each other rather than deadlock.
+	// written at once, wait for each other rather than deadlock. Its commit is not waited for on
+	// disk (synchronous_commit off for this statement's transaction, as commands_reserve_all's): an
+	// ack only narrows what the sweeper re-queues, so one lost with a crash costs at most a
+	// redelivery that the daemon answers from its record, and the creates' and results' durable
+	// commits no longer queue behind an ack's.
 	AckCommands(ctx context.Context, arg AckCommandsParams) error
 	// Locks: the workers' single-writer work (internal/locks). A lock is taken when free or
 	// expired, renewed by its holder before it expires, and released by expiring it (the row stays,
