@@ -62,7 +62,12 @@ func (fr *FrameReader) Read() (Frame, error) {
 	}
 	p := fr.buf[headerLen : headerLen+int(n)]
 	if _, err := io.ReadFull(fr.r, p); err != nil {
-		return Frame{}, fmt.Errorf("%w: stream ended inside a frame: %w", ErrProtocol, err)
+		// A stream that ends cleanly inside a frame broke the protocol; one whose transport
+		// failed (a connection reset by a gateway that died) was lost, as between frames.
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return Frame{}, fmt.Errorf("%w: stream ended inside a frame", ErrProtocol)
+		}
+		return Frame{}, fmt.Errorf("tunnel: reading a frame: %w", err)
 	}
 	return Frame{Type: t, Payload: p}, nil
 }

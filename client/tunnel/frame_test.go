@@ -89,6 +89,20 @@ func TestMalformedFrames(t *testing.T) {
 	}
 }
 
+// TestTransportErrorInsideAFrame: a stream whose transport fails inside a frame (a gateway
+// that died mid-transfer) is lost, not malformed: the error is the transport's, not a protocol
+// error, so a relay ends the tunnel with its lost code (4006) rather than 4007.
+func TestTransportErrorInsideAFrame(t *testing.T) {
+	t.Parallel()
+	lost := errors.New("write: broken pipe")
+	in := io.MultiReader(bytes.NewReader(binary.BigEndian.AppendUint32([]byte{byte(tunnel.Data)}, 10)),
+		bytes.NewReader([]byte("short")), iotest.ErrReader(lost))
+	_, err := tunnel.NewFrameReader(in).Read()
+	if !errors.Is(err, lost) || errors.Is(err, tunnel.ErrProtocol) {
+		t.Fatalf("%v: want the transport's error, not a protocol error", err)
+	}
+}
+
 // TestAbortPayload: a code and reason round-trip; a long reason is cut to 123 bytes on a rune
 // boundary (what a WebSocket close frame carries); a payload without a code is a protocol error.
 func TestAbortPayload(t *testing.T) {
