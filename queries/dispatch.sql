@@ -31,8 +31,8 @@ RETURNING c.*;
 -- as FinishCommands locks them, so that an ack batch and a result batch of the same commands,
 -- written at once, wait for each other rather than deadlock. Its commit is not waited for on
 -- disk (synchronous_commit off for this statement's transaction, as commands_reserve_all's): an
--- ack only narrows what the sweeper re-queues, so one lost with a crash costs at most a
--- redelivery that the daemon answers from its record, so it need not take a durable commit.
+-- ack only narrows what the sweeper re-queues, and one lost with a crash costs at most a
+-- redelivery that the daemon answers from its record.
 WITH locked AS MATERIALIZED (
     SELECT c.id
     FROM commands c

@@ -20,8 +20,8 @@ type Querier interface {
 	// as FinishCommands locks them, so that an ack batch and a result batch of the same commands,
 	// written at once, wait for each other rather than deadlock. Its commit is not waited for on
 	// disk (synchronous_commit off for this statement's transaction, as commands_reserve_all's): an
-	// ack only narrows what the sweeper re-queues, so one lost with a crash costs at most a
-	// redelivery that the daemon answers from its record, so it need not take a durable commit.
+	// ack only narrows what the sweeper re-queues, and one lost with a crash costs at most a
+	// redelivery that the daemon answers from its record.
 	AckCommands(ctx context.Context, arg AckCommandsParams) error
 	// Locks: the workers' single-writer work (internal/locks). A lock is taken when free or
 	// expired, renewed by its holder before it expires, and released by expiring it (the row stays,
